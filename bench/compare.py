@@ -1,0 +1,294 @@
+#!/usr/bin/python3
+"""Side-by-side throughput: fusionflow vs torchvision's DataLoader vs plain decoding.
+
+Runs, in one invocation and on the same ImageFolder:
+  fusionflow    `fusionflow bench ... --json` (the CLI), parsed from its JSON summary;
+  torchvision   torch DataLoader over torchvision.datasets.ImageFolder with the
+                equivalent PIL transforms, num_workers = --threads;
+  decode-only   bench/decode_only: full libjpeg decode of every file on --threads
+                threads, nothing else (the CPU's ceiling for any loader that decodes
+                every image in full).
+The page cache is warmed first so every peer reads from memory. Peers run
+alternately --repeats times; the median of each is reported.
+"""
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+
+IMAGENET_MEAN = (0.485, 0.456, 0.406)
+IMAGENET_STD = (0.229, 0.224, 0.225)
+
+# fusionflow pipeline text for each --pipeline choice; the torchvision transforms
+# for the same choice are built in tv_transform().
+PIPELINES = {
+    "standard": "decode | random_resized_crop(size=224) | random_horizontal_flip"
+                " | normalize(mean=imagenet, std=imagenet)",
+}
+
+IMG_EXT = (".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp")
+
+
+def log(msg):
+    print("compare: " + msg, file=sys.stderr, flush=True)
+
+
+def list_images(root):
+    out = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames.sort()
+        out.extend(os.path.join(dirpath, f) for f in sorted(filenames)
+                   if f.lower().endswith(IMG_EXT))
+    return out
+
+
+def warm_page_cache(files):
+    t0 = time.monotonic()
+    total = 0
+    for f in files:
+        with open(f, "rb") as fp:
+            while True:
+                b = fp.read(1 << 20)
+                if not b:
+                    break
+                total += len(b)
+    log("page cache warmed: %d files, %.1f MiB in %.2f s"
+        % (len(files), total / 2**20, time.monotonic() - t0))
+
+
+# ---------------------------------------------------------------- fusionflow
+
+def run_fusionflow(args):
+    cmd = [args.cli, "bench",
+           "--source", "imagefolder:" + args.data,
+           "--pipeline", PIPELINES[args.pipeline],
+           "--batch-size", str(args.batch_size),
+           "--batches", str(args.batches),
+           "--threads", str(args.threads),
+           "--json"]
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                       text=True, timeout=args.timeout)
+    if p.returncode != 0:
+        raise RuntimeError("fusionflow bench failed (rc %d): %s"
+                           % (p.returncode, p.stderr.strip()[-2000:]))
+    summary = None
+    for line in p.stdout.splitlines():   # the last JSON object line is the summary
+        line = line.strip()
+        if line.startswith("{"):
+            try:
+                summary = json.loads(line)
+            except ValueError:
+                pass
+    if summary is None:
+        try:
+            summary = json.loads(p.stdout)   # pretty-printed, multi-line
+        except ValueError:
+            raise RuntimeError("no JSON summary in fusionflow's output:\n" + p.stdout[-2000:])
+    if "images_per_s" not in summary:
+        raise RuntimeError("fusionflow's summary has no images_per_s: %r" % summary)
+    return summary
+
+
+# ---------------------------------------------------------------- torchvision
+
+def tv_transform(pipeline):
+    from torchvision import transforms as T
+    if pipeline == "standard":
+        return T.Compose([
+            T.RandomResizedCrop(224),
+            T.RandomHorizontalFlip(),
+            T.ToTensor(),
+            T.Normalize(IMAGENET_MEAN, IMAGENET_STD),
+        ])
+    raise ValueError(pipeline)
+
+
+def _worker_init(_):
+    import torch
+    torch.set_num_threads(1)
+
+
+def run_torchvision(args):
+    import torch
+    from torch.utils.data import DataLoader, RandomSampler
+    from torchvision.datasets import ImageFolder
+
+    torch.set_num_threads(1)
+    ds = ImageFolder(args.data, transform=tv_transform(args.pipeline))
+    total = args.warmup + args.batches
+    # shuffle=True over as many epochs as the run needs, without the worker
+    # restart a new epoch would cost with persistent_workers=False
+    sampler = RandomSampler(ds, replacement=False, num_samples=total * args.batch_size)
+    dl = DataLoader(ds, batch_size=args.batch_size, sampler=sampler,
+                    num_workers=args.threads, persistent_workers=False,
+                    pin_memory=False, drop_last=True, worker_init_fn=_worker_init)
+    it = iter(dl)
+    t_start = time.monotonic()
+    for _ in range(args.warmup):          # includes the workers' start-up
+        next(it)
+    t0 = time.monotonic()
+    n = 0
+    for _ in range(args.batches):
+        x, _y = next(it)
+        n += x.shape[0]
+    t1 = time.monotonic()
+    del it
+    return {"images_per_s": n / (t1 - t0), "samples": n, "batches": args.batches,
+            "elapsed_s": t1 - t0, "warmup_s": t0 - t_start, "threads": args.threads}
+
+
+# ---------------------------------------------------------------- decode only
+
+def run_decode_only(args):
+    cmd = [args.decode_only, "--threads", str(args.threads), args.data]
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                       text=True, timeout=args.timeout)
+    if p.returncode != 0:
+        raise RuntimeError("decode_only failed (rc %d): %s" % (p.returncode, p.stderr.strip()))
+    return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+# ---------------------------------------------------------------- main
+
+PEERS = [("fusionflow", run_fusionflow), ("torchvision", run_torchvision),
+         ("decode-only", run_decode_only)]
+
+
+def find_exe(path):
+    if os.path.isfile(path) and os.access(path, os.X_OK):
+        return os.path.abspath(path)
+    return shutil.which(path)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--data", default="build/demo-data")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--batch-size", type=int, default=64)
+    ap.add_argument("--batches", type=int, default=60, help="timed batches per run")
+    ap.add_argument("--warmup", type=int, default=5, help="untimed batches first")
+    ap.add_argument("--repeats", type=int, default=1)
+    ap.add_argument("--cli", default="build/fusionflow")
+    ap.add_argument("--decode-only", default="build/decode_only")
+    ap.add_argument("--pipeline", choices=sorted(PIPELINES), default="standard")
+    ap.add_argument("--only", default="fusionflow,torchvision,decode-only",
+                    help="comma-separated subset of peers to run")
+    ap.add_argument("--timeout", type=float, default=600, help="seconds per run")
+    ap.add_argument("--json", action="store_true",
+                    help="print the results as JSON on stdout (the table goes to stderr)")
+    args = ap.parse_args()
+    if args.threads < 1 or args.batch_size < 1 or args.batches < 1 or args.warmup < 0 \
+            or args.repeats < 1:
+        ap.error("--threads, --batch-size, --batches, --repeats must be >= 1")
+
+    if not os.path.isdir(args.data):
+        sys.exit("compare: no data folder %s (make demo-data, or scripts/demo-data.py DIR)"
+                 % args.data)
+    args.data = os.path.abspath(args.data)
+    files = list_images(args.data)
+    if not files:
+        sys.exit("compare: no images under %s" % args.data)
+
+    wanted = [s.strip() for s in args.only.split(",") if s.strip()]
+    unknown = set(wanted) - {n for n, _ in PEERS}
+    if unknown:
+        ap.error("unknown peer(s) in --only: %s" % ", ".join(sorted(unknown)))
+    peers, skipped = [], {}
+    for name, fn in PEERS:
+        if name not in wanted:
+            continue
+        if name == "fusionflow":
+            exe = find_exe(args.cli)
+            if not exe:
+                skipped[name] = "not built (%s)" % args.cli
+                continue
+            args.cli = exe
+        elif name == "decode-only":
+            exe = find_exe(args.decode_only)
+            if not exe:
+                skipped[name] = "not built (%s)" % args.decode_only
+                continue
+            args.decode_only = exe
+        elif name == "torchvision":
+            try:
+                import torch  # noqa: F401
+                import torchvision  # noqa: F401
+            except ImportError as e:
+                skipped[name] = "torch/torchvision missing (%s); use /usr/bin/python3" % e
+                continue
+        peers.append((name, fn))
+    for name, why in skipped.items():
+        log("skipping %s: %s" % (name, why))
+
+    log("%d images in %s; batch %d, %d+%d batches, %d threads, %d repeat(s)"
+        % (len(files), args.data, args.batch_size, args.warmup, args.batches,
+           args.threads, args.repeats))
+    warm_page_cache(files)
+
+    runs = {name: [] for name, _ in peers}
+    errors = {}
+    for r in range(args.repeats):
+        for name, fn in peers:            # alternate peers within each repeat
+            if name in errors:
+                continue
+            try:
+                res = fn(args)
+            except Exception as e:        # report the others anyway
+                errors[name] = str(e)
+                log("%s failed: %s" % (name, e))
+                continue
+            runs[name].append(res)
+            log("repeat %d/%d  %-12s %9.1f images/s"
+                % (r + 1, args.repeats, name, res["images_per_s"]))
+
+    results = {}
+    for name, rs in runs.items():
+        if rs:
+            rates = [x["images_per_s"] for x in rs]
+            results[name] = {"images_per_s": statistics.median(rates),
+                             "runs": rs}
+    tv = results.get("torchvision", {}).get("images_per_s")
+    dec = results.get("decode-only", {}).get("images_per_s")
+    ff = results.get("fusionflow", {}).get("images_per_s")
+
+    out_stream = sys.stderr if args.json else sys.stdout
+    lines = ["", "%-13s %12s %14s" % ("loader", "images/s", "vs torchvision"),
+             "-" * 41]
+    for name, _ in PEERS:
+        if name in results:
+            rate = results[name]["images_per_s"]
+            ratio = "%13.2fx" % (rate / tv) if tv else "%14s" % "-"
+            lines.append("%-13s %12.1f %s" % (name, rate, ratio))
+        else:
+            why = skipped.get(name) or errors.get(name) or "not run"
+            lines.append("%-13s %12s   (%s)" % (name, "-", why.splitlines()[0][:60]))
+    if ff and dec:
+        lines.append("")
+        lines.append("fusionflow reaches %.0f%% of the decode-only limit (%.1f images/s)"
+                     % (100.0 * ff / dec, dec))
+    print("\n".join(lines), file=out_stream)
+
+    if args.json:
+        doc = {
+            "config": {"data": args.data, "images": len(files), "threads": args.threads,
+                       "batch_size": args.batch_size, "batches": args.batches,
+                       "warmup": args.warmup, "repeats": args.repeats,
+                       "pipeline": args.pipeline,
+                       "fusionflow_pipeline": PIPELINES[args.pipeline]},
+            "results": results,
+            "skipped": skipped,
+            "errors": errors,
+            "ratio_vs_torchvision": {n: results[n]["images_per_s"] / tv
+                                     for n in results} if tv else {},
+            "fusionflow_share_of_decode_only": (ff / dec) if ff and dec else None,
+        }
+        print(json.dumps(doc, indent=2))
+    return 1 if errors else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,238 @@
+/*
+ * fusionflow.h — the one public header of libfusionflow, and its manual.
+ *
+ * fusionflow feeds training with batches of augmented images. A loader reads a
+ * source (an index of encoded images and integer labels), orders it for the
+ * epoch (seeded shuffle, DistributedSampler sharding), draws every random
+ * parameter of every sample up front from a counter-based RNG keyed by
+ * (seed, epoch, sample index), and runs the pipeline on a pool of CPU threads
+ * into an ordered ring of `prefetch` batches.
+ *
+ * Batches are bit-identical for the same (seed, epoch) whatever the number of
+ * threads.
+ *
+ * Conventions
+ *   - Every fallible function returns ff_status: FF_OK (0) or a negative code.
+ *     Outputs are written through `out` parameters and left untouched on
+ *     failure. The message of the last failure is on the loader
+ *     (ff_loader_errmsg), owned by the library.
+ *   - Times are in nanoseconds (`_ns`) unless a name says otherwise; sizes in
+ *     bytes (`_bytes`); rates in samples (images) per second.
+ *   - Thread-safety: one loader may be used by one consumer thread at a time;
+ *     different loaders are independent. ff_batch accessors may be called from
+ *     any thread while the batch is held. ff_batch_release may be called from
+ *     any thread.
+ */
+#ifndef FUSIONFLOW_H
+#define FUSIONFLOW_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(FF_BUILDING_LIBRARY)
+#define FF_API __attribute__((visibility("default")))
+#else
+#define FF_API
+#endif
+
+#define FF_VERSION_MAJOR 0
+#define FF_VERSION_MINOR 1
+#define FF_VERSION_PATCH 0
+
+/* "MAJOR.MINOR.PATCH" of the library that is linked (may differ from the header). */
+FF_API const char *ff_version(void);
+
+/* Status codes. Errors are grouped by kind; a caller that only needs the kind
+ * compares ranges: -1..-9 invalid argument, -10..-19 input data, -20..-29 I/O,
+ * -30..-39 memory, -40..-49 device, -90..-99 internal. */
+typedef enum ff_status {
+  FF_OK = 0,
+  FF_END = 1,              /* not an error: the epoch has no more batches */
+  FF_EINVAL = -1,          /* invalid argument or configuration value */
+  FF_EPIPELINE = -2,       /* the pipeline text does not parse; message names the column */
+  FF_EDATA = -10,          /* an image is corrupt, truncated or of an unsupported kind */
+  FF_ETOOBIG = -11,        /* an image has more pixels than max_image_pixels */
+  FF_EEMPTY = -12,         /* the source holds no sample */
+  FF_EIO = -20,            /* a file could not be opened or read */
+  FF_ENOMEM = -30,         /* host memory could not be allocated */
+  FF_EDEVICE = -40,        /* a device error */
+  FF_EINTERNAL = -90,      /* a bug: please report it */
+} ff_status;
+
+/* A short constant English name of a status ("invalid argument", ...). Never NULL. */
+FF_API const char *ff_status_str(ff_status status);
+
+/* What a worker does with a sample it cannot read or decode. */
+typedef enum ff_on_error {
+  FF_ON_ERROR_RAISE = 0,   /* ff_loader_next returns the error for the batch holding it (default) */
+  FF_ON_ERROR_SKIP = 1,    /* the sample is left out of its batch, counted and its path kept */
+} ff_on_error;
+
+/* Loader configuration. Always fill it with ff_config_init() first, then set
+ * the fields you need: new fields may be added at the end in later versions,
+ * and struct_size tells the library which ones the caller knows. */
+typedef struct ff_config {
+  size_t struct_size;        /* sizeof(ff_config), set by ff_config_init */
+  const char *source;        /* "imagefolder:DIR" or "list:FILE" (see ff_loader_open); required */
+  const char *pipeline;      /* pipeline text (see below); required */
+  int batch_size;            /* samples per batch, >= 1; default 64 */
+  int shuffle;               /* nonzero: seeded permutation per epoch; default 1 */
+  int drop_last;             /* nonzero: drop the tail (sampler and last batch); default 0 */
+  uint64_t seed;             /* base seed of shuffle and augmentation; default 0 */
+  int num_threads;           /* CPU worker threads; 0 = the cores this process may use (default) */
+  int prefetch;              /* batches prepared ahead of the consumer, >= 1; default 2 */
+  int rank;                  /* shard of this process, 0 <= rank < world_size; -1 = $RANK or 0 (default) */
+  int world_size;            /* number of shards; -1 = $WORLD_SIZE or 1 (default) */
+  ff_on_error on_error;      /* default FF_ON_ERROR_RAISE */
+  uint64_t max_image_pixels; /* decoding refuses larger images before allocating; default 89478485 (Pillow's limit) */
+} ff_config;
+
+/* Fills *cfg with the defaults above. */
+FF_API void ff_config_init(ff_config *cfg);
+
+typedef struct ff_loader ff_loader;
+typedef struct ff_batch ff_batch;
+
+/*
+ * Opens a loader: indexes the source, parses the pipeline and starts the
+ * worker threads, which begin preparing epoch 0 at once.
+ *
+ * Sources
+ *   imagefolder:DIR  one sub-folder per class, classes sorted by name and
+ *                    numbered from 0 (torchvision.datasets.ImageFolder); files
+ *                    with extensions .jpg .jpeg .png (any case), sorted by path;
+ *                    sub-folders of a class are searched too.
+ *   list:FILE        one sample per line: `path<TAB>label`, label a
+ *                    non-negative integer; a relative path is relative to
+ *                    FILE's folder; empty lines and lines starting with '#'
+ *                    are ignored.
+ *
+ * Pipeline text: ops separated by '|', torchvision names, keyword arguments,
+ * e.g. "decode | random_resized_crop(size=224) | random_horizontal_flip |
+ * normalize(mean=imagenet, std=imagenet)". The first op is `decode`; the
+ * pipeline must give every sample the same size. A pipeline ending with
+ * normalize or to_dtype gives NCHW float32 batches, otherwise NHWC uint8.
+ * Ops and their sources (see shared spec and torchvision.transforms):
+ *   decode(dct_scale=true)         JPEG (libjpeg-turbo) or PNG (libspng) to RGB uint8.
+ *                                  With dct_scale the JPEG decoder reduces the image
+ *                                  by 1/2..1/8 in the DCT domain when a later crop
+ *                                  is still at least the target size.
+ *   crop(top, left, height, width) torchvision.transforms.functional.crop (in bounds)
+ *   center_crop(size)              torchvision CenterCrop (zero padding if smaller)
+ *   resize(size, antialias=true)   torchvision Resize, bilinear; size=N sets the shorter
+ *                                  side, size=(H, W) both
+ *   random_resized_crop(size, scale=(0.08, 1.0), ratio=(0.75, 1.3333), antialias=true)
+ *                                  torchvision RandomResizedCrop, bilinear
+ *   random_horizontal_flip(p=0.5), random_vertical_flip(p=0.5)
+ *   to_dtype(dtype=float32, scale=true)   x / 255 (ConvertImageDtype)
+ *   normalize(mean, std)           (x / 255 - mean) / std per channel; `imagenet`
+ *                                  names (0.485, 0.456, 0.406) / (0.229, 0.224, 0.225)
+ *
+ * On success *out is the loader and FF_OK is returned. On failure *out is
+ * still set (unless memory ran out, then it is NULL) to a loader in a failed
+ * state: read the reason with ff_loader_errmsg and free it with
+ * ff_loader_close. Returns FF_EINVAL (bad field: message names it),
+ * FF_EPIPELINE (message names the column), FF_EIO (source missing or
+ * unreadable), FF_EEMPTY (no sample, or none for this rank), FF_ENOMEM.
+ */
+FF_API ff_status ff_loader_open(const ff_config *cfg, ff_loader **out);
+
+/* Stops the workers promptly (mid-epoch too), joins them and frees the
+ * loader. Batches still held stay valid until released. NULL does nothing. */
+FF_API void ff_loader_close(ff_loader *loader);
+
+/* The message of the loader's last failure ("" if none). Owned by the loader,
+ * valid until the next call on it. Names the file and the reason for data
+ * errors, the column for pipeline errors. NULL gives "out of memory". */
+FF_API const char *ff_loader_errmsg(const ff_loader *loader);
+
+/* Starts epoch `epoch` (>= 0): the order and every random draw are keyed by
+ * (seed, epoch). Work prepared for the current epoch is discarded. As with
+ * DistributedSampler.set_epoch, an epoch that is not set repeats.
+ * Returns FF_OK or FF_EINVAL. */
+FF_API ff_status ff_loader_set_epoch(ff_loader *loader, uint64_t epoch);
+
+/* Batches in one epoch for this rank (the last may be short unless drop_last). */
+FF_API size_t ff_loader_num_batches(const ff_loader *loader);
+
+/* Samples in one epoch for this rank (DistributedSampler's num_samples). */
+FF_API size_t ff_loader_num_samples(const ff_loader *loader);
+
+/* Samples in the source (all ranks). */
+FF_API size_t ff_loader_dataset_size(const ff_loader *loader);
+
+/*
+ * Waits for the next batch of the epoch, in order, and hands it out in *out.
+ * The batch stays valid until ff_batch_release; at most prefetch + 1 batches
+ * can be held at once (one more call returns FF_EINVAL).
+ * Returns FF_OK, FF_END after the last batch of the epoch (the next call
+ * starts the same epoch again unless ff_loader_set_epoch is called), or the
+ * error of a sample of this batch with on_error=raise (FF_EDATA, FF_ETOOBIG,
+ * FF_EIO, FF_ENOMEM; message names the file). After an error the following
+ * call returns the next batch.
+ */
+FF_API ff_status ff_loader_next(ff_loader *loader, ff_batch **out);
+
+/* Gives the batch's memory back to the loader's ring. NULL does nothing.
+ * Any thread; each batch exactly once. */
+FF_API void ff_batch_release(ff_batch *batch);
+
+typedef enum ff_dtype { FF_UINT8 = 0, FF_FLOAT32 = 1, FF_INT64 = 2 } ff_dtype;
+typedef enum ff_layout { FF_NHWC = 0, FF_NCHW = 1 } ff_layout;
+
+/* A dense host tensor view. shape and strides are in elements (as DLPack). */
+typedef struct ff_tensor {
+  void *data;
+  ff_dtype dtype;
+  ff_layout layout;        /* images: NCHW float32 or NHWC uint8; labels: FF_NCHW unused */
+  int ndim;
+  int64_t shape[4];
+  int64_t strides[4];
+} ff_tensor;
+
+/* Samples in the batch: batch_size, fewer for the last batch of an epoch
+ * without drop_last, and fewer still by the samples skipped (on_error=skip). */
+FF_API size_t ff_batch_size(const ff_batch *batch);
+
+/* Index of the batch within its epoch (0-based), and its epoch. */
+FF_API size_t ff_batch_index(const ff_batch *batch);
+FF_API uint64_t ff_batch_epoch(const ff_batch *batch);
+
+/* The images, shape (N, 3, H, W) float32 for NCHW or (N, H, W, 3) uint8 for
+ * NHWC, contiguous. Valid until the batch is released. */
+FF_API void ff_batch_images(const ff_batch *batch, ff_tensor *out);
+
+/* The labels, shape (N,), int64. Valid until the batch is released. */
+FF_API void ff_batch_labels(const ff_batch *batch, ff_tensor *out);
+
+/* Dataset indices of the batch's samples, N values (for debugging and tests). */
+FF_API const int64_t *ff_batch_sample_indices(const ff_batch *batch);
+
+/* Loader statistics since open. Times are summed over worker threads. */
+typedef struct ff_stats {
+  uint64_t batches;          /* batches handed out by ff_loader_next */
+  uint64_t samples;          /* samples handed out */
+  uint64_t read_ns;          /* reading encoded files */
+  uint64_t decode_ns;        /* decoding (including region and DCT-scaled decode) */
+  uint64_t ops_ns;           /* running the ops after decode */
+  uint64_t wait_ns;          /* time the consumer waited inside ff_loader_next */
+  uint64_t read_bytes;       /* encoded bytes read */
+  uint64_t skipped;          /* samples skipped under on_error=skip */
+  int num_threads;           /* worker threads in use */
+} ff_stats;
+
+/* Fills *out. Any time, from the consumer thread. */
+FF_API void ff_loader_stats(const ff_loader *loader, ff_stats *out);
+
+/* The path and reason of the i-th skipped sample (0 <= i < stats.skipped, at
+ * most the first 1000 are kept), or NULL. Owned by the loader. */
+FF_API const char *ff_loader_skipped(const ff_loader *loader, size_t i);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* FUSIONFLOW_H */

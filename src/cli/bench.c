@@ -1,0 +1,249 @@
+/* bench.c — `fusionflow bench`: runs a loader over a source the way a
+ * training loop would (optionally sleeping --step-ms per batch to stand in
+ * for the training step) and reports throughput and where the time went:
+ * reading, decoding and ops (summed over worker threads) and the time the
+ * consumer waited for batches. Human text goes to stderr, --json prints one
+ * object on stdout. */
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli/cli.h"
+#include "fusionflow/fusionflow.h"
+
+#define DEFAULT_PIPELINE \
+  "decode | random_resized_crop(size=224) | random_horizontal_flip | normalize(mean=imagenet, std=imagenet)"
+
+static void bench_usage(FILE *f) {
+  fprintf(f,
+          "usage: fusionflow bench --source SRC [options]\n"
+          "\n"
+          "Runs the loader over SRC and reports images/s, the time split between reading,\n"
+          "decoding and ops (summed over worker threads), and how long the consumer waited.\n"
+          "\n"
+          "  --source SRC          imagefolder:DIR (one sub-folder per class, as torchvision's\n"
+          "                        ImageFolder) or list:FILE (lines 'path<TAB>label')\n"
+          "  --pipeline TEXT       ops separated by '|' (default:\n"
+          "                        \"" DEFAULT_PIPELINE "\")\n"
+          "  --batch-size N        samples per batch (default 64)\n"
+          "  --batches N           stop after N timed batches (default: one epoch)\n"
+          "  --epochs N            run N epochs (default 1; ignored with --batches)\n"
+          "  --warmup N            untimed batches before timing starts (default 0)\n"
+          "  --threads N           CPU worker threads (default: the cores this process may use)\n"
+          "  --prefetch N          batches prepared ahead of the consumer (default 2)\n"
+          "  --seed N              seed of shuffling and augmentation (default 0)\n"
+          "  --no-shuffle          keep the source's order\n"
+          "  --drop-last           drop the incomplete tail (sampler padding and last batch)\n"
+          "  --rank R              shard of this process (default $RANK or 0)\n"
+          "  --world-size W        number of shards (default $WORLD_SIZE or 1)\n"
+          "  --step-ms MS          sleep MS milliseconds per batch, standing in for a training step\n"
+          "  --on-error MODE       raise (default): stop at the first bad sample, naming it;\n"
+          "                        skip: leave bad samples out, count them and list them\n"
+          "  --max-image-pixels N  refuse images with more pixels (default 89478485)\n"
+          "  --json                print the summary as one JSON object on stdout\n"
+          "  -h, --help            show this help\n"
+          "\n"
+          "Exit status: 0 success, 1 runtime error (the message names the file or cause), 2 usage.\n");
+}
+
+static int parse_long(const char *opt, const char *s, long min, long *out) {
+  char *end;
+  errno = 0;
+  long v = strtol(s, &end, 10);
+  if (!*s || *end || errno || v < min) {
+    fprintf(stderr, "fusionflow bench: %s expects an integer >= %ld, got '%s'\n", opt, min, s);
+    return 0;
+  }
+  *out = v;
+  return 1;
+}
+
+static void sleep_ms(double ms) {
+  if (ms <= 0) return;
+  struct timespec ts = {(time_t)(ms / 1000), (long)((ms - (time_t)(ms / 1000) * 1000) * 1e6)};
+  while (nanosleep(&ts, &ts) && errno == EINTR) {}
+}
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static void progress(long done, long total, double elapsed, uint64_t samples) {
+  int width = 30, filled = total ? (int)(width * done / total) : 0;
+  char bar[64];
+  memset(bar, '#', (size_t)filled);
+  memset(bar + filled, '.', (size_t)(width - filled));
+  bar[width] = 0;
+  fprintf(stderr, "\r[%s] %ld/%ld batches  %.0f images/s ", bar, done, total,
+          elapsed > 0 ? samples / elapsed : 0.0);
+}
+
+static void json_string(FILE *f, const char *s) {
+  fputc('"', f);
+  for (; *s; s++) {
+    unsigned char c = (unsigned char)*s;
+    if (c == '"' || c == '\\') fprintf(f, "\\%c", c);
+    else if (c < 0x20) fprintf(f, "\\u%04x", c);
+    else fputc(c, f);
+  }
+  fputc('"', f);
+}
+
+int ff__cli_bench(int argc, char **argv) {
+  enum { O_SOURCE = 256, O_PIPELINE, O_BATCH, O_BATCHES, O_EPOCHS, O_WARMUP, O_THREADS, O_PREFETCH, O_SEED,
+         O_NOSHUFFLE, O_DROPLAST, O_RANK, O_WORLD, O_STEP, O_ONERROR, O_MAXPIX, O_JSON };
+  static const struct option opts[] = {
+      {"source", required_argument, 0, O_SOURCE},     {"pipeline", required_argument, 0, O_PIPELINE},
+      {"batch-size", required_argument, 0, O_BATCH},  {"batches", required_argument, 0, O_BATCHES},
+      {"epochs", required_argument, 0, O_EPOCHS},     {"warmup", required_argument, 0, O_WARMUP},
+      {"threads", required_argument, 0, O_THREADS},   {"prefetch", required_argument, 0, O_PREFETCH},
+      {"seed", required_argument, 0, O_SEED},         {"no-shuffle", no_argument, 0, O_NOSHUFFLE},
+      {"drop-last", no_argument, 0, O_DROPLAST},      {"rank", required_argument, 0, O_RANK},
+      {"world-size", required_argument, 0, O_WORLD},  {"step-ms", required_argument, 0, O_STEP},
+      {"on-error", required_argument, 0, O_ONERROR},  {"max-image-pixels", required_argument, 0, O_MAXPIX},
+      {"json", no_argument, 0, O_JSON},               {"help", no_argument, 0, 'h'},
+      {0, 0, 0, 0}};
+  ff_config cfg;
+  ff_config_init(&cfg);
+  cfg.pipeline = DEFAULT_PIPELINE;
+  long batches = 0, epochs = 1, warmup = 0, v;
+  double step_ms = 0;
+  int json = 0, c, li = 0;
+  optind = 1;
+  while ((c = getopt_long(argc, argv, "h", opts, &li)) != -1) {
+    const char *name = opts[li].name;
+    switch (c) {
+    case O_SOURCE: cfg.source = optarg; break;
+    case O_PIPELINE: cfg.pipeline = optarg; break;
+    case O_BATCH: if (!parse_long(name, optarg, 1, &v)) return 2; cfg.batch_size = (int)v; break;
+    case O_BATCHES: if (!parse_long(name, optarg, 1, &batches)) return 2; break;
+    case O_EPOCHS: if (!parse_long(name, optarg, 1, &epochs)) return 2; break;
+    case O_WARMUP: if (!parse_long(name, optarg, 0, &warmup)) return 2; break;
+    case O_THREADS: if (!parse_long(name, optarg, 1, &v)) return 2; cfg.num_threads = (int)v; break;
+    case O_PREFETCH: if (!parse_long(name, optarg, 1, &v)) return 2; cfg.prefetch = (int)v; break;
+    case O_SEED: if (!parse_long(name, optarg, 0, &v)) return 2; cfg.seed = (uint64_t)v; break;
+    case O_NOSHUFFLE: cfg.shuffle = 0; break;
+    case O_DROPLAST: cfg.drop_last = 1; break;
+    case O_RANK: if (!parse_long(name, optarg, 0, &v)) return 2; cfg.rank = (int)v; break;
+    case O_WORLD: if (!parse_long(name, optarg, 1, &v)) return 2; cfg.world_size = (int)v; break;
+    case O_MAXPIX: if (!parse_long(name, optarg, 1, &v)) return 2; cfg.max_image_pixels = (uint64_t)v; break;
+    case O_STEP: {
+      char *end;
+      step_ms = strtod(optarg, &end);
+      if (*end || step_ms < 0) {
+        fprintf(stderr, "fusionflow bench: --step-ms expects milliseconds >= 0, got '%s'\n", optarg);
+        return 2;
+      }
+      break;
+    }
+    case O_ONERROR:
+      if (!strcmp(optarg, "raise")) cfg.on_error = FF_ON_ERROR_RAISE;
+      else if (!strcmp(optarg, "skip")) cfg.on_error = FF_ON_ERROR_SKIP;
+      else {
+        fprintf(stderr, "fusionflow bench: --on-error expects raise or skip, got '%s'\n", optarg);
+        return 2;
+      }
+      break;
+    case O_JSON: json = 1; break;
+    case 'h': bench_usage(stdout); return 0;
+    default: bench_usage(stderr); return 2;
+    }
+  }
+  if (optind < argc) {
+    fprintf(stderr, "fusionflow bench: unexpected argument '%s'\n", argv[optind]);
+    return 2;
+  }
+  if (!cfg.source) {
+    fprintf(stderr, "fusionflow bench: --source is required (imagefolder:DIR or list:FILE)\n\n");
+    bench_usage(stderr);
+    return 2;
+  }
+
+  ff_loader *loader;
+  ff_status st = ff_loader_open(&cfg, &loader);
+  if (st) {
+    fprintf(stderr, "fusionflow bench: %s\n", ff_loader_errmsg(loader));
+    ff_loader_close(loader);
+    return st == FF_EINVAL || st == FF_EPIPELINE ? 2 : 1;
+  }
+  long per_epoch = (long)ff_loader_num_batches(loader);
+  long total = batches ? batches : per_epoch * epochs;
+  int bar = isatty(2);
+  if (!json || bar)
+    fprintf(stderr, "fusionflow bench: %zu samples, %ld batches of %d per epoch, %ld timed batches, %d threads\n",
+            ff_loader_dataset_size(loader), per_epoch, cfg.batch_size, total,
+            cfg.num_threads ? cfg.num_threads : 0);
+
+  ff_stats base = {0}, end;
+  double t0 = now_s();
+  long done = -warmup;
+  uint64_t epoch = 0;
+  while (done < total) {
+    ff_batch *b;
+    st = ff_loader_next(loader, &b);
+    if (st == FF_END) {
+      ff_loader_set_epoch(loader, ++epoch);
+      continue;
+    }
+    if (st) break;
+    ff_batch_release(b);
+    sleep_ms(step_ms);
+    if (++done == 0) {
+      ff_loader_stats(loader, &base);
+      t0 = now_s();
+    }
+    if (bar && done > 0 && (done % 5 == 0 || done == total)) {
+      ff_stats s;
+      ff_loader_stats(loader, &s);
+      progress(done, total, now_s() - t0, s.samples - base.samples);
+    }
+  }
+  double elapsed = now_s() - t0;
+  if (bar) fputc('\n', stderr);
+  ff_loader_stats(loader, &end);
+  if (st && st != FF_END) {
+    fprintf(stderr, "fusionflow bench: %s\n", ff_loader_errmsg(loader));
+    ff_loader_close(loader);
+    return 1;
+  }
+  uint64_t samples = end.samples - base.samples;
+  double rate = elapsed > 0 ? samples / elapsed : 0;
+  double read_s = (end.read_ns - base.read_ns) * 1e-9, decode_s = (end.decode_ns - base.decode_ns) * 1e-9;
+  double ops_s = (end.ops_ns - base.ops_ns) * 1e-9, wait_s = (end.wait_ns - base.wait_ns) * 1e-9;
+  if (json) {
+    printf("{\"images_per_s\": %.1f, \"batches\": %ld, \"samples\": %llu, \"elapsed_s\": %.4f, "
+           "\"read_s\": %.4f, \"decode_s\": %.4f, \"ops_s\": %.4f, \"wait_s\": %.4f, \"threads\": %d, "
+           "\"batch_size\": %d, \"step_ms\": %g, \"read_bytes\": %llu, \"skipped\": %llu, \"skipped_samples\": [",
+           rate, total, (unsigned long long)samples, elapsed, read_s, decode_s, ops_s, wait_s, end.num_threads,
+           cfg.batch_size, step_ms, (unsigned long long)(end.read_bytes - base.read_bytes),
+           (unsigned long long)end.skipped);
+    for (size_t i = 0; ff_loader_skipped(loader, i); i++) {
+      if (i) printf(", ");
+      json_string(stdout, ff_loader_skipped(loader, i));
+    }
+    printf("], \"pipeline\": ");
+    json_string(stdout, cfg.pipeline);
+    printf("}\n");
+  } else {
+    double work = read_s + decode_s + ops_s;
+    fprintf(stderr,
+            "%.1f images/s  (%llu images in %.2f s, %ld batches, %d threads)\n"
+            "worker time: read %.2f s (%.0f%%), decode %.2f s (%.0f%%), ops %.2f s (%.0f%%)\n"
+            "consumer waited %.2f s (%.0f%% of the run)\n",
+            rate, (unsigned long long)samples, elapsed, total, end.num_threads, read_s,
+            work > 0 ? 100 * read_s / work : 0, decode_s, work > 0 ? 100 * decode_s / work : 0, ops_s,
+            work > 0 ? 100 * ops_s / work : 0, wait_s, elapsed > 0 ? 100 * wait_s / elapsed : 0);
+  }
+  if (end.skipped && !json) {
+    fprintf(stderr, "skipped %llu bad samples:\n", (unsigned long long)end.skipped);
+    for (size_t i = 0; ff_loader_skipped(loader, i); i++) fprintf(stderr, "  %s\n", ff_loader_skipped(loader, i));
+  }
+  ff_loader_close(loader);
+  return 0;
+}

@@ -1,0 +1,36 @@
+/* main.c — the `fusionflow` executable: subcommand dispatch.
+ * Exit status: 0 success, 1 runtime error, 2 usage. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "fusionflow/fusionflow.h"
+
+static void usage(FILE *f) {
+  fprintf(f,
+          "usage: fusionflow COMMAND [OPTIONS]\n"
+          "\n"
+          "fusionflow feeds training with batches of augmented images, prepared on a pool\n"
+          "of CPU threads, bit-identical for a seed whatever the thread count.\n"
+          "\n"
+          "commands:\n"
+          "  bench      run the loader over a data set and report images/s and where the time goes\n"
+          "  version    print the library version\n"
+          "\n"
+          "Run 'fusionflow COMMAND --help' for the options of a command.\n");
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+    usage(argc < 2 ? stderr : stdout);
+    return argc < 2 ? 2 : 0;
+  }
+  if (!strcmp(argv[1], "bench")) return ff__cli_bench(argc - 1, argv + 1);
+  if (!strcmp(argv[1], "version") || !strcmp(argv[1], "--version")) {
+    printf("fusionflow %s\n", ff_version());
+    return 0;
+  }
+  fprintf(stderr, "fusionflow: unknown command '%s'\n\n", argv[1]);
+  usage(stderr);
+  return 2;
+}

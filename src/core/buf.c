@@ -1,0 +1,24 @@
+/* buf.c — growable per-thread scratch buffers: a worker's memory grows to the
+ * largest image it has seen and is then reused, so the steady state allocates
+ * nothing. */
+#include "core/image.h"
+
+#include <stdlib.h>
+
+void *ff__buf_reserve(ff__buf *buf, size_t size_bytes) {
+  if (size_bytes <= buf->cap_bytes) return buf->data;
+  size_t cap = buf->cap_bytes ? buf->cap_bytes : 4096;
+  while (cap < size_bytes) cap *= 2;
+  void *p = malloc(cap);
+  if (!p) return NULL;
+  free(buf->data);
+  buf->data = p;
+  buf->cap_bytes = cap;
+  return p;
+}
+
+void ff__buf_free(ff__buf *buf) {
+  free(buf->data);
+  buf->data = NULL;
+  buf->cap_bytes = 0;
+}

@@ -1,0 +1,20 @@
+/* error.h — the internal error record: a status plus the message of the code
+ * that detected the failure. Callers only pass the status up. */
+#ifndef FF_CORE_ERROR_H
+#define FF_CORE_ERROR_H
+
+#include "fusionflow/fusionflow.h"
+
+#define FF__ERRMSG_MAX 512
+
+typedef struct ff__error {
+  ff_status status;
+  char msg[FF__ERRMSG_MAX];
+} ff__error;
+
+/* Records status and a printf-style message in err (if err is not NULL) and
+ * returns status, so that detection reads `return ff__error_set(err, ...)`. */
+ff_status ff__error_set(ff__error *err, ff_status status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+#endif

@@ -1,0 +1,72 @@
+/* cpu.c — a CPU worker's sample path: read the file, read its header, plan,
+ * decode the region of interest, run the steps, write the batch slot.
+ * Time spent in each phase is summed per worker for the loader's stats. */
+#include "exec/cpu.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+uint64_t ff__now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+void ff__worker_free(ff__worker *w) {
+  ff__buf_free(&w->file);
+  ff__buf_free(&w->pixels);
+  ff__op_scratch_free(&w->ops);
+}
+
+static ff_status read_file(ff__worker *w, const char *path, size_t *size_bytes, ff__error *err) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return ff__error_set(err, FF_EIO, "%s: cannot open: %s", path, strerror(errno));
+  struct stat sb;
+  ff_status st = FF_OK;
+  if (fstat(fileno(f), &sb) != 0 || !S_ISREG(sb.st_mode)) {
+    st = ff__error_set(err, FF_EIO, "%s: not a regular file", path);
+  } else {
+    size_t n = (size_t)sb.st_size;
+    uint8_t *buf = ff__buf_reserve(&w->file, n ? n : 1);
+    if (!buf) st = ff__error_set(err, FF_ENOMEM, "%s: out of memory reading %zu bytes", path, n);
+    else if (fread(buf, 1, n, f) != n)
+      st = ff__error_set(err, FF_EIO, "%s: read error: %s", path, ferror(f) ? strerror(errno) : "file shrank");
+    else *size_bytes = n;
+  }
+  fclose(f);
+  return st;
+}
+
+ff_status ff__sample_run(ff__worker *w, const ff__pipeline *pipe, const ff__sample_job *job,
+                         void *batch_data, int slot, ff__error *err) {
+  uint64_t t0 = ff__now_ns();
+  size_t size_bytes = 0;
+  ff_status st = read_file(w, job->path, &size_bytes, err);
+  uint64_t t1 = ff__now_ns();
+  w->read_ns += t1 - t0;
+  if (st) return st;
+  w->read_bytes += size_bytes;
+
+  ff__image_info info;
+  ff__plan plan;
+  ff__image img;
+  st = ff__codec_probe(w->file.data, size_bytes, job->path, job->max_pixels, &info, err);
+  if (!st) {
+    ff__plan_make(pipe, job->seed, job->epoch, job->index, &info, job->max_pixels, &plan);
+    st = ff__codec_decode(w->file.data, size_bytes, job->path, &plan.decode, &w->pixels, &img, err);
+  }
+  uint64_t t2 = ff__now_ns();
+  w->decode_ns += t2 - t1;
+  if (st) return st;
+
+  st = ff__ops_run(&plan, &w->ops, &img, err);
+  if (!st && (img.width != pipe->out_width || img.height != pipe->out_height))
+    st = ff__error_set(err, FF_EINTERNAL, "%s: pipeline gave %dx%d instead of %dx%d", job->path,
+                       img.width, img.height, pipe->out_width, pipe->out_height);
+  if (!st) ff__op_write_output(pipe, &img, batch_data, slot);
+  w->ops_ns += ff__now_ns() - t2;
+  return st;
+}

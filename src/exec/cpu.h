@@ -1,0 +1,38 @@
+/* cpu.h — running one sample start to finish on a CPU worker thread. */
+#ifndef FF_EXEC_CPU_H
+#define FF_EXEC_CPU_H
+
+#include <stdint.h>
+
+#include "codec/codec.h"
+#include "core/error.h"
+#include "ops/ops.h"
+#include "pipeline/pipeline.h"
+
+/* A worker's private memory, reused from sample to sample. */
+typedef struct ff__worker {
+  ff__buf file;      /* encoded bytes */
+  ff__buf pixels;    /* decoded pixels */
+  ff__op_scratch ops;
+  uint64_t read_ns, decode_ns, ops_ns, read_bytes; /* this worker's sums */
+} ff__worker;
+
+void ff__worker_free(ff__worker *w);
+
+/* What identifies a sample's work: where it is and how it is planned. */
+typedef struct ff__sample_job {
+  const char *path;
+  uint64_t seed, epoch, index;
+  uint64_t max_pixels;
+} ff__sample_job;
+
+/* Reads, decodes and runs the pipeline on one sample, writing it as `slot`
+ * of batch_data. Returns FF_OK or FF_EIO / FF_EDATA / FF_ETOOBIG / FF_ENOMEM
+ * with the message naming the file. */
+ff_status ff__sample_run(ff__worker *w, const ff__pipeline *pipe, const ff__sample_job *job,
+                         void *batch_data, int slot, ff__error *err);
+
+/* Monotonic clock in nanoseconds. */
+uint64_t ff__now_ns(void);
+
+#endif

@@ -1,0 +1,460 @@
+/* loader.c — the public loader: source index, sampler, a pool of CPU worker
+ * threads and the ordered ring of batches.
+ *
+ * Work is handed out one sample at a time in epoch order under one mutex
+ * (handing out is serialised, doing it is parallel). Sample k goes to slot
+ * k % batch_size of batch k / batch_size, whose buffer is a free entry of
+ * the ring of prefetch + 1 entries; a worker waits while none is free, so
+ * memory is bounded by the ring. A batch is READY when all its samples are in, and
+ * ff_loader_next hands batches out strictly in order. Changing epoch bumps a
+ * generation number and waits for the samples in flight, so no stale write
+ * reaches a reused buffer. Batches held by the consumer survive close: the
+ * loader's memory goes when it is closed and the last batch is released. */
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "exec/cpu.h"
+#include "loader/sampler.h"
+#include "pipeline/pipeline.h"
+#include "source/source.h"
+
+#define MAX_SKIPPED_KEPT 1000
+
+typedef enum buf_state { BUF_FREE, BUF_FILLING, BUF_READY, BUF_HELD } buf_state;
+
+struct ff_batch {
+  ff_loader *loader;
+  buf_state state;
+  size_t index;          /* batch number in the epoch */
+  uint64_t epoch;
+  size_t size;           /* samples in it, after skips */
+  int pending;           /* samples not finished yet */
+  unsigned char *skip;   /* per slot: skipped */
+  void *images;
+  int64_t *labels, *sample_indices;
+  ff__error error;       /* first error of the batch (on_error=raise) */
+};
+
+struct ff_loader {
+  ff_config cfg;
+  ff__error err;
+  ff__index index;
+  ff__pipeline pipe;
+  size_t sample_bytes;   /* one output image */
+  size_t num_samples, num_batches, total_items;
+  int64_t *order, *perm;
+
+  pthread_mutex_t mu;
+  pthread_cond_t work_cv, ready_cv;
+  pthread_t *threads;
+  ff__worker *workers;
+  int num_threads, started_threads;
+  int stop, closed, held;
+  uint64_t epoch, gen;
+  size_t next_item, next_out;
+  int busy;
+  ff_batch *ring;
+  int ring_size;
+
+  ff_stats stats;
+  char **skipped;
+  size_t skipped_kept;
+};
+
+void ff_config_init(ff_config *cfg) {
+  memset(cfg, 0, sizeof *cfg);
+  cfg->struct_size = sizeof *cfg;
+  cfg->batch_size = 64;
+  cfg->shuffle = 1;
+  cfg->prefetch = 2;
+  cfg->rank = -1;
+  cfg->world_size = -1;
+  cfg->max_image_pixels = 89478485;
+}
+
+static int default_threads(void) {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0) return CPU_COUNT(&set);
+  return 1;
+}
+
+static ff_status env_int(const char *name, int fallback, int *out, ff__error *err) {
+  const char *s = getenv(name);
+  if (!s || !*s) return *out = fallback, FF_OK;
+  char *end;
+  errno = 0;
+  long v = strtol(s, &end, 10);
+  if (*end || errno || v < 0 || v > 1 << 20)
+    return ff__error_set(err, FF_EINVAL, "environment variable %s='%s' is not a valid integer", name, s);
+  *out = (int)v;
+  return FF_OK;
+}
+
+static ff_status check_config(ff_config *c, ff__error *err) {
+  if (c->struct_size < offsetof(ff_config, max_image_pixels) + sizeof c->max_image_pixels)
+    return ff__error_set(err, FF_EINVAL, "config.struct_size is %zu: call ff_config_init first", c->struct_size);
+  if (!c->source) return ff__error_set(err, FF_EINVAL, "config.source is required");
+  if (!c->pipeline) return ff__error_set(err, FF_EINVAL, "config.pipeline is required");
+  if (c->batch_size < 1) return ff__error_set(err, FF_EINVAL, "batch_size must be >= 1 (got %d)", c->batch_size);
+  if (c->prefetch < 1) return ff__error_set(err, FF_EINVAL, "prefetch must be >= 1 (got %d)", c->prefetch);
+  if (c->num_threads < 0) return ff__error_set(err, FF_EINVAL, "num_threads must be >= 0 (got %d)", c->num_threads);
+  if (c->on_error != FF_ON_ERROR_RAISE && c->on_error != FF_ON_ERROR_SKIP)
+    return ff__error_set(err, FF_EINVAL, "on_error must be raise or skip");
+  ff_status st;
+  if (c->world_size < 0 && (st = env_int("WORLD_SIZE", 1, &c->world_size, err))) return st;
+  if (c->rank < 0 && (st = env_int("RANK", 0, &c->rank, err))) return st;
+  if (c->world_size < 1) return ff__error_set(err, FF_EINVAL, "world_size must be >= 1 (got %d)", c->world_size);
+  if (c->rank >= c->world_size)
+    return ff__error_set(err, FF_EINVAL, "rank must be in [0, world_size) (got rank %d, world_size %d)", c->rank,
+                         c->world_size);
+  if (!c->num_threads) c->num_threads = default_threads();
+  return FF_OK;
+}
+
+/* Samples of batch b in this epoch (the last may be short). */
+static int batch_count(const ff_loader *l, size_t b) {
+  size_t start = b * (size_t)l->cfg.batch_size, end = start + (size_t)l->cfg.batch_size;
+  return (int)((end > l->total_items ? l->total_items : end) - start);
+}
+
+/* Starts the current epoch over: waits for samples in flight, frees every
+ * ring entry the consumer does not hold, and computes the order. Locked. */
+static void restart_epoch(ff_loader *l) {
+  l->gen++;
+  while (l->busy) pthread_cond_wait(&l->ready_cv, &l->mu);
+  for (int i = 0; i < l->ring_size; i++)
+    if (l->ring[i].state != BUF_HELD) l->ring[i].state = BUF_FREE;
+  ff__sampler_indices(l->index.count, l->cfg.shuffle, l->cfg.seed, l->epoch, l->cfg.rank, l->cfg.world_size,
+                      l->cfg.drop_last, l->perm, l->order);
+  l->next_item = l->next_out = 0;
+  pthread_cond_broadcast(&l->work_cv);
+}
+
+/* The ring entry being filled or ready with batch b of this generation, or
+ * NULL. Entries are taken from the free ones in batch order, so a batch the
+ * consumer keeps only shrinks the ring until it is released. Locked. */
+static ff_batch *entry_of(ff_loader *l, size_t b) {
+  for (int i = 0; i < l->ring_size; i++) {
+    ff_batch *e = &l->ring[i];
+    if ((e->state == BUF_FILLING || e->state == BUF_READY) && e->index == b) return e;
+  }
+  return NULL;
+}
+
+static ff_batch *free_entry(ff_loader *l) {
+  for (int i = 0; i < l->ring_size; i++)
+    if (l->ring[i].state == BUF_FREE) return &l->ring[i];
+  return NULL;
+}
+
+/* Takes the next sample to run, or returns 0 when stopping. Locked. */
+static int take_item(ff_loader *l, size_t *item, ff_batch **batch) {
+  for (;;) {
+    if (l->stop) return 0;
+    if (l->next_item < l->total_items) {
+      size_t b = l->next_item / (size_t)l->cfg.batch_size;
+      ff_batch *e = entry_of(l, b);
+      if (!e && (e = free_entry(l))) {
+        e->state = BUF_FILLING;
+        e->index = b;
+        e->epoch = l->epoch;
+        e->pending = batch_count(l, b);
+        e->size = (size_t)e->pending;
+        e->error.status = FF_OK;
+        memset(e->skip, 0, (size_t)l->cfg.batch_size);
+      }
+      if (e && e->state == BUF_FILLING) {
+        *item = l->next_item++;
+        *batch = e;
+        return 1;
+      }
+    }
+    pthread_cond_wait(&l->work_cv, &l->mu);
+  }
+}
+
+static void record_skip(ff_loader *l, const ff__error *err) {
+  l->stats.skipped++;
+  if (l->skipped_kept < MAX_SKIPPED_KEPT) {
+    char *s = strdup(err->msg);
+    if (s) l->skipped[l->skipped_kept++] = s;
+  }
+}
+
+/* Moves the samples after skipped slots down so the batch is dense. Locked. */
+static void compact(ff_loader *l, ff_batch *e) {
+  size_t n = 0, full = e->size;
+  for (size_t s = 0; s < full; s++) {
+    if (e->skip[s]) continue;
+    if (n != s) {
+      memmove((char *)e->images + n * l->sample_bytes, (char *)e->images + s * l->sample_bytes, l->sample_bytes);
+      e->labels[n] = e->labels[s];
+      e->sample_indices[n] = e->sample_indices[s];
+    }
+    n++;
+  }
+  e->size = n;
+}
+
+typedef struct worker_arg {
+  ff_loader *loader;
+  ff__worker *worker;
+} worker_arg;
+
+static void *worker_loop(void *p) {
+  worker_arg *a = p;
+  ff_loader *l = a->loader;
+  ff__worker *w = a->worker;
+  free(a);
+  ff__error err;
+  pthread_mutex_lock(&l->mu);
+  size_t item;
+  ff_batch *e;
+  while (take_item(l, &item, &e)) {
+    uint64_t gen = l->gen;
+    size_t slot = item % (size_t)l->cfg.batch_size;
+    int64_t sample = l->order[item];
+    ff__sample_job job = {l->index.paths[sample], l->cfg.seed, l->epoch, (uint64_t)sample,
+                          l->cfg.max_image_pixels};
+    l->busy++;
+    pthread_mutex_unlock(&l->mu);
+
+    ff_status st = ff__sample_run(w, &l->pipe, &job, e->images, (int)slot, &err);
+
+    pthread_mutex_lock(&l->mu);
+    l->busy--;
+    l->stats.read_ns += w->read_ns, l->stats.decode_ns += w->decode_ns, l->stats.ops_ns += w->ops_ns;
+    l->stats.read_bytes += w->read_bytes;
+    w->read_ns = w->decode_ns = w->ops_ns = w->read_bytes = 0;
+    if (gen == l->gen) {
+      e->labels[slot] = l->index.labels[sample];
+      e->sample_indices[slot] = sample;
+      if (st && l->cfg.on_error == FF_ON_ERROR_SKIP) {
+        e->skip[slot] = 1;
+        record_skip(l, &err);
+      } else if (st && !e->error.status) {
+        e->error = err;
+      }
+      if (--e->pending == 0) {
+        compact(l, e);
+        e->state = BUF_READY;
+      }
+    }
+    pthread_cond_broadcast(&l->ready_cv);
+  }
+  pthread_mutex_unlock(&l->mu);
+  return NULL;
+}
+
+static void loader_free(ff_loader *l) {
+  for (int i = 0; i < l->num_threads && l->workers; i++) ff__worker_free(&l->workers[i]);
+  for (int i = 0; i < l->ring_size; i++) {
+    free(l->ring[i].images);
+    free(l->ring[i].labels);
+    free(l->ring[i].sample_indices);
+    free(l->ring[i].skip);
+  }
+  for (size_t i = 0; i < l->skipped_kept; i++) free(l->skipped[i]);
+  free(l->skipped);
+  free(l->ring);
+  free(l->workers);
+  free(l->threads);
+  free(l->order);
+  free(l->perm);
+  ff__index_free(&l->index);
+  pthread_mutex_destroy(&l->mu);
+  pthread_cond_destroy(&l->work_cv);
+  pthread_cond_destroy(&l->ready_cv);
+  free(l);
+}
+
+static ff_status loader_start(ff_loader *l) {
+  ff__error *err = &l->err;
+  ff_status st = check_config(&l->cfg, err);
+  if (!st) st = ff__pipeline_parse(l->cfg.pipeline, &l->pipe, err);
+  if (!st) st = ff__source_open(l->cfg.source, &l->index, err);
+  if (st) return st;
+
+  const ff_config *c = &l->cfg;
+  l->num_samples = ff__sampler_num_samples(l->index.count, c->world_size, c->drop_last);
+  size_t bs = (size_t)c->batch_size;
+  l->num_batches = c->drop_last ? l->num_samples / bs : (l->num_samples + bs - 1) / bs;
+  l->total_items = c->drop_last ? l->num_batches * bs : l->num_samples;
+  if (!l->num_batches)
+    return ff__error_set(err, FF_EEMPTY, "%s: %zu samples for this rank, fewer than batch_size %d with drop_last",
+                         c->source, l->num_samples, c->batch_size);
+
+  size_t elem = l->pipe.output == FF__OUTPUT_NCHW_F32 ? sizeof(float) : 1;
+  l->sample_bytes = (size_t)l->pipe.out_height * l->pipe.out_width * 3 * elem;
+  l->ring_size = c->prefetch + 1;
+  l->num_threads = c->num_threads;
+  l->order = malloc((l->num_samples ? l->num_samples : 1) * sizeof *l->order);
+  l->perm = malloc(l->index.count * sizeof *l->perm);
+  l->ring = calloc((size_t)l->ring_size, sizeof *l->ring);
+  l->workers = calloc((size_t)l->num_threads, sizeof *l->workers);
+  l->threads = calloc((size_t)l->num_threads, sizeof *l->threads);
+  l->skipped = calloc(MAX_SKIPPED_KEPT, sizeof *l->skipped);
+  if (!l->order || !l->perm || !l->ring || !l->workers || !l->threads || !l->skipped)
+    return ff__error_set(err, FF_ENOMEM, "out of memory");
+  for (int i = 0; i < l->ring_size; i++) {
+    ff_batch *e = &l->ring[i];
+    e->loader = l;
+    e->images = malloc(bs * l->sample_bytes);
+    e->labels = malloc(bs * sizeof *e->labels);
+    e->sample_indices = malloc(bs * sizeof *e->sample_indices);
+    e->skip = malloc(bs);
+    if (!e->images || !e->labels || !e->sample_indices || !e->skip)
+      return ff__error_set(err, FF_ENOMEM, "out of memory for %d batches of %zu bytes", l->ring_size,
+                           bs * l->sample_bytes);
+  }
+  l->stats.num_threads = l->num_threads;
+
+  pthread_mutex_lock(&l->mu);
+  restart_epoch(l);
+  pthread_mutex_unlock(&l->mu);
+  for (int i = 0; i < l->num_threads; i++) {
+    worker_arg *a = malloc(sizeof *a);
+    if (!a) return ff__error_set(err, FF_ENOMEM, "out of memory");
+    *a = (worker_arg){l, &l->workers[i]};
+    int rc = pthread_create(&l->threads[i], NULL, worker_loop, a);
+    if (rc) {
+      free(a);
+      return ff__error_set(err, FF_ENOMEM, "cannot start worker thread: %s", strerror(rc));
+    }
+    l->started_threads++;
+  }
+  return FF_OK;
+}
+
+ff_status ff_loader_open(const ff_config *cfg, ff_loader **out) {
+  ff_loader *l = calloc(1, sizeof *l);
+  *out = l;
+  if (!l) return FF_ENOMEM;
+  pthread_mutex_init(&l->mu, NULL);
+  pthread_cond_init(&l->work_cv, NULL);
+  pthread_cond_init(&l->ready_cv, NULL);
+  if (!cfg) return ff__error_set(&l->err, FF_EINVAL, "config is NULL");
+  /* Copy only the fields the caller's version of ff_config has. */
+  ff_config_init(&l->cfg);
+  size_t n = cfg->struct_size < sizeof l->cfg ? cfg->struct_size : sizeof l->cfg;
+  memcpy(&l->cfg, cfg, n);
+  return loader_start(l);
+}
+
+void ff_loader_close(ff_loader *l) {
+  if (!l) return;
+  pthread_mutex_lock(&l->mu);
+  l->stop = 1;
+  pthread_cond_broadcast(&l->work_cv);
+  pthread_mutex_unlock(&l->mu);
+  for (int i = 0; i < l->started_threads; i++) pthread_join(l->threads[i], NULL);
+  pthread_mutex_lock(&l->mu);
+  l->closed = 1;
+  int held = l->held;
+  pthread_mutex_unlock(&l->mu);
+  if (!held) loader_free(l);
+}
+
+const char *ff_loader_errmsg(const ff_loader *l) { return l ? l->err.msg : "out of memory"; }
+
+ff_status ff_loader_set_epoch(ff_loader *l, uint64_t epoch) {
+  pthread_mutex_lock(&l->mu);
+  l->epoch = epoch;
+  restart_epoch(l);
+  pthread_mutex_unlock(&l->mu);
+  return FF_OK;
+}
+
+size_t ff_loader_num_batches(const ff_loader *l) { return l->num_batches; }
+size_t ff_loader_num_samples(const ff_loader *l) { return l->num_samples; }
+size_t ff_loader_dataset_size(const ff_loader *l) { return l->index.count; }
+
+ff_status ff_loader_next(ff_loader *l, ff_batch **out) {
+  if (!l->started_threads) return ff__error_set(&l->err, FF_EINVAL, "the loader failed to open: %s", l->err.msg);
+  uint64_t t0 = ff__now_ns();
+  pthread_mutex_lock(&l->mu);
+  if (l->next_out == l->num_batches) {
+    restart_epoch(l); /* the same epoch again, unless set_epoch comes first */
+    pthread_mutex_unlock(&l->mu);
+    return FF_END;
+  }
+  if (l->held == l->ring_size) {
+    pthread_mutex_unlock(&l->mu);
+    return ff__error_set(&l->err, FF_EINVAL, "all %d batches of the ring are held: release one first (prefetch=%d)",
+                         l->ring_size, l->cfg.prefetch);
+  }
+  ff_batch *e;
+  while (!(e = entry_of(l, l->next_out)) || e->state != BUF_READY) pthread_cond_wait(&l->ready_cv, &l->mu);
+  l->next_out++;
+  l->stats.wait_ns += ff__now_ns() - t0;
+  ff_status st = e->error.status;
+  if (st) {
+    l->err = e->error;
+    e->state = BUF_FREE;
+  } else {
+    e->state = BUF_HELD;
+    l->held++;
+    l->stats.batches++;
+    l->stats.samples += e->size;
+    *out = e;
+  }
+  pthread_cond_broadcast(&l->work_cv);
+  pthread_mutex_unlock(&l->mu);
+  return st;
+}
+
+void ff_batch_release(ff_batch *b) {
+  if (!b) return;
+  ff_loader *l = b->loader;
+  pthread_mutex_lock(&l->mu);
+  b->state = BUF_FREE;
+  int last = --l->held == 0 && l->closed;
+  pthread_cond_broadcast(&l->work_cv);
+  pthread_mutex_unlock(&l->mu);
+  if (last) loader_free(l);
+}
+
+size_t ff_batch_size(const ff_batch *b) { return b->size; }
+size_t ff_batch_index(const ff_batch *b) { return b->index; }
+uint64_t ff_batch_epoch(const ff_batch *b) { return b->epoch; }
+const int64_t *ff_batch_sample_indices(const ff_batch *b) { return b->sample_indices; }
+
+void ff_batch_images(const ff_batch *b, ff_tensor *out) {
+  const ff__pipeline *p = &b->loader->pipe;
+  int64_t n = (int64_t)b->size, h = p->out_height, w = p->out_width;
+  memset(out, 0, sizeof *out);
+  out->data = b->images;
+  out->ndim = 4;
+  if (p->output == FF__OUTPUT_NCHW_F32) {
+    out->dtype = FF_FLOAT32, out->layout = FF_NCHW;
+    int64_t shape[4] = {n, 3, h, w}, strides[4] = {3 * h * w, h * w, w, 1};
+    memcpy(out->shape, shape, sizeof shape), memcpy(out->strides, strides, sizeof strides);
+  } else {
+    out->dtype = FF_UINT8, out->layout = FF_NHWC;
+    int64_t shape[4] = {n, h, w, 3}, strides[4] = {h * w * 3, w * 3, 3, 1};
+    memcpy(out->shape, shape, sizeof shape), memcpy(out->strides, strides, sizeof strides);
+  }
+}
+
+void ff_batch_labels(const ff_batch *b, ff_tensor *out) {
+  memset(out, 0, sizeof *out);
+  out->data = b->labels;
+  out->dtype = FF_INT64;
+  out->ndim = 1;
+  out->shape[0] = (int64_t)b->size;
+  out->strides[0] = 1;
+}
+
+void ff_loader_stats(const ff_loader *l, ff_stats *out) {
+  pthread_mutex_lock((pthread_mutex_t *)&l->mu);
+  *out = l->stats;
+  pthread_mutex_unlock((pthread_mutex_t *)&l->mu);
+}
+
+const char *ff_loader_skipped(const ff_loader *l, size_t i) {
+  return i < l->skipped_kept ? l->skipped[i] : NULL;
+}

@@ -1,0 +1,20 @@
+/* sampler.h — the epoch's sample order for one rank. */
+#ifndef FF_LOADER_SAMPLER_H
+#define FF_LOADER_SAMPLER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* torch.utils.data.DistributedSampler's num_samples for a dataset of n. */
+size_t ff__sampler_num_samples(size_t n, int world_size, int drop_last);
+
+/* Writes the num_samples dataset indices of `rank` for `epoch` to out:
+ * a seeded permutation of 0..n-1 (Fisher-Yates on the Philox shuffle stream
+ * keyed by (seed, epoch)) or the identity, padded by repeating its start or
+ * cut to a multiple of world_size, then every world_size-th index from rank
+ * — DistributedSampler.__iter__'s rules with our permutation. `perm` is
+ * scratch for n values. */
+void ff__sampler_indices(size_t n, int shuffle, uint64_t seed, uint64_t epoch, int rank,
+                         int world_size, int drop_last, int64_t *perm, int64_t *out);
+
+#endif

@@ -1,0 +1,42 @@
+/* ops.h — the CPU implementations of the pipeline's steps on interleaved
+ * (HWC) uint8 RGB images, torchvision's tensor semantics (spec section 5). */
+#ifndef FF_OPS_OPS_H
+#define FF_OPS_OPS_H
+
+#include "core/error.h"
+#include "core/image.h"
+#include "pipeline/pipeline.h"
+
+/* Per-thread memory the ops reuse between samples. */
+typedef struct ff__op_scratch {
+  ff__buf image[2];  /* ping-pong uint8 images */
+  ff__buf floats;    /* resize's horizontal-pass intermediate */
+  ff__buf weights;   /* resize's per-axis tap tables */
+} ff__op_scratch;
+
+void ff__op_scratch_free(ff__op_scratch *s);
+
+/* Crops box (x, y, w, h) of src into *dst: a view when the box lies inside,
+ * a zero-padded copy otherwise (torchvision crop/center_crop). */
+ff_status ff__op_crop(const ff__image *src, int x, int y, int w, int h, ff__buf *mem,
+                      ff__image *dst);
+
+/* Bilinear resize of src to out_w x out_h into dst (whose memory the caller
+ * sets up), with or without antialias (torchvision resize, spec 5.3). */
+ff_status ff__op_resize(const ff__image *src, int out_w, int out_h, int antialias,
+                        ff__op_scratch *s, ff__image *dst);
+
+/* Reverses the columns (hflip) or the rows (vflip) in place. */
+void ff__op_hflip(ff__image *img);
+void ff__op_vflip(ff__image *img);
+
+/* Runs the plan's steps on *img (which may be replaced by a scratch image). */
+ff_status ff__ops_run(const ff__plan *plan, ff__op_scratch *s, ff__image *img, ff__error *err);
+
+/* Writes img (out_height x out_width RGB) as sample `slot` of a batch buffer:
+ * NHWC uint8 rows, or NCHW float32 through the pipeline's per-channel table
+ * (to_dtype / normalize). */
+void ff__op_write_output(const ff__pipeline *pipe, const ff__image *img, void *batch_data,
+                         int slot);
+
+#endif

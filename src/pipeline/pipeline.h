@@ -1,0 +1,87 @@
+/* pipeline.h — pipeline text → parsed ops → per-sample plans.
+ *
+ * A pipeline is parsed once per loader (ff__pipeline_parse). For each sample
+ * the planner (ff__plan_make) draws every random parameter from the sample's
+ * Philox stream, keyed by (seed, epoch, index), and lowers the ops to concrete
+ * steps on the image geometry known from its header. A plan is a pure
+ * function of (pipeline, seed, epoch, index, image size): running it anywhere
+ * gives the same pixels. */
+#ifndef FF_PIPELINE_PIPELINE_H
+#define FF_PIPELINE_PIPELINE_H
+
+#include <stdint.h>
+
+#include "codec/codec.h"
+#include "core/error.h"
+
+#define FF__PIPELINE_MAX_OPS 32
+#define FF__PLAN_MAX_STEPS 40
+
+typedef enum ff__op_kind {
+  FF__OP_DECODE,
+  FF__OP_CROP,
+  FF__OP_CENTER_CROP,
+  FF__OP_RESIZE,
+  FF__OP_RANDOM_RESIZED_CROP,
+  FF__OP_RANDOM_HORIZONTAL_FLIP,
+  FF__OP_RANDOM_VERTICAL_FLIP,
+  FF__OP_TO_DTYPE,
+  FF__OP_NORMALIZE,
+} ff__op_kind;
+
+/* One parsed op with all its arguments (defaults filled in). */
+typedef struct ff__op {
+  ff__op_kind kind;
+  int column;              /* 1-based column of the op's name in the text */
+  int size[2];             /* (height, width); resize: width 0 = size sets the shorter side */
+  int top, left, height, width;
+  double scale[2], ratio[2];
+  double p;
+  int antialias;
+  int dct_scale;
+  float mean[3], std[3];
+} ff__op;
+
+typedef enum ff__output {
+  FF__OUTPUT_NHWC_U8,      /* no to_dtype/normalize at the end */
+  FF__OUTPUT_NCHW_F32,     /* to_dtype or normalize at the end */
+} ff__output;
+
+typedef struct ff__pipeline {
+  ff__op ops[FF__PIPELINE_MAX_OPS];
+  int num_ops;
+  int out_height, out_width; /* every sample's output size */
+  ff__output output;
+  float lut[3][256];         /* uint8 → float32 output value per channel (NCHW_F32) */
+} ff__pipeline;
+
+/* Parses text. Errors are FF_EPIPELINE with a message
+ * "pipeline column N: ..." naming what was expected. */
+ff_status ff__pipeline_parse(const char *text, ff__pipeline *out, ff__error *err);
+
+/* Concrete steps on a uint8 HWC image, in order. */
+typedef enum ff__step_kind {
+  FF__STEP_CROP,   /* box (x, y, w, h) in the current image; zero padding outside */
+  FF__STEP_RESIZE, /* to (h, w), bilinear, antialias flag */
+  FF__STEP_HFLIP,
+  FF__STEP_VFLIP,
+} ff__step_kind;
+
+typedef struct ff__step {
+  ff__step_kind kind;
+  int x, y, w, h;
+  int antialias;
+} ff__step;
+
+typedef struct ff__plan {
+  ff__decode_req decode; /* region of interest and DCT-scaling floor folded into decode */
+  ff__step steps[FF__PLAN_MAX_STEPS];
+  int num_steps;
+} ff__plan;
+
+/* Plans sample `index` of `epoch` for an image of info->width x
+ * info->height. max_pixels goes into the decode request. */
+void ff__plan_make(const ff__pipeline *pipe, uint64_t seed, uint64_t epoch, uint64_t index,
+                   const ff__image_info *info, uint64_t max_pixels, ff__plan *out);
+
+#endif

@@ -1,0 +1,119 @@
+/* plan.c — the planner: per-sample random parameters and concrete steps.
+ *
+ * Every random draw of a sample comes, in op order, from its own Philox
+ * stream keyed by (seed, epoch, index); a flip always consumes its draw, so
+ * one op's outcome never shifts another's. The geometric ops are lowered to
+ * crop/resize/flip steps on the size known from the header; a leading crop
+ * that lies inside the image becomes the decoder's region of interest, and a
+ * downscaling resize after it lets the JPEG decoder reduce in the DCT domain
+ * (when decode(dct_scale=true), the default). */
+#include <math.h>
+#include <string.h>
+
+#include "core/philox.h"
+#include "pipeline/pipeline.h"
+
+/* Python's round(): half to even (the default rounding mode of rint). */
+static double round_half_even(double x) { return nearbyint(x); }
+
+/* torchvision.transforms.RandomResizedCrop.get_params (spec section 5.2). */
+static void random_resized_crop_box(const ff__op *op, ff__philox *rng, int height, int width,
+                                    int box[4]) {
+  double area = (double)height * width;
+  float log_lo = (float)log(op->ratio[0]), log_hi = (float)log(op->ratio[1]);
+  for (int attempt = 0; attempt < 10; attempt++) {
+    double target_area = area * ff__philox_uniform(rng, (float)op->scale[0], (float)op->scale[1]);
+    double aspect = expf(ff__philox_uniform(rng, log_lo, log_hi));
+    double w = round_half_even(sqrt(target_area * aspect));
+    double h = round_half_even(sqrt(target_area / aspect));
+    if (w > 0 && w <= width && h > 0 && h <= height) {
+      box[1] = (int)ff__philox_randint(rng, 0, height - (int)h);
+      box[0] = (int)ff__philox_randint(rng, 0, width - (int)w);
+      box[2] = (int)w, box[3] = (int)h;
+      return;
+    }
+  }
+  /* Fallback: the central crop of the closest allowed aspect ratio. */
+  double in_ratio = (double)width / height;
+  int w = width, h = height;
+  if (in_ratio < op->ratio[0]) h = (int)round_half_even(w / op->ratio[0]);
+  else if (in_ratio > op->ratio[1]) w = (int)round_half_even(h * op->ratio[1]);
+  box[0] = (width - w) / 2, box[1] = (height - h) / 2, box[2] = w, box[3] = h;
+}
+
+/* torchvision center_crop offset along one axis, padding included (negative). */
+static int center_offset(int in, int out) {
+  if (out > in) return -((out - in) / 2);
+  return (int)round_half_even((in - out) / 2.0);
+}
+
+static void add_step(ff__plan *plan, ff__step_kind kind, int x, int y, int w, int h, int antialias) {
+  ff__step *s = &plan->steps[plan->num_steps++];
+  s->kind = kind, s->x = x, s->y = y, s->w = w, s->h = h, s->antialias = antialias;
+}
+
+void ff__plan_make(const ff__pipeline *pipe, uint64_t seed, uint64_t epoch, uint64_t index,
+                   const ff__image_info *info, uint64_t max_pixels, ff__plan *out) {
+  ff__philox rng;
+  ff__philox_init(&rng, seed, FF__RNG_AUGMENT, index, epoch);
+  memset(out, 0, sizeof *out);
+  out->decode.max_pixels = max_pixels;
+  int h = info->height, w = info->width;
+  int box[4];
+  for (int i = 0; i < pipe->num_ops; i++) {
+    const ff__op *op = &pipe->ops[i];
+    switch (op->kind) {
+    case FF__OP_CROP:
+      add_step(out, FF__STEP_CROP, op->left, op->top, op->width, op->height, 0);
+      h = op->height, w = op->width;
+      break;
+    case FF__OP_CENTER_CROP:
+      add_step(out, FF__STEP_CROP, center_offset(w, op->size[1]), center_offset(h, op->size[0]),
+               op->size[1], op->size[0], 0);
+      h = op->size[0], w = op->size[1];
+      break;
+    case FF__OP_RESIZE: {
+      int nh = op->size[0], nw = op->size[1];
+      if (!nw) { /* size sets the shorter side (torchvision _compute_resized_output_size) */
+        int s = op->size[0];
+        if (w <= h) nw = s, nh = (int)((long long)s * h / w);
+        else nh = s, nw = (int)((long long)s * w / h);
+      }
+      add_step(out, FF__STEP_RESIZE, 0, 0, nw, nh, op->antialias);
+      h = nh, w = nw;
+      break;
+    }
+    case FF__OP_RANDOM_RESIZED_CROP:
+      random_resized_crop_box(op, &rng, h, w, box);
+      add_step(out, FF__STEP_CROP, box[0], box[1], box[2], box[3], 0);
+      add_step(out, FF__STEP_RESIZE, 0, 0, op->size[1], op->size[0], op->antialias);
+      h = op->size[0], w = op->size[1];
+      break;
+    case FF__OP_RANDOM_HORIZONTAL_FLIP:
+    case FF__OP_RANDOM_VERTICAL_FLIP:
+      if (ff__philox_uniform(&rng, 0.0f, 1.0f) < op->p)
+        add_step(out, op->kind == FF__OP_RANDOM_HORIZONTAL_FLIP ? FF__STEP_HFLIP : FF__STEP_VFLIP,
+                 0, 0, w, h, 0);
+      break;
+    case FF__OP_DECODE:
+    case FF__OP_TO_DTYPE:
+    case FF__OP_NORMALIZE: break;
+    }
+  }
+
+  /* Fold a leading in-bounds crop into the decoder's region of interest. */
+  int region_w = info->width, region_h = info->height;
+  const ff__step *first = &out->steps[0];
+  if (out->num_steps && first->kind == FF__STEP_CROP && first->x >= 0 && first->y >= 0 &&
+      first->x + first->w <= info->width && first->y + first->h <= info->height) {
+    out->decode.crop_x = first->x, out->decode.crop_y = first->y;
+    out->decode.crop_width = region_w = first->w;
+    out->decode.crop_height = region_h = first->h;
+    memmove(out->steps, out->steps + 1, (size_t)--out->num_steps * sizeof out->steps[0]);
+  }
+  if (pipe->ops[0].dct_scale && out->num_steps && first->kind == FF__STEP_RESIZE &&
+      first->w <= region_w && first->h <= region_h) {
+    out->decode.min_width = first->w;
+    out->decode.min_height = first->h;
+  }
+}

@@ -1,0 +1,25 @@
+/* source.h — datasets as an index of samples: path, encoded size, label. */
+#ifndef FF_SOURCE_SOURCE_H
+#define FF_SOURCE_SOURCE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/error.h"
+
+typedef struct ff__index {
+  size_t count;
+  char **paths;          /* count paths */
+  uint64_t *size_bytes;  /* encoded size of each file */
+  int64_t *labels;
+  size_t num_classes;
+  char **class_names;    /* imagefolder only (else NULL) */
+} ff__index;
+
+/* Builds the index of "imagefolder:DIR" or "list:FILE" (see fusionflow.h).
+ * Returns FF_OK, FF_EINVAL (unknown kind, malformed list line: message names
+ * the file and line), FF_EIO (missing or unreadable), FF_EEMPTY, FF_ENOMEM. */
+ff_status ff__source_open(const char *spec, ff__index *out, ff__error *err);
+void ff__index_free(ff__index *index);
+
+#endif

@@ -1,0 +1,163 @@
+"""The decoder against Pillow, an independent reference that uses the same
+libjpeg-turbo: full JPEG decodes (CMYK included) must be bit-identical,
+region decodes must equal Pillow's full decode cropped, DCT-scaled decodes
+must equal Pillow's draft() mode, and PNGs of every kind must equal Pillow's
+convert('RGB') -- except 16-bit gray, which Pillow clips at 255 where we keep
+the high byte."""
+import ctypes
+import os
+import struct
+import zlib
+
+import numpy as np
+import pytest
+from PIL import Image
+
+if not os.environ.get("FF_SHIM"):
+    pytest.skip("FF_SHIM (path of the ff_shim library) is not set", allow_module_level=True)
+
+_lib = ctypes.CDLL(os.environ["FF_SHIM"])
+_lib.ff_shim_decode.restype = ctypes.c_int
+_lib.ff_shim_decode.argtypes = [ctypes.c_char_p] + [ctypes.c_int] * 6 + [
+    ctypes.c_void_p, ctypes.c_int, ctypes.POINTER(ctypes.c_int), ctypes.POINTER(ctypes.c_int),
+    ctypes.c_char_p, ctypes.c_int]
+
+W, H = 227, 151
+
+
+def ff_decode(path, crop=(0, 0, 0, 0), min_size=(0, 0)):
+    out = np.zeros(W * H * 3 * 4, np.uint8)  # room for any test image
+    w, h = ctypes.c_int(), ctypes.c_int()
+    msg = ctypes.create_string_buffer(512)
+    st = _lib.ff_shim_decode(str(path).encode(), *crop, *min_size, out.ctypes.data, out.size,
+                             ctypes.byref(w), ctypes.byref(h), msg, len(msg))
+    assert st == 0, msg.value.decode()
+    return out[: w.value * h.value * 3].reshape(h.value, w.value, 3)
+
+
+def pil_rgb(path):
+    with Image.open(path) as im:
+        return np.asarray(im.convert("RGB"))
+
+
+def test_pixels(channels, seed=0, dtype=np.uint8):
+    """Gradients plus noise, so chroma changes from pixel to pixel."""
+    rng = np.random.default_rng(seed)
+    top = 65535 if dtype == np.uint16 else 255
+    y, x = np.mgrid[0:H, 0:W]
+    base = (x * 3 + y * 5)[..., None] * np.arange(1, channels + 1) * (top // 255)
+    noise = rng.integers(0, top // 4, (H, W, channels))
+    return ((base + noise) % (top + 1)).astype(dtype)
+
+
+test_pixels.__test__ = False  # a helper, not a test
+
+
+def save(tmp_path, name, im, **kw):
+    p = tmp_path / name
+    im.save(p, **kw)
+    return p
+
+
+JPEG_KINDS = {
+    "baseline_420": lambda: (Image.fromarray(test_pixels(3)), {"subsampling": 2}),
+    "baseline_422": lambda: (Image.fromarray(test_pixels(3)), {"subsampling": 1}),
+    "baseline_444": lambda: (Image.fromarray(test_pixels(3)), {"subsampling": 0}),
+    "progressive_420": lambda: (Image.fromarray(test_pixels(3)), {"progressive": True}),
+    "gray": lambda: (Image.fromarray(test_pixels(1)[..., 0]), {}),
+}
+
+
+@pytest.fixture(params=sorted(JPEG_KINDS))
+def jpeg_path(request, tmp_path):
+    im, kw = JPEG_KINDS[request.param]()
+    return save(tmp_path, request.param + ".jpg", im, quality=90, **kw)
+
+
+def test_jpeg_full_decode_equals_pillow(jpeg_path):
+    np.testing.assert_array_equal(ff_decode(jpeg_path), pil_rgb(jpeg_path))
+
+
+def test_jpeg_region_equals_pillow_cropped(jpeg_path):
+    ref = pil_rgb(jpeg_path)
+    rng = np.random.default_rng(1)
+    regions = [(0, 0, W, H), (1, 1, 1, 1), (W - 5, H - 7, 5, 7), (16, 16, 32, 32), (17, 9, 100, 120)]
+    for _ in range(10):
+        cw, ch = int(rng.integers(1, W + 1)), int(rng.integers(1, H + 1))
+        regions.append((int(rng.integers(0, W - cw + 1)), int(rng.integers(0, H - ch + 1)), cw, ch))
+    for x, y, cw, ch in regions:
+        got = ff_decode(jpeg_path, (x, y, cw, ch))
+        np.testing.assert_array_equal(got, ref[y:y + ch, x:x + cw], err_msg=f"region {(x, y, cw, ch)}")
+
+
+@pytest.mark.parametrize("kind", ["baseline_420", "baseline_422", "baseline_444", "progressive_420"])
+@pytest.mark.parametrize("reduce", [2, 4, 8])
+def test_jpeg_dct_scaled_equals_pillow_draft(tmp_path, kind, reduce):
+    im, kw = JPEG_KINDS[kind]()
+    p = save(tmp_path, kind + ".jpg", im, quality=90, **kw)
+    with Image.open(p) as ref:
+        ref.draft("RGB", (W // reduce, H // reduce))
+        assert ref.size == (-(-W // reduce), -(-H // reduce))  # DCT scaling 1/reduce
+        want = np.asarray(ref.convert("RGB"))
+    got = ff_decode(p, min_size=want.shape[1::-1])
+    np.testing.assert_array_equal(got, want)
+
+
+def test_cmyk_jpeg_equals_pillow(tmp_path):
+    """Pillow writes the Adobe marker (inverted inks); we use its rounding."""
+    p = save(tmp_path, "cmyk.jpg", Image.fromarray(test_pixels(4), "CMYK"), quality=90)
+    np.testing.assert_array_equal(ff_decode(p), pil_rgb(p))
+
+
+def write_png(path, pixels, color_type):
+    """A minimal PNG writer for what Pillow cannot write (16-bit RGB/RGBA)."""
+    h, w = pixels.shape[:2]
+    raw = pixels.astype(">u2").tobytes() if pixels.dtype == np.uint16 else pixels.tobytes()
+    stride = len(raw) // h
+    data = b"".join(b"\0" + raw[i * stride:(i + 1) * stride] for i in range(h))
+
+    def chunk(kind, body):
+        return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body))
+
+    depth = 16 if pixels.dtype == np.uint16 else 8
+    ihdr = struct.pack(">IIBBBBB", w, h, depth, color_type, 0, 0, 0)
+    path.write_bytes(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", zlib.compress(data))
+                     + chunk(b"IEND", b""))
+    return path
+
+
+def palette_image(transparency):
+    im = Image.fromarray(test_pixels(3)).quantize(colors=64)
+    if transparency:
+        im.info["transparency"] = 3
+    return im
+
+
+PNG_KINDS = {
+    "rgb8": lambda p: save(p.parent, p.name, Image.fromarray(test_pixels(3))),
+    "rgba8": lambda p: save(p.parent, p.name, Image.fromarray(test_pixels(4), "RGBA")),
+    "gray8": lambda p: save(p.parent, p.name, Image.fromarray(test_pixels(1)[..., 0])),
+    "gray_alpha8": lambda p: save(p.parent, p.name, Image.fromarray(test_pixels(2), "LA")),
+    "palette": lambda p: save(p.parent, p.name, palette_image(False)),
+    "palette_trns": lambda p: save(p.parent, p.name, palette_image(True), transparency=3),
+    "rgb_trns": lambda p: save(p.parent, p.name, Image.fromarray(test_pixels(3)), transparency=(1, 2, 3)),
+    "rgb16": lambda p: write_png(p, test_pixels(3, dtype=np.uint16), 2),
+    "rgba16": lambda p: write_png(p, test_pixels(4, dtype=np.uint16), 6),
+    "gray_alpha16": lambda p: write_png(p, test_pixels(2, dtype=np.uint16), 4),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(PNG_KINDS))
+def test_png_equals_pillow_convert_rgb(tmp_path, kind):
+    p = PNG_KINDS[kind](tmp_path / (kind + ".png"))
+    np.testing.assert_array_equal(ff_decode(p), pil_rgb(p))
+    np.testing.assert_array_equal(ff_decode(p, (5, 7, 30, 40)), pil_rgb(p)[7:47, 5:35])
+
+
+def test_png_gray16_keeps_high_byte(tmp_path):
+    """Pillow's convert('RGB') clips 16-bit gray at 255; we keep the high byte
+    of Pillow's own 16-bit samples."""
+    p = save(tmp_path, "gray16.png", Image.fromarray(test_pixels(1, dtype=np.uint16)[..., 0]))
+    with Image.open(p) as im:
+        high = (np.asarray(im).astype(np.uint32) >> 8).astype(np.uint8)
+    np.testing.assert_array_equal(ff_decode(p), np.repeat(high[..., None], 3, axis=2))

@@ -1,0 +1,619 @@
+/* test_codec.c — the decoders against images encoded here with libjpeg and
+ * libspng: header probing, region decodes compared pixel by pixel with full
+ * decodes, the choice of DCT scale, colour conversions, and the failures
+ * (truncated, corrupt, empty, foreign, oversized input). */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <jpeglib.h>
+#include <spng.h>
+
+#include "codec/codec.h"
+
+#define NAME "set/img_0042.jpg"
+
+static uint32_t rng_state;
+static uint32_t rng(void) {
+  rng_state ^= rng_state << 13;
+  rng_state ^= rng_state >> 17;
+  rng_state ^= rng_state << 5;
+  return rng_state;
+}
+
+/* Gradients plus noise: chroma that changes from pixel to pixel, so that any
+ * upsampling difference at a crop edge shows. */
+static uint8_t *make_pixels(int w, int h, int comps, uint32_t seed) {
+  rng_state = seed;
+  uint8_t *p = malloc((size_t)w * h * comps);
+  for (int y = 0; y < h; y++)
+    for (int x = 0; x < w; x++)
+      for (int c = 0; c < comps; c++)
+        p[((size_t)y * w + x) * comps + c] = (uint8_t)((x * (c + 1) * 3 + y * 5 + (rng() % 64)) & 255);
+  return p;
+}
+
+typedef struct jpeg_spec {
+  int w, h;
+  J_COLOR_SPACE in_cs; /* JCS_RGB, JCS_GRAYSCALE or JCS_CMYK */
+  int h_samp, v_samp;  /* luma sampling factors: 2,2 = 4:2:0; 2,1 = 4:2:2; 1,1 = 4:4:4 */
+  int progressive;
+  int adobe;           /* CMYK: write the Adobe marker (inverted inks) */
+  int ycck;            /* CMYK: store as YCCK */
+  int quality;
+} jpeg_spec;
+
+static uint8_t *encode_jpeg(const jpeg_spec *s, const uint8_t *px, size_t *size) {
+  struct jpeg_compress_struct c;
+  struct jpeg_error_mgr jerr;
+  c.err = jpeg_std_error(&jerr);
+  jpeg_create_compress(&c);
+  unsigned char *out = NULL;
+  unsigned long n = 0;
+  jpeg_mem_dest(&c, &out, &n);
+  c.image_width = (JDIMENSION)s->w;
+  c.image_height = (JDIMENSION)s->h;
+  c.in_color_space = s->in_cs;
+  c.input_components = s->in_cs == JCS_GRAYSCALE ? 1 : s->in_cs == JCS_CMYK ? 4 : 3;
+  jpeg_set_defaults(&c);
+  jpeg_set_quality(&c, s->quality ? s->quality : 90, TRUE);
+  if (s->ycck) jpeg_set_colorspace(&c, JCS_YCCK);
+  if (s->in_cs == JCS_CMYK) c.write_Adobe_marker = s->adobe;
+  c.comp_info[0].h_samp_factor = s->h_samp ? s->h_samp : 1;
+  c.comp_info[0].v_samp_factor = s->v_samp ? s->v_samp : 1;
+  if (s->progressive) jpeg_simple_progression(&c);
+  jpeg_start_compress(&c, TRUE);
+  while (c.next_scanline < c.image_height) {
+    JSAMPROW row = (JSAMPROW)px + (size_t)c.next_scanline * s->w * c.input_components;
+    jpeg_write_scanlines(&c, &row, 1);
+  }
+  jpeg_finish_compress(&c);
+  jpeg_destroy_compress(&c);
+  *size = n;
+  return out;
+}
+
+static uint8_t *make_jpeg(const jpeg_spec *s, size_t *size) {
+  int comps = s->in_cs == JCS_GRAYSCALE ? 1 : s->in_cs == JCS_CMYK ? 4 : 3;
+  uint8_t *px = make_pixels(s->w, s->h, comps, 7);
+  uint8_t *jpg = encode_jpeg(s, px, size);
+  free(px);
+  return jpg;
+}
+
+/* Encodes a PNG with libspng; rows holds the samples (16-bit ones host-endian). */
+static uint8_t *encode_png(struct spng_ihdr ihdr, const void *rows, size_t rows_bytes,
+                           const struct spng_plte *plte, size_t *size) {
+  spng_ctx *ctx = spng_ctx_new(SPNG_CTX_ENCODER);
+  assert_int_equal(spng_set_option(ctx, SPNG_ENCODE_TO_BUFFER, 1), 0);
+  assert_int_equal(spng_set_ihdr(ctx, &ihdr), 0);
+  if (plte) assert_int_equal(spng_set_plte(ctx, (struct spng_plte *)plte), 0);
+  assert_int_equal(spng_encode_image(ctx, rows, rows_bytes, SPNG_FMT_PNG, SPNG_ENCODE_FINALIZE), 0);
+  int rc = 0;
+  uint8_t *png = spng_get_png_buffer(ctx, size, &rc);
+  assert_int_equal(rc, 0);
+  spng_ctx_free(ctx);
+  return png;
+}
+
+static ff__decode_req full_req(void) { return (ff__decode_req){0}; }
+
+static ff__decode_req crop_req(int x, int y, int w, int h) {
+  return (ff__decode_req){.crop_x = x, .crop_y = y, .crop_width = w, .crop_height = h};
+}
+
+/* Decodes and asserts success; the image stays valid until buf is reused. */
+static ff__image decode_ok(const uint8_t *data, size_t size, ff__decode_req req, ff__buf *buf) {
+  ff__image img;
+  ff__error err = {0};
+  ff_status st = ff__codec_decode(data, size, NAME, &req, buf, &img, &err);
+  if (st) fprintf(stderr, "decode failed: %s\n", err.msg);
+  assert_int_equal(st, FF_OK);
+  assert_int_equal(img.channels, 3);
+  return img;
+}
+
+/* Asserts that sub equals full's pixels at (x, y). */
+static void assert_same_region(const ff__image *full, int x, int y, const ff__image *sub) {
+  for (int r = 0; r < sub->height; r++) {
+    const uint8_t *a = full->data + (size_t)(y + r) * full->stride + (size_t)x * 3;
+    const uint8_t *b = sub->data + (size_t)r * sub->stride;
+    if (memcmp(a, b, (size_t)sub->width * 3)) {
+      for (int i = 0; i < sub->width * 3; i++)
+        if (a[i] != b[i])
+          fail_msg("region %dx%d at (%d,%d): row %d byte %d differs: full %d, region %d",
+                   sub->width, sub->height, x, y, r, i, a[i], b[i]);
+    }
+  }
+}
+
+static void assert_decode_fails(const uint8_t *data, size_t size, ff_status want,
+                                const char *want_text) {
+  ff__buf buf = {0};
+  ff__image img = {0};
+  ff__error err = {0};
+  ff__decode_req req = full_req();
+  req.max_pixels = 1u << 20;
+  assert_int_equal(ff__codec_decode(data, size, NAME, &req, &buf, &img, &err), want);
+  assert_int_equal(err.status, want);
+  assert_non_null(strstr(err.msg, NAME));
+  assert_non_null(strstr(err.msg, want_text));
+  assert_null(img.data); /* output untouched */
+  ff__buf_free(&buf);
+}
+
+/* ---- probe ---- */
+
+static void test_probe_reports_size_and_progressive(void **state) {
+  (void)state;
+  size_t n;
+  ff__image_info info;
+  ff__error err = {0};
+  uint8_t *jpg = make_jpeg(&(jpeg_spec){.w = 33, .h = 17, .in_cs = JCS_RGB, .h_samp = 2, .v_samp = 2}, &n);
+  assert_int_equal(ff__codec_probe(jpg, n, NAME, 0, &info, &err), FF_OK);
+  assert_int_equal(info.format, FF__FORMAT_JPEG);
+  assert_int_equal(info.width, 33);
+  assert_int_equal(info.height, 17);
+  assert_int_equal(info.progressive, 0);
+  free(jpg);
+  jpg = make_jpeg(&(jpeg_spec){.w = 40, .h = 9, .in_cs = JCS_RGB, .progressive = 1}, &n);
+  assert_int_equal(ff__codec_probe(jpg, n, NAME, 0, &info, &err), FF_OK);
+  assert_int_equal(info.width, 40);
+  assert_int_equal(info.height, 9);
+  assert_int_equal(info.progressive, 1);
+  free(jpg);
+
+  uint8_t px[5 * 3 * 3] = {0};
+  uint8_t *png = encode_png((struct spng_ihdr){.width = 5, .height = 3, .bit_depth = 8,
+                                               .color_type = SPNG_COLOR_TYPE_TRUECOLOR,
+                                               .interlace_method = 1},
+                            px, sizeof px, NULL, &n);
+  assert_int_equal(ff__codec_probe(png, n, NAME, 0, &info, &err), FF_OK);
+  assert_int_equal(info.format, FF__FORMAT_PNG);
+  assert_int_equal(info.width, 5);
+  assert_int_equal(info.height, 3);
+  assert_int_equal(info.progressive, 1);
+  free(png);
+}
+
+/* ---- region of interest ---- */
+
+/* Regions at the corners and edges, single pixels, odd offsets, and random
+ * ones; every region decode must equal the full decode cropped. */
+static void check_regions_exact(const jpeg_spec *s) {
+  size_t n;
+  uint8_t *jpg = make_jpeg(s, &n);
+  ff__buf full_buf = {0}, buf = {0};
+  ff__image full = decode_ok(jpg, n, full_req(), &full_buf);
+  assert_int_equal(full.width, s->w);
+  assert_int_equal(full.height, s->h);
+  int w = s->w, h = s->h;
+  int fixed[][4] = {{0, 0, w, h},         {0, 0, 1, 1},          {w - 1, h - 1, 1, 1},
+                    {1, 1, w - 2, h - 2}, {16, 16, 16, 16},      {15, 17, 18, 20},
+                    {w - 17, 3, 17, h - 3}, {0, h - 9, 9, 9},    {31, 0, 2, h},
+                    {8, 8, 1, 31},        {17, 33, w - 17, 40},  {32, 32, 32, 32}};
+  for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++) {
+    ff__image sub = decode_ok(jpg, n, crop_req(fixed[i][0], fixed[i][1], fixed[i][2], fixed[i][3]), &buf);
+    assert_int_equal(sub.width, fixed[i][2]);
+    assert_int_equal(sub.height, fixed[i][3]);
+    assert_same_region(&full, fixed[i][0], fixed[i][1], &sub);
+  }
+  rng_state = 12345;
+  for (int i = 0; i < 60; i++) {
+    int cw = 1 + (int)(rng() % (uint32_t)w), ch = 1 + (int)(rng() % (uint32_t)h);
+    int x = (int)(rng() % (uint32_t)(w - cw + 1)), y = (int)(rng() % (uint32_t)(h - ch + 1));
+    ff__image sub = decode_ok(jpg, n, crop_req(x, y, cw, ch), &buf);
+    assert_same_region(&full, x, y, &sub);
+  }
+  ff__buf_free(&full_buf);
+  ff__buf_free(&buf);
+  free(jpg);
+}
+
+static void test_region_equals_full_decode_420(void **state) {
+  (void)state;
+  check_regions_exact(&(jpeg_spec){.w = 203, .h = 157, .in_cs = JCS_RGB, .h_samp = 2, .v_samp = 2});
+}
+
+static void test_region_equals_full_decode_422(void **state) {
+  (void)state;
+  check_regions_exact(&(jpeg_spec){.w = 203, .h = 157, .in_cs = JCS_RGB, .h_samp = 2, .v_samp = 1});
+}
+
+static void test_region_equals_full_decode_440(void **state) {
+  (void)state;
+  check_regions_exact(&(jpeg_spec){.w = 203, .h = 157, .in_cs = JCS_RGB, .h_samp = 1, .v_samp = 2});
+}
+
+static void test_region_equals_full_decode_444(void **state) {
+  (void)state;
+  check_regions_exact(&(jpeg_spec){.w = 203, .h = 157, .in_cs = JCS_RGB});
+}
+
+static void test_region_equals_full_decode_gray(void **state) {
+  (void)state;
+  check_regions_exact(&(jpeg_spec){.w = 203, .h = 157, .in_cs = JCS_GRAYSCALE});
+}
+
+static void test_region_equals_full_decode_progressive(void **state) {
+  (void)state;
+  check_regions_exact(&(jpeg_spec){.w = 203, .h = 157, .in_cs = JCS_RGB, .h_samp = 2, .v_samp = 2,
+                                   .progressive = 1});
+}
+
+static void test_region_equals_full_decode_cmyk(void **state) {
+  (void)state;
+  check_regions_exact(&(jpeg_spec){.w = 203, .h = 157, .in_cs = JCS_CMYK, .adobe = 1});
+}
+
+static void test_png_region_is_view_into_full_image(void **state) {
+  (void)state;
+  uint8_t *px = make_pixels(21, 13, 3, 3);
+  size_t n;
+  uint8_t *png = encode_png((struct spng_ihdr){.width = 21, .height = 13, .bit_depth = 8,
+                                               .color_type = SPNG_COLOR_TYPE_TRUECOLOR},
+                            px, 21 * 13 * 3, NULL, &n);
+  ff__buf buf = {0};
+  ff__image sub = decode_ok(png, n, crop_req(5, 4, 7, 9), &buf);
+  assert_int_equal(sub.width, 7);
+  assert_int_equal(sub.height, 9);
+  assert_int_equal(sub.stride, 21 * 3);
+  ff__image src = {px, 21, 13, 3, 21 * 3};
+  assert_same_region(&src, 5, 4, &sub);
+  ff__buf_free(&buf);
+  free(png);
+  free(px);
+}
+
+/* ---- DCT scaling ---- */
+
+/* The rule, written out independently: region [x, x+w) at scale n/8 covers
+ * floor(x*n/8) .. min(ceil((x+w)*n/8), ceil(W*n/8)). */
+static int scaled_len(int x, int len, int full, int n) {
+  int hi = ((x + len) * n + 7) / 8, cap = (full * n + 7) / 8;
+  return (hi < cap ? hi : cap) - x * n / 8;
+}
+
+static void test_dct_scale_is_smallest_that_keeps_minimum(void **state) {
+  (void)state;
+  jpeg_spec s = {.w = 203, .h = 157, .in_cs = JCS_RGB, .h_samp = 2, .v_samp = 2};
+  size_t n;
+  uint8_t *jpg = make_jpeg(&s, &n);
+  ff__buf buf = {0}, full_buf = {0};
+  /* Whole image 203x157 with minimum 51x40: 2/8 gives 51x40, 1/8 gives 26x20. */
+  ff__decode_req req = {.min_width = 51, .min_height = 40};
+  ff__image img = decode_ok(jpg, n, req, &buf);
+  assert_int_equal(img.width, 51);
+  assert_int_equal(img.height, 40);
+  req.min_width = 52; /* 2/8 is now too small in width: 3/8 gives 77x59 */
+  img = decode_ok(jpg, n, req, &buf);
+  assert_int_equal(img.width, 77);
+  assert_int_equal(img.height, 59);
+  req = (ff__decode_req){.min_width = 500, .min_height = 1}; /* never upscaled */
+  img = decode_ok(jpg, n, req, &buf);
+  assert_int_equal(img.width, 203);
+  assert_int_equal(img.height, 157);
+
+  rng_state = 99;
+  for (int i = 0; i < 40; i++) {
+    int cw = 8 + (int)(rng() % 190), ch = 8 + (int)(rng() % 150);
+    int x = (int)(rng() % (uint32_t)(s.w - cw + 1)), y = (int)(rng() % (uint32_t)(s.h - ch + 1));
+    int mw = 1 + (int)(rng() % (uint32_t)cw), mh = 1 + (int)(rng() % (uint32_t)ch);
+    req = (ff__decode_req){x, y, cw, ch, mw, mh, 0};
+    img = decode_ok(jpg, n, req, &buf);
+    int k = 1;
+    while (scaled_len(x, cw, s.w, k) < mw || scaled_len(y, ch, s.h, k) < mh) k++;
+    assert_int_equal(img.width, scaled_len(x, cw, s.w, k));
+    assert_int_equal(img.height, scaled_len(y, ch, s.h, k));
+    assert_true(img.width >= mw && img.height >= mh);
+    /* The scaled region equals the same scale's full decode, cropped. */
+    ff__decode_req whole = {.min_width = (s.w * k + 7) / 8, .min_height = (s.h * k + 7) / 8};
+    ff__image full = decode_ok(jpg, n, whole, &full_buf);
+    assert_int_equal(full.width, (s.w * k + 7) / 8);
+    assert_same_region(&full, x * k / 8, y * k / 8, &img);
+  }
+  ff__buf_free(&buf);
+  ff__buf_free(&full_buf);
+  free(jpg);
+}
+
+/* ---- colour ---- */
+
+static void assert_pixel_near(const uint8_t *p, int r, int g, int b, int tol) {
+  if (abs(p[0] - r) > tol || abs(p[1] - g) > tol || abs(p[2] - b) > tol)
+    fail_msg("pixel (%d,%d,%d), want (%d,%d,%d) +-%d", p[0], p[1], p[2], r, g, b, tol);
+}
+
+static void check_flat_cmyk(int adobe, int ycck, int want_r, int want_g, int want_b, int tol) {
+  const uint8_t cmyk[4] = {200, 100, 50, 230};
+  uint8_t px[16 * 16 * 4];
+  for (size_t i = 0; i < sizeof px; i++) px[i] = cmyk[i % 4];
+  size_t n;
+  jpeg_spec s = {.w = 16, .h = 16, .in_cs = JCS_CMYK, .adobe = adobe, .ycck = ycck, .quality = 100};
+  uint8_t *jpg = encode_jpeg(&s, px, &n);
+  ff__buf buf = {0};
+  ff__image img = decode_ok(jpg, n, full_req(), &buf);
+  assert_pixel_near(img.data + 5 * img.stride + 7 * 3, want_r, want_g, want_b, tol);
+  ff__buf_free(&buf);
+  free(jpg);
+}
+
+static void test_cmyk_converts_to_rgb(void **state) {
+  (void)state;
+  /* Adobe (inverted) inks: R = C*K/255 = 200*230/255 = 180.4 ... */
+  check_flat_cmyk(1, 0, 180, 90, 45, 1);
+  /* plain inks: R = (255-C)(255-K)/255 = 55*25/255 = 5.4 ... */
+  check_flat_cmyk(0, 0, 5, 15, 20, 1);
+  check_flat_cmyk(1, 1, 180, 90, 45, 2); /* YCCK goes through a lossy YCC step */
+}
+
+static void test_gray_jpeg_becomes_equal_rgb(void **state) {
+  (void)state;
+  size_t n;
+  uint8_t *jpg = make_jpeg(&(jpeg_spec){.w = 24, .h = 8, .in_cs = JCS_GRAYSCALE}, &n);
+  ff__buf buf = {0};
+  ff__image img = decode_ok(jpg, n, full_req(), &buf);
+  for (int i = 0; i < 24 * 8; i++) {
+    const uint8_t *p = img.data + i * 3;
+    assert_int_equal(p[0], p[1]);
+    assert_int_equal(p[1], p[2]);
+  }
+  ff__buf_free(&buf);
+  free(jpg);
+}
+
+static void test_png_rgb8_and_interlaced_decode_exactly(void **state) {
+  (void)state;
+  uint8_t *px = make_pixels(19, 11, 3, 5);
+  ff__buf buf = {0};
+  for (int interlace = 0; interlace <= 1; interlace++) {
+    size_t n;
+    uint8_t *png = encode_png((struct spng_ihdr){.width = 19, .height = 11, .bit_depth = 8,
+                                                 .color_type = SPNG_COLOR_TYPE_TRUECOLOR,
+                                                 .interlace_method = (uint8_t)interlace},
+                              px, 19 * 11 * 3, NULL, &n);
+    ff__image img = decode_ok(png, n, full_req(), &buf);
+    assert_int_equal(img.width, 19);
+    assert_int_equal(img.height, 11);
+    assert_memory_equal(img.data, px, 19 * 11 * 3);
+    free(png);
+  }
+  ff__buf_free(&buf);
+  free(px);
+}
+
+static void test_png_16bit_keeps_high_byte_and_drops_alpha(void **state) {
+  (void)state;
+  const uint16_t px[4] = {0x12ff, 0xab01, 0x8080, 0x0000}; /* RGBA, transparent */
+  size_t n;
+  uint8_t *png = encode_png((struct spng_ihdr){.width = 1, .height = 1, .bit_depth = 16,
+                                               .color_type = SPNG_COLOR_TYPE_TRUECOLOR_ALPHA},
+                            px, sizeof px, NULL, &n);
+  ff__buf buf = {0};
+  ff__image img = decode_ok(png, n, full_req(), &buf);
+  assert_pixel_near(img.data, 0x12, 0xab, 0x80, 0);
+  free(png);
+  /* Gray 16-bit: 0x7fff -> 0x7f on all three channels. */
+  const uint16_t gray[1] = {0x7fff};
+  png = encode_png((struct spng_ihdr){.width = 1, .height = 1, .bit_depth = 16,
+                                      .color_type = SPNG_COLOR_TYPE_GRAYSCALE},
+                   gray, sizeof gray, NULL, &n);
+  img = decode_ok(png, n, full_req(), &buf);
+  assert_pixel_near(img.data, 0x7f, 0x7f, 0x7f, 0);
+  free(png);
+  ff__buf_free(&buf);
+}
+
+static void test_png_palette_and_gray_alpha_become_rgb(void **state) {
+  (void)state;
+  struct spng_plte plte = {.n_entries = 2};
+  plte.entries[0] = (struct spng_plte_entry){10, 20, 30, 0};
+  plte.entries[1] = (struct spng_plte_entry){200, 150, 100, 0};
+  const uint8_t idx[3] = {1, 0, 1};
+  size_t n;
+  uint8_t *png = encode_png((struct spng_ihdr){.width = 3, .height = 1, .bit_depth = 8,
+                                               .color_type = SPNG_COLOR_TYPE_INDEXED},
+                            idx, sizeof idx, &plte, &n);
+  ff__buf buf = {0};
+  ff__image img = decode_ok(png, n, full_req(), &buf);
+  assert_pixel_near(img.data, 200, 150, 100, 0);
+  assert_pixel_near(img.data + 3, 10, 20, 30, 0);
+  free(png);
+  const uint8_t ga[4] = {77, 0, 99, 255}; /* gray 77 alpha 0, gray 99 alpha 255 */
+  png = encode_png((struct spng_ihdr){.width = 2, .height = 1, .bit_depth = 8,
+                                      .color_type = SPNG_COLOR_TYPE_GRAYSCALE_ALPHA},
+                   ga, sizeof ga, NULL, &n);
+  img = decode_ok(png, n, full_req(), &buf);
+  assert_pixel_near(img.data, 77, 77, 77, 0);
+  assert_pixel_near(img.data + 3, 99, 99, 99, 0);
+  free(png);
+  ff__buf_free(&buf);
+}
+
+/* ---- failures ---- */
+
+static uint8_t *make_test_jpeg(size_t *n) {
+  return make_jpeg(&(jpeg_spec){.w = 96, .h = 64, .in_cs = JCS_RGB, .h_samp = 2, .v_samp = 2}, n);
+}
+
+static void test_truncated_jpeg_fails(void **state) {
+  (void)state;
+  size_t n;
+  uint8_t *jpg = make_test_jpeg(&n);
+  assert_decode_fails(jpg, n / 2, FF_EDATA, "corrupt JPEG: Premature end of JPEG file");
+  assert_decode_fails(jpg, 40, FF_EDATA, "corrupt JPEG"); /* cut inside the header */
+  free(jpg);
+}
+
+static void test_corrupt_jpeg_entropy_data_fails(void **state) {
+  (void)state;
+  size_t n;
+  uint8_t *jpg = make_test_jpeg(&n);
+  /* FF 00 is a stuffed 0xFF: a run of one-bits, which no Huffman code is. */
+  for (size_t i = n / 2; i < n / 2 + 64; i += 2) jpg[i] = 0xFF, jpg[i + 1] = 0x00;
+  assert_decode_fails(jpg, n, FF_EDATA, "corrupt JPEG: Corrupt JPEG data");
+  free(jpg);
+}
+
+static void test_empty_and_foreign_files_fail(void **state) {
+  (void)state;
+  uint8_t garbage[256];
+  rng_state = 5;
+  for (size_t i = 0; i < sizeof garbage; i++) garbage[i] = (uint8_t)rng();
+  garbage[0] = 'G';
+  assert_decode_fails(garbage, 0, FF_EDATA, "empty file");
+  assert_decode_fails(garbage, sizeof garbage, FF_EDATA, "not a JPEG or PNG image");
+  const uint8_t soi_only[3] = {0xFF, 0xD8, 0xFF};
+  assert_decode_fails(soi_only, sizeof soi_only, FF_EDATA, "corrupt JPEG");
+}
+
+static uint8_t *make_test_png(size_t *n) {
+  uint8_t *px = make_pixels(40, 30, 3, 11);
+  uint8_t *png = encode_png((struct spng_ihdr){.width = 40, .height = 30, .bit_depth = 8,
+                                               .color_type = SPNG_COLOR_TYPE_TRUECOLOR},
+                            px, 40 * 30 * 3, NULL, n);
+  free(px);
+  return png;
+}
+
+static void test_truncated_png_fails(void **state) {
+  (void)state;
+  size_t n;
+  uint8_t *png = make_test_png(&n);
+  assert_decode_fails(png, n / 2, FF_EDATA, "corrupt PNG: ");
+  assert_decode_fails(png, 20, FF_EDATA, "corrupt PNG: ");
+  free(png);
+}
+
+static void test_png_crc_mismatch_fails(void **state) {
+  (void)state;
+  size_t n;
+  uint8_t *png = make_test_png(&n);
+  png[n / 2] ^= 0x01; /* inside IDAT */
+  assert_decode_fails(png, n, FF_EDATA, "corrupt PNG: ");
+  free(png);
+}
+
+static void test_huge_header_is_refused_before_allocating(void **state) {
+  (void)state;
+  size_t n;
+  uint8_t *jpg = make_test_jpeg(&n);
+  size_t sof = 2;
+  while (!(jpg[sof] == 0xFF && jpg[sof + 1] == 0xC0)) sof += 2 + (size_t)(jpg[sof + 2] << 8 | jpg[sof + 3]);
+  /* SOF0: FF C0 len(2) precision(1) height(2) width(2); 60000 = 0xEA60 */
+  jpg[sof + 5] = 0xEA, jpg[sof + 6] = 0x60, jpg[sof + 7] = 0xEA, jpg[sof + 8] = 0x60;
+  clock_t t0 = clock();
+  assert_decode_fails(jpg, n, FF_ETOOBIG,
+                      "image is 60000x60000 = 3600000000 pixels, over the limit of 1048576 "
+                      "(max_image_pixels)");
+  assert_true((double)(clock() - t0) / CLOCKS_PER_SEC < 0.5);
+  ff__image_info info;
+  ff__error err = {0};
+  assert_int_equal(ff__codec_probe(jpg, n, NAME, 1u << 20, &info, &err), FF_ETOOBIG);
+  free(jpg);
+
+  uint8_t *png = make_test_png(&n);
+  ff__buf buf = {0};
+  ff__image img;
+  ff__decode_req req = {.max_pixels = 40 * 30 - 1};
+  assert_int_equal(ff__codec_decode(png, n, NAME, &req, &buf, &img, &err), FF_ETOOBIG);
+  assert_non_null(strstr(err.msg, "40x30 = 1200 pixels"));
+  assert_null(buf.data); /* nothing allocated */
+  free(png);
+}
+
+static void test_region_outside_image_is_invalid(void **state) {
+  (void)state;
+  size_t n;
+  uint8_t *jpg = make_test_jpeg(&n);
+  ff__buf buf = {0};
+  ff__image img;
+  ff__error err = {0};
+  ff__decode_req req = crop_req(90, 0, 7, 4);
+  assert_int_equal(ff__codec_decode(jpg, n, NAME, &req, &buf, &img, &err), FF_EINVAL);
+  assert_non_null(strstr(err.msg, NAME));
+  ff__buf_free(&buf);
+  free(jpg);
+}
+
+/* ---- threads ---- */
+
+typedef struct thread_job {
+  const uint8_t *jpg;
+  size_t n;
+  const ff__image *want;
+  int ok;
+} thread_job;
+
+static void *decode_many(void *arg) {
+  thread_job *j = arg;
+  ff__buf buf = {0};
+  ff__error err;
+  j->ok = 1;
+  for (int i = 0; i < 20; i++) {
+    ff__image img;
+    ff__decode_req req = crop_req(3, 5, 60, 40);
+    if (ff__codec_decode(j->jpg, j->n, NAME, &req, &buf, &img, &err) ||
+        memcmp(img.data, j->want->data, (size_t)60 * 40 * 3))
+      j->ok = 0;
+  }
+  ff__buf_free(&buf);
+  return NULL;
+}
+
+static void test_concurrent_decodes_agree(void **state) {
+  (void)state;
+  size_t n;
+  uint8_t *jpg = make_test_jpeg(&n);
+  ff__buf buf = {0};
+  ff__image want = decode_ok(jpg, n, crop_req(3, 5, 60, 40), &buf);
+  pthread_t t[4];
+  thread_job jobs[4];
+  for (int i = 0; i < 4; i++) {
+    jobs[i] = (thread_job){jpg, n, &want, 0};
+    pthread_create(&t[i], NULL, decode_many, &jobs[i]);
+  }
+  for (int i = 0; i < 4; i++) {
+    pthread_join(t[i], NULL);
+    assert_true(jobs[i].ok);
+  }
+  ff__buf_free(&buf);
+  free(jpg);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_probe_reports_size_and_progressive),
+      cmocka_unit_test(test_region_equals_full_decode_420),
+      cmocka_unit_test(test_region_equals_full_decode_422),
+      cmocka_unit_test(test_region_equals_full_decode_440),
+      cmocka_unit_test(test_region_equals_full_decode_444),
+      cmocka_unit_test(test_region_equals_full_decode_gray),
+      cmocka_unit_test(test_region_equals_full_decode_progressive),
+      cmocka_unit_test(test_region_equals_full_decode_cmyk),
+      cmocka_unit_test(test_png_region_is_view_into_full_image),
+      cmocka_unit_test(test_dct_scale_is_smallest_that_keeps_minimum),
+      cmocka_unit_test(test_cmyk_converts_to_rgb),
+      cmocka_unit_test(test_gray_jpeg_becomes_equal_rgb),
+      cmocka_unit_test(test_png_rgb8_and_interlaced_decode_exactly),
+      cmocka_unit_test(test_png_16bit_keeps_high_byte_and_drops_alpha),
+      cmocka_unit_test(test_png_palette_and_gray_alpha_become_rgb),
+      cmocka_unit_test(test_truncated_jpeg_fails),
+      cmocka_unit_test(test_corrupt_jpeg_entropy_data_fails),
+      cmocka_unit_test(test_empty_and_foreign_files_fail),
+      cmocka_unit_test(test_truncated_png_fails),
+      cmocka_unit_test(test_png_crc_mismatch_fails),
+      cmocka_unit_test(test_huge_header_is_refused_before_allocating),
+      cmocka_unit_test(test_region_outside_image_is_invalid),
+      cmocka_unit_test(test_concurrent_decodes_agree),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
