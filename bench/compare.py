@@ -68,6 +68,7 @@ def run_fusionflow(args):
            "--pipeline", PIPELINES[args.pipeline],
            "--batch-size", str(args.batch_size),
            "--batches", str(args.batches),
+           "--warmup", str(args.warmup),
            "--threads", str(args.threads),
            "--json"]
     p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -75,19 +76,10 @@ def run_fusionflow(args):
     if p.returncode != 0:
         raise RuntimeError("fusionflow bench failed (rc %d): %s"
                            % (p.returncode, p.stderr.strip()[-2000:]))
-    summary = None
-    for line in p.stdout.splitlines():   # the last JSON object line is the summary
-        line = line.strip()
-        if line.startswith("{"):
-            try:
-                summary = json.loads(line)
-            except ValueError:
-                pass
-    if summary is None:
-        try:
-            summary = json.loads(p.stdout)   # pretty-printed, multi-line
-        except ValueError:
-            raise RuntimeError("no JSON summary in fusionflow's output:\n" + p.stdout[-2000:])
+    try:
+        summary = json.loads(p.stdout)   # --json prints one object on stdout
+    except ValueError:
+        raise RuntimeError("no JSON summary in fusionflow's output:\n" + p.stdout[-2000:])
     if "images_per_s" not in summary:
         raise RuntimeError("fusionflow's summary has no images_per_s: %r" % summary)
     return summary

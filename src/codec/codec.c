@@ -10,8 +10,8 @@
 static const uint8_t jpeg_magic[3] = {0xFF, 0xD8, 0xFF};
 static const uint8_t png_magic[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1A, '\n'};
 
-static ff_status sniff(const uint8_t *data, size_t size_bytes, const char *name,
-                       ff__format *out, ff__error *err) {
+static ff_status sniff(const uint8_t *data, size_t size_bytes, const char *name, ff__format *out,
+                       ff__error *err) {
   if (size_bytes == 0) return ff__error_set(err, FF_EDATA, "%s: empty file", name);
   if (size_bytes >= sizeof jpeg_magic && !memcmp(data, jpeg_magic, sizeof jpeg_magic)) {
     *out = FF__FORMAT_JPEG;
@@ -44,8 +44,9 @@ ff_status ff__codec_region(const ff__decode_req *req, int width, int height, con
   const ff__region r = {req->crop_x, req->crop_y, req->crop_width, req->crop_height};
   if (r.x < 0 || r.y < 0 || r.width <= 0 || r.height <= 0 || r.x > width - r.width ||
       r.y > height - r.height)
-    return ff__error_set(err, FF_EINVAL, "%s: region %dx%d at (%d, %d) is not inside the %dx%d image",
-                         name, r.width, r.height, r.x, r.y, width, height);
+    return ff__error_set(err, FF_EINVAL,
+                         "%s: region %dx%d at (%d, %d) is not inside the %dx%d image", name,
+                         r.width, r.height, r.x, r.y, width, height);
   *out = r;
   return FF_OK;
 }
@@ -55,7 +56,8 @@ ff_status ff__codec_probe(const uint8_t *data, size_t size_bytes, const char *na
   ff__format format;
   ff_status st = sniff(data, size_bytes, name, &format, err);
   if (st) return st;
-  if (format == FF__FORMAT_JPEG) return ff__jpeg_probe(data, size_bytes, name, max_pixels, out, err);
+  if (format == FF__FORMAT_JPEG)
+    return ff__jpeg_probe(data, size_bytes, name, max_pixels, out, err);
   return ff__png_probe(data, size_bytes, name, max_pixels, out, err);
 }
 

@@ -7,7 +7,8 @@
  * the decoder also picks the smallest DCT scaling n/8 that keeps the region
  * at least that big. libjpeg reports errors by longjmp; the few warnings
  * that mean lost image data (truncation, corrupt entropy data) are turned
- * into errors too, so that a damaged file fails instead of coming back gray. */
+ * into errors too, so that a damaged file fails instead of coming back gray
+ * (damage below a region, which is never read, goes unnoticed). */
 #include "codec/codec_internal.h"
 
 #include <setjmp.h>
@@ -35,7 +36,7 @@ typedef struct jpeg_failure {
   char msg[JMSG_LENGTH_MAX];
 } jpeg_failure;
 
-static void fail(j_common_ptr cinfo) {
+static _Noreturn void fail(j_common_ptr cinfo) {
   jpeg_failure *f = (jpeg_failure *)cinfo->err;
   cinfo->err->format_message(cinfo, f->msg);
   longjmp(f->jump, 1);
@@ -56,13 +57,12 @@ static void on_message(j_common_ptr cinfo, int msg_level) {
   }
 }
 
-typedef ff_status (*jpeg_job)(j_decompress_ptr cinfo, const char *name, void *arg,
-                              ff__error *err);
+typedef ff_status (*jpeg_job)(j_decompress_ptr cinfo, const char *name, void *arg, ff__error *err);
 
 /* Sets up a decompressor on the bytes, reads the header and runs job; a
  * libjpeg error anywhere in between lands here with everything freed. */
-static ff_status with_header(const uint8_t *data, size_t size_bytes, const char *name,
-                             jpeg_job job, void *arg, ff__error *err) {
+static ff_status with_header(const uint8_t *data, size_t size_bytes, const char *name, jpeg_job job,
+                             void *arg, ff__error *err) {
   struct jpeg_decompress_struct cinfo;
   jpeg_failure failure;
   cinfo.err = jpeg_std_error(&failure.mgr);
@@ -113,14 +113,16 @@ static ff__region scale_region(j_decompress_ptr cinfo, const ff__region *r, int 
   return (ff__region){x0, y0, x1 - x0, y1 - y0};
 }
 
-/* Sets the smallest scale n/8 at which the region is still at least the
- * requested minimum (8/8 when there is none or nothing smaller will do) and
- * returns the region on that scale's output grid. */
+/* Sets the smallest scale n/8, n in {1, 2, 4, 8}, at which the region is
+ * still at least the requested minimum (8/8 when there is none or nothing
+ * smaller will do) and returns the region on that scale's output grid. Only
+ * these four scales have SIMD inverse DCTs in libjpeg-turbo; the others
+ * (3/8, 5/8, ...) run plain C transforms that cost more than they save. */
 static ff__region choose_scale(j_decompress_ptr cinfo, const ff__region *r,
                                const ff__decode_req *req) {
   int want = req->min_width > 0 && req->min_height > 0;
   ff__region s;
-  for (int n = want ? 1 : 8;; n++) {
+  for (int n = want ? 1 : 8;; n *= 2) {
     cinfo->scale_num = (unsigned)n;
     cinfo->scale_denom = 8;
     jpeg_calc_output_dimensions(cinfo);
@@ -169,26 +171,29 @@ static ff_status decode_job(j_decompress_ptr cinfo, const char *name, void *arg,
 
   size_t stride = (size_t)s.width * 3;
   uint8_t *dst = ff__buf_reserve(a->pixels, stride * (size_t)s.height);
-  if (!dst) return ff__error_set(err, FF_ENOMEM, "%s: out of memory for %dx%d pixels", name,
-                                 s.width, s.height);
+  if (!dst)
+    return ff__error_set(err, FF_ENOMEM, "%s: out of memory for %dx%d pixels", name, s.width,
+                         s.height);
 
   jpeg_start_decompress(cinfo);
   int full_width = (int)cinfo->output_width;
-  int wx0 = s.x > CROP_MARGIN_PX ? s.x - CROP_MARGIN_PX : 0;
-  int wx1 = s.x + s.width + CROP_MARGIN_PX < full_width ? s.x + s.width + CROP_MARGIN_PX
-                                                        : full_width;
+  int wx0 = s.x - CROP_MARGIN_PX, wx1 = s.x + s.width + CROP_MARGIN_PX;
+  if (wx0 < 0) wx0 = 0;
+  if (wx1 > full_width) wx1 = full_width;
   JDIMENSION win_x = (JDIMENSION)wx0, win_width = (JDIMENSION)(wx1 - wx0);
   if ((int)win_width < full_width) jpeg_crop_scanline(cinfo, &win_x, &win_width);
   int comps = cinfo->output_components;
-  JSAMPARRAY row = cinfo->mem->alloc_sarray((j_common_ptr)cinfo, JPOOL_IMAGE,
-                                            win_width * (JDIMENSION)comps, 1);
+  JSAMPARRAY row =
+      cinfo->mem->alloc_sarray((j_common_ptr)cinfo, JPOOL_IMAGE, win_width * (JDIMENSION)comps, 1);
   const JSAMPLE *src = row[0] + (size_t)(s.x - (int)win_x) * (size_t)comps;
   if (s.y > 0) jpeg_skip_scanlines(cinfo, (JDIMENSION)s.y);
   for (int y = 0; y < s.height; y++) {
     jpeg_read_scanlines(cinfo, row, 1);
     uint8_t *d = dst + (size_t)y * stride;
-    if (cmyk) cmyk_to_rgb(src, d, s.width, cinfo->saw_Adobe_marker);
-    else memcpy(d, src, stride);
+    if (cmyk)
+      cmyk_to_rgb(src, d, s.width, cinfo->saw_Adobe_marker);
+    else
+      memcpy(d, src, stride);
   }
   *a->out = (ff__image){dst, s.width, s.height, 3, stride};
   return FF_OK;

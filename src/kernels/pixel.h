@@ -2,10 +2,11 @@
  *
  * torchvision's uint8 tensor ops run in float32 with one rounding per
  * operator, except where PyTorch's compiled kernels fuse a multiply-add
- * (spec section 0). A fused a*b+c is computed here in double: the product
- * of two float32 values is exact in double, so one more rounding gives the
- * fused result (but for a double-rounding tie, vanishingly rare) on any
- * host or device, with or without an FMA unit. */
+ * (spec section 0). Those places call ff__fma_f32: a correctly rounded fused
+ * multiply-add, the same on every host and device (fmaf; one instruction
+ * where the function is compiled for FMA — see FF_FMA_CLONES — and
+ * __fmaf_rn on CUDA). Nowhere else may the compiler fuse
+ * (-ffp-contract=off, --fmad=false). */
 #ifndef FF_KERNELS_PIXEL_H
 #define FF_KERNELS_PIXEL_H
 
@@ -15,8 +16,20 @@
 #include "kernels/hd.h"
 
 FF_HD static inline float ff__fma_f32(float a, float b, float c) {
-  return (float)((double)a * (double)b + (double)c);
+#ifdef __CUDA_ARCH__
+  return __fmaf_rn(a, b, c);
+#else
+  return fmaf(a, b, c);
+#endif
 }
+
+/* Compiles a host function for CPUs with FMA and for the rest, chosen at
+ * load time, so that ff__fma_f32 is one instruction where it can be. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__CUDACC__)
+#define FF_FMA_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
+#else
+#define FF_FMA_CLONES
+#endif
 
 /* Round half to even and saturate to uint8 (torchvision's round() then cast). */
 FF_HD static inline uint8_t ff__round_u8(float v) {

@@ -119,7 +119,7 @@ static void axis_build(axis *a, int n_in, int n_out, int antialias) {
 }
 
 /* Sum of taps in torch's order: ≤ 4 taps fused, longer windows plainly. */
-static inline float taps_sum(const float *x, size_t step, const int *idx, const float *w, int n) {
+static inline __attribute__((always_inline)) float taps_sum(const float *x, size_t step, const int *idx, const float *w, int n) {
   float acc = x[(size_t)idx[0] * step] * w[0];
   if (n <= 4)
     for (int t = 1; t < n; t++) acc = ff__fma_f32(x[(size_t)idx[t] * step], w[t], acc);
@@ -128,14 +128,14 @@ static inline float taps_sum(const float *x, size_t step, const int *idx, const 
   return acc;
 }
 
-ff_status ff__op_resize(const ff__image *src, int out_w, int out_h, int antialias,
+FF_FMA_CLONES ff_status ff__op_resize(const ff__image *src, int out_w, int out_h, int antialias,
                         ff__op_scratch *s, ff__image *dst) {
   int c = src->channels, in_w = src->width, in_h = src->height;
   axis ax = {axis_max_taps(in_w, out_w, antialias), 0, 0, 0};
   axis ay = {axis_max_taps(in_h, out_h, antialias), 0, 0, 0};
   size_t bx = axis_bytes(out_w, ax.max_taps), by = axis_bytes(out_h, ay.max_taps);
   char *wmem = ff__buf_reserve(&s->weights, bx + by);
-  float *tmp = ff__buf_reserve(&s->floats, (size_t)in_h * out_w * c * sizeof(float));
+  float *tmp = ff__buf_reserve(&s->floats, (size_t)(in_h + 1) * out_w * c * sizeof(float));
   if (!wmem || !tmp) return FF_ENOMEM;
   axis_place(&ax, wmem, out_w);
   axis_place(&ay, wmem + bx, out_h);
@@ -154,18 +154,46 @@ ff_status ff__op_resize(const ff__image *src, int out_w, int out_h, int antialia
     for (int o = 0; o < out_w; o++) {
       const int *idx = ax.idx + (size_t)o * ax.max_taps;
       const float *w = ax.w + (size_t)o * ax.max_taps;
-      for (int ch = 0; ch < c; ch++) out[o * c + ch] = taps_sum(row + ch, (size_t)c, idx, w, ax.count[o]);
+      int n = ax.count[o];
+      if (c != 3) {
+        for (int ch = 0; ch < c; ch++) out[o * c + ch] = taps_sum(row + ch, (size_t)c, idx, w, n);
+        continue;
+      }
+      /* RGB: three independent sums side by side. */
+      const float *x = row + (size_t)idx[0] * 3;
+      float r = x[0] * w[0], g = x[1] * w[0], b = x[2] * w[0];
+      for (int t = 1; t < n; t++) {
+        x = row + (size_t)idx[t] * 3;
+        if (n <= 4)
+          r = ff__fma_f32(x[0], w[t], r), g = ff__fma_f32(x[1], w[t], g), b = ff__fma_f32(x[2], w[t], b);
+        else
+          r = r + x[0] * w[t], g = g + x[1] * w[t], b = b + x[2] * w[t];
+      }
+      out[o * 3] = r, out[o * 3 + 1] = g, out[o * 3 + 2] = b;
     }
   }
   free(heap_row);
 
-  /* Vertical pass: float32 rows → uint8, rounding half to even. */
+  /* Vertical pass: float32 rows → uint8, rounding half to even. The taps
+   * loop is outside so the inner loops run over whole contiguous rows. */
   size_t row_elems = (size_t)out_w * c;
+  float *acc = tmp + (size_t)in_h * row_elems;
   for (int o = 0; o < out_h; o++) {
     const int *idx = ay.idx + (size_t)o * ay.max_taps;
     const float *w = ay.w + (size_t)o * ay.max_taps;
+    int n = ay.count[o];
+    const float *x0 = tmp + (size_t)idx[0] * row_elems;
+    for (size_t i = 0; i < row_elems; i++) acc[i] = x0[i] * w[0];
+    for (int t = 1; t < n; t++) {
+      const float *xt = tmp + (size_t)idx[t] * row_elems;
+      float wt = w[t];
+      if (n <= 4)
+        for (size_t i = 0; i < row_elems; i++) acc[i] = ff__fma_f32(xt[i], wt, acc[i]);
+      else
+        for (size_t i = 0; i < row_elems; i++) acc[i] = acc[i] + xt[i] * wt;
+    }
     uint8_t *out = dst->data + (size_t)o * dst->stride;
-    for (size_t i = 0; i < row_elems; i++) out[i] = ff__round_u8(taps_sum(tmp + i, row_elems, idx, w, ay.count[o]));
+    for (size_t i = 0; i < row_elems; i++) out[i] = ff__round_u8(acc[i]);
   }
   dst->width = out_w, dst->height = out_h, dst->channels = c;
   return FF_OK;

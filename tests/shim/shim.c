@@ -7,6 +7,7 @@
 #include "loader/sampler.h"
 #include "ops/ops.h"
 #include "pipeline/pipeline.h"
+#include "source/source.h"
 
 #define SHIM_API __attribute__((visibility("default")))
 
@@ -21,15 +22,21 @@ SHIM_API int ff_shim_run_pipeline(const char *pipeline, const uint8_t *in, int h
   ff__error err = {0};
   ff_status st = ff__pipeline_parse(pipeline, &pipe, &err);
   ff__op_scratch scratch = {0};
+  ff__buf input = {0};
   if (!st) {
     ff__image_info info = {FF__FORMAT_PNG, width, height, 0};
     ff__plan plan;
     ff__plan_make(&pipe, seed, epoch, index, &info, 0, &plan);
-    ff__image img = {(uint8_t *)in, width, height, 3, (size_t)width * 3};
-    if (plan.decode.crop_width) /* the region the decoder would have cut */
+    /* the ops work in place (flips): run them on a copy, never on the caller's pixels */
+    size_t in_bytes = (size_t)width * height * 3;
+    uint8_t *copy = ff__buf_reserve(&input, in_bytes);
+    if (copy) memcpy(copy, in, in_bytes);
+    ff__image img = {copy, width, height, 3, (size_t)width * 3};
+    if (!copy) st = ff__error_set(&err, FF_ENOMEM, "out of memory copying the input");
+    else if (plan.decode.crop_width) /* the region the decoder would have cut */
       ff__op_crop(&img, plan.decode.crop_x, plan.decode.crop_y, plan.decode.crop_width,
                   plan.decode.crop_height, NULL, &img);
-    st = ff__ops_run(&plan, &scratch, &img, &err);
+    if (!st) st = ff__ops_run(&plan, &scratch, &img, &err);
     size_t elem = pipe.output == FF__OUTPUT_NCHW_F32 ? 4 : 1;
     if (!st && (size_t)pipe.out_height * pipe.out_width * 3 * elem > out_cap_bytes)
       st = ff__error_set(&err, FF_EINVAL, "output buffer too small");
@@ -39,6 +46,7 @@ SHIM_API int ff_shim_run_pipeline(const char *pipeline, const uint8_t *in, int h
     }
   }
   ff__op_scratch_free(&scratch);
+  ff__buf_free(&input);
   if (st && errmsg) snprintf(errmsg, (size_t)errmsg_cap, "%s", err.msg);
   return st;
 }
@@ -48,4 +56,52 @@ SHIM_API long ff_shim_sampler(long n, int shuffle, uint64_t seed, uint64_t epoch
                               int world_size, int drop_last, int64_t *perm, int64_t *out) {
   ff__sampler_indices((size_t)n, shuffle, seed, epoch, rank, world_size, drop_last, perm, out);
   return (long)ff__sampler_num_samples((size_t)n, world_size, drop_last);
+}
+
+/* The crop box (x, y, w, h) random_resized_crop draws for sample `index` of
+ * `epoch` on a width x height image, as the planner folds it into the decode
+ * request. Returns the ff_status of parsing the op's arguments. */
+SHIM_API int ff_shim_rrc_box(int height, int width, double scale_lo, double scale_hi,
+                             double ratio_lo, double ratio_hi, uint64_t seed, uint64_t epoch,
+                             uint64_t index, int box[4]) {
+  char text[256];
+  snprintf(text, sizeof text,
+           "decode | random_resized_crop(size=8, scale=(%.17g, %.17g), ratio=(%.17g, %.17g))",
+           scale_lo, scale_hi, ratio_lo, ratio_hi);
+  static __thread ff__pipeline pipe;
+  ff__error err = {0};
+  ff_status st = ff__pipeline_parse(text, &pipe, &err);
+  if (st) return st;
+  ff__image_info info = {FF__FORMAT_PNG, width, height, 0};
+  ff__plan plan;
+  ff__plan_make(&pipe, seed, epoch, index, &info, 0, &plan);
+  if (plan.decode.crop_width) {
+    box[0] = plan.decode.crop_x, box[1] = plan.decode.crop_y;
+    box[2] = plan.decode.crop_width, box[3] = plan.decode.crop_height;
+  } else { /* not folded: the first step is the crop */
+    box[0] = plan.steps[0].x, box[1] = plan.steps[0].y;
+    box[2] = plan.steps[0].w, box[3] = plan.steps[0].h;
+  }
+  return FF_OK;
+}
+
+/* Sample i of the index of source `spec` (opened on each call): its path
+ * into path_out and its label into *label_out (when i is in range). Returns
+ * the number of samples, or the (negative) ff_status of opening the source
+ * (its message then goes to path_out). */
+SHIM_API long ff_shim_index(const char *spec, long i, char *path_out, int cap, int64_t *label_out) {
+  ff__index index;
+  ff__error err = {0};
+  ff_status st = ff__source_open(spec, &index, &err);
+  if (st) {
+    if (path_out && cap > 0) snprintf(path_out, (size_t)cap, "%s", err.msg);
+    return (long)st;
+  }
+  if (i >= 0 && (size_t)i < index.count) {
+    if (path_out && cap > 0) snprintf(path_out, (size_t)cap, "%s", index.paths[i]);
+    if (label_out) *label_out = index.labels[i];
+  }
+  long count = (long)index.count;
+  ff__index_free(&index);
+  return count;
 }

@@ -26,8 +26,8 @@ static uint8_t *read_file(const char *path, size_t *size) {
 }
 
 SHIM_API int ff_shim_decode(const char *path, int crop_x, int crop_y, int crop_w, int crop_h,
-                            int min_w, int min_h, uint8_t *out, int out_cap, int *out_w,
-                            int *out_h, char *errmsg, int errmsg_cap) {
+                            int min_w, int min_h, uint8_t *out, int out_cap, int *out_w, int *out_h,
+                            char *errmsg, int errmsg_cap) {
   ff__error err = {0};
   size_t size = 0;
   uint8_t *data = read_file(path, &size);

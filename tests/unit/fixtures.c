@@ -1,9 +1,14 @@
-/* fixtures.c — scratch folders and files for the unit tests. */
+/* fixtures.c — scratch folders and files for the unit tests, and generated
+ * JPEG images and ImageFolder trees for the loader tests. */
 #include "fixtures.h"
 
-#include <stdio.h>
+#include <errno.h>
+#include <stdio.h> /* jpeglib.h needs FILE */
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+
+#include <jpeglib.h>
 
 const char *ff_test_dir(const char *name) {
   static char path[4096];
@@ -41,4 +46,97 @@ uint8_t *ff_test_read(const char *path, size_t *size_bytes) {
   fclose(f);
   if (p) *size_bytes = (size_t)n;
   return p;
+}
+
+void ff_test_mkdir(const char *path) {
+  char buf[4096];
+  snprintf(buf, sizeof buf, "%s", path);
+  for (char *p = buf + 1; *p; p++) {
+    if (*p != '/') continue;
+    *p = 0;
+    if (mkdir(buf, 0755) != 0 && errno != EEXIST) goto fail;
+    *p = '/';
+  }
+  if (mkdir(buf, 0755) != 0 && errno != EEXIST) goto fail;
+  return;
+fail:
+  fprintf(stderr, "cannot create folder %s\n", path);
+  abort();
+}
+
+uint32_t ff_test_rand(uint32_t *state) {
+  uint32_t x = *state ? *state : 0x9E3779B9u;
+  x ^= x << 13;
+  x ^= x >> 17;
+  x ^= x << 5;
+  return *state = x;
+}
+
+void ff_test_write_jpeg(const char *path, int width, int height, int quality, int gray,
+                        unsigned seed) {
+  int comps = gray ? 1 : 3;
+  uint8_t *px = malloc((size_t)width * height * comps);
+  if (!px) abort();
+  uint32_t rng = seed * 2654435761u + 1;
+  /* A gradient whose direction depends on the channel, plus +-16 of noise:
+   * smooth enough to compress like a photo, varied enough that any crop,
+   * flip or resize changes the pixels. */
+  for (int y = 0; y < height; y++)
+    for (int x = 0; x < width; x++)
+      for (int c = 0; c < comps; c++) {
+        int base = c == 0 ? x * 200 / width : c == 1 ? y * 200 / height : (x + y) * 100 / (width + height) + 60;
+        int v = base + (int)(seed % 37) + (int)(ff_test_rand(&rng) % 33) - 16;
+        px[((size_t)y * width + x) * comps + c] = (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v);
+      }
+
+  FILE *f = fopen(path, "wb");
+  if (!f) {
+    fprintf(stderr, "cannot write %s\n", path);
+    abort();
+  }
+  struct jpeg_compress_struct cinfo;
+  struct jpeg_error_mgr jerr;
+  cinfo.err = jpeg_std_error(&jerr); /* errors exit the test process: fine here */
+  jpeg_create_compress(&cinfo);
+  jpeg_stdio_dest(&cinfo, f);
+  cinfo.image_width = (JDIMENSION)width;
+  cinfo.image_height = (JDIMENSION)height;
+  cinfo.input_components = comps;
+  cinfo.in_color_space = gray ? JCS_GRAYSCALE : JCS_RGB;
+  jpeg_set_defaults(&cinfo);
+  jpeg_set_quality(&cinfo, quality, TRUE);
+  jpeg_start_compress(&cinfo, TRUE);
+  for (int y = 0; y < height; y++) {
+    JSAMPROW row = px + (size_t)y * width * comps;
+    jpeg_write_scanlines(&cinfo, &row, 1);
+  }
+  jpeg_finish_compress(&cinfo);
+  jpeg_destroy_compress(&cinfo);
+  if (fclose(f) != 0) {
+    fprintf(stderr, "cannot write %s\n", path);
+    abort();
+  }
+  free(px);
+}
+
+const char *ff_test_imagefolder_path(const char *root, int k, int i, char *buf, size_t cap) {
+  snprintf(buf, cap, "%s/c%02d/img_%04d.jpg", root, k, i);
+  return buf;
+}
+
+void ff_test_make_imagefolder(const char *root, int classes, int per_class, int min_side,
+                              int max_side, unsigned seed) {
+  uint32_t rng = seed * 747796405u + 12345u;
+  char path[4096];
+  for (int k = 0; k < classes; k++) {
+    snprintf(path, sizeof path, "%s/c%02d", root, k);
+    ff_test_mkdir(path);
+    for (int i = 0; i < per_class; i++) {
+      int span = max_side - min_side + 1;
+      int w = min_side + (int)(ff_test_rand(&rng) % (uint32_t)span);
+      int h = min_side + (int)(ff_test_rand(&rng) % (uint32_t)span);
+      ff_test_write_jpeg(ff_test_imagefolder_path(root, k, i, path, sizeof path), w, h, 90, 0,
+                         seed + (unsigned)(k * per_class + i));
+    }
+  }
 }

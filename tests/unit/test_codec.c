@@ -2,10 +2,11 @@
  * libspng: header probing, region decodes compared pixel by pixel with full
  * decodes, the choice of DCT scale, colour conversions, and the failures
  * (truncated, corrupt, empty, foreign, oversized input). */
+#include <setjmp.h> /* cmocka.h needs these four first */
 #include <stdarg.h>
 #include <stddef.h>
-#include <setjmp.h>
 #include <stdint.h>
+
 #include <cmocka.h>
 
 #include <pthread.h>
@@ -37,7 +38,8 @@ static uint8_t *make_pixels(int w, int h, int comps, uint32_t seed) {
   for (int y = 0; y < h; y++)
     for (int x = 0; x < w; x++)
       for (int c = 0; c < comps; c++)
-        p[((size_t)y * w + x) * comps + c] = (uint8_t)((x * (c + 1) * 3 + y * 5 + (rng() % 64)) & 255);
+        p[((size_t)y * w + x) * comps + c] =
+            (uint8_t)((x * (c + 1) * 3 + y * 5 + (rng() % 64)) & 255);
   return p;
 }
 
@@ -46,8 +48,8 @@ typedef struct jpeg_spec {
   J_COLOR_SPACE in_cs; /* JCS_RGB, JCS_GRAYSCALE or JCS_CMYK */
   int h_samp, v_samp;  /* luma sampling factors: 2,2 = 4:2:0; 2,1 = 4:2:2; 1,1 = 4:4:4 */
   int progressive;
-  int adobe;           /* CMYK: write the Adobe marker (inverted inks) */
-  int ycck;            /* CMYK: store as YCCK */
+  int adobe; /* CMYK: write the Adobe marker (inverted inks) */
+  int ycck;  /* CMYK: store as YCCK */
   int quality;
 } jpeg_spec;
 
@@ -157,7 +159,8 @@ static void test_probe_reports_size_and_progressive(void **state) {
   size_t n;
   ff__image_info info;
   ff__error err = {0};
-  uint8_t *jpg = make_jpeg(&(jpeg_spec){.w = 33, .h = 17, .in_cs = JCS_RGB, .h_samp = 2, .v_samp = 2}, &n);
+  uint8_t *jpg =
+      make_jpeg(&(jpeg_spec){.w = 33, .h = 17, .in_cs = JCS_RGB, .h_samp = 2, .v_samp = 2}, &n);
   assert_int_equal(ff__codec_probe(jpg, n, NAME, 0, &info, &err), FF_OK);
   assert_int_equal(info.format, FF__FORMAT_JPEG);
   assert_int_equal(info.width, 33);
@@ -172,7 +175,9 @@ static void test_probe_reports_size_and_progressive(void **state) {
   free(jpg);
 
   uint8_t px[5 * 3 * 3] = {0};
-  uint8_t *png = encode_png((struct spng_ihdr){.width = 5, .height = 3, .bit_depth = 8,
+  uint8_t *png = encode_png((struct spng_ihdr){.width = 5,
+                                               .height = 3,
+                                               .bit_depth = 8,
                                                .color_type = SPNG_COLOR_TYPE_TRUECOLOR,
                                                .interlace_method = 1},
                             px, sizeof px, NULL, &n);
@@ -196,12 +201,13 @@ static void check_regions_exact(const jpeg_spec *s) {
   assert_int_equal(full.width, s->w);
   assert_int_equal(full.height, s->h);
   int w = s->w, h = s->h;
-  int fixed[][4] = {{0, 0, w, h},         {0, 0, 1, 1},          {w - 1, h - 1, 1, 1},
-                    {1, 1, w - 2, h - 2}, {16, 16, 16, 16},      {15, 17, 18, 20},
-                    {w - 17, 3, 17, h - 3}, {0, h - 9, 9, 9},    {31, 0, 2, h},
-                    {8, 8, 1, 31},        {17, 33, w - 17, 40},  {32, 32, 32, 32}};
+  int fixed[][4] = {{0, 0, w, h},           {0, 0, 1, 1},         {w - 1, h - 1, 1, 1},
+                    {1, 1, w - 2, h - 2},   {16, 16, 16, 16},     {15, 17, 18, 20},
+                    {w - 17, 3, 17, h - 3}, {0, h - 9, 9, 9},     {31, 0, 2, h},
+                    {8, 8, 1, 31},          {17, 33, w - 17, 40}, {32, 32, 32, 32}};
   for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++) {
-    ff__image sub = decode_ok(jpg, n, crop_req(fixed[i][0], fixed[i][1], fixed[i][2], fixed[i][3]), &buf);
+    ff__image sub =
+        decode_ok(jpg, n, crop_req(fixed[i][0], fixed[i][1], fixed[i][2], fixed[i][3]), &buf);
     assert_int_equal(sub.width, fixed[i][2]);
     assert_int_equal(sub.height, fixed[i][3]);
     assert_same_region(&full, fixed[i][0], fixed[i][1], &sub);
@@ -245,8 +251,8 @@ static void test_region_equals_full_decode_gray(void **state) {
 
 static void test_region_equals_full_decode_progressive(void **state) {
   (void)state;
-  check_regions_exact(&(jpeg_spec){.w = 203, .h = 157, .in_cs = JCS_RGB, .h_samp = 2, .v_samp = 2,
-                                   .progressive = 1});
+  check_regions_exact(&(jpeg_spec){
+      .w = 203, .h = 157, .in_cs = JCS_RGB, .h_samp = 2, .v_samp = 2, .progressive = 1});
 }
 
 static void test_region_equals_full_decode_cmyk(void **state) {
@@ -258,9 +264,10 @@ static void test_png_region_is_view_into_full_image(void **state) {
   (void)state;
   uint8_t *px = make_pixels(21, 13, 3, 3);
   size_t n;
-  uint8_t *png = encode_png((struct spng_ihdr){.width = 21, .height = 13, .bit_depth = 8,
-                                               .color_type = SPNG_COLOR_TYPE_TRUECOLOR},
-                            px, 21 * 13 * 3, NULL, &n);
+  uint8_t *png = encode_png(
+      (struct spng_ihdr){
+          .width = 21, .height = 13, .bit_depth = 8, .color_type = SPNG_COLOR_TYPE_TRUECOLOR},
+      px, 21 * 13 * 3, NULL, &n);
   ff__buf buf = {0};
   ff__image sub = decode_ok(png, n, crop_req(5, 4, 7, 9), &buf);
   assert_int_equal(sub.width, 7);
@@ -376,7 +383,9 @@ static void test_png_rgb8_and_interlaced_decode_exactly(void **state) {
   ff__buf buf = {0};
   for (int interlace = 0; interlace <= 1; interlace++) {
     size_t n;
-    uint8_t *png = encode_png((struct spng_ihdr){.width = 19, .height = 11, .bit_depth = 8,
+    uint8_t *png = encode_png((struct spng_ihdr){.width = 19,
+                                                 .height = 11,
+                                                 .bit_depth = 8,
                                                  .color_type = SPNG_COLOR_TYPE_TRUECOLOR,
                                                  .interlace_method = (uint8_t)interlace},
                               px, 19 * 11 * 3, NULL, &n);
@@ -394,18 +403,20 @@ static void test_png_16bit_keeps_high_byte_and_drops_alpha(void **state) {
   (void)state;
   const uint16_t px[4] = {0x12ff, 0xab01, 0x8080, 0x0000}; /* RGBA, transparent */
   size_t n;
-  uint8_t *png = encode_png((struct spng_ihdr){.width = 1, .height = 1, .bit_depth = 16,
-                                               .color_type = SPNG_COLOR_TYPE_TRUECOLOR_ALPHA},
-                            px, sizeof px, NULL, &n);
+  uint8_t *png = encode_png(
+      (struct spng_ihdr){
+          .width = 1, .height = 1, .bit_depth = 16, .color_type = SPNG_COLOR_TYPE_TRUECOLOR_ALPHA},
+      px, sizeof px, NULL, &n);
   ff__buf buf = {0};
   ff__image img = decode_ok(png, n, full_req(), &buf);
   assert_pixel_near(img.data, 0x12, 0xab, 0x80, 0);
   free(png);
   /* Gray 16-bit: 0x7fff -> 0x7f on all three channels. */
   const uint16_t gray[1] = {0x7fff};
-  png = encode_png((struct spng_ihdr){.width = 1, .height = 1, .bit_depth = 16,
-                                      .color_type = SPNG_COLOR_TYPE_GRAYSCALE},
-                   gray, sizeof gray, NULL, &n);
+  png = encode_png(
+      (struct spng_ihdr){
+          .width = 1, .height = 1, .bit_depth = 16, .color_type = SPNG_COLOR_TYPE_GRAYSCALE},
+      gray, sizeof gray, NULL, &n);
   img = decode_ok(png, n, full_req(), &buf);
   assert_pixel_near(img.data, 0x7f, 0x7f, 0x7f, 0);
   free(png);
@@ -419,18 +430,20 @@ static void test_png_palette_and_gray_alpha_become_rgb(void **state) {
   plte.entries[1] = (struct spng_plte_entry){200, 150, 100, 0};
   const uint8_t idx[3] = {1, 0, 1};
   size_t n;
-  uint8_t *png = encode_png((struct spng_ihdr){.width = 3, .height = 1, .bit_depth = 8,
-                                               .color_type = SPNG_COLOR_TYPE_INDEXED},
-                            idx, sizeof idx, &plte, &n);
+  uint8_t *png = encode_png(
+      (struct spng_ihdr){
+          .width = 3, .height = 1, .bit_depth = 8, .color_type = SPNG_COLOR_TYPE_INDEXED},
+      idx, sizeof idx, &plte, &n);
   ff__buf buf = {0};
   ff__image img = decode_ok(png, n, full_req(), &buf);
   assert_pixel_near(img.data, 200, 150, 100, 0);
   assert_pixel_near(img.data + 3, 10, 20, 30, 0);
   free(png);
   const uint8_t ga[4] = {77, 0, 99, 255}; /* gray 77 alpha 0, gray 99 alpha 255 */
-  png = encode_png((struct spng_ihdr){.width = 2, .height = 1, .bit_depth = 8,
-                                      .color_type = SPNG_COLOR_TYPE_GRAYSCALE_ALPHA},
-                   ga, sizeof ga, NULL, &n);
+  png = encode_png(
+      (struct spng_ihdr){
+          .width = 2, .height = 1, .bit_depth = 8, .color_type = SPNG_COLOR_TYPE_GRAYSCALE_ALPHA},
+      ga, sizeof ga, NULL, &n);
   img = decode_ok(png, n, full_req(), &buf);
   assert_pixel_near(img.data, 77, 77, 77, 0);
   assert_pixel_near(img.data + 3, 99, 99, 99, 0);
@@ -477,9 +490,10 @@ static void test_empty_and_foreign_files_fail(void **state) {
 
 static uint8_t *make_test_png(size_t *n) {
   uint8_t *px = make_pixels(40, 30, 3, 11);
-  uint8_t *png = encode_png((struct spng_ihdr){.width = 40, .height = 30, .bit_depth = 8,
-                                               .color_type = SPNG_COLOR_TYPE_TRUECOLOR},
-                            px, 40 * 30 * 3, NULL, n);
+  uint8_t *png = encode_png(
+      (struct spng_ihdr){
+          .width = 40, .height = 30, .bit_depth = 8, .color_type = SPNG_COLOR_TYPE_TRUECOLOR},
+      px, 40 * 30 * 3, NULL, n);
   free(px);
   return png;
 }
@@ -507,7 +521,8 @@ static void test_huge_header_is_refused_before_allocating(void **state) {
   size_t n;
   uint8_t *jpg = make_test_jpeg(&n);
   size_t sof = 2;
-  while (!(jpg[sof] == 0xFF && jpg[sof + 1] == 0xC0)) sof += 2 + (size_t)(jpg[sof + 2] << 8 | jpg[sof + 3]);
+  while (!(jpg[sof] == 0xFF && jpg[sof + 1] == 0xC0))
+    sof += 2 + (size_t)(jpg[sof + 2] << 8 | jpg[sof + 3]);
   /* SOF0: FF C0 len(2) precision(1) height(2) width(2); 60000 = 0xEA60 */
   jpg[sof + 5] = 0xEA, jpg[sof + 6] = 0x60, jpg[sof + 7] = 0xEA, jpg[sof + 8] = 0x60;
   clock_t t0 = clock();
