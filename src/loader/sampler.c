@@ -9,7 +9,7 @@
 
 size_t ff__sampler_num_samples(size_t n, int world_size, int drop_last) {
   size_t w = (size_t)world_size;
-  if (drop_last && n % w) return (n - w) / w + ((n - w) % w != 0);
+  if (drop_last && n % w) return n < w ? 0 : (n - w) / w + ((n - w) % w != 0); /* ceil((n - w) / w) */
   return (n + w - 1) / w;
 }
 

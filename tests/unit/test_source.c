@@ -1,0 +1,230 @@
+/* test_source.c — the sample index: ImageFolder order, labels, extensions
+ * and sizes; list files with comments, blank lines, relative and absolute
+ * paths; and the errors of both. Source files need not be images here. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "fixtures.h"
+#include "source/source.h"
+
+static void assert_contains(const char *text, const char *part) {
+  if (!strstr(text, part)) fail_msg("\"%s\" does not contain \"%s\"", text, part);
+}
+
+/* Writes `size` bytes to root/rel (folders made as needed). */
+static void put(const char *root, const char *rel, size_t size) {
+  char path[2048], dir[2048];
+  snprintf(path, sizeof path, "%s/%s", root, rel);
+  snprintf(dir, sizeof dir, "%s", path);
+  *strrchr(dir, '/') = 0;
+  ff_test_mkdir(dir);
+  static const char bytes[256] = {0};
+  ff_test_write(path, bytes, size);
+}
+
+static void imagefolder_orders_classes_files_and_subfolders(void **state) {
+  (void)state;
+  char root[1024];
+  snprintf(root, sizeof root, "%s", ff_test_dir("source-tree"));
+  put(root, "stray.jpg", 1);         /* not in a class folder: ignored */
+  put(root, "b_class/z.jpg", 10);
+  put(root, "b_class/m.Jpeg", 11);
+  put(root, "b_class/A.JPG", 12);
+  put(root, "b_class/readme.txt", 13);
+  put(root, "b_class/anim.gif", 14);
+  put(root, "b_class/jpg", 15);      /* no extension */
+  put(root, "b_class/sub/a.jpg", 16);
+  put(root, "b_class/sub/deep/b.png", 17);
+  put(root, "b_class/aaa/c.jpg", 18);
+  put(root, "b_class/dir.jpg/inner.jpg", 19); /* a folder named like an image is a folder */
+  put(root, "a_class/2.jpg", 20);
+  put(root, "a_class/10.jpg", 21);
+  put(root, "a_class/1.PNG", 22);
+
+  char spec[1100];
+  snprintf(spec, sizeof spec, "imagefolder:%s", root);
+  ff__index idx;
+  ff__error err = {0};
+  ff_status st = ff__source_open(spec, &idx, &err);
+  if (st) fail_msg("%s", err.msg);
+
+  /* Classes sorted; in a class its own files sorted by name (bytewise:
+   * '.' < '0', upper case first), then each sub-folder sorted by path. */
+  static const char *want[] = {
+      "a_class/1.PNG", "a_class/10.jpg",  "a_class/2.jpg",           "b_class/A.JPG",
+      "b_class/m.Jpeg", "b_class/z.jpg", "b_class/aaa/c.jpg",        "b_class/dir.jpg/inner.jpg",
+      "b_class/sub/a.jpg", "b_class/sub/deep/b.png",
+  };
+  static const uint64_t sizes[] = {22, 21, 20, 12, 11, 10, 18, 19, 16, 17};
+  const size_t n = sizeof want / sizeof want[0];
+  assert_int_equal(idx.count, n);
+  for (size_t i = 0; i < n; i++) {
+    char path[2048];
+    snprintf(path, sizeof path, "%s/%s", root, want[i]);
+    assert_string_equal(idx.paths[i], path);
+    assert_int_equal(idx.labels[i], i < 3 ? 0 : 1);
+    assert_int_equal(idx.size_bytes[i], sizes[i]);
+    struct stat sb;
+    assert_int_equal(stat(path, &sb), 0);
+    assert_int_equal(idx.size_bytes[i], (uint64_t)sb.st_size);
+  }
+  assert_int_equal(idx.num_classes, 2);
+  assert_non_null(idx.class_names);
+  assert_string_equal(idx.class_names[0], "a_class");
+  assert_string_equal(idx.class_names[1], "b_class");
+  ff__index_free(&idx);
+  ff__index_free(NULL);
+}
+
+static void imagefolder_labels_classes_in_sorted_order(void **state) {
+  (void)state;
+  char root[1024];
+  snprintf(root, sizeof root, "%s", ff_test_dir("source-classes"));
+  const char *classes[] = {"dog", "Cat", "ant", "bee"}; /* sorted: Cat ant bee dog */
+  for (int k = 0; k < 4; k++) {
+    char rel[64];
+    snprintf(rel, sizeof rel, "%s/x.jpg", classes[k]);
+    put(root, rel, (size_t)k + 1);
+  }
+  char spec[1100];
+  snprintf(spec, sizeof spec, "imagefolder:%s", root);
+  ff__index idx;
+  ff__error err = {0};
+  assert_int_equal(ff__source_open(spec, &idx, &err), FF_OK);
+  assert_int_equal(idx.count, 4);
+  const uint64_t sizes[4] = {2, 3, 4, 1}; /* Cat, ant, bee, dog */
+  for (int i = 0; i < 4; i++) {
+    assert_int_equal(idx.labels[i], i);
+    assert_int_equal(idx.size_bytes[i], sizes[i]);
+  }
+  assert_string_equal(idx.class_names[0], "Cat");
+  assert_string_equal(idx.class_names[3], "dog");
+  ff__index_free(&idx);
+}
+
+static void imagefolder_errors(void **state) {
+  (void)state;
+  char root[1024], spec[1200];
+  ff__index idx;
+  ff__error err = {0};
+  snprintf(root, sizeof root, "%s", ff_test_dir("source-errors"));
+  snprintf(spec, sizeof spec, "imagefolder:%s/missing", root);
+  assert_int_equal(ff__source_open(spec, &idx, &err), FF_EIO);
+  assert_contains(err.msg, "missing");
+
+  snprintf(spec, sizeof spec, "imagefolder:%s", root); /* empty folder */
+  assert_int_equal(ff__source_open(spec, &idx, &err), FF_EEMPTY);
+
+  put(root, "cls/notes.txt", 3); /* a class without images */
+  assert_int_equal(ff__source_open(spec, &idx, &err), FF_EEMPTY);
+
+  put(root, "file.jpg", 3);
+  snprintf(spec, sizeof spec, "imagefolder:%s/file.jpg", root); /* not a folder */
+  assert_int_equal(ff__source_open(spec, &idx, &err), FF_EIO);
+
+  assert_int_equal(ff__source_open("folder:/tmp", &idx, &err), FF_EINVAL);
+  assert_contains(err.msg, "imagefolder:");
+  assert_int_equal(ff__source_open(NULL, &idx, &err), FF_EINVAL);
+}
+
+static void list_reads_comments_blank_lines_and_both_kinds_of_path(void **state) {
+  (void)state;
+  char root[1024], other[1024], list[2048], spec[2100], text[4096];
+  snprintf(other, sizeof other, "%s", ff_test_dir("source-list-other"));
+  put(other, "abs.png", 7);
+  snprintf(root, sizeof root, "%s", ff_test_dir("source-list"));
+  put(root, "imgs/one.jpg", 5);
+  put(root, "three.jpeg", 9);
+  snprintf(text, sizeof text,
+           "# path<TAB>label\n"
+           "\n"
+           "imgs/one.jpg\t4\n"
+           "# a comment\n"
+           "%s/abs.png\t0\n"
+           "\n"
+           "three.jpeg\t2", /* no final newline */
+           other);
+  snprintf(list, sizeof list, "%s/list.txt", root);
+  ff_test_write(list, text, strlen(text));
+  snprintf(spec, sizeof spec, "list:%s", list);
+
+  ff__index idx;
+  ff__error err = {0};
+  ff_status st = ff__source_open(spec, &idx, &err);
+  if (st) fail_msg("%s", err.msg);
+  assert_int_equal(idx.count, 3);
+  char path[2048];
+  snprintf(path, sizeof path, "%s/imgs/one.jpg", root);
+  assert_string_equal(idx.paths[0], path);
+  snprintf(path, sizeof path, "%s/abs.png", other);
+  assert_string_equal(idx.paths[1], path);
+  snprintf(path, sizeof path, "%s/three.jpeg", root);
+  assert_string_equal(idx.paths[2], path);
+  const int64_t labels[3] = {4, 0, 2};
+  const uint64_t sizes[3] = {5, 7, 9};
+  assert_memory_equal(idx.labels, labels, sizeof labels);
+  assert_memory_equal(idx.size_bytes, sizes, sizeof sizes);
+  assert_int_equal(idx.num_classes, 5); /* largest label + 1 */
+  assert_null(idx.class_names);
+  ff__index_free(&idx);
+}
+
+static void list_errors_name_the_file_and_line(void **state) {
+  (void)state;
+  char root[1024], list[2048], spec[2100], want[2200];
+  snprintf(root, sizeof root, "%s", ff_test_dir("source-list-errors"));
+  put(root, "a.jpg", 3);
+  snprintf(list, sizeof list, "%s/list.txt", root);
+  snprintf(spec, sizeof spec, "list:%s", list);
+  ff__index idx;
+  ff__error err = {0};
+
+  static const struct {
+    const char *text;
+    int line;
+  } bad[] = {
+      {"a.jpg\t0\n\na.jpg 1\n", 3},  /* no tab */
+      {"a.jpg\t-1\n", 1},            /* negative label */
+      {"# c\na.jpg\tcat\n", 2},      /* not a number */
+      {"a.jpg\t1x\n", 1},            /* trailing junk */
+      {"a.jpg\t\n", 1},              /* no label */
+      {"\t3\n", 1},                  /* no path */
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    ff_test_write(list, bad[i].text, strlen(bad[i].text));
+    assert_int_equal(ff__source_open(spec, &idx, &err), FF_EINVAL);
+    snprintf(want, sizeof want, "%s:%d", list, bad[i].line);
+    assert_contains(err.msg, want);
+  }
+
+  const char *missing = "a.jpg\t0\nnope.jpg\t1\n"; /* a listed file that is not there */
+  ff_test_write(list, missing, strlen(missing));
+  assert_int_equal(ff__source_open(spec, &idx, &err), FF_EIO);
+  assert_contains(err.msg, "nope.jpg");
+
+  const char *empty = "# nothing\n\n";
+  ff_test_write(list, empty, strlen(empty));
+  assert_int_equal(ff__source_open(spec, &idx, &err), FF_EEMPTY);
+
+  snprintf(spec, sizeof spec, "list:%s/no-list.txt", root);
+  assert_int_equal(ff__source_open(spec, &idx, &err), FF_EIO);
+  assert_contains(err.msg, "no-list.txt");
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(imagefolder_orders_classes_files_and_subfolders),
+      cmocka_unit_test(imagefolder_labels_classes_in_sorted_order),
+      cmocka_unit_test(imagefolder_errors),
+      cmocka_unit_test(list_reads_comments_blank_lines_and_both_kinds_of_path),
+      cmocka_unit_test(list_errors_name_the_file_and_line),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
