@@ -151,9 +151,12 @@ FF_API void ff_loader_close(ff_loader *loader);
 FF_API const char *ff_loader_errmsg(const ff_loader *loader);
 
 /* Starts epoch `epoch` (>= 0): the order and every random draw are keyed by
- * (seed, epoch). Work prepared for the current epoch is discarded. As with
- * DistributedSampler.set_epoch, an epoch that is not set repeats.
- * Returns FF_OK or FF_EINVAL. */
+ * (seed, epoch). Epochs also advance by themselves: after FF_END the next
+ * batch is the first of the following epoch, which the workers prepare
+ * while the consumer finishes the current one. Setting the epoch that is
+ * about to start keeps that work; any other epoch discards what was
+ * prepared and starts over (batches held stay valid).
+ * Returns FF_OK, or FF_EINVAL on a loader that failed to open. */
 FF_API ff_status ff_loader_set_epoch(ff_loader *loader, uint64_t epoch);
 
 /* Batches in one epoch for this rank (the last may be short unless drop_last). */
@@ -170,7 +173,7 @@ FF_API size_t ff_loader_dataset_size(const ff_loader *loader);
  * The batch stays valid until ff_batch_release; at most prefetch + 1 batches
  * can be held at once (one more call returns FF_EINVAL).
  * Returns FF_OK, FF_END after the last batch of the epoch (the next call
- * starts the same epoch again unless ff_loader_set_epoch is called), or the
+ * returns the first batch of the next epoch), or the
  * error of a sample of this batch with on_error=raise (FF_EDATA, FF_ETOOBIG,
  * FF_EIO, FF_ENOMEM; message names the file). After an error the following
  * call returns the next batch.

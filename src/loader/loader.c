@@ -6,7 +6,10 @@
  * k % batch_size of batch k / batch_size, whose buffer is a free entry of
  * the ring of prefetch + 1 entries; a worker waits while none is free, so
  * memory is bounded by the ring. A batch is READY when all its samples are in, and
- * ff_loader_next hands batches out strictly in order. Changing epoch bumps a
+ * ff_loader_next hands batches out strictly in order. When the workers have
+ * taken every sample of the consumer's epoch they go on with the next one,
+ * so the ring stays full across the epoch boundary; the orders of these two
+ * epochs live in order[epoch & 1]. Jumping to another epoch bumps a
  * generation number and waits for the samples in flight, so no stale write
  * reaches a reused buffer. Batches held by the consumer survive close: the
  * loader's memory goes when it is closed and the last batch is released. */
@@ -33,7 +36,7 @@ struct ff_batch {
   uint64_t epoch;
   size_t size;           /* samples in it, after skips */
   int pending;           /* samples not finished yet */
-  unsigned char *skip;   /* per slot: skipped */
+  char **skip_msg;       /* per slot: why it was skipped (on_error=skip), or NULL */
   void *images;
   int64_t *labels, *sample_indices;
   ff__error error;       /* first error of the batch (on_error=raise) */
@@ -46,7 +49,7 @@ struct ff_loader {
   ff__pipeline pipe;
   size_t sample_bytes;   /* one output image */
   size_t num_samples, num_batches, total_items;
-  int64_t *order, *perm;
+  int64_t *order[2], *perm; /* order[e & 1]: the sample order of epoch e */
 
   pthread_mutex_t mu;
   pthread_cond_t work_cv, ready_cv;
@@ -54,8 +57,9 @@ struct ff_loader {
   ff__worker *workers;
   int num_threads, started_threads;
   int stop, closed, held;
-  uint64_t epoch, gen;
-  size_t next_item, next_out;
+  uint64_t gen;
+  uint64_t out_epoch, item_epoch; /* the consumer's epoch; the workers' (same or next) */
+  size_t next_item, next_out;     /* next sample to take in item_epoch; next batch to hand out */
   int busy;
   ff_batch *ring;
   int ring_size;
@@ -121,26 +125,41 @@ static int batch_count(const ff_loader *l, size_t b) {
   return (int)((end > l->total_items ? l->total_items : end) - start);
 }
 
-/* Starts the current epoch over: waits for samples in flight, frees every
- * ring entry the consumer does not hold, and computes the order. Locked. */
-static void restart_epoch(ff_loader *l) {
+static void clear_skips(ff_loader *l, ff_batch *e) {
+  for (int s = 0; s < l->cfg.batch_size; s++) {
+    free(e->skip_msg[s]);
+    e->skip_msg[s] = NULL;
+  }
+}
+
+static void compute_order(ff_loader *l, uint64_t epoch) {
+  ff__sampler_indices(l->index.count, l->cfg.shuffle, l->cfg.seed, epoch, l->cfg.rank, l->cfg.world_size,
+                      l->cfg.drop_last, l->perm, l->order[epoch & 1]);
+}
+
+/* Starts `epoch` from its first batch: waits for samples in flight, frees
+ * every ring entry the consumer does not hold, computes the order. Locked. */
+static void restart_epoch(ff_loader *l, uint64_t epoch) {
   l->gen++;
   while (l->busy) pthread_cond_wait(&l->ready_cv, &l->mu);
   for (int i = 0; i < l->ring_size; i++)
-    if (l->ring[i].state != BUF_HELD) l->ring[i].state = BUF_FREE;
-  ff__sampler_indices(l->index.count, l->cfg.shuffle, l->cfg.seed, l->epoch, l->cfg.rank, l->cfg.world_size,
-                      l->cfg.drop_last, l->perm, l->order);
+    if (l->ring[i].state != BUF_HELD) {
+      l->ring[i].state = BUF_FREE;
+      clear_skips(l, &l->ring[i]);
+    }
+  l->out_epoch = l->item_epoch = epoch;
+  compute_order(l, epoch);
   l->next_item = l->next_out = 0;
   pthread_cond_broadcast(&l->work_cv);
 }
 
-/* The ring entry being filled or ready with batch b of this generation, or
- * NULL. Entries are taken from the free ones in batch order, so a batch the
+/* The ring entry being filled or ready with batch b of epoch, or NULL.
+ * Entries are taken from the free ones in batch order, so a batch the
  * consumer keeps only shrinks the ring until it is released. Locked. */
-static ff_batch *entry_of(ff_loader *l, size_t b) {
+static ff_batch *entry_of(ff_loader *l, uint64_t epoch, size_t b) {
   for (int i = 0; i < l->ring_size; i++) {
     ff_batch *e = &l->ring[i];
-    if ((e->state == BUF_FILLING || e->state == BUF_READY) && e->index == b) return e;
+    if ((e->state == BUF_FILLING || e->state == BUF_READY) && e->index == b && e->epoch == epoch) return e;
   }
   return NULL;
 }
@@ -155,17 +174,20 @@ static ff_batch *free_entry(ff_loader *l) {
 static int take_item(ff_loader *l, size_t *item, ff_batch **batch) {
   for (;;) {
     if (l->stop) return 0;
+    if (l->next_item == l->total_items && l->item_epoch == l->out_epoch) {
+      compute_order(l, ++l->item_epoch); /* prepare the next epoch ahead */
+      l->next_item = 0;
+    }
     if (l->next_item < l->total_items) {
       size_t b = l->next_item / (size_t)l->cfg.batch_size;
-      ff_batch *e = entry_of(l, b);
+      ff_batch *e = entry_of(l, l->item_epoch, b);
       if (!e && (e = free_entry(l))) {
         e->state = BUF_FILLING;
         e->index = b;
-        e->epoch = l->epoch;
+        e->epoch = l->item_epoch;
         e->pending = batch_count(l, b);
         e->size = (size_t)e->pending;
         e->error.status = FF_OK;
-        memset(e->skip, 0, (size_t)l->cfg.batch_size);
       }
       if (e && e->state == BUF_FILLING) {
         *item = l->next_item++;
@@ -177,11 +199,15 @@ static int take_item(ff_loader *l, size_t *item, ff_batch **batch) {
   }
 }
 
-static void record_skip(ff_loader *l, const ff__error *err) {
-  l->stats.skipped++;
-  if (l->skipped_kept < MAX_SKIPPED_KEPT) {
-    char *s = strdup(err->msg);
-    if (s) l->skipped[l->skipped_kept++] = s;
+/* Counts the batch's skipped samples as it is handed out (not when a worker
+ * meets them, which may be an epoch ahead) and keeps their messages. Locked. */
+static void report_skips(ff_loader *l, ff_batch *e) {
+  for (int s = 0; s < l->cfg.batch_size; s++) {
+    if (!e->skip_msg[s]) continue;
+    l->stats.skipped++;
+    if (l->skipped_kept < MAX_SKIPPED_KEPT) l->skipped[l->skipped_kept++] = e->skip_msg[s];
+    else free(e->skip_msg[s]);
+    e->skip_msg[s] = NULL;
   }
 }
 
@@ -189,7 +215,7 @@ static void record_skip(ff_loader *l, const ff__error *err) {
 static void compact(ff_loader *l, ff_batch *e) {
   size_t n = 0, full = e->size;
   for (size_t s = 0; s < full; s++) {
-    if (e->skip[s]) continue;
+    if (e->skip_msg[s]) continue;
     if (n != s) {
       memmove((char *)e->images + n * l->sample_bytes, (char *)e->images + s * l->sample_bytes, l->sample_bytes);
       e->labels[n] = e->labels[s];
@@ -217,8 +243,8 @@ static void *worker_loop(void *p) {
   while (take_item(l, &item, &e)) {
     uint64_t gen = l->gen;
     size_t slot = item % (size_t)l->cfg.batch_size;
-    int64_t sample = l->order[item];
-    ff__sample_job job = {l->index.paths[sample], l->cfg.seed, l->epoch, (uint64_t)sample,
+    int64_t sample = l->order[e->epoch & 1][item];
+    ff__sample_job job = {l->index.paths[sample], l->cfg.seed, e->epoch, (uint64_t)sample,
                           l->cfg.max_image_pixels};
     l->busy++;
     pthread_mutex_unlock(&l->mu);
@@ -234,8 +260,9 @@ static void *worker_loop(void *p) {
       e->labels[slot] = l->index.labels[sample];
       e->sample_indices[slot] = sample;
       if (st && l->cfg.on_error == FF_ON_ERROR_SKIP) {
-        e->skip[slot] = 1;
-        record_skip(l, &err);
+        /* a message that cannot be copied still marks the slot */
+        e->skip_msg[slot] = strdup(err.msg);
+        if (!e->skip_msg[slot]) e->skip_msg[slot] = strdup("");
       } else if (st && !e->error.status) {
         e->error = err;
       }
@@ -256,14 +283,16 @@ static void loader_free(ff_loader *l) {
     free(l->ring[i].images);
     free(l->ring[i].labels);
     free(l->ring[i].sample_indices);
-    free(l->ring[i].skip);
+    if (l->ring[i].skip_msg) clear_skips(l, &l->ring[i]);
+    free(l->ring[i].skip_msg);
   }
   for (size_t i = 0; i < l->skipped_kept; i++) free(l->skipped[i]);
   free(l->skipped);
   free(l->ring);
   free(l->workers);
   free(l->threads);
-  free(l->order);
+  free(l->order[0]);
+  free(l->order[1]);
   free(l->perm);
   ff__index_free(&l->index);
   pthread_mutex_destroy(&l->mu);
@@ -292,13 +321,14 @@ static ff_status loader_start(ff_loader *l) {
   l->sample_bytes = (size_t)l->pipe.out_height * l->pipe.out_width * 3 * elem;
   l->ring_size = c->prefetch + 1;
   l->num_threads = c->num_threads;
-  l->order = malloc((l->num_samples ? l->num_samples : 1) * sizeof *l->order);
+  l->order[0] = malloc(l->num_samples * sizeof *l->order[0]);
+  l->order[1] = malloc(l->num_samples * sizeof *l->order[1]);
   l->perm = malloc(l->index.count * sizeof *l->perm);
   l->ring = calloc((size_t)l->ring_size, sizeof *l->ring);
   l->workers = calloc((size_t)l->num_threads, sizeof *l->workers);
   l->threads = calloc((size_t)l->num_threads, sizeof *l->threads);
   l->skipped = calloc(MAX_SKIPPED_KEPT, sizeof *l->skipped);
-  if (!l->order || !l->perm || !l->ring || !l->workers || !l->threads || !l->skipped)
+  if (!l->order[0] || !l->order[1] || !l->perm || !l->ring || !l->workers || !l->threads || !l->skipped)
     return ff__error_set(err, FF_ENOMEM, "out of memory");
   for (int i = 0; i < l->ring_size; i++) {
     ff_batch *e = &l->ring[i];
@@ -306,15 +336,15 @@ static ff_status loader_start(ff_loader *l) {
     e->images = malloc(bs * l->sample_bytes);
     e->labels = malloc(bs * sizeof *e->labels);
     e->sample_indices = malloc(bs * sizeof *e->sample_indices);
-    e->skip = malloc(bs);
-    if (!e->images || !e->labels || !e->sample_indices || !e->skip)
+    e->skip_msg = calloc(bs, sizeof *e->skip_msg);
+    if (!e->images || !e->labels || !e->sample_indices || !e->skip_msg)
       return ff__error_set(err, FF_ENOMEM, "out of memory for %d batches of %zu bytes", l->ring_size,
                            bs * l->sample_bytes);
   }
   l->stats.num_threads = l->num_threads;
 
   pthread_mutex_lock(&l->mu);
-  restart_epoch(l);
+  restart_epoch(l, 0);
   pthread_mutex_unlock(&l->mu);
   for (int i = 0; i < l->num_threads; i++) {
     worker_arg *a = malloc(sizeof *a);
@@ -362,9 +392,10 @@ void ff_loader_close(ff_loader *l) {
 const char *ff_loader_errmsg(const ff_loader *l) { return l ? l->err.msg : "out of memory"; }
 
 ff_status ff_loader_set_epoch(ff_loader *l, uint64_t epoch) {
+  if (!l->started_threads) return ff__error_set(&l->err, FF_EINVAL, "the loader failed to open: %s", l->err.msg);
   pthread_mutex_lock(&l->mu);
-  l->epoch = epoch;
-  restart_epoch(l);
+  /* The epoch about to start is already being prepared: keep that work. */
+  if (epoch != l->out_epoch || l->next_out) restart_epoch(l, epoch);
   pthread_mutex_unlock(&l->mu);
   return FF_OK;
 }
@@ -377,8 +408,10 @@ ff_status ff_loader_next(ff_loader *l, ff_batch **out) {
   if (!l->started_threads) return ff__error_set(&l->err, FF_EINVAL, "the loader failed to open: %s", l->err.msg);
   uint64_t t0 = ff__now_ns();
   pthread_mutex_lock(&l->mu);
-  if (l->next_out == l->num_batches) {
-    restart_epoch(l); /* the same epoch again, unless set_epoch comes first */
+  if (l->next_out == l->num_batches) { /* the workers are on the next epoch already */
+    l->out_epoch++;
+    l->next_out = 0;
+    pthread_cond_broadcast(&l->work_cv);
     pthread_mutex_unlock(&l->mu);
     return FF_END;
   }
@@ -388,14 +421,16 @@ ff_status ff_loader_next(ff_loader *l, ff_batch **out) {
                          l->ring_size, l->cfg.prefetch);
   }
   ff_batch *e;
-  while (!(e = entry_of(l, l->next_out)) || e->state != BUF_READY) pthread_cond_wait(&l->ready_cv, &l->mu);
+  while (!(e = entry_of(l, l->out_epoch, l->next_out)) || e->state != BUF_READY) pthread_cond_wait(&l->ready_cv, &l->mu);
   l->next_out++;
   l->stats.wait_ns += ff__now_ns() - t0;
   ff_status st = e->error.status;
   if (st) {
     l->err = e->error;
+    clear_skips(l, e);
     e->state = BUF_FREE;
   } else {
+    report_skips(l, e);
     e->state = BUF_HELD;
     l->held++;
     l->stats.batches++;

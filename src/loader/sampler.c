@@ -16,7 +16,7 @@ size_t ff__sampler_num_samples(size_t n, int world_size, int drop_last) {
 void ff__sampler_indices(size_t n, int shuffle, uint64_t seed, uint64_t epoch, int rank,
                          int world_size, int drop_last, int64_t *perm, int64_t *out) {
   for (size_t i = 0; i < n; i++) perm[i] = (int64_t)i;
-  if (shuffle) {
+  if (shuffle && n > 1) {
     ff__philox rng;
     ff__philox_init(&rng, seed, FF__RNG_SHUFFLE, 0, epoch);
     for (size_t i = n - 1; i > 0; i--) {

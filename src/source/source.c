@@ -42,7 +42,9 @@ static int cmp_str(const void *a, const void *b) {
   return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-static void strvec_sort(strvec *s) { qsort(s->v, s->n, sizeof *s->v, cmp_str); }
+static void strvec_sort(strvec *s) {
+  if (s->n) qsort(s->v, s->n, sizeof *s->v, cmp_str);
+}
 
 static int is_image_name(const char *name) {
   const char *dot = strrchr(name, '.');

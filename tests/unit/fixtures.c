@@ -72,8 +72,7 @@ uint32_t ff_test_rand(uint32_t *state) {
   return *state = x;
 }
 
-void ff_test_write_jpeg(const char *path, int width, int height, int quality, int gray,
-                        unsigned seed) {
+void ff_test_write_jpeg(const char *path, int width, int height, int quality, int gray, unsigned seed) {
   int comps = gray ? 1 : 3;
   uint8_t *px = malloc((size_t)width * height * comps);
   if (!px) abort();
@@ -84,7 +83,9 @@ void ff_test_write_jpeg(const char *path, int width, int height, int quality, in
   for (int y = 0; y < height; y++)
     for (int x = 0; x < width; x++)
       for (int c = 0; c < comps; c++) {
-        int base = c == 0 ? x * 200 / width : c == 1 ? y * 200 / height : (x + y) * 100 / (width + height) + 60;
+        int base = c == 0   ? x * 200 / width
+                   : c == 1 ? y * 200 / height
+                            : (x + y) * 100 / (width + height) + 60;
         int v = base + (int)(seed % 37) + (int)(ff_test_rand(&rng) % 33) - 16;
         px[((size_t)y * width + x) * comps + c] = (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v);
       }
@@ -124,8 +125,8 @@ const char *ff_test_imagefolder_path(const char *root, int k, int i, char *buf, 
   return buf;
 }
 
-void ff_test_make_imagefolder(const char *root, int classes, int per_class, int min_side,
-                              int max_side, unsigned seed) {
+void ff_test_make_imagefolder(const char *root, int classes, int per_class, int min_side, int max_side,
+                              unsigned seed) {
   uint32_t rng = seed * 747796405u + 12345u;
   char path[4096];
   for (int k = 0; k < classes; k++) {

@@ -23,15 +23,14 @@ uint32_t ff_test_rand(uint32_t *state);
 /* Encodes a width x height JPEG (libjpeg's compress API, 4:2:0 for colour)
  * of a smooth gradient plus noise, the same bytes for the same arguments.
  * gray: one-channel JPEG. Aborts on failure. */
-void ff_test_write_jpeg(const char *path, int width, int height, int quality, int gray,
-                        unsigned seed);
+void ff_test_write_jpeg(const char *path, int width, int height, int quality, int gray, unsigned seed);
 
 /* Writes an ImageFolder tree: root/c<k>/img_<i>.jpg for k < classes and
  * i < per_class (zero-padded, so that the sorted order is the generation
  * order: sample index = k * per_class + i, label = k). Side lengths are
  * drawn from [min_side, max_side] with `seed`. Creates root if needed. */
-void ff_test_make_imagefolder(const char *root, int classes, int per_class, int min_side,
-                              int max_side, unsigned seed);
+void ff_test_make_imagefolder(const char *root, int classes, int per_class, int min_side, int max_side,
+                              unsigned seed);
 
 /* The path ff_test_make_imagefolder gives to image i of class k, in buf. */
 const char *ff_test_imagefolder_path(const char *root, int k, int i, char *buf, size_t cap);

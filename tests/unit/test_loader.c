@@ -4,12 +4,14 @@
  * header promises (with what its message must name), sources given as
  * lists, sharding from the environment, prompt close and batches held
  * across close or out of order. */
-#include <setjmp.h>
+#include <setjmp.h> /* cmocka.h needs these four first */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+
 #include <cmocka.h>
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,7 +22,7 @@
 #include "fixtures.h"
 #include "fusionflow/fusionflow.h"
 
-#define NCHW_PIPELINE \
+#define NCHW_PIPELINE                                                                                        \
   "decode | random_resized_crop(size=32) | random_horizontal_flip | normalize(mean=imagenet, std=imagenet)"
 #define NHWC_PIPELINE "decode | random_resized_crop(size=(24, 20)) | random_vertical_flip"
 
@@ -79,7 +81,8 @@ static void assert_contains(const char *text, const char *part) {
 
 static size_t image_bytes(const ff_tensor *t) {
   size_t n = t->dtype == FF_FLOAT32 ? 4 : 1;
-  for (int d = 0; d < t->ndim; d++) n *= (size_t)t->shape[d];
+  for (int d = 0; d < t->ndim; d++)
+    n *= (size_t)t->shape[d];
   return n;
 }
 
@@ -273,7 +276,8 @@ static void check_epoch_coverage(ff_loader *l, uint64_t epoch, int *order) {
   }
   assert_int_equal(st, FF_END);
   assert_int_equal(k, N);
-  for (int i = 0; i < N; i++) assert_int_equal(seen[i], 1);
+  for (int i = 0; i < N; i++)
+    assert_int_equal(seen[i], 1);
 }
 
 static void shuffled_epoch_visits_every_sample_once_with_its_label(void **state) {
@@ -286,7 +290,8 @@ static void shuffled_epoch_visits_every_sample_once_with_its_label(void **state)
   check_epoch_coverage(l, 1, order1);
   assert_memory_not_equal(order0, order1, sizeof order0);
   int identity = 1;
-  for (int i = 0; i < N; i++) identity &= order0[i] == i;
+  for (int i = 0; i < N; i++)
+    identity &= order0[i] == i;
   assert_false(identity);
   ff_loader_close(l);
 }
@@ -298,7 +303,8 @@ static void unshuffled_epoch_is_in_dataset_order(void **state) {
   ff_loader *l = open_ok(&c);
   int order[N];
   check_epoch_coverage(l, 0, order);
-  for (int i = 0; i < N; i++) assert_int_equal(order[i], i);
+  for (int i = 0; i < N; i++)
+    assert_int_equal(order[i], i);
   ff_loader_close(l);
 }
 
@@ -322,7 +328,8 @@ static void nchw_float32_batch_has_its_shape_and_strides(void **state) {
   assert_non_null(t.data);
   /* normalized values of uint8 pixels lie in [(0-0.485)/0.229, (1-0.406)/0.225] */
   const float *px = t.data;
-  for (size_t i = 0; i < 8 * 3 * 32 * 32; i++) assert_true(px[i] >= -2.12f && px[i] <= 2.65f);
+  for (size_t i = 0; i < 8 * 3 * 32 * 32; i++)
+    assert_true(px[i] >= -2.12f && px[i] <= 2.65f);
   ff_tensor lab;
   ff_batch_labels(b, &lab);
   assert_int_equal(lab.dtype, FF_INT64);
@@ -390,21 +397,20 @@ static void drop_last_leaves_out_the_short_batch(void **state) {
   ff_loader_close(l);
 }
 
-static void end_after_the_last_batch_then_the_epoch_starts_again(void **state) {
+static void end_after_the_last_batch_then_the_next_epoch_follows(void **state) {
   (void)state;
   ff_config c = base_config(data_source, NCHW_PIPELINE);
   ff_loader *l = open_ok(&c);
-  record first = {0}, second = {0};
+  record first = {0}, second = {0}, expected = {0};
   record_epoch(l, &first);
   assert_int_equal(first.batches, 7);
   ff_batch *b = NULL;
   assert_int_equal(ff_loader_next(l, &b), FF_OK);
   assert_int_equal(ff_batch_index(b), 0);
-  assert_int_equal(ff_batch_epoch(b), 0);
+  assert_int_equal(ff_batch_epoch(b), 1); /* no set_epoch: the epochs advance */
   record_batch(&second, b);
   ff_batch_release(b);
   record_epoch(l, &second);
-  assert_true(records_equal(&first, &second)); /* no set_epoch: the epoch repeats */
   ff_stats s;
   ff_loader_stats(l, &s);
   assert_int_equal(s.batches, 14);
@@ -412,7 +418,94 @@ static void end_after_the_last_batch_then_the_epoch_starts_again(void **state) {
   assert_int_equal(s.skipped, 0);
   assert_int_equal(s.num_threads, 2);
   ff_loader_close(l);
-  free(first.bytes), free(second.bytes);
+  /* The prepared-ahead epoch equals epoch 1 asked for explicitly. */
+  l = open_ok(&c);
+  assert_int_equal(ff_loader_set_epoch(l, 1), FF_OK);
+  record_epoch(l, &expected);
+  assert_true(records_equal(&expected, &second));
+  assert_false(records_equal(&first, &second));
+  ff_loader_close(l);
+  free(first.bytes), free(second.bytes), free(expected.bytes);
+}
+
+static void stats_count_every_file_read_once(void **state) {
+  (void)state;
+  uint64_t total = 0, largest = 0;
+  char path[2048];
+  for (int k = 0; k < CLASSES; k++)
+    for (int i = 0; i < PER_CLASS; i++) {
+      struct stat sb;
+      assert_int_equal(stat(ff_test_imagefolder_path(data_root, k, i, path, sizeof path), &sb), 0);
+      total += (uint64_t)sb.st_size;
+      largest = (uint64_t)sb.st_size > largest ? (uint64_t)sb.st_size : largest;
+    }
+  ff_config c = base_config(data_source, NHWC_PIPELINE);
+  ff_loader *l = open_ok(&c);
+  ff_batch *b;
+  for (int i = 0; i < 7; i++) {
+    assert_int_equal(ff_loader_next(l, &b), FF_OK);
+    ff_batch_release(b);
+  }
+  /* Every file of the epoch was read once; the workers may have read ahead
+   * into the next epoch, at most the ring's prefetch + 1 batches. */
+  ff_stats s;
+  ff_loader_stats(l, &s);
+  assert_true(s.read_bytes >= total);
+  assert_true(s.read_bytes <= total + (uint64_t)(c.prefetch + 1) * (uint64_t)c.batch_size * largest);
+  assert_int_equal(s.batches, 7);
+  assert_int_equal(s.samples, N);
+  assert_true(s.decode_ns > 0);
+  ff_loader_close(l);
+}
+
+static void *release_in_thread(void *batch) {
+  ff_batch_release(batch);
+  return NULL;
+}
+
+static void batch_can_be_released_from_another_thread(void **state) {
+  (void)state;
+  ff_config c = base_config(data_source, NHWC_PIPELINE);
+  c.prefetch = 1;
+  ff_loader *l = open_ok(&c);
+  alarm(60);
+  ff_batch *b;
+  for (size_t i = 0; i < 7; i++) {
+    assert_int_equal(ff_loader_next(l, &b), FF_OK);
+    assert_int_equal(ff_batch_index(b), i);
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, release_in_thread, b), 0);
+    pthread_join(t, NULL);
+  }
+  assert_int_equal(ff_loader_next(l, &b), FF_END);
+  alarm(0);
+  ff_loader_close(l);
+}
+
+static void held_batch_survives_set_epoch(void **state) {
+  (void)state;
+  ff_config c = base_config(data_source, NCHW_PIPELINE);
+  c.prefetch = 1;
+  record e0 = first_batch(c, 0), e1 = first_batch(c, 1);
+  ff_loader *l = open_ok(&c);
+  ff_batch *held, *b;
+  assert_int_equal(ff_loader_next(l, &held), FF_OK);
+  assert_int_equal(ff_loader_set_epoch(l, 1), FF_OK);
+  record r1 = {0}, r0 = {0};
+  assert_int_equal(ff_loader_next(l, &b), FF_OK);
+  assert_int_equal(ff_batch_epoch(b), 1);
+  assert_int_equal(ff_batch_index(b), 0);
+  record_batch(&r1, b);
+  ff_batch_release(b);
+  assert_int_equal(ff_loader_next(l, &b), FF_OK); /* keep the workers writing */
+  ff_batch_release(b);
+  assert_int_equal(ff_batch_epoch(held), 0);
+  record_batch(&r0, held); /* not overwritten by epoch 1 */
+  ff_batch_release(held);
+  assert_true(records_equal(&e0, &r0));
+  assert_true(records_equal(&e1, &r1));
+  ff_loader_close(l);
+  free(e0.bytes), free(e1.bytes), free(r0.bytes), free(r1.bytes);
 }
 
 /* ---- configuration and source errors ---- */
@@ -490,6 +583,28 @@ static void next_on_a_failed_loader_is_einval(void **state) {
   ff_batch_release(NULL);
 }
 
+static void set_epoch_on_a_failed_loader_is_einval(void **state) {
+  (void)state;
+  ff_config c = base_config(data_source, NCHW_PIPELINE);
+  c.batch_size = 0;
+  ff_loader *l = NULL;
+  assert_int_equal(ff_loader_open(&c, &l), FF_EINVAL);
+  assert_int_equal(ff_loader_set_epoch(l, 1), FF_EINVAL);
+  ff_loader_close(l);
+}
+
+static void drop_last_with_more_ranks_than_samples_is_eempty(void **state) {
+  (void)state;
+  char dir[1024], source[2048];
+  snprintf(dir, sizeof dir, "%s", ff_test_dir("loader-two"));
+  ff_test_make_imagefolder(dir, 1, 2, 40, 40, 1);
+  snprintf(source, sizeof source, "imagefolder:%s", dir);
+  ff_config c = base_config(source, NCHW_PIPELINE);
+  c.batch_size = 1, c.world_size = 3, c.rank = 1, c.drop_last = 1;
+  /* DistributedSampler: num_samples = ceil((2 - 3) / 3) = 0 for every rank */
+  open_fails(&c, FF_EEMPTY);
+}
+
 /* ---- bad samples ---- */
 
 /* 20 images 00..19 in one class, 01.jpg truncated, 09.jpg empty, 17.png
@@ -555,7 +670,8 @@ static void bad_files_are_skipped_and_named_with_on_error_skip(void **state) {
   ff_config c = base_config(source, BAD_PIPELINE);
   c.batch_size = 4, c.shuffle = 0, c.on_error = FF_ON_ERROR_SKIP;
   ff_loader *l = open_ok(&c);
-  const int64_t want[5][4] = {{0, 2, 3, -1}, {4, 5, 6, 7}, {8, 10, 11, -1}, {12, 13, 14, 15}, {16, 18, 19, -1}};
+  const int64_t want[5][4] = {
+      {0, 2, 3, -1}, {4, 5, 6, 7}, {8, 10, 11, -1}, {12, 13, 14, 15}, {16, 18, 19, -1}};
   for (int i = 0; i < 5; i++) {
     ff_batch *b;
     assert_int_equal(ff_loader_next(l, &b), FF_OK);
@@ -691,7 +807,8 @@ static void list_source_reads_relative_and_absolute_paths(void **state) {
   ff_test_write_jpeg(path, 40, 56, 90, 1, 2);
   ff_test_imagefolder_path(data_root, 0, 0, abs_img, sizeof abs_img);
   char text[8192];
-  snprintf(text, sizeof text, "# path<TAB>label\n\nimgs/a.jpg\t3\n# another comment\nimgs/b.jpg\t1\n%s\t0\n", abs_img);
+  snprintf(text, sizeof text, "# path<TAB>label\n\nimgs/a.jpg\t3\n# another comment\nimgs/b.jpg\t1\n%s\t0\n",
+           abs_img);
   snprintf(path, sizeof path, "%s/list.txt", dir);
   ff_test_write(path, text, strlen(text));
   snprintf(list, sizeof list, "list:%s", path);
@@ -791,8 +908,9 @@ static void close_while_workers_are_busy_returns_promptly(void **state) {
     snprintf(big_source, sizeof big_source, "imagefolder:%s", dir);
   }
   /* Upscaling every image to 384 x 384 float32 keeps the workers busy. */
-  ff_config c = base_config(big_source,
-                            "decode(dct_scale=false) | resize(size=(384, 384)) | normalize(mean=imagenet, std=imagenet)");
+  ff_config c = base_config(
+      big_source,
+      "decode(dct_scale=false) | resize(size=(384, 384)) | normalize(mean=imagenet, std=imagenet)");
   c.batch_size = 16, c.prefetch = 4;
   ff_loader *l = open_ok(&c);
   ff_batch *b;
@@ -841,9 +959,9 @@ static void holding_the_first_batch_does_not_stall_the_epoch(void **state) {
   assert_int_equal(ff_loader_next(l, &b), FF_END);
   assert_int_equal(ff_batch_index(first), 0);
   ff_batch_release(first);
-  /* The epoch repeats in full afterwards. */
+  /* The next epoch follows in full afterwards. */
   int order[N];
-  check_epoch_coverage(l, 0, order);
+  check_epoch_coverage(l, 1, order);
   alarm(0);
   ff_loader_close(l);
 }
@@ -855,7 +973,8 @@ static void holding_more_than_prefetch_plus_one_batches_is_einval(void **state) 
   ff_loader *l = open_ok(&c);
   alarm(60);
   ff_batch *held[3], *b = NULL;
-  for (int i = 0; i < 3; i++) assert_int_equal(ff_loader_next(l, &held[i]), FF_OK);
+  for (int i = 0; i < 3; i++)
+    assert_int_equal(ff_loader_next(l, &held[i]), FF_OK);
   assert_int_equal(ff_loader_next(l, &b), FF_EINVAL);
   assert_null(b);
   assert_contains(ff_loader_errmsg(l), "prefetch");
@@ -883,7 +1002,10 @@ int main(void) {
       cmocka_unit_test(nhwc_uint8_batch_has_its_shape_and_strides),
       cmocka_unit_test(last_batch_is_short_without_drop_last),
       cmocka_unit_test(drop_last_leaves_out_the_short_batch),
-      cmocka_unit_test(end_after_the_last_batch_then_the_epoch_starts_again),
+      cmocka_unit_test(end_after_the_last_batch_then_the_next_epoch_follows),
+      cmocka_unit_test(stats_count_every_file_read_once),
+      cmocka_unit_test(batch_can_be_released_from_another_thread),
+      cmocka_unit_test(held_batch_survives_set_epoch),
       cmocka_unit_test(missing_folder_is_eio_naming_the_path),
       cmocka_unit_test(folder_without_class_folders_is_eempty),
       cmocka_unit_test(class_folders_without_images_are_eempty),
@@ -892,6 +1014,8 @@ int main(void) {
       cmocka_unit_test(bad_pipeline_is_epipeline_naming_the_column),
       cmocka_unit_test(rank_not_below_world_size_is_einval),
       cmocka_unit_test(next_on_a_failed_loader_is_einval),
+      cmocka_unit_test(set_epoch_on_a_failed_loader_is_einval),
+      cmocka_unit_test(drop_last_with_more_ranks_than_samples_is_eempty),
       cmocka_unit_test(bad_files_fail_their_batch_naming_the_file),
       cmocka_unit_test(bad_files_are_skipped_and_named_with_on_error_skip),
       cmocka_unit_test(skipped_samples_leave_the_good_pixels_in_place),

@@ -2,10 +2,11 @@
  * every error with its exact column) and the planner (determinism, the
  * RandomResizedCrop box, folding a leading crop into the decoder and the DCT
  * scaling floor). */
-#include <setjmp.h>
+#include <setjmp.h> /* cmocka.h needs these four first */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+
 #include <cmocka.h>
 
 #include <math.h>
@@ -43,8 +44,8 @@ static void assert_contains(const char *text, const char *part) {
 
 static void reference_pipeline_parses_with_torchvision_defaults(void **state) {
   (void)state;
-  ff__pipeline p = pipe_ok(
-      "decode | random_resized_crop(size=224) | random_horizontal_flip | normalize(mean=imagenet, std=imagenet)");
+  ff__pipeline p = pipe_ok("decode | random_resized_crop(size=224) | random_horizontal_flip | "
+                           "normalize(mean=imagenet, std=imagenet)");
   assert_int_equal(p.num_ops, 4);
   assert_int_equal(p.ops[0].kind, FF__OP_DECODE);
   assert_int_equal(p.ops[0].dct_scale, 1);
@@ -176,7 +177,7 @@ static void missing_decode_names_the_first_op(void **state) {
 
 static void image_dependent_output_size_is_refused(void **state) {
   (void)state;
-  parse_fails_at("decode | resize(size=8)", 24);     /* the end of the text */
+  parse_fails_at("decode | resize(size=8)", 24); /* the end of the text */
   parse_fails_at("decode | random_horizontal_flip", 32);
   parse_fails_at("decode", 7);
 }
@@ -212,7 +213,8 @@ static ff__image_info info_of(int w, int h) {
 
 static void same_key_gives_the_same_plan(void **state) {
   (void)state;
-  ff__pipeline p = pipe_ok("decode | random_resized_crop(size=32) | random_horizontal_flip | random_vertical_flip");
+  ff__pipeline p =
+      pipe_ok("decode | random_resized_crop(size=32) | random_horizontal_flip | random_vertical_flip");
   ff__image_info info = info_of(500, 375);
   ff__plan a, b;
   ff__plan_make(&p, 7, 3, 42, &info, 1000000, &a);
@@ -248,7 +250,9 @@ static int check_rrc_boxes(const char *text, int w, int h, double s0, double s1,
     int in_scale = bw * bh >= s0 * area - (bw + bh) / 2 - 0.25 && bw * bh <= s1 * area + (bw + bh) / 2 + 0.25;
     int in_ratio = (bw + 0.5) / (bh - 0.5) >= r0 && (bw - 0.5) / (bh + 0.5) <= r1;
     if (!(in_scale && in_ratio)) {
-      if (!fallback) fail_msg("sample %d: box %gx%g of %dx%d is neither in bounds nor the fallback", (int)index, bw, bh, w, h);
+      if (!fallback)
+        fail_msg("sample %d: box %gx%g of %dx%d is neither in bounds nor the fallback", (int)index, bw, bh, w,
+                 h);
       fallbacks++;
     }
   }
@@ -328,7 +332,8 @@ static void center_crop_offset_rounds_half_to_even(void **state) {
 
 static void no_dct_floor_with_dct_scale_false(void **state) {
   (void)state;
-  ff__pipeline p = pipe_ok("decode(dct_scale=false) | crop(top=5, left=7, height=20, width=30) | resize(size=(10, 15))");
+  ff__pipeline p =
+      pipe_ok("decode(dct_scale=false) | crop(top=5, left=7, height=20, width=30) | resize(size=(10, 15))");
   ff__image_info info = info_of(100, 80);
   ff__plan plan;
   ff__plan_make(&p, 0, 0, 0, &info, 0, &plan);
@@ -361,7 +366,8 @@ static void random_resized_crop_sets_the_dct_floor_to_its_size(void **state) {
 
 static void flip_probabilities_zero_and_one_are_exact(void **state) {
   (void)state;
-  ff__pipeline p = pipe_ok("decode | center_crop(size=8) | random_horizontal_flip(p=1) | random_vertical_flip(p=0)");
+  ff__pipeline p =
+      pipe_ok("decode | center_crop(size=8) | random_horizontal_flip(p=1) | random_vertical_flip(p=0)");
   ff__image_info info = info_of(8, 8);
   for (uint64_t index = 0; index < 100; index++) {
     ff__plan plan;
@@ -374,8 +380,10 @@ static void flip_probabilities_zero_and_one_are_exact(void **state) {
 static void a_flip_consumes_its_draw_whatever_its_outcome(void **state) {
   (void)state;
   /* The crop after the flip is drawn from the same stream position. */
-  ff__pipeline never = pipe_ok("decode | center_crop(size=100) | random_vertical_flip(p=0) | random_resized_crop(size=8)");
-  ff__pipeline always = pipe_ok("decode | center_crop(size=100) | random_vertical_flip(p=1) | random_resized_crop(size=8)");
+  ff__pipeline never =
+      pipe_ok("decode | center_crop(size=100) | random_vertical_flip(p=0) | random_resized_crop(size=8)");
+  ff__pipeline always =
+      pipe_ok("decode | center_crop(size=100) | random_vertical_flip(p=1) | random_resized_crop(size=8)");
   ff__image_info info = info_of(100, 100);
   for (uint64_t index = 0; index < 20; index++) {
     ff__plan a, b;

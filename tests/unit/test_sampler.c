@@ -2,10 +2,11 @@
  * torch.utils.data.DistributedSampler cases: num_samples, padding by
  * repeating the start, truncation with drop_last, the strided split across
  * ranks, and the seeded permutation. */
-#include <setjmp.h>
+#include <setjmp.h> /* cmocka.h needs these four first */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+
 #include <cmocka.h>
 
 #include <stdlib.h>
@@ -14,8 +15,8 @@
 #include "loader/sampler.h"
 
 /* Indices of `rank` (num_samples values) into out. */
-static void indices(size_t n, int shuffle, uint64_t seed, uint64_t epoch, int rank, int world,
-                    int drop_last, int64_t *out) {
+static void indices(size_t n, int shuffle, uint64_t seed, uint64_t epoch, int rank, int world, int drop_last,
+                    int64_t *out) {
   int64_t *perm = malloc((n ? n : 1) * sizeof *perm);
   assert_non_null(perm);
   ff__sampler_indices(n, shuffle, seed, epoch, rank, world, drop_last, perm, out);
@@ -87,7 +88,8 @@ static void shuffled_epoch_is_a_permutation(void **state) {
     seen[got[i]]++;
     fixed += got[i] == i;
   }
-  for (int i = 0; i < n; i++) assert_int_equal(seen[i], 1);
+  for (int i = 0; i < n; i++)
+    assert_int_equal(seen[i], 1);
   assert_true(fixed < 10); /* a random permutation has about one fixed point */
 }
 
@@ -120,7 +122,8 @@ static void ranks_split_the_same_permutation(void **state) {
     }
   }
   /* Every sample is covered; the one padding entry repeats the first. */
-  for (int i = 0; i < n; i++) assert_int_equal(count[i], i == all[0] ? 2 : 1);
+  for (int i = 0; i < n; i++)
+    assert_int_equal(count[i], i == all[0] ? 2 : 1);
   assert_int_equal(part[3][25], part[0][0]);
 }
 
@@ -132,7 +135,8 @@ static void drop_last_ranks_are_disjoint(void **state) {
   for (int r = 0; r < world; r++) {
     int64_t got[per];
     indices(n, 1, 9, 2, r, world, 1, got);
-    for (int k = 0; k < per; k++) count[got[k]]++;
+    for (int k = 0; k < per; k++)
+      count[got[k]]++;
   }
   int covered = 0;
   for (int i = 0; i < n; i++) {

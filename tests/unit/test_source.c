@@ -1,10 +1,11 @@
 /* test_source.c — the sample index: ImageFolder order, labels, extensions
  * and sizes; list files with comments, blank lines, relative and absolute
  * paths; and the errors of both. Source files need not be images here. */
-#include <setjmp.h>
+#include <setjmp.h> /* cmocka.h needs these four first */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+
 #include <cmocka.h>
 
 #include <stdio.h>
@@ -33,13 +34,13 @@ static void imagefolder_orders_classes_files_and_subfolders(void **state) {
   (void)state;
   char root[1024];
   snprintf(root, sizeof root, "%s", ff_test_dir("source-tree"));
-  put(root, "stray.jpg", 1);         /* not in a class folder: ignored */
+  put(root, "stray.jpg", 1); /* not in a class folder: ignored */
   put(root, "b_class/z.jpg", 10);
   put(root, "b_class/m.Jpeg", 11);
   put(root, "b_class/A.JPG", 12);
   put(root, "b_class/readme.txt", 13);
   put(root, "b_class/anim.gif", 14);
-  put(root, "b_class/jpg", 15);      /* no extension */
+  put(root, "b_class/jpg", 15); /* no extension */
   put(root, "b_class/sub/a.jpg", 16);
   put(root, "b_class/sub/deep/b.png", 17);
   put(root, "b_class/aaa/c.jpg", 18);
@@ -58,8 +59,8 @@ static void imagefolder_orders_classes_files_and_subfolders(void **state) {
   /* Classes sorted; in a class its own files sorted by name (bytewise:
    * '.' < '0', upper case first), then each sub-folder sorted by path. */
   static const char *want[] = {
-      "a_class/1.PNG", "a_class/10.jpg",  "a_class/2.jpg",           "b_class/A.JPG",
-      "b_class/m.Jpeg", "b_class/z.jpg", "b_class/aaa/c.jpg",        "b_class/dir.jpg/inner.jpg",
+      "a_class/1.PNG",     "a_class/10.jpg",         "a_class/2.jpg",     "b_class/A.JPG",
+      "b_class/m.Jpeg",    "b_class/z.jpg",          "b_class/aaa/c.jpg", "b_class/dir.jpg/inner.jpg",
       "b_class/sub/a.jpg", "b_class/sub/deep/b.png",
   };
   static const uint64_t sizes[] = {22, 21, 20, 12, 11, 10, 18, 19, 16, 17};
@@ -190,12 +191,12 @@ static void list_errors_name_the_file_and_line(void **state) {
     const char *text;
     int line;
   } bad[] = {
-      {"a.jpg\t0\n\na.jpg 1\n", 3},  /* no tab */
-      {"a.jpg\t-1\n", 1},            /* negative label */
-      {"# c\na.jpg\tcat\n", 2},      /* not a number */
-      {"a.jpg\t1x\n", 1},            /* trailing junk */
-      {"a.jpg\t\n", 1},              /* no label */
-      {"\t3\n", 1},                  /* no path */
+      {"a.jpg\t0\n\na.jpg 1\n", 3}, /* no tab */
+      {"a.jpg\t-1\n", 1},           /* negative label */
+      {"# c\na.jpg\tcat\n", 2},     /* not a number */
+      {"a.jpg\t1x\n", 1},           /* trailing junk */
+      {"a.jpg\t\n", 1},             /* no label */
+      {"\t3\n", 1},                 /* no path */
   };
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     ff_test_write(list, bad[i].text, strlen(bad[i].text));
