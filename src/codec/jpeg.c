@@ -169,12 +169,6 @@ static ff_status decode_job(j_decompress_ptr cinfo, const char *name, void *arg,
   cinfo->dct_method = JDCT_ISLOW;
   const ff__region s = choose_scale(cinfo, &r, a->req);
 
-  size_t stride = (size_t)s.width * 3;
-  uint8_t *dst = ff__buf_reserve(a->pixels, stride * (size_t)s.height);
-  if (!dst)
-    return ff__error_set(err, FF_ENOMEM, "%s: out of memory for %dx%d pixels", name, s.width,
-                         s.height);
-
   jpeg_start_decompress(cinfo);
   int full_width = (int)cinfo->output_width;
   int wx0 = s.x - CROP_MARGIN_PX, wx1 = s.x + s.width + CROP_MARGIN_PX;
@@ -183,19 +177,37 @@ static ff_status decode_job(j_decompress_ptr cinfo, const char *name, void *arg,
   JDIMENSION win_x = (JDIMENSION)wx0, win_width = (JDIMENSION)(wx1 - wx0);
   if ((int)win_width < full_width) jpeg_crop_scanline(cinfo, &win_x, &win_width);
   int comps = cinfo->output_components;
-  JSAMPARRAY row =
-      cinfo->mem->alloc_sarray((j_common_ptr)cinfo, JPOOL_IMAGE, win_width * (JDIMENSION)comps, 1);
-  const JSAMPLE *src = row[0] + (size_t)(s.x - (int)win_x) * (size_t)comps;
+  size_t offset = (size_t)(s.x - (int)win_x) * 3;
   if (s.y > 0) jpeg_skip_scanlines(cinfo, (JDIMENSION)s.y);
-  for (int y = 0; y < s.height; y++) {
-    jpeg_read_scanlines(cinfo, row, 1);
-    uint8_t *d = dst + (size_t)y * stride;
-    if (cmyk)
-      cmyk_to_rgb(src, d, s.width, cinfo->saw_Adobe_marker);
-    else
-      memcpy(d, src, stride);
+
+  if (cmyk) { /* converted row by row into a packed image */
+    size_t stride = (size_t)s.width * 3;
+    uint8_t *dst = ff__buf_reserve(a->pixels, stride * (size_t)s.height);
+    if (!dst)
+      return ff__error_set(err, FF_ENOMEM, "%s: out of memory for %dx%d pixels", name, s.width, s.height);
+    JSAMPARRAY row =
+        cinfo->mem->alloc_sarray((j_common_ptr)cinfo, JPOOL_IMAGE, win_width * (JDIMENSION)comps, 1);
+    for (int y = 0; y < s.height; y++) {
+      jpeg_read_scanlines(cinfo, row, 1);
+      cmyk_to_rgb(row[0] + (size_t)(s.x - (int)win_x) * (size_t)comps, dst + (size_t)y * stride, s.width,
+                  cinfo->saw_Adobe_marker);
+    }
+    *a->out = (ff__image){dst, s.width, s.height, 3, stride};
+    return FF_OK;
   }
-  *a->out = (ff__image){dst, s.width, s.height, 3, stride};
+  /* RGB rows go straight into the buffer, the whole window wide; the image
+   * is a view of the region inside it (no copy). */
+  size_t stride = (size_t)win_width * 3;
+  uint8_t *dst = ff__buf_reserve(a->pixels, stride * (size_t)s.height);
+  if (!dst)
+    return ff__error_set(err, FF_ENOMEM, "%s: out of memory for %dx%d pixels", name, (int)win_width, s.height);
+  JSAMPROW rows[16];
+  for (int y = 0; y < s.height;) {
+    int n = s.height - y < 16 ? s.height - y : 16;
+    for (int k = 0; k < n; k++) rows[k] = dst + (size_t)(y + k) * stride;
+    y += (int)jpeg_read_scanlines(cinfo, rows, (JDIMENSION)n);
+  }
+  *a->out = (ff__image){dst + offset, s.width, s.height, 3, stride};
   return FF_OK;
 }
 

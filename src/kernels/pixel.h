@@ -31,11 +31,12 @@ FF_HD static inline float ff__fma_f32(float a, float b, float c) {
 #define FF_FMA_CLONES
 #endif
 
-/* Round half to even and saturate to uint8 (torchvision's round() then cast). */
+/* Round half to even and saturate to uint8 (torchvision's round() then
+ * cast); NaN gives 0. Branch-free, so loops over it vectorise. */
 FF_HD static inline uint8_t ff__round_u8(float v) {
-  if (!(v > 0.0f)) return 0;
-  if (v >= 255.0f) return 255;
-  return (uint8_t)lrintf(v);
+  v = v > 0.0f ? v : 0.0f;
+  v = v < 255.0f ? v : 255.0f;
+  return (uint8_t)(int)rintf(v);
 }
 
 #endif
