@@ -231,9 +231,38 @@ typedef struct ff_stats {
 /* Fills *out. Any time, from the consumer thread. */
 FF_API void ff_loader_stats(const ff_loader *loader, ff_stats *out);
 
+/* Measured cost of one kind of op, summed over worker threads since open:
+ * per image = ns / calls, per pixel = ns / pixels (pixels of the op's input). */
+typedef struct ff_op_cost {
+  const char *op;   /* "resize", "rotate", "fused_lut" (a run of table ops done as one pass), "output" ... */
+  uint64_t calls;
+  uint64_t ns;
+  uint64_t pixels;
+} ff_op_cost;
+
+/* Writes up to cap costs (ops that ran at least once) to out and returns
+ * how many there are. Names are static strings. Consumer thread. */
+FF_API size_t ff_loader_op_costs(const ff_loader *loader, ff_op_cost *out, size_t cap);
+
 /* The path and reason of the i-th skipped sample (0 <= i < stats.skipped, at
  * most the first 1000 are kept), or NULL. Owned by the loader. */
 FF_API const char *ff_loader_skipped(const ff_loader *loader, size_t i);
+
+/*
+ * Runs `pipeline` on one image file as sample `index` of `epoch` under
+ * `seed` — the same draws a loader makes for that sample — and returns the
+ * RGB uint8 result, (height, width, 3) HWC, in *out (free it with ff_free).
+ * A final to_dtype or normalize is not applied, and the pipeline need not
+ * give a fixed size. Thread-safe. Returns FF_OK, FF_EPIPELINE, FF_EIO,
+ * FF_EDATA, FF_ETOOBIG, FF_ENOMEM or FF_EINVAL, with the message in errbuf
+ * (if not NULL).
+ */
+FF_API ff_status ff_image_augment(const char *path, const char *pipeline, uint64_t seed, uint64_t epoch,
+                                  uint64_t index, uint8_t **out, int *height, int *width, char *errbuf,
+                                  size_t errbuf_size);
+
+/* Frees memory the library allocated for the caller (ff_image_augment). NULL does nothing. */
+FF_API void ff_free(void *ptr);
 
 #ifdef __cplusplus
 }

@@ -227,7 +227,14 @@ int ff__cli_bench(int argc, char **argv) {
       if (i) printf(", ");
       json_string(stdout, ff_loader_skipped(loader, i));
     }
-    printf("], \"pipeline\": ");
+    printf("], \"op_costs\": {");
+    ff_op_cost costs[64];
+    size_t nc = ff_loader_op_costs(loader, costs, 64);
+    for (size_t i = 0; i < nc && i < 64; i++)
+      printf("%s\"%s\": {\"calls\": %llu, \"ns_per_image\": %.1f, \"ns_per_pixel\": %.4f}", i ? ", " : "",
+             costs[i].op, (unsigned long long)costs[i].calls, (double)costs[i].ns / (double)costs[i].calls,
+             costs[i].pixels ? (double)costs[i].ns / (double)costs[i].pixels : 0.0);
+    printf("}, \"pipeline\": ");
     json_string(stdout, cfg.pipeline);
     printf("}\n");
   } else {

@@ -5,5 +5,6 @@
 #define FF_CLI_CLI_H
 
 int ff__cli_bench(int argc, char **argv);
+int ff__cli_augment(int argc, char **argv);
 
 #endif

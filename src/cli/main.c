@@ -15,6 +15,7 @@ static void usage(FILE *f) {
           "\n"
           "commands:\n"
           "  bench      run the loader over a data set and report images/s and where the time goes\n"
+          "  augment    run a pipeline on one image and write the result (or a grid of draws) as PNG\n"
           "  version    print the library version\n"
           "\n"
           "Run 'fusionflow COMMAND --help' for the options of a command.\n");
@@ -26,6 +27,7 @@ int main(int argc, char **argv) {
     return argc < 2 ? 2 : 0;
   }
   if (!strcmp(argv[1], "bench")) return ff__cli_bench(argc - 1, argv + 1);
+  if (!strcmp(argv[1], "augment")) return ff__cli_augment(argc - 1, argv + 1);
   if (!strcmp(argv[1], "version") || !strcmp(argv[1], "--version")) {
     printf("fusionflow %s\n", ff_version());
     return 0;

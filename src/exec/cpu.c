@@ -3,17 +3,12 @@
  * Time spent in each phase is summed per worker for the loader's stats. */
 #include "exec/cpu.h"
 
+#include "core/clock.h"
+
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
-
-uint64_t ff__now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 void ff__worker_free(ff__worker *w) {
   ff__buf_free(&w->file);
@@ -40,8 +35,8 @@ static ff_status read_file(ff__worker *w, const char *path, size_t *size_bytes, 
   return st;
 }
 
-ff_status ff__sample_run(ff__worker *w, const ff__pipeline *pipe, const ff__sample_job *job,
-                         void *batch_data, int slot, ff__error *err) {
+ff_status ff__sample_image(ff__worker *w, const ff__pipeline *pipe, const ff__sample_job *job, ff__image *out,
+                           ff__error *err) {
   uint64_t t0 = ff__now_ns();
   size_t size_bytes = 0;
   ff_status st = read_file(w, job->path, &size_bytes, err);
@@ -52,21 +47,32 @@ ff_status ff__sample_run(ff__worker *w, const ff__pipeline *pipe, const ff__samp
 
   ff__image_info info;
   ff__plan plan;
-  ff__image img;
   st = ff__codec_probe(w->file.data, size_bytes, job->path, job->max_pixels, &info, err);
   if (!st) {
     ff__plan_make(pipe, job->seed, job->epoch, job->index, &info, job->max_pixels, &plan);
-    st = ff__codec_decode(w->file.data, size_bytes, job->path, &plan.decode, &w->pixels, &img, err);
+    st = ff__codec_decode(w->file.data, size_bytes, job->path, &plan.decode, &w->pixels, out, err);
   }
   uint64_t t2 = ff__now_ns();
   w->decode_ns += t2 - t1;
-  if (st) return st;
+  if (!st) st = ff__ops_run(&plan, &w->ops, out, err);
+  w->ops_ns += ff__now_ns() - t2;
+  return st;
+}
 
-  st = ff__ops_run(&plan, &w->ops, &img, err);
+ff_status ff__sample_run(ff__worker *w, const ff__pipeline *pipe, const ff__sample_job *job,
+                         void *batch_data, int slot, ff__error *err) {
+  ff__image img;
+  ff_status st = ff__sample_image(w, pipe, job, &img, err);
   if (!st && (img.width != pipe->out_width || img.height != pipe->out_height))
     st = ff__error_set(err, FF_EINTERNAL, "%s: pipeline gave %dx%d instead of %dx%d", job->path,
                        img.width, img.height, pipe->out_width, pipe->out_height);
-  if (!st) ff__op_write_output(pipe, &img, batch_data, slot);
-  w->ops_ns += ff__now_ns() - t2;
-  return st;
+  if (st) return st;
+  uint64_t t0 = ff__now_ns();
+  ff__op_write_output(pipe, &img, batch_data, slot);
+  uint64_t dt = ff__now_ns() - t0;
+  w->ops.costs.calls[FF__COST_OUTPUT]++;
+  w->ops.costs.pixels[FF__COST_OUTPUT] += (uint64_t)img.width * img.height;
+  w->ops.costs.ns[FF__COST_OUTPUT] += dt;
+  w->ops_ns += dt;
+  return FF_OK;
 }

@@ -26,13 +26,16 @@ typedef struct ff__sample_job {
   uint64_t max_pixels;
 } ff__sample_job;
 
+/* Reads, decodes and runs the pipeline's steps on one sample; *out is the
+ * RGB uint8 result in the worker's memory (valid until its next sample).
+ * Returns FF_OK or FF_EIO / FF_EDATA / FF_ETOOBIG / FF_ENOMEM naming the file. */
+ff_status ff__sample_image(ff__worker *w, const ff__pipeline *pipe, const ff__sample_job *job, ff__image *out,
+                           ff__error *err);
+
 /* Reads, decodes and runs the pipeline on one sample, writing it as `slot`
  * of batch_data. Returns FF_OK or FF_EIO / FF_EDATA / FF_ETOOBIG / FF_ENOMEM
  * with the message naming the file. */
 ff_status ff__sample_run(ff__worker *w, const ff__pipeline *pipe, const ff__sample_job *job,
                          void *batch_data, int slot, ff__error *err);
-
-/* Monotonic clock in nanoseconds. */
-uint64_t ff__now_ns(void);
 
 #endif

@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/clock.h"
 #include "exec/cpu.h"
 #include "loader/sampler.h"
 #include "pipeline/pipeline.h"
@@ -65,6 +66,7 @@ struct ff_loader {
   int ring_size;
 
   ff_stats stats;
+  ff__op_costs costs;
   char **skipped;
   size_t skipped_kept;
 };
@@ -256,6 +258,11 @@ static void *worker_loop(void *p) {
     l->stats.read_ns += w->read_ns, l->stats.decode_ns += w->decode_ns, l->stats.ops_ns += w->ops_ns;
     l->stats.read_bytes += w->read_bytes;
     w->read_ns = w->decode_ns = w->ops_ns = w->read_bytes = 0;
+    for (int k = 0; k < FF__COST_COUNT; k++) {
+      l->costs.calls[k] += w->ops.costs.calls[k], l->costs.ns[k] += w->ops.costs.ns[k];
+      l->costs.pixels[k] += w->ops.costs.pixels[k];
+    }
+    memset(&w->ops.costs, 0, sizeof w->ops.costs);
     if (gen == l->gen) {
       e->labels[slot] = l->index.labels[sample];
       e->sample_indices[slot] = sample;
@@ -488,6 +495,19 @@ void ff_loader_stats(const ff_loader *l, ff_stats *out) {
   pthread_mutex_lock((pthread_mutex_t *)&l->mu);
   *out = l->stats;
   pthread_mutex_unlock((pthread_mutex_t *)&l->mu);
+}
+
+size_t ff_loader_op_costs(const ff_loader *l, ff_op_cost *out, size_t cap) {
+  size_t n = 0;
+  pthread_mutex_lock((pthread_mutex_t *)&l->mu);
+  for (int k = 0; k < FF__COST_COUNT; k++) {
+    if (!l->costs.calls[k]) continue;
+    if (n < cap)
+      out[n] = (ff_op_cost){ff__cost_name(k), l->costs.calls[k], l->costs.ns[k], l->costs.pixels[k]};
+    n++;
+  }
+  pthread_mutex_unlock((pthread_mutex_t *)&l->mu);
+  return n;
 }
 
 const char *ff_loader_skipped(const ff_loader *l, size_t i) {

@@ -1,5 +1,5 @@
-/* geometry.c — crop, resize and flips on HWC uint8 images, and the step
- * runner that applies a plan to a decoded image.
+/* geometry.c — crop, resize and flips on HWC uint8 images, and the
+ * conversion of the finished image into its batch slot.
  *
  * Resize follows torchvision's float32 tensor path exactly (spec 5.3): a
  * separable filter, horizontal pass first into a float32 intermediate, then
@@ -14,13 +14,6 @@
 
 #include "kernels/pixel.h"
 #include "ops/ops.h"
-
-void ff__op_scratch_free(ff__op_scratch *s) {
-  ff__buf_free(&s->image[0]);
-  ff__buf_free(&s->image[1]);
-  ff__buf_free(&s->floats);
-  ff__buf_free(&s->weights);
-}
 
 ff_status ff__op_crop(const ff__image *src, int x, int y, int w, int h, ff__buf *mem,
                       ff__image *dst) {
@@ -221,33 +214,6 @@ void ff__op_vflip(ff__image *img) {
       a[i] = b[i], b[i] = t;
     }
   }
-}
-
-ff_status ff__ops_run(const ff__plan *plan, ff__op_scratch *s, ff__image *img, ff__error *err) {
-  int next = 0; /* which ping-pong buffer the next copy goes to */
-  for (int i = 0; i < plan->num_steps; i++) {
-    const ff__step *st = &plan->steps[i];
-    ff_status status = FF_OK;
-    ff__image out;
-    switch (st->kind) {
-    case FF__STEP_CROP:
-      status = ff__op_crop(img, st->x, st->y, st->w, st->h, &s->image[next], &out);
-      if (!status && out.data == s->image[next].data) next ^= 1; /* a padded copy */
-      break;
-    case FF__STEP_RESIZE:
-      if (st->w == img->width && st->h == img->height) continue;
-      out = (ff__image){ff__buf_reserve(&s->image[next], (size_t)st->w * st->h * img->channels),
-                        st->w, st->h, img->channels, (size_t)st->w * img->channels};
-      status = out.data ? ff__op_resize(img, st->w, st->h, st->antialias, s, &out) : FF_ENOMEM;
-      next ^= 1;
-      break;
-    case FF__STEP_HFLIP: ff__op_hflip(img); continue;
-    case FF__STEP_VFLIP: ff__op_vflip(img); continue;
-    }
-    if (status) return ff__error_set(err, status, "out of memory running the ops");
-    *img = out;
-  }
-  return FF_OK;
 }
 
 void ff__op_write_output(const ff__pipeline *pipe, const ff__image *img, void *batch_data,

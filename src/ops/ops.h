@@ -5,13 +5,39 @@
 
 #include "core/error.h"
 #include "core/image.h"
+#include "ops/augment.h"
 #include "pipeline/pipeline.h"
+
+/* What the per-op costs are kept for: each augmentation op (ff__aug_op
+ * values first), then the fused table ops, crop, resize, flips, AugMix's
+ * mixing and the output conversion. */
+enum {
+  FF__COST_LUT = FF__AUG_COUNT,
+  FF__COST_CROP,
+  FF__COST_RESIZE,
+  FF__COST_FLIP,
+  FF__COST_MIX,
+  FF__COST_OUTPUT,
+  FF__COST_COUNT
+};
+
+/* The name of a cost kind ("rotate", "resize", ...). */
+const char *ff__cost_name(int kind);
+
+/* Measured cost of the ops: calls, nanoseconds, and pixels processed. */
+typedef struct ff__op_costs {
+  uint64_t calls[FF__COST_COUNT], ns[FF__COST_COUNT], pixels[FF__COST_COUNT];
+} ff__op_costs;
 
 /* Per-thread memory the ops reuse between samples. */
 typedef struct ff__op_scratch {
   ff__buf image[2];  /* ping-pong uint8 images */
   ff__buf floats;    /* resize's horizontal-pass intermediate */
   ff__buf weights;   /* resize's per-axis tap tables */
+  ff__buf kept;      /* AugMix: the image the chains start from */
+  ff__buf mix;       /* AugMix: the float32 mixture */
+  ff__buf copy;      /* sharpness: the unmodified neighbours */
+  ff__op_costs costs;
 } ff__op_scratch;
 
 void ff__op_scratch_free(ff__op_scratch *s);
@@ -30,7 +56,10 @@ ff_status ff__op_resize(const ff__image *src, int out_w, int out_h, int antialia
 void ff__op_hflip(ff__image *img);
 void ff__op_vflip(ff__image *img);
 
-/* Runs the plan's steps on *img (which may be replaced by a scratch image). */
+/* Runs the plan's steps on *img (which may be replaced by a scratch image,
+ * and may be changed in place): consecutive table ops run fused as one pass,
+ * AugMix mixes its chains (spec 4.4). Adds each step's time to s->costs.
+ * Returns FF_OK or FF_ENOMEM. */
 ff_status ff__ops_run(const ff__plan *plan, ff__op_scratch *s, ff__image *img, ff__error *err);
 
 /* Writes img (out_height x out_width RGB) as sample `slot` of a batch buffer:

@@ -13,9 +13,10 @@
 
 #include "codec/codec.h"
 #include "core/error.h"
+#include "ops/augment.h"
 
 #define FF__PIPELINE_MAX_OPS 32
-#define FF__PLAN_MAX_STEPS 40
+#define FF__PLAN_MAX_STEPS 96
 
 typedef enum ff__op_kind {
   FF__OP_DECODE,
@@ -25,9 +26,16 @@ typedef enum ff__op_kind {
   FF__OP_RANDOM_RESIZED_CROP,
   FF__OP_RANDOM_HORIZONTAL_FLIP,
   FF__OP_RANDOM_VERTICAL_FLIP,
+  FF__OP_AUG,                  /* one augmentation op with explicit arguments (op.aug) */
+  FF__OP_RAND_AUGMENT,
+  FF__OP_TRIVIAL_AUGMENT_WIDE,
+  FF__OP_AUTO_AUGMENT,
+  FF__OP_AUG_MIX,
   FF__OP_TO_DTYPE,
   FF__OP_NORMALIZE,
 } ff__op_kind;
+
+typedef enum ff__aa_policy { FF__AA_IMAGENET, FF__AA_CIFAR10, FF__AA_SVHN } ff__aa_policy;
 
 /* One parsed op with all its arguments (defaults filled in). */
 typedef struct ff__op {
@@ -40,6 +48,11 @@ typedef struct ff__op {
   int antialias;
   int dct_scale;
   float mean[3], std[3];
+  ff__aug aug;             /* FF__OP_AUG: the op and its argument; policies: interpolation and fill */
+  int num_ops, magnitude, num_magnitude_bins;     /* rand_augment, trivial_augment_wide */
+  int policy;                                     /* auto_augment: ff__aa_policy */
+  int severity, mixture_width, chain_depth, all_ops; /* aug_mix */
+  double alpha;
 } ff__op;
 
 typedef enum ff__output {
@@ -59,18 +72,29 @@ typedef struct ff__pipeline {
  * "pipeline column N: ..." naming what was expected. */
 ff_status ff__pipeline_parse(const char *text, ff__pipeline *out, ff__error *err);
 
+/* The same without the fixed output size (one image at a time: out_height
+ * and out_width are 0 where the size depends on the image). */
+ff_status ff__pipeline_parse_any_size(const char *text, ff__pipeline *out, ff__error *err);
+
 /* Concrete steps on a uint8 HWC image, in order. */
 typedef enum ff__step_kind {
   FF__STEP_CROP,   /* box (x, y, w, h) in the current image; zero padding outside */
   FF__STEP_RESIZE, /* to (h, w), bilinear, antialias flag */
   FF__STEP_HFLIP,
   FF__STEP_VFLIP,
+  FF__STEP_AUG,          /* one augmentation op (aug) */
+  FF__STEP_MIX_BEGIN,    /* AugMix: keep the image, mix = weight * image */
+  FF__STEP_CHAIN_BEGIN,  /* AugMix: start a chain from the kept image */
+  FF__STEP_CHAIN_END,    /* AugMix: mix += weight * chain result */
+  FF__STEP_MIX_END,      /* AugMix: the image becomes trunc(mix) */
 } ff__step_kind;
 
 typedef struct ff__step {
   ff__step_kind kind;
   int x, y, w, h;
   int antialias;
+  ff__aug aug;
+  float weight;          /* MIX_BEGIN: m0; CHAIN_END: w_i (AugMix, spec 4.4) */
 } ff__step;
 
 typedef struct ff__plan {

@@ -6,12 +6,14 @@
  * crop/resize/flip steps on the size known from the header; a leading crop
  * that lies inside the image becomes the decoder's region of interest, and a
  * downscaling resize after it lets the JPEG decoder reduce in the DCT domain
- * (when decode(dct_scale=true), the default). */
+ * (when decode(dct_scale=true), the default). The augmentation policies
+ * draw their choices in policy.c. */
 #include <math.h>
 #include <string.h>
 
 #include "core/philox.h"
 #include "pipeline/pipeline.h"
+#include "pipeline/policy.h"
 
 /* Python's round(): half to even (the default rounding mode of rint). */
 static double round_half_even(double x) { return nearbyint(x); }
@@ -49,6 +51,7 @@ static int center_offset(int in, int out) {
 
 static void add_step(ff__plan *plan, ff__step_kind kind, int x, int y, int w, int h, int antialias) {
   ff__step *s = &plan->steps[plan->num_steps++];
+  memset(s, 0, sizeof *s);
   s->kind = kind, s->x = x, s->y = y, s->w = w, s->h = h, s->antialias = antialias;
 }
 
@@ -95,6 +98,16 @@ void ff__plan_make(const ff__pipeline *pipe, uint64_t seed, uint64_t epoch, uint
         add_step(out, op->kind == FF__OP_RANDOM_HORIZONTAL_FLIP ? FF__STEP_HFLIP : FF__STEP_VFLIP,
                  0, 0, w, h, 0);
       break;
+    case FF__OP_AUG:
+      if (op->aug.op != FF__AUG_IDENTITY) {
+        add_step(out, FF__STEP_AUG, 0, 0, w, h, 0);
+        out->steps[out->num_steps - 1].aug = op->aug;
+      }
+      break;
+    case FF__OP_RAND_AUGMENT:
+    case FF__OP_TRIVIAL_AUGMENT_WIDE:
+    case FF__OP_AUTO_AUGMENT:
+    case FF__OP_AUG_MIX: out->num_steps += ff__policy_plan(op, &rng, h, w, out->steps + out->num_steps); break;
     case FF__OP_DECODE:
     case FF__OP_TO_DTYPE:
     case FF__OP_NORMALIZE: break;

@@ -1,0 +1,39 @@
+/* image.c — one image through a pipeline, outside any loader: what
+ * `fusionflow augment` shows and what a user inspects a policy with. The
+ * sample is planned exactly as a loader would plan it for the same
+ * (seed, epoch, index), so the picture is the one training would see
+ * (before the final to_dtype/normalize). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "exec/cpu.h"
+
+ff_status ff_image_augment(const char *path, const char *pipeline, uint64_t seed, uint64_t epoch, uint64_t index,
+                           uint8_t **out, int *height, int *width, char *errbuf, size_t errbuf_size) {
+  ff__error err = {0};
+  ff__pipeline *pipe = malloc(sizeof *pipe);
+  ff__worker w = {0};
+  ff_status st = pipe ? FF_OK : ff__error_set(&err, FF_ENOMEM, "out of memory");
+  if (!st && (!path || !out || !height || !width))
+    st = ff__error_set(&err, FF_EINVAL, "path, out, height and width are required");
+  if (!st) st = ff__pipeline_parse_any_size(pipeline, pipe, &err);
+  ff__image img;
+  if (!st) {
+    ff__sample_job job = {path, seed, epoch, index, 89478485};
+    st = ff__sample_image(&w, pipe, &job, &img, &err);
+  }
+  if (!st) {
+    size_t row = (size_t)img.width * 3;
+    uint8_t *pixels = malloc(row * img.height);
+    if (!pixels) st = ff__error_set(&err, FF_ENOMEM, "out of memory for %dx%d pixels", img.width, img.height);
+    for (int y = 0; pixels && y < img.height; y++) memcpy(pixels + y * row, img.data + y * img.stride, row);
+    if (pixels) *out = pixels, *height = img.height, *width = img.width;
+  }
+  if (st && errbuf && errbuf_size) snprintf(errbuf, errbuf_size, "%s", err.msg);
+  ff__worker_free(&w);
+  free(pipe);
+  return st;
+}
+
+void ff_free(void *ptr) { free(ptr); }

@@ -1,0 +1,375 @@
+/* color.c — the photometric augmentation ops of the automatic policies on
+ * interleaved uint8 images, in place, bit-exact with torchvision 0.14's
+ * uint8 tensor path (spec sections 1.1, 1.2, 2.7-2.15; the per-pixel
+ * arithmetic lives in kernels/color.h, shared with the device kernels).
+ *
+ * Two families. The table ops (brightness, posterize, solarize, invert,
+ * autocontrast, equalize) map each value of a channel through a 256-entry
+ * table; autocontrast and equalize derive theirs from the channel's
+ * histogram. A run of consecutive table ops costs one histogram pass (only
+ * when one of them needs it) and one lookup pass: the tables are composed
+ * in order, and each histogram op sees the original histogram pushed through
+ * the composition before it — exactly the histogram of the image it would
+ * have seen run one by one, so the result is bit-identical. Without a
+ * histogram op all channels share one table and the lookup runs over the
+ * bytes as one flat array.
+ *
+ * The others read more than one value per output: color (the pixel's gray),
+ * contrast (the image's mean gray; after that it is a table too) and
+ * sharpness (a 3x3 neighbourhood, read from a copy of the image in the
+ * caller's scratch buffer). Their loops run over whole rows with the
+ * neighbour offsets and channel counts as constants, so they vectorise; on
+ * x86-64 they are also compiled for AVX2 (the results do not change: nothing
+ * is fused, -ffp-contract=off). */
+#include <string.h>
+
+#include "kernels/color.h"
+#include "kernels/pixel.h"
+#include "ops/augment.h"
+
+#define MAX_CHANNELS 4
+
+int ff__aug_is_lut(ff__aug_op op) {
+  switch (op) {
+  case FF__AUG_BRIGHTNESS:
+  case FF__AUG_POSTERIZE:
+  case FF__AUG_SOLARIZE:
+  case FF__AUG_INVERT:
+  case FF__AUG_AUTOCONTRAST:
+  case FF__AUG_EQUALIZE:
+    return 1;
+  default:
+    return 0;
+  }
+}
+
+static int needs_histogram(ff__aug_op op) {
+  return op == FF__AUG_AUTOCONTRAST || op == FF__AUG_EQUALIZE;
+}
+
+/* ------------------------------------------------------------ row helpers */
+
+/* Rows of img as (first row, row count, bytes per row): a dense image is one
+ * long row, so the flat loops below see as much work at once as possible. */
+typedef struct rows {
+  uint8_t *data;
+  size_t count, bytes, stride;
+} rows;
+
+static rows rows_of(const ff__image *img) {
+  size_t bytes = (size_t)img->width * (size_t)img->channels;
+  rows r = {img->data, (size_t)img->height, bytes, img->stride};
+  if (img->stride == bytes) r.bytes *= r.count, r.count = r.count ? 1 : 0;
+  return r;
+}
+
+static void apply_table(const ff__image *img, const uint8_t t[256]) {
+  rows r = rows_of(img);
+  for (size_t y = 0; y < r.count; y++) {
+    uint8_t *p = r.data + y * r.stride;
+    for (size_t k = 0; k < r.bytes; k++) p[k] = t[p[k]];
+  }
+}
+
+/* One table per channel, for interleaved pixels. */
+static void apply_tables(const ff__image *img, uint8_t t[][256]) {
+  int c = img->channels;
+  size_t w = (size_t)img->width;
+  for (int y = 0; y < img->height; y++) {
+    uint8_t *p = img->data + (size_t)y * img->stride;
+    if (c == 3) {
+      for (size_t x = 0; x < w; x++, p += 3) {
+        p[0] = t[0][p[0]];
+        p[1] = t[1][p[1]];
+        p[2] = t[2][p[2]];
+      }
+    } else {
+      for (size_t x = 0; x < w; x++, p += c)
+        for (int k = 0; k < c; k++) p[k] = t[k][p[k]];
+    }
+  }
+}
+
+/* Per-channel counts of each value. Two sets of counters, for even and odd
+ * pixels, so that runs of equal values do not serialise on one counter. */
+static void histogram(const ff__image *img, uint32_t hist[][256]) {
+  int c = img->channels;
+  uint32_t h2[MAX_CHANNELS][2][256];
+  memset(h2, 0, sizeof h2);
+  size_t w = (size_t)img->width;
+  for (int y = 0; y < img->height; y++) {
+    const uint8_t *p = img->data + (size_t)y * img->stride;
+    size_t x = 0;
+    if (c == 3) {
+      for (; x + 1 < w; x += 2, p += 6) {
+        h2[0][0][p[0]]++, h2[1][0][p[1]]++, h2[2][0][p[2]]++;
+        h2[0][1][p[3]]++, h2[1][1][p[4]]++, h2[2][1][p[5]]++;
+      }
+    }
+    for (; x < w; x++, p += c)
+      for (int k = 0; k < c; k++) h2[k][0][p[k]]++;
+  }
+  for (int k = 0; k < c; k++)
+    for (int v = 0; v < 256; v++) hist[k][v] = h2[k][0][v] + h2[k][1][v];
+}
+
+/* ------------------------------------------------------------ table ops */
+
+static int identity(const uint8_t t[256]) {
+  for (int v = 0; v < 256; v++)
+    if (t[v] != v) return 0;
+  return 1;
+}
+
+static void identity_table(uint8_t t[256]) {
+  for (int v = 0; v < 256; v++) t[v] = (uint8_t)v;
+}
+
+/* The table of a value-only op (brightness, posterize, solarize, invert). */
+static void value_table(const ff__aug *a, uint8_t t[256]) {
+  switch (a->op) {
+  case FF__AUG_BRIGHTNESS: { /* blend(X, 0, f); the zero term adds exactly 0 */
+    ff__blend_w w = ff__blend_weights(a->arg);
+    for (int v = 0; v < 256; v++) t[v] = ff__blend_u8(w, (float)v, 0.0f);
+    break;
+  }
+  case FF__AUG_POSTERIZE: {
+    int bits = a->arg <= 0.0 ? 0 : a->arg >= 8.0 ? 8 : (int)a->arg;
+    uint8_t mask = ff__posterize_mask(bits);
+    for (int v = 0; v < 256; v++) t[v] = (uint8_t)(v & mask);
+    break;
+  }
+  case FF__AUG_SOLARIZE: {
+    float threshold = (float)a->arg;
+    for (int v = 0; v < 256; v++) t[v] = ff__solarize_u8((uint8_t)v, threshold);
+    break;
+  }
+  case FF__AUG_INVERT:
+    for (int v = 0; v < 256; v++) t[v] = ff__invert_u8((uint8_t)v);
+    break;
+  default:
+    identity_table(t);
+  }
+}
+
+/* AutoContrast's table for a channel with histogram h (spec 2.13). */
+static void autocontrast_table(const uint64_t h[256], uint8_t t[256]) {
+  int lo = 0, hi = 255;
+  while (lo < 256 && !h[lo]) lo++;
+  while (hi > lo && !h[hi]) hi--;
+  if (lo >= hi) { /* constant (or empty) channel: unchanged */
+    identity_table(t);
+    return;
+  }
+  float scale = ff__autocontrast_scale(lo, hi);
+  for (int v = 0; v < 256; v++) t[v] = ff__autocontrast_u8((uint8_t)v, lo, scale);
+}
+
+/* Equalize's table for a channel with histogram h (spec 2.14, integer
+ * arithmetic): step = (pixels not at the maximum value) / 255; step 0 leaves
+ * the channel unchanged; lut[v] = min(255, (count below v + step/2) / step). */
+static void equalize_table(const uint64_t h[256], uint8_t t[256]) {
+  uint64_t n = 0;
+  int vmax = -1;
+  for (int v = 0; v < 256; v++) {
+    n += h[v];
+    if (h[v]) vmax = v;
+  }
+  uint64_t step = vmax < 0 ? 0 : (n - h[vmax]) / 255;
+  if (step == 0) {
+    identity_table(t);
+    return;
+  }
+  uint64_t below = 0;
+  t[0] = 0;
+  for (int v = 1; v < 256; v++) {
+    below += h[v - 1];
+    uint64_t q = (below + step / 2) / step;
+    t[v] = (uint8_t)(q < 255 ? q : 255);
+  }
+}
+
+/* t := next ∘ t */
+static void compose(uint8_t t[256], const uint8_t next[256]) {
+  for (int v = 0; v < 256; v++) t[v] = next[t[v]];
+}
+
+void ff__aug_lut_run(const ff__aug *ops, int n, ff__image *img) {
+  int c = img->channels;
+  if (c < 1 || c > MAX_CHANNELS || n <= 0) return;
+  uint8_t lut[MAX_CHANNELS][256]; /* lut[0] serves every channel until per_channel */
+  int per_channel = 0;
+  identity_table(lut[0]);
+
+  uint32_t hist[MAX_CHANNELS][256];
+  int any_hist = 0;
+  for (int i = 0; i < n; i++) any_hist |= needs_histogram(ops[i].op);
+  if (any_hist) histogram(img, hist);
+
+  for (int i = 0; i < n; i++) {
+    uint8_t t[256];
+    if (!needs_histogram(ops[i].op)) {
+      value_table(&ops[i], t);
+      for (int k = 0; k < (per_channel ? c : 1); k++) compose(lut[k], t);
+      continue;
+    }
+    if (!per_channel) {
+      for (int k = 1; k < c; k++) memcpy(lut[k], lut[0], 256);
+      per_channel = 1;
+    }
+    for (int k = 0; k < c; k++) {
+      uint64_t now[256] = {0}; /* the histogram of the image this op sees */
+      for (int v = 0; v < 256; v++) now[lut[k][v]] += hist[k][v];
+      if (ops[i].op == FF__AUG_AUTOCONTRAST) autocontrast_table(now, t);
+      else equalize_table(now, t);
+      compose(lut[k], t);
+    }
+  }
+
+  if (!per_channel) {
+    if (!identity(lut[0])) apply_table(img, lut[0]);
+    return;
+  }
+  int all_identity = 1;
+  for (int k = 0; k < c; k++) all_identity &= identity(lut[k]);
+  if (!all_identity) apply_tables(img, lut);
+}
+
+/* ------------------------------------------------------------ color, contrast */
+
+/* Color (spec 2.8): blend(X, gray(X), f) on RGB pixels. */
+FF_FMA_CLONES static void saturation(const ff__image *img, ff__blend_w w) {
+  rows r = rows_of(img);
+  size_t pixels = r.bytes / 3;
+  for (size_t y = 0; y < r.count; y++) {
+    uint8_t *restrict p = r.data + y * r.stride;
+    for (size_t x = 0; x < pixels; x++) {
+      uint8_t R = p[3 * x], G = p[3 * x + 1], B = p[3 * x + 2];
+      float g = (float)ff__gray_u8(R, G, B);
+      p[3 * x] = ff__blend_u8(w, (float)R, g);
+      p[3 * x + 1] = ff__blend_u8(w, (float)G, g);
+      p[3 * x + 2] = ff__blend_u8(w, (float)B, g);
+    }
+  }
+}
+
+/* The sum of the truncated gray values of an RGB image (or of the pixels of
+ * a one-channel one), exact in integers. */
+FF_FMA_CLONES static uint64_t gray_sum(const ff__image *img) {
+  rows r = rows_of(img);
+  uint64_t sum = 0;
+  for (size_t y = 0; y < r.count; y++) {
+    const uint8_t *p = r.data + y * r.stride;
+    uint32_t row = 0; /* < 2^32: a row is at most 2^24 pixels here */
+    if (img->channels == 3) {
+      size_t pixels = r.bytes / 3;
+      for (size_t x = 0; x < pixels; x++) row += ff__gray_u8(p[3 * x], p[3 * x + 1], p[3 * x + 2]);
+    } else {
+      for (size_t k = 0; k < r.bytes; k++) row += p[k];
+    }
+    sum += row;
+  }
+  return sum;
+}
+
+/* gray_sum over chunks of at most 2^24 pixels, so the per-row uint32 sum
+ * cannot overflow even when a dense image is one long row. */
+static uint64_t gray_sum_chunked(const ff__image *img) {
+  const size_t chunk = (size_t)1 << 24;
+  size_t pixels = (size_t)img->width * (size_t)img->height;
+  if (img->stride != (size_t)img->width * img->channels || pixels <= chunk) return gray_sum(img);
+  uint64_t sum = 0;
+  for (size_t done = 0; done < pixels; done += chunk) {
+    size_t m = pixels - done < chunk ? pixels - done : chunk;
+    ff__image part = {img->data + done * img->channels, (int)m, 1, img->channels,
+                      m * img->channels};
+    sum += gray_sum(&part);
+  }
+  return sum;
+}
+
+/* Contrast (spec 2.9): blend(X, mean, f) with mean = f32(S) / f32(N), S the
+ * integer sum of the gray values: a table once the mean is known. torch
+ * sums in float32, which equals S while S < 2^24 (any image up to 256x256);
+ * above that its mean can differ by an ulp. */
+static void contrast(const ff__image *img, ff__blend_w w) {
+  size_t pixels = (size_t)img->width * (size_t)img->height;
+  if (!pixels) return;
+  float mean = (float)(int64_t)gray_sum_chunked(img) / (float)pixels;
+  uint8_t t[256];
+  for (int v = 0; v < 256; v++) t[v] = ff__blend_u8(w, (float)v, mean);
+  apply_table(img, t);
+}
+
+/* ------------------------------------------------------------ sharpness */
+
+/* One interior row of sharpness: up, mid, down are rows of the original,
+ * c (a constant after inlining) the channel count, so neighbours are c
+ * bytes apart. The first and last pixel are border: blended with
+ * themselves (self[]). */
+static inline void sharpen_row(uint8_t *restrict out, const uint8_t *restrict up,
+                               const uint8_t *restrict mid, const uint8_t *restrict down,
+                               size_t bytes, const int c, ff__blend_w w,
+                               const uint8_t self[256]) {
+  for (int k = 0; k < c; k++) {
+    out[k] = self[mid[k]];
+    out[bytes - c + k] = self[mid[bytes - c + k]];
+  }
+  for (size_t k = (size_t)c; k < bytes - c; k++) {
+    int s = up[k - c] + up[k] + up[k + c] + mid[k - c] + 5 * mid[k] + mid[k + c] + down[k - c] +
+            down[k] + down[k + c];
+    out[k] = ff__blend_u8(w, (float)mid[k], (float)ff__sharp_smooth_u8(s));
+  }
+}
+
+/* Sharpness (spec 2.10): images of height or width <= 2 are unchanged;
+ * otherwise blend(X, B, f) over all pixels, B = X on the border and the
+ * smoothed value inside, neighbours read from a copy of the original. */
+FF_FMA_CLONES static ff_status sharpness(ff__image *img, ff__blend_w w, ff__buf *scratch) {
+  int c = img->channels, h = img->height;
+  if (h <= 2 || img->width <= 2) return FF_OK;
+  size_t bytes = (size_t)img->width * (size_t)c;
+  uint8_t *copy = ff__buf_reserve(scratch, bytes * (size_t)h);
+  if (!copy) return FF_ENOMEM;
+  for (int y = 0; y < h; y++) memcpy(copy + (size_t)y * bytes, img->data + (size_t)y * img->stride, bytes);
+
+  uint8_t self[256];
+  for (int v = 0; v < 256; v++) self[v] = ff__blend_u8(w, (float)v, (float)v);
+  for (size_t k = 0; k < bytes; k++) {
+    img->data[k] = self[copy[k]];
+    img->data[(size_t)(h - 1) * img->stride + k] = self[copy[(size_t)(h - 1) * bytes + k]];
+  }
+  for (int y = 1; y < h - 1; y++) {
+    uint8_t *out = img->data + (size_t)y * img->stride;
+    const uint8_t *mid = copy + (size_t)y * bytes;
+    if (c == 3) sharpen_row(out, mid - bytes, mid, mid + bytes, bytes, 3, w, self);
+    else if (c == 1) sharpen_row(out, mid - bytes, mid, mid + bytes, bytes, 1, w, self);
+    else sharpen_row(out, mid - bytes, mid, mid + bytes, bytes, c, w, self);
+  }
+  return FF_OK;
+}
+
+/* ------------------------------------------------------------ entry point */
+
+ff_status ff__aug_color(const ff__aug *a, ff__image *img, ff__buf *scratch) {
+  if (ff__aug_is_lut(a->op)) {
+    ff__aug_lut_run(a, 1, img);
+    return FF_OK;
+  }
+  if (img->channels != 1 && img->channels != 3) return FF_EINVAL;
+  ff__blend_w w = ff__blend_weights(a->arg);
+  switch (a->op) {
+  case FF__AUG_IDENTITY:
+    return FF_OK;
+  case FF__AUG_COLOR: /* one-channel images have no saturation to change */
+    if (img->channels == 3) saturation(img, w);
+    return FF_OK;
+  case FF__AUG_CONTRAST:
+    contrast(img, w);
+    return FF_OK;
+  case FF__AUG_SHARPNESS:
+    return sharpness(img, w, scratch);
+  default: /* a geometric op: not ours */
+    return FF_EINVAL;
+  }
+}

@@ -1,0 +1,151 @@
+/* run.c — the step runner: applies a sample's plan to its decoded image.
+ *
+ * Images move between two ping-pong buffers (a crop inside the image is a
+ * view, not a copy); colour ops work in place. A run of consecutive table
+ * ops (brightness, posterize, solarize, invert, autocontrast, equalize) goes
+ * to ff__aug_lut_run as one pass. AugMix keeps the image it starts from,
+ * runs each chain on a copy and accumulates the float32 mixture
+ * mix = m0*X + sum(w_i * chain_i(X)), truncated to uint8 at the end
+ * (torchvision's AugMix, spec 4.4). Each step's time is added to the
+ * per-op costs, which the scheduler's cost model and `bench --json` read. */
+#include <string.h>
+
+#include "core/clock.h"
+#include "ops/ops.h"
+
+static const char *const cost_names[FF__COST_COUNT] = {
+    "identity",   "shear_x",  "shear_y",   "translate_x", "translate_y", "rotate",
+    "brightness", "color",    "contrast",  "sharpness",   "posterize",   "solarize",
+    "autocontrast", "equalize", "invert",  "fused_lut",   "crop",        "resize",
+    "flip",       "aug_mix_mixing", "output"};
+
+const char *ff__cost_name(int kind) { return kind >= 0 && kind < FF__COST_COUNT ? cost_names[kind] : "?"; }
+
+void ff__op_scratch_free(ff__op_scratch *s) {
+  ff__buf *bufs[] = {&s->image[0], &s->image[1], &s->floats, &s->weights, &s->kept, &s->mix, &s->copy};
+  for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) ff__buf_free(bufs[i]);
+}
+
+static int is_geometric(ff__aug_op op) { return op >= FF__AUG_SHEAR_X && op <= FF__AUG_ROTATE; }
+
+/* A packed copy of img in buf (as a new image). */
+static ff_status copy_image(const ff__image *img, ff__buf *buf, ff__image *out) {
+  size_t row = (size_t)img->width * img->channels;
+  uint8_t *p = ff__buf_reserve(buf, row * img->height + 1);
+  if (!p) return FF_ENOMEM;
+  for (int y = 0; y < img->height; y++) memcpy(p + y * row, img->data + y * img->stride, row);
+  *out = (ff__image){p, img->width, img->height, img->channels, row};
+  return FF_OK;
+}
+
+/* AugMix's float32 mixture over the packed image values. */
+static void mix_scale(float *mix, const ff__image *x, float weight) {
+  size_t row = (size_t)x->width * x->channels;
+  for (int y = 0; y < x->height; y++)
+    for (size_t i = 0; i < row; i++) mix[y * row + i] = weight * (float)x->data[y * x->stride + i];
+}
+
+static void mix_add(float *mix, const ff__image *x, float weight) {
+  size_t row = (size_t)x->width * x->channels;
+  for (int y = 0; y < x->height; y++)
+    for (size_t i = 0; i < row; i++) mix[y * row + i] = mix[y * row + i] + weight * (float)x->data[y * x->stride + i];
+}
+
+/* trunc(mix), no rounding (the weights are convex; the clamp only guards
+ * the last bit). */
+static void mix_truncate(const float *mix, ff__image *out) {
+  size_t n = (size_t)out->width * out->channels * out->height;
+  for (size_t i = 0; i < n; i++) out->data[i] = (uint8_t)(mix[i] < 255.0f ? mix[i] : 255.0f);
+}
+
+ff_status ff__ops_run(const ff__plan *plan, ff__op_scratch *s, ff__image *img, ff__error *err) {
+  int next = 0; /* which ping-pong buffer the next new image goes to */
+  float *mix = NULL;
+  for (int i = 0; i < plan->num_steps; i++) {
+    const ff__step *st = &plan->steps[i];
+    uint64_t t0 = ff__now_ns();
+    uint64_t pixels = (uint64_t)img->width * img->height;
+    int kind;
+    ff_status status = FF_OK;
+    ff__image out = *img;
+    switch (st->kind) {
+    case FF__STEP_CROP:
+      kind = FF__COST_CROP;
+      status = ff__op_crop(img, st->x, st->y, st->w, st->h, &s->image[next], &out);
+      if (!status && out.data == s->image[next].data) next ^= 1; /* a padded copy */
+      break;
+    case FF__STEP_RESIZE:
+      kind = FF__COST_RESIZE;
+      if (st->w == img->width && st->h == img->height) break;
+      out = (ff__image){ff__buf_reserve(&s->image[next], (size_t)st->w * st->h * img->channels), st->w, st->h,
+                        img->channels, (size_t)st->w * img->channels};
+      status = out.data ? ff__op_resize(img, st->w, st->h, st->antialias, s, &out) : FF_ENOMEM;
+      next ^= 1;
+      break;
+    case FF__STEP_HFLIP:
+    case FF__STEP_VFLIP:
+      kind = FF__COST_FLIP;
+      if (st->kind == FF__STEP_HFLIP) ff__op_hflip(&out);
+      else ff__op_vflip(&out);
+      break;
+    case FF__STEP_AUG:
+      kind = st->aug.op;
+      if (ff__aug_is_lut(st->aug.op)) { /* the whole run of table ops as one pass */
+        ff__aug run[FF__PLAN_MAX_STEPS];
+        int n = 0;
+        while (i + n < plan->num_steps && plan->steps[i + n].kind == FF__STEP_AUG &&
+               ff__aug_is_lut(plan->steps[i + n].aug.op)) {
+          run[n] = plan->steps[i + n].aug;
+          n++;
+        }
+        ff__aug_lut_run(run, n, &out);
+        if (n > 1) kind = FF__COST_LUT;
+        i += n - 1;
+      } else if (is_geometric(st->aug.op)) {
+        out = (ff__image){ff__buf_reserve(&s->image[next], (size_t)img->width * img->height * img->channels),
+                          img->width, img->height, img->channels, (size_t)img->width * img->channels};
+        if (out.data) ff__aug_affine(&st->aug, img, &out);
+        else status = FF_ENOMEM;
+        next ^= 1;
+      } else {
+        status = ff__aug_color(&st->aug, &out, &s->copy);
+      }
+      break;
+    case FF__STEP_MIX_BEGIN: {
+      kind = FF__COST_MIX;
+      ff__image kept;
+      status = copy_image(img, &s->kept, &kept);
+      mix = status ? NULL : ff__buf_reserve(&s->mix, (size_t)img->width * img->height * img->channels * sizeof(float));
+      if (!status && !mix) status = FF_ENOMEM;
+      if (!status) mix_scale(mix, &kept, st->weight);
+      break;
+    }
+    case FF__STEP_CHAIN_BEGIN: {
+      kind = FF__COST_MIX;
+      ff__image kept = {s->kept.data, img->width, img->height, img->channels, (size_t)img->width * img->channels};
+      status = copy_image(&kept, &s->image[next], &out);
+      next ^= 1;
+      break;
+    }
+    case FF__STEP_CHAIN_END:
+      kind = FF__COST_MIX;
+      mix_add(mix, img, st->weight);
+      break;
+    case FF__STEP_MIX_END:
+      kind = FF__COST_MIX;
+      out = (ff__image){ff__buf_reserve(&s->image[next], (size_t)img->width * img->height * img->channels),
+                        img->width, img->height, img->channels, (size_t)img->width * img->channels};
+      if (out.data) mix_truncate(mix, &out);
+      else status = FF_ENOMEM;
+      next ^= 1;
+      break;
+    default: return ff__error_set(err, FF_EINTERNAL, "unknown plan step %d", (int)st->kind);
+    }
+    if (status) return ff__error_set(err, status, "out of memory running the ops");
+    *img = out;
+    s->costs.calls[kind]++;
+    s->costs.pixels[kind] += pixels;
+    s->costs.ns[kind] += ff__now_ns() - t0;
+  }
+  return FF_OK;
+}

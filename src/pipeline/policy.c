@@ -1,0 +1,245 @@
+/* policy.c — the automatic augmentation policies as plan steps:
+ * RandAugment, TrivialAugmentWide, AutoAugment (ImageNet, CIFAR10, SVHN) and
+ * AugMix, with torchvision 0.14's op lists, magnitude bins, signs,
+ * probabilities and order of random draws (shared spec sections 3 and 4).
+ *
+ * Magnitudes are torch.linspace tables in float32, recomputed here with the
+ * arithmetic of torch's CPU kernel so that every bin is the float torchvision
+ * uses (a blend factor 1 + m depends on its last bits). Each draw comes from
+ * the sample's Philox stream, so a policy's choices for (seed, epoch, index)
+ * are the same on any thread or device. */
+#include <math.h>
+#include <string.h>
+
+#include "pipeline/policy.h"
+
+float ff__linspace_f32(float lo, float hi, int n, int k) {
+  if (n == 1) return lo;
+  float step = (hi - lo) / (float)(n - 1);
+  int half = n / 2;
+  /* torch 1.13 (AVX2): 8-lane vectors while 16 or more elements remain,
+   * each lane base + lane*step; the tail one by one, fused. */
+  int vector_end = n / 16 * 16;
+  if (k < vector_end) {
+    int b = k / 8 * 8;
+    float base = b < half ? lo + step * (float)b : hi - step * (float)(n - 1 - b);
+    return base + (float)(k - b) * step;
+  }
+  return k < half ? fmaf(step, (float)k, lo) : fmaf(-step, (float)(n - 1 - k), hi);
+}
+
+typedef enum family { RA, TA, AA, AM } family;
+
+static int is_signed(ff__aug_op op) {
+  return op >= FF__AUG_SHEAR_X && op <= FF__AUG_SHARPNESS;
+}
+
+static int has_magnitude(ff__aug_op op) {
+  return op != FF__AUG_IDENTITY && op != FF__AUG_AUTOCONTRAST && op != FF__AUG_EQUALIZE &&
+         op != FF__AUG_INVERT;
+}
+
+/* The magnitude of op at bin k of n for family f on an h x w image, before
+ * the sign (torchvision's _augmentation_space). */
+static double bin_magnitude(family f, ff__aug_op op, int k, int n, int h, int w) {
+  int wide = f == TA;
+  switch (op) {
+  case FF__AUG_SHEAR_X:
+  case FF__AUG_SHEAR_Y: return ff__linspace_f32(0.0f, wide ? 0.99f : 0.3f, n, k);
+  case FF__AUG_TRANSLATE_X:
+  case FF__AUG_TRANSLATE_Y: {
+    /* int(k * hi / (n - 1)) in double equals int() of torch's float32 bin
+     * for every size up to 2048 (spec 3.1). */
+    double size = op == FF__AUG_TRANSLATE_X ? w : h;
+    double hi = f == TA ? 32.0 : f == AM ? size / 3.0 : 150.0 / 331.0 * size;
+    return (double)(long)(k * hi / (n - 1));
+  }
+  case FF__AUG_ROTATE: return ff__linspace_f32(0.0f, wide ? 135.0f : 30.0f, n, k);
+  case FF__AUG_BRIGHTNESS:
+  case FF__AUG_COLOR:
+  case FF__AUG_CONTRAST:
+  case FF__AUG_SHARPNESS: return ff__linspace_f32(0.0f, wide ? 0.99f : 0.9f, n, k);
+  case FF__AUG_POSTERIZE: {
+    float q = (float)k / (float)((n - 1) / (wide ? 6.0 : 4.0));
+    return (f == AM ? 4 : 8) - (int)rintf(q);
+  }
+  case FF__AUG_SOLARIZE: return ff__linspace_f32(255.0f, 0.0f, n, k);
+  default: return 0.0;
+  }
+}
+
+/* Appends op with signed magnitude m as torchvision's _apply_op calls it:
+ * the factor ops get 1 + m (in double), the others m itself. */
+static void push(ff__step *out, int *n, const ff__op *policy, ff__aug_op op, double m) {
+  if (op == FF__AUG_IDENTITY) return;
+  double arg = op >= FF__AUG_BRIGHTNESS && op <= FF__AUG_SHARPNESS ? 1.0 + m : m;
+  ff__step *s = &out[(*n)++];
+  memset(s, 0, sizeof *s);
+  s->kind = FF__STEP_AUG;
+  s->aug = policy->aug; /* interpolation and fill */
+  s->aug.op = op;
+  s->aug.arg = arg;
+}
+
+static const ff__aug_op wide_ops[14] = {
+    FF__AUG_IDENTITY,   FF__AUG_SHEAR_X,    FF__AUG_SHEAR_Y, FF__AUG_TRANSLATE_X, FF__AUG_TRANSLATE_Y,
+    FF__AUG_ROTATE,     FF__AUG_BRIGHTNESS, FF__AUG_COLOR,   FF__AUG_CONTRAST,    FF__AUG_SHARPNESS,
+    FF__AUG_POSTERIZE,  FF__AUG_SOLARIZE,   FF__AUG_AUTOCONTRAST, FF__AUG_EQUALIZE};
+
+static const ff__aug_op augmix_ops[13] = {
+    FF__AUG_SHEAR_X,   FF__AUG_SHEAR_Y,  FF__AUG_TRANSLATE_X,  FF__AUG_TRANSLATE_Y, FF__AUG_ROTATE,
+    FF__AUG_POSTERIZE, FF__AUG_SOLARIZE, FF__AUG_AUTOCONTRAST, FF__AUG_EQUALIZE,    FF__AUG_BRIGHTNESS,
+    FF__AUG_COLOR,     FF__AUG_CONTRAST, FF__AUG_SHARPNESS};
+
+/* AutoAugment sub-policies: two (op, probability, bin) each; bin -1 = none. */
+typedef struct sub_op {
+  ff__aug_op op;
+  float p;
+  int bin;
+} sub_op;
+
+#define SX FF__AUG_SHEAR_X
+#define SY FF__AUG_SHEAR_Y
+#define TX FF__AUG_TRANSLATE_X
+#define TY FF__AUG_TRANSLATE_Y
+#define RO FF__AUG_ROTATE
+#define BR FF__AUG_BRIGHTNESS
+#define CO FF__AUG_COLOR
+#define CT FF__AUG_CONTRAST
+#define SH FF__AUG_SHARPNESS
+#define PO FF__AUG_POSTERIZE
+#define SO FF__AUG_SOLARIZE
+#define AC FF__AUG_AUTOCONTRAST
+#define EQ FF__AUG_EQUALIZE
+#define IN FF__AUG_INVERT
+
+static const sub_op aa_policies[3][25][2] = {
+    { /* IMAGENET */
+     {{PO, .4f, 8}, {RO, .6f, 9}}, {{SO, .6f, 5}, {AC, .6f, -1}}, {{EQ, .8f, -1}, {EQ, .6f, -1}},
+     {{PO, .6f, 7}, {PO, .6f, 6}}, {{EQ, .4f, -1}, {SO, .2f, 4}}, {{EQ, .4f, -1}, {RO, .8f, 8}},
+     {{SO, .6f, 3}, {EQ, .6f, -1}}, {{PO, .8f, 5}, {EQ, 1.f, -1}}, {{RO, .2f, 3}, {SO, .6f, 8}},
+     {{EQ, .6f, -1}, {PO, .4f, 6}}, {{RO, .8f, 8}, {CO, .4f, 0}}, {{RO, .4f, 9}, {EQ, .6f, -1}},
+     {{EQ, .0f, -1}, {EQ, .8f, -1}}, {{IN, .6f, -1}, {EQ, 1.f, -1}}, {{CO, .6f, 4}, {CT, 1.f, 8}},
+     {{RO, .8f, 8}, {CO, 1.f, 2}}, {{CO, .8f, 8}, {SO, .8f, 7}}, {{SH, .4f, 7}, {IN, .6f, -1}},
+     {{SX, .6f, 5}, {EQ, 1.f, -1}}, {{CO, .4f, 0}, {EQ, .6f, -1}}, {{EQ, .4f, -1}, {SO, .2f, 4}},
+     {{SO, .6f, 5}, {AC, .6f, -1}}, {{IN, .6f, -1}, {EQ, 1.f, -1}}, {{CO, .6f, 4}, {CT, 1.f, 8}},
+     {{EQ, .8f, -1}, {EQ, .6f, -1}}},
+    { /* CIFAR10 */
+     {{IN, .1f, -1}, {CT, .2f, 6}}, {{RO, .7f, 2}, {TX, .3f, 9}}, {{SH, .8f, 1}, {SH, .9f, 3}},
+     {{SY, .5f, 8}, {TY, .7f, 9}}, {{AC, .5f, -1}, {EQ, .9f, -1}}, {{SY, .2f, 7}, {PO, .3f, 7}},
+     {{CO, .4f, 3}, {BR, .6f, 7}}, {{SH, .3f, 9}, {BR, .7f, 9}}, {{EQ, .6f, -1}, {EQ, .5f, -1}},
+     {{CT, .6f, 7}, {SH, .6f, 5}}, {{CO, .7f, 7}, {TX, .5f, 8}}, {{EQ, .3f, -1}, {AC, .4f, -1}},
+     {{TY, .4f, 3}, {SH, .2f, 6}}, {{BR, .9f, 6}, {CO, .2f, 8}}, {{SO, .5f, 2}, {IN, .0f, -1}},
+     {{EQ, .2f, -1}, {AC, .6f, -1}}, {{EQ, .2f, -1}, {EQ, .6f, -1}}, {{CO, .9f, 9}, {EQ, .6f, -1}},
+     {{AC, .8f, -1}, {SO, .2f, 8}}, {{BR, .1f, 3}, {CO, .7f, 0}}, {{SO, .4f, 5}, {AC, .9f, -1}},
+     {{TY, .9f, 9}, {TY, .7f, 9}}, {{AC, .9f, -1}, {SO, .8f, 3}}, {{EQ, .8f, -1}, {IN, .1f, -1}},
+     {{TY, .7f, 9}, {AC, .9f, -1}}},
+    { /* SVHN */
+     {{SX, .9f, 4}, {IN, .2f, -1}}, {{SY, .9f, 8}, {IN, .7f, -1}}, {{EQ, .6f, -1}, {SO, .6f, 6}},
+     {{IN, .9f, -1}, {EQ, .6f, -1}}, {{EQ, .6f, -1}, {RO, .9f, 3}}, {{SX, .9f, 4}, {AC, .8f, -1}},
+     {{SY, .9f, 8}, {IN, .4f, -1}}, {{SY, .9f, 5}, {SO, .2f, 6}}, {{IN, .9f, -1}, {AC, .8f, -1}},
+     {{EQ, .6f, -1}, {RO, .9f, 3}}, {{SX, .9f, 4}, {SO, .3f, 3}}, {{SY, .8f, 8}, {IN, .7f, -1}},
+     {{EQ, .9f, -1}, {TY, .6f, 6}}, {{IN, .9f, -1}, {EQ, .6f, -1}}, {{CT, .3f, 3}, {RO, .8f, 4}},
+     {{IN, .8f, -1}, {TY, .0f, 2}}, {{SY, .7f, 6}, {SO, .4f, 8}}, {{IN, .6f, -1}, {RO, .8f, 4}},
+     {{SY, .3f, 7}, {TX, .9f, 3}}, {{SX, .1f, 6}, {IN, .6f, -1}}, {{SO, .7f, 2}, {TY, .6f, 7}},
+     {{SY, .8f, 4}, {IN, .8f, -1}}, {{SX, .7f, 9}, {TY, .8f, 3}}, {{SY, .8f, 5}, {AC, .7f, -1}},
+     {{SX, .7f, 2}, {IN, .1f, -1}}},
+};
+
+/* A Gamma(alpha, 1) variate (Marsaglia and Tsang, 2000), for the Dirichlet
+ * weights of AugMix; planning is host-only, so double and libm are fine. */
+static double uniform_open(ff__philox *rng) {
+  uint64_t x = ((uint64_t)ff__philox_u32(rng) << 32) | ff__philox_u32(rng);
+  return ((double)(x >> 11) + 0.5) * (1.0 / 9007199254740992.0);
+}
+
+static double gamma_variate(ff__philox *rng, double alpha) {
+  if (alpha < 1.0) return gamma_variate(rng, alpha + 1.0) * pow(uniform_open(rng), 1.0 / alpha);
+  double d = alpha - 1.0 / 3.0, c = 1.0 / sqrt(9.0 * d);
+  for (;;) {
+    double u1 = uniform_open(rng), u2 = uniform_open(rng);
+    double x = sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
+    double v = 1.0 + c * x;
+    if (v <= 0) continue;
+    v = v * v * v;
+    double u = uniform_open(rng);
+    if (u < 1.0 - 0.0331 * x * x * x * x || log(u) < 0.5 * x * x + d * (1.0 - v + log(v))) return d * v;
+  }
+}
+
+/* Dirichlet(alpha, ..., alpha) of k components, as float32. */
+static void dirichlet(ff__philox *rng, double alpha, int k, float *out) {
+  double g[16], sum = 0;
+  for (int i = 0; i < k; i++) sum += g[i] = gamma_variate(rng, alpha);
+  for (int i = 0; i < k; i++) out[i] = (float)(g[i] / sum);
+}
+
+int ff__policy_plan(const ff__op *op, ff__philox *rng, int h, int w, ff__step *out) {
+  int n = 0;
+  switch (op->kind) {
+  case FF__OP_RAND_AUGMENT:
+    for (int i = 0; i < op->num_ops; i++) {
+      ff__aug_op a = wide_ops[ff__philox_randint(rng, 0, 13)];
+      double arg = bin_magnitude(RA, a, op->magnitude, op->num_magnitude_bins, h, w);
+      if (is_signed(a) && ff__philox_randint(rng, 0, 1)) arg = -arg;
+      push(out, &n, op, a, arg);
+    }
+    break;
+  case FF__OP_TRIVIAL_AUGMENT_WIDE: {
+    ff__aug_op a = wide_ops[ff__philox_randint(rng, 0, 13)];
+    double arg = 0;
+    if (has_magnitude(a)) {
+      int k = (int)ff__philox_randint(rng, 0, op->num_magnitude_bins - 1);
+      arg = bin_magnitude(TA, a, k, op->num_magnitude_bins, h, w);
+    }
+    if (is_signed(a) && ff__philox_randint(rng, 0, 1)) arg = -arg;
+    push(out, &n, op, a, arg);
+    break;
+  }
+  case FF__OP_AUTO_AUGMENT: {
+    /* All draws up front: sub-policy, two probabilities, two signs. */
+    const sub_op *sub = aa_policies[op->policy][ff__philox_randint(rng, 0, 24)];
+    float p[2] = {ff__philox_uniform(rng, 0.0f, 1.0f), ff__philox_uniform(rng, 0.0f, 1.0f)};
+    int sign[2] = {(int)ff__philox_randint(rng, 0, 1), (int)ff__philox_randint(rng, 0, 1)};
+    for (int i = 0; i < 2; i++) {
+      if (!(p[i] <= sub[i].p)) continue; /* float32 tensor vs Python float: compared in float32 */
+      ff__aug_op a = sub[i].op;
+      double arg = sub[i].bin >= 0 ? bin_magnitude(AA, a, sub[i].bin, 10, h, w) : 0.0;
+      if (is_signed(a) && sign[i] == 0) arg = -arg;
+      push(out, &n, op, a, arg);
+    }
+    break;
+  }
+  case FF__OP_AUG_MIX: {
+    float m[2], weights[8];
+    dirichlet(rng, op->alpha, 2, m);
+    dirichlet(rng, op->alpha, op->mixture_width, weights);
+    int num_ops = op->all_ops ? 13 : 9;
+    ff__step *s = &out[n++];
+    memset(s, 0, sizeof *s);
+    s->kind = FF__STEP_MIX_BEGIN, s->weight = m[0];
+    for (int i = 0; i < op->mixture_width; i++) {
+      s = &out[n++];
+      memset(s, 0, sizeof *s);
+      s->kind = FF__STEP_CHAIN_BEGIN;
+      int depth = op->chain_depth > 0 ? op->chain_depth : (int)ff__philox_randint(rng, 1, 3);
+      for (int d = 0; d < depth; d++) {
+        ff__aug_op a = augmix_ops[ff__philox_randint(rng, 0, num_ops - 1)];
+        double arg = 0;
+        if (has_magnitude(a)) arg = bin_magnitude(AM, a, (int)ff__philox_randint(rng, 0, op->severity - 1), 10, h, w);
+        if (is_signed(a) && ff__philox_randint(rng, 0, 1)) arg = -arg;
+        push(out, &n, op, a, arg);
+      }
+      s = &out[n++];
+      memset(s, 0, sizeof *s);
+      s->kind = FF__STEP_CHAIN_END, s->weight = weights[i] * m[1];
+    }
+    s = &out[n++];
+    memset(s, 0, sizeof *s);
+    s->kind = FF__STEP_MIX_END;
+    break;
+  }
+  default: break;
+  }
+  return n;
+}

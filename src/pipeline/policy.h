@@ -1,0 +1,18 @@
+/* policy.h — the automatic augmentation policies' random draws, lowered to
+ * plan steps (used by the planner). */
+#ifndef FF_PIPELINE_POLICY_H
+#define FF_PIPELINE_POLICY_H
+
+#include "core/philox.h"
+#include "pipeline/pipeline.h"
+
+/* Element k of torch.linspace(lo, hi, n) in float32, computed as torch 1.13's
+ * CPU kernel does (spec 3.3). */
+float ff__linspace_f32(float lo, float hi, int n, int k);
+
+/* Draws the choices of policy op `op` (rand_augment, trivial_augment_wide,
+ * auto_augment, aug_mix) for an h x w image from rng and writes its steps to
+ * out (room for ff__op's bound, see parse.c); returns how many. */
+int ff__policy_plan(const ff__op *op, ff__philox *rng, int h, int w, ff__step *out);
+
+#endif
