@@ -33,6 +33,7 @@ demo: build demo-data
 
 bench: build demo-data
 	$(PYTHON) bench/compare.py --data $(DEMO_DIR) --cli $(BUILD)/fusionflow --decode-only $(BUILD)/decode_only --repeats 3
+	$(PYTHON) bench/policies.py --data $(DEMO_DIR) --cli $(BUILD)/fusionflow
 
 clean:
 	rm -rf $(BUILD)

@@ -25,9 +25,14 @@ IMAGENET_STD = (0.229, 0.224, 0.225)
 
 # fusionflow pipeline text for each --pipeline choice; the torchvision transforms
 # for the same choice are built in tv_transform().
+_HEAD = "decode | random_resized_crop(size=224) | random_horizontal_flip | "
+_TAIL = "normalize(mean=imagenet, std=imagenet)"
 PIPELINES = {
-    "standard": "decode | random_resized_crop(size=224) | random_horizontal_flip"
-                " | normalize(mean=imagenet, std=imagenet)",
+    "standard": _HEAD + _TAIL,
+    "rand_augment": _HEAD + "rand_augment(num_ops=2, magnitude=9) | " + _TAIL,
+    "trivial_augment_wide": _HEAD + "trivial_augment_wide | " + _TAIL,
+    "auto_augment": _HEAD + "auto_augment(policy=imagenet) | " + _TAIL,
+    "aug_mix": _HEAD + "aug_mix | " + _TAIL,
 }
 
 IMG_EXT = (".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp")
@@ -88,15 +93,18 @@ def run_fusionflow(args):
 # ---------------------------------------------------------------- torchvision
 
 def tv_transform(pipeline):
+    """torchvision's reference recipe for the same pipeline (PIL path: the
+    policies run on PIL images, as in references/classification/presets.py)."""
     from torchvision import transforms as T
-    if pipeline == "standard":
-        return T.Compose([
-            T.RandomResizedCrop(224),
-            T.RandomHorizontalFlip(),
-            T.ToTensor(),
-            T.Normalize(IMAGENET_MEAN, IMAGENET_STD),
-        ])
-    raise ValueError(pipeline)
+    policy = {
+        "standard": [],
+        "rand_augment": [T.RandAugment(num_ops=2, magnitude=9)],
+        "trivial_augment_wide": [T.TrivialAugmentWide()],
+        "auto_augment": [T.AutoAugment(T.AutoAugmentPolicy.IMAGENET)],
+        "aug_mix": [T.AugMix()],
+    }[pipeline]
+    return T.Compose([T.RandomResizedCrop(224), T.RandomHorizontalFlip()] + policy +
+                     [T.ToTensor(), T.Normalize(IMAGENET_MEAN, IMAGENET_STD)])
 
 
 def _worker_init(_):

@@ -198,7 +198,8 @@ typedef struct ff_tensor {
 } ff_tensor;
 
 /* Samples in the batch: batch_size, fewer for the last batch of an epoch
- * without drop_last, and fewer still by the samples skipped (on_error=skip). */
+ * without drop_last, and fewer still by the samples skipped (on_error=skip);
+ * never 0: a batch whose samples were all skipped is not handed out. */
 FF_API size_t ff_batch_size(const ff_batch *batch);
 
 /* Index of the batch within its epoch (0-based), and its epoch. */

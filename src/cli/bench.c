@@ -6,6 +6,7 @@
  * object on stdout. */
 #include <errno.h>
 #include <getopt.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,16 +51,30 @@ static void bench_usage(FILE *f) {
           "Exit status: 0 success, 1 runtime error (the message names the file or cause), 2 usage.\n");
 }
 
-static int parse_long(const char *opt, const char *s, long min, long *out) {
+static int parse_long(const char *opt, const char *s, long min, long max, long *out) {
   char *end;
   errno = 0;
   long v = strtol(s, &end, 10);
-  if (!*s || *end || errno || v < min) {
-    fprintf(stderr, "fusionflow bench: %s expects an integer >= %ld, got '%s'\n", opt, min, s);
+  if (!*s || *end || errno || v < min || v > max) {
+    fprintf(stderr, "fusionflow bench: --%s expects an integer in [%ld, %ld], got '%s'\n", opt, min, max, s);
     return 0;
   }
   *out = v;
   return 1;
+}
+
+static void json_string(FILE *f, const char *s);
+
+/* The message on stderr, and with --json also as {"error": ...} on stdout
+ * so that a reader of stdout always gets one JSON object. */
+static void report_error(int json, ff_status st, const char *msg) {
+  fprintf(stderr, "fusionflow bench: %s\n", msg);
+  if (!json) return;
+  printf("{\"error\": ");
+  json_string(stdout, msg);
+  printf(", \"status\": ");
+  json_string(stdout, ff_status_str(st));
+  printf("}\n");
 }
 
 static void sleep_ms(double ms) {
@@ -121,18 +136,18 @@ int ff__cli_bench(int argc, char **argv) {
     switch (c) {
     case O_SOURCE: cfg.source = optarg; break;
     case O_PIPELINE: cfg.pipeline = optarg; break;
-    case O_BATCH: if (!parse_long(name, optarg, 1, &v)) return 2; cfg.batch_size = (int)v; break;
-    case O_BATCHES: if (!parse_long(name, optarg, 1, &batches)) return 2; break;
-    case O_EPOCHS: if (!parse_long(name, optarg, 1, &epochs)) return 2; break;
-    case O_WARMUP: if (!parse_long(name, optarg, 0, &warmup)) return 2; break;
-    case O_THREADS: if (!parse_long(name, optarg, 1, &v)) return 2; cfg.num_threads = (int)v; break;
-    case O_PREFETCH: if (!parse_long(name, optarg, 1, &v)) return 2; cfg.prefetch = (int)v; break;
-    case O_SEED: if (!parse_long(name, optarg, 0, &v)) return 2; cfg.seed = (uint64_t)v; break;
+    case O_BATCH: if (!parse_long(name, optarg, 1, INT_MAX, &v)) return 2; cfg.batch_size = (int)v; break;
+    case O_BATCHES: if (!parse_long(name, optarg, 1, LONG_MAX, &batches)) return 2; break;
+    case O_EPOCHS: if (!parse_long(name, optarg, 1, LONG_MAX, &epochs)) return 2; break;
+    case O_WARMUP: if (!parse_long(name, optarg, 0, LONG_MAX, &warmup)) return 2; break;
+    case O_THREADS: if (!parse_long(name, optarg, 1, 1024, &v)) return 2; cfg.num_threads = (int)v; break;
+    case O_PREFETCH: if (!parse_long(name, optarg, 1, 64, &v)) return 2; cfg.prefetch = (int)v; break;
+    case O_SEED: if (!parse_long(name, optarg, 0, LONG_MAX, &v)) return 2; cfg.seed = (uint64_t)v; break;
     case O_NOSHUFFLE: cfg.shuffle = 0; break;
     case O_DROPLAST: cfg.drop_last = 1; break;
-    case O_RANK: if (!parse_long(name, optarg, 0, &v)) return 2; cfg.rank = (int)v; break;
-    case O_WORLD: if (!parse_long(name, optarg, 1, &v)) return 2; cfg.world_size = (int)v; break;
-    case O_MAXPIX: if (!parse_long(name, optarg, 1, &v)) return 2; cfg.max_image_pixels = (uint64_t)v; break;
+    case O_RANK: if (!parse_long(name, optarg, 0, INT_MAX, &v)) return 2; cfg.rank = (int)v; break;
+    case O_WORLD: if (!parse_long(name, optarg, 1, INT_MAX, &v)) return 2; cfg.world_size = (int)v; break;
+    case O_MAXPIX: if (!parse_long(name, optarg, 1, LONG_MAX, &v)) return 2; cfg.max_image_pixels = (uint64_t)v; break;
     case O_STEP: {
       char *end;
       step_ms = strtod(optarg, &end);
@@ -165,23 +180,25 @@ int ff__cli_bench(int argc, char **argv) {
     return 2;
   }
 
+  /* Without warm-up the clock includes opening: the workers start there. */
+  double t0 = now_s();
   ff_loader *loader;
   ff_status st = ff_loader_open(&cfg, &loader);
   if (st) {
-    fprintf(stderr, "fusionflow bench: %s\n", ff_loader_errmsg(loader));
+    report_error(json, st, ff_loader_errmsg(loader));
     ff_loader_close(loader);
     return st == FF_EINVAL || st == FF_EPIPELINE ? 2 : 1;
   }
   long per_epoch = (long)ff_loader_num_batches(loader);
   long total = batches ? batches : per_epoch * epochs;
   int bar = isatty(2);
-  if (!json || bar)
-    fprintf(stderr, "fusionflow bench: %zu samples, %ld batches of %d per epoch, %ld timed batches, %d threads\n",
-            ff_loader_dataset_size(loader), per_epoch, cfg.batch_size, total,
-            cfg.num_threads ? cfg.num_threads : 0);
-
   ff_stats base = {0}, end;
-  double t0 = now_s();
+  ff_loader_stats(loader, &end);
+  if (!json || bar)
+    fprintf(stderr, "fusionflow bench: %zu of %zu samples (rank %d), %ld batch%s of %d per epoch, %ld timed, %d thread%s\n",
+            ff_loader_num_samples(loader), ff_loader_dataset_size(loader), cfg.rank < 0 ? 0 : cfg.rank, per_epoch,
+            per_epoch == 1 ? "" : "es", cfg.batch_size, total, end.num_threads, end.num_threads == 1 ? "" : "s");
+
   long done = -warmup;
   uint64_t epoch = 0;
   while (done < total) {
@@ -208,7 +225,7 @@ int ff__cli_bench(int argc, char **argv) {
   if (bar) fputc('\n', stderr);
   ff_loader_stats(loader, &end);
   if (st && st != FF_END) {
-    fprintf(stderr, "fusionflow bench: %s\n", ff_loader_errmsg(loader));
+    report_error(json, st, ff_loader_errmsg(loader));
     ff_loader_close(loader);
     return 1;
   }

@@ -26,8 +26,9 @@ int main(int argc, char **argv) {
     usage(argc < 2 ? stderr : stdout);
     return argc < 2 ? 2 : 0;
   }
-  if (!strcmp(argv[1], "bench")) return ff__cli_bench(argc - 1, argv + 1);
-  if (!strcmp(argv[1], "augment")) return ff__cli_augment(argc - 1, argv + 1);
+  /* getopt names the command in its messages after argv[0]. */
+  if (!strcmp(argv[1], "bench")) return argv[1] = "fusionflow bench", ff__cli_bench(argc - 1, argv + 1);
+  if (!strcmp(argv[1], "augment")) return argv[1] = "fusionflow augment", ff__cli_augment(argc - 1, argv + 1);
   if (!strcmp(argv[1], "version") || !strcmp(argv[1], "--version")) {
     printf("fusionflow %s\n", ff_version());
     return 0;

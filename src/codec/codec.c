@@ -10,10 +10,24 @@
 static const uint8_t jpeg_magic[3] = {0xFF, 0xD8, 0xFF};
 static const uint8_t png_magic[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1A, '\n'};
 
+/* A JPEG ends with an EOI marker (FF D9), perhaps followed by a little
+ * padding. A region decode stops at the region's last row, so a file cut
+ * short below it would pass or fail depending on the random crop; checking
+ * for the marker up front refuses a truncated file every time, as Pillow
+ * does. */
+static int has_jpeg_end(const uint8_t *data, size_t size_bytes) {
+  size_t tail = size_bytes < 4096 ? size_bytes : 4096;
+  for (size_t i = size_bytes - 1; i > size_bytes - tail; i--)
+    if (data[i] == 0xD9 && data[i - 1] == 0xFF) return 1;
+  return 0;
+}
+
 static ff_status sniff(const uint8_t *data, size_t size_bytes, const char *name, ff__format *out,
                        ff__error *err) {
   if (size_bytes == 0) return ff__error_set(err, FF_EDATA, "%s: empty file", name);
   if (size_bytes >= sizeof jpeg_magic && !memcmp(data, jpeg_magic, sizeof jpeg_magic)) {
+    if (!has_jpeg_end(data, size_bytes))
+      return ff__error_set(err, FF_EDATA, "%s: truncated JPEG (no end-of-image marker)", name);
     *out = FF__FORMAT_JPEG;
   } else if (size_bytes >= sizeof png_magic && !memcmp(data, png_magic, sizeof png_magic)) {
     *out = FF__FORMAT_PNG;

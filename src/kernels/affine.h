@@ -34,8 +34,7 @@ typedef struct ff__affine_grid {
 
 /* Fills g from the double inverse matrix m (output point → input point in
  * the centred frame, spec 1.3) of a width x height image. */
-FF_HD static inline void ff__affine_grid_make(const double m[6], int width, int height,
-                                              ff__affine_grid *g) {
+FF_HD static inline void ff__affine_grid_make(const double m[6], int width, int height, ff__affine_grid *g) {
   float hw = (float)(0.5 * width), hh = (float)(0.5 * height);
   g->a0 = (float)m[0] / hw, g->a1 = (float)m[1] / hw, g->a2 = (float)m[2] / hw;
   g->b0 = (float)m[3] / hh, g->b1 = (float)m[4] / hh, g->b2 = (float)m[5] / hh;
@@ -44,9 +43,7 @@ FF_HD static inline void ff__affine_grid_make(const double m[6], int width, int 
 
 /* Centred coordinate of pixel index k on an axis of half size `half`:
  * k + 0.5 - half, exact in float32 for any realistic size. */
-FF_HD static inline float ff__affine_centred(int k, float half) {
-  return ((float)k + 0.5f) - half;
-}
+FF_HD static inline float ff__affine_centred(int k, float half) { return ((float)k + 0.5f) - half; }
 
 /* One input coordinate from the two products of step 3, xa = f32(x*a0) and
  * ya = f32(y*a1) (callers may precompute them per column and per row: they
@@ -58,8 +55,7 @@ FF_HD static inline float ff__affine_coord(float xa, float ya, float off, float 
 }
 
 /* Input position (ix, iy) of output pixel (i, j). */
-FF_HD static inline void ff__affine_map(const ff__affine_grid *g, int i, int j, float *ix,
-                                        float *iy) {
+FF_HD static inline void ff__affine_map(const ff__affine_grid *g, int i, int j, float *ix, float *iy) {
   float x = ff__affine_centred(j, g->half_w), y = ff__affine_centred(i, g->half_h);
   *ix = ff__affine_coord(x * g->a0, y * g->a1, g->a2, g->half_w);
   *iy = ff__affine_coord(x * g->b0, y * g->b1, g->b2, g->half_h);
@@ -75,6 +71,14 @@ FF_HD static inline float ff__affine_clamp(float v, int size) {
   return v < hi ? v : hi;
 }
 
+/* floor of a clamped coordinate (|v| far below 2^31) as an int, written so
+ * that loops over it vectorise (floorf and float selects need
+ * -fno-trapping-math for that); exact. */
+FF_HD static inline int ff__affine_floor(float v) {
+  int t = (int)v;
+  return t - ((float)t > v);
+}
+
 /* The uint8 value of a fill channel as torchvision writes it for a pixel
  * mapped entirely outside: f32(fill) rounded half to even, saturated. */
 FF_HD static inline uint8_t ff__affine_fill_u8(float fill) { return ff__round_u8(fill); }
@@ -82,9 +86,8 @@ FF_HD static inline uint8_t ff__affine_fill_u8(float fill) { return ff__round_u8
 /* Nearest: the pixel whose centre is closest (round half to even; torch's
  * round). Writes 3 channels of out from the interleaved RGB src (stride
  * bytes per row), or fill_u8 (the fill, or zeros) when mapped outside. */
-FF_HD static inline void ff__affine_nearest(const uint8_t *src, size_t stride, int width,
-                                            int height, float ix, float iy,
-                                            const uint8_t fill_u8[3], uint8_t out[3]) {
+FF_HD static inline void ff__affine_nearest(const uint8_t *src, size_t stride, int width, int height,
+                                            float ix, float iy, const uint8_t fill_u8[3], uint8_t out[3]) {
   int u = (int)rintf(ff__affine_clamp(ix, width));
   int v = (int)rintf(ff__affine_clamp(iy, height));
   const uint8_t *p = (unsigned)u < (unsigned)width && (unsigned)v < (unsigned)height
@@ -99,14 +102,12 @@ typedef struct ff__affine_taps {
   float nw, ne, sw, se;
 } ff__affine_taps;
 
-FF_HD static inline ff__affine_taps ff__affine_taps_of(float ix, float iy, int width,
-                                                       int height) {
+FF_HD static inline ff__affine_taps ff__affine_taps_of(float ix, float iy, int width, int height) {
   ff__affine_taps t;
   ix = ff__affine_clamp(ix, width), iy = ff__affine_clamp(iy, height);
-  float fx = floorf(ix), fy = floorf(iy);
-  float wx = ix - fx, wy = iy - fy;
+  t.x0 = ff__affine_floor(ix), t.y0 = ff__affine_floor(iy);
+  float wx = ix - (float)t.x0, wy = iy - (float)t.y0;
   float ex = 1.0f - wx, sy = 1.0f - wy;
-  t.x0 = (int)fx, t.y0 = (int)fy;
   t.nw = sy * ex, t.ne = sy * wx, t.sw = wy * ex, t.se = wy * wx;
   return t;
 }
@@ -128,9 +129,8 @@ FF_HD static inline float ff__affine_fill_blend(float val, float mask, float fil
  * 0 to the mask). fill: NULL for black (no mask channel), else the three
  * fill values. General form for any position; the CPU op uses it for the
  * pixels whose taps are not all inside. */
-FF_HD static inline void ff__affine_bilinear(const uint8_t *src, size_t stride, int width,
-                                             int height, const ff__affine_taps *t,
-                                             const float *fill, uint8_t out[3]) {
+FF_HD static inline void ff__affine_bilinear(const uint8_t *src, size_t stride, int width, int height,
+                                             const ff__affine_taps *t, const float *fill, uint8_t out[3]) {
   int x1 = t->x0 + 1, y1 = t->y0 + 1;
   int in_x0 = (unsigned)t->x0 < (unsigned)width, in_x1 = (unsigned)x1 < (unsigned)width;
   int in_y0 = (unsigned)t->y0 < (unsigned)height, in_y1 = (unsigned)y1 < (unsigned)height;
@@ -140,8 +140,7 @@ FF_HD static inline void ff__affine_bilinear(const uint8_t *src, size_t stride, 
   const uint8_t *p_sw = k_sw ? src + (size_t)y1 * stride + (size_t)t->x0 * 3 : NULL;
   const uint8_t *p_se = k_se ? src + (size_t)y1 * stride + (size_t)x1 * 3 : NULL;
   float mask = 0.0f;
-  if (fill)
-    mask = ff__affine_blend4((float)k_nw, (float)k_ne, (float)k_sw, (float)k_se, t);
+  if (fill) mask = ff__affine_blend4((float)k_nw, (float)k_ne, (float)k_sw, (float)k_se, t);
   for (int c = 0; c < 3; c++) {
     float val = ff__affine_blend4(p_nw ? (float)p_nw[c] : 0.0f, p_ne ? (float)p_ne[c] : 0.0f,
                                   p_sw ? (float)p_sw[c] : 0.0f, p_se ? (float)p_se[c] : 0.0f, t);

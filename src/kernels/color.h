@@ -59,15 +59,11 @@ FF_HD static inline uint8_t ff__gray_u8(uint8_t r, uint8_t g, uint8_t b) {
  * neighbourhood + 4 * centre (kernel of ones, 5 at the centre, over 13).
  * torch rounds s/13 half to even in float32; s/13 is never a tie, so
  * floor((2s + 13) / 26) is the same value, exactly. 0 <= s <= 13 * 255. */
-FF_HD static inline uint8_t ff__sharp_smooth_u8(int s) {
-  return (uint8_t)((2 * s + 13) / 26);
-}
+FF_HD static inline uint8_t ff__sharp_smooth_u8(int s) { return (uint8_t)((2 * s + 13) / 26); }
 
 /* Posterize (spec 2.11): the AND mask keeping the top `bits` bits; bits 0
  * gives 0 (all black), bits 8 gives 0xFF (identity). */
-FF_HD static inline uint8_t ff__posterize_mask(int bits) {
-  return (uint8_t)((0xFF << (8 - bits)) & 0xFF);
-}
+FF_HD static inline uint8_t ff__posterize_mask(int bits) { return (uint8_t)((0xFF << (8 - bits)) & 0xFF); }
 
 /* Solarize (spec 2.12): pixels at or above the threshold are inverted; the
  * comparison is float32, with the threshold already rounded to float32. */
@@ -76,9 +72,7 @@ FF_HD static inline uint8_t ff__solarize_u8(uint8_t x, float threshold_f32) {
 }
 
 /* Invert (spec 2.15). */
-FF_HD static inline uint8_t ff__invert_u8(uint8_t x) {
-  return (uint8_t)(255 - x);
-}
+FF_HD static inline uint8_t ff__invert_u8(uint8_t x) { return (uint8_t)(255 - x); }
 
 /* AutoContrast's scale for a channel with minimum lo < maximum hi:
  * torchvision writes 255.0 / (hi - lo) with a float32 tensor on the right,

@@ -312,6 +312,10 @@ static ff_status loader_start(ff_loader *l) {
   ff__error *err = &l->err;
   ff_status st = check_config(&l->cfg, err);
   if (!st) st = ff__pipeline_parse(l->cfg.pipeline, &l->pipe, err);
+  if (!st && l->cfg.max_image_pixels && l->pipe.peak_pixels > l->cfg.max_image_pixels)
+    st = ff__error_set(err, FF_EPIPELINE, "pipeline column %d: this op makes images of %llu pixels, over "
+                       "max_image_pixels (%llu)", l->pipe.peak_column, (unsigned long long)l->pipe.peak_pixels,
+                       (unsigned long long)l->cfg.max_image_pixels);
   if (!st) st = ff__source_open(l->cfg.source, &l->index, err);
   if (st) return st;
 
@@ -398,8 +402,18 @@ void ff_loader_close(ff_loader *l) {
 
 const char *ff_loader_errmsg(const ff_loader *l) { return l ? l->err.msg : "out of memory"; }
 
+/* A loader that failed to open keeps its message; calls on it say so. */
+static ff_status failed_open(ff_loader *l) {
+  if (strncmp(l->err.msg, "the loader failed to open: ", 27)) {
+    char reason[FF__ERRMSG_MAX];
+    snprintf(reason, sizeof reason, "%s", l->err.msg);
+    ff__error_set(&l->err, FF_EINVAL, "the loader failed to open: %s", reason);
+  }
+  return FF_EINVAL;
+}
+
 ff_status ff_loader_set_epoch(ff_loader *l, uint64_t epoch) {
-  if (!l->started_threads) return ff__error_set(&l->err, FF_EINVAL, "the loader failed to open: %s", l->err.msg);
+  if (!l->started_threads) return failed_open(l);
   pthread_mutex_lock(&l->mu);
   /* The epoch about to start is already being prepared: keep that work. */
   if (epoch != l->out_epoch || l->next_out) restart_epoch(l, epoch);
@@ -412,38 +426,46 @@ size_t ff_loader_num_samples(const ff_loader *l) { return l->num_samples; }
 size_t ff_loader_dataset_size(const ff_loader *l) { return l->index.count; }
 
 ff_status ff_loader_next(ff_loader *l, ff_batch **out) {
-  if (!l->started_threads) return ff__error_set(&l->err, FF_EINVAL, "the loader failed to open: %s", l->err.msg);
+  if (!l->started_threads) return failed_open(l);
   uint64_t t0 = ff__now_ns();
+  ff_status st = FF_OK;
   pthread_mutex_lock(&l->mu);
-  if (l->next_out == l->num_batches) { /* the workers are on the next epoch already */
-    l->out_epoch++;
-    l->next_out = 0;
-    pthread_cond_broadcast(&l->work_cv);
-    pthread_mutex_unlock(&l->mu);
-    return FF_END;
-  }
-  if (l->held == l->ring_size) {
-    pthread_mutex_unlock(&l->mu);
-    return ff__error_set(&l->err, FF_EINVAL, "all %d batches of the ring are held: release one first (prefetch=%d)",
+  for (;;) {
+    if (l->next_out == l->num_batches) { /* the workers are on the next epoch already */
+      l->out_epoch++;
+      l->next_out = 0;
+      st = FF_END;
+      break;
+    }
+    if (l->held == l->ring_size) {
+      st = ff__error_set(&l->err, FF_EINVAL, "all %d batches of the ring are held: release one first (prefetch=%d)",
                          l->ring_size, l->cfg.prefetch);
-  }
-  ff_batch *e;
-  while (!(e = entry_of(l, l->out_epoch, l->next_out)) || e->state != BUF_READY) pthread_cond_wait(&l->ready_cv, &l->mu);
-  l->next_out++;
-  l->stats.wait_ns += ff__now_ns() - t0;
-  ff_status st = e->error.status;
-  if (st) {
-    l->err = e->error;
-    clear_skips(l, e);
-    e->state = BUF_FREE;
-  } else {
+      break;
+    }
+    ff_batch *e;
+    while (!(e = entry_of(l, l->out_epoch, l->next_out)) || e->state != BUF_READY)
+      pthread_cond_wait(&l->ready_cv, &l->mu);
+    l->next_out++;
+    if ((st = e->error.status)) {
+      l->err = e->error;
+      clear_skips(l, e);
+      e->state = BUF_FREE;
+      break;
+    }
     report_skips(l, e);
+    if (!e->size) { /* every sample skipped: no empty batch goes out */
+      e->state = BUF_FREE;
+      pthread_cond_broadcast(&l->work_cv);
+      continue;
+    }
     e->state = BUF_HELD;
     l->held++;
     l->stats.batches++;
     l->stats.samples += e->size;
     *out = e;
+    break;
   }
+  l->stats.wait_ns += ff__now_ns() - t0;
   pthread_cond_broadcast(&l->work_cv);
   pthread_mutex_unlock(&l->mu);
   return st;

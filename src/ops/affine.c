@@ -81,9 +81,7 @@ static void op_matrix(const ff__aug *a, int w, int h, double m[6]) {
   case FF__AUG_ROTATE: /* F.rotate hands the builder -angle */
     inverse_affine(0.0, 0.0, -arg, 0.0, 0.0, 1.0, 0.0, 0.0, m);
     break;
-  default: /* identity */
-    inverse_affine(0.0, 0.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, m);
-    break;
+  default: /* identity */ inverse_affine(0.0, 0.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, m); break;
   }
 }
 
@@ -118,14 +116,17 @@ static void translate(const ff__image *src, ff__image *dst, int tx, int ty, cons
         memcpy(out, fill_row, row_bytes);
         continue;
       }
-      for (int j = 0; j < w; j++) memcpy(out + (size_t)j * 3, fill, 3);
+      for (int j = 0; j < w; j++)
+        memcpy(out + (size_t)j * 3, fill, 3);
       fill_row = out;
       continue;
     }
-    for (int j = 0; j < j0; j++) memcpy(out + (size_t)j * 3, fill, 3);
+    for (int j = 0; j < j0; j++)
+      memcpy(out + (size_t)j * 3, fill, 3);
     memcpy(out + (size_t)j0 * 3, src->data + (size_t)si * src->stride + (size_t)(j0 - tx) * 3,
            (size_t)(j1 - j0) * 3);
-    for (int j = j1; j < w; j++) memcpy(out + (size_t)j * 3, fill, 3);
+    for (int j = j1; j < w; j++)
+      memcpy(out + (size_t)j * 3, fill, 3);
   }
 }
 
@@ -168,38 +169,139 @@ static void warp_nearest(const ff__affine_grid *g, const ff__image *src, ff__ima
   }
 }
 
-/* fill: NULL for black, else the three fill values. */
-FF_FMA_CLONES
-static void warp_bilinear(const ff__affine_grid *g, const ff__image *src, ff__image *dst,
-                          const float *fill) {
+/* Tap positions and weights of one chunk, one array per field (so that the
+ * mapping pass vectorises). */
+typedef struct chunk_taps {
+  const int *x0, *y0;
+  const float *nw, *ne, *sw, *se;
+} chunk_taps;
+
+static inline ff__affine_taps taps_at(const chunk_taps *t, int k) {
+  ff__affine_taps tk = {t->x0[k], t->y0[k], t->nw[k], t->ne[k], t->sw[k], t->se[k]};
+  return tk;
+}
+
+/* Bilinear output of pixel k of a chunk; fill: NULL for black. */
+static inline __attribute__((always_inline)) void bilinear_px(const ff__image *src, const chunk_taps *t,
+                                                              int k, const float *fill, uint8_t *o) {
   int w = src->width, h = src->height;
   size_t stride = src->stride;
-  float ix[CHUNK], iy[CHUNK];
-  ff__affine_taps t[CHUNK];
+  ff__affine_taps tk = taps_at(t, k);
+  if ((unsigned)tk.x0 < (unsigned)(w - 1) && (unsigned)tk.y0 < (unsigned)(h - 1)) {
+    /* all four taps inside */
+    const uint8_t *p = src->data + (size_t)tk.y0 * stride + (size_t)tk.x0 * 3;
+    const uint8_t *q = p + stride;
+    float mask = fill ? ff__affine_blend4(1.0f, 1.0f, 1.0f, 1.0f, &tk) : 1.0f;
+    for (int c = 0; c < 3; c++) {
+      float val = ff__affine_blend4((float)p[c], (float)p[c + 3], (float)q[c], (float)q[c + 3], &tk);
+      if (fill) val = ff__affine_fill_blend(val, mask, fill[c]);
+      o[c] = ff__round_u8(val);
+    }
+  } else {
+    ff__affine_bilinear(src->data, stride, w, h, &tk, fill, o);
+  }
+}
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#include <immintrin.h>
+#define HAVE_AVX2_PATH 1
+
+/* The gather pass of a chunk with SSE4.1/FMA: the three channels of a pixel
+ * in one vector, for groups of eight pixels whose taps are all inside and
+ * not in the last two rows (each tap is read as 4 bytes, so a row must
+ * follow); the scalar pixel otherwise. The same float32 operations in the
+ * same order as the scalar code — one rounding each, vfmadd for
+ * ff__fma_f32, roundps to nearest even — so the same bits. (AVX2 gathers
+ * across pixels were slower here.) */
+__attribute__((target("avx2,fma"))) static void
+gather_bilinear_avx2(const ff__image *src, const chunk_taps *t, int n, const float *fill, uint8_t *out) {
+  int w = src->width, h = src->height;
+  const __m256i lim_x = _mm256_set1_epi32(w - 1), lim_y = _mm256_set1_epi32(h - 2);
+  const __m256i minus1 = _mm256_set1_epi32(-1);
+  const __m128i pack4 = _mm_setr_epi8(0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1);
+  const __m128 fill4 = fill ? _mm_setr_ps(fill[0], fill[1], fill[2], 0.0f) : _mm_setzero_ps();
+  int k = 0;
+  for (; k + 8 <= n; k += 8) {
+    __m256i x0 = _mm256_loadu_si256((const __m256i *)(t->x0 + k));
+    __m256i y0 = _mm256_loadu_si256((const __m256i *)(t->y0 + k));
+    /* inside: -1 < x0 < w - 1 and -1 < y0 < h - 2 */
+    __m256i ok =
+        _mm256_and_si256(_mm256_and_si256(_mm256_cmpgt_epi32(x0, minus1), _mm256_cmpgt_epi32(lim_x, x0)),
+                         _mm256_and_si256(_mm256_cmpgt_epi32(y0, minus1), _mm256_cmpgt_epi32(lim_y, y0)));
+    if (_mm256_movemask_epi8(ok) != -1) {
+      for (int q = 0; q < 8; q++)
+        bilinear_px(src, t, k + q, fill, out + (size_t)(k + q) * 3);
+      continue;
+    }
+    /* per pixel, the three channels (and one spare byte) in one vector */
+    for (int q = k; q < k + 8; q++) {
+      const uint8_t *p = src->data + (size_t)t->y0[q] * src->stride + (size_t)t->x0[q] * 3;
+      const uint8_t *r = p + src->stride;
+      int b_nw, b_ne, b_sw, b_se;
+      memcpy(&b_nw, p, 4), memcpy(&b_ne, p + 3, 4), memcpy(&b_sw, r, 4), memcpy(&b_se, r + 3, 4);
+#define TAP(b) _mm_cvtepi32_ps(_mm_cvtepu8_epi32(_mm_cvtsi32_si128(b)))
+      __m128 nw = _mm_broadcast_ss(t->nw + q), ne = _mm_broadcast_ss(t->ne + q);
+      __m128 sw = _mm_broadcast_ss(t->sw + q), se = _mm_broadcast_ss(t->se + q);
+      __m128 val = _mm_fmadd_ps(
+          TAP(b_se), se, _mm_fmadd_ps(TAP(b_sw), sw, _mm_fmadd_ps(TAP(b_ne), ne, _mm_mul_ps(TAP(b_nw), nw))));
+#undef TAP
+      if (fill) {
+        __m128 one4 = _mm_set1_ps(1.0f);
+        __m128 mask = _mm_fmadd_ps(one4, se, _mm_fmadd_ps(one4, sw, _mm_fmadd_ps(one4, ne, nw)));
+        val = _mm_add_ps(_mm_mul_ps(val, mask), _mm_mul_ps(_mm_sub_ps(one4, mask), fill4));
+      }
+      val = _mm_min_ps(_mm_max_ps(val, _mm_setzero_ps()), _mm_set1_ps(255.0f));
+      __m128i v = _mm_cvtps_epi32(_mm_round_ps(val, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+      v = _mm_shuffle_epi8(v, pack4);
+      int bytes = _mm_cvtsi128_si32(v);
+      memcpy(out + (size_t)q * 3, &bytes, 3);
+    }
+  }
+  for (; k < n; k++)
+    bilinear_px(src, t, k, fill, out + (size_t)k * 3);
+}
+#endif
+
+/* Tap positions and weights of output pixels (i, j0 .. j0+n-1). */
+static inline void map_taps(const ff__affine_grid *g, int i, int j0, int n, int w, int h, int *restrict x0,
+                            int *restrict y0, float *restrict nw, float *restrict ne, float *restrict sw,
+                            float *restrict se) {
+  float y = ff__affine_centred(i, g->half_h), ya = y * g->a1, yb = y * g->b1;
+  float a0 = g->a0, a2 = g->a2, b0 = g->b0, b2 = g->b2, hw = g->half_w, hh = g->half_h;
+  for (int k = 0; k < n; k++) {
+    float x = ff__affine_centred(j0 + k, hw);
+    float ix = ff__affine_clamp(ff__affine_coord(x * a0, ya, a2, hw), w);
+    float iy = ff__affine_clamp(ff__affine_coord(x * b0, yb, b2, hh), h);
+    int fx = ff__affine_floor(ix), fy = ff__affine_floor(iy);
+    float wx = ix - (float)fx, wy = iy - (float)fy, ex = 1.0f - wx, sy = 1.0f - wy;
+    x0[k] = fx, y0[k] = fy;
+    nw[k] = sy * ex, ne[k] = sy * wx, sw[k] = wy * ex, se[k] = wy * wx;
+  }
+}
+
+/* fill: NULL for black, else the three fill values. */
+FF_FMA_CLONES
+static void warp_bilinear(const ff__affine_grid *g, const ff__image *src, ff__image *dst, const float *fill) {
+  int w = src->width, h = src->height;
+  int x0[CHUNK], y0[CHUNK];
+  float nw[CHUNK], ne[CHUNK], sw[CHUNK], se[CHUNK];
+  chunk_taps t = {x0, y0, nw, ne, sw, se};
+#ifdef HAVE_AVX2_PATH
+  int vector = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+#endif
   for (int i = 0; i < h; i++) {
     uint8_t *out = dst->data + (size_t)i * dst->stride;
     for (int j0 = 0; j0 < w; j0 += CHUNK) {
       int n = w - j0 < CHUNK ? w - j0 : CHUNK;
-      map_chunk(g, i, j0, n, ix, iy);
-      for (int k = 0; k < n; k++) t[k] = ff__affine_taps_of(ix[k], iy[k], w, h);
-      for (int k = 0; k < n; k++) {
-        const ff__affine_taps *tk = &t[k];
-        uint8_t *o = out + (size_t)(j0 + k) * 3;
-        if ((unsigned)tk->x0 < (unsigned)(w - 1) && (unsigned)tk->y0 < (unsigned)(h - 1)) {
-          /* all four taps inside */
-          const uint8_t *p = src->data + (size_t)tk->y0 * stride + (size_t)tk->x0 * 3;
-          const uint8_t *q = p + stride;
-          float mask = fill ? ff__affine_blend4(1.0f, 1.0f, 1.0f, 1.0f, tk) : 1.0f;
-          for (int c = 0; c < 3; c++) {
-            float val = ff__affine_blend4((float)p[c], (float)p[c + 3], (float)q[c],
-                                          (float)q[c + 3], tk);
-            if (fill) val = ff__affine_fill_blend(val, mask, fill[c]);
-            o[c] = ff__round_u8(val);
-          }
-        } else {
-          ff__affine_bilinear(src->data, stride, w, h, tk, fill, o);
-        }
+      map_taps(g, i, j0, n, w, h, x0, y0, nw, ne, sw, se);
+#ifdef HAVE_AVX2_PATH
+      if (vector) {
+        gather_bilinear_avx2(src, &t, n, fill, out + (size_t)j0 * 3);
+        continue;
       }
+#endif
+      for (int k = 0; k < n; k++)
+        bilinear_px(src, &t, k, fill, out + (size_t)(j0 + k) * 3);
     }
   }
 }
@@ -209,10 +311,10 @@ void ff__aug_affine(const ff__aug *a, const ff__image *src, ff__image *dst) {
   if (w <= 0 || h <= 0) return;
   uint8_t fill_u8[3] = {0, 0, 0};
   if (a->has_fill)
-    for (int c = 0; c < 3; c++) fill_u8[c] = ff__affine_fill_u8(a->fill[c]);
+    for (int c = 0; c < 3; c++)
+      fill_u8[c] = ff__affine_fill_u8(a->fill[c]);
 
-  if ((a->op == FF__AUG_TRANSLATE_X || a->op == FF__AUG_TRANSLATE_Y) &&
-      translate_is_exact(a, w, h)) {
+  if ((a->op == FF__AUG_TRANSLATE_X || a->op == FF__AUG_TRANSLATE_Y) && translate_is_exact(a, w, h)) {
     int tx = a->op == FF__AUG_TRANSLATE_X ? shift_of(a->arg, w) : 0;
     int ty = a->op == FF__AUG_TRANSLATE_Y ? shift_of(a->arg, h) : 0;
     translate(src, dst, tx, ty, fill_u8);

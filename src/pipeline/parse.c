@@ -147,9 +147,12 @@ typedef struct value {
 static ff_status read_number(lexer *lx, double *out) {
   peek(lx);
   const char *start = lx->text + lx->pos;
+  /* plain decimal only: strtod would also take hex, inf and nan */
+  size_t len = strspn(start, "0123456789.eE+-");
   char *end;
   double v = strtod(start, &end);
-  if (end == start || !isfinite(v)) return fail(lx, lx->pos, "expected %s", "a number");
+  if (end == start || (size_t)(end - start) != len || !isfinite(v))
+    return fail(lx, lx->pos, "expected %s", "a number");
   lx->pos += (size_t)(end - start);
   *out = v;
   return FF_OK;
@@ -320,10 +323,13 @@ static ff_status parse_op(lexer *lx, ff__op *op) {
       if (seen) {
         if (peek(lx) != ',') return fail(lx, lx->pos, "expected %s", "',' or ')'");
         lx->pos++;
+        if (peek(lx) == ')') break; /* a trailing comma */
       }
       char arg[64];
       size_t arg_column = (peek(lx), lx->pos);
-      if (!read_name(lx, arg, sizeof arg)) return fail(lx, arg_column, "expected %s", "an argument name");
+      if (!isalpha(peek(lx)))
+        return fail(lx, arg_column, "%s", "expected a named argument such as size=224 (arguments are keywords)");
+      read_name(lx, arg, sizeof arg);
       int k = 0;
       while (spec->args[k].name && strcmp(spec->args[k].name, arg)) k++;
       if (!spec->args[k].name) {
@@ -353,8 +359,9 @@ static ff_status parse_op(lexer *lx, ff__op *op) {
   return FF_OK;
 }
 
-/* Output size after the ops, or 0 where it depends on the image. */
-static void output_size(const ff__pipeline *p, int *h, int *w) {
+/* Output size after the ops, or 0 where it depends on the image; and the
+ * largest fixed size on the way (p->peak_pixels). */
+static void output_size(ff__pipeline *p, int *h, int *w) {
   *h = *w = 0;
   for (int i = 0; i < p->num_ops; i++) {
     const ff__op *op = &p->ops[i];
@@ -371,6 +378,10 @@ static void output_size(const ff__pipeline *p, int *h, int *w) {
       }
       break;
     default: break;
+    }
+    if ((uint64_t)*h * (uint64_t)*w > p->peak_pixels) {
+      p->peak_pixels = (uint64_t)*h * (uint64_t)*w;
+      p->peak_column = op->column;
     }
   }
 }

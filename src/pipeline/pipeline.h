@@ -64,6 +64,8 @@ typedef struct ff__pipeline {
   ff__op ops[FF__PIPELINE_MAX_OPS];
   int num_ops;
   int out_height, out_width; /* every sample's output size */
+  uint64_t peak_pixels;      /* the largest fixed size an op produces, and that op's column */
+  int peak_column;
   ff__output output;
   float lut[3][256];         /* uint8 → float32 output value per channel (NCHW_F32) */
 } ff__pipeline;

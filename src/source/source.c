@@ -159,10 +159,15 @@ static ff_status open_list(const char *file, builder *b, ff__error *err) {
   for (size_t lineno = 1; !st && getline(&line, &cap, f) >= 0; lineno++) {
     line[strcspn(line, "\r\n")] = 0;
     if (!line[0] || line[0] == '#') continue;
-    char *tab = strrchr(line, '\t'), *end = NULL;
-    long long label = tab ? (errno = 0, strtoll(tab + 1, &end, 10)) : -1;
-    if (!tab || tab == line || end == tab + 1 || *end || label < 0 || errno) {
-      st = ff__error_set(err, FF_EINVAL, "list:%s:%zu: expected 'path<TAB>label' with a label >= 0", file, lineno);
+    /* exactly two fields; the label plain decimal digits */
+    char *tab = strchr(line, '\t');
+    int ok = tab && tab != line && tab[1];
+    for (char *d = tab ? tab + 1 : NULL; ok && *d; d++) ok = *d >= '0' && *d <= '9';
+    errno = 0;
+    long long label = ok ? strtoll(tab + 1, NULL, 10) : -1;
+    if (!ok || errno) {
+      st = ff__error_set(err, FF_EDATA, "list:%s:%zu: expected 'path<TAB>label' with a label of digits >= 0", file,
+                         lineno);
       break;
     }
     *tab = 0;

@@ -17,8 +17,9 @@ typedef struct ff__index {
 } ff__index;
 
 /* Builds the index of "imagefolder:DIR" or "list:FILE" (see fusionflow.h).
- * Returns FF_OK, FF_EINVAL (unknown kind, malformed list line: message names
- * the file and line), FF_EIO (missing or unreadable), FF_EEMPTY, FF_ENOMEM. */
+ * Returns FF_OK, FF_EINVAL (unknown kind), FF_EDATA (malformed list line:
+ * message names the file and line), FF_EIO (missing or unreadable),
+ * FF_EEMPTY, FF_ENOMEM. */
 ff_status ff__source_open(const char *spec, ff__index *out, ff__error *err);
 void ff__index_free(ff__index *index);
 

@@ -178,8 +178,15 @@ def test_bad_file_fails_naming_the_file(copy_of, damage, suffix, needles):
 
 
 def test_max_image_pixels_option_applies(dataset):
-    res = bench("--source", f"imagefolder:{dataset}", "--max-image-pixels", 50)
+    res = bench("--source", f"imagefolder:{dataset}", "--pipeline", "decode | center_crop(size=4)",
+                "--max-image-pixels", 50)
     assert res.returncode == 1 and "limit" in res.stderr
+
+
+def test_pipeline_output_over_max_image_pixels_is_refused_naming_the_column(dataset):
+    res = bench("--source", f"imagefolder:{dataset}", "--pipeline", "decode | resize(size=(20000, 20000))")
+    assert res.returncode == 2
+    assert "pipeline column 10:" in res.stderr and "max_image_pixels" in res.stderr
 
 
 def test_on_error_skip_counts_and_lists_bad_files(copy_of):

@@ -205,6 +205,19 @@ def test_fused_lut_runs_match_torchvision_one_by_one(lib, stats):
         compare(stats, "color/fused lut run", got, want, exact=True)
 
 
+def test_autocontrast_every_range(lib, stats):
+    """Every (lo, hi) pair, three per image (one per channel): the scale is
+    torch's reciprocal-then-multiply, which sends the maximum to 254 for
+    3,263 of the 32,640 pairs."""
+    pairs = [(lo, hi) for lo in range(256) for hi in range(lo + 1, 256)]
+    ramp = np.arange(256)
+    for k in range(0, len(pairs), 3):
+        group = (pairs[k:k + 3] * 3)[:3]
+        img = np.stack([np.clip(ramp, lo, hi) for lo, hi in group], -1).astype(np.uint8)[None]
+        compare(stats, "color/autocontrast (all ranges)", ff_op(lib, "autocontrast", 0, img),
+                tv_op("autocontrast", 0, img), exact=True)
+
+
 def test_golden_rows_of_the_spec(lib):
     """Section 8's checksums (sum over planar CHW bytes) for the colour ops."""
     y, x = np.mgrid[0:24, 0:32]

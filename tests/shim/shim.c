@@ -105,3 +105,28 @@ SHIM_API long ff_shim_index(const char *spec, long i, char *path_out, int cap, i
   ff__index_free(&index);
   return count;
 }
+
+/* The plan steps of sample (seed, epoch, index) of `pipeline` for an h x w
+ * image, as ff__plan_make lowers them (a leading crop inside the image is
+ * folded into the decode request and is not among them). For step i:
+ * kinds[i] = ff__step_kind, ops[i] = aug.op, args[i] = aug.arg,
+ * weights[i] = weight (AugMix). Returns the number of steps (at most cap are
+ * written), or the ff_status (negative) of parsing the pipeline. */
+SHIM_API int ff_shim_plan_steps(const char *pipeline, int h, int w, uint64_t seed, uint64_t epoch,
+                                uint64_t index, int *kinds, int *ops, double *args, float *weights,
+                                int cap) {
+  static __thread ff__pipeline pipe;
+  static __thread ff__plan plan;
+  ff__error err = {0};
+  ff_status st = ff__pipeline_parse_any_size(pipeline, &pipe, &err);
+  if (st) return (int)st; /* negative */
+  ff__image_info info = {FF__FORMAT_PNG, w, h, 0};
+  ff__plan_make(&pipe, seed, epoch, index, &info, 0, &plan);
+  for (int i = 0; i < plan.num_steps && i < cap; i++) {
+    if (kinds) kinds[i] = (int)plan.steps[i].kind;
+    if (ops) ops[i] = (int)plan.steps[i].aug.op;
+    if (args) args[i] = plan.steps[i].aug.arg;
+    if (weights) weights[i] = plan.steps[i].weight;
+  }
+  return plan.num_steps;
+}

@@ -10,8 +10,7 @@
 /* Copies in (h x w x 3, dense) to out and applies op `op` (an ff__aug_op)
  * with argument `arg` to out: table ops through ff__aug_lut_run with one op,
  * the others through ff__aug_color. Returns the ff_status. */
-SHIM_API int ff_shim_aug_color(int op, double arg, const uint8_t *in_hwc, int h, int w,
-                               uint8_t *out_hwc) {
+SHIM_API int ff_shim_aug_color(int op, double arg, const uint8_t *in_hwc, int h, int w, uint8_t *out_hwc) {
   if (op < 0 || op >= FF__AUG_COUNT || h < 0 || w < 0) return FF_EINVAL;
   memcpy(out_hwc, in_hwc, (size_t)h * w * 3);
   ff__image img = {out_hwc, w, h, 3, (size_t)w * 3};
@@ -28,8 +27,8 @@ SHIM_API int ff_shim_aug_color(int op, double arg, const uint8_t *in_hwc, int h,
 
 /* Copies in to out and runs the n table ops ops[i] (with args[i]) on out as
  * one fused ff__aug_lut_run. FF_EINVAL when one of them is not a table op. */
-SHIM_API int ff_shim_aug_lut_run(const int *ops, const double *args, int n, const uint8_t *in,
-                                 int h, int w, uint8_t *out) {
+SHIM_API int ff_shim_aug_lut_run(const int *ops, const double *args, int n, const uint8_t *in, int h, int w,
+                                 uint8_t *out) {
   enum { MAX_OPS = 64 };
   if (n < 0 || n > MAX_OPS || h < 0 || w < 0) return FF_EINVAL;
   ff__aug a[MAX_OPS];

@@ -30,16 +30,15 @@ static uint8_t *warp(const ff__aug *a, const uint8_t *px, int w, int h) {
   return out;
 }
 
-static uint8_t at(const uint8_t *px, int w, int x, int y, int c) {
-  return px[((size_t)y * w + x) * 3 + c];
-}
+static uint8_t at(const uint8_t *px, int w, int x, int y, int c) { return px[((size_t)y * w + x) * 3 + c]; }
 
 static void shear_x_moves_a_vertical_line_with_the_row(void **state) {
   (void)state;
   enum { W = 32, H = 24 };
   static uint8_t px[W * H * 3];
   memset(px, 0, sizeof px);
-  for (int y = 0; y < H; y++) memset(px + ((size_t)y * W + 10) * 3, 200, 3);
+  for (int y = 0; y < H; y++)
+    memset(px + ((size_t)y * W + 10) * 3, 200, 3);
   ff__aug a = op_of(FF__AUG_SHEAR_X, 0.3, 0);
   uint8_t *out = warp(&a, px, W, H);
   const int rows[] = {0, 5, 10, 20}, cols[] = {10, 8, 7, 4};
@@ -57,7 +56,8 @@ static void rotate_90_moves_the_pixel_right_of_centre_above_it(void **state) {
   ff__aug a = op_of(FF__AUG_ROTATE, 90.0, 0);
   uint8_t *out = warp(&a, px, W, H);
   for (int y = 0; y < H; y++)
-    for (int x = 0; x < W; x++) assert_int_equal(at(out, W, x, y, 0), x == 2 && y == 1 ? 77 : 0);
+    for (int x = 0; x < W; x++)
+      assert_int_equal(at(out, W, x, y, 0), x == 2 && y == 1 ? 77 : 0);
   free(out);
 }
 
@@ -65,7 +65,8 @@ static void translate_moves_content_right_and_fills_black(void **state) {
   (void)state;
   enum { W = 7, H = 4 };
   uint8_t px[W * H * 3];
-  for (int i = 0; i < W * H * 3; i++) px[i] = (uint8_t)(i + 1);
+  for (int i = 0; i < W * H * 3; i++)
+    px[i] = (uint8_t)(i + 1);
   for (int bilinear = 0; bilinear < 2; bilinear++) {
     ff__aug a = op_of(FF__AUG_TRANSLATE_X, 3.0, bilinear);
     uint8_t *out = warp(&a, px, W, H);
@@ -81,7 +82,8 @@ static void translate_down_by_rows(void **state) {
   (void)state;
   enum { W = 3, H = 6 };
   uint8_t px[W * H * 3];
-  for (int i = 0; i < W * H * 3; i++) px[i] = (uint8_t)(i + 1);
+  for (int i = 0; i < W * H * 3; i++)
+    px[i] = (uint8_t)(i + 1);
   ff__aug a = op_of(FF__AUG_TRANSLATE_Y, 2.9, 0);
   uint8_t *out = warp(&a, px, W, H);
   for (int y = 0; y < H; y++)
@@ -94,7 +96,8 @@ static void translate_truncates_toward_zero(void **state) {
   (void)state;
   enum { W = 40, H = 2 };
   uint8_t px[W * H * 3];
-  for (int i = 0; i < W * H * 3; i++) px[i] = (uint8_t)(i % 251 + 1);
+  for (int i = 0; i < W * H * 3; i++)
+    px[i] = (uint8_t)(i % 251 + 1);
   ff__aug a = op_of(FF__AUG_TRANSLATE_X, -30.45, 0); /* int(-30.45) = -30: left by 30 */
   uint8_t *out = warp(&a, px, W, H);
   for (int y = 0; y < H; y++)

@@ -23,7 +23,8 @@ static ff__image image_of(uint8_t *px, int w, int h) {
 }
 
 static void fill_rgb(uint8_t *px, int n_pixels, uint8_t r, uint8_t g, uint8_t b) {
-  for (int i = 0; i < n_pixels; i++) px[3 * i] = r, px[3 * i + 1] = g, px[3 * i + 2] = b;
+  for (int i = 0; i < n_pixels; i++)
+    px[3 * i] = r, px[3 * i + 1] = g, px[3 * i + 2] = b;
 }
 
 static ff_status run_one(ff__aug_op op, double arg, ff__image *img) {
@@ -37,7 +38,8 @@ static ff_status run_one(ff__aug_op op, double arg, ff__image *img) {
 static void gray_of_neutral_is_one_lower(void **state) {
   (void)state;
   assert_int_equal(ff__gray_u8(0, 0, 0), 0);
-  for (int v = 1; v < 256; v++) assert_int_equal(ff__gray_u8((uint8_t)v, (uint8_t)v, (uint8_t)v), v - 1);
+  for (int v = 1; v < 256; v++)
+    assert_int_equal(ff__gray_u8((uint8_t)v, (uint8_t)v, (uint8_t)v), v - 1);
   /* 0.2989 * 255 = 76.2195 -> 76; 0.587 * 255 = 149.685 -> 149; 0.114 * 255 = 29.07 -> 29 */
   assert_int_equal(ff__gray_u8(255, 0, 0), 76);
   assert_int_equal(ff__gray_u8(0, 255, 0), 149);
@@ -50,10 +52,12 @@ static void color_half_darkens_constant_gray(void **state) {
   fill_rgb(px, 12, 100, 100, 100);
   ff__image img = image_of(px, 4, 3);
   assert_int_equal(run_one(FF__AUG_COLOR, 0.5, &img), FF_OK);
-  for (int i = 0; i < 36; i++) assert_int_equal(px[i], 99); /* 0.5 * 100 + 0.5 * 99 = 99.5 */
+  for (int i = 0; i < 36; i++)
+    assert_int_equal(px[i], 99); /* 0.5 * 100 + 0.5 * 99 = 99.5 */
   fill_rgb(px, 12, 100, 100, 100);
   assert_int_equal(run_one(FF__AUG_COLOR, 1.5, &img), FF_OK);
-  for (int i = 0; i < 36; i++) assert_int_equal(px[i], 100); /* 150 - 49.5 = 100.5 */
+  for (int i = 0; i < 36; i++)
+    assert_int_equal(px[i], 100); /* 150 - 49.5 = 100.5 */
 }
 
 static void color_zero_is_gray(void **state) {
@@ -73,10 +77,12 @@ static void contrast_on_constant_gray(void **state) {
   ff__image img = image_of(px, 5, 4);
   /* mean gray 99: 0.73 * 100 + 0.27 * 99 = 99.73 -> 99 */
   assert_int_equal(run_one(FF__AUG_CONTRAST, 0.73, &img), FF_OK);
-  for (int i = 0; i < 60; i++) assert_int_equal(px[i], 99);
+  for (int i = 0; i < 60; i++)
+    assert_int_equal(px[i], 99);
   fill_rgb(px, 20, 100, 100, 100);
   assert_int_equal(run_one(FF__AUG_CONTRAST, 1.3, &img), FF_OK);
-  for (int i = 0; i < 60; i++) assert_int_equal(px[i], 100);
+  for (int i = 0; i < 60; i++)
+    assert_int_equal(px[i], 100);
 }
 
 static void contrast_zero_gives_the_mean(void **state) {
@@ -85,7 +91,8 @@ static void contrast_zero_gives_the_mean(void **state) {
   uint8_t px[6] = {255, 0, 0, 0, 0, 0};
   ff__image img = image_of(px, 2, 1);
   assert_int_equal(run_one(FF__AUG_CONTRAST, 0.0, &img), FF_OK);
-  for (int i = 0; i < 6; i++) assert_int_equal(px[i], 38);
+  for (int i = 0; i < 6; i++)
+    assert_int_equal(px[i], 38);
 }
 
 static void brightness_scales_and_clamps(void **state) {
@@ -106,16 +113,19 @@ static void brightness_scales_and_clamps(void **state) {
 static void posterize_zero_bits_is_black_eight_is_identity(void **state) {
   (void)state;
   uint8_t px[256 * 3], orig[256 * 3];
-  for (int i = 0; i < 256 * 3; i++) orig[i] = (uint8_t)(i * 7);
+  for (int i = 0; i < 256 * 3; i++)
+    orig[i] = (uint8_t)(i * 7);
   memcpy(px, orig, sizeof px);
   ff__image img = image_of(px, 16, 16);
   assert_int_equal(run_one(FF__AUG_POSTERIZE, 8, &img), FF_OK);
   assert_memory_equal(px, orig, sizeof px);
   assert_int_equal(run_one(FF__AUG_POSTERIZE, 0, &img), FF_OK);
-  for (int i = 0; i < 256 * 3; i++) assert_int_equal(px[i], 0);
+  for (int i = 0; i < 256 * 3; i++)
+    assert_int_equal(px[i], 0);
   memcpy(px, orig, sizeof px);
   assert_int_equal(run_one(FF__AUG_POSTERIZE, 3, &img), FF_OK);
-  for (int i = 0; i < 256 * 3; i++) assert_int_equal(px[i], orig[i] & 0xE0);
+  for (int i = 0; i < 256 * 3; i++)
+    assert_int_equal(px[i], orig[i] & 0xE0);
   assert_int_equal(ff__posterize_mask(1), 0x80);
 }
 
@@ -151,13 +161,14 @@ static void autocontrast_maps_41_to_254(void **state) {
   (void)state;
   /* red 0..41, green constant 7, blue 10..20 */
   uint8_t px[42 * 3];
-  for (int i = 0; i < 42; i++) px[3 * i] = (uint8_t)i, px[3 * i + 1] = 7, px[3 * i + 2] = (uint8_t)(10 + i % 11);
+  for (int i = 0; i < 42; i++)
+    px[3 * i] = (uint8_t)i, px[3 * i + 1] = 7, px[3 * i + 2] = (uint8_t)(10 + i % 11);
   ff__image img = image_of(px, 42, 1);
   assert_int_equal(run_one(FF__AUG_AUTOCONTRAST, 0, &img), FF_OK);
   assert_int_equal(px[0], 0);
-  assert_int_equal(px[41 * 3], 254); /* 41 * f32(255 / 41) is just below 255 */
-  assert_int_equal(px[1], 7);        /* constant channel untouched */
-  assert_int_equal(px[2], 0);        /* blue lo -> 0 */
+  assert_int_equal(px[41 * 3], 254);     /* 41 * f32(255 / 41) is just below 255 */
+  assert_int_equal(px[1], 7);            /* constant channel untouched */
+  assert_int_equal(px[2], 0);            /* blue lo -> 0 */
   assert_int_equal(px[10 * 3 + 2], 255); /* blue hi 20: 10 * 25.5 = 255 exactly */
 }
 
@@ -166,7 +177,8 @@ static void equalize_leaves_small_images(void **state) {
   enum { W = 15, H = 17 }; /* 255 pixels: step = (255 - count at max) / 255 = 0 */
   uint8_t px[W * H * 3], orig[W * H * 3];
   uint32_t rng = 7;
-  for (int i = 0; i < W * H * 3; i++) orig[i] = (uint8_t)ff_test_rand(&rng);
+  for (int i = 0; i < W * H * 3; i++)
+    orig[i] = (uint8_t)ff_test_rand(&rng);
   memcpy(px, orig, sizeof px);
   ff__image img = image_of(px, W, H);
   assert_int_equal(run_one(FF__AUG_EQUALIZE, 0, &img), FF_OK);
@@ -178,7 +190,8 @@ static void equalize_two_values(void **state) {
   /* 16 x 32 = 512 pixels, half 10 half 200: step = 256 / 255 = 1, lut[10] = 0,
    * lut[200] = min(255, 256 + 0) = 255 */
   uint8_t px[512 * 3];
-  for (int i = 0; i < 512; i++) fill_rgb(px + 3 * i, 1, i % 2 ? 200 : 10, 50, i < 300 ? 0 : 255);
+  for (int i = 0; i < 512; i++)
+    fill_rgb(px + 3 * i, 1, i % 2 ? 200 : 10, 50, i < 300 ? 0 : 255);
   ff__image img = image_of(px, 32, 16);
   assert_int_equal(run_one(FF__AUG_EQUALIZE, 0, &img), FF_OK);
   assert_int_equal(px[0], 0);
@@ -193,7 +206,8 @@ static void sharpness_leaves_thin_images(void **state) {
   (void)state;
   uint8_t px[2 * 9 * 3], orig[2 * 9 * 3];
   uint32_t rng = 3;
-  for (size_t i = 0; i < sizeof px; i++) orig[i] = (uint8_t)ff_test_rand(&rng);
+  for (size_t i = 0; i < sizeof px; i++)
+    orig[i] = (uint8_t)ff_test_rand(&rng);
   memcpy(px, orig, sizeof px);
   ff__image img = image_of(px, 9, 2);
   assert_int_equal(run_one(FF__AUG_SHARPNESS, 0.1, &img), FF_OK);
@@ -211,15 +225,16 @@ static void sharpness_smooths_the_interior(void **state) {
   px[4 * 3] = 13;
   ff__image img = image_of(px, 3, 3);
   assert_int_equal(run_one(FF__AUG_SHARPNESS, 0.0, &img), FF_OK);
-  for (int i = 0; i < 27; i++) assert_int_equal(px[i], i == 12 ? 5 : 0);
+  for (int i = 0; i < 27; i++)
+    assert_int_equal(px[i], i == 12 ? 5 : 0);
   /* factor 2: 2 * 13 - 5 = 21 */
   memset(px, 0, sizeof px);
   px[4 * 3] = 13;
   assert_int_equal(run_one(FF__AUG_SHARPNESS, 2.0, &img), FF_OK);
   assert_int_equal(px[12], 21);
   assert_int_equal(ff__sharp_smooth_u8(13 * 255), 255);
-  assert_int_equal(ff__sharp_smooth_u8(6), 0);  /* 6 / 13 < 0.5 */
-  assert_int_equal(ff__sharp_smooth_u8(7), 1);  /* 7 / 13 > 0.5 */
+  assert_int_equal(ff__sharp_smooth_u8(6), 0); /* 6 / 13 < 0.5 */
+  assert_int_equal(ff__sharp_smooth_u8(7), 1); /* 7 / 13 > 0.5 */
 }
 
 static void geometric_op_is_refused(void **state) {
@@ -232,10 +247,33 @@ static void geometric_op_is_refused(void **state) {
   assert_int_equal(ff__aug_is_lut(FF__AUG_EQUALIZE), 1);
 }
 
+static void padded_rows_give_the_dense_result(void **state) {
+  (void)state;
+  enum { W = 7, H = 5, PAD = 4, STRIDE = W * 3 + PAD };
+  const ff__aug_op ops[] = {FF__AUG_COLOR,      FF__AUG_CONTRAST, FF__AUG_SHARPNESS,
+                            FF__AUG_BRIGHTNESS, FF__AUG_EQUALIZE, FF__AUG_AUTOCONTRAST};
+  uint32_t rng = 99;
+  for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++) {
+    uint8_t dense[W * H * 3], padded[H * STRIDE];
+    memset(padded, 0xA5, sizeof padded);
+    for (int y = 0; y < H; y++)
+      for (int k = 0; k < W * 3; k++)
+        dense[y * W * 3 + k] = padded[y * STRIDE + k] = (uint8_t)ff_test_rand(&rng);
+    ff__image a = image_of(dense, W, H), b = {padded, W, H, 3, STRIDE};
+    assert_int_equal(run_one(ops[i], 0.37, &a), FF_OK);
+    assert_int_equal(run_one(ops[i], 0.37, &b), FF_OK);
+    for (int y = 0; y < H; y++) {
+      assert_memory_equal(padded + y * STRIDE, dense + y * W * 3, W * 3);
+      for (int k = W * 3; k < STRIDE; k++)
+        assert_int_equal(padded[y * STRIDE + k], 0xA5);
+    }
+  }
+}
+
 /* ------------------------------------------------------------ fusion */
 
-static const ff__aug_op LUT_OPS[] = {FF__AUG_BRIGHTNESS, FF__AUG_POSTERIZE, FF__AUG_SOLARIZE,
-                                     FF__AUG_INVERT, FF__AUG_AUTOCONTRAST, FF__AUG_EQUALIZE};
+static const ff__aug_op LUT_OPS[] = {FF__AUG_BRIGHTNESS, FF__AUG_POSTERIZE,    FF__AUG_SOLARIZE,
+                                     FF__AUG_INVERT,     FF__AUG_AUTOCONTRAST, FF__AUG_EQUALIZE};
 
 static ff__aug random_lut_op(uint32_t *rng) {
   ff__aug a = {.op = LUT_OPS[ff_test_rand(rng) % 6]};
@@ -254,7 +292,8 @@ static ff__aug random_lut_op(uint32_t *rng) {
 static void random_image(uint32_t *rng, uint8_t *px, int w, int h, size_t stride) {
   int kind = (int)(ff_test_rand(rng) % 4);
   uint8_t a[3], b[3];
-  for (int k = 0; k < 3; k++) a[k] = (uint8_t)ff_test_rand(rng), b[k] = (uint8_t)ff_test_rand(rng);
+  for (int k = 0; k < 3; k++)
+    a[k] = (uint8_t)ff_test_rand(rng), b[k] = (uint8_t)ff_test_rand(rng);
   int lo = (int)(ff_test_rand(rng) % 200), span = 1 + (int)(ff_test_rand(rng) % 56);
   memset(px, 0xA5, stride * h);
   for (int y = 0; y < h; y++)
@@ -284,13 +323,15 @@ static void fused_run_equals_ops_one_by_one(void **state) {
     memcpy(single, fused, stride * h);
     ff__aug ops[8];
     int n = 1 + (int)(ff_test_rand(&rng) % 8);
-    for (int i = 0; i < n; i++) ops[i] = random_lut_op(&rng);
+    for (int i = 0; i < n; i++)
+      ops[i] = random_lut_op(&rng);
     if (n > 1 && trial % 3 == 0) ops[1] = ops[0]; /* repeats */
 
     ff__image img = {fused, w, h, 3, stride};
     ff__aug_lut_run(ops, n, &img);
     img.data = single;
-    for (int i = 0; i < n; i++) ff__aug_lut_run(&ops[i], 1, &img);
+    for (int i = 0; i < n; i++)
+      ff__aug_lut_run(&ops[i], 1, &img);
     if (memcmp(fused, single, stride * h) != 0) {
       differing_runs++;
       print_error("trial %d (%dx%d, %d ops) differs\n", trial, w, h, n);
@@ -304,7 +345,8 @@ static void fused_histogram_ops_see_earlier_tables(void **state) {
   /* equalize after posterize 1: the image is two-valued (0, 128) by then */
   enum { N = 600 };
   uint8_t px[N * 3];
-  for (int i = 0; i < N; i++) fill_rgb(px + 3 * i, 1, (uint8_t)(i % 256), (uint8_t)(i % 256), 200);
+  for (int i = 0; i < N; i++)
+    fill_rgb(px + 3 * i, 1, (uint8_t)(i % 256), (uint8_t)(i % 256), 200);
   ff__image img = image_of(px, N, 1);
   ff__aug ops[2] = {{.op = FF__AUG_POSTERIZE, .arg = 1}, {.op = FF__AUG_EQUALIZE}};
   ff__aug_lut_run(ops, 2, &img);
@@ -332,6 +374,7 @@ int main(void) {
       cmocka_unit_test(sharpness_leaves_thin_images),
       cmocka_unit_test(sharpness_smooths_the_interior),
       cmocka_unit_test(geometric_op_is_refused),
+      cmocka_unit_test(padded_rows_give_the_dense_result),
       cmocka_unit_test(fused_run_equals_ops_one_by_one),
       cmocka_unit_test(fused_histogram_ops_see_earlier_tables),
   };

@@ -776,7 +776,7 @@ static void image_over_max_image_pixels_is_etoobig_naming_it(void **state) {
   snprintf(dir, sizeof dir, "%s", ff_test_dir("loader-toobig"));
   ff_test_make_imagefolder(dir, 1, 3, 40, 40, 5);
   snprintf(source, sizeof source, "imagefolder:%s", dir);
-  ff_config c = base_config(source, BAD_PIPELINE);
+  ff_config c = base_config(source, "decode | resize(size=(8, 8))"); /* 64 output pixels: within the limit */
   c.batch_size = 1, c.shuffle = 0, c.max_image_pixels = 100;
   ff_loader *l = open_ok(&c);
   ff_batch *b;
@@ -794,6 +794,15 @@ static void image_over_max_image_pixels_is_etoobig_naming_it(void **state) {
 }
 
 /* ---- list sources ---- */
+
+static void pipeline_output_over_max_image_pixels_is_epipeline(void **state) {
+  (void)state;
+  ff_config c = base_config(data_source, "decode | resize(size=(16, 16)) | resize(size=(20000, 20000)) | "
+                                         "center_crop(size=8)");
+  const char *msg = open_fails(&c, FF_EPIPELINE);
+  assert_contains(msg, "pipeline column 34:");
+  assert_contains(msg, "max_image_pixels");
+}
 
 static void list_source_reads_relative_and_absolute_paths(void **state) {
   (void)state;
@@ -833,7 +842,7 @@ static void list_source_reads_relative_and_absolute_paths(void **state) {
   assert_int_equal(chdir(cwd), 0);
 }
 
-static void list_source_malformed_line_is_einval_naming_file_and_line(void **state) {
+static void list_source_malformed_line_is_edata_naming_file_and_line(void **state) {
   (void)state;
   char dir[1024], path[2048], list[4096];
   snprintf(dir, sizeof dir, "%s", ff_test_dir("loader-badlist"));
@@ -844,7 +853,7 @@ static void list_source_malformed_line_is_einval_naming_file_and_line(void **sta
   ff_test_write(path, text, strlen(text));
   snprintf(list, sizeof list, "list:%s", path);
   ff_config c = base_config(list, NCHW_PIPELINE);
-  const char *msg = open_fails(&c, FF_EINVAL);
+  const char *msg = open_fails(&c, FF_EDATA);
   char want[4096];
   snprintf(want, sizeof want, "%s:3", path);
   assert_contains(msg, want);
@@ -852,7 +861,7 @@ static void list_source_malformed_line_is_einval_naming_file_and_line(void **sta
   text = "a.jpg\t-2\n";
   ff_test_write(path, text, strlen(text));
   snprintf(want, sizeof want, "%s:1", path);
-  assert_contains(open_fails(&c, FF_EINVAL), want);
+  assert_contains(open_fails(&c, FF_EDATA), want);
 }
 
 /* ---- sharding from the environment ---- */
@@ -1021,8 +1030,9 @@ int main(void) {
       cmocka_unit_test(skipped_samples_leave_the_good_pixels_in_place),
       cmocka_unit_test(unreadable_file_is_eio_naming_it),
       cmocka_unit_test(image_over_max_image_pixels_is_etoobig_naming_it),
+      cmocka_unit_test(pipeline_output_over_max_image_pixels_is_epipeline),
       cmocka_unit_test(list_source_reads_relative_and_absolute_paths),
-      cmocka_unit_test(list_source_malformed_line_is_einval_naming_file_and_line),
+      cmocka_unit_test(list_source_malformed_line_is_edata_naming_file_and_line),
       cmocka_unit_test(rank_and_world_size_come_from_the_environment),
       cmocka_unit_test(close_while_workers_are_busy_returns_promptly),
       cmocka_unit_test(held_batch_stays_readable_after_close),

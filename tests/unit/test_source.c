@@ -197,10 +197,12 @@ static void list_errors_name_the_file_and_line(void **state) {
       {"a.jpg\t1x\n", 1},           /* trailing junk */
       {"a.jpg\t\n", 1},             /* no label */
       {"\t3\n", 1},                 /* no path */
+      {"a.jpg\t5\t7\n", 1},          /* a third field */
+      {"a.jpg\t 1\n", 1},             /* a space before the label */
   };
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     ff_test_write(list, bad[i].text, strlen(bad[i].text));
-    assert_int_equal(ff__source_open(spec, &idx, &err), FF_EINVAL);
+    assert_int_equal(ff__source_open(spec, &idx, &err), FF_EDATA);
     snprintf(want, sizeof want, "%s:%d", list, bad[i].line);
     assert_contains(err.msg, want);
   }

@@ -1,0 +1,43 @@
+#!/usr/bin/env python3
+"""Every augmentation policy end to end: fusionflow against torchvision's
+DataLoader with the matching transform, and each fusionflow policy against
+fusionflow's pipeline without augmentation (the goal: within 20%).
+
+Runs bench/compare.py once per pipeline (peers alternate inside each run)
+and prints one table. Use /usr/bin/python3 (Debian's torch/torchvision):
+
+    /usr/bin/python3 bench/policies.py --data build/demo-data [compare.py options]
+"""
+import json
+import os
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PIPELINES = ["standard", "rand_augment", "trivial_augment_wide", "auto_augment", "aug_mix"]
+
+
+def main():
+    extra = sys.argv[1:]
+    rows = {}
+    for name in PIPELINES:
+        cmd = [sys.executable, os.path.join(HERE, "compare.py"), "--pipeline", name,
+               "--only", "fusionflow,torchvision", "--json"] + extra
+        print("policies: " + name, file=sys.stderr, flush=True)
+        p = subprocess.run(cmd, stdout=subprocess.PIPE, text=True)
+        if p.returncode != 0:
+            sys.exit("policies: compare.py failed for %s" % name)
+        res = json.loads(p.stdout)["results"]
+        rows[name] = {k: res[k]["images_per_s"] for k in res}
+    base = rows["standard"].get("fusionflow")
+    print("\n%-22s %14s %14s %10s %14s" % ("pipeline", "fusionflow/s", "torchvision/s", "ratio",
+                                          "vs no policy"))
+    print("-" * 78)
+    for name in PIPELINES:
+        ff, tv = rows[name].get("fusionflow"), rows[name].get("torchvision")
+        print("%-22s %14.1f %14.1f %9.2fx %13.0f%%" % (name, ff, tv, ff / tv, 100.0 * ff / base))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
