@@ -18,11 +18,12 @@ float ff__linspace_f32(float lo, float hi, int n, int k) {
   float step = (hi - lo) / (float)(n - 1);
   int half = n / 2;
   /* torch 1.13 (AVX2): 8-lane vectors while 16 or more elements remain,
-   * each lane base + lane*step; the tail one by one, fused. */
+   * each lane base + lane*step with a fused base; the tail one by one,
+   * fused (checked against torch.linspace for n up to 100). */
   int vector_end = n / 16 * 16;
   if (k < vector_end) {
     int b = k / 8 * 8;
-    float base = b < half ? lo + step * (float)b : hi - step * (float)(n - 1 - b);
+    float base = b < half ? fmaf(step, (float)b, lo) : fmaf(-step, (float)(n - 1 - b), hi);
     return base + (float)(k - b) * step;
   }
   return k < half ? fmaf(step, (float)k, lo) : fmaf(-step, (float)(n - 1 - k), hi);

@@ -461,8 +461,12 @@ static void test_truncated_jpeg_fails(void **state) {
   (void)state;
   size_t n;
   uint8_t *jpg = make_test_jpeg(&n);
-  assert_decode_fails(jpg, n / 2, FF_EDATA, "corrupt JPEG: Premature end of JPEG file");
-  assert_decode_fails(jpg, 40, FF_EDATA, "corrupt JPEG"); /* cut inside the header */
+  /* No end-of-image marker: refused before decoding, whatever the region. */
+  assert_decode_fails(jpg, n / 2, FF_EDATA, "truncated JPEG (no end-of-image marker)");
+  assert_decode_fails(jpg, 40, FF_EDATA, "truncated JPEG"); /* cut inside the header */
+  /* Cut short but ending in a marker: libjpeg finds the missing data. */
+  jpg[n / 2 - 2] = 0xFF, jpg[n / 2 - 1] = 0xD9;
+  assert_decode_fails(jpg, n / 2, FF_EDATA, "corrupt JPEG");
   free(jpg);
 }
 
@@ -485,7 +489,7 @@ static void test_empty_and_foreign_files_fail(void **state) {
   assert_decode_fails(garbage, 0, FF_EDATA, "empty file");
   assert_decode_fails(garbage, sizeof garbage, FF_EDATA, "not a JPEG or PNG image");
   const uint8_t soi_only[3] = {0xFF, 0xD8, 0xFF};
-  assert_decode_fails(soi_only, sizeof soi_only, FF_EDATA, "corrupt JPEG");
+  assert_decode_fails(soi_only, sizeof soi_only, FF_EDATA, "truncated JPEG");
 }
 
 static uint8_t *make_test_png(size_t *n) {
