@@ -88,7 +88,8 @@ typedef struct ff_config {
   int rank;                  /* shard of this process, 0 <= rank < world_size; -1 = $RANK or 0 (default) */
   int world_size;            /* number of shards; -1 = $WORLD_SIZE or 1 (default) */
   ff_on_error on_error;      /* default FF_ON_ERROR_RAISE */
-  uint64_t max_image_pixels; /* decoding refuses larger images before allocating; default 89478485 (Pillow's limit) */
+  uint64_t max_image_pixels; /* decoding refuses larger images before allocating, and the pipeline
+                                may not make larger ones; 0 = no limit; default 89478485 (Pillow's) */
 } ff_config;
 
 /* Fills *cfg with the defaults above. */
@@ -111,24 +112,41 @@ typedef struct ff_batch ff_batch;
  *                    FILE's folder; empty lines and lines starting with '#'
  *                    are ignored.
  *
- * Pipeline text: ops separated by '|', torchvision names, keyword arguments,
- * e.g. "decode | random_resized_crop(size=224) | random_horizontal_flip |
- * normalize(mean=imagenet, std=imagenet)". The first op is `decode`; the
- * pipeline must give every sample the same size. A pipeline ending with
+ * Pipeline text: ops separated by '|', torchvision names, keyword arguments
+ * (arguments must be named), e.g. "decode | random_resized_crop(size=224) |
+ * random_horizontal_flip | normalize(mean=imagenet, std=imagenet)". The
+ * first op is `decode`; the pipeline must give every sample the same size
+ * (and no op may make images over max_image_pixels). A pipeline ending with
  * normalize or to_dtype gives NCHW float32 batches, otherwise NHWC uint8.
- * Ops and their sources (see shared spec and torchvision.transforms):
+ * Ops and their sources (torchvision.transforms, uint8 tensor semantics):
  *   decode(dct_scale=true)         JPEG (libjpeg-turbo) or PNG (libspng) to RGB uint8.
  *                                  With dct_scale the JPEG decoder reduces the image
- *                                  by 1/2..1/8 in the DCT domain when a later crop
- *                                  is still at least the target size.
- *   crop(top, left, height, width) torchvision.transforms.functional.crop (in bounds)
- *   center_crop(size)              torchvision CenterCrop (zero padding if smaller)
- *   resize(size, antialias=true)   torchvision Resize, bilinear; size=N sets the shorter
- *                                  side, size=(H, W) both
+ *                                  by 1/2, 1/4 or 1/8 in the DCT domain when a later
+ *                                  crop is still at least the target size.
+ *   crop(top, left, height, width) functional.crop (zero padding outside the image)
+ *   center_crop(size)              CenterCrop (zero padding if smaller)
+ *   resize(size, antialias=true)   Resize, bilinear; size=N sets the shorter side,
+ *                                  size=(H, W) both
  *   random_resized_crop(size, scale=(0.08, 1.0), ratio=(0.75, 1.3333), antialias=true)
- *                                  torchvision RandomResizedCrop, bilinear
+ *                                  RandomResizedCrop, bilinear
  *   random_horizontal_flip(p=0.5), random_vertical_flip(p=0.5)
- *   to_dtype(dtype=float32, scale=true)   x / 255 (ConvertImageDtype)
+ *   rand_augment(num_ops=2, magnitude=9, num_magnitude_bins=31, interpolation=nearest, fill)
+ *   trivial_augment_wide(num_magnitude_bins=31, interpolation=nearest, fill)
+ *   auto_augment(policy=imagenet|cifar10|svhn, interpolation=nearest, fill)
+ *   aug_mix(severity=3, mixture_width=3, chain_depth=-1, alpha=1.0, all_ops=true,
+ *           interpolation=bilinear, fill)
+ *                                  RandAugment, TrivialAugmentWide, AutoAugment, AugMix:
+ *                                  torchvision's op lists, magnitude bins, signs and
+ *                                  probabilities; fill is a value or (r, g, b) in [0, 255]
+ *   single ops with explicit arguments, as the policies apply them:
+ *     identity, shear_x(shear), shear_y(shear) (shear coefficient, pivot top-left),
+ *     translate_x(pixels), translate_y(pixels), rotate(angle) (degrees, counter-
+ *     clockwise) — each with interpolation=nearest|bilinear and fill —
+ *     brightness(factor), color(factor), contrast(factor), sharpness(factor),
+ *     posterize(bits), solarize(threshold), autocontrast, equalize, invert.
+ *     Consecutive brightness/posterize/solarize/invert/autocontrast/equalize run
+ *     as one pass through one composed table (bit-identical to one by one).
+ *   to_dtype(dtype=float32)        x / 255 (ConvertImageDtype; scaling is always on)
  *   normalize(mean, std)           (x / 255 - mean) / std per channel; `imagenet`
  *                                  names (0.485, 0.456, 0.406) / (0.229, 0.224, 0.225)
  *
@@ -137,7 +155,11 @@ typedef struct ff_batch ff_batch;
  * state: read the reason with ff_loader_errmsg and free it with
  * ff_loader_close. Returns FF_EINVAL (bad field: message names it),
  * FF_EPIPELINE (message names the column), FF_EIO (source missing or
- * unreadable), FF_EEMPTY (no sample, or none for this rank), FF_ENOMEM.
+ * unreadable), FF_EDATA (malformed list file: message names the line),
+ * FF_EEMPTY (no sample, or none for this rank), FF_ENOMEM. A NULL cfg is
+ * FF_EINVAL (with a failed loader); a NULL out is FF_EINVAL (nothing made).
+ * On a failed loader, ff_loader_next and ff_loader_set_epoch return
+ * FF_EINVAL and the counts below are 0.
  */
 FF_API ff_status ff_loader_open(const ff_config *cfg, ff_loader **out);
 
@@ -191,7 +213,7 @@ typedef enum ff_layout { FF_NHWC = 0, FF_NCHW = 1 } ff_layout;
 typedef struct ff_tensor {
   void *data;
   ff_dtype dtype;
-  ff_layout layout;        /* images: NCHW float32 or NHWC uint8; labels: FF_NCHW unused */
+  ff_layout layout;        /* images: NCHW float32 or NHWC uint8; labels (1-D): not meaningful */
   int ndim;
   int64_t shape[4];
   int64_t strides[4];

@@ -372,6 +372,7 @@ static ff_status loader_start(ff_loader *l) {
 }
 
 ff_status ff_loader_open(const ff_config *cfg, ff_loader **out) {
+  if (!out) return FF_EINVAL;
   ff_loader *l = calloc(1, sizeof *l);
   *out = l;
   if (!l) return FF_ENOMEM;
