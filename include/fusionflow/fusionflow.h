@@ -181,6 +181,17 @@ FF_API const char *ff_loader_errmsg(const ff_loader *loader);
  * Returns FF_OK, or FF_EINVAL on a loader that failed to open. */
 FF_API ff_status ff_loader_set_epoch(ff_loader *loader, uint64_t epoch);
 
+/* Continues at batch `batch` (0 <= batch <= ff_loader_num_batches) of
+ * `epoch`: the batches that follow are bit-identical to those an
+ * uninterrupted run hands out from that point, which is how a training run
+ * resumes mid-epoch from a checkpoint (save ff_loader_position). Batches
+ * held stay valid. Returns FF_OK or FF_EINVAL. */
+FF_API ff_status ff_loader_seek(ff_loader *loader, uint64_t epoch, size_t batch);
+
+/* Where the consumer is: the epoch and the index of the batch the next
+ * ff_loader_next returns (== ff_loader_num_batches when FF_END comes next). */
+FF_API void ff_loader_position(const ff_loader *loader, uint64_t *epoch, size_t *batch);
+
 /* Batches in one epoch for this rank (the last may be short unless drop_last). */
 FF_API size_t ff_loader_num_batches(const ff_loader *loader);
 

@@ -139,9 +139,9 @@ static void compute_order(ff_loader *l, uint64_t epoch) {
                       l->cfg.drop_last, l->perm, l->order[epoch & 1]);
 }
 
-/* Starts `epoch` from its first batch: waits for samples in flight, frees
+/* Starts `epoch` at batch `batch`: waits for samples in flight, frees
  * every ring entry the consumer does not hold, computes the order. Locked. */
-static void restart_epoch(ff_loader *l, uint64_t epoch) {
+static void restart_epoch(ff_loader *l, uint64_t epoch, size_t batch) {
   l->gen++;
   while (l->busy) pthread_cond_wait(&l->ready_cv, &l->mu);
   for (int i = 0; i < l->ring_size; i++)
@@ -151,7 +151,8 @@ static void restart_epoch(ff_loader *l, uint64_t epoch) {
     }
   l->out_epoch = l->item_epoch = epoch;
   compute_order(l, epoch);
-  l->next_item = l->next_out = 0;
+  l->next_out = batch;
+  l->next_item = batch * (size_t)l->cfg.batch_size;
   pthread_cond_broadcast(&l->work_cv);
 }
 
@@ -355,7 +356,7 @@ static ff_status loader_start(ff_loader *l) {
   l->stats.num_threads = l->num_threads;
 
   pthread_mutex_lock(&l->mu);
-  restart_epoch(l, 0);
+  restart_epoch(l, 0, 0);
   pthread_mutex_unlock(&l->mu);
   for (int i = 0; i < l->num_threads; i++) {
     worker_arg *a = malloc(sizeof *a);
@@ -417,9 +418,27 @@ ff_status ff_loader_set_epoch(ff_loader *l, uint64_t epoch) {
   if (!l->started_threads) return failed_open(l);
   pthread_mutex_lock(&l->mu);
   /* The epoch about to start is already being prepared: keep that work. */
-  if (epoch != l->out_epoch || l->next_out) restart_epoch(l, epoch);
+  if (epoch != l->out_epoch || l->next_out) restart_epoch(l, epoch, 0);
   pthread_mutex_unlock(&l->mu);
   return FF_OK;
+}
+
+ff_status ff_loader_seek(ff_loader *l, uint64_t epoch, size_t batch) {
+  if (!l->started_threads) return failed_open(l);
+  if (batch > l->num_batches)
+    return ff__error_set(&l->err, FF_EINVAL, "batch %zu is past the %zu batches of an epoch", batch,
+                         l->num_batches);
+  pthread_mutex_lock(&l->mu);
+  if (epoch != l->out_epoch || batch != l->next_out) restart_epoch(l, epoch, batch);
+  pthread_mutex_unlock(&l->mu);
+  return FF_OK;
+}
+
+void ff_loader_position(const ff_loader *l, uint64_t *epoch, size_t *batch) {
+  pthread_mutex_lock((pthread_mutex_t *)&l->mu);
+  *epoch = l->out_epoch;
+  *batch = l->next_out;
+  pthread_mutex_unlock((pthread_mutex_t *)&l->mu);
 }
 
 size_t ff_loader_num_batches(const ff_loader *l) { return l->num_batches; }

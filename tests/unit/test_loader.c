@@ -428,6 +428,35 @@ static void end_after_the_last_batch_then_the_next_epoch_follows(void **state) {
   free(first.bytes), free(second.bytes), free(expected.bytes);
 }
 
+static void seek_resumes_mid_epoch_bit_identically(void **state) {
+  (void)state;
+  ff_config c = base_config(data_source, NCHW_PIPELINE);
+  ff_loader *l = open_ok(&c);
+  assert_int_equal(ff_loader_set_epoch(l, 3), FF_OK);
+  record whole = {0}, tail = {0};
+  ff_batch *b;
+  for (int i = 0; i < 3; i++) { /* the uninterrupted run, from batch 3 on */
+    assert_int_equal(ff_loader_next(l, &b), FF_OK);
+    ff_batch_release(b);
+  }
+  uint64_t epoch;
+  size_t batch;
+  ff_loader_position(l, &epoch, &batch);
+  assert_int_equal(epoch, 3);
+  assert_int_equal(batch, 3);
+  record_epoch(l, &whole);
+  ff_loader_close(l);
+  c.num_threads = 1; /* a different machine resuming from the checkpoint */
+  l = open_ok(&c);
+  assert_int_equal(ff_loader_seek(l, 3, 3), FF_OK);
+  record_epoch(l, &tail);
+  assert_int_equal(tail.batches, 4);
+  assert_true(records_equal(&whole, &tail));
+  assert_int_equal(ff_loader_seek(l, 0, 8), FF_EINVAL); /* past the 7 batches */
+  ff_loader_close(l);
+  free(whole.bytes), free(tail.bytes);
+}
+
 static void stats_count_every_file_read_once(void **state) {
   (void)state;
   uint64_t total = 0, largest = 0;
@@ -1012,6 +1041,7 @@ int main(void) {
       cmocka_unit_test(last_batch_is_short_without_drop_last),
       cmocka_unit_test(drop_last_leaves_out_the_short_batch),
       cmocka_unit_test(end_after_the_last_batch_then_the_next_epoch_follows),
+      cmocka_unit_test(seek_resumes_mid_epoch_bit_identically),
       cmocka_unit_test(stats_count_every_file_read_once),
       cmocka_unit_test(batch_can_be_released_from_another_thread),
       cmocka_unit_test(held_batch_survives_set_epoch),
