@@ -172,3 +172,31 @@ def pytest_terminal_summary(terminalreporter):
         s = _STATS[name]
         tr.write_line(f"{name:<40} {s.images:>7} {s.values:>11} {s.max_diff:>9.3g} "
                       f"{100 * s.share:>9.4f}%")
+
+
+def make_image(rng, h, w, kind):
+    """An HWC uint8 RGB image of the given kind."""
+    if kind == "constant":
+        return np.broadcast_to(rng.integers(0, 256, 3, dtype=np.uint8), (h, w, 3)).copy()
+    if kind == "two_valued":
+        a, b = rng.integers(0, 256, (2, 3), dtype=np.uint8)
+        return np.where(rng.random((h, w, 1)) < 0.5, a, b).astype(np.uint8)
+    if kind == "narrow":  # a few levels only: what autocontrast and equalize stretch
+        lo = rng.integers(0, 250, 3)
+        span = rng.integers(1, 60, 3)
+        return np.minimum(lo + rng.integers(0, 1 << 16, (h, w, 3)) % span, 255).astype(np.uint8)
+    if kind == "noise":
+        return rng.integers(0, 256, (h, w, 3), dtype=np.uint8)
+    y, x = np.mgrid[0:h, 0:w].astype(np.float64)
+    if kind == "gradient":
+        out = np.empty((h, w, 3))
+        for c in range(3):
+            ay, ax = rng.uniform(-1, 1, 2)
+            out[..., c] = ay * y / max(h - 1, 1) + ax * x / max(w - 1, 1)
+        lo, hi = out.min(), out.max()
+        out = (out - lo) / (hi - lo) * 255 if hi > lo else np.full_like(out, 128)
+        return np.clip(np.round(out), 0, 255).astype(np.uint8)
+    # stripes: high frequencies in both directions, the hardest case for resizing
+    py, px = rng.integers(1, 6, 2)
+    v = ((y // py + x // px) % 2) * 255
+    return np.stack([v, 255 - v, (x * 7 + y * 3) % 256], -1).astype(np.uint8)

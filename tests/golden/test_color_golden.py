@@ -16,6 +16,7 @@ import ctypes
 import warnings
 
 import numpy as np
+from conftest import make_image
 import pytest
 import torch
 import torchvision.transforms.functional as TF
@@ -100,26 +101,6 @@ def tv_op(name, arg, img):
     """torchvision on the CHW tensor of an HWC image; returns HWC."""
     t = torch.from_numpy(np.ascontiguousarray(img.transpose(2, 0, 1)))
     return REFERENCE[name](t, arg).numpy().transpose(1, 2, 0)
-
-
-def make_image(rng, h, w, kind):
-    if kind == "constant":
-        return np.broadcast_to(rng.integers(0, 256, 3, dtype=np.uint8), (h, w, 3)).copy()
-    if kind == "two_valued":
-        a, b = rng.integers(0, 256, (2, 3), dtype=np.uint8)
-        return np.where(rng.random((h, w, 1)) < 0.5, a, b).astype(np.uint8)
-    if kind == "narrow":
-        lo = rng.integers(0, 250, 3)
-        span = rng.integers(1, 60, 3)
-        return np.minimum(lo + rng.integers(0, 1 << 16, (h, w, 3)) % span, 255).astype(np.uint8)
-    if kind == "noise":
-        return rng.integers(0, 256, (h, w, 3), dtype=np.uint8)
-    y, x = np.mgrid[0:h, 0:w].astype(np.float64)
-    out = np.empty((h, w, 3))
-    for c in range(3):
-        a, b = rng.uniform(-6, 6, 2)
-        out[..., c] = rng.uniform(0, 255) + a * x + b * y
-    return np.clip(out, 0, 255).astype(np.uint8)
 
 
 def random_size(rng, i):

@@ -12,7 +12,7 @@ import torch
 import torchvision.transforms.functional as TF
 from torchvision.transforms import InterpolationMode
 
-from conftest import FFError
+from conftest import FFError, make_image
 
 torch.set_num_threads(1)
 warnings.filterwarnings("ignore", category=UserWarning, module="torchvision")
@@ -23,30 +23,6 @@ SPECIAL_SIZES = [(1, 1), (2, 2), (1, 2), (2, 1), (1, 300), (300, 1), (3, 280), (
                  (300, 300), (17, 299), (299, 17)]
 KINDS = ("constant", "two_valued", "noise", "gradient", "stripes")
 RESIZE_MAX_SHARE = 0.01  # share of values allowed to differ by one level
-
-
-def make_image(rng, h, w, kind):
-    """An HWC uint8 RGB image of the given kind."""
-    if kind == "constant":
-        return np.broadcast_to(rng.integers(0, 256, 3, dtype=np.uint8), (h, w, 3)).copy()
-    if kind == "two_valued":
-        a, b = rng.integers(0, 256, (2, 3), dtype=np.uint8)
-        return np.where(rng.random((h, w, 1)) < 0.5, a, b).astype(np.uint8)
-    if kind == "noise":
-        return rng.integers(0, 256, (h, w, 3), dtype=np.uint8)
-    y, x = np.mgrid[0:h, 0:w].astype(np.float64)
-    if kind == "gradient":
-        out = np.empty((h, w, 3))
-        for c in range(3):
-            ay, ax = rng.uniform(-1, 1, 2)
-            out[..., c] = ay * y / max(h - 1, 1) + ax * x / max(w - 1, 1)
-        lo, hi = out.min(), out.max()
-        out = (out - lo) / (hi - lo) * 255 if hi > lo else np.full_like(out, 128)
-        return np.clip(np.round(out), 0, 255).astype(np.uint8)
-    # stripes: high frequencies in both directions, the hardest case for resizing
-    py, px = rng.integers(1, 6, 2)
-    v = ((y // py + x // px) % 2) * 255
-    return np.stack([v, 255 - v, (x * 7 + y * 3) % 256], -1).astype(np.uint8)
 
 
 def image_cases(seed, count):
