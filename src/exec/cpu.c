@@ -1,5 +1,7 @@
 /* cpu.c — a CPU worker's sample path: read the file, read its header, plan,
- * decode the region of interest, run the steps, write the batch slot.
+ * decode the region of interest, run the steps, write the batch slot. The
+ * device executor takes the same path up to the decode
+ * (ff__sample_decode) and runs the steps as batched kernels.
  * Time spent in each phase is summed per worker for the loader's stats. */
 #include "exec/cpu.h"
 
@@ -35,8 +37,8 @@ static ff_status read_file(ff__worker *w, const char *path, size_t *size_bytes, 
   return st;
 }
 
-ff_status ff__sample_image(ff__worker *w, const ff__pipeline *pipe, const ff__sample_job *job, ff__image *out,
-                           ff__error *err) {
+ff_status ff__sample_decode(ff__worker *w, const ff__pipeline *pipe, const ff__sample_job *job, ff__image *out,
+                            ff__plan *plan, ff__error *err) {
   uint64_t t0 = ff__now_ns();
   size_t size_bytes = 0;
   ff_status st = read_file(w, job->path, &size_bytes, err);
@@ -46,16 +48,23 @@ ff_status ff__sample_image(ff__worker *w, const ff__pipeline *pipe, const ff__sa
   w->read_bytes += size_bytes;
 
   ff__image_info info;
-  ff__plan plan;
   st = ff__codec_probe(w->file.data, size_bytes, job->path, job->max_pixels, &info, err);
   if (!st) {
-    ff__plan_make(pipe, job->seed, job->epoch, job->index, &info, job->max_pixels, &plan);
-    st = ff__codec_decode(w->file.data, size_bytes, job->path, &plan.decode, &w->pixels, out, err);
+    ff__plan_make(pipe, job->seed, job->epoch, job->index, &info, job->max_pixels, plan);
+    st = ff__codec_decode(w->file.data, size_bytes, job->path, &plan->decode, &w->pixels, out, err);
   }
-  uint64_t t2 = ff__now_ns();
-  w->decode_ns += t2 - t1;
-  if (!st) st = ff__ops_run(&plan, &w->ops, out, err);
-  w->ops_ns += ff__now_ns() - t2;
+  w->decode_ns += ff__now_ns() - t1;
+  return st;
+}
+
+ff_status ff__sample_image(ff__worker *w, const ff__pipeline *pipe, const ff__sample_job *job, ff__image *out,
+                           ff__error *err) {
+  ff__plan plan;
+  ff_status st = ff__sample_decode(w, pipe, job, out, &plan, err);
+  if (st) return st;
+  uint64_t t0 = ff__now_ns();
+  st = ff__ops_run(&plan, &w->ops, out, err);
+  w->ops_ns += ff__now_ns() - t0;
   return st;
 }
 

@@ -26,6 +26,14 @@ typedef struct ff__sample_job {
   uint64_t max_pixels;
 } ff__sample_job;
 
+/* Reads the file, plans the sample and decodes its region of interest:
+ * *out is the RGB uint8 decoded image in the worker's memory (valid until
+ * its next sample), *plan the steps still to run on it. What the device
+ * executor starts from. Returns FF_OK or FF_EIO / FF_EDATA / FF_ETOOBIG /
+ * FF_ENOMEM naming the file. */
+ff_status ff__sample_decode(ff__worker *w, const ff__pipeline *pipe, const ff__sample_job *job, ff__image *out,
+                            ff__plan *plan, ff__error *err);
+
 /* Reads, decodes and runs the pipeline's steps on one sample; *out is the
  * RGB uint8 result in the worker's memory (valid until its next sample).
  * Returns FF_OK or FF_EIO / FF_EDATA / FF_ETOOBIG / FF_ENOMEM naming the file. */

@@ -1,6 +1,7 @@
 /* color.h — per-pixel arithmetic of the colour augmentation ops (brightness,
- * color, contrast, sharpness, posterize, solarize, autocontrast, invert),
- * shared by the CPU ops (ops/color.c) and the device kernels.
+ * color, contrast, sharpness, posterize, solarize, autocontrast, invert) and
+ * the 256-entry tables of the table ops (equalize included, and how a run of
+ * them composes), shared by the CPU ops (ops/color.c) and the device kernels.
  *
  * Every formula is torchvision 0.14's uint8 tensor path (spec sections 1.1,
  * 1.2 and 2.7-2.15): each float32 multiply and add is a separate, rounded
@@ -14,6 +15,7 @@
 #include <stdint.h>
 
 #include "kernels/hd.h"
+#include "ops/augment.h"
 
 /* The two weights of blend(X, Y, r) = r*X + (1 - r)*Y (spec 1.1): r is a
  * Python float; 1 - r is formed in double, and each is then rounded to
@@ -88,6 +90,130 @@ FF_HD static inline float ff__autocontrast_scale(int lo, int hi) {
  * can come out as 254 (e.g. lo = 0, hi = 41). */
 FF_HD static inline uint8_t ff__autocontrast_u8(uint8_t x, int lo, float scale) {
   return ff__clamp_trunc_u8((float)(x - lo) * scale);
+}
+
+/* Contrast's mean (spec 2.9): f32(S) / f32(N) with S the exact integer sum
+ * of the gray values and N the pixel count. torch sums in float32, which
+ * equals S while S < 2^24 (any image up to 256x256); above that its mean can
+ * differ by an ulp. */
+FF_HD static inline float ff__contrast_mean(uint64_t gray_sum, uint64_t pixels) {
+  return (float)(int64_t)gray_sum / (float)pixels;
+}
+
+/* ------------------------------------------------------------ tables */
+
+/* Whether a table op derives its table from the image's histogram. */
+FF_HD static inline int ff__lut_needs_histogram(ff__aug_op op) {
+  return op == FF__AUG_AUTOCONTRAST || op == FF__AUG_EQUALIZE;
+}
+
+FF_HD static inline void ff__lut_identity(uint8_t t[256]) {
+  for (int v = 0; v < 256; v++)
+    t[v] = (uint8_t)v;
+}
+
+/* t := next ∘ t */
+FF_HD static inline void ff__lut_compose(uint8_t t[256], const uint8_t next[256]) {
+  for (int v = 0; v < 256; v++)
+    t[v] = next[t[v]];
+}
+
+/* The table of a value-only op (brightness, posterize, solarize, invert). */
+FF_HD static inline void ff__lut_value(const ff__aug *a, uint8_t t[256]) {
+  switch (a->op) {
+  case FF__AUG_BRIGHTNESS: { /* blend(X, 0, f); the zero term adds exactly 0 */
+    ff__blend_w w = ff__blend_weights(a->arg);
+    for (int v = 0; v < 256; v++)
+      t[v] = ff__blend_u8(w, (float)v, 0.0f);
+    break;
+  }
+  case FF__AUG_POSTERIZE: {
+    int bits = a->arg <= 0.0 ? 0 : a->arg >= 8.0 ? 8 : (int)a->arg;
+    uint8_t mask = ff__posterize_mask(bits);
+    for (int v = 0; v < 256; v++)
+      t[v] = (uint8_t)(v & mask);
+    break;
+  }
+  case FF__AUG_SOLARIZE: {
+    float threshold = (float)a->arg;
+    for (int v = 0; v < 256; v++)
+      t[v] = ff__solarize_u8((uint8_t)v, threshold);
+    break;
+  }
+  case FF__AUG_INVERT:
+    for (int v = 0; v < 256; v++)
+      t[v] = ff__invert_u8((uint8_t)v);
+    break;
+  default: ff__lut_identity(t);
+  }
+}
+
+/* AutoContrast's table for a channel with histogram h (spec 2.13). */
+FF_HD static inline void ff__lut_autocontrast(const uint64_t h[256], uint8_t t[256]) {
+  int lo = 0, hi = 255;
+  while (lo < 256 && !h[lo])
+    lo++;
+  while (hi > lo && !h[hi])
+    hi--;
+  if (lo >= hi) { /* constant (or empty) channel: unchanged */
+    ff__lut_identity(t);
+    return;
+  }
+  float scale = ff__autocontrast_scale(lo, hi);
+  for (int v = 0; v < 256; v++)
+    t[v] = ff__autocontrast_u8((uint8_t)v, lo, scale);
+}
+
+/* Equalize's table for a channel with histogram h (spec 2.14, integer
+ * arithmetic): step = (pixels not at the maximum value) / 255; step 0 leaves
+ * the channel unchanged; lut[v] = min(255, (count below v + step/2) / step). */
+FF_HD static inline void ff__lut_equalize(const uint64_t h[256], uint8_t t[256]) {
+  uint64_t n = 0;
+  int vmax = -1;
+  for (int v = 0; v < 256; v++) {
+    n += h[v];
+    if (h[v]) vmax = v;
+  }
+  uint64_t step = vmax < 0 ? 0 : (n - h[vmax]) / 255;
+  if (step == 0) {
+    ff__lut_identity(t);
+    return;
+  }
+  uint64_t below = 0;
+  t[0] = 0;
+  for (int v = 1; v < 256; v++) {
+    below += h[v - 1];
+    uint64_t q = (below + step / 2) / step;
+    t[v] = (uint8_t)(q < 255 ? q : 255);
+  }
+}
+
+/* The composed table of one channel for a run of n table ops: each value op
+ * composes its table; each histogram op (autocontrast, equalize) builds its
+ * table from the channel's histogram `hist` (of the image before the run;
+ * NULL when no op of the run needs it) pushed through the composition so
+ * far — the histogram of the image it would see run one by one. `now` and
+ * `t` are scratch (256 entries each): on a GPU they live in global memory,
+ * since per-thread arrays would make the driver reserve local memory for
+ * every resident thread. */
+FF_HD static inline void ff__lut_run_channel(const ff__aug *ops, int n, const uint32_t *hist, uint8_t lut[256],
+                                             uint64_t now[256], uint8_t t[256]) {
+  ff__lut_identity(lut);
+  for (int i = 0; i < n; i++) {
+    if (!ff__lut_needs_histogram(ops[i].op)) {
+      ff__lut_value(&ops[i], t);
+    } else {
+      for (int v = 0; v < 256; v++)
+        now[v] = 0;
+      for (int v = 0; v < 256; v++)
+        now[lut[v]] += hist[v];
+      if (ops[i].op == FF__AUG_AUTOCONTRAST)
+        ff__lut_autocontrast(now, t);
+      else
+        ff__lut_equalize(now, t);
+    }
+    ff__lut_compose(lut, t);
+  }
 }
 
 #endif

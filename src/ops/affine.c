@@ -3,8 +3,8 @@
  * torchvision 0.14's tensor path (spec 1.3, 2.2-2.6).
  *
  * Each op becomes torchvision's inverse affine matrix, built in double in
- * Python's order (the atan/degrees/radians/tan round trip of the shears
- * included), then a float32 sampling grid and nearest or bilinear sampling
+ * Python's order (kernels/affine_setup.h, shared with the device executor),
+ * then a float32 sampling grid and nearest or bilinear sampling
  * whose per-pixel arithmetic lives in kernels/affine.h (shared with the
  * device kernels). The CPU loop works row by row in chunks: a first pass
  * maps a chunk of output pixels to input positions and tap weights (plain
@@ -13,93 +13,16 @@
  * general one. The grid cannot be stepped incrementally — f32(x*a0) is not
  * f32((x-1)*a0) + a0 — so every coordinate is computed from its formula.
  *
- * Translations by whole pixels are row copies: the grid lands within
- * 5e-4 px of the integer shift for sizes up to 4096 (checked exhaustively
- * over every size and shift), which cannot move a nearest tap nor, for
- * bilinear, a rounded value — except for a fill colour close to k + 0.5,
- * which takes the general path. */
+ * Translations by whole pixels are row copies where that gives the warp's
+ * bits (ff__affine_translate_is_exact). */
 #include <math.h>
 #include <string.h>
 
 #include "kernels/affine.h"
+#include "kernels/affine_setup.h"
 #include "ops/augment.h"
 
 #define CHUNK 256 /* output pixels mapped per pass */
-
-/* ------------------------------------------------------------ the matrix */
-
-static const double pi = 3.14159265358979323846;
-
-static double radians(double deg) { return deg * (pi / 180.0); }
-static double degrees(double rad) { return rad * (180.0 / pi); }
-
-/* torchvision's _get_inverse_affine_matrix: output point → input point, in
- * the frame centred on the image; (cx, cy) is the centre in that frame,
- * angle and shears in degrees. Same operations in the same order as the
- * Python, so the same doubles. */
-static void inverse_affine(double cx, double cy, double angle, double tx, double ty, double scale,
-                           double shear_x, double shear_y, double m[6]) {
-  double rot = radians(angle), sx = radians(shear_x), sy = radians(shear_y);
-  double a = cos(rot - sy) / cos(sy);
-  double b = -cos(rot - sy) * tan(sx) / cos(sy) - sin(rot);
-  double c = sin(rot - sy) / cos(sy);
-  double d = -sin(rot - sy) * tan(sx) / cos(sy) + cos(rot);
-  m[0] = d / scale, m[1] = -b / scale, m[2] = 0.0 / scale;
-  m[3] = -c / scale, m[4] = a / scale, m[5] = 0.0 / scale;
-  m[2] += m[0] * (-cx - tx) + m[1] * (-cy - ty);
-  m[5] += m[3] * (-cx - tx) + m[4] * (-cy - ty);
-  m[2] += cx;
-  m[5] += cy;
-}
-
-/* Python's int() of a float: toward zero; |arg| beyond the image moves
- * everything out either way, so it is clamped first (no overflow; NaN → 0). */
-static int shift_of(double arg, int size) {
-  double lim = (double)size + 2.0;
-  if (!(arg == arg)) return 0;
-  if (arg > lim) arg = lim;
-  if (arg < -lim) arg = -lim;
-  return (int)arg;
-}
-
-/* The matrix of a policy op (spec 1.3, specialisations). */
-static void op_matrix(const ff__aug *a, int w, int h, double m[6]) {
-  double arg = a->arg;
-  switch (a->op) {
-  case FF__AUG_SHEAR_X: /* centre [0, 0] = the top-left corner */
-    inverse_affine(0.0 - w * 0.5, 0.0 - h * 0.5, 0.0, 0.0, 0.0, 1.0, degrees(atan(arg)), 0.0, m);
-    break;
-  case FF__AUG_SHEAR_Y:
-    inverse_affine(0.0 - w * 0.5, 0.0 - h * 0.5, 0.0, 0.0, 0.0, 1.0, 0.0, degrees(atan(arg)), m);
-    break;
-  case FF__AUG_TRANSLATE_X:
-    inverse_affine(0.0, 0.0, 0.0, (double)shift_of(arg, w), 0.0, 1.0, 0.0, 0.0, m);
-    break;
-  case FF__AUG_TRANSLATE_Y:
-    inverse_affine(0.0, 0.0, 0.0, 0.0, (double)shift_of(arg, h), 1.0, 0.0, 0.0, m);
-    break;
-  case FF__AUG_ROTATE: /* F.rotate hands the builder -angle */
-    inverse_affine(0.0, 0.0, -arg, 0.0, 0.0, 1.0, 0.0, 0.0, m);
-    break;
-  default: /* identity */ inverse_affine(0.0, 0.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, m); break;
-  }
-}
-
-/* ------------------------------------------------------------ translate */
-
-/* Whether the row-copy translation gives torchvision's bits (see the top). */
-static int translate_is_exact(const ff__aug *a, int w, int h) {
-  int side = w > h ? w : h;
-  if (!a->bilinear) return side <= (1 << 20);
-  if (!a->has_fill) return side <= 4096;
-  if (side > 2048) return 0;
-  for (int c = 0; c < 3; c++) {
-    float f = a->fill[c];
-    if (!(f >= 0.0f && f <= 255.0f)) return 0;
-    if (fabsf(f - floorf(f) - 0.5f) < 0.2f) return 0;
-  }
-  return 1;
-}
 
 static void translate(const ff__image *src, ff__image *dst, int tx, int ty, const uint8_t fill[3]) {
   int w = src->width, h = src->height;
@@ -309,24 +232,9 @@ static void warp_bilinear(const ff__affine_grid *g, const ff__image *src, ff__im
 void ff__aug_affine(const ff__aug *a, const ff__image *src, ff__image *dst) {
   int w = src->width, h = src->height;
   if (w <= 0 || h <= 0) return;
-  uint8_t fill_u8[3] = {0, 0, 0};
-  if (a->has_fill)
-    for (int c = 0; c < 3; c++)
-      fill_u8[c] = ff__affine_fill_u8(a->fill[c]);
-
-  if ((a->op == FF__AUG_TRANSLATE_X || a->op == FF__AUG_TRANSLATE_Y) && translate_is_exact(a, w, h)) {
-    int tx = a->op == FF__AUG_TRANSLATE_X ? shift_of(a->arg, w) : 0;
-    int ty = a->op == FF__AUG_TRANSLATE_Y ? shift_of(a->arg, h) : 0;
-    translate(src, dst, tx, ty, fill_u8);
-    return;
-  }
-
-  double m[6];
-  ff__affine_grid g;
-  op_matrix(a, w, h, m);
-  ff__affine_grid_make(m, w, h, &g);
-  if (a->bilinear)
-    warp_bilinear(&g, src, dst, a->has_fill ? a->fill : NULL);
-  else
-    warp_nearest(&g, src, dst, fill_u8);
+  ff__affine_setup set;
+  ff__affine_setup_make(a, w, h, &set);
+  if (set.translate) translate(src, dst, set.tx, set.ty, set.fill_u8);
+  else if (a->bilinear) warp_bilinear(&set.grid, src, dst, a->has_fill ? a->fill : NULL);
+  else warp_nearest(&set.grid, src, dst, set.fill_u8);
 }

@@ -41,8 +41,6 @@ int ff__aug_is_lut(ff__aug_op op) {
   }
 }
 
-static int needs_histogram(ff__aug_op op) { return op == FF__AUG_AUTOCONTRAST || op == FF__AUG_EQUALIZE; }
-
 /* ------------------------------------------------------------ row helpers */
 
 /* Rows of img as (first row, row count, bytes per row): a dense image is one
@@ -147,132 +145,28 @@ static int identity(const uint8_t t[256]) {
   return 1;
 }
 
-static void identity_table(uint8_t t[256]) {
-  for (int v = 0; v < 256; v++)
-    t[v] = (uint8_t)v;
-}
-
-/* The table of a value-only op (brightness, posterize, solarize, invert). */
-static void value_table(const ff__aug *a, uint8_t t[256]) {
-  switch (a->op) {
-  case FF__AUG_BRIGHTNESS: { /* blend(X, 0, f); the zero term adds exactly 0 */
-    ff__blend_w w = ff__blend_weights(a->arg);
-    for (int v = 0; v < 256; v++)
-      t[v] = ff__blend_u8(w, (float)v, 0.0f);
-    break;
-  }
-  case FF__AUG_POSTERIZE: {
-    int bits = a->arg <= 0.0 ? 0 : a->arg >= 8.0 ? 8 : (int)a->arg;
-    uint8_t mask = ff__posterize_mask(bits);
-    for (int v = 0; v < 256; v++)
-      t[v] = (uint8_t)(v & mask);
-    break;
-  }
-  case FF__AUG_SOLARIZE: {
-    float threshold = (float)a->arg;
-    for (int v = 0; v < 256; v++)
-      t[v] = ff__solarize_u8((uint8_t)v, threshold);
-    break;
-  }
-  case FF__AUG_INVERT:
-    for (int v = 0; v < 256; v++)
-      t[v] = ff__invert_u8((uint8_t)v);
-    break;
-  default: identity_table(t);
-  }
-}
-
-/* AutoContrast's table for a channel with histogram h (spec 2.13). */
-static void autocontrast_table(const uint64_t h[256], uint8_t t[256]) {
-  int lo = 0, hi = 255;
-  while (lo < 256 && !h[lo])
-    lo++;
-  while (hi > lo && !h[hi])
-    hi--;
-  if (lo >= hi) { /* constant (or empty) channel: unchanged */
-    identity_table(t);
-    return;
-  }
-  float scale = ff__autocontrast_scale(lo, hi);
-  for (int v = 0; v < 256; v++)
-    t[v] = ff__autocontrast_u8((uint8_t)v, lo, scale);
-}
-
-/* Equalize's table for a channel with histogram h (spec 2.14, integer
- * arithmetic): step = (pixels not at the maximum value) / 255; step 0 leaves
- * the channel unchanged; lut[v] = min(255, (count below v + step/2) / step). */
-static void equalize_table(const uint64_t h[256], uint8_t t[256]) {
-  uint64_t n = 0;
-  int vmax = -1;
-  for (int v = 0; v < 256; v++) {
-    n += h[v];
-    if (h[v]) vmax = v;
-  }
-  uint64_t step = vmax < 0 ? 0 : (n - h[vmax]) / 255;
-  if (step == 0) {
-    identity_table(t);
-    return;
-  }
-  uint64_t below = 0;
-  t[0] = 0;
-  for (int v = 1; v < 256; v++) {
-    below += h[v - 1];
-    uint64_t q = (below + step / 2) / step;
-    t[v] = (uint8_t)(q < 255 ? q : 255);
-  }
-}
-
-/* t := next ∘ t */
-static void compose(uint8_t t[256], const uint8_t next[256]) {
-  for (int v = 0; v < 256; v++)
-    t[v] = next[t[v]];
-}
-
 void ff__aug_lut_run(const ff__aug *ops, int n, ff__image *img) {
   int c = img->channels;
   if (c < 1 || c > MAX_CHANNELS || n <= 0) return;
-  uint8_t lut[MAX_CHANNELS][256]; /* lut[0] serves every channel until per_channel */
-  int per_channel = 0;
-  identity_table(lut[0]);
-
   uint32_t hist[MAX_CHANNELS][256];
+  uint64_t now[256];
+  uint8_t t[256];
   int any_hist = 0;
   for (int i = 0; i < n; i++)
-    any_hist |= needs_histogram(ops[i].op);
-  if (any_hist) histogram(img, hist);
-
-  for (int i = 0; i < n; i++) {
-    uint8_t t[256];
-    if (!needs_histogram(ops[i].op)) {
-      value_table(&ops[i], t);
-      for (int k = 0; k < (per_channel ? c : 1); k++)
-        compose(lut[k], t);
-      continue;
-    }
-    if (!per_channel) {
-      for (int k = 1; k < c; k++)
-        memcpy(lut[k], lut[0], 256);
-      per_channel = 1;
-    }
-    for (int k = 0; k < c; k++) {
-      uint64_t now[256] = {0}; /* the histogram of the image this op sees */
-      for (int v = 0; v < 256; v++)
-        now[lut[k][v]] += hist[k][v];
-      if (ops[i].op == FF__AUG_AUTOCONTRAST)
-        autocontrast_table(now, t);
-      else
-        equalize_table(now, t);
-      compose(lut[k], t);
-    }
-  }
-
-  if (!per_channel) {
-    if (!identity(lut[0])) apply_table(img, lut[0]);
+    any_hist |= ff__lut_needs_histogram(ops[i].op);
+  if (!any_hist) { /* one table serves every channel */
+    uint8_t lut[256];
+    ff__lut_run_channel(ops, n, NULL, lut, now, t);
+    if (!identity(lut)) apply_table(img, lut);
     return;
   }
+  histogram(img, hist);
+  uint8_t lut[MAX_CHANNELS][256];
   int all_identity = 1;
-  for (int k = 0; k < c; k++)
+  for (int k = 0; k < c; k++) {
+    ff__lut_run_channel(ops, n, hist[k], lut[k], now, t);
     all_identity &= identity(lut[k]);
+  }
   if (!all_identity) apply_tables(img, lut);
 }
 
@@ -330,14 +224,12 @@ static uint64_t gray_sum_chunked(const ff__image *img) {
   return sum;
 }
 
-/* Contrast (spec 2.9): blend(X, mean, f) with mean = f32(S) / f32(N), S the
- * integer sum of the gray values: a table once the mean is known. torch
- * sums in float32, which equals S while S < 2^24 (any image up to 256x256);
- * above that its mean can differ by an ulp. */
+/* Contrast (spec 2.9): blend(X, mean, f) with the mean of
+ * ff__contrast_mean: a table once the mean is known. */
 static void contrast(const ff__image *img, ff__blend_w w) {
   size_t pixels = (size_t)img->width * (size_t)img->height;
   if (!pixels) return;
-  float mean = (float)(int64_t)gray_sum_chunked(img) / (float)pixels;
+  float mean = ff__contrast_mean(gray_sum_chunked(img), pixels);
   uint8_t t[256];
   for (int v = 0; v < 256; v++)
     t[v] = ff__blend_u8(w, (float)v, mean);

@@ -3,16 +3,15 @@
  *
  * Resize follows torchvision's float32 tensor path exactly (spec 5.3): a
  * separable filter, horizontal pass first into a float32 intermediate, then
- * the vertical pass, rounding half to even once at the end. Each axis gets a
- * table of taps (input index, weight) per output index; with antialias the
- * taps are a tent of half-width `scale` renormalised at the borders, without
- * it the two taps of plain bilinear interpolation. The accumulation order and
- * fused steps are torch's, so results match to the last bit but for rare
- * ties. */
+ * the vertical pass, rounding half to even once at the end. The tap tables
+ * and the accumulation order (torch's, fused steps included) are in
+ * kernels/resize.h, shared with the device kernels; results match torch to
+ * the last bit but for rare ties. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "kernels/pixel.h"
+#include "kernels/resize.h"
 #include "ops/ops.h"
 
 ff_status ff__op_crop(const ff__image *src, int x, int y, int w, int h, ff__buf *mem,
@@ -37,103 +36,19 @@ ff_status ff__op_crop(const ff__image *src, int x, int y, int w, int h, ff__buf 
   return FF_OK;
 }
 
-/* Taps of one axis: for output o, taps idx[o*max+t], weight w[o*max+t],
- * t < count[o]. The first tap's product starts the sum. */
-typedef struct axis {
-  int max_taps;
-  int *count, *idx;
-  float *w;
-} axis;
-
-static size_t axis_bytes(int n_out, int max_taps) {
-  return (size_t)n_out * (sizeof(int) + (size_t)max_taps * (sizeof(int) + sizeof(float)));
-}
-
-static int axis_max_taps(int n_in, int n_out, int antialias) {
-  float scale = (float)n_in / (float)n_out;
-  if (!antialias) return 2;
-  return (int)((scale >= 1.0f ? scale : 1.0f) * 2.0f) + 3;
-}
-
-static void axis_place(axis *a, void *mem, int n_out) {
-  a->count = mem;
-  a->idx = a->count + n_out;
-  a->w = (float *)(a->idx + (size_t)n_out * a->max_taps);
-}
-
-/* torch's upsample_bilinear2d (align_corners=False) index and lambda rules. */
-static void axis_bilinear(axis *a, int n_in, int n_out) {
-  float scale = (float)n_in / (float)n_out;
-  for (int o = 0; o < n_out; o++) {
-    double src_d = (double)scale * (o + 0.5) - 0.5;
-    float src = src_d < 0 ? 0.0f : (float)src_d;
-    int i0 = (int)src;
-    int i1 = i0 < n_in - 1 ? i0 + 1 : i0;
-    float l1 = src - (float)i0, l0 = 1.0f - l1;
-    /* torch evaluates f32(x1*l1) first and fuses x0*l0 onto it. */
-    a->count[o] = 2;
-    a->idx[o * 2] = i1, a->w[o * 2] = l1;
-    a->idx[o * 2 + 1] = i0, a->w[o * 2 + 1] = l0;
-  }
-}
-
-/* torch's _upsample_bilinear2d_aa weights (tent filter, renormalised). */
-static void axis_antialias(axis *a, int n_in, int n_out) {
-  float scale = (float)n_in / (float)n_out;
-  float support = scale >= 1.0f ? scale : 1.0f;
-  float invscale = scale >= 1.0f ? 1.0f / scale : 1.0f;
-  for (int o = 0; o < n_out; o++) {
-    float center = (float)((double)scale * (o + 0.5));
-    int xmin = (int)((center - support) + 0.5f);
-    int xend = (int)((center + support) + 0.5f);
-    if (xmin < 0) xmin = 0;
-    if (xend > n_in) xend = n_in;
-    int n = xend - xmin;
-    if (n > a->max_taps) n = a->max_taps;
-    float *w = a->w + (size_t)o * a->max_taps;
-    float total = 0.0f;
-    for (int t = 0; t < n; t++) {
-      float d = ((float)(xmin + t) - center + 0.5f) * invscale;
-      float ad = d < 0 ? -d : d;
-      w[t] = ad < 1.0f ? 1.0f - ad : 0.0f;
-      total += w[t];
-    }
-    for (int t = 0; t < n; t++) {
-      if (total != 0.0f) w[t] /= total;
-      a->idx[(size_t)o * a->max_taps + t] = xmin + t;
-    }
-    a->count[o] = n;
-  }
-}
-
-static void axis_build(axis *a, int n_in, int n_out, int antialias) {
-  if (antialias) axis_antialias(a, n_in, n_out);
-  else axis_bilinear(a, n_in, n_out);
-}
-
-/* Sum of taps in torch's order: ≤ 4 taps fused, longer windows plainly. */
-static inline __attribute__((always_inline)) float taps_sum(const float *x, size_t step, const int *idx, const float *w, int n) {
-  float acc = x[(size_t)idx[0] * step] * w[0];
-  if (n <= 4)
-    for (int t = 1; t < n; t++) acc = ff__fma_f32(x[(size_t)idx[t] * step], w[t], acc);
-  else
-    for (int t = 1; t < n; t++) acc = acc + x[(size_t)idx[t] * step] * w[t];
-  return acc;
-}
-
 FF_FMA_CLONES ff_status ff__op_resize(const ff__image *src, int out_w, int out_h, int antialias,
                         ff__op_scratch *s, ff__image *dst) {
   int c = src->channels, in_w = src->width, in_h = src->height;
-  axis ax = {axis_max_taps(in_w, out_w, antialias), 0, 0, 0};
-  axis ay = {axis_max_taps(in_h, out_h, antialias), 0, 0, 0};
-  size_t bx = axis_bytes(out_w, ax.max_taps), by = axis_bytes(out_h, ay.max_taps);
+  ff__resize_axis ax = {ff__resize_max_taps(in_w, out_w, antialias), 0, 0, 0};
+  ff__resize_axis ay = {ff__resize_max_taps(in_h, out_h, antialias), 0, 0, 0};
+  size_t bx = ff__resize_axis_bytes(out_w, ax.max_taps), by = ff__resize_axis_bytes(out_h, ay.max_taps);
   char *wmem = ff__buf_reserve(&s->weights, bx + by);
   float *tmp = ff__buf_reserve(&s->floats, (size_t)(in_h + 1) * out_w * c * sizeof(float));
   if (!wmem || !tmp) return FF_ENOMEM;
-  axis_place(&ax, wmem, out_w);
-  axis_place(&ay, wmem + bx, out_h);
-  axis_build(&ax, in_w, out_w, antialias);
-  axis_build(&ay, in_h, out_h, antialias);
+  ff__resize_axis_place(&ax, wmem, out_w);
+  ff__resize_axis_place(&ay, wmem + bx, out_h);
+  ff__resize_axis_build(&ax, in_w, out_w, antialias);
+  ff__resize_axis_build(&ay, in_h, out_h, antialias);
 
   /* Horizontal pass: uint8 rows → float32 rows of out_w pixels. */
   float xrow[4096 * 3];
@@ -149,7 +64,7 @@ FF_FMA_CLONES ff_status ff__op_resize(const ff__image *src, int out_w, int out_h
       const float *w = ax.w + (size_t)o * ax.max_taps;
       int n = ax.count[o];
       if (c != 3) {
-        for (int ch = 0; ch < c; ch++) out[o * c + ch] = taps_sum(row + ch, (size_t)c, idx, w, n);
+        for (int ch = 0; ch < c; ch++) out[o * c + ch] = ff__resize_taps_sum(row + ch, (size_t)c, idx, w, n);
         continue;
       }
       /* RGB: three independent sums side by side. */

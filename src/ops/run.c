@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "core/clock.h"
+#include "kernels/mix.h"
 #include "ops/ops.h"
 
 static const char *const cost_names[FF__COST_COUNT] = {
@@ -42,20 +43,18 @@ static ff_status copy_image(const ff__image *img, ff__buf *buf, ff__image *out) 
 static void mix_scale(float *mix, const ff__image *x, float weight) {
   size_t row = (size_t)x->width * x->channels;
   for (int y = 0; y < x->height; y++)
-    for (size_t i = 0; i < row; i++) mix[y * row + i] = weight * (float)x->data[y * x->stride + i];
+    for (size_t i = 0; i < row; i++) mix[y * row + i] = ff__mix_scale(weight, x->data[y * x->stride + i]);
 }
 
 static void mix_add(float *mix, const ff__image *x, float weight) {
   size_t row = (size_t)x->width * x->channels;
   for (int y = 0; y < x->height; y++)
-    for (size_t i = 0; i < row; i++) mix[y * row + i] = mix[y * row + i] + weight * (float)x->data[y * x->stride + i];
+    for (size_t i = 0; i < row; i++) mix[y * row + i] = ff__mix_add(mix[y * row + i], weight, x->data[y * x->stride + i]);
 }
 
-/* trunc(mix), no rounding (the weights are convex; the clamp only guards
- * the last bit). */
 static void mix_truncate(const float *mix, ff__image *out) {
   size_t n = (size_t)out->width * out->channels * out->height;
-  for (size_t i = 0; i < n; i++) out->data[i] = (uint8_t)(mix[i] < 255.0f ? mix[i] : 255.0f);
+  for (size_t i = 0; i < n; i++) out->data[i] = ff__mix_trunc_u8(mix[i]);
 }
 
 ff_status ff__ops_run(const ff__plan *plan, ff__op_scratch *s, ff__image *img, ff__error *err) {

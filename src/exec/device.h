@@ -1,0 +1,106 @@
+/* device.h — the device interface: one API over two implementations, a CUDA
+ * GPU (`cuda:N`, exec/cuda.cu) and a host-emulated device (`emu:N`,
+ * exec/emu.c) that runs the same kernel arithmetic on its own thread.
+ *
+ * It is what the scheduler needs to send work to a device without ever
+ * taking memory the trainer needs: device memory only from the budgeted
+ * pool (exec/pool.h), pinned host staging, streams (FIFOs of copies and
+ * launches), events (completion and device time), and the launch of one
+ * stage index of a microbatch's stage table (kernels/stage.h). The
+ * microbatch itself — decoded images and plans in, finished tensors out —
+ * is exec/dev_batch.h.
+ *
+ * Nothing here synchronises by itself except ff__device_event_wait,
+ * ff__device_synchronize and ff__device_close. Errors of asynchronous work
+ * (a failed kernel) surface at the next event query or wait. Thread-safety:
+ * the pool is thread-safe; a stream and its events belong to one thread at
+ * a time. */
+#ifndef FF_EXEC_DEVICE_H
+#define FF_EXEC_DEVICE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/error.h"
+#include "exec/pool.h"
+
+typedef struct ff__device ff__device;
+typedef struct ff__dstream ff__dstream; /* a stream of the device's backend */
+typedef struct ff__devent ff__devent;   /* an event of the device's backend */
+
+typedef struct ff__device_options {
+  size_t limit_bytes; /* pool limit; 0 = only the free memory minus the headroom */
+  int64_t
+      headroom_bytes; /* left free for the trainer; -1 = default (cuda: max(1 GiB, 10% of total); emu: 0) */
+  unsigned
+      refresh_every;    /* re-read the free memory every this many raw allocations (default 64; 0 = never) */
+  size_t emu_mem_bytes; /* emu: device memory size; 0 = `?mem=` in the name, else 2 GiB */
+  unsigned emu_fail_alloc_after; /* emu: raw allocations after this many fail; 0 = never (or FF_EMU_FAULTS) */
+  unsigned
+      emu_fail_kernel_at; /* emu: the launch with this number (1-based) fails; 0 = never (or FF_EMU_FAULTS) */
+} ff__device_options;
+
+void ff__device_options_init(ff__device_options *opt);
+
+/* Opens "cuda:N", "emu:N" or "emu:N?mem=256M" (K, M, G suffixes; "cuda"
+ * and "emu" mean device 0). opt may be NULL (defaults). Returns FF_OK,
+ * FF_EINVAL (bad name), FF_EDEVICE (no such device, no driver, CUDA not
+ * built: the message says which and suggests emu:0 or cpu), FF_ENOMEM. */
+ff_status ff__device_open(const char *name, const ff__device_options *opt, ff__device **out, ff__error *err);
+
+/* Waits for all queued work, frees every pool block and the device. NULL
+ * does nothing. Streams, events and pinned buffers must be destroyed first. */
+void ff__device_close(ff__device *d);
+
+typedef struct ff__device_info {
+  char name[160];                 /* "cuda:0 (NVIDIA H200)", "emu:0" */
+  size_t total_bytes, free_bytes; /* the device's memory now */
+  ff__pool_stats pool;            /* limit, reserved, used, peak */
+} ff__device_info;
+
+ff_status ff__device_query(ff__device *d, ff__device_info *out, ff__error *err);
+
+/* Re-reads the free memory; the pool limit follows it (ff__pool_refresh). */
+ff_status ff__device_refresh(ff__device *d, ff__error *err);
+
+/* Device memory from the pool: FF_OK, FF__EBUDGET (not now: over budget or
+ * the device is full — run on the CPU), FF_EINVAL. */
+ff_status ff__device_alloc(ff__device *d, size_t size_bytes, void **d_out, ff__error *err);
+void ff__device_free(ff__device *d, void *d_ptr);
+
+/* Pinned (page-locked) host memory for staging uploads. FF_OK or FF_ENOMEM. */
+ff_status ff__device_host_alloc(ff__device *d, size_t size_bytes, void **out, ff__error *err);
+void ff__device_host_free(ff__device *d, void *ptr);
+
+ff_status ff__device_stream_create(ff__device *d, ff__dstream **out, ff__error *err);
+void ff__device_stream_destroy(ff__device *d, ff__dstream *s);
+
+/* Asynchronous copies on stream s; the host memory must stay untouched
+ * until an event recorded after them completes. */
+ff_status ff__device_upload(ff__device *d, ff__dstream *s, void *d_dst, const void *src, size_t size_bytes,
+                            ff__error *err);
+ff_status ff__device_download(ff__device *d, ff__dstream *s, void *dst, const void *d_src, size_t size_bytes,
+                              ff__error *err);
+
+ff_status ff__device_event_create(ff__device *d, ff__devent **out, ff__error *err);
+void ff__device_event_destroy(ff__device *d, ff__devent *e);
+/* Completes when the work queued on s before it is done. */
+ff_status ff__device_event_record(ff__device *d, ff__devent *e, ff__dstream *s, ff__error *err);
+/* *done = 1 when complete. FF_EDEVICE when queued work failed (message
+ * names the failure). */
+ff_status ff__device_event_query(ff__device *d, ff__devent *e, int *done, ff__error *err);
+ff_status ff__device_event_wait(ff__device *d, ff__devent *e, ff__error *err);
+/* Device time between two completed events, in milliseconds. */
+ff_status ff__device_event_elapsed_ms(ff__device *d, ff__devent *start, ff__devent *end, float *ms,
+                                      ff__error *err);
+
+/* Waits for all work queued on the device (error paths and shutdown). */
+void ff__device_synchronize(ff__device *d);
+
+/* Launches stage index k of the stage table d_table (device memory,
+ * n samples x stride ff__dstage records): every element of every sample's
+ * stage k (max_count: the largest count among them). FF_OK or FF_EDEVICE. */
+ff_status ff__device_launch_stages(ff__device *d, ff__dstream *s, const void *d_table, int n, int stride,
+                                   int k, uint32_t max_count, ff__error *err);
+
+#endif

@@ -1,0 +1,284 @@
+/* stage.h — the device executor's work, as the kernels see it.
+ *
+ * The host lowers each sample's plan to a list of stages (exec/dev_batch.c).
+ * A stage is one data-parallel pass over one sample: every element (usually
+ * an output pixel) is computed by ff__dstage_elem from the stage's record
+ * alone, independently of the others (histograms and sums accumulate with
+ * integer atomics, so their order does not matter). The stage records of a
+ * microbatch form a table [sample][stage index]; one launch per stage index
+ * covers every sample, each reading its own record (a sample whose plan is
+ * shorter has FF__DS_NONE there). A CUDA thread computes one element; the
+ * emulator's launch is a loop calling the same function for every element —
+ * so the emulator checks the device arithmetic, which is the CPU ops' own
+ * (kernels/color.h, affine.h, resize.h, mix.h).
+ *
+ * Every stage reads its source and writes a distinct destination: nothing
+ * runs in place, so AugMix's kept image stays intact without a copy.
+ * Addresses are device addresses as integers (the table is built on the
+ * host and uploaded as bytes); images are HWC RGB uint8. */
+#ifndef FF_KERNELS_STAGE_H
+#define FF_KERNELS_STAGE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kernels/affine.h"
+#include "kernels/color.h"
+#include "kernels/hd.h"
+#include "kernels/mix.h"
+#include "kernels/pixel.h"
+#include "kernels/resize.h"
+#include "ops/augment.h"
+
+typedef enum ff__dstage_kind {
+  FF__DS_NONE,      /* nothing for this sample at this index */
+  FF__DS_CROP,      /* dst = box at (p.crop.x, p.crop.y) of src, zeros outside */
+  FF__DS_FLIP,      /* p.flip.horizontal ? columns : rows reversed */
+  FF__DS_RESIZE_H,  /* a (float, src.height x dst.width x 3) = horizontal taps (b) over src rows */
+  FF__DS_RESIZE_V,  /* dst = round(vertical taps (b) over a's rows) */
+  FF__DS_AFFINE,    /* dst = warp of src (p.affine) */
+  FF__DS_TRANSLATE, /* dst = src shifted by (p.affine.tx, ty) whole pixels, fill outside */
+  FF__DS_COLOR,     /* dst = blend(src, gray(src), p.blend) */
+  FF__DS_SHARPNESS, /* dst = blend(src, smoothed(src), p.blend) */
+  FF__DS_GRAY_SUM,  /* *(uint64 *)a += sum of gray(src) */
+  FF__DS_CONTRAST,  /* dst = blend(src, mean gray (from a), p.blend) */
+  FF__DS_HISTOGRAM, /* a (uint32 [3][256]) += per-channel counts of src */
+  FF__DS_LUT_BUILD, /* element c: tables p.lut.luts[c] of the run b (ff__aug[p.lut.n]), histogram a,
+                       scratch p.lut.scratch */
+  FF__DS_LUT_APPLY, /* dst = per-channel tables a (uint8 [3][256]) of src */
+  FF__DS_MIX_SCALE, /* a (float, packed) = p.mix.weight * src */
+  FF__DS_MIX_ADD,   /* a += p.mix.weight * src */
+  FF__DS_MIX_TRUNC, /* dst = trunc(a) */
+  FF__DS_OUT_U8,    /* dst (packed NHWC slot) = src */
+  FF__DS_OUT_F32,   /* dst.addr (NCHW float slot) = tables a (float [3][256]) of src */
+} ff__dstage_kind;
+
+/* An RGB uint8 image in device memory. */
+typedef struct ff__dimg {
+  uint64_t addr;
+  int32_t width, height;
+  uint64_t stride; /* bytes per row */
+} ff__dimg;
+
+typedef struct ff__dstage {
+  int32_t kind;   /* ff__dstage_kind */
+  uint32_t count; /* elements of this stage */
+  ff__dimg src, dst;
+  uint64_t a, b; /* further buffers, by kind */
+  union {
+    struct {
+      int32_t x, y;
+    } crop;
+    struct {
+      int32_t horizontal;
+    } flip;
+    struct {
+      int32_t max_taps;
+    } resize;
+    struct {
+      ff__affine_grid grid;
+      float fill[3];
+      uint8_t fill_u8[3];
+      int32_t bilinear, has_fill, tx, ty;
+    } affine;
+    ff__blend_w blend;
+    struct {
+      uint64_t luts, scratch;
+      int32_t n;
+    } lut; /* scratch: per channel 256 uint64 + 256 uint8 */
+    struct {
+      float weight;
+    } mix;
+  } p;
+} ff__dstage;
+
+#define FF__DPTR(type, addr) ((type *)(uintptr_t)(addr))
+
+FF_HD static inline void ff__datomic_add_u32(uint32_t *p, uint32_t v) {
+#ifdef __CUDA_ARCH__
+  atomicAdd((unsigned int *)p, (unsigned int)v);
+#else /* the emulator runs a launch on one thread */
+  *p += v;
+#endif
+}
+
+FF_HD static inline void ff__datomic_add_u64(uint64_t *p, uint64_t v) {
+#ifdef __CUDA_ARCH__
+  atomicAdd((unsigned long long *)p, (unsigned long long)v);
+#else
+  *p += v;
+#endif
+}
+
+FF_HD static inline uint8_t *ff__dimg_px(const ff__dimg *m, int y, int x) {
+  return FF__DPTR(uint8_t, m->addr) + (size_t)y * m->stride + (size_t)x * 3;
+}
+
+/* Sharpness at (y, x) of a w x h image (spec 2.10): border pixels are
+ * blended with themselves, inner ones with the 3x3 smoothing (ones, 5 at
+ * the centre, over 13) — ops/color.c's loop, pixel by pixel. */
+FF_HD static inline void ff__dsharp_px(const ff__dimg *m, int y, int x, ff__blend_w w, uint8_t out[3]) {
+  const uint8_t *mid = ff__dimg_px(m, y, x);
+  if (y == 0 || x == 0 || y == m->height - 1 || x == m->width - 1) {
+    for (int c = 0; c < 3; c++)
+      out[c] = ff__blend_u8(w, (float)mid[c], (float)mid[c]);
+    return;
+  }
+  const uint8_t *up = mid - m->stride, *down = mid + m->stride;
+  for (int c = 0; c < 3; c++) {
+    int s = up[c - 3] + up[c] + up[c + 3] + mid[c - 3] + 5 * mid[c] + mid[c + 3] + down[c - 3] + down[c] +
+            down[c + 3];
+    out[c] = ff__blend_u8(w, (float)mid[c], (float)ff__sharp_smooth_u8(s));
+  }
+}
+
+/* Element e of stage st. */
+FF_HD static inline void ff__dstage_elem(const ff__dstage *st, uint32_t e) {
+  const ff__dimg *src = &st->src, *dst = &st->dst;
+  int dw = dst->width > 0 ? dst->width : 1;
+  int y = (int)(e / (uint32_t)dw), x = (int)(e % (uint32_t)dw);    /* e as a pixel of dst */
+  int sx = (int)(e % (uint32_t)(src->width > 0 ? src->width : 1)); /* e as a pixel of src */
+  int sy = (int)(e / (uint32_t)(src->width > 0 ? src->width : 1));
+  switch ((ff__dstage_kind)st->kind) {
+  case FF__DS_NONE: break;
+  case FF__DS_CROP: {
+    int cx = x + st->p.crop.x, cy = y + st->p.crop.y;
+    int inside = (unsigned)cx < (unsigned)src->width && (unsigned)cy < (unsigned)src->height;
+    uint8_t *o = ff__dimg_px(dst, y, x);
+    const uint8_t *i = inside ? ff__dimg_px(src, cy, cx) : NULL;
+    for (int c = 0; c < 3; c++)
+      o[c] = i ? i[c] : 0;
+    break;
+  }
+  case FF__DS_FLIP: {
+    const uint8_t *i = st->p.flip.horizontal ? ff__dimg_px(src, y, src->width - 1 - x)
+                                             : ff__dimg_px(src, src->height - 1 - y, x);
+    uint8_t *o = ff__dimg_px(dst, y, x);
+    o[0] = i[0], o[1] = i[1], o[2] = i[2];
+    break;
+  }
+  case FF__DS_RESIZE_H: { /* e: (input row, output column) */
+    ff__resize_axis ax;
+    ax.max_taps = st->p.resize.max_taps;
+    ff__resize_axis_place(&ax, FF__DPTR(void, st->b), dst->width);
+    const int *idx = ax.idx + (size_t)x * ax.max_taps;
+    const float *w = ax.w + (size_t)x * ax.max_taps;
+    const uint8_t *row = ff__dimg_px(src, y, 0);
+    float *out = FF__DPTR(float, st->a) + ((size_t)y * dst->width + x) * 3;
+    for (int c = 0; c < 3; c++)
+      out[c] = ff__resize_taps_sum_u8(row + c, 3, idx, w, ax.count[x]);
+    break;
+  }
+  case FF__DS_RESIZE_V: {
+    ff__resize_axis ay;
+    ay.max_taps = st->p.resize.max_taps;
+    ff__resize_axis_place(&ay, FF__DPTR(void, st->b), dst->height);
+    const int *idx = ay.idx + (size_t)y * ay.max_taps;
+    const float *w = ay.w + (size_t)y * ay.max_taps;
+    size_t row_elems = (size_t)dst->width * 3;
+    const float *col = FF__DPTR(const float, st->a) + (size_t)x * 3;
+    uint8_t *o = ff__dimg_px(dst, y, x);
+    for (int c = 0; c < 3; c++)
+      o[c] = ff__round_u8(ff__resize_taps_sum(col + c, row_elems, idx, w, ay.count[y]));
+    break;
+  }
+  case FF__DS_AFFINE: {
+    float ix, iy;
+    ff__affine_map(&st->p.affine.grid, y, x, &ix, &iy);
+    const uint8_t *base = FF__DPTR(const uint8_t, src->addr);
+    uint8_t *o = ff__dimg_px(dst, y, x);
+    if (st->p.affine.bilinear) {
+      ff__affine_taps t = ff__affine_taps_of(ix, iy, src->width, src->height);
+      ff__affine_bilinear(base, src->stride, src->width, src->height, &t,
+                          st->p.affine.has_fill ? st->p.affine.fill : NULL, o);
+    } else {
+      ff__affine_nearest(base, src->stride, src->width, src->height, ix, iy, st->p.affine.fill_u8, o);
+    }
+    break;
+  }
+  case FF__DS_TRANSLATE: {
+    int cx = x - st->p.affine.tx, cy = y - st->p.affine.ty;
+    int inside = (unsigned)cx < (unsigned)src->width && (unsigned)cy < (unsigned)src->height;
+    const uint8_t *i = inside ? ff__dimg_px(src, cy, cx) : st->p.affine.fill_u8;
+    uint8_t *o = ff__dimg_px(dst, y, x);
+    o[0] = i[0], o[1] = i[1], o[2] = i[2];
+    break;
+  }
+  case FF__DS_COLOR: {
+    const uint8_t *i = ff__dimg_px(src, y, x);
+    uint8_t *o = ff__dimg_px(dst, y, x);
+    float g = (float)ff__gray_u8(i[0], i[1], i[2]);
+    for (int c = 0; c < 3; c++)
+      o[c] = ff__blend_u8(st->p.blend, (float)i[c], g);
+    break;
+  }
+  case FF__DS_SHARPNESS: ff__dsharp_px(src, y, x, st->p.blend, ff__dimg_px(dst, y, x)); break;
+  case FF__DS_GRAY_SUM: {
+    const uint8_t *i = ff__dimg_px(src, sy, sx);
+    ff__datomic_add_u64(FF__DPTR(uint64_t, st->a), ff__gray_u8(i[0], i[1], i[2]));
+    break;
+  }
+  case FF__DS_CONTRAST: {
+    float mean =
+        ff__contrast_mean(*FF__DPTR(const uint64_t, st->a), (uint64_t)src->width * (uint64_t)src->height);
+    const uint8_t *i = ff__dimg_px(src, y, x);
+    uint8_t *o = ff__dimg_px(dst, y, x);
+    for (int c = 0; c < 3; c++)
+      o[c] = ff__blend_u8(st->p.blend, (float)i[c], mean);
+    break;
+  }
+  case FF__DS_HISTOGRAM: {
+    const uint8_t *i = ff__dimg_px(src, sy, sx);
+    uint32_t *h = FF__DPTR(uint32_t, st->a);
+    for (int c = 0; c < 3; c++)
+      ff__datomic_add_u32(h + c * 256 + i[c], 1);
+    break;
+  }
+  case FF__DS_LUT_BUILD: {
+    uint64_t *now = FF__DPTR(uint64_t, st->p.lut.scratch) + (size_t)e * (256 + 32);
+    ff__lut_run_channel(FF__DPTR(const ff__aug, st->b), st->p.lut.n,
+                        FF__DPTR(const uint32_t, st->a) + e * 256,
+                        FF__DPTR(uint8_t, st->p.lut.luts) + e * 256, now, (uint8_t *)(now + 256));
+    break;
+  }
+  case FF__DS_LUT_APPLY: {
+    const uint8_t *t = FF__DPTR(const uint8_t, st->a);
+    const uint8_t *i = ff__dimg_px(src, y, x);
+    uint8_t *o = ff__dimg_px(dst, y, x);
+    o[0] = t[i[0]], o[1] = t[256 + i[1]], o[2] = t[512 + i[2]];
+    break;
+  }
+  case FF__DS_MIX_SCALE:
+  case FF__DS_MIX_ADD: {
+    const uint8_t *i = ff__dimg_px(src, sy, sx);
+    float *m = FF__DPTR(float, st->a) + (size_t)e * 3;
+    for (int c = 0; c < 3; c++)
+      m[c] = st->kind == FF__DS_MIX_SCALE ? ff__mix_scale(st->p.mix.weight, i[c])
+                                          : ff__mix_add(m[c], st->p.mix.weight, i[c]);
+    break;
+  }
+  case FF__DS_MIX_TRUNC: {
+    const float *m = FF__DPTR(const float, st->a) + (size_t)e * 3;
+    uint8_t *o = ff__dimg_px(dst, y, x);
+    for (int c = 0; c < 3; c++)
+      o[c] = ff__mix_trunc_u8(m[c]);
+    break;
+  }
+  case FF__DS_OUT_U8: {
+    const uint8_t *i = ff__dimg_px(src, y, x);
+    uint8_t *o = FF__DPTR(uint8_t, dst->addr) + (size_t)e * 3;
+    o[0] = i[0], o[1] = i[1], o[2] = i[2];
+    break;
+  }
+  case FF__DS_OUT_F32: {
+    const float *t = FF__DPTR(const float, st->a);
+    const uint8_t *i = ff__dimg_px(src, y, x);
+    float *o = FF__DPTR(float, dst->addr) + e;
+    size_t plane = (size_t)dst->width * dst->height;
+    o[0] = t[i[0]], o[plane] = t[256 + i[1]], o[2 * plane] = t[512 + i[2]];
+    break;
+  }
+  }
+}
+
+#endif

@@ -1,0 +1,441 @@
+/* test_device.c — the device executor on the emulated device `emu`: every op
+ * and policy, both output layouts, bit-identical with the CPU step runner on
+ * the same decoded images and plans (a microbatch of 16 random samples of
+ * random sizes per pipeline, written into permuted slots); injected
+ * allocation and kernel faults come back as statuses and leave the device
+ * usable; device names and queries. When a CUDA device is present the same
+ * comparison runs on `cuda:0` (skipped otherwise). */
+#include <setjmp.h> /* cmocka.h needs these four first */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "exec/dev_batch.h"
+#include "exec/device.h"
+#include "fixtures.h"
+#include "ops/ops.h"
+#include "pipeline/pipeline.h"
+
+#define N 16
+#define MAX_SIDE 72
+
+static const char *const pipelines[] = {
+    /* geometry and output */
+    "decode | random_resized_crop(size=(24, 32)) | random_horizontal_flip | normalize(mean=imagenet, "
+    "std=imagenet)",
+    "decode | random_resized_crop(size=20, antialias=false) | random_vertical_flip(p=0.5)",
+    "decode | random_resized_crop(size=(50, 70), scale=(0.5, 1.0)) | to_dtype",
+    "decode | center_crop(size=(60, 40)) | resize(size=(21, 33))",
+    "decode | resize(size=30) | center_crop(size=30) | random_horizontal_flip(p=1.0) | "
+    "random_vertical_flip(p=1.0)",
+    "decode | crop(top=-3, left=5, height=20, width=25) | resize(size=(40, 45), antialias=false) | to_dtype",
+    "decode | resize(size=(90, 100), antialias=true) | center_crop(size=(17, 19))",
+    /* single geometric ops: nearest / bilinear, black / fill */
+    "decode | center_crop(size=(36, 44)) | shear_x(shear=0.3)",
+    "decode | center_crop(size=(36, 44)) | shear_y(shear=-0.25, interpolation=bilinear)",
+    "decode | center_crop(size=(36, 44)) | translate_x(pixels=7, fill=(10, 200, 128))",
+    "decode | center_crop(size=(36, 44)) | translate_y(pixels=-5, interpolation=bilinear, fill=(10, 200, "
+    "128.5))",
+    "decode | center_crop(size=(36, 44)) | translate_x(pixels=-9, interpolation=bilinear)",
+    "decode | center_crop(size=(36, 44)) | rotate(angle=30)",
+    "decode | center_crop(size=(36, 44)) | rotate(angle=-47.5, interpolation=bilinear, fill=7) | to_dtype",
+    "decode | center_crop(size=(36, 44)) | shear_x(shear=-0.4, interpolation=bilinear, fill=(1, 2, 250))",
+    /* single colour ops and fused table runs */
+    "decode | center_crop(size=(30, 30)) | brightness(factor=1.4)",
+    "decode | center_crop(size=(30, 30)) | color(factor=0.3)",
+    "decode | center_crop(size=(30, 30)) | contrast(factor=0.6)",
+    "decode | center_crop(size=(30, 30)) | sharpness(factor=1.8)",
+    "decode | center_crop(size=(2, 30)) | sharpness(factor=0.2)",
+    "decode | center_crop(size=(30, 30)) | posterize(bits=3)",
+    "decode | center_crop(size=(30, 30)) | solarize(threshold=128)",
+    "decode | center_crop(size=(30, 30)) | autocontrast",
+    "decode | center_crop(size=(30, 30)) | equalize",
+    "decode | center_crop(size=(30, 30)) | invert | normalize(mean=imagenet, std=imagenet)",
+    "decode | center_crop(size=(31, 29)) | autocontrast | equalize | posterize(bits=3) | "
+    "solarize(threshold=100) | "
+    "invert | brightness(factor=1.3) | equalize",
+    "decode | center_crop(size=(31, 29)) | posterize(bits=5) | invert | brightness(factor=0.7)",
+    "decode | center_crop(size=(31, 29)) | contrast(factor=0.4) | sharpness(factor=1.7) | color(factor=0.2)",
+    /* policies */
+    "decode | random_resized_crop(size=32) | rand_augment(num_ops=3, magnitude=15)",
+    "decode | random_resized_crop(size=32) | rand_augment(num_ops=2, magnitude=9, interpolation=bilinear, "
+    "fill=(10, 200, 128.5)) | normalize(mean=imagenet, std=imagenet)",
+    "decode | random_resized_crop(size=32) | trivial_augment_wide",
+    "decode | random_resized_crop(size=32) | auto_augment(policy=imagenet) | to_dtype",
+    "decode | random_resized_crop(size=32) | auto_augment(policy=cifar10)",
+    "decode | random_resized_crop(size=32) | auto_augment(policy=svhn)",
+    "decode | random_resized_crop(size=32) | aug_mix",
+    "decode | random_resized_crop(size=(28, 36)) | random_horizontal_flip | aug_mix(severity=10, "
+    "mixture_width=4, "
+    "chain_depth=3, all_ops=false) | normalize(mean=imagenet, std=imagenet)",
+};
+#define NUM_PIPELINES (sizeof pipelines / sizeof pipelines[0])
+
+static const ff__pipeline *parse(const char *text) {
+  static ff__pipeline p; /* large: off the stack */
+  ff__error err = {0};
+  if (ff__pipeline_parse(text, &p, &err) != FF_OK) fail_msg("'%s' does not parse: %s", text, err.msg);
+  return &p;
+}
+
+static ff__device *open_dev(const char *name, const ff__device_options *opt) {
+  ff__device *d = NULL;
+  ff__error err = {0};
+  if (ff__device_open(name, opt, &d, &err) != FF_OK) fail_msg("%s: %s", name, err.msg);
+  return d;
+}
+
+/* The microbatch's inputs: random images, their plans and the decoded
+ * region (a view of the image, as the region decode gives it). */
+typedef struct inputs {
+  uint8_t *pixels[N];
+  ff__image decoded[N];
+  ff__plan plans[N];
+} inputs;
+
+static void make_inputs(const ff__pipeline *pipe, uint32_t seed, inputs *in) {
+  uint32_t rng = seed;
+  for (int i = 0; i < N; i++) {
+    int w = 3 + (int)(ff_test_rand(&rng) % MAX_SIDE), h = 3 + (int)(ff_test_rand(&rng) % MAX_SIDE);
+    uint8_t *px = malloc((size_t)w * h * 3);
+    assert_non_null(px);
+    int smooth = ff_test_rand(&rng) % 2; /* smooth images give histograms with gaps */
+    for (int k = 0; k < w * h * 3; k++)
+      px[k] = smooth ? (uint8_t)(40 + (k / 3 % w) + (k / 3 / w) + k % 3 * 20) : (uint8_t)ff_test_rand(&rng);
+    ff__image_info info = {FF__FORMAT_PNG, w, h, 0};
+    ff__plan_make(pipe, seed, 2, (uint64_t)i, &info, 0, &in->plans[i]);
+    ff__image img = {px, w, h, 3, (size_t)w * 3};
+    const ff__decode_req *r = &in->plans[i].decode;
+    if (r->crop_width) {
+      img.data += (size_t)r->crop_y * img.stride + (size_t)r->crop_x * 3;
+      img.width = r->crop_width, img.height = r->crop_height;
+    }
+    in->pixels[i] = px, in->decoded[i] = img;
+  }
+}
+
+static void free_inputs(inputs *in) {
+  for (int i = 0; i < N; i++)
+    free(in->pixels[i]);
+}
+
+static size_t sample_bytes(const ff__pipeline *pipe) {
+  return (size_t)pipe->out_height * pipe->out_width * 3 * (pipe->output == FF__OUTPUT_NCHW_F32 ? 4 : 1);
+}
+
+/* The CPU loader's batch: ops (on a copy: some work in place) then output
+ * conversion, sample i in slot N-1-i. */
+static void cpu_batch(const ff__pipeline *pipe, inputs *in, uint8_t *out) {
+  static ff__op_scratch scratch;
+  for (int i = 0; i < N; i++) {
+    ff__image img = in->decoded[i];
+    size_t row = (size_t)img.width * 3;
+    uint8_t *copy = malloc(row * img.height + 1);
+    assert_non_null(copy);
+    for (int y = 0; y < img.height; y++)
+      memcpy(copy + y * row, img.data + y * img.stride, row);
+    img.data = copy, img.stride = row;
+    ff__error err = {0};
+    if (ff__ops_run(&in->plans[i], &scratch, &img, &err) != FF_OK) fail_msg("CPU ops: %s", err.msg);
+    ff__op_write_output(pipe, &img, out, N - 1 - i);
+    free(copy);
+  }
+}
+
+/* The same microbatch on device d; returns the status of submit/wait. */
+static ff_status device_batch(ff__device *d, const ff__pipeline *pipe, inputs *in, uint8_t *out,
+                              ff__error *err) {
+  ff__dstream *s;
+  ff__dev_batch *b;
+  void *d_out;
+  size_t bytes = N * sample_bytes(pipe);
+  assert_int_equal(ff__device_stream_create(d, &s, err), FF_OK);
+  assert_int_equal(ff__dev_batch_create(d, &b, err), FF_OK);
+  assert_int_equal(ff__device_alloc(d, bytes, &d_out, err), FF_OK);
+  assert_int_equal(ff__dev_batch_begin(b, pipe, err), FF_OK);
+  for (int i = 0; i < N; i++)
+    assert_int_equal(ff__dev_batch_add(b, &in->decoded[i], &in->plans[i], N - 1 - i, err), FF_OK);
+  assert_int_equal(ff__dev_batch_count(b), N);
+  ff_status st = ff__dev_batch_submit(b, s, d_out, err);
+  float ms = -1;
+  if (!st) st = ff__dev_batch_wait(b, &ms, err);
+  if (!st) assert_true(ms >= 0);
+  if (!st) {
+    ff__devent *e;
+    assert_int_equal(ff__device_event_create(d, &e, err), FF_OK);
+    assert_int_equal(ff__device_download(d, s, out, d_out, bytes, err), FF_OK);
+    assert_int_equal(ff__device_event_record(d, e, s, err), FF_OK);
+    st = ff__device_event_wait(d, e, err);
+    ff__device_event_destroy(d, e);
+  }
+  ff__dev_batch_destroy(b);
+  ff__device_free(d, d_out);
+  ff__device_stream_destroy(d, s);
+  return st;
+}
+
+static void compare_on(ff__device *d, const char *dev_name) {
+  for (size_t k = 0; k < NUM_PIPELINES; k++) {
+    const ff__pipeline *pipe = parse(pipelines[k]);
+    inputs in;
+    make_inputs(pipe, (uint32_t)(1000 + k), &in);
+    size_t bytes = N * sample_bytes(pipe);
+    uint8_t *want = calloc(1, bytes), *got = calloc(1, bytes);
+    cpu_batch(pipe, &in, want);
+    ff__error err = {0};
+    if (device_batch(d, pipe, &in, got, &err) != FF_OK)
+      fail_msg("%s: '%s': %s", dev_name, pipelines[k], err.msg);
+    for (size_t i = 0; i < bytes; i++)
+      if (want[i] != got[i])
+        fail_msg("%s: '%s': byte %zu (slot %zu) differs: cpu %u, device %u", dev_name, pipelines[k], i,
+                 i / sample_bytes(pipe), want[i], got[i]);
+    free(want), free(got);
+    free_inputs(&in);
+  }
+}
+
+/* ---- bit-identical with the CPU ---- */
+
+static void every_op_and_policy_on_emu_is_bit_identical_to_the_cpu(void **state) {
+  (void)state;
+  ff__device *d = open_dev("emu:0?mem=256M", NULL);
+  compare_on(d, "emu:0");
+  ff__device_info info;
+  ff__error err = {0};
+  assert_int_equal(ff__device_query(d, &info, &err), FF_OK);
+  assert_true(info.pool.peak_bytes > 0);
+  assert_true(info.pool.peak_bytes <= info.pool.limit_bytes);
+  assert_int_equal(info.pool.used_bytes, 0); /* everything went back */
+  ff__device_close(d);
+}
+
+static void every_op_and_policy_on_cuda_is_bit_identical_to_the_cpu(void **state) {
+  (void)state;
+  ff__device *d = NULL;
+  ff__error err = {0};
+  if (ff__device_open("cuda:0", NULL, &d, &err) != FF_OK) {
+    print_message("skipped: %s\n", err.msg);
+    skip();
+  }
+  compare_on(d, "cuda:0");
+  ff__device_close(d);
+}
+
+static void steady_state_makes_no_raw_allocation(void **state) {
+  (void)state;
+  ff__device *d = open_dev("emu:0", NULL);
+  const ff__pipeline *pipe = parse(pipelines[0]);
+  inputs in;
+  make_inputs(pipe, 7, &in);
+  uint8_t *out = malloc(N * sample_bytes(pipe));
+  ff__error err = {0};
+  assert_int_equal(device_batch(d, pipe, &in, out, &err), FF_OK);
+  ff__device_info a, b;
+  assert_int_equal(ff__device_query(d, &a, &err), FF_OK);
+  for (int r = 0; r < 3; r++)
+    assert_int_equal(device_batch(d, pipe, &in, out, &err), FF_OK);
+  assert_int_equal(ff__device_query(d, &b, &err), FF_OK);
+  assert_int_equal(a.pool.raw_allocs, b.pool.raw_allocs);
+  free(out);
+  free_inputs(&in);
+  ff__device_close(d);
+}
+
+static void query_reports_completion_without_blocking(void **state) {
+  (void)state;
+  ff__device *d = open_dev("emu:0", NULL);
+  const ff__pipeline *pipe = parse(pipelines[8]);
+  inputs in;
+  make_inputs(pipe, 17, &in);
+  size_t bytes = N * sample_bytes(pipe);
+  uint8_t *want = malloc(bytes), *got = malloc(bytes);
+  ff__error err = {0};
+  ff__dstream *s;
+  ff__dev_batch *b;
+  void *d_out;
+  assert_int_equal(ff__device_stream_create(d, &s, &err), FF_OK);
+  assert_int_equal(ff__dev_batch_create(d, &b, &err), FF_OK);
+  assert_int_equal(ff__device_alloc(d, bytes, &d_out, &err), FF_OK);
+  assert_int_equal(ff__dev_batch_begin(b, pipe, &err), FF_OK);
+  for (int i = 0; i < N; i++)
+    assert_int_equal(ff__dev_batch_add(b, &in.decoded[i], &in.plans[i], N - 1 - i, &err), FF_OK);
+  assert_int_equal(ff__dev_batch_submit(b, s, d_out, &err), FF_OK);
+  assert_int_equal(ff__dev_batch_begin(b, pipe, &err), FF_EINVAL); /* still running */
+  int done = 0;
+  while (!done)
+    assert_int_equal(ff__dev_batch_query(b, &done, &err), FF_OK);
+  ff__device_info info;
+  assert_int_equal(ff__device_query(d, &info, &err), FF_OK);
+  assert_int_equal(info.pool.used_bytes, ff__pool_class_bytes(bytes)); /* only the output tensor */
+  assert_int_equal(ff__device_download(d, s, got, d_out, bytes, &err), FF_OK);
+  ff__device_synchronize(d);
+  cpu_batch(pipe, &in, want);
+  assert_memory_equal(want, got, bytes);
+  assert_int_equal(ff__dev_batch_begin(b, pipe, &err), FF_OK);
+  ff__dev_batch_destroy(b);
+  ff__device_free(d, d_out);
+  ff__device_stream_destroy(d, s);
+  ff__device_close(d);
+  free(want), free(got);
+  free_inputs(&in);
+}
+
+/* ---- faults ---- */
+
+static void an_allocation_failure_is_a_budget_status_and_the_samples_can_go_to_the_cpu(void **state) {
+  (void)state;
+  ff__device_options opt;
+  ff__device_options_init(&opt);
+  opt.emu_fail_alloc_after = 1; /* the output tensor gets memory, the microbatch does not */
+  ff__device *d = open_dev("emu:0", &opt);
+  const ff__pipeline *pipe = parse(pipelines[28]);
+  inputs in;
+  make_inputs(pipe, 9, &in);
+  ff__error err = {0};
+  ff__dstream *s;
+  ff__dev_batch *b;
+  void *d_out;
+  assert_int_equal(ff__device_stream_create(d, &s, &err), FF_OK);
+  assert_int_equal(ff__dev_batch_create(d, &b, &err), FF_OK);
+  assert_int_equal(ff__device_alloc(d, N * sample_bytes(pipe), &d_out, &err), FF_OK);
+  assert_int_equal(ff__dev_batch_begin(b, pipe, &err), FF_OK);
+  for (int i = 0; i < N; i++)
+    assert_int_equal(ff__dev_batch_add(b, &in.decoded[i], &in.plans[i], i, &err), FF_OK);
+  assert_true(ff__dev_batch_device_bytes(b) > 0);
+  assert_int_equal(ff__dev_batch_submit(b, s, d_out, &err), FF__EBUDGET);
+  assert_non_null(strstr(err.msg, "no"));
+  /* the staged samples run on the CPU instead */
+  ff__image img;
+  const ff__plan *plan;
+  int slot;
+  ff__dev_batch_sample(b, 3, &img, &plan, &slot);
+  assert_int_equal(slot, 3);
+  assert_int_equal(img.width, in.decoded[3].width);
+  assert_memory_equal(img.data, in.decoded[3].data, (size_t)img.width * 3);
+  static ff__op_scratch scratch;
+  assert_int_equal(ff__ops_run(plan, &scratch, &img, &err), FF_OK);
+  /* nothing is held; the device is still usable and closes */
+  ff__device_info info;
+  assert_int_equal(ff__device_query(d, &info, &err), FF_OK);
+  assert_int_equal(info.pool.used_bytes, ff__pool_class_bytes(N * sample_bytes(pipe)));
+  assert_int_equal(ff__dev_batch_begin(b, pipe, &err), FF_OK);
+  ff__device_free(d, d_out);
+  void *again;
+  assert_int_equal(ff__device_alloc(d, N * sample_bytes(pipe), &again, &err), FF_OK); /* from the cache */
+  ff__device_free(d, again);
+  ff__dev_batch_destroy(b);
+  ff__device_stream_destroy(d, s);
+  ff__device_close(d);
+  free_inputs(&in);
+}
+
+static void a_kernel_error_is_reported_and_the_device_stays_usable(void **state) {
+  (void)state;
+  ff__device_options opt;
+  ff__device_options_init(&opt);
+  opt.emu_fail_kernel_at = 2;
+  ff__device *d = open_dev("emu:0", &opt);
+  const ff__pipeline *pipe = parse(pipelines[0]);
+  inputs in;
+  make_inputs(pipe, 11, &in);
+  size_t bytes = N * sample_bytes(pipe);
+  uint8_t *want = malloc(bytes), *got = malloc(bytes);
+  ff__error err = {0};
+  assert_int_equal(device_batch(d, pipe, &in, got, &err), FF_EDEVICE);
+  assert_non_null(strstr(err.msg, "kernel launch 2"));
+  cpu_batch(pipe, &in, want);
+  assert_int_equal(device_batch(d, pipe, &in, got, &err), FF_OK);
+  assert_memory_equal(want, got, bytes);
+  free(want), free(got);
+  free_inputs(&in);
+  ff__device_close(d);
+}
+
+static void faults_come_from_the_environment(void **state) {
+  (void)state;
+  setenv("FF_EMU_FAULTS", "alloc:0,kernel:1", 1);
+  ff__device *d = open_dev("emu:1", NULL);
+  unsetenv("FF_EMU_FAULTS");
+  const ff__pipeline *pipe = parse(pipelines[1]);
+  inputs in;
+  make_inputs(pipe, 13, &in);
+  uint8_t *got = malloc(N * sample_bytes(pipe));
+  ff__error err = {0};
+  assert_int_equal(device_batch(d, pipe, &in, got, &err), FF_EDEVICE);
+  assert_int_equal(device_batch(d, pipe, &in, got, &err), FF_OK);
+  free(got);
+  free_inputs(&in);
+  ff__device_close(d);
+
+  setenv("FF_EMU_FAULTS", "disk:3", 1);
+  assert_int_equal(ff__device_open("emu:0", NULL, &d, &err), FF_EINVAL);
+  unsetenv("FF_EMU_FAULTS");
+}
+
+/* ---- names and queries ---- */
+
+static void device_names_are_checked(void **state) {
+  (void)state;
+  ff__device *d = NULL;
+  ff__error err = {0};
+  assert_int_equal(ff__device_open("tpu:0", NULL, &d, &err), FF_EINVAL);
+  assert_int_equal(ff__device_open("emu:x", NULL, &d, &err), FF_EINVAL);
+  assert_int_equal(ff__device_open("emu:0?mem=lots", NULL, &d, &err), FF_EINVAL);
+  assert_int_equal(ff__device_open("emu:0?size=3", NULL, &d, &err), FF_EINVAL);
+  assert_null(d);
+  ff_status st = ff__device_open("cuda:0", NULL, &d, &err);
+  if (st != FF_OK) { /* no GPU here, or built without CUDA: a clear message */
+    assert_int_equal(st, FF_EDEVICE);
+    assert_non_null(strstr(err.msg, "cuda:0"));
+    assert_non_null(strstr(err.msg, "emu:0"));
+  }
+  ff__device_close(d);
+  ff__device_close(NULL);
+}
+
+static void emu_reports_its_size_and_the_pool_its_budget(void **state) {
+  (void)state;
+  ff__device_options opt;
+  ff__device_options_init(&opt);
+  opt.limit_bytes = 8u << 20;
+  ff__device *d = open_dev("emu:3?mem=64M", &opt);
+  ff__device_info info;
+  ff__error err = {0};
+  assert_int_equal(ff__device_query(d, &info, &err), FF_OK);
+  assert_string_equal(info.name, "emu:3");
+  assert_int_equal(info.total_bytes, 64u << 20);
+  assert_int_equal(info.free_bytes, 64u << 20);
+  assert_int_equal(info.pool.limit_bytes, 8u << 20);
+  void *a, *b;
+  assert_int_equal(ff__device_alloc(d, 5u << 20, &a, &err), FF_OK);
+  assert_int_equal(ff__device_alloc(d, 5u << 20, &b, &err), FF__EBUDGET);
+  assert_int_equal(ff__device_query(d, &info, &err), FF_OK);
+  assert_int_equal(info.pool.used_bytes, 5u << 20);
+  assert_int_equal(info.free_bytes, (64u - 5u) << 20);
+  ff__device_free(d, a);
+  void *h;
+  assert_int_equal(ff__device_host_alloc(d, 1000, &h, &err), FF_OK);
+  ff__device_host_free(d, h);
+  ff__device_close(d);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(every_op_and_policy_on_emu_is_bit_identical_to_the_cpu),
+      cmocka_unit_test(every_op_and_policy_on_cuda_is_bit_identical_to_the_cpu),
+      cmocka_unit_test(steady_state_makes_no_raw_allocation),
+      cmocka_unit_test(query_reports_completion_without_blocking),
+      cmocka_unit_test(an_allocation_failure_is_a_budget_status_and_the_samples_can_go_to_the_cpu),
+      cmocka_unit_test(a_kernel_error_is_reported_and_the_device_stays_usable),
+      cmocka_unit_test(faults_come_from_the_environment),
+      cmocka_unit_test(device_names_are_checked),
+      cmocka_unit_test(emu_reports_its_size_and_the_pool_its_budget),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
