@@ -7,7 +7,7 @@ set -euo pipefail
 PACKAGES=(
   build-essential cmake pkg-config
   libjpeg62-turbo-dev libspng-dev libcmocka-dev
-  python3 python3-numpy python3-pil python3-pytest python3-torchvision
+  python3 python3-dev python3-numpy python3-pil python3-pytest python3-torchvision
   mate-backgrounds plasma-workspace-wallpapers
 )
 

@@ -1,0 +1,35 @@
+"""fusionflow: a data loader for training vision models.
+
+Reads a folder of JPEG/PNG images, runs the torchvision training pipeline
+(random resized crop, flip, augmentation policies, normalize) on a pool of C
+threads and hands out ordered batches as torch tensors or NumPy arrays without
+copying (DLPack). Batches are bit-identical for a seed whatever the number of
+threads.
+
+    import fusionflow
+    loader = fusionflow.Loader("imagefolder:/data/train",
+                               "decode | random_resized_crop(size=224) | random_horizontal_flip"
+                               " | normalize(mean=imagenet, std=imagenet)", batch_size=256)
+    for epoch in range(90):
+        loader.set_epoch(epoch)
+        for images, labels in loader:   # (256, 3, 224, 224) float32, (256,) int64
+            ...
+
+See Loader, augment_image, and the exceptions (Error and its subclasses).
+"""
+
+from . import _fusionflow
+from ._errors import (DecodeError, DeviceError, EmptySourceError, Error, InternalError, InvalidArgumentError,
+                      LoaderFileNotFoundError, LoaderOSError, OutOfMemoryError, PipelineError)
+from ._fusionflow import Tensor
+from ._loader import BatchInfo, Loader, augment_image
+
+__version__ = "0.1.0"
+library_version = _fusionflow.version()
+"""The linked C library's version, "MAJOR.MINOR.PATCH"."""
+
+__all__ = [
+    "Loader", "BatchInfo", "Tensor", "augment_image", "Error", "InvalidArgumentError", "PipelineError",
+    "DecodeError", "EmptySourceError", "LoaderOSError", "LoaderFileNotFoundError", "OutOfMemoryError",
+    "DeviceError", "InternalError", "library_version",
+]

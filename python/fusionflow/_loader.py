@@ -1,0 +1,482 @@
+"""fusionflow.Loader: the Python face of the C loader (see fusionflow.h)."""
+
+import atexit
+import collections
+import errno
+import os
+import threading
+import weakref
+
+from . import _errors
+from . import _fusionflow as _c
+
+__all__ = ["Loader", "BatchInfo", "augment_image"]
+
+_OUTPUTS = ("auto", "torch", "numpy", "dlpack")
+_SOURCE_KINDS = ("imagefolder:", "list:", "tar:")
+
+BatchInfo = collections.namedtuple("BatchInfo", ["epoch", "index", "sample_indices"])
+BatchInfo.__doc__ = """Where the last batch handed out comes from.
+
+epoch (int), index (int: the batch's position in its epoch, from 0) and
+sample_indices (list of int: the dataset index of each of its samples, in
+batch order; the dataset index is the sample's position in the source's
+order, e.g. torchvision ImageFolder's ``samples`` list)."""
+
+
+def _to_numpy(t):
+    import numpy as np
+
+    if hasattr(np, "from_dlpack"):  # NumPy >= 1.23 (1.22 had it as _from_dlpack)
+        return np.from_dlpack(t)
+    if hasattr(np, "_from_dlpack"):
+        return np._from_dlpack(t)
+    return np.asarray(t)  # __array_interface__, still no copy
+
+
+def _to_torch(t):
+    import torch
+
+    if hasattr(torch, "from_dlpack"):  # torch >= 1.10
+        return torch.from_dlpack(t)
+    from torch.utils import dlpack
+
+    return dlpack.from_dlpack(t.__dlpack__())
+
+
+def _identity(t):
+    return t
+
+
+def _converter(output):
+    if output == "auto":
+        try:
+            import torch  # noqa: F401
+            output = "torch"
+        except ImportError:
+            output = "numpy"
+    if output == "torch":
+        import torch  # noqa: F401  (fail here, with the import's message, not mid-epoch)
+
+        return _to_torch
+    if output == "numpy":
+        import numpy  # noqa: F401
+
+        return _to_numpy
+    return _identity
+
+
+def _normalize_source(source):
+    """'imagefolder:DIR' / 'list:FILE' as given; a bare folder or file path gets its prefix."""
+    text = os.fspath(source)
+    if isinstance(text, bytes):
+        text = os.fsdecode(text)
+    if text.startswith(_SOURCE_KINDS):
+        return text
+    if os.path.isdir(text):
+        return "imagefolder:" + text
+    if os.path.isfile(text):
+        return "list:" + text
+    head = text.split(":", 1)[0]
+    if ":" in text and head.isidentifier():
+        return text  # another kind: the library names what is wrong with it
+    raise _errors.LoaderFileNotFoundError(
+        f"{text}: no such file or folder (a source is 'imagefolder:DIR', 'list:FILE', or a path to either)",
+        _c.FF_EIO, errno.ENOENT)
+
+
+def _env_int(name, fallback):
+    value = os.environ.get(name, "")
+    try:
+        return int(value) if value else fallback
+    except ValueError:
+        return fallback
+
+
+_open_loaders = weakref.WeakSet()
+_open_lock = threading.Lock()
+
+
+@atexit.register
+def _close_all():
+    """Interpreter exit: stop every loader's threads before Python finalizes."""
+    with _open_lock:
+        loaders = list(_open_loaders)
+    for loader in loaders:
+        try:
+            loader.close()
+        except Exception:  # pragma: no cover - best effort at exit
+            pass
+
+
+class Loader:
+    """Batches of augmented images from a folder or a list of files, prepared on a
+    pool of C threads and handed out without copying.
+
+    ``for images, labels in loader`` runs the rest of the current epoch, in
+    order; the batches of an epoch are bit-identical for a given seed whatever
+    ``num_threads`` is.
+
+    Args:
+        source (str or os.PathLike): ``"imagefolder:DIR"`` (one sub-folder per
+            class, as torchvision's ImageFolder), ``"list:FILE"`` (lines
+            ``path<TAB>label``), or a plain path: a folder is taken as
+            ``imagefolder:``, a file as ``list:``.
+        pipeline (str): the pipeline text, e.g. ``"decode | random_resized_crop(size=224)
+            | random_horizontal_flip | normalize(mean=imagenet, std=imagenet)"``.
+            Ending in ``normalize`` or ``to_dtype`` gives float32 NCHW images,
+            otherwise uint8 NHWC.
+        batch_size (int): samples per batch, >= 1. The last batch of an epoch
+            is shorter unless ``drop_last`` (and batches are shorter by the
+            samples skipped under ``on_error="skip"``).
+        shuffle (bool): a seeded permutation per epoch (DistributedSampler's default, True).
+        drop_last (bool): drop the tail so that every batch is full and every
+            rank gets the same number of samples (DistributedSampler and
+            DataLoader's drop_last together).
+        seed (int): base seed of the order and of every random draw, 0 <= seed < 2**64.
+        num_threads (int or None): worker threads; None or 0 = the CPUs this process may use.
+        device (str): ``"auto"`` or ``"cpu"`` (``"auto"`` means the CPU in this
+            release; the GPU offload comes later). Anything else raises ValueError.
+        prefetch (int): batches prepared ahead, >= 1. At most ``prefetch + 1``
+            batches can be alive at once (see below).
+        on_error (str): ``"raise"``: an unreadable or corrupt image raises
+            :class:`fusionflow.DecodeError` (or OSError) for the batch that holds
+            it, naming the file; iteration may go on with the next batch.
+            ``"skip"``: the sample is left out, counted and listed in ``stats()``.
+        rank (int or None), world_size (int or None): this process's shard,
+            as torch.utils.data.DistributedSampler (padding the epoch by
+            repeating samples unless drop_last). None reads ``$RANK`` and
+            ``$WORLD_SIZE`` (set by torchrun), else 0 and 1.
+        output (str): what batches become: ``"torch"`` (torch.Tensor via
+            torch.from_dlpack), ``"numpy"`` (numpy.ndarray via numpy.from_dlpack),
+            ``"dlpack"`` (:class:`fusionflow.Tensor`, any DLPack consumer), or
+            ``"auto"`` (torch if it is installed, else NumPy).
+        max_image_pixels (int or None): larger images are refused from their
+            header before decoding (DecodeError); None or 0 = no limit. Default
+            89478485, Pillow's.
+
+    Each batch is ``(images, labels)``:
+        images: ``(N, 3, H, W)`` float32 (pipelines ending in normalize/to_dtype)
+            or ``(N, H, W, 3)`` uint8, C-contiguous, on the CPU.
+        labels: ``(N,)`` int64 class indices.
+
+    Zero copy and lifetime: the tensors are views of the loader's ring of
+    ``prefetch + 1`` batch buffers. A buffer goes back to the ring when both
+    the images and the labels of its batch (and everything made from them
+    without copying) are dropped -- even after the loader is closed. Holding
+    more than ``prefetch + 1`` batches at once is not possible: the next
+    ``next()`` raises :class:`fusionflow.InvalidArgumentError` (a ValueError)
+    asking you to drop earlier batches or keep copies (``images.clone()``,
+    ``numpy.array(images)``). A training loop that drops each batch before
+    fetching the next (the usual ``for`` loop) holds one.
+
+    Raises (from the constructor): :class:`fusionflow.PipelineError` (bad pipeline
+    text, with the column), ValueError / :class:`fusionflow.InvalidArgumentError`
+    (bad argument), FileNotFoundError / OSError (source missing or unreadable),
+    :class:`fusionflow.EmptySourceError` (no samples), MemoryError.
+
+    Closing: ``close()``, ``with Loader(...) as loader:``, garbage collection
+    and interpreter exit all stop the threads. ``break`` leaves the loader
+    where it is (the next ``for`` goes on from there); Ctrl-C interrupts a
+    wait for a batch at once (KeyboardInterrupt) and loses no batch.
+    """
+
+    def __init__(self, source, pipeline, batch_size, shuffle=True, drop_last=False, seed=0, num_threads=None,
+                 device="auto", prefetch=2, on_error="raise", rank=None, world_size=None, output="auto",
+                 max_image_pixels=_c.DEFAULT_MAX_IMAGE_PIXELS):
+        self._c = None
+        device_text = str(device)
+        if device_text not in ("auto", "cpu"):
+            raise ValueError(f"fusionflow.Loader: device={device!r} is not available: this release runs on the "
+                             f"CPU only, device must be 'auto' or 'cpu' (the GPU offload comes in a later release)")
+        if on_error not in ("raise", "skip"):
+            raise ValueError(f"fusionflow.Loader: on_error must be 'raise' or 'skip' (got {on_error!r})")
+        if output not in _OUTPUTS:
+            raise ValueError(f"fusionflow.Loader: output must be one of {', '.join(map(repr, _OUTPUTS))} "
+                             f"(got {output!r})")
+        if not isinstance(pipeline, str):
+            raise TypeError(f"fusionflow.Loader: pipeline must be a str (got {type(pipeline).__name__})")
+        for name, value in (("batch_size", batch_size), ("prefetch", prefetch), ("seed", seed)):
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise TypeError(f"fusionflow.Loader: {name} must be an int (got {type(value).__name__})")
+        if not 0 <= seed < 1 << 64:
+            raise ValueError(f"fusionflow.Loader: seed must be in [0, 2**64) (got {seed})")
+        if num_threads is not None and (isinstance(num_threads, bool) or not isinstance(num_threads, int)):
+            raise TypeError(f"fusionflow.Loader: num_threads must be an int or None (got {num_threads!r})")
+        for name, value in (("rank", rank), ("world_size", world_size)):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+                raise ValueError(f"fusionflow.Loader: {name} must be a non-negative int or None (got {value!r})")
+        limit = 0 if max_image_pixels is None else int(max_image_pixels)
+        if limit < 0:
+            raise ValueError(f"fusionflow.Loader: max_image_pixels must be >= 0 or None (got {max_image_pixels})")
+        if batch_size > 1 << 30 or prefetch > 1 << 20 or (num_threads or 0) > 1 << 20:
+            raise ValueError("fusionflow.Loader: batch_size, prefetch or num_threads is out of range")
+
+        self.source = _normalize_source(source)
+        self.pipeline = pipeline
+        self.batch_size = batch_size
+        self.shuffle = bool(shuffle)
+        self.drop_last = bool(drop_last)
+        self.seed = seed
+        self.prefetch = prefetch
+        self.on_error = on_error
+        self.device = "cpu"
+        self.output = output
+        self.rank = rank if rank is not None else _env_int("RANK", 0)
+        self.world_size = world_size if world_size is not None else _env_int("WORLD_SIZE", 1)
+        self.last_batch = None
+        self._resume_epoch = None
+        self._iterations = 0
+        self._convert = _converter(output)
+        self._c = _c.open_loader(
+            self.source, pipeline, batch_size=batch_size, shuffle=int(self.shuffle), drop_last=int(self.drop_last),
+            seed=seed, num_threads=num_threads or 0, prefetch=prefetch, rank=-1 if rank is None else rank,
+            world_size=-1 if world_size is None else world_size, on_error_skip=on_error == "skip",
+            max_image_pixels=limit)
+        with _open_lock:
+            _open_loaders.add(self)
+
+    # -- sizes ---------------------------------------------------------------------------
+
+    def __len__(self):
+        """Batches in one epoch for this rank (the last may be short unless drop_last)."""
+        return self._open().num_batches
+
+    @property
+    def num_samples(self):
+        """Samples in one epoch for this rank (DistributedSampler's num_samples, padding included)."""
+        return self._open().num_samples
+
+    @property
+    def dataset_size(self):
+        """Samples in the source, all ranks together."""
+        return self._open().dataset_size
+
+    @property
+    def closed(self):
+        """True once close() ran."""
+        return self._c is None or self._c.closed
+
+    # -- iteration -----------------------------------------------------------------------
+
+    def __iter__(self):
+        """An iterator over the rest of the current epoch: ``(images, labels)`` per batch.
+
+        The epoch is the one ``set_epoch`` chose, or the one after the last
+        epoch iterated to its end (epochs advance by themselves), starting at
+        the batch ``load_state_dict`` restored or where a ``break`` left it.
+        Starting a new iteration ends the previous iterator of this loader.
+
+        Raises (from ``next``): :class:`fusionflow.DecodeError` / OSError for a
+        bad image under ``on_error="raise"`` (the next ``next`` goes on with the
+        following batch), :class:`fusionflow.InvalidArgumentError` when
+        ``prefetch + 1`` batches are still referenced, KeyboardInterrupt.
+        """
+        self._open()
+        self._resume_epoch = None
+        self._iterations += 1
+        return _EpochIterator(self, self._iterations)
+
+    def _next_batch(self, iteration):
+        if iteration != self._iterations:
+            raise RuntimeError("fusionflow: another iteration over this loader started; this iterator is done")
+        answer = self._open().next()
+        if answer is None:
+            return None
+        images, labels, indices, epoch, index = answer
+        del answer
+        self.last_batch = BatchInfo(epoch, index, indices)
+        convert = self._convert
+        return convert(images), convert(labels)
+
+    # -- epochs and resuming ---------------------------------------------------------------
+
+    def set_epoch(self, epoch):
+        """Selects the epoch the next iteration runs, from its first batch (as
+        DistributedSampler.set_epoch: the order and every random draw depend on
+        (seed, epoch)). Setting the epoch that comes next anyway keeps the
+        batches already prepared. Right after ``load_state_dict``, setting the
+        restored epoch keeps the restored position (so the usual
+        ``for epoch in range(start, n): loader.set_epoch(epoch)`` resumes mid-epoch).
+
+        Args:
+            epoch (int): >= 0.
+        Raises: ValueError for a negative epoch.
+        """
+        if isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 0:
+            raise ValueError(f"fusionflow: set_epoch: epoch must be a non-negative int (got {epoch!r})")
+        c = self._open()
+        if self._resume_epoch is not None and self._resume_epoch == epoch:
+            self._resume_epoch = None
+            return
+        self._resume_epoch = None
+        c.set_epoch(epoch)
+
+    @property
+    def epoch(self):
+        """The epoch the next batch comes from."""
+        return self._open().position()[0]
+
+    def state_dict(self):
+        """The position to resume from: a dict of ints, safe to pickle or torch.save.
+
+        Keys: ``epoch`` and ``batch`` (the batch the next iteration hands out:
+        taken inside the loop body after batch k, it resumes at k + 1), and the
+        settings that must match on load (``seed``, ``batch_size``, ``shuffle``,
+        ``drop_last``, ``world_size``, ``dataset_size``). The rank is not
+        included: every rank is at the same position, so one rank's state
+        serves all.
+        """
+        c = self._open()
+        epoch, batch = c.position()
+        return {
+            "version": 1,
+            "epoch": epoch,
+            "batch": batch,
+            "seed": self.seed,
+            "batch_size": self.batch_size,
+            "shuffle": self.shuffle,
+            "drop_last": self.drop_last,
+            "world_size": self.world_size,
+            "dataset_size": c.dataset_size,
+        }
+
+    def load_state_dict(self, state):
+        """Continues at the position of ``state`` (from ``state_dict``): the batches
+        that follow are bit-identical to those the saved run would have handed out.
+
+        Raises: ValueError when the state was saved with a different seed,
+        batch size, shuffle, drop_last, world size or data set size, or names a
+        batch past the epoch's end.
+        """
+        c = self._open()
+        mine = self.state_dict()
+        for key in ("seed", "batch_size", "shuffle", "drop_last", "world_size", "dataset_size"):
+            if key in state and state[key] != mine[key]:
+                raise ValueError(f"fusionflow: load_state_dict: the state was saved with {key}={state[key]!r}, "
+                                 f"this loader has {key}={mine[key]!r}")
+        epoch, batch = int(state["epoch"]), int(state["batch"])
+        if epoch < 0 or not 0 <= batch <= c.num_batches:
+            raise ValueError(f"fusionflow: load_state_dict: position (epoch {epoch}, batch {batch}) is outside "
+                             f"the {c.num_batches} batches of an epoch")
+        c.seek(epoch, batch)
+        self._resume_epoch = epoch
+
+    # -- statistics ----------------------------------------------------------------------
+
+    def stats(self):
+        """Counters since the loader opened, as a dict.
+
+        Keys (times in nanoseconds summed over worker threads, except wait_ns):
+            batches, samples (int): handed out.
+            read_ns, decode_ns, ops_ns (int): reading files, decoding, running the ops.
+            wait_ns (int): wall time the consumer waited for batches.
+            read_bytes (int): encoded bytes read.
+            skipped (int): samples skipped under on_error="skip";
+            skipped_samples (list of str): "path: reason" of the first 1000.
+            num_threads (int): worker threads.
+            held (int): batches handed out and still referenced.
+            op_costs (dict): per kind of op (``"resize"``, ``"fused_lut"``, ...):
+                calls, ns, pixels (ints), ns_per_image, ns_per_pixel (floats).
+        """
+        c = self._open()
+        s = c.stats()
+        s["held"] = c.held()
+        costs = {}
+        for entry in s["op_costs"]:
+            calls, ns, pixels = entry["calls"], entry["ns"], entry["pixels"]
+            costs[entry["op"]] = {"calls": calls, "ns": ns, "pixels": pixels,
+                                  "ns_per_image": ns / calls if calls else 0.0,
+                                  "ns_per_pixel": ns / pixels if pixels else 0.0}
+        s["op_costs"] = costs
+        return s
+
+    # -- closing -------------------------------------------------------------------------
+
+    def close(self):
+        """Stops and joins the worker threads and frees the loader. Idempotent.
+
+        Batches already handed out stay valid until they are dropped. After an
+        interrupted wait (Ctrl-C) the close finishes in the background as soon
+        as the batch being waited for is ready.
+        """
+        c, self._c = self._c, None
+        if c is not None:
+            c.close()
+        with _open_lock:
+            _open_loaders.discard(self)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+    def __del__(self):
+        c = getattr(self, "_c", None)
+        if c is not None:
+            c.close()
+
+    def _open(self):
+        if self._c is None:
+            raise ValueError("fusionflow: the loader is closed")
+        return self._c
+
+    def __repr__(self):
+        state = "closed" if self.closed else f"{len(self)} batches/epoch"
+        return (f"fusionflow.Loader(source={self.source!r}, batch_size={self.batch_size}, shuffle={self.shuffle}, "
+                f"drop_last={self.drop_last}, seed={self.seed}, rank={self.rank}, world_size={self.world_size}, "
+                f"{state})")
+
+
+class _EpochIterator:
+    """Not a generator: a generator's frame would keep the last batch alive while suspended."""
+
+    __slots__ = ("_loader", "_iteration", "_done")
+
+    def __init__(self, loader, iteration):
+        self._loader = loader
+        self._iteration = iteration
+        self._done = False
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        if self._done:
+            raise StopIteration
+        batch = self._loader._next_batch(self._iteration)
+        if batch is None:
+            self._done = True
+            raise StopIteration
+        return batch
+
+    def __len__(self):
+        return len(self._loader)
+
+
+def augment_image(path, pipeline, seed=0, epoch=0, index=0, output="numpy"):
+    """Runs ``pipeline`` on one image file as sample ``index`` of ``epoch`` under
+    ``seed`` -- exactly the draws a Loader makes for that sample -- and returns
+    the result before any final ``to_dtype``/``normalize``.
+
+    Args:
+        path (str or os.PathLike): a JPEG or PNG file.
+        pipeline (str): pipeline text (need not give a fixed size).
+        seed, epoch, index (int): >= 0; ``index`` is the sample's dataset index.
+        output (str): ``"numpy"`` (default), ``"torch"`` or ``"dlpack"``.
+    Returns:
+        ``(H, W, 3)`` uint8 RGB array (HWC).
+    Raises:
+        PipelineError (bad pipeline text), FileNotFoundError / OSError,
+        DecodeError (corrupt image, or larger than 89478485 pixels), MemoryError,
+        ValueError.
+    """
+    if output not in ("numpy", "torch", "dlpack"):
+        raise ValueError(f"fusionflow.augment_image: output must be 'numpy', 'torch' or 'dlpack' (got {output!r})")
+    for name, value in (("seed", seed), ("epoch", epoch), ("index", index)):
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 1 << 64:
+            raise ValueError(f"fusionflow.augment_image: {name} must be an int in [0, 2**64) (got {value!r})")
+    convert = _converter(output)
+    return convert(_c.augment_image(os.fspath(path), pipeline, seed, epoch, index))

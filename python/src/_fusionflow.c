@@ -1,0 +1,866 @@
+/* _fusionflow.c — the C extension under the `fusionflow` Python package: a thin
+ * layer over the public header (include/fusionflow/fusionflow.h) and nothing
+ * else of the library.
+ *
+ * Three objects:
+ *   Loader  one ff_loader plus a "fetch thread". The consumer's wait for the
+ *           next batch (ff_loader_next) runs on that thread while the Python
+ *           thread waits on a condition variable in short slices with the GIL
+ *           released and runs the signal handlers between them, so Ctrl-C
+ *           interrupts a wait for a slow batch at once. A batch that arrives
+ *           after the interruption is kept and handed out by the next call, so
+ *           nothing is lost. Only one of the two threads calls into the
+ *           ff_loader at a time (the header's one-consumer rule): the Python
+ *           thread touches it only while no request is in flight.
+ *   Tensor  a view of one host tensor (images, labels, or an augment_image
+ *           result) exporting `__dlpack__` / `__dlpack_device__` (DLPack v0.8,
+ *           see ffpy_dlpack.h) and `__array_interface__`.
+ *   owner   (C only) the memory behind tensors, reference-counted atomically:
+ *           one count per Tensor object and one per DLManagedTensor handed to a
+ *           consumer. The last count gives the batch back to the ring
+ *           (ff_batch_release, any thread, GIL not needed) or frees the image
+ *           (ff_free). So a torch.Tensor made by torch.from_dlpack keeps its
+ *           batch alive after the Loader is closed or collected, until the
+ *           consumer drops it.
+ *
+ * Errors: a failing call raises the exception that fusionflow._errors builds
+ * for (status, library message); the factory is registered by __init__.py. */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ffpy_dlpack.h"
+#include "fusionflow/fusionflow.h"
+
+/* How long the Python thread waits before it looks at signals again. */
+#define WAIT_SLICE_NS 50000000L
+#define MSG_MAX 1024
+
+static PyObject *exception_factory; /* callable (status, message) -> exception instance */
+
+/* Raises the library's error as a Python exception; returns NULL. */
+static PyObject *raise_status(ff_status st, const char *msg) {
+  if (!exception_factory) {
+    PyErr_Format(PyExc_RuntimeError, "fusionflow: %s (%s)", msg, ff_status_str(st));
+    return NULL;
+  }
+  PyObject *text = PyUnicode_DecodeFSDefault(msg); /* paths may not be UTF-8 */
+  if (!text) return NULL;
+  PyObject *exc = PyObject_CallFunction(exception_factory, "iO", (int)st, text);
+  Py_DECREF(text);
+  if (!exc) return NULL;
+  PyErr_SetObject((PyObject *)Py_TYPE(exc), exc);
+  Py_DECREF(exc);
+  return NULL;
+}
+
+/* ---------------------------------------------------------------- core */
+
+/* State shared by the Loader object, its fetch thread and the owners of the
+ * batches it handed out; freed by the last of them. */
+typedef struct core {
+  atomic_long refs;
+  atomic_long held; /* batches handed out and not yet given back */
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  pthread_t thread;
+  ff_loader *loader;
+  int ring_size; /* prefetch + 1: the most batches that can be held */
+  /* Under mu: */
+  int requested; /* the consumer asked for a batch; the fetch thread has not answered */
+  int done;      /* an answer waits in st / batch / msg */
+  int quit;      /* close: the fetch thread closes the loader and exits */
+  ff_status st;
+  ff_batch *batch;
+  char msg[MSG_MAX];
+} core;
+
+static void core_decref(core *c) {
+  if (atomic_fetch_sub(&c->refs, 1) != 1) return;
+  pthread_mutex_destroy(&c->mu);
+  pthread_cond_destroy(&c->cv);
+  free(c);
+}
+
+static void *fetch_main(void *p) {
+  core *c = p;
+  pthread_mutex_lock(&c->mu);
+  for (;;) {
+    while (!c->quit && !(c->requested && !c->done)) pthread_cond_wait(&c->cv, &c->mu);
+    if (c->quit) break;
+    pthread_mutex_unlock(&c->mu);
+    ff_batch *b = NULL;
+    ff_status st = ff_loader_next(c->loader, &b);
+    pthread_mutex_lock(&c->mu);
+    c->st = st;
+    c->batch = st == FF_OK ? b : NULL;
+    if (st == FF_OK) atomic_fetch_add(&c->held, 1);
+    if (st < 0) snprintf(c->msg, sizeof c->msg, "%s", ff_loader_errmsg(c->loader));
+    c->requested = 0;
+    c->done = 1;
+    pthread_cond_broadcast(&c->cv);
+  }
+  ff_batch *unclaimed = c->done ? c->batch : NULL;
+  c->done = 0;
+  c->batch = NULL;
+  pthread_mutex_unlock(&c->mu);
+  if (unclaimed) {
+    ff_batch_release(unclaimed);
+    atomic_fetch_sub(&c->held, 1);
+  }
+  ff_loader_close(c->loader); /* batches still held stay valid */
+  c->loader = NULL;
+  core_decref(c);
+  return NULL;
+}
+
+/* ---------------------------------------------------------------- owner */
+
+typedef struct owner {
+  atomic_long refs;
+  ff_batch *batch; /* given back with ff_batch_release, or */
+  void *mem;       /* freed with ff_free */
+  core *core;      /* for batches: counts them as held */
+} owner;
+
+static owner *owner_new(ff_batch *batch, void *mem, core *c) {
+  owner *o = malloc(sizeof *o);
+  if (!o) return NULL;
+  atomic_init(&o->refs, 1);
+  o->batch = batch;
+  o->mem = mem;
+  o->core = c;
+  if (c) atomic_fetch_add(&c->refs, 1);
+  return o;
+}
+
+static void owner_incref(owner *o) { atomic_fetch_add(&o->refs, 1); }
+
+/* Any thread, with or without the GIL. */
+static void owner_decref(owner *o) {
+  if (atomic_fetch_sub(&o->refs, 1) != 1) return;
+  if (o->batch) ff_batch_release(o->batch);
+  ff_free(o->mem);
+  if (o->core) {
+    atomic_fetch_sub(&o->core->held, 1);
+    core_decref(o->core);
+  }
+  free(o);
+}
+
+/* ---------------------------------------------------------------- Tensor */
+
+typedef struct {
+  PyObject_HEAD
+  owner *owner;
+  void *data;
+  ff_dtype dtype;
+  int ndim;
+  int64_t shape[4];
+  int64_t strides[4]; /* elements */
+} TensorObject;
+
+static PyTypeObject TensorType;
+
+static const char *dtype_name(ff_dtype d) {
+  return d == FF_UINT8 ? "uint8" : d == FF_FLOAT32 ? "float32" : "int64";
+}
+static int dtype_bits(ff_dtype d) { return d == FF_UINT8 ? 8 : d == FF_FLOAT32 ? 32 : 64; }
+
+/* A new Tensor over t's memory, holding one count of o. */
+static PyObject *tensor_new(owner *o, const ff_tensor *t) {
+  TensorObject *self = PyObject_New(TensorObject, &TensorType);
+  if (!self) return NULL;
+  owner_incref(o);
+  self->owner = o;
+  self->data = t->data;
+  self->dtype = t->dtype;
+  self->ndim = t->ndim;
+  memcpy(self->shape, t->shape, sizeof self->shape);
+  memcpy(self->strides, t->strides, sizeof self->strides);
+  return (PyObject *)self;
+}
+
+static void tensor_dealloc(TensorObject *self) {
+  if (self->owner) owner_decref(self->owner);
+  PyObject_Free(self);
+}
+
+typedef struct export_ctx {
+  DLManagedTensor managed;
+  owner *owner;
+  int64_t shape[4], strides[4];
+} export_ctx;
+
+static void export_deleter(DLManagedTensor *m) {
+  export_ctx *e = m->manager_ctx;
+  owner_decref(e->owner);
+  free(e);
+}
+
+/* A capsule still named "dltensor" was never consumed: its memory is ours. */
+static void capsule_destructor(PyObject *capsule) {
+  if (!PyCapsule_IsValid(capsule, "dltensor")) return;
+  DLManagedTensor *m = PyCapsule_GetPointer(capsule, "dltensor");
+  if (m && m->deleter) m->deleter(m);
+}
+
+static PyObject *tensor_dlpack(TensorObject *self, PyObject *args, PyObject *kwargs) {
+  static char *kwlist[] = {"stream", "max_version", "dl_device", "copy", NULL};
+  PyObject *stream = Py_None, *max_version = Py_None, *dl_device = Py_None, *copy = Py_None;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|$OOOO:__dlpack__", kwlist, &stream, &max_version, &dl_device,
+                                   &copy))
+    return NULL;
+  /* Host memory: no stream applies (the array API asks for None; -1 means "no sync"). */
+  if (stream != Py_None) {
+    int overflow = 0;
+    long s = PyLong_Check(stream) ? PyLong_AsLongAndOverflow(stream, &overflow) : 0;
+    if (s == -1 && PyErr_Occurred()) return NULL;
+    if (!PyLong_Check(stream) || overflow || s != -1) {
+      PyErr_SetString(PyExc_BufferError, "fusionflow tensors are in host memory: stream must be None");
+      return NULL;
+    }
+  }
+  if (dl_device != Py_None) {
+    int type = 0, id = 0;
+    if (!PyArg_ParseTuple(dl_device, "ii", &type, &id)) return NULL;
+    if (type != kDLCPU) {
+      PyErr_SetString(PyExc_BufferError, "fusionflow tensors are in host memory (kDLCPU): no other dl_device");
+      return NULL;
+    }
+  }
+  if (copy != Py_None && PyObject_IsTrue(copy) == 1) {
+    PyErr_SetString(PyExc_BufferError, "fusionflow exports without copying: pass copy=None or False");
+    return NULL;
+  }
+  /* max_version: only the unversioned (v0.x) capsule is produced, which the
+   * protocol allows for any max_version. */
+  (void)max_version;
+
+  export_ctx *e = calloc(1, sizeof *e);
+  if (!e) return PyErr_NoMemory();
+  memcpy(e->shape, self->shape, sizeof e->shape);
+  memcpy(e->strides, self->strides, sizeof e->strides);
+  DLTensor *t = &e->managed.dl_tensor;
+  t->data = self->data;
+  t->device = (DLDevice){kDLCPU, 0};
+  t->ndim = self->ndim;
+  t->dtype = (DLDataType){(uint8_t)(self->dtype == FF_FLOAT32 ? kDLFloat : self->dtype == FF_INT64 ? kDLInt : kDLUInt),
+                          (uint8_t)dtype_bits(self->dtype), 1};
+  t->shape = e->shape;
+  t->strides = e->strides;
+  t->byte_offset = 0;
+  e->managed.manager_ctx = e;
+  e->managed.deleter = export_deleter;
+  e->owner = self->owner;
+  owner_incref(self->owner);
+  PyObject *capsule = PyCapsule_New(&e->managed, "dltensor", capsule_destructor);
+  if (!capsule) export_deleter(&e->managed);
+  return capsule;
+}
+
+static PyObject *tensor_dlpack_device(TensorObject *self, PyObject *unused) {
+  (void)self, (void)unused;
+  return Py_BuildValue("(ii)", (int)kDLCPU, 0);
+}
+
+static PyObject *int64_tuple(const int64_t *v, int n) {
+  PyObject *t = PyTuple_New(n);
+  for (int i = 0; t && i < n; i++) {
+    PyObject *x = PyLong_FromLongLong(v[i]);
+    if (!x) {
+      Py_DECREF(t);
+      return NULL;
+    }
+    PyTuple_SET_ITEM(t, i, x);
+  }
+  return t;
+}
+
+static PyObject *tensor_get_shape(TensorObject *self, void *unused) {
+  (void)unused;
+  return int64_tuple(self->shape, self->ndim);
+}
+
+static PyObject *tensor_get_strides(TensorObject *self, void *unused) {
+  (void)unused;
+  return int64_tuple(self->strides, self->ndim);
+}
+
+static PyObject *tensor_get_dtype(TensorObject *self, void *unused) {
+  (void)unused;
+  return PyUnicode_FromString(dtype_name(self->dtype));
+}
+
+static int64_t tensor_numel(const TensorObject *self) {
+  int64_t n = 1;
+  for (int i = 0; i < self->ndim; i++) n *= self->shape[i];
+  return n;
+}
+
+static PyObject *tensor_get_nbytes(TensorObject *self, void *unused) {
+  (void)unused;
+  return PyLong_FromLongLong(tensor_numel(self) * dtype_bits(self->dtype) / 8);
+}
+
+static PyObject *tensor_get_data_ptr(TensorObject *self, void *unused) {
+  (void)unused;
+  return PyLong_FromVoidPtr(self->data);
+}
+
+/* NumPy's array interface (v3): the array keeps this object, so the memory. */
+static PyObject *tensor_get_array_interface(TensorObject *self, void *unused) {
+  (void)unused;
+  const char *typestr = self->dtype == FF_UINT8 ? "|u1" : self->dtype == FF_FLOAT32 ? "<f4" : "<i8";
+  PyObject *shape = int64_tuple(self->shape, self->ndim);
+  if (!shape) return NULL;
+  PyObject *r = Py_BuildValue("{s:N,s:s,s:(NO),s:O,s:i}", "shape", shape, "typestr", typestr, "data",
+                              PyLong_FromVoidPtr(self->data), Py_False, "strides", Py_None, "version", 3);
+  return r;
+}
+
+static PyObject *tensor_repr(TensorObject *self) {
+  PyObject *shape = int64_tuple(self->shape, self->ndim);
+  if (!shape) return NULL;
+  PyObject *r = PyUnicode_FromFormat("<fusionflow.Tensor shape=%R dtype=%s device=cpu>", shape,
+                                     dtype_name(self->dtype));
+  Py_DECREF(shape);
+  return r;
+}
+
+static PyMethodDef tensor_methods[] = {
+    {"__dlpack__", (PyCFunction)(void (*)(void))tensor_dlpack, METH_VARARGS | METH_KEYWORDS,
+     "__dlpack__(*, stream=None, max_version=None, dl_device=None, copy=None) -> PyCapsule\n\n"
+     "A DLPack capsule (\"dltensor\", v0.8 DLManagedTensor) over the same memory, no copy.\n"
+     "Each call makes a new capsule that keeps the memory alive until its consumer\n"
+     "calls the deleter (or the capsule is collected unconsumed).\n"
+     "Raises BufferError for a stream other than None/-1, a non-CPU dl_device or copy=True."},
+    {"__dlpack_device__", (PyCFunction)tensor_dlpack_device, METH_NOARGS,
+     "__dlpack_device__() -> (1, 0): kDLCPU, device 0."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef tensor_getset[] = {
+    {"shape", (getter)tensor_get_shape, NULL, "tuple of ints: the extents, in elements", NULL},
+    {"strides", (getter)tensor_get_strides, NULL, "tuple of ints: the strides, in elements", NULL},
+    {"dtype", (getter)tensor_get_dtype, NULL, "'uint8', 'float32' or 'int64'", NULL},
+    {"nbytes", (getter)tensor_get_nbytes, NULL, "int: size of the data in bytes", NULL},
+    {"data_ptr", (getter)tensor_get_data_ptr, NULL, "int: address of the first element", NULL},
+    {"__array_interface__", (getter)tensor_get_array_interface, NULL, "NumPy array interface v3", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyTypeObject TensorType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "fusionflow.Tensor",
+    .tp_basicsize = sizeof(TensorObject),
+    .tp_dealloc = (destructor)tensor_dealloc,
+    .tp_repr = (reprfunc)tensor_repr,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "A host tensor of fusionflow's memory (a batch's images or labels, or an augmented image).\n\n"
+              "Convert it without copying with torch.from_dlpack(t) or numpy.from_dlpack(t)\n"
+              "(or numpy.asarray(t)); the memory stays valid while this object or anything\n"
+              "made from it is alive.",
+    .tp_methods = tensor_methods,
+    .tp_getset = tensor_getset,
+};
+
+/* ---------------------------------------------------------------- Loader */
+
+typedef struct {
+  PyObject_HEAD
+  core *core;  /* NULL once closed */
+  pid_t pid;   /* the process that opened it: a forked child has no threads */
+  size_t num_batches, num_samples, dataset_size;
+  int prefetch;
+} LoaderObject;
+
+static PyTypeObject LoaderType;
+
+static int check_open(LoaderObject *self) {
+  if (!self->core) {
+    PyErr_SetString(PyExc_ValueError, "fusionflow: the loader is closed");
+    return -1;
+  }
+  if (self->pid != getpid()) {
+    PyErr_SetString(PyExc_RuntimeError,
+                    "fusionflow: this loader was opened in another process (fork): its threads do not exist "
+                    "here; open a new Loader in this process");
+    return -1;
+  }
+  return 0;
+}
+
+static PyObject *loader_open(PyObject *module, PyObject *args, PyObject *kwargs) {
+  (void)module;
+  static char *kwlist[] = {"source",   "pipeline",   "batch_size", "shuffle",          "drop_last", "seed",
+                           "num_threads", "prefetch", "rank",      "world_size", "on_error_skip", "max_image_pixels",
+                           NULL};
+  ff_config cfg;
+  ff_config_init(&cfg);
+  PyObject *source_obj, *pipeline_obj;
+  int on_error_skip = 0;
+  unsigned long long seed = 0, max_pixels = cfg.max_image_pixels;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O&U|iiiKiiiipK:open_loader", kwlist, PyUnicode_FSConverter,
+                                   &source_obj, &pipeline_obj, &cfg.batch_size, &cfg.shuffle, &cfg.drop_last,
+                                   &seed, &cfg.num_threads, &cfg.prefetch, &cfg.rank, &cfg.world_size,
+                                   &on_error_skip, &max_pixels))
+    return NULL;
+  const char *pipeline = PyUnicode_AsUTF8(pipeline_obj);
+  if (!pipeline) {
+    Py_DECREF(source_obj);
+    return NULL;
+  }
+  cfg.source = PyBytes_AS_STRING(source_obj);
+  cfg.pipeline = pipeline;
+  cfg.seed = seed;
+  cfg.on_error = on_error_skip ? FF_ON_ERROR_SKIP : FF_ON_ERROR_RAISE;
+  cfg.max_image_pixels = max_pixels;
+
+  ff_loader *loader = NULL;
+  ff_status st;
+  Py_BEGIN_ALLOW_THREADS
+  st = ff_loader_open(&cfg, &loader);
+  Py_END_ALLOW_THREADS
+  Py_DECREF(source_obj);
+  if (st != FF_OK) {
+    if (!loader) return PyErr_NoMemory();
+    char msg[MSG_MAX];
+    snprintf(msg, sizeof msg, "%s", ff_loader_errmsg(loader));
+    ff_loader_close(loader);
+    return raise_status(st, msg);
+  }
+
+  core *c = calloc(1, sizeof *c);
+  if (!c) {
+    ff_loader_close(loader);
+    return PyErr_NoMemory();
+  }
+  atomic_init(&c->refs, 2); /* the Loader object and the fetch thread */
+  atomic_init(&c->held, 0);
+  pthread_mutex_init(&c->mu, NULL);
+  pthread_condattr_t attr;
+  pthread_condattr_init(&attr);
+  pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+  pthread_cond_init(&c->cv, &attr);
+  pthread_condattr_destroy(&attr);
+  c->loader = loader;
+  c->ring_size = cfg.prefetch + 1;
+
+  LoaderObject *self = PyObject_New(LoaderObject, &LoaderType);
+  if (!self) {
+    ff_loader_close(loader);
+    c->refs = 1;
+    core_decref(c);
+    return NULL;
+  }
+  self->core = NULL;
+  self->pid = getpid();
+  self->num_batches = ff_loader_num_batches(loader);
+  self->num_samples = ff_loader_num_samples(loader);
+  self->dataset_size = ff_loader_dataset_size(loader);
+  self->prefetch = cfg.prefetch;
+  int rc = pthread_create(&c->thread, NULL, fetch_main, c);
+  if (rc) {
+    ff_loader_close(loader);
+    c->refs = 1;
+    core_decref(c);
+    Py_DECREF(self);
+    errno = rc;
+    return PyErr_SetFromErrno(PyExc_OSError);
+  }
+  self->core = c;
+  return (PyObject *)self;
+}
+
+/* Waits with the GIL released until the fetch thread has an answer; runs
+ * the signal handlers every WAIT_SLICE_NS. Returns 0, or -1 with the
+ * handler's exception (KeyboardInterrupt) set; the request stays in flight. */
+static int wait_answer(core *c) {
+  for (;;) {
+    int done;
+    Py_BEGIN_ALLOW_THREADS
+    pthread_mutex_lock(&c->mu);
+    if (!c->done) {
+      struct timespec ts;
+      clock_gettime(CLOCK_MONOTONIC, &ts);
+      ts.tv_nsec += WAIT_SLICE_NS;
+      if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
+      while (!c->done && pthread_cond_timedwait(&c->cv, &c->mu, &ts) != ETIMEDOUT) {
+      }
+    }
+    done = c->done;
+    pthread_mutex_unlock(&c->mu);
+    Py_END_ALLOW_THREADS
+    if (done) return 0;
+    if (PyErr_CheckSignals() < 0) return -1;
+  }
+}
+
+/* Waits for a request in flight (after an interrupted next()), keeping its answer. */
+static int settle(core *c) {
+  pthread_mutex_lock(&c->mu);
+  int pending = c->requested;
+  pthread_mutex_unlock(&c->mu);
+  return pending ? wait_answer(c) : 0;
+}
+
+/* Gives back a kept answer that will not be handed out (set_epoch, seek). */
+static void drop_answer(core *c) {
+  pthread_mutex_lock(&c->mu);
+  ff_batch *b = c->done ? c->batch : NULL;
+  c->done = 0;
+  c->batch = NULL;
+  pthread_mutex_unlock(&c->mu);
+  if (b) {
+    ff_batch_release(b);
+    atomic_fetch_sub(&c->held, 1);
+  }
+}
+
+static PyObject *loader_next(LoaderObject *self, PyObject *unused) {
+  (void)unused;
+  if (check_open(self)) return NULL;
+  core *c = self->core;
+  pthread_mutex_lock(&c->mu);
+  if (!c->requested && !c->done) {
+    c->requested = 1;
+    pthread_cond_broadcast(&c->cv);
+  }
+  pthread_mutex_unlock(&c->mu);
+  if (wait_answer(c)) return NULL;
+
+  pthread_mutex_lock(&c->mu);
+  ff_status st = c->st;
+  ff_batch *b = c->batch;
+  char msg[MSG_MAX];
+  memcpy(msg, c->msg, sizeof msg);
+  c->done = 0;
+  c->batch = NULL;
+  pthread_mutex_unlock(&c->mu);
+
+  if (st == FF_END) Py_RETURN_NONE;
+  if (st != FF_OK) {
+    if (st == FF_EINVAL && atomic_load(&c->held) >= c->ring_size)
+      snprintf(msg, sizeof msg,
+               "%d batches are still referenced, the most a loader with prefetch=%d can hand out "
+               "(prefetch + 1): drop the images and labels of earlier batches (del them, or keep copies: "
+               "tensor.clone() / numpy.array(a)) before asking for the next, or raise prefetch",
+               c->ring_size, self->prefetch);
+    return raise_status(st, msg);
+  }
+
+  owner *o = owner_new(b, NULL, c);
+  if (!o) {
+    ff_batch_release(b);
+    atomic_fetch_sub(&c->held, 1);
+    return PyErr_NoMemory();
+  }
+  ff_tensor ti, tl;
+  ff_batch_images(b, &ti);
+  ff_batch_labels(b, &tl);
+  size_t n = ff_batch_size(b);
+  const int64_t *idx = ff_batch_sample_indices(b);
+  PyObject *images = tensor_new(o, &ti);
+  PyObject *labels = images ? tensor_new(o, &tl) : NULL;
+  PyObject *indices = labels ? PyList_New((Py_ssize_t)n) : NULL;
+  for (size_t i = 0; indices && i < n; i++) {
+    PyObject *x = PyLong_FromLongLong(idx[i]);
+    if (!x) Py_CLEAR(indices);
+    else PyList_SET_ITEM(indices, (Py_ssize_t)i, x);
+  }
+  PyObject *r = NULL;
+  if (indices)
+    r = Py_BuildValue("(OOOKn)", images, labels, indices, (unsigned long long)ff_batch_epoch(b),
+                      (Py_ssize_t)ff_batch_index(b));
+  Py_XDECREF(images);
+  Py_XDECREF(labels);
+  Py_XDECREF(indices);
+  owner_decref(o); /* the tensors hold it now (or it goes back if they failed) */
+  return r;
+}
+
+static PyObject *loader_close(LoaderObject *self, PyObject *unused) {
+  (void)unused;
+  core *c = self->core;
+  if (!c) Py_RETURN_NONE;
+  self->core = NULL;
+  if (self->pid != getpid()) Py_RETURN_NONE; /* forked child: the threads are not here; leave it */
+  pthread_mutex_lock(&c->mu);
+  int in_flight = c->requested;
+  c->quit = 1;
+  pthread_cond_broadcast(&c->cv);
+  pthread_mutex_unlock(&c->mu);
+  if (in_flight) {
+    /* An interrupted wait: the fetch thread closes the loader as soon as
+     * ff_loader_next returns; nobody needs to wait for that. */
+    pthread_detach(c->thread);
+  } else {
+    Py_BEGIN_ALLOW_THREADS
+    pthread_join(c->thread, NULL);
+    Py_END_ALLOW_THREADS
+  }
+  core_decref(c);
+  Py_RETURN_NONE;
+}
+
+static void loader_dealloc(LoaderObject *self) {
+  if (self->core) {
+    PyObject *r = loader_close(self, NULL);
+    Py_XDECREF(r);
+  }
+  PyObject_Free(self);
+}
+
+static PyObject *loader_set_epoch(LoaderObject *self, PyObject *args) {
+  unsigned long long epoch;
+  if (!PyArg_ParseTuple(args, "K:set_epoch", &epoch)) return NULL;
+  if (check_open(self) || settle(self->core)) return NULL;
+  drop_answer(self->core);
+  ff_status st;
+  Py_BEGIN_ALLOW_THREADS /* waits for the samples in flight */
+  st = ff_loader_set_epoch(self->core->loader, epoch);
+  Py_END_ALLOW_THREADS
+  if (st != FF_OK) return raise_status(st, ff_loader_errmsg(self->core->loader));
+  Py_RETURN_NONE;
+}
+
+static PyObject *loader_seek(LoaderObject *self, PyObject *args) {
+  unsigned long long epoch;
+  Py_ssize_t batch;
+  if (!PyArg_ParseTuple(args, "Kn:seek", &epoch, &batch)) return NULL;
+  if (batch < 0) {
+    PyErr_SetString(PyExc_ValueError, "fusionflow: seek: batch must be >= 0");
+    return NULL;
+  }
+  if (check_open(self) || settle(self->core)) return NULL;
+  drop_answer(self->core);
+  ff_status st;
+  Py_BEGIN_ALLOW_THREADS
+  st = ff_loader_seek(self->core->loader, epoch, (size_t)batch);
+  Py_END_ALLOW_THREADS
+  if (st != FF_OK) return raise_status(st, ff_loader_errmsg(self->core->loader));
+  Py_RETURN_NONE;
+}
+
+/* (epoch, batch) of the batch the next next() hands out. */
+static PyObject *loader_position(LoaderObject *self, PyObject *unused) {
+  (void)unused;
+  if (check_open(self) || settle(self->core)) return NULL;
+  core *c = self->core;
+  uint64_t epoch;
+  size_t batch;
+  ff_loader_position(c->loader, &epoch, &batch);
+  pthread_mutex_lock(&c->mu);
+  if (c->done && c->st == FF_OK) { /* kept from an interrupted wait: still to be handed out */
+    epoch = ff_batch_epoch(c->batch);
+    batch = ff_batch_index(c->batch);
+  } else if (c->done && c->st == FF_END && epoch > 0) {
+    epoch -= 1;
+    batch = self->num_batches;
+  }
+  pthread_mutex_unlock(&c->mu);
+  return Py_BuildValue("(Kn)", (unsigned long long)epoch, (Py_ssize_t)batch);
+}
+
+static PyObject *loader_stats(LoaderObject *self, PyObject *unused) {
+  (void)unused;
+  if (check_open(self) || settle(self->core)) return NULL;
+  ff_loader *l = self->core->loader;
+  ff_stats s;
+  ff_loader_stats(l, &s);
+  size_t n = ff_loader_op_costs(l, NULL, 0);
+  ff_op_cost *costs = calloc(n ? n : 1, sizeof *costs);
+  if (!costs) return PyErr_NoMemory();
+  n = ff_loader_op_costs(l, costs, n);
+  PyObject *ops = PyList_New(0);
+  for (size_t i = 0; ops && i < n; i++) {
+    PyObject *d = Py_BuildValue("{s:s,s:K,s:K,s:K}", "op", costs[i].op, "calls",
+                                (unsigned long long)costs[i].calls, "ns", (unsigned long long)costs[i].ns,
+                                "pixels", (unsigned long long)costs[i].pixels);
+    if (!d || PyList_Append(ops, d)) Py_CLEAR(ops);
+    Py_XDECREF(d);
+  }
+  free(costs);
+  PyObject *skipped = ops ? PyList_New(0) : NULL;
+  for (size_t i = 0; skipped && i < s.skipped; i++) {
+    const char *m = ff_loader_skipped(l, i);
+    if (!m) break;
+    PyObject *x = PyUnicode_DecodeFSDefault(m);
+    if (!x || PyList_Append(skipped, x)) Py_CLEAR(skipped);
+    Py_XDECREF(x);
+  }
+  if (!skipped) {
+    Py_XDECREF(ops);
+    return NULL;
+  }
+  return Py_BuildValue("{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:i,s:N,s:N}", "batches", (unsigned long long)s.batches,
+                       "samples", (unsigned long long)s.samples, "read_ns", (unsigned long long)s.read_ns,
+                       "decode_ns", (unsigned long long)s.decode_ns, "ops_ns", (unsigned long long)s.ops_ns,
+                       "wait_ns", (unsigned long long)s.wait_ns, "read_bytes", (unsigned long long)s.read_bytes,
+                       "skipped", (unsigned long long)s.skipped, "num_threads", s.num_threads, "op_costs", ops,
+                       "skipped_samples", skipped);
+}
+
+static PyObject *loader_held(LoaderObject *self, PyObject *unused) {
+  (void)unused;
+  return PyLong_FromLong(self->core ? atomic_load(&self->core->held) : 0);
+}
+
+static PyObject *loader_get_closed(LoaderObject *self, void *unused) {
+  (void)unused;
+  return PyBool_FromLong(self->core == NULL);
+}
+static PyObject *loader_get_num_batches(LoaderObject *self, void *unused) {
+  (void)unused;
+  return PyLong_FromSize_t(self->num_batches);
+}
+static PyObject *loader_get_num_samples(LoaderObject *self, void *unused) {
+  (void)unused;
+  return PyLong_FromSize_t(self->num_samples);
+}
+static PyObject *loader_get_dataset_size(LoaderObject *self, void *unused) {
+  (void)unused;
+  return PyLong_FromSize_t(self->dataset_size);
+}
+
+static PyMethodDef loader_methods[] = {
+    {"next", (PyCFunction)loader_next, METH_NOARGS,
+     "next() -> (images, labels, sample_indices, epoch, batch) or None at the end of the epoch"},
+    {"close", (PyCFunction)loader_close, METH_NOARGS, "close(): stop and join the threads; idempotent"},
+    {"set_epoch", (PyCFunction)loader_set_epoch, METH_VARARGS, "set_epoch(epoch)"},
+    {"seek", (PyCFunction)loader_seek, METH_VARARGS, "seek(epoch, batch)"},
+    {"position", (PyCFunction)loader_position, METH_NOARGS, "position() -> (epoch, batch)"},
+    {"stats", (PyCFunction)loader_stats, METH_NOARGS, "stats() -> dict"},
+    {"held", (PyCFunction)loader_held, METH_NOARGS, "held() -> batches handed out and still referenced"},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef loader_getset[] = {
+    {"closed", (getter)loader_get_closed, NULL, NULL, NULL},
+    {"num_batches", (getter)loader_get_num_batches, NULL, NULL, NULL},
+    {"num_samples", (getter)loader_get_num_samples, NULL, NULL, NULL},
+    {"dataset_size", (getter)loader_get_dataset_size, NULL, NULL, NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyTypeObject LoaderType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "fusionflow._fusionflow.CLoader",
+    .tp_basicsize = sizeof(LoaderObject),
+    .tp_dealloc = (destructor)loader_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "The C loader under fusionflow.Loader (made by open_loader).",
+    .tp_methods = loader_methods,
+    .tp_getset = loader_getset,
+};
+
+/* ---------------------------------------------------------------- module */
+
+static PyObject *mod_augment_image(PyObject *module, PyObject *args, PyObject *kwargs) {
+  (void)module;
+  static char *kwlist[] = {"path", "pipeline", "seed", "epoch", "index", NULL};
+  PyObject *path_obj, *pipeline_obj;
+  unsigned long long seed = 0, epoch = 0, index = 0;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O&U|KKK:augment_image", kwlist, PyUnicode_FSConverter, &path_obj,
+                                   &pipeline_obj, &seed, &epoch, &index))
+    return NULL;
+  const char *pipeline = PyUnicode_AsUTF8(pipeline_obj);
+  if (!pipeline) {
+    Py_DECREF(path_obj);
+    return NULL;
+  }
+  uint8_t *pixels = NULL;
+  int h = 0, w = 0;
+  char err[MSG_MAX] = "";
+  ff_status st;
+  Py_BEGIN_ALLOW_THREADS
+  st = ff_image_augment(PyBytes_AS_STRING(path_obj), pipeline, seed, epoch, index, &pixels, &h, &w, err, sizeof err);
+  Py_END_ALLOW_THREADS
+  Py_DECREF(path_obj);
+  if (st != FF_OK) return raise_status(st, err);
+  owner *o = owner_new(NULL, pixels, NULL);
+  if (!o) {
+    ff_free(pixels);
+    return PyErr_NoMemory();
+  }
+  ff_tensor t = {pixels, FF_UINT8, FF_NHWC, 3, {h, w, 3, 0}, {(int64_t)w * 3, 3, 1, 0}};
+  PyObject *r = tensor_new(o, &t);
+  owner_decref(o);
+  return r;
+}
+
+static PyObject *mod_set_exception_factory(PyObject *module, PyObject *f) {
+  (void)module;
+  Py_INCREF(f);
+  Py_XSETREF(exception_factory, f);
+  Py_RETURN_NONE;
+}
+
+static PyObject *mod_version(PyObject *module, PyObject *unused) {
+  (void)module, (void)unused;
+  return PyUnicode_FromString(ff_version());
+}
+
+static PyObject *mod_status_str(PyObject *module, PyObject *arg) {
+  (void)module;
+  long v = PyLong_AsLong(arg);
+  if (v == -1 && PyErr_Occurred()) return NULL;
+  return PyUnicode_FromString(ff_status_str((ff_status)v));
+}
+
+static PyMethodDef module_methods[] = {
+    {"open_loader", (PyCFunction)(void (*)(void))loader_open, METH_VARARGS | METH_KEYWORDS,
+     "open_loader(source, pipeline, batch_size=64, shuffle=1, drop_last=0, seed=0, num_threads=0, prefetch=2,\n"
+     "            rank=-1, world_size=-1, on_error_skip=False, max_image_pixels=89478485) -> CLoader"},
+    {"augment_image", (PyCFunction)(void (*)(void))mod_augment_image, METH_VARARGS | METH_KEYWORDS,
+     "augment_image(path, pipeline, seed=0, epoch=0, index=0) -> Tensor (H, W, 3) uint8"},
+    {"_set_exception_factory", mod_set_exception_factory, METH_O, NULL},
+    {"version", mod_version, METH_NOARGS, "version() -> the linked library's 'MAJOR.MINOR.PATCH'"},
+    {"status_str", mod_status_str, METH_O, "status_str(status) -> the library's name of a status"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module_def = {
+    PyModuleDef_HEAD_INIT, "fusionflow._fusionflow", "C extension of fusionflow (see the fusionflow package).", -1,
+    module_methods, NULL, NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC PyInit__fusionflow(void) {
+  if (PyType_Ready(&TensorType) < 0 || PyType_Ready(&LoaderType) < 0) return NULL;
+  PyObject *m = PyModule_Create(&module_def);
+  if (!m) return NULL;
+  Py_INCREF(&TensorType);
+  Py_INCREF(&LoaderType);
+  if (PyModule_AddObject(m, "Tensor", (PyObject *)&TensorType) ||
+      PyModule_AddObject(m, "CLoader", (PyObject *)&LoaderType))
+    goto fail;
+  static const struct {
+    const char *name;
+    int value;
+  } statuses[] = {
+      {"FF_OK", FF_OK},         {"FF_END", FF_END},       {"FF_EINVAL", FF_EINVAL},   {"FF_EPIPELINE", FF_EPIPELINE},
+      {"FF_EDATA", FF_EDATA},   {"FF_ETOOBIG", FF_ETOOBIG}, {"FF_EEMPTY", FF_EEMPTY}, {"FF_EIO", FF_EIO},
+      {"FF_ENOMEM", FF_ENOMEM}, {"FF_EDEVICE", FF_EDEVICE}, {"FF_EINTERNAL", FF_EINTERNAL},
+  };
+  for (size_t i = 0; i < sizeof statuses / sizeof *statuses; i++)
+    if (PyModule_AddIntConstant(m, statuses[i].name, statuses[i].value)) goto fail;
+  ff_config defaults;
+  ff_config_init(&defaults);
+  PyObject *max_pixels = PyLong_FromUnsignedLongLong(defaults.max_image_pixels);
+  if (!max_pixels || PyModule_AddObject(m, "DEFAULT_MAX_IMAGE_PIXELS", max_pixels)) {
+    Py_XDECREF(max_pixels);
+    goto fail;
+  }
+  if (PyModule_AddStringConstant(m, "DLPACK_VERSION", "0.8")) goto fail;
+  return m;
+fail:
+  Py_DECREF(m);
+  return NULL;
+}

@@ -1,0 +1,83 @@
+"""Fixtures of the Python package tests: small image folders made with Pillow.
+
+The package under test is the one Python imports: the build tree's copy when
+run by ctest (PYTHONPATH=<build>/python), or an installed one
+(pip install ./python). NumPy and Pillow are required; torch-specific tests
+skip without torch.
+"""
+import os
+import random
+
+import pytest
+
+np = pytest.importorskip("numpy")
+Image = pytest.importorskip("PIL.Image")
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+EXAMPLES = os.path.join(ROOT, "examples")
+
+
+def have_torch():
+    if os.environ.get("FF_TEST_NO_TORCH"):
+        return False
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def make_image(path, width, height, rng, mode="RGB"):
+    """A noisy picture with structure (gradients and blocks), saved as JPEG or PNG by extension."""
+    y, x = np.mgrid[0:height, 0:width]
+    base = np.stack([(x * 255 // max(width - 1, 1)), (y * 255 // max(height - 1, 1)),
+                     ((x // 7 + y // 5) % 2) * 200], axis=-1)
+    noise = np.random.default_rng(rng.randrange(1 << 30)).integers(0, 40, size=(height, width, 3))
+    pixels = np.clip(base + noise, 0, 255).astype(np.uint8)
+    img = Image.fromarray(pixels)  # (H, W, 3) uint8: RGB
+    if mode == "L":
+        img = img.convert("L")
+    if path.endswith(".png"):
+        img.save(path)
+    else:
+        img.save(path, quality=90)
+
+
+def make_folder(root, classes=3, per_class=7, min_size=24, max_size=64, seed=0):
+    """An ImageFolder tree; returns (root, paths, labels) in torchvision ImageFolder order
+    (classes sorted by name, files sorted), i.e. dataset index order."""
+    rng = random.Random(seed)
+    paths, labels = [], []
+    for c in range(classes):
+        d = os.path.join(root, f"class{c:02d}")
+        os.makedirs(d, exist_ok=True)
+        for i in range(per_class):
+            ext = ".png" if i % 3 == 0 else ".jpg"
+            p = os.path.join(d, f"img{i:03d}{ext}")
+            make_image(p, rng.randint(min_size, max_size), rng.randint(min_size, max_size), rng,
+                       mode="L" if i % 5 == 4 else "RGB")
+            paths.append(p)
+            labels.append(c)
+    return str(root), paths, labels
+
+
+@pytest.fixture(scope="session")
+def folder(tmp_path_factory):
+    """21 images in 3 classes, 24-64 px, JPEG and PNG, some grayscale."""
+    return make_folder(str(tmp_path_factory.mktemp("folder")))
+
+
+@pytest.fixture(scope="session")
+def big_folder(tmp_path_factory):
+    """8 large images (1200-1600 px) in 2 classes: slow to decode, for interruption tests."""
+    return make_folder(str(tmp_path_factory.mktemp("big")), classes=2, per_class=4, min_size=1200, max_size=1600)
+
+
+def child_env():
+    """The environment of a child Python that imports the same fusionflow as this process."""
+    env = dict(os.environ)
+    import fusionflow
+
+    pkg_parent = os.path.dirname(os.path.dirname(os.path.abspath(fusionflow.__file__)))
+    env["PYTHONPATH"] = pkg_parent + os.pathsep + env.get("PYTHONPATH", "")
+    return env

@@ -1,0 +1,348 @@
+"""fusionflow.Loader: batches, shapes, sharding, epochs, resume, errors."""
+import itertools
+import math
+import os
+
+import numpy as np
+import pytest
+
+import fusionflow
+from conftest import have_torch, make_image
+
+UINT8_PIPE = "decode | random_resized_crop(size=24) | random_horizontal_flip | rand_augment(num_ops=2, magnitude=9)"
+FLOAT_PIPE = "decode | random_resized_crop(size=20) | random_horizontal_flip | normalize(mean=imagenet, std=imagenet)"
+
+
+def collect(loader):
+    """One epoch as numpy copies: [(images, labels, BatchInfo)]."""
+    out = []
+    for images, labels in loader:
+        out.append((np.array(images), np.array(labels), loader.last_batch))
+    return out
+
+
+def test_nhwc_uint8_batches_have_the_documented_shapes_and_labels(folder):
+    root, paths, labels = folder
+    with fusionflow.Loader(root, UINT8_PIPE, batch_size=8, output="numpy") as loader:
+        assert len(loader) == 3 and loader.dataset_size == 21 and loader.num_samples == 21
+        batches = collect(loader)
+    assert [b[0].shape for b in batches] == [(8, 24, 24, 3), (8, 24, 24, 3), (5, 24, 24, 3)]
+    for images, got_labels, info in batches:
+        assert images.dtype == np.uint8 and got_labels.dtype == np.int64
+        assert list(got_labels) == [labels[i] for i in info.sample_indices]
+    seen = sorted(i for b in batches for i in b[2].sample_indices)
+    assert seen == list(range(21))
+
+
+def test_nchw_float32_batches_are_normalized(folder):
+    root, paths, labels = folder
+    with fusionflow.Loader("imagefolder:" + root, FLOAT_PIPE, batch_size=5, drop_last=True, output="numpy") as loader:
+        batches = collect(loader)
+    assert len(batches) == 4
+    for images, _, _ in batches:
+        assert images.shape == (5, 3, 20, 20) and images.dtype == np.float32
+        assert images.flags.c_contiguous
+        assert -2.2 < images.min() < images.max() < 2.7  # (x/255 - mean)/std range for ImageNet stats
+
+
+def test_same_batches_with_one_or_two_threads(folder):
+    root = folder[0]
+    epochs = []
+    for threads in (1, 2):
+        with fusionflow.Loader(root, UINT8_PIPE, batch_size=4, seed=7, num_threads=threads, output="numpy") as loader:
+            epochs.append(collect(loader) + collect(loader))
+    a, b = epochs
+    assert len(a) == len(b) == 12
+    for (ia, la, xa), (ib, lb, xb) in zip(a, b):
+        assert xa == xb
+        np.testing.assert_array_equal(ia, ib)
+        np.testing.assert_array_equal(la, lb)
+
+
+def test_batches_equal_augment_image_per_sample(folder):
+    root, paths, _ = folder
+    seed = 3
+    with fusionflow.Loader(root, UINT8_PIPE, batch_size=6, seed=seed, output="numpy") as loader:
+        loader.set_epoch(2)
+        for images, _ in loader:
+            info = loader.last_batch
+            assert info.epoch == 2
+            for i, index in enumerate(info.sample_indices):
+                want = fusionflow.augment_image(paths[index], UINT8_PIPE, seed=seed, epoch=2, index=index)
+                np.testing.assert_array_equal(images[i], want)
+
+
+def distributed_sampler(n, world, rank, drop_last):
+    """torch.utils.data.DistributedSampler(shuffle=False)'s indices, written out."""
+    if drop_last and n % world:
+        num_samples = math.ceil((n - world) / world)
+    else:
+        num_samples = math.ceil(n / world)
+    total = num_samples * world
+    indices = list(range(n))
+    if not drop_last:
+        padding = total - n
+        indices += (indices * math.ceil(padding / n))[:padding] if padding else []
+    else:
+        indices = indices[:total]
+    return indices[rank:total:world]
+
+
+@pytest.mark.parametrize("shuffle,drop_last,world_size", itertools.product([False, True], [False, True], [1, 2, 3, 4]))
+def test_shards_cover_the_epoch_like_distributed_sampler(folder, shuffle, drop_last, world_size):
+    root, paths, labels = folder
+    n, batch_size = len(paths), 4
+    per_rank = []
+    for rank in range(world_size):
+        want = distributed_sampler(n, world_size, rank, drop_last)
+        with fusionflow.Loader(root, "decode | resize(size=(8, 8))", batch_size=batch_size, shuffle=shuffle,
+                               drop_last=drop_last, rank=rank, world_size=world_size, output="numpy") as loader:
+            assert loader.num_samples == len(want)
+            want_batches = len(want) // batch_size if drop_last else math.ceil(len(want) / batch_size)
+            assert len(loader) == want_batches
+            for epoch in range(2):
+                loader.set_epoch(epoch)
+                batches = collect(loader)
+                assert len(batches) == want_batches
+                got = [i for b in batches for i in b[2].sample_indices]
+                for images, got_labels, info in batches:
+                    assert images.shape[1:] == (8, 8, 3) and images.dtype == np.uint8
+                    assert info.epoch == epoch
+                    assert list(got_labels) == [labels[i] for i in info.sample_indices]
+                    if drop_last:
+                        assert images.shape[0] == batch_size
+                kept = want[:want_batches * batch_size] if drop_last else want
+                if shuffle:
+                    assert len(got) == len(kept)
+                else:
+                    assert got == kept
+                if epoch == 0:
+                    per_rank.append(got)
+    everything = [i for r in per_rank for i in r]
+    if not drop_last:
+        assert set(everything) == set(range(n))  # every sample, padding repeats some
+        assert len(everything) == world_size * math.ceil(n / world_size)
+    else:
+        assert len(set(everything)) == len(everything)  # no sample twice
+    if shuffle and not drop_last and world_size == 1:
+        assert per_rank[0] != list(range(n))
+
+
+def test_epochs_advance_and_set_epoch_replays(folder):
+    root = folder[0]
+    with fusionflow.Loader(root, UINT8_PIPE, batch_size=8, output="numpy") as loader:
+        e0, e1 = collect(loader), collect(loader)
+        assert [b[2].epoch for b in e0] == [0, 0, 0] and [b[2].epoch for b in e1] == [1, 1, 1]
+        assert e0[0][2].sample_indices != e1[0][2].sample_indices
+        loader.set_epoch(0)
+        again = collect(loader)
+    for a, b in zip(e0, again):
+        np.testing.assert_array_equal(a[0], b[0])
+
+
+def test_break_leaves_the_position_and_the_next_loop_goes_on(folder):
+    root = folder[0]
+    with fusionflow.Loader(root, UINT8_PIPE, batch_size=4, output="numpy") as loader:
+        full = collect(loader)
+        loader.set_epoch(0)
+        for k, _ in enumerate(loader):
+            if k == 1:
+                break
+        assert loader.state_dict()["batch"] == 2
+        rest = collect(loader)
+    assert [b[2] for b in rest] == [b[2] for b in full[2:]]
+
+
+@pytest.mark.parametrize("stop_at", [0, 1, 3, 5])
+def test_resume_mid_epoch_equals_an_uninterrupted_run(folder, stop_at):
+    root = folder[0]
+    kwargs = dict(batch_size=4, seed=11, output="numpy")
+    with fusionflow.Loader(root, UINT8_PIPE, **kwargs) as loader:
+        collect(loader)
+        reference = collect(loader) + collect(loader)  # epochs 1 and 2
+    with fusionflow.Loader(root, UINT8_PIPE, **kwargs) as loader:
+        loader.set_epoch(1)
+        it = iter(loader)
+        for _ in range(stop_at):
+            next(it)
+        state = loader.state_dict()
+    assert state["epoch"] == 1 and state["batch"] == stop_at
+    with fusionflow.Loader(root, UINT8_PIPE, num_threads=1, **kwargs) as loader:
+        loader.load_state_dict(state)
+        resumed = []
+        for epoch in range(1, 3):
+            loader.set_epoch(epoch)  # the usual loop: keeps the restored position for epoch 1
+            resumed += collect(loader)
+    expected = reference[stop_at:]
+    assert [b[2] for b in resumed] == [b[2] for b in expected]
+    for a, b in zip(resumed, expected):
+        np.testing.assert_array_equal(a[0], b[0])
+        np.testing.assert_array_equal(a[1], b[1])
+
+
+def test_load_state_dict_refuses_other_settings(folder):
+    root = folder[0]
+    with fusionflow.Loader(root, UINT8_PIPE, batch_size=4, seed=1) as loader:
+        state = loader.state_dict()
+    with fusionflow.Loader(root, UINT8_PIPE, batch_size=4, seed=2) as loader:
+        with pytest.raises(ValueError, match="seed"):
+            loader.load_state_dict(state)
+        with pytest.raises(ValueError, match="outside"):
+            loader.load_state_dict({"epoch": 0, "batch": 99})
+
+
+def test_stats_report_the_work(folder):
+    root = folder[0]
+    with fusionflow.Loader(root, UINT8_PIPE, batch_size=8, num_threads=2, output="numpy") as loader:
+        collect(loader)
+        s = loader.stats()
+    assert s["batches"] == 3 and s["samples"] == 21 and s["num_threads"] == 2
+    assert s["decode_ns"] > 0 and s["read_bytes"] > 0 and s["skipped"] == 0 and s["held"] == 0
+    assert "resize" in s["op_costs"] and s["op_costs"]["resize"]["calls"] >= 21
+    assert s["op_costs"]["resize"]["ns_per_image"] > 0
+
+
+def test_list_source_and_path_sources(folder, tmp_path):
+    root, paths, labels = folder
+    listing = tmp_path / "train.txt"
+    listing.write_text("".join(f"{p}\t{l}\n" for p, l in zip(paths, labels)))
+    results = []
+    for source in (root, "imagefolder:" + root, listing, "list:" + str(listing)):
+        with fusionflow.Loader(source, UINT8_PIPE, batch_size=7, output="numpy") as loader:
+            results.append(collect(loader))
+    for other in results[1:]:
+        for a, b in zip(results[0], other):
+            np.testing.assert_array_equal(a[0], b[0])
+            np.testing.assert_array_equal(a[1], b[1])
+
+
+def test_rank_and_world_size_come_from_the_environment(folder, monkeypatch):
+    root = folder[0]
+    monkeypatch.setenv("RANK", "1")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    with fusionflow.Loader(root, "decode | resize(size=(8, 8))", batch_size=4, shuffle=False, output="numpy") as loader:
+        assert (loader.rank, loader.world_size, loader.num_samples) == (1, 2, 11)
+        got = [i for b in collect(loader) for i in b[2].sample_indices]
+    assert got == distributed_sampler(21, 2, 1, False)
+
+
+# -- errors -------------------------------------------------------------------------------
+
+
+def test_pipeline_error_is_a_value_error_naming_the_column(folder):
+    with pytest.raises(fusionflow.PipelineError, match="column 10") as info:
+        fusionflow.Loader(folder[0], "decode | random_crop(size=3)", batch_size=2)
+    assert isinstance(info.value, ValueError) and isinstance(info.value, fusionflow.Error)
+    assert info.value.status == -2
+
+
+def test_missing_source_is_file_not_found(tmp_path):
+    with pytest.raises(FileNotFoundError):
+        fusionflow.Loader(str(tmp_path / "missing"), "decode | resize(size=(8, 8))", batch_size=2)
+    with pytest.raises(FileNotFoundError) as info:
+        fusionflow.Loader("imagefolder:" + str(tmp_path / "missing"), "decode | resize(size=(8, 8))", batch_size=2)
+    assert isinstance(info.value, fusionflow.Error) and "missing" in str(info.value)
+
+
+def test_bad_arguments_raise_value_error(folder):
+    root = folder[0]
+    for kwargs in (dict(batch_size=0), dict(batch_size=2, prefetch=0), dict(batch_size=2, device="cuda"),
+                   dict(batch_size=2, device="cuda:0"), dict(batch_size=2, on_error="ignore"),
+                   dict(batch_size=2, output="jax"), dict(batch_size=2, rank=3, world_size=2),
+                   dict(batch_size=2, seed=-1)):
+        with pytest.raises(ValueError):
+            fusionflow.Loader(root, "decode | resize(size=(8, 8))", **kwargs)
+    with pytest.raises(ValueError, match="'auto' or 'cpu'"):
+        fusionflow.Loader(root, "decode | resize(size=(8, 8))", batch_size=2, device="cuda")
+
+
+def test_empty_folder_is_an_empty_source_error(tmp_path):
+    (tmp_path / "a").mkdir()
+    with pytest.raises(fusionflow.EmptySourceError):
+        fusionflow.Loader(str(tmp_path), "decode | resize(size=(8, 8))", batch_size=2)
+
+
+@pytest.fixture
+def folder_with_bad_image(tmp_path):
+    root = tmp_path / "bad"
+    for c in ("a", "b"):
+        (root / c).mkdir(parents=True)
+    import random
+
+    rng = random.Random(1)
+    for i in range(3):
+        make_image(str(root / "a" / f"{i}.jpg"), 30, 30, rng)
+        make_image(str(root / "b" / f"{i}.png"), 30, 30, rng)
+    bad = root / "b" / "9.jpg"
+    bad.write_bytes(b"\xff\xd8\xff\xe0 this is not a JPEG")
+    return str(root), str(bad)
+
+
+def test_corrupt_image_raises_decode_error_naming_the_file(folder_with_bad_image):
+    root, bad = folder_with_bad_image
+    with fusionflow.Loader(root, "decode | resize(size=(8, 8))", batch_size=7, shuffle=False,
+                           output="numpy") as loader:
+        with pytest.raises(fusionflow.DecodeError, match="9.jpg") as info:
+            for _ in loader:
+                pass
+        assert bad in str(info.value) and info.value.status in (-10, -11)
+
+
+def test_on_error_skip_leaves_the_sample_out(folder_with_bad_image):
+    root, bad = folder_with_bad_image
+    with fusionflow.Loader(root, "decode | resize(size=(8, 8))", batch_size=7, on_error="skip",
+                           output="numpy") as loader:
+        batches = collect(loader)
+        s = loader.stats()
+    assert [b[0].shape[0] for b in batches] == [6]
+    assert s["skipped"] == 1 and bad in s["skipped_samples"][0]
+
+
+def test_images_over_max_image_pixels_are_refused(folder):
+    with fusionflow.Loader(folder[0], "decode | resize(size=(8, 8))", batch_size=4, max_image_pixels=500,
+                           output="numpy") as loader:
+        with pytest.raises(fusionflow.DecodeError, match="500") as info:
+            next(iter(loader))
+        assert info.value.status == -11  # FF_ETOOBIG
+
+
+def test_augment_image_errors(folder, tmp_path):
+    with pytest.raises(FileNotFoundError):
+        fusionflow.augment_image(str(tmp_path / "nope.jpg"), "decode")
+    with pytest.raises(fusionflow.PipelineError):
+        fusionflow.augment_image(folder[1][0], "decode | nope")
+    broken = tmp_path / "broken.png"
+    broken.write_bytes(b"\x89PNG\r\n\x1a\n broken")
+    with pytest.raises(fusionflow.DecodeError):
+        fusionflow.augment_image(str(broken), "decode")
+
+
+def test_augment_image_returns_hwc_uint8(folder):
+    path = folder[1][1]
+    a = fusionflow.augment_image(path, "decode | resize(size=(10, 12))")
+    assert a.shape == (10, 12, 3) and a.dtype == np.uint8
+    b = fusionflow.augment_image(path, "decode | random_resized_crop(size=16)", seed=1, index=5)
+    c = fusionflow.augment_image(path, "decode | random_resized_crop(size=16)", seed=1, index=5)
+    np.testing.assert_array_equal(b, c)
+
+
+def test_closed_loader_refuses_use(folder):
+    loader = fusionflow.Loader(folder[0], "decode | resize(size=(8, 8))", batch_size=2)
+    loader.close()
+    loader.close()
+    assert loader.closed
+    with pytest.raises(ValueError, match="closed"):
+        iter(loader)
+    with pytest.raises(ValueError, match="closed"):
+        len(loader)
+
+
+@pytest.mark.skipif(not have_torch(), reason="torch is not installed")
+def test_torch_output_is_the_default_when_torch_is_installed(folder):
+    import torch
+
+    with fusionflow.Loader(folder[0], FLOAT_PIPE, batch_size=4) as loader:
+        images, labels = next(iter(loader))
+        assert isinstance(images, torch.Tensor) and images.dtype == torch.float32
+        assert images.shape == (4, 3, 20, 20) and labels.dtype == torch.int64
+        assert images.is_contiguous()
