@@ -32,6 +32,8 @@ demo: build demo-data
 	$(BUILD)/fusionflow bench --source imagefolder:$(DEMO_DIR) --pipeline "$(DEMO_PIPELINE)" --epochs 1
 
 bench: build demo-data
+	@scripts/install-deps.sh --bench
+	$(PYTHON) bench/ops_compare.py --ops-bench $(BUILD)/ops_bench --repeats 3
 	$(PYTHON) bench/compare.py --data $(DEMO_DIR) --cli $(BUILD)/fusionflow --decode-only $(BUILD)/decode_only --repeats 3
 	$(PYTHON) bench/policies.py --data $(DEMO_DIR) --cli $(BUILD)/fusionflow
 

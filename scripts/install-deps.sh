@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Installs fusionflow's build, test and benchmark dependencies on Debian 12.
+# Installs fusionflow's build, test and demo dependencies on Debian 12, and
+# with --bench also the peers the benchmarks compare against (OpenCV).
 # Idempotent: checks each package with dpkg-query first and does nothing
 # (no apt-get update, no network) when everything is already installed.
 set -euo pipefail
@@ -10,6 +11,9 @@ PACKAGES=(
   python3 python3-dev python3-numpy python3-pil python3-pytest python3-torchvision
   mate-backgrounds plasma-workspace-wallpapers
 )
+if [[ "${1:-}" == "--bench" ]]; then
+  PACKAGES+=(python3-opencv)
+fi
 
 missing=()
 for p in "${PACKAGES[@]}"; do
