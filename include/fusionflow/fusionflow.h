@@ -8,8 +8,16 @@
  * (seed, epoch, sample index), and runs the pipeline on a pool of CPU threads
  * into an ordered ring of `prefetch` batches.
  *
+ * With a device configured (ff_config.device) a cooperative scheduler also
+ * sends part of each batch to it when, and only as far as, the CPU pool
+ * cannot keep up with the consumer — the system of "FusionFlow: Accelerating
+ * Data Preprocessing for Machine Learning with CPU-GPU Cooperation" (Kim et
+ * al., PVLDB 17(4), 2023). The CPU still reads and decodes those samples;
+ * the device runs their ops as batched kernels. See ff_config.device.
+ *
  * Batches are bit-identical for the same (seed, epoch) whatever the number of
- * threads.
+ * threads and whatever share the device took (its kernels do the CPU's
+ * arithmetic, operation for operation).
  *
  * Conventions
  *   - Every fallible function returns ff_status: FF_OK (0) or a negative code.
@@ -59,7 +67,10 @@ typedef enum ff_status {
   FF_EEMPTY = -12,         /* the source holds no sample */
   FF_EIO = -20,            /* a file could not be opened or read */
   FF_ENOMEM = -30,         /* host memory could not be allocated */
-  FF_EDEVICE = -40,        /* a device error */
+  FF_EDEVICE = -40,        /* a device error, or the device named in ff_config.device cannot be opened */
+  FF_EBUDGET = -41,        /* device memory not available now (over the budget, or the device is full);
+                              internal to the scheduler, which then runs the work on the CPU: a loader
+                              never fails with it */
   FF_EINTERNAL = -90,      /* a bug: please report it */
 } ff_status;
 
@@ -90,9 +101,30 @@ typedef struct ff_config {
   ff_on_error on_error;      /* default FF_ON_ERROR_RAISE */
   uint64_t max_image_pixels; /* decoding refuses larger images before allocating, and the pipeline
                                 may not make larger ones; 0 = no limit; default 89478485 (Pillow's) */
+  /* The device that takes the CPU pool's deficit (fields since 0.2):
+   *   "cpu"     no device (default; also NULL)
+   *   "auto"    cuda:0 when it opens, else cpu, quietly
+   *   "cuda:N"  CUDA GPU N (a build with CUDA)
+   *   "emu:N"   the host-emulated device: the same kernels on a host thread,
+   *             "emu:N?mem=256M" sets its memory size; for tests and for
+   *             machines without a GPU (it shows the mechanism, it does not
+   *             add compute beyond one core)
+   * A named device that cannot be opened fails ff_loader_open with
+   * FF_EDEVICE (FF_EINVAL for a malformed name) and the device's message.
+   * Once open, the device never fails the loader: a refusal of memory or a
+   * device error sends the samples back to the CPU (counted in
+   * ff_stats.device_fallbacks); repeated errors turn offload off. */
+  const char *device;
+  size_t device_memory_limit_bytes; /* most device memory the loader may hold; 0 = no limit but the free
+                                       memory less the headroom (default) */
+  int64_t device_headroom_bytes;    /* device memory left free for the trainer, re-read about once per
+                                       batch; -1 = default (cuda: max(1 GiB, 10% of total); emu: 0) */
+  double device_max_time_share;     /* interference cap: device preprocessing time as a share of wall
+                                       time while the consumer does not wait, (0, 1]; default 0.3 */
 } ff_config;
 
-/* Fills *cfg with the defaults above. */
+/* Fills *cfg with the defaults above. Callers built against an older
+ * header (a smaller struct_size) get the defaults for the fields they lack. */
 FF_API void ff_config_init(ff_config *cfg);
 
 typedef struct ff_loader ff_loader;
@@ -150,13 +182,30 @@ typedef struct ff_batch ff_batch;
  *   normalize(mean, std)           (x / 255 - mean) / std per channel; `imagenet`
  *                                  names (0.485, 0.456, 0.406) / (0.229, 0.224, 0.225)
  *
+ * The scheduler (ff_config.device other than "cpu"): the loader measures the
+ * consumer's rate D (from the times between ff_loader_next calls) and the
+ * CPU pool's capacity C (threads / measured CPU time per sample). While the
+ * consumer does not wait and the ring stays full, nothing is offloaded. When
+ * it waits or the ring drains, the device share of the following batches
+ * rises toward the deficit 1 - C/D plus a correction for the missing ring
+ * batches, never past the point where the device becomes the bottleneck,
+ * and decays again when the stall is gone. Within a batch the samples with
+ * the highest predicted CPU cost (encoded size x learned read+decode cost
+ * per byte, plus the mean cost of the ops) go to the device, as many as the
+ * device memory budget (free memory - headroom, at most
+ * device_memory_limit_bytes) can hold. Without a stall the device's time is
+ * kept under device_max_time_share of wall time. Batches stay in host
+ * memory.
+ *
  * On success *out is the loader and FF_OK is returned. On failure *out is
  * still set (unless memory ran out, then it is NULL) to a loader in a failed
  * state: read the reason with ff_loader_errmsg and free it with
  * ff_loader_close. Returns FF_EINVAL (bad field: message names it),
  * FF_EPIPELINE (message names the column), FF_EIO (source missing or
  * unreadable), FF_EDATA (malformed list file: message names the line),
- * FF_EEMPTY (no sample, or none for this rank), FF_ENOMEM. A NULL cfg is
+ * FF_EEMPTY (no sample, or none for this rank), FF_ENOMEM, FF_EDEVICE (the
+ * named device cannot be opened: no GPU, no driver, a build without CUDA —
+ * the message says which). A NULL cfg is
  * FF_EINVAL (with a failed loader); a NULL out is FF_EINVAL (nothing made).
  * On a failed loader, ff_loader_next and ff_loader_set_epoch return
  * FF_EINVAL and the counts below are 0.
@@ -249,7 +298,24 @@ FF_API void ff_batch_labels(const ff_batch *batch, ff_tensor *out);
 /* Dataset indices of the batch's samples, N values (for debugging and tests). */
 FF_API const int64_t *ff_batch_sample_indices(const ff_batch *batch);
 
-/* Loader statistics since open. Times are summed over worker threads. */
+/* Where one batch was prepared and what it cost. */
+typedef struct ff_batch_info {
+  size_t cpu_samples;       /* samples the CPU prepared (device fallbacks included) */
+  size_t device_samples;    /* samples the device prepared; cpu + device = ff_batch_size */
+  size_t device_fallbacks;  /* samples meant for the device that the CPU prepared */
+  uint64_t wait_ns;         /* time the consumer waited for this batch in ff_loader_next */
+  uint64_t cpu_ns;          /* CPU time on its CPU samples (read + decode + ops, summed over threads) */
+  uint64_t device_ns;       /* device time of its microbatch (events) */
+  size_t device_bytes;      /* device memory its microbatch took from the pool, output tensor included */
+  double offload_share;     /* the scheduler's share when the batch was split, 0..1 */
+} ff_batch_info;
+
+/* Fills *out for a held batch. Any thread. */
+FF_API void ff_batch_stats(const ff_batch *batch, ff_batch_info *out);
+
+/* Loader statistics since open. Times are summed over worker threads.
+ * The struct grows at the end in new versions: build against the header of
+ * the library you link. */
 typedef struct ff_stats {
   uint64_t batches;          /* batches handed out by ff_loader_next */
   uint64_t samples;          /* samples handed out */
@@ -260,6 +326,14 @@ typedef struct ff_stats {
   uint64_t read_bytes;       /* encoded bytes read */
   uint64_t skipped;          /* samples skipped under on_error=skip */
   int num_threads;           /* worker threads in use */
+  const char *device;        /* the device in use: "cpu", "emu:0", "cuda:0 (NVIDIA H200)"; owned by the loader */
+  uint64_t device_samples;   /* samples handed out that the device prepared */
+  uint64_t device_ns;        /* device time of their microbatches (events: upload to last kernel) */
+  uint64_t device_fallbacks; /* samples handed out that were meant for the device and were prepared by
+                                the CPU instead, after a refusal of memory or a device error */
+  size_t device_pool_limit_bytes; /* the device memory budget now (0 without a device) */
+  size_t device_pool_peak_bytes;  /* the most device memory the loader held at once */
+  double offload_share;      /* the scheduler's current share of samples for the device, 0..1 */
 } ff_stats;
 
 /* Fills *out. Any time, from the consumer thread. */
@@ -281,6 +355,25 @@ FF_API size_t ff_loader_op_costs(const ff_loader *loader, ff_op_cost *out, size_
 /* The path and reason of the i-th skipped sample (0 <= i < stats.skipped, at
  * most the first 1000 are kept), or NULL. Owned by the loader. */
 FF_API const char *ff_loader_skipped(const ff_loader *loader, size_t i);
+
+/*
+ * Starts recording a timeline of the loader's work (replacing a trace
+ * already started): one span per sample and phase on each CPU worker's
+ * track (read, decode, ops), one per microbatch on the device stream's
+ * (submit to complete, downloads included), the device feeder's CPU
+ * fallbacks, and the consumer's waits in ff_loader_next. Memory is bounded:
+ * after max_events events (0 = 262144, about 10 MiB) later ones are dropped
+ * and counted. Consumer thread. Returns FF_OK, FF_ENOMEM, or FF_EINVAL on a
+ * loader that failed to open.
+ */
+FF_API ff_status ff_loader_trace_start(ff_loader *loader, size_t max_events);
+
+/* Writes the events recorded so far to path as a Chrome trace (a JSON
+ * array of events; open it in https://ui.perfetto.dev or chrome://tracing).
+ * *events and *dropped (each may be NULL) get the events written and those
+ * dropped at the cap. Returns FF_OK, FF_EIO (message names the path), or
+ * FF_EINVAL (no trace started). */
+FF_API ff_status ff_loader_trace_write(ff_loader *loader, const char *path, size_t *events, size_t *dropped);
 
 /*
  * Runs `pipeline` on one image file as sample `index` of `epoch` under

@@ -19,8 +19,8 @@ See Loader, augment_image, and the exceptions (Error and its subclasses).
 """
 
 from . import _fusionflow
-from ._errors import (DecodeError, DeviceError, EmptySourceError, Error, InternalError, InvalidArgumentError,
-                      LoaderFileNotFoundError, LoaderOSError, OutOfMemoryError, PipelineError)
+from ._errors import (DecodeError, DeviceError, DeviceUnavailableError, EmptySourceError, Error, InternalError,
+                      InvalidArgumentError, LoaderFileNotFoundError, LoaderOSError, OutOfMemoryError, PipelineError)
 from ._fusionflow import Tensor
 from ._loader import BatchInfo, Loader, augment_image
 
@@ -31,5 +31,5 @@ library_version = _fusionflow.version()
 __all__ = [
     "Loader", "BatchInfo", "Tensor", "augment_image", "Error", "InvalidArgumentError", "PipelineError",
     "DecodeError", "EmptySourceError", "LoaderOSError", "LoaderFileNotFoundError", "OutOfMemoryError",
-    "DeviceError", "InternalError", "library_version",
+    "DeviceError", "DeviceUnavailableError", "InternalError", "library_version",
 ]

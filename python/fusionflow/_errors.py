@@ -18,6 +18,7 @@ FF_EIO            LoaderFileNotFoundError         FileNotFoundError (a missing f
 FF_EIO            LoaderOSError                   OSError (any other I/O failure)
 FF_ENOMEM         OutOfMemoryError                MemoryError
 FF_EDEVICE        DeviceError                     RuntimeError
+FF_EDEVICE        DeviceUnavailableError          ValueError (Loader(device=...) at open)
 FF_EINTERNAL      InternalError                   RuntimeError
 ================  ==============================  =====================================
 
@@ -80,6 +81,12 @@ class OutOfMemoryError(Error, MemoryError):
 
 class DeviceError(Error, RuntimeError):
     """A device error (FF_EDEVICE)."""
+
+
+class DeviceUnavailableError(DeviceError, ValueError):
+    """The device named in ``Loader(device=...)`` cannot be opened here (FF_EDEVICE at
+    open): no GPU, no driver, or a build without CUDA. Also a ValueError, as any bad
+    argument is."""
 
 
 class InternalError(Error, RuntimeError):

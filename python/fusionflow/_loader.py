@@ -135,8 +135,15 @@ class Loader:
             DataLoader's drop_last together).
         seed (int): base seed of the order and of every random draw, 0 <= seed < 2**64.
         num_threads (int or None): worker threads; None or 0 = the CPUs this process may use.
-        device (str): ``"auto"`` or ``"cpu"`` (``"auto"`` means the CPU in this
-            release; the GPU offload comes later). Anything else raises ValueError.
+        device (str): where the CPU pool's deficit goes when it cannot keep up
+            with the training loop (FusionFlow's cooperative scheduler): ``"cpu"``
+            (no offload), ``"auto"`` (``cuda:0`` when it opens, else the CPU,
+            quietly), ``"cuda:N"``, or ``"emu:N"`` (the host-emulated device, for
+            tests). Batches are bit-identical whatever the device takes. A named
+            device that cannot be opened raises
+            :class:`fusionflow.DeviceUnavailableError` (a ValueError).
+        device_memory_limit_bytes (int): the most device memory the loader may
+            hold; 0 = the free memory less a headroom for training.
         prefetch (int): batches prepared ahead, >= 1. At most ``prefetch + 1``
             batches can be alive at once (see below).
         on_error (str): ``"raise"``: an unreadable or corrupt image raises
@@ -183,12 +190,14 @@ class Loader:
 
     def __init__(self, source, pipeline, batch_size, shuffle=True, drop_last=False, seed=0, num_threads=None,
                  device="auto", prefetch=2, on_error="raise", rank=None, world_size=None, output="auto",
-                 max_image_pixels=_c.DEFAULT_MAX_IMAGE_PIXELS):
+                 max_image_pixels=_c.DEFAULT_MAX_IMAGE_PIXELS, device_memory_limit_bytes=0):
         self._c = None
-        device_text = str(device)
-        if device_text not in ("auto", "cpu"):
-            raise ValueError(f"fusionflow.Loader: device={device!r} is not available: this release runs on the "
-                             f"CPU only, device must be 'auto' or 'cpu' (the GPU offload comes in a later release)")
+        if not isinstance(device, str):
+            raise TypeError(f"fusionflow.Loader: device must be a str (got {type(device).__name__})")
+        if isinstance(device_memory_limit_bytes, bool) or not isinstance(device_memory_limit_bytes, int) \
+                or not 0 <= device_memory_limit_bytes < 1 << 64:
+            raise ValueError(f"fusionflow.Loader: device_memory_limit_bytes must be an int in [0, 2**64) "
+                             f"(got {device_memory_limit_bytes!r})")
         if on_error not in ("raise", "skip"):
             raise ValueError(f"fusionflow.Loader: on_error must be 'raise' or 'skip' (got {on_error!r})")
         if output not in _OUTPUTS:
@@ -220,7 +229,7 @@ class Loader:
         self.seed = seed
         self.prefetch = prefetch
         self.on_error = on_error
-        self.device = "cpu"
+        self.device = device
         self.output = output
         self.rank = rank if rank is not None else _env_int("RANK", 0)
         self.world_size = world_size if world_size is not None else _env_int("WORLD_SIZE", 1)
@@ -228,11 +237,17 @@ class Loader:
         self._resume_epoch = None
         self._iterations = 0
         self._convert = _converter(output)
-        self._c = _c.open_loader(
-            self.source, pipeline, batch_size=batch_size, shuffle=int(self.shuffle), drop_last=int(self.drop_last),
-            seed=seed, num_threads=num_threads or 0, prefetch=prefetch, rank=-1 if rank is None else rank,
-            world_size=-1 if world_size is None else world_size, on_error_skip=on_error == "skip",
-            max_image_pixels=limit)
+        try:
+            self._c = _c.open_loader(
+                self.source, pipeline, batch_size=batch_size, shuffle=int(self.shuffle),
+                drop_last=int(self.drop_last), seed=seed, num_threads=num_threads or 0, prefetch=prefetch,
+                rank=-1 if rank is None else rank, world_size=-1 if world_size is None else world_size,
+                on_error_skip=on_error == "skip", max_image_pixels=limit, device=device,
+                device_memory_limit_bytes=device_memory_limit_bytes)
+        except _errors.DeviceError as e:
+            raise _errors.DeviceUnavailableError(
+                f"fusionflow.Loader: device={device!r} is not available here ({e}); use device='auto' or 'cpu'",
+                e.status) from None
         with _open_lock:
             _open_loaders.add(self)
 
@@ -375,6 +390,13 @@ class Loader:
             skipped (int): samples skipped under on_error="skip";
             skipped_samples (list of str): "path: reason" of the first 1000.
             num_threads (int): worker threads.
+            device (str): the device in use ("cpu", "emu:0", "cuda:0 (NVIDIA H200)").
+            device_samples, device_fallbacks (int): samples the device prepared; samples
+                meant for it that the CPU prepared after a refusal or a device error.
+            device_ns (int): device time of the microbatches.
+            device_pool_limit_bytes, device_pool_peak_bytes (int): the device memory
+                budget now, and the most the loader held.
+            offload_share (float): the scheduler's current device share, 0..1.
             held (int): batches handed out and still referenced.
             op_costs (dict): per kind of op (``"resize"``, ``"fused_lut"``, ...):
                 calls, ns, pixels (ints), ns_per_image, ns_per_pixel (floats).

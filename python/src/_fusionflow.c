@@ -402,17 +402,18 @@ static PyObject *loader_open(PyObject *module, PyObject *args, PyObject *kwargs)
   (void)module;
   static char *kwlist[] = {"source",   "pipeline",   "batch_size", "shuffle",          "drop_last", "seed",
                            "num_threads", "prefetch", "rank",      "world_size", "on_error_skip", "max_image_pixels",
-                           NULL};
+                           "device", "device_memory_limit_bytes", NULL};
   ff_config cfg;
   ff_config_init(&cfg);
   PyObject *source_obj, *pipeline_obj;
   int on_error_skip = 0;
-  unsigned long long seed = 0, max_pixels = cfg.max_image_pixels;
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O&U|iiiKiiiipK:open_loader", kwlist, PyUnicode_FSConverter,
+  unsigned long long seed = 0, max_pixels = cfg.max_image_pixels, device_limit = 0;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O&U|iiiKiiiipKsK:open_loader", kwlist, PyUnicode_FSConverter,
                                    &source_obj, &pipeline_obj, &cfg.batch_size, &cfg.shuffle, &cfg.drop_last,
                                    &seed, &cfg.num_threads, &cfg.prefetch, &cfg.rank, &cfg.world_size,
-                                   &on_error_skip, &max_pixels))
+                                   &on_error_skip, &max_pixels, &cfg.device, &device_limit))
     return NULL;
+  cfg.device_memory_limit_bytes = (size_t)device_limit;
   const char *pipeline = PyUnicode_AsUTF8(pipeline_obj);
   if (!pipeline) {
     Py_DECREF(source_obj);
@@ -701,12 +702,17 @@ static PyObject *loader_stats(LoaderObject *self, PyObject *unused) {
     Py_XDECREF(ops);
     return NULL;
   }
-  return Py_BuildValue("{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:i,s:N,s:N}", "batches", (unsigned long long)s.batches,
+  return Py_BuildValue("{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:i,s:N,s:N,s:s,s:K,s:K,s:K,s:n,s:n,s:d}",
+                       "batches", (unsigned long long)s.batches,
                        "samples", (unsigned long long)s.samples, "read_ns", (unsigned long long)s.read_ns,
                        "decode_ns", (unsigned long long)s.decode_ns, "ops_ns", (unsigned long long)s.ops_ns,
                        "wait_ns", (unsigned long long)s.wait_ns, "read_bytes", (unsigned long long)s.read_bytes,
                        "skipped", (unsigned long long)s.skipped, "num_threads", s.num_threads, "op_costs", ops,
-                       "skipped_samples", skipped);
+                       "skipped_samples", skipped, "device", s.device, "device_samples",
+                       (unsigned long long)s.device_samples, "device_ns", (unsigned long long)s.device_ns,
+                       "device_fallbacks", (unsigned long long)s.device_fallbacks, "device_pool_limit_bytes",
+                       (Py_ssize_t)s.device_pool_limit_bytes, "device_pool_peak_bytes",
+                       (Py_ssize_t)s.device_pool_peak_bytes, "offload_share", s.offload_share);
 }
 
 static PyObject *loader_held(LoaderObject *self, PyObject *unused) {

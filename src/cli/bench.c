@@ -2,8 +2,9 @@
  * training loop would (optionally sleeping --step-ms per batch to stand in
  * for the training step) and reports throughput and where the time went:
  * reading, decoding and ops (summed over worker threads) and the time the
- * consumer waited for batches. Human text goes to stderr, --json prints one
- * object on stdout. */
+ * consumer waited for batches; with --device, how much the cooperative
+ * scheduler sent to the device, per batch too (--per-batch), and a timeline
+ * (--trace). Human text goes to stderr, --json prints one object on stdout. */
 #include <errno.h>
 #include <getopt.h>
 #include <limits.h>
@@ -45,6 +46,17 @@ static void bench_usage(FILE *f) {
           "  --on-error MODE       raise (default): stop at the first bad sample, naming it;\n"
           "                        skip: leave bad samples out, count them and list them\n"
           "  --max-image-pixels N  refuse images with more pixels (default 89478485)\n"
+          "  --device DEV          where the CPU pool's deficit goes: cpu (default: no offload),\n"
+          "                        auto (cuda:0 if usable, else cpu), cuda:N, or emu:N (the\n"
+          "                        host-emulated device: same kernels on one host thread)\n"
+          "  --device-memory-limit SIZE\n"
+          "                        most device memory the loader may hold, bytes or with a\n"
+          "                        K, M or G suffix (default: free memory less the headroom)\n"
+          "  --trace FILE          write a Chrome trace of the timed run to FILE (open it in\n"
+          "                        ui.perfetto.dev): worker, device and consumer tracks\n"
+          "  --trace-events N      most events the trace keeps (default 262144); later ones\n"
+          "                        are dropped and counted\n"
+          "  --per-batch           with --json: add each batch's placement and times\n"
           "  --json                print the summary as one JSON object on stdout\n"
           "  -h, --help            show this help\n"
           "\n"
@@ -64,6 +76,21 @@ static int parse_long(const char *opt, const char *s, long min, long max, long *
 }
 
 static void json_string(FILE *f, const char *s);
+
+/* "512M" → bytes; 0 when malformed. */
+static int parse_size(const char *s, size_t *out) {
+  char *end;
+  errno = 0;
+  unsigned long long v = strtoull(s, &end, 10);
+  int shift = *end == 'K' || *end == 'k' ? 10 : *end == 'M' || *end == 'm' ? 20 : *end == 'G' || *end == 'g' ? 30 : 0;
+  if (shift) end++;
+  if (end == s || *end || errno || *s == '-' || v > (SIZE_MAX >> shift)) {
+    fprintf(stderr, "fusionflow bench: --device-memory-limit expects bytes (e.g. 512M), got '%s'\n", s);
+    return 0;
+  }
+  *out = (size_t)v << shift;
+  return 1;
+}
 
 /* The message on stderr, and with --json also as {"error": ...} on stdout
  * so that a reader of stdout always gets one JSON object. */
@@ -112,7 +139,8 @@ static void json_string(FILE *f, const char *s) {
 
 int ff__cli_bench(int argc, char **argv) {
   enum { O_SOURCE = 256, O_PIPELINE, O_BATCH, O_BATCHES, O_EPOCHS, O_WARMUP, O_THREADS, O_PREFETCH, O_SEED,
-         O_NOSHUFFLE, O_DROPLAST, O_RANK, O_WORLD, O_STEP, O_ONERROR, O_MAXPIX, O_JSON };
+         O_NOSHUFFLE, O_DROPLAST, O_RANK, O_WORLD, O_STEP, O_ONERROR, O_MAXPIX, O_JSON, O_DEVICE, O_DEVMEM,
+         O_TRACE, O_TRACE_EVENTS, O_PER_BATCH };
   static const struct option opts[] = {
       {"source", required_argument, 0, O_SOURCE},     {"pipeline", required_argument, 0, O_PIPELINE},
       {"batch-size", required_argument, 0, O_BATCH},  {"batches", required_argument, 0, O_BATCHES},
@@ -123,13 +151,17 @@ int ff__cli_bench(int argc, char **argv) {
       {"world-size", required_argument, 0, O_WORLD},  {"step-ms", required_argument, 0, O_STEP},
       {"on-error", required_argument, 0, O_ONERROR},  {"max-image-pixels", required_argument, 0, O_MAXPIX},
       {"json", no_argument, 0, O_JSON},               {"help", no_argument, 0, 'h'},
+      {"device", required_argument, 0, O_DEVICE},     {"device-memory-limit", required_argument, 0, O_DEVMEM},
+      {"trace", required_argument, 0, O_TRACE},       {"trace-events", required_argument, 0, O_TRACE_EVENTS},
+      {"per-batch", no_argument, 0, O_PER_BATCH},
       {0, 0, 0, 0}};
   ff_config cfg;
   ff_config_init(&cfg);
   cfg.pipeline = DEFAULT_PIPELINE;
-  long batches = 0, epochs = 1, warmup = 0, v;
+  long batches = 0, epochs = 1, warmup = 0, trace_events = 0, v;
   double step_ms = 0;
-  int json = 0, c, li = 0;
+  int json = 0, per_batch = 0, c, li = 0;
+  const char *trace = NULL;
   optind = 1;
   while ((c = getopt_long(argc, argv, "h", opts, &li)) != -1) {
     const char *name = opts[li].name;
@@ -166,6 +198,11 @@ int ff__cli_bench(int argc, char **argv) {
       }
       break;
     case O_JSON: json = 1; break;
+    case O_DEVICE: cfg.device = optarg; break;
+    case O_DEVMEM: if (!parse_size(optarg, &cfg.device_memory_limit_bytes)) return 2; break;
+    case O_TRACE: trace = optarg; break;
+    case O_TRACE_EVENTS: if (!parse_long(name, optarg, 1, 1L << 28, &trace_events)) return 2; break;
+    case O_PER_BATCH: per_batch = 1; break;
     case 'h': bench_usage(stdout); return 0;
     default: bench_usage(stderr); return 2;
     }
@@ -199,7 +236,19 @@ int ff__cli_bench(int argc, char **argv) {
             ff_loader_num_samples(loader), ff_loader_dataset_size(loader), cfg.rank < 0 ? 0 : cfg.rank, per_epoch,
             per_epoch == 1 ? "" : "es", cfg.batch_size, total, end.num_threads, end.num_threads == 1 ? "" : "s");
 
-  long done = -warmup;
+  ff_batch_info *infos = per_batch && json ? calloc((size_t)total, sizeof *infos) : NULL;
+  if (per_batch && json && !infos) {
+    report_error(json, FF_ENOMEM, "out of memory for --per-batch");
+    ff_loader_close(loader);
+    return 1;
+  }
+  if (trace && !warmup && (st = ff_loader_trace_start(loader, (size_t)trace_events))) {
+    report_error(json, st, ff_loader_errmsg(loader));
+    ff_loader_close(loader);
+    return 1;
+  }
+  long done = -warmup, device_batches = 0;
+  double share_sum = 0;
   uint64_t epoch = 0;
   while (done < total) {
     ff_batch *b;
@@ -209,9 +258,17 @@ int ff__cli_bench(int argc, char **argv) {
       continue;
     }
     if (st) break;
+    if (done >= 0) {
+      ff_batch_info info;
+      ff_batch_stats(b, &info);
+      device_batches += info.device_samples > 0;
+      share_sum += info.offload_share;
+      if (infos) infos[done] = info;
+    }
     ff_batch_release(b);
     sleep_ms(step_ms);
     if (++done == 0) {
+      if (trace && (st = ff_loader_trace_start(loader, (size_t)trace_events))) break;
       ff_loader_stats(loader, &base);
       t0 = now_s();
     }
@@ -224,15 +281,21 @@ int ff__cli_bench(int argc, char **argv) {
   double elapsed = now_s() - t0;
   if (bar) fputc('\n', stderr);
   ff_loader_stats(loader, &end);
+  size_t trace_kept = 0, trace_dropped = 0;
+  if ((!st || st == FF_END) && trace) st = ff_loader_trace_write(loader, trace, &trace_kept, &trace_dropped);
   if (st && st != FF_END) {
     report_error(json, st, ff_loader_errmsg(loader));
     ff_loader_close(loader);
+    free(infos);
     return 1;
   }
   uint64_t samples = end.samples - base.samples;
   double rate = elapsed > 0 ? samples / elapsed : 0;
   double read_s = (end.read_ns - base.read_ns) * 1e-9, decode_s = (end.decode_ns - base.decode_ns) * 1e-9;
   double ops_s = (end.ops_ns - base.ops_ns) * 1e-9, wait_s = (end.wait_ns - base.wait_ns) * 1e-9;
+  uint64_t dev_samples = end.device_samples - base.device_samples;
+  uint64_t fallbacks = end.device_fallbacks - base.device_fallbacks;
+  double device_s = (end.device_ns - base.device_ns) * 1e-9, device_share = samples ? (double)dev_samples / samples : 0;
   if (json) {
     printf("{\"images_per_s\": %.1f, \"batches\": %ld, \"samples\": %llu, \"elapsed_s\": %.4f, "
            "\"read_s\": %.4f, \"decode_s\": %.4f, \"ops_s\": %.4f, \"wait_s\": %.4f, \"threads\": %d, "
@@ -253,6 +316,27 @@ int ff__cli_bench(int argc, char **argv) {
              costs[i].pixels ? (double)costs[i].ns / (double)costs[i].pixels : 0.0);
     printf("}, \"pipeline\": ");
     json_string(stdout, cfg.pipeline);
+    printf(", \"device\": ");
+    json_string(stdout, end.device);
+    printf(", \"device_share\": %.4f, \"device_samples\": %llu, \"device_s\": %.4f, \"device_fallbacks\": %llu, "
+           "\"device_batches\": %ld, \"offload_share_mean\": %.4f, \"offload_share\": %.4f, \"stall_share\": %.4f, "
+           "\"device_pool_limit_bytes\": %zu, \"device_pool_peak_bytes\": %zu",
+           device_share, (unsigned long long)dev_samples, device_s, (unsigned long long)fallbacks, device_batches,
+           total ? share_sum / total : 0.0, end.offload_share, elapsed > 0 ? wait_s / elapsed : 0.0,
+           end.device_pool_limit_bytes, end.device_pool_peak_bytes);
+    if (trace)
+      printf(", \"trace_events\": %zu, \"trace_dropped\": %zu", trace_kept, trace_dropped);
+    if (infos) {
+      printf(", \"per_batch\": [");
+      for (long i = 0; i < total; i++) {
+        const ff_batch_info *x = &infos[i];
+        printf("%s\n  {\"cpu\": %zu, \"device\": %zu, \"fallbacks\": %zu, \"wait_ms\": %.3f, \"cpu_ms\": %.3f, "
+               "\"device_ms\": %.3f, \"share\": %.4f, \"device_bytes\": %zu}",
+               i ? "," : "", x->cpu_samples, x->device_samples, x->device_fallbacks, x->wait_ns * 1e-6,
+               x->cpu_ns * 1e-6, x->device_ns * 1e-6, x->offload_share, x->device_bytes);
+      }
+      printf("]");
+    }
     printf("}\n");
   } else {
     double work = read_s + decode_s + ops_s;
@@ -263,11 +347,20 @@ int ff__cli_bench(int argc, char **argv) {
             rate, (unsigned long long)samples, elapsed, total, end.num_threads, read_s,
             work > 0 ? 100 * read_s / work : 0, decode_s, work > 0 ? 100 * decode_s / work : 0, ops_s,
             work > 0 ? 100 * ops_s / work : 0, wait_s, elapsed > 0 ? 100 * wait_s / elapsed : 0);
+    if (strcmp(end.device, "cpu"))
+      fprintf(stderr, "device %s: %.0f%% of the samples (%llu), %.2f s device time, %llu fell back to the CPU; "
+              "pool peak %.1f of %.1f MiB\n", end.device, 100 * device_share, (unsigned long long)dev_samples,
+              device_s, (unsigned long long)fallbacks, end.device_pool_peak_bytes / 1048576.0,
+              end.device_pool_limit_bytes / 1048576.0);
   }
+  if (trace)
+    fprintf(stderr, "trace: %zu events in %s%s\n", trace_kept, trace,
+            trace_dropped ? " (capped: later events dropped; raise --trace-events)" : "");
   if (end.skipped && !json) {
     fprintf(stderr, "skipped %llu bad samples:\n", (unsigned long long)end.skipped);
     for (size_t i = 0; ff_loader_skipped(loader, i); i++) fprintf(stderr, "  %s\n", ff_loader_skipped(loader, i));
   }
   ff_loader_close(loader);
+  free(infos);
   return 0;
 }

@@ -6,5 +6,6 @@
 
 int ff__cli_bench(int argc, char **argv);
 int ff__cli_augment(int argc, char **argv);
+int ff__cli_sim(int argc, char **argv);
 
 #endif

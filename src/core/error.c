@@ -27,6 +27,7 @@ const char *ff_status_str(ff_status status) {
   case FF_EIO: return "I/O error";
   case FF_ENOMEM: return "out of memory";
   case FF_EDEVICE: return "device error";
+  case FF_EBUDGET: return "device memory not available now";
   case FF_EINTERNAL: return "internal error";
   }
   return "unknown status";

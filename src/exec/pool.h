@@ -20,9 +20,8 @@
 
 /* The pool (or the device) cannot provide the memory now: over the budget,
  * or the device itself is out of memory. Not fatal — the scheduler sends
- * the work to the CPU and may retry later. (Proposed public status
- * FF_EBUDGET.) */
-#define FF__EBUDGET ((ff_status)-41)
+ * the work to the CPU and may retry later. The public FF_EBUDGET. */
+#define FF__EBUDGET FF_EBUDGET
 
 typedef struct ff__pool_backend {
   void *ctx;

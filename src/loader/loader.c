@@ -12,7 +12,15 @@
  * epochs live in order[epoch & 1]. Jumping to another epoch bumps a
  * generation number and waits for the samples in flight, so no stale write
  * reaches a reused buffer. Batches held by the consumer survive close: the
- * loader's memory goes when it is closed and the last batch is released. */
+ * loader's memory goes when it is closed and the last batch is released.
+ *
+ * With a device the cooperative scheduler joins in (offload.c): when a
+ * batch's first sample is taken the batch is split — the costliest samples,
+ * as many as the policy's share and the device memory admit, are marked for
+ * the device and handed out first; a worker only decodes those and adds them
+ * to the batch's microbatch, which the device feeder finishes. Each
+ * ff_loader_next folds what it measured into the policy (sched/policy.h),
+ * which sets the share of the batches split next. */
 #include <errno.h>
 #include <pthread.h>
 #include <sched.h>
@@ -21,55 +29,11 @@
 #include <string.h>
 
 #include "core/clock.h"
-#include "exec/cpu.h"
+#include "loader/loader_internal.h"
 #include "loader/sampler.h"
-#include "pipeline/pipeline.h"
-#include "source/source.h"
 
 #define MAX_SKIPPED_KEPT 1000
-
-typedef enum buf_state { BUF_FREE, BUF_FILLING, BUF_READY, BUF_HELD } buf_state;
-
-struct ff_batch {
-  ff_loader *loader;
-  buf_state state;
-  size_t index;          /* batch number in the epoch */
-  uint64_t epoch;
-  size_t size;           /* samples in it, after skips */
-  int pending;           /* samples not finished yet */
-  char **skip_msg;       /* per slot: why it was skipped (on_error=skip), or NULL */
-  void *images;
-  int64_t *labels, *sample_indices;
-  ff__error error;       /* first error of the batch (on_error=raise) */
-};
-
-struct ff_loader {
-  ff_config cfg;
-  ff__error err;
-  ff__index index;
-  ff__pipeline pipe;
-  size_t sample_bytes;   /* one output image */
-  size_t num_samples, num_batches, total_items;
-  int64_t *order[2], *perm; /* order[e & 1]: the sample order of epoch e */
-
-  pthread_mutex_t mu;
-  pthread_cond_t work_cv, ready_cv;
-  pthread_t *threads;
-  ff__worker *workers;
-  int num_threads, started_threads;
-  int stop, closed, held;
-  uint64_t gen;
-  uint64_t out_epoch, item_epoch; /* the consumer's epoch; the workers' (same or next) */
-  size_t next_item, next_out;     /* next sample to take in item_epoch; next batch to hand out */
-  int busy;
-  ff_batch *ring;
-  int ring_size;
-
-  ff_stats stats;
-  ff__op_costs costs;
-  char **skipped;
-  size_t skipped_kept;
-};
+#define DEFAULT_TRACE_EVENTS (1u << 18)
 
 void ff_config_init(ff_config *cfg) {
   memset(cfg, 0, sizeof *cfg);
@@ -80,6 +44,11 @@ void ff_config_init(ff_config *cfg) {
   cfg->rank = -1;
   cfg->world_size = -1;
   cfg->max_image_pixels = 89478485;
+  cfg->device = "cpu";
+  cfg->device_headroom_bytes = -1;
+  ff__sched_params p;
+  ff__sched_params_init(&p, cfg->prefetch);
+  cfg->device_max_time_share = p.max_device_time;
 }
 
 static int default_threads(void) {
@@ -110,6 +79,13 @@ static ff_status check_config(ff_config *c, ff__error *err) {
   if (c->num_threads < 0) return ff__error_set(err, FF_EINVAL, "num_threads must be >= 0 (got %d)", c->num_threads);
   if (c->on_error != FF_ON_ERROR_RAISE && c->on_error != FF_ON_ERROR_SKIP)
     return ff__error_set(err, FF_EINVAL, "on_error must be raise or skip");
+  if (!c->device) c->device = "cpu";
+  if (!(c->device_max_time_share > 0 && c->device_max_time_share <= 1))
+    return ff__error_set(err, FF_EINVAL, "device_max_time_share must be in (0, 1] (got %g)",
+                         c->device_max_time_share);
+  if (c->device_headroom_bytes < -1)
+    return ff__error_set(err, FF_EINVAL, "device_headroom_bytes must be >= 0 or -1 (got %lld)",
+                         (long long)c->device_headroom_bytes);
   ff_status st;
   if (c->world_size < 0 && (st = env_int("WORLD_SIZE", 1, &c->world_size, err))) return st;
   if (c->rank < 0 && (st = env_int("RANK", 0, &c->rank, err))) return st;
@@ -143,16 +119,18 @@ static void compute_order(ff_loader *l, uint64_t epoch) {
  * every ring entry the consumer does not hold, computes the order. Locked. */
 static void restart_epoch(ff_loader *l, uint64_t epoch, size_t batch) {
   l->gen++;
+  ff__offload_reset(l); /* the feeder must not pick up a stale microbatch under the new generation */
   while (l->busy) pthread_cond_wait(&l->ready_cv, &l->mu);
   for (int i = 0; i < l->ring_size; i++)
-    if (l->ring[i].state != BUF_HELD) {
-      l->ring[i].state = BUF_FREE;
+    if (l->ring[i].state != FF__BUF_HELD) {
+      l->ring[i].state = FF__BUF_FREE;
       clear_skips(l, &l->ring[i]);
     }
   l->out_epoch = l->item_epoch = epoch;
   compute_order(l, epoch);
   l->next_out = batch;
   l->next_item = batch * (size_t)l->cfg.batch_size;
+  l->last_out_ns = 0; /* the ring fills from empty: no interval to judge yet */
   pthread_cond_broadcast(&l->work_cv);
 }
 
@@ -162,21 +140,26 @@ static void restart_epoch(ff_loader *l, uint64_t epoch, size_t batch) {
 static ff_batch *entry_of(ff_loader *l, uint64_t epoch, size_t b) {
   for (int i = 0; i < l->ring_size; i++) {
     ff_batch *e = &l->ring[i];
-    if ((e->state == BUF_FILLING || e->state == BUF_READY) && e->index == b && e->epoch == epoch) return e;
+    if ((e->state == FF__BUF_FILLING || e->state == FF__BUF_READY) && e->index == b && e->epoch == epoch) return e;
   }
   return NULL;
 }
 
 static ff_batch *free_entry(ff_loader *l) {
   for (int i = 0; i < l->ring_size; i++)
-    if (l->ring[i].state == BUF_FREE) return &l->ring[i];
+    if (l->ring[i].state == FF__BUF_FREE) return &l->ring[i];
   return NULL;
 }
 
-/* Takes the next sample to run, or returns 0 when stopping. Locked. */
-static int take_item(ff_loader *l, size_t *item, ff_batch **batch) {
+/* Takes the next sample to run for worker `worker`, or returns 0 when
+ * stopping. Workers at or above the active cap park here. Locked. */
+static int take_item(ff_loader *l, int worker, size_t *item, ff_batch **batch) {
   for (;;) {
     if (l->stop) return 0;
+    if (worker >= l->active_threads) {
+      pthread_cond_wait(&l->work_cv, &l->mu);
+      continue;
+    }
     if (l->next_item == l->total_items && l->item_epoch == l->out_epoch) {
       compute_order(l, ++l->item_epoch); /* prepare the next epoch ahead */
       l->next_item = 0;
@@ -185,14 +168,15 @@ static int take_item(ff_loader *l, size_t *item, ff_batch **batch) {
       size_t b = l->next_item / (size_t)l->cfg.batch_size;
       ff_batch *e = entry_of(l, l->item_epoch, b);
       if (!e && (e = free_entry(l))) {
-        e->state = BUF_FILLING;
+        e->state = FF__BUF_FILLING;
         e->index = b;
         e->epoch = l->item_epoch;
         e->pending = batch_count(l, b);
         e->size = (size_t)e->pending;
         e->error.status = FF_OK;
+        ff__offload_split(l, e, e->pending);
       }
-      if (e && e->state == BUF_FILLING) {
+      if (e && e->state == FF__BUF_FILLING) {
         *item = l->next_item++;
         *batch = e;
         return 1;
@@ -229,6 +213,22 @@ static void compact(ff_loader *l, ff_batch *e) {
   e->size = n;
 }
 
+void ff__loader_sample_finished(ff_loader *l, ff_batch *e, int count) {
+  e->pending -= count;
+  if (e->pending == 0) {
+    compact(l, e);
+    e->state = FF__BUF_READY;
+  }
+}
+
+/* The spans of the sample a worker just ran, laid end to end from t0. */
+static void trace_sample(ff_loader *l, int worker, const ff__worker *w, uint64_t t0, int64_t sample) {
+  int track = FF__TRACK_WORKER + worker;
+  ff__trace_span(l->trace, track, "read", t0, w->read_ns, "sample", sample);
+  ff__trace_span(l->trace, track, "decode", t0 + w->read_ns, w->decode_ns, "sample", sample);
+  if (w->ops_ns) ff__trace_span(l->trace, track, "ops", t0 + w->read_ns + w->decode_ns, w->ops_ns, "sample", sample);
+}
+
 typedef struct worker_arg {
   ff_loader *loader;
   ff__worker *worker;
@@ -238,24 +238,35 @@ static void *worker_loop(void *p) {
   worker_arg *a = p;
   ff_loader *l = a->loader;
   ff__worker *w = a->worker;
+  int index = (int)(w - l->workers);
   free(a);
   ff__error err;
   pthread_mutex_lock(&l->mu);
   size_t item;
   ff_batch *e;
-  while (take_item(l, &item, &e)) {
+  while (take_item(l, index, &item, &e)) {
     uint64_t gen = l->gen;
-    size_t slot = item % (size_t)l->cfg.batch_size;
-    int64_t sample = l->order[e->epoch & 1][item];
+    size_t pos = item % (size_t)l->cfg.batch_size;
+    int slot = e->slot_order[pos], to_device = e->to_device[slot];
+    int64_t sample = l->order[e->epoch & 1][item - pos + (size_t)slot];
     ff__sample_job job = {l->index.paths[sample], l->cfg.seed, e->epoch, (uint64_t)sample,
                           l->cfg.max_image_pixels};
     l->busy++;
     pthread_mutex_unlock(&l->mu);
 
-    ff_status st = ff__sample_run(w, &l->pipe, &job, e->images, (int)slot, &err);
+    uint64_t t0 = ff__now_ns();
+    int added = 0, fell_back = 0;
+    ff_status st = to_device ? ff__offload_sample(l, w, e, &job, slot, &added, &fell_back, &err)
+                             : ff__sample_run(w, &l->pipe, &job, e->images, slot, &err);
 
     pthread_mutex_lock(&l->mu);
     l->busy--;
+    uint64_t cpu_ns = w->read_ns + w->decode_ns + w->ops_ns;
+    if (l->trace) trace_sample(l, index, w, t0, sample);
+    if (!st) {
+      ff__cost_observe_decode(&l->cost, w->read_bytes, w->read_ns + w->decode_ns);
+      if (!added) ff__cost_observe_ops(&l->cost, w->ops_ns);
+    }
     l->stats.read_ns += w->read_ns, l->stats.decode_ns += w->decode_ns, l->stats.ops_ns += w->ops_ns;
     l->stats.read_bytes += w->read_bytes;
     w->read_ns = w->decode_ns = w->ops_ns = w->read_bytes = 0;
@@ -267,16 +278,19 @@ static void *worker_loop(void *p) {
     if (gen == l->gen) {
       e->labels[slot] = l->index.labels[sample];
       e->sample_indices[slot] = sample;
-      if (st && l->cfg.on_error == FF_ON_ERROR_SKIP) {
-        /* a message that cannot be copied still marks the slot */
-        e->skip_msg[slot] = strdup(err.msg);
-        if (!e->skip_msg[slot]) e->skip_msg[slot] = strdup("");
-      } else if (st && !e->error.status) {
-        e->error = err;
-      }
-      if (--e->pending == 0) {
-        compact(l, e);
-        e->state = BUF_READY;
+      if (to_device) ff__offload_sample_done(l, e);
+      if (!added) { /* finished here; a sample in the microbatch finishes with it, in the feeder */
+        if (st && l->cfg.on_error == FF_ON_ERROR_SKIP) {
+          /* a message that cannot be copied still marks the slot */
+          e->skip_msg[slot] = strdup(err.msg);
+          if (!e->skip_msg[slot]) e->skip_msg[slot] = strdup("");
+        } else if (st && !e->error.status) {
+          e->error = err;
+        } else if (!st) {
+          e->stats.cpu_samples++, e->stats.cpu_ns += cpu_ns;
+          e->stats.device_fallbacks += (size_t)fell_back;
+        }
+        ff__loader_sample_finished(l, e, 1);
       }
     }
     pthread_cond_broadcast(&l->ready_cv);
@@ -293,7 +307,11 @@ static void loader_free(ff_loader *l) {
     free(l->ring[i].sample_indices);
     if (l->ring[i].skip_msg) clear_skips(l, &l->ring[i]);
     free(l->ring[i].skip_msg);
+    free(l->ring[i].slot_order);
+    free(l->ring[i].to_device);
   }
+  ff__trace_destroy(l->trace);
+  free(l->split_sizes);
   for (size_t i = 0; i < l->skipped_kept; i++) free(l->skipped[i]);
   free(l->skipped);
   free(l->ring);
@@ -306,7 +324,23 @@ static void loader_free(ff_loader *l) {
   pthread_mutex_destroy(&l->mu);
   pthread_cond_destroy(&l->work_cv);
   pthread_cond_destroy(&l->ready_cv);
+  pthread_mutex_destroy(&l->add_mu);
+  pthread_cond_destroy(&l->feed_cv);
   free(l);
+}
+
+/* FF_FORCE_DEVICE_SHARE=x (0..1) fixes the share of every split (tests,
+ * demonstrations); unset: the policy decides. */
+static ff_status env_share(double *out, ff__error *err) {
+  const char *s = getenv("FF_FORCE_DEVICE_SHARE");
+  *out = -1;
+  if (!s || !*s) return FF_OK;
+  char *end;
+  double v = strtod(s, &end);
+  if (*end || !(v >= 0 && v <= 1))
+    return ff__error_set(err, FF_EINVAL, "environment variable FF_FORCE_DEVICE_SHARE='%s' is not in [0, 1]", s);
+  *out = v;
+  return FF_OK;
 }
 
 static ff_status loader_start(ff_loader *l) {
@@ -317,6 +351,7 @@ static ff_status loader_start(ff_loader *l) {
     st = ff__error_set(err, FF_EPIPELINE, "pipeline column %d: this op makes images of %llu pixels, over "
                        "max_image_pixels (%llu)", l->pipe.peak_column, (unsigned long long)l->pipe.peak_pixels,
                        (unsigned long long)l->cfg.max_image_pixels);
+  if (!st) st = env_share(&l->forced_share, err);
   if (!st) st = ff__source_open(l->cfg.source, &l->index, err);
   if (st) return st;
 
@@ -340,7 +375,9 @@ static ff_status loader_start(ff_loader *l) {
   l->workers = calloc((size_t)l->num_threads, sizeof *l->workers);
   l->threads = calloc((size_t)l->num_threads, sizeof *l->threads);
   l->skipped = calloc(MAX_SKIPPED_KEPT, sizeof *l->skipped);
-  if (!l->order[0] || !l->order[1] || !l->perm || !l->ring || !l->workers || !l->threads || !l->skipped)
+  l->split_sizes = malloc(bs * sizeof *l->split_sizes);
+  if (!l->order[0] || !l->order[1] || !l->perm || !l->ring || !l->workers || !l->threads || !l->skipped ||
+      !l->split_sizes)
     return ff__error_set(err, FF_ENOMEM, "out of memory");
   for (int i = 0; i < l->ring_size; i++) {
     ff_batch *e = &l->ring[i];
@@ -349,11 +386,20 @@ static ff_status loader_start(ff_loader *l) {
     e->labels = malloc(bs * sizeof *e->labels);
     e->sample_indices = malloc(bs * sizeof *e->sample_indices);
     e->skip_msg = calloc(bs, sizeof *e->skip_msg);
-    if (!e->images || !e->labels || !e->sample_indices || !e->skip_msg)
+    e->slot_order = malloc(bs * sizeof *e->slot_order);
+    e->to_device = calloc(bs, sizeof *e->to_device);
+    if (!e->images || !e->labels || !e->sample_indices || !e->skip_msg || !e->slot_order || !e->to_device)
       return ff__error_set(err, FF_ENOMEM, "out of memory for %d batches of %zu bytes", l->ring_size,
                            bs * l->sample_bytes);
   }
+  l->active_threads = l->num_threads;
   l->stats.num_threads = l->num_threads;
+  ff__sched_params_init(&l->sched_params, c->prefetch);
+  l->sched_params.max_device_time = c->device_max_time_share;
+  ff__sched_state_init(&l->sched);
+  ff__cost_init(&l->cost);
+  if ((st = ff__offload_open(l))) return st;
+  l->stats.device = l->device_name;
 
   pthread_mutex_lock(&l->mu);
   restart_epoch(l, 0, 0);
@@ -380,6 +426,10 @@ ff_status ff_loader_open(const ff_config *cfg, ff_loader **out) {
   pthread_mutex_init(&l->mu, NULL);
   pthread_cond_init(&l->work_cv, NULL);
   pthread_cond_init(&l->ready_cv, NULL);
+  pthread_mutex_init(&l->add_mu, NULL);
+  pthread_cond_init(&l->feed_cv, NULL);
+  snprintf(l->device_name, sizeof l->device_name, "cpu");
+  l->stats.device = l->device_name;
   if (!cfg) return ff__error_set(&l->err, FF_EINVAL, "config is NULL");
   /* Copy only the fields the caller's version of ff_config has. */
   ff_config_init(&l->cfg);
@@ -395,6 +445,7 @@ void ff_loader_close(ff_loader *l) {
   pthread_cond_broadcast(&l->work_cv);
   pthread_mutex_unlock(&l->mu);
   for (int i = 0; i < l->started_threads; i++) pthread_join(l->threads[i], NULL);
+  ff__offload_close(l); /* the device goes now, not when the last batch is released */
   pthread_mutex_lock(&l->mu);
   l->closed = 1;
   int held = l->held;
@@ -445,11 +496,53 @@ size_t ff_loader_num_batches(const ff_loader *l) { return l->num_batches; }
 size_t ff_loader_num_samples(const ff_loader *l) { return l->num_samples; }
 size_t ff_loader_dataset_size(const ff_loader *l) { return l->index.count; }
 
+/* The device share of the next splits. Locked. */
+static double current_share(const ff_loader *l) {
+  if (!l->dev || l->device_off) return 0;
+  return l->forced_share >= 0 ? l->forced_share : l->sched.share;
+}
+
+static int ready_batches(const ff_loader *l) {
+  int n = 0;
+  for (int i = 0; i < l->ring_size; i++) n += l->ring[i].state == FF__BUF_READY;
+  return n;
+}
+
+/* Batch e goes out at `now`: its statistics, and what the interval since
+ * the previous batch tells the policy. Locked. */
+static void hand_out(ff_loader *l, ff_batch *e, int ring_ready, uint64_t t0, uint64_t now) {
+  ff_batch_info *b = &e->stats;
+  b->wait_ns = now - t0;
+  l->stats.device_samples += b->device_samples;
+  l->stats.device_ns += b->device_ns;
+  l->stats.device_fallbacks += b->device_fallbacks;
+  uint64_t last = l->last_out_ns;
+  l->last_out_ns = now;
+  if (!last) return; /* the first batch after open or a restart: waiting for it is no stall */
+  ff__sched_obs o = {
+      .interval_s = (double)(now - last) * 1e-9,
+      .wait_s = (double)b->wait_ns * 1e-9,
+      .ring_ready = ring_ready,
+      .batch_size = (int)e->size,
+      .cpu_samples = (int)b->cpu_samples,
+      .cpu_busy_s = (double)b->cpu_ns * 1e-9,
+      .cpu_threads = l->active_threads,
+      .device_samples = (int)b->device_samples,
+      .device_busy_s = (double)b->device_ns * 1e-9,
+      .device_ok = l->dev && !l->device_off && !l->refused,
+  };
+  l->refused = 0;
+  ff__sched_update(&l->sched_params, &l->sched, &o);
+  l->stats.offload_share = current_share(l);
+}
+
 ff_status ff_loader_next(ff_loader *l, ff_batch **out) {
   if (!l->started_threads) return failed_open(l);
+  ff__offload_refresh(l);
   uint64_t t0 = ff__now_ns();
   ff_status st = FF_OK;
   pthread_mutex_lock(&l->mu);
+  int ring_ready = ready_batches(l);
   for (;;) {
     if (l->next_out == l->num_batches) { /* the workers are on the next epoch already */
       l->out_epoch++;
@@ -463,29 +556,32 @@ ff_status ff_loader_next(ff_loader *l, ff_batch **out) {
       break;
     }
     ff_batch *e;
-    while (!(e = entry_of(l, l->out_epoch, l->next_out)) || e->state != BUF_READY)
+    while (!(e = entry_of(l, l->out_epoch, l->next_out)) || e->state != FF__BUF_READY)
       pthread_cond_wait(&l->ready_cv, &l->mu);
     l->next_out++;
     if ((st = e->error.status)) {
       l->err = e->error;
       clear_skips(l, e);
-      e->state = BUF_FREE;
+      e->state = FF__BUF_FREE;
       break;
     }
     report_skips(l, e);
     if (!e->size) { /* every sample skipped: no empty batch goes out */
-      e->state = BUF_FREE;
+      e->state = FF__BUF_FREE;
       pthread_cond_broadcast(&l->work_cv);
       continue;
     }
-    e->state = BUF_HELD;
+    e->state = FF__BUF_HELD;
     l->held++;
     l->stats.batches++;
     l->stats.samples += e->size;
+    hand_out(l, e, ring_ready, t0, ff__now_ns());
     *out = e;
     break;
   }
-  l->stats.wait_ns += ff__now_ns() - t0;
+  uint64_t now = ff__now_ns();
+  l->stats.wait_ns += now - t0;
+  if (l->trace) ff__trace_span(l->trace, FF__TRACK_CONSUMER, "wait", t0, now - t0, "batch", (int64_t)l->next_out - 1);
   pthread_cond_broadcast(&l->work_cv);
   pthread_mutex_unlock(&l->mu);
   return st;
@@ -495,7 +591,7 @@ void ff_batch_release(ff_batch *b) {
   if (!b) return;
   ff_loader *l = b->loader;
   pthread_mutex_lock(&l->mu);
-  b->state = BUF_FREE;
+  b->state = FF__BUF_FREE;
   int last = --l->held == 0 && l->closed;
   pthread_cond_broadcast(&l->work_cv);
   pthread_mutex_unlock(&l->mu);
@@ -506,6 +602,7 @@ size_t ff_batch_size(const ff_batch *b) { return b->size; }
 size_t ff_batch_index(const ff_batch *b) { return b->index; }
 uint64_t ff_batch_epoch(const ff_batch *b) { return b->epoch; }
 const int64_t *ff_batch_sample_indices(const ff_batch *b) { return b->sample_indices; }
+void ff_batch_stats(const ff_batch *b, ff_batch_info *out) { *out = b->stats; }
 
 void ff_batch_images(const ff_batch *b, ff_tensor *out) {
   const ff__pipeline *p = &b->loader->pipe;
@@ -554,4 +651,44 @@ size_t ff_loader_op_costs(const ff_loader *l, ff_op_cost *out, size_t cap) {
 
 const char *ff_loader_skipped(const ff_loader *l, size_t i) {
   return i < l->skipped_kept ? l->skipped[i] : NULL;
+}
+
+void ff__loader_set_active_threads(ff_loader *l, int n) {
+  pthread_mutex_lock(&l->mu);
+  l->active_threads = n < 1 ? 1 : n > l->num_threads ? l->num_threads : n;
+  l->stats.num_threads = l->active_threads;
+  pthread_cond_broadcast(&l->work_cv);
+  pthread_mutex_unlock(&l->mu);
+}
+
+void ff__loader_force_device_share(ff_loader *l, double share) {
+  pthread_mutex_lock(&l->mu);
+  l->forced_share = share < 0 ? -1 : share > 1 ? 1 : share;
+  l->stats.offload_share = current_share(l);
+  pthread_mutex_unlock(&l->mu);
+}
+
+ff_status ff_loader_trace_start(ff_loader *l, size_t max_events) {
+  if (!l->started_threads) return failed_open(l);
+  ff__trace *t = ff__trace_create(max_events ? max_events : DEFAULT_TRACE_EVENTS);
+  if (!t) return ff__error_set(&l->err, FF_ENOMEM, "out of memory for a trace of %zu events", max_events);
+  pthread_mutex_lock(&l->mu);
+  ff__trace *old = l->trace;
+  l->trace = t;
+  pthread_mutex_unlock(&l->mu);
+  ff__trace_destroy(old);
+  return FF_OK;
+}
+
+ff_status ff_loader_trace_write(ff_loader *l, const char *path, size_t *events, size_t *dropped) {
+  if (!l->started_threads) return failed_open(l);
+  pthread_mutex_lock(&l->mu);
+  ff_status st = l->trace ? ff__trace_write(l->trace, path, l->num_threads, &l->err)
+                          : ff__error_set(&l->err, FF_EINVAL, "no trace was started (ff_loader_trace_start)");
+  size_t kept = 0, lost = 0;
+  if (l->trace) ff__trace_counts(l->trace, &kept, &lost);
+  pthread_mutex_unlock(&l->mu);
+  if (events) *events = kept;
+  if (dropped) *dropped = lost;
+  return st;
 }

@@ -21,7 +21,10 @@ void ff__sched_state_init(ff__sched_state *s) {
   *s = (ff__sched_state){0};
 }
 
-static double ewma(double old, double x, double a, long n) { return n <= 1 ? x : old + a * (x - old); }
+/* A moving average that starts at its first observation (old == 0: none yet). */
+static double ewma(double old, double x, double a, long n) {
+  return n <= 1 || old == 0 ? x : old + a * (x - old);
+}
 
 static double clamp(double x, double lo, double hi) { return x < lo ? lo : x > hi ? hi : x; }
 
@@ -30,6 +33,16 @@ static double clamp(double x, double lo, double hi) { return x < lo ? lo : x > h
 static double deficit(const ff__sched_state *s) {
   if (s->demand_sps <= 0 || s->cpu_capacity_sps <= 0) return 0;
   return clamp(1.0 - s->cpu_capacity_sps / s->demand_sps, 0, 1);
+}
+
+/* The share at which the device, at its measured cost per sample, would
+ * take as long as the CPU pool with the rest: beyond it the device is the
+ * bottleneck and more offload only slows the batch down (1 while the
+ * device's cost is unknown). */
+static double balance(const ff__sched_state *s, int cpu_threads) {
+  if (s->device_cost_s <= 0 || s->cpu_cost_s <= 0 || cpu_threads <= 0) return 1;
+  double cpu = s->cpu_cost_s / cpu_threads;
+  return cpu / (cpu + s->device_cost_s);
 }
 
 void ff__sched_update(const ff__sched_params *p, ff__sched_state *s, const ff__sched_obs *o) {
@@ -51,23 +64,24 @@ void ff__sched_update(const ff__sched_params *p, ff__sched_state *s, const ff__s
     s->share = 0;
     return;
   }
-  double base = deficit(s);
+  double base = deficit(s), cap = balance(s, o->cpu_threads);
+  if (cap > p->max_device_share) cap = p->max_device_share;
   if (s->stalled) {
     /* Rise toward the deficit plus what the ring lacks. */
     double missing = (double)(p->prefetch - o->ring_ready) / p->prefetch;
-    double target = clamp(base + p->ring_gain * clamp(missing, 0, 1), 0, p->max_device_share);
+    double target = clamp(base + p->ring_gain * clamp(missing, 0, 1), 0, cap);
     if (target > s->share) s->share += p->raise_gain * (target - s->share);
   } else if (o->ring_ready >= p->prefetch) {
     /* No stall and a full ring: give the GPU back slowly, but not below the
      * deficit, which would only bring the stall back (hysteresis). */
-    double floor = clamp(base, 0, p->max_device_share);
+    double floor = clamp(base, 0, cap);
     if (s->share > floor) s->share = s->share - p->decay > floor ? s->share - p->decay : floor;
     /* Interference cap: the trainer is not waiting, so keep the device's
      * preprocessing within its share of wall time. */
     if (s->device_time_share > p->max_device_time)
       s->share *= p->max_device_time / s->device_time_share;
   }
-  s->share = clamp(s->share, 0, p->max_device_share);
+  s->share = clamp(s->share, 0, cap);
 }
 
 int ff__sched_device_count(const ff__sched_state *s, int n) {

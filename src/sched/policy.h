@@ -12,6 +12,9 @@
  *     toward the deficit 1 - C/D plus a correction for the missing ring
  *     batches; it decays when the stall is gone, with hysteresis so that it
  *     does not oscillate;
+ *   - the share never passes the balance point where the device, at its
+ *     measured cost per sample, would finish after the CPU pool (beyond it
+ *     the device is the bottleneck);
  *   - within a batch the costliest samples go to the device;
  *   - device time spent on preprocessing is capped as a share of wall time
  *     unless the trainer is stalled anyway. */

@@ -1,7 +1,9 @@
 /* test_sched.c — the offload policy's pure functions on cases worked out by
  * hand: no offload for a slow consumer, a share that settles at the deficit
- * 1 - C/D for a fast one, decay without a stall, the interference cap, and
- * the deterministic choice of the costliest samples. */
+ * 1 - C/D for a fast one, decay without a stall, the interference cap, the
+ * balance point of a slow device, and the deterministic choice of the
+ * costliest samples; the cost model's learned coefficients and its split
+ * within a memory budget. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -11,6 +13,7 @@
 
 #include <math.h>
 
+#include "sched/cost.h"
 #include "sched/policy.h"
 
 /* One batch of 64 where the CPU (2 threads, cost_s per sample) prepares the
@@ -117,6 +120,58 @@ static void costliest_samples_go_to_the_device(void **state) {
   for (int i = 0; i < 8; i++) assert_int_equal(dev[i], 0);
 }
 
+static void a_slow_device_gets_no_more_than_the_balance_point(void **state) {
+  (void)state;
+  ff__sched_params p;
+  ff__sched_params_init(&p, 2);
+  ff__sched_state s;
+  ff__sched_state_init(&s);
+  /* A consumer that never waits on itself; the CPU pool (2 threads, 4 ms a
+   * sample: 2 ms a sample for the pool) and a device at 6 ms a sample: the
+   * two finish together at share 2 / (2 + 6) = 0.25. */
+  for (int i = 0; i < 300; i++) {
+    int n = 64, dev = ff__sched_device_count(&s, n), cpu = n - dev;
+    double cpu_time = cpu * 0.004 / 2, dev_time = dev * 0.006;
+    double interval = cpu_time > dev_time ? cpu_time : dev_time;
+    ff__sched_obs o = {interval, interval - 1e-4, 0, n, cpu, cpu * 0.004, 2, dev, dev_time, 1};
+    ff__sched_update(&p, &s, &o);
+    if (s.device_cost_s > 0) assert_true(s.share <= 0.25 + 1e-9); /* once the device's cost is known */
+  }
+  assert_true(s.share > 0.24);
+}
+
+static void cost_model_learns_per_byte_and_per_sample_costs(void **state) {
+  (void)state;
+  ff__cost_model m;
+  ff__cost_init(&m);
+  assert_true(ff__cost_cpu_ns(&m, 1000) == 10000.0); /* the default: 10 ns a byte, no ops */
+  ff__cost_observe_decode(&m, 1000, 50000);         /* the first measurement replaces it */
+  ff__cost_observe_ops(&m, 20000);
+  assert_true(fabs(ff__cost_cpu_ns(&m, 1000) - 70000) < 1e-6);
+  for (int i = 0; i < 400; i++) ff__cost_observe_decode(&m, 2000, 40000); /* 20 ns a byte */
+  assert_true(fabs(m.decode_ns_per_byte - 20) < 0.01);
+  ff__cost_observe_device(&m, 1000, 64000);
+  assert_int_equal(ff__cost_device_bytes(&m, 100), 6401);
+}
+
+static void split_sends_the_largest_files_within_the_budget(void **state) {
+  (void)state;
+  ff__cost_model m;
+  ff__cost_init(&m);
+  ff__cost_observe_device(&m, 1, 10); /* 10 device bytes per encoded byte */
+  const uint64_t size[6] = {100, 900, 300, 700, 500, 800};
+  unsigned char dev[6];
+  assert_int_equal(ff__cost_split(&m, size, 6, 3, 1 << 20, dev), 3);
+  const unsigned char want[6] = {0, 1, 0, 1, 0, 1}; /* 900, 800, 700 */
+  assert_memory_equal(dev, want, 6);
+  /* 24 KiB holds 900 + 800 (17 KB of device memory) but not 700 more */
+  assert_int_equal(ff__cost_split(&m, size, 6, 3, 24000, dev), 2);
+  const unsigned char want2[6] = {0, 1, 0, 0, 0, 1};
+  assert_memory_equal(dev, want2, 6);
+  assert_int_equal(ff__cost_split(&m, size, 6, 3, 1000, dev), 0);
+  for (int i = 0; i < 6; i++) assert_int_equal(dev[i], 0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(slow_consumer_gets_no_offload),
@@ -125,6 +180,9 @@ int main(void) {
       cmocka_unit_test(no_device_means_no_share),
       cmocka_unit_test(interference_cap_limits_device_time_without_a_stall),
       cmocka_unit_test(costliest_samples_go_to_the_device),
+      cmocka_unit_test(a_slow_device_gets_no_more_than_the_balance_point),
+      cmocka_unit_test(cost_model_learns_per_byte_and_per_sample_costs),
+      cmocka_unit_test(split_sends_the_largest_files_within_the_budget),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,696 @@
+/* coord.c — the node coordinator. When several training processes share a
+ * node (one per GPU, as torchrun starts them), each runs its own loader, and
+ * a fixed split of the cores leaves one loader stalling its GPU while another
+ * idles. The members of a group meet in a POSIX shared memory segment,
+ * "/fusionflow-<uid>-<group>" (the group defaults to FF_NODE_GROUP, else the
+ * torchrun job's TORCHELASTIC_RUN_ID or MASTER_PORT, so that the ranks of a
+ * job find each other and tests can pick unique names). The segment holds a
+ * node-wide thread budget (default: the node's online cores), a table of 64
+ * member slots — pid, heartbeat, smoothed demand signals (stall share, ring
+ * fill, busy share), fair share, target and allotment — and a
+ * process-shared robust mutex: a member killed while holding it leaves
+ * EOWNERDEAD to the next locker, which marks the mutex consistent and
+ * recounts the table, so nobody is wedged; a member stopped while holding it
+ * only makes reports time out (they then answer the previous allotment).
+ * Each loader reports once per batch: under the lock its slot gets the new
+ * observation and heartbeat, slots of dead members (kill(pid, 0) says ESRCH
+ * within our pid namespace, or silent past the heartbeat timeout) are
+ * reclaimed, the pure ff__coord_targets computes every member's target and
+ * ff__coord_step moves only the reporter's allotment one thread toward its
+ * target — shrinking only when the member itself hears it and growing only
+ * from the free pool, so the threads actually running stay within the
+ * budget. Members with slack lend to members that stall in proportion to
+ * their stall; a former borrower keeps what it holds until it shows slack or
+ * the lender needs it back (hysteresis), and every move is one thread per
+ * report. The segment's lifetime: the first joiner creates it
+ * (O_CREAT|O_EXCL, ftruncate, init, then an atomic "ready" flag others wait
+ * for, bounded); the last member to leave marks it closed and unlinks it
+ * while holding its lock, so a joiner that still opened the old one sees
+ * "closed" and starts over; a segment whose members all died is
+ * reinitialised by the next joiner; one whose creator died before "ready"
+ * is unlinked after init_timeout_ms and created anew. */
+#include "sched/coord.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/clock.h"
+
+#define COORD_MAGIC 0x46464344u /* "FFCD" */
+#define COORD_VERSION 1u
+#define COORD_NAME_CAP (FF__COORD_GROUP_MAX + 64)
+#define COORD_ATTACH_TRIES 64
+
+typedef struct coord_shm {
+  uint32_t magic;
+  uint32_t version;
+  uint64_t size_bytes; /* sizeof(coord_shm) of the creator's build */
+  atomic_uint ready;   /* set (release) once everything else is initialised */
+  uint32_t closed;     /* the last member left: the name is (being) unlinked */
+  pthread_mutex_t lock;
+  int32_t members;
+  int32_t unused;
+  uint64_t next_ticket;
+  ff__coord_params params;
+  ff__coord_member slot[FF__COORD_MAX_MEMBERS];
+} coord_shm;
+
+struct ff__coord {
+  coord_shm *shm;
+  ino_t ino; /* identifies the segment behind the name */
+  pid_t pid;
+  int slot;
+  uint64_t ticket;
+  uint64_t pidns;
+  int max_threads;
+  int threads;
+  ff__coord_params params; /* this member's wishes, used when it (re)initialises a segment */
+  char name[COORD_NAME_CAP];
+};
+
+/* ---- parameters ---- */
+
+static int online_cores(void) {
+  long n = sysconf(_SC_NPROCESSORS_ONLN);
+  return n > 0 ? (int)(n > 4096 ? 4096 : n) : 1;
+}
+
+void ff__coord_params_init(ff__coord_params *p) {
+  *p = (ff__coord_params){
+      .budget_threads = online_cores(),
+      .min_threads = 1,
+      .expected_members = 1,
+      .stall_threshold = 0.05,
+      .ring_full = 0.75,
+      .idle_threshold = 0.25,
+      .alpha = 0.25,
+      .heartbeat_timeout_ms = 5000,
+      .lock_timeout_ms = 200,
+      .init_timeout_ms = 1000,
+  };
+}
+
+static double clamp01(double x) { return x > 0 ? (x < 1 ? x : 1) : 0; } /* NaN -> 0 */
+
+static void params_normalise(ff__coord_params *p) {
+  ff__coord_params d;
+  ff__coord_params_init(&d);
+  if (p->budget_threads < 1) p->budget_threads = d.budget_threads;
+  if (p->min_threads < 1) p->min_threads = 1;
+  if (p->expected_members < 1) p->expected_members = 1;
+  if (p->expected_members > FF__COORD_MAX_MEMBERS) p->expected_members = FF__COORD_MAX_MEMBERS;
+  p->stall_threshold = clamp01(p->stall_threshold);
+  p->ring_full = clamp01(p->ring_full);
+  p->idle_threshold = p->idle_threshold > 0 ? (p->idle_threshold < 0.95 ? p->idle_threshold : 0.95) : 0;
+  if (!(p->alpha > 0 && p->alpha <= 1)) p->alpha = d.alpha;
+  if (p->heartbeat_timeout_ms < 1) p->heartbeat_timeout_ms = d.heartbeat_timeout_ms;
+  if (p->lock_timeout_ms < 1) p->lock_timeout_ms = d.lock_timeout_ms;
+  if (p->init_timeout_ms < 1) p->init_timeout_ms = d.init_timeout_ms;
+}
+
+/* ---- the pure rebalancing ---- */
+
+static int member_cap(const ff__coord_member *m) { return m->max_threads > 1 ? m->max_threads : 1; }
+
+static int member_min(const ff__coord_params *p, const ff__coord_member *m) {
+  int mn = p->min_threads > 1 ? p->min_threads : 1;
+  return mn < member_cap(m) ? mn : member_cap(m);
+}
+
+static int clampi(int x, int lo, int hi) { return x < lo ? lo : x > hi ? hi : x; }
+
+/* The budget, raised to the members' minimums when they do not fit. */
+static int effective_budget(const ff__coord_params *p, const ff__coord_member *m, int n) {
+  int mins = 0;
+  for (int i = 0; i < n; i++)
+    if (m[i].pid) mins += member_min(p, &m[i]);
+  return p->budget_threads > mins ? p->budget_threads : mins;
+}
+
+/* Splits `amount` among n entries in proportion to w (entries with w <= 0
+ * take nothing), out[i] <= cap[i]; hands out min(amount, what the caps of
+ * the entries admit). Entries that the proportion would overfill are capped
+ * and the rest re-split; integer parts by largest remainder, ties to the
+ * lower index, so the split is deterministic. Returns the total handed out. */
+static int split(int amount, const double *w, const int *cap, int *out, int n) {
+  unsigned char done[FF__COORD_MAX_MEMBERS];
+  double x[FF__COORD_MAX_MEMBERS];
+  int given = 0;
+  for (int i = 0; i < n; i++) {
+    out[i] = 0;
+    done[i] = !(w[i] > 0) || cap[i] <= 0;
+  }
+  while (given < amount) {
+    double wsum = 0;
+    for (int i = 0; i < n; i++)
+      if (!done[i]) wsum += w[i];
+    if (wsum <= 0) break;
+    int rem = amount - given, saturated = 0;
+    for (int i = 0; i < n; i++) {
+      if (done[i]) continue;
+      x[i] = rem * (w[i] / wsum);
+      if (x[i] >= cap[i] - out[i]) { /* the exact shares sum to rem: capping never overspends */
+        given += cap[i] - out[i];
+        out[i] = cap[i];
+        done[i] = 1;
+        saturated = 1;
+      }
+    }
+    if (saturated) continue;
+    for (int i = 0; i < n; i++) {
+      if (done[i]) continue;
+      int whole = (int)floor(x[i]);
+      out[i] += whole;
+      given += whole;
+      x[i] -= whole;
+    }
+    while (given < amount) {
+      int best = -1;
+      for (int i = 0; i < n; i++)
+        if (!done[i] && x[i] >= 0 && (best < 0 || x[i] > x[best])) best = i;
+      if (best < 0) break;
+      x[best] = -1; /* at most one extra each: x < room, so floor(x) + 1 <= room */
+      out[best]++;
+      given++;
+    }
+    break;
+  }
+  return given;
+}
+
+enum { NEUTRAL, STALLED, SLACK };
+
+void ff__coord_targets(const ff__coord_params *p, ff__coord_member *m, int n) {
+  if (n > FF__COORD_MAX_MEMBERS) n = FF__COORD_MAX_MEMBERS;
+  int live[FF__COORD_MAX_MEMBERS], k = 0;
+  for (int i = 0; i < n; i++)
+    if (m[i].pid) live[k++] = i;
+  if (!k) return;
+
+  int budget = effective_budget(p, m, n);
+  int shares = k > p->expected_members ? k : p->expected_members;
+  int base = budget / shares, extra = budget % shares, fair_sum = 0;
+  for (int j = 0; j < k; j++) {
+    ff__coord_member *e = &m[live[j]];
+    e->fair = clampi(base + (j < extra), member_min(p, e), member_cap(e));
+    fair_sum += e->fair;
+  }
+  int free_threads = budget > fair_sum ? budget - fair_sum : 0;
+
+  int cls[FF__COORD_MAX_MEMBERS] = {0}, spare[FF__COORD_MAX_MEMBERS] = {0}, want[FF__COORD_MAX_MEMBERS] = {0};
+  int hold[FF__COORD_MAX_MEMBERS] = {0}, hold_grant[FF__COORD_MAX_MEMBERS], grant[FF__COORD_MAX_MEMBERS];
+  int lend[FF__COORD_MAX_MEMBERS];
+  double w_stall[FF__COORD_MAX_MEMBERS] = {0}, w_hold[FF__COORD_MAX_MEMBERS] = {0};
+  double w_spare[FF__COORD_MAX_MEMBERS] = {0};
+  int supply = free_threads, hold_sum = 0;
+  for (int j = 0; j < k; j++) {
+    const ff__coord_member *e = &m[live[j]];
+    int mn = member_min(p, e);
+    cls[j] = NEUTRAL;
+    spare[j] = want[j] = hold[j] = 0;
+    if (e->reports > 0 && e->stall_share > p->stall_threshold)
+      cls[j] = STALLED;
+    else if (e->reports > 0 && e->ring_fill >= p->ring_full && 1.0 - e->busy_share > p->idle_threshold)
+      cls[j] = SLACK;
+    if (cls[j] == STALLED) {
+      want[j] = member_cap(e) - e->fair;
+    } else if (cls[j] == SLACK) {
+      /* Keep the threads that would run at most 1 - idle_threshold busy. */
+      double work = (e->threads > 0 ? e->threads : e->fair) * e->busy_share;
+      int keep = (int)ceil(work / (1.0 - p->idle_threshold) - 1e-9);
+      keep = clampi(keep, mn, e->fair);
+      spare[j] = e->fair - keep;
+      supply += spare[j];
+    } else {
+      int held = (e->threads < member_cap(e) ? e->threads : member_cap(e)) - e->fair;
+      hold[j] = held > 0 ? held : 0;
+      hold_sum += hold[j];
+    }
+    w_stall[j] = cls[j] == STALLED ? e->stall_share : 0;
+    w_hold[j] = hold[j];
+    w_spare[j] = spare[j];
+  }
+
+  /* Former borrowers keep what they hold first, then the stalled share the rest. */
+  int held = split(supply < hold_sum ? supply : hold_sum, w_hold, hold, hold_grant, k);
+  int granted = split(supply - held, w_stall, want, grant, k);
+  int from_lenders = held + granted - free_threads;
+  split(from_lenders > 0 ? from_lenders : 0, w_spare, spare, lend, k);
+
+  for (int j = 0; j < k; j++) {
+    ff__coord_member *e = &m[live[j]];
+    e->target = e->fair + hold_grant[j] + grant[j] - lend[j];
+  }
+}
+
+int ff__coord_step(const ff__coord_params *p, ff__coord_member *m, int n, int self) {
+  if (n > FF__COORD_MAX_MEMBERS) n = FF__COORD_MAX_MEMBERS;
+  ff__coord_member *me = &m[self];
+  int budget = effective_budget(p, m, n), sum = 0;
+  for (int i = 0; i < n; i++)
+    if (m[i].pid) sum += m[i].threads;
+  int t = me->threads;
+  if (t > me->target) {
+    /* One thread at a time, unless the table is overcommitted (a member
+     * joined into an empty pool): then give back the excess at once. */
+    int down = sum - budget > 1 ? sum - budget : 1;
+    t = t - down > me->target ? t - down : me->target;
+  } else if (t < me->target && sum < budget) {
+    t++;
+  }
+  me->threads = clampi(t, member_min(p, me), member_cap(me));
+  return me->threads;
+}
+
+void ff__coord_observe(const ff__coord_params *p, ff__coord_member *m, const ff__coord_report_data *r) {
+  double stall = clamp01(r->stall_share), fill = clamp01(r->ring_fill), busy = clamp01(r->busy_share);
+  double a = p->alpha > 0 && p->alpha <= 1 ? p->alpha : 1;
+  if (m->reports <= 0) {
+    m->stall_share = stall;
+    m->ring_fill = fill;
+    m->busy_share = busy;
+  } else {
+    m->stall_share += a * (stall - m->stall_share);
+    m->ring_fill += a * (fill - m->ring_fill);
+    m->busy_share += a * (busy - m->busy_share);
+  }
+  if (m->reports < INT32_MAX) m->reports++;
+}
+
+/* ---- names and environment ---- */
+
+int ff__coord_default_group(char *buf, size_t cap) {
+  const char *g = getenv("FF_NODE_GROUP");
+  int n = -1;
+  if (g && *g)
+    n = snprintf(buf, cap, "%s", g);
+  else if ((g = getenv("TORCHELASTIC_RUN_ID")) && *g)
+    n = snprintf(buf, cap, "torchelastic-%s", g);
+  else if ((g = getenv("MASTER_PORT")) && *g)
+    n = snprintf(buf, cap, "port-%s", g);
+  return n > 0 && (size_t)n < cap;
+}
+
+ff_status ff__coord_shm_name(const char *group, char *buf, size_t cap) {
+  size_t len = group ? strlen(group) : 0;
+  if (!len || len >= FF__COORD_GROUP_MAX) return FF_EINVAL;
+  int n = snprintf(buf, cap, "/fusionflow-%lu-", (unsigned long)getuid());
+  if (n < 0 || (size_t)n + len + 1 > cap) return FF_EINVAL;
+  for (size_t i = 0; i < len; i++) {
+    char ch = group[i];
+    int ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') || ch == '.' ||
+             ch == '_' || ch == '-';
+    buf[n + i] = ok ? ch : '_';
+  }
+  buf[n + len] = 0;
+  return FF_OK;
+}
+
+static int env_int(const char *name, int lo, int hi) {
+  const char *s = getenv(name);
+  if (!s || !*s) return 0;
+  char *end;
+  long v = strtol(s, &end, 10);
+  return *end || v < lo || v > hi ? 0 : (int)v;
+}
+
+static uint64_t pid_namespace(void) {
+  struct stat st;
+  return stat("/proc/self/ns/pid", &st) == 0 ? (uint64_t)st.st_ino : 0;
+}
+
+/* ---- the segment ---- */
+
+static void sleep_ms(int ms) {
+  struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+  while (nanosleep(&ts, &ts) == -1 && errno == EINTR) {
+  }
+}
+
+/* Locks the table within timeout_ms. A dead holder leaves EOWNERDEAD: its
+ * update may be half done, so the table is made consistent and recounted
+ * (every field of a slot is valid on its own; only the count can be off). */
+static int coord_lock(coord_shm *s, int timeout_ms) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  ts.tv_sec += timeout_ms / 1000;
+  ts.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+  if (ts.tv_nsec >= 1000000000L) {
+    ts.tv_sec++;
+    ts.tv_nsec -= 1000000000L;
+  }
+  int rc;
+  while ((rc = pthread_mutex_timedlock(&s->lock, &ts)) == EINTR) {
+  }
+  if (rc == EOWNERDEAD) {
+    pthread_mutex_consistent(&s->lock);
+    int members = 0;
+    for (int i = 0; i < FF__COORD_MAX_MEMBERS; i++) {
+      ff__coord_member *e = &s->slot[i];
+      if (!e->pid) continue;
+      members++;
+      e->threads = clampi(e->threads, 0, member_cap(e));
+    }
+    s->members = members;
+    rc = 0;
+  }
+  return rc;
+}
+
+static void coord_unlock(coord_shm *s) { pthread_mutex_unlock(&s->lock); }
+
+/* Unlinks the name only while it still names segment `ino`: never a newer
+ * segment that someone created meanwhile. */
+static void unlink_if_same(const char *name, ino_t ino) {
+  int fd = shm_open(name, O_RDONLY, 0);
+  if (fd < 0) return;
+  struct stat st;
+  int same = fstat(fd, &st) == 0 && st.st_ino == ino;
+  close(fd);
+  if (same) shm_unlink(name);
+}
+
+/* Frees slots whose process is gone or that stayed silent too long (not
+ * `self`), and recounts the members. Under the lock. */
+static void reclaim(coord_shm *s, int self, uint64_t pidns, uint64_t now_ns) {
+  uint64_t timeout_ns = (uint64_t)s->params.heartbeat_timeout_ms * 1000000u;
+  int members = 0;
+  for (int i = 0; i < FF__COORD_MAX_MEMBERS; i++) {
+    ff__coord_member *e = &s->slot[i];
+    if (!e->pid) continue;
+    int dead = 0;
+    if (i != self) {
+      /* pids only mean something within one pid namespace (containers sharing /dev/shm). */
+      int same_ns = !pidns || !e->pidns || e->pidns == pidns;
+      if (same_ns && kill(e->pid, 0) == -1 && errno == ESRCH) dead = 1;
+      if (now_ns > e->heartbeat_ns && now_ns - e->heartbeat_ns > timeout_ns) dead = 1;
+    }
+    if (dead)
+      memset(e, 0, sizeof *e);
+    else
+      members++;
+  }
+  s->members = members;
+}
+
+/* Takes a free slot for c with its first allotment: its target, as far as
+ * the free pool allows, and at least its minimum. Under the lock; returns
+ * the slot or -1 if the table is full. */
+static int take_slot(coord_shm *s, ff__coord *c, uint64_t now_ns) {
+  int i = 0;
+  while (i < FF__COORD_MAX_MEMBERS && s->slot[i].pid)
+    i++;
+  if (i == FF__COORD_MAX_MEMBERS) return -1;
+  ff__coord_member *e = &s->slot[i];
+  *e = (ff__coord_member){.pid = (int32_t)c->pid,
+                          .max_threads = c->max_threads,
+                          .ticket = ++s->next_ticket,
+                          .pidns = c->pidns,
+                          .heartbeat_ns = now_ns};
+  s->members++;
+  ff__coord_targets(&s->params, s->slot, FF__COORD_MAX_MEMBERS);
+  int budget = effective_budget(&s->params, s->slot, FF__COORD_MAX_MEMBERS), sum = 0;
+  for (int j = 0; j < FF__COORD_MAX_MEMBERS; j++)
+    if (s->slot[j].pid) sum += s->slot[j].threads;
+  int pool = budget - sum;
+  e->threads = clampi(e->target < pool ? e->target : pool, member_min(&s->params, e), member_cap(e));
+  c->slot = i;
+  c->ticket = e->ticket;
+  c->threads = e->threads;
+  return i;
+}
+
+static int owns_slot(const ff__coord *c) {
+  if (c->slot < 0 || c->slot >= FF__COORD_MAX_MEMBERS) return 0;
+  const ff__coord_member *e = &c->shm->slot[c->slot];
+  return e->pid == (int32_t)c->pid && e->ticket == c->ticket;
+}
+
+static void detach(ff__coord *c) {
+  if (c->shm) munmap(c->shm, sizeof *c->shm);
+  c->shm = NULL;
+}
+
+/* Opens (or creates) the segment of c->name and takes a slot. */
+static ff_status attach(ff__coord *c, ff__error *err) {
+  const ff__coord_params *p = &c->params;
+  for (int attempt = 0; attempt < COORD_ATTACH_TRIES; attempt++) {
+    if (attempt) sleep_ms(1);
+    int fd = shm_open(c->name, O_RDWR | O_CREAT | O_EXCL, 0600), created = fd >= 0;
+    if (!created) {
+      if (errno != EEXIST)
+        return ff__error_set(err, FF_EIO, "node coordinator: cannot create shared memory %s: %s", c->name,
+                             strerror(errno));
+      fd = shm_open(c->name, O_RDWR, 0);
+      if (fd < 0 && errno == ENOENT) continue; /* the last member just unlinked it */
+      if (fd < 0)
+        return ff__error_set(err, FF_EIO, "node coordinator: cannot open shared memory %s: %s", c->name,
+                             strerror(errno));
+    } else if (ftruncate(fd, sizeof(coord_shm)) != 0) {
+      int e = errno;
+      close(fd);
+      shm_unlink(c->name);
+      return ff__error_set(err, FF_EIO, "node coordinator: cannot size shared memory %s: %s", c->name,
+                           strerror(e));
+    }
+
+    struct stat st = {0};
+    uint64_t deadline = ff__now_ns() + (uint64_t)p->init_timeout_ms * 1000000u;
+    while (fstat(fd, &st) == 0 && st.st_size == 0 && ff__now_ns() < deadline)
+      sleep_ms(1);
+    if (fstat(fd, &st) != 0) {
+      int e = errno;
+      close(fd);
+      return ff__error_set(err, FF_EIO, "node coordinator: cannot stat %s: %s", c->name, strerror(e));
+    }
+    if (st.st_size == 0) { /* its creator died before sizing it */
+      close(fd);
+      unlink_if_same(c->name, st.st_ino);
+      continue;
+    }
+    if ((size_t)st.st_size != sizeof(coord_shm)) {
+      close(fd);
+      return ff__error_set(err, FF_EIO,
+                           "node coordinator: shared memory %s belongs to another fusionflow build "
+                           "(remove /dev/shm%s when no trainer runs)",
+                           c->name, c->name);
+    }
+    coord_shm *s = mmap(NULL, sizeof *s, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    if (s == MAP_FAILED)
+      return ff__error_set(err, FF_EIO, "node coordinator: cannot map %s: %s", c->name, strerror(errno));
+    c->shm = s;
+    c->ino = st.st_ino;
+
+    if (created) {
+      s->magic = COORD_MAGIC;
+      s->version = COORD_VERSION;
+      s->size_bytes = sizeof *s;
+      s->params = *p;
+      pthread_mutexattr_t a;
+      int rc = pthread_mutexattr_init(&a);
+      if (!rc) rc = pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
+      if (!rc) rc = pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST);
+      if (!rc) rc = pthread_mutex_init(&s->lock, &a);
+      pthread_mutexattr_destroy(&a);
+      if (rc) {
+        detach(c);
+        shm_unlink(c->name);
+        return ff__error_set(err, FF_EIO, "node coordinator: cannot make a shared mutex: %s", strerror(rc));
+      }
+      atomic_store_explicit(&s->ready, 1u, memory_order_release);
+    } else {
+      while (!atomic_load_explicit(&s->ready, memory_order_acquire) && ff__now_ns() < deadline)
+        sleep_ms(1);
+      if (!atomic_load_explicit(&s->ready, memory_order_acquire)) { /* its creator died mid-way */
+        detach(c);
+        unlink_if_same(c->name, st.st_ino);
+        continue;
+      }
+      if (s->magic != COORD_MAGIC || s->version != COORD_VERSION || s->size_bytes != sizeof *s) {
+        detach(c);
+        return ff__error_set(err, FF_EIO,
+                             "node coordinator: shared memory %s belongs to another fusionflow build "
+                             "(remove /dev/shm%s when no trainer runs)",
+                             c->name, c->name);
+      }
+    }
+
+    int rc = coord_lock(s, p->init_timeout_ms);
+    if (rc == ENOTRECOVERABLE) {
+      detach(c);
+      unlink_if_same(c->name, st.st_ino);
+      continue;
+    }
+    if (rc) {
+      detach(c);
+      return ff__error_set(err, FF_EIO, "node coordinator: %s stays locked (%s)", c->name, strerror(rc));
+    }
+    if (s->closed) {
+      /* Its last member left. It unlinks under this lock, so the name is
+       * normally gone already; if it died in between, finish its job. */
+      unlink_if_same(c->name, st.st_ino);
+      coord_unlock(s);
+      detach(c);
+      continue;
+    }
+    uint64_t now = ff__now_ns();
+    reclaim(s, -1, c->pidns, now);
+    if (!s->members) { /* new, or every member of a crashed run is dead: start afresh */
+      memset(s->slot, 0, sizeof s->slot);
+      s->params = *p;
+    }
+    if (take_slot(s, c, now) < 0) {
+      coord_unlock(s);
+      detach(c);
+      return ff__error_set(err, FF_EINVAL, "node coordinator: group %s is full (%d members)", c->name,
+                           FF__COORD_MAX_MEMBERS);
+    }
+    coord_unlock(s);
+    return FF_OK;
+  }
+  return ff__error_set(err, FF_EIO, "node coordinator: could not open %s after %d attempts", c->name,
+                       COORD_ATTACH_TRIES);
+}
+
+ff_status ff__coord_join_params(const char *group, int max_threads, const ff__coord_params *params,
+                                ff__coord **out, ff__error *err) {
+  char buf[FF__COORD_GROUP_MAX];
+  if (!out) return ff__error_set(err, FF_EINVAL, "node coordinator: out is NULL");
+  if (max_threads < 1)
+    return ff__error_set(err, FF_EINVAL, "node coordinator: max_threads must be >= 1 (got %d)", max_threads);
+  if (!group) {
+    if (!ff__coord_default_group(buf, sizeof buf))
+      return ff__error_set(err, FF_EINVAL,
+                           "node coordinator: no group (set FF_NODE_GROUP, or run under torchrun)");
+    group = buf;
+  }
+  ff__coord *c = calloc(1, sizeof *c);
+  if (!c) return ff__error_set(err, FF_ENOMEM, "node coordinator: out of memory");
+  if (ff__coord_shm_name(group, c->name, sizeof c->name) != FF_OK) {
+    free(c);
+    return ff__error_set(err, FF_EINVAL, "node coordinator: group name must have 1..%d bytes",
+                         FF__COORD_GROUP_MAX - 1);
+  }
+  if (params)
+    c->params = *params;
+  else
+    ff__coord_params_init(&c->params);
+  params_normalise(&c->params);
+  c->pid = getpid();
+  c->pidns = pid_namespace();
+  c->max_threads = max_threads;
+  c->slot = -1;
+  ff_status st = attach(c, err);
+  if (st != FF_OK) {
+    free(c);
+    return st;
+  }
+  *out = c;
+  return FF_OK;
+}
+
+ff_status ff__coord_join(const char *group, int max_threads, ff__coord **out, ff__error *err) {
+  ff__coord_params p;
+  ff__coord_params_init(&p);
+  int v;
+  if ((v = env_int("FF_NODE_THREADS", 1, 1 << 20))) p.budget_threads = v;
+  if ((v = env_int("LOCAL_WORLD_SIZE", 1, FF__COORD_MAX_MEMBERS))) p.expected_members = v;
+  return ff__coord_join_params(group, max_threads, &p, out, err);
+}
+
+void ff__coord_leave(ff__coord *c) {
+  if (!c) return;
+  coord_shm *s = c->shm;
+  /* A forked child holds a copy of the handle but not the membership. */
+  if (s && c->pid == getpid() && coord_lock(s, c->params.lock_timeout_ms + 1000) == 0) {
+    if (owns_slot(c)) memset(&s->slot[c->slot], 0, sizeof s->slot[c->slot]);
+    reclaim(s, -1, c->pidns, ff__now_ns());
+    if (!s->members && !s->closed) {
+      s->closed = 1;
+      unlink_if_same(c->name, c->ino);
+    }
+    coord_unlock(s);
+  }
+  detach(c);
+  free(c);
+}
+
+ff_status ff__coord_report(ff__coord *c, const ff__coord_report_data *r, int *threads_out) {
+  if (!c || !r || !threads_out || c->pid != getpid()) return FF_EINVAL;
+  if (!c->shm && attach(c, NULL) != FF_OK) { /* a previous re-attach failed */
+    *threads_out = c->threads;
+    return FF_OK;
+  }
+  coord_shm *s = c->shm;
+  if (coord_lock(s, s->params.lock_timeout_ms) != 0) {
+    *threads_out = c->threads;
+    return FF_OK;
+  }
+  uint64_t now = ff__now_ns();
+  if (s->closed) {
+    /* Everyone, this member included (it was silent too long), was
+     * reclaimed and the segment is gone: join the group afresh. */
+    coord_unlock(s);
+    detach(c);
+    if (attach(c, NULL) != FF_OK) {
+      *threads_out = c->threads;
+      return FF_OK;
+    }
+    s = c->shm;
+    if (coord_lock(s, s->params.lock_timeout_ms) != 0) {
+      *threads_out = c->threads;
+      return FF_OK;
+    }
+  }
+  if (!owns_slot(c)) {
+    reclaim(s, -1, c->pidns, now);
+    if (take_slot(s, c, now) < 0) {
+      coord_unlock(s);
+      *threads_out = c->threads;
+      return FF_OK;
+    }
+  }
+  ff__coord_member *me = &s->slot[c->slot];
+  me->heartbeat_ns = now;
+  ff__coord_observe(&s->params, me, r);
+  reclaim(s, c->slot, c->pidns, now);
+  ff__coord_targets(&s->params, s->slot, FF__COORD_MAX_MEMBERS);
+  c->threads = ff__coord_step(&s->params, s->slot, FF__COORD_MAX_MEMBERS, c->slot);
+  coord_unlock(s);
+  *threads_out = c->threads;
+  return FF_OK;
+}
+
+int ff__coord_threads(const ff__coord *c) { return c ? c->threads : 0; }
+
+ff_status ff__coord_snapshot(ff__coord *c, ff__coord_member *out, int *n_out, ff__coord_params *params_out) {
+  if (!c || !c->shm || c->pid != getpid()) return FF_EINVAL;
+  coord_shm *s = c->shm;
+  if (coord_lock(s, s->params.lock_timeout_ms) != 0) return FF_EIO;
+  int n = 0;
+  for (int i = 0; i < FF__COORD_MAX_MEMBERS; i++)
+    if (s->slot[i].pid) {
+      if (out) out[n] = s->slot[i];
+      n++;
+    }
+  if (params_out) *params_out = s->params;
+  coord_unlock(s);
+  if (n_out) *n_out = n;
+  return FF_OK;
+}
+
+void ff__coord_test_hold_lock(ff__coord *c) {
+  if (c && c->shm) coord_lock(c->shm, 1000);
+}

@@ -1,0 +1,156 @@
+/* coord.h — the node coordinator: the loaders of the training processes on
+ * one node (one per GPU, as torchrun starts them) share a table in POSIX
+ * shared memory, report their stall once per batch and get back how many
+ * CPU worker threads to run, so that threads move from loaders with slack to
+ * loaders that stall while the node's total stays within its budget.
+ * coord.c opens with the design; the rebalancing is also exposed as pure
+ * functions over the member table (ff__coord_targets, ff__coord_step) so
+ * that it can be tested and simulated without shared memory.
+ *
+ * Thread-safety: one ff__coord handle is used by one thread at a time (the
+ * loader's consumer thread); any number of handles, in any number of
+ * processes, may share a group. A forked child must not use its parent's
+ * handle (it is refused: FF_EINVAL). */
+#ifndef FF_SCHED_COORD_H
+#define FF_SCHED_COORD_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/error.h"
+
+#define FF__COORD_MAX_MEMBERS 64
+#define FF__COORD_GROUP_MAX 128 /* bytes of a group name, NUL included */
+
+/* Node-wide settings. The member that (re)initialises a segment writes its
+ * own; later members run with the segment's (ff__coord_snapshot shows them). */
+typedef struct ff__coord_params {
+  int budget_threads;       /* worker threads for the whole node; default: online cores */
+  int min_threads;          /* every member keeps at least this many (default 1) */
+  int expected_members;     /* the fair share divides by max(members, this): with torchrun,
+                               LOCAL_WORLD_SIZE, so the first rank does not take the whole
+                               budget (default 1) */
+  double stall_threshold;   /* a member stalls when its smoothed stall share exceeds this (0.05) */
+  double ring_full;         /* its ring counts as full at this smoothed fill, 0..1 (0.75) */
+  double idle_threshold;    /* it has slack when its smoothed idle share (1 - busy) exceeds this (0.25) */
+  double alpha;             /* weight of a new report in the smoothed signals, (0, 1] (0.25) */
+  int heartbeat_timeout_ms; /* a member silent this long is reclaimed (5000) */
+  int lock_timeout_ms;      /* a report waits at most this long for the table (200) */
+  int init_timeout_ms;      /* how long a joiner waits for another process to create the segment (1000) */
+} ff__coord_params;
+
+/* Fills the defaults above (no environment is read; budget from
+ * sysconf(_SC_NPROCESSORS_ONLN)). */
+void ff__coord_params_init(ff__coord_params *p);
+
+/* What a loader observed over its last batch interval (between two calls of
+ * ff_loader_next). Values outside 0..1 are clamped. */
+typedef struct ff__coord_report_data {
+  double stall_share; /* consumer wait / interval: the share of the interval the trainer waited */
+  double ring_fill;   /* ready batches / prefetch when the consumer asked */
+  double busy_share;  /* worker busy time / (active threads × interval) */
+} ff__coord_report_data;
+
+/* One slot of the member table. pid 0 marks a free slot. */
+typedef struct ff__coord_member {
+  int32_t pid;           /* the member's process */
+  int32_t max_threads;   /* its ceiling: the worker threads it owns */
+  int32_t fair;          /* its fair share, set by ff__coord_targets */
+  int32_t target;        /* where its allotment is heading, set by ff__coord_targets */
+  int32_t threads;       /* its allotment: the threads it was last told to run */
+  int32_t reports;       /* reports since it joined */
+  uint64_t ticket;       /* unique per join: tells a re-used slot from its previous owner */
+  uint64_t pidns;        /* inode of its pid namespace (0: unknown), as pids only compare within one */
+  uint64_t heartbeat_ns; /* CLOCK_MONOTONIC of its last report (or join) */
+  double stall_share;    /* smoothed signals of ff__coord_report_data */
+  double ring_fill;
+  double busy_share;
+} ff__coord_member;
+
+/* The pure rebalancing, over the n slots of m (free slots skipped).
+ * Sets fair and target of every member:
+ *   - fair: the budget divided by max(members, expected_members), the
+ *     remainder to the lowest slots, clamped to [min, max_threads];
+ *   - a member stalls when stall_share > stall_threshold; it has slack when
+ *     it does not stall, ring_fill >= ring_full and 1 - busy_share >
+ *     idle_threshold; otherwise it is neutral;
+ *   - supply = budget not in fair shares + what members with slack can
+ *     spare (fair - the threads that keep their busy share at most
+ *     1 - idle_threshold, at least min);
+ *   - neutral members above their fair share (former borrowers) may keep
+ *     what they hold first (hysteresis), the rest of the supply goes to the
+ *     stalled members in proportion to their stall share (up to their
+ *     max_threads); members with slack lend only what was granted beyond the
+ *     free budget, in proportion to what they can spare.
+ * The targets sum to at most max(budget, the members' minimums). */
+void ff__coord_targets(const ff__coord_params *p, ff__coord_member *m, int n);
+
+/* Moves member `self`'s allotment one thread toward its target (call after
+ * ff__coord_targets): down by one, or by the whole excess while the table
+ * holds more than the budget; up by one only from the free pool (budget less
+ * the allotments). Other members' allotments never change here: a member's
+ * threads only shrink when it is told so, which keeps the threads actually
+ * running within the budget. Returns the new allotment. */
+int ff__coord_step(const ff__coord_params *p, ff__coord_member *m, int n, int self);
+
+/* Folds a report into member `self`'s smoothed signals (the first report is
+ * taken as it is). */
+void ff__coord_observe(const ff__coord_params *p, ff__coord_member *m, const ff__coord_report_data *r);
+
+typedef struct ff__coord ff__coord;
+
+/* The group from the environment, for ranks of one torchrun job to meet:
+ * FF_NODE_GROUP, else "torchelastic-<TORCHELASTIC_RUN_ID>", else
+ * "port-<MASTER_PORT>". Writes it to buf; returns 1, or 0 if none is set. */
+int ff__coord_default_group(char *buf, size_t cap);
+
+/* The shared memory name of a group: "/fusionflow-<uid>-<group>", with
+ * characters other than [A-Za-z0-9._-] replaced by '_'. Returns FF_OK or
+ * FF_EINVAL (empty group, or longer than FF__COORD_GROUP_MAX - 1). */
+ff_status ff__coord_shm_name(const char *group, char *buf, size_t cap);
+
+/* Joins `group` (NULL: ff__coord_default_group) with defaults for the
+ * parameters, overridden by the environment: FF_NODE_THREADS (budget) and
+ * LOCAL_WORLD_SIZE (expected members). max_threads (>= 1): the worker
+ * threads this member owns, the most it can ever be told to run. Creates the
+ * segment if it does not exist, reinitialises it if every member in it is
+ * dead. *out gets the handle; the allotment to start with is
+ * ff__coord_threads(*out). Returns FF_OK, FF_EINVAL (bad argument, no group,
+ * table full: 64 members) or FF_EIO (shared memory failed, or a segment of
+ * an incompatible build), the message in err. *out is untouched on failure. */
+ff_status ff__coord_join(const char *group, int max_threads, ff__coord **out, ff__error *err);
+
+/* The same with explicit parameters (NULL: ff__coord_params_init's). */
+ff_status ff__coord_join_params(const char *group, int max_threads, const ff__coord_params *params,
+                                ff__coord **out, ff__error *err);
+
+/* Leaves the group: frees the slot (its threads return to the pool) and
+ * unlinks the segment if this was the last member. Frees c; NULL does
+ * nothing. */
+void ff__coord_leave(ff__coord *c);
+
+/* Records this member's latest observation, reclaims dead members' slots
+ * (process gone, or silent past heartbeat_timeout_ms), rebalances and writes
+ * to *threads_out the number of worker threads this member should run now
+ * (min_threads..max_threads). Call it about once per batch. Takes a lock for
+ * a few microseconds; if the table stays locked past lock_timeout_ms (a
+ * member stopped while holding it), answers the previous allotment without
+ * rebalancing. A member whose slot was reclaimed (it was silent too long)
+ * joins again transparently. Returns FF_OK, or FF_EINVAL (NULL argument,
+ * handle used from another process: then *threads_out is untouched). */
+ff_status ff__coord_report(ff__coord *c, const ff__coord_report_data *r, int *threads_out);
+
+/* The allotment of the last join or report. */
+int ff__coord_threads(const ff__coord *c);
+
+/* Copies the live members (compacted, in slot order) into out (room for
+ * FF__COORD_MAX_MEMBERS), their count into *n_out and the segment's
+ * parameters into *params_out (either may be NULL). For diagnostics and
+ * tests. Returns FF_OK, FF_EINVAL or FF_EIO (lock timed out). */
+ff_status ff__coord_snapshot(ff__coord *c, ff__coord_member *out, int *n_out, ff__coord_params *params_out);
+
+/* For tests only: takes the table's lock and returns holding it, so that a
+ * process can die holding it. */
+void ff__coord_test_hold_lock(ff__coord *c);
+
+#endif

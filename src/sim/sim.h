@@ -1,0 +1,113 @@
+/* sim.h — `fusionflow sim`: a deterministic discrete-event model of one
+ * node (C CPU cores, G GPUs, one trainer process per GPU) whose loaders run
+ * the cooperative offload policy of src/sched/policy.h — the same functions
+ * the runtime calls — against cost models instead of images. It answers
+ * "how many CPU cores per GPU does this pipeline need?" before anyone buys
+ * hardware, and compares the policy with CPU-only, GPU-only and the paper's
+ * static size-sorted split. The model is described at the top of sim.c. */
+#ifndef FF_SIM_SIM_H
+#define FF_SIM_SIM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/error.h"
+
+typedef enum ff__sim_strategy {
+  FF__SIM_CPU_ONLY = 0, /* every sample on the CPU pool */
+  FF__SIM_GPU_ONLY,     /* every sample on the trainer's GPU */
+  FF__SIM_STATIC,       /* a fixed share of each batch, its largest files, on the GPU (the paper's baseline) */
+  FF__SIM_OURS,         /* the adaptive policy (ff__sched_update) */
+  FF__SIM_NSTRATEGIES
+} ff__sim_strategy;
+
+/* The name used on the command line and in JSON ("cpu-only", "gpu-only",
+ * "static", "ours"). */
+const char *ff__sim_strategy_name(ff__sim_strategy s);
+
+typedef struct ff__sim_config {
+  int cores;              /* CPU cores of the node, shared out evenly among the trainers' loaders */
+  int gpus;               /* GPUs = trainers */
+  double step_s;          /* a trainer's step per batch without interference, seconds */
+  int batch_size;         /* samples per batch (per trainer) */
+  long batches;           /* batches each trainer consumes */
+  long warmup;            /* batches left out of the measurement (< 0: batches / 5) */
+  int prefetch;           /* the ring's depth in batches (the loader's --prefetch) */
+  double cpu_s;           /* mean CPU cost per sample, seconds on one core */
+  double cpu_cv;          /* its coefficient of variation (log-normal; 0 = every sample costs cpu_s) */
+  const double *cpu_list; /* empirical CPU costs per sample (seconds), drawn uniformly; overrides cpu_s and cpu_cv; NULL = none */
+  const double *size_list;/* file sizes matching cpu_list (any unit), or NULL: sizes then come from size_noise */
+  size_t list_len;        /* entries of cpu_list (and size_list) */
+  double size_noise;      /* file size = cost * exp(size_noise * N(0,1)): how well size predicts cost (0 = exactly) */
+  double gpu_s;           /* mean GPU time per sample, seconds; a sample's GPU time scales with its CPU cost */
+  double launch_s;        /* GPU time per microbatch (launches, copies), seconds */
+  int micro_batch;        /* device samples per microbatch; 0 = the device part of a batch is one microbatch */
+  double device_cpu_frac; /* share of a device sample's CPU cost that stays on the CPU (read and decode
+                           * in this project's device executor; 0 = the paper's all-GPU pipeline) */
+  int sync;               /* 1: trainers step in lockstep (data parallel: all-reduce each step); 0: independent */
+  uint64_t seed;
+} ff__sim_config;
+
+/* Defaults: 1 core, 1 GPU, step 100 ms, batch 64, 200 batches, warm-up
+ * batches/5, prefetch 2, no costs (set cpu_s or cpu_list and gpu_s),
+ * size_noise 0.1, one microbatch per batch, device_cpu_frac 0, sync 1,
+ * seed 0. */
+void ff__sim_config_init(ff__sim_config *c);
+
+/* Checks c; on failure sets err's message naming the field and returns
+ * FF_EINVAL. */
+ff_status ff__sim_config_check(const ff__sim_config *c, ff__error *err);
+
+/* Measured over the batches after the warm-up, averaged over trainers. */
+typedef struct ff__sim_result {
+  double samples_per_s;      /* consumed per trainer (= per GPU) */
+  double node_samples_per_s; /* consumed by the node */
+  double stall_share;        /* of wall time a trainer does not step: it waits for its batch, or at the
+                              * step barrier for a trainer that waited */
+  double wait_share;         /* of wall time a trainer waits for its own batch (part of stall_share) */
+  double device_share;       /* of samples prepared on the GPU */
+  double gpu_prep_share;     /* of wall time the GPU spends on preprocessing */
+  double slowdown;           /* mean step time / step_s - 1: the interference of preprocessing */
+  double loss;               /* 1 - samples_per_s / (batch_size / step_s): stall and slowdown together */
+  double static_share;       /* FF__SIM_STATIC: the share used (others: -1) */
+} ff__sim_result;
+
+/* Runs the node for strategy s. static_share (0..1) is used by
+ * FF__SIM_STATIC only. Deterministic: the same config gives the same result,
+ * and every strategy sees the same samples. Returns FF_OK, FF_EINVAL (bad
+ * config, message in err) or FF_ENOMEM. */
+ff_status ff__sim_run(const ff__sim_config *c, ff__sim_strategy s, double static_share, ff__sim_result *out,
+                      ff__error *err);
+
+/* The paper's baseline tuned offline: FF__SIM_STATIC at shares 0, 0.05, ...,
+ * 1, keeping the highest throughput (ties: the smaller share). */
+ff_status ff__sim_best_static(const ff__sim_config *c, ff__sim_result *out, ff__error *err);
+
+/* The smallest number of CPU cores per GPU in [1, max_per_gpu] for which
+ * strategy s loses less than max_loss of the trainers' full speed (stall
+ * and interference together: result.loss < max_loss). c->cores is replaced
+ * by cores-per-GPU * c->gpus. *cores_per_gpu gets 0 when none suffices;
+ * *at (if not NULL) the result at the answer. */
+ff_status ff__sim_cores_needed(const ff__sim_config *c, ff__sim_strategy s, int max_per_gpu, double max_loss,
+                               int *cores_per_gpu, ff__sim_result *at, ff__error *err);
+
+/* Per-sample CPU costs read from a profile (see sim.c for the formats). */
+typedef struct ff__sim_profile {
+  double cpu_s;           /* mean CPU cost per sample, seconds on one core */
+  double decode_frac;     /* (read + decode) / (read + decode + ops): what stays on the CPU when only the ops
+                           * are offloaded; -1 when the profile does not say */
+  double *cpu_list;       /* per-sample costs (seconds), or NULL (a bench summary has only the mean) */
+  double *size_list;      /* per-sample sizes, or NULL */
+  size_t list_len;
+  long samples;           /* samples the profile was measured on */
+  int threads;            /* worker threads it was measured with (0 when unknown) */
+} ff__sim_profile;
+
+/* Reads path: either the JSON object printed by `fusionflow bench --json`
+ * or a text file of per-sample costs. On success fills *out (free it with
+ * ff__sim_profile_free) and returns FF_OK; otherwise FF_EIO, FF_EDATA or
+ * FF_ENOMEM with the message in err. */
+ff_status ff__sim_profile_load(const char *path, ff__sim_profile *out, ff__error *err);
+void ff__sim_profile_free(ff__sim_profile *p);
+
+#endif

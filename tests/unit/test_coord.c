@@ -1,0 +1,793 @@
+/* test_coord.c — the node coordinator (sched/coord.c). The rebalancing is
+ * checked as pure functions against traces worked out by hand (in the
+ * comments); the shared-memory side with forked member processes that the
+ * test drives one request at a time over pipes, so every run sees the same
+ * sequence of reports and no assertion depends on timing. Each wait for a
+ * child is bounded (poll with a timeout, alarm in the children), and each
+ * test uses a group name of its own. */
+#include <setjmp.h> /* cmocka.h needs these four first */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/clock.h"
+#include "sched/coord.h"
+
+/* The three scripted demands: the trainer waits half of each interval; the
+ * ring is full and the workers 80% idle; the ring half full and the workers
+ * busy. */
+static const ff__coord_report_data STALL = {0.5, 0.0, 1.0};
+static const ff__coord_report_data SLACK = {0.0, 1.0, 0.2};
+static const ff__coord_report_data NEUTRAL = {0.0, 0.5, 0.9};
+
+static ff__coord_params params(int budget, int expected) {
+  ff__coord_params p;
+  ff__coord_params_init(&p);
+  p.budget_threads = budget;
+  p.expected_members = expected;
+  p.heartbeat_timeout_ms = 600000; /* deaths are found by pid unless a test says otherwise */
+  p.lock_timeout_ms = 10000;
+  p.alpha = 1; /* no smoothing: each report stands for itself, so traces can be worked by hand */
+  return p;
+}
+
+/* ---- the pure rebalancing ---- */
+
+static void table_add(ff__coord_member *m, int i, int cap, int threads) {
+  m[i] = (ff__coord_member){.pid = 100 + i, .max_threads = cap, .threads = threads};
+}
+
+static int report(const ff__coord_params *p, ff__coord_member *m, int self, const ff__coord_report_data *d) {
+  int before = m[self].threads;
+  ff__coord_observe(p, &m[self], d);
+  ff__coord_targets(p, m, FF__COORD_MAX_MEMBERS);
+  int t = ff__coord_step(p, m, FF__COORD_MAX_MEMBERS, self);
+  assert_in_range(t - before + 1, 0, 2); /* at most one thread per report */
+  return t;
+}
+
+static int total(const ff__coord_member *m) {
+  int sum = 0;
+  for (int i = 0; i < FF__COORD_MAX_MEMBERS; i++)
+    if (m[i].pid) sum += m[i].threads;
+  return sum;
+}
+
+static void fair_share_splits_the_budget_with_the_remainder_to_the_first_slots(void **state) {
+  (void)state;
+  ff__coord_member m[FF__COORD_MAX_MEMBERS] = {0};
+  ff__coord_params p = params(10, 1);
+  table_add(m, 0, 10, 0);
+  table_add(m, 3, 10, 0); /* slot order, not slot number */
+  table_add(m, 7, 10, 0);
+  ff__coord_targets(&p, m, FF__COORD_MAX_MEMBERS);
+  assert_int_equal(m[0].fair, 4);
+  assert_int_equal(m[3].fair, 3);
+  assert_int_equal(m[7].fair, 3);
+  assert_int_equal(m[0].target, 4); /* no signal yet: neutral, at the fair share */
+
+  p = params(12, 4); /* torchrun's LOCAL_WORLD_SIZE=4 with 3 ranks up so far */
+  ff__coord_targets(&p, m, FF__COORD_MAX_MEMBERS);
+  assert_int_equal(m[0].fair, 3);
+  assert_int_equal(m[3].fair, 3);
+
+  m[7].max_threads = 2; /* a member never gets more threads than it owns */
+  ff__coord_targets(&p, m, FF__COORD_MAX_MEMBERS);
+  assert_int_equal(m[7].fair, 2);
+}
+
+/* Budget 12 for three members, 4 each. The slack member's workers do 0.2 of
+ * its threads' worth of work; it keeps ceil(0.2 t / 0.75) of its t threads:
+ * 2 of 4, then 1 of 3, so it lends 2, then 3. The stalled member wants up to
+ * its ceiling (12), so it gets all 3: target 7.
+ *   round 1: stall 4 (no supply yet), slack 4 -> 3, neutral 4
+ *   round 2: stall 5, slack 2, neutral 4
+ *   round 3: stall 6, slack 1, neutral 4
+ *   round 4: stall 7, slack 1, neutral 4, and so on. */
+static void lend_trace(const ff__coord_params *p, ff__coord_member *m) {
+  static const int want[4][3] = {{4, 3, 4}, {5, 2, 4}, {6, 1, 4}, {7, 1, 4}};
+  for (int r = 0; r < 12; r++) {
+    int a = report(p, m, 0, &STALL), b = report(p, m, 1, &SLACK), c = report(p, m, 2, &NEUTRAL);
+    const int *w = want[r < 4 ? r : 3];
+    assert_int_equal(a, w[0]);
+    assert_int_equal(b, w[1]);
+    assert_int_equal(c, w[2]);
+    assert_true(total(m) <= 12);
+  }
+}
+
+static void three_members_table(ff__coord_member *m) {
+  memset(m, 0, sizeof(ff__coord_member) * FF__COORD_MAX_MEMBERS);
+  for (int i = 0; i < 3; i++)
+    table_add(m, i, 12, 4);
+}
+
+static void a_member_with_slack_lends_threads_to_a_stalled_one(void **state) {
+  (void)state;
+  ff__coord_member m[FF__COORD_MAX_MEMBERS];
+  ff__coord_params p = params(12, 3);
+  three_members_table(m);
+  lend_trace(&p, m);
+}
+
+/* Two members stall, 0.6 and 0.3, two idle ones can spare 3 each (they keep
+ * their minimum, 1, of 4): the 6 spare threads split 4 : 2. */
+static void stalled_members_share_the_supply_in_proportion_to_their_stall(void **state) {
+  (void)state;
+  ff__coord_member m[FF__COORD_MAX_MEMBERS] = {0};
+  ff__coord_params p = params(16, 1);
+  for (int i = 0; i < 4; i++)
+    table_add(m, i, 16, 4);
+  const ff__coord_report_data s6 = {0.6, 0, 1}, s3 = {0.3, 0, 1}, idle = {0, 1, 0};
+  ff__coord_observe(&p, &m[0], &s6);
+  ff__coord_observe(&p, &m[1], &s3);
+  ff__coord_observe(&p, &m[2], &idle);
+  ff__coord_observe(&p, &m[3], &idle);
+  ff__coord_targets(&p, m, FF__COORD_MAX_MEMBERS);
+  assert_int_equal(m[0].target, 8);
+  assert_int_equal(m[1].target, 6);
+  assert_int_equal(m[2].target, 1);
+  assert_int_equal(m[3].target, 1);
+
+  /* A ceiling caps a share; the rest goes to the other stalled member. */
+  m[0].max_threads = 5;
+  ff__coord_targets(&p, m, FF__COORD_MAX_MEMBERS);
+  assert_int_equal(m[0].target, 5);
+  assert_int_equal(m[1].target, 9);
+}
+
+static void no_thread_is_lent_without_a_stall(void **state) {
+  (void)state;
+  ff__coord_member m[FF__COORD_MAX_MEMBERS];
+  ff__coord_params p = params(12, 3);
+  three_members_table(m);
+  for (int r = 0; r < 5; r++) {
+    assert_int_equal(report(&p, m, 0, &SLACK), 4);
+    assert_int_equal(report(&p, m, 1, &NEUTRAL), 4);
+    assert_int_equal(report(&p, m, 2, &SLACK), 4);
+  }
+}
+
+/* After the lend trace (7, 1, 4): the borrower stops stalling but its ring
+ * is not full yet, so it keeps its 7 (hysteresis); once it shows slack the
+ * threads drift back, one per report: it gives one back, then the former
+ * lender takes it from the pool. */
+static void a_former_borrower_keeps_its_threads_until_it_shows_slack(void **state) {
+  (void)state;
+  ff__coord_member m[FF__COORD_MAX_MEMBERS];
+  ff__coord_params p = params(12, 3);
+  three_members_table(m);
+  lend_trace(&p, m);
+  for (int r = 0; r < 8; r++) {
+    assert_int_equal(report(&p, m, 0, &NEUTRAL), 7);
+    assert_int_equal(report(&p, m, 1, &SLACK), 1);
+  }
+  const ff__coord_report_data idle = {0, 1, 0};
+  static const int want[4][2] = {{6, 2}, {5, 3}, {4, 4}, {4, 4}};
+  for (int r = 0; r < 10; r++) {
+    /* The smoothed busy share falls from 0.9 toward 0; the member shows slack at once (idle > 0.25). */
+    int a = report(&p, m, 0, &idle), b = report(&p, m, 1, &SLACK);
+    assert_int_equal(a, want[r < 4 ? r : 3][0]);
+    assert_int_equal(b, want[r < 4 ? r : 3][1]);
+    assert_int_equal(report(&p, m, 2, &NEUTRAL), 4);
+    assert_true(total(m) <= 12);
+  }
+}
+
+/* After the lend trace the lender's own workers get busy: it spares nothing
+ * any more, the borrower's target falls back to its fair share and the
+ * threads return one per report. */
+static void a_lender_gets_its_threads_back_when_it_needs_them(void **state) {
+  (void)state;
+  ff__coord_member m[FF__COORD_MAX_MEMBERS];
+  ff__coord_params p = params(12, 3);
+  three_members_table(m);
+  lend_trace(&p, m);
+  const ff__coord_report_data busy = {0, 0.5, 1.0};
+  /* The borrower reports first each round, so it learns of the change one
+   * round after the lender has reported it. */
+  static const int want[5][2] = {{7, 1}, {6, 2}, {5, 3}, {4, 4}, {4, 4}};
+  for (int r = 0; r < 10; r++) {
+    int a = report(&p, m, 0, &STALL), b = report(&p, m, 1, &busy);
+    assert_int_equal(a, want[r < 5 ? r : 4][0]);
+    assert_int_equal(b, want[r < 5 ? r : 4][1]);
+    assert_true(total(m) <= 12);
+  }
+}
+
+static void every_member_keeps_its_minimum_even_past_the_budget(void **state) {
+  (void)state;
+  ff__coord_member m[FF__COORD_MAX_MEMBERS] = {0};
+  ff__coord_params p = params(2, 1); /* 3 members, 2 threads: each still gets 1 */
+  for (int i = 0; i < 3; i++)
+    table_add(m, i, 8, 1);
+  for (int r = 0; r < 5; r++) {
+    assert_int_equal(report(&p, m, 0, &STALL), 1);
+    assert_int_equal(report(&p, m, 1, &SLACK), 1);
+    assert_int_equal(report(&p, m, 2, &NEUTRAL), 1);
+  }
+  p = params(12, 1);
+  p.min_threads = 3;
+  m[0].threads = m[1].threads = 3;
+  m[2].threads = m[2].max_threads = 2; /* a minimum above the ceiling is the ceiling */
+  for (int r = 0; r < 12; r++) {
+    assert_true(report(&p, m, 0, &STALL) >= 3);
+    assert_true(report(&p, m, 1, &SLACK) >= 3);
+    assert_int_equal(report(&p, m, 2, &SLACK), 2);
+  }
+}
+
+/* Budget 8, fair 3, 3, 2; member 0 holds 10 (the table holds 12): it gives
+ * back the excess 4 at once, then one per report. */
+static void an_overcommitted_table_gives_back_the_excess_at_once(void **state) {
+  (void)state;
+  ff__coord_member m[FF__COORD_MAX_MEMBERS] = {0};
+  ff__coord_params p = params(8, 1);
+  table_add(m, 0, 16, 10);
+  table_add(m, 1, 16, 1);
+  table_add(m, 2, 16, 1);
+  ff__coord_observe(&p, &m[0], &STALL);
+  ff__coord_targets(&p, m, FF__COORD_MAX_MEMBERS);
+  assert_int_equal(m[0].target, 3); /* stalled, but nobody has slack */
+  assert_int_equal(ff__coord_step(&p, m, FF__COORD_MAX_MEMBERS, 0), 6);
+  ff__coord_targets(&p, m, FF__COORD_MAX_MEMBERS);
+  assert_int_equal(ff__coord_step(&p, m, FF__COORD_MAX_MEMBERS, 0), 5);
+  /* The others grow only from the pool: 8 - (5 + 1 + 1) = 1 thread. */
+  ff__coord_targets(&p, m, FF__COORD_MAX_MEMBERS);
+  assert_int_equal(ff__coord_step(&p, m, FF__COORD_MAX_MEMBERS, 1), 2);
+  ff__coord_targets(&p, m, FF__COORD_MAX_MEMBERS);
+  assert_int_equal(ff__coord_step(&p, m, FF__COORD_MAX_MEMBERS, 2), 1);
+}
+
+/* With smoothing (alpha 0.25) the first report counts as it is and later
+ * ones move the signal a quarter of the way: a single short wait after a
+ * calm stretch does not make a member "stalled". */
+static void reports_are_smoothed_so_one_short_wait_lends_nothing(void **state) {
+  (void)state;
+  ff__coord_member m[FF__COORD_MAX_MEMBERS];
+  ff__coord_params p = params(12, 3);
+  p.alpha = 0.25;
+  three_members_table(m);
+  const ff__coord_report_data calm = {0, 0.5, 0.9}, blip = {0.16, 0.5, 0.9};
+  ff__coord_observe(&p, &m[0], &calm);
+  ff__coord_observe(&p, &m[0], &blip);
+  assert_float_equal(m[0].stall_share, 0.04, 1e-12);
+  assert_float_equal(m[0].ring_fill, 0.5, 1e-12);
+  for (int r = 0; r < 3; r++)
+    assert_int_equal(report(&p, m, 1, &SLACK), 4); /* nobody to lend to */
+  assert_int_equal(m[0].target, 4);
+}
+
+/* ---- names ---- */
+
+static void group_names_are_sanitised_and_taken_from_the_environment(void **state) {
+  (void)state;
+  char buf[256], want[256];
+  assert_int_equal(ff__coord_shm_name("job 7/a", buf, sizeof buf), FF_OK);
+  snprintf(want, sizeof want, "/fusionflow-%lu-job_7_a", (unsigned long)getuid());
+  assert_string_equal(buf, want);
+  assert_int_equal(ff__coord_shm_name("", buf, sizeof buf), FF_EINVAL);
+  char longname[FF__COORD_GROUP_MAX + 1];
+  memset(longname, 'x', sizeof longname - 1);
+  longname[sizeof longname - 1] = 0;
+  assert_int_equal(ff__coord_shm_name(longname, buf, sizeof buf), FF_EINVAL);
+
+  unsetenv("FF_NODE_GROUP");
+  unsetenv("TORCHELASTIC_RUN_ID");
+  unsetenv("MASTER_PORT");
+  assert_int_equal(ff__coord_default_group(buf, sizeof buf), 0);
+  ff__coord *c = NULL;
+  ff__error err = {0};
+  assert_int_equal(ff__coord_join(NULL, 4, &c, &err), FF_EINVAL);
+  assert_null(c);
+  assert_non_null(strstr(err.msg, "FF_NODE_GROUP"));
+  setenv("MASTER_PORT", "29500", 1);
+  assert_int_equal(ff__coord_default_group(buf, sizeof buf), 1);
+  assert_string_equal(buf, "port-29500");
+  setenv("TORCHELASTIC_RUN_ID", "abc", 1);
+  assert_int_equal(ff__coord_default_group(buf, sizeof buf), 1);
+  assert_string_equal(buf, "torchelastic-abc");
+  setenv("FF_NODE_GROUP", "mine", 1);
+  assert_int_equal(ff__coord_default_group(buf, sizeof buf), 1);
+  assert_string_equal(buf, "mine");
+  unsetenv("FF_NODE_GROUP");
+  unsetenv("TORCHELASTIC_RUN_ID");
+  unsetenv("MASTER_PORT");
+
+  assert_int_equal(ff__coord_join("g", 0, &c, &err), FF_EINVAL);
+  assert_int_equal(ff__coord_join("g", 1, NULL, &err), FF_EINVAL);
+  ff__coord_leave(NULL);
+}
+
+/* ---- member processes ---- */
+
+static char group[64];
+static char shm_name[256];
+
+/* A fresh group (and its shm name) per test. */
+static void new_group(const char *tag) {
+  static int counter;
+  snprintf(group, sizeof group, "ut-%s-%d-%d-%llu", tag, (int)getpid(), counter++,
+           (unsigned long long)(ff__now_ns() % 1000000007ull));
+  assert_int_equal(ff__coord_shm_name(group, shm_name, sizeof shm_name), FF_OK);
+}
+
+static int segment_exists(void) {
+  int fd = shm_open(shm_name, O_RDONLY, 0);
+  if (fd >= 0) close(fd);
+  return fd >= 0;
+}
+
+typedef struct command {
+  char op; /* J join, R report, L leave, H hold the lock and die, P hold the lock and pause, X die,
+               C join-report-leave 100 times */
+  ff__coord_report_data d;
+} command;
+
+typedef struct answer {
+  int status;
+  int threads;
+  int members; /* live members in the table after the request */
+  int total;   /* their allotments together */
+} answer;
+
+typedef struct child {
+  pid_t pid;
+  int to, from; /* pipe ends: commands to it, answers from it */
+} child;
+
+#define MAX_CHILDREN 4
+static child kids[MAX_CHILDREN];
+static int num_kids;
+
+static void write_all(int fd, const void *p, size_t n) {
+  const char *c = p;
+  while (n) {
+    ssize_t w = write(fd, c, n);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return;
+    c += w;
+    n -= (size_t)w;
+  }
+}
+
+/* Reads n bytes within timeout_ms; returns 0 on EOF or timeout. */
+static int read_all(int fd, void *p, size_t n, int timeout_ms) {
+  char *c = p;
+  while (n) {
+    struct pollfd pfd = {fd, POLLIN, 0};
+    int rc = poll(&pfd, 1, timeout_ms);
+    if (rc < 0 && errno == EINTR) continue;
+    if (rc <= 0) return 0;
+    ssize_t r = read(fd, c, n);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) return 0;
+    c += r;
+    n -= (size_t)r;
+  }
+  return 1;
+}
+
+static void fill_table_view(ff__coord *c, answer *a) {
+  ff__coord_member m[FF__COORD_MAX_MEMBERS];
+  int n = 0;
+  if (ff__coord_snapshot(c, m, &n, NULL) != FF_OK) return;
+  a->members = n;
+  a->total = 0;
+  for (int i = 0; i < n; i++)
+    a->total += m[i].threads;
+}
+
+static void child_main(int in, int out, const ff__coord_params *p, int max_threads) {
+  alarm(120); /* never outlive a broken test */
+  ff__coord *c = NULL;
+  command cmd;
+  while (read_all(in, &cmd, sizeof cmd, 120000)) {
+    answer a = {0};
+    ff__error err = {0};
+    switch (cmd.op) {
+    case 'J':
+      a.status = ff__coord_join_params(group, max_threads, p, &c, &err);
+      if (c) a.threads = ff__coord_threads(c);
+      break;
+    case 'R': a.status = ff__coord_report(c, &cmd.d, &a.threads); break;
+    case 'L':
+      ff__coord_leave(c);
+      c = NULL;
+      break;
+    case 'H': ff__coord_test_hold_lock(c); _exit(0);
+    case 'P':
+      ff__coord_test_hold_lock(c);
+      write_all(out, &a, sizeof a);
+      for (;;)
+        pause();
+    case 'X': _exit(0);
+    case 'C': /* churn: join, report and leave many times, racing the other members */
+      for (int i = 0; i < 100 && a.status == FF_OK; i++) {
+        ff__coord *t = NULL;
+        a.status = ff__coord_join_params(group, max_threads, p, &t, &err);
+        if (a.status == FF_OK) a.status = ff__coord_report(t, &cmd.d, &a.threads);
+        if (a.status == FF_OK && (a.threads < 1 || a.threads > max_threads)) a.status = FF_EINTERNAL;
+        ff__coord_leave(t);
+      }
+      break;
+    }
+    if (c) fill_table_view(c, &a);
+    write_all(out, &a, sizeof a);
+  }
+  ff__coord_leave(c);
+  _exit(0);
+}
+
+static child *spawn(const ff__coord_params *p, int max_threads) {
+  assert_true(num_kids < MAX_CHILDREN);
+  int to[2], from[2];
+  assert_int_equal(pipe(to), 0);
+  assert_int_equal(pipe(from), 0);
+  pid_t pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    for (int i = 0; i < num_kids; i++) { /* siblings' pipes: their EOF must not wait for us */
+      close(kids[i].to);
+      close(kids[i].from);
+    }
+    close(to[1]);
+    close(from[0]);
+    child_main(to[0], from[1], p, max_threads);
+  }
+  close(to[0]);
+  close(from[1]);
+  child *k = &kids[num_kids++];
+  *k = (child){pid, to[1], from[0]};
+  return k;
+}
+
+static answer ask(child *k, char op, const ff__coord_report_data *d) {
+  command cmd = {op, d ? *d : (ff__coord_report_data){0}};
+  answer a;
+  write_all(k->to, &cmd, sizeof cmd);
+  if (!read_all(k->from, &a, sizeof a, 30000)) fail_msg("member %d did not answer '%c'", (int)k->pid, op);
+  return a;
+}
+
+static void reap(child *k) {
+  int status;
+  while (waitpid(k->pid, &status, 0) < 0 && errno == EINTR) {
+  }
+}
+
+static void kill_child(child *k) {
+  kill(k->pid, SIGKILL);
+  reap(k);
+  close(k->to);
+  close(k->from);
+  k->to = k->from = -1;
+}
+
+/* Closes every pipe (the children leave and exit) and waits for them. */
+static void finish_children(void) {
+  for (int i = 0; i < num_kids; i++) {
+    if (kids[i].to < 0) continue;
+    close(kids[i].to);
+    close(kids[i].from);
+  }
+  for (int i = 0; i < num_kids; i++)
+    if (kids[i].to >= 0) reap(&kids[i]);
+  num_kids = 0;
+}
+
+static void three_processes_move_threads_from_slack_to_stall_and_survive_a_kill(void **state) {
+  (void)state;
+  new_group("three");
+  ff__coord_params p = params(12, 3);
+  child *stall = spawn(&p, 12), *slack = spawn(&p, 12), *neutral = spawn(&p, 12);
+  for (int i = 0; i < 3; i++) {
+    answer a = ask(&kids[i], 'J', NULL);
+    assert_int_equal(a.status, FF_OK);
+    assert_int_equal(a.threads, 4);
+    assert_int_equal(a.members, i + 1);
+  }
+  /* The same trace as the pure test: the processes are asked in turn. */
+  static const int want[4][3] = {{4, 3, 4}, {5, 2, 4}, {6, 1, 4}, {7, 1, 4}};
+  for (int r = 0; r < 8; r++) {
+    answer a = ask(stall, 'R', &STALL), b = ask(slack, 'R', &SLACK), c = ask(neutral, 'R', &NEUTRAL);
+    const int *w = want[r < 4 ? r : 3];
+    assert_int_equal(a.threads, w[0]);
+    assert_int_equal(b.threads, w[1]);
+    assert_int_equal(c.threads, w[2]);
+    assert_true(a.total <= 12 && b.total <= 12 && c.total <= 12);
+    assert_int_equal(c.members, 3);
+  }
+
+  /* kill -9 the neutral member mid-run: its 4 threads return to the pool
+   * and go to the stalled member, one per report (7 + 4 = 11; the lender
+   * keeps its minimum). */
+  kill_child(neutral);
+  for (int r = 0; r < 8; r++) {
+    answer a = ask(stall, 'R', &STALL), b = ask(slack, 'R', &SLACK);
+    assert_int_equal(a.status, FF_OK);
+    assert_int_equal(a.threads, r < 4 ? 8 + r : 11);
+    assert_int_equal(b.threads, 1);
+    assert_int_equal(a.members, 2);
+    assert_true(a.total <= 12 && b.total <= 12);
+  }
+  finish_children();
+  assert_false(segment_exists()); /* the last to leave unlinked it */
+}
+
+static void a_member_that_leaves_frees_its_slot_and_the_group_can_start_again(void **state) {
+  (void)state;
+  new_group("leave");
+  ff__coord_params p = params(8, 2);
+  child *a = spawn(&p, 8), *b = spawn(&p, 8);
+  assert_int_equal(ask(a, 'J', NULL).threads, 4);
+  assert_int_equal(ask(b, 'J', NULL).threads, 4);
+  answer r = ask(b, 'L', NULL);
+  assert_int_equal(r.status, FF_OK);
+  for (int i = 0; i < 6; i++) { /* b's share is free: a, stalling, takes it one per report */
+    r = ask(a, 'R', &STALL);
+    assert_int_equal(r.members, 1);
+    assert_int_equal(r.threads, i < 4 ? 5 + i : 8);
+  }
+  assert_true(segment_exists());
+  ask(a, 'L', NULL);
+  assert_false(segment_exists());
+
+  /* Joining again after all left creates the segment afresh. */
+  r = ask(b, 'J', NULL);
+  assert_int_equal(r.status, FF_OK);
+  assert_int_equal(r.members, 1);
+  assert_int_equal(r.threads, 4);
+  assert_true(segment_exists());
+  finish_children();
+  assert_false(segment_exists());
+}
+
+/* A member that stops (SIGSTOP) without dying is reclaimed once its
+ * heartbeat is older than the timeout; when it resumes, its next report
+ * joins again and the threads flow back. The only timing assumption is that
+ * sleeping 1.5 s outlasts a 1 s timeout. */
+static void a_silent_member_is_reclaimed_and_rejoins_when_it_reports_again(void **state) {
+  (void)state;
+  new_group("silent");
+  ff__coord_params p = params(8, 2);
+  p.heartbeat_timeout_ms = 1000;
+  child *a = spawn(&p, 8), *b = spawn(&p, 8);
+  ask(a, 'J', NULL);
+  ask(b, 'J', NULL);
+  kill(b->pid, SIGSTOP);
+  struct timespec ts = {1, 500000000L};
+  while (nanosleep(&ts, &ts) == -1 && errno == EINTR) {
+  }
+  for (int i = 0; i < 6; i++) {
+    answer r = ask(a, 'R', &STALL);
+    assert_int_equal(r.members, 1);
+    assert_int_equal(r.threads, i < 4 ? 5 + i : 8);
+  }
+  kill(b->pid, SIGCONT);
+  answer r = ask(b, 'R', &NEUTRAL);
+  assert_int_equal(r.status, FF_OK);
+  assert_int_equal(r.members, 2);
+  assert_int_equal(r.threads, 1); /* the pool is empty: its minimum, for now */
+  for (int i = 0; i < 12; i++) {
+    ask(a, 'R', &STALL);
+    r = ask(b, 'R', &NEUTRAL);
+  }
+  assert_int_equal(r.threads, 4);
+  assert_int_equal(r.total, 8);
+  finish_children();
+  assert_false(segment_exists());
+}
+
+static void a_member_holding_the_lock_delays_reports_and_its_death_frees_it(void **state) {
+  (void)state;
+  new_group("lock");
+  ff__coord_params p = params(4, 2);
+  p.lock_timeout_ms = 50;
+  ff__coord *me = NULL;
+  ff__error err = {0};
+  assert_int_equal(ff__coord_join_params(group, 4, &p, &me, &err), FF_OK);
+  assert_int_equal(ff__coord_threads(me), 2);
+
+  /* A forked copy of the handle is not a member. */
+  pid_t pid = fork();
+  if (pid == 0) {
+    int t;
+    _exit(ff__coord_report(me, &STALL, &t) == FF_EINVAL ? 0 : 1);
+  }
+  int status;
+  assert_int_equal(waitpid(pid, &status, 0), pid);
+  assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+
+  /* Stopped while holding the lock: reports answer the last allotment. */
+  child *k = spawn(&p, 4);
+  assert_int_equal(ask(k, 'J', NULL).threads, 2);
+  ask(k, 'P', NULL);
+  int t = -1;
+  assert_int_equal(ff__coord_report(me, &STALL, &t), FF_OK);
+  assert_int_equal(t, 2);
+
+  /* Killed while holding it: the next locker gets EOWNERDEAD and recovers. */
+  kill_child(k);
+  assert_int_equal(ff__coord_report(me, &STALL, &t), FF_OK);
+  ff__coord_member m[FF__COORD_MAX_MEMBERS];
+  int n = 0;
+  assert_int_equal(ff__coord_snapshot(me, m, &n, NULL), FF_OK);
+  assert_int_equal(n, 1);
+  assert_int_equal(t, 3); /* the dead member's threads came back */
+
+  /* Died holding it without a kill: the same. */
+  k = spawn(&p, 4);
+  assert_int_equal(ask(k, 'J', NULL).status, FF_OK);
+  command cmd = {'H', {0, 0, 0}};
+  write_all(k->to, &cmd, sizeof cmd);
+  reap(k);
+  close(k->to);
+  close(k->from);
+  k->to = k->from = -1;
+  assert_int_equal(ff__coord_report(me, &STALL, &t), FF_OK);
+  assert_int_equal(ff__coord_snapshot(me, m, &n, NULL), FF_OK);
+  assert_int_equal(n, 1);
+  num_kids = 0;
+  ff__coord_leave(me);
+  assert_false(segment_exists());
+}
+
+/* Four processes join a new group at once: one creates the segment, the
+ * others wait for it; with LOCAL_WORLD_SIZE-like expected_members each gets
+ * its fair share whatever the order. Then they join and leave over and over
+ * at once (creation, closing and unlinking racing each other): every call
+ * succeeds and the segment is gone at the end. */
+static void members_joining_and_leaving_at_once_all_get_answers(void **state) {
+  (void)state;
+  new_group("race");
+  ff__coord_params p = params(8, 4);
+  for (int i = 0; i < 4; i++)
+    spawn(&p, 8);
+  command cmd = {'J', {0, 0, 0}};
+  for (int i = 0; i < 4; i++)
+    write_all(kids[i].to, &cmd, sizeof cmd);
+  for (int i = 0; i < 4; i++) {
+    answer a;
+    if (!read_all(kids[i].from, &a, sizeof a, 30000)) fail_msg("member %d did not answer", i);
+    assert_int_equal(a.status, FF_OK);
+    assert_int_equal(a.threads, 2);
+    assert_true(a.total <= 8);
+  }
+  answer a = ask(&kids[0], 'R', &NEUTRAL);
+  assert_int_equal(a.members, 4);
+  assert_int_equal(a.total, 8);
+  for (int i = 0; i < 4; i++)
+    ask(&kids[i], 'L', NULL);
+  assert_false(segment_exists());
+
+  cmd = (command){'C', STALL};
+  for (int i = 0; i < 4; i++)
+    write_all(kids[i].to, &cmd, sizeof cmd);
+  for (int i = 0; i < 4; i++) {
+    if (!read_all(kids[i].from, &a, sizeof a, 60000)) fail_msg("member %d did not answer", i);
+    assert_int_equal(a.status, FF_OK);
+  }
+  finish_children();
+  assert_false(segment_exists());
+}
+
+/* Every member of an earlier run crashed: the segment is still there, and
+ * the next joiner starts it afresh with its own parameters. */
+static void a_segment_of_a_crashed_run_is_reinitialised(void **state) {
+  (void)state;
+  new_group("stale");
+  ff__coord_params p = params(4, 1);
+  child *k = spawn(&p, 4);
+  assert_int_equal(ask(k, 'J', NULL).threads, 4);
+  command cmd = {'X', {0, 0, 0}};
+  write_all(k->to, &cmd, sizeof cmd);
+  reap(k);
+  close(k->to);
+  close(k->from);
+  num_kids = 0;
+  assert_true(segment_exists());
+
+  ff__coord_params q = params(6, 1);
+  ff__coord *c = NULL;
+  ff__error err = {0};
+  assert_int_equal(ff__coord_join_params(group, 8, &q, &c, &err), FF_OK);
+  ff__coord_member m[FF__COORD_MAX_MEMBERS];
+  ff__coord_params seen;
+  int n = 0;
+  assert_int_equal(ff__coord_snapshot(c, m, &n, &seen), FF_OK);
+  assert_int_equal(n, 1);
+  assert_int_equal(seen.budget_threads, 6);
+  assert_int_equal(ff__coord_threads(c), 6);
+  ff__coord_leave(c);
+  assert_false(segment_exists());
+}
+
+/* A creator that died between shm_open and ftruncate leaves an empty
+ * object: joiners wait init_timeout_ms, then replace it. An object of
+ * another size is another build's: refused, not overwritten. */
+static void a_segment_left_unsized_is_replaced_and_a_foreign_one_refused(void **state) {
+  (void)state;
+  new_group("unsized");
+  int fd = shm_open(shm_name, O_RDWR | O_CREAT | O_EXCL, 0600);
+  assert_true(fd >= 0);
+  close(fd);
+  ff__coord_params p = params(4, 1);
+  p.init_timeout_ms = 50;
+  ff__coord *c = NULL;
+  ff__error err = {0};
+  assert_int_equal(ff__coord_join_params(group, 4, &p, &c, &err), FF_OK);
+  assert_int_equal(ff__coord_threads(c), 4);
+  ff__coord_leave(c);
+  assert_false(segment_exists());
+
+  fd = shm_open(shm_name, O_RDWR | O_CREAT | O_EXCL, 0600);
+  assert_true(fd >= 0);
+  assert_int_equal(ftruncate(fd, 100), 0);
+  close(fd);
+  c = NULL;
+  assert_int_equal(ff__coord_join_params(group, 4, &p, &c, &err), FF_EIO);
+  assert_null(c);
+  assert_non_null(strstr(err.msg, "another fusionflow build"));
+  shm_unlink(shm_name);
+}
+
+/* Many members in one process (each handle is a member): the table fills
+ * at 64 and the 65th join is refused. */
+static void the_table_holds_64_members(void **state) {
+  (void)state;
+  new_group("full");
+  ff__coord_params p = params(64, 1);
+  ff__coord *c[FF__COORD_MAX_MEMBERS + 1] = {0};
+  ff__error err = {0};
+  for (int i = 0; i < FF__COORD_MAX_MEMBERS; i++)
+    assert_int_equal(ff__coord_join_params(group, 4, &p, &c[i], &err), FF_OK);
+  assert_int_equal(ff__coord_join_params(group, 4, &p, &c[64], &err), FF_EINVAL);
+  assert_non_null(strstr(err.msg, "full"));
+  int t = 0;
+  assert_int_equal(ff__coord_report(c[10], &STALL, &t), FF_OK);
+  assert_true(t >= 1);
+  for (int i = 0; i < FF__COORD_MAX_MEMBERS; i++)
+    ff__coord_leave(c[i]);
+  assert_false(segment_exists());
+}
+
+int main(void) {
+  signal(SIGPIPE, SIG_IGN);
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(fair_share_splits_the_budget_with_the_remainder_to_the_first_slots),
+      cmocka_unit_test(a_member_with_slack_lends_threads_to_a_stalled_one),
+      cmocka_unit_test(stalled_members_share_the_supply_in_proportion_to_their_stall),
+      cmocka_unit_test(no_thread_is_lent_without_a_stall),
+      cmocka_unit_test(a_former_borrower_keeps_its_threads_until_it_shows_slack),
+      cmocka_unit_test(a_lender_gets_its_threads_back_when_it_needs_them),
+      cmocka_unit_test(every_member_keeps_its_minimum_even_past_the_budget),
+      cmocka_unit_test(an_overcommitted_table_gives_back_the_excess_at_once),
+      cmocka_unit_test(reports_are_smoothed_so_one_short_wait_lends_nothing),
+      cmocka_unit_test(group_names_are_sanitised_and_taken_from_the_environment),
+      cmocka_unit_test(three_processes_move_threads_from_slack_to_stall_and_survive_a_kill),
+      cmocka_unit_test(a_member_that_leaves_frees_its_slot_and_the_group_can_start_again),
+      cmocka_unit_test(a_silent_member_is_reclaimed_and_rejoins_when_it_reports_again),
+      cmocka_unit_test(a_member_holding_the_lock_delays_reports_and_its_death_frees_it),
+      cmocka_unit_test(members_joining_and_leaving_at_once_all_get_answers),
+      cmocka_unit_test(a_segment_of_a_crashed_run_is_reinitialised),
+      cmocka_unit_test(a_segment_left_unsized_is_replaced_and_a_foreign_one_refused),
+      cmocka_unit_test(the_table_holds_64_members),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}

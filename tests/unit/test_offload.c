@@ -1,0 +1,405 @@
+/* test_offload.c — the cooperative scheduler's runtime end to end on the
+ * emulated device `emu:0` (and on `cuda:0` where there is one): a consumer
+ * faster than the CPU pool gets a device share, a slow one none; batches
+ * are bit-identical whatever the device took, the thread count or a share
+ * changed mid-run; a budget too small for any microbatch, refused
+ * allocations and a failed kernel send the work back to the CPU without an
+ * error; per-batch statistics add up; an explicit device that cannot be
+ * opened fails the open, "auto" falls back quietly; close is prompt while
+ * the device is busy; the active-thread cap parks workers. */
+#include <setjmp.h> /* cmocka.h needs these four first */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "fixtures.h"
+#include "fusionflow/fusionflow.h"
+#include "loader/loader_internal.h"
+
+/* Policies and the float output keep the ops busy: the device has work worth taking. */
+#define HEAVY_PIPELINE                                                                                       \
+  "decode | random_resized_crop(size=64) | rand_augment(num_ops=2, magnitude=9) | normalize(mean=imagenet, " \
+  "std=imagenet)"
+#define NHWC_PIPELINE "decode | random_resized_crop(size=(40, 36)) | random_horizontal_flip | aug_mix"
+
+static char source[2048]; /* 120 JPEGs of 80..240 px, 4 classes */
+
+static int make_dataset(void **state) {
+  (void)state;
+  char dir[1024];
+  snprintf(dir, sizeof dir, "%s", ff_test_dir("offload-data"));
+  ff_test_make_imagefolder(dir, 4, 30, 80, 240, 5);
+  snprintf(source, sizeof source, "imagefolder:%s", dir);
+  return 0;
+}
+
+static ff_config config(const char *pipeline, const char *device, int threads) {
+  ff_config c;
+  ff_config_init(&c);
+  c.source = source;
+  c.pipeline = pipeline;
+  c.batch_size = 8;
+  c.seed = 3;
+  c.num_threads = threads;
+  c.prefetch = 2;
+  c.rank = 0;
+  c.world_size = 1;
+  c.device = device;
+  return c;
+}
+
+/* Opens with FF_FORCE_DEVICE_SHARE / FF_EMU_FAULTS set for the open only. */
+static ff_loader *open_with(const ff_config *c, const char *share, const char *faults) {
+  if (share) setenv("FF_FORCE_DEVICE_SHARE", share, 1);
+  if (faults) setenv("FF_EMU_FAULTS", faults, 1);
+  ff_loader *l = NULL;
+  ff_status st = ff_loader_open(c, &l);
+  unsetenv("FF_FORCE_DEVICE_SHARE");
+  unsetenv("FF_EMU_FAULTS");
+  if (st) fail_msg("ff_loader_open(%s): %s", c->device, ff_loader_errmsg(l));
+  return l;
+}
+
+static double seconds_since(const struct timespec *t0) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)(t.tv_sec - t0->tv_sec) + (double)(t.tv_nsec - t0->tv_nsec) * 1e-9;
+}
+
+static void sleep_ms(int ms) {
+  struct timespec ts = {0, (long)ms * 1000000L};
+  nanosleep(&ts, NULL);
+}
+
+/* ---- what a run hands out ---- */
+
+typedef struct run {
+  uint8_t *bytes; /* every batch's size, images, labels and indices */
+  size_t len, cap;
+  ff_stats stats;   /* stats.device is only valid while the loader is open: see device */
+  char device[64];
+  size_t info_cpu, info_device, info_fallbacks; /* sums of ff_batch_stats */
+  uint64_t wait_ns;                             /* after the first batch */
+} run;
+
+static void add(run *r, const void *p, size_t n) {
+  if (r->len + n > r->cap) {
+    r->cap = (r->len + n) * 2;
+    r->bytes = realloc(r->bytes, r->cap);
+    assert_non_null(r->bytes);
+  }
+  memcpy(r->bytes + r->len, p, n);
+  r->len += n;
+}
+
+/* Takes up to `batches` batches (0: one epoch), sleeping step_ms after each. */
+static run consume(ff_loader *l, int batches, int step_ms) {
+  run r = {0};
+  ff_batch *b;
+  ff_status st;
+  for (int i = 0; (!batches || i < batches) && (st = ff_loader_next(l, &b)) != FF_END; i++) {
+    if (st) fail_msg("ff_loader_next: %s", ff_loader_errmsg(l));
+    ff_tensor img, lab;
+    ff_batch_images(b, &img);
+    ff_batch_labels(b, &lab);
+    size_t n = ff_batch_size(b), px = (size_t)(img.shape[1] * img.shape[2] * img.shape[3]);
+    add(&r, &n, sizeof n);
+    add(&r, img.data, n * px * (img.dtype == FF_FLOAT32 ? 4 : 1));
+    add(&r, lab.data, n * sizeof(int64_t));
+    add(&r, ff_batch_sample_indices(b), n * sizeof(int64_t));
+    ff_batch_info info;
+    ff_batch_stats(b, &info);
+    assert_int_equal(info.cpu_samples + info.device_samples, n);
+    r.info_cpu += info.cpu_samples, r.info_device += info.device_samples;
+    r.info_fallbacks += info.device_fallbacks;
+    if (i) r.wait_ns += info.wait_ns;
+    ff_batch_release(b);
+    if (step_ms) sleep_ms(step_ms);
+  }
+  ff_loader_stats(l, &r.stats);
+  snprintf(r.device, sizeof r.device, "%s", r.stats.device);
+  return r;
+}
+
+/* One epoch of a fresh loader. */
+static run epoch_of(const ff_config *c, const char *share, const char *faults) {
+  ff_loader *l = open_with(c, share, faults);
+  run r = consume(l, 0, 0);
+  ff_loader_close(l);
+  return r;
+}
+
+static void assert_same_batches(const run *a, const run *b, const char *what) {
+  if (a->len != b->len || memcmp(a->bytes, b->bytes, a->len)) fail_msg("%s: batches differ", what);
+}
+
+/* ---- the share follows the stall ---- */
+
+/* Total wait of the consumer over 30 batches after the first, no step. */
+static run fast_consumer(const char *device) {
+  ff_config c = config(HEAVY_PIPELINE, device, 1);
+  ff_loader *l = open_with(&c, NULL, NULL);
+  run r = consume(l, 30, 0);
+  ff_loader_close(l);
+  return r;
+}
+
+static void fast_consumer_gets_a_device_share_on_emu(void **state) {
+  (void)state;
+  run cpu = fast_consumer("cpu");
+  assert_int_equal(cpu.stats.device_samples, 0);
+  assert_string_equal(cpu.device, "cpu");
+  run emu = fast_consumer("emu:0");
+  assert_string_equal(emu.device, "emu:0");
+  assert_true(emu.stats.device_samples > 0);
+  assert_int_equal(emu.stats.device_samples, emu.info_device);
+  assert_int_equal(emu.stats.device_fallbacks, 0);
+  assert_true(emu.stats.device_pool_peak_bytes > 0);
+  assert_true(emu.stats.device_pool_peak_bytes <= emu.stats.device_pool_limit_bytes);
+  /* The emulator runs the kernels on one host thread, about ten times
+   * slower per sample than the CPU's ops, and on this test's machines it
+   * shares the cores with the worker: it cannot cut the wait (the CUDA test
+   * below checks that). The policy's balance point bounds the harm: at a
+   * share of 1 the consumer would wait about ten times longer. */
+  if (emu.wait_ns > 4 * cpu.wait_ns + 100000000)
+    fail_msg("waited %.3f s with emu:0, %.3f s without", emu.wait_ns * 1e-9, cpu.wait_ns * 1e-9);
+  free(cpu.bytes), free(emu.bytes);
+}
+
+static void fast_consumer_waits_less_with_cuda(void **state) {
+  (void)state;
+  ff_config c = config(HEAVY_PIPELINE, "cuda:0", 1);
+  ff_loader *l = NULL;
+  if (ff_loader_open(&c, &l) != FF_OK) {
+    print_message("skipped: %s\n", ff_loader_errmsg(l));
+    ff_loader_close(l);
+    skip();
+  }
+  ff_loader_close(l);
+  /* Timing on a shared machine: the best of three tries must show it. */
+  for (int attempt = 1;; attempt++) {
+    run cpu = fast_consumer("cpu"), gpu = fast_consumer("cuda:0");
+    int ok = gpu.stats.device_samples > 0 && gpu.wait_ns < 0.8 * cpu.wait_ns;
+    print_message("attempt %d: waited %.3f s with cuda:0 (%llu device samples), %.3f s without\n", attempt,
+                  gpu.wait_ns * 1e-9, (unsigned long long)gpu.stats.device_samples, cpu.wait_ns * 1e-9);
+    free(cpu.bytes), free(gpu.bytes);
+    if (ok) return;
+    if (attempt == 3) fail_msg("the device did not cut the consumer's wait below 0.8x in 3 tries");
+  }
+}
+
+static void slow_consumer_gets_no_device_share(void **state) {
+  (void)state;
+  ff_config c = config(HEAVY_PIPELINE, "emu:0", 1);
+  ff_loader *l = open_with(&c, NULL, NULL);
+  run r = consume(l, 12, 50); /* the CPU needs a few ms per batch, the consumer 50 */
+  assert_int_equal(r.stats.device_samples, 0);
+  assert_true(r.stats.offload_share == 0.0);
+  ff_loader_close(l);
+  free(r.bytes);
+}
+
+/* ---- determinism ---- */
+
+static void check_placement_does_not_matter(const char *pipeline) {
+  ff_config c = config(pipeline, "cpu", 1);
+  run ref = epoch_of(&c, NULL, NULL);
+  c.device = "emu:0";
+  run all = epoch_of(&c, "1.0", NULL);
+  assert_int_equal(all.stats.device_samples, all.stats.samples); /* every sample on the device */
+  assert_same_batches(&ref, &all, "cpu vs emu:0 with share 1");
+  c.num_threads = 2;
+  run half = epoch_of(&c, "0.5", NULL);
+  assert_true(half.stats.device_samples > 0 && half.stats.device_samples < half.stats.samples);
+  assert_same_batches(&ref, &half, "cpu vs emu:0 with share 0.5 and 2 threads");
+  free(ref.bytes), free(all.bytes), free(half.bytes);
+}
+
+static void batches_do_not_depend_on_placement_nchw(void **state) {
+  (void)state;
+  check_placement_does_not_matter(HEAVY_PIPELINE);
+}
+
+static void batches_do_not_depend_on_placement_nhwc(void **state) {
+  (void)state;
+  check_placement_does_not_matter(NHWC_PIPELINE);
+}
+
+static void share_changed_mid_run_keeps_batches_identical(void **state) {
+  (void)state;
+  ff_config c = config(NHWC_PIPELINE, "cpu", 2);
+  run ref = epoch_of(&c, NULL, NULL);
+  c.device = "emu:0";
+  ff_loader *l = open_with(&c, "0.25", NULL);
+  run r = {0};
+  for (int part = 0; part < 3; part++) { /* 15 batches an epoch: 5 at each share */
+    ff__loader_force_device_share(l, part == 0 ? 1.0 : part == 1 ? 0.0 : -1.0);
+    run p = consume(l, 5, 0);
+    add(&r, p.bytes, p.len);
+    free(p.bytes);
+  }
+  ff_batch *b;
+  assert_int_equal(ff_loader_next(l, &b), FF_END);
+  assert_same_batches(&ref, &r, "shares 1, 0, policy");
+  ff_loader_close(l);
+  free(ref.bytes), free(r.bytes);
+}
+
+/* ---- the device's limits and faults ---- */
+
+static void a_budget_too_small_for_any_microbatch_keeps_everything_on_the_cpu(void **state) {
+  (void)state;
+  ff_config c = config(HEAVY_PIPELINE, "cpu", 1);
+  run ref = epoch_of(&c, NULL, NULL);
+  c.device = "emu:0";
+  c.device_memory_limit_bytes = 4096;
+  run r = epoch_of(&c, "1.0", NULL);
+  assert_int_equal(r.stats.device_samples, 0);
+  assert_int_equal(r.stats.device_fallbacks, 0); /* refused at admission: nothing to fall back */
+  assert_true(r.stats.device_pool_limit_bytes <= 4096);
+  assert_same_batches(&ref, &r, "cpu vs emu:0 with a 4 KiB budget");
+  free(ref.bytes), free(r.bytes);
+}
+
+static void refused_device_memory_falls_back_to_the_cpu(void **state) {
+  (void)state;
+  ff_config c = config(HEAVY_PIPELINE, "cpu", 1);
+  run ref = epoch_of(&c, NULL, NULL);
+  c.device = "emu:0";
+  run r = epoch_of(&c, "1.0", "alloc:1"); /* the output tensor gets memory, no microbatch does */
+  assert_int_equal(r.stats.device_samples, 0);
+  assert_true(r.stats.device_fallbacks > 0);
+  assert_int_equal(r.stats.device_fallbacks, r.info_fallbacks);
+  assert_same_batches(&ref, &r, "cpu vs emu:0 refusing memory");
+  free(ref.bytes), free(r.bytes);
+}
+
+static void a_failed_kernel_falls_back_and_the_device_goes_on(void **state) {
+  (void)state;
+  ff_config c = config(HEAVY_PIPELINE, "cpu", 2);
+  run ref = epoch_of(&c, NULL, NULL);
+  c.device = "emu:0";
+  run r = epoch_of(&c, "1.0", "kernel:3");
+  assert_int_equal(r.stats.device_fallbacks, 8); /* one microbatch: a whole batch */
+  assert_int_equal(r.stats.device_samples, r.stats.samples - 8);
+  assert_same_batches(&ref, &r, "cpu vs emu:0 with a failed kernel");
+  free(ref.bytes), free(r.bytes);
+}
+
+/* ---- opening and closing ---- */
+
+static void a_named_device_that_cannot_open_fails_the_open(void **state) {
+  (void)state;
+  ff_config c = config(HEAVY_PIPELINE, "tpu:0", 1);
+  ff_loader *l = NULL;
+  assert_int_equal(ff_loader_open(&c, &l), FF_EINVAL);
+  assert_non_null(strstr(ff_loader_errmsg(l), "tpu:0"));
+  ff_loader_close(l);
+  c.device = "cuda:9";
+  ff_status st = ff_loader_open(&c, &l);
+  assert_int_equal(st, FF_EDEVICE); /* no such GPU here, or no GPU at all */
+  assert_non_null(strstr(ff_loader_errmsg(l), "cuda:9"));
+  ff_loader_close(l);
+  c.device_max_time_share = 0;
+  c.device = "emu:0";
+  assert_int_equal(ff_loader_open(&c, &l), FF_EINVAL);
+  assert_non_null(strstr(ff_loader_errmsg(l), "device_max_time_share"));
+  ff_loader_close(l);
+}
+
+static void auto_falls_back_to_the_cpu_quietly(void **state) {
+  (void)state;
+  ff_config c = config(HEAVY_PIPELINE, "auto", 1);
+  ff_loader *l = open_with(&c, NULL, NULL);
+  ff_stats s;
+  ff_loader_stats(l, &s);
+  assert_true(!strcmp(s.device, "cpu") || !strncmp(s.device, "cuda:0", 6));
+  run r = consume(l, 3, 0);
+  free(r.bytes);
+  ff_loader_close(l);
+}
+
+static void close_is_prompt_while_the_device_is_busy(void **state) {
+  (void)state;
+  ff_config c = config("decode(dct_scale=false) | resize(size=(256, 256)) | aug_mix | normalize(mean=imagenet, "
+                       "std=imagenet)", "emu:0", 2);
+  c.prefetch = 4;
+  ff_loader *l = open_with(&c, "1.0", NULL);
+  ff_batch *b;
+  assert_int_equal(ff_loader_next(l, &b), FF_OK);
+  ff_batch_release(b);
+  struct timespec t0;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  ff_loader_close(l);
+  double dt = seconds_since(&t0);
+  if (dt >= 2.0) fail_msg("ff_loader_close took %.3f s", dt);
+}
+
+static void active_thread_cap_parks_workers(void **state) {
+  (void)state;
+  ff_config c = config(NHWC_PIPELINE, "cpu", 2);
+  run ref = epoch_of(&c, NULL, NULL);
+  ff_loader *l = open_with(&c, NULL, NULL);
+  ff__loader_set_active_threads(l, 1);
+  run r = consume(l, 0, 0);
+  assert_int_equal(r.stats.num_threads, 1);
+  ff__loader_set_active_threads(l, 99); /* clamped to the threads there are */
+  ff_stats s;
+  ff_loader_stats(l, &s);
+  assert_int_equal(s.num_threads, 2);
+  assert_same_batches(&ref, &r, "2 threads vs a cap of 1");
+  ff_loader_close(l);
+  free(ref.bytes), free(r.bytes);
+}
+
+static void the_trace_is_a_json_array_with_every_track(void **state) {
+  (void)state;
+  ff_config c = config(HEAVY_PIPELINE, "emu:0", 2);
+  ff_loader *l = open_with(&c, "0.5", NULL);
+  char path[1100];
+  snprintf(path, sizeof path, "%s/trace.json", ff_test_dir("offload-trace"));
+  assert_int_equal(ff_loader_trace_write(l, path, NULL, NULL), FF_EINVAL); /* not started */
+  assert_int_equal(ff_loader_trace_start(l, 40), FF_OK);
+  run r = consume(l, 6, 0);
+  size_t events = 0, dropped = 0;
+  assert_int_equal(ff_loader_trace_write(l, path, &events, &dropped), FF_OK);
+  assert_int_equal(events, 40);
+  assert_true(dropped > 0);
+  size_t n;
+  char *text = (char *)ff_test_read(path, &n);
+  text = realloc(text, n + 1);
+  text[n] = 0;
+  assert_true(text[0] == '[' && strstr(text, "]\n") == text + n - 2);
+  assert_non_null(strstr(text, "capped"));
+  assert_non_null(strstr(text, "\"CPU worker 1\""));
+  assert_non_null(strstr(text, "\"name\": \"decode\""));
+  free(text), free(r.bytes);
+  ff_loader_close(l);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(fast_consumer_gets_a_device_share_on_emu),
+      cmocka_unit_test(fast_consumer_waits_less_with_cuda),
+      cmocka_unit_test(slow_consumer_gets_no_device_share),
+      cmocka_unit_test(batches_do_not_depend_on_placement_nchw),
+      cmocka_unit_test(batches_do_not_depend_on_placement_nhwc),
+      cmocka_unit_test(share_changed_mid_run_keeps_batches_identical),
+      cmocka_unit_test(a_budget_too_small_for_any_microbatch_keeps_everything_on_the_cpu),
+      cmocka_unit_test(refused_device_memory_falls_back_to_the_cpu),
+      cmocka_unit_test(a_failed_kernel_falls_back_and_the_device_goes_on),
+      cmocka_unit_test(a_named_device_that_cannot_open_fails_the_open),
+      cmocka_unit_test(auto_falls_back_to_the_cpu_quietly),
+      cmocka_unit_test(close_is_prompt_while_the_device_is_busy),
+      cmocka_unit_test(active_thread_cap_parks_workers),
+      cmocka_unit_test(the_trace_is_a_json_array_with_every_track),
+  };
+  return cmocka_run_group_tests(tests, make_dataset, NULL);
+}
