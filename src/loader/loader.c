@@ -343,6 +343,19 @@ static ff_status env_share(double *out, ff__error *err) {
   return FF_OK;
 }
 
+/* Loaders of one node (one per GPU, as torchrun starts them) share the
+ * node's cores through the coordinator when a group is named: FF_NODE_GROUP,
+ * or torchrun's run id (FF_NODE_GROUP=off opts out). Without a group, or if
+ * the shared memory cannot be had, the loader runs on its own threads. */
+static void join_node_group(ff_loader *l) {
+  const char *env = getenv("FF_NODE_GROUP");
+  char group[128];
+  if ((env && !strcmp(env, "off")) || !ff__coord_default_group(group, sizeof group)) return;
+  ff__error ignored;
+  if (ff__coord_join(group, l->num_threads, &l->coord, &ignored) == FF_OK)
+    ff__loader_set_active_threads(l, ff__coord_threads(l->coord));
+}
+
 static ff_status loader_start(ff_loader *l) {
   ff__error *err = &l->err;
   ff_status st = check_config(&l->cfg, err);
@@ -415,6 +428,7 @@ static ff_status loader_start(ff_loader *l) {
     }
     l->started_threads++;
   }
+  join_node_group(l);
   return FF_OK;
 }
 
@@ -440,6 +454,8 @@ ff_status ff_loader_open(const ff_config *cfg, ff_loader **out) {
 
 void ff_loader_close(ff_loader *l) {
   if (!l) return;
+  ff__coord_leave(l->coord); /* the threads go back to the node's pool first */
+  l->coord = NULL;
   pthread_mutex_lock(&l->mu);
   l->stop = 1;
   pthread_cond_broadcast(&l->work_cv);
@@ -533,6 +549,11 @@ static void hand_out(ff_loader *l, ff_batch *e, int ring_ready, uint64_t t0, uin
   };
   l->refused = 0;
   ff__sched_update(&l->sched_params, &l->sched, &o);
+  if (l->coord) {
+    l->report = (ff__coord_report_data){o.wait_s / o.interval_s, (double)ring_ready / l->cfg.prefetch,
+                                         o.cpu_busy_s / (l->active_threads * o.interval_s)};
+    l->report_pending = 1;
+  }
   l->stats.offload_share = current_share(l);
 }
 
@@ -583,7 +604,13 @@ ff_status ff_loader_next(ff_loader *l, ff_batch **out) {
   l->stats.wait_ns += now - t0;
   if (l->trace) ff__trace_span(l->trace, FF__TRACK_CONSUMER, "wait", t0, now - t0, "batch", (int64_t)l->next_out - 1);
   pthread_cond_broadcast(&l->work_cv);
+  ff__coord_report_data interval = l->report;
+  int pending = l->report_pending;
+  l->report_pending = 0;
   pthread_mutex_unlock(&l->mu);
+  /* Outside the lock: the node's table may take a moment to get. */
+  int threads;
+  if (pending && ff__coord_report(l->coord, &interval, &threads) == FF_OK) ff__loader_set_active_threads(l, threads);
   return st;
 }
 

@@ -20,6 +20,7 @@
 #include "loader/trace.h"
 #include "pipeline/pipeline.h"
 #include "sched/cost.h"
+#include "sched/coord.h"
 #include "sched/policy.h"
 #include "source/source.h"
 
@@ -60,6 +61,9 @@ struct ff_loader {
   ff__worker *workers;
   int num_threads, started_threads;
   int active_threads;    /* workers at or above this index park (ff__loader_set_active_threads) */
+  struct ff__coord *coord;             /* the node group this loader lends threads in, or NULL */
+  struct ff__coord_report_data report; /* what the last batch interval tells the coordinator */
+  int report_pending;
   int stop, closed, held;
   uint64_t gen;
   uint64_t out_epoch, item_epoch; /* the consumer's epoch; the workers' (same or next) */

@@ -457,6 +457,31 @@ static void seek_resumes_mid_epoch_bit_identically(void **state) {
   free(whole.bytes), free(tail.bytes);
 }
 
+static void node_group_caps_the_threads_and_keeps_batches_identical(void **state) {
+  (void)state;
+  char group[64];
+  snprintf(group, sizeof group, "test-loader-%d", (int)getpid());
+  ff_config c = base_config(data_source, NCHW_PIPELINE);
+  record alone = record_run(&c, 1), grouped;
+  setenv("FF_NODE_GROUP", group, 1);
+  setenv("FF_NODE_THREADS", "1", 1); /* the node's budget: one worker thread */
+  ff_loader *l = open_ok(&c);
+  ff_stats s;
+  ff_loader_stats(l, &s);
+  assert_int_equal(s.num_threads, 1); /* of the 2 it owns */
+  ff_loader_close(l);
+  grouped = record_run(&c, 1);
+  unsetenv("FF_NODE_THREADS");
+  setenv("FF_NODE_GROUP", "off", 1);
+  l = open_ok(&c);
+  ff_loader_stats(l, &s);
+  assert_int_equal(s.num_threads, 2);
+  ff_loader_close(l);
+  unsetenv("FF_NODE_GROUP");
+  assert_true(records_equal(&alone, &grouped));
+  free(alone.bytes), free(grouped.bytes);
+}
+
 static void stats_count_every_file_read_once(void **state) {
   (void)state;
   uint64_t total = 0, largest = 0;
@@ -1042,6 +1067,7 @@ int main(void) {
       cmocka_unit_test(drop_last_leaves_out_the_short_batch),
       cmocka_unit_test(end_after_the_last_batch_then_the_next_epoch_follows),
       cmocka_unit_test(seek_resumes_mid_epoch_bit_identically),
+      cmocka_unit_test(node_group_caps_the_threads_and_keeps_batches_identical),
       cmocka_unit_test(stats_count_every_file_read_once),
       cmocka_unit_test(batch_can_be_released_from_another_thread),
       cmocka_unit_test(held_batch_survives_set_epoch),
