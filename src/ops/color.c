@@ -75,7 +75,52 @@ static inline void lookup8(uint8_t *p, const uint8_t *const t[8]) {
 }
 #endif
 
+/* Tables of the form (v & m) ^ x — posterize, invert, and runs of them —
+ * are plain byte arithmetic, which vectorises where a lookup cannot. */
+static int mask_xor_form(const uint8_t t[256], uint8_t *m, uint8_t *x) {
+  *x = t[0];
+  *m = t[255] ^ *x;
+  for (int v = 0; v < 256; v++)
+    if (t[v] != ((v & *m) ^ *x)) return 0;
+  return 1;
+}
+
+FF_FMA_CLONES static void apply_mask_xor(const ff__image *img, uint8_t m, uint8_t x) {
+  rows r = rows_of(img);
+  for (size_t y = 0; y < r.count; y++) {
+    uint8_t *p = r.data + y * r.stride;
+    for (size_t k = 0; k < r.bytes; k++) p[k] = (uint8_t)((p[k] & m) ^ x);
+  }
+}
+
+/* Solarize's table, v below k kept and the rest inverted, as a compare. */
+static int solarize_form(const uint8_t t[256], int *k) {
+  *k = 0;
+  while (*k < 256 && t[*k] == *k) (*k)++;
+  for (int v = *k; v < 256; v++)
+    if (t[v] != 255 - v) return 0;
+  return 1;
+}
+
+FF_FMA_CLONES static void apply_solarize(const ff__image *img, int k) {
+  rows r = rows_of(img);
+  for (size_t y = 0; y < r.count; y++) {
+    uint8_t *p = r.data + y * r.stride;
+    for (size_t i = 0; i < r.bytes; i++) p[i] = p[i] < k ? p[i] : (uint8_t)(255 - p[i]);
+  }
+}
+
 static void apply_table(const ff__image *img, const uint8_t t[256]) {
+  uint8_t m, x;
+  int k;
+  if (mask_xor_form(t, &m, &x)) {
+    apply_mask_xor(img, m, x);
+    return;
+  }
+  if (solarize_form(t, &k)) {
+    apply_solarize(img, k);
+    return;
+  }
   rows r = rows_of(img);
   const uint8_t *const same[8] = {t, t, t, t, t, t, t, t};
   for (size_t y = 0; y < r.count; y++) {
