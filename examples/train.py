@@ -15,13 +15,18 @@ minutes, not hours.
 import argparse
 import itertools
 import os
+import sys
 import time
 
 
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    p.add_argument("--data", default="build/demo-data", help="ImageFolder root (one sub-folder per class)")
+    p.add_argument("--data", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "build",
+                                                  "demo-data"),
+                   help="ImageFolder root (one sub-folder per class); default: the demo data of `make demo`")
+    p.add_argument("--device", default="cpu",
+                   help="fusionflow's offload device: cpu, auto, cuda:N or emu:N (default cpu)")
     p.add_argument("--steps", type=int, default=300, help="training steps (batches)")
     p.add_argument("--batch-size", type=int, default=32, help="images per batch")
     p.add_argument("--threads", type=int, default=len(os.sched_getaffinity(0)),
@@ -44,7 +49,7 @@ def fusionflow_batches(args):
     pipeline = (f"decode | random_resized_crop(size={args.image_size}) | random_horizontal_flip"
                 " | normalize(mean=imagenet, std=imagenet)")
     loader = fusionflow.Loader(args.data, pipeline, batch_size=args.batch_size, shuffle=True, drop_last=True,
-                               seed=args.seed, num_threads=args.threads, prefetch=args.prefetch)
+                               seed=args.seed, num_threads=args.threads, prefetch=args.prefetch, device=args.device)
     print(f"fusionflow {fusionflow.__version__}: {loader.dataset_size} images, {len(loader)} batches/epoch, "
           f"{args.threads} threads")
 
@@ -88,6 +93,8 @@ def torchvision_batches(args):
 
 def main(argv=None):
     args = parse_args(argv)
+    if not os.path.isdir(args.data):
+        sys.exit(f"train.py: no data folder {args.data} (run `make demo` to make the demo data, or pass --data DIR)")
     import torch
     import torchvision
 

@@ -6,7 +6,7 @@
  * epoch (seeded shuffle, DistributedSampler sharding), draws every random
  * parameter of every sample up front from a counter-based RNG keyed by
  * (seed, epoch, sample index), and runs the pipeline on a pool of CPU threads
- * into an ordered ring of `prefetch` batches.
+ * into an ordered ring (`prefetch` batches ahead of the consumer).
  *
  * With a device configured (ff_config.device) a cooperative scheduler also
  * sends part of each batch to it when, and only as far as, the CPU pool
@@ -101,7 +101,7 @@ typedef struct ff_config {
   ff_on_error on_error;      /* default FF_ON_ERROR_RAISE */
   uint64_t max_image_pixels; /* decoding refuses larger images before allocating, and the pipeline
                                 may not make larger ones; 0 = no limit; default 89478485 (Pillow's) */
-  /* The device that takes the CPU pool's deficit (fields since 0.2):
+  /* The device that takes the CPU pool's deficit:
    *   "cpu"     no device (default; also NULL)
    *   "auto"    cuda:0 when it opens, else cpu, quietly
    *   "cuda:N"  CUDA GPU N (a build with CUDA)

@@ -245,9 +245,7 @@ class Loader:
                 on_error_skip=on_error == "skip", max_image_pixels=limit, device=device,
                 device_memory_limit_bytes=device_memory_limit_bytes)
         except _errors.DeviceError as e:
-            raise _errors.DeviceUnavailableError(
-                f"fusionflow.Loader: device={device!r} is not available here ({e}); use device='auto' or 'cpu'",
-                e.status) from None
+            raise _errors.DeviceUnavailableError(f"fusionflow.Loader(device={device!r}): {e}", e.status) from None
         with _open_lock:
             _open_loaders.add(self)
 
@@ -370,7 +368,11 @@ class Loader:
             if key in state and state[key] != mine[key]:
                 raise ValueError(f"fusionflow: load_state_dict: the state was saved with {key}={state[key]!r}, "
                                  f"this loader has {key}={mine[key]!r}")
-        epoch, batch = int(state["epoch"]), int(state["batch"])
+        try:
+            epoch, batch = int(state["epoch"]), int(state["batch"])
+        except (KeyError, TypeError, ValueError):
+            raise ValueError("fusionflow: load_state_dict: expected a dict from state_dict() with 'epoch' and "
+                             f"'batch' (got {state!r:.200})") from None
         if epoch < 0 or not 0 <= batch <= c.num_batches:
             raise ValueError(f"fusionflow: load_state_dict: position (epoch {epoch}, batch {batch}) is outside "
                              f"the {c.num_batches} batches of an epoch")

@@ -27,7 +27,8 @@ static void augment_usage(FILE *f) {
           "  --seed N          seed (default 0)\n"
           "  --epoch N         epoch (default 0)\n"
           "  --index I         sample index: with the seed and epoch it fixes every random draw (default 0)\n"
-          "  --grid N          a contact sheet of N draws (indices I .. I+N-1) instead of one image\n"
+          "  --grid N          a contact sheet of N draws (indices I .. I+N-1, 1 <= N <= 400)\n"
+          "                    instead of one image\n"
           "  -h, --help        show this help\n"
           "\n"
           "Exit status: 0 success, 1 runtime error, 2 usage.\n");
@@ -72,14 +73,13 @@ int ff__cli_augment(int argc, char **argv) {
   int c, li = 0;
   optind = 1;
   while ((c = getopt_long(argc, argv, "h", opts, &li)) != -1) {
-    const char *name = opts[li].name;
     switch (c) {
     case 'p': pipeline = optarg; break;
     case 's': if (!parse_u64("--seed", optarg, &seed)) return 2; break;
     case 'e': if (!parse_u64("--epoch", optarg, &epoch)) return 2; break;
     case 'i': if (!parse_u64("--index", optarg, &index)) return 2; break;
     case 'g':
-      if (!parse_u64(name, optarg, &grid)) return 2;
+      if (!parse_u64("--grid", optarg, &grid)) return 2;
       if (grid < 1 || grid > 400) {
         fprintf(stderr, "fusionflow augment: --grid expects 1 to 400 draws, got %s\n", optarg);
         return 2;

@@ -53,13 +53,15 @@ static void bench_usage(FILE *f) {
           "                        most device memory the loader may hold, bytes or with a\n"
           "                        K, M or G suffix (default: free memory less the headroom)\n"
           "  --trace FILE          write a Chrome trace of the timed run to FILE (open it in\n"
-          "                        ui.perfetto.dev): worker, device and consumer tracks\n"
+          "                        Perfetto or chrome://tracing): worker, device, consumer tracks\n"
           "  --trace-events N      most events the trace keeps (default 262144); later ones\n"
           "                        are dropped and counted\n"
           "  --per-batch           with --json: add each batch's placement and times\n"
           "  --json                print the summary as one JSON object on stdout\n"
           "  -h, --help            show this help\n"
           "\n"
+          "The report goes to stderr (with a progress bar on a terminal); --json prints one JSON\n"
+          "object on stdout instead, for scripts.\n"
           "Exit status: 0 success, 1 runtime error (the message names the file or cause), 2 usage.\n");
 }
 
@@ -215,6 +217,18 @@ int ff__cli_bench(int argc, char **argv) {
     fprintf(stderr, "fusionflow bench: --source is required (imagefolder:DIR or list:FILE)\n\n");
     bench_usage(stderr);
     return 2;
+  }
+  if (per_batch && !json) {
+    fprintf(stderr, "fusionflow bench: --per-batch goes with --json\n");
+    return 2;
+  }
+  if (trace) { /* find out now, not after the run, that the trace cannot be written */
+    FILE *f = fopen(trace, "w");
+    if (!f) {
+      fprintf(stderr, "fusionflow bench: --trace %s: %s\n", trace, strerror(errno));
+      return 1;
+    }
+    fclose(f);
   }
 
   /* Without warm-up the clock includes opening: the workers start there. */

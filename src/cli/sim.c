@@ -56,6 +56,7 @@ static void sim_usage(FILE *f) {
           "  --json                    print the results as one JSON object on stdout\n"
           "  -h, --help                show this help\n"
           "\n"
+          "The report goes to stderr; --json prints one JSON object on stdout instead.\n"
           "Exit status: 0 success, 1 runtime error, 2 usage.\n");
 }
 
@@ -289,13 +290,13 @@ int ff__cli_sim(int argc, char **argv) {
   cfg.gpu_s = 0.08e-3;
   double step_ms = -1, cpu_ms = -1, gpu_ms = 0.08, launch_ms = 0, static_share = -1, max_loss = 0.05, x;
   long v, plan_max = 64;
-  int json = 0, plan = 0, frac_from_profile = 0, c, li = 0;
+  int json = 0, plan = 0, frac_from_profile = 0, cores_given = 0, c, li = 0;
   const char *profile_path = NULL;
   optind = 1;
   while ((c = getopt_long(argc, argv, "h", opts, &li)) != -1) {
     const char *name = opts[li].name;
     switch (c) {
-    case O_CORES: if (!parse_long(name, optarg, 1, 1 << 20, &v)) return 2; cfg.cores = (int)v; break;
+    case O_CORES: if (!parse_long(name, optarg, 1, 1 << 20, &v)) return 2; cfg.cores = (int)v, cores_given = 1; break;
     case O_GPUS: if (!parse_long(name, optarg, 1, 4096, &v)) return 2; cfg.gpus = (int)v; break;
     case O_STEP: if (!parse_double(name, optarg, 1e-6, 1e9, &step_ms)) return 2; break;
     case O_BATCH: if (!parse_long(name, optarg, 1, 1 << 20, &v)) return 2; cfg.batch_size = (int)v; break;
@@ -372,6 +373,8 @@ int ff__cli_sim(int argc, char **argv) {
     ff__sim_profile_free(&prof);
     return 2;
   }
+  if (plan && cores_given)
+    fprintf(stderr, "fusionflow sim: --plan tries 1..%ld cores per GPU itself; --cores is ignored\n", plan_max);
   int rc = plan ? run_plan(&cfg, (int)plan_max, max_loss, json, profile_path, profile_path ? &prof : NULL)
                 : run_compare(&cfg, static_share, json, profile_path, profile_path ? &prof : NULL);
   ff__sim_profile_free(&prof);

@@ -221,7 +221,8 @@ extern "C" ff_status ff__cuda_open(int ordinal, const ff__device_options *opt, f
   if (e != cudaSuccess) {
     cudaGetLastError();
     return ff__error_set(err, FF_EDEVICE,
-                         "cuda:%d: no CUDA device (cudaGetDeviceCount: %s); use emu:0 or cpu", ordinal,
+                         "cuda:%d: no usable GPU or NVIDIA driver here (the CUDA runtime says: %s); "
+                         "use emu:0 or cpu", ordinal,
                          cudaGetErrorString(e));
   }
   if (ordinal >= count)

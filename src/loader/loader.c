@@ -661,6 +661,11 @@ void ff_loader_stats(const ff_loader *l, ff_stats *out) {
   pthread_mutex_lock((pthread_mutex_t *)&l->mu);
   *out = l->stats;
   pthread_mutex_unlock((pthread_mutex_t *)&l->mu);
+  ff__device_info info; /* the pool's figures now, not as of the last batch */
+  if (l->dev && !ff__device_query(l->dev, &info, NULL)) {
+    out->device_pool_limit_bytes = info.pool.limit_bytes;
+    out->device_pool_peak_bytes = info.pool.peak_bytes;
+  }
 }
 
 size_t ff_loader_op_costs(const ff_loader *l, ff_op_cost *out, size_t cap) {

@@ -54,7 +54,7 @@ ff_status ff__offload_open(ff_loader *l) {
   if (st) {
     ff__offload_close(l);
     if (is_auto) return FF_OK; /* auto: the CPU alone, quietly */
-    return ff__error_set(&l->err, st, "device '%s': %s", name, err.msg);
+    return ff__error_set(&l->err, st, "%s", err.msg); /* the device's message names it */
   }
   snprintf(l->device_name, sizeof l->device_name, "%s", info.name);
   l->device_free_bytes = info.pool.limit_bytes;
