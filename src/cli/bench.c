@@ -366,6 +366,8 @@ int ff__cli_bench(int argc, char **argv) {
               "pool peak %.1f of %.1f MiB\n", end.device, 100 * device_share, (unsigned long long)dev_samples,
               device_s, (unsigned long long)fallbacks, end.device_pool_peak_bytes / 1048576.0,
               end.device_pool_limit_bytes / 1048576.0);
+    else if (cfg.device && !strcmp(cfg.device, "auto"))
+      fprintf(stderr, "device: none (auto found no usable GPU), the CPU alone\n");
   }
   if (trace)
     fprintf(stderr, "trace: %zu events in %s%s\n", trace_kept, trace,
