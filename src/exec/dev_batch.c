@@ -24,6 +24,7 @@
 #include "kernels/affine_setup.h"
 #include "kernels/stage.h"
 #include "ops/augment.h"
+#include "ops/ops.h"
 
 #define ALIGN(x, a) (((x) + (a)-1) / (a) * (a))
 
@@ -238,12 +239,7 @@ static void lower(walk *w, const ff__pipeline *pipe, uint64_t image_addr, uint64
     case FF__STEP_AUG:
       if (ff__aug_is_lut(st->aug.op)) {
         ff__aug run[FF__PLAN_MAX_STEPS];
-        int n = 0;
-        while (i + n < plan->num_steps && plan->steps[i + n].kind == FF__STEP_AUG &&
-               ff__aug_is_lut(plan->steps[i + n].aug.op)) {
-          run[n] = plan->steps[i + n].aug;
-          n++;
-        }
+        int n = ff__plan_lut_run(plan, i, run);
         lower_lut_run(w, run, n);
         i += n - 1;
       } else {

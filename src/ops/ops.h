@@ -56,6 +56,12 @@ ff_status ff__op_resize(const ff__image *src, int out_w, int out_h, int antialia
 void ff__op_hflip(ff__image *img);
 void ff__op_vflip(ff__image *img);
 
+/* The run of consecutive table-op steps (ff__aug_is_lut) starting at step
+ * i of plan: copies their ops to run[] (room for FF__PLAN_MAX_STEPS) and
+ * returns how many, 0 when step i is not one. Such a run is done as one
+ * fused pass, on the CPU and on a device alike. */
+int ff__plan_lut_run(const ff__plan *plan, int i, ff__aug *run);
+
 /* Runs the plan's steps on *img (which may be replaced by a scratch image,
  * and may be changed in place): consecutive table ops run fused as one pass,
  * AugMix mixes its chains (spec 4.4). Adds each step's time to s->costs.

@@ -57,6 +57,16 @@ static void mix_truncate(const float *mix, ff__image *out) {
   for (size_t i = 0; i < n; i++) out->data[i] = ff__mix_trunc_u8(mix[i]);
 }
 
+int ff__plan_lut_run(const ff__plan *plan, int i, ff__aug *run) {
+  int n = 0;
+  while (i + n < plan->num_steps && plan->steps[i + n].kind == FF__STEP_AUG &&
+         ff__aug_is_lut(plan->steps[i + n].aug.op)) {
+    run[n] = plan->steps[i + n].aug;
+    n++;
+  }
+  return n;
+}
+
 ff_status ff__ops_run(const ff__plan *plan, ff__op_scratch *s, ff__image *img, ff__error *err) {
   int next = 0; /* which ping-pong buffer the next new image goes to */
   float *mix = NULL;
@@ -91,12 +101,7 @@ ff_status ff__ops_run(const ff__plan *plan, ff__op_scratch *s, ff__image *img, f
       kind = st->aug.op;
       if (ff__aug_is_lut(st->aug.op)) { /* the whole run of table ops as one pass */
         ff__aug run[FF__PLAN_MAX_STEPS];
-        int n = 0;
-        while (i + n < plan->num_steps && plan->steps[i + n].kind == FF__STEP_AUG &&
-               ff__aug_is_lut(plan->steps[i + n].aug.op)) {
-          run[n] = plan->steps[i + n].aug;
-          n++;
-        }
+        int n = ff__plan_lut_run(plan, i, run);
         ff__aug_lut_run(run, n, &out);
         if (n > 1) kind = FF__COST_LUT;
         i += n - 1;
