@@ -90,6 +90,21 @@ static void core_decref(core *c) {
   free(c);
 }
 
+/* Takes the kept answer's batch (NULL if none) and clears the answer. Under mu. */
+static ff_batch *take_answer(core *c) {
+  ff_batch *b = c->done ? c->batch : NULL;
+  c->done = 0;
+  c->batch = NULL;
+  return b;
+}
+
+/* Gives back a batch that was counted as held and never reached an owner. */
+static void give_back(core *c, ff_batch *b) {
+  if (!b) return;
+  ff_batch_release(b);
+  atomic_fetch_sub(&c->held, 1);
+}
+
 static void *fetch_main(void *p) {
   core *c = p;
   pthread_mutex_lock(&c->mu);
@@ -108,14 +123,9 @@ static void *fetch_main(void *p) {
     c->done = 1;
     pthread_cond_broadcast(&c->cv);
   }
-  ff_batch *unclaimed = c->done ? c->batch : NULL;
-  c->done = 0;
-  c->batch = NULL;
+  ff_batch *unclaimed = take_answer(c);
   pthread_mutex_unlock(&c->mu);
-  if (unclaimed) {
-    ff_batch_release(unclaimed);
-    atomic_fetch_sub(&c->held, 1);
-  }
+  give_back(c, unclaimed);
   ff_loader_close(c->loader); /* batches still held stay valid */
   c->loader = NULL;
   core_decref(c);
@@ -516,14 +526,9 @@ static int settle(core *c) {
 /* Gives back a kept answer that will not be handed out (set_epoch, seek). */
 static void drop_answer(core *c) {
   pthread_mutex_lock(&c->mu);
-  ff_batch *b = c->done ? c->batch : NULL;
-  c->done = 0;
-  c->batch = NULL;
+  ff_batch *b = take_answer(c);
   pthread_mutex_unlock(&c->mu);
-  if (b) {
-    ff_batch_release(b);
-    atomic_fetch_sub(&c->held, 1);
-  }
+  give_back(c, b);
 }
 
 static PyObject *loader_next(LoaderObject *self, PyObject *unused) {
@@ -560,8 +565,7 @@ static PyObject *loader_next(LoaderObject *self, PyObject *unused) {
 
   owner *o = owner_new(b, NULL, c);
   if (!o) {
-    ff_batch_release(b);
-    atomic_fetch_sub(&c->held, 1);
+    give_back(c, b);
     return PyErr_NoMemory();
   }
   ff_tensor ti, tl;

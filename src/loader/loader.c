@@ -221,6 +221,14 @@ void ff__loader_sample_finished(ff_loader *l, ff_batch *e, int count) {
   }
 }
 
+void ff__loader_add_costs(ff_loader *l, ff__op_costs *costs) {
+  for (int k = 0; k < FF__COST_COUNT; k++) {
+    l->costs.calls[k] += costs->calls[k], l->costs.ns[k] += costs->ns[k];
+    l->costs.pixels[k] += costs->pixels[k];
+  }
+  memset(costs, 0, sizeof *costs);
+}
+
 /* The spans of the sample a worker just ran, laid end to end from t0. */
 static void trace_sample(ff_loader *l, int worker, const ff__worker *w, uint64_t t0, int64_t sample) {
   int track = FF__TRACK_WORKER + worker;
@@ -270,11 +278,7 @@ static void *worker_loop(void *p) {
     l->stats.read_ns += w->read_ns, l->stats.decode_ns += w->decode_ns, l->stats.ops_ns += w->ops_ns;
     l->stats.read_bytes += w->read_bytes;
     w->read_ns = w->decode_ns = w->ops_ns = w->read_bytes = 0;
-    for (int k = 0; k < FF__COST_COUNT; k++) {
-      l->costs.calls[k] += w->ops.costs.calls[k], l->costs.ns[k] += w->ops.costs.ns[k];
-      l->costs.pixels[k] += w->ops.costs.pixels[k];
-    }
-    memset(&w->ops.costs, 0, sizeof w->ops.costs);
+    ff__loader_add_costs(l, &w->ops.costs);
     if (gen == l->gen) {
       e->labels[slot] = l->index.labels[sample];
       e->sample_indices[slot] = sample;
@@ -512,12 +516,6 @@ size_t ff_loader_num_batches(const ff_loader *l) { return l->num_batches; }
 size_t ff_loader_num_samples(const ff_loader *l) { return l->num_samples; }
 size_t ff_loader_dataset_size(const ff_loader *l) { return l->index.count; }
 
-/* The device share of the next splits. Locked. */
-static double current_share(const ff_loader *l) {
-  if (!l->dev || l->device_off) return 0;
-  return l->forced_share >= 0 ? l->forced_share : l->sched.share;
-}
-
 static int ready_batches(const ff_loader *l) {
   int n = 0;
   for (int i = 0; i < l->ring_size; i++) n += l->ring[i].state == FF__BUF_READY;
@@ -554,7 +552,7 @@ static void hand_out(ff_loader *l, ff_batch *e, int ring_ready, uint64_t t0, uin
                                          o.cpu_busy_s / (l->active_threads * o.interval_s)};
     l->report_pending = 1;
   }
-  l->stats.offload_share = current_share(l);
+  l->stats.offload_share = ff__offload_share(l);
 }
 
 ff_status ff_loader_next(ff_loader *l, ff_batch **out) {
@@ -696,7 +694,7 @@ void ff__loader_set_active_threads(ff_loader *l, int n) {
 void ff__loader_force_device_share(ff_loader *l, double share) {
   pthread_mutex_lock(&l->mu);
   l->forced_share = share < 0 ? -1 : share > 1 ? 1 : share;
-  l->stats.offload_share = current_share(l);
+  l->stats.offload_share = ff__offload_share(l);
   pthread_mutex_unlock(&l->mu);
 }
 

@@ -130,6 +130,9 @@ ff_status ff__offload_sample(ff_loader *l, ff__worker *w, ff_batch *e, const ff_
 /* The worker of a device-marked sample of e came back (gen current): when it
  * was the last, the microbatch goes to the feeder. Locked. */
 void ff__offload_sample_done(ff_loader *l, ff_batch *e);
+/* The device share of the next splits: 0 without a working device, else
+ * the forced share or the policy's. Locked. */
+double ff__offload_share(const ff_loader *l);
 /* Drops the feeder's queue (restart of the epoch, after busy == 0). Locked. */
 void ff__offload_reset(ff_loader *l);
 /* Re-reads the device's free memory (once per batch, consumer thread,
@@ -138,6 +141,8 @@ void ff__offload_refresh(ff_loader *l);
 
 /* loader.c: a batch's sample is in (pending - 1); the last makes it READY. Locked. */
 void ff__loader_sample_finished(ff_loader *l, ff_batch *e, int count);
+/* loader.c: adds a thread's op costs to the loader's and zeroes them. Locked. */
+void ff__loader_add_costs(ff_loader *l, ff__op_costs *costs);
 
 /* ---- entry points for other layers ---- */
 

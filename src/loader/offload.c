@@ -85,17 +85,27 @@ void ff__offload_close(ff_loader *l) {
   l->d_out = NULL, l->download_done = NULL, l->stream = NULL, l->dev = NULL, l->feed_queue = NULL;
 }
 
+double ff__offload_share(const ff_loader *l) {
+  if (!l->dev || l->device_off) return 0;
+  return l->forced_share >= 0 ? l->forced_share : l->sched.share;
+}
+
+/* The pool's block for the output tensor (batch_size samples). */
+static size_t out_class_bytes(const ff_loader *l) {
+  return ff__pool_class_bytes((size_t)l->cfg.batch_size * l->sample_bytes);
+}
+
 void ff__offload_split(ff_loader *l, ff_batch *e, int n) {
-  double share = l->dev && !l->device_off ? (l->forced_share >= 0 ? l->forced_share : l->sched.share) : 0;
+  double share = ff__offload_share(l);
   ff__sched_state s = {.share = share};
   int k = ff__sched_device_count(&s, n);
   if (k && l->backoff) l->backoff--, k = 0;
-  memset(e->to_device, 0, (size_t)n);
+  memset(e->to_device, 0, (size_t)l->cfg.batch_size); /* a short batch leaves no marks of the last */
   if (k) {
     const int64_t *order = l->order[e->epoch & 1] + e->index * (size_t)l->cfg.batch_size;
     for (int i = 0; i < n; i++) l->split_sizes[i] = l->index.size_bytes[order[i]];
     /* the output tensor is taken at the first microbatch and kept */
-    size_t out_bytes = l->d_out ? 0 : ff__pool_class_bytes((size_t)l->cfg.batch_size * l->sample_bytes);
+    size_t out_bytes = l->d_out ? 0 : out_class_bytes(l);
     size_t avail = l->device_free_bytes > out_bytes ? l->device_free_bytes - out_bytes : 0;
     k = ff__cost_split(&l->cost, l->split_sizes, n, k, avail, e->to_device);
     if (!k) l->refused = 1;
@@ -179,7 +189,7 @@ static ff_status run_on_device(ff_loader *l, ff_batch *e, outcome *o, ff__error 
   size_t sb = l->sample_bytes;
   ff_status st = l->d_out ? FF_OK : ff__device_alloc(l->dev, (size_t)l->cfg.batch_size * sb, &l->d_out, err);
   if (st) return st;
-  o->device_bytes = ff__dev_batch_device_bytes(e->mb) + ff__pool_class_bytes((size_t)l->cfg.batch_size * sb);
+  o->device_bytes = ff__dev_batch_device_bytes(e->mb) + out_class_bytes(l);
   float ms = 0;
   st = ff__dev_batch_submit(e->mb, l->stream, l->d_out, err);
   if (!st) st = ff__dev_batch_wait(e->mb, &ms, err);
@@ -252,11 +262,7 @@ static void *feeder_main(void *arg) {
     pthread_mutex_lock(&l->mu);
     l->busy--;
     account_device(l, &o, device_off);
-    for (int k = 0; k < FF__COST_COUNT; k++) {
-      l->costs.calls[k] += l->feed_ops.costs.calls[k], l->costs.ns[k] += l->feed_ops.costs.ns[k];
-      l->costs.pixels[k] += l->feed_ops.costs.pixels[k];
-    }
-    memset(&l->feed_ops.costs, 0, sizeof l->feed_ops.costs);
+    ff__loader_add_costs(l, &l->feed_ops.costs);
     l->stats.ops_ns += o.cpu_ns;
     uint64_t end = ff__now_ns();
     if (l->trace)
@@ -267,8 +273,7 @@ static void *feeder_main(void *arg) {
       ff_batch_info *b = &e->stats;
       if (!o.device_status) {
         b->device_samples += (size_t)o.n, b->device_ns += o.device_ns, b->device_bytes = o.device_bytes;
-        ff__cost_observe_device(&l->cost, encoded_bytes, o.device_bytes - ff__pool_class_bytes(
-                                                              (size_t)l->cfg.batch_size * l->sample_bytes));
+        ff__cost_observe_device(&l->cost, encoded_bytes, o.device_bytes - out_class_bytes(l));
       } else {
         b->device_fallbacks += (size_t)o.n, b->cpu_ns += o.cpu_ns;
         b->cpu_samples += (size_t)o.n;

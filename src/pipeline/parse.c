@@ -371,11 +371,7 @@ static void output_size(ff__pipeline *p, int *h, int *w) {
     case FF__OP_RANDOM_RESIZED_CROP: *h = op->size[0], *w = op->size[1]; break;
     case FF__OP_RESIZE:
       if (op->size[1]) *h = op->size[0], *w = op->size[1];
-      else if (*h) {
-        int s = op->size[0];
-        if (*h <= *w) *w = (int)((long long)s * *w / *h), *h = s;
-        else *h = (int)((long long)s * *h / *w), *w = s;
-      }
+      else if (*h) ff__resize_shorter_side(op->size[0], h, w);
       break;
     default: break;
     }

@@ -78,6 +78,15 @@ ff_status ff__pipeline_parse(const char *text, ff__pipeline *out, ff__error *err
  * and out_width are 0 where the size depends on the image). */
 ff_status ff__pipeline_parse_any_size(const char *text, ff__pipeline *out, ff__error *err);
 
+/* resize with one size s on an h x w image: the shorter side becomes s and
+ * the other keeps the aspect ratio, truncated (torchvision
+ * _compute_resized_output_size). Shared by the parser's output size and the
+ * planner, which must agree. */
+static inline void ff__resize_shorter_side(int s, int *h, int *w) {
+  if (*w <= *h) *h = (int)((long long)s * *h / *w), *w = s;
+  else *w = (int)((long long)s * *w / *h), *h = s;
+}
+
 /* Concrete steps on a uint8 HWC image, in order. */
 typedef enum ff__step_kind {
   FF__STEP_CROP,   /* box (x, y, w, h) in the current image; zero padding outside */

@@ -77,10 +77,9 @@ void ff__plan_make(const ff__pipeline *pipe, uint64_t seed, uint64_t epoch, uint
       break;
     case FF__OP_RESIZE: {
       int nh = op->size[0], nw = op->size[1];
-      if (!nw) { /* size sets the shorter side (torchvision _compute_resized_output_size) */
-        int s = op->size[0];
-        if (w <= h) nw = s, nh = (int)((long long)s * h / w);
-        else nh = s, nw = (int)((long long)s * w / h);
+      if (!nw) { /* size sets the shorter side */
+        nh = h, nw = w;
+        ff__resize_shorter_side(op->size[0], &nh, &nw);
       }
       add_step(out, FF__STEP_RESIZE, 0, 0, nw, nh, op->antialias);
       h = nh, w = nw;

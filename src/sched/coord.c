@@ -130,6 +130,14 @@ static int member_min(const ff__coord_params *p, const ff__coord_member *m) {
 
 static int clampi(int x, int lo, int hi) { return x < lo ? lo : x > hi ? hi : x; }
 
+/* The threads allotted to the live members of the table. */
+static int allotted(const ff__coord_member *m, int n) {
+  int sum = 0;
+  for (int i = 0; i < n; i++)
+    if (m[i].pid) sum += m[i].threads;
+  return sum;
+}
+
 /* The budget, raised to the members' minimums when they do not fit. */
 static int effective_budget(const ff__coord_params *p, const ff__coord_member *m, int n) {
   int mins = 0;
@@ -218,7 +226,6 @@ void ff__coord_targets(const ff__coord_params *p, ff__coord_member *m, int n) {
     const ff__coord_member *e = &m[live[j]];
     int mn = member_min(p, e);
     cls[j] = NEUTRAL;
-    spare[j] = want[j] = hold[j] = 0;
     if (e->reports > 0 && e->stall_share > p->stall_threshold)
       cls[j] = STALLED;
     else if (e->reports > 0 && e->ring_fill >= p->ring_full && 1.0 - e->busy_share > p->idle_threshold)
@@ -257,9 +264,7 @@ void ff__coord_targets(const ff__coord_params *p, ff__coord_member *m, int n) {
 int ff__coord_step(const ff__coord_params *p, ff__coord_member *m, int n, int self) {
   if (n > FF__COORD_MAX_MEMBERS) n = FF__COORD_MAX_MEMBERS;
   ff__coord_member *me = &m[self];
-  int budget = effective_budget(p, m, n), sum = 0;
-  for (int i = 0; i < n; i++)
-    if (m[i].pid) sum += m[i].threads;
+  int budget = effective_budget(p, m, n), sum = allotted(m, n);
   int t = me->threads;
   if (t > me->target) {
     /* One thread at a time, unless the table is overcommitted (a member
@@ -420,10 +425,8 @@ static int take_slot(coord_shm *s, ff__coord *c, uint64_t now_ns) {
                           .heartbeat_ns = now_ns};
   s->members++;
   ff__coord_targets(&s->params, s->slot, FF__COORD_MAX_MEMBERS);
-  int budget = effective_budget(&s->params, s->slot, FF__COORD_MAX_MEMBERS), sum = 0;
-  for (int j = 0; j < FF__COORD_MAX_MEMBERS; j++)
-    if (s->slot[j].pid) sum += s->slot[j].threads;
-  int pool = budget - sum;
+  int pool = effective_budget(&s->params, s->slot, FF__COORD_MAX_MEMBERS) -
+             allotted(s->slot, FF__COORD_MAX_MEMBERS);
   e->threads = clampi(e->target < pool ? e->target : pool, member_min(&s->params, e), member_cap(e));
   c->slot = i;
   c->ticket = e->ticket;
