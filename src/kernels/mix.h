@@ -17,6 +17,6 @@ FF_HD static inline float ff__mix_add(float mix, float weight, uint8_t x) { retu
 
 /* trunc(mix), no rounding (the weights are convex; the clamp only guards
  * the last bit). */
-FF_HD static inline uint8_t ff__mix_trunc_u8(float mix) { return (uint8_t)(mix < 255.0f ? mix : 255.0f); }
+FF_HD static inline uint8_t ff__mix_trunc_u8(float mix) { return (uint8_t)(int)(mix < 255.0f ? mix : 255.0f); }
 
 #endif

@@ -4,7 +4,8 @@
  * view, not a copy); colour ops work in place. A run of consecutive table
  * ops (brightness, posterize, solarize, invert, autocontrast, equalize) goes
  * to ff__aug_lut_run as one pass. AugMix keeps the image it starts from,
- * runs each chain on a copy and accumulates the float32 mixture
+ * runs each chain from it (copying it only for an op that works in place)
+ * and accumulates the float32 mixture
  * mix = m0*X + sum(w_i * chain_i(X)), truncated to uint8 at the end
  * (torchvision's AugMix, spec 4.4). Each step's time is added to the
  * per-op costs, which the scheduler's cost model and `bench --json` read. */
@@ -12,6 +13,7 @@
 
 #include "core/clock.h"
 #include "kernels/mix.h"
+#include "kernels/pixel.h"
 #include "ops/ops.h"
 
 static const char *const cost_names[FF__COST_COUNT] = {
@@ -40,19 +42,19 @@ static ff_status copy_image(const ff__image *img, ff__buf *buf, ff__image *out) 
 }
 
 /* AugMix's float32 mixture over the packed image values. */
-static void mix_scale(float *mix, const ff__image *x, float weight) {
+FF_FMA_CLONES static void mix_scale(float *mix, const ff__image *x, float weight) {
   size_t row = (size_t)x->width * x->channels;
   for (int y = 0; y < x->height; y++)
     for (size_t i = 0; i < row; i++) mix[y * row + i] = ff__mix_scale(weight, x->data[y * x->stride + i]);
 }
 
-static void mix_add(float *mix, const ff__image *x, float weight) {
+FF_FMA_CLONES static void mix_add(float *mix, const ff__image *x, float weight) {
   size_t row = (size_t)x->width * x->channels;
   for (int y = 0; y < x->height; y++)
     for (size_t i = 0; i < row; i++) mix[y * row + i] = ff__mix_add(mix[y * row + i], weight, x->data[y * x->stride + i]);
 }
 
-static void mix_truncate(const float *mix, ff__image *out) {
+FF_FMA_CLONES static void mix_truncate(const float *mix, ff__image *out) {
   size_t n = (size_t)out->width * out->channels * out->height;
   for (size_t i = 0; i < n; i++) out->data[i] = ff__mix_trunc_u8(mix[i]);
 }
@@ -68,7 +70,8 @@ int ff__plan_lut_run(const ff__plan *plan, int i, ff__aug *run) {
 }
 
 ff_status ff__ops_run(const ff__plan *plan, ff__op_scratch *s, ff__image *img, ff__error *err) {
-  int next = 0; /* which ping-pong buffer the next new image goes to */
+  int next = 0;   /* which ping-pong buffer the next new image goes to */
+  int shared = 0; /* *img is AugMix's kept image: copy it before changing it in place */
   float *mix = NULL;
   for (int i = 0; i < plan->num_steps; i++) {
     const ff__step *st = &plan->steps[i];
@@ -76,6 +79,15 @@ ff_status ff__ops_run(const ff__plan *plan, ff__op_scratch *s, ff__image *img, f
     uint64_t pixels = (uint64_t)img->width * img->height;
     int kind;
     ff_status status = FF_OK;
+    int in_place = st->kind == FF__STEP_HFLIP || st->kind == FF__STEP_VFLIP ||
+                   (st->kind == FF__STEP_AUG && !is_geometric(st->aug.op));
+    if (shared && in_place) { /* a chain's first in-place op works on a copy */
+      ff__image copy;
+      if (copy_image(img, &s->image[next], &copy)) return ff__error_set(err, FF_ENOMEM, "out of memory running the ops");
+      *img = copy;
+      next ^= 1;
+    }
+    shared = 0;
     ff__image out = *img;
     switch (st->kind) {
     case FF__STEP_CROP:
@@ -124,13 +136,11 @@ ff_status ff__ops_run(const ff__plan *plan, ff__op_scratch *s, ff__image *img, f
       if (!status) mix_scale(mix, &kept, st->weight);
       break;
     }
-    case FF__STEP_CHAIN_BEGIN: {
+    case FF__STEP_CHAIN_BEGIN: /* the chain starts from the kept image, copied only if changed in place */
       kind = FF__COST_MIX;
-      ff__image kept = {s->kept.data, img->width, img->height, img->channels, (size_t)img->width * img->channels};
-      status = copy_image(&kept, &s->image[next], &out);
-      next ^= 1;
+      out = (ff__image){s->kept.data, img->width, img->height, img->channels, (size_t)img->width * img->channels};
+      shared = 1;
       break;
-    }
     case FF__STEP_CHAIN_END:
       kind = FF__COST_MIX;
       mix_add(mix, img, st->weight);
