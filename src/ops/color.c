@@ -57,6 +57,101 @@ static rows rows_of(const ff__image *img) {
   return r;
 }
 
+/* On x86-64 CPUs with AVX-512 VBMI a whole 256-entry table fits in four
+ * zmm registers and two vpermi2b plus a blend on bit 7 look up 64 bytes at
+ * once (chosen at run time; the results are the same table entries). */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__CUDACC__)
+#include <immintrin.h>
+#define HAVE_VBMI_PATH 1
+#define VBMI_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512vbmi")))
+static int have_vbmi(void) {
+  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vbmi");
+}
+
+typedef struct vtab {
+  __m512i q[4];
+} vtab;
+
+VBMI_TARGET static inline vtab vtab_load(const uint8_t t[256]) {
+  vtab v;
+  for (int i = 0; i < 4; i++)
+    v.q[i] = _mm512_loadu_si512((const void *)(t + 64 * i));
+  return v;
+}
+
+VBMI_TARGET static inline __m512i vtab_lookup(const vtab *t, __m512i idx) {
+  __m512i lo = _mm512_permutex2var_epi8(t->q[0], idx, t->q[1]);
+  __m512i hi = _mm512_permutex2var_epi8(t->q[2], idx, t->q[3]);
+  return _mm512_mask_blend_epi8(_mm512_movepi8_mask(idx), lo, hi);
+}
+
+static inline __mmask64 tail_mask(size_t n) { return n >= 64 ? ~(__mmask64)0 : (((__mmask64)1 << n) - 1); }
+
+VBMI_TARGET static void apply_table_vbmi(uint8_t *data, size_t count, size_t bytes, size_t stride,
+                                         const uint8_t t[256]) {
+  vtab v = vtab_load(t);
+  for (size_t y = 0; y < count; y++) {
+    uint8_t *p = data + y * stride;
+    size_t k = 0;
+    for (; k + 256 <= bytes; k += 256) {
+      __m512i a = _mm512_loadu_si512((const void *)(p + k));
+      __m512i b = _mm512_loadu_si512((const void *)(p + k + 64));
+      __m512i c = _mm512_loadu_si512((const void *)(p + k + 128));
+      __m512i d = _mm512_loadu_si512((const void *)(p + k + 192));
+      _mm512_storeu_si512((void *)(p + k), vtab_lookup(&v, a));
+      _mm512_storeu_si512((void *)(p + k + 64), vtab_lookup(&v, b));
+      _mm512_storeu_si512((void *)(p + k + 128), vtab_lookup(&v, c));
+      _mm512_storeu_si512((void *)(p + k + 192), vtab_lookup(&v, d));
+    }
+    for (; k < bytes; k += 64) {
+      __mmask64 m = tail_mask(bytes - k);
+      __m512i a = _mm512_maskz_loadu_epi8(m, p + k);
+      _mm512_mask_storeu_epi8(p + k, m, vtab_lookup(&v, a));
+    }
+  }
+}
+
+/* One table per channel (c of them, interleaved; each row starts at
+ * channel 0): every vector is looked up in each table and the lanes of
+ * channel k taken from table k. */
+VBMI_TARGET static void apply_tables_vbmi(const ff__image *img, uint8_t t[][256]) {
+  int c = img->channels;
+  vtab v[MAX_CHANNELS];
+  for (int k = 0; k < c; k++)
+    v[k] = vtab_load(t[k]);
+  __mmask64 lanes[MAX_CHANNELS][MAX_CHANNELS]; /* [phase][channel] */
+  for (int ph = 0; ph < c; ph++)
+    for (int k = 0; k < c; k++) {
+      __mmask64 m = 0;
+      for (int i = 0; i < 64; i++)
+        if ((ph + i) % c == k) m |= (__mmask64)1 << i;
+      lanes[ph][k] = m;
+    }
+  int step = 64 % c;
+  rows rw = rows_of(img); /* a row, dense or not, starts at channel 0 */
+  size_t bytes = rw.bytes;
+  for (size_t y = 0; y < rw.count; y++) {
+    uint8_t *p = rw.data + y * rw.stride;
+    int ph = 0;
+    for (size_t k = 0; k < bytes; k += 64) {
+      int full = bytes - k >= 64;
+      __mmask64 m = tail_mask(bytes - k);
+      __m512i a = full ? _mm512_loadu_si512((const void *)(p + k)) : _mm512_maskz_loadu_epi8(m, p + k);
+      __m512i r = vtab_lookup(&v[0], a);
+      for (int ch = 1; ch < c; ch++)
+        r = _mm512_mask_blend_epi8(lanes[ph][ch], r, vtab_lookup(&v[ch], a));
+      if (full)
+        _mm512_storeu_si512((void *)(p + k), r);
+      else
+        _mm512_mask_storeu_epi8(p + k, m, r);
+      ph += step;
+      if (ph >= c) ph -= c;
+    }
+  }
+}
+#endif
+
 /* Table lookups eight bytes at a time: one 64-bit load and store around
  * eight scalar lookups beats both a byte loop and the compiler's emulated
  * vector gathers. t[j] is the table of byte j of the word. */
@@ -117,11 +212,17 @@ static void apply_table(const ff__image *img, const uint8_t t[256]) {
     apply_mask_xor(img, m, x);
     return;
   }
+  rows r = rows_of(img);
+#ifdef HAVE_VBMI_PATH
+  if (have_vbmi()) { /* faster than the compare below */
+    apply_table_vbmi(r.data, r.count, r.bytes, r.stride, t);
+    return;
+  }
+#endif
   if (solarize_form(t, &k)) {
     apply_solarize(img, k);
     return;
   }
-  rows r = rows_of(img);
   const uint8_t *const same[8] = {t, t, t, t, t, t, t, t};
   for (size_t y = 0; y < r.count; y++) {
     uint8_t *p = r.data + y * r.stride;
@@ -137,6 +238,12 @@ static void apply_table(const ff__image *img, const uint8_t t[256]) {
  * pixels, three words) at a time. */
 static void apply_tables(const ff__image *img, uint8_t t[][256]) {
   int c = img->channels;
+#ifdef HAVE_VBMI_PATH
+  if (have_vbmi()) {
+    apply_tables_vbmi(img, t);
+    return;
+  }
+#endif
   size_t w = (size_t)img->width;
   const uint8_t *const w0[8] = {t[0], t[1], t[2], t[0], t[1], t[2], t[0], t[1]};
   const uint8_t *const w1[8] = {t[2], t[0], t[1], t[2], t[0], t[1], t[2], t[0]};
@@ -182,6 +289,84 @@ static void histogram(const ff__image *img, uint32_t hist[][256]) {
       hist[k][v] = h2[k][0][v] + h2[k][1][v];
 }
 
+#ifdef HAVE_VBMI_PATH
+/* Byte min/max of the first whole 192-byte blocks of p into mn[0..191],
+ * mx[0..191]; returns the bytes covered. */
+VBMI_TARGET static size_t minmax192_avx512(const uint8_t *p, size_t bytes, uint8_t mn[192], uint8_t mx[192]) {
+  __m512i n[3], x[3];
+  for (int i = 0; i < 3; i++)
+    n[i] = _mm512_loadu_si512((const void *)(mn + 64 * i)), x[i] = _mm512_loadu_si512((const void *)(mx + 64 * i));
+  size_t k = 0;
+  for (; k + 192 <= bytes; k += 192)
+    for (int i = 0; i < 3; i++) {
+      __m512i v = _mm512_loadu_si512((const void *)(p + k + 64 * i));
+      n[i] = _mm512_min_epu8(n[i], v), x[i] = _mm512_max_epu8(x[i], v);
+    }
+  for (int i = 0; i < 3; i++)
+    _mm512_storeu_si512((void *)(mn + 64 * i), n[i]), _mm512_storeu_si512((void *)(mx + 64 * i), x[i]);
+  return k;
+}
+#endif
+
+/* Per-channel minimum and maximum: all AutoContrast needs of the histogram
+ * of the image it sees first. Blocks of 64*c bytes keep lane i on channel
+ * i % c, so the loop is plain byte min/max. */
+FF_FMA_CLONES static void channel_minmax(const ff__image *img, uint8_t lo[], uint8_t hi[]) {
+  int c = img->channels;
+  rows r = rows_of(img); /* a row, dense or not, is whole pixels */
+  size_t bytes = r.bytes, block = 64 * (size_t)c;
+  uint8_t mn[64 * MAX_CHANNELS], mx[64 * MAX_CHANNELS];
+  memset(mn, 0xFF, sizeof mn);
+  memset(mx, 0, sizeof mx);
+  for (int k = 0; k < c; k++)
+    lo[k] = 0xFF, hi[k] = 0;
+  for (size_t y = 0; y < r.count; y++) {
+    const uint8_t *p = r.data + y * r.stride;
+    size_t k = 0;
+#ifdef HAVE_VBMI_PATH
+    if (c == 3 && have_vbmi()) {
+      k = minmax192_avx512(p, bytes, mn, mx);
+    } else
+#endif
+    if (c == 3) { /* 96-byte blocks in six vector registers */
+      typedef uint8_t v32 __attribute__((vector_size(32)));
+      v32 n0, n1, n2, x0, x1, x2;
+      memcpy(&n0, mn, 32), memcpy(&n1, mn + 32, 32), memcpy(&n2, mn + 64, 32);
+      memcpy(&x0, mx, 32), memcpy(&x1, mx + 32, 32), memcpy(&x2, mx + 64, 32);
+      for (; k + 96 <= bytes; k += 96) {
+        v32 a, b, d;
+        memcpy(&a, p + k, 32), memcpy(&b, p + k + 32, 32), memcpy(&d, p + k + 64, 32);
+#define VMIN(u, v) (((u) & (v32)((u) < (v))) | ((v) & ~(v32)((u) < (v))))
+#define VMAX(u, v) (((u) & (v32)((u) > (v))) | ((v) & ~(v32)((u) > (v))))
+        n0 = VMIN(a, n0), n1 = VMIN(b, n1), n2 = VMIN(d, n2);
+        x0 = VMAX(a, x0), x1 = VMAX(b, x1), x2 = VMAX(d, x2);
+#undef VMIN
+#undef VMAX
+      }
+      memcpy(mn, &n0, 32), memcpy(mn + 32, &n1, 32), memcpy(mn + 64, &n2, 32);
+      memcpy(mx, &x0, 32), memcpy(mx + 32, &x1, 32), memcpy(mx + 64, &x2, 32);
+    } else {
+      for (; k + block <= bytes; k += block)
+        for (size_t i = 0; i < block; i++) {
+          uint8_t v = p[k + i];
+          mn[i] = v < mn[i] ? v : mn[i];
+          mx[i] = v > mx[i] ? v : mx[i];
+        }
+    }
+    for (int ch = 0; k < bytes; k++) { /* k is a multiple of c */
+      uint8_t v = p[k];
+      lo[ch] = v < lo[ch] ? v : lo[ch];
+      hi[ch] = v > hi[ch] ? v : hi[ch];
+      if (++ch == c) ch = 0;
+    }
+  }
+  for (size_t i = 0; i < block; i++) {
+    int ch = (int)(i % (size_t)c);
+    lo[ch] = mn[i] < lo[ch] ? mn[i] : lo[ch];
+    hi[ch] = mx[i] > hi[ch] ? mx[i] : hi[ch];
+  }
+}
+
 /* ------------------------------------------------------------ table ops */
 
 static int identity(const uint8_t t[256]) {
@@ -205,7 +390,21 @@ void ff__aug_lut_run(const ff__aug *ops, int n, ff__image *img) {
     if (!identity(lut)) apply_table(img, lut);
     return;
   }
-  histogram(img, hist);
+  int only_first_ac = ops[0].op == FF__AUG_AUTOCONTRAST;
+  for (int i = 1; i < n; i++)
+    only_first_ac &= !ff__lut_needs_histogram(ops[i].op);
+  if (only_first_ac) {
+    /* The only histogram op is an AutoContrast of the original image: its
+     * table depends only on which values are the smallest and largest
+     * present, so a histogram with those two marks gives the same table. */
+    uint8_t lo[MAX_CHANNELS], hi[MAX_CHANNELS];
+    channel_minmax(img, lo, hi);
+    memset(hist, 0, sizeof hist);
+    for (int k = 0; k < c; k++)
+      hist[k][lo[k]] = hist[k][hi[k]] = 1;
+  } else {
+    histogram(img, hist);
+  }
   uint8_t lut[MAX_CHANNELS][256];
   int all_identity = 1;
   for (int k = 0; k < c; k++) {
@@ -217,8 +416,99 @@ void ff__aug_lut_run(const ff__aug *ops, int n, ff__image *img) {
 
 /* ------------------------------------------------------------ color, contrast */
 
+#ifdef HAVE_VBMI_PATH
+/* The float32 arithmetic of kernels/color.h on 16 lanes, operation for
+ * operation (max/min are the same comparisons as ff__clamp_trunc_u8's). */
+VBMI_TARGET static inline __m512 u8x16_to_ps(__m128i v) { return _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(v)); }
+
+VBMI_TARGET static inline __m512 gray_ps(__m512 R, __m512 G, __m512 B) {
+  __m512 sr = _mm512_mul_ps(_mm512_set1_ps((float)0.2989), R);
+  __m512 sg = _mm512_mul_ps(_mm512_set1_ps((float)0.587), G);
+  __m512 sb = _mm512_mul_ps(_mm512_set1_ps((float)0.114), B);
+  return _mm512_add_ps(_mm512_add_ps(sr, sg), sb); /* >= 0: truncation is cvtt */
+}
+
+VBMI_TARGET static inline __m128i blend_x16(ff__blend_w w, __m512 x, __m512 y) {
+  __m512 p = _mm512_mul_ps(_mm512_set1_ps(w.a), x);
+  __m512 q = _mm512_mul_ps(_mm512_set1_ps(w.b), y);
+  __m512 v = _mm512_add_ps(p, q);
+  v = _mm512_max_ps(v, _mm512_setzero_ps()); /* v > 0 ? v : 0 */
+  v = _mm512_min_ps(v, _mm512_set1_ps(255.0f)); /* v < 255 ? v : 255 */
+  return _mm512_cvtepi32_epi8(_mm512_cvttps_epi32(v));
+}
+
+/* vpermb indices: RGB x16 to planes (R in bytes 0-15, G 16-31, B 32-47) and back. */
+VBMI_TARGET static inline __m512i deinterleave3_idx(void) {
+  uint8_t d[64];
+  for (int i = 0; i < 64; i++)
+    d[i] = (uint8_t)(i < 48 ? 3 * (i % 16) + i / 16 : 0);
+  return _mm512_loadu_si512((const void *)d);
+}
+
+VBMI_TARGET static inline __m512i interleave3_idx(void) {
+  uint8_t d[64];
+  for (int i = 0; i < 64; i++)
+    d[i] = (uint8_t)(i < 48 ? 16 * (i % 3) + i / 3 : 0);
+  return _mm512_loadu_si512((const void *)d);
+}
+
+VBMI_TARGET static void saturation_vbmi(const ff__image *img, ff__blend_w w) {
+  rows r = rows_of(img);
+  size_t pixels = r.bytes / 3;
+  __m512i de = deinterleave3_idx(), in = interleave3_idx();
+  for (size_t y = 0; y < r.count; y++) {
+    uint8_t *p = r.data + y * r.stride;
+    for (size_t x = 0; x < pixels; x += 16) {
+      size_t n = pixels - x < 16 ? pixels - x : 16;
+      __mmask64 m = tail_mask(3 * n);
+      __m512i v; /* masked loads and stores only at the end: they are slow */
+      if (n == 16)
+        v = _mm512_inserti32x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(p + 3 * x))),
+                               _mm_loadu_si128((const __m128i *)(p + 3 * x + 32)), 2);
+      else
+        v = _mm512_maskz_loadu_epi8(m, p + 3 * x);
+      __m512i d = _mm512_permutexvar_epi8(de, v);
+      __m512 R = u8x16_to_ps(_mm512_castsi512_si128(d));
+      __m512 G = u8x16_to_ps(_mm512_extracti32x4_epi32(d, 1));
+      __m512 B = u8x16_to_ps(_mm512_extracti32x4_epi32(d, 2));
+      __m512 g = _mm512_cvtepi32_ps(_mm512_cvttps_epi32(gray_ps(R, G, B)));
+      __m512i o = _mm512_castsi128_si512(blend_x16(w, R, g));
+      o = _mm512_inserti32x4(o, blend_x16(w, G, g), 1);
+      o = _mm512_inserti32x4(o, blend_x16(w, B, g), 2);
+      o = _mm512_permutexvar_epi8(in, o);
+      if (n == 16) {
+        _mm256_storeu_si256((__m256i *)(p + 3 * x), _mm512_castsi512_si256(o));
+        _mm_storeu_si128((__m128i *)(p + 3 * x + 32), _mm512_extracti32x4_epi32(o, 2));
+      } else {
+        _mm512_mask_storeu_epi8(p + 3 * x, m, o);
+      }
+    }
+  }
+}
+
+/* gray_sum of one RGB row of `pixels` pixels (< 2^24). */
+VBMI_TARGET static uint32_t gray_row_sum_vbmi(const uint8_t *p, size_t pixels) {
+  __m512i de = deinterleave3_idx(), acc = _mm512_setzero_si512();
+  for (size_t x = 0; x < pixels; x += 16) {
+    size_t n = pixels - x < 16 ? pixels - x : 16;
+    __m512i d = _mm512_permutexvar_epi8(de, _mm512_maskz_loadu_epi8(tail_mask(3 * n), p + 3 * x));
+    __m512 R = u8x16_to_ps(_mm512_castsi512_si128(d));
+    __m512 G = u8x16_to_ps(_mm512_extracti32x4_epi32(d, 1));
+    __m512 B = u8x16_to_ps(_mm512_extracti32x4_epi32(d, 2));
+    acc = _mm512_add_epi32(acc, _mm512_cvttps_epi32(gray_ps(R, G, B))); /* gray(0,0,0) = 0 */
+  }
+  return (uint32_t)_mm512_reduce_add_epi32(acc);
+}
+#endif
+
 /* Color (spec 2.8): blend(X, gray(X), f) on RGB pixels. */
 FF_FMA_CLONES static void saturation(const ff__image *img, ff__blend_w w) {
+#ifdef HAVE_VBMI_PATH
+  if (have_vbmi()) {
+    saturation_vbmi(img, w);
+    return;
+  }
+#endif
   rows r = rows_of(img);
   size_t pixels = r.bytes / 3;
   for (size_t y = 0; y < r.count; y++) {
@@ -243,6 +533,12 @@ FF_FMA_CLONES static uint64_t gray_sum(const ff__image *img) {
     uint32_t row = 0; /* < 2^32: a row is at most 2^24 pixels here */
     if (img->channels == 3) {
       size_t pixels = r.bytes / 3;
+#ifdef HAVE_VBMI_PATH
+      if (have_vbmi()) {
+        sum += gray_row_sum_vbmi(p, pixels);
+        continue;
+      }
+#endif
       for (size_t x = 0; x < pixels; x++)
         row += ff__gray_u8(p[3 * x], p[3 * x + 1], p[3 * x + 2]);
     } else {
@@ -301,6 +597,40 @@ static inline void sharpen_row(uint8_t *restrict out, const uint8_t *restrict up
   }
 }
 
+#ifdef HAVE_VBMI_PATH
+/* The interior bytes [c, bytes - c) of one sharpness row, 32 at a time: the
+ * 3x3 sums in 16-bit lanes (at most 13 * 255), the smoothed value
+ * floor((2s + 13) / 26) = floor((s + 6) / 13) = ((s + 6) * 5042) >> 16
+ * (checked for every s in range), then blend_x16's float32 steps. */
+VBMI_TARGET static void sharpen_row_vbmi(uint8_t *restrict out, const uint8_t *restrict up,
+                                         const uint8_t *restrict mid, const uint8_t *restrict down, size_t bytes,
+                                         int c, ff__blend_w w) {
+  const __m512i six = _mm512_set1_epi16(6), magic = _mm512_set1_epi16((short)5042);
+  size_t end = bytes - (size_t)c;
+  for (size_t k = (size_t)c; k < end; k += 32) {
+    size_t n = end - k < 32 ? end - k : 32;
+    __mmask32 m = n == 32 ? ~(__mmask32)0 : (((__mmask32)1 << n) - 1);
+#define LD(ptr) _mm512_cvtepu8_epi16(_mm256_maskz_loadu_epi8(m, (ptr)))
+    __m512i x = LD(mid + k);
+    __m512i sum = _mm512_add_epi16(_mm512_add_epi16(LD(up + k - c), LD(up + k)), LD(up + k + c));
+    sum = _mm512_add_epi16(sum, _mm512_add_epi16(LD(mid + k - c), LD(mid + k + c)));
+    sum = _mm512_add_epi16(sum, _mm512_add_epi16(_mm512_add_epi16(LD(down + k - c), LD(down + k)), LD(down + k + c)));
+#undef LD
+    sum = _mm512_add_epi16(sum, _mm512_add_epi16(_mm512_slli_epi16(x, 2), x));
+    __m512i g = _mm512_mulhi_epu16(_mm512_add_epi16(sum, six), magic);
+    __m512 x0 = _mm512_cvtepi32_ps(_mm512_cvtepu16_epi32(_mm512_castsi512_si256(x)));
+    __m512 x1 = _mm512_cvtepi32_ps(_mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64(x, 1)));
+    __m512 g0 = _mm512_cvtepi32_ps(_mm512_cvtepu16_epi32(_mm512_castsi512_si256(g)));
+    __m512 g1 = _mm512_cvtepi32_ps(_mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64(g, 1)));
+    __m256i o = _mm256_inserti128_si256(_mm256_castsi128_si256(blend_x16(w, x0, g0)), blend_x16(w, x1, g1), 1);
+    if (n == 32)
+      _mm256_storeu_si256((__m256i *)(out + k), o);
+    else
+      _mm256_mask_storeu_epi8(out + k, m, o);
+  }
+}
+#endif
+
 /* Sharpness (spec 2.10): images of height or width <= 2 are unchanged;
  * otherwise blend(X, B, f) over all pixels, B = X on the border and the
  * smoothed value inside, neighbours read from a copy of the original. */
@@ -320,6 +650,20 @@ FF_FMA_CLONES static ff_status sharpness(ff__image *img, ff__blend_w w, ff__buf 
     img->data[k] = self[copy[k]];
     img->data[(size_t)(h - 1) * img->stride + k] = self[copy[(size_t)(h - 1) * bytes + k]];
   }
+#ifdef HAVE_VBMI_PATH
+  if (have_vbmi()) {
+    for (int y = 1; y < h - 1; y++) {
+      uint8_t *out = img->data + (size_t)y * img->stride;
+      const uint8_t *mid = copy + (size_t)y * bytes;
+      for (int k = 0; k < c; k++) {
+        out[k] = self[mid[k]];
+        out[bytes - c + k] = self[mid[bytes - c + k]];
+      }
+      sharpen_row_vbmi(out, mid - bytes, mid, mid + bytes, bytes, c, w);
+    }
+    return FF_OK;
+  }
+#endif
   for (int y = 1; y < h - 1; y++) {
     uint8_t *out = img->data + (size_t)y * img->stride;
     const uint8_t *mid = copy + (size_t)y * bytes;
