@@ -6,7 +6,10 @@
  * the vertical pass, rounding half to even once at the end. The tap tables
  * and the accumulation order (torch's, fused steps included) are in
  * kernels/resize.h, shared with the device kernels; results match torch to
- * the last bit but for rare ties. */
+ * the last bit but for rare ties. On x86-64 with AVX2/FMA both passes of an
+ * RGB resize run vectorised with exactly the scalar float operations per
+ * element (hpass_row_avx2, vpass_row_avx2), and hflip reverses 5-pixel
+ * blocks with pshufb. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -36,19 +39,162 @@ ff_status ff__op_crop(const ff__image *src, int x, int y, int w, int h, ff__buf 
   return FF_OK;
 }
 
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define FF_HAVE_X86_SIMD 1
+
+/* Horizontal pass of an RGB resize, two output pixels per 256-bit vector:
+ * each tap of a pixel is one 4-float load (its three channels and one
+ * spare lane) from the float row, times its weight broadcast. Tables (built
+ * per call): per output pixel and tap the float offset into the row and
+ * the weight, zero past the pixel's count; per pair of pixels the taps to
+ * run and whether both fuse (count <= 4), both add plainly (count > 4) or
+ * mix (both chains run and each lane keeps its own). Each lane does exactly
+ * the scalar sum's float operations in its order; a padded tap adds x*0 =
+ * +0 to a sum >= +0 (inputs and weights are >= 0), which changes no bit. */
+typedef struct hpass_tables {
+  int out_w, pairs, max_taps;
+  int all_two; /* every pair runs two fused taps */
+  int *off;   /* [pairs*2][max_taps] */
+  float *w;   /* [pairs][max_taps][8]: pixel a's weight x4, then pixel b's */
+  int *pn;    /* [pairs] taps to run */
+  int *pmode; /* [pairs] 0 fused, 1 plain, 2 mixed (then bit 2/3: pixel a/b fuses) */
+} hpass_tables;
+
+static size_t hpass_bytes(int out_w, int max_taps) {
+  size_t p = ((size_t)out_w + 1) / 2;
+  return 2 * p * (size_t)max_taps * sizeof(int) + 8 * p * (size_t)max_taps * sizeof(float) + 2 * p * sizeof(int) + 64;
+}
+
+static void hpass_build(hpass_tables *h, void *mem, const ff__resize_axis *ax, int out_w) {
+  int mt = ax->max_taps, np = (out_w + 1) / 2;
+  h->out_w = out_w, h->pairs = np, h->max_taps = mt;
+  h->w = (float *)mem; /* 32-byte aligned */
+  h->off = (int *)(h->w + (size_t)np * 8 * mt);
+  h->pn = h->off + (size_t)np * 2 * mt;
+  h->pmode = h->pn + np;
+  for (int o = 0; o < np * 2; o++) {
+    int real = o < out_w, n = real ? ax->count[o] : 1;
+    for (int t = 0; t < mt; t++) {
+      int live = real && (t == 0 || t < n);
+      h->off[(size_t)o * mt + t] = live ? ax->idx[(size_t)o * mt + t] * 3 : 0;
+      float wt = live ? ax->w[(size_t)o * mt + t] : 0.0f;
+      for (int l = 0; l < 4; l++) h->w[((size_t)(o / 2) * mt + t) * 8 + (o % 2) * 4 + l] = wt;
+    }
+  }
+  for (int p = 0; p < np; p++) {
+    int na = ax->count[2 * p], nb = 2 * p + 1 < out_w ? ax->count[2 * p + 1] : 1;
+    int fa = na <= 4, fb = nb <= 4;
+    h->pn[p] = na > nb ? na : nb;
+    /* a pixel with one tap runs no chain: it may join either */
+    if (na <= 1) fa = fb;
+    if (nb <= 1) fb = fa;
+    h->pmode[p] = fa && fb ? 0 : !fa && !fb ? 1 : 2 | (fa << 2) | (fb << 3);
+  }
+  h->all_two = mt >= 2;
+  for (int p = 0; p < np; p++) h->all_two &= h->pmode[p] == 0 && h->pn[p] == 2;
+}
+
+/* row: in_w*3 floats and one more readable float; out: out_w*3 floats and
+ * two more writable (overwritten later). */
+__attribute__((target("avx2,fma"))) static void hpass_row_avx2(const hpass_tables *h, const float *restrict row,
+                                                                float *restrict out) {
+  const int mt = h->max_taps, pairs = h->pairs;
+  const int *restrict off = h->off, *restrict pn = h->pn, *restrict pmode = h->pmode;
+  const float *restrict wv = h->w;
+  const __m256i pack = _mm256_setr_epi32(0, 1, 2, 4, 5, 6, 3, 7);
+#define X(o, t) _mm256_loadu2_m128(row + off[(size_t)(o + 1) * mt + t], row + off[(size_t)(o)*mt + t])
+#define W(o, t) _mm256_load_ps(wv + ((size_t)(o / 2) * mt + t) * 8)
+  if (h->all_two) { /* every pair: two fused taps (no antialias) */
+    for (int p = 0; p < pairs; p++) {
+      int o = 2 * p;
+      __m256 acc = _mm256_fmadd_ps(X(o, 1), W(o, 1), _mm256_mul_ps(X(o, 0), W(o, 0)));
+      _mm256_storeu_ps(out + (size_t)o * 3, _mm256_permutevar8x32_ps(acc, pack));
+    }
+    return;
+  }
+  for (int p = 0; p < pairs; p++) {
+    int o = 2 * p, n = pn[p], mode = pmode[p];
+    __m256 acc = _mm256_mul_ps(X(o, 0), W(o, 0));
+    if (mode == 0) {
+      for (int t = 1; t < n; t++) acc = _mm256_fmadd_ps(X(o, t), W(o, t), acc);
+    } else if (mode == 1) {
+      for (int t = 1; t < n; t++) acc = _mm256_add_ps(acc, _mm256_mul_ps(X(o, t), W(o, t)));
+    } else {
+      __m256 accu = acc;
+      for (int t = 1; t < n; t++) {
+        __m256 x = X(o, t), w = W(o, t);
+        acc = _mm256_fmadd_ps(x, w, acc);
+        accu = _mm256_add_ps(accu, _mm256_mul_ps(x, w));
+      }
+      __m256 keep = _mm256_castsi256_ps(_mm256_set_m128i(_mm_set1_epi32(mode & 8 ? -1 : 0), _mm_set1_epi32(mode & 4 ? -1 : 0)));
+      acc = _mm256_blendv_ps(accu, acc, keep);
+    }
+    _mm256_storeu_ps(out + (size_t)o * 3, _mm256_permutevar8x32_ps(acc, pack));
+  }
+#undef X
+#undef W
+}
+/* One output row of the vertical pass: the scalar loops' float operations
+ * per element in their order (first product rounded, then fused for
+ * n <= 4, else plain), then ff__round_u8: max(v, 0) (NaN gives 0, as
+ * maxps returns its second operand), min(v, 255), convert rounding half to
+ * even (the default mode, as rintf), pack. */
+__attribute__((target("avx2,fma"))) static void vpass_row_avx2(const float *tmp, size_t row_elems,
+                                                                const int *idx, const float *w, int n,
+                                                                uint8_t *out) {
+  const float *x[64];
+  int nt = n < 64 ? n : 64;
+  for (int t = 0; t < nt; t++) x[t] = tmp + (size_t)idx[t] * row_elems;
+  const __m256 zero = _mm256_setzero_ps(), top = _mm256_set1_ps(255.0f);
+  size_t i = 0;
+  if (n <= 64)
+    for (; i + 8 <= row_elems; i += 8) {
+      __m256 a = _mm256_mul_ps(_mm256_loadu_ps(x[0] + i), _mm256_set1_ps(w[0]));
+      if (n <= 4)
+        for (int t = 1; t < n; t++) a = _mm256_fmadd_ps(_mm256_loadu_ps(x[t] + i), _mm256_set1_ps(w[t]), a);
+      else
+        for (int t = 1; t < n; t++)
+          a = _mm256_add_ps(a, _mm256_mul_ps(_mm256_loadu_ps(x[t] + i), _mm256_set1_ps(w[t])));
+      a = _mm256_min_ps(_mm256_max_ps(a, zero), top);
+      __m256i v = _mm256_cvtps_epi32(a);
+      __m128i h = _mm_packus_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+      _mm_storel_epi64((__m128i *)(out + i), _mm_packus_epi16(h, h));
+    }
+  for (; i < row_elems; i++) {
+    float a = tmp[(size_t)idx[0] * row_elems + i] * w[0];
+    for (int t = 1; t < n; t++) {
+      float xt = tmp[(size_t)idx[t] * row_elems + i];
+      a = n <= 4 ? ff__fma_f32(xt, w[t], a) : a + xt * w[t];
+    }
+    out[i] = ff__round_u8(a);
+  }
+}
+#endif
+
 FF_FMA_CLONES ff_status ff__op_resize(const ff__image *src, int out_w, int out_h, int antialias,
                         ff__op_scratch *s, ff__image *dst) {
   int c = src->channels, in_w = src->width, in_h = src->height;
   ff__resize_axis ax = {ff__resize_max_taps(in_w, out_w, antialias), 0, 0, 0};
   ff__resize_axis ay = {ff__resize_max_taps(in_h, out_h, antialias), 0, 0, 0};
   size_t bx = ff__resize_axis_bytes(out_w, ax.max_taps), by = ff__resize_axis_bytes(out_h, ay.max_taps);
-  char *wmem = ff__buf_reserve(&s->weights, bx + by);
-  float *tmp = ff__buf_reserve(&s->floats, (size_t)(in_h + 1) * out_w * c * sizeof(float));
+#ifdef FF_HAVE_X86_SIMD
+  int vec = c == 3 && in_w < 4096 && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  size_t bh = vec ? hpass_bytes(out_w, ax.max_taps) : 0;
+#else
+  size_t bh = 0;
+#endif
+  char *wmem = ff__buf_reserve(&s->weights, bx + by + bh);
+  float *tmp = ff__buf_reserve(&s->floats, ((size_t)(in_h + 1) * out_w * c + 8) * sizeof(float)); /* + the SIMD pass's overrun */
   if (!wmem || !tmp) return FF_ENOMEM;
   ff__resize_axis_place(&ax, wmem, out_w);
   ff__resize_axis_place(&ay, wmem + bx, out_h);
   ff__resize_axis_build(&ax, in_w, out_w, antialias);
   ff__resize_axis_build(&ay, in_h, out_h, antialias);
+#ifdef FF_HAVE_X86_SIMD
+  hpass_tables ht;
+  if (vec) hpass_build(&ht, (void *)(((uintptr_t)(wmem + bx + by) + 31) & ~(uintptr_t)31), &ax, out_w);
+#endif
 
   /* Horizontal pass: uint8 rows → float32 rows of out_w pixels. */
   float xrow[4096 * 3];
@@ -59,6 +205,12 @@ FF_FMA_CLONES ff_status ff__op_resize(const ff__image *src, int out_w, int out_h
     const uint8_t *in = src->data + (size_t)y * src->stride;
     for (int i = 0; i < in_w * c; i++) row[i] = (float)in[i];
     float *out = tmp + (size_t)y * out_w * c;
+#ifdef FF_HAVE_X86_SIMD
+    if (vec) {
+      hpass_row_avx2(&ht, row, out);
+      continue;
+    }
+#endif
     for (int o = 0; o < out_w; o++) {
       const int *idx = ax.idx + (size_t)o * ax.max_taps;
       const float *w = ax.w + (size_t)o * ax.max_taps;
@@ -90,6 +242,13 @@ FF_FMA_CLONES ff_status ff__op_resize(const ff__image *src, int out_w, int out_h
     const int *idx = ay.idx + (size_t)o * ay.max_taps;
     const float *w = ay.w + (size_t)o * ay.max_taps;
     int n = ay.count[o];
+    uint8_t *out = dst->data + (size_t)o * dst->stride;
+#ifdef FF_HAVE_X86_SIMD
+    if (vec) {
+      vpass_row_avx2(tmp, row_elems, idx, w, n, out);
+      continue;
+    }
+#endif
     const float *x0 = tmp + (size_t)idx[0] * row_elems;
     for (size_t i = 0; i < row_elems; i++) acc[i] = x0[i] * w[0];
     for (int t = 1; t < n; t++) {
@@ -100,15 +259,43 @@ FF_FMA_CLONES ff_status ff__op_resize(const ff__image *src, int out_w, int out_h
       else
         for (size_t i = 0; i < row_elems; i++) acc[i] = acc[i] + xt[i] * wt;
     }
-    uint8_t *out = dst->data + (size_t)o * dst->stride;
     for (size_t i = 0; i < row_elems; i++) out[i] = ff__round_u8(acc[i]);
   }
   dst->width = out_w, dst->height = out_h, dst->channels = c;
   return FF_OK;
 }
 
+#ifdef FF_HAVE_X86_SIMD
+/* hflip of one RGB row of w pixels: the row is copied aside, then written
+ * back reversed five pixels (15 bytes) per pshufb; each 16-byte store's
+ * spare last byte is overwritten by the next store, the last pixels are
+ * copied one by one. Pure byte moves: the same bytes as the scalar loop. */
+__attribute__((target("ssse3"))) static void hflip_rgb_row_ssse3(uint8_t *row, int w, uint8_t *tmp) {
+  memcpy(tmp, row, (size_t)w * 3);
+  const __m128i rev5 = _mm_setr_epi8(12, 13, 14, 9, 10, 11, 6, 7, 8, 3, 4, 5, 0, 1, 2, 15);
+  int j = 0;
+  /* loads read tmp[3(w-5-j) .. +16): one byte past the row at j == 0 (tmp
+   * has room); stores write row[3j .. 3j+16) inside the row while j+6 <= w */
+  for (; j + 6 <= w; j += 5) {
+    __m128i v = _mm_loadu_si128((const __m128i *)(tmp + (size_t)(w - 5 - j) * 3));
+    _mm_storeu_si128((__m128i *)(row + (size_t)j * 3), _mm_shuffle_epi8(v, rev5));
+  }
+  for (; j < w; j++) {
+    const uint8_t *p = tmp + (size_t)(w - 1 - j) * 3;
+    row[j * 3] = p[0], row[j * 3 + 1] = p[1], row[j * 3 + 2] = p[2];
+  }
+}
+#endif
+
 void ff__op_hflip(ff__image *img) {
   int c = img->channels;
+#ifdef FF_HAVE_X86_SIMD
+  if (c == 3 && img->width <= 4096 && __builtin_cpu_supports("ssse3")) {
+    uint8_t tmp[4096 * 3 + 16];
+    for (int y = 0; y < img->height; y++) hflip_rgb_row_ssse3(img->data + (size_t)y * img->stride, img->width, tmp);
+    return;
+  }
+#endif
   for (int y = 0; y < img->height; y++) {
     uint8_t *l = img->data + (size_t)y * img->stride, *r = l + (size_t)(img->width - 1) * c;
     for (; l < r; l += c, r -= c)
