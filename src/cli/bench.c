@@ -65,16 +65,9 @@ static void bench_usage(FILE *f) {
           "Exit status: 0 success, 1 runtime error (the message names the file or cause), 2 usage.\n");
 }
 
+/* The subcommand's integer options (cli/args.c). */
 static int parse_long(const char *opt, const char *s, long min, long max, long *out) {
-  char *end;
-  errno = 0;
-  long v = strtol(s, &end, 10);
-  if (!*s || *end || errno || v < min || v > max) {
-    fprintf(stderr, "fusionflow bench: --%s expects an integer in [%ld, %ld], got '%s'\n", opt, min, max, s);
-    return 0;
-  }
-  *out = v;
-  return 1;
+  return ff__cli_parse_long("bench", opt, s, min, max, out);
 }
 
 static void json_string(FILE *f, const char *s);

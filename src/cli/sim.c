@@ -60,16 +60,9 @@ static void sim_usage(FILE *f) {
           "Exit status: 0 success, 1 runtime error, 2 usage.\n");
 }
 
+/* The subcommand's integer options (cli/args.c). */
 static int parse_long(const char *opt, const char *s, long min, long max, long *out) {
-  char *end;
-  errno = 0;
-  long v = strtol(s, &end, 10);
-  if (!*s || *end || errno || v < min || v > max) {
-    fprintf(stderr, "fusionflow sim: --%s expects an integer in [%ld, %ld], got '%s'\n", opt, min, max, s);
-    return 0;
-  }
-  *out = v;
-  return 1;
+  return ff__cli_parse_long("sim", opt, s, min, max, out);
 }
 
 static int parse_double(const char *opt, const char *s, double min, double max, double *out) {

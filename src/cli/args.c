@@ -1,0 +1,19 @@
+/* args.c — option values shared by the subcommands, each checked and
+ * reported the same way ("fusionflow CMD: --OPT expects ..."). */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "cli/cli.h"
+
+int ff__cli_parse_long(const char *cmd, const char *opt, const char *s, long min, long max, long *out) {
+  char *end;
+  errno = 0;
+  long v = strtol(s, &end, 10);
+  if (!*s || *end || errno || v < min || v > max) {
+    fprintf(stderr, "fusionflow %s: --%s expects an integer in [%ld, %ld], got '%s'\n", cmd, opt, min, max, s);
+    return 0;
+  }
+  *out = v;
+  return 1;
+}
