@@ -3,7 +3,8 @@
  * matrix, built in double in Python's order (the atan/degrees/radians/tan
  * round trip of the shears included; spec 1.3, 2.2-2.6), reduced to the
  * float32 grid of kernels/affine.h — or, for a translation by whole pixels
- * whose warp provably lands on the integer shift, to that shift.
+ * whose warp provably lands on the integer shift (a shear or rotation by 0
+ * included), to that shift.
  *
  * Host only (transcendental functions are evaluated when planning, never on
  * the device): the CPU op (ops/affine.c) and the device executor both call
@@ -103,8 +104,11 @@ typedef struct ff__affine_setup {
 static inline void ff__affine_setup_make(const ff__aug *a, int w, int h, ff__affine_setup *s) {
   for (int c = 0; c < 3; c++)
     s->fill_u8[c] = a->has_fill ? ff__affine_fill_u8(a->fill[c]) : 0;
-  s->translate = (a->op == FF__AUG_TRANSLATE_X || a->op == FF__AUG_TRANSLATE_Y) &&
-                 ff__affine_translate_is_exact(a, w, h);
+  /* a shear or rotation by 0 builds the same matrix as a translation by 0
+   * (up to the signs of zeros, which no grid value keeps), so the same
+   * proof makes it a copy; AugMix draws magnitude 0 for a third of them */
+  int shift = a->op == FF__AUG_TRANSLATE_X || a->op == FF__AUG_TRANSLATE_Y || a->arg == 0.0;
+  s->translate = shift && ff__affine_translate_is_exact(a, w, h);
   s->tx = s->translate && a->op == FF__AUG_TRANSLATE_X ? ff__affine_shift(a->arg, w) : 0;
   s->ty = s->translate && a->op == FF__AUG_TRANSLATE_Y ? ff__affine_shift(a->arg, h) : 0;
   double m[6];

@@ -35,7 +35,7 @@ typedef struct ff__op_scratch {
   ff__buf floats;    /* resize's horizontal-pass intermediate */
   ff__buf weights;   /* resize's per-axis tap tables */
   ff__buf kept;      /* AugMix: the image the chains start from */
-  ff__buf mix;       /* AugMix: the float32 mixture */
+  ff__buf chain[FF__AUG_MIX_MAX_WIDTH]; /* AugMix: each chain's result */
   ff__buf copy;      /* sharpness: the unmodified neighbours */
   ff__op_costs costs;
 } ff__op_scratch;

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "core/clock.h"
+#include "kernels/affine_setup.h"
 #include "kernels/mix.h"
 #include "kernels/pixel.h"
 #include "ops/ops.h"
@@ -25,11 +26,31 @@ static const char *const cost_names[FF__COST_COUNT] = {
 const char *ff__cost_name(int kind) { return kind >= 0 && kind < FF__COST_COUNT ? cost_names[kind] : "?"; }
 
 void ff__op_scratch_free(ff__op_scratch *s) {
-  ff__buf *bufs[] = {&s->image[0], &s->image[1], &s->floats, &s->weights, &s->kept, &s->mix, &s->copy};
+  ff__buf *bufs[] = {&s->image[0], &s->image[1], &s->floats, &s->weights, &s->kept, &s->copy};
   for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) ff__buf_free(bufs[i]);
+  for (int i = 0; i < FF__AUG_MIX_MAX_WIDTH; i++) ff__buf_free(&s->chain[i]);
 }
 
 static int is_geometric(ff__aug_op op) { return op >= FF__AUG_SHEAR_X && op <= FF__AUG_ROTATE; }
+
+/* Whether an op leaves every w x h image as it is, so that the runner skips
+ * it (AugMix draws magnitude 0, hence such an op, for a third of its ops):
+ * identity; a blend with factor 1, f32(1*X + 0*Y) = X (spec 1.1); a
+ * geometric op whose warp provably is the shift by (0, 0). */
+static int is_noop(const ff__aug *a, int w, int h) {
+  switch (a->op) {
+  case FF__AUG_IDENTITY: return 1;
+  case FF__AUG_BRIGHTNESS:
+  case FF__AUG_COLOR:
+  case FF__AUG_CONTRAST:
+  case FF__AUG_SHARPNESS: return a->arg == 1.0;
+  default:
+    if (!is_geometric(a->op)) return 0;
+    ff__affine_setup set;
+    ff__affine_setup_make(a, w, h, &set);
+    return set.translate && set.tx == 0 && set.ty == 0;
+  }
+}
 
 /* A packed copy of img in buf (as a new image). */
 static ff_status copy_image(const ff__image *img, ff__buf *buf, ff__image *out) {
@@ -41,22 +62,51 @@ static ff_status copy_image(const ff__image *img, ff__buf *buf, ff__image *out) 
   return FF_OK;
 }
 
-/* AugMix's float32 mixture over the packed image values. */
-FF_FMA_CLONES static void mix_scale(float *mix, const ff__image *x, float weight) {
-  size_t row = (size_t)x->width * x->channels;
-  for (int y = 0; y < x->height; y++)
-    for (size_t i = 0; i < row; i++) mix[y * row + i] = ff__mix_scale(weight, x->data[y * x->stride + i]);
+/* The index of the ping-pong buffer holding img as a packed image, or -1. */
+static int owner(const ff__op_scratch *s, const ff__image *img) {
+  if (img->stride != (size_t)img->width * img->channels) return -1;
+  for (int k = 0; k < 2; k++)
+    if (img->data == s->image[k].data) return k;
+  return -1;
 }
 
-FF_FMA_CLONES static void mix_add(float *mix, const ff__image *x, float weight) {
-  size_t row = (size_t)x->width * x->channels;
-  for (int y = 0; y < x->height; y++)
-    for (size_t i = 0; i < row; i++) mix[y * row + i] = ff__mix_add(mix[y * row + i], weight, x->data[y * x->stride + i]);
+/* Keeps img in *keep, packed: takes over its ping-pong buffer when it owns
+ * one (no copy), else copies it. */
+static ff_status keep_image(ff__op_scratch *s, const ff__image *img, ff__buf *keep, const uint8_t **kept) {
+  int k = owner(s, img);
+  if (k >= 0) {
+    ff__buf t = *keep;
+    *keep = s->image[k], s->image[k] = t;
+    *kept = keep->data;
+    return FF_OK;
+  }
+  ff__image copy;
+  ff_status status = copy_image(img, keep, &copy);
+  *kept = status ? NULL : copy.data;
+  return status;
 }
 
-FF_FMA_CLONES static void mix_truncate(const float *mix, ff__image *out) {
-  size_t n = (size_t)out->width * out->channels * out->height;
-  for (size_t i = 0; i < n; i++) out->data[i] = ff__mix_trunc_u8(mix[i]);
+/* acc[i] += w * src[i] over a block of AugMix's mixture. (A function of its
+ * own: inlined, gcc jams two chains into one loop it no longer vectorises.) */
+FF_FMA_CLONES __attribute__((noinline)) static void mix_add(float *restrict acc, const uint8_t *restrict src, float w,
+                                                             size_t m) {
+  for (size_t i = 0; i < m; i++) acc[i] = ff__mix_add(acc[i], w, src[i]);
+}
+
+/* AugMix's mixture of n packed values (torchvision's AugMix, spec 4.4):
+ * out = trunc(m0*X + w[0]*chain[0] + ...), each product and sum rounded in
+ * torchvision's order (kernels/mix.h). One pass over all the images, in
+ * blocks whose float32 partial sums stay in L1. */
+FF_FMA_CLONES static void mix_images(const uint8_t *x, float m0, const uint8_t *const *chain, const float *w,
+                                     int width, size_t n, uint8_t *out) {
+  enum { BLOCK = 1024 };
+  float acc[BLOCK];
+  for (size_t b = 0; b < n; b += BLOCK) {
+    size_t m = n - b < BLOCK ? n - b : BLOCK;
+    for (size_t i = 0; i < m; i++) acc[i] = ff__mix_scale(m0, x[b + i]);
+    for (int c = 0; c < width; c++) mix_add(acc, chain[c] + b, w[c], m);
+    for (size_t i = 0; i < m; i++) out[b + i] = ff__mix_trunc_u8(acc[i]);
+  }
 }
 
 int ff__plan_lut_run(const ff__plan *plan, int i, ff__aug *run) {
@@ -72,11 +122,19 @@ int ff__plan_lut_run(const ff__plan *plan, int i, ff__aug *run) {
 ff_status ff__ops_run(const ff__plan *plan, ff__op_scratch *s, ff__image *img, ff__error *err) {
   int next = 0;   /* which ping-pong buffer the next new image goes to */
   int shared = 0; /* *img is AugMix's kept image: copy it before changing it in place */
-  float *mix = NULL;
+  const uint8_t *kept = NULL, *chain[FF__AUG_MIX_MAX_WIDTH]; /* AugMix's images */
+  float m0 = 0.0f, chain_w[FF__AUG_MIX_MAX_WIDTH];
+  int chains = 0;
   for (int i = 0; i < plan->num_steps; i++) {
     const ff__step *st = &plan->steps[i];
     uint64_t t0 = ff__now_ns();
     uint64_t pixels = (uint64_t)img->width * img->height;
+    if (st->kind == FF__STEP_AUG && is_noop(&st->aug, img->width, img->height)) {
+      s->costs.calls[st->aug.op]++; /* nothing to do: *img (and whether it is shared) stays */
+      s->costs.pixels[st->aug.op] += pixels;
+      s->costs.ns[st->aug.op] += ff__now_ns() - t0;
+      continue;
+    }
     int kind;
     ff_status status = FF_OK;
     int in_place = st->kind == FF__STEP_HFLIP || st->kind == FF__STEP_VFLIP ||
@@ -127,29 +185,28 @@ ff_status ff__ops_run(const ff__plan *plan, ff__op_scratch *s, ff__image *img, f
         status = ff__aug_color(&st->aug, &out, &s->copy);
       }
       break;
-    case FF__STEP_MIX_BEGIN: {
+    case FF__STEP_MIX_BEGIN: /* keep the image; the mixing waits for the chains */
       kind = FF__COST_MIX;
-      ff__image kept;
-      status = copy_image(img, &s->kept, &kept);
-      mix = status ? NULL : ff__buf_reserve(&s->mix, (size_t)img->width * img->height * img->channels * sizeof(float));
-      if (!status && !mix) status = FF_ENOMEM;
-      if (!status) mix_scale(mix, &kept, st->weight);
+      status = keep_image(s, img, &s->kept, &kept);
+      m0 = st->weight, chains = 0;
       break;
-    }
     case FF__STEP_CHAIN_BEGIN: /* the chain starts from the kept image, copied only if changed in place */
       kind = FF__COST_MIX;
       out = (ff__image){s->kept.data, img->width, img->height, img->channels, (size_t)img->width * img->channels};
       shared = 1;
       break;
-    case FF__STEP_CHAIN_END:
+    case FF__STEP_CHAIN_END: /* keep the chain's result for the mixing */
       kind = FF__COST_MIX;
-      mix_add(mix, img, st->weight);
+      if (chains == FF__AUG_MIX_MAX_WIDTH) return ff__error_set(err, FF_EINTERNAL, "AugMix plan with too many chains");
+      if (img->data == kept) chain[chains] = kept; /* a chain without ops */
+      else status = keep_image(s, img, &s->chain[chains], &chain[chains]);
+      chain_w[chains++] = st->weight;
       break;
     case FF__STEP_MIX_END:
       kind = FF__COST_MIX;
       out = (ff__image){ff__buf_reserve(&s->image[next], (size_t)img->width * img->height * img->channels),
                         img->width, img->height, img->channels, (size_t)img->width * img->channels};
-      if (out.data) mix_truncate(mix, &out);
+      if (out.data) mix_images(kept, m0, chain, chain_w, chains, (size_t)out.width * out.height * out.channels, out.data);
       else status = FF_ENOMEM;
       next ^= 1;
       break;

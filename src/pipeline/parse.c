@@ -95,7 +95,7 @@ static const op_spec op_specs[] = {
     {"auto_augment", FF__OP_AUTO_AUGMENT, 0, {{"policy", ARG_POLICY, 0, AT(policy), 0, 0}, INTERP, FILL}},
     {"aug_mix", FF__OP_AUG_MIX, 0,
      {{"severity", ARG_INT, 0, AT(severity), 1, 10},
-      {"mixture_width", ARG_INT, 0, AT(mixture_width), 1, 8},
+      {"mixture_width", ARG_INT, 0, AT(mixture_width), 1, FF__AUG_MIX_MAX_WIDTH},
       {"chain_depth", ARG_INT, 0, AT(chain_depth), -1, 8},
       {"alpha", ARG_DOUBLE, 0, AT(alpha), 1e-3, 1e3},
       {"all_ops", ARG_BOOL, 0, AT(all_ops), 0, 0},

@@ -17,6 +17,7 @@
 
 #define FF__PIPELINE_MAX_OPS 32
 #define FF__PLAN_MAX_STEPS 96
+#define FF__AUG_MIX_MAX_WIDTH 8 /* aug_mix's largest mixture_width */
 
 typedef enum ff__op_kind {
   FF__OP_DECODE,

@@ -166,3 +166,24 @@ def test_translate_general_path(affine, stats, op, h, w, fill):
             got = affine(op, m, mode == "bilinear", fill, img)
             compare(stats, f"affine {op} {mode} general path", got, want)
             assert np.array_equal(got, want), (op, mode, m)
+
+
+@pytest.mark.parametrize("op", ["ShearX", "ShearY", "Rotate"])
+def test_zero_magnitude_is_exact(affine, stats, op):
+    """AugMix draws magnitude 0 for a third of its geometric ops; a shear or
+    rotation by 0 (or -0) is run as a copy, which must give torchvision's
+    warp bit for bit at every size, with every fill, and on sides where the
+    copy is not proven exact (which take the warp)."""
+    rng = np.random.RandomState(zlib.crc32(f"zero {op}".encode()))
+    sizes = SIZES + [(224, 224), (375, 500), (2, 2048), (2049, 3), (3, 4200)]
+    for h, w in sizes:
+        for mode in MODES:
+            for fill_kind in ("nofill", "fill", "fracfill"):
+                img = make_image(rng, h, w)
+                fill = random_fill(rng, fill_kind)
+                m = 0.0 if rng.rand() < 0.5 else -0.0
+                want = _apply_op(torch.from_numpy(img).permute(2, 0, 1).contiguous(), op, m, MODES[mode],
+                                 fill).permute(1, 2, 0).numpy()
+                got = affine(op, m, mode == "bilinear", fill, img)
+                compare(stats, f"affine {op} {mode} magnitude 0", got, want)
+                assert np.array_equal(got, want), (op, mode, fill_kind, h, w)
