@@ -80,6 +80,11 @@ void ff__sched_update(const ff__sched_params *p, ff__sched_state *s, const ff__s
      * preprocessing within its share of wall time. */
     if (s->device_time_share > p->max_device_time)
       s->share *= p->max_device_time / s->device_time_share;
+  } else {
+    /* No stall yet but the ring is not full: below the deficit the ring
+     * would only drain, so move toward it before the trainer waits. */
+    double floor = clamp(base, 0, cap);
+    if (floor > s->share) s->share += p->raise_gain * (floor - s->share);
   }
   s->share = clamp(s->share, 0, cap);
 }

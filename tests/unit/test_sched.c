@@ -1,6 +1,7 @@
 /* test_sched.c — the offload policy's pure functions on cases worked out by
  * hand: no offload for a slow consumer, a share that settles at the deficit
- * 1 - C/D for a fast one, decay without a stall, the interference cap, the
+ * 1 - C/D for a fast one, a draining ring that raises it to the deficit
+ * before the consumer waits, decay without a stall, the interference cap, the
  * balance point of a slow device, and the deterministic choice of the
  * costliest samples; the cost model's learned coefficients and its split
  * within a memory budget. */
@@ -77,6 +78,29 @@ static void share_decays_when_the_consumer_slows_down(void **state) {
     ff__sched_update(&p, &s, &o);
   }
   assert_true(s.share == 0.0);
+}
+
+/* Before any wait: the share was 0 (say, after a quiet phase) while the
+ * measured C = 2 / 0.004 = 500 samples/s falls short of D = 64 / 0.08 = 800.
+ * With the ring half empty the share moves toward the deficit 1 - C/D =
+ * 0.375 (half the gap per batch) without waiting for a stall; once there,
+ * and with the ring full again, it stays (it never decays below the deficit). */
+static void draining_ring_raises_the_share_to_the_deficit_before_a_stall(void **state) {
+  (void)state;
+  ff__sched_params p;
+  ff__sched_params_init(&p, 2);
+  ff__sched_state s;
+  ff__sched_state_init(&s);
+  ff__sched_obs o = {.interval_s = 0.08, .ring_ready = 1, .batch_size = 64, .cpu_samples = 64,
+                     .cpu_busy_s = 64 * 0.004, .cpu_threads = 2, .device_ok = 1};
+  ff__sched_update(&p, &s, &o);
+  assert_false(s.stalled);
+  assert_true(fabs(s.share - 0.5 * 0.375) < 1e-9);
+  for (int i = 0; i < 30; i++) ff__sched_update(&p, &s, &o);
+  assert_true(fabs(s.share - 0.375) < 1e-6);
+  o.ring_ready = 2;
+  for (int i = 0; i < 30; i++) ff__sched_update(&p, &s, &o);
+  assert_true(fabs(s.share - 0.375) < 1e-6);
 }
 
 static void no_device_means_no_share(void **state) {
@@ -177,6 +201,7 @@ int main(void) {
       cmocka_unit_test(slow_consumer_gets_no_offload),
       cmocka_unit_test(fast_consumer_share_settles_at_the_deficit),
       cmocka_unit_test(share_decays_when_the_consumer_slows_down),
+      cmocka_unit_test(draining_ring_raises_the_share_to_the_deficit_before_a_stall),
       cmocka_unit_test(no_device_means_no_share),
       cmocka_unit_test(interference_cap_limits_device_time_without_a_stall),
       cmocka_unit_test(costliest_samples_go_to_the_device),
