@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "core/bytes.h"
 #include "fusionflow/fusionflow.h"
 
 #define DEFAULT_PIPELINE \
@@ -74,17 +75,9 @@ static void json_string(FILE *f, const char *s);
 
 /* "512M" → bytes; 0 when malformed. */
 static int parse_size(const char *s, size_t *out) {
-  char *end;
-  errno = 0;
-  unsigned long long v = strtoull(s, &end, 10);
-  int shift = *end == 'K' || *end == 'k' ? 10 : *end == 'M' || *end == 'm' ? 20 : *end == 'G' || *end == 'g' ? 30 : 0;
-  if (shift) end++;
-  if (end == s || *end || errno || *s == '-' || v > (SIZE_MAX >> shift)) {
-    fprintf(stderr, "fusionflow bench: --device-memory-limit expects bytes (e.g. 512M), got '%s'\n", s);
-    return 0;
-  }
-  *out = (size_t)v << shift;
-  return 1;
+  if (ff__parse_bytes(s, out)) return 1;
+  fprintf(stderr, "fusionflow bench: --device-memory-limit expects bytes (e.g. 512M), got '%s'\n", s);
+  return 0;
 }
 
 /* The message on stderr, and with --json also as {"error": ...} on stdout

@@ -118,7 +118,11 @@ ff_status ff__device_query(ff__device *d, ff__device_info *out, ff__error *err) 
   return FF_OK;
 }
 
-ff_status ff__device_refresh(ff__device *d, ff__error *err) { return ff__pool_refresh(&d->pool, err); }
+ff_status ff__device_refresh(ff__device *d, ff__pool_stats *pool_out, ff__error *err) {
+  ff_status st = ff__pool_refresh(&d->pool, err);
+  if (!st && pool_out) ff__pool_stats_get(&d->pool, pool_out);
+  return st;
+}
 
 ff_status ff__device_alloc(ff__device *d, size_t size_bytes, void **d_out, ff__error *err) {
   return ff__pool_alloc(&d->pool, size_bytes, d_out, err);

@@ -60,8 +60,9 @@ typedef struct ff__device_info {
 
 ff_status ff__device_query(ff__device *d, ff__device_info *out, ff__error *err);
 
-/* Re-reads the free memory; the pool limit follows it (ff__pool_refresh). */
-ff_status ff__device_refresh(ff__device *d, ff__error *err);
+/* Re-reads the free memory; the pool limit follows it (ff__pool_refresh).
+ * The pool's figures after that go to *pool_out (may be NULL). */
+ff_status ff__device_refresh(ff__device *d, ff__pool_stats *pool_out, ff__error *err);
 
 /* Device memory from the pool: FF_OK, FF__EBUDGET (not now: over budget or
  * the device is full — run on the CPU), FF_EINVAL. */

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/bytes.h"
 #include "core/clock.h"
 #include "exec/device_impl.h"
 #include "kernels/stage.h"
@@ -286,20 +287,6 @@ static const ff__device_backend emu_backend = {
 
 /* ------------------------------------------------------------ open */
 
-/* "256M", "2G", "65536" → bytes; 0 when malformed. */
-static size_t parse_size(const char *s, const char **end) {
-  char *stop;
-  unsigned long long v = strtoull(s, &stop, 10);
-  if (stop == s) return 0;
-  int shift = *stop == 'K' || *stop == 'k'   ? 10
-              : *stop == 'M' || *stop == 'm' ? 20
-              : *stop == 'G' || *stop == 'g' ? 30
-                                             : 0;
-  if (shift) stop++;
-  *end = stop;
-  return (size_t)v << shift;
-}
-
 /* FF_EMU_FAULTS="alloc:3,kernel:5"; 0 when malformed. */
 static int parse_faults(const char *s, unsigned *alloc_after, unsigned *kernel_at) {
   while (*s) {
@@ -319,9 +306,8 @@ ff_status ff__emu_open(int ordinal, const char *query, const ff__device_options 
                        ff__error *err) {
   size_t mem = opt->emu_mem_bytes;
   if (*query) {
-    const char *end = query;
-    size_t q = strncmp(query, "mem=", 4) ? 0 : parse_size(query + 4, &end);
-    if (!q || *end)
+    size_t q = 0;
+    if (strncmp(query, "mem=", 4) || !ff__parse_bytes(query + 4, &q) || !q)
       return ff__error_set(err, FF_EINVAL, "emu:%d?%s: expected ?mem=SIZE (e.g. 256M)", ordinal, query);
     if (!mem) mem = q;
   }

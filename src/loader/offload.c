@@ -160,14 +160,13 @@ void ff__offload_reset(ff_loader *l) { l->feed_head = l->feed_count = 0; }
 
 void ff__offload_refresh(ff_loader *l) {
   if (!l->dev) return;
-  ff__device_info info;
-  int ok = !ff__device_refresh(l->dev, NULL) && !ff__device_query(l->dev, &info, NULL);
+  ff__pool_stats pool;
+  int ok = !ff__device_refresh(l->dev, &pool, NULL);
   pthread_mutex_lock(&l->mu);
-  l->device_free_bytes = ok && info.pool.limit_bytes > info.pool.used_bytes
-                             ? info.pool.limit_bytes - info.pool.used_bytes : 0;
+  l->device_free_bytes = ok && pool.limit_bytes > pool.used_bytes ? pool.limit_bytes - pool.used_bytes : 0;
   if (ok) {
-    l->stats.device_pool_limit_bytes = info.pool.limit_bytes;
-    l->stats.device_pool_peak_bytes = info.pool.peak_bytes;
+    l->stats.device_pool_limit_bytes = pool.limit_bytes;
+    l->stats.device_pool_peak_bytes = pool.peak_bytes;
   }
   pthread_mutex_unlock(&l->mu);
 }

@@ -299,7 +299,7 @@ int main(int argc, char **argv) {
         size_t f;
         CHECK(cudaMemGetInfo(&f, &total) == cudaSuccess && cudaMalloc(&hog2, f / 2) == cudaSuccess,
               "second cudaMalloc");
-        CHECK(!ff__device_refresh(d, &err), "%s", err.msg);
+        CHECK(!ff__device_refresh(d, NULL, &err), "%s", err.msg);
         CHECK(cudaMemGetInfo(&f, &total) == cudaSuccess, "cudaMemGetInfo");
         CHECK(!ff__device_query(d, &info, &err), "%s", err.msg);
         ok &= info.pool.limit_bytes <= info.pool.reserved_bytes + f;
