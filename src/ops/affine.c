@@ -7,11 +7,14 @@
  * then a float32 sampling grid and nearest or bilinear sampling
  * whose per-pixel arithmetic lives in kernels/affine.h (shared with the
  * device kernels). The CPU loop works row by row in chunks: a first pass
- * maps a chunk of output pixels to input positions and tap weights (plain
- * float arithmetic the compiler vectorises), a second pass gathers the taps;
- * pixels whose taps are all inside take a short path, pixels whose taps are
- * all outside take the fill, border pixels the general one. The grid cannot be stepped incrementally — f32(x*a0) is not
- * f32((x-1)*a0) + a0 — so every coordinate is computed from its formula.
+ * maps a chunk of output pixels to input positions and tap weights, a
+ * second pass gathers the taps; pixels whose taps are all inside take a
+ * short path, pixels whose taps are all outside take the fill, border
+ * pixels the general one. In plain C the compiler vectorises the mapping;
+ * with AVX2 both passes are written out for eight pixels at a time, one per
+ * lane (see warp_bilinear_avx2). The grid cannot be stepped incrementally —
+ * f32(x*a0) is not f32((x-1)*a0) + a0 — so every coordinate is computed
+ * from its formula.
  *
  * Translations by whole pixels are row copies where that gives the warp's
  * bits (ff__affine_translate_is_exact). */
@@ -133,100 +136,279 @@ static inline __attribute__((always_inline)) void bilinear_px(const ff__image *s
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 #include <immintrin.h>
 #define HAVE_AVX2_PATH 1
+#define AVX2 __attribute__((target("avx2,fma")))
 
-/* The gather pass of a chunk with AVX2/FMA, in groups of eight pixels:
- * - all taps of all eight outside: the fill (or zeros), which is what the
- *   sampling gives there (see bilinear_px);
- * - all taps of all eight inside and not in the last two rows: two pixels
- *   per 256-bit vector, the three channels of each (and a spare lane) in
- *   one half; the two upper (lower) taps of a pixel are one 8-byte load
- *   (reading 2 bytes past the taps, hence a row must follow); the 24
- *   output bytes are two 16-byte stores whose last four bytes later
- *   stores rewrite (the last 12 bytes copied near the chunk's end);
- * - the scalar pixel otherwise.
- * The same float32 operations in the same order as the scalar code — one
- * rounding each, vfmadd for ff__fma_f32, cvtps2dq rounding to nearest even
- * as rintf — so the same bits. (AVX2 gathers across pixels were slower.) */
-__attribute__((target("avx2,fma"))) static void
-gather_bilinear_avx2(const ff__image *src, const chunk_taps *t, int n, const float *fill, uint8_t *out) {
-  int w = src->width, h = src->height;
-  const __m256i lim_x = _mm256_set1_epi32(w - 1), lim_y = _mm256_set1_epi32(h - 2);
-  const __m256i minus1 = _mm256_set1_epi32(-1);
-  const size_t stride = src->stride;
-  /* (nw of a, nw of b, ne of a, ne of b), 3 bytes and a zero each */
-  const __m128i split = _mm_setr_epi8(0, 1, 2, -1, 8, 9, 10, -1, 3, 4, 5, -1, 11, 12, 13, -1);
-  const __m256i order8 = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
-  const __m256i drop_spare = _mm256_setr_epi8(0, 1, 2, 4, 5, 6, 8, 9, 10, 12, 13, 14, -1, -1, -1, -1, 0, 1, 2, 4,
-                                              5, 6, 8, 9, 10, 12, 13, 14, -1, -1, -1, -1);
-  const __m256 fill8 = fill ? _mm256_setr_ps(fill[0], fill[1], fill[2], 0.0f, fill[0], fill[1], fill[2], 0.0f)
-                            : _mm256_setzero_ps();
-  int k = 0;
-  for (; k + 8 <= n; k += 8) {
-    __m256i x0 = _mm256_loadu_si256((const __m256i *)(t->x0 + k));
-    __m256i y0 = _mm256_loadu_si256((const __m256i *)(t->y0 + k));
-    /* inside: -1 < x0 < w - 1 and -1 < y0 < h - 2 */
-    __m256i ok =
-        _mm256_and_si256(_mm256_and_si256(_mm256_cmpgt_epi32(x0, minus1), _mm256_cmpgt_epi32(lim_x, x0)),
-                         _mm256_and_si256(_mm256_cmpgt_epi32(y0, minus1), _mm256_cmpgt_epi32(lim_y, y0)));
-    /* all taps of all eight outside: x0 < -1, x0 >= w, y0 < -1 or y0 >= h */
-    __m256i lim_w = _mm256_set1_epi32(w - 1), lim_h = _mm256_set1_epi32(h - 1);
-    __m256i out_all = _mm256_or_si256(
-        _mm256_or_si256(_mm256_cmpgt_epi32(minus1, x0), _mm256_cmpgt_epi32(x0, lim_w)),
-        _mm256_or_si256(_mm256_cmpgt_epi32(minus1, y0), _mm256_cmpgt_epi32(y0, lim_h)));
-    if (_mm256_movemask_epi8(out_all) == -1) {
-      for (int q = 0; q < 8; q++) memcpy(out + (size_t)(k + q) * 3, t->fill_u8, 3);
-      continue;
-    }
-    if (_mm256_movemask_epi8(ok) != -1) {
-      for (int q = 0; q < 8; q++)
-        bilinear_px(src, t, k + q, fill, out + (size_t)(k + q) * 3);
-      continue;
-    }
-    /* two pixels per vector, each with its three channels and a spare
-     * lane; the two upper (lower) taps of a pixel are one 8-byte load */
-    __m256 wnw = _mm256_loadu_ps(t->nw + k), wne = _mm256_loadu_ps(t->ne + k);
-    __m256 wsw = _mm256_loadu_ps(t->sw + k), wse = _mm256_loadu_ps(t->se + k);
-    __m256i vi[4];
-    for (int q = 0; q < 8; q += 2) {
-      const uint8_t *pa = src->data + (size_t)t->y0[k + q] * stride + (size_t)t->x0[k + q] * 3;
-      const uint8_t *pb = src->data + (size_t)t->y0[k + q + 1] * stride + (size_t)t->x0[k + q + 1] * 3;
-      __m128i top = _mm_unpacklo_epi64(_mm_loadl_epi64((const __m128i *)pa), _mm_loadl_epi64((const __m128i *)pb));
-      __m128i bot = _mm_unpacklo_epi64(_mm_loadl_epi64((const __m128i *)(pa + stride)),
-                                       _mm_loadl_epi64((const __m128i *)(pb + stride)));
-      top = _mm_shuffle_epi8(top, split), bot = _mm_shuffle_epi8(bot, split);
-#define TAPS(v) _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(v))
-      __m256 vnw = TAPS(top), vne = TAPS(_mm_srli_si128(top, 8));
-      __m256 vsw = TAPS(bot), vse = TAPS(_mm_srli_si128(bot, 8));
-#undef TAPS
-      __m256i sel = _mm256_setr_epi32(q, q, q, q, q + 1, q + 1, q + 1, q + 1);
-      __m256 nw = _mm256_permutevar8x32_ps(wnw, sel), ne = _mm256_permutevar8x32_ps(wne, sel);
-      __m256 sw = _mm256_permutevar8x32_ps(wsw, sel), se = _mm256_permutevar8x32_ps(wse, sel);
-      __m256 val = _mm256_fmadd_ps(vse, se, _mm256_fmadd_ps(vsw, sw, _mm256_fmadd_ps(vne, ne, _mm256_mul_ps(vnw, nw))));
-      if (fill) {
-        __m256 one = _mm256_set1_ps(1.0f);
-        __m256 mask = _mm256_fmadd_ps(one, se, _mm256_fmadd_ps(one, sw, _mm256_fmadd_ps(one, ne, nw)));
-        val = _mm256_add_ps(_mm256_mul_ps(val, mask), _mm256_mul_ps(_mm256_sub_ps(one, mask), fill8));
-      }
+/* The AVX2/FMA path runs the same two passes eight pixels at a time, one
+ * pixel per lane, with the same float32 operations in the same order as
+ * map_taps and bilinear_px — one rounding each, vfmadd for ff__fma_f32,
+ * cvtps2dq rounding to nearest even as rintf — so the same bits. It works
+ * on bands of CHUNK columns, whose products x*a0, x*b0 are the same on
+ * every row. The passes stay apart: fused, each group's long chain
+ * (mapping, offsets, loads, blend) left too little to overlap. */
+
+/* One band's columns and one row's taps, as both passes see them (whole
+ * groups of eight). */
+typedef struct chunk8 {
+  float xa[CHUNK], xb[CHUNK]; /* f32(x*a0), f32(x*b0) of each column */
+  int x0[CHUNK], y0[CHUNK];
+  float nw[CHUNK], ne[CHUNK], sw[CHUNK], se[CHUNK];
+  int off[CHUNK]; /* y0 * stride + x0 * 3: the NW tap's byte offset */
+} chunk8;
+
+/* One axis of map_taps for eight pixels: the coordinate's floor and the
+ * distance to it. Without ff__affine_clamp: it changes no coordinate in
+ * [-2, size + 1], and a pixel beyond has all its taps outside either way
+ * (cvttps2dq gives INT_MIN for NaN and for what does not fit, outside
+ * too), so its output is the fill, which uses no weight. v - floor(v) is
+ * ix - (float)x0 of map_taps: the floor is an integer float, signed as
+ * (float)x0 since v is never -0 (an fma with addend -0.5 cannot give -0). */
+AVX2 static inline void axis8(__m256 prod, __m256 other, __m256 off, __m256 half, __m256i *i0, __m256 *frac) {
+  __m256 g = _mm256_add_ps(_mm256_add_ps(prod, other), off);
+  __m256 v = _mm256_fmadd_ps(_mm256_add_ps(g, _mm256_set1_ps(1.0f)), half, _mm256_set1_ps(-0.5f));
+  __m256 f = _mm256_floor_ps(v);
+  *i0 = _mm256_cvttps_epi32(f);
+  *frac = _mm256_sub_ps(v, f);
+}
+
+/* The mapping pass of row i's n pixels of the band, rounded up to whole
+ * groups of eight. */
+AVX2 static void map_taps_avx2(const ff__affine_grid *g, size_t src_stride, int i, int n, chunk8 *c) {
+  float y = ff__affine_centred(i, g->half_h);
+  const __m256 ya = _mm256_set1_ps(y * g->a1), yb = _mm256_set1_ps(y * g->b1);
+  const __m256 a2 = _mm256_set1_ps(g->a2), b2 = _mm256_set1_ps(g->b2);
+  const __m256 half_w = _mm256_set1_ps(g->half_w), half_h = _mm256_set1_ps(g->half_h);
+  const __m256 one = _mm256_set1_ps(1.0f);
+  const __m256i stride = _mm256_set1_epi32((int)src_stride);
+  for (int k = 0; k < n; k += 8) {
+    __m256i x0, y0;
+    __m256 wx, wy;
+    axis8(_mm256_loadu_ps(c->xa + k), ya, a2, half_w, &x0, &wx);
+    axis8(_mm256_loadu_ps(c->xb + k), yb, b2, half_h, &y0, &wy);
+    __m256 ex = _mm256_sub_ps(one, wx), sy = _mm256_sub_ps(one, wy);
+    _mm256_storeu_si256((__m256i *)(c->x0 + k), x0), _mm256_storeu_si256((__m256i *)(c->y0 + k), y0);
+    _mm256_storeu_ps(c->nw + k, _mm256_mul_ps(sy, ex)), _mm256_storeu_ps(c->ne + k, _mm256_mul_ps(sy, wx));
+    _mm256_storeu_ps(c->sw + k, _mm256_mul_ps(wy, ex)), _mm256_storeu_ps(c->se + k, _mm256_mul_ps(wy, wx));
+    /* wraps for pixels outside, which never load at it */
+    __m256i off =
+        _mm256_add_epi32(_mm256_mullo_epi32(y0, stride), _mm256_add_epi32(x0, _mm256_add_epi32(x0, x0)));
+    _mm256_storeu_si256((__m256i *)(c->off + k), off);
+  }
+}
+
+/* The taps of eight pixels, one per lane, each as int32 (r, g, b, 0). */
+typedef struct taps8 {
+  __m256i nw, ne, sw, se;
+} taps8;
+
+/* The 8 bytes at p (a tap's three channels, its right neighbour's and 2
+ * more) in every 64-bit lane: a load, no shuffle. */
+AVX2 static inline __m256i bytes8_at(const uint8_t *p) {
+  int64_t v;
+  memcpy(&v, p, 8);
+  return _mm256_set1_epi64x(v);
+}
+
+/* One row's taps (d bytes past the NW taps: 0 or stride) of pixels at any
+ * offsets: the left ones in *left, the right ones in *right. Each pixel's
+ * two taps are one 8-byte load, reading 2 bytes past them. */
+AVX2 static inline void row_taps8(const uint8_t *data, const int *off, size_t d, __m256i *left,
+                                  __m256i *right) {
+  /* the 8 bytes of pixels 0, 1 | 4, 5 and of 2, 3 | 6, 7 */
+  __m256i a = _mm256_blend_epi32(
+      _mm256_blend_epi32(bytes8_at(data + off[0] + d), bytes8_at(data + off[1] + d), 0x0c),
+      _mm256_blend_epi32(bytes8_at(data + off[4] + d), bytes8_at(data + off[5] + d), 0xc0), 0xf0);
+  __m256i b = _mm256_blend_epi32(
+      _mm256_blend_epi32(bytes8_at(data + off[2] + d), bytes8_at(data + off[3] + d), 0x0c),
+      _mm256_blend_epi32(bytes8_at(data + off[6] + d), bytes8_at(data + off[7] + d), 0xc0), 0xf0);
+  /* bytes 0-2 (left) or 3-5 (right) of each pixel's 8 to its lane: from a
+   * lanes 0, 1 of each half, from b lanes 2, 3 */
+#define PICK(x, y, z, t)                                                                                     \
+  _mm256_setr_epi8(x, x + 1, x + 2, -1, y, y + 1, y + 2, -1, z, z + 1, z + 2, -1, t, t + 1, t + 2, -1, x,    \
+                   x + 1, x + 2, -1, y, y + 1, y + 2, -1, z, z + 1, z + 2, -1, t, t + 1, t + 2, -1)
+#define NO -64 /* negative up to NO + 2: zero bytes */
+  *left =
+      _mm256_or_si256(_mm256_shuffle_epi8(a, PICK(0, 8, NO, NO)), _mm256_shuffle_epi8(b, PICK(NO, NO, 0, 8)));
+  *right = _mm256_or_si256(_mm256_shuffle_epi8(a, PICK(3, 11, NO, NO)),
+                           _mm256_shuffle_epi8(b, PICK(NO, NO, 3, 11)));
+#undef NO
+#undef PICK
+}
+
+/* The taps of the eight pixels at off (NW tap byte offsets), all inside
+ * and not in the last two rows, since the loads read up to 2 bytes past
+ * the lower taps. Where pixels 0-3 and 4-7 each lie 3 bytes apart (the
+ * common case under small shears and rotations) each row of each half is
+ * one 16-byte load; otherwise every pixel's rows are loaded apart. */
+AVX2 static inline taps8 load_taps8(const uint8_t *data, size_t stride, const int *off) {
+  taps8 t;
+  __m256i run =
+      _mm256_sub_epi32(_mm256_loadu_si256((const __m256i *)off), _mm256_setr_epi32(0, 3, 6, 9, 0, 3, 6, 9));
+  if (_mm256_movemask_epi8(_mm256_cmpeq_epi32(run, _mm256_shuffle_epi32(run, 0))) == -1) {
+    const uint8_t *p = data + off[0], *q = data + off[4];
+    __m256i top = _mm256_loadu2_m128i((const __m128i *)q, (const __m128i *)p);
+    __m256i bottom = _mm256_loadu2_m128i((const __m128i *)(q + stride), (const __m128i *)(p + stride));
+    /* bytes x + 3j .. x + 3j + 2 to lane j of each half */
+#define RUN(x)                                                                                               \
+  _mm256_setr_epi8(x, x + 1, x + 2, -1, x + 3, x + 4, x + 5, -1, x + 6, x + 7, x + 8, -1, x + 9, x + 10,     \
+                   x + 11, -1, x, x + 1, x + 2, -1, x + 3, x + 4, x + 5, -1, x + 6, x + 7, x + 8, -1, x + 9, \
+                   x + 10, x + 11, -1)
+    t.nw = _mm256_shuffle_epi8(top, RUN(0)), t.ne = _mm256_shuffle_epi8(top, RUN(3));
+    t.sw = _mm256_shuffle_epi8(bottom, RUN(0)), t.se = _mm256_shuffle_epi8(bottom, RUN(3));
+#undef RUN
+    return t;
+  }
+  row_taps8(data, off, 0, &t.nw, &t.ne);
+  row_taps8(data, off, stride, &t.sw, &t.se);
+  return t;
+}
+
+/* Channel ch of taps (r, g, b, 0) as float. */
+AVX2 static inline __m256 channel8(__m256i taps, int ch) {
+  __m256i v = ch ? _mm256_srli_epi32(taps, 8 * ch) : taps;
+  return _mm256_cvtepi32_ps(ch < 2 ? _mm256_and_si256(v, _mm256_set1_epi32(0xff)) : v);
+}
+
+/* The outputs of the row's pixels k .. k+7 from their taps: 24 bytes at o
+ * and, when room, 8 more (rewritten by the pixels that follow). */
+AVX2 static inline void blend8(taps8 t, const chunk8 *c, int k, const float *fill, uint8_t *o, int room) {
+  __m256 wnw = _mm256_loadu_ps(c->nw + k), wne = _mm256_loadu_ps(c->ne + k);
+  __m256 wsw = _mm256_loadu_ps(c->sw + k), wse = _mm256_loadu_ps(c->se + k);
+  const __m256 one = _mm256_set1_ps(1.0f);
+  __m256 mask = _mm256_fmadd_ps(one, wse, _mm256_fmadd_ps(one, wsw, _mm256_fmadd_ps(one, wne, wnw)));
+  __m256i rgb = _mm256_setzero_si256();
+  for (int ch = 0; ch < 3; ch++) {
+    __m256 val = _mm256_fmadd_ps(
+        channel8(t.se, ch), wse,
+        _mm256_fmadd_ps(channel8(t.sw, ch), wsw,
+                        _mm256_fmadd_ps(channel8(t.ne, ch), wne, _mm256_mul_ps(channel8(t.nw, ch), wnw))));
+    /* without fill the value needs no clamp: taps in [0, 255] under
+     * weights >= 0 summing to 1 within a few ulps give [0, 255.5) */
+    if (fill) {
+      val = _mm256_add_ps(_mm256_mul_ps(val, mask),
+                          _mm256_mul_ps(_mm256_sub_ps(one, mask), _mm256_set1_ps(fill[ch])));
       val = _mm256_min_ps(_mm256_max_ps(val, _mm256_setzero_ps()), _mm256_set1_ps(255.0f));
-      vi[q / 2] = _mm256_cvtps_epi32(val);
     }
-    /* pixels p0..p7 (r, g, b, spare as int32; pair q in vi[q]) → 24 bytes */
-    __m256i p02 = _mm256_packus_epi32(vi[0], vi[1]); /* lanes: p0 p2 | p1 p3 (u16) */
-    __m256i p46 = _mm256_packus_epi32(vi[2], vi[3]); /* p4 p6 | p5 p7 */
-    __m256i b = _mm256_packus_epi16(p02, p46);       /* p0 p2 p4 p6 | p1 p3 p5 p7 (u8) */
-    b = _mm256_shuffle_epi8(_mm256_permutevar8x32_epi32(b, order8), drop_spare);
-    uint8_t *o = out + (size_t)k * 3;
-    _mm_storeu_si128((__m128i *)o, _mm256_castsi256_si128(b)); /* 4 spare bytes, rewritten next */
-    if (k + 10 <= n) { /* the 4 spare bytes lie in pixels k+8, k+9, written later */
-      _mm_storeu_si128((__m128i *)(o + 12), _mm256_extracti128_si256(b, 1));
-    } else {
-      uint8_t last[16];
-      _mm_storeu_si128((__m128i *)last, _mm256_extracti128_si256(b, 1));
-      memcpy(o + 12, last, 12);
+    rgb = _mm256_or_si256(rgb, _mm256_slli_epi32(_mm256_cvtps_epi32(val), 8 * ch));
+  }
+  /* pixels 0-3 | 4-7 as (r, g, b, 0) → 24 bytes */
+  const __m256i drop_spare = _mm256_setr_epi8(0, 1, 2, 4, 5, 6, 8, 9, 10, 12, 13, 14, -1, -1, -1, -1, 0, 1, 2,
+                                              4, 5, 6, 8, 9, 10, 12, 13, 14, -1, -1, -1, -1);
+  __m256i b = _mm256_permutevar8x32_epi32(_mm256_shuffle_epi8(rgb, drop_spare),
+                                          _mm256_setr_epi32(0, 1, 2, 4, 5, 6, 3, 7));
+  if (room) {
+    _mm256_storeu_si256((__m256i *)o, b);
+  } else {
+    _mm_storeu_si128((__m128i *)o, _mm256_castsi256_si128(b));
+    _mm_storel_epi64((__m128i *)(o + 16), _mm256_extracti128_si256(b, 1));
+  }
+}
+
+/* A group of eight pixels that is not all inside (out of line, leaving
+ * the loop over the others small): the fill for the pixels whose taps are
+ * all outside (what the sampling gives there, see bilinear_px), blend8
+ * for those inside (the others loading harmless bytes at offset 0 first),
+ * the scalar pixel for the rest. */
+__attribute__((noinline)) AVX2 static void border8(const ff__image *src, const chunk8 *c, const chunk_taps *t,
+                                                   int k, const float *fill, uint8_t *o, int room) {
+  int w = src->width, h = src->height;
+  const __m256i minus1 = _mm256_set1_epi32(-1), last_x = _mm256_set1_epi32(w - 1);
+  __m256i x0 = _mm256_loadu_si256((const __m256i *)(c->x0 + k));
+  __m256i y0 = _mm256_loadu_si256((const __m256i *)(c->y0 + k));
+  /* all outside: x0 < -1, x0 >= w, y0 < -1 or y0 >= h */
+  __m256i out = _mm256_or_si256(
+      _mm256_or_si256(_mm256_cmpgt_epi32(minus1, x0), _mm256_cmpgt_epi32(x0, last_x)),
+      _mm256_or_si256(_mm256_cmpgt_epi32(minus1, y0), _mm256_cmpgt_epi32(y0, _mm256_set1_epi32(h - 1))));
+  unsigned out_bits = (unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(out));
+  if (out_bits == 0xff) {
+    for (int q = 0; q < 8; q++)
+      memcpy(o + (size_t)q * 3, t->fill_u8, 3);
+    return;
+  }
+  /* inside: -1 < x0 < w - 1 and -1 < y0 < h - 2 */
+  __m256i in = _mm256_and_si256(
+      _mm256_and_si256(_mm256_cmpgt_epi32(x0, minus1), _mm256_cmpgt_epi32(last_x, x0)),
+      _mm256_and_si256(_mm256_cmpgt_epi32(y0, minus1), _mm256_cmpgt_epi32(_mm256_set1_epi32(h - 2), y0)));
+  unsigned in_bits = (unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(in));
+  if (in_bits) {
+    int off[8];
+    _mm256_storeu_si256((__m256i *)off,
+                        _mm256_and_si256(_mm256_loadu_si256((const __m256i *)(c->off + k)), in));
+    blend8(load_taps8(src->data, src->stride, off), c, k, fill, o, room);
+  }
+  for (unsigned rest = out_bits; rest; rest &= rest - 1)
+    memcpy(o + (size_t)__builtin_ctz(rest) * 3, t->fill_u8, 3);
+  for (unsigned rest = ~(in_bits | out_bits) & 0xff; rest; rest &= rest - 1) {
+    int q = __builtin_ctz(rest);
+    bilinear_px(src, t, k + q, fill, o + (size_t)q * 3);
+  }
+}
+
+/* The gather pass of row i's n pixels of the band (`left` pixels from the
+ * band's start to the row's end) in groups of eight. A group is inside —
+ * all taps inside and not in the last two rows — when its first and last
+ * pixels are, x0 and y0 being monotonic along a row when `monotonic`.
+ * The taps of the next group inside load before this one's blend, so that
+ * their latency overlaps it. */
+AVX2 static void gather_bilinear_avx2(const ff__image *src, const chunk8 *c, int n, int left, int monotonic,
+                                      const float *fill, const uint8_t fill_u8[3], uint8_t *out) {
+  chunk_taps t = {c->x0, c->y0, c->nw, c->ne, c->sw, c->se, fill_u8};
+  /* inside: 0 <= x0 < in_x and 0 <= y0 < in_y */
+  unsigned in_x = (unsigned)(src->width - 1), in_y = src->height > 2 ? (unsigned)(src->height - 2) : 0;
+#define INSIDE(k)                                                                                            \
+  (monotonic && (unsigned)c->x0[k] < in_x && (unsigned)c->x0[k + 7] < in_x && (unsigned)c->y0[k] < in_y &&   \
+   (unsigned)c->y0[k + 7] < in_y)
+  int k = 0;
+  while (k + 8 <= n) {
+    if (!INSIDE(k)) {
+      border8(src, c, &t, k, fill, out + (size_t)k * 3, k + 11 <= left);
+      k += 8;
+      continue;
+    }
+    taps8 cur = load_taps8(src->data, src->stride, c->off + k);
+    for (;;) {
+      int more = k + 16 <= n && INSIDE(k + 8);
+      taps8 next = cur;
+      if (more) next = load_taps8(src->data, src->stride, c->off + k + 8);
+      blend8(cur, c, k, fill, out + (size_t)k * 3, k + 11 <= left);
+      k += 8;
+      if (!more) break;
+      cur = next;
     }
   }
+#undef INSIDE
   for (; k < n; k++)
-    bilinear_px(src, t, k, fill, out + (size_t)k * 3);
+    bilinear_px(src, &t, k, fill, out + (size_t)k * 3);
+}
+
+/* Whether no step of the mapping can overflow (or meet an infinity or a
+ * NaN) before its last — the products and sums stay far below FLT_MAX,
+ * NaN coefficients failing the test. Then each coordinate is a monotonic
+ * function of the column, as each step (a product by a0 or b0, sums, an
+ * fma by a positive half size, each rounded) and the floor are. */
+static int grid_is_tame(const ff__affine_grid *g, int w, int h) {
+  double lim = 1e30;
+  return fabs(g->a0) * w + fabs(g->a1) * h + fabs(g->a2) < lim &&
+         fabs(g->b0) * w + fabs(g->b1) * h + fabs(g->b2) < lim;
+}
+
+/* The warp with AVX2/FMA; the image's bytes must fit 32-bit offsets. */
+AVX2 static void warp_bilinear_avx2(const ff__affine_grid *g, const ff__image *src, ff__image *dst,
+                                    const float *fill, const uint8_t fill_u8[3]) {
+  int w = src->width, h = src->height;
+  int monotonic = grid_is_tame(g, w, h);
+  chunk8 c;
+  for (int j0 = 0; j0 < w; j0 += CHUNK) {
+    int n = w - j0 < CHUNK ? w - j0 : CHUNK;
+    for (int k = 0; k < CHUNK; k++) { /* the spare lanes of a last group too */
+      float x = ff__affine_centred(j0 + k, g->half_w);
+      c.xa[k] = x * g->a0, c.xb[k] = x * g->b0;
+    }
+    for (int i = 0; i < h; i++) {
+      map_taps_avx2(g, src->stride, i, n, &c);
+      gather_bilinear_avx2(src, &c, n, w - j0, monotonic, fill, fill_u8,
+                           dst->data + (size_t)i * dst->stride + (size_t)j0 * 3);
+    }
+  }
 }
 #endif
 
@@ -251,26 +433,25 @@ static inline void map_taps(const ff__affine_grid *g, int i, int j0, int n, int 
 FF_FMA_CLONES
 static void warp_bilinear(const ff__affine_grid *g, const ff__image *src, ff__image *dst, const float *fill) {
   int w = src->width, h = src->height;
-  int x0[CHUNK], y0[CHUNK];
-  float nw[CHUNK], ne[CHUNK], sw[CHUNK], se[CHUNK];
   uint8_t fill_u8[3] = {0, 0, 0};
   if (fill)
     for (int c = 0; c < 3; c++) fill_u8[c] = ff__affine_fill_u8(fill[c]);
-  chunk_taps t = {x0, y0, nw, ne, sw, se, fill_u8};
 #ifdef HAVE_AVX2_PATH
-  int vector = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  /* its tap offsets are 32-bit */
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+      (size_t)h * src->stride <= INT32_MAX) {
+    warp_bilinear_avx2(g, src, dst, fill, fill_u8);
+    return;
+  }
 #endif
+  int x0[CHUNK], y0[CHUNK];
+  float nw[CHUNK], ne[CHUNK], sw[CHUNK], se[CHUNK];
+  chunk_taps t = {x0, y0, nw, ne, sw, se, fill_u8};
   for (int i = 0; i < h; i++) {
     uint8_t *out = dst->data + (size_t)i * dst->stride;
     for (int j0 = 0; j0 < w; j0 += CHUNK) {
       int n = w - j0 < CHUNK ? w - j0 : CHUNK;
       map_taps(g, i, j0, n, w, h, x0, y0, nw, ne, sw, se);
-#ifdef HAVE_AVX2_PATH
-      if (vector) {
-        gather_bilinear_avx2(src, &t, n, fill, out + (size_t)j0 * 3);
-        continue;
-      }
-#endif
       for (int k = 0; k < n; k++)
         bilinear_px(src, &t, k, fill, out + (size_t)(j0 + k) * 3);
     }
