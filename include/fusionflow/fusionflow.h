@@ -188,11 +188,15 @@ typedef struct ff_batch ff_batch;
  * consumer does not wait and the ring stays full, nothing is offloaded. When
  * it waits or the ring drains, the device share of the following batches
  * rises toward the deficit 1 - C/D plus a correction for the missing ring
- * batches, never past the point where the device becomes the bottleneck,
- * and decays again when the stall is gone. Within a batch the samples with
- * the highest predicted CPU cost (encoded size x learned read+decode cost
- * per byte, plus the mean cost of the ops) go to the device, as many as the
- * device memory budget (free memory - headroom, at most
+ * batches (to the deficit alone while the ring is below full but the
+ * consumer does not wait yet), never past the point where the device
+ * becomes the bottleneck, and decays again when the stall is gone, never
+ * below the deficit. Within a batch the samples whose steps after decode
+ * would cost the CPU the most go to the device (the device runs those
+ * steps; the CPU still reads and decodes): predicted from the sample's own
+ * plan and the measured per-op ns per pixel once its header has been seen
+ * (its first epoch), before that the mean, ties to the larger file — as
+ * many as the device memory budget (free memory - headroom, at most
  * device_memory_limit_bytes) can hold. Without a stall the device's time is
  * kept under device_max_time_share of wall time. Batches stay in host
  * memory.
@@ -340,7 +344,9 @@ typedef struct ff_stats {
 FF_API void ff_loader_stats(const ff_loader *loader, ff_stats *out);
 
 /* Measured cost of one kind of op, summed over worker threads since open:
- * per image = ns / calls, per pixel = ns / pixels (pixels of the op's input). */
+ * per image = ns / calls, per pixel = ns / pixels (pixels of the op's input).
+ * An op that provably changes nothing (a factor of 1, a rotation, shear or
+ * translation by 0, identity) is skipped and not counted. */
 typedef struct ff_op_cost {
   const char *op;   /* "resize", "rotate", "fused_lut" (a run of table ops done as one pass), "output" ... */
   uint64_t calls;

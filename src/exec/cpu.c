@@ -41,6 +41,7 @@ ff_status ff__sample_decode(ff__worker *w, const ff__pipeline *pipe, const ff__s
                             ff__plan *plan, ff__error *err) {
   uint64_t t0 = ff__now_ns();
   size_t size_bytes = 0;
+  w->header = (ff__image_info){0};
   ff_status st = read_file(w, job->path, &size_bytes, err);
   uint64_t t1 = ff__now_ns();
   w->read_ns += t1 - t0;
@@ -49,6 +50,7 @@ ff_status ff__sample_decode(ff__worker *w, const ff__pipeline *pipe, const ff__s
 
   ff__image_info info;
   st = ff__codec_probe(w->file.data, size_bytes, job->path, job->max_pixels, &info, err);
+  w->header = st ? (ff__image_info){0} : info;
   if (!st) {
     ff__plan_make(pipe, job->seed, job->epoch, job->index, &info, job->max_pixels, plan);
     st = ff__codec_decode(w->file.data, size_bytes, job->path, &plan->decode, &w->pixels, out, err);

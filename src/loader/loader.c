@@ -271,10 +271,8 @@ static void *worker_loop(void *p) {
     l->busy--;
     uint64_t cpu_ns = w->read_ns + w->decode_ns + w->ops_ns;
     if (l->trace) trace_sample(l, index, w, t0, sample);
-    if (!st) {
-      ff__cost_observe_decode(&l->cost, w->read_bytes, w->read_ns + w->decode_ns);
-      if (!added) ff__cost_observe_ops(&l->cost, w->ops_ns);
-    }
+    if (!st && !added) ff__cost_observe_ops(&l->cost, w->ops_ns);
+    if (l->headers && w->header.width) l->headers[sample] = ff__cost_header_pack(&w->header);
     l->stats.read_ns += w->read_ns, l->stats.decode_ns += w->decode_ns, l->stats.ops_ns += w->ops_ns;
     l->stats.read_bytes += w->read_bytes;
     w->read_ns = w->decode_ns = w->ops_ns = w->read_bytes = 0;
@@ -316,6 +314,7 @@ static void loader_free(ff_loader *l) {
   }
   ff__trace_destroy(l->trace);
   free(l->split_sizes);
+  free(l->split_saving);
   for (size_t i = 0; i < l->skipped_kept; i++) free(l->skipped[i]);
   free(l->skipped);
   free(l->ring);
@@ -393,8 +392,9 @@ static ff_status loader_start(ff_loader *l) {
   l->threads = calloc((size_t)l->num_threads, sizeof *l->threads);
   l->skipped = calloc(MAX_SKIPPED_KEPT, sizeof *l->skipped);
   l->split_sizes = malloc(bs * sizeof *l->split_sizes);
+  l->split_saving = malloc(bs * sizeof *l->split_saving);
   if (!l->order[0] || !l->order[1] || !l->perm || !l->ring || !l->workers || !l->threads || !l->skipped ||
-      !l->split_sizes)
+      !l->split_sizes || !l->split_saving)
     return ff__error_set(err, FF_ENOMEM, "out of memory");
   for (int i = 0; i < l->ring_size; i++) {
     ff_batch *e = &l->ring[i];

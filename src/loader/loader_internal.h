@@ -84,6 +84,9 @@ struct ff_loader {
   double forced_share;   /* >= 0: every split uses this share (tests, FF_FORCE_DEVICE_SHARE) */
   uint64_t last_out_ns;  /* when the previous batch was handed out; 0: none since open or a restart */
   uint64_t *split_sizes; /* batch_size encoded sizes, scratch of the split */
+  double *split_saving;  /* batch_size predicted savings (ns), scratch of the split */
+  ff__plan split_plan;   /* scratch of the split */
+  uint64_t *headers;     /* with a device: each sample's header once read (ff__cost_header_pack), else NULL */
 
   /* the device (offload.c); dev NULL: CPU only */
   char device_name[160];

@@ -44,7 +44,8 @@ ff_status ff__offload_open(ff_loader *l) {
   if (!st) st = ff__device_stream_create(l->dev, &l->stream, &err);
   if (!st) st = ff__device_event_create(l->dev, &l->download_done, &err);
   for (int i = 0; i < l->ring_size && !st; i++) st = ff__dev_batch_create(l->dev, &l->ring[i].mb, &err);
-  if (!st && !(l->feed_queue = calloc((size_t)l->ring_size, sizeof *l->feed_queue)))
+  if (!st && (!(l->feed_queue = calloc((size_t)l->ring_size, sizeof *l->feed_queue)) ||
+              !(l->headers = calloc(l->index.count, sizeof *l->headers))))
     st = ff__error_set(&err, FF_ENOMEM, "out of memory");
   if (!st) {
     int rc = pthread_create(&l->feeder, NULL, feeder_main, l);
@@ -82,7 +83,9 @@ void ff__offload_close(ff_loader *l) {
   ff__device_close(l->dev);
   ff__op_scratch_free(&l->feed_ops);
   free(l->feed_queue);
+  free(l->headers);
   l->d_out = NULL, l->download_done = NULL, l->stream = NULL, l->dev = NULL, l->feed_queue = NULL;
+  l->headers = NULL;
 }
 
 double ff__offload_share(const ff_loader *l) {
@@ -103,11 +106,22 @@ void ff__offload_split(ff_loader *l, ff_batch *e, int n) {
   memset(e->to_device, 0, (size_t)l->cfg.batch_size); /* a short batch leaves no marks of the last */
   if (k) {
     const int64_t *order = l->order[e->epoch & 1] + e->index * (size_t)l->cfg.batch_size;
-    for (int i = 0; i < n; i++) l->split_sizes[i] = l->index.size_bytes[order[i]];
+    for (int i = 0; i < n; i++) { /* what each sample would save the CPU (sched/cost.h) */
+      ff__image_info info;
+      l->split_sizes[i] = l->index.size_bytes[order[i]];
+      if (ff__cost_header_unpack(l->headers[order[i]], &info)) {
+        ff__plan_make(&l->pipe, l->cfg.seed, e->epoch, (uint64_t)order[i], &info, l->cfg.max_image_pixels,
+                      &l->split_plan);
+        l->split_saving[i] = ff__cost_plan_ns(&l->split_plan, &info, &l->costs, l->pipe.out_width,
+                                              l->pipe.out_height);
+      } else {
+        l->split_saving[i] = ff__cost_unknown_ns(&l->cost, l->split_sizes[i]);
+      }
+    }
     /* the output tensor is taken at the first microbatch and kept */
     size_t out_bytes = l->d_out ? 0 : out_class_bytes(l);
     size_t avail = l->device_free_bytes > out_bytes ? l->device_free_bytes - out_bytes : 0;
-    k = ff__cost_split(&l->cost, l->split_sizes, n, k, avail, e->to_device);
+    k = ff__cost_split(&l->cost, l->split_saving, l->split_sizes, n, k, avail, e->to_device);
     if (!k) l->refused = 1;
     if (k && ff__dev_batch_begin(e->mb, &l->pipe, NULL)) {
       memset(e->to_device, 0, (size_t)n);

@@ -62,9 +62,16 @@ void ff__op_vflip(ff__image *img);
  * fused pass, on the CPU and on a device alike. */
 int ff__plan_lut_run(const ff__plan *plan, int i, ff__aug *run);
 
+/* Whether op a leaves every width x height image as it is, so that the
+ * step runner skips it (AugMix draws magnitude 0, hence such an op, for a
+ * third of its ops): identity; a blend with factor 1, f32(1*X + 0*Y) = X
+ * (spec 1.1); a geometric op whose warp provably is the shift by (0, 0). */
+int ff__aug_is_noop(const ff__aug *a, int width, int height);
+
 /* Runs the plan's steps on *img (which may be replaced by a scratch image,
  * and may be changed in place): consecutive table ops run fused as one pass,
- * AugMix mixes its chains (spec 4.4). Adds each step's time to s->costs.
+ * AugMix mixes its chains (spec 4.4), ops that change nothing are skipped.
+ * Adds each step's time to s->costs (a skipped op is not counted).
  * Returns FF_OK or FF_ENOMEM. */
 ff_status ff__ops_run(const ff__plan *plan, ff__op_scratch *s, ff__image *img, ff__error *err);
 

@@ -33,11 +33,7 @@ void ff__op_scratch_free(ff__op_scratch *s) {
 
 static int is_geometric(ff__aug_op op) { return op >= FF__AUG_SHEAR_X && op <= FF__AUG_ROTATE; }
 
-/* Whether an op leaves every w x h image as it is, so that the runner skips
- * it (AugMix draws magnitude 0, hence such an op, for a third of its ops):
- * identity; a blend with factor 1, f32(1*X + 0*Y) = X (spec 1.1); a
- * geometric op whose warp provably is the shift by (0, 0). */
-static int is_noop(const ff__aug *a, int w, int h) {
+int ff__aug_is_noop(const ff__aug *a, int w, int h) {
   switch (a->op) {
   case FF__AUG_IDENTITY: return 1;
   case FF__AUG_BRIGHTNESS:
@@ -127,14 +123,10 @@ ff_status ff__ops_run(const ff__plan *plan, ff__op_scratch *s, ff__image *img, f
   int chains = 0;
   for (int i = 0; i < plan->num_steps; i++) {
     const ff__step *st = &plan->steps[i];
+    if (st->kind == FF__STEP_AUG && ff__aug_is_noop(&st->aug, img->width, img->height))
+      continue; /* nothing to do (nor to count): *img, and whether it is shared, stays */
     uint64_t t0 = ff__now_ns();
     uint64_t pixels = (uint64_t)img->width * img->height;
-    if (st->kind == FF__STEP_AUG && is_noop(&st->aug, img->width, img->height)) {
-      s->costs.calls[st->aug.op]++; /* nothing to do: *img (and whether it is shared) stays */
-      s->costs.pixels[st->aug.op] += pixels;
-      s->costs.ns[st->aug.op] += ff__now_ns() - t0;
-      continue;
-    }
     int kind;
     ff_status status = FF_OK;
     int in_place = st->kind == FF__STEP_HFLIP || st->kind == FF__STEP_VFLIP ||

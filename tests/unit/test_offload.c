@@ -232,6 +232,30 @@ static void batches_do_not_depend_on_placement_nhwc(void **state) {
   check_placement_does_not_matter(NHWC_PIPELINE);
 }
 
+/* Two epochs of a fresh loader (the second one's split predicts each
+ * sample's saving from its plan: its header was cached in the first). */
+static run two_epochs_of(const ff_config *c, const char *share) {
+  ff_loader *l = open_with(c, share, NULL);
+  run r = consume(l, 0, 0), second = consume(l, 0, 0); /* the epoch advances by itself */
+  ff_loader_close(l);
+  assert_int_equal(second.len, r.len);
+  add(&r, second.bytes, second.len);
+  r.info_device += second.info_device;
+  free(second.bytes);
+  return r;
+}
+
+static void second_epoch_split_by_plan_keeps_batches_identical(void **state) {
+  (void)state;
+  ff_config c = config(HEAVY_PIPELINE, "cpu", 2);
+  run ref = two_epochs_of(&c, NULL);
+  c.device = "emu:0";
+  run half = two_epochs_of(&c, "0.5");
+  assert_true(half.info_device > 0);
+  assert_same_batches(&ref, &half, "cpu vs emu:0 with share 0.5 over two epochs");
+  free(ref.bytes), free(half.bytes);
+}
+
 static void share_changed_mid_run_keeps_batches_identical(void **state) {
   (void)state;
   ff_config c = config(NHWC_PIPELINE, "cpu", 2);
@@ -391,6 +415,7 @@ int main(void) {
       cmocka_unit_test(slow_consumer_gets_no_device_share),
       cmocka_unit_test(batches_do_not_depend_on_placement_nchw),
       cmocka_unit_test(batches_do_not_depend_on_placement_nhwc),
+      cmocka_unit_test(second_epoch_split_by_plan_keeps_batches_identical),
       cmocka_unit_test(share_changed_mid_run_keeps_batches_identical),
       cmocka_unit_test(a_budget_too_small_for_any_microbatch_keeps_everything_on_the_cpu),
       cmocka_unit_test(refused_device_memory_falls_back_to_the_cpu),

@@ -3,8 +3,8 @@
  * 1 - C/D for a fast one, a draining ring that raises it to the deficit
  * before the consumer waits, decay without a stall, the interference cap, the
  * balance point of a slow device, and the deterministic choice of the
- * costliest samples; the cost model's learned coefficients and its split
- * within a memory budget. */
+ * costliest samples; the cost model's learned coefficients, a plan's
+ * predicted cost step by step, and its split within a memory budget. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -164,35 +164,81 @@ static void a_slow_device_gets_no_more_than_the_balance_point(void **state) {
   assert_true(s.share > 0.24);
 }
 
-static void cost_model_learns_per_byte_and_per_sample_costs(void **state) {
+static void cost_model_learns_ops_time_and_device_memory(void **state) {
   (void)state;
   ff__cost_model m;
   ff__cost_init(&m);
-  assert_true(ff__cost_cpu_ns(&m, 1000) == 10000.0); /* the default: 10 ns a byte, no ops */
-  ff__cost_observe_decode(&m, 1000, 50000);         /* the first measurement replaces it */
-  ff__cost_observe_ops(&m, 20000);
-  assert_true(fabs(ff__cost_cpu_ns(&m, 1000) - 70000) < 1e-6);
-  for (int i = 0; i < 400; i++) ff__cost_observe_decode(&m, 2000, 40000); /* 20 ns a byte */
-  assert_true(fabs(m.decode_ns_per_byte - 20) < 0.01);
+  assert_true(fabs(ff__cost_unknown_ns(&m, 1000) - 1e-6) < 1e-15); /* no ops measured: the size's tie-break */
+  ff__cost_observe_ops(&m, 20000);                    /* the first measurement replaces the default */
+  assert_true(fabs(ff__cost_unknown_ns(&m, 1000) - 20000) < 1e-5);
+  assert_true(ff__cost_unknown_ns(&m, 2000) > ff__cost_unknown_ns(&m, 1000)); /* ties: the larger file */
+  for (int i = 0; i < 400; i++) ff__cost_observe_ops(&m, 40000);
+  assert_true(fabs(m.ops_ns_per_sample - 40000) < 1);
   ff__cost_observe_device(&m, 1000, 64000);
   assert_int_equal(ff__cost_device_bytes(&m, 100), 6401);
 }
 
-static void split_sends_the_largest_files_within_the_budget(void **state) {
+static void headers_pack_and_unpack(void **state) {
+  (void)state;
+  ff__image_info in = {FF__FORMAT_JPEG, 4000, 3000, 1}, out;
+  uint64_t p = ff__cost_header_pack(&in);
+  assert_true(p != 0);
+  assert_true(ff__cost_header_unpack(p, &out));
+  assert_memory_equal(&in, &out, sizeof in);
+  in = (ff__image_info){FF__FORMAT_PNG, 1, (1 << 29) - 1, 0};
+  assert_true(ff__cost_header_unpack(ff__cost_header_pack(&in), &out));
+  assert_memory_equal(&in, &out, sizeof in);
+  in.height = 1 << 29; /* too large to cache: predicted as unknown */
+  assert_true(ff__cost_header_pack(&in) == 0);
+  assert_false(ff__cost_header_unpack(0, &out));
+}
+
+/* A 16x16 PNG through resize to 8x8, sharpness, a brightness of factor 1
+ * (skipped by the step runner: 0) and equalize + posterize (one fused
+ * table pass), with made-up measured costs: resize 1 ns per input pixel,
+ * sharpness 10, the fused pass 3, output 0.5:
+ * 256*1 + 64*10 + 64*3 + 64*0.5 = 1120 ns. */
+static void plan_cost_follows_the_steps(void **state) {
+  (void)state;
+  ff__pipeline pipe;
+  ff__error err;
+  assert_int_equal(ff__pipeline_parse("decode | resize(size=(8, 8)) | sharpness(factor=2) | brightness(factor=1) | "
+                                      "equalize | posterize(bits=4)",
+                                      &pipe, &err),
+                   FF_OK);
+  ff__image_info info = {FF__FORMAT_PNG, 16, 16, 0};
+  static ff__plan plan;
+  ff__plan_make(&pipe, 1, 0, 0, &info, 0, &plan);
+  ff__op_costs c = {0};
+  c.ns[FF__COST_RESIZE] = 1000, c.pixels[FF__COST_RESIZE] = 1000;
+  c.ns[FF__AUG_SHARPNESS] = 10000, c.pixels[FF__AUG_SHARPNESS] = 1000;
+  c.ns[FF__AUG_BRIGHTNESS] = 5000, c.pixels[FF__AUG_BRIGHTNESS] = 1000;
+  c.ns[FF__AUG_EQUALIZE] = 7000, c.pixels[FF__AUG_EQUALIZE] = 1000; /* not used: equalize runs fused */
+  c.ns[FF__COST_LUT] = 3000, c.pixels[FF__COST_LUT] = 1000;
+  c.ns[FF__COST_OUTPUT] = 500, c.pixels[FF__COST_OUTPUT] = 1000;
+  assert_true(fabs(ff__cost_plan_ns(&plan, &info, &c, 8, 8) - 1120) < 1e-9);
+  /* a 64x64 image: 16x the resize input */
+  info.width = info.height = 64;
+  ff__plan_make(&pipe, 1, 0, 0, &info, 0, &plan);
+  assert_true(fabs(ff__cost_plan_ns(&plan, &info, &c, 8, 8) - (4096 + 640 + 192 + 32)) < 1e-9);
+}
+
+static void split_sends_the_largest_savings_within_the_budget(void **state) {
   (void)state;
   ff__cost_model m;
   ff__cost_init(&m);
   ff__cost_observe_device(&m, 1, 10); /* 10 device bytes per encoded byte */
+  const double saving[6] = {5, 1, 9, 3, 7, 2};
   const uint64_t size[6] = {100, 900, 300, 700, 500, 800};
   unsigned char dev[6];
-  assert_int_equal(ff__cost_split(&m, size, 6, 3, 1 << 20, dev), 3);
-  const unsigned char want[6] = {0, 1, 0, 1, 0, 1}; /* 900, 800, 700 */
+  assert_int_equal(ff__cost_split(&m, saving, size, 6, 3, 1 << 20, dev), 3);
+  const unsigned char want[6] = {1, 0, 1, 0, 1, 0}; /* savings 9, 7, 5 */
   assert_memory_equal(dev, want, 6);
-  /* 24 KiB holds 900 + 800 (17 KB of device memory) but not 700 more */
-  assert_int_equal(ff__cost_split(&m, size, 6, 3, 24000, dev), 2);
-  const unsigned char want2[6] = {0, 1, 0, 0, 0, 1};
+  /* 8 KB holds samples 2 and 4 (3003 + 5001 bytes of device memory) but not 1001 more */
+  assert_int_equal(ff__cost_split(&m, saving, size, 6, 3, 8100, dev), 2);
+  const unsigned char want2[6] = {0, 0, 1, 0, 1, 0};
   assert_memory_equal(dev, want2, 6);
-  assert_int_equal(ff__cost_split(&m, size, 6, 3, 1000, dev), 0);
+  assert_int_equal(ff__cost_split(&m, saving, size, 6, 3, 1000, dev), 0);
   for (int i = 0; i < 6; i++) assert_int_equal(dev[i], 0);
 }
 
@@ -206,8 +252,10 @@ int main(void) {
       cmocka_unit_test(interference_cap_limits_device_time_without_a_stall),
       cmocka_unit_test(costliest_samples_go_to_the_device),
       cmocka_unit_test(a_slow_device_gets_no_more_than_the_balance_point),
-      cmocka_unit_test(cost_model_learns_per_byte_and_per_sample_costs),
-      cmocka_unit_test(split_sends_the_largest_files_within_the_budget),
+      cmocka_unit_test(cost_model_learns_ops_time_and_device_memory),
+      cmocka_unit_test(headers_pack_and_unpack),
+      cmocka_unit_test(plan_cost_follows_the_steps),
+      cmocka_unit_test(split_sends_the_largest_savings_within_the_budget),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
