@@ -3,9 +3,11 @@
 # measure and how: METHOD.md). Builds with CUDA in its own build folder,
 # runs the unit tests that compare cuda:0 with the CPU, then device_check:
 # bit-identical output of every pipeline at batch 256 / 224x224, images/s,
-# pinned upload bandwidth, and the pool under memory pressure. Prints one
-# table; exits non-zero on any mismatch or failure. Under 8 minutes on an
-# H200 (mostly the build).
+# pinned upload bandwidth, and the pool under memory pressure; then the
+# trainer stand-in: cpu-only against cooperative offload while a step kernel
+# keeps the GPU busy (stall removed, step slowdown). Prints the tables;
+# exits non-zero on any mismatch or failure. Under 8 minutes on an H200
+# (mostly the build).
 #   BUILD=dir (default build-device)  FF_CUDA_ARCH="90" (default "80;90")  BATCH=256
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -30,7 +32,7 @@ cmake -S . -B "$BUILD" -DFF_CUDA=ON -DCMAKE_CUDA_COMPILER="$NVCC" -DCMAKE_BUILD_
       -DCMAKE_CUDA_ARCHITECTURES="${FF_CUDA_ARCH:-80;90}" >"$BUILD/run-configure.log" 2>&1 ||
   { cat "$BUILD/run-configure.log" >&2; exit 1; }
 step "build"
-cmake --build "$BUILD" -j "$JOBS" --target fusionflow_static test_device test_pool >"$BUILD/run-build.log" 2>&1 ||
+cmake --build "$BUILD" -j "$JOBS" --target fusionflow_static test_device test_pool trainer_standin >"$BUILD/run-build.log" 2>&1 ||
   { tail -50 "$BUILD/run-build.log" >&2; exit 1; }
 CUDA_HOME=$(dirname "$(dirname "$NVCC")")
 cc -O2 -ffp-contract=off -D_GNU_SOURCE -DFF_CHECK_CUDA -Iinclude -Isrc -I"$CUDA_HOME/include" \
@@ -50,5 +52,10 @@ step "device_check cuda:0, batch $BATCH"
 echo "unit tests: test_device (every op and policy, cuda:0 and emu:0 against the CPU) and test_pool passed"
 status=0
 timeout 360 "$BUILD/device_check" cuda:0 "$BATCH" | tee "$BUILD/run-device_check.log" || status=$?
+for threads in 2 1; do
+  step "trainer stand-in: step 20 ms per batch of 64, $threads CPU thread(s), cpu vs cuda:0"
+  FF_TEST_TMP="$BUILD/test-tmp" timeout 150 "$BUILD/tests/trainer_standin" --threads "$threads" --step-ms 20 |
+    tee "$BUILD/run-trainer-$threads.log" || status=1
+done
 echo "total $(($(date +%s) - start)) s"
 exit "$status"
