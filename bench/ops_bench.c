@@ -150,13 +150,13 @@ static void fn_affine(void *p) {
 static void fn_lut(void *p) {
   bench *b = p;
   restore(b);
-  ff__aug_lut_run(b->aug, b->naug, &b->work);
+  ff__aug_lut_run(b->aug, b->naug, &b->work, &b->work);
 }
 
 static void fn_color(void *p) {
   bench *b = p;
   restore(b);
-  if (ff__aug_color(&b->aug[0], &b->work, &b->scratch.copy) != FF_OK) abort();
+  if (ff__aug_color(&b->aug[0], &b->work, &b->work, &b->scratch.copy) != FF_OK) abort();
 }
 
 static void fn_hflip(void *p) {

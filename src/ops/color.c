@@ -1,7 +1,10 @@
 /* color.c — the photometric augmentation ops of the automatic policies on
- * interleaved uint8 images, in place, bit-exact with torchvision 0.14's
- * uint8 tensor path (spec sections 1.1, 1.2, 2.7-2.15; the per-pixel
- * arithmetic lives in kernels/color.h, shared with the device kernels).
+ * interleaved uint8 images, bit-exact with torchvision 0.14's uint8 tensor
+ * path (spec sections 1.1, 1.2, 2.7-2.15; the per-pixel arithmetic lives in
+ * kernels/color.h, shared with the device kernels). Each reads a source
+ * image and writes a destination of the same size in one pass: the same
+ * memory to work in place, as the step runner does except at the start of an
+ * AugMix chain, whose source (the image every chain starts from) must stay.
  *
  * Two families. The table ops (brightness, posterize, solarize, invert,
  * autocontrast, equalize) map each value of a channel through a 256-entry
@@ -16,11 +19,11 @@
  *
  * The others read more than one value per output: color (the pixel's gray),
  * contrast (the image's mean gray; after that it is a table too) and
- * sharpness (a 3x3 neighbourhood, read from a copy of the image in the
- * caller's scratch buffer). Their loops run over whole rows with the
- * neighbour offsets and channel counts as constants, so they vectorise; on
- * x86-64 they are also compiled for AVX2 (the results do not change: nothing
- * is fused, -ffp-contract=off). */
+ * sharpness (a 3x3 neighbourhood, read from the source, or in place from a
+ * copy of the image in the caller's scratch buffer). Their loops run over
+ * whole rows with the neighbour offsets and channel counts as constants, so
+ * they vectorise; on x86-64 they are also compiled for AVX2 (the results do
+ * not change: nothing is fused, -ffp-contract=off). */
 #include <string.h>
 
 #include "kernels/color.h"
@@ -43,18 +46,28 @@ int ff__aug_is_lut(ff__aug_op op) {
 
 /* ------------------------------------------------------------ row helpers */
 
-/* Rows of img as (first row, row count, bytes per row): a dense image is one
- * long row, so the flat loops below see as much work at once as possible. */
+/* Rows of src and dst (the same size) as (first rows, row count, bytes per
+ * row): dense images are one long row, so the flat loops below see as much
+ * work at once as possible. */
 typedef struct rows {
-  uint8_t *data;
-  size_t count, bytes, stride;
+  const uint8_t *src;
+  uint8_t *dst;
+  size_t count, bytes, src_stride, dst_stride;
 } rows;
 
-static rows rows_of(const ff__image *img) {
-  size_t bytes = (size_t)img->width * (size_t)img->channels;
-  rows r = {img->data, (size_t)img->height, bytes, img->stride};
-  if (img->stride == bytes) r.bytes *= r.count, r.count = r.count ? 1 : 0;
+static rows rows_of(const ff__image *src, const ff__image *dst) {
+  size_t bytes = (size_t)src->width * (size_t)src->channels;
+  rows r = {src->data, dst->data, (size_t)src->height, bytes, src->stride, dst->stride};
+  if (src->stride == bytes && dst->stride == bytes) r.bytes *= r.count, r.count = r.count ? 1 : 0;
   return r;
+}
+
+/* dst = src: what an op that changes nothing leaves, unless in place. */
+static void copy_rows(const ff__image *src, const ff__image *dst) {
+  if (src->data == dst->data) return;
+  rows r = rows_of(src, dst);
+  for (size_t y = 0; y < r.count; y++)
+    memcpy(r.dst + y * r.dst_stride, r.src + y * r.src_stride, r.bytes);
 }
 
 /* On x86-64 CPUs with AVX-512 VBMI a whole 256-entry table fits in four
@@ -88,26 +101,26 @@ VBMI_TARGET static inline __m512i vtab_lookup(const vtab *t, __m512i idx) {
 
 static inline __mmask64 tail_mask(size_t n) { return n >= 64 ? ~(__mmask64)0 : (((__mmask64)1 << n) - 1); }
 
-VBMI_TARGET static void apply_table_vbmi(uint8_t *data, size_t count, size_t bytes, size_t stride,
-                                         const uint8_t t[256]) {
+VBMI_TARGET static void apply_table_vbmi(rows r, const uint8_t t[256]) {
   vtab v = vtab_load(t);
-  for (size_t y = 0; y < count; y++) {
-    uint8_t *p = data + y * stride;
+  for (size_t y = 0; y < r.count; y++) {
+    const uint8_t *p = r.src + y * r.src_stride;
+    uint8_t *q = r.dst + y * r.dst_stride;
     size_t k = 0;
-    for (; k + 256 <= bytes; k += 256) {
+    for (; k + 256 <= r.bytes; k += 256) {
       __m512i a = _mm512_loadu_si512((const void *)(p + k));
       __m512i b = _mm512_loadu_si512((const void *)(p + k + 64));
       __m512i c = _mm512_loadu_si512((const void *)(p + k + 128));
       __m512i d = _mm512_loadu_si512((const void *)(p + k + 192));
-      _mm512_storeu_si512((void *)(p + k), vtab_lookup(&v, a));
-      _mm512_storeu_si512((void *)(p + k + 64), vtab_lookup(&v, b));
-      _mm512_storeu_si512((void *)(p + k + 128), vtab_lookup(&v, c));
-      _mm512_storeu_si512((void *)(p + k + 192), vtab_lookup(&v, d));
+      _mm512_storeu_si512((void *)(q + k), vtab_lookup(&v, a));
+      _mm512_storeu_si512((void *)(q + k + 64), vtab_lookup(&v, b));
+      _mm512_storeu_si512((void *)(q + k + 128), vtab_lookup(&v, c));
+      _mm512_storeu_si512((void *)(q + k + 192), vtab_lookup(&v, d));
     }
-    for (; k < bytes; k += 64) {
-      __mmask64 m = tail_mask(bytes - k);
+    for (; k < r.bytes; k += 64) {
+      __mmask64 m = tail_mask(r.bytes - k);
       __m512i a = _mm512_maskz_loadu_epi8(m, p + k);
-      _mm512_mask_storeu_epi8(p + k, m, vtab_lookup(&v, a));
+      _mm512_mask_storeu_epi8(q + k, m, vtab_lookup(&v, a));
     }
   }
 }
@@ -115,8 +128,8 @@ VBMI_TARGET static void apply_table_vbmi(uint8_t *data, size_t count, size_t byt
 /* One table per channel (c of them, interleaved; each row starts at
  * channel 0): every vector is looked up in each table and the lanes of
  * channel k taken from table k. */
-VBMI_TARGET static void apply_tables_vbmi(const ff__image *img, uint8_t t[][256]) {
-  int c = img->channels;
+VBMI_TARGET static void apply_tables_vbmi(const ff__image *src, const ff__image *dst, uint8_t t[][256]) {
+  int c = src->channels;
   vtab v[MAX_CHANNELS];
   for (int k = 0; k < c; k++)
     v[k] = vtab_load(t[k]);
@@ -129,10 +142,11 @@ VBMI_TARGET static void apply_tables_vbmi(const ff__image *img, uint8_t t[][256]
       lanes[ph][k] = m;
     }
   int step = 64 % c;
-  rows rw = rows_of(img); /* a row, dense or not, starts at channel 0 */
+  rows rw = rows_of(src, dst); /* a row, dense or not, starts at channel 0 */
   size_t bytes = rw.bytes;
   for (size_t y = 0; y < rw.count; y++) {
-    uint8_t *p = rw.data + y * rw.stride;
+    const uint8_t *p = rw.src + y * rw.src_stride;
+    uint8_t *q = rw.dst + y * rw.dst_stride;
     int ph = 0;
     for (size_t k = 0; k < bytes; k += 64) {
       int full = bytes - k >= 64;
@@ -142,9 +156,9 @@ VBMI_TARGET static void apply_tables_vbmi(const ff__image *img, uint8_t t[][256]
       for (int ch = 1; ch < c; ch++)
         r = _mm512_mask_blend_epi8(lanes[ph][ch], r, vtab_lookup(&v[ch], a));
       if (full)
-        _mm512_storeu_si512((void *)(p + k), r);
+        _mm512_storeu_si512((void *)(q + k), r);
       else
-        _mm512_mask_storeu_epi8(p + k, m, r);
+        _mm512_mask_storeu_epi8(q + k, m, r);
       ph += step;
       if (ph >= c) ph -= c;
     }
@@ -156,17 +170,19 @@ VBMI_TARGET static void apply_tables_vbmi(const ff__image *img, uint8_t t[][256]
  * eight scalar lookups beats both a byte loop and the compiler's emulated
  * vector gathers. t[j] is the table of byte j of the word. */
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-static inline void lookup8(uint8_t *p, const uint8_t *const t[8]) {
+static inline void lookup8(const uint8_t *p, uint8_t *q, const uint8_t *const t[8]) {
   uint64_t v, o = 0;
   memcpy(&v, p, 8);
   for (int j = 0; j < 8; j++)
     o |= (uint64_t)t[j][(v >> (8 * j)) & 0xFF] << (8 * j);
-  memcpy(p, &o, 8);
+  memcpy(q, &o, 8);
 }
 #else
-static inline void lookup8(uint8_t *p, const uint8_t *const t[8]) {
+static inline void lookup8(const uint8_t *p, uint8_t *q, const uint8_t *const t[8]) {
+  uint8_t o[8];
   for (int j = 0; j < 8; j++)
-    p[j] = t[j][p[j]];
+    o[j] = t[j][p[j]];
+  memcpy(q, o, 8);
 }
 #endif
 
@@ -180,11 +196,11 @@ static int mask_xor_form(const uint8_t t[256], uint8_t *m, uint8_t *x) {
   return 1;
 }
 
-FF_FMA_CLONES static void apply_mask_xor(const ff__image *img, uint8_t m, uint8_t x) {
-  rows r = rows_of(img);
+FF_FMA_CLONES static void apply_mask_xor(rows r, uint8_t m, uint8_t x) {
   for (size_t y = 0; y < r.count; y++) {
-    uint8_t *p = r.data + y * r.stride;
-    for (size_t k = 0; k < r.bytes; k++) p[k] = (uint8_t)((p[k] & m) ^ x);
+    const uint8_t *p = r.src + y * r.src_stride;
+    uint8_t *q = r.dst + y * r.dst_stride;
+    for (size_t k = 0; k < r.bytes; k++) q[k] = (uint8_t)((p[k] & m) ^ x);
   }
 }
 
@@ -197,70 +213,73 @@ static int solarize_form(const uint8_t t[256], int *k) {
   return 1;
 }
 
-FF_FMA_CLONES static void apply_solarize(const ff__image *img, int k) {
-  rows r = rows_of(img);
+FF_FMA_CLONES static void apply_solarize(rows r, int k) {
   for (size_t y = 0; y < r.count; y++) {
-    uint8_t *p = r.data + y * r.stride;
-    for (size_t i = 0; i < r.bytes; i++) p[i] = p[i] < k ? p[i] : (uint8_t)(255 - p[i]);
+    const uint8_t *p = r.src + y * r.src_stride;
+    uint8_t *q = r.dst + y * r.dst_stride;
+    for (size_t i = 0; i < r.bytes; i++) q[i] = p[i] < k ? p[i] : (uint8_t)(255 - p[i]);
   }
 }
 
-static void apply_table(const ff__image *img, const uint8_t t[256]) {
+/* One table for every byte of src, into dst. */
+static void apply_table(const ff__image *src, const ff__image *dst, const uint8_t t[256]) {
   uint8_t m, x;
   int k;
+  rows r = rows_of(src, dst);
   if (mask_xor_form(t, &m, &x)) {
-    apply_mask_xor(img, m, x);
+    apply_mask_xor(r, m, x);
     return;
   }
-  rows r = rows_of(img);
 #ifdef HAVE_VBMI_PATH
   if (have_vbmi()) { /* faster than the compare below */
-    apply_table_vbmi(r.data, r.count, r.bytes, r.stride, t);
+    apply_table_vbmi(r, t);
     return;
   }
 #endif
   if (solarize_form(t, &k)) {
-    apply_solarize(img, k);
+    apply_solarize(r, k);
     return;
   }
   const uint8_t *const same[8] = {t, t, t, t, t, t, t, t};
   for (size_t y = 0; y < r.count; y++) {
-    uint8_t *p = r.data + y * r.stride;
+    const uint8_t *p = r.src + y * r.src_stride;
+    uint8_t *q = r.dst + y * r.dst_stride;
     size_t k = 0;
     for (; k + 8 <= r.bytes; k += 8)
-      lookup8(p + k, same);
+      lookup8(p + k, q + k, same);
     for (; k < r.bytes; k++)
-      p[k] = t[p[k]];
+      q[k] = t[p[k]];
   }
 }
 
 /* One table per channel, for interleaved pixels; for RGB, 24 bytes (eight
  * pixels, three words) at a time. */
-static void apply_tables(const ff__image *img, uint8_t t[][256]) {
-  int c = img->channels;
+static void apply_tables(const ff__image *src, const ff__image *dst, uint8_t t[][256]) {
+  int c = src->channels;
 #ifdef HAVE_VBMI_PATH
   if (have_vbmi()) {
-    apply_tables_vbmi(img, t);
+    apply_tables_vbmi(src, dst, t);
     return;
   }
 #endif
-  size_t w = (size_t)img->width;
+  size_t w = (size_t)src->width;
   const uint8_t *const w0[8] = {t[0], t[1], t[2], t[0], t[1], t[2], t[0], t[1]};
   const uint8_t *const w1[8] = {t[2], t[0], t[1], t[2], t[0], t[1], t[2], t[0]};
   const uint8_t *const w2[8] = {t[1], t[2], t[0], t[1], t[2], t[0], t[1], t[2]};
-  for (int y = 0; y < img->height; y++) {
-    uint8_t *p = img->data + (size_t)y * img->stride;
+  for (int y = 0; y < src->height; y++) {
+    const uint8_t *p = src->data + (size_t)y * src->stride;
+    uint8_t *q = dst->data + (size_t)y * dst->stride;
     size_t x = 0;
     if (c == 3) {
-      for (; x + 8 <= w; x += 8, p += 24) {
-        lookup8(p, w0);
-        lookup8(p + 8, w1);
-        lookup8(p + 16, w2);
+      for (; x + 8 <= w; x += 8, p += 24, q += 24) {
+        lookup8(p, q, w0);
+        lookup8(p + 8, q + 8, w1);
+        lookup8(p + 16, q + 16, w2);
       }
     }
-    for (; x < w; x++, p += c)
+    for (; x < w; x++, p += c, q += c)
       for (int k = 0; k < c; k++)
-        p[k] = t[k][p[k]];
+        q[k] = t[k][p[k]];
   }
 }
 
@@ -313,7 +332,7 @@ VBMI_TARGET static size_t minmax192_avx512(const uint8_t *p, size_t bytes, uint8
  * i % c, so the loop is plain byte min/max. */
 FF_FMA_CLONES static void channel_minmax(const ff__image *img, uint8_t lo[], uint8_t hi[]) {
   int c = img->channels;
-  rows r = rows_of(img); /* a row, dense or not, is whole pixels */
+  rows r = rows_of(img, img); /* a row, dense or not, is whole pixels */
   size_t bytes = r.bytes, block = 64 * (size_t)c;
   uint8_t mn[64 * MAX_CHANNELS], mx[64 * MAX_CHANNELS];
   memset(mn, 0xFF, sizeof mn);
@@ -321,7 +340,7 @@ FF_FMA_CLONES static void channel_minmax(const ff__image *img, uint8_t lo[], uin
   for (int k = 0; k < c; k++)
     lo[k] = 0xFF, hi[k] = 0;
   for (size_t y = 0; y < r.count; y++) {
-    const uint8_t *p = r.data + y * r.stride;
+    const uint8_t *p = r.src + y * r.src_stride;
     size_t k = 0;
 #ifdef HAVE_VBMI_PATH
     if (c == 3 && have_vbmi()) {
@@ -375,9 +394,12 @@ static int identity(const uint8_t t[256]) {
   return 1;
 }
 
-void ff__aug_lut_run(const ff__aug *ops, int n, ff__image *img) {
-  int c = img->channels;
-  if (c < 1 || c > MAX_CHANNELS || n <= 0) return;
+void ff__aug_lut_run(const ff__aug *ops, int n, const ff__image *src, ff__image *dst) {
+  int c = src->channels;
+  if (c < 1 || c > MAX_CHANNELS || n <= 0) {
+    copy_rows(src, dst);
+    return;
+  }
   uint32_t hist[MAX_CHANNELS][256];
   uint64_t now[256];
   uint8_t t[256];
@@ -387,7 +409,10 @@ void ff__aug_lut_run(const ff__aug *ops, int n, ff__image *img) {
   if (!any_hist) { /* one table serves every channel */
     uint8_t lut[256];
     ff__lut_run_channel(ops, n, NULL, lut, now, t);
-    if (!identity(lut)) apply_table(img, lut);
+    if (identity(lut))
+      copy_rows(src, dst);
+    else
+      apply_table(src, dst, lut);
     return;
   }
   int only_first_ac = ops[0].op == FF__AUG_AUTOCONTRAST;
@@ -398,12 +423,12 @@ void ff__aug_lut_run(const ff__aug *ops, int n, ff__image *img) {
      * table depends only on which values are the smallest and largest
      * present, so a histogram with those two marks gives the same table. */
     uint8_t lo[MAX_CHANNELS], hi[MAX_CHANNELS];
-    channel_minmax(img, lo, hi);
+    channel_minmax(src, lo, hi);
     memset(hist, 0, sizeof hist);
     for (int k = 0; k < c; k++)
       hist[k][lo[k]] = hist[k][hi[k]] = 1;
   } else {
-    histogram(img, hist);
+    histogram(src, hist);
   }
   uint8_t lut[MAX_CHANNELS][256];
   int all_identity = 1;
@@ -411,7 +436,10 @@ void ff__aug_lut_run(const ff__aug *ops, int n, ff__image *img) {
     ff__lut_run_channel(ops, n, hist[k], lut[k], now, t);
     all_identity &= identity(lut[k]);
   }
-  if (!all_identity) apply_tables(img, lut);
+  if (all_identity)
+    copy_rows(src, dst);
+  else
+    apply_tables(src, dst, lut);
 }
 
 /* ------------------------------------------------------------ color, contrast */
@@ -452,12 +480,12 @@ VBMI_TARGET static inline __m512i interleave3_idx(void) {
   return _mm512_loadu_si512((const void *)d);
 }
 
-VBMI_TARGET static void saturation_vbmi(const ff__image *img, ff__blend_w w) {
-  rows r = rows_of(img);
+VBMI_TARGET static void saturation_vbmi(rows r, ff__blend_w w) {
   size_t pixels = r.bytes / 3;
   __m512i de = deinterleave3_idx(), in = interleave3_idx();
   for (size_t y = 0; y < r.count; y++) {
-    uint8_t *p = r.data + y * r.stride;
+    const uint8_t *p = r.src + y * r.src_stride;
+    uint8_t *q = r.dst + y * r.dst_stride;
     for (size_t x = 0; x < pixels; x += 16) {
       size_t n = pixels - x < 16 ? pixels - x : 16;
       __mmask64 m = tail_mask(3 * n);
@@ -477,10 +505,10 @@ VBMI_TARGET static void saturation_vbmi(const ff__image *img, ff__blend_w w) {
       o = _mm512_inserti32x4(o, blend_x16(w, B, g), 2);
       o = _mm512_permutexvar_epi8(in, o);
       if (n == 16) {
-        _mm256_storeu_si256((__m256i *)(p + 3 * x), _mm512_castsi512_si256(o));
-        _mm_storeu_si128((__m128i *)(p + 3 * x + 32), _mm512_extracti32x4_epi32(o, 2));
+        _mm256_storeu_si256((__m256i *)(q + 3 * x), _mm512_castsi512_si256(o));
+        _mm_storeu_si128((__m128i *)(q + 3 * x + 32), _mm512_extracti32x4_epi32(o, 2));
       } else {
-        _mm512_mask_storeu_epi8(p + 3 * x, m, o);
+        _mm512_mask_storeu_epi8(q + 3 * x, m, o);
       }
     }
   }
@@ -502,23 +530,24 @@ VBMI_TARGET static uint32_t gray_row_sum_vbmi(const uint8_t *p, size_t pixels) {
 #endif
 
 /* Color (spec 2.8): blend(X, gray(X), f) on RGB pixels. */
-FF_FMA_CLONES static void saturation(const ff__image *img, ff__blend_w w) {
+FF_FMA_CLONES static void saturation(const ff__image *src, const ff__image *dst, ff__blend_w w) {
+  rows r = rows_of(src, dst);
 #ifdef HAVE_VBMI_PATH
   if (have_vbmi()) {
-    saturation_vbmi(img, w);
+    saturation_vbmi(r, w);
     return;
   }
 #endif
-  rows r = rows_of(img);
   size_t pixels = r.bytes / 3;
   for (size_t y = 0; y < r.count; y++) {
-    uint8_t *restrict p = r.data + y * r.stride;
+    const uint8_t *p = r.src + y * r.src_stride;
+    uint8_t *q = r.dst + y * r.dst_stride;
     for (size_t x = 0; x < pixels; x++) {
       uint8_t R = p[3 * x], G = p[3 * x + 1], B = p[3 * x + 2];
       float g = (float)ff__gray_u8(R, G, B);
-      p[3 * x] = ff__blend_u8(w, (float)R, g);
-      p[3 * x + 1] = ff__blend_u8(w, (float)G, g);
-      p[3 * x + 2] = ff__blend_u8(w, (float)B, g);
+      q[3 * x] = ff__blend_u8(w, (float)R, g);
+      q[3 * x + 1] = ff__blend_u8(w, (float)G, g);
+      q[3 * x + 2] = ff__blend_u8(w, (float)B, g);
     }
   }
 }
@@ -526,10 +555,10 @@ FF_FMA_CLONES static void saturation(const ff__image *img, ff__blend_w w) {
 /* The sum of the truncated gray values of an RGB image (or of the pixels of
  * a one-channel one), exact in integers. */
 FF_FMA_CLONES static uint64_t gray_sum(const ff__image *img) {
-  rows r = rows_of(img);
+  rows r = rows_of(img, img);
   uint64_t sum = 0;
   for (size_t y = 0; y < r.count; y++) {
-    const uint8_t *p = r.data + y * r.stride;
+    const uint8_t *p = r.src + y * r.src_stride;
     uint32_t row = 0; /* < 2^32: a row is at most 2^24 pixels here */
     if (img->channels == 3) {
       size_t pixels = r.bytes / 3;
@@ -567,14 +596,14 @@ static uint64_t gray_sum_chunked(const ff__image *img) {
 
 /* Contrast (spec 2.9): blend(X, mean, f) with the mean of
  * ff__contrast_mean: a table once the mean is known. */
-static void contrast(const ff__image *img, ff__blend_w w) {
-  size_t pixels = (size_t)img->width * (size_t)img->height;
+static void contrast(const ff__image *src, const ff__image *dst, ff__blend_w w) {
+  size_t pixels = (size_t)src->width * (size_t)src->height;
   if (!pixels) return;
-  float mean = ff__contrast_mean(gray_sum_chunked(img), pixels);
+  float mean = ff__contrast_mean(gray_sum_chunked(src), pixels);
   uint8_t t[256];
   for (int v = 0; v < 256; v++)
     t[v] = ff__blend_u8(w, (float)v, mean);
-  apply_table(img, t);
+  apply_table(src, dst, t);
 }
 
 /* ------------------------------------------------------------ sharpness */
@@ -633,66 +662,79 @@ VBMI_TARGET static void sharpen_row_vbmi(uint8_t *restrict out, const uint8_t *r
 
 /* Sharpness (spec 2.10): images of height or width <= 2 are unchanged;
  * otherwise blend(X, B, f) over all pixels, B = X on the border and the
- * smoothed value inside, neighbours read from a copy of the original. */
-FF_FMA_CLONES static ff_status sharpness(ff__image *img, ff__blend_w w, ff__buf *scratch) {
-  int c = img->channels, h = img->height;
-  if (h <= 2 || img->width <= 2) return FF_OK;
-  size_t bytes = (size_t)img->width * (size_t)c;
-  uint8_t *copy = ff__buf_reserve(scratch, bytes * (size_t)h);
-  if (!copy) return FF_ENOMEM;
-  for (int y = 0; y < h; y++)
-    memcpy(copy + (size_t)y * bytes, img->data + (size_t)y * img->stride, bytes);
+ * smoothed value inside. The neighbours come from src; in place, from a
+ * copy of it in scratch, as the rows above are overwritten before the rows
+ * below read them. */
+FF_FMA_CLONES static ff_status sharpness(const ff__image *src, const ff__image *dst, ff__blend_w w,
+                                         ff__buf *scratch) {
+  int c = src->channels, h = src->height;
+  if (h <= 2 || src->width <= 2) {
+    copy_rows(src, dst);
+    return FF_OK;
+  }
+  size_t bytes = (size_t)src->width * (size_t)c, in_stride = src->stride;
+  const uint8_t *in = src->data;
+  if (in == dst->data) {
+    uint8_t *copy = ff__buf_reserve(scratch, bytes * (size_t)h);
+    if (!copy) return FF_ENOMEM;
+    for (int y = 0; y < h; y++)
+      memcpy(copy + (size_t)y * bytes, in + (size_t)y * in_stride, bytes);
+    in = copy, in_stride = bytes;
+  }
 
   uint8_t self[256];
   for (int v = 0; v < 256; v++)
     self[v] = ff__blend_u8(w, (float)v, (float)v);
   for (size_t k = 0; k < bytes; k++) {
-    img->data[k] = self[copy[k]];
-    img->data[(size_t)(h - 1) * img->stride + k] = self[copy[(size_t)(h - 1) * bytes + k]];
+    dst->data[k] = self[in[k]];
+    dst->data[(size_t)(h - 1) * dst->stride + k] = self[in[(size_t)(h - 1) * in_stride + k]];
   }
 #ifdef HAVE_VBMI_PATH
   if (have_vbmi()) {
     for (int y = 1; y < h - 1; y++) {
-      uint8_t *out = img->data + (size_t)y * img->stride;
-      const uint8_t *mid = copy + (size_t)y * bytes;
+      uint8_t *out = dst->data + (size_t)y * dst->stride;
+      const uint8_t *mid = in + (size_t)y * in_stride;
       for (int k = 0; k < c; k++) {
         out[k] = self[mid[k]];
         out[bytes - c + k] = self[mid[bytes - c + k]];
       }
-      sharpen_row_vbmi(out, mid - bytes, mid, mid + bytes, bytes, c, w);
+      sharpen_row_vbmi(out, mid - in_stride, mid, mid + in_stride, bytes, c, w);
     }
     return FF_OK;
   }
 #endif
   for (int y = 1; y < h - 1; y++) {
-    uint8_t *out = img->data + (size_t)y * img->stride;
-    const uint8_t *mid = copy + (size_t)y * bytes;
+    uint8_t *out = dst->data + (size_t)y * dst->stride;
+    const uint8_t *mid = in + (size_t)y * in_stride;
     if (c == 3)
-      sharpen_row(out, mid - bytes, mid, mid + bytes, bytes, 3, w, self);
+      sharpen_row(out, mid - in_stride, mid, mid + in_stride, bytes, 3, w, self);
     else if (c == 1)
-      sharpen_row(out, mid - bytes, mid, mid + bytes, bytes, 1, w, self);
+      sharpen_row(out, mid - in_stride, mid, mid + in_stride, bytes, 1, w, self);
     else
-      sharpen_row(out, mid - bytes, mid, mid + bytes, bytes, c, w, self);
+      sharpen_row(out, mid - in_stride, mid, mid + in_stride, bytes, c, w, self);
   }
   return FF_OK;
 }
 
 /* ------------------------------------------------------------ entry point */
 
-ff_status ff__aug_color(const ff__aug *a, ff__image *img, ff__buf *scratch) {
+ff_status ff__aug_color(const ff__aug *a, const ff__image *src, ff__image *dst, ff__buf *scratch) {
   if (ff__aug_is_lut(a->op)) {
-    ff__aug_lut_run(a, 1, img);
+    ff__aug_lut_run(a, 1, src, dst);
     return FF_OK;
   }
-  if (img->channels != 1 && img->channels != 3) return FF_EINVAL;
+  if (src->channels != 1 && src->channels != 3) return FF_EINVAL;
   ff__blend_w w = ff__blend_weights(a->arg);
   switch (a->op) {
-  case FF__AUG_IDENTITY: return FF_OK;
+  case FF__AUG_IDENTITY: copy_rows(src, dst); return FF_OK;
   case FF__AUG_COLOR: /* one-channel images have no saturation to change */
-    if (img->channels == 3) saturation(img, w);
+    if (src->channels == 3)
+      saturation(src, dst, w);
+    else
+      copy_rows(src, dst);
     return FF_OK;
-  case FF__AUG_CONTRAST: contrast(img, w); return FF_OK;
-  case FF__AUG_SHARPNESS: return sharpness(img, w, scratch);
+  case FF__AUG_CONTRAST: contrast(src, dst, w); return FF_OK;
+  case FF__AUG_SHARPNESS: return sharpness(src, dst, w, scratch);
   default: /* a geometric op: not ours */ return FF_EINVAL;
   }
 }

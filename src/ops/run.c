@@ -3,12 +3,14 @@
  * Images move between two ping-pong buffers (a crop inside the image is a
  * view, not a copy); colour ops work in place. A run of consecutive table
  * ops (brightness, posterize, solarize, invert, autocontrast, equalize) goes
- * to ff__aug_lut_run as one pass. AugMix keeps the image it starts from,
- * runs each chain from it (copying it only for an op that works in place)
- * and accumulates the float32 mixture
- * mix = m0*X + sum(w_i * chain_i(X)), truncated to uint8 at the end
- * (torchvision's AugMix, spec 4.4). Each step's time is added to the
- * per-op costs, which the scheduler's cost model and `bench --json` read. */
+ * to ff__aug_lut_run as one pass; ops that change nothing are skipped.
+ * AugMix keeps the image it starts from, runs each chain from it (a chain's
+ * first colour op reads the kept image and writes a new one, in the same
+ * pass), keeps each chain's result (taking over its buffer, no copy) and
+ * mixes them all in one pass at the end:
+ * trunc(m0*X + sum(w_i * chain_i(X))) in float32 (torchvision's AugMix,
+ * spec 4.4). Each step's time is added to the per-op costs, which the
+ * scheduler's cost model and `bench --json` read. */
 #include <string.h>
 
 #include "core/clock.h"
@@ -48,14 +50,21 @@ int ff__aug_is_noop(const ff__aug *a, int w, int h) {
   }
 }
 
-/* A packed copy of img in buf (as a new image). */
-static ff_status copy_image(const ff__image *img, ff__buf *buf, ff__image *out) {
+/* A new packed image of img's size in buf (its pixels not yet written). */
+static ff_status new_image(const ff__image *img, ff__buf *buf, ff__image *out) {
   size_t row = (size_t)img->width * img->channels;
   uint8_t *p = ff__buf_reserve(buf, row * img->height + 1);
   if (!p) return FF_ENOMEM;
-  for (int y = 0; y < img->height; y++) memcpy(p + y * row, img->data + y * img->stride, row);
   *out = (ff__image){p, img->width, img->height, img->channels, row};
   return FF_OK;
+}
+
+/* A packed copy of img in buf (as a new image). */
+static ff_status copy_image(const ff__image *img, ff__buf *buf, ff__image *out) {
+  ff_status status = new_image(img, buf, out);
+  for (int y = 0; !status && y < img->height; y++)
+    memcpy(out->data + y * out->stride, img->data + y * img->stride, out->stride);
+  return status;
 }
 
 /* The index of the ping-pong buffer holding img as a packed image, or -1. */
@@ -82,6 +91,48 @@ static ff_status keep_image(ff__op_scratch *s, const ff__image *img, ff__buf *ke
   return status;
 }
 
+/* On x86-64 CPUs with AVX-512 the mixture keeps its float32 sums in
+ * registers, 64 values at a time (chosen at run time). */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__CUDACC__)
+#include <immintrin.h>
+#define HAVE_AVX512_MIX 1
+#define AVX512_TARGET __attribute__((target("avx512f")))
+
+/* (float)x of 16 values, exact. */
+AVX512_TARGET static inline __m512 u8x16_ps(const uint8_t *p) {
+  return _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)p)));
+}
+
+/* trunc_u8 of 16 sums as ff__mix_trunc_u8: the same comparison (vminps
+ * gives its second operand, 255, unless sum < 255, NaN included), the
+ * truncation toward zero, and vpmovdb keeps the low byte as the cast does. */
+AVX512_TARGET static inline void store_trunc_u8x16(uint8_t *p, __m512 sum) {
+  __m512i v = _mm512_cvttps_epi32(_mm512_min_ps(sum, _mm512_set1_ps(255.0f)));
+  _mm_storeu_si128((__m128i *)p, _mm512_cvtepi32_epi8(v));
+}
+
+/* mix_images over the first n - n % 64 values: each value sees the
+ * operations of kernels/mix.h in the same order (vmulps and vaddps, each
+ * rounded: nothing is fused). Returns how many values it did. */
+AVX512_TARGET static size_t mix_images_avx512(const uint8_t *x, float m0, const uint8_t *const *chain,
+                                              const float *w, int width, size_t n, uint8_t *out) {
+  enum { LANES = 16, STEP = 4 * LANES };
+  const __m512 s0 = _mm512_set1_ps(m0);
+  size_t i = 0;
+  for (; i + STEP <= n; i += STEP) {
+    __m512 sum[4];
+    for (int k = 0; k < 4; k++) sum[k] = _mm512_mul_ps(s0, u8x16_ps(x + i + k * LANES));
+    for (int c = 0; c < width; c++) {
+      const __m512 wc = _mm512_set1_ps(w[c]);
+      for (int k = 0; k < 4; k++)
+        sum[k] = _mm512_add_ps(sum[k], _mm512_mul_ps(wc, u8x16_ps(chain[c] + i + k * LANES)));
+    }
+    for (int k = 0; k < 4; k++) store_trunc_u8x16(out + i + k * LANES, sum[k]);
+  }
+  return i;
+}
+#endif
+
 /* acc[i] += w * src[i] over a block of AugMix's mixture. (A function of its
  * own: inlined, gcc jams two chains into one loop it no longer vectorises.) */
 FF_FMA_CLONES __attribute__((noinline)) static void mix_add(float *restrict acc, const uint8_t *restrict src, float w,
@@ -91,13 +142,18 @@ FF_FMA_CLONES __attribute__((noinline)) static void mix_add(float *restrict acc,
 
 /* AugMix's mixture of n packed values (torchvision's AugMix, spec 4.4):
  * out = trunc(m0*X + w[0]*chain[0] + ...), each product and sum rounded in
- * torchvision's order (kernels/mix.h). One pass over all the images, in
- * blocks whose float32 partial sums stay in L1. */
+ * torchvision's order (kernels/mix.h). One pass over all the images: with
+ * AVX-512 the sums stay in registers; otherwise (and for the last values)
+ * in blocks whose float32 partial sums stay in L1. */
 FF_FMA_CLONES static void mix_images(const uint8_t *x, float m0, const uint8_t *const *chain, const float *w,
                                      int width, size_t n, uint8_t *out) {
   enum { BLOCK = 1024 };
   float acc[BLOCK];
-  for (size_t b = 0; b < n; b += BLOCK) {
+  size_t done = 0;
+#ifdef HAVE_AVX512_MIX
+  if (__builtin_cpu_supports("avx512f")) done = mix_images_avx512(x, m0, chain, w, width, n, out);
+#endif
+  for (size_t b = done; b < n; b += BLOCK) {
     size_t m = n - b < BLOCK ? n - b : BLOCK;
     for (size_t i = 0; i < m; i++) acc[i] = ff__mix_scale(m0, x[b + i]);
     for (int c = 0; c < width; c++) mix_add(acc, chain[c] + b, w[c], m);
@@ -129,16 +185,16 @@ ff_status ff__ops_run(const ff__plan *plan, ff__op_scratch *s, ff__image *img, f
     uint64_t pixels = (uint64_t)img->width * img->height;
     int kind;
     ff_status status = FF_OK;
-    int in_place = st->kind == FF__STEP_HFLIP || st->kind == FF__STEP_VFLIP ||
-                   (st->kind == FF__STEP_AUG && !is_geometric(st->aug.op));
-    if (shared && in_place) { /* a chain's first in-place op works on a copy */
-      ff__image copy;
-      if (copy_image(img, &s->image[next], &copy)) return ff__error_set(err, FF_ENOMEM, "out of memory running the ops");
-      *img = copy;
+    int flip = st->kind == FF__STEP_HFLIP || st->kind == FF__STEP_VFLIP;
+    ff__image out = *img; /* where an in-place op writes: over *img, ... */
+    if (shared && (flip || (st->kind == FF__STEP_AUG && !is_geometric(st->aug.op)))) {
+      /* ... unless *img is AugMix's kept image: a colour op then reads it
+       * and writes a new image in one pass; a flip works on a copy */
+      status = flip ? copy_image(img, &s->image[next], &out) : new_image(img, &s->image[next], &out);
+      if (status) return ff__error_set(err, status, "out of memory running the ops");
       next ^= 1;
     }
     shared = 0;
-    ff__image out = *img;
     switch (st->kind) {
     case FF__STEP_CROP:
       kind = FF__COST_CROP;
@@ -164,7 +220,7 @@ ff_status ff__ops_run(const ff__plan *plan, ff__op_scratch *s, ff__image *img, f
       if (ff__aug_is_lut(st->aug.op)) { /* the whole run of table ops as one pass */
         ff__aug run[FF__PLAN_MAX_STEPS];
         int n = ff__plan_lut_run(plan, i, run);
-        ff__aug_lut_run(run, n, &out);
+        ff__aug_lut_run(run, n, img, &out);
         if (n > 1) kind = FF__COST_LUT;
         i += n - 1;
       } else if (is_geometric(st->aug.op)) {
@@ -174,7 +230,7 @@ ff_status ff__ops_run(const ff__plan *plan, ff__op_scratch *s, ff__image *img, f
         else status = FF_ENOMEM;
         next ^= 1;
       } else {
-        status = ff__aug_color(&st->aug, &out, &s->copy);
+        status = ff__aug_color(&st->aug, img, &out, &s->copy);
       }
       break;
     case FF__STEP_MIX_BEGIN: /* keep the image; the mixing waits for the chains */

@@ -7,20 +7,20 @@
 
 #define SHIM_API __attribute__((visibility("default")))
 
-/* Copies in (h x w x 3, dense) to out and applies op `op` (an ff__aug_op)
- * with argument `arg` to out: table ops through ff__aug_lut_run with one op,
- * the others through ff__aug_color. Returns the ff_status. */
+/* Applies op `op` (an ff__aug_op) with argument `arg` to in (h x w x 3,
+ * dense), written to out (not in place: ff_shim_aug_lut_run covers that):
+ * table ops through ff__aug_lut_run with one op, the others through
+ * ff__aug_color. Returns the ff_status. */
 SHIM_API int ff_shim_aug_color(int op, double arg, const uint8_t *in_hwc, int h, int w, uint8_t *out_hwc) {
   if (op < 0 || op >= FF__AUG_COUNT || h < 0 || w < 0) return FF_EINVAL;
-  memcpy(out_hwc, in_hwc, (size_t)h * w * 3);
-  ff__image img = {out_hwc, w, h, 3, (size_t)w * 3};
+  ff__image src = {(uint8_t *)in_hwc, w, h, 3, (size_t)w * 3}, dst = {out_hwc, w, h, 3, (size_t)w * 3};
   ff__aug a = {.op = (ff__aug_op)op, .arg = arg};
   if (ff__aug_is_lut(a.op)) {
-    ff__aug_lut_run(&a, 1, &img);
+    ff__aug_lut_run(&a, 1, &src, &dst);
     return FF_OK;
   }
   ff__buf scratch = {0};
-  ff_status st = ff__aug_color(&a, &img, &scratch);
+  ff_status st = ff__aug_color(&a, &src, &dst, &scratch);
   ff__buf_free(&scratch);
   return st;
 }
@@ -38,6 +38,6 @@ SHIM_API int ff_shim_aug_lut_run(const int *ops, const double *args, int n, cons
   }
   memcpy(out, in, (size_t)h * w * 3);
   ff__image img = {out, w, h, 3, (size_t)w * 3};
-  ff__aug_lut_run(a, n, &img);
+  ff__aug_lut_run(a, n, &img, &img);
   return FF_OK;
 }

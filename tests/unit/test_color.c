@@ -30,7 +30,7 @@ static void fill_rgb(uint8_t *px, int n_pixels, uint8_t r, uint8_t g, uint8_t b)
 static ff_status run_one(ff__aug_op op, double arg, ff__image *img) {
   ff__aug a = {.op = op, .arg = arg};
   ff__buf scratch = {0};
-  ff_status st = ff__aug_color(&a, img, &scratch);
+  ff_status st = ff__aug_color(&a, img, img, &scratch);
   ff__buf_free(&scratch);
   return st;
 }
@@ -328,10 +328,10 @@ static void fused_run_equals_ops_one_by_one(void **state) {
     if (n > 1 && trial % 3 == 0) ops[1] = ops[0]; /* repeats */
 
     ff__image img = {fused, w, h, 3, stride};
-    ff__aug_lut_run(ops, n, &img);
+    ff__aug_lut_run(ops, n, &img, &img);
     img.data = single;
     for (int i = 0; i < n; i++)
-      ff__aug_lut_run(&ops[i], 1, &img);
+      ff__aug_lut_run(&ops[i], 1, &img, &img);
     if (memcmp(fused, single, stride * h) != 0) {
       differing_runs++;
       print_error("trial %d (%dx%d, %d ops) differs\n", trial, w, h, n);
@@ -349,7 +349,7 @@ static void fused_histogram_ops_see_earlier_tables(void **state) {
     fill_rgb(px + 3 * i, 1, (uint8_t)(i % 256), (uint8_t)(i % 256), 200);
   ff__image img = image_of(px, N, 1);
   ff__aug ops[2] = {{.op = FF__AUG_POSTERIZE, .arg = 1}, {.op = FF__AUG_EQUALIZE}};
-  ff__aug_lut_run(ops, 2, &img);
+  ff__aug_lut_run(ops, 2, &img, &img);
   /* 0..127 -> 0 (2 * 128 + 88 = 344 pixels), 128..255 -> 128 (256 pixels):
    * step = 344 / 255 = 1, lut[128] = min(255, 344) = 255 */
   assert_int_equal(px[0], 0);
