@@ -8,6 +8,7 @@
  * uses (a blend factor 1 + m depends on its last bits). Each draw comes from
  * the sample's Philox stream, so a policy's choices for (seed, epoch, index)
  * are the same on any thread or device. */
+#include <float.h>
 #include <math.h>
 #include <string.h>
 
@@ -168,10 +169,13 @@ static double gamma_variate(ff__philox *rng, double alpha) {
   }
 }
 
-/* Dirichlet(alpha, ..., alpha) of k components, as float32. */
+/* Dirichlet(alpha, ..., alpha) of k components, as float32. Each gamma
+ * draw is kept at least the smallest normal float, as torch's Dirichlet
+ * sampler clamps its gamma draws: for a tiny alpha the draws underflow to 0,
+ * which would otherwise make the weights 0/0. */
 static void dirichlet(ff__philox *rng, double alpha, int k, float *out) {
   double g[16], sum = 0;
-  for (int i = 0; i < k; i++) sum += g[i] = gamma_variate(rng, alpha);
+  for (int i = 0; i < k; i++) sum += g[i] = fmax(gamma_variate(rng, alpha), FLT_MIN);
   for (int i = 0; i < k; i++) out[i] = (float)(g[i] / sum);
 }
 

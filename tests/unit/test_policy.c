@@ -229,6 +229,28 @@ static void aug_mix_plans_have_the_mixing_structure(void **state) {
   }
 }
 
+/* alpha = 0.001: the gamma draws underflow to 0 for most components; the
+ * weights must still be finite and sum to 1 (the image is not all white). */
+static void aug_mix_with_a_tiny_alpha_has_finite_weights(void **state) {
+  (void)state;
+  static ff__plan pl;
+  const char *texts[] = {"decode | aug_mix(alpha=0.001, mixture_width=1)", "decode | aug_mix(alpha=0.001)",
+                         "decode | aug_mix(alpha=0.002, mixture_width=8)"};
+  for (int t = 0; t < 3; t++) {
+    const ff__pipeline *p = parse_ok(texts[t]);
+    for (uint64_t i = 0; i < 400; i++) {
+      plan(p, 0, 0, i, &pl);
+      double total = 0;
+      for (int s = 0; s < pl.num_steps; s++)
+        if (pl.steps[s].kind == FF__STEP_MIX_BEGIN || pl.steps[s].kind == FF__STEP_CHAIN_END) {
+          assert_true(isfinite(pl.steps[s].weight) && pl.steps[s].weight >= 0.0f);
+          total += pl.steps[s].weight;
+        }
+      assert_true(fabs(total - 1.0) < 1e-5);
+    }
+  }
+}
+
 /* ---- rand_augment(num_ops=0) ---- */
 
 static void rand_augment_with_no_ops_is_the_identity(void **state) {
@@ -306,6 +328,7 @@ int main(void) {
       cmocka_unit_test(the_parser_refuses_pipelines_that_could_overflow_the_plan),
       cmocka_unit_test(every_policy_plan_stays_within_its_bound),
       cmocka_unit_test(aug_mix_plans_have_the_mixing_structure),
+      cmocka_unit_test(aug_mix_with_a_tiny_alpha_has_finite_weights),
       cmocka_unit_test(rand_augment_with_no_ops_is_the_identity),
       cmocka_unit_test(linspace_reproduces_torch_float32_bins),
       cmocka_unit_test(linspace_reproduces_torch_beyond_31_bins),
