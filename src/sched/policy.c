@@ -71,20 +71,22 @@ void ff__sched_update(const ff__sched_params *p, ff__sched_state *s, const ff__s
     double missing = (double)(p->prefetch - o->ring_ready) / p->prefetch;
     double target = clamp(base + p->ring_gain * clamp(missing, 0, 1), 0, cap);
     if (target > s->share) s->share += p->raise_gain * (target - s->share);
-  } else if (o->ring_ready >= p->prefetch) {
-    /* No stall and a full ring: give the GPU back slowly, but not below the
-     * deficit, which would only bring the stall back (hysteresis). */
+  } else {
     double floor = clamp(base, 0, cap);
-    if (s->share > floor) s->share = s->share - p->decay > floor ? s->share - p->decay : floor;
+    if (o->ring_ready >= p->prefetch) {
+      /* No stall and a full ring: give the GPU back slowly, but not below
+       * the deficit, which would only bring the stall back (hysteresis). */
+      if (s->share > floor) s->share = s->share - p->decay > floor ? s->share - p->decay : floor;
+    } else if (floor > s->share) {
+      /* No stall yet but the ring is not full: below the deficit the ring
+       * would only drain, so close half the gap to it per batch before the
+       * trainer waits. */
+      s->share += p->raise_gain * (floor - s->share);
+    }
     /* Interference cap: the trainer is not waiting, so keep the device's
      * preprocessing within its share of wall time. */
     if (s->device_time_share > p->max_device_time)
       s->share *= p->max_device_time / s->device_time_share;
-  } else {
-    /* No stall yet but the ring is not full: below the deficit the ring
-     * would only drain, so move toward it before the trainer waits. */
-    double floor = clamp(base, 0, cap);
-    if (floor > s->share) s->share += p->raise_gain * (floor - s->share);
   }
   s->share = clamp(s->share, 0, cap);
 }

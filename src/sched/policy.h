@@ -11,8 +11,8 @@
  *   - when the consumer waits or the ring drains, the device share rises
  *     toward the deficit 1 - C/D plus a correction for the missing ring
  *     batches; while the ring is below full but the consumer does not wait
- *     yet, it rises to the deficit only (without that, a share decayed to
- *     0 would wait for the next stall: with trainers in lockstep, one of
+ *     yet, it rises toward the deficit only (without that, a share decayed
+ *     to 0 would wait for the next stall: with trainers in lockstep, one of
  *     eight is nearly always the late one); it decays when the stall is
  *     gone, never below the deficit (hysteresis, no oscillation);
  *   - the share never passes the balance point where the device, at its
