@@ -462,6 +462,8 @@ static ff_status load_json(const char *path, const char *text, ff__sim_profile *
   double total = read_s + decode_s + ops_s;
   if (!(samples >= 1) || !(total > 0))
     return ff__error_set(err, FF_EDATA, "%s: the profile has no measured samples", path);
+  if (!(samples < 1e15 && total / samples <= 1e6)) /* no inf, no NaN: at most 1e6 s a sample */
+    return ff__error_set(err, FF_EDATA, "%s: the profile's times are not finite", path);
   *out = (ff__sim_profile){.cpu_s = total / samples, .decode_frac = (read_s + decode_s) / total,
                            .samples = (long)samples, .threads = (int)threads};
   return FF_OK;
@@ -491,8 +493,9 @@ static ff_status load_list(const char *path, char *text, ff__sim_profile *out, f
     double sz = strtod(end, &e2);
     int has = e2 != end;
     while (*e2 == ' ' || *e2 == '\t' || *e2 == '\r') e2++;
-    if (*e2 || !(ms > 0) || (has && !(sz > 0))) {
-      st = ff__error_set(err, FF_EDATA, "%s:%ld: expected 'cost_ms [size]' with positive numbers", path, line);
+    if (*e2 || !(ms > 0 && ms <= 1e9) || (has && !(sz > 0 && sz <= 1e300))) { /* no inf, no NaN */
+      st = ff__error_set(err, FF_EDATA, "%s:%ld: expected 'cost_ms [size]' with positive finite numbers (cost at "
+                         "most 1e9 ms)", path, line);
       break;
     }
     if (with_size < 0) with_size = has;

@@ -195,9 +195,12 @@ static void bench_profile_gives_the_mean_cost(void **state) {
   assert_true(p.size_list[1] == 300);
   ff__sim_profile_free(&p);
 
-  const char *bad = "2 100\n4\n";
-  ff_test_write(path, bad, strlen(bad));
-  assert_int_equal(ff__sim_profile_load(path, &p, &err), FF_EDATA);
+  const char *bad[] = {"2 100\n4\n", "inf\n", "1e400\n", "nan\n", "2 inf\n",
+                       "{\"samples\": 10, \"read_s\": 1e400, \"decode_s\": 1, \"ops_s\": 1}"};
+  for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+    ff_test_write(path, bad[i], strlen(bad[i]));
+    assert_int_equal(ff__sim_profile_load(path, &p, &err), FF_EDATA);
+  }
   assert_int_equal(ff__sim_profile_load("/nonexistent/ff-profile", &p, &err), FF_EIO);
 }
 
