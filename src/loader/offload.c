@@ -284,9 +284,10 @@ static void *feeder_main(void *arg) {
                      (int64_t)e->index);
     if (gen == l->gen) {
       ff_batch_info *b = &e->stats;
+      if (o.device_bytes) /* what it needed, also when the pool refused it */
+        ff__cost_observe_device(&l->cost, encoded_bytes, o.device_bytes - out_class_bytes(l));
       if (!o.device_status) {
         b->device_samples += (size_t)o.n, b->device_ns += o.device_ns, b->device_bytes = o.device_bytes;
-        ff__cost_observe_device(&l->cost, encoded_bytes, o.device_bytes - out_class_bytes(l));
       } else {
         b->device_fallbacks += (size_t)o.n, b->cpu_ns += o.cpu_ns;
         b->cpu_samples += (size_t)o.n;

@@ -115,6 +115,7 @@ int ff__cost_split(const ff__cost_model *m, const double *saving_ns, const uint6
     size_t need = 0;
     for (int i = 0; i < n; i++)
       if (to_device[i]) need += ff__cost_device_bytes(m, size_bytes[i]);
+    need += need / 4; /* the pool rounds each block up to its size class, by up to 25% */
     if (need <= free_bytes) break;
     /* shrink in proportion, at least by one: a few rounds at most */
     int fit = (int)((double)k * (double)free_bytes / (double)need);

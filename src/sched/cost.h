@@ -44,8 +44,8 @@ void ff__cost_init(ff__cost_model *m);
 
 /* One sample's time in the steps after decode (CPU). */
 void ff__cost_observe_ops(ff__cost_model *m, uint64_t ns);
-/* A submitted microbatch: its samples' encoded bytes and the device memory
- * it took (ff__dev_batch_device_bytes). */
+/* A microbatch, submitted or refused by the pool: its samples' encoded
+ * bytes and the device memory it takes (ff__dev_batch_device_bytes). */
 void ff__cost_observe_device(ff__cost_model *m, uint64_t encoded_bytes, size_t device_bytes);
 
 /* A header as the loader caches it per sample: 0 means none yet. */
@@ -67,9 +67,9 @@ size_t ff__cost_device_bytes(const ff__cost_model *m, uint64_t encoded_bytes);
 
 /* Splits a batch of n samples (predicted savings saving_ns[i], encoded
  * sizes size_bytes[i]): marks in to_device the k with the largest savings
- * (ff__sched_pick_costliest), fewer when their predicted device memory
- * exceeds free_bytes — the largest such count that fits. Returns how many
- * were marked. */
+ * (ff__sched_pick_costliest), fewer when their predicted device memory, plus
+ * the 25% the pool's size classes may add, exceeds free_bytes — the largest
+ * such count that fits. Returns how many were marked. */
 int ff__cost_split(const ff__cost_model *m, const double *saving_ns, const uint64_t *size_bytes, int n, int k,
                    size_t free_bytes, unsigned char *to_device);
 

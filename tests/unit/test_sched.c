@@ -234,8 +234,9 @@ static void split_sends_the_largest_savings_within_the_budget(void **state) {
   assert_int_equal(ff__cost_split(&m, saving, size, 6, 3, 1 << 20, dev), 3);
   const unsigned char want[6] = {1, 0, 1, 0, 1, 0}; /* savings 9, 7, 5 */
   assert_memory_equal(dev, want, 6);
-  /* 8 KB holds samples 2 and 4 (3003 + 5001 bytes of device memory) but not 1001 more */
-  assert_int_equal(ff__cost_split(&m, saving, size, 6, 3, 8100, dev), 2);
+  /* 10.1 KB holds samples 2 and 4 (3003 + 5001 bytes of device memory, 10005 with the size
+   * classes' 25%) but not sample 0's 1001 more (11256) */
+  assert_int_equal(ff__cost_split(&m, saving, size, 6, 3, 10100, dev), 2);
   const unsigned char want2[6] = {0, 0, 1, 0, 1, 0};
   assert_memory_equal(dev, want2, 6);
   assert_int_equal(ff__cost_split(&m, saving, size, 6, 3, 1000, dev), 0);
