@@ -10,7 +10,7 @@ int ff__cli_parse_long(const char *cmd, const char *opt, const char *s, long min
   char *end;
   errno = 0;
   long v = strtol(s, &end, 10);
-  if (!*s || *end || errno || v < min || v > max) {
+  if (!*s || *s == ' ' || *s == '\t' || *end || errno || v < min || v > max) { /* strtol skips spaces */
     fprintf(stderr, "fusionflow %s: --%s expects an integer in [%ld, %ld], got '%s'\n", cmd, opt, min, max, s);
     return 0;
   }

@@ -46,13 +46,15 @@ static void bench_usage(FILE *f) {
           "  --step-ms MS          sleep MS milliseconds per batch, standing in for a training step\n"
           "  --on-error MODE       raise (default): stop at the first bad sample, naming it;\n"
           "                        skip: leave bad samples out, count them and list them\n"
-          "  --max-image-pixels N  refuse images with more pixels (default 89478485)\n"
+          "  --max-image-pixels N  refuse images with more pixels (default 89478485; 0: no limit)\n"
           "  --device DEV          where the CPU pool's deficit goes: cpu (default: no offload),\n"
           "                        auto (cuda:0 if usable, else cpu), cuda:N, or emu:N (the\n"
           "                        host-emulated device: same kernels on one host thread)\n"
           "  --device-memory-limit SIZE\n"
           "                        most device memory the loader may hold, bytes or with a\n"
-          "                        K, M or G suffix (default: free memory less the headroom)\n"
+          "                        K, M or G suffix (default: free memory less the headroom);\n"
+          "                        offload needs room for one batch's output tensor (batch size x\n"
+          "                        output bytes of a sample) plus a microbatch, or nothing is offloaded\n"
           "  --trace FILE          write a Chrome trace of the timed run to FILE (open it in\n"
           "                        Perfetto or chrome://tracing): worker, device, consumer tracks\n"
           "  --trace-events N      most events the trace keeps (default 262144); later ones\n"
@@ -167,7 +169,7 @@ int ff__cli_bench(int argc, char **argv) {
     case O_DROPLAST: cfg.drop_last = 1; break;
     case O_RANK: if (!parse_long(name, optarg, 0, INT_MAX, &v)) return 2; cfg.rank = (int)v; break;
     case O_WORLD: if (!parse_long(name, optarg, 1, INT_MAX, &v)) return 2; cfg.world_size = (int)v; break;
-    case O_MAXPIX: if (!parse_long(name, optarg, 1, LONG_MAX, &v)) return 2; cfg.max_image_pixels = (uint64_t)v; break;
+    case O_MAXPIX: if (!parse_long(name, optarg, 0, LONG_MAX, &v)) return 2; cfg.max_image_pixels = (uint64_t)v; break;
     case O_STEP: {
       char *end;
       step_ms = strtod(optarg, &end);
