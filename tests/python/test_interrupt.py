@@ -15,7 +15,7 @@ from conftest import child_env
 # About 0.1 s per sample on one thread: a batch of 32 takes seconds, a sample does not.
 # "Promptly" is PROMPT_S (more under sanitizers, where every sample is slower too).
 PROMPT_S = 3.0 if os.environ.get("FF_TEST_SANITIZER") else 1.0
-SLOW_PIPE = "decode(dct_scale=false) | aug_mix(mixture_width=4) | resize(size=(32, 32))"
+SLOW_PIPE = "decode(dct_scale=false) | aug_mix(mixture_width=8, chain_depth=3) | resize(size=(32, 32))"
 
 
 @pytest.fixture(scope="module")
@@ -133,8 +133,8 @@ def test_iteration_goes_on_after_an_interrupted_wait(slow_list):
         it = iter(loader)
         seen = []
         while len(seen) < 5:
-            if len(seen) == 2:  # interrupt the wait for batch 2 (about 0.8 s of work)
-                threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGINT)).start()
+            if len(seen) == 2:  # interrupt the wait for batch 2 (several tenths of a second of work)
+                threading.Timer(0.05, os.kill, (os.getpid(), signal.SIGINT)).start()
             try:
                 images, labels = next(it)
                 seen.append(loader.last_batch.index)
