@@ -104,7 +104,7 @@ static int batch_count(const ff_loader *l, size_t b) {
 }
 
 static void clear_skips(ff_loader *l, ff_batch *e) {
-  for (int s = 0; s < l->cfg.batch_size; s++) {
+  for (int s = 0; s < l->batch_cap; s++) {
     free(e->skip_msg[s]);
     e->skip_msg[s] = NULL;
   }
@@ -189,7 +189,7 @@ static int take_item(ff_loader *l, int worker, size_t *item, ff_batch **batch) {
 /* Counts the batch's skipped samples as it is handed out (not when a worker
  * meets them, which may be an epoch ahead) and keeps their messages. Locked. */
 static void report_skips(ff_loader *l, ff_batch *e) {
-  for (int s = 0; s < l->cfg.batch_size; s++) {
+  for (int s = 0; s < l->batch_cap; s++) {
     if (!e->skip_msg[s]) continue;
     l->stats.skipped++;
     if (l->skipped_kept < MAX_SKIPPED_KEPT) l->skipped[l->skipped_kept++] = e->skip_msg[s];
@@ -379,6 +379,8 @@ static ff_status loader_start(ff_loader *l) {
   if (!l->num_batches)
     return ff__error_set(err, FF_EEMPTY, "%s: %zu samples for this rank, fewer than batch_size %d with drop_last",
                          c->source, l->num_samples, c->batch_size);
+  if (l->total_items < bs) bs = l->total_items; /* memory for the largest batch there will be */
+  l->batch_cap = (int)bs;
 
   size_t elem = l->pipe.output == FF__OUTPUT_NCHW_F32 ? sizeof(float) : 1;
   l->sample_bytes = (size_t)l->pipe.out_height * l->pipe.out_width * 3 * elem;

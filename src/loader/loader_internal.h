@@ -53,6 +53,7 @@ struct ff_loader {
   ff__pipeline pipe;
   size_t sample_bytes;   /* one output image */
   size_t num_samples, num_batches, total_items;
+  int batch_cap;         /* the most samples a batch holds: batch_size, or the epoch's samples if fewer */
   int64_t *order[2], *perm; /* order[e & 1]: the sample order of epoch e */
 
   pthread_mutex_t mu;

@@ -9,7 +9,7 @@
  * ring entry, so a batch can fill while the previous one runs); when the
  * last of them is in, the batch goes to the feeder's queue. The feeder — one
  * thread per loader — submits the microbatch on its stream into the output
- * tensor (batch_size samples from the pool), waits, downloads the finished
+ * tensor (a batch's samples, from the pool), waits, downloads the finished
  * slots into the host batch and marks them done. When the pool refuses the
  * memory, the device fails, or the device was turned off, the feeder runs
  * those samples on the CPU itself from the staged decoded images, so a
@@ -93,9 +93,9 @@ double ff__offload_share(const ff_loader *l) {
   return l->forced_share >= 0 ? l->forced_share : l->sched.share;
 }
 
-/* The pool's block for the output tensor (batch_size samples). */
+/* The pool's block for the output tensor (batch_cap samples). */
 static size_t out_class_bytes(const ff_loader *l) {
-  return ff__pool_class_bytes((size_t)l->cfg.batch_size * l->sample_bytes);
+  return ff__pool_class_bytes((size_t)l->batch_cap * l->sample_bytes);
 }
 
 void ff__offload_split(ff_loader *l, ff_batch *e, int n) {
@@ -103,7 +103,7 @@ void ff__offload_split(ff_loader *l, ff_batch *e, int n) {
   ff__sched_state s = {.share = share};
   int k = ff__sched_device_count(&s, n);
   if (k && l->backoff) l->backoff--, k = 0;
-  memset(e->to_device, 0, (size_t)l->cfg.batch_size); /* a short batch leaves no marks of the last */
+  memset(e->to_device, 0, (size_t)l->batch_cap); /* a short batch leaves no marks of the last */
   if (k) {
     const int64_t *order = l->order[e->epoch & 1] + e->index * (size_t)l->cfg.batch_size;
     for (int i = 0; i < n; i++) { /* what each sample would save the CPU (sched/cost.h) */
@@ -200,7 +200,7 @@ typedef struct outcome {
 /* Submit, wait, download every slot the microbatch wrote. Feeder only. */
 static ff_status run_on_device(ff_loader *l, ff_batch *e, outcome *o, ff__error *err) {
   size_t sb = l->sample_bytes;
-  ff_status st = l->d_out ? FF_OK : ff__device_alloc(l->dev, (size_t)l->cfg.batch_size * sb, &l->d_out, err);
+  ff_status st = l->d_out ? FF_OK : ff__device_alloc(l->dev, (size_t)l->batch_cap * sb, &l->d_out, err);
   if (st) return st;
   o->device_bytes = ff__dev_batch_device_bytes(e->mb) + out_class_bytes(l);
   float ms = 0;
@@ -263,7 +263,7 @@ static void *feeder_main(void *arg) {
     ff_batch *e = l->feed_queue[l->feed_head];
     l->feed_head = (l->feed_head + 1) % l->ring_size, l->feed_count--;
     uint64_t gen = l->gen, encoded_bytes = 0;
-    for (int s = 0; s < l->cfg.batch_size; s++)
+    for (int s = 0; s < l->batch_cap; s++)
       if (e->to_device[s]) encoded_bytes += l->index.size_bytes[e->sample_indices[s]];
     int device_off = l->device_off;
     l->busy++;

@@ -167,6 +167,24 @@ static void batches_do_not_depend_on_threads_or_prefetch_nhwc(void **state) {
   check_threads_and_prefetch_do_not_matter(NHWC_PIPELINE);
 }
 
+/* A batch_size far above the data set's size gives one batch of every
+ * sample, equal to batch_size = the size, without allocating for the
+ * requested size (it would take terabytes). */
+static void a_batch_size_beyond_the_data_set_gives_one_batch(void **state) {
+  (void)state;
+  ff_config c = base_config(data_source, NCHW_PIPELINE);
+  ff_loader *l = open_ok(&c);
+  size_t n = ff_loader_dataset_size(l);
+  ff_loader_close(l);
+  c.batch_size = (int)n;
+  record exact = record_run(&c, 2);
+  c.batch_size = 1 << 30;
+  record huge = record_run(&c, 2);
+  assert_int_equal(exact.batches, 2);
+  assert_true(records_equal(&exact, &huge));
+  free(exact.bytes), free(huge.bytes);
+}
+
 /* The first batch of epoch `epoch` of a fresh loader. */
 static record first_batch(ff_config c, uint64_t epoch) {
   record r = {0};
@@ -1055,6 +1073,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(batches_do_not_depend_on_threads_or_prefetch_nchw),
       cmocka_unit_test(batches_do_not_depend_on_threads_or_prefetch_nhwc),
+      cmocka_unit_test(a_batch_size_beyond_the_data_set_gives_one_batch),
       cmocka_unit_test(different_seeds_give_different_batches),
       cmocka_unit_test(different_epochs_give_different_batches),
       cmocka_unit_test(set_epoch_reproduces_an_epoch),
