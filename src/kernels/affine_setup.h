@@ -93,6 +93,20 @@ static inline int ff__affine_translate_is_exact(const ff__aug *a, int w, int h) 
   return 1;
 }
 
+/* Whether op a amounts to a shift by whole pixels on a w x h image: a
+ * translation whose warp provably lands on the integer shift, or a shear or
+ * rotation by 0, which builds the same matrix as a translation by 0 (up to
+ * the signs of zeros, which no grid value keeps), so the same proof makes it
+ * a copy (AugMix draws magnitude 0 for a third of them). Sets *tx, *ty
+ * (content moves right/down) when it does. No matrix is built. */
+static inline int ff__affine_as_shift(const ff__aug *a, int w, int h, int *tx, int *ty) {
+  int translate = a->op == FF__AUG_TRANSLATE_X || a->op == FF__AUG_TRANSLATE_Y;
+  if (!(translate || a->arg == 0.0) || !ff__affine_translate_is_exact(a, w, h)) return 0;
+  *tx = a->op == FF__AUG_TRANSLATE_X ? ff__affine_shift(a->arg, w) : 0;
+  *ty = a->op == FF__AUG_TRANSLATE_Y ? ff__affine_shift(a->arg, h) : 0;
+  return 1;
+}
+
 /* How op a runs on a w x h image. */
 typedef struct ff__affine_setup {
   int translate; /* 1: shift by (tx, ty) whole pixels (content moves right/down) */
@@ -104,13 +118,8 @@ typedef struct ff__affine_setup {
 static inline void ff__affine_setup_make(const ff__aug *a, int w, int h, ff__affine_setup *s) {
   for (int c = 0; c < 3; c++)
     s->fill_u8[c] = a->has_fill ? ff__affine_fill_u8(a->fill[c]) : 0;
-  /* a shear or rotation by 0 builds the same matrix as a translation by 0
-   * (up to the signs of zeros, which no grid value keeps), so the same
-   * proof makes it a copy; AugMix draws magnitude 0 for a third of them */
-  int shift = a->op == FF__AUG_TRANSLATE_X || a->op == FF__AUG_TRANSLATE_Y || a->arg == 0.0;
-  s->translate = shift && ff__affine_translate_is_exact(a, w, h);
-  s->tx = s->translate && a->op == FF__AUG_TRANSLATE_X ? ff__affine_shift(a->arg, w) : 0;
-  s->ty = s->translate && a->op == FF__AUG_TRANSLATE_Y ? ff__affine_shift(a->arg, h) : 0;
+  s->tx = s->ty = 0;
+  s->translate = ff__affine_as_shift(a, w, h, &s->tx, &s->ty);
   double m[6];
   ff__affine_op_matrix(a, w, h, m);
   ff__affine_grid_make(m, w, h, &s->grid);

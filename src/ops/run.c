@@ -42,11 +42,10 @@ int ff__aug_is_noop(const ff__aug *a, int w, int h) {
   case FF__AUG_COLOR:
   case FF__AUG_CONTRAST:
   case FF__AUG_SHARPNESS: return a->arg == 1.0;
-  default:
-    if (!is_geometric(a->op)) return 0;
-    ff__affine_setup set;
-    ff__affine_setup_make(a, w, h, &set);
-    return set.translate && set.tx == 0 && set.ty == 0;
+  default: {
+    int tx, ty;
+    return is_geometric(a->op) && ff__affine_as_shift(a, w, h, &tx, &ty) && !tx && !ty;
+  }
   }
 }
 
