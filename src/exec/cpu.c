@@ -50,8 +50,8 @@ ff_status ff__sample_decode(ff__worker *w, const ff__pipeline *pipe, const ff__s
 
   ff__image_info info;
   st = ff__codec_probe(w->file.data, size_bytes, job->path, job->max_pixels, &info, err);
-  w->header = st ? (ff__image_info){0} : info;
   if (!st) {
+    w->header = info;
     ff__plan_make(pipe, job->seed, job->epoch, job->index, &info, job->max_pixels, plan);
     st = ff__codec_decode(w->file.data, size_bytes, job->path, &plan->decode, &w->pixels, out, err);
   }
