@@ -75,7 +75,7 @@ static int parse_long(const char *opt, const char *s, long min, long max, long *
 
 static void json_string(FILE *f, const char *s);
 
-/* "512M" → bytes; 0 when malformed. */
+/* "512M" → bytes (core/bytes.h); 0, with a message, when malformed. */
 static int parse_size(const char *s, size_t *out) {
   if (ff__parse_bytes(s, out)) return 1;
   fprintf(stderr, "fusionflow bench: --device-memory-limit expects bytes (e.g. 512M), got '%s'\n", s);
