@@ -2,6 +2,13 @@
 #   make demo   build, make the demo data set once, run `fusionflow bench` on it
 #   make test   build and run every test (unit, golden against torchvision)
 #   make bench  the side-by-side benchmark against torchvision's DataLoader
+#   make test CC=clang   the same tests built with clang (in build-clang)
+# CC=clang (on the command line) builds with that compiler, in build-clang
+# unless BUILD says where: `make test CC=clang`.
+ifeq ($(origin CC),command line)
+BUILD ?= build-$(notdir $(CC))
+CMAKE_CC := -DCMAKE_C_COMPILER=$(CC)
+endif
 BUILD ?= build
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
@@ -17,7 +24,7 @@ deps:
 	@scripts/install-deps.sh
 
 build: deps
-	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo $(CMAKE_FLAGS) >/dev/null
+	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo $(CMAKE_CC) $(CMAKE_FLAGS) >/dev/null
 	@cmake --build $(BUILD) -j $(JOBS)
 
 test: build

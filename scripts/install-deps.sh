@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# Installs fusionflow's build, test and demo dependencies on Debian 12, and
+# Installs fusionflow's build, test and demo dependencies on Debian 12 (clang
+# and its libFuzzer runtime for the clang build and the fuzz targets), and
 # with --bench also the peers the benchmarks compare against (OpenCV).
 # Idempotent: checks each package with dpkg-query first and does nothing
 # (no apt-get update, no network) when everything is already installed.
 set -euo pipefail
 
 PACKAGES=(
-  build-essential cmake pkg-config
+  build-essential cmake pkg-config clang libclang-rt-14-dev
   libjpeg62-turbo-dev libspng-dev libcmocka-dev
   python3 python3-dev python3-numpy python3-pil python3-pytest python3-torchvision
   mate-backgrounds plasma-workspace-wallpapers

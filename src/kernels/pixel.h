@@ -23,12 +23,35 @@ FF_HD static inline float ff__fma_f32(float a, float b, float c) {
 #endif
 }
 
+/* ThreadSanitizer builds: gcc says so with __SANITIZE_THREAD__, clang only
+ * through __has_feature (which gcc 12's preprocessor cannot parse). */
+#if defined(__SANITIZE_THREAD__)
+#define FF__TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define FF__TSAN 1
+#endif
+#endif
+
 /* Compiles a host function for CPUs with FMA and for the rest, chosen at
- * load time, so that ff__fma_f32 is one instruction where it can be. */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__CUDACC__)
+ * load time, so that ff__fma_f32 is one instruction where it can be. Under
+ * ThreadSanitizer only the default version is built: the clones' ifunc
+ * resolvers would be instrumented and run during relocation, before the
+ * TSan runtime is initialised. (fmaf is correctly rounded either way, so
+ * the results are the same.)
+ * FF_FMA_CLONES_NOINLINE is the same for a function its callers must not
+ * inline: gcc inlines a clone into a caller of the same target; clang never
+ * inlines a multiversioned function and refuses noinline on one. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__CUDACC__) && !defined(FF__TSAN)
 #define FF_FMA_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
+#if defined(__clang__)
+#define FF_FMA_CLONES_NOINLINE FF_FMA_CLONES
+#else
+#define FF_FMA_CLONES_NOINLINE FF_FMA_CLONES __attribute__((noinline))
+#endif
 #else
 #define FF_FMA_CLONES
+#define FF_FMA_CLONES_NOINLINE __attribute__((noinline))
 #endif
 
 /* Round half to even and saturate to uint8 (torchvision's round() then

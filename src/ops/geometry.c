@@ -172,8 +172,8 @@ __attribute__((target("avx2,fma"))) static void vpass_row_avx2(const float *tmp,
 }
 #endif
 
-FF_FMA_CLONES ff_status ff__op_resize(const ff__image *src, int out_w, int out_h, int antialias,
-                        ff__op_scratch *s, ff__image *dst) {
+FF_FMA_CLONES static ff_status resize_bilinear(const ff__image *src, int out_w, int out_h, int antialias,
+                                               ff__op_scratch *s, ff__image *dst) {
   int c = src->channels, in_w = src->width, in_h = src->height;
   ff__resize_axis ax = {ff__resize_max_taps(in_w, out_w, antialias), 0, 0, 0};
   ff__resize_axis ay = {ff__resize_max_taps(in_h, out_h, antialias), 0, 0, 0};
@@ -263,6 +263,13 @@ FF_FMA_CLONES ff_status ff__op_resize(const ff__image *src, int out_w, int out_h
   }
   dst->width = out_w, dst->height = out_h, dst->channels = c;
   return FF_OK;
+}
+
+/* The multiversioned body stays static: a clone called from another file
+ * links under gcc and clang alike only through a plain function. */
+ff_status ff__op_resize(const ff__image *src, int out_w, int out_h, int antialias, ff__op_scratch *s,
+                        ff__image *dst) {
+  return resize_bilinear(src, out_w, out_h, antialias, s, dst);
 }
 
 #ifdef FF_HAVE_X86_SIMD

@@ -30,8 +30,8 @@ static const char *const policy_pipelines[] = {
     "decode | auto_augment(policy=svhn)",
     "decode | aug_mix",
     "decode | aug_mix(severity=10, mixture_width=8, chain_depth=8, alpha=0.5, all_ops=false)",
-    "decode | random_resized_crop(size=32) | random_horizontal_flip | rand_augment | aug_mix | "
-    "trivial_augment_wide",
+    ("decode | random_resized_crop(size=32) | random_horizontal_flip | rand_augment | aug_mix | "
+     "trivial_augment_wide"),
 };
 #define NUM_PIPELINES (sizeof policy_pipelines / sizeof policy_pipelines[0])
 
