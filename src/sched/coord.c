@@ -11,7 +11,13 @@
  * process-shared robust mutex: a member killed while holding it leaves
  * EOWNERDEAD to the next locker, which marks the mutex consistent and
  * recounts the table, so nobody is wedged; a member stopped while holding it
- * only makes reports time out (they then answer the previous allotment).
+ * makes one report of each other member wait lock_timeout_ms, and their
+ * later reports only try the lock, until they get it again (each of them
+ * answers the previous allotment), so a stopped holder does not slow the
+ * group batch after batch. Every member checks the table each time it holds
+ * the lock: a damaged segment (another build's header, a field out of its
+ * range) is never obeyed — a joiner is refused and a member leaves the group
+ * to run alone on all its threads, each with one line on stderr.
  * Each loader reports once per batch: under the lock its slot gets the new
  * observation and heartbeat, slots of dead members (kill(pid, 0) says ESRCH
  * within our pid namespace, or silent past the heartbeat timeout) are
@@ -52,22 +58,12 @@
 #define COORD_NAME_CAP (FF__COORD_GROUP_MAX + 64)
 #define COORD_ATTACH_TRIES 64
 
-typedef struct coord_shm {
-  uint32_t magic;
-  uint32_t version;
-  uint64_t size_bytes; /* sizeof(coord_shm) of the creator's build */
-  atomic_uint ready;   /* set (release) once everything else is initialised */
-  uint32_t closed;     /* the last member left: the name is (being) unlinked */
-  pthread_mutex_t lock;
-  int32_t members;
-  int32_t unused;
-  uint64_t next_ticket;
-  ff__coord_params params;
-  ff__coord_member slot[FF__COORD_MAX_MEMBERS];
-} coord_shm;
+typedef ff__coord_segment coord_shm;
 
 struct ff__coord {
   coord_shm *shm;
+  int stuck; /* the last report timed out on the lock: only try it until it is had again */
+  int alone; /* left a damaged segment: runs on all its threads from now on */
   ino_t ino; /* identifies the segment behind the name */
   pid_t pid;
   int slot;
@@ -343,20 +339,22 @@ static void sleep_ms(int ms) {
   }
 }
 
-/* Locks the table within timeout_ms. A dead holder leaves EOWNERDEAD: its
- * update may be half done, so the table is made consistent and recounted
- * (every field of a slot is valid on its own; only the count can be off). */
+/* Locks the table within timeout_ms (0: one try). A dead holder leaves
+ * EOWNERDEAD: its update may be half done, so the table is made consistent
+ * and recounted (every field of a slot is valid on its own; only the count
+ * can be off). Polled with trylock rather than waited in timedlock: the
+ * bound is on the monotonic clock, not the settable wall clock, and
+ * ThreadSanitizer sees the lock taken on EOWNERDEAD only from trylock. The
+ * lock is held for microseconds, so the pauses start short. */
 static int coord_lock(coord_shm *s, int timeout_ms) {
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  ts.tv_sec += timeout_ms / 1000;
-  ts.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
-  if (ts.tv_nsec >= 1000000000L) {
-    ts.tv_sec++;
-    ts.tv_nsec -= 1000000000L;
-  }
+  uint64_t deadline = ff__now_ns() + (uint64_t)timeout_ms * 1000000u;
+  long pause_ns = 20000;
   int rc;
-  while ((rc = pthread_mutex_timedlock(&s->lock, &ts)) == EINTR) {
+  while ((rc = pthread_mutex_trylock(&s->lock)) == EBUSY) {
+    if (ff__now_ns() >= deadline) return ETIMEDOUT;
+    struct timespec ts = {0, pause_ns};
+    nanosleep(&ts, NULL);
+    if (pause_ns < 1000000L) pause_ns *= 2;
   }
   if (rc == EOWNERDEAD) {
     pthread_mutex_consistent(&s->lock);
@@ -384,6 +382,67 @@ static void unlink_if_same(const char *name, ino_t ino) {
   int same = fstat(fd, &st) == 0 && st.st_ino == ino;
   close(fd);
   if (same) shm_unlink(name);
+}
+
+/* Writes to why what makes segment s unusable (0: nothing). Under the
+ * lock, except for the header, which never changes once it is ready. */
+static int header_damage(const coord_shm *s, char *why, size_t cap) {
+  if (s->magic == COORD_MAGIC && s->version == COORD_VERSION && s->size_bytes == sizeof *s) return 0;
+  snprintf(why, cap, "belongs to another fusionflow build (magic %08x, version %u, %llu bytes)", s->magic,
+           s->version, (unsigned long long)s->size_bytes);
+  return 1;
+}
+
+static int in01(double x) { return x >= 0 && x <= 1; } /* NaN fails */
+
+/* Every field the rebalancing reads, within the range a member writes:
+ * anything else would be obeyed (a budget of 0 pins every member to its
+ * minimum; a slot with a live pid, a heartbeat in the future and a huge
+ * allotment is never reclaimed and takes the whole budget). */
+static int table_damage(const coord_shm *s, uint64_t now_ns, char *why, size_t cap) {
+  enum { MAX_THREADS = 1 << 20, MAX_MS = 86400000 };
+  const ff__coord_params *p = &s->params;
+  const char *bad = NULL;
+  if (header_damage(s, why, cap)) return 1;
+  if (p->budget_threads < 1 || p->budget_threads > MAX_THREADS) bad = "budget_threads";
+  else if (p->min_threads < 1 || p->min_threads > MAX_THREADS) bad = "min_threads";
+  else if (p->expected_members < 1 || p->expected_members > FF__COORD_MAX_MEMBERS) bad = "expected_members";
+  else if (!in01(p->stall_threshold) || !in01(p->ring_full) || !in01(p->idle_threshold)) bad = "a threshold";
+  else if (!(p->alpha > 0 && p->alpha <= 1)) bad = "alpha";
+  else if (p->heartbeat_timeout_ms < 1 || p->heartbeat_timeout_ms > MAX_MS || p->lock_timeout_ms < 1 ||
+           p->lock_timeout_ms > MAX_MS || p->init_timeout_ms < 1 || p->init_timeout_ms > MAX_MS)
+    bad = "a timeout";
+  else if (s->members < 0 || s->members > FF__COORD_MAX_MEMBERS || s->closed > 1) bad = "the member count";
+  if (bad) {
+    snprintf(why, cap, "is damaged (%s out of range)", bad);
+    return 1;
+  }
+  for (int i = 0; i < FF__COORD_MAX_MEMBERS; i++) {
+    const ff__coord_member *e = &s->slot[i];
+    if (!e->pid) continue;
+    if (e->pid < 0 || e->max_threads < 1 || e->max_threads > MAX_THREADS || e->threads < 0 ||
+        e->threads > e->max_threads || e->reports < 0 || e->heartbeat_ns > now_ns + 1000000000u ||
+        !in01(e->stall_share) || !in01(e->ring_fill) || !in01(e->busy_share)) {
+      snprintf(why, cap, "is damaged (slot %d out of range)", i);
+      return 1;
+    }
+  }
+  return 0;
+}
+
+/* Gives up on the damaged segment of c: from now on c runs alone on all its
+ * threads. Says so on stderr, once per handle (the loader goes on without
+ * the group, and nobody else would hear of it). */
+static ff_status go_alone(ff__coord *c, const char *why, ff__error *err) {
+  c->alone = 1;
+  c->threads = c->max_threads;
+  fprintf(stderr,
+          "fusionflow: node coordinator: shared memory %s %s: this loader runs alone on its %d threads "
+          "(remove /dev/shm%s when no trainer runs)\n",
+          c->name, why, c->max_threads, c->name);
+  return ff__error_set(err, FF_EIO,
+                       "node coordinator: shared memory %s %s (remove /dev/shm%s when no trainer runs)", c->name,
+                       why, c->name);
 }
 
 /* Frees slots whose process is gone or that stayed silent too long (not
@@ -484,10 +543,9 @@ static ff_status attach(ff__coord *c, ff__error *err) {
     }
     if ((size_t)st.st_size != sizeof(coord_shm)) {
       close(fd);
-      return ff__error_set(err, FF_EIO,
-                           "node coordinator: shared memory %s belongs to another fusionflow build "
-                           "(remove /dev/shm%s when no trainer runs)",
-                           c->name, c->name);
+      char why[96];
+      snprintf(why, sizeof why, "belongs to another fusionflow build (%lld bytes)", (long long)st.st_size);
+      return go_alone(c, why, err);
     }
     coord_shm *s = mmap(NULL, sizeof *s, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     close(fd);
@@ -521,12 +579,10 @@ static ff_status attach(ff__coord *c, ff__error *err) {
         unlink_if_same(c->name, st.st_ino);
         continue;
       }
-      if (s->magic != COORD_MAGIC || s->version != COORD_VERSION || s->size_bytes != sizeof *s) {
+      char why[128];
+      if (header_damage(s, why, sizeof why)) {
         detach(c);
-        return ff__error_set(err, FF_EIO,
-                             "node coordinator: shared memory %s belongs to another fusionflow build "
-                             "(remove /dev/shm%s when no trainer runs)",
-                             c->name, c->name);
+        return go_alone(c, why, err);
       }
     }
 
@@ -549,6 +605,12 @@ static ff_status attach(ff__coord *c, ff__error *err) {
       continue;
     }
     uint64_t now = ff__now_ns();
+    char why[128];
+    if (table_damage(s, now, why, sizeof why)) {
+      coord_unlock(s);
+      detach(c);
+      return go_alone(c, why, err);
+    }
     reclaim(s, -1, c->pidns, now);
     if (!s->members) { /* new, or every member of a crashed run is dead: start afresh */
       memset(s->slot, 0, sizeof s->slot);
@@ -630,14 +692,23 @@ void ff__coord_leave(ff__coord *c) {
   free(c);
 }
 
+/* Locks the table for a report: waits lock_timeout_ms, or only tries while
+ * the last report found it held too long (a stopped holder must not cost
+ * every batch a wait). */
+static int report_lock(ff__coord *c) {
+  int rc = coord_lock(c->shm, c->stuck ? 0 : c->params.lock_timeout_ms);
+  c->stuck = rc != 0;
+  return rc;
+}
+
 ff_status ff__coord_report(ff__coord *c, const ff__coord_report_data *r, int *threads_out) {
   if (!c || !r || !threads_out || c->pid != getpid()) return FF_EINVAL;
-  if (!c->shm && attach(c, NULL) != FF_OK) { /* a previous re-attach failed */
+  if (c->alone || (!c->shm && attach(c, NULL) != FF_OK)) { /* a previous re-attach failed */
     *threads_out = c->threads;
     return FF_OK;
   }
   coord_shm *s = c->shm;
-  if (coord_lock(s, s->params.lock_timeout_ms) != 0) {
+  if (report_lock(c) != 0) {
     *threads_out = c->threads;
     return FF_OK;
   }
@@ -647,15 +718,19 @@ ff_status ff__coord_report(ff__coord *c, const ff__coord_report_data *r, int *th
      * reclaimed and the segment is gone: join the group afresh. */
     coord_unlock(s);
     detach(c);
-    if (attach(c, NULL) != FF_OK) {
+    if (attach(c, NULL) != FF_OK || report_lock(c) != 0) {
       *threads_out = c->threads;
       return FF_OK;
     }
     s = c->shm;
-    if (coord_lock(s, s->params.lock_timeout_ms) != 0) {
-      *threads_out = c->threads;
-      return FF_OK;
-    }
+  }
+  char why[128];
+  if (table_damage(s, now, why, sizeof why)) {
+    coord_unlock(s);
+    detach(c);
+    go_alone(c, why, NULL);
+    *threads_out = c->threads;
+    return FF_OK;
   }
   if (!owns_slot(c)) {
     reclaim(s, -1, c->pidns, now);
@@ -681,7 +756,7 @@ int ff__coord_threads(const ff__coord *c) { return c ? c->threads : 0; }
 ff_status ff__coord_snapshot(ff__coord *c, ff__coord_member *out, int *n_out, ff__coord_params *params_out) {
   if (!c || !c->shm || c->pid != getpid()) return FF_EINVAL;
   coord_shm *s = c->shm;
-  if (coord_lock(s, s->params.lock_timeout_ms) != 0) return FF_EIO;
+  if (coord_lock(s, c->params.lock_timeout_ms) != 0) return FF_EIO;
   int n = 0;
   for (int i = 0; i < FF__COORD_MAX_MEMBERS; i++)
     if (s->slot[i].pid) {

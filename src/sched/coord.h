@@ -14,6 +14,7 @@
 #ifndef FF_SCHED_COORD_H
 #define FF_SCHED_COORD_H
 
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -35,7 +36,8 @@ typedef struct ff__coord_params {
   double idle_threshold;    /* it has slack when its smoothed idle share (1 - busy) exceeds this (0.25) */
   double alpha;             /* weight of a new report in the smoothed signals, (0, 1] (0.25) */
   int heartbeat_timeout_ms; /* a member silent this long is reclaimed (5000) */
-  int lock_timeout_ms;      /* a report waits at most this long for the table (200) */
+  int lock_timeout_ms;      /* a report waits at most this long for the table, then the next
+                               ones only try it until they get it (200) */
   int init_timeout_ms;      /* how long a joiner waits for another process to create the segment (1000) */
 } ff__coord_params;
 
@@ -97,6 +99,23 @@ int ff__coord_step(const ff__coord_params *p, ff__coord_member *m, int n, int se
  * taken as it is). */
 void ff__coord_observe(const ff__coord_params *p, ff__coord_member *m, const ff__coord_report_data *r);
 
+/* The shared segment's layout (coord.c writes and checks it; visible so that
+ * tests can damage one). A member that finds it damaged (a field out of its
+ * range) leaves the group and runs alone, with a one-line warning on stderr. */
+typedef struct ff__coord_segment {
+  uint32_t magic;
+  uint32_t version;
+  uint64_t size_bytes;     /* sizeof(ff__coord_segment) of the creator's build */
+  _Atomic unsigned ready;  /* set (release) once everything else is initialised */
+  uint32_t closed;         /* the last member left: the name is (being) unlinked */
+  pthread_mutex_t lock;    /* process-shared, robust */
+  int32_t members;         /* live slots */
+  int32_t unused;
+  uint64_t next_ticket;
+  ff__coord_params params; /* the node-wide settings */
+  ff__coord_member slot[FF__COORD_MAX_MEMBERS];
+} ff__coord_segment;
+
 typedef struct ff__coord ff__coord;
 
 /* The group from the environment, for ranks of one torchrun job to meet:
@@ -117,7 +136,8 @@ ff_status ff__coord_shm_name(const char *group, char *buf, size_t cap);
  * dead. *out gets the handle; the allotment to start with is
  * ff__coord_threads(*out). Returns FF_OK, FF_EINVAL (bad argument, no group,
  * table full: 64 members) or FF_EIO (shared memory failed, or a segment of
- * an incompatible build), the message in err. *out is untouched on failure. */
+ * another build or damaged: then also one line on stderr), the message in
+ * err. *out is untouched on failure. */
 ff_status ff__coord_join(const char *group, int max_threads, ff__coord **out, ff__error *err);
 
 /* The same with explicit parameters (NULL: ff__coord_params_init's). */
@@ -135,9 +155,12 @@ void ff__coord_leave(ff__coord *c);
  * (min_threads..max_threads). Call it about once per batch. Takes a lock for
  * a few microseconds; if the table stays locked past lock_timeout_ms (a
  * member stopped while holding it), answers the previous allotment without
- * rebalancing. A member whose slot was reclaimed (it was silent too long)
- * joins again transparently. Returns FF_OK, or FF_EINVAL (NULL argument,
- * handle used from another process: then *threads_out is untouched). */
+ * rebalancing, and later reports only try the lock (no wait) until they get
+ * it. A member whose slot was reclaimed (it was silent too long) joins again
+ * transparently. A member that finds the segment damaged leaves it with one
+ * line on stderr and answers max_threads from then on. Returns FF_OK, or
+ * FF_EINVAL (NULL argument, handle used from another process: then
+ * *threads_out is untouched). */
 ff_status ff__coord_report(ff__coord *c, const ff__coord_report_data *r, int *threads_out);
 
 /* The allotment of the last join or report. */

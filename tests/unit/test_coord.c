@@ -14,6 +14,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -648,6 +649,174 @@ static void a_member_holding_the_lock_delays_reports_and_its_death_frees_it(void
   assert_false(segment_exists());
 }
 
+/* The watchdog of the next test: reports that each wait out the stopped
+ * holder would take 100 x lock_timeout_ms (20 s); it fires after 5 s. */
+static pid_t stopped_holder;
+
+static void watchdog_fired(int sig) {
+  (void)sig;
+  static const char msg[] = "watchdog: the reports kept waiting for a stopped lock holder\n";
+  if (write(2, msg, sizeof msg - 1) < 0) {
+  }
+  if (stopped_holder > 0) kill(stopped_holder, SIGKILL);
+  _exit(1);
+}
+
+/* A member stopped (SIGSTOP) inside its critical section: the first report
+ * of the others waits lock_timeout_ms for it, the following ones only try
+ * the lock, so the group is not slowed per batch; each answers the last
+ * allotment. When the holder dies, the next report recovers the table. */
+static void a_stopped_lock_holder_costs_one_wait_not_one_per_report(void **state) {
+  (void)state;
+  new_group("stopped");
+  ff__coord_params p = params(4, 2);
+  p.lock_timeout_ms = 200;
+  ff__coord *me = NULL;
+  ff__error err = {0};
+  assert_int_equal(ff__coord_join_params(group, 4, &p, &me, &err), FF_OK);
+  child *k = spawn(&p, 4);
+  assert_int_equal(ask(k, 'J', NULL).threads, 2);
+  ask(k, 'P', NULL);
+  assert_int_equal(kill(k->pid, SIGSTOP), 0);
+
+  stopped_holder = k->pid;
+  signal(SIGALRM, watchdog_fired);
+  alarm(5);
+  for (int i = 0; i < 100; i++) {
+    int t = -1;
+    assert_int_equal(ff__coord_report(me, &STALL, &t), FF_OK);
+    assert_int_equal(t, 2);
+  }
+  alarm(0);
+  signal(SIGALRM, SIG_DFL);
+  stopped_holder = 0;
+
+  kill_child(k);
+  int t = -1;
+  assert_int_equal(ff__coord_report(me, &STALL, &t), FF_OK);
+  assert_int_equal(t, 3); /* the lock is taken again: the dead member's threads came back */
+  num_kids = 0;
+  ff__coord_leave(me);
+  assert_false(segment_exists());
+}
+
+/* The segment of the current group, mapped to be damaged. */
+static ff__coord_segment *map_segment(void) {
+  int fd = shm_open(shm_name, O_RDWR, 0);
+  assert_true(fd >= 0);
+  ff__coord_segment *g = mmap(NULL, sizeof *g, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  close(fd);
+  assert_true(g != MAP_FAILED);
+  return g;
+}
+
+/* Runs f with stderr going to a file; returns what was written (static). */
+static const char *stderr_of(void (*f)(void *), void *arg) {
+  static char text[1024];
+  char path[] = "/tmp/ff-coord-stderr-XXXXXX";
+  int fd = mkstemp(path);
+  assert_true(fd >= 0);
+  unlink(path);
+  fflush(stderr);
+  int saved = dup(2);
+  dup2(fd, 2);
+  f(arg);
+  fflush(stderr);
+  dup2(saved, 2);
+  close(saved);
+  ssize_t n = pread(fd, text, sizeof text - 1, 0);
+  close(fd);
+  text[n > 0 ? n : 0] = 0;
+  return text;
+}
+
+typedef struct damage_case {
+  const char *what;
+  void (*damage)(ff__coord_segment *g);
+} damage_case;
+
+static void zero_budget(ff__coord_segment *g) { g->params.budget_threads = 0; }
+static void negative_min(ff__coord_segment *g) { g->params.min_threads = -7; }
+static void nan_alpha(ff__coord_segment *g) { g->params.alpha = NAN; }
+static void huge_members(ff__coord_segment *g) { g->members = 100000; }
+static void wrong_version(ff__coord_segment *g) { g->version = 77; }
+static void wrong_magic(ff__coord_segment *g) { g->magic = 0; }
+static void wrong_size(ff__coord_segment *g) { g->size_bytes = 12; }
+/* A slot no reclaim frees: a live pid (init), a heartbeat in the far future
+ * and an allotment far beyond its ceiling. */
+static void immortal_hog(ff__coord_segment *g) {
+  g->slot[63] = (ff__coord_member){.pid = 1, .max_threads = 4, .threads = 100000, .ticket = 9,
+                                   .heartbeat_ns = UINT64_MAX / 2};
+}
+static void nan_signal(ff__coord_segment *g) { g->slot[0].stall_share = NAN; }
+
+typedef struct report_call {
+  ff__coord *c;
+  int threads;
+  ff_status st;
+} report_call;
+
+static void call_report(void *arg) {
+  report_call *r = arg;
+  r->st = ff__coord_report(r->c, &STALL, &r->threads);
+}
+
+typedef struct join_call {
+  ff__coord *c;
+  ff_status st;
+  ff__error err;
+} join_call;
+
+static ff__coord_params damage_params;
+
+static void call_join(void *arg) {
+  join_call *j = arg;
+  j->st = ff__coord_join_params(group, 4, &damage_params, &j->c, &j->err);
+}
+
+/* A damaged segment (a field out of range, another build's header) is never
+ * obeyed: a member already in it runs alone on all its threads, a joiner is
+ * refused, each with one line on stderr naming the segment. */
+static void a_damaged_segment_is_left_with_a_warning_not_obeyed(void **state) {
+  (void)state;
+  static const damage_case cases[] = {
+      {"budget_threads", zero_budget}, {"min_threads", negative_min}, {"alpha", nan_alpha},
+      {"members", huge_members},       {"version", wrong_version},    {"magic", wrong_magic},
+      {"size", wrong_size},            {"slot", immortal_hog},        {"slot", nan_signal},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    new_group("damaged");
+    damage_params = params(4, 2);
+    ff__coord *me = NULL;
+    ff__error err = {0};
+    assert_int_equal(ff__coord_join_params(group, 4, &damage_params, &me, &err), FF_OK);
+    assert_int_equal(ff__coord_threads(me), 2);
+    ff__coord_segment *g = map_segment();
+    cases[i].damage(g);
+
+    join_call j = {0};
+    const char *out = stderr_of(call_join, &j);
+    if (j.st != FF_EIO) fail_msg("%s: a joiner was not refused (%d)", cases[i].what, j.st);
+    assert_null(j.c);
+    if (!strstr(out, shm_name) || strchr(out, '\n') != out + strlen(out) - 1)
+      fail_msg("%s: no one-line warning for the joiner: '%s'", cases[i].what, out);
+
+    report_call r = {me, -1, FF_OK};
+    out = stderr_of(call_report, &r);
+    assert_int_equal(r.st, FF_OK);
+    if (r.threads != 4) fail_msg("%s: the member runs %d threads, not all its 4", cases[i].what, r.threads);
+    if (!strstr(out, shm_name) || strchr(out, '\n') != out + strlen(out) - 1)
+      fail_msg("%s: no one-line warning for the member: '%s'", cases[i].what, out);
+    out = stderr_of(call_report, &r); /* alone from now on, and said once */
+    assert_int_equal(r.threads, 4);
+    assert_string_equal(out, "");
+
+    munmap(g, sizeof *g);
+    ff__coord_leave(me);
+    shm_unlink(shm_name);
+  }
+}
+
 /* Four processes join a new group at once: one creates the segment, the
  * others wait for it; with LOCAL_WORLD_SIZE-like expected_members each gets
  * its fair share whatever the order. Then they join and leave over and over
@@ -784,6 +953,8 @@ int main(void) {
       cmocka_unit_test(a_member_that_leaves_frees_its_slot_and_the_group_can_start_again),
       cmocka_unit_test(a_silent_member_is_reclaimed_and_rejoins_when_it_reports_again),
       cmocka_unit_test(a_member_holding_the_lock_delays_reports_and_its_death_frees_it),
+      cmocka_unit_test(a_stopped_lock_holder_costs_one_wait_not_one_per_report),
+      cmocka_unit_test(a_damaged_segment_is_left_with_a_warning_not_obeyed),
       cmocka_unit_test(members_joining_and_leaving_at_once_all_get_answers),
       cmocka_unit_test(a_segment_of_a_crashed_run_is_reinitialised),
       cmocka_unit_test(a_segment_left_unsized_is_replaced_and_a_foreign_one_refused),
