@@ -134,7 +134,8 @@ AVX512_TARGET static size_t mix_images_avx512(const uint8_t *x, float m0, const 
 
 /* acc[i] += w * src[i] over a block of AugMix's mixture. (A function of its
  * own: inlined, gcc jams two chains into one loop it no longer vectorises.) */
-FF_FMA_CLONES_NOINLINE static void mix_add(float *restrict acc, const uint8_t *restrict src, float w, size_t m) {
+FF_FMA_CLONES_NOINLINE static void mix_add(float *restrict acc, const uint8_t *restrict src, float w,
+                                           size_t m) {
   for (size_t i = 0; i < m; i++) acc[i] = ff__mix_add(acc[i], w, src[i]);
 }
 

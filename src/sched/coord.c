@@ -404,15 +404,21 @@ static int table_damage(const coord_shm *s, uint64_t now_ns, char *why, size_t c
   const ff__coord_params *p = &s->params;
   const char *bad = NULL;
   if (header_damage(s, why, cap)) return 1;
-  if (p->budget_threads < 1 || p->budget_threads > MAX_THREADS) bad = "budget_threads";
-  else if (p->min_threads < 1 || p->min_threads > MAX_THREADS) bad = "min_threads";
-  else if (p->expected_members < 1 || p->expected_members > FF__COORD_MAX_MEMBERS) bad = "expected_members";
-  else if (!in01(p->stall_threshold) || !in01(p->ring_full) || !in01(p->idle_threshold)) bad = "a threshold";
-  else if (!(p->alpha > 0 && p->alpha <= 1)) bad = "alpha";
+  if (p->budget_threads < 1 || p->budget_threads > MAX_THREADS)
+    bad = "budget_threads";
+  else if (p->min_threads < 1 || p->min_threads > MAX_THREADS)
+    bad = "min_threads";
+  else if (p->expected_members < 1 || p->expected_members > FF__COORD_MAX_MEMBERS)
+    bad = "expected_members";
+  else if (!in01(p->stall_threshold) || !in01(p->ring_full) || !in01(p->idle_threshold))
+    bad = "a threshold";
+  else if (!(p->alpha > 0 && p->alpha <= 1))
+    bad = "alpha";
   else if (p->heartbeat_timeout_ms < 1 || p->heartbeat_timeout_ms > MAX_MS || p->lock_timeout_ms < 1 ||
            p->lock_timeout_ms > MAX_MS || p->init_timeout_ms < 1 || p->init_timeout_ms > MAX_MS)
     bad = "a timeout";
-  else if (s->members < 0 || s->members > FF__COORD_MAX_MEMBERS || s->closed > 1) bad = "the member count";
+  else if (s->members < 0 || s->members > FF__COORD_MAX_MEMBERS || s->closed > 1)
+    bad = "the member count";
   if (bad) {
     snprintf(why, cap, "is damaged (%s out of range)", bad);
     return 1;
@@ -441,8 +447,8 @@ static ff_status go_alone(ff__coord *c, const char *why, ff__error *err) {
           "(remove /dev/shm%s when no trainer runs)\n",
           c->name, why, c->max_threads, c->name);
   return ff__error_set(err, FF_EIO,
-                       "node coordinator: shared memory %s %s (remove /dev/shm%s when no trainer runs)", c->name,
-                       why, c->name);
+                       "node coordinator: shared memory %s %s (remove /dev/shm%s when no trainer runs)",
+                       c->name, why, c->name);
 }
 
 /* Frees slots whose process is gone or that stayed silent too long (not

@@ -105,11 +105,11 @@ void ff__coord_observe(const ff__coord_params *p, ff__coord_member *m, const ff_
 typedef struct ff__coord_segment {
   uint32_t magic;
   uint32_t version;
-  uint64_t size_bytes;     /* sizeof(ff__coord_segment) of the creator's build */
-  _Atomic unsigned ready;  /* set (release) once everything else is initialised */
-  uint32_t closed;         /* the last member left: the name is (being) unlinked */
-  pthread_mutex_t lock;    /* process-shared, robust */
-  int32_t members;         /* live slots */
+  uint64_t size_bytes;    /* sizeof(ff__coord_segment) of the creator's build */
+  _Atomic unsigned ready; /* set (release) once everything else is initialised */
+  uint32_t closed;        /* the last member left: the name is (being) unlinked */
+  pthread_mutex_t lock;   /* process-shared, robust */
+  int32_t members;        /* live slots */
   int32_t unused;
   uint64_t next_ticket;
   ff__coord_params params; /* the node-wide settings */

@@ -745,8 +745,8 @@ static void wrong_size(ff__coord_segment *g) { g->size_bytes = 12; }
 /* A slot no reclaim frees: a live pid (init), a heartbeat in the far future
  * and an allotment far beyond its ceiling. */
 static void immortal_hog(ff__coord_segment *g) {
-  g->slot[63] = (ff__coord_member){.pid = 1, .max_threads = 4, .threads = 100000, .ticket = 9,
-                                   .heartbeat_ns = UINT64_MAX / 2};
+  g->slot[63] = (ff__coord_member){
+      .pid = 1, .max_threads = 4, .threads = 100000, .ticket = 9, .heartbeat_ns = UINT64_MAX / 2};
 }
 static void nan_signal(ff__coord_segment *g) { g->slot[0].stall_share = NAN; }
 
@@ -780,9 +780,15 @@ static void call_join(void *arg) {
 static void a_damaged_segment_is_left_with_a_warning_not_obeyed(void **state) {
   (void)state;
   static const damage_case cases[] = {
-      {"budget_threads", zero_budget}, {"min_threads", negative_min}, {"alpha", nan_alpha},
-      {"members", huge_members},       {"version", wrong_version},    {"magic", wrong_magic},
-      {"size", wrong_size},            {"slot", immortal_hog},        {"slot", nan_signal},
+      {"budget_threads", zero_budget},
+      {"min_threads", negative_min},
+      {"alpha", nan_alpha},
+      {"members", huge_members},
+      {"version", wrong_version},
+      {"magic", wrong_magic},
+      {"size", wrong_size},
+      {"slot", immortal_hog},
+      {"slot", nan_signal},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     new_group("damaged");
