@@ -3,6 +3,8 @@
 #   make test   build and run every test (unit, golden against torchvision)
 #   make bench  the side-by-side benchmark against torchvision's DataLoader
 #   make test CC=clang   the same tests built with clang (in build-clang)
+#   make fuzz   build the fuzz targets with clang's libFuzzer (ASan+UBSan, in
+#               build-fuzz) and run each for FUZZ_SECONDS (default 60)
 # CC=clang (on the command line) builds with that compiler, in build-clang
 # unless BUILD says where: `make test CC=clang`.
 ifeq ($(origin CC),command line)
@@ -14,9 +16,11 @@ JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 DEMO_DIR ?= $(BUILD)/demo-data
 PYTHON ?= /usr/bin/python3
+FUZZ_BUILD ?= build-fuzz
+FUZZ_SECONDS ?= 60
 DEMO_PIPELINE = decode | random_resized_crop(size=224) | random_horizontal_flip | normalize(mean=imagenet, std=imagenet)
 
-.PHONY: all deps build test demo demo-data bench clean
+.PHONY: all deps build test fuzz demo demo-data bench clean
 
 all: build
 
@@ -29,6 +33,12 @@ build: deps
 
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+
+fuzz: deps
+	@cmake -S . -B $(FUZZ_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=clang -DFF_FUZZ=ON \
+	  -DFF_SANITIZE=address,undefined -DFF_CUDA=OFF -DFF_BUILD_PYTHON=OFF $(CMAKE_FLAGS) >/dev/null
+	@cmake --build $(FUZZ_BUILD) -j $(JOBS) --target fuzz_targets
+	tests/fuzz/run.sh $(FUZZ_BUILD) $(FUZZ_SECONDS)
 
 $(DEMO_DIR)/.complete:
 	$(PYTHON) scripts/demo-data.py $(DEMO_DIR)

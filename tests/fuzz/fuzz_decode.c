@@ -1,0 +1,28 @@
+/* fuzz_decode.c — encoded bytes through the codec layer (JPEG and PNG) as a
+ * worker takes them: the header probe, then the whole image, then a region
+ * of interest with DCT scaling, under a pixel limit. Any input must end in
+ * FF_OK or a clear error; nothing may crash, leak or read out of bounds. */
+#include <stddef.h>
+#include <stdint.h>
+
+#include "codec/codec.h"
+
+#define FUZZ_MAX_PIXELS (4096u * 4096u)
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  ff__error err = {0};
+  ff__image_info info;
+  if (ff__codec_probe(data, size, "fuzz", FUZZ_MAX_PIXELS, &info, &err) != FF_OK) return 0;
+  ff__buf pixels = {0};
+  ff__image img;
+  ff__decode_req whole = {0, 0, 0, 0, 0, 0, FUZZ_MAX_PIXELS};
+  ff__codec_decode(data, size, "fuzz", &whole, &pixels, &img, &err);
+  /* the centre half, DCT-scaled down to an eighth of it at most */
+  int w = info.width / 2 ? info.width / 2 : 1, h = info.height / 2 ? info.height / 2 : 1;
+  ff__decode_req region = {info.width / 4, info.height / 4, w, h, w / 8 + 1, h / 8 + 1, FUZZ_MAX_PIXELS};
+  ff__codec_decode(data, size, "fuzz", &region, &pixels, &img, &err);
+  ff__buf_free(&pixels);
+  return 0;
+}
