@@ -361,25 +361,26 @@ static ff_status parse_op(lexer *lx, ff__op *op) {
 
 /* Output size after the ops, or 0 where it depends on the image; and the
  * largest fixed size on the way (p->peak_pixels). */
-static void output_size(ff__pipeline *p, int *h, int *w) {
-  *h = *w = 0;
+static void output_size(ff__pipeline *p, int *out_h, int *out_w) {
+  int64_t h = 0, w = 0;
   for (int i = 0; i < p->num_ops; i++) {
     const ff__op *op = &p->ops[i];
     switch (op->kind) {
-    case FF__OP_CROP: *h = op->height, *w = op->width; break;
+    case FF__OP_CROP: h = op->height, w = op->width; break;
     case FF__OP_CENTER_CROP:
-    case FF__OP_RANDOM_RESIZED_CROP: *h = op->size[0], *w = op->size[1]; break;
+    case FF__OP_RANDOM_RESIZED_CROP: h = op->size[0], w = op->size[1]; break;
     case FF__OP_RESIZE:
-      if (op->size[1]) *h = op->size[0], *w = op->size[1];
-      else if (*h) ff__resize_shorter_side(op->size[0], h, w);
+      if (op->size[1]) h = op->size[0], w = op->size[1];
+      else if (h) ff__resize_shorter_side(op->size[0], &h, &w);
       break;
     default: break;
     }
-    if ((uint64_t)*h * (uint64_t)*w > p->peak_pixels) {
-      p->peak_pixels = (uint64_t)*h * (uint64_t)*w;
+    if ((uint64_t)h * (uint64_t)w > p->peak_pixels) {
+      p->peak_pixels = (uint64_t)h * (uint64_t)w;
       p->peak_column = op->column;
     }
   }
+  *out_h = (int)h, *out_w = (int)w; /* fixed sizes come from ops' arguments, at most 65535 */
 }
 
 /* The most plan steps an op can produce. */
