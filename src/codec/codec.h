@@ -42,9 +42,12 @@ ff_status ff__codec_probe(const uint8_t *data, size_t size_bytes, const char *na
 /* Decodes req's region of the image to RGB (3 channels) into memory from
  * `pixels` (grown as needed, owned by the caller) and sets *out to it. With
  * DCT scaling the region comes out reduced: out->width/height tell by how
- * much. A JPEG is truncated when the rows the region needs ran out of data
- * (bytes after the end-of-image marker, or a missing marker after complete
- * baseline data, are accepted as libjpeg-turbo and Pillow do); corrupt
+ * much. A JPEG is truncated when the rows the region needs ran out of data,
+ * or a progressive file ends before its last scan. Bytes after the
+ * end-of-image marker are accepted, as Pillow and libjpeg-turbo accept them;
+ * so is a baseline file whose data is complete but lacks the final marker
+ * (libjpeg-turbo decodes it with a warning; Pillow 9.4 and 13.0 refuse it as
+ * truncated although every pixel is there); corrupt
  * entropy data that libjpeg repairs goes to req->warning, or fails under
  * req->strict. Returns FF_OK, FF_EDATA (message names the file and
  * libjpeg's or libspng's reason), FF_ETOOBIG, FF_ENOMEM. */
