@@ -53,6 +53,8 @@ typedef struct jpeg_spec {
   int adobe; /* CMYK: write the Adobe marker (inverted inks) */
   int ycck;  /* CMYK: store as YCCK */
   int quality;
+  const jpeg_scan_info *scans; /* a scan script of num_scans scans (progressive), or NULL */
+  int num_scans;
 } jpeg_spec;
 
 static uint8_t *encode_jpeg(const jpeg_spec *s, const uint8_t *px, size_t *size) {
@@ -74,6 +76,7 @@ static uint8_t *encode_jpeg(const jpeg_spec *s, const uint8_t *px, size_t *size)
   c.comp_info[0].h_samp_factor = s->h_samp ? s->h_samp : 1;
   c.comp_info[0].v_samp_factor = s->v_samp ? s->v_samp : 1;
   if (s->progressive) jpeg_simple_progression(&c);
+  if (s->scans) c.scan_info = s->scans, c.num_scans = s->num_scans;
   jpeg_start_compress(&c, TRUE);
   while (c.next_scanline < c.image_height) {
     JSAMPROW row = (JSAMPROW)px + (size_t)c.next_scanline * s->w * c.input_components;
@@ -566,17 +569,6 @@ static void test_jpeg_trailing_data_and_missing_eoi_decode(void **state) {
  * components x 63 coefficients x 3 successive-approximation passes + 1 DC
  * scan = 568 scans, past the default limit of 500. */
 static uint8_t *make_many_scan_jpeg(int w, int h, size_t *size) {
-  uint8_t *px = make_pixels(w, h, 3, 21);
-  struct jpeg_compress_struct c;
-  struct jpeg_error_mgr jerr;
-  c.err = jpeg_std_error(&jerr);
-  jpeg_create_compress(&c);
-  unsigned char *out = NULL;
-  unsigned long n = 0;
-  jpeg_mem_dest(&c, &out, &n);
-  c.image_width = (JDIMENSION)w, c.image_height = (JDIMENSION)h;
-  c.in_color_space = JCS_RGB, c.input_components = 3;
-  jpeg_set_defaults(&c);
   static jpeg_scan_info scans[1 + 3 * 63 * 3];
   int k = 0;
   scans[k++] = (jpeg_scan_info){3, {0, 1, 2, 0}, 0, 0, 0, 0};
@@ -586,17 +578,9 @@ static uint8_t *make_many_scan_jpeg(int w, int h, size_t *size) {
       scans[k++] = (jpeg_scan_info){1, {comp, 0, 0, 0}, coef, coef, 2, 1};
       scans[k++] = (jpeg_scan_info){1, {comp, 0, 0, 0}, coef, coef, 1, 0};
     }
-  c.scan_info = scans, c.num_scans = k;
-  jpeg_start_compress(&c, TRUE);
-  while (c.next_scanline < c.image_height) {
-    JSAMPROW row = (JSAMPROW)px + (size_t)c.next_scanline * (size_t)w * 3;
-    jpeg_write_scanlines(&c, &row, 1);
-  }
-  jpeg_finish_compress(&c);
-  jpeg_destroy_compress(&c);
-  free(px);
-  *size = n;
-  return out;
+  return make_jpeg(&(jpeg_spec){.w = w, .h = h, .in_cs = JCS_RGB, .h_samp = 1, .v_samp = 1, .scans = scans,
+                                .num_scans = k},
+                   size);
 }
 
 static void test_progressive_scan_limit(void **state) {

@@ -61,6 +61,26 @@ static ff_loader *open_ok(const ff_config *cfg) {
   return l;
 }
 
+/* Reads the rest of the epoch; returns how many batches came. */
+static int count_batches(ff_loader *l) {
+  ff_batch *b;
+  int n = 0;
+  while (ff_loader_next(l, &b) == FF_OK) n++, ff_batch_release(b);
+  return n;
+}
+
+/* Opens c, whose first batch must succeed and whose second must fail with
+ * `want`, naming `name`; closes it. */
+static void second_batch_fails(const ff_config *c, ff_status want, const char *name) {
+  ff_loader *l = open_ok(c);
+  ff_batch *b;
+  assert_int_equal(ff_loader_next(l, &b), FF_OK);
+  ff_batch_release(b);
+  assert_int_equal(ff_loader_next(l, &b), want);
+  assert_contains(ff_loader_errmsg(l), name);
+  ff_loader_close(l);
+}
+
 /* Writes a width x height RGB PNG (a gradient) with libspng. */
 static void write_png(const char *path, int width, int height) {
   size_t row = (size_t)width * 3, n = row * (size_t)height;
@@ -80,6 +100,13 @@ static void write_png(const char *path, int width, int height) {
   free(png);
   spng_ctx_free(ctx);
   free(px);
+}
+
+/* Writes a width x height JPEG dir/name (ff_test_write_jpeg's picture for seed). */
+static void put_jpeg(const char *dir, const char *name, int width, int height, unsigned seed) {
+  char path[2048];
+  snprintf(path, sizeof path, "%s/%s", dir, name);
+  ff_test_write_jpeg(path, width, height, 90, 0, seed);
 }
 
 /* Copies a reproducer of tests/data/hostile to dir/name. */
@@ -148,6 +175,11 @@ static void resize_overflow_reproducers_fail_promptly_naming_the_file(void **sta
                    FF_ETOOBIG);
   assert_contains(errbuf, "oom-resize-1x300k.png");
   assert_null(out);
+  /* a padded crop of 20000 x 20000 (400 Mpx) was written out unchecked */
+  assert_int_equal(
+      ff_image_augment(path, "decode | center_crop(size=20000)", 0, 0, 0, &out, &h, &w, errbuf, sizeof errbuf),
+      FF_ETOOBIG);
+  assert_contains(errbuf, "max_image_pixels");
   alarm(0);
 }
 
@@ -191,8 +223,7 @@ static void fifo_and_missing_files_fail_their_sample_without_blocking(void **sta
   watchdog(30);
   const char *dir = ff_test_dir("hostile-fifo");
   char path[2048];
-  snprintf(path, sizeof path, "%s/good.jpg", dir);
-  ff_test_write_jpeg(path, 32, 32, 90, 0, 1);
+  put_jpeg(dir, "good.jpg", 32, 32, 1);
   snprintf(path, sizeof path, "%s/fifo.jpg", dir);
   assert_int_equal(mkfifo(path, 0600), 0);
   snprintf(path, sizeof path, "%s/dangling.jpg", dir);
@@ -201,10 +232,7 @@ static void fifo_and_missing_files_fail_their_sample_without_blocking(void **sta
   ff_config c = config(list_of(dir, names, 5), "decode | resize(size=(8, 8))");
   c.on_error = FF_ON_ERROR_SKIP;
   ff_loader *l = open_ok(&c); /* a missing entry is not a failed open */
-  ff_batch *b;
-  int batches = 0;
-  while (ff_loader_next(l, &b) == FF_OK) batches++, ff_batch_release(b);
-  assert_int_equal(batches, 2);
+  assert_int_equal(count_batches(l), 2);
   ff_stats s;
   ff_loader_stats(l, &s);
   assert_int_equal(s.skipped, 3);
@@ -215,12 +243,7 @@ static void fifo_and_missing_files_fail_their_sample_without_blocking(void **sta
   ff_loader_close(l);
   /* on_error=raise: the FIFO's batch fails, naming it */
   c.on_error = FF_ON_ERROR_RAISE;
-  l = open_ok(&c);
-  assert_int_equal(ff_loader_next(l, &b), FF_OK);
-  ff_batch_release(b);
-  assert_int_equal(ff_loader_next(l, &b), FF_EIO);
-  assert_contains(ff_loader_errmsg(l), "fifo.jpg");
-  ff_loader_close(l);
+  second_batch_fails(&c, FF_EIO, "fifo.jpg");
   alarm(0);
 }
 
@@ -368,11 +391,10 @@ static void corrupt_jpeg_data_is_a_warning_or_a_strict_error(void **state) {
   (void)state;
   watchdog(30);
   const char *dir = ff_test_dir("hostile-corrupt");
+  put_jpeg(dir, "good.jpg", 64, 64, 1);
+  put_jpeg(dir, "bad.jpg", 64, 64, 2);
   char path[2048];
-  snprintf(path, sizeof path, "%s/good.jpg", dir);
-  ff_test_write_jpeg(path, 64, 64, 90, 0, 1);
   snprintf(path, sizeof path, "%s/bad.jpg", dir);
-  ff_test_write_jpeg(path, 64, 64, 90, 0, 2);
   size_t n;
   uint8_t *jpg = ff_test_read(path, &n);
   for (size_t i = n / 2; i < n / 2 + 64; i += 2) jpg[i] = 0xFF, jpg[i + 1] = 0x00;
@@ -381,10 +403,7 @@ static void corrupt_jpeg_data_is_a_warning_or_a_strict_error(void **state) {
   const char *names[] = {"good.jpg", "bad.jpg"};
   ff_config c = config(list_of(dir, names, 2), "decode | resize(size=(8, 8))");
   ff_loader *l = open_ok(&c);
-  ff_batch *b;
-  int batches = 0;
-  while (ff_loader_next(l, &b) == FF_OK) batches++, ff_batch_release(b);
-  assert_int_equal(batches, 2);
+  assert_int_equal(count_batches(l), 2);
   ff_stats s;
   ff_loader_stats(l, &s);
   assert_int_equal(s.warnings, 1);
@@ -393,12 +412,7 @@ static void corrupt_jpeg_data_is_a_warning_or_a_strict_error(void **state) {
   assert_null(ff_loader_warning(l, 1));
   ff_loader_close(l);
   c.strict_decode = 1;
-  l = open_ok(&c);
-  assert_int_equal(ff_loader_next(l, &b), FF_OK);
-  ff_batch_release(b);
-  assert_int_equal(ff_loader_next(l, &b), FF_EDATA);
-  assert_contains(ff_loader_errmsg(l), "bad.jpg");
-  ff_loader_close(l);
+  second_batch_fails(&c, FF_EDATA, "bad.jpg");
   alarm(0);
 }
 
