@@ -371,6 +371,20 @@ static void replace_keeps_every_batch_full_and_deterministic(void **state) {
   ff_loader_close(l);
   assert_memory_equal(&one, &many, sizeof one);
 
+  /* and whatever share the device took: every sample marked for emu:0 */
+  c.device = "emu:0";
+  setenv("FF_FORCE_DEVICE_SHARE", "1", 1);
+  l = open_ok(&c);
+  unsetenv("FF_FORCE_DEVICE_SHARE");
+  read_epoch(l, &many);
+  ff_stats ds;
+  ff_loader_stats(l, &ds);
+  ff_loader_close(l);
+  assert_true(ds.device_samples > 0);
+  assert_int_equal(ds.replaced, 3);
+  assert_memory_equal(&one, &many, sizeof one);
+  c.device = "cpu";
+
   /* a substitute is that sample as it comes with its own draws */
   c.on_error = FF_ON_ERROR_SKIP;
   l = open_ok(&c);
