@@ -182,7 +182,10 @@ int ff__cli_bench(int argc, char **argv) {
     case O_WORLD: if (!parse_long(name, optarg, 1, INT_MAX, &v)) return 2; cfg.world_size = (int)v; break;
     case O_MAXPIX: if (!parse_long(name, optarg, 0, LONG_MAX, &v)) return 2; cfg.max_image_pixels = (uint64_t)v; break;
     case O_SCANS: if (!parse_long(name, optarg, 0, INT_MAX, &v)) return 2; cfg.max_jpeg_scans = (int)v; break;
-    case O_METADATA: if (!parse_long(name, optarg, 0, LONG_MAX, &v)) return 2; cfg.max_metadata_bytes = (size_t)v; break;
+    case O_METADATA:
+      if (!parse_long(name, optarg, 0, LONG_MAX, &v)) return 2;
+      cfg.max_metadata_bytes = (size_t)v;
+      break;
     case O_STRICT: cfg.strict_decode = 1; break;
     case O_ALLOW_EMPTY: cfg.allow_empty = 1; break;
     case O_STEP: {

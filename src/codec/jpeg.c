@@ -9,7 +9,8 @@
  * warnings. A file is truncated when the data ran out before the rows the
  * region needs (or before the last scan of a progressive file): that fails.
  * Bytes after the end-of-image marker and a missing marker after complete
- * data are not damage (Pillow and libjpeg-turbo decode such files). Corrupt
+ * baseline data are not damage (libjpeg-turbo decodes both, Pillow the
+ * first: see codec.h). Corrupt
  * entropy data that libjpeg repaired is reported as a warning, or fails
  * under strict decoding; a decode that reaches the last row also reads up
  * to the end-of-image marker (jpeg_finish_decompress) so that damage

@@ -9,9 +9,10 @@
  * longer than the request's max_metadata_bytes, nor all the ancillary
  * chunks libspng keeps together (libspng would otherwise allocate what a
  * corrupt length declares, or inflate a zTXt bomb); past it the file is
- * refused before the memory is taken (as Pillow refuses text chunks that inflate past its
- * MAX_TEXT_CHUNK). Pixel data (IDAT) is not bound by these limits. PNG has no cheap region decode, so a region is a view
- * into the full image. */
+ * refused before the memory is taken (as Pillow refuses text chunks that
+ * inflate past its MAX_TEXT_CHUNK). Pixel data (IDAT) is not bound by these
+ * limits. PNG has no cheap region decode, so a region is a view into the
+ * full image. */
 #include "codec/codec_internal.h"
 
 #include <stdint.h>

@@ -453,8 +453,8 @@ static ff_status loader_start(ff_loader *l) {
   l->warnings = calloc(MAX_SKIPPED_KEPT, sizeof *l->warnings);
   l->split_sizes = malloc(bs * sizeof *l->split_sizes);
   l->split_saving = malloc(bs * sizeof *l->split_saving);
-  if (!l->order[0] || !l->order[1] || !l->perm || !l->ring || !l->workers || !l->threads || !l->skipped || !l->warnings ||
-      !l->split_sizes || !l->split_saving)
+  if (!l->order[0] || !l->order[1] || !l->perm || !l->ring || !l->workers || !l->threads || !l->skipped ||
+      !l->warnings || !l->split_sizes || !l->split_saving)
     return ff__error_set(err, FF_ENOMEM, "out of memory");
   for (int i = 0; i < l->ring_size; i++) {
     ff_batch *e = &l->ring[i];

@@ -323,7 +323,8 @@ static void test_dct_scale_is_smallest_that_keeps_minimum(void **state) {
     int cw = 8 + (int)(rng() % 190), ch = 8 + (int)(rng() % 150);
     int x = (int)(rng() % (uint32_t)(s.w - cw + 1)), y = (int)(rng() % (uint32_t)(s.h - ch + 1));
     int mw = 1 + (int)(rng() % (uint32_t)cw), mh = 1 + (int)(rng() % (uint32_t)ch);
-    req = (ff__decode_req){.crop_x = x, .crop_y = y, .crop_width = cw, .crop_height = ch, .min_width = mw, .min_height = mh};
+    req = (ff__decode_req){
+        .crop_x = x, .crop_y = y, .crop_width = cw, .crop_height = ch, .min_width = mw, .min_height = mh};
     img = decode_ok(jpg, n, req, &buf);
     int k = 1;
     while (k < 8 && (scaled_len(x, cw, s.w, k) < mw || scaled_len(y, ch, s.h, k) < mh)) k *= 2;
