@@ -196,3 +196,18 @@ def test_truncated_jpeg_is_refused_as_pillow_refuses_it(tmp_path):
         pil_rgb(p)
     with pytest.raises(AssertionError, match="truncated JPEG"):
         ff_decode(p)
+
+
+def test_corrupt_jpeg_data_decodes_to_pillows_pixels(tmp_path):
+    """Bad Huffman codes: libjpeg repairs the image and Pillow returns it
+    without a word; we return the same pixels (and count a warning, which
+    the loader tests check)."""
+    clean = save(tmp_path, "clean.jpg", Image.fromarray(test_pixels(3, seed=6)), quality=90)
+    data = bytearray(clean.read_bytes())
+    for i in range(len(data) // 2, len(data) // 2 + 64, 2):
+        data[i], data[i + 1] = 0xFF, 0x00
+    p = tmp_path / "corrupt.jpg"
+    p.write_bytes(bytes(data))
+    want = pil_rgb(p)
+    assert not np.array_equal(want, pil_rgb(clean))  # the damage shows
+    np.testing.assert_array_equal(ff_decode(p), want)
