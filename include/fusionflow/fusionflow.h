@@ -85,8 +85,9 @@ typedef enum ff_on_error {
                               succeeds (with that sample's own label, index and random draws),
                               counted (ff_stats.replaced) and its path kept: every batch keeps its
                               size and every rank its batch count (DDP, torch.compile, timm). The
-                              substitute is a pure function of (seed, epoch), like the rest. When no
-                              sample of the epoch succeeds, the first error is returned */
+                              substitute is a pure function of (seed, epoch), like the rest. When none
+                              of the next 1000 samples succeeds, the batch fails with the sample's own
+                              error, as under raise */
 } ff_on_error;
 
 /* Loader configuration. Always fill it with ff_config_init() first, then set

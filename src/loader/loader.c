@@ -264,8 +264,9 @@ static ff__sample_job sample_job(const ff_loader *l, uint64_t epoch, int64_t sam
 #define MAX_REPLACE_TRIES 1000
 
 /* on_error=replace: runs the samples that follow position `at` in the
- * epoch's order (wrapping around), each with its own index and draws, until
- * one succeeds into `slot`; *used is that sample. A pure function of the
+ * epoch's order (wrapping around, at most MAX_REPLACE_TRIES of them), each
+ * with its own index and draws, until one succeeds into `slot`; *used is
+ * that sample. A pure function of the
  * order, so the substitute is the same whatever the threads did. The order
  * stays put meanwhile: the workers compute an epoch's order only when the
  * consumer has reached the epoch before it, which needs this batch. On the
@@ -311,8 +312,10 @@ static void *worker_loop(void *p) {
     char *replace_msg = NULL;
     int64_t used = sample; /* the sample whose pixels fill the slot */
     if (st && !added && l->cfg.on_error == FF_ON_ERROR_REPLACE) {
+      ff__error first = err;
       replace_msg = strdup(err.msg);
       st = replace_sample(l, w, e, at, slot, &used, &err);
+      if (st) err = first; /* no substitute: the batch fails with the sample's own error */
     }
     char *warn_msg = w->warning.status ? strdup(w->warning.msg) : NULL;
 

@@ -385,6 +385,22 @@ static void replace_keeps_every_batch_full_and_deterministic(void **state) {
   assert_memory_equal(&one, &many, sizeof one);
   c.device = "cpu";
 
+  /* no good sample at all: the batch fails with the sample's own error */
+  const char *dir = ff_test_dir("hostile-replace-none");
+  char bad[2048];
+  snprintf(bad, sizeof bad, "%s/x.jpg", dir);
+  ff_test_write(bad, "not a jpeg", 10);
+  snprintf(bad, sizeof bad, "%s/y.jpg", dir);
+  ff_test_write(bad, "", 0);
+  const char *bad_names[] = {"x.jpg", "y.jpg"};
+  ff_config none = config(list_of(dir, bad_names, 2), "decode | resize(size=(8, 8))");
+  none.on_error = FF_ON_ERROR_REPLACE;
+  l = open_ok(&none);
+  ff_batch *b;
+  assert_int_equal(ff_loader_next(l, &b), FF_EDATA);
+  assert_contains(ff_loader_errmsg(l), "x.jpg: not a JPEG or PNG image");
+  ff_loader_close(l);
+
   /* a substitute is that sample as it comes with its own draws */
   c.on_error = FF_ON_ERROR_SKIP;
   l = open_ok(&c);
