@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -135,13 +136,22 @@ static const char *list_of(const char *dir, const char *const *names, int n) {
   return spec;
 }
 
+static long max_rss_kb(void) {
+  struct rusage ru;
+  getrusage(RUSAGE_SELF, &ru);
+  return ru.ru_maxrss;
+}
+
 /* The reproducers of the resize overflow: each fails alone with FF_ETOOBIG
  * naming the file and the limit, promptly (the 1 x 10^7 one used to spin
- * forever and hang close), and the loader closes at once. */
+ * forever and hang close), before allocating (the 81-byte 1 x 300 PNG took
+ * 941 MB), and the loader closes at once. (First in the group: the peak
+ * memory is the process's.) */
 static void resize_overflow_reproducers_fail_promptly_naming_the_file(void **state) {
   (void)state;
   watchdog(60);
   const char *dir = ff_test_dir("hostile-resize");
+  long rss_before = max_rss_kb();
   static const struct {
     const char *file, *pipeline;
   } cases[] = {
@@ -166,6 +176,8 @@ static void resize_overflow_reproducers_fail_promptly_naming_the_file(void **sta
     double s = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
     if (s > 5) fail_msg("close took %.1f s", s);
   }
+  long grown_kb = max_rss_kb() - rss_before;
+  if (grown_kb > 128 * 1024) fail_msg("the refused resizes grew the peak memory by %ld KiB", grown_kb);
   /* and through ff_image_augment, which checks every image the pipeline makes */
   char path[2048], errbuf[4096];
   snprintf(path, sizeof path, "%s/oom-resize-1x300k.png", dir);
