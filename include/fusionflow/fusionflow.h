@@ -81,6 +81,13 @@ FF_API const char *ff_status_str(ff_status status);
 typedef enum ff_on_error {
   FF_ON_ERROR_RAISE = 0,   /* ff_loader_next returns the error for the batch holding it (default) */
   FF_ON_ERROR_SKIP = 1,    /* the sample is left out of its batch, counted and its path kept */
+  FF_ON_ERROR_REPLACE = 2, /* the sample is replaced by the next sample of the epoch's order that
+                              succeeds (with that sample's own label, index and random draws),
+                              counted (ff_stats.replaced) and its path kept: every batch keeps its
+                              size and every rank its batch count (DDP, torch.compile, timm). The
+                              substitute is a pure function of (seed, epoch), like the rest. When none
+                              of the next 1000 samples succeeds, the batch fails with the sample's own
+                              error, as under raise */
 } ff_on_error;
 
 /* Loader configuration. Always fill it with ff_config_init() first, then set
@@ -99,8 +106,14 @@ typedef struct ff_config {
   int rank;                  /* shard of this process, 0 <= rank < world_size; -1 = $RANK or 0 (default) */
   int world_size;            /* number of shards; -1 = $WORLD_SIZE or 1 (default) */
   ff_on_error on_error;      /* default FF_ON_ERROR_RAISE */
-  uint64_t max_image_pixels; /* decoding refuses larger images before allocating, and the pipeline
-                                may not make larger ones; 0 = no limit; default 89478485 (Pillow's) */
+  uint64_t max_image_pixels; /* bounds every image of a sample, in pixels (width * height): the
+                                decoded image (refused from its header, before allocating) and each
+                                image a step of the pipeline makes (sizes planned in 64 bits and
+                                refused before allocating, e.g. resize(size=256) on a 1x10^6
+                                image); over it the sample fails with FF_ETOOBIG naming the file,
+                                the size and the limit, and a pipeline whose fixed sizes exceed it
+                                does not open (FF_EPIPELINE); 0 = no limit (a side may still not
+                                pass 2^31-1); default 89478485 (Pillow's MAX_IMAGE_PIXELS) */
   /* The device that takes the CPU pool's deficit:
    *   "cpu"     no device (default; also NULL)
    *   "auto"    cuda:0 when it opens, else cpu, quietly
@@ -121,6 +134,24 @@ typedef struct ff_config {
                                        batch; -1 = default (cuda: max(1 GiB, 10% of total); emu: 0) */
   double device_max_time_share;     /* interference cap: device preprocessing time as a share of wall
                                        time while the consumer does not wait, (0, 1]; default 0.3 */
+  /* Resource limits on hostile or broken files (each failure is the sample's error, handled by
+   * on_error; the message names the file and the limit). 0 turns a limit off. */
+  int max_jpeg_scans;        /* progressive JPEGs with more scans are refused (FF_EDATA) as the decoder
+                                reaches the next scan: thousands of scans cost seconds per image;
+                                default 500 (DALI's default; libjpeg-turbo's progress monitor) */
+  size_t max_metadata_bytes; /* PNG: the memory libspng may take for ancillary chunks (text, inflated
+                                zTXt/iTXt, ICC profile, EXIF), in bytes: no chunk may be longer and
+                                all kept together may not take more (an inflating text counts about
+                                twice); over it the file is refused (FF_EDATA) before the memory is
+                                taken, as Pillow refuses text past its MAX_TEXT_CHUNK; default 16 MiB */
+  int strict_decode;         /* nonzero: corrupt data the JPEG decoder repairs (a bad Huffman code,
+                                extraneous bytes, a lost restart marker: libjpeg's "Corrupt JPEG
+                                data" warnings) fails the sample (FF_EDATA). 0 (default): the image is
+                                decoded as Pillow decodes it, and the damage is counted
+                                (ff_stats.warnings) and listed (ff_loader_warning) */
+  int allow_empty;           /* imagefolder: nonzero accepts class folders without images (they keep
+                                their labels); 0 (default) refuses them with FF_EEMPTY, as
+                                torchvision's ImageFolder does (its allow_empty=False) */
 } ff_config;
 
 /* Fills *cfg with the defaults above. Callers built against an older
@@ -138,11 +169,20 @@ typedef struct ff_batch ff_batch;
  *   imagefolder:DIR  one sub-folder per class, classes sorted by name and
  *                    numbered from 0 (torchvision.datasets.ImageFolder); files
  *                    with extensions .jpg .jpeg .png (any case), sorted by path;
- *                    sub-folders of a class are searched too.
+ *                    sub-folders of a class are searched too, links followed
+ *                    (os.walk(followlinks=True)) except a link back to a
+ *                    folder on its own path (a cycle: not entered). Only
+ *                    regular files are taken (a FIFO or device named like an
+ *                    image is left out); a name that cannot be stat'ed (a
+ *                    dangling link) is a sample that fails when read. A class
+ *                    folder without images fails the open (FF_EEMPTY) unless
+ *                    allow_empty.
  *   list:FILE        one sample per line: `path<TAB>label`, label a
- *                    non-negative integer; a relative path is relative to
- *                    FILE's folder; empty lines and lines starting with '#'
- *                    are ignored.
+ *                    non-negative integer below 2^63-1; a relative path is
+ *                    relative to FILE's folder; empty lines and lines starting
+ *                    with '#' are ignored, and so is a UTF-8 byte-order mark at
+ *                    the start. A listed path is only read when its sample
+ *                    is: one that is missing fails that sample (on_error).
  *
  * Pipeline text: ops separated by '|', torchvision names, keyword arguments
  * (arguments must be named), e.g. "decode | random_resized_crop(size=224) |
@@ -207,7 +247,8 @@ typedef struct ff_batch ff_batch;
  * ff_loader_close. Returns FF_EINVAL (bad field: message names it),
  * FF_EPIPELINE (message names the column), FF_EIO (source missing or
  * unreadable), FF_EDATA (malformed list file: message names the line),
- * FF_EEMPTY (no sample, or none for this rank), FF_ENOMEM, FF_EDEVICE (the
+ * FF_EEMPTY (no sample, none for this rank, or a class folder without
+ * images), FF_ENOMEM, FF_EDEVICE (the
  * named device cannot be opened: no GPU, no driver, a build without CUDA —
  * the message says which). A NULL cfg is
  * FF_EINVAL (with a failed loader); a NULL out is FF_EINVAL (nothing made).
@@ -261,13 +302,15 @@ FF_API size_t ff_loader_dataset_size(const ff_loader *loader);
  * Returns FF_OK, FF_END after the last batch of the epoch (the next call
  * returns the first batch of the next epoch), or the
  * error of a sample of this batch with on_error=raise (FF_EDATA, FF_ETOOBIG,
- * FF_EIO, FF_ENOMEM; message names the file). After an error the following
- * call returns the next batch.
+ * FF_EIO, FF_ENOMEM; message names the file and the reason). After an error
+ * the following call returns the next batch.
  */
 FF_API ff_status ff_loader_next(ff_loader *loader, ff_batch **out);
 
 /* Gives the batch's memory back to the loader's ring. NULL does nothing.
- * Any thread; each batch exactly once. */
+ * Any thread; each batch exactly once. In a child of fork() (which has
+ * none of the loader's threads) it does nothing: the parent's loader
+ * state is never touched from there. */
 FF_API void ff_batch_release(ff_batch *batch);
 
 typedef enum ff_dtype { FF_UINT8 = 0, FF_FLOAT32 = 1, FF_INT64 = 2 } ff_dtype;
@@ -284,8 +327,9 @@ typedef struct ff_tensor {
 } ff_tensor;
 
 /* Samples in the batch: batch_size, fewer for the last batch of an epoch
- * without drop_last, and fewer still by the samples skipped (on_error=skip);
- * never 0: a batch whose samples were all skipped is not handed out. */
+ * without drop_last, and fewer still by the samples skipped (on_error=skip;
+ * on_error=replace keeps the size); never 0: a batch whose samples were all
+ * skipped is not handed out. */
 FF_API size_t ff_batch_size(const ff_batch *batch);
 
 /* Index of the batch within its epoch (0-based), and its epoch. */
@@ -338,6 +382,8 @@ typedef struct ff_stats {
   size_t device_pool_limit_bytes; /* the device memory budget now (0 without a device) */
   size_t device_pool_peak_bytes;  /* the most device memory the loader held at once */
   double offload_share;      /* the scheduler's current share of samples for the device, 0..1 */
+  uint64_t replaced;         /* samples replaced under on_error=replace (each failed one counts once) */
+  uint64_t warnings;         /* samples decoded despite repaired corrupt data (see strict_decode) */
 } ff_stats;
 
 /* Fills *out. Any time, from the consumer thread. */
@@ -358,9 +404,16 @@ typedef struct ff_op_cost {
  * how many there are. Names are static strings. Consumer thread. */
 FF_API size_t ff_loader_op_costs(const ff_loader *loader, ff_op_cost *out, size_t cap);
 
-/* The path and reason of the i-th skipped sample (0 <= i < stats.skipped, at
- * most the first 1000 are kept), or NULL. Owned by the loader. */
+/* The path and reason of the i-th failed sample, skipped or replaced
+ * (0 <= i < stats.skipped + stats.replaced, at most the first 1000 are
+ * kept), or NULL. Owned by the loader. */
 FF_API const char *ff_loader_skipped(const ff_loader *loader, size_t i);
+
+/* The path and damage of the i-th sample decoded with a warning
+ * (0 <= i < stats.warnings, at most the first 1000 are kept), e.g.
+ * "x.jpg: Corrupt JPEG data: 12 extraneous bytes before marker 0xd9
+ * (decoded anyway)", or NULL. Owned by the loader. */
+FF_API const char *ff_loader_warning(const ff_loader *loader, size_t i);
 
 /*
  * Starts recording a timeline of the loader's work (replacing a trace

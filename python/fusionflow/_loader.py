@@ -109,6 +109,9 @@ def _close_all():
             pass
 
 
+_ON_ERROR = {"raise": 0, "skip": 1, "replace": 2}  # ff_on_error
+
+
 class Loader:
     """Batches of augmented images from a folder or a list of files, prepared on a
     pool of C threads and handed out without copying.
@@ -150,6 +153,15 @@ class Loader:
             :class:`fusionflow.DecodeError` (or OSError) for the batch that holds
             it, naming the file; iteration may go on with the next batch.
             ``"skip"``: the sample is left out, counted and listed in ``stats()``.
+            ``"replace"``: the sample is replaced by the next sample of the
+            epoch's order that succeeds (its own label and random draws),
+            counted and listed in ``stats()``: every batch keeps its size and
+            every rank its batch count (DDP, torch.compile, timm).
+        strict_decode (bool): corrupt JPEG data that libjpeg repairs raises
+            DecodeError instead of a warning counted in ``stats()`` (Pillow
+            decodes such files silently; the default, False, decodes them too).
+        allow_empty (bool): accept class folders without images (torchvision's
+            ImageFolder ``allow_empty``); by default they raise EmptySourceError.
         rank (int or None), world_size (int or None): this process's shard,
             as torch.utils.data.DistributedSampler (padding the epoch by
             repeating samples unless drop_last). None reads ``$RANK`` and
@@ -158,9 +170,11 @@ class Loader:
             torch.from_dlpack), ``"numpy"`` (numpy.ndarray via numpy.from_dlpack),
             ``"dlpack"`` (:class:`fusionflow.Tensor`, any DLPack consumer), or
             ``"auto"`` (torch if it is installed, else NumPy).
-        max_image_pixels (int or None): larger images are refused from their
-            header before decoding (DecodeError); None or 0 = no limit. Default
-            89478485, Pillow's.
+        max_image_pixels (int or None): bounds every image of a sample: the
+            decoded image (refused from its header before decoding) and each image
+            the pipeline makes (refused before it is allocated), with
+            DecodeError naming the file; None or 0 = no limit; below 2**64.
+            Default 89478485, Pillow's.
 
     Each batch is ``(images, labels)``:
         images: ``(N, 3, H, W)`` float32 (pipelines ending in normalize/to_dtype)
@@ -190,7 +204,8 @@ class Loader:
 
     def __init__(self, source, pipeline, batch_size, shuffle=True, drop_last=False, seed=0, num_threads=None,
                  device="auto", prefetch=2, on_error="raise", rank=None, world_size=None, output="auto",
-                 max_image_pixels=_c.DEFAULT_MAX_IMAGE_PIXELS, device_memory_limit_bytes=0):
+                 max_image_pixels=_c.DEFAULT_MAX_IMAGE_PIXELS, device_memory_limit_bytes=0, strict_decode=False,
+                 allow_empty=False):
         self._c = None
         if not isinstance(device, str):
             raise TypeError(f"fusionflow.Loader: device must be a str (got {type(device).__name__})")
@@ -198,8 +213,8 @@ class Loader:
                 or not 0 <= device_memory_limit_bytes < 1 << 64:
             raise ValueError(f"fusionflow.Loader: device_memory_limit_bytes must be an int in [0, 2**64) "
                              f"(got {device_memory_limit_bytes!r})")
-        if on_error not in ("raise", "skip"):
-            raise ValueError(f"fusionflow.Loader: on_error must be 'raise' or 'skip' (got {on_error!r})")
+        if on_error not in _ON_ERROR:
+            raise ValueError(f"fusionflow.Loader: on_error must be 'raise', 'skip' or 'replace' (got {on_error!r})")
         if output not in _OUTPUTS:
             raise ValueError(f"fusionflow.Loader: output must be one of {', '.join(map(repr, _OUTPUTS))} "
                              f"(got {output!r})")
@@ -216,8 +231,9 @@ class Loader:
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
                 raise ValueError(f"fusionflow.Loader: {name} must be a non-negative int or None (got {value!r})")
         limit = 0 if max_image_pixels is None else int(max_image_pixels)
-        if limit < 0:
-            raise ValueError(f"fusionflow.Loader: max_image_pixels must be >= 0 or None (got {max_image_pixels})")
+        if not 0 <= limit < 1 << 64:
+            raise ValueError(f"fusionflow.Loader: max_image_pixels must be in [0, 2**64) or None "
+                             f"(got {max_image_pixels})")
         if batch_size > 1 << 30 or prefetch > 1 << 20 or (num_threads or 0) > 1 << 20:
             raise ValueError("fusionflow.Loader: batch_size, prefetch or num_threads is out of range")
 
@@ -242,8 +258,9 @@ class Loader:
                 self.source, pipeline, batch_size=batch_size, shuffle=int(self.shuffle),
                 drop_last=int(self.drop_last), seed=seed, num_threads=num_threads or 0, prefetch=prefetch,
                 rank=-1 if rank is None else rank, world_size=-1 if world_size is None else world_size,
-                on_error_skip=on_error == "skip", max_image_pixels=limit, device=device,
-                device_memory_limit_bytes=device_memory_limit_bytes)
+                on_error=_ON_ERROR[on_error], max_image_pixels=limit, device=device,
+                device_memory_limit_bytes=device_memory_limit_bytes, strict_decode=bool(strict_decode),
+                allow_empty=bool(allow_empty))
         except _errors.DeviceError as e:
             raise _errors.DeviceUnavailableError(f"fusionflow.Loader(device={device!r}): {e}", e.status) from None
         with _open_lock:
@@ -390,7 +407,10 @@ class Loader:
             wait_ns (int): wall time the consumer waited for batches.
             read_bytes (int): encoded bytes read.
             skipped (int): samples skipped under on_error="skip";
-            skipped_samples (list of str): "path: reason" of the first 1000.
+            replaced (int): samples replaced under on_error="replace";
+            skipped_samples (list of str): "path: reason" of the first 1000 skipped or replaced.
+            warnings (int): samples decoded despite corrupt data libjpeg repaired;
+            warning_samples (list of str): "path: damage" of the first 1000.
             num_threads (int): worker threads.
             device (str): the device in use ("cpu", "emu:0", "cuda:0 (NVIDIA H200)").
             device_samples, device_fallbacks (int): samples the device prepared; samples

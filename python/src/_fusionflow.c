@@ -42,7 +42,7 @@
 
 /* How long the Python thread waits before it looks at signals again. */
 #define WAIT_SLICE_NS 50000000L
-#define MSG_MAX 1024
+#define MSG_MAX (4096 + 512) /* a path of PATH_MAX bytes and the reason, as the library's messages */
 
 static PyObject *exception_factory; /* callable (status, message) -> exception instance */
 
@@ -78,6 +78,7 @@ typedef struct core {
   int requested; /* the consumer asked for a batch; the fetch thread has not answered */
   int done;      /* an answer waits in st / batch / msg */
   int quit;      /* close: the fetch thread closes the loader and exits */
+  int consuming; /* a Python thread is inside a consumer call (next, set_epoch, seek, position, stats) */
   ff_status st;
   ff_batch *batch;
   char msg[MSG_MAX];
@@ -241,6 +242,10 @@ static PyObject *tensor_dlpack(TensorObject *self, PyObject *args, PyObject *kwa
   }
   if (dl_device != Py_None) {
     int type = 0, id = 0;
+    if (!PyTuple_Check(dl_device) || PyTuple_GET_SIZE(dl_device) != 2) {
+      PyErr_SetString(PyExc_TypeError, "__dlpack__: dl_device must be a (device_type, device_id) tuple of ints");
+      return NULL;
+    }
     if (!PyArg_ParseTuple(dl_device, "ii", &type, &id)) return NULL;
     if (type != kDLCPU) {
       PyErr_SetString(PyExc_BufferError, "fusionflow tensors are in host memory (kDLCPU): no other dl_device");
@@ -408,23 +413,53 @@ static int check_open(LoaderObject *self) {
   return 0;
 }
 
+/* The UTF-8 of a pipeline text; NULL with ValueError when it holds a NUL
+ * (C would read the text only up to it and ignore the rest). */
+static const char *pipeline_text(PyObject *text) {
+  Py_ssize_t n;
+  const char *s = PyUnicode_AsUTF8AndSize(text, &n);
+  if (s && strlen(s) != (size_t)n) {
+    PyErr_SetString(PyExc_ValueError, "fusionflow: the pipeline text contains a NUL character");
+    return NULL;
+  }
+  return s;
+}
+
+/* "O&" converter: a Python int in [0, 2**64) into unsigned long long
+ * (the "K" format would wrap 2**64 to 0, which means no limit). */
+static int to_u64(PyObject *obj, void *out) {
+  if (!PyLong_Check(obj)) {
+    PyErr_Format(PyExc_TypeError, "fusionflow: expected an int (got %s)", Py_TYPE(obj)->tp_name);
+    return 0;
+  }
+  unsigned long long v = PyLong_AsUnsignedLongLong(obj);
+  if (v == (unsigned long long)-1 && PyErr_Occurred()) {
+    PyErr_Clear();
+    PyErr_SetString(PyExc_ValueError, "fusionflow: the value must be in [0, 2**64)");
+    return 0;
+  }
+  *(unsigned long long *)out = v;
+  return 1;
+}
+
 static PyObject *loader_open(PyObject *module, PyObject *args, PyObject *kwargs) {
   (void)module;
   static char *kwlist[] = {"source",   "pipeline",   "batch_size", "shuffle",          "drop_last", "seed",
-                           "num_threads", "prefetch", "rank",      "world_size", "on_error_skip", "max_image_pixels",
-                           "device", "device_memory_limit_bytes", NULL};
+                           "num_threads", "prefetch", "rank",      "world_size", "on_error", "max_image_pixels",
+                           "device", "device_memory_limit_bytes", "strict_decode", "allow_empty", NULL};
   ff_config cfg;
   ff_config_init(&cfg);
   PyObject *source_obj, *pipeline_obj;
-  int on_error_skip = 0;
+  int on_error = FF_ON_ERROR_RAISE;
   unsigned long long seed = 0, max_pixels = cfg.max_image_pixels, device_limit = 0;
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O&U|iiiKiiiipKsK:open_loader", kwlist, PyUnicode_FSConverter,
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O&U|iiiKiiiiiO&sKpp:open_loader", kwlist, PyUnicode_FSConverter,
                                    &source_obj, &pipeline_obj, &cfg.batch_size, &cfg.shuffle, &cfg.drop_last,
                                    &seed, &cfg.num_threads, &cfg.prefetch, &cfg.rank, &cfg.world_size,
-                                   &on_error_skip, &max_pixels, &cfg.device, &device_limit))
+                                   &on_error, to_u64, &max_pixels, &cfg.device, &device_limit, &cfg.strict_decode,
+                                   &cfg.allow_empty))
     return NULL;
   cfg.device_memory_limit_bytes = (size_t)device_limit;
-  const char *pipeline = PyUnicode_AsUTF8(pipeline_obj);
+  const char *pipeline = pipeline_text(pipeline_obj);
   if (!pipeline) {
     Py_DECREF(source_obj);
     return NULL;
@@ -432,7 +467,7 @@ static PyObject *loader_open(PyObject *module, PyObject *args, PyObject *kwargs)
   cfg.source = PyBytes_AS_STRING(source_obj);
   cfg.pipeline = pipeline;
   cfg.seed = seed;
-  cfg.on_error = on_error_skip ? FF_ON_ERROR_SKIP : FF_ON_ERROR_RAISE;
+  cfg.on_error = (ff_on_error)on_error;
   cfg.max_image_pixels = max_pixels;
 
   ff_loader *loader = NULL;
@@ -531,7 +566,7 @@ static void drop_answer(core *c) {
   give_back(c, b);
 }
 
-static PyObject *loader_next(LoaderObject *self, PyObject *unused) {
+static PyObject *loader_next_body(LoaderObject *self, PyObject *unused) {
   (void)unused;
   if (check_open(self)) return NULL;
   core *c = self->core;
@@ -596,9 +631,18 @@ static PyObject *loader_close(LoaderObject *self, PyObject *unused) {
   (void)unused;
   core *c = self->core;
   if (!c) Py_RETURN_NONE;
-  self->core = NULL;
-  if (self->pid != getpid()) Py_RETURN_NONE; /* forked child: the threads are not here; leave it */
+  if (self->pid != getpid()) { /* forked child: the threads are not here; leave it */
+    self->core = NULL;
+    Py_RETURN_NONE;
+  }
   pthread_mutex_lock(&c->mu);
+  if (c->consuming) { /* its wait would outlive the core */
+    pthread_mutex_unlock(&c->mu);
+    PyErr_SetString(PyExc_RuntimeError,
+                    "fusionflow: another thread is using this Loader right now; close it when that call returns");
+    return NULL;
+  }
+  self->core = NULL;
   int in_flight = c->requested;
   c->quit = 1;
   pthread_cond_broadcast(&c->cv);
@@ -624,7 +668,7 @@ static void loader_dealloc(LoaderObject *self) {
   PyObject_Free(self);
 }
 
-static PyObject *loader_set_epoch(LoaderObject *self, PyObject *args) {
+static PyObject *loader_set_epoch_body(LoaderObject *self, PyObject *args) {
   unsigned long long epoch;
   if (!PyArg_ParseTuple(args, "K:set_epoch", &epoch)) return NULL;
   if (check_open(self) || settle(self->core)) return NULL;
@@ -637,7 +681,7 @@ static PyObject *loader_set_epoch(LoaderObject *self, PyObject *args) {
   Py_RETURN_NONE;
 }
 
-static PyObject *loader_seek(LoaderObject *self, PyObject *args) {
+static PyObject *loader_seek_body(LoaderObject *self, PyObject *args) {
   unsigned long long epoch;
   Py_ssize_t batch;
   if (!PyArg_ParseTuple(args, "Kn:seek", &epoch, &batch)) return NULL;
@@ -656,7 +700,7 @@ static PyObject *loader_seek(LoaderObject *self, PyObject *args) {
 }
 
 /* (epoch, batch) of the batch the next next() hands out. */
-static PyObject *loader_position(LoaderObject *self, PyObject *unused) {
+static PyObject *loader_position_body(LoaderObject *self, PyObject *unused) {
   (void)unused;
   if (check_open(self) || settle(self->core)) return NULL;
   core *c = self->core;
@@ -675,7 +719,20 @@ static PyObject *loader_position(LoaderObject *self, PyObject *unused) {
   return Py_BuildValue("(Kn)", (unsigned long long)epoch, (Py_ssize_t)batch);
 }
 
-static PyObject *loader_stats(LoaderObject *self, PyObject *unused) {
+/* The first n messages of a loader list (ff_loader_skipped, ff_loader_warning) as a list of str. */
+static PyObject *messages(const ff_loader *l, const char *(*get)(const ff_loader *, size_t), uint64_t n) {
+  PyObject *list = PyList_New(0);
+  for (size_t i = 0; list && i < n; i++) {
+    const char *m = get(l, i);
+    if (!m) break;
+    PyObject *x = PyUnicode_DecodeFSDefault(m);
+    if (!x || PyList_Append(list, x)) Py_CLEAR(list);
+    Py_XDECREF(x);
+  }
+  return list;
+}
+
+static PyObject *loader_stats_body(LoaderObject *self, PyObject *unused) {
   (void)unused;
   if (check_open(self) || settle(self->core)) return NULL;
   ff_loader *l = self->core->loader;
@@ -694,19 +751,14 @@ static PyObject *loader_stats(LoaderObject *self, PyObject *unused) {
     Py_XDECREF(d);
   }
   free(costs);
-  PyObject *skipped = ops ? PyList_New(0) : NULL;
-  for (size_t i = 0; skipped && i < s.skipped; i++) {
-    const char *m = ff_loader_skipped(l, i);
-    if (!m) break;
-    PyObject *x = PyUnicode_DecodeFSDefault(m);
-    if (!x || PyList_Append(skipped, x)) Py_CLEAR(skipped);
-    Py_XDECREF(x);
-  }
-  if (!skipped) {
+  PyObject *skipped = ops ? messages(l, ff_loader_skipped, s.skipped + s.replaced) : NULL;
+  PyObject *warned = skipped ? messages(l, ff_loader_warning, s.warnings) : NULL;
+  if (!warned) {
     Py_XDECREF(ops);
+    Py_XDECREF(skipped);
     return NULL;
   }
-  return Py_BuildValue("{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:i,s:N,s:N,s:s,s:K,s:K,s:K,s:n,s:n,s:d}",
+  return Py_BuildValue("{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:i,s:N,s:N,s:s,s:K,s:K,s:K,s:n,s:n,s:d,s:K,s:K,s:N}",
                        "batches", (unsigned long long)s.batches,
                        "samples", (unsigned long long)s.samples, "read_ns", (unsigned long long)s.read_ns,
                        "decode_ns", (unsigned long long)s.decode_ns, "ops_ns", (unsigned long long)s.ops_ns,
@@ -716,8 +768,51 @@ static PyObject *loader_stats(LoaderObject *self, PyObject *unused) {
                        (unsigned long long)s.device_samples, "device_ns", (unsigned long long)s.device_ns,
                        "device_fallbacks", (unsigned long long)s.device_fallbacks, "device_pool_limit_bytes",
                        (Py_ssize_t)s.device_pool_limit_bytes, "device_pool_peak_bytes",
-                       (Py_ssize_t)s.device_pool_peak_bytes, "offload_share", s.offload_share);
+                       (Py_ssize_t)s.device_pool_peak_bytes, "offload_share", s.offload_share, "replaced",
+                       (unsigned long long)s.replaced, "warnings", (unsigned long long)s.warnings,
+                       "warning_samples", warned);
 }
+
+
+/* The header allows one consumer thread per loader. A second Python thread
+ * inside a consumer call while the first waits would take the first one's
+ * answer (two threads, one batch: a NULL batch for one of them): it raises
+ * instead. */
+static int enter(LoaderObject *self) {
+  if (check_open(self)) return -1;
+  core *c = self->core;
+  pthread_mutex_lock(&c->mu);
+  int busy = c->consuming;
+  c->consuming = 1;
+  pthread_mutex_unlock(&c->mu);
+  if (busy) {
+    PyErr_SetString(PyExc_RuntimeError,
+                    "fusionflow: another thread is using this Loader right now; a Loader has one consumer "
+                    "thread at a time (iterate it from one thread, or open one Loader per thread)");
+    return -1;
+  }
+  return 0;
+}
+
+static void leave(core *c) {
+  pthread_mutex_lock(&c->mu);
+  c->consuming = 0;
+  pthread_mutex_unlock(&c->mu);
+}
+
+#define CONSUMER_CALL(name)                                                 \
+  static PyObject *name(LoaderObject *self, PyObject *args) {               \
+    if (enter(self)) return NULL;                                           \
+    core *c = self->core;                                                   \
+    PyObject *r = name##_body(self, args);                                  \
+    leave(c);                                                               \
+    return r;                                                               \
+  }
+CONSUMER_CALL(loader_next)
+CONSUMER_CALL(loader_set_epoch)
+CONSUMER_CALL(loader_seek)
+CONSUMER_CALL(loader_position)
+CONSUMER_CALL(loader_stats)
 
 static PyObject *loader_held(LoaderObject *self, PyObject *unused) {
   (void)unused;
@@ -781,7 +876,7 @@ static PyObject *mod_augment_image(PyObject *module, PyObject *args, PyObject *k
   if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O&U|KKK:augment_image", kwlist, PyUnicode_FSConverter, &path_obj,
                                    &pipeline_obj, &seed, &epoch, &index))
     return NULL;
-  const char *pipeline = PyUnicode_AsUTF8(pipeline_obj);
+  const char *pipeline = pipeline_text(pipeline_obj);
   if (!pipeline) {
     Py_DECREF(path_obj);
     return NULL;
@@ -828,7 +923,8 @@ static PyObject *mod_status_str(PyObject *module, PyObject *arg) {
 static PyMethodDef module_methods[] = {
     {"open_loader", (PyCFunction)(void (*)(void))loader_open, METH_VARARGS | METH_KEYWORDS,
      "open_loader(source, pipeline, batch_size=64, shuffle=1, drop_last=0, seed=0, num_threads=0, prefetch=2,\n"
-     "            rank=-1, world_size=-1, on_error_skip=False, max_image_pixels=89478485) -> CLoader"},
+     "            rank=-1, world_size=-1, on_error=0, max_image_pixels=89478485, device=\"cpu\",\n"
+     "            device_memory_limit_bytes=0, strict_decode=False, allow_empty=False) -> CLoader"},
     {"augment_image", (PyCFunction)(void (*)(void))mod_augment_image, METH_VARARGS | METH_KEYWORDS,
      "augment_image(path, pipeline, seed=0, epoch=0, index=0) -> Tensor (H, W, 3) uint8"},
     {"_set_exception_factory", mod_set_exception_factory, METH_O, NULL},

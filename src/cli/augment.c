@@ -99,7 +99,7 @@ int ff__cli_augment(int argc, char **argv) {
   uint8_t **images = calloc((size_t)n, sizeof *images);
   int *hs = calloc((size_t)n, sizeof *hs), *ws = calloc((size_t)n, sizeof *ws);
   int cell_h = 0, cell_w = 0, ok = images && hs && ws;
-  char msg[512];
+  char msg[4096 + 512]; /* a path of PATH_MAX bytes and the reason */
   for (int k = 0; ok && k < n; k++) {
     ff_status st = ff_image_augment(in, pipeline, seed, epoch, index + (uint64_t)k, &images[k], &hs[k], &ws[k], msg,
                                     sizeof msg);

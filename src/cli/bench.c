@@ -34,7 +34,8 @@ static void bench_usage(FILE *f) {
           "                        \"" DEFAULT_PIPELINE "\")\n"
           "  --batch-size N        samples per batch (default 64)\n"
           "  --batches N           stop after N timed batches (default: one epoch)\n"
-          "  --epochs N            run N epochs (default 1; ignored with --batches)\n"
+          "  --epochs N            run N epochs, to the end of the last (default 1; the warmup\n"
+          "                        batches are the first of them; ignored with --batches)\n"
           "  --warmup N            untimed batches before timing starts (default 0)\n"
           "  --threads N           CPU worker threads (default: the cores this process may use)\n"
           "  --prefetch N          batches prepared ahead of the consumer (default 2)\n"
@@ -45,8 +46,16 @@ static void bench_usage(FILE *f) {
           "  --world-size W        number of shards (default $WORLD_SIZE or 1)\n"
           "  --step-ms MS          sleep MS milliseconds per batch, standing in for a training step\n"
           "  --on-error MODE       raise (default): stop at the first bad sample, naming it;\n"
-          "                        skip: leave bad samples out, count them and list them\n"
-          "  --max-image-pixels N  refuse images with more pixels (default 89478485; 0: no limit)\n"
+          "                        skip: leave bad samples out, count them and list them;\n"
+          "                        replace: put the next good sample in a bad one's place, count\n"
+          "                        and list it (every batch keeps its size)\n"
+          "  --max-image-pixels N  refuse images, decoded or made by the pipeline, with more pixels\n"
+          "                        (default 89478485; 0: no limit)\n"
+          "  --max-jpeg-scans N    refuse progressive JPEGs with more scans (default 500; 0: no limit)\n"
+          "  --max-metadata-bytes N\n"
+          "                        refuse PNGs with more metadata (text, ICC, EXIF; default 16777216)\n"
+          "  --strict-decode       corrupt JPEG data libjpeg repairs is an error (default: a listed warning)\n"
+          "  --allow-empty         accept class folders without images (default: refused, as ImageFolder)\n"
           "  --device DEV          where the CPU pool's deficit goes: cpu (default: no offload),\n"
           "                        auto (cuda:0 if usable, else cpu), cuda:N, or emu:N (the\n"
           "                        host-emulated device: same kernels on one host thread)\n"
@@ -130,7 +139,7 @@ static void json_string(FILE *f, const char *s) {
 int ff__cli_bench(int argc, char **argv) {
   enum { O_SOURCE = 256, O_PIPELINE, O_BATCH, O_BATCHES, O_EPOCHS, O_WARMUP, O_THREADS, O_PREFETCH, O_SEED,
          O_NOSHUFFLE, O_DROPLAST, O_RANK, O_WORLD, O_STEP, O_ONERROR, O_MAXPIX, O_JSON, O_DEVICE, O_DEVMEM,
-         O_TRACE, O_TRACE_EVENTS, O_PER_BATCH };
+         O_TRACE, O_TRACE_EVENTS, O_PER_BATCH, O_SCANS, O_METADATA, O_STRICT, O_ALLOW_EMPTY };
   static const struct option opts[] = {
       {"source", required_argument, 0, O_SOURCE},     {"pipeline", required_argument, 0, O_PIPELINE},
       {"batch-size", required_argument, 0, O_BATCH},  {"batches", required_argument, 0, O_BATCHES},
@@ -144,6 +153,8 @@ int ff__cli_bench(int argc, char **argv) {
       {"device", required_argument, 0, O_DEVICE},     {"device-memory-limit", required_argument, 0, O_DEVMEM},
       {"trace", required_argument, 0, O_TRACE},       {"trace-events", required_argument, 0, O_TRACE_EVENTS},
       {"per-batch", no_argument, 0, O_PER_BATCH},
+      {"max-jpeg-scans", required_argument, 0, O_SCANS}, {"max-metadata-bytes", required_argument, 0, O_METADATA},
+      {"strict-decode", no_argument, 0, O_STRICT},       {"allow-empty", no_argument, 0, O_ALLOW_EMPTY},
       {0, 0, 0, 0}};
   ff_config cfg;
   ff_config_init(&cfg);
@@ -170,6 +181,13 @@ int ff__cli_bench(int argc, char **argv) {
     case O_RANK: if (!parse_long(name, optarg, 0, INT_MAX, &v)) return 2; cfg.rank = (int)v; break;
     case O_WORLD: if (!parse_long(name, optarg, 1, INT_MAX, &v)) return 2; cfg.world_size = (int)v; break;
     case O_MAXPIX: if (!parse_long(name, optarg, 0, LONG_MAX, &v)) return 2; cfg.max_image_pixels = (uint64_t)v; break;
+    case O_SCANS: if (!parse_long(name, optarg, 0, INT_MAX, &v)) return 2; cfg.max_jpeg_scans = (int)v; break;
+    case O_METADATA:
+      if (!parse_long(name, optarg, 0, LONG_MAX, &v)) return 2;
+      cfg.max_metadata_bytes = (size_t)v;
+      break;
+    case O_STRICT: cfg.strict_decode = 1; break;
+    case O_ALLOW_EMPTY: cfg.allow_empty = 1; break;
     case O_STEP: {
       char *end;
       step_ms = strtod(optarg, &end);
@@ -182,8 +200,9 @@ int ff__cli_bench(int argc, char **argv) {
     case O_ONERROR:
       if (!strcmp(optarg, "raise")) cfg.on_error = FF_ON_ERROR_RAISE;
       else if (!strcmp(optarg, "skip")) cfg.on_error = FF_ON_ERROR_SKIP;
+      else if (!strcmp(optarg, "replace")) cfg.on_error = FF_ON_ERROR_REPLACE;
       else {
-        fprintf(stderr, "fusionflow bench: --on-error expects raise or skip, got '%s'\n", optarg);
+        fprintf(stderr, "fusionflow bench: --on-error expects raise, skip or replace, got '%s'\n", optarg);
         return 2;
       }
       break;
@@ -229,7 +248,10 @@ int ff__cli_bench(int argc, char **argv) {
     return st == FF_EINVAL || st == FF_EPIPELINE ? 2 : 1;
   }
   long per_epoch = (long)ff_loader_num_batches(loader);
-  long total = batches ? batches : per_epoch * epochs;
+  /* With --epochs, total only bounds the batches: an epoch whose batches were all skipped hands out fewer,
+   * and the run ends with the last epoch, not in the next */
+  long total = batches ? batches : per_epoch * epochs - warmup;
+  if (total < 0) total = 0;
   int bar = isatty(2);
   ff_stats base = {0}, end;
   ff_loader_stats(loader, &end);
@@ -256,7 +278,8 @@ int ff__cli_bench(int argc, char **argv) {
     ff_batch *b;
     st = ff_loader_next(loader, &b);
     if (st == FF_END) {
-      ff_loader_set_epoch(loader, ++epoch);
+      if (!batches && (long)++epoch == epochs) break;
+      ff_loader_set_epoch(loader, epoch);
       continue;
     }
     if (st) break;
@@ -281,6 +304,7 @@ int ff__cli_bench(int argc, char **argv) {
     }
   }
   double elapsed = now_s() - t0;
+  total = done < 0 ? 0 : done; /* the batches timed */
   if (bar) fputc('\n', stderr);
   ff_loader_stats(loader, &end);
   size_t trace_kept = 0, trace_dropped = 0;
@@ -301,13 +325,19 @@ int ff__cli_bench(int argc, char **argv) {
   if (json) {
     printf("{\"images_per_s\": %.1f, \"batches\": %ld, \"samples\": %llu, \"elapsed_s\": %.4f, "
            "\"read_s\": %.4f, \"decode_s\": %.4f, \"ops_s\": %.4f, \"wait_s\": %.4f, \"threads\": %d, "
-           "\"batch_size\": %d, \"step_ms\": %g, \"read_bytes\": %llu, \"skipped\": %llu, \"skipped_samples\": [",
+           "\"batch_size\": %d, \"step_ms\": %g, \"read_bytes\": %llu, \"skipped\": %llu, \"replaced\": %llu, "
+           "\"skipped_samples\": [",
            rate, total, (unsigned long long)samples, elapsed, read_s, decode_s, ops_s, wait_s, end.num_threads,
            cfg.batch_size, step_ms, (unsigned long long)(end.read_bytes - base.read_bytes),
-           (unsigned long long)end.skipped);
+           (unsigned long long)end.skipped, (unsigned long long)end.replaced);
     for (size_t i = 0; ff_loader_skipped(loader, i); i++) {
       if (i) printf(", ");
       json_string(stdout, ff_loader_skipped(loader, i));
+    }
+    printf("], \"warnings\": %llu, \"warning_samples\": [", (unsigned long long)end.warnings);
+    for (size_t i = 0; ff_loader_warning(loader, i); i++) {
+      if (i) printf(", ");
+      json_string(stdout, ff_loader_warning(loader, i));
     }
     printf("], \"op_costs\": {");
     ff_op_cost costs[64];
@@ -360,9 +390,15 @@ int ff__cli_bench(int argc, char **argv) {
   if (trace)
     fprintf(stderr, "trace: %zu events in %s%s\n", trace_kept, trace,
             trace_dropped ? " (capped: later events dropped; raise --trace-events)" : "");
-  if (end.skipped && !json) {
-    fprintf(stderr, "skipped %llu bad samples:\n", (unsigned long long)end.skipped);
+  if ((end.skipped || end.replaced) && !json) {
+    fprintf(stderr, "%s %llu bad samples:\n", end.skipped ? "skipped" : "replaced",
+            (unsigned long long)(end.skipped + end.replaced));
     for (size_t i = 0; ff_loader_skipped(loader, i); i++) fprintf(stderr, "  %s\n", ff_loader_skipped(loader, i));
+  }
+  if (end.warnings && !json) {
+    fprintf(stderr, "decoded %llu samples despite corrupt data (--strict-decode refuses them):\n",
+            (unsigned long long)end.warnings);
+    for (size_t i = 0; ff_loader_warning(loader, i); i++) fprintf(stderr, "  %s\n", ff_loader_warning(loader, i));
   }
   ff_loader_close(loader);
   free(infos);

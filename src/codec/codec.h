@@ -28,6 +28,10 @@ typedef struct ff__decode_req {
   int crop_x, crop_y, crop_width, crop_height; /* region, full-image pixels; crop_width == 0: whole image */
   int min_width, min_height; /* > 0: JPEG may be DCT-scaled while the region stays at least this big */
   uint64_t max_pixels;       /* refuse images with width*height above this, before allocating; 0 = no limit */
+  int max_scans;             /* JPEG: refuse a file past this many scans (FF_EDATA); 0 = no limit */
+  size_t max_metadata_bytes; /* PNG: the most bytes of ancillary chunks kept or any one chunk may have; 0 = no limit */
+  int strict;                /* corrupt data the decoder repairs is an error (FF_EDATA), not a warning */
+  ff__error *warning;        /* not NULL: gets the first repaired-damage message of the image (status FF_EDATA) */
 } ff__decode_req;
 
 /* Reads the header only. `name` (the file's path) goes into error messages.
@@ -38,8 +42,15 @@ ff_status ff__codec_probe(const uint8_t *data, size_t size_bytes, const char *na
 /* Decodes req's region of the image to RGB (3 channels) into memory from
  * `pixels` (grown as needed, owned by the caller) and sets *out to it. With
  * DCT scaling the region comes out reduced: out->width/height tell by how
- * much. Returns FF_OK, FF_EDATA (message names the file and libjpeg's or
- * libspng's reason), FF_ETOOBIG, FF_ENOMEM. */
+ * much. A JPEG is truncated when the rows the region needs ran out of data,
+ * or a progressive file ends before its last scan. Bytes after the
+ * end-of-image marker are accepted, as Pillow and libjpeg-turbo accept them;
+ * so is a baseline file whose data is complete but lacks the final marker
+ * (libjpeg-turbo decodes it with a warning; Pillow 9.4 and 13.0 refuse it as
+ * truncated although every pixel is there); corrupt
+ * entropy data that libjpeg repairs goes to req->warning, or fails under
+ * req->strict. Returns FF_OK, FF_EDATA (message names the file and
+ * libjpeg's or libspng's reason), FF_ETOOBIG, FF_ENOMEM. */
 ff_status ff__codec_decode(const uint8_t *data, size_t size_bytes, const char *name,
                            const ff__decode_req *req, ff__buf *pixels, ff__image *out,
                            ff__error *err);

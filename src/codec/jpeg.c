@@ -5,10 +5,18 @@
  * (jpeg_skip_scanlines), reading stops after its last row, and only the iMCU
  * columns it touches are decoded (jpeg_crop_scanline). With a minimum size
  * the decoder also picks the smallest DCT scaling n/8 that keeps the region
- * at least that big. libjpeg reports errors by longjmp; the few warnings
- * that mean lost image data (truncation, corrupt entropy data) are turned
- * into errors too, so that a damaged file fails instead of coming back gray
- * (damage below a region, which is never read, goes unnoticed). */
+ * at least that big. libjpeg reports errors by longjmp and damage by
+ * warnings. A file is truncated when the data ran out before the rows the
+ * region needs (or before the last scan of a progressive file): that fails.
+ * Bytes after the end-of-image marker and a missing marker after complete
+ * baseline data are not damage (libjpeg-turbo decodes both, Pillow the
+ * first: see codec.h). Corrupt
+ * entropy data that libjpeg repaired is reported as a warning, or fails
+ * under strict decoding; a decode that reaches the last row also reads up
+ * to the end-of-image marker (jpeg_finish_decompress) so that damage
+ * libjpeg only notices there is reported too (damage below a region, which
+ * is never read, goes unnoticed). A progress monitor stops files with more
+ * scans than the request allows before they cost seconds. */
 #include "codec/codec_internal.h"
 
 #include <setjmp.h>
@@ -32,53 +40,96 @@ enum { CROP_MARGIN_PX = 1 };
 
 typedef struct jpeg_failure {
   struct jpeg_error_mgr mgr; /* first: libjpeg hands back a pointer to it */
+  struct jpeg_progress_mgr progress;
   jmp_buf jump;
   char msg[JMSG_LENGTH_MAX];
+  const ff__decode_req *req; /* NULL while probing */
+  const char *name;
+  ff__error *err;
+  int saw_eof;               /* the data ran out (libjpeg then inserts an end-of-image marker) */
+  int need_all;              /* reading the header: running out is truncation */
+  int damaged;               /* corrupt data was repaired: msg_damage says how */
+  char msg_damage[JMSG_LENGTH_MAX];
 } jpeg_failure;
+
+enum { JUMP_LIBJPEG = 1, JUMP_STATUS = 2 }; /* why fail() jumped: libjpeg's message, or err set already */
 
 static _Noreturn void fail(j_common_ptr cinfo) {
   jpeg_failure *f = (jpeg_failure *)cinfo->err;
   cinfo->err->format_message(cinfo, f->msg);
-  longjmp(f->jump, 1);
+  longjmp(f->jump, JUMP_LIBJPEG);
 }
 
-/* Trace messages are dropped. Warnings that mean pixels were invented (data
- * ran out, entropy data is corrupt) fail the decode; the others (extraneous
- * bytes before a marker, odd progression) leave the image intact, and Pillow
- * accepts them too. */
+static _Noreturn void fail_truncated(jpeg_failure *f) {
+  ff__error_set(f->err, FF_EDATA, "%s: truncated JPEG (the data ends before the rows it must decode)", f->name);
+  longjmp(f->jump, JUMP_STATUS);
+}
+
+/* Trace messages are dropped. The data running out is truncation when
+ * rows still need it (libjpeg then meets its inserted end-of-image marker
+ * inside the entropy data) or when a multi-scan file has not been read to
+ * its end; otherwise (only the final marker missing) it is harmless.
+ * Corrupt-data warnings mean libjpeg repaired the image: they are kept
+ * for the caller. Other warnings leave the image intact. */
 static void on_message(j_common_ptr cinfo, int msg_level) {
   if (msg_level >= 0) return;
+  jpeg_failure *f = (jpeg_failure *)cinfo->err;
   switch (cinfo->err->msg_code) {
   case JWRN_JPEG_EOF:
+    f->saw_eof = 1;
+    if (f->need_all || ((j_decompress_ptr)cinfo)->progressive_mode) fail_truncated(f);
+    break;
   case JWRN_HIT_MARKER:
   case JWRN_HUFF_BAD_CODE:
-  case JWRN_MUST_RESYNC: fail(cinfo);
+  case JWRN_MUST_RESYNC:
+  case JWRN_EXTRANEOUS_DATA:
+  case JWRN_NOT_SEQUENTIAL:
+  case JWRN_BOGUS_PROGRESSION:
+    if (f->saw_eof) fail_truncated(f);
+    if (!f->damaged) cinfo->err->format_message(cinfo, f->msg_damage);
+    f->damaged = 1;
+    break;
   default: break;
   }
+}
+
+/* Called by libjpeg as it reads the scans of a multi-scan file. */
+static void on_progress(j_common_ptr cinfo) {
+  jpeg_failure *f = (jpeg_failure *)cinfo->err;
+  if (f->req && ff__codec_check_scans(f->req, ((j_decompress_ptr)cinfo)->input_scan_number, f->name, f->err))
+    longjmp(f->jump, JUMP_STATUS);
 }
 
 typedef ff_status (*jpeg_job)(j_decompress_ptr cinfo, const char *name, void *arg, ff__error *err);
 
 /* Sets up a decompressor on the bytes, reads the header and runs job; a
- * libjpeg error anywhere in between lands here with everything freed. */
-static ff_status with_header(const uint8_t *data, size_t size_bytes, const char *name, jpeg_job job,
-                             void *arg, ff__error *err) {
+ * libjpeg error anywhere in between lands here with everything freed. Damage
+ * that libjpeg repaired is reported per the request (ff__codec_damage). */
+static ff_status with_header(const uint8_t *data, size_t size_bytes, const char *name,
+                             const ff__decode_req *req, jpeg_job job, void *arg, ff__error *err) {
   struct jpeg_decompress_struct cinfo;
-  jpeg_failure failure;
+  jpeg_failure failure = {.req = req, .name = name, .err = err};
   cinfo.err = jpeg_std_error(&failure.mgr);
   failure.mgr.error_exit = fail;
   failure.mgr.emit_message = on_message;
-  if (setjmp(failure.jump)) {
+  failure.progress.progress_monitor = on_progress;
+  int why = setjmp(failure.jump);
+  if (why) {
     jpeg_destroy_decompress(&cinfo);
+    if (why == JUMP_STATUS) return err ? err->status : FF_EDATA;
     if (failure.mgr.msg_code == JERR_OUT_OF_MEMORY)
       return ff__error_set(err, FF_ENOMEM, "%s: out of memory decoding JPEG", name);
     return ff__error_set(err, FF_EDATA, "%s: corrupt JPEG: %s", name, failure.msg);
   }
   jpeg_create_decompress(&cinfo);
+  cinfo.progress = &failure.progress;
   jpeg_mem_src(&cinfo, (unsigned char *)data, (unsigned long)size_bytes);
+  failure.need_all = 1;
   jpeg_read_header(&cinfo, TRUE);
+  failure.need_all = 0;
   ff_status st = job(&cinfo, name, arg, err);
   jpeg_destroy_decompress(&cinfo); /* also aborts a decode stopped after the region */
+  if (!st && failure.damaged && req) st = ff__codec_damage(req, name, failure.msg_damage, err);
   return st;
 }
 
@@ -99,7 +150,7 @@ static ff_status probe_job(j_decompress_ptr cinfo, const char *name, void *arg, 
 ff_status ff__jpeg_probe(const uint8_t *data, size_t size_bytes, const char *name,
                          uint64_t max_pixels, ff__image_info *out, ff__error *err) {
   probe_args a = {max_pixels, out};
-  return with_header(data, size_bytes, name, probe_job, &a, err);
+  return with_header(data, size_bytes, name, NULL, probe_job, &a, err);
 }
 
 /* r scaled by n/8 on the output grid of the current scale: the smallest
@@ -149,6 +200,14 @@ static void cmyk_to_rgb(const JSAMPLE *in, uint8_t *out, int width, int adobe) {
   }
 }
 
+/* After the region's last row: when that is the image's last row, reads on
+ * to the end-of-image marker, where libjpeg notices leftover entropy data
+ * (on_message records it). */
+static ff_status finish(j_decompress_ptr cinfo, const ff__region *s) {
+  if ((JDIMENSION)(s->y + s->height) == cinfo->output_height) jpeg_finish_decompress(cinfo);
+  return FF_OK;
+}
+
 typedef struct decode_args {
   const ff__decode_req *req;
   ff__buf *pixels;
@@ -193,7 +252,7 @@ static ff_status decode_job(j_decompress_ptr cinfo, const char *name, void *arg,
                   cinfo->saw_Adobe_marker);
     }
     *a->out = (ff__image){dst, s.width, s.height, 3, stride};
-    return FF_OK;
+    return finish(cinfo, &s);
   }
   /* RGB rows go straight into the buffer, the whole window wide; the image
    * is a view of the region inside it (no copy). */
@@ -208,12 +267,15 @@ static ff_status decode_job(j_decompress_ptr cinfo, const char *name, void *arg,
     y += (int)jpeg_read_scanlines(cinfo, rows, (JDIMENSION)n);
   }
   *a->out = (ff__image){dst + offset, s.width, s.height, 3, stride};
-  return FF_OK;
+  return finish(cinfo, &s);
 }
 
 ff_status ff__jpeg_decode(const uint8_t *data, size_t size_bytes, const char *name,
                           const ff__decode_req *req, ff__buf *pixels, ff__image *out,
                           ff__error *err) {
-  decode_args a = {req, pixels, out};
-  return with_header(data, size_bytes, name, decode_job, &a, err);
+  ff__image img; /* *out only on success: the damage check comes after the decode */
+  decode_args a = {req, pixels, &img};
+  ff_status st = with_header(data, size_bytes, name, req, decode_job, &a, err);
+  if (!st) *out = img;
+  return st;
 }

@@ -5,20 +5,40 @@
  * Pillow's convert('RGB') does for RGB(A) and gray+alpha (for 16-bit gray
  * without alpha Pillow clips the value to 255 instead; the high byte is the
  * faithful reduction and is what we return). CRCs are checked on every
- * chunk. PNG has no cheap region decode, so a region is a view into the full
- * image. */
+ * chunk. Metadata is bounded: no chunk (its inflated text included) may be
+ * longer than the request's max_metadata_bytes, nor all the ancillary
+ * chunks libspng keeps together (libspng would otherwise allocate what a
+ * corrupt length declares, or inflate a zTXt bomb); past it the file is
+ * refused before the memory is taken (as Pillow refuses text chunks that
+ * inflate past its MAX_TEXT_CHUNK). Pixel data (IDAT) is not bound by these
+ * limits. PNG has no cheap region decode, so a region is a view into the
+ * full image. */
 #include "codec/codec_internal.h"
+
+#include <stdint.h>
 
 #include <spng.h>
 
+static ff_status png_error(const char *name, int rc, size_t max_metadata_bytes, ff__error *err) {
+  if (rc == SPNG_ECHUNK_LIMITS)
+    return ff__error_set(err, FF_EDATA, "%s: PNG metadata (a chunk, or its inflated text) over %zu bytes "
+                         "(max_metadata_bytes)", name, max_metadata_bytes);
+  return ff__error_set(err, FF_EDATA, "%s: corrupt PNG: %s", name, spng_strerror(rc));
+}
+
 /* Opens the stream and reads IHDR: the shared start of probe and decode. */
 static ff_status read_header(spng_ctx *ctx, const uint8_t *data, size_t size_bytes,
-                             const char *name, uint64_t max_pixels, struct spng_ihdr *ihdr,
-                             ff__error *err) {
+                             const char *name, uint64_t max_pixels, size_t max_metadata_bytes,
+                             struct spng_ihdr *ihdr, ff__error *err) {
+  /* One limit for a chunk (inflated text included) and for all kept: libspng
+   * wants chunk <= cache and chunk <= INT32_MAX. IDAT is not bound by it. */
+  size_t chunk = max_metadata_bytes && max_metadata_bytes < INT32_MAX ? max_metadata_bytes : INT32_MAX;
+  size_t cache = max_metadata_bytes ? chunk : SIZE_MAX;
   int rc = spng_set_crc_action(ctx, SPNG_CRC_ERROR, SPNG_CRC_ERROR);
+  if (!rc) rc = spng_set_chunk_limits(ctx, chunk, cache);
   if (!rc) rc = spng_set_png_buffer(ctx, data, size_bytes);
   if (!rc) rc = spng_get_ihdr(ctx, ihdr);
-  if (rc) return ff__error_set(err, FF_EDATA, "%s: corrupt PNG: %s", name, spng_strerror(rc));
+  if (rc) return png_error(name, rc, max_metadata_bytes, err);
   return ff__codec_check_pixels(name, (int)ihdr->width, (int)ihdr->height, max_pixels, err);
 }
 
@@ -27,7 +47,7 @@ ff_status ff__png_probe(const uint8_t *data, size_t size_bytes, const char *name
   spng_ctx *ctx = spng_ctx_new(0);
   if (!ctx) return ff__error_set(err, FF_ENOMEM, "%s: out of memory decoding PNG", name);
   struct spng_ihdr ihdr;
-  ff_status st = read_header(ctx, data, size_bytes, name, max_pixels, &ihdr, err);
+  ff_status st = read_header(ctx, data, size_bytes, name, max_pixels, 0, &ihdr, err);
   spng_ctx_free(ctx);
   if (st) return st;
   *out = (ff__image_info){FF__FORMAT_PNG, (int)ihdr.width, (int)ihdr.height,
@@ -39,7 +59,7 @@ static ff_status decode(spng_ctx *ctx, const uint8_t *data, size_t size_bytes, c
                         const ff__decode_req *req, ff__buf *pixels, ff__image *out,
                         ff__error *err) {
   struct spng_ihdr ihdr;
-  ff_status st = read_header(ctx, data, size_bytes, name, req->max_pixels, &ihdr, err);
+  ff_status st = read_header(ctx, data, size_bytes, name, req->max_pixels, req->max_metadata_bytes, &ihdr, err);
   if (st) return st;
   int w = (int)ihdr.width, h = (int)ihdr.height;
   ff__region r;
@@ -47,11 +67,11 @@ static ff_status decode(spng_ctx *ctx, const uint8_t *data, size_t size_bytes, c
   if (st) return st;
   size_t size;
   int rc = spng_decoded_image_size(ctx, SPNG_FMT_RGB8, &size);
-  if (rc) return ff__error_set(err, FF_EDATA, "%s: corrupt PNG: %s", name, spng_strerror(rc));
+  if (rc) return png_error(name, rc, req->max_metadata_bytes, err);
   uint8_t *buf = ff__buf_reserve(pixels, size);
   if (!buf) return ff__error_set(err, FF_ENOMEM, "%s: out of memory for %dx%d pixels", name, w, h);
   rc = spng_decode_image(ctx, buf, size, SPNG_FMT_RGB8, 0);
-  if (rc) return ff__error_set(err, FF_EDATA, "%s: corrupt PNG: %s", name, spng_strerror(rc));
+  if (rc) return png_error(name, rc, req->max_metadata_bytes, err);
   size_t stride = (size_t)w * 3;
   *out = (ff__image){buf + (size_t)r.y * stride + (size_t)r.x * 3, r.width, r.height, 3, stride};
   return FF_OK;

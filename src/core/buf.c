@@ -3,12 +3,13 @@
  * nothing. */
 #include "core/image.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 
 void *ff__buf_reserve(ff__buf *buf, size_t size_bytes) {
   if (size_bytes <= buf->cap_bytes) return buf->data;
   size_t cap = buf->cap_bytes ? buf->cap_bytes : 4096;
-  while (cap < size_bytes) cap *= 2;
+  while (cap < size_bytes) cap = cap > SIZE_MAX / 2 ? size_bytes : cap * 2; /* doubling must not wrap to 0 */
   void *p = malloc(cap);
   if (!p) return NULL;
   free(buf->data);

@@ -5,7 +5,9 @@
 
 #include "fusionflow/fusionflow.h"
 
-#define FF__ERRMSG_MAX 512
+#define FF__PATH_MAX 4096 /* Linux's PATH_MAX, terminating NUL included */
+/* Room for a path of FF__PATH_MAX bytes and the reason after it. */
+#define FF__ERRMSG_MAX (FF__PATH_MAX + 512)
 
 typedef struct ff__error {
   ff_status status;

@@ -8,9 +8,11 @@
 #include "core/clock.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 void ff__worker_free(ff__worker *w) {
   ff__buf_free(&w->file);
@@ -18,22 +20,28 @@ void ff__worker_free(ff__worker *w) {
   ff__op_scratch_free(&w->ops);
 }
 
+/* Opened with O_NONBLOCK: a FIFO or device named like an image must not
+ * block a worker (and with it ff_loader_close); only regular files are read. */
 static ff_status read_file(ff__worker *w, const char *path, size_t *size_bytes, ff__error *err) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return ff__error_set(err, FF_EIO, "%s: cannot open: %s", path, strerror(errno));
+  int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return ff__error_set(err, FF_EIO, "%s: cannot open: %s", path, strerror(errno));
   struct stat sb;
   ff_status st = FF_OK;
-  if (fstat(fileno(f), &sb) != 0 || !S_ISREG(sb.st_mode)) {
+  if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
     st = ff__error_set(err, FF_EIO, "%s: not a regular file", path);
   } else {
-    size_t n = (size_t)sb.st_size;
+    size_t n = (size_t)sb.st_size, got = 0;
     uint8_t *buf = ff__buf_reserve(&w->file, n ? n : 1);
     if (!buf) st = ff__error_set(err, FF_ENOMEM, "%s: out of memory reading %zu bytes", path, n);
-    else if (fread(buf, 1, n, f) != n)
-      st = ff__error_set(err, FF_EIO, "%s: read error: %s", path, ferror(f) ? strerror(errno) : "file shrank");
-    else *size_bytes = n;
+    while (!st && got < n) {
+      ssize_t r = read(fd, buf + got, n - got);
+      if (r < 0 && errno == EINTR) continue;
+      if (r <= 0) st = ff__error_set(err, FF_EIO, "%s: read error: %s", path, r < 0 ? strerror(errno) : "file shrank");
+      else got += (size_t)r;
+    }
+    if (!st) *size_bytes = n;
   }
-  fclose(f);
+  close(fd);
   return st;
 }
 
@@ -42,6 +50,7 @@ ff_status ff__sample_decode(ff__worker *w, const ff__pipeline *pipe, const ff__s
   uint64_t t0 = ff__now_ns();
   size_t size_bytes = 0;
   w->header = (ff__image_info){0};
+  w->warning.status = FF_OK;
   ff_status st = read_file(w, job->path, &size_bytes, err);
   uint64_t t1 = ff__now_ns();
   w->read_ns += t1 - t0;
@@ -53,8 +62,13 @@ ff_status ff__sample_decode(ff__worker *w, const ff__pipeline *pipe, const ff__s
   if (!st) {
     w->header = info;
     ff__plan_make(pipe, job->seed, job->epoch, job->index, &info, job->max_pixels, plan);
-    st = ff__codec_decode(w->file.data, size_bytes, job->path, &plan->decode, &w->pixels, out, err);
+    plan->decode.max_scans = job->max_scans;
+    plan->decode.max_metadata_bytes = job->max_metadata_bytes;
+    plan->decode.strict = job->strict;
+    plan->decode.warning = &w->warning;
+    st = ff__plan_check(plan, &info, job->max_pixels, job->path, err);
   }
+  if (!st) st = ff__codec_decode(w->file.data, size_bytes, job->path, &plan->decode, &w->pixels, out, err);
   w->decode_ns += ff__now_ns() - t1;
   return st;
 }
@@ -67,6 +81,11 @@ ff_status ff__sample_image(ff__worker *w, const ff__pipeline *pipe, const ff__sa
   uint64_t t0 = ff__now_ns();
   st = ff__ops_run(&plan, &w->ops, out, err);
   w->ops_ns += ff__now_ns() - t0;
+  if (st && err) { /* the ops do not know the file: name it */
+    char reason[FF__ERRMSG_MAX];
+    snprintf(reason, sizeof reason, "%s", err->msg);
+    ff__error_set(err, st, "%s: %s", job->path, reason);
+  }
   return st;
 }
 

@@ -16,6 +16,7 @@ typedef struct ff__worker {
   ff__op_scratch ops;
   uint64_t read_ns, decode_ns, ops_ns, read_bytes; /* this worker's sums */
   ff__image_info header; /* of its last sample, once read (width 0: not read) */
+  ff__error warning;     /* of its last sample: damage the decoder repaired (status 0: none) */
 } ff__worker;
 
 void ff__worker_free(ff__worker *w);
@@ -24,14 +25,19 @@ void ff__worker_free(ff__worker *w);
 typedef struct ff__sample_job {
   const char *path;
   uint64_t seed, epoch, index;
-  uint64_t max_pixels;
+  uint64_t max_pixels;       /* the decoded image and every image the steps make */
+  int max_scans;             /* see ff__decode_req */
+  size_t max_metadata_bytes;
+  int strict;
 } ff__sample_job;
 
-/* Reads the file, plans the sample and decodes its region of interest:
- * *out is the RGB uint8 decoded image in the worker's memory (valid until
- * its next sample), *plan the steps still to run on it. What the device
- * executor starts from. Returns FF_OK or FF_EIO / FF_EDATA / FF_ETOOBIG /
- * FF_ENOMEM naming the file. */
+/* Reads the file (a regular file only, opened without blocking), plans the
+ * sample, checks that no step would make an image over max_pixels (before
+ * allocating) and decodes its region of interest: *out is the RGB uint8
+ * decoded image in the worker's memory (valid until its next sample), *plan
+ * the steps still to run on it; w->warning gets repaired damage. What the
+ * device executor starts from. Returns FF_OK or FF_EIO / FF_EDATA /
+ * FF_ETOOBIG / FF_ENOMEM naming the file. */
 ff_status ff__sample_decode(ff__worker *w, const ff__pipeline *pipe, const ff__sample_job *job, ff__image *out,
                             ff__plan *plan, ff__error *err);
 

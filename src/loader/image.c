@@ -20,7 +20,9 @@ ff_status ff_image_augment(const char *path, const char *pipeline, uint64_t seed
   if (!st) st = ff__pipeline_parse_any_size(pipeline, pipe, &err);
   ff__image img;
   if (!st) {
-    ff__sample_job job = {path, seed, epoch, index, 89478485};
+    ff_config c; /* the loader's default limits: every image the pipeline makes is checked */
+    ff_config_init(&c);
+    ff__sample_job job = {path, seed, epoch, index, c.max_image_pixels, c.max_jpeg_scans, c.max_metadata_bytes, 0};
     st = ff__sample_image(&w, pipe, &job, &img, &err);
   }
   if (!st) {

@@ -27,6 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/clock.h"
 #include "loader/loader_internal.h"
@@ -49,6 +50,8 @@ void ff_config_init(ff_config *cfg) {
   ff__sched_params p;
   ff__sched_params_init(&p, cfg->prefetch);
   cfg->device_max_time_share = p.max_device_time;
+  cfg->max_jpeg_scans = 500;
+  cfg->max_metadata_bytes = (size_t)16 << 20;
 }
 
 static int default_threads(void) {
@@ -77,8 +80,10 @@ static ff_status check_config(ff_config *c, ff__error *err) {
   if (c->batch_size < 1) return ff__error_set(err, FF_EINVAL, "batch_size must be >= 1 (got %d)", c->batch_size);
   if (c->prefetch < 1) return ff__error_set(err, FF_EINVAL, "prefetch must be >= 1 (got %d)", c->prefetch);
   if (c->num_threads < 0) return ff__error_set(err, FF_EINVAL, "num_threads must be >= 0 (got %d)", c->num_threads);
-  if (c->on_error != FF_ON_ERROR_RAISE && c->on_error != FF_ON_ERROR_SKIP)
-    return ff__error_set(err, FF_EINVAL, "on_error must be raise or skip");
+  if (c->on_error != FF_ON_ERROR_RAISE && c->on_error != FF_ON_ERROR_SKIP && c->on_error != FF_ON_ERROR_REPLACE)
+    return ff__error_set(err, FF_EINVAL, "on_error must be raise, skip or replace (got %d)", (int)c->on_error);
+  if (c->max_jpeg_scans < 0)
+    return ff__error_set(err, FF_EINVAL, "max_jpeg_scans must be >= 0 (got %d)", c->max_jpeg_scans);
   if (!c->device) c->device = "cpu";
   if (!(c->device_max_time_share > 0 && c->device_max_time_share <= 1))
     return ff__error_set(err, FF_EINVAL, "device_max_time_share must be in (0, 1] (got %g)",
@@ -105,8 +110,8 @@ static int batch_count(const ff_loader *l, size_t b) {
 
 static void clear_skips(ff_loader *l, ff_batch *e) {
   for (int s = 0; s < l->batch_cap; s++) {
-    free(e->skip_msg[s]);
-    e->skip_msg[s] = NULL;
+    free(e->skip_msg[s]), free(e->replace_msg[s]), free(e->warn_msg[s]);
+    e->skip_msg[s] = e->replace_msg[s] = e->warn_msg[s] = NULL;
   }
 }
 
@@ -186,15 +191,21 @@ static int take_item(ff_loader *l, int worker, size_t *item, ff_batch **batch) {
   }
 }
 
-/* Counts the batch's skipped samples as it is handed out (not when a worker
- * meets them, which may be an epoch ahead) and keeps their messages. Locked. */
+/* Moves *msg into list (of at most MAX_SKIPPED_KEPT) or frees it. */
+static void keep_msg(char **list, size_t *kept, char **msg) {
+  if (*kept < MAX_SKIPPED_KEPT) list[(*kept)++] = *msg;
+  else free(*msg);
+  *msg = NULL;
+}
+
+/* Counts the batch's skipped and replaced samples and its warnings as it is
+ * handed out (not when a worker meets them, which may be an epoch ahead)
+ * and keeps their messages. Locked. */
 static void report_skips(ff_loader *l, ff_batch *e) {
   for (int s = 0; s < l->batch_cap; s++) {
-    if (!e->skip_msg[s]) continue;
-    l->stats.skipped++;
-    if (l->skipped_kept < MAX_SKIPPED_KEPT) l->skipped[l->skipped_kept++] = e->skip_msg[s];
-    else free(e->skip_msg[s]);
-    e->skip_msg[s] = NULL;
+    if (e->skip_msg[s]) l->stats.skipped++, keep_msg(l->skipped, &l->skipped_kept, &e->skip_msg[s]);
+    if (e->replace_msg[s]) l->stats.replaced++, keep_msg(l->skipped, &l->skipped_kept, &e->replace_msg[s]);
+    if (e->warn_msg[s]) l->stats.warnings++, keep_msg(l->warnings, &l->warnings_kept, &e->warn_msg[s]);
   }
 }
 
@@ -242,6 +253,38 @@ typedef struct worker_arg {
   ff__worker *worker;
 } worker_arg;
 
+/* What a worker needs to run sample `sample` of `epoch`. */
+static ff__sample_job sample_job(const ff_loader *l, uint64_t epoch, int64_t sample) {
+  const ff_config *c = &l->cfg;
+  return (ff__sample_job){l->index.paths[sample], c->seed, epoch, (uint64_t)sample, c->max_image_pixels,
+                          c->max_jpeg_scans, c->max_metadata_bytes, c->strict_decode};
+}
+
+/* The most samples tried in place of one that failed (on_error=replace). */
+#define MAX_REPLACE_TRIES 1000
+
+/* on_error=replace: runs the samples that follow position `at` in the
+ * epoch's order (wrapping around, at most MAX_REPLACE_TRIES of them), each
+ * with its own index and draws, until one succeeds into `slot`; *used is
+ * that sample. A pure function of the
+ * order, so the substitute is the same whatever the threads did. The order
+ * stays put meanwhile: the workers compute an epoch's order only when the
+ * consumer has reached the epoch before it, which needs this batch. On the
+ * CPU, unlocked; returns the last error when none succeeds. */
+static ff_status replace_sample(ff_loader *l, ff__worker *w, ff_batch *e, size_t at, int slot, int64_t *used,
+                                ff__error *err) {
+  const int64_t *order = l->order[e->epoch & 1];
+  size_t n = l->num_samples, tries = n - 1 < MAX_REPLACE_TRIES ? n - 1 : MAX_REPLACE_TRIES;
+  ff_status st = err->status;
+  for (size_t k = 1; k <= tries && st; k++) {
+    int64_t sample = order[(at + k) % n];
+    ff__sample_job job = sample_job(l, e->epoch, sample);
+    st = ff__sample_run(w, &l->pipe, &job, e->images, slot, err);
+    if (!st) *used = sample;
+  }
+  return st;
+}
+
 static void *worker_loop(void *p) {
   worker_arg *a = p;
   ff_loader *l = a->loader;
@@ -257,8 +300,8 @@ static void *worker_loop(void *p) {
     size_t pos = item % (size_t)l->cfg.batch_size;
     int slot = e->slot_order[pos], to_device = e->to_device[slot];
     int64_t sample = l->order[e->epoch & 1][item - pos + (size_t)slot];
-    ff__sample_job job = {l->index.paths[sample], l->cfg.seed, e->epoch, (uint64_t)sample,
-                          l->cfg.max_image_pixels};
+    ff__sample_job job = sample_job(l, e->epoch, sample);
+    size_t at = item - pos + (size_t)slot; /* the sample's place in the epoch's order */
     l->busy++;
     pthread_mutex_unlock(&l->mu);
 
@@ -266,21 +309,31 @@ static void *worker_loop(void *p) {
     int added = 0, fell_back = 0;
     ff_status st = to_device ? ff__offload_sample(l, w, e, &job, slot, &added, &fell_back, &err)
                              : ff__sample_run(w, &l->pipe, &job, e->images, slot, &err);
+    char *replace_msg = NULL;
+    int64_t used = sample; /* the sample whose pixels fill the slot */
+    if (st && !added && l->cfg.on_error == FF_ON_ERROR_REPLACE) {
+      ff__error first = err;
+      replace_msg = strdup(err.msg);
+      st = replace_sample(l, w, e, at, slot, &used, &err);
+      if (st) err = first; /* no substitute: the batch fails with the sample's own error */
+    }
+    char *warn_msg = w->warning.status ? strdup(w->warning.msg) : NULL;
 
     pthread_mutex_lock(&l->mu);
     l->busy--;
     uint64_t cpu_ns = w->read_ns + w->decode_ns + w->ops_ns;
     if (l->trace) trace_sample(l, index, w, t0, sample);
     if (!st && !added) ff__cost_observe_ops(&l->cost, w->ops_ns);
-    if (l->headers && w->header.width) l->headers[sample] = ff__cost_header_pack(&w->header);
+    if (l->headers && w->header.width && (used == sample || !st)) l->headers[used] = ff__cost_header_pack(&w->header);
     l->stats.read_ns += w->read_ns, l->stats.decode_ns += w->decode_ns, l->stats.ops_ns += w->ops_ns;
     l->stats.read_bytes += w->read_bytes;
     w->read_ns = w->decode_ns = w->ops_ns = w->read_bytes = 0;
     ff__loader_add_costs(l, &w->ops.costs);
     if (gen == l->gen) {
-      e->labels[slot] = l->index.labels[sample];
-      e->sample_indices[slot] = sample;
+      e->labels[slot] = l->index.labels[used];
+      e->sample_indices[slot] = used;
       if (to_device) ff__offload_sample_done(l, e);
+      if (warn_msg) e->warn_msg[slot] = warn_msg, warn_msg = NULL;
       if (!added) { /* finished here; a sample in the microbatch finishes with it, in the feeder */
         if (st && l->cfg.on_error == FF_ON_ERROR_SKIP) {
           /* a message that cannot be copied still marks the slot */
@@ -289,12 +342,15 @@ static void *worker_loop(void *p) {
         } else if (st && !e->error.status) {
           e->error = err;
         } else if (!st) {
+          if (replace_msg) e->replace_msg[slot] = replace_msg, replace_msg = NULL;
           e->stats.cpu_samples++, e->stats.cpu_ns += cpu_ns;
           e->stats.device_fallbacks += (size_t)fell_back;
         }
         ff__loader_sample_finished(l, e, 1);
       }
     }
+    free(replace_msg);
+    free(warn_msg);
     pthread_cond_broadcast(&l->ready_cv);
   }
   pthread_mutex_unlock(&l->mu);
@@ -307,8 +363,10 @@ static void loader_free(ff_loader *l) {
     free(l->ring[i].images);
     free(l->ring[i].labels);
     free(l->ring[i].sample_indices);
-    if (l->ring[i].skip_msg) clear_skips(l, &l->ring[i]);
+    if (l->ring[i].skip_msg && l->ring[i].replace_msg && l->ring[i].warn_msg) clear_skips(l, &l->ring[i]);
     free(l->ring[i].skip_msg);
+    free(l->ring[i].replace_msg);
+    free(l->ring[i].warn_msg);
     free(l->ring[i].slot_order);
     free(l->ring[i].to_device);
   }
@@ -317,6 +375,8 @@ static void loader_free(ff_loader *l) {
   free(l->split_saving);
   for (size_t i = 0; i < l->skipped_kept; i++) free(l->skipped[i]);
   free(l->skipped);
+  for (size_t i = 0; i < l->warnings_kept; i++) free(l->warnings[i]);
+  free(l->warnings);
   free(l->ring);
   free(l->workers);
   free(l->threads);
@@ -368,7 +428,7 @@ static ff_status loader_start(ff_loader *l) {
                        "max_image_pixels (%llu)", l->pipe.peak_column, (unsigned long long)l->pipe.peak_pixels,
                        (unsigned long long)l->cfg.max_image_pixels);
   if (!st) st = env_share(&l->forced_share, err);
-  if (!st) st = ff__source_open(l->cfg.source, &l->index, err);
+  if (!st) st = ff__source_open(l->cfg.source, l->cfg.allow_empty, &l->index, err);
   if (st) return st;
 
   const ff_config *c = &l->cfg;
@@ -393,10 +453,11 @@ static ff_status loader_start(ff_loader *l) {
   l->workers = calloc((size_t)l->num_threads, sizeof *l->workers);
   l->threads = calloc((size_t)l->num_threads, sizeof *l->threads);
   l->skipped = calloc(MAX_SKIPPED_KEPT, sizeof *l->skipped);
+  l->warnings = calloc(MAX_SKIPPED_KEPT, sizeof *l->warnings);
   l->split_sizes = malloc(bs * sizeof *l->split_sizes);
   l->split_saving = malloc(bs * sizeof *l->split_saving);
   if (!l->order[0] || !l->order[1] || !l->perm || !l->ring || !l->workers || !l->threads || !l->skipped ||
-      !l->split_sizes || !l->split_saving)
+      !l->warnings || !l->split_sizes || !l->split_saving)
     return ff__error_set(err, FF_ENOMEM, "out of memory");
   for (int i = 0; i < l->ring_size; i++) {
     ff_batch *e = &l->ring[i];
@@ -405,9 +466,12 @@ static ff_status loader_start(ff_loader *l) {
     e->labels = malloc(bs * sizeof *e->labels);
     e->sample_indices = malloc(bs * sizeof *e->sample_indices);
     e->skip_msg = calloc(bs, sizeof *e->skip_msg);
+    e->replace_msg = calloc(bs, sizeof *e->replace_msg);
+    e->warn_msg = calloc(bs, sizeof *e->warn_msg);
     e->slot_order = malloc(bs * sizeof *e->slot_order);
     e->to_device = calloc(bs, sizeof *e->to_device);
-    if (!e->images || !e->labels || !e->sample_indices || !e->skip_msg || !e->slot_order || !e->to_device)
+    if (!e->images || !e->labels || !e->sample_indices || !e->skip_msg || !e->replace_msg || !e->warn_msg ||
+        !e->slot_order || !e->to_device)
       return ff__error_set(err, FF_ENOMEM, "out of memory for %d batches of %zu bytes", l->ring_size,
                            bs * l->sample_bytes);
   }
@@ -450,6 +514,7 @@ ff_status ff_loader_open(const ff_config *cfg, ff_loader **out) {
   pthread_cond_init(&l->feed_cv, NULL);
   snprintf(l->device_name, sizeof l->device_name, "cpu");
   l->stats.device = l->device_name;
+  l->pid = getpid();
   if (!cfg) return ff__error_set(&l->err, FF_EINVAL, "config is NULL");
   /* Copy only the fields the caller's version of ff_config has. */
   ff_config_init(&l->cfg);
@@ -617,6 +682,11 @@ ff_status ff_loader_next(ff_loader *l, ff_batch **out) {
 void ff_batch_release(ff_batch *b) {
   if (!b) return;
   ff_loader *l = b->loader;
+  /* A forked child has a copy of the loader without its threads: its mutex
+   * may have been held by one of them at the fork, and nothing there waits
+   * for the buffer. Touch nothing (the child's copy of the memory goes with
+   * the child). */
+  if (getpid() != l->pid) return;
   pthread_mutex_lock(&l->mu);
   b->state = FF__BUF_FREE;
   int last = --l->held == 0 && l->closed;
@@ -683,6 +753,10 @@ size_t ff_loader_op_costs(const ff_loader *l, ff_op_cost *out, size_t cap) {
 
 const char *ff_loader_skipped(const ff_loader *l, size_t i) {
   return i < l->skipped_kept ? l->skipped[i] : NULL;
+}
+
+const char *ff_loader_warning(const ff_loader *l, size_t i) {
+  return i < l->warnings_kept ? l->warnings[i] : NULL;
 }
 
 void ff__loader_set_active_threads(ff_loader *l, int n) {

@@ -13,6 +13,7 @@
 #define FF_LOADER_LOADER_INTERNAL_H
 
 #include <pthread.h>
+#include <sys/types.h>
 
 #include "exec/cpu.h"
 #include "exec/dev_batch.h"
@@ -35,6 +36,8 @@ struct ff_batch {
   size_t size;           /* samples in it, after skips */
   int pending;           /* samples not finished yet (device ones finish when the feeder has them in) */
   char **skip_msg;       /* per slot: why it was skipped (on_error=skip), or NULL */
+  char **replace_msg;    /* per slot: why its sample was replaced (on_error=replace), or NULL */
+  char **warn_msg;       /* per slot: the damage its decoder repaired, or NULL */
   void *images;
   int64_t *labels, *sample_indices;
   ff__error error;       /* first error of the batch (on_error=raise) */
@@ -75,8 +78,11 @@ struct ff_loader {
 
   ff_stats stats;
   ff__op_costs costs;
-  char **skipped;
+  char **skipped;        /* failed samples' messages (skipped or replaced), as handed out */
   size_t skipped_kept;
+  char **warnings;       /* repaired-damage messages, as handed out */
+  size_t warnings_kept;
+  pid_t pid;             /* the process that opened the loader: a forked child must not touch it */
 
   /* the scheduler */
   ff__sched_params sched_params;

@@ -21,7 +21,7 @@ typedef enum arg_kind {
   ARG_INT,         /* int in [lo, hi] */
   ARG_DOUBLE,      /* double in [lo, hi] */
   ARG_WHOLE,       /* double holding an integer in [lo, hi] */
-  ARG_RANGE,       /* double[2]: (min, max), 0 < min <= max */
+  ARG_RANGE,       /* double[2]: (min, max), lo < min <= max <= hi (lo exclusive) */
   ARG_BOOL,        /* int: true/false */
   ARG_TRUE,        /* only true is accepted (to_dtype's scale) */
   ARG_RGB,         /* float[3]: (r, g, b), one number, or `imagenet` (mean or std by name) */
@@ -63,8 +63,10 @@ static const op_spec op_specs[] = {
      {{"size", ARG_SIZE, 1, AT(size), 1, 65535}, {"antialias", ARG_BOOL, 0, AT(antialias), 0, 0}}},
     {"random_resized_crop", FF__OP_RANDOM_RESIZED_CROP, 0,
      {{"size", ARG_SIZE, 1, AT(size), 1, 65535},
-      {"scale", ARG_RANGE, 0, AT(scale), 0, BIG},
-      {"ratio", ARG_RANGE, 0, AT(ratio), 0, BIG},
+      /* a share of the image's area; aspect ratios past 1:100 make crops of a pixel's width on
+       * common images, rounding to nothing (torchvision then fails inside resize) */
+      {"scale", ARG_RANGE, 0, AT(scale), 0, 1},
+      {"ratio", ARG_RANGE, 0, AT(ratio), 0.01 - 1e-12, 100},
       {"antialias", ARG_BOOL, 0, AT(antialias), 0, 0}}},
     {"random_horizontal_flip", FF__OP_RANDOM_HORIZONTAL_FLIP, 0, {{"p", ARG_DOUBLE, 0, AT(p), 0, 1}}},
     {"random_vertical_flip", FF__OP_RANDOM_VERTICAL_FLIP, 0, {{"p", ARG_DOUBLE, 0, AT(p), 0, 1}}},
@@ -228,6 +230,12 @@ static ff_status set_arg(lexer *lx, ff__op *op, const arg_spec *a, const value *
     double *range = (double *)field;
     if (v->count != 2 || v->nums[0] <= 0 || v->nums[0] > v->nums[1])
       return bad(lx, v, "a pair (min, max) of positive numbers with min <= max");
+    if (v->nums[0] <= a->lo || v->nums[1] > a->hi) {
+      char want[160];
+      snprintf(want, sizeof want, "%s within (%.3g, %g]: (%g, %g) is degenerate", a->name, a->lo, a->hi,
+               v->nums[0], v->nums[1]);
+      return bad(lx, v, want);
+    }
     range[0] = v->nums[0], range[1] = v->nums[1];
     return FF_OK;
   }
@@ -361,25 +369,26 @@ static ff_status parse_op(lexer *lx, ff__op *op) {
 
 /* Output size after the ops, or 0 where it depends on the image; and the
  * largest fixed size on the way (p->peak_pixels). */
-static void output_size(ff__pipeline *p, int *h, int *w) {
-  *h = *w = 0;
+static void output_size(ff__pipeline *p, int *out_h, int *out_w) {
+  int64_t h = 0, w = 0;
   for (int i = 0; i < p->num_ops; i++) {
     const ff__op *op = &p->ops[i];
     switch (op->kind) {
-    case FF__OP_CROP: *h = op->height, *w = op->width; break;
+    case FF__OP_CROP: h = op->height, w = op->width; break;
     case FF__OP_CENTER_CROP:
-    case FF__OP_RANDOM_RESIZED_CROP: *h = op->size[0], *w = op->size[1]; break;
+    case FF__OP_RANDOM_RESIZED_CROP: h = op->size[0], w = op->size[1]; break;
     case FF__OP_RESIZE:
-      if (op->size[1]) *h = op->size[0], *w = op->size[1];
-      else if (*h) ff__resize_shorter_side(op->size[0], h, w);
+      if (op->size[1]) h = op->size[0], w = op->size[1];
+      else if (h) ff__resize_shorter_side(op->size[0], &h, &w);
       break;
     default: break;
     }
-    if ((uint64_t)*h * (uint64_t)*w > p->peak_pixels) {
-      p->peak_pixels = (uint64_t)*h * (uint64_t)*w;
+    if ((uint64_t)h * (uint64_t)w > p->peak_pixels) {
+      p->peak_pixels = (uint64_t)h * (uint64_t)w;
       p->peak_column = op->column;
     }
   }
+  *out_h = (int)h, *out_w = (int)w; /* fixed sizes come from ops' arguments, at most 65535 */
 }
 
 /* The most plan steps an op can produce. */

@@ -81,11 +81,12 @@ ff_status ff__pipeline_parse_any_size(const char *text, ff__pipeline *out, ff__e
 
 /* resize with one size s on an h x w image: the shorter side becomes s and
  * the other keeps the aspect ratio, truncated (torchvision
- * _compute_resized_output_size). Shared by the parser's output size and the
+ * _compute_resized_output_size). In 64 bits: a 1 x N image makes a long
+ * side of s * N, far past int. Shared by the parser's output size and the
  * planner, which must agree. */
-static inline void ff__resize_shorter_side(int s, int *h, int *w) {
-  if (*w <= *h) *h = (int)((long long)s * *h / *w), *w = s;
-  else *w = (int)((long long)s * *w / *h), *h = s;
+static inline void ff__resize_shorter_side(int64_t s, int64_t *h, int64_t *w) {
+  if (*w <= *h) *h = s * *h / *w, *w = s;
+  else *w = s * *w / *h, *h = s;
 }
 
 /* Concrete steps on a uint8 HWC image, in order. */
@@ -113,11 +114,19 @@ typedef struct ff__plan {
   ff__decode_req decode; /* region of interest and DCT-scaling floor folded into decode */
   ff__step steps[FF__PLAN_MAX_STEPS];
   int num_steps;
+  int64_t peak_width, peak_height; /* the largest image (in pixels) a step makes, in 64 bits: the
+                                      steps hold int sizes, valid only when ff__plan_check passes */
 } ff__plan;
 
 /* Plans sample `index` of `epoch` for an image of info->width x
  * info->height. max_pixels goes into the decode request. */
 void ff__plan_make(const ff__pipeline *pipe, uint64_t seed, uint64_t epoch, uint64_t index,
                    const ff__image_info *info, uint64_t max_pixels, ff__plan *out);
+
+/* Before anything is allocated for the steps: FF_ETOOBIG, naming `name`
+ * (the file), when a step would make an image over max_pixels (0 = no
+ * limit) or with a side past INT_MAX. */
+ff_status ff__plan_check(const ff__plan *plan, const ff__image_info *info, uint64_t max_pixels, const char *name,
+                         ff__error *err);
 
 #endif

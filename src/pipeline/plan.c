@@ -8,6 +8,7 @@
  * downscaling resize after it lets the JPEG decoder reduce in the DCT domain
  * (when decode(dct_scale=true), the default). The augmentation policies
  * draw their choices in policy.c. */
+#include <limits.h>
 #include <math.h>
 #include <string.h>
 
@@ -40,6 +41,9 @@ static void random_resized_crop_box(const ff__op *op, ff__philox *rng, int heigh
   int w = width, h = height;
   if (in_ratio < op->ratio[0]) h = (int)round_half_even(w / op->ratio[0]);
   else if (in_ratio > op->ratio[1]) w = (int)round_half_even(h * op->ratio[1]);
+  /* never an empty box (crop_width 0 would mean the whole image to the decoder) */
+  if (w < 1) w = 1;
+  if (h < 1) h = 1;
   box[0] = (width - w) / 2, box[1] = (height - h) / 2, box[2] = w, box[3] = h;
 }
 
@@ -49,10 +53,34 @@ static int center_offset(int in, int out) {
   return (int)round_half_even((in - out) / 2.0);
 }
 
-static void add_step(ff__plan *plan, ff__step_kind kind, int x, int y, int w, int h, int antialias) {
+/* w * h, saturating at UINT64_MAX (a planned side may reach 2^47). */
+static uint64_t pixels_of(int64_t w, int64_t h) {
+  if (w <= 0 || h <= 0) return 0;
+  return (uint64_t)w > UINT64_MAX / (uint64_t)h ? UINT64_MAX : (uint64_t)w * (uint64_t)h;
+}
+
+/* Adds a step making a w x h image. Sizes are planned in 64 bits and the
+ * largest kept (peak_width/height); a step's int fields hold them only when
+ * they fit, which ff__plan_check makes sure of before anything runs. */
+static void add_step(ff__plan *plan, ff__step_kind kind, int x, int y, int64_t w, int64_t h, int antialias) {
   ff__step *s = &plan->steps[plan->num_steps++];
   memset(s, 0, sizeof *s);
-  s->kind = kind, s->x = x, s->y = y, s->w = w, s->h = h, s->antialias = antialias;
+  if (pixels_of(w, h) > pixels_of(plan->peak_width, plan->peak_height)) plan->peak_width = w, plan->peak_height = h;
+  s->kind = kind, s->x = x, s->y = y, s->antialias = antialias;
+  s->w = w > INT_MAX ? INT_MAX : (int)w, s->h = h > INT_MAX ? INT_MAX : (int)h;
+}
+
+ff_status ff__plan_check(const ff__plan *plan, const ff__image_info *info, uint64_t max_pixels, const char *name,
+                         ff__error *err) {
+  int64_t w = plan->peak_width, h = plan->peak_height;
+  int over_int = w > INT_MAX || h > INT_MAX;
+  if (over_int || (max_pixels && pixels_of(w, h) > max_pixels))
+    return ff__error_set(err, FF_ETOOBIG,
+                         "%s: the pipeline would make a %lldx%lld image (%.4g pixels) from this %dx%d image, "
+                         "over the limit of %llu (max_image_pixels)%s",
+                         name, (long long)w, (long long)h, (double)w * (double)h, info->width, info->height,
+                         (unsigned long long)max_pixels, over_int ? " and past 2^31-1 pixels on a side" : "");
+  return FF_OK;
 }
 
 void ff__plan_make(const ff__pipeline *pipe, uint64_t seed, uint64_t epoch, uint64_t index,
@@ -61,9 +89,9 @@ void ff__plan_make(const ff__pipeline *pipe, uint64_t seed, uint64_t epoch, uint
   ff__philox_init(&rng, seed, FF__RNG_AUGMENT, index, epoch);
   memset(out, 0, sizeof *out);
   out->decode.max_pixels = max_pixels;
-  int h = info->height, w = info->width;
+  int64_t h = info->height, w = info->width;
   int box[4];
-  for (int i = 0; i < pipe->num_ops; i++) {
+  for (int i = 0; i < pipe->num_ops && h <= INT_MAX && w <= INT_MAX; i++) { /* past int: refused by ff__plan_check */
     const ff__op *op = &pipe->ops[i];
     switch (op->kind) {
     case FF__OP_CROP:
@@ -71,12 +99,12 @@ void ff__plan_make(const ff__pipeline *pipe, uint64_t seed, uint64_t epoch, uint
       h = op->height, w = op->width;
       break;
     case FF__OP_CENTER_CROP:
-      add_step(out, FF__STEP_CROP, center_offset(w, op->size[1]), center_offset(h, op->size[0]),
+      add_step(out, FF__STEP_CROP, center_offset((int)w, op->size[1]), center_offset((int)h, op->size[0]),
                op->size[1], op->size[0], 0);
       h = op->size[0], w = op->size[1];
       break;
     case FF__OP_RESIZE: {
-      int nh = op->size[0], nw = op->size[1];
+      int64_t nh = op->size[0], nw = op->size[1];
       if (!nw) { /* size sets the shorter side */
         nh = h, nw = w;
         ff__resize_shorter_side(op->size[0], &nh, &nw);
@@ -86,7 +114,7 @@ void ff__plan_make(const ff__pipeline *pipe, uint64_t seed, uint64_t epoch, uint
       break;
     }
     case FF__OP_RANDOM_RESIZED_CROP:
-      random_resized_crop_box(op, &rng, h, w, box);
+      random_resized_crop_box(op, &rng, (int)h, (int)w, box);
       add_step(out, FF__STEP_CROP, box[0], box[1], box[2], box[3], 0);
       add_step(out, FF__STEP_RESIZE, 0, 0, op->size[1], op->size[0], op->antialias);
       h = op->size[0], w = op->size[1];
@@ -106,7 +134,9 @@ void ff__plan_make(const ff__pipeline *pipe, uint64_t seed, uint64_t epoch, uint
     case FF__OP_RAND_AUGMENT:
     case FF__OP_TRIVIAL_AUGMENT_WIDE:
     case FF__OP_AUTO_AUGMENT:
-    case FF__OP_AUG_MIX: out->num_steps += ff__policy_plan(op, &rng, h, w, out->steps + out->num_steps); break;
+    case FF__OP_AUG_MIX:
+      out->num_steps += ff__policy_plan(op, &rng, (int)h, (int)w, out->steps + out->num_steps);
+      break;
     case FF__OP_DECODE:
     case FF__OP_TO_DTYPE:
     case FF__OP_NORMALIZE: break;

@@ -2,9 +2,20 @@
  *
  * imagefolder:DIR reproduces torchvision.datasets.ImageFolder's order: class
  * folders sorted by name get labels 0..K-1; inside a class, the folders of
- * os.walk are taken sorted by path and each one's files sorted by name (so a
- * class's own files come before those of its sub-folders). list:FILE reads
- * `path<TAB>label` lines. Each sample's encoded size comes from stat(). */
+ * os.walk(followlinks=True) are taken sorted by path and each one's files
+ * sorted by name (so a class's own files come before those of its
+ * sub-folders). Links to folders are followed as os.walk follows them,
+ * except a link back to a folder on its own path (a cycle, which os.walk
+ * follows until the kernel's ELOOP, indexing every image dozens of times):
+ * cycles are recognised by (device, inode) and not entered. Only regular
+ * files are indexed (a FIFO named like an image would block its reader); a
+ * name whose target cannot be stat'ed (a dangling link, a file deleted
+ * meanwhile) is indexed with size 0 and fails when read, under the loader's
+ * on_error policy, as torchvision fails at load time. A class folder
+ * without images is refused, as ImageFolder refuses it, unless allowed.
+ * list:FILE reads `path<TAB>label` lines (a UTF-8 byte-order mark before
+ * the first is skipped); a listed path is indexed whatever its state and
+ * checked when read. Each sample's encoded size comes from stat(). */
 #include "source/source.h"
 
 #include <dirent.h>
@@ -56,17 +67,24 @@ static int is_dir(const char *path) {
   return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
+/* A name that may be an image: a regular file, or nothing stat can see (a
+ * dangling link: indexed, it fails when read as it does in torchvision). */
+static int may_be_image(const char *path) {
+  struct stat st;
+  return stat(path, &st) != 0 || S_ISREG(st.st_mode);
+}
+
 /* Lists the entries of dir: sub-folders (following links) or image files. */
 static ff_status list_dir(const char *dir, int want_dirs, strvec *out, ff__error *err) {
   DIR *d = opendir(dir);
   if (!d) return ff__error_set(err, FF_EIO, "%s: cannot open folder: %s", dir, strerror(errno));
   struct dirent *e;
-  char path[4096];
+  char path[FF__PATH_MAX];
   ff_status st = FF_OK;
   while (!st && (e = readdir(d))) {
     if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
     snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-    int take = want_dirs ? is_dir(path) : (is_image_name(e->d_name) && !is_dir(path));
+    int take = want_dirs ? is_dir(path) : (is_image_name(e->d_name) && may_be_image(path));
     if (take && strvec_push(out, want_dirs ? e->d_name : path))
       st = ff__error_set(err, FF_ENOMEM, "out of memory listing %s", dir);
   }
@@ -75,24 +93,60 @@ static ff_status list_dir(const char *dir, int want_dirs, strvec *out, ff__error
   return st;
 }
 
-/* All folders under root (root included), as full paths. */
+/* A folder found by the walk: its identity and the folder it was found in. */
+typedef struct walk_node {
+  dev_t dev;
+  ino_t ino;
+  size_t parent; /* index in the walk; the root is its own parent */
+} walk_node;
+
+/* Whether the folder (dev, ino) is `at` or one of its ancestors in nodes. */
+static int on_path(const walk_node *nodes, size_t at, dev_t dev, ino_t ino) {
+  for (;;) {
+    if (nodes[at].dev == dev && nodes[at].ino == ino) return 1;
+    if (nodes[at].parent == at) return 0;
+    at = nodes[at].parent;
+  }
+}
+
+/* All folders under root (root included), as full paths, sorted: os.walk
+ * with followlinks=True, without entering a folder on its own path. */
 static ff_status walk_dirs(const char *root, strvec *out, ff__error *err) {
-  if (strvec_push(out, root)) return ff__error_set(err, FF_ENOMEM, "out of memory");
-  for (size_t i = out->n - 1; i < out->n; i++) {
+  struct stat sb;
+  if (stat(root, &sb) != 0) return ff__error_set(err, FF_EIO, "%s: %s", root, strerror(errno));
+  walk_node *nodes = malloc(sizeof *nodes);
+  size_t cap = 1;
+  if (!nodes || strvec_push(out, root)) {
+    free(nodes);
+    return ff__error_set(err, FF_ENOMEM, "out of memory");
+  }
+  nodes[0] = (walk_node){sb.st_dev, sb.st_ino, 0};
+  ff_status st = FF_OK;
+  for (size_t i = 0; !st && i < out->n; i++) {
     strvec subs = {0};
     char *dir = strdup(out->v[i]);
-    ff_status st = dir ? list_dir(dir, 1, &subs, err) : FF_ENOMEM;
+    st = dir ? list_dir(dir, 1, &subs, err) : ff__error_set(err, FF_ENOMEM, "out of memory");
     for (size_t k = 0; !st && k < subs.n; k++) {
-      char path[4096];
+      char path[FF__PATH_MAX];
       snprintf(path, sizeof path, "%s/%s", dir, subs.v[k]);
+      if (stat(path, &sb) != 0 || on_path(nodes, i, sb.st_dev, sb.st_ino)) continue; /* a cycle */
+      if (out->n == cap) {
+        walk_node *grown = realloc(nodes, 2 * cap * sizeof *nodes);
+        if (!grown) {
+          st = ff__error_set(err, FF_ENOMEM, "out of memory");
+          break;
+        }
+        nodes = grown, cap *= 2;
+      }
+      nodes[out->n] = (walk_node){sb.st_dev, sb.st_ino, i};
       if (strvec_push(out, path)) st = ff__error_set(err, FF_ENOMEM, "out of memory");
     }
     free(dir);
     strvec_free(&subs);
-    if (st) return st;
   }
-  strvec_sort(out);
-  return FF_OK;
+  free(nodes);
+  if (!st) strvec_sort(out);
+  return st;
 }
 
 typedef struct builder {
@@ -102,9 +156,10 @@ typedef struct builder {
   size_t cap;
 } builder;
 
+/* Adds a sample; one that stat cannot see gets size 0 and fails when read. */
 static ff_status add_sample(builder *b, const char *path, int64_t label, ff__error *err) {
   struct stat st;
-  if (stat(path, &st) != 0) return ff__error_set(err, FF_EIO, "%s: %s", path, strerror(errno));
+  if (stat(path, &st) != 0) st.st_size = 0;
   if (b->paths.n == b->cap) {
     size_t cap = b->cap ? b->cap * 2 : 256;
     uint64_t *s = realloc(b->sizes, cap * sizeof *s);
@@ -120,17 +175,20 @@ static ff_status add_sample(builder *b, const char *path, int64_t label, ff__err
   return FF_OK;
 }
 
-static ff_status open_imagefolder(const char *root, builder *b, strvec *classes, ff__error *err) {
+static ff_status open_imagefolder(const char *root, int allow_empty, builder *b, strvec *classes, ff__error *err) {
   if (!is_dir(root))
     return ff__error_set(err, FF_EIO, "imagefolder:%s: %s", root, errno ? strerror(errno) : "not a folder");
   ff_status st = list_dir(root, 1, classes, err);
   if (st) return st;
   if (!classes->n)
     return ff__error_set(err, FF_EEMPTY, "imagefolder:%s: no class folders (expected DIR/<class>/<image>)", root);
+  char empty[1024] = ""; /* the classes without images, for the message */
+  size_t num_empty = 0;
   for (size_t c = 0; c < classes->n && !st; c++) {
-    char class_dir[4096];
+    char class_dir[FF__PATH_MAX];
     snprintf(class_dir, sizeof class_dir, "%s/%s", root, classes->v[c]);
     strvec dirs = {0};
+    size_t before = b->paths.n;
     st = walk_dirs(class_dir, &dirs, err);
     for (size_t d = 0; d < dirs.n && !st; d++) {
       strvec files = {0};
@@ -139,16 +197,25 @@ static ff_status open_imagefolder(const char *root, builder *b, strvec *classes,
       strvec_free(&files);
     }
     strvec_free(&dirs);
+    if (!st && b->paths.n == before && num_empty++ < 8) {
+      size_t used = strlen(empty);
+      snprintf(empty + used, sizeof empty - used, "%s'%s'", used ? ", " : "", classes->v[c]);
+    }
   }
-  if (!st && !b->paths.n)
-    st = ff__error_set(err, FF_EEMPTY, "imagefolder:%s: no .jpg, .jpeg or .png files in the class folders", root);
+  if (!st && num_empty == classes->n)
+    return ff__error_set(err, FF_EEMPTY, "imagefolder:%s: no .jpg, .jpeg or .png files in the class folders", root);
+  if (!st && num_empty && !allow_empty)
+    st = ff__error_set(err, FF_EEMPTY,
+                       "imagefolder:%s: %zu class folder(s) without a .jpg, .jpeg or .png file: %s%s (torchvision's "
+                       "ImageFolder refuses them too; allow_empty keeps their labels)",
+                       root, num_empty, empty, num_empty > 8 ? ", ..." : "");
   return st;
 }
 
 static ff_status open_list(const char *file, builder *b, ff__error *err) {
   FILE *f = fopen(file, "r");
   if (!f) return ff__error_set(err, FF_EIO, "list:%s: %s", file, strerror(errno));
-  char base[4096];
+  char base[FF__PATH_MAX];
   snprintf(base, sizeof base, "%s", file);
   char *slash = strrchr(base, '/');
   if (slash) slash[1] = 0;
@@ -158,6 +225,7 @@ static ff_status open_list(const char *file, builder *b, ff__error *err) {
   ff_status st = FF_OK;
   for (size_t lineno = 1; !st && getline(&line, &cap, f) >= 0; lineno++) {
     line[strcspn(line, "\r\n")] = 0;
+    if (lineno == 1 && !strncmp(line, "\xEF\xBB\xBF", 3)) memmove(line, line + 3, strlen(line + 3) + 1); /* UTF-8 BOM */
     if (!line[0] || line[0] == '#') continue;
     /* exactly two fields; the label plain decimal digits */
     char *tab = strchr(line, '\t');
@@ -170,8 +238,13 @@ static ff_status open_list(const char *file, builder *b, ff__error *err) {
                          lineno);
       break;
     }
+    if (label == INT64_MAX) { /* the class count, label + 1, must fit */
+      st = ff__error_set(err, FF_EDATA, "list:%s:%zu: label %lld is too large (at most %lld)", file, lineno, label,
+                         (long long)INT64_MAX - 1);
+      break;
+    }
     *tab = 0;
-    char path[8192];
+    char path[2 * FF__PATH_MAX];
     snprintf(path, sizeof path, "%s%s", line[0] == '/' ? "" : base, line);
     st = add_sample(b, path, label, err);
   }
@@ -181,12 +254,12 @@ static ff_status open_list(const char *file, builder *b, ff__error *err) {
   return st;
 }
 
-ff_status ff__source_open(const char *spec, ff__index *out, ff__error *err) {
+ff_status ff__source_open(const char *spec, int allow_empty, ff__index *out, ff__error *err) {
   builder b = {0};
   strvec classes = {0};
   ff_status st;
   errno = 0;
-  if (spec && !strncmp(spec, "imagefolder:", 12)) st = open_imagefolder(spec + 12, &b, &classes, err);
+  if (spec && !strncmp(spec, "imagefolder:", 12)) st = open_imagefolder(spec + 12, allow_empty, &b, &classes, err);
   else if (spec && !strncmp(spec, "list:", 5)) st = open_list(spec + 5, &b, err);
   else
     st = ff__error_set(err, FF_EINVAL, "source '%s': expected imagefolder:DIR or list:FILE",

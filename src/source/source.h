@@ -16,11 +16,14 @@ typedef struct ff__index {
   char **class_names;    /* imagefolder only (else NULL) */
 } ff__index;
 
-/* Builds the index of "imagefolder:DIR" or "list:FILE" (see fusionflow.h).
- * Returns FF_OK, FF_EINVAL (unknown kind), FF_EDATA (malformed list line:
- * message names the file and line), FF_EIO (missing or unreadable),
- * FF_EEMPTY, FF_ENOMEM. */
-ff_status ff__source_open(const char *spec, ff__index *out, ff__error *err);
+/* Builds the index of "imagefolder:DIR" or "list:FILE" (see fusionflow.h);
+ * allow_empty: class folders without images keep their labels instead of
+ * failing. Samples that cannot be stat'ed are kept with size 0 (they fail
+ * when read). Returns FF_OK, FF_EINVAL (unknown kind), FF_EDATA (malformed
+ * list line: message names the file and line), FF_EIO (the folder or list
+ * missing or unreadable), FF_EEMPTY (no sample, or a class folder without
+ * images), FF_ENOMEM. */
+ff_status ff__source_open(const char *spec, int allow_empty, ff__index *out, ff__error *err);
 void ff__index_free(ff__index *index);
 
 #endif

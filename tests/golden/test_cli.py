@@ -212,3 +212,28 @@ def test_drop_last_with_fewer_samples_than_ranks_is_refused_clearly(tmp_path, da
                 "--rank", 0, "--drop-last", timeout=30)
     assert res.returncode in (1, 2), res.stderr
     assert "memory" not in res.stderr and "rank" in res.stderr, res.stderr
+
+
+def test_epochs_with_skipped_batches_stop_at_the_end_of_the_last_epoch(copy_of):
+    """A batch whose samples are all skipped is not handed out: the run must
+    still end with its epoch (it used to run into the next one to make up
+    the missing batches)."""
+    root = copy_of()
+    bad = [pick(root, ".jpg", 1), pick(root, ".jpg", 2)]
+    for p in bad:
+        p.write_bytes(b"")
+    for epochs in (1, 2):
+        out = bench_json("--source", f"imagefolder:{root}", "--batch-size", 1, "--threads", 2,
+                         "--on-error", "skip", "--epochs", epochs)
+        assert out["samples"] == 38 * epochs and out["batches"] == 38 * epochs
+        assert out["skipped"] == 2 * epochs
+
+
+def test_on_error_replace_keeps_batches_full(copy_of):
+    root = copy_of()
+    bad = pick(root, ".png", 1)
+    bad.write_bytes(b"")
+    out = bench_json("--source", f"imagefolder:{root}", "--batch-size", 8, "--threads", 2,
+                     "--on-error", "replace")
+    assert out["samples"] == 40 and out["batches"] == 5
+    assert out["skipped"] == 0 and str(bad) in " ".join(out["skipped_samples"])

@@ -161,3 +161,53 @@ def test_png_gray16_keeps_high_byte(tmp_path):
     with Image.open(p) as im:
         high = (np.asarray(im).astype(np.uint32) >> 8).astype(np.uint8)
     np.testing.assert_array_equal(ff_decode(p), np.repeat(high[..., None], 3, axis=2))
+
+
+REPRO = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data", "hostile")
+
+
+@pytest.mark.parametrize("progressive", [False, True])
+@pytest.mark.parametrize("trailer", [1, 4095, 4097, 5000, 70000])
+def test_jpeg_with_trailing_data_decodes_as_pillow_decodes_it(tmp_path, progressive, trailer):
+    """Phone motion photos append a video after the end-of-image marker:
+    Pillow decodes such a file, and so must we, to the same pixels."""
+    clean = save(tmp_path, "clean.jpg", Image.fromarray(test_pixels(3, seed=4)), quality=90,
+                 progressive=progressive)
+    data = clean.read_bytes() + np.random.default_rng(trailer).integers(0, 256, trailer, np.uint8).tobytes()
+    p = tmp_path / "trailer.jpg"
+    p.write_bytes(data)
+    np.testing.assert_array_equal(ff_decode(p), pil_rgb(p))
+    np.testing.assert_array_equal(ff_decode(p), pil_rgb(clean))
+
+
+def test_reproducer_jpeg_trailer_5k_decodes_as_pillow_decodes_it():
+    p = os.path.join(REPRO, "refused-jpeg-trailer-5k.jpg")
+    got = ff_decode(p, crop=(0, 0, 0, 0))
+    np.testing.assert_array_equal(got, pil_rgb(p))
+
+
+def test_truncated_jpeg_is_refused_as_pillow_refuses_it(tmp_path):
+    """Cut in the middle of its scan: Pillow raises 'image file is
+    truncated'; a full decode here fails too."""
+    clean = save(tmp_path, "clean.jpg", Image.fromarray(test_pixels(3, seed=5)), quality=90)
+    p = tmp_path / "cut.jpg"
+    p.write_bytes(clean.read_bytes()[: clean.stat().st_size // 2])
+    with pytest.raises(OSError):
+        pil_rgb(p)
+    with pytest.raises(AssertionError, match="truncated JPEG"):
+        ff_decode(p)
+
+
+def test_corrupt_jpeg_data_decodes_to_pillows_pixels(tmp_path):
+    """Bad Huffman codes: libjpeg repairs the image and Pillow returns it
+    without a word; we return the same pixels (and count a warning, which
+    the loader tests check)."""
+    clean = save(tmp_path, "clean.jpg", Image.fromarray(test_pixels(3, seed=6)), quality=90)
+    data = bytearray(clean.read_bytes())
+    for i in range(len(data) // 2, len(data) // 2 + 64, 2):
+        data[i], data[i + 1] = 0xFF, 0x00
+    p = tmp_path / "corrupt.jpg"
+    p.write_bytes(bytes(data))
+    want = pil_rgb(p)
+    assert not np.array_equal(want, pil_rgb(clean))  # the damage shows
+    np.testing.assert_array_equal(ff_decode(p), want)

@@ -132,3 +132,25 @@ def test_bad_list_line_names_file_and_line(shim, tmp_path):
     with pytest.raises(FFError) as e:
         shim.index(f"list:{lst}")
     assert "l.txt:2" in e.value.message
+
+
+def test_symlink_cycles_are_left_out_and_the_rest_equals_image_folder(shim, tmp_path):
+    """torchvision follows a link back to an ancestor until the kernel's
+    ELOOP (every image then comes dozens of times); we do not enter it.
+    Everything else is ImageFolder's index: its samples whose path does not
+    go through the looping links, in its order."""
+    root = tmp_path / "data"
+    touch(root / "c" / "a.jpg")
+    touch(root / "c" / "s" / "b.jpg")
+    touch(root / "d" / "x.png")
+    outside = tmp_path / "outside"
+    touch(outside / "o.jpg")
+    (root / "c" / "s" / "up").symlink_to("..", target_is_directory=True)  # one: two would take torchvision minutes
+    (root / "c" / "out").symlink_to(outside, target_is_directory=True)
+    (root / "d" / "sib").symlink_to(outside, target_is_directory=True)
+    want, _ = torchvision_index(root)
+    assert len(want) > 40  # torchvision followed the cycles
+    looping = ("/up/",)
+    want = [(p, lbl) for p, lbl in want if not any(part in p + "/" for part in looping)]
+    got = shim.index(f"imagefolder:{root}")
+    assert got == want

@@ -92,7 +92,7 @@ SHIM_API int ff_shim_rrc_box(int height, int width, double scale_lo, double scal
 SHIM_API long ff_shim_index(const char *spec, long i, char *path_out, int cap, int64_t *label_out) {
   ff__index index;
   ff__error err = {0};
-  ff_status st = ff__source_open(spec, &index, &err);
+  ff_status st = ff__source_open(spec, 0, &index, &err);
   if (st) {
     if (path_out && cap > 0) snprintf(path_out, (size_t)cap, "%s", err.msg);
     return (long)st;

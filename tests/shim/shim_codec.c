@@ -35,7 +35,8 @@ SHIM_API int ff_shim_decode(const char *path, int crop_x, int crop_y, int crop_w
   if (!data) {
     st = ff__error_set(&err, FF_EIO, "%s: cannot read", path);
   } else {
-    ff__decode_req req = {crop_x, crop_y, crop_w, crop_h, min_w, min_h, 0};
+    ff__decode_req req = {.crop_x = crop_x, .crop_y = crop_y, .crop_width = crop_w, .crop_height = crop_h,
+                          .min_width = min_w, .min_height = min_h};
     ff__buf pixels = {0};
     ff__image img;
     st = ff__codec_decode(data, size, path, &req, &pixels, &img, &err);

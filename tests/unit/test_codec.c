@@ -17,6 +17,8 @@
 
 #include <jpeglib.h>
 #include <spng.h>
+#include <sys/resource.h>
+#include <zlib.h>
 
 #include "codec/codec.h"
 
@@ -51,6 +53,8 @@ typedef struct jpeg_spec {
   int adobe; /* CMYK: write the Adobe marker (inverted inks) */
   int ycck;  /* CMYK: store as YCCK */
   int quality;
+  const jpeg_scan_info *scans; /* a scan script of num_scans scans (progressive), or NULL */
+  int num_scans;
 } jpeg_spec;
 
 static uint8_t *encode_jpeg(const jpeg_spec *s, const uint8_t *px, size_t *size) {
@@ -72,6 +76,7 @@ static uint8_t *encode_jpeg(const jpeg_spec *s, const uint8_t *px, size_t *size)
   c.comp_info[0].h_samp_factor = s->h_samp ? s->h_samp : 1;
   c.comp_info[0].v_samp_factor = s->v_samp ? s->v_samp : 1;
   if (s->progressive) jpeg_simple_progression(&c);
+  if (s->scans) c.scan_info = s->scans, c.num_scans = s->num_scans;
   jpeg_start_compress(&c, TRUE);
   while (c.next_scanline < c.image_height) {
     JSAMPROW row = (JSAMPROW)px + (size_t)c.next_scanline * s->w * c.input_components;
@@ -137,19 +142,23 @@ static void assert_same_region(const ff__image *full, int x, int y, const ff__im
   }
 }
 
-static void assert_decode_fails(const uint8_t *data, size_t size, ff_status want,
-                                const char *want_text) {
+static void assert_decode_fails_req(const uint8_t *data, size_t size, ff__decode_req req, ff_status want,
+                                    const char *want_text) {
   ff__buf buf = {0};
   ff__image img = {0};
   ff__error err = {0};
-  ff__decode_req req = full_req();
-  req.max_pixels = 1u << 20;
   assert_int_equal(ff__codec_decode(data, size, NAME, &req, &buf, &img, &err), want);
   assert_int_equal(err.status, want);
   assert_non_null(strstr(err.msg, NAME));
   assert_non_null(strstr(err.msg, want_text));
   assert_null(img.data); /* output untouched */
   ff__buf_free(&buf);
+}
+
+static void assert_decode_fails(const uint8_t *data, size_t size, ff_status want, const char *want_text) {
+  ff__decode_req req = full_req();
+  req.max_pixels = 1u << 20;
+  assert_decode_fails_req(data, size, req, want, want_text);
 }
 
 /* ---- probe ---- */
@@ -314,7 +323,8 @@ static void test_dct_scale_is_smallest_that_keeps_minimum(void **state) {
     int cw = 8 + (int)(rng() % 190), ch = 8 + (int)(rng() % 150);
     int x = (int)(rng() % (uint32_t)(s.w - cw + 1)), y = (int)(rng() % (uint32_t)(s.h - ch + 1));
     int mw = 1 + (int)(rng() % (uint32_t)cw), mh = 1 + (int)(rng() % (uint32_t)ch);
-    req = (ff__decode_req){x, y, cw, ch, mw, mh, 0};
+    req = (ff__decode_req){
+        .crop_x = x, .crop_y = y, .crop_width = cw, .crop_height = ch, .min_width = mw, .min_height = mh};
     img = decode_ok(jpg, n, req, &buf);
     int k = 1;
     while (k < 8 && (scaled_len(x, cw, s.w, k) < mw || scaled_len(y, ch, s.h, k) < mh)) k *= 2;
@@ -461,22 +471,141 @@ static void test_truncated_jpeg_fails(void **state) {
   (void)state;
   size_t n;
   uint8_t *jpg = make_test_jpeg(&n);
-  /* No end-of-image marker: refused before decoding, whatever the region. */
-  assert_decode_fails(jpg, n / 2, FF_EDATA, "truncated JPEG (no end-of-image marker)");
+  /* The data ends before the rows the region needs: refused. */
+  assert_decode_fails(jpg, n / 2, FF_EDATA, "truncated JPEG");
   assert_decode_fails(jpg, 40, FF_EDATA, "truncated JPEG"); /* cut inside the header */
-  /* Cut short but ending in a marker: libjpeg finds the missing data. */
+  /* A region above the cut needs none of the missing rows: decoded (its
+   * iMCU row and the next, which fancy upsampling reads, are there). */
+  ff__buf buf = {0};
+  decode_ok(jpg, n * 7 / 8, crop_req(0, 0, 96, 16), &buf);
+  assert_decode_fails(jpg, n * 7 / 8, FF_EDATA, "truncated JPEG");
+  /* Cut short but ending in a marker: libjpeg repairs it (gray rows), as Pillow
+   * decodes it; a warning by default, an error under strict decoding. */
   jpg[n / 2 - 2] = 0xFF, jpg[n / 2 - 1] = 0xD9;
-  assert_decode_fails(jpg, n / 2, FF_EDATA, "corrupt JPEG");
+  ff__error warning = {0};
+  ff__decode_req req = {.warning = &warning};
+  decode_ok(jpg, n / 2, req, &buf);
+  assert_int_equal(warning.status, FF_EDATA);
+  assert_non_null(strstr(warning.msg, NAME));
+  assert_non_null(strstr(warning.msg, "Corrupt JPEG data"));
+  req.strict = 1;
+  ff__error err = {0};
+  ff__image img;
+  assert_int_equal(ff__codec_decode(jpg, n / 2, NAME, &req, &buf, &img, &err), FF_EDATA);
+  assert_non_null(strstr(err.msg, "strict_decode"));
+  ff__buf_free(&buf);
   free(jpg);
 }
 
-static void test_corrupt_jpeg_entropy_data_fails(void **state) {
+/* A progressive file cut between two scans: libjpeg would show the scans it
+ * has; Pillow refuses it as truncated, and so do we. */
+static void test_truncated_progressive_jpeg_fails(void **state) {
+  (void)state;
+  size_t n;
+  uint8_t *jpg = make_jpeg(&(jpeg_spec){.w = 64, .h = 48, .in_cs = JCS_RGB, .progressive = 1}, &n);
+  size_t cut = 0; /* the start of the last SOS marker */
+  for (size_t i = 2; i + 1 < n; i++)
+    if (jpg[i] == 0xFF && jpg[i + 1] == 0xDA) cut = i;
+  assert_true(cut > 0);
+  assert_decode_fails(jpg, cut, FF_EDATA, "truncated JPEG");
+  free(jpg);
+}
+
+static void test_corrupt_jpeg_entropy_data_is_a_warning_or_strict_error(void **state) {
   (void)state;
   size_t n;
   uint8_t *jpg = make_test_jpeg(&n);
   /* FF 00 is a stuffed 0xFF: a run of one-bits, which no Huffman code is. */
   for (size_t i = n / 2; i < n / 2 + 64; i += 2) jpg[i] = 0xFF, jpg[i + 1] = 0x00;
-  assert_decode_fails(jpg, n, FF_EDATA, "corrupt JPEG: Corrupt JPEG data");
+  ff__buf buf = {0};
+  ff__error warning = {0};
+  ff__decode_req req = {.warning = &warning};
+  decode_ok(jpg, n, req, &buf); /* decoded, as Pillow decodes it */
+  assert_int_equal(warning.status, FF_EDATA);
+  assert_non_null(strstr(warning.msg, "Corrupt JPEG data"));
+  req.strict = 1;
+  assert_decode_fails_req(jpg, n, req, FF_EDATA, "Corrupt JPEG data");
+  /* a clean file gives no warning */
+  uint8_t *clean = make_test_jpeg(&n);
+  warning = (ff__error){0};
+  req.strict = 0;
+  decode_ok(clean, n, req, &buf);
+  assert_int_equal(warning.status, FF_OK);
+  ff__buf_free(&buf);
+  free(clean);
+  free(jpg);
+}
+
+/* Bytes after the end-of-image marker (phone motion photos append a video)
+ * and a missing marker after complete data: decoded, and equal to the clean
+ * file, as libjpeg-turbo and Pillow decode them. Several trailer lengths,
+ * across the old 4 KiB window. */
+static void test_jpeg_trailing_data_and_missing_eoi_decode(void **state) {
+  (void)state;
+  size_t n;
+  uint8_t *jpg = make_test_jpeg(&n);
+  ff__buf ref_buf = {0}, buf = {0};
+  ff__image ref = decode_ok(jpg, n, full_req(), &ref_buf);
+  static const size_t trailers[] = {1, 100, 4095, 4096, 4097, 5000, 65536, 300000};
+  for (size_t t = 0; t < sizeof trailers / sizeof trailers[0]; t++) {
+    size_t m = n + trailers[t];
+    uint8_t *big = malloc(m);
+    memcpy(big, jpg, n);
+    rng_state = (uint32_t)t + 1;
+    for (size_t i = n; i < m; i++) big[i] = (uint8_t)rng();
+    ff__error warning = {0};
+    ff__decode_req req = {.warning = &warning};
+    ff__image img = decode_ok(big, m, req, &buf);
+    assert_same_region(&ref, 0, 0, &img);
+    free(big);
+  }
+  ff__image img = decode_ok(jpg, n - 2, full_req(), &buf); /* no FF D9 */
+  assert_same_region(&ref, 0, 0, &img);
+  ff__buf_free(&ref_buf);
+  ff__buf_free(&buf);
+  free(jpg);
+}
+
+/* A progressive file whose every AC coefficient has its own scans: 3
+ * components x 63 coefficients x 3 successive-approximation passes + 1 DC
+ * scan = 568 scans, past the default limit of 500. */
+static uint8_t *make_many_scan_jpeg(int w, int h, size_t *size) {
+  static jpeg_scan_info scans[1 + 3 * 63 * 3];
+  int k = 0;
+  scans[k++] = (jpeg_scan_info){3, {0, 1, 2, 0}, 0, 0, 0, 0};
+  for (int comp = 0; comp < 3; comp++)
+    for (int coef = 1; coef < 64; coef++) {
+      scans[k++] = (jpeg_scan_info){1, {comp, 0, 0, 0}, coef, coef, 0, 2};
+      scans[k++] = (jpeg_scan_info){1, {comp, 0, 0, 0}, coef, coef, 2, 1};
+      scans[k++] = (jpeg_scan_info){1, {comp, 0, 0, 0}, coef, coef, 1, 0};
+    }
+  return make_jpeg(&(jpeg_spec){.w = w, .h = h, .in_cs = JCS_RGB, .h_samp = 1, .v_samp = 1, .scans = scans,
+                                .num_scans = k},
+                   size);
+}
+
+static void test_progressive_scan_limit(void **state) {
+  (void)state;
+  size_t n;
+  uint8_t *jpg = make_many_scan_jpeg(48, 32, &n);
+  ff__decode_req req = {.max_scans = 500};
+  assert_decode_fails_req(jpg, n, req, FF_EDATA, "more than 500 scans (max_jpeg_scans)");
+  ff__buf buf = {0};
+  req.max_scans = 0; /* no limit: it is a valid file */
+  decode_ok(jpg, n, req, &buf);
+  req.max_scans = 568;
+  decode_ok(jpg, n, req, &buf);
+  req.max_scans = 567;
+  assert_decode_fails_req(jpg, n, req, FF_EDATA, "max_jpeg_scans");
+  /* jpeg_simple_progression writes 10 scans for YCbCr */
+  size_t m;
+  uint8_t *simple = make_jpeg(&(jpeg_spec){.w = 64, .h = 48, .in_cs = JCS_RGB, .progressive = 1}, &m);
+  req.max_scans = 10;
+  decode_ok(simple, m, req, &buf);
+  req.max_scans = 9;
+  assert_decode_fails_req(simple, m, req, FF_EDATA, "max_jpeg_scans");
+  ff__buf_free(&buf);
+  free(simple);
   free(jpg);
 }
 
@@ -500,6 +629,122 @@ static uint8_t *make_test_png(size_t *n) {
       px, 40 * 30 * 3, NULL, n);
   free(px);
   return png;
+}
+
+/* Appends a PNG chunk (length, type, data, CRC) at *at. */
+static uint8_t *put_chunk(uint8_t *at, const char *type, const uint8_t *data, size_t n) {
+  uint8_t *start = at;
+  *at++ = (uint8_t)(n >> 24), *at++ = (uint8_t)(n >> 16), *at++ = (uint8_t)(n >> 8), *at++ = (uint8_t)n;
+  memcpy(at, type, 4), at += 4;
+  if (n) memcpy(at, data, n), at += n;
+  uLong crc = crc32(crc32(0L, Z_NULL, 0), start + 4, (uInt)(n + 4));
+  *at++ = (uint8_t)(crc >> 24), *at++ = (uint8_t)(crc >> 16), *at++ = (uint8_t)(crc >> 8), *at++ = (uint8_t)crc;
+  return at;
+}
+
+/* The 40x30 test PNG with a zTXt chunk inserted after IHDR whose text
+ * inflates to text_bytes zero bytes (deflated in a stream: the text itself
+ * is never in memory here). */
+static uint8_t *make_ztxt_png(size_t text_bytes, size_t *size) {
+  size_t n;
+  uint8_t *png = make_test_png(&n);
+  z_stream z = {0};
+  assert_int_equal(deflateInit(&z, 9), Z_OK);
+  size_t cap = text_bytes / 512 + 4096;
+  uint8_t *deflated = malloc(cap);
+  static const uint8_t zeros[65536];
+  z.next_out = deflated, z.avail_out = (uInt)cap;
+  for (size_t left = text_bytes;;) {
+    size_t k = left < sizeof zeros ? left : sizeof zeros;
+    z.next_in = (Bytef *)zeros, z.avail_in = (uInt)k;
+    left -= k;
+    int rc = deflate(&z, left ? Z_NO_FLUSH : Z_FINISH);
+    assert_true(z.avail_out > 0);
+    if (rc == Z_STREAM_END) break;
+  }
+  size_t zn = z.total_out;
+  deflateEnd(&z);
+  uint8_t *body = malloc(zn + 16);
+  memcpy(body, "Comment\0\0", 9); /* keyword, NUL, compression method 0 */
+  memcpy(body + 9, deflated, zn);
+  uint8_t *out = malloc(n + zn + 64);
+  size_t ihdr_end = 8 + 8 + 13 + 4;
+  memcpy(out, png, ihdr_end);
+  uint8_t *at = put_chunk(out + ihdr_end, "zTXt", body, zn + 9);
+  memcpy(at, png + ihdr_end, n - ihdr_end);
+  *size = (size_t)(at - out) + n - ihdr_end;
+  free(body);
+  free(deflated);
+  free(png);
+  return out;
+}
+
+static long max_rss_kb(void) {
+  struct rusage ru;
+  getrusage(RUSAGE_SELF, &ru);
+  return ru.ru_maxrss;
+}
+
+/* A zTXt chunk that inflates to 256 MiB in a 260 KB file: refused at the
+ * metadata limit, and the peak memory stays far below what inflating it
+ * takes. Smaller texts, under the limit, decode. (First in the group: the
+ * peak is the process's.) */
+static void test_png_metadata_bomb_is_refused_with_bounded_memory(void **state) {
+  (void)state;
+  size_t n;
+  uint8_t *bomb = make_ztxt_png((size_t)256 << 20, &n);
+  long before = max_rss_kb();
+  ff__decode_req req = {.max_metadata_bytes = (size_t)16 << 20};
+  assert_decode_fails_req(bomb, n, req, FF_EDATA, "max_metadata_bytes");
+  long grown_kb = max_rss_kb() - before;
+  if (grown_kb > 64 * 1024) fail_msg("decoding the zTXt bomb grew the peak memory by %ld KiB", grown_kb);
+  free(bomb);
+  /* text bytes, a limit it passes, a limit it does not (libspng counts its
+   * working copy of an inflated text too: a text passes under half the limit) */
+  static const size_t cases[][3] = {{1000, 1 << 20, 0}, {100000, 1 << 20, 1 << 17}, {900000, 4 << 20, 1 << 18}};
+  ff__buf buf = {0};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    uint8_t *png = make_ztxt_png(cases[i][0], &n);
+    req.max_metadata_bytes = cases[i][1];
+    decode_ok(png, n, req, &buf);
+    req.max_metadata_bytes = cases[i][2];
+    if (cases[i][2]) assert_decode_fails_req(png, n, req, FF_EDATA, "max_metadata_bytes");
+    free(png);
+  }
+  ff__buf_free(&buf);
+}
+
+static uint8_t *read_data_file(const char *name, size_t *size) {
+  char path[1024];
+  snprintf(path, sizeof path, "%s/hostile/%s", FF_TEST_DATA, name);
+  FILE *f = fopen(path, "rb");
+  if (!f) fail_msg("cannot open %s", path);
+  fseek(f, 0, SEEK_END);
+  long n = ftell(f);
+  rewind(f);
+  uint8_t *data = malloc((size_t)n);
+  assert_int_equal(fread(data, 1, (size_t)n, f), (size_t)n);
+  fclose(f);
+  *size = (size_t)n;
+  return data;
+}
+
+/* Reproducers: a 2.9 KB PNG whose text chunk declares 2 GiB (refused at
+ * the chunk limit, not allocated); a JPEG with 5 KB of trailing data
+ * (decoded). */
+static void test_reproducers_png_text_2gib_and_jpeg_trailer(void **state) {
+  (void)state;
+  size_t n;
+  uint8_t *png = read_data_file("bigalloc-png-text-chunk-2gib.png", &n);
+  ff__decode_req req = {.max_metadata_bytes = (size_t)16 << 20};
+  assert_decode_fails_req(png, n, req, FF_EDATA, "max_metadata_bytes");
+  free(png);
+  uint8_t *jpg = read_data_file("refused-jpeg-trailer-5k.jpg", &n);
+  ff__buf buf = {0};
+  ff__image img = decode_ok(jpg, n, full_req(), &buf);
+  assert_true(img.width > 0 && img.height > 0);
+  ff__buf_free(&buf);
+  free(jpg);
 }
 
 static void test_truncated_png_fails(void **state) {
@@ -610,6 +855,7 @@ static void test_concurrent_decodes_agree(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_png_metadata_bomb_is_refused_with_bounded_memory),
       cmocka_unit_test(test_probe_reports_size_and_progressive),
       cmocka_unit_test(test_region_equals_full_decode_420),
       cmocka_unit_test(test_region_equals_full_decode_422),
@@ -626,8 +872,12 @@ int main(void) {
       cmocka_unit_test(test_png_16bit_keeps_high_byte_and_drops_alpha),
       cmocka_unit_test(test_png_palette_and_gray_alpha_become_rgb),
       cmocka_unit_test(test_truncated_jpeg_fails),
-      cmocka_unit_test(test_corrupt_jpeg_entropy_data_fails),
+      cmocka_unit_test(test_truncated_progressive_jpeg_fails),
+      cmocka_unit_test(test_corrupt_jpeg_entropy_data_is_a_warning_or_strict_error),
+      cmocka_unit_test(test_jpeg_trailing_data_and_missing_eoi_decode),
+      cmocka_unit_test(test_progressive_scan_limit),
       cmocka_unit_test(test_empty_and_foreign_files_fail),
+      cmocka_unit_test(test_reproducers_png_text_2gib_and_jpeg_trailer),
       cmocka_unit_test(test_truncated_png_fails),
       cmocka_unit_test(test_png_crc_mismatch_fails),
       cmocka_unit_test(test_huge_header_is_refused_before_allocating),

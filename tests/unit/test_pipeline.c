@@ -42,6 +42,28 @@ static void assert_contains(const char *text, const char *part) {
 
 /* ---- parsing ---- */
 
+/* Ratios and scales whose crops round to nothing (a zero width used to
+ * mean "the whole image" to the decoder) are refused, naming the column. */
+static void degenerate_random_resized_crop_ranges_are_refused(void **state) {
+  (void)state;
+  /* "decode | random_resized_crop(size=8, " is 37 characters: the value starts at column 44 or 50 */
+  assert_contains(parse_fails_at("decode | random_resized_crop(size=8, ratio=(0.0001, 0.0001))", 44), "degenerate");
+  assert_contains(parse_fails_at("decode | random_resized_crop(size=8, ratio=(1, 1000))", 44), "ratio");
+  assert_contains(parse_fails_at("decode | random_resized_crop(size=8, scale=(0.5, 2))", 44), "scale");
+  parse_fails_at("decode | random_resized_crop(size=8, scale=(0, 1))", 44);
+  pipe_ok("decode | random_resized_crop(size=8, scale=(0.01, 1), ratio=(0.01, 100))");
+  pipe_ok("decode | random_resized_crop(size=8, scale=(1, 1), ratio=(1, 1))");
+  /* The fallback box of an allowed extreme ratio on a 1-pixel-high image is
+   * at least a pixel wide (0 would be read as "no region": the whole image). */
+  ff__pipeline p = pipe_ok("decode | random_resized_crop(size=8, ratio=(0.01, 0.01))");
+  ff__image_info info = {FF__FORMAT_PNG, 500, 1, 0};
+  for (uint64_t i = 0; i < 20; i++) {
+    ff__plan plan;
+    ff__plan_make(&p, 1, 0, i, &info, 0, &plan);
+    assert_true(plan.decode.crop_width >= 1 && plan.decode.crop_height == 1);
+  }
+}
+
 static void reference_pipeline_parses_with_torchvision_defaults(void **state) {
   (void)state;
   ff__pipeline p = pipe_ok("decode | random_resized_crop(size=224) | random_horizontal_flip | "
@@ -399,6 +421,7 @@ static void a_flip_consumes_its_draw_whatever_its_outcome(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(degenerate_random_resized_crop_ranges_are_refused),
       cmocka_unit_test(reference_pipeline_parses_with_torchvision_defaults),
       cmocka_unit_test(explicit_arguments_override_the_defaults),
       cmocka_unit_test(crop_and_explicit_normalize_values_parse),

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "fixtures.h"
 #include "source/source.h"
@@ -53,7 +54,7 @@ static void imagefolder_orders_classes_files_and_subfolders(void **state) {
   snprintf(spec, sizeof spec, "imagefolder:%s", root);
   ff__index idx;
   ff__error err = {0};
-  ff_status st = ff__source_open(spec, &idx, &err);
+  ff_status st = ff__source_open(spec, 0, &idx, &err);
   if (st) fail_msg("%s", err.msg);
 
   /* Classes sorted; in a class its own files sorted by name (bytewise:
@@ -98,7 +99,7 @@ static void imagefolder_labels_classes_in_sorted_order(void **state) {
   snprintf(spec, sizeof spec, "imagefolder:%s", root);
   ff__index idx;
   ff__error err = {0};
-  assert_int_equal(ff__source_open(spec, &idx, &err), FF_OK);
+  assert_int_equal(ff__source_open(spec, 0, &idx, &err), FF_OK);
   assert_int_equal(idx.count, 4);
   const uint64_t sizes[4] = {2, 3, 4, 1}; /* Cat, ant, bee, dog */
   for (int i = 0; i < 4; i++) {
@@ -117,22 +118,36 @@ static void imagefolder_errors(void **state) {
   ff__error err = {0};
   snprintf(root, sizeof root, "%s", ff_test_dir("source-errors"));
   snprintf(spec, sizeof spec, "imagefolder:%s/missing", root);
-  assert_int_equal(ff__source_open(spec, &idx, &err), FF_EIO);
+  assert_int_equal(ff__source_open(spec, 0, &idx, &err), FF_EIO);
   assert_contains(err.msg, "missing");
 
   snprintf(spec, sizeof spec, "imagefolder:%s", root); /* empty folder */
-  assert_int_equal(ff__source_open(spec, &idx, &err), FF_EEMPTY);
+  assert_int_equal(ff__source_open(spec, 0, &idx, &err), FF_EEMPTY);
 
   put(root, "cls/notes.txt", 3); /* a class without images */
-  assert_int_equal(ff__source_open(spec, &idx, &err), FF_EEMPTY);
+  assert_int_equal(ff__source_open(spec, 0, &idx, &err), FF_EEMPTY);
+
+  /* one class without images among others: refused as ImageFolder refuses
+   * it, naming it; allow_empty keeps its label */
+  put(root, "dog/d.jpg", 3);
+  put(root, "ant/a.png", 3);
+  assert_int_equal(ff__source_open(spec, 0, &idx, &err), FF_EEMPTY);
+  assert_contains(err.msg, "'cls'");
+  assert_contains(err.msg, "allow_empty");
+  assert_int_equal(ff__source_open(spec, 1, &idx, &err), FF_OK);
+  assert_int_equal(idx.count, 2);
+  assert_int_equal(idx.num_classes, 3); /* ant cls dog */
+  assert_int_equal(idx.labels[0], 0);
+  assert_int_equal(idx.labels[1], 2);
+  ff__index_free(&idx);
 
   put(root, "file.jpg", 3);
   snprintf(spec, sizeof spec, "imagefolder:%s/file.jpg", root); /* not a folder */
-  assert_int_equal(ff__source_open(spec, &idx, &err), FF_EIO);
+  assert_int_equal(ff__source_open(spec, 0, &idx, &err), FF_EIO);
 
-  assert_int_equal(ff__source_open("folder:/tmp", &idx, &err), FF_EINVAL);
+  assert_int_equal(ff__source_open("folder:/tmp", 0, &idx, &err), FF_EINVAL);
   assert_contains(err.msg, "imagefolder:");
-  assert_int_equal(ff__source_open(NULL, &idx, &err), FF_EINVAL);
+  assert_int_equal(ff__source_open(NULL, 0, &idx, &err), FF_EINVAL);
 }
 
 static void list_reads_comments_blank_lines_and_both_kinds_of_path(void **state) {
@@ -158,7 +173,7 @@ static void list_reads_comments_blank_lines_and_both_kinds_of_path(void **state)
 
   ff__index idx;
   ff__error err = {0};
-  ff_status st = ff__source_open(spec, &idx, &err);
+  ff_status st = ff__source_open(spec, 0, &idx, &err);
   if (st) fail_msg("%s", err.msg);
   assert_int_equal(idx.count, 3);
   char path[2048];
@@ -202,27 +217,130 @@ static void list_errors_name_the_file_and_line(void **state) {
   };
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     ff_test_write(list, bad[i].text, strlen(bad[i].text));
-    assert_int_equal(ff__source_open(spec, &idx, &err), FF_EDATA);
+    assert_int_equal(ff__source_open(spec, 0, &idx, &err), FF_EDATA);
     snprintf(want, sizeof want, "%s:%d", list, bad[i].line);
     assert_contains(err.msg, want);
   }
 
-  const char *missing = "a.jpg\t0\nnope.jpg\t1\n"; /* a listed file that is not there */
+  /* a listed file that is not there is a sample that fails when read (the
+   * loader's on_error decides), not a failed open */
+  const char *missing = "a.jpg\t0\nnope.jpg\t1\n";
   ff_test_write(list, missing, strlen(missing));
-  assert_int_equal(ff__source_open(spec, &idx, &err), FF_EIO);
-  assert_contains(err.msg, "nope.jpg");
+  assert_int_equal(ff__source_open(spec, 0, &idx, &err), FF_OK);
+  assert_int_equal(idx.count, 2);
+  assert_int_equal(idx.size_bytes[1], 0);
+  ff__index_free(&idx);
+
+  /* the reproducer: a label of INT64_MAX (its class count overflows) */
+  char repro[1200];
+  snprintf(repro, sizeof repro, "list:%s/hostile/ubsan-list-label-int64-max.tsv", FF_TEST_DATA);
+  assert_int_equal(ff__source_open(repro, 0, &idx, &err), FF_EDATA);
+  assert_contains(err.msg, "ubsan-list-label-int64-max.tsv:1");
+  assert_contains(err.msg, "too large");
+  const char *big = "a.jpg\t9223372036854775806\n"; /* the largest label accepted */
+  ff_test_write(list, big, strlen(big));
+  assert_int_equal(ff__source_open(spec, 0, &idx, &err), FF_OK);
+  assert_int_equal(idx.num_classes, (size_t)INT64_MAX);
+  ff__index_free(&idx);
+
+  /* a UTF-8 byte-order mark before the first line is not part of its path */
+  const char *bom = "\xEF\xBB\xBF" "a.jpg\t3\n";
+  ff_test_write(list, bom, strlen(bom));
+  assert_int_equal(ff__source_open(spec, 0, &idx, &err), FF_OK);
+  assert_int_equal(idx.count, 1);
+  assert_int_equal(idx.size_bytes[0], 3);
+  char want_path[2048];
+  snprintf(want_path, sizeof want_path, "%s/a.jpg", root);
+  assert_string_equal(idx.paths[0], want_path);
+  ff__index_free(&idx);
 
   const char *empty = "# nothing\n\n";
   ff_test_write(list, empty, strlen(empty));
-  assert_int_equal(ff__source_open(spec, &idx, &err), FF_EEMPTY);
+  assert_int_equal(ff__source_open(spec, 0, &idx, &err), FF_EEMPTY);
 
   snprintf(spec, sizeof spec, "list:%s/no-list.txt", root);
-  assert_int_equal(ff__source_open(spec, &idx, &err), FF_EIO);
+  assert_int_equal(ff__source_open(spec, 0, &idx, &err), FF_EIO);
   assert_contains(err.msg, "no-list.txt");
+}
+
+/* The paths of the index, relative to root, joined by spaces. */
+static void relative_paths(const ff__index *idx, const char *root, char *out, size_t cap) {
+  out[0] = 0;
+  size_t skip = strlen(root) + 1;
+  for (size_t i = 0; i < idx->count; i++) {
+    size_t used = strlen(out);
+    snprintf(out + used, cap - used, "%s%s", i ? " " : "", idx->paths[i] + skip);
+  }
+}
+
+/* Links back to a folder on their own path are not entered (os.walk follows
+ * them until ELOOP, indexing the images dozens of times); every other link
+ * is followed, as os.walk(followlinks=True) follows it. Several layouts. */
+static void imagefolder_symlink_cycles_are_not_followed(void **state) {
+  (void)state;
+  static const struct {
+    const char *name;
+    const char *links[3][2]; /* link path (relative to root), target */
+    const char *want;
+  } layouts[] = {
+      {"self", {{"c/loop", "."}}, "c/a.jpg c/s/b.jpg"},
+      {"two-self", {{"c/loop1", "."}, {"c/loop2", "."}}, "c/a.jpg c/s/b.jpg"},
+      {"parent", {{"c/s/up", ".."}}, "c/a.jpg c/s/b.jpg"},
+      {"grandparent-and-sibling", {{"c/s/t/up", "../.."}, {"c/s/side", "../u"}},
+       "c/a.jpg c/s/b.jpg c/s/side/d.jpg c/u/d.jpg"},
+      {"class-to-class", {{"c/other", "../e"}}, "c/a.jpg c/other/e.jpg c/s/b.jpg e/e.jpg"},
+  };
+  for (size_t k = 0; k < sizeof layouts / sizeof layouts[0]; k++) {
+    char name[64], root[1024];
+    snprintf(name, sizeof name, "source-links-%s", layouts[k].name);
+    snprintf(root, sizeof root, "%s", ff_test_dir(name));
+    put(root, "c/a.jpg", 1);
+    put(root, "c/s/b.jpg", 1);
+    if (strstr(layouts[k].want, "c/u/")) put(root, "c/u/d.jpg", 1), put(root, "c/s/t/x.txt", 1);
+    if (strstr(layouts[k].want, "e/e.jpg")) put(root, "e/e.jpg", 1);
+    for (int i = 0; i < 3 && layouts[k].links[i][0]; i++) {
+      char link[2048];
+      snprintf(link, sizeof link, "%s/%s", root, layouts[k].links[i][0]);
+      assert_int_equal(symlink(layouts[k].links[i][1], link), 0);
+    }
+    char spec[1100], got[4096];
+    snprintf(spec, sizeof spec, "imagefolder:%s", root);
+    ff__index idx;
+    ff__error err = {0};
+    ff_status st = ff__source_open(spec, 0, &idx, &err);
+    if (st) fail_msg("%s: %s", layouts[k].name, err.msg);
+    relative_paths(&idx, root, got, sizeof got);
+    if (strcmp(got, layouts[k].want)) fail_msg("%s: got \"%s\", want \"%s\"", layouts[k].name, got, layouts[k].want);
+    ff__index_free(&idx);
+  }
+}
+
+/* A FIFO named like an image is not indexed (reading it would block); a
+ * dangling link named like one is (it fails when read, as in torchvision). */
+static void imagefolder_indexes_only_regular_files(void **state) {
+  (void)state;
+  char root[1024], path[2048];
+  snprintf(root, sizeof root, "%s", ff_test_dir("source-special"));
+  put(root, "c/a.jpg", 4);
+  snprintf(path, sizeof path, "%s/c/fifo.jpg", root);
+  assert_int_equal(mkfifo(path, 0600), 0);
+  snprintf(path, sizeof path, "%s/c/gone.jpg", root);
+  assert_int_equal(symlink("nowhere.jpg", path), 0);
+  char spec[1100], got[4096];
+  snprintf(spec, sizeof spec, "imagefolder:%s", root);
+  ff__index idx;
+  ff__error err = {0};
+  assert_int_equal(ff__source_open(spec, 0, &idx, &err), FF_OK);
+  relative_paths(&idx, root, got, sizeof got);
+  assert_string_equal(got, "c/a.jpg c/gone.jpg");
+  assert_int_equal(idx.size_bytes[1], 0);
+  ff__index_free(&idx);
 }
 
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(imagefolder_symlink_cycles_are_not_followed),
+      cmocka_unit_test(imagefolder_indexes_only_regular_files),
       cmocka_unit_test(imagefolder_orders_classes_files_and_subfolders),
       cmocka_unit_test(imagefolder_labels_classes_in_sorted_order),
       cmocka_unit_test(imagefolder_errors),
