@@ -140,6 +140,18 @@ def resize_targets(rng, h, w):
             ("mixed", up(h), down(w))]
 
 
+def tv_resize(t, nh, nw, antialias):
+    """torchvision's bilinear resize of a CHW tensor. torch 2.x's antialiased
+    kernel (uint8 and float alike) is wrong for a 1-pixel-wide output taller
+    than one row: every row comes out as the first one. The resize is
+    separable and symmetric, so there the reference is the same resize of the
+    transposed image, which torch computes right."""
+    if antialias and nw == 1 and nh > 1:
+        return TF.resize(t.transpose(1, 2), [nw, nh], interpolation=InterpolationMode.BILINEAR,
+                         antialias=True).transpose(1, 2)
+    return TF.resize(t, [nh, nw], interpolation=InterpolationMode.BILINEAR, antialias=antialias)
+
+
 @pytest.mark.parametrize("antialias", [True, False], ids=["antialias", "no_antialias"])
 def test_resize_to_explicit_size_within_one_level(run, stats, antialias):
     rng = np.random.default_rng(3 + antialias)
@@ -151,8 +163,7 @@ def test_resize_to_explicit_size_within_one_level(run, stats, antialias):
         for mode, nh, nw in resize_targets(rng, h, w):
             st = stats(f"resize {mode} antialias={flag}")
             p = f"decode | resize(size=({nh}, {nw}), antialias={flag})"
-            want = hwc(TF.resize(t, [nh, nw], interpolation=InterpolationMode.BILINEAR,
-                                 antialias=antialias))
+            want = hwc(tv_resize(t, nh, nw, antialias))
             failures.append(compare_uint8(st, case, p, run(p, img), want))
     check([f for f in failures if f])
     for mode in ("down", "up", "mixed"):
