@@ -137,12 +137,13 @@ static inline uint8_t mul255(unsigned a, unsigned b) {
   return (uint8_t)((t + (t >> 8)) >> 8);
 }
 
-/* CMYK to RGB as Pillow does it. Adobe files store the inks inverted, so
- * there R = C*K/255; otherwise R = (255-C)*(255-K)/255. */
-static void cmyk_to_rgb(const JSAMPLE *in, uint8_t *out, int width, int adobe) {
+/* CMYK to RGB as Pillow does it: the stored values are read as inverted
+ * inks (Adobe's convention, which nearly every CMYK JPEG follows), so
+ * R = C*K/255, whether or not the file has an Adobe marker. Pillow and
+ * torchvision.io both ignore the marker here. */
+static void cmyk_to_rgb(const JSAMPLE *in, uint8_t *out, int width) {
   for (int x = 0; x < width; x++, in += 4, out += 3) {
     unsigned c = in[0], m = in[1], y = in[2], k = in[3];
-    if (!adobe) c = 255 - c, m = 255 - m, y = 255 - y, k = 255 - k;
     out[0] = mul255(c, k);
     out[1] = mul255(m, k);
     out[2] = mul255(y, k);
@@ -189,8 +190,7 @@ static ff_status decode_job(j_decompress_ptr cinfo, const char *name, void *arg,
         cinfo->mem->alloc_sarray((j_common_ptr)cinfo, JPOOL_IMAGE, win_width * (JDIMENSION)comps, 1);
     for (int y = 0; y < s.height; y++) {
       jpeg_read_scanlines(cinfo, row, 1);
-      cmyk_to_rgb(row[0] + (size_t)(s.x - (int)win_x) * (size_t)comps, dst + (size_t)y * stride, s.width,
-                  cinfo->saw_Adobe_marker);
+      cmyk_to_rgb(row[0] + (size_t)(s.x - (int)win_x) * (size_t)comps, dst + (size_t)y * stride, s.width);
     }
     *a->out = (ff__image){dst, s.width, s.height, 3, stride};
     return FF_OK;

@@ -109,6 +109,36 @@ def test_cmyk_jpeg_equals_pillow(tmp_path):
     np.testing.assert_array_equal(ff_decode(p), pil_rgb(p))
 
 
+def without_app14(data):
+    """The JPEG bytes with their Adobe APP14 segments removed."""
+    out, i = bytearray(data[:2]), 2
+    while data[i] == 0xFF and data[i + 1] != 0xDA:  # markers up to the first scan
+        n = 2 + struct.unpack(">H", data[i + 2:i + 4])[0]
+        if not (data[i + 1] == 0xEE and data[i + 4:i + 9] == b"Adobe"):
+            out += data[i:i + n]
+        i += n
+    return bytes(out + data[i:])
+
+
+@pytest.mark.filterwarnings("ignore:The image decoding:DeprecationWarning")
+def test_cmyk_jpeg_without_adobe_marker_equals_pillow(tmp_path):
+    """Without the Adobe marker the inks are read as stored, the same as with
+    it: Pillow and torchvision.io both do (a plain-inks reading turns the
+    usual files black)."""
+    from torchvision.io import ImageReadMode, decode_jpeg
+    import torch
+    src = save(tmp_path, "adobe.jpg", Image.fromarray(test_pixels(4), "CMYK"), quality=90)
+    p = tmp_path / "plain.jpg"
+    p.write_bytes(without_app14(src.read_bytes()))
+    with Image.open(p) as im:
+        assert im.mode == "CMYK" and "adobe" not in im.info
+    want = pil_rgb(p)
+    tv = decode_jpeg(torch.frombuffer(bytearray(p.read_bytes()), dtype=torch.uint8),
+                     mode=ImageReadMode.RGB).permute(1, 2, 0).numpy()
+    assert np.abs(tv.astype(int) - want).max() <= 1  # torchvision truncates C*K/255, Pillow rounds
+    np.testing.assert_array_equal(ff_decode(p), want)
+
+
 def write_png(path, pixels, color_type):
     """A minimal PNG writer for what Pillow cannot write (16-bit RGB/RGBA)."""
     h, w = pixels.shape[:2]
