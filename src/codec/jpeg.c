@@ -27,7 +27,12 @@
  * edge is then rounded down to an iMCU boundary) keeps those columns out of
  * the region; the tests compare region decodes to full decodes pixel by
  * pixel. Vertically jpeg_skip_scanlines keeps the upsampler's context rows,
- * so skipping straight to the region's first row is exact. */
+ * so skipping straight to the region's first row is exact. A window that
+ * leaves a subsampled component fewer than 2 columns makes libjpeg-turbo
+ * replace fancy upsampling by plain replication (jpeg_crop_scanline resets
+ * the upsampler), so the window is also kept at least max_h_samp_factor + 1
+ * pixels wide (3 for 4:2:0 and 4:2:2, 5 for 4:1:1), for 1-pixel regions at
+ * the image's edges. */
 enum { CROP_MARGIN_PX = 1 };
 
 typedef struct jpeg_failure {
@@ -175,6 +180,9 @@ static ff_status decode_job(j_decompress_ptr cinfo, const char *name, void *arg,
   int wx0 = s.x - CROP_MARGIN_PX, wx1 = s.x + s.width + CROP_MARGIN_PX;
   if (wx0 < 0) wx0 = 0;
   if (wx1 > full_width) wx1 = full_width;
+  int min_window = cinfo->max_h_samp_factor + 1;
+  if (wx1 - wx0 < min_window) wx1 = wx0 + min_window < full_width ? wx0 + min_window : full_width;
+  if (wx1 - wx0 < min_window) wx0 = wx1 - min_window > 0 ? wx1 - min_window : 0;
   JDIMENSION win_x = (JDIMENSION)wx0, win_width = (JDIMENSION)(wx1 - wx0);
   if ((int)win_width < full_width) jpeg_crop_scanline(cinfo, &win_x, &win_width);
   int comps = cinfo->output_components;

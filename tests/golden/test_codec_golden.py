@@ -90,6 +90,23 @@ def test_jpeg_region_equals_pillow_cropped(jpeg_path):
         np.testing.assert_array_equal(got, ref[y:y + ch, x:x + cw], err_msg=f"region {(x, y, cw, ch)}")
 
 
+@pytest.mark.parametrize("kind", ["baseline_420", "baseline_422", "progressive_420"])
+def test_jpeg_one_pixel_wide_region_at_the_edge_equals_pillow(tmp_path, kind):
+    """One or two columns at the left and right edges, the whole height, on an
+    image whose width - 2 is a multiple of the iMCU width: libjpeg-turbo drops
+    fancy upsampling for a window that leaves a chroma plane fewer than 2
+    columns, so the decoder keeps its window wider than that."""
+    im, kw = JPEG_KINDS[kind]()
+    im = im.crop((0, 0, 16 * 12 + 2, H))
+    p = save(tmp_path, kind + ".jpg", im, quality=90, **kw)
+    ref = pil_rgb(p)
+    w = ref.shape[1]
+    for x, cw in [(0, 1), (0, 2), (1, 1), (w - 1, 1), (w - 2, 2), (w - 2, 1), (w - 3, 1)]:
+        for y, ch in [(0, H), (5, 40)]:
+            got = ff_decode(p, (x, y, cw, ch))
+            np.testing.assert_array_equal(got, ref[y:y + ch, x:x + cw], err_msg=f"region {(x, y, cw, ch)}")
+
+
 @pytest.mark.parametrize("kind", ["baseline_420", "baseline_422", "baseline_444", "progressive_420"])
 @pytest.mark.parametrize("reduce", [2, 4, 8])
 def test_jpeg_dct_scaled_equals_pillow_draft(tmp_path, kind, reduce):

@@ -204,7 +204,8 @@ static void check_regions_exact(const jpeg_spec *s) {
   int fixed[][4] = {{0, 0, w, h},           {0, 0, 1, 1},         {w - 1, h - 1, 1, 1},
                     {1, 1, w - 2, h - 2},   {16, 16, 16, 16},     {15, 17, 18, 20},
                     {w - 17, 3, 17, h - 3}, {0, h - 9, 9, 9},     {31, 0, 2, h},
-                    {8, 8, 1, 31},          {17, 33, w - 17, 40}, {32, 32, 32, 32}};
+                    {8, 8, 1, 31},          {17, 33, w - 17, 40}, {32, 32, 32, 32},
+                    {0, 0, 1, h},           {w - 1, 0, 1, h},     {w - 2, 0, 2, h}};
   for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++) {
     ff__image sub =
         decode_ok(jpg, n, crop_req(fixed[i][0], fixed[i][1], fixed[i][2], fixed[i][3]), &buf);
@@ -253,6 +254,17 @@ static void test_region_equals_full_decode_progressive(void **state) {
   (void)state;
   check_regions_exact(&(jpeg_spec){
       .w = 203, .h = 157, .in_cs = JCS_RGB, .h_samp = 2, .v_samp = 2, .progressive = 1});
+}
+
+/* One-pixel-wide regions at both edges of an image whose width - 2 is a
+ * multiple of the iMCU width (16 px for 4:2:0, 32 px for 4:1:1), where the
+ * window would otherwise leave chroma a single column. */
+static void test_region_equals_full_decode_at_aligned_edges(void **state) {
+  (void)state;
+  check_regions_exact(&(jpeg_spec){.w = 194, .h = 77, .in_cs = JCS_RGB, .h_samp = 2, .v_samp = 2});
+  check_regions_exact(&(jpeg_spec){.w = 194, .h = 77, .in_cs = JCS_RGB, .h_samp = 4, .v_samp = 1});
+  check_regions_exact(
+      &(jpeg_spec){.w = 194, .h = 77, .in_cs = JCS_RGB, .h_samp = 2, .v_samp = 2, .progressive = 1});
 }
 
 static void test_region_equals_full_decode_cmyk(void **state) {
@@ -617,6 +629,7 @@ int main(void) {
       cmocka_unit_test(test_region_equals_full_decode_444),
       cmocka_unit_test(test_region_equals_full_decode_gray),
       cmocka_unit_test(test_region_equals_full_decode_progressive),
+      cmocka_unit_test(test_region_equals_full_decode_at_aligned_edges),
       cmocka_unit_test(test_region_equals_full_decode_cmyk),
       cmocka_unit_test(test_png_region_is_view_into_full_image),
       cmocka_unit_test(test_dct_scale_is_smallest_that_keeps_minimum),
