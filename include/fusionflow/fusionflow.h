@@ -150,12 +150,27 @@ typedef struct ff_batch ff_batch;
  * first op is `decode`; the pipeline must give every sample the same size
  * (and no op may make images over max_image_pixels). A pipeline ending with
  * normalize or to_dtype gives NCHW float32 batches, otherwise NHWC uint8.
- * Ops and their sources (torchvision.transforms, uint8 tensor semantics):
- *   decode(dct_scale=true)         JPEG (libjpeg-turbo) or PNG (libspng) to RGB uint8.
+ * Ops and their sources: torchvision.transforms (v1; transforms.v2 differs
+ * by one level in several ops and in solarize's threshold), uint8 tensor
+ * semantics, as in torchvision 0.29 on torch 2.15 (the golden tests'
+ * reference; the policies' magnitude tables follow torch 2.x's linspace,
+ * which differs from torch 1.13's in the last bit of some bins):
+ *   decode(dct_scale=true)         JPEG (libjpeg-turbo, as Pillow decodes it; CMYK
+ *                                  read as Adobe's inverted inks, with or without
+ *                                  the Adobe marker, as Pillow and torchvision.io
+ *                                  do) or PNG (libspng; 16-bit samples keep their
+ *                                  high byte, as torchvision.io.decode_png +
+ *                                  to_dtype(uint8, scale=True)) to RGB uint8.
  *                                  With dct_scale the JPEG decoder reduces the image
  *                                  by 1/2, 1/4 or 1/8 in the DCT domain when a later
- *                                  crop is still at least the target size.
- *   crop(top, left, height, width) functional.crop (zero padding outside the image)
+ *                                  crop is still at least the target size; the
+ *                                  crop's exact box is then resampled from the
+ *                                  reduced image (so only the reduction's blur
+ *                                  differs from torchvision, bench/RESULTS.md).
+ *   crop(top, left, height, width) functional.crop, zero padding outside the image;
+ *                                  a box wholly or partly left of or above the
+ *                                  image gives the zero-padded box of the asked
+ *                                  size (torchvision returns wrong sizes there)
  *   center_crop(size)              CenterCrop (zero padding if smaller)
  *   resize(size, antialias=true)   Resize, bilinear; size=N sets the shorter side,
  *                                  size=(H, W) both

@@ -2,7 +2,8 @@
  *
  * JPEG goes through libjpeg-turbo (baseline and progressive; grayscale, CMYK
  * and YCCK converted to RGB), PNG through libspng (8/16-bit, palette, gray;
- * alpha dropped, 16-bit reduced to its high byte as Pillow does). A decode
+ * alpha dropped, 16-bit reduced to its high byte as torchvision.io's
+ * decode_png + to_dtype(uint8, scale=True) does). A decode
  * request names a region of interest, so that a random crop decodes only the
  * rows and iMCU columns it needs, and may let the JPEG decoder reduce the
  * image by 1/8..7/8 in the DCT domain while the region stays at least

@@ -2,9 +2,9 @@
  * palette, with or without alpha or tRNS, interlaced or not) is decoded
  * straight to RGB8, which libspng supports for all of them: alpha is
  * dropped, not composited, and 16-bit samples keep their high byte, as
- * Pillow's convert('RGB') does for RGB(A) and gray+alpha (for 16-bit gray
- * without alpha Pillow clips the value to 255 instead; the high byte is the
- * faithful reduction and is what we return). CRCs are checked on every
+ * torchvision.io.decode_png followed by to_dtype(uint8, scale=True) does
+ * (and Pillow's convert('RGB') for RGB(A) and gray+alpha; for 16-bit gray
+ * without alpha Pillow clips the value to 255 instead). CRCs are checked on every
  * chunk. PNG has no cheap region decode, so a region is a view into the full
  * image. */
 #include "codec/codec_internal.h"

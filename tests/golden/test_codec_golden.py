@@ -3,7 +3,7 @@ libjpeg-turbo: full JPEG decodes (CMYK included) must be bit-identical,
 region decodes must equal Pillow's full decode cropped, DCT-scaled decodes
 must equal Pillow's draft() mode, and PNGs of every kind must equal Pillow's
 convert('RGB') -- except 16-bit gray, which Pillow clips at 255 where we keep
-the high byte."""
+the high byte, as torchvision.io + to_dtype(scale=True) does."""
 import ctypes
 import os
 import struct
@@ -201,13 +201,18 @@ def test_png_equals_pillow_convert_rgb(tmp_path, kind):
     np.testing.assert_array_equal(ff_decode(p, (5, 7, 30, 40)), pil_rgb(p)[7:47, 5:35])
 
 
-def test_png_gray16_keeps_high_byte(tmp_path):
-    """Pillow's convert('RGB') clips 16-bit gray at 255; we keep the high byte
-    of Pillow's own 16-bit samples."""
+@pytest.mark.filterwarnings("ignore:The image decoding:DeprecationWarning")
+def test_png_gray16_keeps_high_byte_as_torchvision_io(tmp_path):
+    """Pillow's convert('RGB') clips 16-bit gray at 255; we keep the high
+    byte, as torchvision.io.decode_png + to_dtype(uint8, scale=True) does."""
+    import torch
+    from torchvision.io import decode_png
+    from torchvision.transforms.v2.functional import to_dtype
     p = save(tmp_path, "gray16.png", Image.fromarray(test_pixels(1, dtype=np.uint16)[..., 0]))
-    with Image.open(p) as im:
-        high = (np.asarray(im).astype(np.uint32) >> 8).astype(np.uint8)
-    np.testing.assert_array_equal(ff_decode(p), np.repeat(high[..., None], 3, axis=2))
+    t = decode_png(torch.frombuffer(bytearray(p.read_bytes()), dtype=torch.uint8))
+    assert t.dtype == torch.uint16
+    want = to_dtype(t, torch.uint8, scale=True)[0].numpy()
+    np.testing.assert_array_equal(ff_decode(p), np.repeat(want[..., None], 3, axis=2))
 
 
 def smooth_photo(h, w):

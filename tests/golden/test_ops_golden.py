@@ -92,9 +92,10 @@ def test_crop_matches_torchvision_exactly(run, stats):
 
 
 def test_crop_wholly_outside_is_zeros(run):
-    """torchvision 0.14's crop returns a wrongly sized tensor when the box
-    misses the image (a negative slice end), so only the sensible answer is
-    checked: all padding."""
+    """torchvision's crop (0.14 to 0.29) returns a wrongly sized tensor when
+    the box misses the image on its left or top (a negative slice end, e.g.
+    crop(left=-15, width=10) of a 20-wide image is 25 wide), so only the
+    answer we document is checked: the zero-padded box."""
     img = make_image(np.random.default_rng(0), 20, 30, "noise")
     for top, left, ch, cw in [(-10, 0, 5, 7), (0, -9, 4, 9), (20, 0, 3, 3), (0, 30, 2, 2),
                               (-8, -8, 8, 8), (25, 40, 6, 1)]:
