@@ -27,6 +27,12 @@ typedef struct ff__sample_job {
   uint64_t max_pixels;
 } ff__sample_job;
 
+/* Reads the file's header and plans the sample, as ff__sample_decode does,
+ * without decoding: *info is the header, *plan what the sample will run.
+ * Returns FF_OK or FF_EIO / FF_EDATA / FF_ETOOBIG / FF_ENOMEM naming the file. */
+ff_status ff__sample_plan(ff__worker *w, const ff__pipeline *pipe, const ff__sample_job *job, ff__image_info *info,
+                          ff__plan *plan, ff__error *err);
+
 /* Reads the file, plans the sample and decodes its region of interest:
  * *out is the RGB uint8 decoded image in the worker's memory (valid until
  * its next sample), *plan the steps still to run on it. What the device
