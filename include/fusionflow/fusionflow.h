@@ -435,8 +435,9 @@ FF_API ff_status ff_image_augment(const char *path, const char *pipeline, uint64
  *       "fill" ([r, g, b], 0..255); autocontrast, equalize and invert have no argument,
  *       and an identity draw has no step;
  *     AugMix: {"op": "aug_mix_begin", "weight": m0 (the original image's share)}, then per
- *       chain {"op": "chain_begin"}, its ops, {"op": "chain_end", "weight": w_i * (1 - m0)},
- *       then {"op": "aug_mix_end"} (spec 4.4).
+ *       chain {"op": "chain_begin"}, its ops, {"op": "chain_end", "weight": w_i * m1},
+ *       then {"op": "aug_mix_end"}; (m0, m1) and the w_i are
+ *       the Dirichlet draws (spec 4.4).
  * Thread-safe, also while batches are being prepared. Returns FF_OK,
  * FF_EINVAL (index past the data set, json_out NULL, a loader that failed to
  * open), FF_EIO, FF_EDATA, FF_ETOOBIG or FF_ENOMEM (naming the file), with

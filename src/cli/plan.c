@@ -32,19 +32,6 @@ static void plan_usage(FILE *f) {
           "Exit status: 0 success, 1 runtime error, 2 usage.\n");
 }
 
-/* The library's JSON has one step per line; --json joins the lines. */
-static void print_plan(const char *json, int one_line) {
-  for (const char *p = json; *p; p++) {
-    if (one_line && *p == '\n') {
-      while (p[1] == ' ') p++;
-      if (p[1] && p[1] != '\n') putchar(' ');
-      continue;
-    }
-    putchar(*p);
-  }
-  if (one_line) putchar('\n');
-}
-
 int ff__cli_plan(int argc, char **argv) {
   enum { O_SOURCE = 1, O_PIPELINE, O_INDEX, O_COUNT, O_EPOCH, O_SEED, O_JSON };
   static const struct option opts[] = {{"source", required_argument, 0, O_SOURCE},
@@ -101,7 +88,7 @@ int ff__cli_plan(int argc, char **argv) {
       fprintf(stderr, "%s: %s\n", cmd, ff_loader_errmsg(l));
       status = st == FF_EINVAL ? 2 : 1;
     } else {
-      print_plan(text, json);
+      ff__cli_print_plan(text, json);
     }
     ff_free(text);
   }

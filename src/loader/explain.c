@@ -116,7 +116,7 @@ static ff_status plan_json(const ff__pipeline *pipe, const ff__sample_job *job, 
   put(&t, ",\n \"decode\": {\"region\": [%d, %d, %d, %d]", rx, ry, rw, rh);
   const ff__dct_box *b = &plan->dct;
   if (b->scale_num > 0 && b->scale_num < 8)
-    put(&t, ", \"dct_scale\": %.3f, \"decoded_size\": [%d, %d], \"box\": [%.17g, %.17g, %.17g, %.17g]}",
+    put(&t, ", \"dct_scale\": %g, \"decoded_size\": [%d, %d], \"box\": [%.17g, %.17g, %.17g, %.17g]}",
         b->scale_num / 8.0, b->width, b->height, b->box[0], b->box[1], b->box[2], b->box[3]);
   else
     put(&t, ", \"dct_scale\": 1, \"decoded_size\": [%d, %d], \"box\": [0, 0, %d, %d]}", rw, rh, rw, rh);
@@ -156,7 +156,7 @@ ff_status ff_image_plan(const char *path, const char *pipeline, uint64_t seed, u
   if (!st && (!path || !json_out)) st = ff__error_set(&err, FF_EINVAL, "path and json_out are required");
   if (!st) st = ff__pipeline_parse_any_size(pipeline, pipe, &err);
   if (!st) {
-    ff__sample_job job = {path, seed, epoch, index, 89478485};
+    ff__sample_job job = {path, seed, epoch, index, 89478485}; /* Pillow's limit, as ff_image_augment */
     st = plan_json(pipe, &job, -1, json_out, &err);
   }
   if (st && errbuf && errbuf_size) snprintf(errbuf, errbuf_size, "%s", err.msg);

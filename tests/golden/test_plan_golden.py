@@ -161,3 +161,43 @@ def test_trivial_augment_wide_draws_follow_torchvision(folder, tmp_path, monkeyp
                 their_args.add((name, arg))
     extra = {x for x in our_args if x not in their_args}
     assert not extra, f"printed arguments torchvision never draws: {sorted(extra)[:10]}"
+
+
+def test_augment_refuses_a_png_under_a_jpeg_name(folder, tmp_path):
+    for name in ("out.jpg", "out.JPEG", "sheet.webp"):
+        r = subprocess.run([CLI, "augment", f"{folder}/a/0.png", str(tmp_path / name), "--pipeline", "decode"],
+                           capture_output=True, text=True, timeout=60)
+        assert r.returncode == 2 and "PNG" in r.stderr and name in r.stderr, r.stderr
+        assert not (tmp_path / name).exists()
+    for name in ("out.png", "out.PNG", "out"):
+        subprocess.run([CLI, "augment", f"{folder}/a/0.png", str(tmp_path / name), "--pipeline", "decode"],
+                       check=True, capture_output=True, timeout=60)
+        with Image.open(tmp_path / name) as im:
+            assert im.format == "PNG"
+
+
+def test_augment_grid_labels_tiles_and_prints_their_plans(folder, tmp_path):
+    """--plan prints one plan per tile, each the plan `fusionflow plan` gives
+    for that index; every tile's band carries a label, and the tiles are the
+    single draws' pixels."""
+    pipeline = "decode | center_crop(size=40) | random_horizontal_flip | trivial_augment_wide"
+    path = f"{folder}/a/3.png"
+    r = subprocess.run([CLI, "augment", path, str(tmp_path / "sheet.png"), "--pipeline", pipeline, "--grid", "4",
+                        "--index", "10", "--plan"], check=True, capture_output=True, text=True, timeout=60)
+    printed = [json.loads(line) for line in r.stdout.splitlines()]
+    assert [p["index"] for p in printed] == [10, 11, 12, 13]
+    (tmp_path / "list.txt").write_text("".join(f"{path}\t0\n" for _ in range(14)))
+    out = subprocess.run([CLI, "plan", "--source", f"list:{tmp_path}/list.txt", "--pipeline", pipeline, "--index",
+                          "10", "--count", "4", "--json"], check=True, capture_output=True, text=True).stdout
+    want = [json.loads(line) for line in out.splitlines()]
+    for p, q in zip(printed, want):
+        assert p["decode"] == q["decode"] and p["steps"] == q["steps"]
+    with Image.open(tmp_path / "sheet.png") as im:
+        sheet = np.asarray(im.convert("RGB"))
+    gap, band = 6, 14  # the sheet's layout: a labelled band above each row of tiles
+    for k in range(4):
+        x0, y0 = gap + (k % 2) * (40 + gap), gap + (k // 2) * (40 + band + gap) + band
+        tile = sheet[y0:y0 + 40, x0:x0 + 40]
+        np.testing.assert_array_equal(tile, augment(path, pipeline, 10 + k, tmp_path / "one.png"))
+        label = sheet[y0 - band:y0, x0:x0 + 40]
+        assert (label == 220).all(axis=2).sum() > 20, f"tile {k}: no label drawn"
