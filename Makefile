@@ -1,6 +1,9 @@
 # The two commands of the README, and a few more.
 #   make demo   build, make the demo data set once, run `fusionflow bench` on it
-#   make test   build and run every test (unit, golden against torchvision)
+#   make test   build and run every test (unit, golden against torchvision);
+#               the golden and Python tests run in the environment of
+#               tests/requirements.txt (scripts/test-venv.sh: made once, in
+#               the cache directory, then reused)
 #   make bench  the side-by-side benchmark against torchvision's DataLoader
 #   make test CC=clang   the same tests built with clang (in build-clang)
 #   make fuzz   build the fuzz targets with clang's libFuzzer (ASan+UBSan, in
@@ -28,10 +31,11 @@ deps:
 	@scripts/install-deps.sh
 
 build: deps
-	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo $(CMAKE_CC) $(CMAKE_FLAGS) >/dev/null
+	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo $(CMAKE_CC) $(if $(FF_PYTHON),-DFF_PYTHON=$(FF_PYTHON)) $(CMAKE_FLAGS) >/dev/null
 	@cmake --build $(BUILD) -j $(JOBS)
 
-test: build
+test: deps
+	@$(MAKE) --no-print-directory build FF_PYTHON="$$(scripts/test-venv.sh)"
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
 fuzz: deps

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Installs fusionflow's build, test and demo dependencies on Debian 12 (clang
 # and its libFuzzer runtime for the clang build and the fuzz targets), and
-# with --bench also the peers the benchmarks compare against (OpenCV).
+# with --bench also the peers the benchmarks compare against (OpenCV). The
+# test reference itself (torch and torchvision from PyPI) is not a Debian
+# package: scripts/test-venv.sh makes its environment, which `make test` calls.
 # Idempotent: checks each package with dpkg-query first and does nothing
 # (no apt-get update, no network) when everything is already installed.
 set -euo pipefail
@@ -9,7 +11,7 @@ set -euo pipefail
 PACKAGES=(
   build-essential cmake pkg-config clang libclang-rt-14-dev
   libjpeg62-turbo-dev libspng-dev libcmocka-dev
-  python3 python3-dev python3-numpy python3-pil python3-pytest python3-torchvision
+  python3 python3-dev python3-venv python3-numpy python3-pil python3-pytest
   mate-backgrounds plasma-workspace-wallpapers
 )
 if [[ "${1:-}" == "--bench" ]]; then

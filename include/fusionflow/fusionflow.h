@@ -190,12 +190,27 @@ typedef struct ff_batch ff_batch;
  * first op is `decode`; the pipeline must give every sample the same size
  * (and no op may make images over max_image_pixels). A pipeline ending with
  * normalize or to_dtype gives NCHW float32 batches, otherwise NHWC uint8.
- * Ops and their sources (torchvision.transforms, uint8 tensor semantics):
- *   decode(dct_scale=true)         JPEG (libjpeg-turbo) or PNG (libspng) to RGB uint8.
+ * Ops and their sources: torchvision.transforms (v1; transforms.v2 differs
+ * by one level in several ops and in solarize's threshold), uint8 tensor
+ * semantics, as in torchvision 0.29 on torch 2.15 (the golden tests'
+ * reference; the policies' magnitude tables follow torch 2.x's linspace,
+ * which differs from torch 1.13's in the last bit of some bins):
+ *   decode(dct_scale=true)         JPEG (libjpeg-turbo, as Pillow decodes it; CMYK
+ *                                  read as Adobe's inverted inks, with or without
+ *                                  the Adobe marker, as Pillow and torchvision.io
+ *                                  do) or PNG (libspng; 16-bit samples keep their
+ *                                  high byte, as torchvision.io.decode_png +
+ *                                  to_dtype(uint8, scale=True)) to RGB uint8.
  *                                  With dct_scale the JPEG decoder reduces the image
  *                                  by 1/2, 1/4 or 1/8 in the DCT domain when a later
- *                                  crop is still at least the target size.
- *   crop(top, left, height, width) functional.crop (zero padding outside the image)
+ *                                  crop is still at least the target size; the
+ *                                  crop's exact box is then resampled from the
+ *                                  reduced image (so only the reduction's blur
+ *                                  differs from torchvision, bench/RESULTS.md).
+ *   crop(top, left, height, width) functional.crop, zero padding outside the image;
+ *                                  a box wholly or partly left of or above the
+ *                                  image gives the zero-padded box of the asked
+ *                                  size (torchvision returns wrong sizes there)
  *   center_crop(size)              CenterCrop (zero padding if smaller)
  *   resize(size, antialias=true)   Resize, bilinear; size=N sets the shorter side,
  *                                  size=(H, W) both
@@ -447,7 +462,53 @@ FF_API ff_status ff_image_augment(const char *path, const char *pipeline, uint64
                                   uint64_t index, uint8_t **out, int *height, int *width, char *errbuf,
                                   size_t errbuf_size);
 
-/* Frees memory the library allocated for the caller (ff_image_augment). NULL does nothing. */
+/*
+ * What the planner drew for sample `index` of `epoch`: the draws the loader
+ * makes for it (same seed, same file header), without decoding its pixels.
+ * index is the sample's place in the data set (0 .. ff_loader_dataset_size()
+ * - 1, as ff_batch_sample_indices reports it), whatever the shuffle. *json_out
+ * gets one JSON object, NUL-terminated UTF-8 (free it with ff_free):
+ *   "path", "label", "seed", "epoch", "index";
+ *   "image": {"format": "jpeg" | "png", "width", "height"} (pixels, from the header);
+ *   "decode": {"region": [x, y, width, height] (full-image pixels: what is decoded,
+ *             the crop of a leading crop/random_resized_crop/center_crop),
+ *             "dct_scale": 0.125 | 0.25 | 0.5 | 1 (the JPEG DCT reduction),
+ *             "decoded_size": [width, height] (the decoded image, pixels at that scale),
+ *             "box": [x, y, width, height] (the region in the decoded image, fractional
+ *             pixels, which the first resize resamples)};
+ *   "steps": [...], in order, each {"op": NAME, ...}:
+ *     {"op": "crop", "box": [x, y, width, height]} (current image's pixels, zero padding),
+ *     {"op": "resize", "size": [height, width], "antialias": bool},
+ *     {"op": "horizontal_flip"}, {"op": "vertical_flip"} (only when drawn),
+ *     an augmentation op, named as in the pipeline text ("rotate", "solarize", ...) with
+ *       "arg": what the op is called with, as torchvision's _apply_op calls it (degrees,
+ *       pixels, shear coefficient, factor 1 + m, bits, threshold); for the signed ops
+ *       (shear_*, translate_*, rotate, brightness, color, contrast, sharpness)
+ *       "magnitude": |m| and "sign": -1 | 1; for the geometric ops "interpolation" and
+ *       "fill" ([r, g, b], 0..255); autocontrast, equalize and invert have no argument,
+ *       and an identity draw has no step;
+ *     AugMix: {"op": "aug_mix_begin", "weight": m0 (the original image's share)}, then per
+ *       chain {"op": "chain_begin"}, its ops, {"op": "chain_end", "weight": w_i * m1},
+ *       then {"op": "aug_mix_end"}; (m0, m1) and the w_i are
+ *       the Dirichlet draws (spec 4.4).
+ * Thread-safe, also while batches are being prepared. Returns FF_OK,
+ * FF_EINVAL (index past the data set, json_out NULL, a loader that failed to
+ * open), FF_EIO, FF_EDATA, FF_ETOOBIG or FF_ENOMEM (naming the file), with
+ * the message on the handle.
+ */
+FF_API ff_status ff_loader_plan(ff_loader *loader, uint64_t index, uint64_t epoch, char **json_out);
+
+/*
+ * The same plan for one image file outside any loader, as ff_image_augment
+ * draws it (sample `index` of `epoch` under `seed`; no "label" key).
+ * Thread-safe. Returns FF_OK, FF_EPIPELINE, FF_EIO, FF_EDATA, FF_ETOOBIG,
+ * FF_ENOMEM or FF_EINVAL, with the message in errbuf (if not NULL).
+ */
+FF_API ff_status ff_image_plan(const char *path, const char *pipeline, uint64_t seed, uint64_t epoch,
+                               uint64_t index, char **json_out, char *errbuf, size_t errbuf_size);
+
+/* Frees memory the library allocated for the caller (ff_image_augment, the
+ * plans' JSON). NULL does nothing. */
 FF_API void ff_free(void *ptr);
 
 #ifdef __cplusplus

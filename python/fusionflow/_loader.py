@@ -3,6 +3,7 @@
 import atexit
 import collections
 import errno
+import json
 import os
 import threading
 import weakref
@@ -341,6 +342,27 @@ class Loader:
             return
         self._resume_epoch = None
         c.set_epoch(epoch)
+
+    def plan(self, index, epoch=None):
+        """What the loader draws for sample ``index`` (its place in the data
+        set, as the batches' sample indices give it) in ``epoch`` (default: the
+        epoch the next batch comes from), without decoding it: a dict with
+        "path", "label", "image" (format, width, height), "decode" (the region
+        decoded, in full-image pixels, its DCT scale, the decoded size and the
+        region's exact box in it) and "steps", each {"op": name, ...}: crop
+        boxes, resizes, the flips drawn, every augmentation op with "arg" (as
+        torchvision's _apply_op calls it), "magnitude" and "sign", AugMix's
+        weights. The keys are those of ff_loader_plan (fusionflow.h).
+
+        Raises: ValueError for a bad index or epoch; the loader's errors for
+        an unreadable file.
+        """
+        for name, v in (("index", index), ("epoch", epoch)):
+            if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 0):
+                raise ValueError(f"fusionflow: plan: {name} must be a non-negative int (got {v!r})")
+        if epoch is None:
+            epoch = self.epoch
+        return json.loads(self._open().plan(index, epoch))
 
     @property
     def epoch(self):

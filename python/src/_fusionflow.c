@@ -699,6 +699,22 @@ static PyObject *loader_seek_body(LoaderObject *self, PyObject *args) {
   Py_RETURN_NONE;
 }
 
+/* The JSON text of ff_loader_plan for (index, epoch). */
+static PyObject *loader_plan(LoaderObject *self, PyObject *args) {
+  unsigned long long index, epoch;
+  if (!PyArg_ParseTuple(args, "KK:plan", &index, &epoch)) return NULL;
+  if (check_open(self)) return NULL;
+  char *json = NULL;
+  ff_status st;
+  Py_BEGIN_ALLOW_THREADS
+  st = ff_loader_plan(self->core->loader, index, epoch, &json);
+  Py_END_ALLOW_THREADS
+  if (st != FF_OK) return raise_status(st, ff_loader_errmsg(self->core->loader));
+  PyObject *text = PyUnicode_DecodeFSDefault(json); /* paths may not be UTF-8 */
+  ff_free(json);
+  return text;
+}
+
 /* (epoch, batch) of the batch the next next() hands out. */
 static PyObject *loader_position_body(LoaderObject *self, PyObject *unused) {
   (void)unused;
@@ -843,6 +859,7 @@ static PyMethodDef loader_methods[] = {
     {"set_epoch", (PyCFunction)loader_set_epoch, METH_VARARGS, "set_epoch(epoch)"},
     {"seek", (PyCFunction)loader_seek, METH_VARARGS, "seek(epoch, batch)"},
     {"position", (PyCFunction)loader_position, METH_NOARGS, "position() -> (epoch, batch)"},
+    {"plan", (PyCFunction)loader_plan, METH_VARARGS, "plan(index, epoch) -> JSON text of ff_loader_plan"},
     {"stats", (PyCFunction)loader_stats, METH_NOARGS, "stats() -> dict"},
     {"held", (PyCFunction)loader_held, METH_NOARGS, "held() -> batches handed out and still referenced"},
     {NULL, NULL, 0, NULL},

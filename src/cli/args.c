@@ -1,5 +1,6 @@
-/* args.c — option values shared by the subcommands, each checked and
- * reported the same way ("fusionflow CMD: --OPT expects ..."). */
+/* args.c — what the subcommands share: option values, each checked and
+ * reported the same way ("fusionflow CMD: --OPT expects ..."), and the
+ * printing of plans (plan, augment --plan). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,4 +17,17 @@ int ff__cli_parse_long(const char *cmd, const char *opt, const char *s, long min
   }
   *out = v;
   return 1;
+}
+
+void ff__cli_print_plan(const char *json, int one_line) {
+  for (const char *p = json; *p; p++) {
+    if (one_line && *p == '\n') {
+      char before = p > json ? p[-1] : '[';
+      while (p[1] == ' ') p++;
+      if (p[1] && p[1] != '\n' && before != '[') putchar(' ');
+      continue;
+    }
+    putchar(*p);
+  }
+  if (one_line) putchar('\n');
 }

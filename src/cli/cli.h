@@ -7,9 +7,14 @@
 int ff__cli_bench(int argc, char **argv);
 int ff__cli_augment(int argc, char **argv);
 int ff__cli_sim(int argc, char **argv);
+int ff__cli_plan(int argc, char **argv);
 
 /* Parses the value s of option --opt of `fusionflow cmd` as a decimal
  * integer in [min, max]; on failure says so on stderr and returns 0. */
+/* Prints a plan's JSON (ff_loader_plan) as it is, one step per line, or with
+ * one_line all on one line (JSON Lines). */
+void ff__cli_print_plan(const char *json, int one_line);
+
 int ff__cli_parse_long(const char *cmd, const char *opt, const char *s, long min, long max, long *out);
 
 #endif

@@ -16,6 +16,8 @@ static void usage(FILE *f) {
           "commands:\n"
           "  bench      run the loader over a data set and report images/s and where the time goes\n"
           "  augment    run a pipeline on one image and write the result (or a grid of draws) as PNG\n"
+          "  plan       print what the loader draws for a sample: region, DCT scale, boxes, flips,\n"
+          "             each augmentation op with its magnitude and sign, AugMix weights\n"
           "  sim        simulate a node (cores, GPUs, step time) under the offload policy: how many\n"
           "             cores per GPU a pipeline needs, and what offloading to the GPU gains\n"
           "  version    print the library version\n"
@@ -31,6 +33,7 @@ int main(int argc, char **argv) {
   /* getopt names the command in its messages after argv[0]. */
   if (!strcmp(argv[1], "bench")) return argv[1] = "fusionflow bench", ff__cli_bench(argc - 1, argv + 1);
   if (!strcmp(argv[1], "augment")) return argv[1] = "fusionflow augment", ff__cli_augment(argc - 1, argv + 1);
+  if (!strcmp(argv[1], "plan")) return argv[1] = "fusionflow plan", ff__cli_plan(argc - 1, argv + 1);
   if (!strcmp(argv[1], "sim")) return argv[1] = "fusionflow sim", ff__cli_sim(argc - 1, argv + 1);
   if (!strcmp(argv[1], "version") || !strcmp(argv[1], "--version")) {
     printf("fusionflow %s\n", ff_version());

@@ -2,7 +2,8 @@
  *
  * JPEG goes through libjpeg-turbo (baseline and progressive; grayscale, CMYK
  * and YCCK converted to RGB), PNG through libspng (8/16-bit, palette, gray;
- * alpha dropped, 16-bit reduced to its high byte as Pillow does). A decode
+ * alpha dropped, 16-bit reduced to its high byte as torchvision.io's
+ * decode_png + to_dtype(uint8, scale=True) does). A decode
  * request names a region of interest, so that a random crop decodes only the
  * rows and iMCU columns it needs, and may let the JPEG decoder reduce the
  * image by 1/8..7/8 in the DCT domain while the region stays at least
@@ -38,6 +39,15 @@ typedef struct ff__decode_req {
  * Returns FF_OK, FF_EDATA (not a JPEG/PNG, corrupt header), FF_ETOOBIG. */
 ff_status ff__codec_probe(const uint8_t *data, size_t size_bytes, const char *name,
                           uint64_t max_pixels, ff__image_info *out, ff__error *err);
+
+/* The DCT scale n/8 (n = 1, 2, 4 or 8) at which a JPEG decode of req on a
+ * width x height image runs: the smallest at which req's region stays at
+ * least min_width x min_height (8 without a minimum). out_region gets the
+ * region on that scale's pixel grid, the smallest range that covers it
+ * (x, y, width, height): the image the decode returns. The planner uses it
+ * to resample the region's exact fractional box from that image. req's
+ * region must lie in the image (ff__codec_decode checks it). */
+int ff__jpeg_dct_scale(const ff__decode_req *req, int width, int height, int out_region[4]);
 
 /* Decodes req's region of the image to RGB (3 channels) into memory from
  * `pixels` (grown as needed, owned by the caller) and sets *out to it. With

@@ -35,7 +35,12 @@
  * edge is then rounded down to an iMCU boundary) keeps those columns out of
  * the region; the tests compare region decodes to full decodes pixel by
  * pixel. Vertically jpeg_skip_scanlines keeps the upsampler's context rows,
- * so skipping straight to the region's first row is exact. */
+ * so skipping straight to the region's first row is exact. A window that
+ * leaves a subsampled component fewer than 2 columns makes libjpeg-turbo
+ * replace fancy upsampling by plain replication (jpeg_crop_scanline resets
+ * the upsampler), so the window is also kept at least max_h_samp_factor + 1
+ * pixels wide (3 for 4:2:0 and 4:2:2, 5 for 4:1:1), for 1-pixel regions at
+ * the image's edges. */
 enum { CROP_MARGIN_PX = 1 };
 
 typedef struct jpeg_failure {
@@ -153,32 +158,25 @@ ff_status ff__jpeg_probe(const uint8_t *data, size_t size_bytes, const char *nam
   return with_header(data, size_bytes, name, NULL, probe_job, &a, err);
 }
 
-/* r scaled by n/8 on the output grid of the current scale: the smallest
- * pixel range that covers it. */
-static ff__region scale_region(j_decompress_ptr cinfo, const ff__region *r, int n) {
-  int x0 = r->x * n / 8, y0 = r->y * n / 8;
-  int x1 = (int)(((int64_t)(r->x + r->width) * n + 7) / 8);
-  int y1 = (int)(((int64_t)(r->y + r->height) * n + 7) / 8);
-  if (x1 > (int)cinfo->output_width) x1 = (int)cinfo->output_width;
-  if (y1 > (int)cinfo->output_height) y1 = (int)cinfo->output_height;
-  return (ff__region){x0, y0, x1 - x0, y1 - y0};
-}
-
-/* Sets the smallest scale n/8, n in {1, 2, 4, 8}, at which the region is
- * still at least the requested minimum (8/8 when there is none or nothing
- * smaller will do) and returns the region on that scale's output grid. Only
- * these four scales have SIMD inverse DCTs in libjpeg-turbo; the others
- * (3/8, 5/8, ...) run plain C transforms that cost more than they save. */
-static ff__region choose_scale(j_decompress_ptr cinfo, const ff__region *r,
-                               const ff__decode_req *req) {
+/* Only the scales n/8 with n in {1, 2, 4, 8} have SIMD inverse DCTs in
+ * libjpeg-turbo; the others (3/8, 5/8, ...) run plain C transforms that
+ * cost more than they save. The output grid of scale n/8 is
+ * ceil(width * n / 8) pixels wide (jpeg_calc_output_dimensions). */
+int ff__jpeg_dct_scale(const ff__decode_req *req, int width, int height, int out_region[4]) {
+  int rx = 0, ry = 0, rw = width, rh = height;
+  if (req->crop_width > 0) rx = req->crop_x, ry = req->crop_y, rw = req->crop_width, rh = req->crop_height;
   int want = req->min_width > 0 && req->min_height > 0;
-  ff__region s;
   for (int n = want ? 1 : 8;; n *= 2) {
-    cinfo->scale_num = (unsigned)n;
-    cinfo->scale_denom = 8;
-    jpeg_calc_output_dimensions(cinfo);
-    s = scale_region(cinfo, r, n);
-    if (n == 8 || (s.width >= req->min_width && s.height >= req->min_height)) return s;
+    int64_t gw = ((int64_t)width * n + 7) / 8, gh = ((int64_t)height * n + 7) / 8;
+    int64_t x0 = (int64_t)rx * n / 8, y0 = (int64_t)ry * n / 8;
+    int64_t x1 = ((int64_t)(rx + rw) * n + 7) / 8, y1 = ((int64_t)(ry + rh) * n + 7) / 8;
+    if (x1 > gw) x1 = gw;
+    if (y1 > gh) y1 = gh;
+    if (n == 8 || (x1 - x0 >= req->min_width && y1 - y0 >= req->min_height)) {
+      out_region[0] = (int)x0, out_region[1] = (int)y0;
+      out_region[2] = (int)(x1 - x0), out_region[3] = (int)(y1 - y0);
+      return n;
+    }
   }
 }
 
@@ -188,12 +186,13 @@ static inline uint8_t mul255(unsigned a, unsigned b) {
   return (uint8_t)((t + (t >> 8)) >> 8);
 }
 
-/* CMYK to RGB as Pillow does it. Adobe files store the inks inverted, so
- * there R = C*K/255; otherwise R = (255-C)*(255-K)/255. */
-static void cmyk_to_rgb(const JSAMPLE *in, uint8_t *out, int width, int adobe) {
+/* CMYK to RGB as Pillow does it: the stored values are read as inverted
+ * inks (Adobe's convention, which nearly every CMYK JPEG follows), so
+ * R = C*K/255, whether or not the file has an Adobe marker. Pillow and
+ * torchvision.io both ignore the marker here. */
+static void cmyk_to_rgb(const JSAMPLE *in, uint8_t *out, int width) {
   for (int x = 0; x < width; x++, in += 4, out += 3) {
     unsigned c = in[0], m = in[1], y = in[2], k = in[3];
-    if (!adobe) c = 255 - c, m = 255 - m, y = 255 - y, k = 255 - k;
     out[0] = mul255(c, k);
     out[1] = mul255(m, k);
     out[2] = mul255(y, k);
@@ -226,13 +225,19 @@ static ff_status decode_job(j_decompress_ptr cinfo, const char *name, void *arg,
   int cmyk = cinfo->jpeg_color_space == JCS_CMYK || cinfo->jpeg_color_space == JCS_YCCK;
   cinfo->out_color_space = cmyk ? JCS_CMYK : JCS_RGB;
   cinfo->dct_method = JDCT_ISLOW;
-  const ff__region s = choose_scale(cinfo, &r, a->req);
+  int grid[4];
+  cinfo->scale_num = (unsigned)ff__jpeg_dct_scale(a->req, w, h, grid);
+  cinfo->scale_denom = 8;
+  const ff__region s = {grid[0], grid[1], grid[2], grid[3]};
 
   jpeg_start_decompress(cinfo);
   int full_width = (int)cinfo->output_width;
   int wx0 = s.x - CROP_MARGIN_PX, wx1 = s.x + s.width + CROP_MARGIN_PX;
   if (wx0 < 0) wx0 = 0;
   if (wx1 > full_width) wx1 = full_width;
+  int min_window = cinfo->max_h_samp_factor + 1;
+  if (wx1 - wx0 < min_window) wx1 = wx0 + min_window < full_width ? wx0 + min_window : full_width;
+  if (wx1 - wx0 < min_window) wx0 = wx1 - min_window > 0 ? wx1 - min_window : 0;
   JDIMENSION win_x = (JDIMENSION)wx0, win_width = (JDIMENSION)(wx1 - wx0);
   if ((int)win_width < full_width) jpeg_crop_scanline(cinfo, &win_x, &win_width);
   int comps = cinfo->output_components;
@@ -248,8 +253,7 @@ static ff_status decode_job(j_decompress_ptr cinfo, const char *name, void *arg,
         cinfo->mem->alloc_sarray((j_common_ptr)cinfo, JPOOL_IMAGE, win_width * (JDIMENSION)comps, 1);
     for (int y = 0; y < s.height; y++) {
       jpeg_read_scanlines(cinfo, row, 1);
-      cmyk_to_rgb(row[0] + (size_t)(s.x - (int)win_x) * (size_t)comps, dst + (size_t)y * stride, s.width,
-                  cinfo->saw_Adobe_marker);
+      cmyk_to_rgb(row[0] + (size_t)(s.x - (int)win_x) * (size_t)comps, dst + (size_t)y * stride, s.width);
     }
     *a->out = (ff__image){dst, s.width, s.height, 3, stride};
     return finish(cinfo, &s);

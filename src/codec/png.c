@@ -2,11 +2,11 @@
  * palette, with or without alpha or tRNS, interlaced or not) is decoded
  * straight to RGB8, which libspng supports for all of them: alpha is
  * dropped, not composited, and 16-bit samples keep their high byte, as
- * Pillow's convert('RGB') does for RGB(A) and gray+alpha (for 16-bit gray
- * without alpha Pillow clips the value to 255 instead; the high byte is the
- * faithful reduction and is what we return). CRCs are checked on every
- * chunk. Metadata is bounded: no chunk (its inflated text included) may be
- * longer than the request's max_metadata_bytes, nor all the ancillary
+ * torchvision.io.decode_png followed by to_dtype(uint8, scale=True) does
+ * (and Pillow's convert('RGB') for RGB(A) and gray+alpha; for 16-bit gray
+ * without alpha Pillow clips the value to 255 instead). CRCs are checked on
+ * every chunk. Metadata is bounded: no chunk (its inflated text included) may
+ * be longer than the request's max_metadata_bytes, nor all the ancillary
  * chunks libspng keeps together (libspng would otherwise allocate what a
  * corrupt length declares, or inflate a zTXt bomb); past it the file is
  * refused before the memory is taken (as Pillow refuses text chunks that

@@ -73,6 +73,15 @@ ff_status ff__sample_decode(ff__worker *w, const ff__pipeline *pipe, const ff__s
   return st;
 }
 
+ff_status ff__sample_plan(ff__worker *w, const ff__pipeline *pipe, const ff__sample_job *job, ff__image_info *info,
+                          ff__plan *plan, ff__error *err) {
+  size_t size_bytes = 0;
+  ff_status st = read_file(w, job->path, &size_bytes, err);
+  if (!st) st = ff__codec_probe(w->file.data, size_bytes, job->path, job->max_pixels, info, err);
+  if (!st) ff__plan_make(pipe, job->seed, job->epoch, job->index, info, job->max_pixels, plan);
+  return st;
+}
+
 ff_status ff__sample_image(ff__worker *w, const ff__pipeline *pipe, const ff__sample_job *job, ff__image *out,
                            ff__error *err) {
   ff__plan plan;

@@ -31,6 +31,12 @@ typedef struct ff__sample_job {
   int strict;
 } ff__sample_job;
 
+/* Reads the file's header and plans the sample, as ff__sample_decode does,
+ * without decoding: *info is the header, *plan what the sample will run.
+ * Returns FF_OK or FF_EIO / FF_EDATA / FF_ETOOBIG / FF_ENOMEM naming the file. */
+ff_status ff__sample_plan(ff__worker *w, const ff__pipeline *pipe, const ff__sample_job *job, ff__image_info *info,
+                          ff__plan *plan, ff__error *err);
+
 /* Reads the file (a regular file only, opened without blocking), plans the
  * sample, checks that no step would make an image over max_pixels (before
  * allocating) and decodes its region of interest: *out is the RGB uint8

@@ -101,7 +101,7 @@ static uint64_t aux(walk *w, size_t bytes, void **host) {
 static uint64_t tmp_addr(const walk *w) { return w->arena_addr + 3 * ALIGN(w->s->img_bytes, 256); }
 static uint64_t mix_addr(const walk *w) { return tmp_addr(w) + ALIGN(w->s->tmp_bytes, 256); }
 
-static void lower_resize(walk *w, int out_w, int out_h, int antialias) {
+static void lower_resize(walk *w, const double *box, int out_w, int out_h, int antialias) {
   int in_w = w->cur.width, in_h = w->cur.height;
   size_t tmp = (size_t)in_h * out_w * 3 * sizeof(float);
   if (!w->emit && tmp > w->s->tmp_bytes) w->s->tmp_bytes = tmp;
@@ -111,8 +111,10 @@ static void lower_resize(walk *w, int out_w, int out_h, int antialias) {
   uint64_t dx = aux(w, ff__resize_axis_bytes(out_w, ax.max_taps), &hx);
   uint64_t dy = aux(w, ff__resize_axis_bytes(out_h, ay.max_taps), &hy);
   if (w->emit) {
-    ff__resize_axis_place(&ax, hx, out_w), ff__resize_axis_build(&ax, in_w, out_w, antialias);
-    ff__resize_axis_place(&ay, hy, out_h), ff__resize_axis_build(&ay, in_h, out_h, antialias);
+    double whole[4] = {0, 0, in_w, in_h}; /* the box: ops.h, ff__op_resize_box */
+    if (!box) box = whole;
+    ff__resize_axis_place(&ax, hx, out_w), ff__resize_axis_build_box(&ax, in_w, box[0], box[2], out_w, antialias);
+    ff__resize_axis_place(&ay, hy, out_h), ff__resize_axis_build_box(&ay, in_h, box[1], box[3], out_h, antialias);
   }
   ff__dstage *h = stage(w, FF__DS_RESIZE_H, (uint64_t)in_h * out_w);
   h->dst = (ff__dimg){0, out_w, out_h, 0};
@@ -226,9 +228,11 @@ static void lower(walk *w, const ff__pipeline *pipe, uint64_t image_addr, uint64
         produce(w, c, st->w, st->h);
       }
       break;
-    case FF__STEP_RESIZE:
-      if (st->w != w->cur.width || st->h != w->cur.height) lower_resize(w, st->w, st->h, st->antialias);
+    case FF__STEP_RESIZE: {
+      const double *box = ff__plan_step_box(plan, i, w->cur.width, w->cur.height);
+      if (box || st->w != w->cur.width || st->h != w->cur.height) lower_resize(w, box, st->w, st->h, st->antialias);
       break;
+    }
     case FF__STEP_HFLIP:
     case FF__STEP_VFLIP: {
       ff__dstage *f = stage(w, FF__DS_FLIP, pixels(&w->cur));

@@ -3,7 +3,7 @@
  * the 256-entry tables of the table ops (equalize included, and how a run of
  * them composes), shared by the CPU ops (ops/color.c) and the device kernels.
  *
- * Every formula is torchvision 0.14's uint8 tensor path (spec sections 1.1,
+ * Every formula is torchvision's (transforms v1) uint8 tensor path (spec sections 1.1,
  * 1.2 and 2.7-2.15): each float32 multiply and add is a separate, rounded
  * operation — never fused — which is why the library is compiled with
  * -ffp-contract=off (and device code with --fmad=false). Float results go

@@ -44,12 +44,15 @@ FF_HD static inline void ff__resize_axis_place(ff__resize_axis *a, void *mem, in
   a->w = (float *)(a->idx + (size_t)n_out * a->max_taps);
 }
 
-/* torch's upsample_bilinear2d (align_corners=False) index and lambda rules;
- * torch evaluates f32(x1*l1) first and fuses x0*l0 onto it. */
-FF_HD static inline void ff__resize_axis_bilinear(ff__resize_axis *a, int n_in, int n_out) {
-  float scale = (float)n_in / (float)n_out;
+/* torch's upsample_bilinear2d (align_corners=False) index and lambda rules,
+ * over the source interval [lo, lo + len) of the n_in inputs (lo = 0,
+ * len = n_in: torch's own); torch evaluates f32(x1*l1) first and fuses
+ * x0*l0 onto it. */
+FF_HD static inline void ff__resize_axis_bilinear(ff__resize_axis *a, int n_in, double lo, double len,
+                                                 int n_out) {
+  float scale = (float)len / (float)n_out;
   for (int o = 0; o < n_out; o++) {
-    double src_d = (double)scale * (o + 0.5) - 0.5;
+    double src_d = lo + (double)scale * (o + 0.5) - 0.5;
     float src = src_d < 0 ? 0.0f : (float)src_d;
     int i0 = (int)src;
     int i1 = i0 < n_in - 1 ? i0 + 1 : i0;
@@ -60,13 +63,15 @@ FF_HD static inline void ff__resize_axis_bilinear(ff__resize_axis *a, int n_in, 
   }
 }
 
-/* torch's _upsample_bilinear2d_aa weights (tent filter, renormalised). */
-FF_HD static inline void ff__resize_axis_antialias(ff__resize_axis *a, int n_in, int n_out) {
-  float scale = (float)n_in / (float)n_out;
+/* torch's _upsample_bilinear2d_aa weights (tent filter, renormalised at
+ * the borders of the n_in inputs), over the source interval [lo, lo + len). */
+FF_HD static inline void ff__resize_axis_antialias(ff__resize_axis *a, int n_in, double lo, double len,
+                                                  int n_out) {
+  float scale = (float)len / (float)n_out;
   float support = scale >= 1.0f ? scale : 1.0f;
   float invscale = scale >= 1.0f ? 1.0f / scale : 1.0f;
   for (int o = 0; o < n_out; o++) {
-    float center = (float)((double)scale * (o + 0.5));
+    float center = (float)(lo + (double)scale * (o + 0.5));
     int xmin = (int)((center - support) + 0.5f);
     int xend = (int)((center + support) + 0.5f);
     if (xmin < 0) xmin = 0;
@@ -89,11 +94,19 @@ FF_HD static inline void ff__resize_axis_antialias(ff__resize_axis *a, int n_in,
   }
 }
 
-FF_HD static inline void ff__resize_axis_build(ff__resize_axis *a, int n_in, int n_out, int antialias) {
+/* The taps resampling [lo, lo + len) of n_in inputs to n_out outputs: a
+ * box that is not the whole axis is the exact fractional region left by a
+ * DCT-scaled decode (pipeline.h, ff__dct_box). */
+FF_HD static inline void ff__resize_axis_build_box(ff__resize_axis *a, int n_in, double lo, double len,
+                                                   int n_out, int antialias) {
   if (antialias)
-    ff__resize_axis_antialias(a, n_in, n_out);
+    ff__resize_axis_antialias(a, n_in, lo, len, n_out);
   else
-    ff__resize_axis_bilinear(a, n_in, n_out);
+    ff__resize_axis_bilinear(a, n_in, lo, len, n_out);
+}
+
+FF_HD static inline void ff__resize_axis_build(ff__resize_axis *a, int n_in, int n_out, int antialias) {
+  ff__resize_axis_build_box(a, n_in, 0.0, n_in, n_out, antialias);
 }
 
 /* Sum of the n taps of one output over x (consecutive taps `step` floats

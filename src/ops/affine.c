@@ -1,6 +1,6 @@
 /* affine.c — the geometric ops of the automatic policies (ShearX/Y,
  * TranslateX/Y, Rotate) on interleaved RGB uint8 images, bit-exact with
- * torchvision 0.14's tensor path (spec 1.3, 2.2-2.6).
+ * torchvision's (transforms v1) tensor path (spec 1.3, 2.2-2.6).
  *
  * Each op becomes torchvision's inverse affine matrix, built in double in
  * Python's order (kernels/affine_setup.h, shared with the device executor),

@@ -1,5 +1,5 @@
 /* color.c — the photometric augmentation ops of the automatic policies on
- * interleaved uint8 images, bit-exact with torchvision 0.14's uint8 tensor
+ * interleaved uint8 images, bit-exact with torchvision's (transforms v1) uint8 tensor
  * path (spec sections 1.1, 1.2, 2.7-2.15; the per-pixel arithmetic lives in
  * kernels/color.h, shared with the device kernels). Each reads a source
  * image and writes a destination of the same size in one pass: the same

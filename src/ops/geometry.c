@@ -172,8 +172,8 @@ __attribute__((target("avx2,fma"))) static void vpass_row_avx2(const float *tmp,
 }
 #endif
 
-FF_FMA_CLONES static ff_status resize_bilinear(const ff__image *src, int out_w, int out_h, int antialias,
-                                               ff__op_scratch *s, ff__image *dst) {
+FF_FMA_CLONES static ff_status resize_box(const ff__image *src, const double *box, int out_w, int out_h,
+                                         int antialias, ff__op_scratch *s, ff__image *dst) {
   int c = src->channels, in_w = src->width, in_h = src->height;
   ff__resize_axis ax = {ff__resize_max_taps(in_w, out_w, antialias), 0, 0, 0};
   ff__resize_axis ay = {ff__resize_max_taps(in_h, out_h, antialias), 0, 0, 0};
@@ -189,8 +189,13 @@ FF_FMA_CLONES static ff_status resize_bilinear(const ff__image *src, int out_w, 
   if (!wmem || !tmp) return FF_ENOMEM;
   ff__resize_axis_place(&ax, wmem, out_w);
   ff__resize_axis_place(&ay, wmem + bx, out_h);
-  ff__resize_axis_build(&ax, in_w, out_w, antialias);
-  ff__resize_axis_build(&ay, in_h, out_h, antialias);
+  if (box) {
+    ff__resize_axis_build_box(&ax, in_w, box[0], box[2], out_w, antialias);
+    ff__resize_axis_build_box(&ay, in_h, box[1], box[3], out_h, antialias);
+  } else {
+    ff__resize_axis_build(&ax, in_w, out_w, antialias);
+    ff__resize_axis_build(&ay, in_h, out_h, antialias);
+  }
 #ifdef FF_HAVE_X86_SIMD
   hpass_tables ht;
   if (vec) hpass_build(&ht, (void *)(((uintptr_t)(wmem + bx + by) + 31) & ~(uintptr_t)31), &ax, out_w);
@@ -267,9 +272,9 @@ FF_FMA_CLONES static ff_status resize_bilinear(const ff__image *src, int out_w, 
 
 /* The multiversioned body stays static: a clone called from another file
  * links under gcc and clang alike only through a plain function. */
-ff_status ff__op_resize(const ff__image *src, int out_w, int out_h, int antialias, ff__op_scratch *s,
-                        ff__image *dst) {
-  return resize_bilinear(src, out_w, out_h, antialias, s, dst);
+ff_status ff__op_resize_box(const ff__image *src, const double *box, int out_w, int out_h, int antialias,
+                            ff__op_scratch *s, ff__image *dst) {
+  return resize_box(src, box, out_w, out_h, antialias, s, dst);
 }
 
 #ifdef FF_HAVE_X86_SIMD
@@ -344,4 +349,9 @@ void ff__op_write_output(const ff__pipeline *pipe, const ff__image *img, void *b
       b[x] = pipe->lut[2][in[3 * x + 2]];
     }
   }
+}
+
+ff_status ff__op_resize(const ff__image *src, int out_w, int out_h, int antialias, ff__op_scratch *s,
+                        ff__image *dst) {
+  return ff__op_resize_box(src, NULL, out_w, out_h, antialias, s, dst);
 }

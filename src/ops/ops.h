@@ -52,6 +52,12 @@ ff_status ff__op_crop(const ff__image *src, int x, int y, int w, int h, ff__buf 
 ff_status ff__op_resize(const ff__image *src, int out_w, int out_h, int antialias,
                         ff__op_scratch *s, ff__image *dst);
 
+/* The same resize of the source box (x, y, width, height in fractional
+ * pixels of src, inside it; NULL: the whole of src): the exact region after
+ * a DCT-scaled decode (pipeline.h, ff__dct_box). */
+ff_status ff__op_resize_box(const ff__image *src, const double *box, int out_w, int out_h, int antialias,
+                            ff__op_scratch *s, ff__image *dst);
+
 /* Reverses the columns (hflip) or the rows (vflip) in place. */
 void ff__op_hflip(ff__image *img);
 void ff__op_vflip(ff__image *img);

@@ -182,6 +182,7 @@ ff_status ff__ops_run(const ff__plan *plan, ff__op_scratch *s, ff__image *img, f
       continue; /* nothing to do (nor to count): *img, and whether it is shared, stays */
     uint64_t t0 = ff__now_ns();
     uint64_t pixels = (uint64_t)img->width * img->height;
+    const double *box;
     int kind;
     ff_status status = FF_OK;
     int flip = st->kind == FF__STEP_HFLIP || st->kind == FF__STEP_VFLIP;
@@ -202,10 +203,11 @@ ff_status ff__ops_run(const ff__plan *plan, ff__op_scratch *s, ff__image *img, f
       break;
     case FF__STEP_RESIZE:
       kind = FF__COST_RESIZE;
-      if (st->w == img->width && st->h == img->height) break;
+      box = ff__plan_step_box(plan, i, img->width, img->height);
+      if (!box && st->w == img->width && st->h == img->height) break;
       out = (ff__image){ff__buf_reserve(&s->image[next], (size_t)st->w * st->h * img->channels), st->w, st->h,
                         img->channels, (size_t)st->w * img->channels};
-      status = out.data ? ff__op_resize(img, st->w, st->h, st->antialias, s, &out) : FF_ENOMEM;
+      status = out.data ? ff__op_resize_box(img, box, st->w, st->h, st->antialias, s, &out) : FF_ENOMEM;
       next ^= 1;
       break;
     case FF__STEP_HFLIP:

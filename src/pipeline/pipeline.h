@@ -110,13 +110,31 @@ typedef struct ff__step {
   float weight;          /* MIX_BEGIN: m0; CHAIN_END: w_i (AugMix, spec 4.4) */
 } ff__step;
 
+/* A DCT-scaled JPEG decode: the decoder returns the region snapped outward
+ * to the reduced grid, and the first step (a resize) resamples the region's
+ * exact box from it, so that the crop is the box torchvision crops. */
+typedef struct ff__dct_box {
+  int scale_num;       /* the decode runs at scale_num/8 (1, 2 or 4); 8 or 0: not scaled */
+  int width, height;   /* the decoded image's size, pixels of the reduced grid */
+  double box[4];       /* the region in that image: x, y, width, height (fractional pixels) */
+} ff__dct_box;
+
 typedef struct ff__plan {
   ff__decode_req decode; /* region of interest and DCT-scaling floor folded into decode */
+  ff__dct_box dct;       /* set when the decode is DCT-scaled */
   ff__step steps[FF__PLAN_MAX_STEPS];
   int num_steps;
   int64_t peak_width, peak_height; /* the largest image (in pixels) a step makes, in 64 bits: the
                                       steps hold int sizes, valid only when ff__plan_check passes */
 } ff__plan;
+
+/* The source box of plan's step i on a w x h image: the exact region after
+ * a DCT-scaled decode for the first step when the image is the one the
+ * plan expects, NULL (the whole image) otherwise. */
+static inline const double *ff__plan_step_box(const ff__plan *plan, int i, int w, int h) {
+  const ff__dct_box *d = &plan->dct;
+  return i == 0 && d->scale_num > 0 && d->scale_num < 8 && w == d->width && h == d->height ? d->box : NULL;
+}
 
 /* Plans sample `index` of `epoch` for an image of info->width x
  * info->height. max_pixels goes into the decode request. */

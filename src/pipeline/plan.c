@@ -157,5 +157,15 @@ void ff__plan_make(const ff__pipeline *pipe, uint64_t seed, uint64_t epoch, uint
       first->w <= region_w && first->h <= region_h) {
     out->decode.min_width = first->w;
     out->decode.min_height = first->h;
+    if (info->format == FF__FORMAT_JPEG) {
+      int grid[4];
+      int n = ff__jpeg_dct_scale(&out->decode, info->width, info->height, grid);
+      if (n < 8) {
+        const ff__decode_req *r = &out->decode;
+        double x = r->crop_width ? r->crop_x : 0, y = r->crop_width ? r->crop_y : 0;
+        double f = n / 8.0; /* exact: n is a power of two */
+        out->dct = (ff__dct_box){n, grid[2], grid[3], {x * f - grid[0], y * f - grid[1], region_w * f, region_h * f}};
+      }
+    }
   }
 }

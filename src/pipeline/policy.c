@@ -1,13 +1,16 @@
 /* policy.c — the automatic augmentation policies as plan steps:
  * RandAugment, TrivialAugmentWide, AutoAugment (ImageNet, CIFAR10, SVHN) and
- * AugMix, with torchvision 0.14's op lists, magnitude bins, signs,
- * probabilities and order of random draws (shared spec sections 3 and 4).
+ * AugMix, with torchvision's (0.14 to 0.29, transforms v1) op lists,
+ * magnitude bins, signs, probabilities and order of random draws (shared
+ * spec sections 3 and 4).
  *
  * Magnitudes are torch.linspace tables in float32, recomputed here with the
- * arithmetic of torch's CPU kernel so that every bin is the float torchvision
- * uses (a blend factor 1 + m depends on its last bits). Each draw comes from
- * the sample's Philox stream, so a policy's choices for (seed, epoch, index)
- * are the same on any thread or device. */
+ * arithmetic of torch 2.x's CPU kernel so that every bin is the float
+ * torchvision uses (a blend factor 1 + m depends on its last bits; torch
+ * 1.13 differs in the last bit of some bins, and torchvision follows the
+ * torch it runs on). Each draw comes from the sample's Philox stream, so a
+ * policy's choices for (seed, epoch, index) are the same on any thread or
+ * device. */
 #include <float.h>
 #include <math.h>
 #include <string.h>
@@ -16,18 +19,13 @@
 
 float ff__linspace_f32(float lo, float hi, int n, int k) {
   if (n == 1) return lo;
+  /* torch 2.x (aten/src/ATen/native/cpu/RangeFactoriesKernel.cpp): each
+   * element on its own, from the start below the middle and from the end
+   * above it, the multiply-add fused (checked against torch 2.15's
+   * torch.linspace for n up to 300). torch 1.13's vectorised kernel gave
+   * other last bits for n >= 16. */
   float step = (hi - lo) / (float)(n - 1);
-  int half = n / 2;
-  /* torch 1.13 (AVX2): 8-lane vectors while 16 or more elements remain,
-   * each lane base + lane*step with a fused base; the tail one by one,
-   * fused (checked against torch.linspace for n up to 100). */
-  int vector_end = n / 16 * 16;
-  if (k < vector_end) {
-    int b = k / 8 * 8;
-    float base = b < half ? fmaf(step, (float)b, lo) : fmaf(-step, (float)(n - 1 - b), hi);
-    return base + (float)(k - b) * step;
-  }
-  return k < half ? fmaf(step, (float)k, lo) : fmaf(-step, (float)(n - 1 - k), hi);
+  return k < n / 2 ? fmaf(step, (float)k, lo) : fmaf(-step, (float)(n - 1 - k), hi);
 }
 
 typedef enum family { RA, TA, AA, AM } family;
@@ -50,11 +48,11 @@ static double bin_magnitude(family f, ff__aug_op op, int k, int n, int h, int w)
   case FF__AUG_SHEAR_Y: return ff__linspace_f32(0.0f, wide ? 0.99f : 0.3f, n, k);
   case FF__AUG_TRANSLATE_X:
   case FF__AUG_TRANSLATE_Y: {
-    /* int(k * hi / (n - 1)) in double equals int() of torch's float32 bin
-     * for every size up to 2048 (spec 3.1). */
+    /* int() of torch's float32 bin, whose end is the Python float below
+     * rounded to float32: linspace(0, 32, 31)[15] is 15.999999, so 15 px. */
     double size = op == FF__AUG_TRANSLATE_X ? w : h;
     double hi = f == TA ? 32.0 : f == AM ? size / 3.0 : 150.0 / 331.0 * size;
-    return (double)(long)(k * hi / (n - 1));
+    return (double)(long)ff__linspace_f32(0.0f, (float)hi, n, k);
   }
   case FF__AUG_ROTATE: return ff__linspace_f32(0.0f, wide ? 135.0f : 30.0f, n, k);
   case FF__AUG_BRIGHTNESS:

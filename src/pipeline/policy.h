@@ -6,8 +6,9 @@
 #include "core/philox.h"
 #include "pipeline/pipeline.h"
 
-/* Element k of torch.linspace(lo, hi, n) in float32, computed as torch 1.13's
- * CPU kernel does (spec 3.3). */
+/* Element k of torch.linspace(lo, hi, n) in float32, computed as torch 2.x's
+ * CPU kernel does (spec 3.3; torch 1.13 differs in the last bit of some
+ * bins). */
 float ff__linspace_f32(float lo, float hi, int n, int k);
 
 /* Draws the choices of policy op `op` (rand_augment, trivial_augment_wide,

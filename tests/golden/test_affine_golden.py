@@ -1,5 +1,5 @@
 """The geometric augmentation ops (ShearX/Y, TranslateX/Y, Rotate) against
-torchvision 0.14, called exactly as the policies call them
+torchvision (transforms v1), called exactly as the policies call them
 (torchvision.transforms.autoaugment._apply_op on uint8 CHW tensors), and
 F.rotate directly: random sizes from 1x1 to ~120x100, random / gradient /
 constant / striped images, random magnitudes and the policies' table values,

@@ -3,7 +3,7 @@ libjpeg-turbo: full JPEG decodes (CMYK included) must be bit-identical,
 region decodes must equal Pillow's full decode cropped, DCT-scaled decodes
 must equal Pillow's draft() mode, and PNGs of every kind must equal Pillow's
 convert('RGB') -- except 16-bit gray, which Pillow clips at 255 where we keep
-the high byte."""
+the high byte, as torchvision.io + to_dtype(scale=True) does."""
 import ctypes
 import os
 import struct
@@ -90,6 +90,23 @@ def test_jpeg_region_equals_pillow_cropped(jpeg_path):
         np.testing.assert_array_equal(got, ref[y:y + ch, x:x + cw], err_msg=f"region {(x, y, cw, ch)}")
 
 
+@pytest.mark.parametrize("kind", ["baseline_420", "baseline_422", "progressive_420"])
+def test_jpeg_one_pixel_wide_region_at_the_edge_equals_pillow(tmp_path, kind):
+    """One or two columns at the left and right edges, the whole height, on an
+    image whose width - 2 is a multiple of the iMCU width: libjpeg-turbo drops
+    fancy upsampling for a window that leaves a chroma plane fewer than 2
+    columns, so the decoder keeps its window wider than that."""
+    im, kw = JPEG_KINDS[kind]()
+    im = im.crop((0, 0, 16 * 12 + 2, H))
+    p = save(tmp_path, kind + ".jpg", im, quality=90, **kw)
+    ref = pil_rgb(p)
+    w = ref.shape[1]
+    for x, cw in [(0, 1), (0, 2), (1, 1), (w - 1, 1), (w - 2, 2), (w - 2, 1), (w - 3, 1)]:
+        for y, ch in [(0, H), (5, 40)]:
+            got = ff_decode(p, (x, y, cw, ch))
+            np.testing.assert_array_equal(got, ref[y:y + ch, x:x + cw], err_msg=f"region {(x, y, cw, ch)}")
+
+
 @pytest.mark.parametrize("kind", ["baseline_420", "baseline_422", "baseline_444", "progressive_420"])
 @pytest.mark.parametrize("reduce", [2, 4, 8])
 def test_jpeg_dct_scaled_equals_pillow_draft(tmp_path, kind, reduce):
@@ -107,6 +124,36 @@ def test_cmyk_jpeg_equals_pillow(tmp_path):
     """Pillow writes the Adobe marker (inverted inks); we use its rounding."""
     p = save(tmp_path, "cmyk.jpg", Image.fromarray(test_pixels(4), "CMYK"), quality=90)
     np.testing.assert_array_equal(ff_decode(p), pil_rgb(p))
+
+
+def without_app14(data):
+    """The JPEG bytes with their Adobe APP14 segments removed."""
+    out, i = bytearray(data[:2]), 2
+    while data[i] == 0xFF and data[i + 1] != 0xDA:  # markers up to the first scan
+        n = 2 + struct.unpack(">H", data[i + 2:i + 4])[0]
+        if not (data[i + 1] == 0xEE and data[i + 4:i + 9] == b"Adobe"):
+            out += data[i:i + n]
+        i += n
+    return bytes(out + data[i:])
+
+
+@pytest.mark.filterwarnings("ignore:The image decoding:DeprecationWarning")
+def test_cmyk_jpeg_without_adobe_marker_equals_pillow(tmp_path):
+    """Without the Adobe marker the inks are read as stored, the same as with
+    it: Pillow and torchvision.io both do (a plain-inks reading turns the
+    usual files black)."""
+    from torchvision.io import ImageReadMode, decode_jpeg
+    import torch
+    src = save(tmp_path, "adobe.jpg", Image.fromarray(test_pixels(4), "CMYK"), quality=90)
+    p = tmp_path / "plain.jpg"
+    p.write_bytes(without_app14(src.read_bytes()))
+    with Image.open(p) as im:
+        assert im.mode == "CMYK" and "adobe" not in im.info
+    want = pil_rgb(p)
+    tv = decode_jpeg(torch.frombuffer(bytearray(p.read_bytes()), dtype=torch.uint8),
+                     mode=ImageReadMode.RGB).permute(1, 2, 0).numpy()
+    assert np.abs(tv.astype(int) - want).max() <= 1  # torchvision truncates C*K/255, Pillow rounds
+    np.testing.assert_array_equal(ff_decode(p), want)
 
 
 def write_png(path, pixels, color_type):
@@ -154,13 +201,18 @@ def test_png_equals_pillow_convert_rgb(tmp_path, kind):
     np.testing.assert_array_equal(ff_decode(p, (5, 7, 30, 40)), pil_rgb(p)[7:47, 5:35])
 
 
-def test_png_gray16_keeps_high_byte(tmp_path):
-    """Pillow's convert('RGB') clips 16-bit gray at 255; we keep the high byte
-    of Pillow's own 16-bit samples."""
+@pytest.mark.filterwarnings("ignore:The image decoding:DeprecationWarning")
+def test_png_gray16_keeps_high_byte_as_torchvision_io(tmp_path):
+    """Pillow's convert('RGB') clips 16-bit gray at 255; we keep the high
+    byte, as torchvision.io.decode_png + to_dtype(uint8, scale=True) does."""
+    import torch
+    from torchvision.io import decode_png
+    from torchvision.transforms.v2.functional import to_dtype
     p = save(tmp_path, "gray16.png", Image.fromarray(test_pixels(1, dtype=np.uint16)[..., 0]))
-    with Image.open(p) as im:
-        high = (np.asarray(im).astype(np.uint32) >> 8).astype(np.uint8)
-    np.testing.assert_array_equal(ff_decode(p), np.repeat(high[..., None], 3, axis=2))
+    t = decode_png(torch.frombuffer(bytearray(p.read_bytes()), dtype=torch.uint8))
+    assert t.dtype == torch.uint16
+    want = to_dtype(t, torch.uint8, scale=True)[0].numpy()
+    np.testing.assert_array_equal(ff_decode(p), np.repeat(want[..., None], 3, axis=2))
 
 
 REPRO = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data", "hostile")
@@ -211,3 +263,45 @@ def test_corrupt_jpeg_data_decodes_to_pillows_pixels(tmp_path):
     want = pil_rgb(p)
     assert not np.array_equal(want, pil_rgb(clean))  # the damage shows
     np.testing.assert_array_equal(ff_decode(p), want)
+
+
+def smooth_photo(h, w):
+    """A smooth, photo-like RGB image: the DCT reduction then blurs it only a
+    little, so any shift of the crop box shows in the PSNR."""
+    y, x = np.mgrid[0:h, 0:w].astype(np.float64)
+    img = np.stack([128 + 60 * np.sin(x / 23.0 + c) * np.cos(y / 31.0 - c) + 40 * np.sin((x + y) / 57.0 + 2 * c)
+                    for c in range(3)], -1)
+    return np.clip(img, 0, 255).astype(np.uint8)
+
+
+def psnr(a, b):
+    mse = ((a.astype(np.float64) - b.astype(np.float64)) ** 2).mean()
+    return float("inf") if mse == 0 else 10 * np.log10(255.0 ** 2 / mse)
+
+
+@pytest.mark.skipif(not os.environ.get("FF_CLI"), reason="FF_CLI (path of the fusionflow CLI) is not set")
+@pytest.mark.parametrize("box", [(37, 51, 601, 803), (3, 5, 455, 461), (13, 7, 917, 1111), (101, 203, 500, 450),
+                                 (0, 0, 960, 1200)])
+def test_dct_scaled_crop_keeps_torchvisions_box(tmp_path, box):
+    """A DCT-scaled decode of a crop that is then resized resamples the
+    crop's exact fractional box from the reduced image: against torchvision's
+    full decode + resized_crop only the reduction's blur is left (about
+    52-55 dB here; snapping the box to the reduced grid gave 40-47 dB), and
+    without DCT scaling the result is the same to a level."""
+    import subprocess
+    import torch
+    import torchvision.transforms.functional as TF
+    p = save(tmp_path, "smooth.jpg", Image.fromarray(smooth_photo(960, 1200)), quality=95)
+    top, left, h, w = box
+    ref = TF.resized_crop(torch.from_numpy(pil_rgb(p).copy()).permute(2, 0, 1), top, left, h, w, [224, 224],
+                          antialias=True).permute(1, 2, 0).numpy()
+    got = {}
+    for dct in ("true", "false"):
+        out = tmp_path / f"out-{dct}.png"
+        pipeline = (f"decode(dct_scale={dct}) | crop(top={top}, left={left}, height={h}, width={w}) "
+                    "| resize(size=(224, 224))")
+        subprocess.run([os.environ["FF_CLI"], "augment", str(p), str(out), "--pipeline", pipeline], check=True,
+                       capture_output=True, timeout=60)
+        got[dct] = np.asarray(Image.open(out).convert("RGB"))
+    assert np.abs(got["false"].astype(int) - ref).max() <= 1
+    assert psnr(got["true"], ref) > 51.0, f"{psnr(got['true'], ref):.2f} dB"

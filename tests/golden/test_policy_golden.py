@@ -1,5 +1,6 @@
 """The automatic augmentation policies (RandAugment, TrivialAugmentWide,
-AutoAugment, AugMix) against torchvision 0.14 itself.
+AutoAugment, AugMix) against torchvision itself (transforms v1, on torch
+2.x, whose linspace sets the magnitude tables).
 
 1. Magnitude tables: every (op, argument) our planner can produce equals what
    torchvision's `_augmentation_space` + `_apply_op` hand to the op, bit for
@@ -263,6 +264,28 @@ class Recorder:
 
 
 # ================================================================ 1. magnitude tables
+
+def test_linspace_equals_torch_for_every_bin(shim):
+    """Every bin of the float32 tables, for any number of bins a pipeline may
+    ask for: torch 2.x computes each element on its own (start + step*k below
+    the middle, end - step*(n-1-k) above, fused), unlike torch 1.13's
+    vectorised kernel, so e.g. linspace(0, 32, 31)[15] is 15.999999."""
+    f = shim.lib.ff_shim_linspace
+    f.restype = ctypes.c_float
+    f.argtypes = [ctypes.c_float, ctypes.c_float, ctypes.c_int, ctypes.c_int]
+    ends = [(0.0, 32.0), (0.0, 0.99), (0.0, 0.9), (0.0, 0.3), (0.0, 135.0), (0.0, 30.0),
+            (255.0, 0.0), (0.0, 150.0 / 331.0 * 224), (0.0, 333 / 3.0)]
+    failures = []
+    for lo, hi in ends:
+        for n in range(1, 257):
+            want = torch.linspace(lo, hi, n).tolist()
+            got = [f(lo, hi, n, k) for k in range(n)]
+            bad = [k for k in range(n) if got[k] != want[k]]
+            if bad:
+                failures.append(f"linspace({lo}, {hi}, {n}): {len(bad)} bins differ, "
+                                f"[{bad[0]}] = {got[bad[0]]!r}, torch {want[bad[0]]!r}")
+    assert not failures, "\n".join(failures[:10])
+
 
 @pytest.mark.parametrize("hw", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
 @pytest.mark.parametrize("num_bins", NUM_BINS)

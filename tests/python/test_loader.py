@@ -348,3 +348,36 @@ def test_torch_output_is_the_default_when_torch_is_installed(folder):
         assert isinstance(images, torch.Tensor) and images.dtype == torch.float32
         assert images.shape == (4, 3, 20, 20) and labels.dtype == torch.int64
         assert images.is_contiguous()
+
+
+def test_plan_replayed_with_numpy_gives_the_batch(folder):
+    """Loader.plan(index, epoch) tells the crop box and whether the flip was
+    drawn; cutting that box from the decoded image and flipping it gives the
+    sample the loader hands out."""
+    from PIL import Image
+    root, paths, labels = folder
+    pipe = "decode | center_crop(size=20) | random_horizontal_flip"
+    flips = 0
+    with fusionflow.Loader(root, pipe, batch_size=7, seed=5, output="numpy") as loader:
+        loader.set_epoch(1)
+        for images, _ in loader:
+            for i, index in enumerate(loader.last_batch.sample_indices):
+                plan = loader.plan(int(index), 1)
+                assert plan["path"] == paths[index] and plan["label"] == labels[index]
+                assert plan["epoch"] == 1 and plan["index"] == index
+                with Image.open(paths[index]) as im:
+                    full = np.asarray(im.convert("RGB"))
+                    assert [plan["image"]["width"], plan["image"]["height"]] == list(im.size)
+                x, y, w, h = plan["decode"]["region"]
+                want = full[y:y + h, x:x + w]
+                ops = [s["op"] for s in plan["steps"]]
+                assert ops in ([], ["horizontal_flip"])
+                if ops:
+                    want, flips = want[:, ::-1], flips + 1
+                np.testing.assert_array_equal(images[i], want)
+        assert loader.plan(0) == loader.plan(0, loader.epoch)
+        with pytest.raises(ValueError):
+            loader.plan(-1)
+        with pytest.raises(Exception, match="past the"):
+            loader.plan(len(paths))
+    assert 0 < flips < len(paths)

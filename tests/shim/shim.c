@@ -7,6 +7,7 @@
 #include "loader/sampler.h"
 #include "ops/ops.h"
 #include "pipeline/pipeline.h"
+#include "pipeline/policy.h"
 #include "source/source.h"
 
 #define SHIM_API __attribute__((visibility("default")))
@@ -130,3 +131,6 @@ SHIM_API int ff_shim_plan_steps(const char *pipeline, int h, int w, uint64_t see
   }
   return plan.num_steps;
 }
+
+/* Element k of the planner's float32 torch.linspace(lo, hi, n). */
+SHIM_API float ff_shim_linspace(float lo, float hi, int n, int k) { return ff__linspace_f32(lo, hi, n, k); }

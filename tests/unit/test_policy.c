@@ -287,7 +287,8 @@ static void rand_augment_with_no_ops_is_the_identity(void **state) {
   for (int y = 0; y < H; y++) assert_memory_equal(img.data + y * img.stride, orig + y * W * 3, W * 3);
 }
 
-/* ---- magnitude tables (spec 3.2, values from torch 1.13) ---- */
+/* ---- magnitude tables (spec 3.2, values printed from torch 2.15's
+ * torch.linspace(lo, hi, n)[k]) ---- */
 
 static void linspace_reproduces_torch_float32_bins(void **state) {
   (void)state;
@@ -295,10 +296,12 @@ static void linspace_reproduces_torch_float32_bins(void **state) {
   assert_true(ff__linspace_f32(0.0f, 0.9f, 31, 9) == 0.26999998f);
   assert_true(ff__linspace_f32(0.0f, 0.3f, 31, 7) == 0.07000001f);
   assert_true(ff__linspace_f32(0.0f, 0.3f, 31, 30) == 0.3f);
-  /* TrivialAugmentWide 31 bins */
+  /* TrivialAugmentWide 31 bins; bin 15 of 0..32 is just below 16 (torch
+   * 1.13 gave 16.0) */
   assert_true(ff__linspace_f32(0.0f, 0.99f, 31, 19) == 0.62700003f);
   assert_true(ff__linspace_f32(0.0f, 0.99f, 31, 27) == 0.89100003f);
   assert_true(ff__linspace_f32(0.0f, 32.0f, 31, 3) == 3.2000003f);
+  assert_true(ff__linspace_f32(0.0f, 32.0f, 31, 15) == 15.999999f);
   /* AutoAugment / AugMix 10 bins */
   assert_true(ff__linspace_f32(0.0f, 0.9f, 10, 8) == 0.79999995f);
   assert_true(ff__linspace_f32(255.0f, 0.0f, 10, 5) == 113.333336f);
@@ -306,15 +309,16 @@ static void linspace_reproduces_torch_float32_bins(void **state) {
   assert_true(ff__linspace_f32(0.0f, 0.3f, 10, 3) == 0.10000001f);
 }
 
-/* More than 31 bins: torch's vectorised linspace (8-lane vectors, 16 elements
- * at a time) starts each vector from a fused base, fma(step, b, lo) below the
- * middle and fma(-step, n - 1 - b, hi) above it; only n >= 32 has vectors
- * above the middle. Values printed from torch 1.13 (torch.linspace(lo, hi, n)[k]). */
+/* More bins: each element on its own, fused, from the start below the middle
+ * and from the end above it; these are bins where torch 1.13's vectorised
+ * kernel gave another float. */
 static void linspace_reproduces_torch_beyond_31_bins(void **state) {
   (void)state;
-  assert_true(ff__linspace_f32(0.0f, 0.3f, 50, 32) == 0.19591837f);
-  assert_true(ff__linspace_f32(0.0f, 0.3f, 64, 40) == 0.1904762f);
-  assert_true(ff__linspace_f32(0.0f, 0.99f, 64, 40) == 0.62857145f);
+  assert_true(ff__linspace_f32(0.0f, 0.3f, 50, 25) == 0.153061226f);
+  assert_true(ff__linspace_f32(0.0f, 0.3f, 64, 11) == 0.052380953f);
+  assert_true(ff__linspace_f32(0.0f, 0.99f, 100, 15) == 0.149999991f);
+  assert_true(ff__linspace_f32(0.0f, 0.99f, 64, 22) == 0.345714301f);
+  assert_true(ff__linspace_f32(0.0f, 30.0f, 100, 41) == 12.424243f);
   assert_true(ff__linspace_f32(0.0f, 30.0f, 48, 32) == 20.425531f);
   assert_true(ff__linspace_f32(255.0f, 0.0f, 87, 24) == 183.8372f);
 }

@@ -1,0 +1,165 @@
+/* explain.c — what the planner drew for one sample, as JSON: the region the
+ * decoder reads and at what DCT scale, then every step with its parameters
+ * (crop boxes, flips, each augmentation op with its argument, magnitude and
+ * sign, AugMix's weights). The sample is planned exactly as the loader plans
+ * it (same file header, seed, epoch and index), without decoding its pixels,
+ * so users can debug pipelines and tests can check the policies from the
+ * outside (ff_loader_plan, ff_image_plan, `fusionflow plan`). */
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "exec/cpu.h"
+#include "loader/loader_internal.h"
+#include "ops/ops.h"
+
+typedef struct text {
+  char *s;
+  size_t len, cap;
+  int oom;
+} text;
+
+static void put(text *t, const char *fmt, ...) {
+  for (;;) {
+    va_list ap;
+    va_start(ap, fmt);
+    size_t room = t->cap - t->len;
+    int n = t->oom ? 0 : vsnprintf(t->s ? t->s + t->len : NULL, t->s ? room : 0, fmt, ap);
+    va_end(ap);
+    if (t->oom) return;
+    if (t->s && (size_t)n < room) {
+      t->len += (size_t)n;
+      return;
+    }
+    size_t cap = (t->cap ? t->cap * 2 : 1024) + (size_t)n;
+    char *s = realloc(t->s, cap);
+    if (!s) {
+      t->oom = 1;
+      return;
+    }
+    t->s = s, t->cap = cap;
+  }
+}
+
+static void put_string(text *t, const char *s) {
+  put(t, "\"");
+  for (; *s; s++) {
+    unsigned char c = (unsigned char)*s;
+    if (c == '"' || c == '\\') put(t, "\\%c", c);
+    else if (c < 0x20) put(t, "\\u%04x", c);
+    else put(t, "%c", c);
+  }
+  put(t, "\"");
+}
+
+/* The signed ops draw a sign; the factor ops are called with 1 + m. */
+static void put_aug(text *t, const ff__aug *a) {
+  put(t, "{\"op\": \"%s\"", ff__cost_name((int)a->op));
+  if (a->op == FF__AUG_AUTOCONTRAST || a->op == FF__AUG_EQUALIZE || a->op == FF__AUG_INVERT) {
+    put(t, "}");
+    return;
+  }
+  put(t, ", \"arg\": %.17g", a->arg);
+  int factor = a->op >= FF__AUG_BRIGHTNESS && a->op <= FF__AUG_SHARPNESS;
+  if (a->op >= FF__AUG_SHEAR_X && a->op <= FF__AUG_SHARPNESS) {
+    double m = factor ? a->arg - 1.0 : a->arg;
+    put(t, ", \"magnitude\": %.17g, \"sign\": %d", fabs(m), signbit(m) ? -1 : 1);
+  }
+  if (a->op >= FF__AUG_SHEAR_X && a->op <= FF__AUG_ROTATE) {
+    put(t, ", \"interpolation\": \"%s\", \"fill\": [%.9g, %.9g, %.9g]", a->bilinear ? "bilinear" : "nearest",
+        a->has_fill ? a->fill[0] : 0.0f, a->has_fill ? a->fill[1] : 0.0f, a->has_fill ? a->fill[2] : 0.0f);
+  }
+  put(t, "}");
+}
+
+static void put_step(text *t, const ff__step *s) {
+  switch (s->kind) {
+  case FF__STEP_CROP: put(t, "{\"op\": \"crop\", \"box\": [%d, %d, %d, %d]}", s->x, s->y, s->w, s->h); break;
+  case FF__STEP_RESIZE:
+    put(t, "{\"op\": \"resize\", \"size\": [%d, %d], \"antialias\": %s}", s->h, s->w, s->antialias ? "true" : "false");
+    break;
+  case FF__STEP_HFLIP: put(t, "{\"op\": \"horizontal_flip\"}"); break;
+  case FF__STEP_VFLIP: put(t, "{\"op\": \"vertical_flip\"}"); break;
+  case FF__STEP_AUG: put_aug(t, &s->aug); break;
+  case FF__STEP_MIX_BEGIN: put(t, "{\"op\": \"aug_mix_begin\", \"weight\": %.9g}", s->weight); break;
+  case FF__STEP_CHAIN_BEGIN: put(t, "{\"op\": \"chain_begin\"}"); break;
+  case FF__STEP_CHAIN_END: put(t, "{\"op\": \"chain_end\", \"weight\": %.9g}", s->weight); break;
+  case FF__STEP_MIX_END: put(t, "{\"op\": \"aug_mix_end\"}"); break;
+  }
+}
+
+/* The plan of job as a JSON object in *out (malloc'd); label < 0: none. */
+static ff_status plan_json(const ff__pipeline *pipe, const ff__sample_job *job, int64_t label, char **out,
+                           ff__error *err) {
+  ff__worker w = {0};
+  ff__image_info info;
+  ff__plan *plan = malloc(sizeof *plan);
+  ff_status st = plan ? ff__sample_plan(&w, pipe, job, &info, plan, err) : FF_ENOMEM;
+  ff__worker_free(&w);
+  if (st) {
+    free(plan);
+    return st == FF_ENOMEM && !plan ? ff__error_set(err, st, "out of memory planning %s", job->path) : st;
+  }
+  text t = {0};
+  put(&t, "{\"path\": ");
+  put_string(&t, job->path);
+  if (label >= 0) put(&t, ", \"label\": %lld", (long long)label);
+  put(&t, ", \"seed\": %llu, \"epoch\": %llu, \"index\": %llu", (unsigned long long)job->seed,
+      (unsigned long long)job->epoch, (unsigned long long)job->index);
+  put(&t, ",\n \"image\": {\"format\": \"%s\", \"width\": %d, \"height\": %d}",
+      info.format == FF__FORMAT_JPEG ? "jpeg" : "png", info.width, info.height);
+  const ff__decode_req *d = &plan->decode;
+  int rx = d->crop_width ? d->crop_x : 0, ry = d->crop_width ? d->crop_y : 0;
+  int rw = d->crop_width ? d->crop_width : info.width, rh = d->crop_width ? d->crop_height : info.height;
+  put(&t, ",\n \"decode\": {\"region\": [%d, %d, %d, %d]", rx, ry, rw, rh);
+  const ff__dct_box *b = &plan->dct;
+  if (b->scale_num > 0 && b->scale_num < 8)
+    put(&t, ", \"dct_scale\": %g, \"decoded_size\": [%d, %d], \"box\": [%.17g, %.17g, %.17g, %.17g]}",
+        b->scale_num / 8.0, b->width, b->height, b->box[0], b->box[1], b->box[2], b->box[3]);
+  else
+    put(&t, ", \"dct_scale\": 1, \"decoded_size\": [%d, %d], \"box\": [0, 0, %d, %d]}", rw, rh, rw, rh);
+  put(&t, ",\n \"steps\": [");
+  for (int i = 0; i < plan->num_steps; i++) {
+    put(&t, i ? ",\n   " : "\n   ");
+    put_step(&t, &plan->steps[i]);
+  }
+  put(&t, "]}\n");
+  free(plan);
+  if (t.oom) {
+    free(t.s);
+    return ff__error_set(err, FF_ENOMEM, "out of memory writing the plan of %s", job->path);
+  }
+  *out = t.s;
+  return FF_OK;
+}
+
+ff_status ff_loader_plan(ff_loader *l, uint64_t index, uint64_t epoch, char **json_out) {
+  if (!json_out) return ff__error_set(&l->err, FF_EINVAL, "json_out is required");
+  if (!l->started_threads) return ff__error_set(&l->err, FF_EINVAL, "the loader failed to open");
+  if (index >= l->index.count)
+    return ff__error_set(&l->err, FF_EINVAL, "sample %llu is past the %zu samples of the data set",
+                         (unsigned long long)index, l->index.count);
+  ff__sample_job job = {l->index.paths[index], l->cfg.seed, epoch, index, l->cfg.max_image_pixels};
+  ff__error err = {0}; /* the handle's message is written only on failure */
+  ff_status st = plan_json(&l->pipe, &job, l->index.labels[index], json_out, &err);
+  if (st) ff__error_set(&l->err, st, "%s", err.msg);
+  return st;
+}
+
+ff_status ff_image_plan(const char *path, const char *pipeline, uint64_t seed, uint64_t epoch, uint64_t index,
+                        char **json_out, char *errbuf, size_t errbuf_size) {
+  ff__error err = {0};
+  ff__pipeline *pipe = malloc(sizeof *pipe);
+  ff_status st = pipe ? FF_OK : ff__error_set(&err, FF_ENOMEM, "out of memory");
+  if (!st && (!path || !json_out)) st = ff__error_set(&err, FF_EINVAL, "path and json_out are required");
+  if (!st) st = ff__pipeline_parse_any_size(pipeline, pipe, &err);
+  if (!st) {
+    ff__sample_job job = {path, seed, epoch, index, 89478485}; /* Pillow's limit, as ff_image_augment */
+    st = plan_json(pipe, &job, -1, json_out, &err);
+  }
+  if (st && errbuf && errbuf_size) snprintf(errbuf, errbuf_size, "%s", err.msg);
+  free(pipe);
+  return st;
+}
