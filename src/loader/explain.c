@@ -141,7 +141,10 @@ ff_status ff_loader_plan(ff_loader *l, uint64_t index, uint64_t epoch, char **js
   if (index >= l->index.count)
     return ff__error_set(&l->err, FF_EINVAL, "sample %llu is past the %zu samples of the data set",
                          (unsigned long long)index, l->index.count);
-  ff__sample_job job = {l->index.paths[index], l->cfg.seed, epoch, index, l->cfg.max_image_pixels};
+  const ff_config *c = &l->cfg;
+  ff__sample_job job = {.path = l->index.paths[index], .seed = c->seed, .epoch = epoch, .index = index,
+                        .max_pixels = c->max_image_pixels, .max_scans = c->max_jpeg_scans,
+                        .max_metadata_bytes = c->max_metadata_bytes, .strict = c->strict_decode};
   ff__error err = {0}; /* the handle's message is written only on failure */
   ff_status st = plan_json(&l->pipe, &job, l->index.labels[index], json_out, &err);
   if (st) ff__error_set(&l->err, st, "%s", err.msg);
@@ -156,7 +159,11 @@ ff_status ff_image_plan(const char *path, const char *pipeline, uint64_t seed, u
   if (!st && (!path || !json_out)) st = ff__error_set(&err, FF_EINVAL, "path and json_out are required");
   if (!st) st = ff__pipeline_parse_any_size(pipeline, pipe, &err);
   if (!st) {
-    ff__sample_job job = {path, seed, epoch, index, 89478485}; /* Pillow's limit, as ff_image_augment */
+    ff_config c; /* the loader's default limits, as ff_image_augment */
+    ff_config_init(&c);
+    ff__sample_job job = {.path = path, .seed = seed, .epoch = epoch, .index = index,
+                          .max_pixels = c.max_image_pixels, .max_scans = c.max_jpeg_scans,
+                          .max_metadata_bytes = c.max_metadata_bytes};
     st = plan_json(pipe, &job, -1, json_out, &err);
   }
   if (st && errbuf && errbuf_size) snprintf(errbuf, errbuf_size, "%s", err.msg);
