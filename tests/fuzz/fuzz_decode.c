@@ -17,11 +17,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (ff__codec_probe(data, size, "fuzz", FUZZ_MAX_PIXELS, &info, &err) != FF_OK) return 0;
   ff__buf pixels = {0};
   ff__image img;
-  ff__decode_req whole = {0, 0, 0, 0, 0, 0, FUZZ_MAX_PIXELS};
+  ff__decode_req whole = {.max_pixels = FUZZ_MAX_PIXELS, .max_scans = 500, .max_metadata_bytes = 1 << 20};
   ff__codec_decode(data, size, "fuzz", &whole, &pixels, &img, &err);
   /* the centre half, DCT-scaled down to an eighth of it at most */
   int w = info.width / 2 ? info.width / 2 : 1, h = info.height / 2 ? info.height / 2 : 1;
-  ff__decode_req region = {info.width / 4, info.height / 4, w, h, w / 8 + 1, h / 8 + 1, FUZZ_MAX_PIXELS};
+  ff__decode_req region = {info.width / 4, info.height / 4, w, h, w / 8 + 1, h / 8 + 1, FUZZ_MAX_PIXELS,
+                           .max_scans = 500, .max_metadata_bytes = 1 << 20};
   ff__codec_decode(data, size, "fuzz", &region, &pixels, &img, &err);
   ff__buf_free(&pixels);
   return 0;

@@ -20,6 +20,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   snprintf(spec, sizeof spec, "list:/proc/self/fd/%d", fd);
   ff__index index = {0};
   ff__error err = {0};
-  if (ff__source_open(spec, &index, &err) == FF_OK) ff__index_free(&index);
+  if (ff__source_open(spec, 0, &index, &err) == FF_OK) ff__index_free(&index);
   return 0;
 }
