@@ -88,7 +88,7 @@ typedef enum ff_on_error {
  * and struct_size tells the library which ones the caller knows. */
 typedef struct ff_config {
   size_t struct_size;        /* sizeof(ff_config), set by ff_config_init */
-  const char *source;        /* "imagefolder:DIR" or "list:FILE" (see ff_loader_open); required */
+  const char *source;        /* "imagefolder:DIR", "list:FILE", a folder or a .tsv/.txt file (see ff_loader_open); required */
   const char *pipeline;      /* pipeline text (see below); required */
   int batch_size;            /* samples per batch, >= 1; default 64 */
   int shuffle;               /* nonzero: seeded permutation per epoch; default 1 */
@@ -143,6 +143,9 @@ typedef struct ff_batch ff_batch;
  *                    non-negative integer; a relative path is relative to
  *                    FILE's folder; empty lines and lines starting with '#'
  *                    are ignored.
+ *   DIR, FILE        without a kind: a folder is imagefolder:DIR, a regular
+ *                    file ending in .tsv or .txt (any case) is list:FILE;
+ *                    anything else is FF_EINVAL, a missing path FF_EIO.
  *
  * Pipeline text: ops separated by '|', torchvision names, keyword arguments
  * (arguments must be named), e.g. "decode | random_resized_crop(size=224) |

@@ -2,7 +2,6 @@
 
 import atexit
 import collections
-import errno
 import os
 import threading
 import weakref
@@ -13,7 +12,6 @@ from . import _fusionflow as _c
 __all__ = ["Loader", "BatchInfo", "augment_image"]
 
 _OUTPUTS = ("auto", "torch", "numpy", "dlpack")
-_SOURCE_KINDS = ("imagefolder:", "list:", "tar:")
 
 BatchInfo = collections.namedtuple("BatchInfo", ["epoch", "index", "sample_indices"])
 BatchInfo.__doc__ = """Where the last batch handed out comes from.
@@ -67,22 +65,9 @@ def _converter(output):
 
 
 def _normalize_source(source):
-    """'imagefolder:DIR' / 'list:FILE' as given; a bare folder or file path gets its prefix."""
+    """The source as text; the library resolves its kind (a bare folder or .tsv/.txt file too)."""
     text = os.fspath(source)
-    if isinstance(text, bytes):
-        text = os.fsdecode(text)
-    if text.startswith(_SOURCE_KINDS):
-        return text
-    if os.path.isdir(text):
-        return "imagefolder:" + text
-    if os.path.isfile(text):
-        return "list:" + text
-    head = text.split(":", 1)[0]
-    if ":" in text and head.isidentifier():
-        return text  # another kind: the library names what is wrong with it
-    raise _errors.LoaderFileNotFoundError(
-        f"{text}: no such file or folder (a source is 'imagefolder:DIR', 'list:FILE', or a path to either)",
-        _c.FF_EIO, errno.ENOENT)
+    return os.fsdecode(text) if isinstance(text, bytes) else text
 
 
 def _env_int(name, fallback):
@@ -121,7 +106,7 @@ class Loader:
         source (str or os.PathLike): ``"imagefolder:DIR"`` (one sub-folder per
             class, as torchvision's ImageFolder), ``"list:FILE"`` (lines
             ``path<TAB>label``), or a plain path: a folder is taken as
-            ``imagefolder:``, a file as ``list:``.
+            ``imagefolder:``, a ``.tsv``/``.txt`` file as ``list:``.
         pipeline (str): the pipeline text, e.g. ``"decode | random_resized_crop(size=224)
             | random_horizontal_flip | normalize(mean=imagenet, std=imagenet)"``.
             Ending in ``normalize`` or ``to_dtype`` gives float32 NCHW images,

@@ -29,7 +29,8 @@ static void bench_usage(FILE *f) {
           "decoding and ops (summed over worker threads), and how long the consumer waited.\n"
           "\n"
           "  --source SRC          imagefolder:DIR (one sub-folder per class, as torchvision's\n"
-          "                        ImageFolder) or list:FILE (lines 'path<TAB>label')\n"
+          "                        ImageFolder) or list:FILE (lines 'path<TAB>label'); a bare\n"
+          "                        folder means imagefolder:, a .tsv/.txt file list:\n"
           "  --pipeline TEXT       ops separated by '|' (default:\n"
           "                        \"" DEFAULT_PIPELINE "\")\n"
           "  --batch-size N        samples per batch (default 64)\n"
@@ -153,7 +154,7 @@ int ff__cli_bench(int argc, char **argv) {
   int json = 0, per_batch = 0, c, li = 0;
   const char *trace = NULL;
   optind = 1;
-  while ((c = getopt_long(argc, argv, "h", opts, &li)) != -1) {
+  while ((c = ff__cli_getopt(argc, argv, opts, &li)) != -1) {
     const char *name = opts[li].name;
     switch (c) {
     case O_SOURCE: cfg.source = optarg; break;
@@ -194,7 +195,7 @@ int ff__cli_bench(int argc, char **argv) {
     case O_TRACE_EVENTS: if (!parse_long(name, optarg, 1, 1L << 28, &trace_events)) return 2; break;
     case O_PER_BATCH: per_batch = 1; break;
     case 'h': bench_usage(stdout); return 0;
-    default: bench_usage(stderr); return 2;
+    default: return 2; /* ff__cli_getopt said why */
     }
   }
   if (optind < argc) {
@@ -202,7 +203,7 @@ int ff__cli_bench(int argc, char **argv) {
     return 2;
   }
   if (!cfg.source) {
-    fprintf(stderr, "fusionflow bench: --source is required (imagefolder:DIR or list:FILE)\n\n");
+    fprintf(stderr, "fusionflow bench: --source is required (imagefolder:DIR, list:FILE, a folder or a .tsv/.txt file)\n\n");
     bench_usage(stderr);
     return 2;
   }

@@ -4,7 +4,9 @@
  * folders sorted by name get labels 0..K-1; inside a class, the folders of
  * os.walk are taken sorted by path and each one's files sorted by name (so a
  * class's own files come before those of its sub-folders). list:FILE reads
- * `path<TAB>label` lines. Each sample's encoded size comes from stat(). */
+ * `path<TAB>label` lines. A source given without its kind is a folder
+ * (imagefolder:) or a .tsv/.txt file (list:). Each sample's encoded size
+ * comes from stat(). */
 #include "source/source.h"
 
 #include <dirent.h>
@@ -181,16 +183,37 @@ static ff_status open_list(const char *file, builder *b, ff__error *err) {
   return st;
 }
 
+#define SOURCE_KINDS "imagefolder:DIR, list:FILE, a folder, or a .tsv/.txt list file"
+
+static int has_list_extension(const char *path) {
+  size_t n = strlen(path);
+  return n > 4 && (!strcasecmp(path + n - 4, ".tsv") || !strcasecmp(path + n - 4, ".txt"));
+}
+
+/* A source without a kind: a folder is imagefolder:, a .tsv/.txt file list:. */
+static ff_status open_bare(const char *path, builder *b, strvec *classes, ff__error *err) {
+  struct stat st;
+  if (stat(path, &st)) {
+    size_t kind = strspn(path, "abcdefghijklmnopqrstuvwxyz_");
+    if (kind && path[kind] == ':') /* "folder:/data": a kind we do not have, not a path */
+      return ff__error_set(err, FF_EINVAL, "source '%s': unknown kind '%.*s:' (a source is %s)", path,
+                           (int)kind, path, SOURCE_KINDS);
+    return ff__error_set(err, FF_EIO, "source '%s': %s (a source is %s)", path, strerror(errno), SOURCE_KINDS);
+  }
+  if (S_ISDIR(st.st_mode)) return open_imagefolder(path, b, classes, err);
+  if (S_ISREG(st.st_mode) && has_list_extension(path)) return open_list(path, b, err);
+  return ff__error_set(err, FF_EINVAL, "source '%s': expected %s", path, SOURCE_KINDS);
+}
+
 ff_status ff__source_open(const char *spec, ff__index *out, ff__error *err) {
   builder b = {0};
   strvec classes = {0};
   ff_status st;
   errno = 0;
-  if (spec && !strncmp(spec, "imagefolder:", 12)) st = open_imagefolder(spec + 12, &b, &classes, err);
-  else if (spec && !strncmp(spec, "list:", 5)) st = open_list(spec + 5, &b, err);
-  else
-    st = ff__error_set(err, FF_EINVAL, "source '%s': expected imagefolder:DIR or list:FILE",
-                       spec ? spec : "(null)");
+  if (!spec || !*spec) st = ff__error_set(err, FF_EINVAL, "no source: expected %s", SOURCE_KINDS);
+  else if (!strncmp(spec, "imagefolder:", 12)) st = open_imagefolder(spec + 12, &b, &classes, err);
+  else if (!strncmp(spec, "list:", 5)) st = open_list(spec + 5, &b, err);
+  else st = open_bare(spec, &b, &classes, err);
   if (st) {
     strvec_free(&b.paths);
     strvec_free(&classes);
