@@ -83,6 +83,15 @@ typedef enum ff_on_error {
   FF_ON_ERROR_SKIP = 1,    /* the sample is left out of its batch, counted and its path kept */
 } ff_on_error;
 
+/* The permutation of a shuffled epoch (ff_config.permutation). */
+typedef enum ff_permutation {
+  FF_PERMUTATION_PHILOX = 0, /* Fisher-Yates on a Philox4x32-10 stream keyed by (seed, epoch) (default) */
+  FF_PERMUTATION_TORCH = 1,  /* torch.randperm(n) after torch.Generator().manual_seed(seed + epoch):
+                                exactly DistributedSampler's order (and, with one rank, a DataLoader's
+                                with that generator), for n < 214,748,364 samples; computed here,
+                                torch is not needed */
+} ff_permutation;
+
 /* Loader configuration. Always fill it with ff_config_init() first, then set
  * the fields you need: new fields may be added at the end in later versions,
  * and struct_size tells the library which ones the caller knows. */
@@ -92,7 +101,8 @@ typedef struct ff_config {
   const char *pipeline;      /* pipeline text (see below); required */
   int batch_size;            /* samples per batch, >= 1; default 64 */
   int shuffle;               /* nonzero: seeded permutation per epoch; default 1 */
-  int drop_last;             /* nonzero: drop the tail (sampler and last batch); default 0 */
+  int drop_last;             /* nonzero: drop the last batch of an epoch when it is short (DataLoader's
+                                drop_last); default 0. See also sampler_drop_last */
   uint64_t seed;             /* base seed of shuffle and augmentation; default 0 */
   int num_threads;           /* CPU worker threads; 0 = the cores this process may use (default) */
   int prefetch;              /* batches prepared ahead of the consumer, >= 1; default 2 */
@@ -121,6 +131,11 @@ typedef struct ff_config {
                                        batch; -1 = default (cuda: max(1 GiB, 10% of total); emu: 0) */
   double device_max_time_share;     /* interference cap: device preprocessing time as a share of wall
                                        time while the consumer does not wait, (0, 1]; default 0.3 */
+  int sampler_drop_last;     /* nonzero: cut the epoch's order to a multiple of world_size instead of
+                                padding it by repeating its start (DistributedSampler's drop_last);
+                                default 0. Torch's idiom "pad the shards, drop the short batch" is
+                                drop_last = 1 with sampler_drop_last = 0 */
+  ff_permutation permutation; /* how shuffle permutes; default FF_PERMUTATION_PHILOX */
 } ff_config;
 
 /* Fills *cfg with the defaults above. Callers built against an older

@@ -412,17 +412,19 @@ static PyObject *loader_open(PyObject *module, PyObject *args, PyObject *kwargs)
   (void)module;
   static char *kwlist[] = {"source",   "pipeline",   "batch_size", "shuffle",          "drop_last", "seed",
                            "num_threads", "prefetch", "rank",      "world_size", "on_error_skip", "max_image_pixels",
-                           "device", "device_memory_limit_bytes", NULL};
+                           "device", "device_memory_limit_bytes", "sampler_drop_last", "torch_permutation", NULL};
   ff_config cfg;
   ff_config_init(&cfg);
   PyObject *source_obj, *pipeline_obj;
-  int on_error_skip = 0;
+  int on_error_skip = 0, torch_permutation = 0;
   unsigned long long seed = 0, max_pixels = cfg.max_image_pixels, device_limit = 0;
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O&U|iiiKiiiipKsK:open_loader", kwlist, PyUnicode_FSConverter,
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O&U|iiiKiiiipKsKpp:open_loader", kwlist, PyUnicode_FSConverter,
                                    &source_obj, &pipeline_obj, &cfg.batch_size, &cfg.shuffle, &cfg.drop_last,
                                    &seed, &cfg.num_threads, &cfg.prefetch, &cfg.rank, &cfg.world_size,
-                                   &on_error_skip, &max_pixels, &cfg.device, &device_limit))
+                                   &on_error_skip, &max_pixels, &cfg.device, &device_limit,
+                                   &cfg.sampler_drop_last, &torch_permutation))
     return NULL;
+  cfg.permutation = torch_permutation ? FF_PERMUTATION_TORCH : FF_PERMUTATION_PHILOX;
   cfg.device_memory_limit_bytes = (size_t)device_limit;
   const char *pipeline = PyUnicode_AsUTF8(pipeline_obj);
   if (!pipeline) {
@@ -828,7 +830,8 @@ static PyObject *mod_status_str(PyObject *module, PyObject *arg) {
 static PyMethodDef module_methods[] = {
     {"open_loader", (PyCFunction)(void (*)(void))loader_open, METH_VARARGS | METH_KEYWORDS,
      "open_loader(source, pipeline, batch_size=64, shuffle=1, drop_last=0, seed=0, num_threads=0, prefetch=2,\n"
-     "            rank=-1, world_size=-1, on_error_skip=False, max_image_pixels=89478485) -> CLoader"},
+     "            rank=-1, world_size=-1, on_error_skip=False, max_image_pixels=89478485, device='cpu',\n"
+     "            device_memory_limit_bytes=0, sampler_drop_last=False, torch_permutation=False) -> CLoader"},
     {"augment_image", (PyCFunction)(void (*)(void))mod_augment_image, METH_VARARGS | METH_KEYWORDS,
      "augment_image(path, pipeline, seed=0, epoch=0, index=0) -> Tensor (H, W, 3) uint8"},
     {"_set_exception_factory", mod_set_exception_factory, METH_O, NULL},

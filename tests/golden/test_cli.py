@@ -17,7 +17,7 @@ if not CLI:
 
 BENCH_OPTIONS = ["--source", "--pipeline", "--batch-size", "--batches", "--epochs", "--warmup",
                  "--threads", "--prefetch", "--seed", "--no-shuffle", "--drop-last", "--rank",
-                 "--world-size", "--step-ms", "--on-error", "--max-image-pixels", "--json",
+                 "--world-size", "--sampler-drop-last", "--permutation", "--step-ms", "--on-error", "--max-image-pixels", "--json",
                  "--help"]
 JSON_FIELDS = ["images_per_s", "batches", "samples", "decode_s", "wait_s", "skipped",
                "skipped_samples"]
@@ -246,6 +246,6 @@ def test_drop_last_with_fewer_samples_than_ranks_is_refused_clearly(tmp_path, da
     for p in sorted(dataset.rglob("*.jpg"))[:2]:
         shutil.copy(p, tmp_path / "ds" / "a")
     res = bench("--source", f"imagefolder:{tmp_path}/ds", "--batch-size", 1, "--world-size", 3,
-                "--rank", 0, "--drop-last", timeout=30)
+                "--rank", 0, "--drop-last", "--sampler-drop-last", timeout=30)
     assert res.returncode in (1, 2), res.stderr
     assert "memory" not in res.stderr and "rank" in res.stderr, res.stderr
