@@ -22,18 +22,18 @@ import time
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    p.add_argument("--data", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "build",
-                                                  "demo-data"),
-                   help="ImageFolder root (one sub-folder per class); default: the demo data of `make demo`")
+    p.add_argument("--data", default=os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..",
+                                                                   "build", "demo-data")),
+                   help="ImageFolder root (one sub-folder per class), by default the demo data of `make demo`")
     p.add_argument("--device", default="cpu",
-                   help="fusionflow's offload device: cpu, auto, cuda:N or emu:N (default cpu)")
+                   help="fusionflow's offload device: cpu, auto, cuda:N or emu:N")
     p.add_argument("--steps", type=int, default=300, help="training steps (batches)")
     p.add_argument("--batch-size", type=int, default=32, help="images per batch")
     p.add_argument("--threads", type=int, default=len(os.sched_getaffinity(0)),
                    help="data threads (fusionflow) or DataLoader workers (--torchvision)")
     p.add_argument("--torch-threads", type=int, default=0, help="torch.set_num_threads for training; 0 = leave")
     p.add_argument("--image-size", type=int, default=64, help="side of the random resized crop, pixels")
-    p.add_argument("--lr", type=float, default=None, help="SGD learning rate; default 0.1 * batch size / 256")
+    p.add_argument("--lr", type=float, default=None, help="SGD learning rate; None: 0.1 * batch size / 256")
     p.add_argument("--seed", type=int, default=0, help="seed of the data order and augmentation, and of the model")
     p.add_argument("--prefetch", type=int, default=2, help="batches prepared ahead (per worker for --torchvision)")
     p.add_argument("--log-every", type=int, default=20, help="print the loss every N steps")

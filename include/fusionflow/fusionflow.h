@@ -90,16 +90,26 @@ typedef enum ff_on_error {
                               error, as under raise */
 } ff_on_error;
 
+/* The permutation of a shuffled epoch (ff_config.permutation). */
+typedef enum ff_permutation {
+  FF_PERMUTATION_PHILOX = 0, /* Fisher-Yates on a Philox4x32-10 stream keyed by (seed, epoch) (default) */
+  FF_PERMUTATION_TORCH = 1,  /* torch.randperm(n) after torch.Generator().manual_seed(seed + epoch):
+                                exactly DistributedSampler's order (and, with one rank, a DataLoader's
+                                with that generator), for n < 214,748,364 samples; computed here,
+                                torch is not needed */
+} ff_permutation;
+
 /* Loader configuration. Always fill it with ff_config_init() first, then set
  * the fields you need: new fields may be added at the end in later versions,
  * and struct_size tells the library which ones the caller knows. */
 typedef struct ff_config {
   size_t struct_size;        /* sizeof(ff_config), set by ff_config_init */
-  const char *source;        /* "imagefolder:DIR" or "list:FILE" (see ff_loader_open); required */
+  const char *source;        /* "imagefolder:DIR", "list:FILE", a folder or a .tsv/.txt file (see ff_loader_open); required */
   const char *pipeline;      /* pipeline text (see below); required */
   int batch_size;            /* samples per batch, >= 1; default 64 */
   int shuffle;               /* nonzero: seeded permutation per epoch; default 1 */
-  int drop_last;             /* nonzero: drop the tail (sampler and last batch); default 0 */
+  int drop_last;             /* nonzero: drop the last batch of an epoch when it is short (DataLoader's
+                                drop_last); default 0. See also sampler_drop_last */
   uint64_t seed;             /* base seed of shuffle and augmentation; default 0 */
   int num_threads;           /* CPU worker threads; 0 = the cores this process may use (default) */
   int prefetch;              /* batches prepared ahead of the consumer, >= 1; default 2 */
@@ -152,6 +162,11 @@ typedef struct ff_config {
   int allow_empty;           /* imagefolder: nonzero accepts class folders without images (they keep
                                 their labels); 0 (default) refuses them with FF_EEMPTY, as
                                 torchvision's ImageFolder does (its allow_empty=False) */
+  int sampler_drop_last;     /* nonzero: cut the epoch's order to a multiple of world_size instead of
+                                padding it by repeating its start (DistributedSampler's drop_last);
+                                default 0. Torch's idiom "pad the shards, drop the short batch" is
+                                drop_last = 1 with sampler_drop_last = 0 */
+  ff_permutation permutation; /* how shuffle permutes; default FF_PERMUTATION_PHILOX */
 } ff_config;
 
 /* Fills *cfg with the defaults above. Callers built against an older
@@ -183,6 +198,9 @@ typedef struct ff_batch ff_batch;
  *                    with '#' are ignored, and so is a UTF-8 byte-order mark at
  *                    the start. A listed path is only read when its sample
  *                    is: one that is missing fails that sample (on_error).
+ *   DIR, FILE        without a kind: a folder is imagefolder:DIR, a regular
+ *                    file ending in .tsv or .txt (any case) is list:FILE;
+ *                    anything else is FF_EINVAL, a missing path FF_EIO.
  *
  * Pipeline text: ops separated by '|', torchvision names, keyword arguments
  * (arguments must be named), e.g. "decode | random_resized_crop(size=224) |

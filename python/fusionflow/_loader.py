@@ -2,7 +2,6 @@
 
 import atexit
 import collections
-import errno
 import json
 import os
 import threading
@@ -14,7 +13,6 @@ from . import _fusionflow as _c
 __all__ = ["Loader", "BatchInfo", "augment_image"]
 
 _OUTPUTS = ("auto", "torch", "numpy", "dlpack")
-_SOURCE_KINDS = ("imagefolder:", "list:", "tar:")
 
 BatchInfo = collections.namedtuple("BatchInfo", ["epoch", "index", "sample_indices"])
 BatchInfo.__doc__ = """Where the last batch handed out comes from.
@@ -68,22 +66,45 @@ def _converter(output):
 
 
 def _normalize_source(source):
-    """'imagefolder:DIR' / 'list:FILE' as given; a bare folder or file path gets its prefix."""
+    """The source as text; the library resolves its kind (a bare folder or .tsv/.txt file too)."""
     text = os.fspath(source)
-    if isinstance(text, bytes):
-        text = os.fsdecode(text)
-    if text.startswith(_SOURCE_KINDS):
-        return text
-    if os.path.isdir(text):
-        return "imagefolder:" + text
-    if os.path.isfile(text):
-        return "list:" + text
-    head = text.split(":", 1)[0]
-    if ":" in text and head.isidentifier():
-        return text  # another kind: the library names what is wrong with it
-    raise _errors.LoaderFileNotFoundError(
-        f"{text}: no such file or folder (a source is 'imagefolder:DIR', 'list:FILE', or a path to either)",
-        _c.FF_EIO, errno.ENOENT)
+    return os.fsdecode(text) if isinstance(text, bytes) else text
+
+
+# torch.utils.data.DataLoader arguments without a meaning here, and what to do instead.
+_DATALOADER_UNSUPPORTED = {
+    "sampler": "the order is shuffle/seed/permutation, sharded by rank and world_size",
+    "batch_sampler": "batches are batch_size consecutive samples of the epoch's order",
+    "collate_fn": "batches come assembled as (images, labels) tensors",
+    "worker_init_fn": "the workers are C threads that run no Python",
+    "generator": "use seed= (and permutation='torch' for the order torch.randperm would give)",
+    "timeout": "next() waits for its batch and can be interrupted with Ctrl-C",
+    "multiprocessing_context": "the workers are C threads, not processes",
+    "pin_memory_device": "batches are prepared where device= and the library place them",
+    "in_order": "batches always come in order",
+    "dataset": "pass the data as source (a folder, a list file, imagefolder: or list:)",
+}
+
+
+def _dataloader_names(num_threads, num_workers, prefetch, prefetch_factor, extra):
+    """DataLoader's names mapped to ours: num_workers -> num_threads, prefetch_factor
+    (batches per worker) -> prefetch (batches in all); the rest refused, saying why."""
+    for name in extra:
+        why = _DATALOADER_UNSUPPORTED.get(name)
+        if why is None:
+            raise TypeError(f"fusionflow.Loader() got an unexpected keyword argument {name!r}")
+        raise TypeError(f"fusionflow.Loader: DataLoader's {name}= is not supported: {why}")
+    if num_workers is not None:
+        if num_threads is not None:
+            raise TypeError("fusionflow.Loader: give num_threads or its DataLoader name num_workers, not both")
+        if isinstance(num_workers, bool) or not isinstance(num_workers, int) or num_workers < 0:
+            raise ValueError(f"fusionflow.Loader: num_workers must be an int >= 0 (got {num_workers!r})")
+        num_threads = num_workers or None  # 0 (load in the main process) has no meaning here: all cores
+    if prefetch_factor is not None:
+        if isinstance(prefetch_factor, bool) or not isinstance(prefetch_factor, int) or prefetch_factor < 1:
+            raise ValueError(f"fusionflow.Loader: prefetch_factor must be an int >= 1 (got {prefetch_factor!r})")
+        prefetch = prefetch_factor * (num_threads or len(os.sched_getaffinity(0)))
+    return num_threads, prefetch
 
 
 def _env_int(name, fallback):
@@ -125,7 +146,7 @@ class Loader:
         source (str or os.PathLike): ``"imagefolder:DIR"`` (one sub-folder per
             class, as torchvision's ImageFolder), ``"list:FILE"`` (lines
             ``path<TAB>label``), or a plain path: a folder is taken as
-            ``imagefolder:``, a file as ``list:``.
+            ``imagefolder:``, a ``.tsv``/``.txt`` file as ``list:``.
         pipeline (str): the pipeline text, e.g. ``"decode | random_resized_crop(size=224)
             | random_horizontal_flip | normalize(mean=imagenet, std=imagenet)"``.
             Ending in ``normalize`` or ``to_dtype`` gives float32 NCHW images,
@@ -134,9 +155,17 @@ class Loader:
             is shorter unless ``drop_last`` (and batches are shorter by the
             samples skipped under ``on_error="skip"``).
         shuffle (bool): a seeded permutation per epoch (DistributedSampler's default, True).
-        drop_last (bool): drop the tail so that every batch is full and every
-            rank gets the same number of samples (DistributedSampler and
-            DataLoader's drop_last together).
+        drop_last (bool): drop the last batch of an epoch when it is short
+            (DataLoader's drop_last).
+        sampler_drop_last (bool): cut the epoch's order to a multiple of
+            world_size instead of padding it by repeating its start
+            (DistributedSampler's drop_last). The common torch setup, padded
+            shards and no short batch, is ``drop_last=True`` alone.
+        permutation (str): how ``shuffle`` orders an epoch: ``"philox"`` (ours,
+            the default) or ``"torch"``: the order of ``torch.randperm`` after
+            ``manual_seed(seed + epoch)``, i.e. exactly DistributedSampler's
+            (computed here: torch is not needed), so a script moving from
+            DistributedSampler keeps its sample order.
         seed (int): base seed of the order and of every random draw, 0 <= seed < 2**64.
         num_threads (int or None): worker threads; None or 0 = the CPUs this process may use.
         device (str): where the CPU pool's deficit goes when it cannot keep up
@@ -150,6 +179,14 @@ class Loader:
             hold; 0 = the free memory less a headroom for training.
         prefetch (int): batches prepared ahead, >= 1. At most ``prefetch + 1``
             batches can be alive at once (see below).
+        num_workers, prefetch_factor, persistent_workers: DataLoader's names,
+            accepted: ``num_workers`` is ``num_threads`` (0, DataLoader's "in the
+            main process", means all cores here); ``prefetch_factor`` counts
+            batches per worker, so ``prefetch = prefetch_factor * threads``;
+            ``persistent_workers`` changes nothing (the threads always live as
+            long as the loader). DataLoader's other arguments (``sampler``,
+            ``collate_fn``, ``worker_init_fn``, ``generator``, ...) raise
+            TypeError saying what to use instead.
         on_error (str): ``"raise"``: an unreadable or corrupt image raises
             :class:`fusionflow.DecodeError` (or OSError) for the batch that holds
             it, naming the file; iteration may go on with the next batch.
@@ -206,8 +243,13 @@ class Loader:
     def __init__(self, source, pipeline, batch_size, shuffle=True, drop_last=False, seed=0, num_threads=None,
                  device="auto", prefetch=2, on_error="raise", rank=None, world_size=None, output="auto",
                  max_image_pixels=_c.DEFAULT_MAX_IMAGE_PIXELS, device_memory_limit_bytes=0, strict_decode=False,
-                 allow_empty=False):
+                 allow_empty=False, sampler_drop_last=False, permutation="philox", num_workers=None,
+                 prefetch_factor=None, persistent_workers=None, **dataloader_kwargs):
         self._c = None
+        num_threads, prefetch = _dataloader_names(num_threads, num_workers, prefetch, prefetch_factor,
+                                                  dataloader_kwargs)
+        if permutation not in ("philox", "torch"):
+            raise ValueError(f"fusionflow.Loader: permutation must be 'philox' or 'torch' (got {permutation!r})")
         if not isinstance(device, str):
             raise TypeError(f"fusionflow.Loader: device must be a str (got {type(device).__name__})")
         if isinstance(device_memory_limit_bytes, bool) or not isinstance(device_memory_limit_bytes, int) \
@@ -243,6 +285,8 @@ class Loader:
         self.batch_size = batch_size
         self.shuffle = bool(shuffle)
         self.drop_last = bool(drop_last)
+        self.sampler_drop_last = bool(sampler_drop_last)
+        self.permutation = permutation
         self.seed = seed
         self.prefetch = prefetch
         self.on_error = on_error
@@ -261,7 +305,8 @@ class Loader:
                 rank=-1 if rank is None else rank, world_size=-1 if world_size is None else world_size,
                 on_error=_ON_ERROR[on_error], max_image_pixels=limit, device=device,
                 device_memory_limit_bytes=device_memory_limit_bytes, strict_decode=bool(strict_decode),
-                allow_empty=bool(allow_empty))
+                allow_empty=bool(allow_empty), sampler_drop_last=self.sampler_drop_last,
+                torch_permutation=permutation == "torch")
         except _errors.DeviceError as e:
             raise _errors.DeviceUnavailableError(f"fusionflow.Loader(device={device!r}): {e}", e.status) from None
         with _open_lock:
@@ -375,7 +420,8 @@ class Loader:
         Keys: ``epoch`` and ``batch`` (the batch the next iteration hands out:
         taken inside the loop body after batch k, it resumes at k + 1), and the
         settings that must match on load (``seed``, ``batch_size``, ``shuffle``,
-        ``drop_last``, ``world_size``, ``dataset_size``). The rank is not
+        ``drop_last``, ``sampler_drop_last``, ``permutation``, ``world_size``,
+        ``dataset_size``). The rank is not
         included: every rank is at the same position, so one rank's state
         serves all.
         """
@@ -389,6 +435,8 @@ class Loader:
             "batch_size": self.batch_size,
             "shuffle": self.shuffle,
             "drop_last": self.drop_last,
+            "sampler_drop_last": self.sampler_drop_last,
+            "permutation": self.permutation,
             "world_size": self.world_size,
             "dataset_size": c.dataset_size,
         }
@@ -398,12 +446,14 @@ class Loader:
         that follow are bit-identical to those the saved run would have handed out.
 
         Raises: ValueError when the state was saved with a different seed,
-        batch size, shuffle, drop_last, world size or data set size, or names a
+        batch size, shuffle, drop_last, sampler_drop_last, permutation, world
+        size or data set size, or names a
         batch past the epoch's end.
         """
         c = self._open()
         mine = self.state_dict()
-        for key in ("seed", "batch_size", "shuffle", "drop_last", "world_size", "dataset_size"):
+        for key in ("seed", "batch_size", "shuffle", "drop_last", "sampler_drop_last", "permutation", "world_size",
+                    "dataset_size"):
             if key in state and state[key] != mine[key]:
                 raise ValueError(f"fusionflow: load_state_dict: the state was saved with {key}={state[key]!r}, "
                                  f"this loader has {key}={mine[key]!r}")

@@ -446,18 +446,20 @@ static PyObject *loader_open(PyObject *module, PyObject *args, PyObject *kwargs)
   (void)module;
   static char *kwlist[] = {"source",   "pipeline",   "batch_size", "shuffle",          "drop_last", "seed",
                            "num_threads", "prefetch", "rank",      "world_size", "on_error", "max_image_pixels",
-                           "device", "device_memory_limit_bytes", "strict_decode", "allow_empty", NULL};
+                           "device", "device_memory_limit_bytes", "strict_decode", "allow_empty",
+                           "sampler_drop_last", "torch_permutation", NULL};
   ff_config cfg;
   ff_config_init(&cfg);
   PyObject *source_obj, *pipeline_obj;
-  int on_error = FF_ON_ERROR_RAISE;
+  int on_error = FF_ON_ERROR_RAISE, torch_permutation = 0;
   unsigned long long seed = 0, max_pixels = cfg.max_image_pixels, device_limit = 0;
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O&U|iiiKiiiiiO&sKpp:open_loader", kwlist, PyUnicode_FSConverter,
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O&U|iiiKiiiiiO&sKpppp:open_loader", kwlist, PyUnicode_FSConverter,
                                    &source_obj, &pipeline_obj, &cfg.batch_size, &cfg.shuffle, &cfg.drop_last,
                                    &seed, &cfg.num_threads, &cfg.prefetch, &cfg.rank, &cfg.world_size,
                                    &on_error, to_u64, &max_pixels, &cfg.device, &device_limit, &cfg.strict_decode,
-                                   &cfg.allow_empty))
+                                   &cfg.allow_empty, &cfg.sampler_drop_last, &torch_permutation))
     return NULL;
+  cfg.permutation = torch_permutation ? FF_PERMUTATION_TORCH : FF_PERMUTATION_PHILOX;
   cfg.device_memory_limit_bytes = (size_t)device_limit;
   const char *pipeline = pipeline_text(pipeline_obj);
   if (!pipeline) {
@@ -941,7 +943,8 @@ static PyMethodDef module_methods[] = {
     {"open_loader", (PyCFunction)(void (*)(void))loader_open, METH_VARARGS | METH_KEYWORDS,
      "open_loader(source, pipeline, batch_size=64, shuffle=1, drop_last=0, seed=0, num_threads=0, prefetch=2,\n"
      "            rank=-1, world_size=-1, on_error=0, max_image_pixels=89478485, device=\"cpu\",\n"
-     "            device_memory_limit_bytes=0, strict_decode=False, allow_empty=False) -> CLoader"},
+     "            device_memory_limit_bytes=0, strict_decode=False, allow_empty=False, sampler_drop_last=False,\n"
+     "            torch_permutation=False) -> CLoader"},
     {"augment_image", (PyCFunction)(void (*)(void))mod_augment_image, METH_VARARGS | METH_KEYWORDS,
      "augment_image(path, pipeline, seed=0, epoch=0, index=0) -> Tensor (H, W, 3) uint8"},
     {"_set_exception_factory", mod_set_exception_factory, METH_O, NULL},

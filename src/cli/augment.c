@@ -101,7 +101,7 @@ int ff__cli_augment(int argc, char **argv) {
   uint64_t seed = 0, epoch = 0, index = 0, grid = 0;
   int c, li = 0, print_plans = 0;
   optind = 1;
-  while ((c = getopt_long(argc, argv, "h", opts, &li)) != -1) {
+  while ((c = ff__cli_getopt(argc, argv, opts, &li)) != -1) {
     switch (c) {
     case 'p': pipeline = optarg; break;
     case 's': if (!parse_u64("--seed", optarg, &seed)) return 2; break;
@@ -116,7 +116,7 @@ int ff__cli_augment(int argc, char **argv) {
       break;
     case 'P': print_plans = 1; break;
     case 'h': augment_usage(stdout); return 0;
-    default: augment_usage(stderr); return 2;
+    default: return 2; /* ff__cli_getopt said why */
     }
   }
   if (argc - optind != 2 || !pipeline) {

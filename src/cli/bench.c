@@ -29,7 +29,8 @@ static void bench_usage(FILE *f) {
           "decoding and ops (summed over worker threads), and how long the consumer waited.\n"
           "\n"
           "  --source SRC          imagefolder:DIR (one sub-folder per class, as torchvision's\n"
-          "                        ImageFolder) or list:FILE (lines 'path<TAB>label')\n"
+          "                        ImageFolder) or list:FILE (lines 'path<TAB>label'); a bare\n"
+          "                        folder means imagefolder:, a .tsv/.txt file list:\n"
           "  --pipeline TEXT       ops separated by '|' (default:\n"
           "                        \"" DEFAULT_PIPELINE "\")\n"
           "  --batch-size N        samples per batch (default 64)\n"
@@ -41,7 +42,11 @@ static void bench_usage(FILE *f) {
           "  --prefetch N          batches prepared ahead of the consumer (default 2)\n"
           "  --seed N              seed of shuffling and augmentation (default 0)\n"
           "  --no-shuffle          keep the source's order\n"
-          "  --drop-last           drop the incomplete tail (sampler padding and last batch)\n"
+          "  --drop-last           drop the last batch of an epoch when it is short (DataLoader's)\n"
+          "  --sampler-drop-last   cut each rank's share instead of padding it by repeating the\n"
+          "                        start of the order (DistributedSampler's drop_last)\n"
+          "  --permutation P       how an epoch is shuffled: philox (default) or torch\n"
+          "                        (torch.randperm seeded with seed + epoch: DistributedSampler's order)\n"
           "  --rank R              shard of this process (default $RANK or 0)\n"
           "  --world-size W        number of shards (default $WORLD_SIZE or 1)\n"
           "  --step-ms MS          sleep MS milliseconds per batch, standing in for a training step\n"
@@ -139,7 +144,8 @@ static void json_string(FILE *f, const char *s) {
 int ff__cli_bench(int argc, char **argv) {
   enum { O_SOURCE = 256, O_PIPELINE, O_BATCH, O_BATCHES, O_EPOCHS, O_WARMUP, O_THREADS, O_PREFETCH, O_SEED,
          O_NOSHUFFLE, O_DROPLAST, O_RANK, O_WORLD, O_STEP, O_ONERROR, O_MAXPIX, O_JSON, O_DEVICE, O_DEVMEM,
-         O_TRACE, O_TRACE_EVENTS, O_PER_BATCH, O_SCANS, O_METADATA, O_STRICT, O_ALLOW_EMPTY };
+         O_TRACE, O_TRACE_EVENTS, O_PER_BATCH, O_SCANS, O_METADATA, O_STRICT, O_ALLOW_EMPTY, O_SAMPLER_DROPLAST,
+         O_PERMUTATION };
   static const struct option opts[] = {
       {"source", required_argument, 0, O_SOURCE},     {"pipeline", required_argument, 0, O_PIPELINE},
       {"batch-size", required_argument, 0, O_BATCH},  {"batches", required_argument, 0, O_BATCHES},
@@ -155,6 +161,7 @@ int ff__cli_bench(int argc, char **argv) {
       {"per-batch", no_argument, 0, O_PER_BATCH},
       {"max-jpeg-scans", required_argument, 0, O_SCANS}, {"max-metadata-bytes", required_argument, 0, O_METADATA},
       {"strict-decode", no_argument, 0, O_STRICT},       {"allow-empty", no_argument, 0, O_ALLOW_EMPTY},
+      {"sampler-drop-last", no_argument, 0, O_SAMPLER_DROPLAST}, {"permutation", required_argument, 0, O_PERMUTATION},
       {0, 0, 0, 0}};
   ff_config cfg;
   ff_config_init(&cfg);
@@ -164,7 +171,7 @@ int ff__cli_bench(int argc, char **argv) {
   int json = 0, per_batch = 0, c, li = 0;
   const char *trace = NULL;
   optind = 1;
-  while ((c = getopt_long(argc, argv, "h", opts, &li)) != -1) {
+  while ((c = ff__cli_getopt(argc, argv, opts, &li)) != -1) {
     const char *name = opts[li].name;
     switch (c) {
     case O_SOURCE: cfg.source = optarg; break;
@@ -178,6 +185,15 @@ int ff__cli_bench(int argc, char **argv) {
     case O_SEED: if (!parse_long(name, optarg, 0, LONG_MAX, &v)) return 2; cfg.seed = (uint64_t)v; break;
     case O_NOSHUFFLE: cfg.shuffle = 0; break;
     case O_DROPLAST: cfg.drop_last = 1; break;
+    case O_SAMPLER_DROPLAST: cfg.sampler_drop_last = 1; break;
+    case O_PERMUTATION:
+      if (!strcmp(optarg, "philox")) cfg.permutation = FF_PERMUTATION_PHILOX;
+      else if (!strcmp(optarg, "torch")) cfg.permutation = FF_PERMUTATION_TORCH;
+      else {
+        fprintf(stderr, "fusionflow bench: --permutation expects philox or torch, got '%s'\n", optarg);
+        return 2;
+      }
+      break;
     case O_RANK: if (!parse_long(name, optarg, 0, INT_MAX, &v)) return 2; cfg.rank = (int)v; break;
     case O_WORLD: if (!parse_long(name, optarg, 1, INT_MAX, &v)) return 2; cfg.world_size = (int)v; break;
     case O_MAXPIX: if (!parse_long(name, optarg, 0, LONG_MAX, &v)) return 2; cfg.max_image_pixels = (uint64_t)v; break;
@@ -213,7 +229,7 @@ int ff__cli_bench(int argc, char **argv) {
     case O_TRACE_EVENTS: if (!parse_long(name, optarg, 1, 1L << 28, &trace_events)) return 2; break;
     case O_PER_BATCH: per_batch = 1; break;
     case 'h': bench_usage(stdout); return 0;
-    default: bench_usage(stderr); return 2;
+    default: return 2; /* ff__cli_getopt said why */
     }
   }
   if (optind < argc) {
@@ -221,7 +237,7 @@ int ff__cli_bench(int argc, char **argv) {
     return 2;
   }
   if (!cfg.source) {
-    fprintf(stderr, "fusionflow bench: --source is required (imagefolder:DIR or list:FILE)\n\n");
+    fprintf(stderr, "fusionflow bench: --source is required (imagefolder:DIR, list:FILE, a folder or a .tsv/.txt file)\n\n");
     bench_usage(stderr);
     return 2;
   }

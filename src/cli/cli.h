@@ -17,4 +17,11 @@ void ff__cli_print_plan(const char *json, int one_line);
 
 int ff__cli_parse_long(const char *cmd, const char *opt, const char *s, long min, long max, long *out);
 
+/* getopt_long over the long options opts (and -h) that reports a mistake
+ * itself in one line on stderr, naming the command (argv[0]): an unknown
+ * option with the nearest known one ("did you mean '--batch-size'?"), or a
+ * missing value; then returns '?'. Otherwise what getopt_long returns. */
+struct option;
+int ff__cli_getopt(int argc, char **argv, const struct option *opts, int *li);
+
 #endif

@@ -286,7 +286,7 @@ int ff__cli_sim(int argc, char **argv) {
   int json = 0, plan = 0, frac_from_profile = 0, cores_given = 0, c, li = 0;
   const char *profile_path = NULL;
   optind = 1;
-  while ((c = getopt_long(argc, argv, "h", opts, &li)) != -1) {
+  while ((c = ff__cli_getopt(argc, argv, opts, &li)) != -1) {
     const char *name = opts[li].name;
     switch (c) {
     case O_CORES: if (!parse_long(name, optarg, 1, 1 << 20, &v)) return 2; cfg.cores = (int)v, cores_given = 1; break;
@@ -315,7 +315,7 @@ int ff__cli_sim(int argc, char **argv) {
     case O_SEED: if (!parse_long(name, optarg, 0, LONG_MAX, &v)) return 2; cfg.seed = (uint64_t)v; break;
     case O_JSON: json = 1; break;
     case 'h': sim_usage(stdout); return 0;
-    default: sim_usage(stderr); return 2;
+    default: return 2; /* ff__cli_getopt said why */
     }
   }
   if (optind < argc) {

@@ -84,6 +84,8 @@ static ff_status check_config(ff_config *c, ff__error *err) {
     return ff__error_set(err, FF_EINVAL, "on_error must be raise, skip or replace (got %d)", (int)c->on_error);
   if (c->max_jpeg_scans < 0)
     return ff__error_set(err, FF_EINVAL, "max_jpeg_scans must be >= 0 (got %d)", c->max_jpeg_scans);
+  if (c->permutation != FF_PERMUTATION_PHILOX && c->permutation != FF_PERMUTATION_TORCH)
+    return ff__error_set(err, FF_EINVAL, "permutation must be philox or torch (got %d)", (int)c->permutation);
   if (!c->device) c->device = "cpu";
   if (!(c->device_max_time_share > 0 && c->device_max_time_share <= 1))
     return ff__error_set(err, FF_EINVAL, "device_max_time_share must be in (0, 1] (got %g)",
@@ -116,8 +118,8 @@ static void clear_skips(ff_loader *l, ff_batch *e) {
 }
 
 static void compute_order(ff_loader *l, uint64_t epoch) {
-  ff__sampler_indices(l->index.count, l->cfg.shuffle, l->cfg.seed, epoch, l->cfg.rank, l->cfg.world_size,
-                      l->cfg.drop_last, l->perm, l->order[epoch & 1]);
+  ff__sampler_indices(l->index.count, l->cfg.shuffle, l->cfg.permutation, l->cfg.seed, epoch, l->cfg.rank,
+                      l->cfg.world_size, l->cfg.sampler_drop_last, l->perm, l->order[epoch & 1]);
 }
 
 /* Starts `epoch` at batch `batch`: waits for samples in flight, frees
@@ -432,13 +434,17 @@ static ff_status loader_start(ff_loader *l) {
   if (st) return st;
 
   const ff_config *c = &l->cfg;
-  l->num_samples = ff__sampler_num_samples(l->index.count, c->world_size, c->drop_last);
+  if (c->permutation == FF_PERMUTATION_TORCH && c->shuffle && l->index.count > FF__TORCH_RANDPERM_MAX_N)
+    return ff__error_set(err, FF_EINVAL, "permutation=torch reproduces torch.randperm up to %llu samples, "
+                         "not %zu", (unsigned long long)FF__TORCH_RANDPERM_MAX_N, l->index.count);
+  l->num_samples = ff__sampler_num_samples(l->index.count, c->world_size, c->sampler_drop_last);
   size_t bs = (size_t)c->batch_size;
   l->num_batches = c->drop_last ? l->num_samples / bs : (l->num_samples + bs - 1) / bs;
   l->total_items = c->drop_last ? l->num_batches * bs : l->num_samples;
   if (!l->num_batches)
-    return ff__error_set(err, FF_EEMPTY, "%s: %zu samples for this rank, fewer than batch_size %d with drop_last",
-                         c->source, l->num_samples, c->batch_size);
+    return ff__error_set(err, FF_EEMPTY, "%s: %zu samples for this rank%s, fewer than batch_size %d with drop_last",
+                         c->source, l->num_samples, c->sampler_drop_last && l->index.count < (size_t)c->world_size ?
+                         " (sampler_drop_last with fewer samples than ranks)" : "", c->batch_size);
   if (l->total_items < bs) bs = l->total_items; /* memory for the largest batch there will be */
   l->batch_cap = (int)bs;
 

@@ -1,11 +1,15 @@
 /* sampler.c — shuffling and sharding exactly as DistributedSampler does.
  *
- * The permutation is ours (Philox, so it is the same on every machine and
- * independent of torch's generator); padding, truncation and the strided
- * split across ranks follow torch.utils.data.DistributedSampler. */
+ * The permutation is ours by default (Philox, the same on every machine) or,
+ * on request, torch's own: torch.randperm on torch's CPU generator (MT19937),
+ * so that a script moving from DistributedSampler keeps its sample order.
+ * Padding, truncation and the strided split across ranks follow
+ * torch.utils.data.DistributedSampler. */
 #include "loader/sampler.h"
 
+#include "core/mt19937.h"
 #include "core/philox.h"
+#include "fusionflow/fusionflow.h"
 
 size_t ff__sampler_num_samples(size_t n, int world_size, int drop_last) {
   size_t w = (size_t)world_size;
@@ -13,17 +17,35 @@ size_t ff__sampler_num_samples(size_t n, int world_size, int drop_last) {
   return (n + w - 1) / w;
 }
 
-void ff__sampler_indices(size_t n, int shuffle, uint64_t seed, uint64_t epoch, int rank,
+static void philox_permutation(size_t n, uint64_t seed, uint64_t epoch, int64_t *perm) {
+  ff__philox rng;
+  ff__philox_init(&rng, seed, FF__RNG_SHUFFLE, 0, epoch);
+  for (size_t i = n - 1; i > 0; i--) {
+    size_t j = (size_t)ff__philox_randint(&rng, 0, (int64_t)i);
+    int64_t t = perm[i];
+    perm[i] = perm[j], perm[j] = t;
+  }
+}
+
+/* torch.randperm(n, generator=g) with g.manual_seed(seed) (ATen's CPU
+ * randperm below 2^32 / 20 elements): for i ascending, swap element i with
+ * element i + random() % (n - i). */
+static void torch_randperm(size_t n, uint64_t seed, int64_t *perm) {
+  ff__mt19937 mt;
+  ff__mt19937_seed(&mt, (uint32_t)seed);
+  for (size_t i = 0; i + 1 < n; i++) {
+    size_t j = i + ff__mt19937_u32(&mt) % (n - i);
+    int64_t t = perm[i];
+    perm[i] = perm[j], perm[j] = t;
+  }
+}
+
+void ff__sampler_indices(size_t n, int shuffle, int permutation, uint64_t seed, uint64_t epoch, int rank,
                          int world_size, int drop_last, int64_t *perm, int64_t *out) {
   for (size_t i = 0; i < n; i++) perm[i] = (int64_t)i;
   if (shuffle && n > 1) {
-    ff__philox rng;
-    ff__philox_init(&rng, seed, FF__RNG_SHUFFLE, 0, epoch);
-    for (size_t i = n - 1; i > 0; i--) {
-      size_t j = (size_t)ff__philox_randint(&rng, 0, (int64_t)i);
-      int64_t t = perm[i];
-      perm[i] = perm[j], perm[j] = t;
-    }
+    if (permutation == FF_PERMUTATION_TORCH) torch_randperm(n, seed + epoch, perm);
+    else philox_permutation(n, seed, epoch, perm);
   }
   size_t num = ff__sampler_num_samples(n, world_size, drop_last);
   for (size_t k = 0; k < num; k++) {

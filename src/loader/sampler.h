@@ -8,13 +8,19 @@
 /* torch.utils.data.DistributedSampler's num_samples for a dataset of n. */
 size_t ff__sampler_num_samples(size_t n, int world_size, int drop_last);
 
-/* Writes the num_samples dataset indices of `rank` for `epoch` to out:
- * a seeded permutation of 0..n-1 (Fisher-Yates on the Philox shuffle stream
- * keyed by (seed, epoch)) or the identity, padded by repeating its start or
- * cut to a multiple of world_size, then every world_size-th index from rank
- * — DistributedSampler.__iter__'s rules with our permutation. `perm` is
- * scratch for n values. */
-void ff__sampler_indices(size_t n, int shuffle, uint64_t seed, uint64_t epoch, int rank,
+/* The largest data set FF_PERMUTATION_TORCH reproduces: torch.randperm
+ * draws 64-bit numbers from here on, an algorithm not reproduced. */
+#define FF__TORCH_RANDPERM_MAX_N (UINT32_MAX / 20 - 1)
+
+/* Writes the num_samples dataset indices of `rank` for `epoch` to out: a
+ * seeded permutation of 0..n-1 or the identity, padded by repeating its
+ * start or cut to a multiple of world_size, then every world_size-th index
+ * from rank — DistributedSampler.__iter__'s rules. The permutation
+ * (ff_permutation): FF_PERMUTATION_PHILOX, Fisher-Yates on the Philox
+ * shuffle stream keyed by (seed, epoch); FF_PERMUTATION_TORCH,
+ * torch.randperm(n) after manual_seed(seed + epoch), as DistributedSampler
+ * draws it (n <= FF__TORCH_RANDPERM_MAX_N). `perm` is scratch for n values. */
+void ff__sampler_indices(size_t n, int shuffle, int permutation, uint64_t seed, uint64_t epoch, int rank,
                          int world_size, int drop_last, int64_t *perm, int64_t *out);
 
 #endif

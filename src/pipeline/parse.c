@@ -362,8 +362,12 @@ static ff_status parse_op(lexer *lx, ff__op *op) {
       snprintf(what, sizeof what, "%s needs the argument '%s'", spec->name, spec->args[k].name);
       return fail(lx, column, "%s", what);
     }
-  if (op->kind == FF__OP_RAND_AUGMENT && op->magnitude >= op->num_magnitude_bins)
-    return fail(lx, column, "%s", "rand_augment: magnitude must be below num_magnitude_bins");
+  if (op->kind == FF__OP_RAND_AUGMENT && op->magnitude >= op->num_magnitude_bins) {
+    char what[160];
+    snprintf(what, sizeof what, "rand_augment: magnitude must be in [0, %d] (below num_magnitude_bins=%d), got %d",
+             op->num_magnitude_bins - 1, op->num_magnitude_bins, op->magnitude);
+    return fail(lx, column, "%s", what);
+  }
   return FF_OK;
 }
 

@@ -15,7 +15,9 @@
  * without images is refused, as ImageFolder refuses it, unless allowed.
  * list:FILE reads `path<TAB>label` lines (a UTF-8 byte-order mark before
  * the first is skipped); a listed path is indexed whatever its state and
- * checked when read. Each sample's encoded size comes from stat(). */
+ * checked when read. A source given without its kind is a folder
+ * (imagefolder:) or a .tsv/.txt file (list:). Each sample's encoded size
+ * comes from stat(). */
 #include "source/source.h"
 
 #include <dirent.h>
@@ -254,16 +256,37 @@ static ff_status open_list(const char *file, builder *b, ff__error *err) {
   return st;
 }
 
+#define SOURCE_KINDS "imagefolder:DIR, list:FILE, a folder, or a .tsv/.txt list file"
+
+static int has_list_extension(const char *path) {
+  size_t n = strlen(path);
+  return n > 4 && (!strcasecmp(path + n - 4, ".tsv") || !strcasecmp(path + n - 4, ".txt"));
+}
+
+/* A source without a kind: a folder is imagefolder:, a .tsv/.txt file list:. */
+static ff_status open_bare(const char *path, int allow_empty, builder *b, strvec *classes, ff__error *err) {
+  struct stat st;
+  if (stat(path, &st)) {
+    size_t kind = strspn(path, "abcdefghijklmnopqrstuvwxyz_");
+    if (kind && path[kind] == ':') /* "folder:/data": a kind we do not have, not a path */
+      return ff__error_set(err, FF_EINVAL, "source '%s': unknown kind '%.*s:' (a source is %s)", path,
+                           (int)kind, path, SOURCE_KINDS);
+    return ff__error_set(err, FF_EIO, "source '%s': %s (a source is %s)", path, strerror(errno), SOURCE_KINDS);
+  }
+  if (S_ISDIR(st.st_mode)) return open_imagefolder(path, allow_empty, b, classes, err);
+  if (S_ISREG(st.st_mode) && has_list_extension(path)) return open_list(path, b, err);
+  return ff__error_set(err, FF_EINVAL, "source '%s': expected %s", path, SOURCE_KINDS);
+}
+
 ff_status ff__source_open(const char *spec, int allow_empty, ff__index *out, ff__error *err) {
   builder b = {0};
   strvec classes = {0};
   ff_status st;
   errno = 0;
-  if (spec && !strncmp(spec, "imagefolder:", 12)) st = open_imagefolder(spec + 12, allow_empty, &b, &classes, err);
-  else if (spec && !strncmp(spec, "list:", 5)) st = open_list(spec + 5, &b, err);
-  else
-    st = ff__error_set(err, FF_EINVAL, "source '%s': expected imagefolder:DIR or list:FILE",
-                       spec ? spec : "(null)");
+  if (!spec || !*spec) st = ff__error_set(err, FF_EINVAL, "no source: expected %s", SOURCE_KINDS);
+  else if (!strncmp(spec, "imagefolder:", 12)) st = open_imagefolder(spec + 12, allow_empty, &b, &classes, err);
+  else if (!strncmp(spec, "list:", 5)) st = open_list(spec + 5, &b, err);
+  else st = open_bare(spec, allow_empty, &b, &classes, err);
   if (st) {
     strvec_free(&b.paths);
     strvec_free(&classes);

@@ -30,7 +30,7 @@ def _load(path):
         ctypes.c_char_p, ctypes.c_int]
     lib.ff_shim_sampler.restype = ctypes.c_long
     lib.ff_shim_sampler.argtypes = [
-        ctypes.c_long, ctypes.c_int, ctypes.c_uint64, ctypes.c_uint64, ctypes.c_int,
+        ctypes.c_long, ctypes.c_int, ctypes.c_int, ctypes.c_uint64, ctypes.c_uint64, ctypes.c_int,
         ctypes.c_int, ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p]
     if hasattr(lib, "ff_shim_rrc_box"):
         lib.ff_shim_rrc_box.restype = ctypes.c_int
@@ -77,10 +77,11 @@ class Shim:
             return self._out[: 4 * n].view(np.float32).reshape(3, oh.value, ow.value).copy()
         return self._out[:n].reshape(oh.value, ow.value, 3).copy()
 
-    def sampler(self, n, shuffle, seed, epoch, rank, world_size, drop_last):
+    def sampler(self, n, shuffle, seed, epoch, rank, world_size, drop_last, permutation="philox"):
         perm = np.zeros(max(n, 1), np.int64)
         out = np.zeros(max(n, 1) + world_size, np.int64)
-        count = self.lib.ff_shim_sampler(n, int(shuffle), seed, epoch, rank, world_size,
+        kind = {"philox": 0, "torch": 1}[permutation]
+        count = self.lib.ff_shim_sampler(n, int(shuffle), kind, seed, epoch, rank, world_size,
                                          int(drop_last), perm.ctypes.data, out.ctypes.data)
         return out[:count].tolist()
 

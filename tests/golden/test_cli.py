@@ -17,7 +17,7 @@ if not CLI:
 
 BENCH_OPTIONS = ["--source", "--pipeline", "--batch-size", "--batches", "--epochs", "--warmup",
                  "--threads", "--prefetch", "--seed", "--no-shuffle", "--drop-last", "--rank",
-                 "--world-size", "--step-ms", "--on-error", "--max-image-pixels", "--json",
+                 "--world-size", "--sampler-drop-last", "--permutation", "--step-ms", "--on-error", "--max-image-pixels", "--json",
                  "--help"]
 JSON_FIELDS = ["images_per_s", "batches", "samples", "decode_s", "wait_s", "skipped",
                "skipped_samples"]
@@ -90,6 +90,43 @@ def test_bench_list_source(dataset, tmp_path):
     lst.write_text("".join(f"{p}\t{i % 3}\n" for i, p in enumerate(paths)))
     out = bench_json("--source", f"list:{lst}", "--batch-size", 8, "--threads", 2)
     assert out["samples"] == len(paths)
+
+
+def test_bare_folder_and_list_file_take_their_kind(dataset, tmp_path):
+    lst = tmp_path / "train.tsv"
+    paths = sorted(p for p in dataset.rglob("*") if p.is_file())
+    lst.write_text("".join(f"{p}\t{i % 3}\n" for i, p in enumerate(paths)))
+    folder = bench_json("--source", dataset, "--batch-size", 8, "--threads", 2)
+    prefixed = bench_json("--source", f"imagefolder:{dataset}", "--batch-size", 8, "--threads", 2)
+    assert folder["samples"] == prefixed["samples"] == 40
+    assert bench_json("--source", lst, "--batch-size", 8)["samples"] == len(paths)
+    other = tmp_path / "train.csv"
+    other.write_text(lst.read_text())
+    res = bench("--source", other)
+    assert res.returncode == 2 and "train.csv" in res.stderr and ".tsv/.txt" in res.stderr
+
+
+@pytest.mark.parametrize("command, args, typo, hint", [
+    ("bench", [], "--batchsize", "--batch-size"),
+    ("bench", [], "--seeds=2", "--seed"),
+    ("augment", ["in.png", "out.png"], "--gird", "--grid"),
+    ("sim", [], "--no-snyc", "--no-sync"),
+])
+def test_unknown_option_is_one_line_with_a_suggestion(command, args, typo, hint):
+    res = subprocess.run([CLI, command, typo, "4", *args], capture_output=True, text=True, timeout=30)
+    assert res.returncode == 2
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1, res.stderr
+    assert typo.split("=")[0] in lines[0] and f"did you mean '{hint}'" in lines[0]
+    assert f"see 'fusionflow {command} --help'" in lines[0]
+
+
+def test_option_without_its_value_and_ambiguous_prefix_say_so():
+    res = bench("--source")
+    assert res.returncode == 2 and res.stderr.strip() == (
+        "fusionflow bench: --source expects a value; see 'fusionflow bench --help'")
+    res = bench("--b", 3)
+    assert res.returncode == 2 and "ambiguous option '--b' (--batch-size, --batches)" in res.stderr
 
 
 def test_help_exits_0_and_mentions_every_option():
@@ -209,7 +246,7 @@ def test_drop_last_with_fewer_samples_than_ranks_is_refused_clearly(tmp_path, da
     for p in sorted(dataset.rglob("*.jpg"))[:2]:
         shutil.copy(p, tmp_path / "ds" / "a")
     res = bench("--source", f"imagefolder:{tmp_path}/ds", "--batch-size", 1, "--world-size", 3,
-                "--rank", 0, "--drop-last", timeout=30)
+                "--rank", 0, "--drop-last", "--sampler-drop-last", timeout=30)
     assert res.returncode in (1, 2), res.stderr
     assert "memory" not in res.stderr and "rank" in res.stderr, res.stderr
 

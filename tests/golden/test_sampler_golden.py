@@ -1,8 +1,10 @@
 """The sampler against torch.utils.data.DistributedSampler: padding,
 truncation and the strided split across ranks must give identical index
-lists. The permutation itself is ours (Philox), so for shuffle=True torch's
+lists. The default permutation is ours (Philox), so for shuffle=True torch's
 randperm is replaced by our world_size=1 permutation and everything else
-must match."""
+must match; with permutation=torch the lists must equal DistributedSampler's
+as they are, torch's own randperm included."""
+import itertools
 import os
 import subprocess
 import sys
@@ -70,6 +72,28 @@ def test_shuffled_lists_equal_distributed_sampler_given_our_permutation(shim, mo
     assert not bad, f"{len(bad)} mismatches:\n" + "\n".join(bad[:10])
 
 
+def test_torch_permutation_equals_distributed_sampler(shim):
+    bad = []
+    for (n, world, drop_last), (seed, epoch) in zip(cases(), itertools.cycle(
+            [(0, 0), (1234, 3), (2**32 + 7, 1), (2**63, 11), (99, 250)])):
+        for rank in range(world):
+            want = tv_indices(n, world, rank, True, drop_last, seed, epoch)
+            got = shim.sampler(n, True, seed, epoch, rank, world, drop_last, permutation="torch")
+            if got != want:
+                bad.append(f"n={n} world={world} rank={rank} drop_last={drop_last} seed={seed} "
+                           f"epoch={epoch}: got {got[:12]}, torch {want[:12]}")
+    assert not bad, f"{len(bad)} mismatches:\n" + "\n".join(bad[:10])
+
+
+@pytest.mark.parametrize("n", [624 * 3 + 5, 200_000])
+def test_torch_permutation_equals_torch_randperm_past_the_generator_state(shim, n):
+    """Long enough to regenerate MT19937's 624-word state many times."""
+    g = torch.Generator()
+    g.manual_seed(7 + 2)
+    assert shim.sampler(n, True, 7, 2, 0, 1, False, permutation="torch") == \
+        torch.randperm(n, generator=g).tolist()
+
+
 def test_ranks_cover_the_dataset_disjointly_without_padding(shim):
     for n, world in [(1000, 4), (48, 3), (10, 5)]:
         lists = [shim.sampler(n, True, 5, 0, r, world, False) for r in range(world)]
@@ -110,12 +134,12 @@ def test_drop_last_with_fewer_samples_than_ranks(shim):
         "lib = ctypes.CDLL(os.environ['FF_SHIM'])\n"
         "f = lib.ff_shim_sampler\n"
         "f.restype = ctypes.c_long\n"
-        "f.argtypes = [ctypes.c_long, ctypes.c_int, ctypes.c_uint64, ctypes.c_uint64,"
+        "f.argtypes = [ctypes.c_long, ctypes.c_int, ctypes.c_int, ctypes.c_uint64, ctypes.c_uint64,"
         " ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p]\n"
         "for n, w in [(1, 2), (1, 3), (2, 3), (4, 5)]:\n"
         "    for rank in range(w):\n"
         "        perm = np.zeros(n, np.int64); out = np.zeros(n + w, np.int64)\n"
-        "        c = f(n, 0, 0, 0, rank, w, 1, perm.ctypes.data, out.ctypes.data)\n"
+        "        c = f(n, 0, 0, 0, 0, rank, w, 1, perm.ctypes.data, out.ctypes.data)\n"
         "        print(n, w, rank, c, flush=True)\n")
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          env=dict(os.environ), timeout=60)

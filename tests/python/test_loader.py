@@ -96,7 +96,8 @@ def test_shards_cover_the_epoch_like_distributed_sampler(folder, shuffle, drop_l
     for rank in range(world_size):
         want = distributed_sampler(n, world_size, rank, drop_last)
         with fusionflow.Loader(root, "decode | resize(size=(8, 8))", batch_size=batch_size, shuffle=shuffle,
-                               drop_last=drop_last, rank=rank, world_size=world_size, output="numpy") as loader:
+                               drop_last=drop_last, sampler_drop_last=drop_last, rank=rank,
+                               world_size=world_size, output="numpy") as loader:
             assert loader.num_samples == len(want)
             want_batches = len(want) // batch_size if drop_last else math.ceil(len(want) / batch_size)
             assert len(loader) == want_batches
@@ -126,6 +127,53 @@ def test_shards_cover_the_epoch_like_distributed_sampler(folder, shuffle, drop_l
         assert len(set(everything)) == len(everything)  # no sample twice
     if shuffle and not drop_last and world_size == 1:
         assert per_rank[0] != list(range(n))
+
+
+@pytest.mark.skipif(not have_torch(), reason="torch is not installed")
+@pytest.mark.parametrize("shuffle,sampler_drop_last,world_size",
+                         itertools.product([False, True], [False, True], [1, 2, 3, 4]))
+def test_torch_permutation_gives_distributed_samplers_order(folder, shuffle, sampler_drop_last, world_size):
+    from torch.utils.data import DistributedSampler
+    root, paths, _ = folder
+    for rank in range(world_size):
+        torch_sampler = DistributedSampler(range(len(paths)), num_replicas=world_size, rank=rank, shuffle=shuffle,
+                                           seed=17, drop_last=sampler_drop_last)
+        with fusionflow.Loader(root, "decode | resize(size=(8, 8))", batch_size=4, shuffle=shuffle, seed=17,
+                               sampler_drop_last=sampler_drop_last, permutation="torch", rank=rank,
+                               world_size=world_size, output="numpy") as loader:
+            for epoch in (0, 1, 5):
+                torch_sampler.set_epoch(epoch)
+                loader.set_epoch(epoch)
+                got = [i for b in collect(loader) for i in b[2].sample_indices]
+                assert got == list(torch_sampler), (rank, epoch)
+
+
+def test_drop_last_alone_pads_the_shards_and_drops_the_short_batch(folder):
+    """Torch's usual DDP setup: DistributedSampler(drop_last=False) + DataLoader(drop_last=True)."""
+    root, paths, _ = folder  # 21 samples, 4 ranks: padded to 6 each, one full batch of 4
+    for rank in range(4):
+        with fusionflow.Loader(root, UINT8_PIPE, batch_size=4, drop_last=True, rank=rank, world_size=4,
+                               output="numpy") as loader:
+            assert loader.num_samples == math.ceil(len(paths) / 4) and len(loader) == 1
+            assert [b[0].shape[0] for b in collect(loader)] == [4]
+
+
+def test_dataloader_argument_names(folder):
+    root = folder[0]
+    with fusionflow.Loader(root, UINT8_PIPE, batch_size=4, num_workers=2, prefetch_factor=3,
+                           persistent_workers=True, output="numpy") as loader:
+        assert loader.stats()["num_threads"] == 2 and loader.prefetch == 6
+        assert len(collect(loader)) == 6
+    with pytest.raises(TypeError, match="collate_fn= is not supported: batches come assembled"):
+        fusionflow.Loader(root, UINT8_PIPE, batch_size=4, collate_fn=list)
+    with pytest.raises(TypeError, match="generator= is not supported.*permutation='torch'"):
+        fusionflow.Loader(root, UINT8_PIPE, batch_size=4, generator=None)
+    with pytest.raises(TypeError, match="unexpected keyword argument 'batchsize'"):
+        fusionflow.Loader(root, UINT8_PIPE, batch_size=4, batchsize=4)
+    with pytest.raises(TypeError, match="not both"):
+        fusionflow.Loader(root, UINT8_PIPE, batch_size=4, num_threads=1, num_workers=2)
+    with pytest.raises(ValueError, match="permutation must be"):
+        fusionflow.Loader(root, UINT8_PIPE, batch_size=4, permutation="numpy")
 
 
 def test_epochs_advance_and_set_epoch_replays(folder):

@@ -52,10 +52,10 @@ SHIM_API int ff_shim_run_pipeline(const char *pipeline, const uint8_t *in, int h
   return st;
 }
 
-/* The dataset indices rank `rank` gets in `epoch`; returns how many. */
-SHIM_API long ff_shim_sampler(long n, int shuffle, uint64_t seed, uint64_t epoch, int rank,
+/* The dataset indices rank `rank` gets in `epoch` (permutation: ff_permutation); returns how many. */
+SHIM_API long ff_shim_sampler(long n, int shuffle, int permutation, uint64_t seed, uint64_t epoch, int rank,
                               int world_size, int drop_last, int64_t *perm, int64_t *out) {
-  ff__sampler_indices((size_t)n, shuffle, seed, epoch, rank, world_size, drop_last, perm, out);
+  ff__sampler_indices((size_t)n, shuffle, permutation, seed, epoch, rank, world_size, drop_last, perm, out);
   return (long)ff__sampler_num_samples((size_t)n, world_size, drop_last);
 }
 

@@ -672,9 +672,40 @@ static void drop_last_with_more_ranks_than_samples_is_eempty(void **state) {
   ff_test_make_imagefolder(dir, 1, 2, 40, 40, 1);
   snprintf(source, sizeof source, "imagefolder:%s", dir);
   ff_config c = base_config(source, NCHW_PIPELINE);
-  c.batch_size = 1, c.world_size = 3, c.rank = 1, c.drop_last = 1;
+  c.batch_size = 1, c.world_size = 3, c.rank = 1, c.drop_last = 1, c.sampler_drop_last = 1;
   /* DistributedSampler: num_samples = ceil((2 - 3) / 3) = 0 for every rank */
   open_fails(&c, FF_EEMPTY);
+  c.sampler_drop_last = 0; /* padded: one sample each, one full batch of 1 */
+  ff_loader *l = open_ok(&c);
+  assert_int_equal(ff_loader_num_batches(l), 1);
+  ff_loader_close(l);
+}
+
+/* DataLoader's drop_last (the short batch) and DistributedSampler's (the
+ * shard tail) apart: 10 samples on 4 ranks are padded to 3 per rank, or cut
+ * to ceil((10 - 4) / 4) = 2 per rank. */
+static void drop_last_and_sampler_drop_last_are_torchs_two_meanings(void **state) {
+  (void)state;
+  char dir[1024], source[2048];
+  snprintf(dir, sizeof dir, "%s", ff_test_dir("loader-ten"));
+  ff_test_make_imagefolder(dir, 1, 10, 16, 16, 1);
+  snprintf(source, sizeof source, "imagefolder:%s", dir);
+  ff_config c = base_config(source, NCHW_PIPELINE);
+  c.world_size = 4, c.rank = 3;
+  const struct { int batch_size, drop_last, sampler_drop_last; size_t batches; } cases[] = {
+      {1, 0, 0, 3}, {1, 0, 1, 2}, {2, 0, 0, 2}, {2, 1, 0, 1}, {2, 1, 1, 1}, {3, 1, 1, 0},
+  };
+  for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+    c.batch_size = cases[k].batch_size, c.drop_last = cases[k].drop_last;
+    c.sampler_drop_last = cases[k].sampler_drop_last;
+    if (!cases[k].batches) {
+      open_fails(&c, FF_EEMPTY);
+      continue;
+    }
+    ff_loader *l = open_ok(&c);
+    assert_int_equal(ff_loader_num_batches(l), cases[k].batches);
+    ff_loader_close(l);
+  }
 }
 
 /* ---- bad samples ---- */
@@ -1100,6 +1131,7 @@ int main(void) {
       cmocka_unit_test(next_on_a_failed_loader_is_einval),
       cmocka_unit_test(set_epoch_on_a_failed_loader_is_einval),
       cmocka_unit_test(drop_last_with_more_ranks_than_samples_is_eempty),
+      cmocka_unit_test(drop_last_and_sampler_drop_last_are_torchs_two_meanings),
       cmocka_unit_test(bad_files_fail_their_batch_naming_the_file),
       cmocka_unit_test(bad_files_are_skipped_and_named_with_on_error_skip),
       cmocka_unit_test(skipped_samples_leave_the_good_pixels_in_place),

@@ -162,6 +162,12 @@ static void unknown_argument_names_its_column(void **state) {
   assert_contains(parse_fails_at("decode | resize(size=8, mode=1)", 25), "mode");
 }
 
+static void rand_augment_magnitude_error_gives_the_allowed_range(void **state) {
+  (void)state;
+  assert_contains(parse_fails_at("decode | rand_augment(magnitude=50)", 10), "must be in [0, 30]");
+  assert_contains(parse_fails_at("decode | rand_augment(magnitude=5, num_magnitude_bins=5)", 10), "[0, 4]");
+}
+
 static void missing_equals_names_its_column(void **state) {
   (void)state;
   assert_contains(parse_fails_at("decode | center_crop(size 8)", 27), "'='");
@@ -429,6 +435,7 @@ int main(void) {
       cmocka_unit_test(resize_of_shorter_side_after_fixed_size_is_fixed),
       cmocka_unit_test(unknown_op_names_its_column_and_lists_the_ops),
       cmocka_unit_test(unknown_argument_names_its_column),
+      cmocka_unit_test(rand_augment_magnitude_error_gives_the_allowed_range),
       cmocka_unit_test(missing_equals_names_its_column),
       cmocka_unit_test(bad_number_names_its_column),
       cmocka_unit_test(missing_closing_paren_names_the_end),

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fusionflow/fusionflow.h"
 #include "loader/sampler.h"
 
 /* Indices of `rank` (num_samples values) into out. */
@@ -19,7 +20,7 @@ static void indices(size_t n, int shuffle, uint64_t seed, uint64_t epoch, int ra
                     int64_t *out) {
   int64_t *perm = malloc((n ? n : 1) * sizeof *perm);
   assert_non_null(perm);
-  ff__sampler_indices(n, shuffle, seed, epoch, rank, world, drop_last, perm, out);
+  ff__sampler_indices(n, shuffle, FF_PERMUTATION_PHILOX, seed, epoch, rank, world, drop_last, perm, out);
   free(perm);
 }
 

@@ -146,6 +146,7 @@ static void imagefolder_errors(void **state) {
   assert_int_equal(ff__source_open(spec, 0, &idx, &err), FF_EIO);
 
   assert_int_equal(ff__source_open("folder:/tmp", 0, &idx, &err), FF_EINVAL);
+  assert_contains(err.msg, "unknown kind 'folder:'");
   assert_contains(err.msg, "imagefolder:");
   assert_int_equal(ff__source_open(NULL, 0, &idx, &err), FF_EINVAL);
 }
@@ -337,6 +338,48 @@ static void imagefolder_indexes_only_regular_files(void **state) {
   ff__index_free(&idx);
 }
 
+/* A path without a kind: a folder is an imagefolder, a .tsv/.txt file a list. */
+static void bare_paths_take_their_kind_from_what_they_are(void **state) {
+  (void)state;
+  char root[1024], path[1100], spec[1200];
+  ff__index idx;
+  ff__error err = {0};
+  snprintf(root, sizeof root, "%s", ff_test_dir("source-bare"));
+  put(root, "tree/b/x.jpg", 4);
+  put(root, "tree/a/y.png", 6);
+  snprintf(path, sizeof path, "%s/tree", root);
+  assert_int_equal(ff__source_open(path, 0, &idx, &err), FF_OK);
+  assert_int_equal(idx.count, 2);
+  assert_int_equal(idx.num_classes, 2);
+  assert_int_equal(idx.size_bytes[0], 6); /* class a first, as imagefolder: */
+  ff__index_free(&idx);
+
+  const char *text = "tree/b/x.jpg\t3\n";
+  const char *names[] = {"train.tsv", "TRAIN.TXT"};
+  for (int k = 0; k < 2; k++) {
+    snprintf(path, sizeof path, "%s/%s", root, names[k]);
+    ff_test_write(path, text, strlen(text));
+    ff_status st = ff__source_open(path, 0, &idx, &err);
+    if (st) fail_msg("%s: %s", names[k], err.msg);
+    assert_int_equal(idx.count, 1);
+    assert_int_equal(idx.labels[0], 3);
+    ff__index_free(&idx);
+  }
+
+  snprintf(path, sizeof path, "%s/train.csv", root); /* a file of another kind */
+  ff_test_write(path, text, strlen(text));
+  assert_int_equal(ff__source_open(path, 0, &idx, &err), FF_EINVAL);
+  assert_contains(err.msg, "train.csv");
+  assert_contains(err.msg, ".tsv/.txt");
+
+  snprintf(path, sizeof path, "%s/missing", root);
+  assert_int_equal(ff__source_open(path, 0, &idx, &err), FF_EIO);
+  assert_contains(err.msg, "No such file");
+  snprintf(spec, sizeof spec, "imagefolder:%s", path); /* the kind given: the same error as before */
+  assert_int_equal(ff__source_open(spec, 0, &idx, &err), FF_EIO);
+  assert_int_equal(ff__source_open("", 0, &idx, &err), FF_EINVAL);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(imagefolder_symlink_cycles_are_not_followed),
@@ -346,6 +389,7 @@ int main(void) {
       cmocka_unit_test(imagefolder_errors),
       cmocka_unit_test(list_reads_comments_blank_lines_and_both_kinds_of_path),
       cmocka_unit_test(list_errors_name_the_file_and_line),
+      cmocka_unit_test(bare_paths_take_their_kind_from_what_they_are),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
