@@ -151,6 +151,7 @@ static void cmyk_to_rgb(const JSAMPLE *in, uint8_t *out, int width, int adobe) {
 
 typedef struct decode_args {
   const ff__decode_req *req;
+  ff__jpeg_variant variant;
   ff__buf *pixels;
   ff__image *out;
 } decode_args;
@@ -166,7 +167,8 @@ static ff_status decode_job(j_decompress_ptr cinfo, const char *name, void *arg,
 
   int cmyk = cinfo->jpeg_color_space == JCS_CMYK || cinfo->jpeg_color_space == JCS_YCCK;
   cinfo->out_color_space = cmyk ? JCS_CMYK : JCS_RGB;
-  cinfo->dct_method = JDCT_ISLOW;
+  cinfo->dct_method = a->variant == FF__JPEG_EXACT ? JDCT_ISLOW : JDCT_IFAST;
+  cinfo->do_fancy_upsampling = a->variant == FF__JPEG_EXACT;
   const ff__region s = choose_scale(cinfo, &r, a->req);
 
   jpeg_start_decompress(cinfo);
@@ -214,6 +216,11 @@ static ff_status decode_job(j_decompress_ptr cinfo, const char *name, void *arg,
 ff_status ff__jpeg_decode(const uint8_t *data, size_t size_bytes, const char *name,
                           const ff__decode_req *req, ff__buf *pixels, ff__image *out,
                           ff__error *err) {
-  decode_args a = {req, pixels, out};
+  return ff__jpeg_decode_as(data, size_bytes, name, req, FF__JPEG_EXACT, pixels, out, err);
+}
+
+ff_status ff__jpeg_decode_as(const uint8_t *data, size_t size_bytes, const char *name, const ff__decode_req *req,
+                             ff__jpeg_variant variant, ff__buf *pixels, ff__image *out, ff__error *err) {
+  decode_args a = {req, variant, pixels, out};
   return with_header(data, size_bytes, name, decode_job, &a, err);
 }

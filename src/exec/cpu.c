@@ -37,25 +37,33 @@ static ff_status read_file(ff__worker *w, const char *path, size_t *size_bytes, 
   return st;
 }
 
+ff_status ff__sample_read(ff__worker *w, const ff__pipeline *pipe, const ff__sample_job *job, size_t *size_bytes,
+                          ff__plan *plan, ff__error *err) {
+  uint64_t t0 = ff__now_ns();
+  *size_bytes = 0;
+  w->header = (ff__image_info){0};
+  ff_status st = read_file(w, job->path, size_bytes, err);
+  if (!st) {
+    w->read_bytes += *size_bytes;
+    ff__image_info info;
+    st = ff__codec_probe(w->file.data, *size_bytes, job->path, job->max_pixels, &info, err);
+    if (!st) {
+      w->header = info;
+      ff__plan_make(pipe, job->seed, job->epoch, job->index, &info, job->max_pixels, plan);
+    }
+  }
+  w->read_ns += ff__now_ns() - t0;
+  return st;
+}
+
 ff_status ff__sample_decode(ff__worker *w, const ff__pipeline *pipe, const ff__sample_job *job, ff__image *out,
                             ff__plan *plan, ff__error *err) {
-  uint64_t t0 = ff__now_ns();
-  size_t size_bytes = 0;
-  w->header = (ff__image_info){0};
-  ff_status st = read_file(w, job->path, &size_bytes, err);
-  uint64_t t1 = ff__now_ns();
-  w->read_ns += t1 - t0;
+  size_t size_bytes;
+  ff_status st = ff__sample_read(w, pipe, job, &size_bytes, plan, err);
   if (st) return st;
-  w->read_bytes += size_bytes;
-
-  ff__image_info info;
-  st = ff__codec_probe(w->file.data, size_bytes, job->path, job->max_pixels, &info, err);
-  if (!st) {
-    w->header = info;
-    ff__plan_make(pipe, job->seed, job->epoch, job->index, &info, job->max_pixels, plan);
-    st = ff__codec_decode(w->file.data, size_bytes, job->path, &plan->decode, &w->pixels, out, err);
-  }
-  w->decode_ns += ff__now_ns() - t1;
+  uint64_t t0 = ff__now_ns();
+  st = ff__codec_decode(w->file.data, size_bytes, job->path, &plan->decode, &w->pixels, out, err);
+  w->decode_ns += ff__now_ns() - t0;
   return st;
 }
 

@@ -27,7 +27,16 @@ typedef struct ff__sample_job {
   uint64_t max_pixels;
 } ff__sample_job;
 
-/* Reads the file, plans the sample and decodes its region of interest:
+/* Reads the file and its header and plans the sample (read_ns counts it
+ * all): what the CPU does for a sample the device decodes. The encoded
+ * bytes are w->file.data (*size_bytes of them, valid until the worker's
+ * next sample), the header w->header. Returns FF_OK or FF_EIO / FF_EDATA
+ * (not a JPEG or PNG, corrupt header) / FF_ETOOBIG (over max_pixels: no
+ * pixel memory taken) / FF_ENOMEM naming the file. */
+ff_status ff__sample_read(ff__worker *w, const ff__pipeline *pipe, const ff__sample_job *job, size_t *size_bytes,
+                          ff__plan *plan, ff__error *err);
+
+/* ff__sample_read, then decodes the sample's region of interest:
  * *out is the RGB uint8 decoded image in the worker's memory (valid until
  * its next sample), *plan the steps still to run on it. What the device
  * executor starts from. Returns FF_OK or FF_EIO / FF_EDATA / FF_ETOOBIG /

@@ -183,6 +183,29 @@ ff_status ff__device_event_elapsed_ms(ff__device *d, ff__devent *start, ff__deve
 
 void ff__device_synchronize(ff__device *d) { d->o.be->synchronize(d->o.impl); }
 
+const char *ff__device_decoder(ff__device *d, const char **why) {
+  const char *none = "the device has no decoder";
+  const char *name = d->o.be->decoder ? d->o.be->decoder(d->o.impl, &none) : NULL;
+  if (!name && why) *why = none;
+  return name;
+}
+
+int ff__device_decode_takes(ff__device *d, const ff__image_info *info, const char **why) {
+  if (!ff__device_decoder(d, why)) return 0;
+  return d->o.be->decode_takes(d->o.impl, info, why);
+}
+
+size_t ff__device_decode_bytes(const ff__image_info *info, const ff__decode_req *req) {
+  size_t w = (size_t)(req->crop_width ? req->crop_width : info->width);
+  size_t h = (size_t)(req->crop_width ? req->crop_height : info->height);
+  return (w + 2) * (h + 2) * 3; /* a scaled region's edges round outward by up to a pixel each */
+}
+
+ff_status ff__device_decode(ff__device *d, ff__dstream *s, ff__device_decode_job *job, ff__error *err) {
+  if (!ff__device_decoder(d, NULL)) return ff__error_set(err, FF_EDEVICE, "%s: no decoder", d->o.name);
+  return d->o.be->decode(d->o.impl, s, job, err);
+}
+
 ff_status ff__device_launch_stages(ff__device *d, ff__dstream *s, const void *d_table, int n, int stride,
                                    int k, uint32_t max_count, ff__error *err) {
   if (n <= 0 || !max_count) return FF_OK;
