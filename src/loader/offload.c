@@ -63,6 +63,7 @@ typedef struct entry {
   const char **paths;      /* per slot: the file, for messages */
   uint64_t *cpu_ns, *read_ns; /* per slot: CPU time spent on it so far, of which reading */
   uint64_t encoded_bytes;  /* of the samples in the microbatch */
+  size_t decode_fallbacks; /* of them, placed for device decode and decoded by a worker */
   staged *dec;             /* samples for the device decoder */
   int num_dec, cap_dec;
   uint8_t *bytes;          /* pinned staging of their encoded bytes */
@@ -287,7 +288,7 @@ int ff__offload_split(ff__offload *o, int entry_no, void *images, uint64_t epoch
   }
   e->images = images;
   e->device_left = k;
-  e->encoded_bytes = 0;
+  e->encoded_bytes = 0, e->decode_fallbacks = 0;
   e->num_dec = 0, e->bytes_used = 0, e->num_failed = 0;
   memset(e->placement, NOT_ADDED, (size_t)o->cfg.batch_cap);
   pthread_mutex_unlock(&o->mu);
@@ -371,6 +372,8 @@ ff_status ff__offload_sample(ff__offload *o, ff__worker *w, int entry_no, const 
     e->placement[slot] = FF_PLACEMENT_SPLIT, e->paths[slot] = job->path;
     e->cpu_ns[slot] = w->read_ns + w->decode_ns, e->read_ns[slot] = w->read_ns;
     __atomic_add_fetch(&e->encoded_bytes, (uint64_t)o->cfg.size_bytes[job->index], __ATOMIC_RELAXED);
+    if (took->decode_fallback) __atomic_add_fetch(&e->decode_fallbacks, 1, __ATOMIC_RELAXED);
+    took->decode_fallback = 0; /* the feeder reports it with the sample */
     return took->added = 1, FF_OK;
   }
   took->fell_back = 1, took->placement = FF_PLACEMENT_CPU; /* no pinned staging for it: the CPU finishes it now */
@@ -597,7 +600,7 @@ static void *feeder_main(void *arg) {
     pthread_mutex_unlock(&o->mu);
 
     entry *e = &o->entries[entry_no];
-    ff__offload_result r = {.entry = entry_no, .start_ns = ff__now_ns()};
+    ff__offload_result r = {.entry = entry_no, .start_ns = ff__now_ns(), .decode_fallbacks = e->decode_fallbacks};
     int added = 0;
     for (int s = 0; s < o->cfg.batch_cap; s++) added += e->placement[s] != NOT_ADDED;
     ff_status st = run_entry(o, e, device_off, &r);
