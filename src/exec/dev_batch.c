@@ -33,6 +33,7 @@ typedef struct sample {
   size_t image_off; /* in the image staging (and the blob) */
   int width, height, slot;
   uint64_t d_image; /* the decoded image in device memory (the device decoded it), or 0: in the staging */
+  uint64_t d_pitch; /* its row pitch in bytes */
   /* measured at add */
   int num_stages;
   size_t aux_bytes, img_bytes, tmp_bytes, mix_bytes;
@@ -212,7 +213,7 @@ static void lower_aug(walk *w, const ff__aug *a) {
 static void lower(walk *w, const ff__pipeline *pipe, uint64_t image_addr, uint64_t d_out, uint64_t lut_addr) {
   sample *s = w->s;
   const ff__plan *plan = &s->plan;
-  w->cur = (ff__dimg){image_addr, s->width, s->height, (uint64_t)s->width * 3};
+  w->cur = (ff__dimg){image_addr, s->width, s->height, s->d_image ? s->d_pitch : (uint64_t)s->width * 3};
   w->cur_buf = w->kept_buf = -1;
   for (int i = 0; i < plan->num_steps; i++) {
     const ff__step *st = &plan->steps[i];
@@ -361,12 +362,12 @@ static ff_status new_sample(ff__dev_batch *b, int width, int height, const ff__p
   return FF_OK;
 }
 
-ff_status ff__dev_batch_add_device(ff__dev_batch *b, const void *d_image, int width, int height,
+ff_status ff__dev_batch_add_device(ff__dev_batch *b, const void *d_image, int width, int height, size_t pitch_bytes,
                                    const ff__plan *plan, int slot, ff__error *err) {
   sample *s;
   ff_status st = new_sample(b, width, height, plan, slot, &s, err);
   if (st) return st;
-  s->d_image = (uint64_t)(uintptr_t)d_image;
+  s->d_image = (uint64_t)(uintptr_t)d_image, s->d_pitch = pitch_bytes;
   b->n++;
   return FF_OK;
 }

@@ -37,9 +37,9 @@ ff_status ff__dev_batch_add(ff__dev_batch *b, const ff__image *img, const ff__pl
                             ff__error *err);
 
 /* Adds a sample whose decoded image is already in device memory (the
- * device's decoder wrote it: packed RGB, width * 3 bytes per row, valid
- * until the microbatch was waited for). FF_EINTERNAL, FF_ENOMEM. */
-ff_status ff__dev_batch_add_device(ff__dev_batch *b, const void *d_image, int width, int height,
+ * device's decoder wrote it: RGB, pitch_bytes per row, valid until the
+ * microbatch was waited for). FF_EINTERNAL, FF_ENOMEM. */
+ff_status ff__dev_batch_add_device(ff__dev_batch *b, const void *d_image, int width, int height, size_t pitch_bytes,
                                    const ff__plan *plan, int slot, ff__error *err);
 
 /* Samples added since begin. */

@@ -116,13 +116,16 @@ ff_status ff__device_launch_stages(ff__device *d, ff__dstream *s, const void *d_
  * reason, e.g. why libnvjpeg could not be loaded. */
 const char *ff__device_decoder(ff__device *d, const char **why);
 
-/* Whether the decoder takes an image with this header: 1, or 0 with *why
- * ("PNG", "CMYK", "progressive", ...) — the CPU then decodes it. */
-int ff__device_decode_takes(ff__device *d, const ff__image_info *info, const char **why);
+/* Whether the decoder takes an image with this header and, when data is
+ * not NULL, these encoded bytes (nvJPEG parses them): 1, or 0 with *why
+ * ("not a JPEG", "CMYK/YCCK", "progressive", ...) — the CPU then decodes it. */
+int ff__device_decode_takes(ff__device *d, const ff__image_info *info, const uint8_t *data, size_t size_bytes,
+                            const char **why);
 
 /* Device memory the decode of req's region of an image with header info
- * writes (packed RGB; an upper bound over the DCT scales). */
-size_t ff__device_decode_bytes(const ff__image_info *info, const ff__decode_req *req);
+ * writes: the region (an upper bound over the DCT scales), or the whole
+ * image for a decoder that cannot decode a region alone (nvJPEG hybrid). */
+size_t ff__device_decode_bytes(ff__device *d, const ff__image_info *info, const ff__decode_req *req);
 
 /* One decode. The caller fills the inputs; the device writes the outputs
  * when the work queued before an event recorded after ff__device_decode
@@ -131,18 +134,21 @@ typedef struct ff__device_decode_job {
   const uint8_t *src;        /* encoded bytes (host memory, untouched until then) */
   size_t size_bytes;
   const char *name;          /* the file, for messages */
+  ff__image_info info;       /* its header */
   ff__decode_req req;        /* region, DCT-scale minimum, pixel limit */
   void *d_dst;               /* device memory of ff__device_decode_bytes */
   size_t dst_bytes;
   /* out */
   ff_status status;          /* FF_OK, or the decoder could not decode it (FF_EDATA, FF_EDEVICE, ...):
                                 the CPU then decodes it, so that a corrupt file fails exactly as there */
-  int width, height;         /* the decoded region (DCT-scaled), packed width * 3 bytes per row */
+  int width, height;         /* the decoded region (DCT-scaled where the decoder scales) */
+  size_t offset_bytes, pitch_bytes; /* where it starts in d_dst, and its row pitch (RGB) */
   ff__error err;
 } ff__device_decode_job;
 
-/* Queues job on stream s. Returns FF_OK or FF_EDEVICE (no decoder, or the
+/* Queues n jobs on stream s (nvJPEG: one batched decode). Returns FF_OK
+ * (the jobs' statuses say which decoded) or FF_EDEVICE (no decoder, or the
  * queueing failed: nothing was queued), FF_ENOMEM. */
-ff_status ff__device_decode(ff__device *d, ff__dstream *s, ff__device_decode_job *job, ff__error *err);
+ff_status ff__device_decode(ff__device *d, ff__dstream *s, ff__device_decode_job *jobs, int n, ff__error *err);
 
 #endif

@@ -93,7 +93,7 @@ static void run_decode(emu *m, ff__device_decode_job *job) {
   }
   for (int y = 0; y < img.height; y++)
     memcpy((uint8_t *)job->d_dst + (size_t)y * row, img.data + (size_t)y * img.stride, row);
-  job->width = img.width, job->height = img.height;
+  job->width = img.width, job->height = img.height, job->offset_bytes = 0, job->pitch_bytes = row;
 }
 
 static void *emu_main(void *arg) {
@@ -330,6 +330,7 @@ static const ff__device_backend emu_backend = {
     emu_host_alloc,       emu_host_free,     emu_stream_create, emu_stream_destroy, emu_copy,
     emu_event_create,     emu_event_destroy, emu_event_record,  emu_event_query,    emu_event_wait,
     emu_event_elapsed_ms, emu_launch,        emu_decoder,       emu_decode_takes,   emu_decode,
+    NULL,
 };
 
 /* ------------------------------------------------------------ open */

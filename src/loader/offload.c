@@ -96,6 +96,8 @@ struct ff__offload {
   ff__cost_model cost;
   uint64_t *headers;       /* each sample's header once seen (ff__cost_header_pack), 0: not yet */
   uint64_t *split_sizes;   /* batch_cap: scratch of the split */
+  ff__device_decode_job *jobs; /* batch_cap: the feeder's decode call */
+  int *job_of;             /* batch_cap: each job's staged sample */
   double *split_saving;
   ff__plan split_plan;
 };
@@ -124,7 +126,9 @@ static ff_status alloc_entries(ff__offload *o, ff__error *err) {
   o->headers = calloc(c->num_samples ? c->num_samples : 1, sizeof *o->headers);
   o->split_sizes = malloc(cap * sizeof *o->split_sizes);
   o->split_saving = malloc(cap * sizeof *o->split_saving);
-  if (!o->entries || !o->queue || !o->headers || !o->split_sizes || !o->split_saving)
+  o->jobs = malloc(cap * sizeof *o->jobs);
+  o->job_of = malloc(cap * sizeof *o->job_of);
+  if (!o->entries || !o->queue || !o->headers || !o->split_sizes || !o->split_saving || !o->jobs || !o->job_of)
     return ff__error_set(err, FF_ENOMEM, "out of memory");
   for (int i = 0; i < c->entries; i++) {
     entry *e = &o->entries[i];
@@ -208,6 +212,7 @@ void ff__offload_close(ff__offload *o) {
   ff__op_scratch_free(&o->feed_ops);
   ff__buf_free(&o->feed_pixels);
   free(o->entries), free(o->queue), free(o->headers), free(o->split_sizes), free(o->split_saving);
+  free(o->jobs), free(o->job_of);
   pthread_mutex_destroy(&o->mu);
   pthread_mutex_destroy(&o->add_mu);
   pthread_cond_destroy(&o->feed_cv);
@@ -247,7 +252,7 @@ static int device_placement(ff__offload *o, uint64_t header) {
   if (!o->decoder) return FF_PLACEMENT_SPLIT;
   ff__image_info info;
   const char *why;
-  if (ff__cost_header_unpack(header, &info) && !ff__device_decode_takes(o->dev, &info, &why))
+  if (ff__cost_header_unpack(header, &info) && !ff__device_decode_takes(o->dev, &info, NULL, 0, &why))
     return FF_PLACEMENT_SPLIT;
   return FF_PLACEMENT_DEVICE;
 }
@@ -346,7 +351,7 @@ ff_status ff__offload_sample(ff__offload *o, ff__worker *w, int entry_no, const 
     size_t size_bytes;
     if ((st = ff__sample_read(w, o->cfg.pipe, job, &size_bytes, &plan, err))) return st;
     const char *why;
-    if (ff__device_decode_takes(o->dev, &w->header, &why)) {
+    if (ff__device_decode_takes(o->dev, &w->header, w->file.data, size_bytes, &why)) {
       pthread_mutex_lock(&o->add_mu);
       ff_status add = stage_bytes(o, e, w, size_bytes, job, &plan, slot);
       pthread_mutex_unlock(&o->add_mu);
@@ -432,24 +437,28 @@ void ff__offload_pool(ff__offload *o, size_t *limit_bytes, size_t *peak_bytes) {
  * a failed job status. Feeder only, unlocked. */
 static void decode_on_device(ff__offload *o, entry *e, size_t *device_bytes) {
   ff__error err;
-  int queued = 0;
-  for (int i = 0; i < e->num_dec; i++) {
+  int n = 0;
+  for (int i = 0; i < e->num_dec; i++) { /* the decodes that get memory go first, in one call */
     staged *d = &e->dec[i];
     d->d_image = NULL;
-    d->job = (ff__device_decode_job){.src = e->bytes + d->offset, .size_bytes = d->size_bytes, .name = d->path,
-                                     .req = d->plan.decode, .status = FF_EDEVICE};
-    d->job.dst_bytes = ff__device_decode_bytes(&d->info, &d->plan.decode);
-    if (ff__device_alloc(o->dev, d->job.dst_bytes, &d->d_image, &err)) {
-      d->d_image = NULL;
+    ff__device_decode_job job = {.src = e->bytes + d->offset, .size_bytes = d->size_bytes, .name = d->path,
+                                 .info = d->info, .req = d->plan.decode, .status = FF_EDEVICE};
+    job.dst_bytes = ff__device_decode_bytes(o->dev, &d->info, &d->plan.decode);
+    if (ff__device_alloc(o->dev, job.dst_bytes, &d->d_image, &err)) {
+      d->d_image = NULL, d->job = job;
       continue;
     }
-    *device_bytes += ff__pool_class_bytes(d->job.dst_bytes);
-    d->job.d_dst = d->d_image;
-    if (!ff__device_decode(o->dev, o->stream, &d->job, &err)) queued++;
+    *device_bytes += ff__pool_class_bytes(job.dst_bytes);
+    job.d_dst = d->d_image;
+    o->jobs[n] = job, o->job_of[n++] = i;
   }
-  if (queued && (ff__device_event_record(o->dev, o->decoded, o->stream, &err) ||
-                 ff__device_event_wait(o->dev, o->decoded, &err)))
-    for (int i = 0; i < e->num_dec; i++) e->dec[i].job.status = FF_EDEVICE;
+  ff_status st = n ? ff__device_decode(o->dev, o->stream, o->jobs, n, &err) : FF_OK;
+  if (!st && n) st = ff__device_event_record(o->dev, o->decoded, o->stream, &err);
+  if (!st && n) st = ff__device_event_wait(o->dev, o->decoded, &err);
+  for (int k = 0; k < n; k++) {
+    e->dec[o->job_of[k]].job = o->jobs[k];
+    if (st) e->dec[o->job_of[k]].job.status = st;
+  }
 }
 
 static void release_decoded(ff__offload *o, entry *e) {
@@ -483,7 +492,8 @@ static void add_decoded(ff__offload *o, entry *e, ff__offload_result *r) {
   for (int i = 0; i < e->num_dec; i++) {
     staged *d = &e->dec[i];
     if (!d->job.status &&
-        !ff__dev_batch_add_device(e->mb, d->d_image, d->job.width, d->job.height, &d->plan, d->slot, NULL))
+        !ff__dev_batch_add_device(e->mb, (uint8_t *)d->d_image + d->job.offset_bytes, d->job.width,
+                                  d->job.height, d->job.pitch_bytes, &d->plan, d->slot, NULL))
       continue;
     r->decode_fallbacks++;
     ff__image img;
