@@ -42,6 +42,7 @@ ff_status ff__sample_read(ff__worker *w, const ff__pipeline *pipe, const ff__sam
   uint64_t t0 = ff__now_ns();
   *size_bytes = 0;
   w->header = (ff__image_info){0};
+  w->decoded_pixels = 0;
   ff_status st = read_file(w, job->path, size_bytes, err);
   if (!st) {
     w->read_bytes += *size_bytes;
@@ -64,6 +65,7 @@ ff_status ff__sample_decode(ff__worker *w, const ff__pipeline *pipe, const ff__s
   uint64_t t0 = ff__now_ns();
   st = ff__codec_decode(w->file.data, size_bytes, job->path, &plan->decode, &w->pixels, out, err);
   w->decode_ns += ff__now_ns() - t0;
+  if (!st) w->decoded_pixels = (uint64_t)out->width * (uint64_t)out->height;
   return st;
 }
 

@@ -308,7 +308,9 @@ static void *worker_loop(void *p) {
     l->busy--;
     uint64_t cpu_ns = w->read_ns + w->decode_ns + w->ops_ns;
     if (l->trace) trace_sample(l, index, w, t0, sample);
-    ff__offload_observe(l->offload, sample, &w->header, !st && !took.added, w->ops_ns);
+    ff__offload_obs obs = {sample, &w->header, !st && !took.added, w->ops_ns, w->decode_ns,
+                           l->index.size_bytes[sample], w->decoded_pixels};
+    ff__offload_observe(l->offload, &obs);
     l->stats.read_ns += w->read_ns, l->stats.decode_ns += w->decode_ns, l->stats.ops_ns += w->ops_ns;
     l->stats.read_bytes += w->read_bytes;
     uint64_t read_ns = w->read_ns;
@@ -613,7 +615,11 @@ static void hand_out(ff_loader *l, ff_batch *e, int ring_ready, uint64_t t0, uin
       .ring_ready = ring_ready,
       .batch_size = (int)e->size,
       .cpu_samples = (int)b->cpu_samples,
-      .cpu_busy_s = (double)b->cpu_ns * 1e-9,
+      /* with the CPU part of the device's samples (split: read and decode;
+       * device: the read), so that 1 - C/D covers what offload leaves on the
+       * CPU (as the simulator attributes it) */
+      .cpu_busy_s = (double)(b->cpu_ns + b->placement_cpu_ns[FF_PLACEMENT_SPLIT] +
+                             b->placement_cpu_ns[FF_PLACEMENT_DEVICE]) * 1e-9,
       .cpu_threads = l->active_threads,
       .device_samples = (int)b->device_samples,
       .device_busy_s = (double)b->device_ns * 1e-9,

@@ -33,6 +33,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "core/clock.h"
 #include "exec/dev_batch.h"
@@ -267,16 +268,22 @@ int ff__offload_split(ff__offload *o, int entry_no, void *images, uint64_t epoch
   int k = ff__sched_device_count(&s, n);
   if (k && o->backoff) o->backoff--, k = 0;
   if (k) {
-    for (int i = 0; i < n; i++) { /* what each sample would save the CPU (sched/cost.h) */
+    for (int i = 0; i < n; i++) { /* what each sample would save the CPU at its placement (sched/cost.h) */
       ff__image_info info;
-      o->split_sizes[i] = o->cfg.size_bytes[samples[i]];
-      if (ff__cost_header_unpack(o->headers[samples[i]], &info)) {
+      uint64_t header = o->headers[samples[i]], bytes = o->cfg.size_bytes[samples[i]];
+      int decodes = device_placement(o, header) == FF_PLACEMENT_DEVICE;
+      o->split_sizes[i] = bytes;
+      if (ff__cost_header_unpack(header, &info)) {
         ff__plan_make(o->cfg.pipe, o->cfg.seed, epoch, (uint64_t)samples[i], &info, o->cfg.max_pixels,
                       &o->split_plan);
         o->split_saving[i] = ff__cost_plan_ns(&o->split_plan, &info, costs, o->cfg.pipe->out_width,
                                               o->cfg.pipe->out_height);
+        if (decodes)
+          o->split_saving[i] +=
+              ff__cost_device_decode_saving_ns(&o->cost, bytes, ff__cost_decoded_pixels(&o->split_plan, &info));
       } else {
-        o->split_saving[i] = ff__cost_unknown_ns(&o->cost, o->split_sizes[i]);
+        o->split_saving[i] = ff__cost_unknown_ns(&o->cost, bytes);
+        if (decodes) o->split_saving[i] += o->cost.decode_ns_per_sample * (1 - o->cost.host_decode_share);
       }
     }
     /* the output tensor is taken at the first microbatch and kept */
@@ -397,12 +404,12 @@ int ff__offload_sample_done(ff__offload *o, int entry_no) {
   return queued;
 }
 
-void ff__offload_observe(ff__offload *o, int64_t sample, const ff__image_info *header, int ran_ops,
-                         uint64_t ops_ns) {
+void ff__offload_observe(ff__offload *o, const ff__offload_obs *obs) {
   if (!o) return;
   pthread_mutex_lock(&o->mu);
-  if (header->width) o->headers[sample] = ff__cost_header_pack(header);
-  if (ran_ops) ff__cost_observe_ops(&o->cost, ops_ns);
+  if (obs->header->width) o->headers[obs->sample] = ff__cost_header_pack(obs->header);
+  if (obs->ran_ops) ff__cost_observe_ops(&o->cost, obs->ops_ns);
+  if (obs->decoded_pixels) ff__cost_observe_decode(&o->cost, obs->encoded_bytes, obs->decoded_pixels, obs->decode_ns);
   pthread_mutex_unlock(&o->mu);
 }
 
@@ -432,10 +439,24 @@ void ff__offload_pool(ff__offload *o, size_t *limit_bytes, size_t *peak_bytes) {
 
 /* ------------------------------------------------------------ the feeder */
 
+/* The calling thread's CPU time. */
+static uint64_t thread_cpu_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* What the host spent in one device decode call, for the cost model. */
+typedef struct host_decode {
+  uint64_t host_ns;    /* the feeder's CPU time in the call (nvJPEG hybrid: its Huffman phase) */
+  double predicted_ns; /* the CPU decode the same samples are predicted to cost */
+} host_decode;
+
 /* The samples of e the device decoder is to decode: pool memory for each,
  * the decodes queued, waited for. A sample the device did not decode keeps
- * a failed job status. Feeder only, unlocked. */
-static void decode_on_device(ff__offload *o, entry *e, size_t *device_bytes) {
+ * a failed job status; the host's CPU time in the call is charged to the
+ * samples decoded. Feeder only, unlocked. */
+static void decode_on_device(ff__offload *o, entry *e, size_t *device_bytes, host_decode *hd) {
   ff__error err;
   int n = 0;
   for (int i = 0; i < e->num_dec; i++) { /* the decodes that get memory go first, in one call */
@@ -452,13 +473,27 @@ static void decode_on_device(ff__offload *o, entry *e, size_t *device_bytes) {
     job.d_dst = d->d_image;
     o->jobs[n] = job, o->job_of[n++] = i;
   }
+  uint64_t t0 = thread_cpu_ns(); /* nvJPEG's host phase runs inside the call; the wait is idle */
   ff_status st = n ? ff__device_decode(o->dev, o->stream, o->jobs, n, &err) : FF_OK;
+  uint64_t host = thread_cpu_ns() - t0;
   if (!st && n) st = ff__device_event_record(o->dev, o->decoded, o->stream, &err);
   if (!st && n) st = ff__device_event_wait(o->dev, o->decoded, &err);
+  int decoded = 0;
   for (int k = 0; k < n; k++) {
-    e->dec[o->job_of[k]].job = o->jobs[k];
-    if (st) e->dec[o->job_of[k]].job.status = st;
+    staged *d = &e->dec[o->job_of[k]];
+    d->job = o->jobs[k];
+    if (st) d->job.status = st;
+    decoded += !d->job.status;
   }
+  pthread_mutex_lock(&o->mu); /* the model's prediction for what was decoded */
+  for (int k = 0; k < n; k++) {
+    const staged *d = &e->dec[o->job_of[k]];
+    if (d->job.status) continue;
+    hd->predicted_ns += ff__cost_decode_ns(&o->cost, d->size_bytes, ff__cost_decoded_pixels(&d->plan, &d->info));
+    e->cpu_ns[d->slot] += host / (uint64_t)decoded;
+  }
+  pthread_mutex_unlock(&o->mu);
+  hd->host_ns += decoded ? host : 0;
 }
 
 static void release_decoded(ff__offload *o, entry *e) {
@@ -573,9 +608,9 @@ static void run_microbatch_on_cpu(ff__offload *o, entry *e, ff__offload_result *
 
 /* Prepares e's device samples: on the device or, failing that, on the CPU.
  * Feeder only, unlocked. Returns the device's status (FF_OK: it ran them). */
-static ff_status run_entry(ff__offload *o, entry *e, int device_off, ff__offload_result *r) {
+static ff_status run_entry(ff__offload *o, entry *e, int device_off, ff__offload_result *r, host_decode *hd) {
   ff__error err;
-  if (e->num_dec && !device_off) decode_on_device(o, e, &r->device_bytes);
+  if (e->num_dec && !device_off) decode_on_device(o, e, &r->device_bytes, hd);
   add_decoded(o, e, r);
   ff_status st = device_off ? FF_EDEVICE : run_on_device(o, e, r, &err);
   if (st) run_microbatch_on_cpu(o, e, r);
@@ -613,7 +648,8 @@ static void *feeder_main(void *arg) {
     ff__offload_result r = {.entry = entry_no, .start_ns = ff__now_ns(), .decode_fallbacks = e->decode_fallbacks};
     int added = 0;
     for (int s = 0; s < o->cfg.batch_cap; s++) added += e->placement[s] != NOT_ADDED;
-    ff_status st = run_entry(o, e, device_off, &r);
+    host_decode hd = {0};
+    ff_status st = run_entry(o, e, device_off, &r, &hd);
     r.device_ran = !st;
     r.samples = added;
     for (int s = 0; s < o->cfg.batch_cap; s++) {
@@ -625,6 +661,7 @@ static void *feeder_main(void *arg) {
 
     pthread_mutex_lock(&o->mu);
     if (!device_off) account_device(o, st);
+    if (hd.host_ns) ff__cost_observe_host_decode(&o->cost, hd.host_ns, hd.predicted_ns);
     if (r.device_bytes) /* what it needed, also when the pool refused it */
       ff__cost_observe_device(&o->cost, e->encoded_bytes, r.device_bytes - out_class_bytes(o));
     pthread_mutex_unlock(&o->mu);

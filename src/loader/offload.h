@@ -117,11 +117,18 @@ ff_status ff__offload_sample(ff__offload *o, ff__worker *w, int entry, const ff_
  * else 0. */
 int ff__offload_sample_done(ff__offload *o, int entry);
 
-/* A sample the CPU prepared or read: caches its header (for the next
- * split's plan-exact prediction) and learns its ops time (ran_ops: ops_ns
- * is a CPU ops time). */
-void ff__offload_observe(ff__offload *o, int64_t sample, const ff__image_info *header, int ran_ops,
-                         uint64_t ops_ns);
+/* What a worker measured on one sample. */
+typedef struct ff__offload_obs {
+  int64_t sample;                /* its dataset index */
+  const ff__image_info *header;  /* width 0: not read */
+  int ran_ops;                   /* ops_ns is a CPU ops time */
+  uint64_t ops_ns;
+  uint64_t decode_ns, encoded_bytes, decoded_pixels; /* a CPU decode (decoded_pixels 0: none) */
+} ff__offload_obs;
+
+/* A sample a worker prepared or read: caches its header (for the next
+ * split's plan-exact prediction) and learns its ops and decode times. */
+void ff__offload_observe(ff__offload *o, const ff__offload_obs *obs);
 
 /* Drops the microbatches queued for the feeder (an epoch restart) and
  * returns how many: their done() never comes. */
