@@ -12,12 +12,15 @@
  * sends part of each batch to it when, and only as far as, the CPU pool
  * cannot keep up with the consumer — the system of "FusionFlow: Accelerating
  * Data Preprocessing for Machine Learning with CPU-GPU Cooperation" (Kim et
- * al., PVLDB 17(4), 2023). The CPU still reads and decodes those samples;
- * the device runs their ops as batched kernels. See ff_config.device.
+ * al., PVLDB 17(4), 2023). Each of those samples is placed `split` (the CPU
+ * reads and decodes it, the device runs its ops as batched kernels) or, with
+ * device decode on, `device` (the CPU only reads it; the device decodes it
+ * too). See ff_config.device and ff_config.device_decode.
  *
  * Batches are bit-identical for the same (seed, epoch) whatever the number of
  * threads and whatever share the device took (its kernels do the CPU's
- * arithmetic, operation for operation).
+ * arithmetic, operation for operation), unless device decode is on: see the
+ * determinism contract at ff_config.device_decode.
  *
  * Conventions
  *   - Every fallible function returns ff_status: FF_OK (0) or a negative code.
@@ -230,11 +233,14 @@ typedef struct ff_batch ff_batch;
  * batches (to the deficit alone while the ring is below full but the
  * consumer does not wait yet), never past the point where the device
  * becomes the bottleneck, and decays again when the stall is gone, never
- * below the deficit. Within a batch the samples whose steps after decode
- * would cost the CPU the most go to the device (the device runs those
- * steps; the CPU still reads and decodes): predicted from the sample's own
- * plan and the measured per-op ns per pixel once its header has been seen
- * (its first epoch), before that the mean, ties to the larger file — as
+ * below the deficit (the deficit counts what an offloaded sample still costs
+ * the CPU: its read, and its decode when placed split). Within a batch the
+ * samples whose placement would save the CPU the most go to the device:
+ * the steps after decode, predicted from the sample's own plan and the
+ * measured per-op ns per pixel once its header has been seen (its first
+ * epoch), before that the mean, ties to the larger file; placed `device`,
+ * also its decode (learned as ns per encoded byte and per decoded pixel),
+ * less the share a hybrid decoder leaves on the host — as
  * many as the device memory budget (free memory - headroom, at most
  * device_memory_limit_bytes) can hold. Without a stall the device's time is
  * kept under device_max_time_share of wall time. Batches stay in host
@@ -391,9 +397,11 @@ typedef struct ff_stats {
   const char *device_decoder; /* the decoder of device-placed samples: "libjpeg-turbo", "nvjpeg-like"
                                  (emu variants), "nvjpeg-hardware", "nvjpeg-hybrid", or "none" (device
                                  decode off or unavailable: see device_decoder_note); owned by the loader */
-  const char *device_decoder_note; /* why device decode is off: "" when on, "device_decode=off",
-                                      "deterministic=1", "auto: off for emu", or the decoder's reason
-                                      (e.g. "libnvjpeg.so.13: cannot open shared object file"); owned */
+  const char *device_decoder_note; /* why device decode is off: "" when on, "no device",
+                                      "device_decode=off", "deterministic=1", "device_decode=auto is on
+                                      for CUDA devices only", or the device's reason (e.g. "nvjpeg not
+                                      available: libnvjpeg.so.13: cannot open shared object file ...");
+                                      owned by the loader, valid until ff_loader_close */
 } ff_stats;
 
 /* Fills *out. Any time, from the consumer thread. */

@@ -356,6 +356,16 @@ int ff__cli_bench(int argc, char **argv) {
              n ? read_us / (double)n : 0.0);
     }
     printf("}");
+    /* The same-region decode limit: what the pool would prepare if it only
+     * decoded, at the regions and DCT scales the plans chose (the measured
+     * CPU decodes of this run), beside the end-to-end figure. */
+    uint64_t decoded = (end.placement_samples[FF_PLACEMENT_CPU] - base.placement_samples[FF_PLACEMENT_CPU]) +
+                       (end.placement_samples[FF_PLACEMENT_SPLIT] - base.placement_samples[FF_PLACEMENT_SPLIT]);
+    double dec_ms = decoded && decode_s > 0 ? 1e3 * decode_s / (double)decoded : 0;
+    printf(", \"same_region_decode\": {\"cpu_decoded_samples\": %llu, \"decode_ms_per_sample\": %.4f, "
+           "\"limit_images_per_s\": %.1f, \"end_to_end_over_decode\": %.3f}",
+           (unsigned long long)decoded, dec_ms, dec_ms > 0 ? end.num_threads * 1e3 / dec_ms : 0.0,
+           dec_ms > 0 && samples ? (read_s + decode_s + ops_s) / decode_s : 0.0);
     if (trace)
       printf(", \"trace_events\": %zu, \"trace_dropped\": %zu", trace_kept, trace_dropped);
     if (infos) {

@@ -172,10 +172,15 @@ ff_status ff__nvjpeg_open(const ff__nvjpeg_alloc *alloc, ff__nvjpeg **out, ff__e
   }
   n->dev = (nv_dev_allocator){alloc->dev_malloc, alloc->dev_free, alloc->ctx};
   n->pinned = (nv_pinned_allocator){alloc->pinned_malloc, alloc->pinned_free, alloc->ctx};
-  /* the JPEG engines where the GPU has them, else the GPU hybrid backend */
-  nv_status s = n->api.CreateExV2(NV_BACKEND_HARDWARE, &n->dev, &n->pinned, 0, &n->handle);
+  /* the JPEG engines where the GPU has them, else the GPU hybrid backend
+   * (FF_NVJPEG_BACKEND=hardware|hybrid forces one, for measurements) */
+  const char *want = getenv("FF_NVJPEG_BACKEND");
+  int hybrid_only = want && !strcmp(want, "hybrid"), hardware_only = want && !strcmp(want, "hardware");
+  nv_status s = hybrid_only ? NV_ARCH_MISMATCH
+                            : n->api.CreateExV2(NV_BACKEND_HARDWARE, &n->dev, &n->pinned, 0, &n->handle);
   n->hardware = s == NV_SUCCESS;
-  if (s != NV_SUCCESS) s = n->api.CreateExV2(NV_BACKEND_GPU_HYBRID, &n->dev, &n->pinned, 0, &n->handle);
+  if (s != NV_SUCCESS && !hardware_only)
+    s = n->api.CreateExV2(NV_BACKEND_GPU_HYBRID, &n->dev, &n->pinned, 0, &n->handle);
   const char *call = "nvjpegCreateExV2";
   if (s == NV_SUCCESS) s = n->api.JpegStateCreate(n->handle, &n->state), call = "nvjpegJpegStateCreate";
   if (s == NV_SUCCESS) s = n->api.JpegStreamCreate(n->handle, &n->parse), call = "nvjpegJpegStreamCreate";

@@ -13,7 +13,8 @@
  * The handle is made with nvjpegCreateExV2 and the caller's device and
  * pinned allocators, so nvJPEG's scratch memory comes from the budgeted
  * pool; the hardware backend (the JPEG engines of A100/H100/H200) is tried
- * first, then the GPU hybrid one. Per image the decoder is asked whether it
+ * first, then the GPU hybrid one (FF_NVJPEG_BACKEND=hardware or hybrid
+ * forces one, for measurements). Per image the decoder is asked whether it
  * takes it (nvjpegDecodeBatchedSupportedEx); CMYK/YCCK are refused (nvJPEG's
  * conversion is not Adobe's, which the CPU decoder follows). The hardware
  * backend decodes the region of interest (nvjpegDecodeBatchedEx with an ROI);

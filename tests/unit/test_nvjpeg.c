@@ -115,6 +115,11 @@ static void the_handle_takes_its_memory_through_our_allocators(void **state) {
   assert_string_equal(ff__nvjpeg_backend(n), "nvjpeg-hardware");
   assert_true(ff__nvjpeg_decodes_region(n));
   ff__nvjpeg_close(n);
+  setenv("FF_NVJPEG_BACKEND", "hybrid", 1); /* forced, though the engine is there */
+  n = open_stub(&c, 1);
+  unsetenv("FF_NVJPEG_BACKEND");
+  assert_string_equal(ff__nvjpeg_backend(n), "nvjpeg-hybrid");
+  ff__nvjpeg_close(n);
   c.refuse = 1; /* the pool says no: no handle */
   ff__error err;
   assert_int_equal(open_lib(getenv("FF_NVJPEG_STUB"), &c, &n, &err), FF_EBUDGET);

@@ -18,6 +18,7 @@
 
 #include <cmocka.h>
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -713,7 +714,7 @@ typedef struct pixels_and_draws {
 
 #define PLAIN_PIPELINE "decode | random_resized_crop(size=(40, 36)) | random_horizontal_flip"
 
-static pixels_and_draws nhwc_epoch(const ff_config *c, const char *share, ff_stats *stats) {
+static pixels_and_draws nhwc_epoch(const ff_config *c, const char *share, size_t sample_bytes, ff_stats *stats) {
   ff_loader *l = open_with(c, share, NULL);
   pixels_and_draws r = {0};
   ff_batch *b;
@@ -721,7 +722,7 @@ static pixels_and_draws nhwc_epoch(const ff_config *c, const char *share, ff_sta
     ff_tensor img, lab;
     ff_batch_images(b, &img);
     ff_batch_labels(b, &lab);
-    size_t n = ff_batch_size(b), bytes = n * 40 * 36 * 3;
+    size_t n = ff_batch_size(b), bytes = n * sample_bytes;
     r.images = realloc(r.images, r.images_len + bytes);
     memcpy(r.images + r.images_len, img.data, bytes);
     r.images_len += bytes;
@@ -740,9 +741,9 @@ static void an_nvjpeg_like_device_decode_differs_only_in_pixels(void **state) {
   (void)state;
   ff_stats s;
   ff_config c = config(PLAIN_PIPELINE, "cpu", 2);
-  pixels_and_draws ref = nhwc_epoch(&c, NULL, &s);
+  pixels_and_draws ref = nhwc_epoch(&c, NULL, 40 * 36 * 3, &s);
   c = device_decode_config(PLAIN_PIPELINE, "emu:0?decode=nvjpeg", 2);
-  pixels_and_draws dev = nhwc_epoch(&c, "1.0", &s);
+  pixels_and_draws dev = nhwc_epoch(&c, "1.0", 40 * 36 * 3, &s);
   assert_string_equal(s.device_decoder, "nvjpeg-like");
   assert_int_equal(s.placement_samples[FF_PLACEMENT_DEVICE], s.samples);
   /* exact in samples, labels and draws ... */
@@ -763,7 +764,7 @@ static void an_nvjpeg_like_device_decode_differs_only_in_pixels(void **state) {
   /* deterministic=1 and device_decode=off keep the bits, whatever the device's decoder */
   for (int k = 0; k < 2; k++) {
     c.deterministic = k == 0, c.device_decode = k == 0 ? FF_DEVICE_DECODE_ON : FF_DEVICE_DECODE_OFF;
-    pixels_and_draws same = nhwc_epoch(&c, "1.0", &s);
+    pixels_and_draws same = nhwc_epoch(&c, "1.0", 40 * 36 * 3, &s);
     assert_string_equal(s.device_decoder, "none");
     assert_string_equal(s.device_decoder_note, k == 0 ? "deterministic=1" : "device_decode=off");
     assert_int_equal(s.placement_samples[FF_PLACEMENT_DEVICE], 0);
@@ -772,6 +773,55 @@ static void an_nvjpeg_like_device_decode_differs_only_in_pixels(void **state) {
     assert_memory_equal(same.images, ref.images, ref.images_len);
     free(same.images);
   }
+  free(ref.images), free(dev.images);
+}
+
+/* Mean and largest absolute difference, and PSNR (dB), of two uint8 buffers. */
+static void difference(const uint8_t *a, const uint8_t *b, size_t n, double *mean, int *max, double *psnr) {
+  double sum = 0, sq = 0;
+  *max = 0;
+  for (size_t i = 0; i < n; i++) {
+    int d = abs((int)a[i] - (int)b[i]);
+    sum += d, sq += (double)d * d, *max = d > *max ? d : *max;
+  }
+  *mean = sum / (double)n;
+  *psnr = sq > 0 ? 10 * log10(255.0 * 255.0 / (sq / (double)n)) : INFINITY;
+}
+
+/* On a GPU with nvJPEG: the device decode of FF_DEMO_DATA (or this test's
+ * images), a 64x64 centre region, against the CPU's (libjpeg-turbo, the
+ * decode Pillow and torchvision use): the documented difference, measured. */
+static void nvjpeg_decode_on_cuda_differs_as_documented(void **state) {
+  (void)state;
+  const char *demo = getenv("FF_DEMO_DATA");
+  char src[2048];
+  snprintf(src, sizeof src, "imagefolder:%s", demo ? demo : "");
+  ff_config c = device_decode_config("decode(dct_scale=false) | center_crop(size=(64, 64))", "cuda:0", 2);
+  if (demo) c.source = src;
+  ff_loader *l = NULL;
+  ff_stats s;
+  if (ff_loader_open(&c, &l) == FF_OK) ff_loader_stats(l, &s);
+  if (!l || ff_loader_errmsg(l)[0] || strcmp(s.device_decoder, "none") == 0) {
+    print_message("skipped: %s\n", l && ff_loader_errmsg(l)[0] ? ff_loader_errmsg(l) : s.device_decoder_note);
+    ff_loader_close(l);
+    skip();
+  }
+  ff_loader_close(l);
+  c.device = "cpu";
+  pixels_and_draws ref = nhwc_epoch(&c, NULL, 64 * 64 * 3, &s);
+  c.device = "cuda:0";
+  pixels_and_draws dev = nhwc_epoch(&c, "1.0", 64 * 64 * 3, &s);
+  assert_int_equal(dev.images_len, ref.images_len);
+  assert_memory_equal(dev.ids, ref.ids, ref.ids_len * sizeof *ref.ids);
+  double mean, psnr;
+  int max;
+  difference(dev.images, ref.images, ref.images_len, &mean, &max, &psnr);
+  print_message("%s vs libjpeg-turbo on %llu samples (%llu decoded on the device, %llu fallbacks): mean |diff| "
+                "%.3f, max %d, PSNR %.1f dB\n", s.device_decoder, (unsigned long long)s.samples,
+                (unsigned long long)s.placement_samples[FF_PLACEMENT_DEVICE],
+                (unsigned long long)s.device_decode_fallbacks, mean, max, psnr);
+  assert_true(s.placement_samples[FF_PLACEMENT_DEVICE] > 0);
+  assert_true(psnr > 30); /* a decode of the same image, not another image */
   free(ref.images), free(dev.images);
 }
 
@@ -816,6 +866,7 @@ int main(void) {
       cmocka_unit_test(an_oversized_image_is_refused_before_any_device_memory),
       cmocka_unit_test(an_nvjpeg_like_device_decode_differs_only_in_pixels),
       cmocka_unit_test(auto_device_decode_is_off_on_emu),
+      cmocka_unit_test(nvjpeg_decode_on_cuda_differs_as_documented),
   };
   return cmocka_run_group_tests(tests, make_dataset, NULL);
 }
