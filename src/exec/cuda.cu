@@ -206,8 +206,9 @@ static ff_status cu_launch(void *impl, void *stream, const void *d_table, int n,
   return e == cudaSuccess ? FF_OK : fail(err, d, "stage kernel launch", e);
 }
 
+/* The cudaStream_t, with the device made current for the caller's next calls (nvJPEG's). */
 static void *cu_native_stream(void *impl, void *stream) {
-  (void)impl;
+  use((cuda_dev *)impl, NULL);
   return ((stream_node *)stream)->s;
 }
 
