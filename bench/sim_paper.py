@@ -56,6 +56,8 @@ def main():
                     help="what a device sample leaves on the CPU, from the profile (overrides --device-cpu-frac)")
     ap.add_argument("--gpu-decode-ms", type=float, default=0.25,
                     help="--placement device: GPU time of a decode (assumed: 4,000 images/s of JPEG engines)")
+    ap.add_argument("--decode-on", choices=["engines", "sms"], default="engines",
+                    help="--placement device: the JPEG engines (hardware backend) or the SMs (hybrid)")
     ap.add_argument("--host-decode-share", type=float, default=0.0,
                     help="--placement device: share of the CPU decode left on the host (0: hardware engine)")
     ap.add_argument("--no-sync", action="store_true",
@@ -87,7 +89,7 @@ def main():
                "--gpu-launch-ms", str(args.launch_ms)]
         if args.placement:
             cmd += ["--placement", args.placement, "--gpu-decode-ms-per-sample", str(args.gpu_decode_ms),
-                    "--host-decode-share", str(args.host_decode_share)]
+                    "--host-decode-share", str(args.host_decode_share), "--decode-on", args.decode_on]
         else:
             cmd += ["--device-cpu-frac", args.device_cpu_frac]
         if args.no_sync:

@@ -360,7 +360,8 @@ typedef struct ff_batch_info {
                                      progressive on a hardware decoder, a refused decode) */
   uint64_t wait_ns;         /* time the consumer waited for this batch in ff_loader_next */
   uint64_t cpu_ns;          /* CPU time on its CPU samples (read + decode + ops, summed over threads) */
-  uint64_t device_ns;       /* device time of its microbatch (events) */
+  uint64_t device_ns;       /* device time of its microbatch (events): ops, and decodes (placement device)
+                               unless they run on JPEG engines beside the kernels */
   size_t device_bytes;      /* device memory its microbatch took from the pool, output tensor included */
   double offload_share;     /* the scheduler's share when the batch was split, 0..1 */
 } ff_batch_info;

@@ -52,6 +52,9 @@ static void sim_usage(FILE *f) {
           "                            --gpu-decode-ms-per-sample of GPU time); overrides --device-cpu-frac\n"
           "  --gpu-decode-ms-per-sample MS  GPU time of a device decode (default 0.25: an assumed\n"
           "                            4,000 images/s of the JPEG engines; measure it on the GPU)\n"
+          "  --decode-on engines|sms   where a device decode runs: the JPEG engines (default; the\n"
+          "                            step does not wait for them) or the SMs (nvJPEG hybrid: it\n"
+          "                            pauses the step like the ops)\n"
           "  --host-decode-share H     share of the CPU decode a device decode leaves on the host\n"
           "                            (default 0: the hardware engine; nvJPEG hybrid keeps its Huffman\n"
           "                            phase on the host)\n"
@@ -295,7 +298,7 @@ static int run_plan(const ff__sim_config *c, int max_per_gpu, double max_loss, i
 int ff__cli_sim(int argc, char **argv) {
   enum { O_CORES = 256, O_GPUS, O_STEP, O_BATCH, O_BATCHES, O_WARMUP, O_PREFETCH, O_NOSYNC, O_CPU, O_CV,
          O_PROFILE, O_GPU, O_LAUNCH, O_MICRO, O_DEVFRAC, O_NOISE, O_STATIC, O_PLAN, O_MAXLOSS, O_PLANMAX, O_SEED,
-         O_JSON, O_PLACEMENT, O_GPUDEC, O_HOSTDEC };
+         O_JSON, O_PLACEMENT, O_GPUDEC, O_HOSTDEC, O_DECODEON };
   static const struct option opts[] = {
       {"cores", required_argument, 0, O_CORES},
       {"gpus", required_argument, 0, O_GPUS},
@@ -322,6 +325,7 @@ int ff__cli_sim(int argc, char **argv) {
       {"placement", required_argument, 0, O_PLACEMENT},
       {"gpu-decode-ms-per-sample", required_argument, 0, O_GPUDEC},
       {"host-decode-share", required_argument, 0, O_HOSTDEC},
+      {"decode-on", required_argument, 0, O_DECODEON},
       {"help", no_argument, 0, 'h'},
       {0, 0, 0, 0}};
   ff__sim_config cfg;
@@ -334,6 +338,7 @@ int ff__cli_sim(int argc, char **argv) {
   double gpu_decode_ms = 0.25, host_share = 0;
   int json = 0, plan = 0, frac_from_profile = 0, cores_given = 0, c, li = 0, placement = -1;
   int gpu_given = 0, launch_given = 0, gpu_decode_given = 0, host_given = 0, cv_given = 0, frac_given = 0;
+  int engines = 1, engines_given = 0;
   const char *profile_path = NULL;
   optind = 1;
   while ((c = getopt_long(argc, argv, "h", opts, &li)) != -1) {
@@ -354,6 +359,13 @@ int ff__cli_sim(int argc, char **argv) {
     case O_LAUNCH: if (!parse_double(name, optarg, 0, 1e9, &launch_ms)) return 2; launch_given = 1; break;
     case O_GPUDEC: if (!parse_double(name, optarg, 0, 1e9, &gpu_decode_ms)) return 2; gpu_decode_given = 1; break;
     case O_HOSTDEC: if (!parse_double(name, optarg, 0, 1, &host_share)) return 2; host_given = 1; break;
+    case O_DECODEON:
+      if (strcmp(optarg, "engines") && strcmp(optarg, "sms")) {
+        fprintf(stderr, "fusionflow sim: --decode-on expects engines or sms, got '%s'\n", optarg);
+        return 2;
+      }
+      engines = !strcmp(optarg, "engines"), engines_given = 1;
+      break;
     case O_PLACEMENT:
       if (!strcmp(optarg, "split")) placement = 1;
       else if (!strcmp(optarg, "device")) placement = 2;
@@ -428,6 +440,7 @@ int ff__cli_sim(int argc, char **argv) {
     if (placement == 2) {
       cfg.device_cpu_frac = prof.read_frac + host_share * (prof.decode_frac - prof.read_frac);
       cfg.gpu_decode_s = gpu_decode_ms * 1e-3;
+      cfg.decode_engines = engines;
     }
   } else {
     cfg.cpu_s = cpu_ms * 1e-3;
@@ -451,6 +464,7 @@ int ff__cli_sim(int argc, char **argv) {
        placement > 0 || frac_from_profile ? "measured (profile read/decode/ops split)" : frac_given ? g : a},
       {"gpu_decode_ms_per_sample", cfg.gpu_decode_s * 1e3, placement == 2 ? (gpu_decode_given ? g : a) : "unused"},
       {"host_decode_share", placement == 2 ? host_share : 0, placement == 2 ? (host_given ? g : a) : "unused"},
+      {"decode_on_engines", placement == 2 ? engines : 0, placement == 2 ? (engines_given ? g : a) : "unused"},
       {"size_noise", cfg.size_noise, cfg.size_list ? "measured (profile sizes)" : a},
   };
   sim_inputs listed = {input_list, sizeof input_list / sizeof *input_list, placement};

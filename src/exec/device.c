@@ -241,6 +241,8 @@ const char *ff__device_decoder(ff__device *d, const char **why) {
   return name;
 }
 
+int ff__device_decoder_beside_kernels(ff__device *d) { return d->nvjpeg && ff__nvjpeg_decodes_region(d->nvjpeg); }
+
 int ff__device_decode_takes(ff__device *d, const ff__image_info *info, const uint8_t *data, size_t size_bytes,
                             const char **why) {
   if (!ff__device_decoder(d, why)) return 0;

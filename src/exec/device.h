@@ -116,6 +116,11 @@ ff_status ff__device_launch_stages(ff__device *d, ff__dstream *s, const void *d_
  * reason, e.g. why libnvjpeg could not be loaded. */
 const char *ff__device_decoder(ff__device *d, const char **why);
 
+/* 1 when the decoder runs on engines of its own beside the kernels
+ * (nvJPEG's hardware backend): its time does not take the SMs from the
+ * trainer, so it does not count against the interference cap. */
+int ff__device_decoder_beside_kernels(ff__device *d);
+
 /* Whether the decoder takes an image with this header and, when data is
  * not NULL, these encoded bytes (nvJPEG parses them): 1, or 0 with *why
  * ("not a JPEG", "CMYK/YCCK", "progressive", ...) — the CPU then decodes it. */

@@ -77,7 +77,7 @@ struct ff__offload {
   ff__offload_config cfg;
   ff__device *dev;
   ff__dstream *stream;
-  ff__devent *download_done, *decoded;
+  ff__devent *download_done, *decode_start, *decoded;
   const char *decoder;     /* NULL: device decode off */
   char note[200];          /* why it is off */
   pthread_mutex_t mu, add_mu;
@@ -170,6 +170,7 @@ ff_status ff__offload_open(const ff__offload_config *c, ff__offload **out, char 
   if (!st) st = ff__device_stream_create(o->dev, &o->stream, &derr);
   if (!st) st = ff__device_event_create(o->dev, &o->download_done, &derr);
   if (!st) st = ff__device_event_create(o->dev, &o->decoded, &derr);
+  if (!st) st = ff__device_event_create(o->dev, &o->decode_start, &derr);
   if (!st) st = alloc_entries(o, &derr);
   if (!st) {
     int rc = pthread_create(&o->feeder, NULL, feeder_main, o);
@@ -207,6 +208,7 @@ void ff__offload_close(ff__offload *o) {
     ff__device_free(o->dev, o->d_out);
     ff__device_event_destroy(o->dev, o->download_done);
     ff__device_event_destroy(o->dev, o->decoded);
+    ff__device_event_destroy(o->dev, o->decode_start);
     ff__device_stream_destroy(o->dev, o->stream);
     ff__device_close(o->dev);
   }
@@ -456,7 +458,7 @@ typedef struct host_decode {
  * the decodes queued, waited for. A sample the device did not decode keeps
  * a failed job status; the host's CPU time in the call is charged to the
  * samples decoded. Feeder only, unlocked. */
-static void decode_on_device(ff__offload *o, entry *e, size_t *device_bytes, host_decode *hd) {
+static void decode_on_device(ff__offload *o, entry *e, ff__offload_result *r, host_decode *hd) {
   ff__error err;
   int n = 0;
   for (int i = 0; i < e->num_dec; i++) { /* the decodes that get memory go first, in one call */
@@ -469,15 +471,20 @@ static void decode_on_device(ff__offload *o, entry *e, size_t *device_bytes, hos
       d->d_image = NULL, d->job = job;
       continue;
     }
-    *device_bytes += ff__pool_class_bytes(job.dst_bytes);
+    r->device_bytes += ff__pool_class_bytes(job.dst_bytes);
     job.d_dst = d->d_image;
     o->jobs[n] = job, o->job_of[n++] = i;
   }
   uint64_t t0 = thread_cpu_ns(); /* nvJPEG's host phase runs inside the call; the wait is idle */
-  ff_status st = n ? ff__device_decode(o->dev, o->stream, o->jobs, n, &err) : FF_OK;
+  ff_status st = n ? ff__device_event_record(o->dev, o->decode_start, o->stream, &err) : FF_OK;
+  if (!st && n) st = ff__device_decode(o->dev, o->stream, o->jobs, n, &err);
   uint64_t host = thread_cpu_ns() - t0;
   if (!st && n) st = ff__device_event_record(o->dev, o->decoded, o->stream, &err);
   if (!st && n) st = ff__device_event_wait(o->dev, o->decoded, &err);
+  float ms = 0; /* the decode's time on the SMs counts as device time, beside the ops' */
+  if (!st && n && !ff__device_decoder_beside_kernels(o->dev) &&
+      !ff__device_event_elapsed_ms(o->dev, o->decode_start, o->decoded, &ms, NULL))
+    r->device_ns += (uint64_t)((double)ms * 1e6);
   int decoded = 0;
   for (int k = 0; k < n; k++) {
     staged *d = &e->dec[o->job_of[k]];
@@ -572,7 +579,7 @@ static ff_status run_on_device(ff__offload *o, entry *e, ff__offload_result *r, 
   }
   if (!st) st = ff__device_event_record(o->dev, o->download_done, o->stream, err);
   if (!st) st = ff__device_event_wait(o->dev, o->download_done, err);
-  r->device_ns = (uint64_t)((double)ms * 1e6);
+  r->device_ns += (uint64_t)((double)ms * 1e6);
   return st;
 }
 
@@ -610,7 +617,7 @@ static void run_microbatch_on_cpu(ff__offload *o, entry *e, ff__offload_result *
  * Feeder only, unlocked. Returns the device's status (FF_OK: it ran them). */
 static ff_status run_entry(ff__offload *o, entry *e, int device_off, ff__offload_result *r, host_decode *hd) {
   ff__error err;
-  if (e->num_dec && !device_off) decode_on_device(o, e, &r->device_bytes, hd);
+  if (e->num_dec && !device_off) decode_on_device(o, e, r, hd);
   add_decoded(o, e, r);
   ff_status st = device_off ? FF_EDEVICE : run_on_device(o, e, r, &err);
   if (st) run_microbatch_on_cpu(o, e, r);

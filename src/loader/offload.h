@@ -43,7 +43,7 @@ typedef struct ff__offload_result {
   uint64_t placed_read_ns[FF_PLACEMENTS]; /* of which reading the file */
   size_t fallbacks;              /* meant for the device, prepared by the CPU (ff_batch_info.device_fallbacks) */
   size_t decode_fallbacks;       /* meant for the device decoder, decoded by the CPU */
-  uint64_t device_ns;            /* device time (events) */
+  uint64_t device_ns;            /* device time (events): its ops, and its decodes when they take the SMs */
   size_t device_bytes;           /* device memory the batch took, output tensor included */
   uint64_t decode_ns, ops_ns;    /* the feeder's own CPU time: fallback decodes, fallback ops */
   uint64_t start_ns, end_ns;     /* when the feeder took the batch and finished it */

@@ -13,7 +13,10 @@
  * cost, not equal to it. On the GPU the sample takes gpu_s * cost / mean
  * cost (larger images cost more there too), and each microbatch of device
  * samples adds launch_s; with placement `device` the decode adds
- * gpu_decode_s scaled the same way. Each trainer's loader gets C/G of the node's
+ * gpu_decode_s scaled the same way, either on the SMs before the ops
+ * (nvJPEG hybrid: it pauses the step like them) or, with decode_engines, on
+ * the JPEG engines, a queue of their own that the step does not wait for
+ * (the ops of a microbatch start once its decodes are done). Each trainer's loader gets C/G of the node's
  * cores: ceil(C/G) worker threads that time-share them, so each runs at
  * (C/G) / ceil(C/G) of a core's speed. The workers take the CPU samples in
  * order, each the next one as soon as it is free, and fill a ring of
@@ -132,6 +135,7 @@ typedef struct trainer {
   interval *prep;      /* the GPU's preprocessing, in order */
   size_t nprep, capprep, prep_first; /* prep_first: the first that may still overlap a step */
   double prep_free;    /* when the GPU's preprocessing queue drains */
+  double engine_free;  /* when the JPEG engines' queue drains (decode_engines) */
   double ask, last_handout;
   double ask_at_warmup;
   /* measured after the warm-up */
@@ -230,8 +234,13 @@ static int start_batch(node *nd, trainer *t, long k, double at) {
   for (int i = 0, in_mb = 0; i < n; i++) {
     if (!nd->to_dev[i]) continue;
     if (in_mb == 0) submit = at, work = c->launch_s;
-    if (nd->done[i] > submit) submit = nd->done[i];
-    work += (c->gpu_s + c->gpu_decode_s) * nd->cost[i] / nd->mean_cost;
+    double scale = nd->cost[i] / nd->mean_cost, avail = nd->done[i];
+    if (c->decode_engines && c->gpu_decode_s > 0) { /* decoded on the engines first, beside the step */
+      double e = avail > t->engine_free ? avail : t->engine_free;
+      t->engine_free = avail = e + c->gpu_decode_s * scale; /* not the SMs' time: not in dev */
+    }
+    if (avail > submit) submit = avail;
+    work += (c->gpu_s + (c->decode_engines ? 0 : c->gpu_decode_s)) * scale;
     int last = ++in_mb == per;
     if (!last) { /* is it the batch's last device sample? */
       int j = i + 1;

@@ -43,6 +43,8 @@ typedef struct ff__sim_config {
   double launch_s;        /* GPU time per microbatch (launches, copies), seconds */
   double gpu_decode_s;    /* placement `device`: GPU time of a sample's decode, seconds (scaled as gpu_s);
                            * 0 = the ops only (placement `split`, or a pipeline decoding elsewhere) */
+  int decode_engines;     /* 1: the decode runs on the GPU's JPEG engines, a queue of its own that does not
+                           * pause the training step; 0: on the SMs like the ops (nvJPEG hybrid) */
   int micro_batch;        /* device samples per microbatch; 0 = the device part of a batch is one microbatch */
   double device_cpu_frac; /* share of a device sample's CPU cost that stays on the CPU (read and decode
                            * in this project's device executor; 0 = the paper's all-GPU pipeline) */
