@@ -92,8 +92,8 @@ static void sleep_ms(int ms) {
 typedef struct run {
   uint8_t *bytes; /* every batch's size, images, labels and indices */
   size_t len, cap;
-  ff_stats stats;   /* stats.device is only valid while the loader is open: see device */
-  char device[64];
+  ff_stats stats;   /* its strings are only valid while the loader is open: see device, decoder */
+  char device[64], decoder[64];
   size_t info_cpu, info_device, info_fallbacks; /* sums of ff_batch_stats */
   int mixed_batches; /* batches with samples of all three placements */
   uint64_t wait_ns;                             /* after the first batch */
@@ -139,6 +139,7 @@ static run consume(ff_loader *l, int batches, int step_ms) {
   }
   ff_loader_stats(l, &r.stats);
   snprintf(r.device, sizeof r.device, "%s", r.stats.device);
+  snprintf(r.decoder, sizeof r.decoder, "%s", r.stats.device_decoder);
   return r;
 }
 
@@ -582,7 +583,7 @@ static void a_device_sample_costs_the_cpu_only_its_read(void **state) {
     fail_msg("the feeder's share of the decode (%llu ns) is more than a fifth of the read (%llu ns)",
              (unsigned long long)host, (unsigned long long)rd[FF_PLACEMENT_DEVICE]);
   assert_true(cpu[FF_PLACEMENT_CPU] > rd[FF_PLACEMENT_CPU]);
-  assert_string_equal(r.stats.device_decoder, "libjpeg-turbo");
+  assert_string_equal(r.decoder, "libjpeg-turbo");
   print_message("CPU us per sample: cpu %.1f (read %.1f), device %.1f (read %.1f, feeder %.1f)\n",
                 cpu[0] * 1e-3 / (double)n[0], rd[0] * 1e-3 / (double)n[0], cpu[2] * 1e-3 / (double)n[2],
                 rd[2] * 1e-3 / (double)n[2], host * 1e-3 / (double)n[2]);
@@ -710,6 +711,7 @@ typedef struct pixels_and_draws {
   size_t images_len;
   int64_t ids[256]; /* labels and sample indices */
   size_t ids_len;
+  char decoder[64], note[256]; /* ff_stats' strings, which live as long as the loader */
 } pixels_and_draws;
 
 #define PLAIN_PIPELINE "decode | random_resized_crop(size=(40, 36)) | random_horizontal_flip"
@@ -733,6 +735,9 @@ static pixels_and_draws nhwc_epoch(const ff_config *c, const char *share, size_t
     ff_batch_release(b);
   }
   ff_loader_stats(l, stats);
+  snprintf(r.decoder, sizeof r.decoder, "%s", stats->device_decoder);
+  snprintf(r.note, sizeof r.note, "%s", stats->device_decoder_note);
+  stats->device_decoder = stats->device_decoder_note = stats->device = NULL;
   ff_loader_close(l);
   return r;
 }
@@ -744,7 +749,7 @@ static void an_nvjpeg_like_device_decode_differs_only_in_pixels(void **state) {
   pixels_and_draws ref = nhwc_epoch(&c, NULL, 40 * 36 * 3, &s);
   c = device_decode_config(PLAIN_PIPELINE, "emu:0?decode=nvjpeg", 2);
   pixels_and_draws dev = nhwc_epoch(&c, "1.0", 40 * 36 * 3, &s);
-  assert_string_equal(s.device_decoder, "nvjpeg-like");
+  assert_string_equal(dev.decoder, "nvjpeg-like");
   assert_int_equal(s.placement_samples[FF_PLACEMENT_DEVICE], s.samples);
   /* exact in samples, labels and draws ... */
   assert_int_equal(dev.ids_len, ref.ids_len);
@@ -765,8 +770,8 @@ static void an_nvjpeg_like_device_decode_differs_only_in_pixels(void **state) {
   for (int k = 0; k < 2; k++) {
     c.deterministic = k == 0, c.device_decode = k == 0 ? FF_DEVICE_DECODE_ON : FF_DEVICE_DECODE_OFF;
     pixels_and_draws same = nhwc_epoch(&c, "1.0", 40 * 36 * 3, &s);
-    assert_string_equal(s.device_decoder, "none");
-    assert_string_equal(s.device_decoder_note, k == 0 ? "deterministic=1" : "device_decode=off");
+    assert_string_equal(same.decoder, "none");
+    assert_string_equal(same.note, k == 0 ? "deterministic=1" : "device_decode=off");
     assert_int_equal(s.placement_samples[FF_PLACEMENT_DEVICE], 0);
     assert_int_equal(s.placement_samples[FF_PLACEMENT_SPLIT], s.samples);
     assert_int_equal(same.images_len, ref.images_len);
@@ -799,7 +804,7 @@ static void nvjpeg_decode_on_cuda_differs_as_documented(void **state) {
   ff_config c = device_decode_config("decode(dct_scale=false) | center_crop(size=(64, 64))", "cuda:0", 2);
   if (demo) c.source = src;
   ff_loader *l = NULL;
-  ff_stats s;
+  ff_stats s = {.device_decoder = "none", .device_decoder_note = "out of memory"};
   if (ff_loader_open(&c, &l) == FF_OK) ff_loader_stats(l, &s);
   if (!l || ff_loader_errmsg(l)[0] || strcmp(s.device_decoder, "none") == 0) {
     print_message("skipped: %s\n", l && ff_loader_errmsg(l)[0] ? ff_loader_errmsg(l) : s.device_decoder_note);
@@ -817,7 +822,7 @@ static void nvjpeg_decode_on_cuda_differs_as_documented(void **state) {
   int max;
   difference(dev.images, ref.images, ref.images_len, &mean, &max, &psnr);
   print_message("%s vs libjpeg-turbo on %llu samples (%llu decoded on the device, %llu fallbacks): mean |diff| "
-                "%.3f, max %d, PSNR %.1f dB\n", s.device_decoder, (unsigned long long)s.samples,
+                "%.3f, max %d, PSNR %.1f dB\n", dev.decoder, (unsigned long long)s.samples,
                 (unsigned long long)s.placement_samples[FF_PLACEMENT_DEVICE],
                 (unsigned long long)s.device_decode_fallbacks, mean, max, psnr);
   assert_true(s.placement_samples[FF_PLACEMENT_DEVICE] > 0);
