@@ -72,7 +72,7 @@ def main():
     print("\npipeline: %s\n%d thread(s), batch %d, step %.1f ms, %d timed batches, best of %d\n"
           % (args.pipeline, args.threads, args.batch_size, args.step_ms, args.batches, args.repeats))
     print("%-18s %-9s %9s %7s %7s %9s %9s %9s %9s %8s %7s" % (
-        "device", "placement", "images/s", "stall", "device", "cpu us/s", "split us", "device us", "removed",
+        "device", "placement", "images/s", "stall", "device", "cpu us", "split us", "device us", "removed",
         "decoder", "vs cpu"))
     print("-" * 112)
     for dev in devices:
