@@ -9,7 +9,13 @@ CPU cores per GPU shrink, on an 8-GPU node.
    one table, with the goal: ours removes >= 90% of the stall CPU-only leaves
    while slowing the trainer by < 5%.
 
-    python3 bench/sim_paper.py --cli build/fusionflow --data build/demo-data
+--placement split models today's default (the CPU reads and decodes a device
+sample, the GPU runs its ops); --placement device models whole-sample offload
+(the CPU only reads it; the GPU decodes too, --gpu-decode-ms per sample). Both
+take what stays on the CPU from the profile's measured read/decode/ops split.
+
+    python3 bench/sim_paper.py --cli build/fusionflow --data build/demo-data --placement split
+    python3 bench/sim_paper.py --cli build/fusionflow --profile /tmp/ff-sim-profile.json --placement device
 """
 import argparse
 import json
@@ -46,6 +52,14 @@ def main():
     ap.add_argument("--device-cpu-frac", default="0",
                     help="share of a device sample's CPU cost left on the CPU (0: decode on the GPU too; "
                          "'decode': the profile's read+decode share)")
+    ap.add_argument("--placement", choices=["split", "device"],
+                    help="what a device sample leaves on the CPU, from the profile (overrides --device-cpu-frac)")
+    ap.add_argument("--gpu-decode-ms", type=float, default=0.25,
+                    help="--placement device: GPU time of a decode (assumed: 4,000 images/s of JPEG engines)")
+    ap.add_argument("--decode-on", choices=["engines", "sms"], default="engines",
+                    help="--placement device: the JPEG engines (hardware backend) or the SMs (hybrid)")
+    ap.add_argument("--host-decode-share", type=float, default=0.0,
+                    help="--placement device: share of the CPU decode left on the host (0: hardware engine)")
     ap.add_argument("--no-sync", action="store_true",
                     help="trainers step independently (default: lockstep, as data-parallel training)")
     args = ap.parse_args()
@@ -72,17 +86,25 @@ def main():
         cmd = [args.cli, "sim", "--json", "--profile", profile, "--gpus", str(args.gpus), "--cores", str(cores),
                "--step-ms", str(args.step_ms), "--batch-size", str(args.batch_size), "--batches", str(args.batches),
                "--cpu-cv", str(args.cpu_cv), "--gpu-ms-per-sample", str(args.gpu_ms),
-               "--gpu-launch-ms", str(args.launch_ms), "--device-cpu-frac", args.device_cpu_frac]
+               "--gpu-launch-ms", str(args.launch_ms)]
+        if args.placement:
+            cmd += ["--placement", args.placement, "--gpu-decode-ms-per-sample", str(args.gpu_decode_ms),
+                    "--host-decode-share", str(args.host_decode_share), "--decode-on", args.decode_on]
+        else:
+            cmd += ["--device-cpu-frac", args.device_cpu_frac]
         if args.no_sync:
             cmd.append("--no-sync")
         res = run_json(cmd)
+        inputs = res["inputs"]
         rows.append((cores, {r["strategy"]: r for r in res["results"]}))
 
     full = args.batch_size / (args.step_ms * 1e-3) * args.gpus
     print("node: %d GPUs, step %g ms per batch of %d (full speed %.0f samples/s for the node), GPU %.3g ms/sample "
-          "+ %.3g ms/microbatch, CPU cv %.2g, device CPU fraction %s, trainers %s"
+          "+ %.3g ms/microbatch, CPU cv %.2g, device CPU fraction %.3g, trainers %s"
           % (args.gpus, args.step_ms, args.batch_size, full, args.gpu_ms, args.launch_ms, args.cpu_cv,
-             args.device_cpu_frac, "independent" if args.no_sync else "in lockstep"))
+             inputs["device_cpu_frac"]["value"], "independent" if args.no_sync else "in lockstep"))
+    print("placement %s; inputs: %s" % (args.placement or "by --device-cpu-frac", ", ".join(
+        "%s %.4g (%s)" % (k, v["value"], v["source"]) for k, v in inputs.items())))
     print()
     print("| cores | cores/GPU | cpu-only samples/s | cpu-only stall | gpu-only samples/s | static (share) samples/s "
           "| ours samples/s | ours stall | ours device share | ours slowdown | ours vs cpu-only | stall removed | goal |")

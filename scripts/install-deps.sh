@@ -1,12 +1,35 @@
 #!/usr/bin/env bash
 # Installs fusionflow's build, test and demo dependencies on Debian 12 (clang
 # and its libFuzzer runtime for the clang build and the fuzz targets), and
-# with --bench also the peers the benchmarks compare against (OpenCV). The
-# test reference itself (torch and torchvision from PyPI) is not a Debian
-# package: scripts/test-venv.sh makes its environment, which `make test` calls.
+# with --bench also the peers the benchmarks compare against (OpenCV); with
+# --nvjpeg only NVIDIA's nvJPEG for the GPU device check (below). The test
+# reference itself (torch and torchvision from PyPI) is not a Debian package:
+# scripts/test-venv.sh makes its environment, which `make test` calls.
 # Idempotent: checks each package with dpkg-query first and does nothing
 # (no apt-get update, no network) when everything is already installed.
 set -euo pipefail
+
+# --nvjpeg: NVIDIA's nvJPEG for the device check on a GPU machine (the
+# library loads it at run time and builds without it): the `nvidia-nvjpeg`
+# wheel (about 4 MB) is downloaded once into a cache outside the tree, and its
+# libnvjpeg.so.13 copied to build/nvjpeg/, where tests/device/decode.sh
+# looks (carry that folder to a machine without network).
+if [[ "${1:-}" == "--nvjpeg" ]]; then
+  cache=${XDG_CACHE_HOME:-$HOME/.cache}/fusionflow/nvjpeg
+  mkdir -p "$cache" build/nvjpeg
+  if ! ls "$cache"/nvidia_nvjpeg-*.whl >/dev/null 2>&1; then
+    python3 -m pip download --no-deps --quiet --dest "$cache" nvidia-nvjpeg
+  fi
+  wheel=$(ls "$cache"/nvidia_nvjpeg-*.whl | tail -1)
+  python3 - "$wheel" build/nvjpeg <<'EOF'
+import sys, zipfile
+with zipfile.ZipFile(sys.argv[1]) as z:
+    lib = [n for n in z.namelist() if n.endswith("/libnvjpeg.so.13")][0]
+    open(sys.argv[2] + "/libnvjpeg.so.13", "wb").write(z.read(lib))
+EOF
+  echo "install-deps: build/nvjpeg/libnvjpeg.so.13 from $(basename "$wheel")"
+  exit 0
+fi
 
 PACKAGES=(
   build-essential cmake pkg-config clang libclang-rt-14-dev

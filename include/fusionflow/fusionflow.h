@@ -12,12 +12,15 @@
  * sends part of each batch to it when, and only as far as, the CPU pool
  * cannot keep up with the consumer — the system of "FusionFlow: Accelerating
  * Data Preprocessing for Machine Learning with CPU-GPU Cooperation" (Kim et
- * al., PVLDB 17(4), 2023). The CPU still reads and decodes those samples;
- * the device runs their ops as batched kernels. See ff_config.device.
+ * al., PVLDB 17(4), 2023). Each of those samples is placed `split` (the CPU
+ * reads and decodes it, the device runs its ops as batched kernels) or, with
+ * device decode on, `device` (the CPU only reads it; the device decodes it
+ * too). See ff_config.device and ff_config.device_decode.
  *
  * Batches are bit-identical for the same (seed, epoch) whatever the number of
  * threads and whatever share the device took (its kernels do the CPU's
- * arithmetic, operation for operation).
+ * arithmetic, operation for operation), unless device decode is on: see the
+ * determinism contract at ff_config.device_decode.
  *
  * Conventions
  *   - Every fallible function returns ff_status: FF_OK (0) or a negative code.
@@ -98,6 +101,21 @@ typedef enum ff_permutation {
                                 with that generator), for n < 214,748,364 samples; computed here,
                                 torch is not needed */
 } ff_permutation;
+/* Where a sample of a batch is prepared; the scheduler picks one per sample
+ * (see ff_config.device and ff_config.device_decode). */
+typedef enum ff_placement {
+  FF_PLACEMENT_CPU = 0,    /* read, decode and ops on a CPU worker thread */
+  FF_PLACEMENT_SPLIT = 1,  /* a CPU worker reads and decodes; the device runs the ops */
+  FF_PLACEMENT_DEVICE = 2, /* a CPU worker reads the encoded bytes; the device decodes and runs the ops */
+  FF_PLACEMENTS = 3        /* the number of placements (array sizes below) */
+} ff_placement;
+
+/* Whether samples sent to the device may be decoded there (ff_config.device_decode). */
+typedef enum ff_device_decode {
+  FF_DEVICE_DECODE_AUTO = 0, /* on for a CUDA device with a decoder (nvJPEG), off otherwise (default) */
+  FF_DEVICE_DECODE_OFF = 1,  /* never: placements cpu and split only */
+  FF_DEVICE_DECODE_ON = 2,   /* whenever the device has a decoder (emu: libjpeg-turbo on the emulator thread) */
+} ff_device_decode;
 
 /* Loader configuration. Always fill it with ff_config_init() first, then set
  * the fields you need: new fields may be added at the end in later versions,
@@ -167,6 +185,29 @@ typedef struct ff_config {
                                 default 0. Torch's idiom "pad the shards, drop the short batch" is
                                 drop_last = 1 with sampler_drop_last = 0 */
   ff_permutation permutation; /* how shuffle permutes; default FF_PERMUTATION_PHILOX */
+  /* Device decode (placement `device`) and the determinism contract.
+   *   off: every batch is bit-identical for the same (seed, epoch) whatever
+   *        the placement, thread count and device (the kernels do the CPU's
+   *        arithmetic); ff_loader_seek resumes exactly.
+   *   on:  a sample the device decodes is decoded by the device's decoder.
+   *        nvJPEG is not libjpeg-turbo's ISLOW IDCT with fancy upsampling:
+   *        it has no fancy chroma upsampling and another IDCT (and its
+   *        hybrid backend no DCT scaling), so such a sample's pixels differ
+   *        from the CPU decode wherever chroma is subsampled. The emu
+   *        device decodes with libjpeg-turbo exactly as the CPU does; its
+   *        "emu:N?decode=nvjpeg" variant imitates nvJPEG (no fancy
+   *        upsampling, IFAST IDCT). Since the device share follows load,
+   *        which samples the device decodes depends on timing: resume stays
+   *        exact in samples, labels and random draws, not in pixels.
+   * The device decoder takes JPEG (progressive not on a hardware engine);
+   * PNG, CMYK/YCCK JPEG and whatever it refuses are decoded by the CPU for
+   * that sample (ff_batch_info.device_decode_fallbacks). A corrupt file
+   * fails with the same message and on_error handling as on the CPU; an
+   * image over max_image_pixels is refused from its header, before any
+   * device memory is taken. Default FF_DEVICE_DECODE_AUTO. */
+  ff_device_decode device_decode;
+  int deterministic;         /* nonzero: bit-identical batches and exact resume whatever the load, i.e.
+                                device decode off whatever device_decode says; default 0 */
 } ff_config;
 
 /* Fills *cfg with the defaults above. Callers built against an older
@@ -264,11 +305,14 @@ typedef struct ff_batch ff_batch;
  * batches (to the deficit alone while the ring is below full but the
  * consumer does not wait yet), never past the point where the device
  * becomes the bottleneck, and decays again when the stall is gone, never
- * below the deficit. Within a batch the samples whose steps after decode
- * would cost the CPU the most go to the device (the device runs those
- * steps; the CPU still reads and decodes): predicted from the sample's own
- * plan and the measured per-op ns per pixel once its header has been seen
- * (its first epoch), before that the mean, ties to the larger file — as
+ * below the deficit (the deficit counts what an offloaded sample still costs
+ * the CPU: its read, and its decode when placed split). Within a batch the
+ * samples whose placement would save the CPU the most go to the device:
+ * the steps after decode, predicted from the sample's own plan and the
+ * measured per-op ns per pixel once its header has been seen (its first
+ * epoch), before that the mean, ties to the larger file; placed `device`,
+ * also its decode (learned as ns per encoded byte and per decoded pixel),
+ * less the share a hybrid decoder leaves on the host — as
  * many as the device memory budget (free memory - headroom, at most
  * device_memory_limit_bytes) can hold. Without a stall the device's time is
  * kept under device_max_time_share of wall time. Batches stay in host
@@ -384,9 +428,16 @@ typedef struct ff_batch_info {
   size_t cpu_samples;       /* samples the CPU prepared (device fallbacks included) */
   size_t device_samples;    /* samples the device prepared; cpu + device = ff_batch_size */
   size_t device_fallbacks;  /* samples meant for the device that the CPU prepared */
+  size_t placement_samples[FF_PLACEMENTS]; /* samples by where they were prepared (ff_placement; a device
+                                              fallback counts as cpu); sum = ff_batch_size */
+  uint64_t placement_cpu_ns[FF_PLACEMENTS];  /* CPU time on them by placement: read + decode + ops */
+  uint64_t placement_read_ns[FF_PLACEMENTS]; /* of which reading the file and its header */
+  size_t device_decode_fallbacks; /* samples placed for device decode that the CPU decoded (PNG, CMYK,
+                                     progressive on a hardware decoder, a refused decode) */
   uint64_t wait_ns;         /* time the consumer waited for this batch in ff_loader_next */
   uint64_t cpu_ns;          /* CPU time on its CPU samples (read + decode + ops, summed over threads) */
-  uint64_t device_ns;       /* device time of its microbatch (events) */
+  uint64_t device_ns;       /* device time of its microbatch (events): ops, and decodes (placement device)
+                               unless they run on JPEG engines beside the kernels */
   size_t device_bytes;      /* device memory its microbatch took from the pool, output tensor included */
   double offload_share;     /* the scheduler's share when the batch was split, 0..1 */
 } ff_batch_info;
@@ -400,8 +451,8 @@ FF_API void ff_batch_stats(const ff_batch *batch, ff_batch_info *out);
 typedef struct ff_stats {
   uint64_t batches;          /* batches handed out by ff_loader_next */
   uint64_t samples;          /* samples handed out */
-  uint64_t read_ns;          /* reading encoded files */
-  uint64_t decode_ns;        /* decoding (including region and DCT-scaled decode) */
+  uint64_t read_ns;          /* reading encoded files and their headers (and planning the sample) */
+  uint64_t decode_ns;        /* decoding on the CPU (including region and DCT-scaled decode) */
   uint64_t ops_ns;           /* running the ops after decode */
   uint64_t wait_ns;          /* time the consumer waited inside ff_loader_next */
   uint64_t read_bytes;       /* encoded bytes read */
@@ -417,6 +468,19 @@ typedef struct ff_stats {
   double offload_share;      /* the scheduler's current share of samples for the device, 0..1 */
   uint64_t replaced;         /* samples replaced under on_error=replace (each failed one counts once) */
   uint64_t warnings;         /* samples decoded despite repaired corrupt data (see strict_decode) */
+  uint64_t placement_samples[FF_PLACEMENTS]; /* samples handed out, by where they were prepared */
+  uint64_t placement_cpu_ns[FF_PLACEMENTS];  /* their CPU time by placement (read + decode + ops) */
+  uint64_t placement_read_ns[FF_PLACEMENTS]; /* of which reading */
+  uint64_t device_decode_fallbacks; /* samples handed out that were placed for device decode and decoded
+                                       by the CPU (ff_batch_info.device_decode_fallbacks) */
+  const char *device_decoder; /* the decoder of device-placed samples: "libjpeg-turbo", "nvjpeg-like"
+                                 (emu variants), "nvjpeg-hardware", "nvjpeg-hybrid", or "none" (device
+                                 decode off or unavailable: see device_decoder_note); owned by the loader */
+  const char *device_decoder_note; /* why device decode is off: "" when on, "no device",
+                                      "device_decode=off", "deterministic=1", "device_decode=auto is on
+                                      for CUDA devices only", or the device's reason (e.g. "nvjpeg not
+                                      available: libnvjpeg.so.13: cannot open shared object file ...");
+                                      owned by the loader, valid until ff_loader_close */
 } ff_stats;
 
 /* Fills *out. Any time, from the consumer thread. */

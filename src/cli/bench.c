@@ -64,6 +64,9 @@ static void bench_usage(FILE *f) {
           "  --device DEV          where the CPU pool's deficit goes: cpu (default: no offload),\n"
           "                        auto (cuda:0 if usable, else cpu), cuda:N, or emu:N (the\n"
           "                        host-emulated device: same kernels on one host thread)\n"
+          "  --device-decode MODE  auto (default: on for CUDA devices with a decoder), on (also\n"
+          "                        emu:N), off: whether device-bound samples may be decoded there\n"
+          "  --deterministic       bit-identical batches whatever the load (no device decode)\n"
           "  --device-memory-limit SIZE\n"
           "                        most device memory the loader may hold, bytes or with a\n"
           "                        K, M or G suffix (default: free memory less the headroom);\n"
@@ -145,7 +148,7 @@ int ff__cli_bench(int argc, char **argv) {
   enum { O_SOURCE = 256, O_PIPELINE, O_BATCH, O_BATCHES, O_EPOCHS, O_WARMUP, O_THREADS, O_PREFETCH, O_SEED,
          O_NOSHUFFLE, O_DROPLAST, O_RANK, O_WORLD, O_STEP, O_ONERROR, O_MAXPIX, O_JSON, O_DEVICE, O_DEVMEM,
          O_TRACE, O_TRACE_EVENTS, O_PER_BATCH, O_SCANS, O_METADATA, O_STRICT, O_ALLOW_EMPTY, O_SAMPLER_DROPLAST,
-         O_PERMUTATION };
+         O_PERMUTATION, O_DEVDECODE, O_DETERMINISTIC };
   static const struct option opts[] = {
       {"source", required_argument, 0, O_SOURCE},     {"pipeline", required_argument, 0, O_PIPELINE},
       {"batch-size", required_argument, 0, O_BATCH},  {"batches", required_argument, 0, O_BATCHES},
@@ -162,6 +165,7 @@ int ff__cli_bench(int argc, char **argv) {
       {"max-jpeg-scans", required_argument, 0, O_SCANS}, {"max-metadata-bytes", required_argument, 0, O_METADATA},
       {"strict-decode", no_argument, 0, O_STRICT},       {"allow-empty", no_argument, 0, O_ALLOW_EMPTY},
       {"sampler-drop-last", no_argument, 0, O_SAMPLER_DROPLAST}, {"permutation", required_argument, 0, O_PERMUTATION},
+      {"device-decode", required_argument, 0, O_DEVDECODE}, {"deterministic", no_argument, 0, O_DETERMINISTIC},
       {0, 0, 0, 0}};
   ff_config cfg;
   ff_config_init(&cfg);
@@ -228,6 +232,16 @@ int ff__cli_bench(int argc, char **argv) {
     case O_TRACE: trace = optarg; break;
     case O_TRACE_EVENTS: if (!parse_long(name, optarg, 1, 1L << 28, &trace_events)) return 2; break;
     case O_PER_BATCH: per_batch = 1; break;
+    case O_DETERMINISTIC: cfg.deterministic = 1; break;
+    case O_DEVDECODE:
+      if (!strcmp(optarg, "auto")) cfg.device_decode = FF_DEVICE_DECODE_AUTO;
+      else if (!strcmp(optarg, "on")) cfg.device_decode = FF_DEVICE_DECODE_ON;
+      else if (!strcmp(optarg, "off")) cfg.device_decode = FF_DEVICE_DECODE_OFF;
+      else {
+        fprintf(stderr, "fusionflow bench: --device-decode expects auto, on or off, got '%s'\n", optarg);
+        return 2;
+      }
+      break;
     case 'h': bench_usage(stdout); return 0;
     default: return 2; /* ff__cli_getopt said why */
     }
@@ -372,6 +386,32 @@ int ff__cli_bench(int argc, char **argv) {
            device_share, (unsigned long long)dev_samples, device_s, (unsigned long long)fallbacks, device_batches,
            total ? share_sum / total : 0.0, end.offload_share, elapsed > 0 ? wait_s / elapsed : 0.0,
            end.device_pool_limit_bytes, end.device_pool_peak_bytes);
+    printf(", \"device_decoder\": ");
+    json_string(stdout, end.device_decoder);
+    printf(", \"device_decoder_note\": ");
+    json_string(stdout, end.device_decoder_note);
+    printf(", \"device_decode_fallbacks\": %llu, \"placements\": {",
+           (unsigned long long)(end.device_decode_fallbacks - base.device_decode_fallbacks));
+    static const char *const placement_names[FF_PLACEMENTS] = {"cpu", "split", "device"};
+    for (int p = 0; p < FF_PLACEMENTS; p++) {
+      uint64_t n = end.placement_samples[p] - base.placement_samples[p];
+      double cpu_us = (double)(end.placement_cpu_ns[p] - base.placement_cpu_ns[p]) * 1e-3;
+      double read_us = (double)(end.placement_read_ns[p] - base.placement_read_ns[p]) * 1e-3;
+      printf("%s\"%s\": {\"samples\": %llu, \"cpu_us_per_sample\": %.1f, \"read_us_per_sample\": %.1f}",
+             p ? ", " : "", placement_names[p], (unsigned long long)n, n ? cpu_us / (double)n : 0.0,
+             n ? read_us / (double)n : 0.0);
+    }
+    printf("}");
+    /* The same-region decode limit: what the pool would prepare if it only
+     * decoded, at the regions and DCT scales the plans chose (the measured
+     * CPU decodes of this run), beside the end-to-end figure. */
+    uint64_t decoded = (end.placement_samples[FF_PLACEMENT_CPU] - base.placement_samples[FF_PLACEMENT_CPU]) +
+                       (end.placement_samples[FF_PLACEMENT_SPLIT] - base.placement_samples[FF_PLACEMENT_SPLIT]);
+    double dec_ms = decoded && decode_s > 0 ? 1e3 * decode_s / (double)decoded : 0;
+    printf(", \"same_region_decode\": {\"cpu_decoded_samples\": %llu, \"decode_ms_per_sample\": %.4f, "
+           "\"limit_images_per_s\": %.1f, \"end_to_end_over_decode\": %.3f}",
+           (unsigned long long)decoded, dec_ms, dec_ms > 0 ? end.num_threads * 1e3 / dec_ms : 0.0,
+           dec_ms > 0 && samples ? (read_s + decode_s + ops_s) / decode_s : 0.0);
     if (trace)
       printf(", \"trace_events\": %zu, \"trace_dropped\": %zu", trace_kept, trace_dropped);
     if (infos) {
@@ -379,9 +419,11 @@ int ff__cli_bench(int argc, char **argv) {
       for (long i = 0; i < total; i++) {
         const ff_batch_info *x = &infos[i];
         printf("%s\n  {\"cpu\": %zu, \"device\": %zu, \"fallbacks\": %zu, \"wait_ms\": %.3f, \"cpu_ms\": %.3f, "
-               "\"device_ms\": %.3f, \"share\": %.4f, \"device_bytes\": %zu}",
+               "\"device_ms\": %.3f, \"share\": %.4f, \"device_bytes\": %zu, \"placed\": [%zu, %zu, %zu], "
+               "\"decode_fallbacks\": %zu}",
                i ? "," : "", x->cpu_samples, x->device_samples, x->device_fallbacks, x->wait_ns * 1e-6,
-               x->cpu_ns * 1e-6, x->device_ns * 1e-6, x->offload_share, x->device_bytes);
+               x->cpu_ns * 1e-6, x->device_ns * 1e-6, x->offload_share, x->device_bytes, x->placement_samples[0],
+               x->placement_samples[1], x->placement_samples[2], x->device_decode_fallbacks);
       }
       printf("]");
     }

@@ -46,6 +46,18 @@ static void sim_usage(FILE *f) {
           "  --micro-batch N           device samples per microbatch (default 0: one per batch)\n"
           "  --device-cpu-frac F|decode  share of a device sample's CPU cost that stays on the CPU\n"
           "                            (default 0: all on the GPU; 'decode': the profile's read+decode share)\n"
+          "  --placement split|device  what a device sample leaves on the CPU, from the profile: split =\n"
+          "                            read + decode (the ops go to the GPU), device = the read plus\n"
+          "                            --host-decode-share of the decode (the GPU decodes too, adding\n"
+          "                            --gpu-decode-ms-per-sample of GPU time); overrides --device-cpu-frac\n"
+          "  --gpu-decode-ms-per-sample MS  GPU time of a device decode (default 0.25: an assumed\n"
+          "                            4,000 images/s of the JPEG engines; measure it on the GPU)\n"
+          "  --decode-on engines|sms   where a device decode runs: the JPEG engines (default; the\n"
+          "                            step does not wait for them) or the SMs (nvJPEG hybrid: it\n"
+          "                            pauses the step like the ops)\n"
+          "  --host-decode-share H     share of the CPU decode a device decode leaves on the host\n"
+          "                            (default 0: the hardware engine; nvJPEG hybrid keeps its Huffman\n"
+          "                            phase on the host)\n"
           "  --size-noise S            file size = cost * exp(S * N(0,1)) (default 0.1)\n"
           "strategies and output:\n"
           "  --static-share F          the static split's GPU share (default: best of 0, 0.05, .., 1)\n"
@@ -86,6 +98,38 @@ static void json_result(const char *name, const ff__sim_result *r, double speedu
   if (r->static_share >= 0) printf(", \"static_share\": %.2f", r->static_share);
   if (speedup > 0) printf(", \"speedup_vs_cpu_only\": %.3f", speedup);
   printf("}");
+}
+
+/* One number the model runs on and its source. */
+typedef struct sim_input {
+  const char *name;
+  double value;
+  const char *source;
+} sim_input;
+
+static const char *placement_name(int placement) {
+  return placement == 1 ? "split" : placement == 2 ? "device" : "by --device-cpu-frac";
+}
+
+typedef struct sim_inputs {
+  const sim_input *in;
+  size_t n;
+  int placement;
+} sim_inputs;
+
+/* The inputs on stderr, or as the JSON members "placement" and "inputs". */
+static void print_inputs(const sim_inputs *x, int json) {
+  if (json) {
+    printf("\"placement\": \"%s\", \"inputs\": {", placement_name(x->placement));
+    for (size_t i = 0; i < x->n; i++)
+      printf("%s\"%s\": {\"value\": %.6g, \"source\": \"%s\"}", i ? ", " : "", x->in[i].name, x->in[i].value,
+             x->in[i].source);
+    printf("}, ");
+    return;
+  }
+  fprintf(stderr, "fusionflow sim: placement %s; the model's inputs:\n", placement_name(x->placement));
+  for (size_t i = 0; i < x->n; i++)
+    fprintf(stderr, "  %-26s %10.4g  %s\n", x->in[i].name, x->in[i].value, x->in[i].source);
 }
 
 static void json_config(const ff__sim_config *c, const char *profile) {
@@ -133,7 +177,7 @@ static void print_header(const ff__sim_config *c, const ff__sim_profile *prof, i
 }
 
 static int run_compare(const ff__sim_config *c, double static_share, int json, const char *profile_path,
-                       const ff__sim_profile *prof) {
+                       const ff__sim_profile *prof, const sim_inputs *inputs) {
   ff__sim_result r[FF__SIM_NSTRATEGIES];
   ff__error err = {0};
   for (int s = 0; s < FF__SIM_NSTRATEGIES; s++) {
@@ -148,6 +192,7 @@ static int run_compare(const ff__sim_config *c, double static_share, int json, c
   double base = r[FF__SIM_CPU_ONLY].samples_per_s;
   if (json) {
     printf("{");
+    print_inputs(inputs, 1);
     json_config(c, profile_path);
     printf(", \"results\": [");
     for (int s = 0; s < FF__SIM_NSTRATEGIES; s++) {
@@ -159,6 +204,7 @@ static int run_compare(const ff__sim_config *c, double static_share, int json, c
            cpu->stall_share > 0 ? 1 - ours->stall_share / cpu->stall_share : 0.0);
     return 0;
   }
+  print_inputs(inputs, 0);
   print_header(c, prof, 0);
   fprintf(stderr, "\n%-10s %7s %12s %12s %7s %8s %8s %9s %8s\n", "strategy", "share", "samples/s", "node/s", "stall",
           "device", "GPU prep", "slowdown", "speed-up");
@@ -179,7 +225,7 @@ static int run_compare(const ff__sim_config *c, double static_share, int json, c
 }
 
 static int run_plan(const ff__sim_config *c, int max_per_gpu, double max_loss, int json, const char *profile_path,
-                    const ff__sim_profile *prof) {
+                    const ff__sim_profile *prof, const sim_inputs *inputs) {
   ff__sim_config k = *c;
   ff__error err = {0};
   int need_cpu = 0, need_ours = 0, last = max_per_gpu;
@@ -206,6 +252,7 @@ static int run_plan(const ff__sim_config *c, int max_per_gpu, double max_loss, i
   }
   if (json) {
     printf("{");
+    print_inputs(inputs, 1);
     json_config(c, profile_path);
     printf(", \"max_loss\": %g, \"rows\": [", max_loss);
     for (int per = 1; per <= last; per++) {
@@ -217,6 +264,7 @@ static int run_plan(const ff__sim_config *c, int max_per_gpu, double max_loss, i
     }
     printf("], \"cpu_only_cores_per_gpu\": %d, \"ours_cores_per_gpu\": %d}\n", need_cpu, need_ours);
   } else {
+    print_inputs(inputs, 0);
     print_header(c, prof, 1);
     fprintf(stderr, "\n%9s | %-28s | %-44s\n", "", "cpu-only", "ours");
     fprintf(stderr, "%9s | %12s %7s %7s | %12s %7s %7s %7s %8s\n", "cores/GPU", "samples/s", "stall", "loss",
@@ -250,7 +298,7 @@ static int run_plan(const ff__sim_config *c, int max_per_gpu, double max_loss, i
 int ff__cli_sim(int argc, char **argv) {
   enum { O_CORES = 256, O_GPUS, O_STEP, O_BATCH, O_BATCHES, O_WARMUP, O_PREFETCH, O_NOSYNC, O_CPU, O_CV,
          O_PROFILE, O_GPU, O_LAUNCH, O_MICRO, O_DEVFRAC, O_NOISE, O_STATIC, O_PLAN, O_MAXLOSS, O_PLANMAX, O_SEED,
-         O_JSON };
+         O_JSON, O_PLACEMENT, O_GPUDEC, O_HOSTDEC, O_DECODEON };
   static const struct option opts[] = {
       {"cores", required_argument, 0, O_CORES},
       {"gpus", required_argument, 0, O_GPUS},
@@ -274,6 +322,10 @@ int ff__cli_sim(int argc, char **argv) {
       {"plan-max-cores", required_argument, 0, O_PLANMAX},
       {"seed", required_argument, 0, O_SEED},
       {"json", no_argument, 0, O_JSON},
+      {"placement", required_argument, 0, O_PLACEMENT},
+      {"gpu-decode-ms-per-sample", required_argument, 0, O_GPUDEC},
+      {"host-decode-share", required_argument, 0, O_HOSTDEC},
+      {"decode-on", required_argument, 0, O_DECODEON},
       {"help", no_argument, 0, 'h'},
       {0, 0, 0, 0}};
   ff__sim_config cfg;
@@ -283,7 +335,10 @@ int ff__cli_sim(int argc, char **argv) {
   cfg.gpu_s = 0.08e-3;
   double step_ms = -1, cpu_ms = -1, gpu_ms = 0.08, launch_ms = 0, static_share = -1, max_loss = 0.05, x;
   long v, plan_max = 64;
-  int json = 0, plan = 0, frac_from_profile = 0, cores_given = 0, c, li = 0;
+  double gpu_decode_ms = 0.25, host_share = 0;
+  int json = 0, plan = 0, frac_from_profile = 0, cores_given = 0, c, li = 0, placement = -1;
+  int gpu_given = 0, launch_given = 0, gpu_decode_given = 0, host_given = 0, cv_given = 0, frac_given = 0;
+  int engines = 1, engines_given = 0;
   const char *profile_path = NULL;
   optind = 1;
   while ((c = ff__cli_getopt(argc, argv, opts, &li)) != -1) {
@@ -298,14 +353,32 @@ int ff__cli_sim(int argc, char **argv) {
     case O_PREFETCH: if (!parse_long(name, optarg, 1, 64, &v)) return 2; cfg.prefetch = (int)v; break;
     case O_NOSYNC: cfg.sync = 0; break;
     case O_CPU: if (!parse_double(name, optarg, 1e-9, 1e9, &cpu_ms)) return 2; break;
-    case O_CV: if (!parse_double(name, optarg, 0, 100, &cfg.cpu_cv)) return 2; break;
+    case O_CV: if (!parse_double(name, optarg, 0, 100, &cfg.cpu_cv)) return 2; cv_given = 1; break;
     case O_PROFILE: profile_path = optarg; break;
-    case O_GPU: if (!parse_double(name, optarg, 0, 1e9, &gpu_ms)) return 2; break;
-    case O_LAUNCH: if (!parse_double(name, optarg, 0, 1e9, &launch_ms)) return 2; break;
+    case O_GPU: if (!parse_double(name, optarg, 0, 1e9, &gpu_ms)) return 2; gpu_given = 1; break;
+    case O_LAUNCH: if (!parse_double(name, optarg, 0, 1e9, &launch_ms)) return 2; launch_given = 1; break;
+    case O_GPUDEC: if (!parse_double(name, optarg, 0, 1e9, &gpu_decode_ms)) return 2; gpu_decode_given = 1; break;
+    case O_HOSTDEC: if (!parse_double(name, optarg, 0, 1, &host_share)) return 2; host_given = 1; break;
+    case O_DECODEON:
+      if (strcmp(optarg, "engines") && strcmp(optarg, "sms")) {
+        fprintf(stderr, "fusionflow sim: --decode-on expects engines or sms, got '%s'\n", optarg);
+        return 2;
+      }
+      engines = !strcmp(optarg, "engines"), engines_given = 1;
+      break;
+    case O_PLACEMENT:
+      if (!strcmp(optarg, "split")) placement = 1;
+      else if (!strcmp(optarg, "device")) placement = 2;
+      else {
+        fprintf(stderr, "fusionflow sim: --placement expects split or device, got '%s'\n", optarg);
+        return 2;
+      }
+      break;
     case O_MICRO: if (!parse_long(name, optarg, 0, 1 << 20, &v)) return 2; cfg.micro_batch = (int)v; break;
     case O_DEVFRAC:
       if (!strcmp(optarg, "decode")) frac_from_profile = 1;
       else if (!parse_double(name, optarg, 0, 1, &cfg.device_cpu_frac)) return 2;
+      frac_given = 1;
       break;
     case O_NOISE: if (!parse_double(name, optarg, 0, 100, &cfg.size_noise)) return 2; break;
     case O_STATIC: if (!parse_double(name, optarg, 0, 1, &static_share)) return 2; break;
@@ -331,8 +404,8 @@ int ff__cli_sim(int argc, char **argv) {
     fprintf(stderr, "fusionflow sim: give exactly one of --cpu-ms-per-sample and --profile\n");
     return 2;
   }
-  if (frac_from_profile && !profile_path) {
-    fprintf(stderr, "fusionflow sim: --device-cpu-frac decode needs a --profile\n");
+  if ((frac_from_profile || placement > 0) && !profile_path) {
+    fprintf(stderr, "fusionflow sim: --device-cpu-frac decode and --placement need a --profile\n");
     return 2;
   }
   cfg.step_s = step_ms * 1e-3;
@@ -357,6 +430,18 @@ int ff__cli_sim(int argc, char **argv) {
       }
       cfg.device_cpu_frac = prof.decode_frac;
     }
+    if (placement > 0 && (prof.decode_frac < 0 || prof.read_frac < 0)) {
+      fprintf(stderr, "fusionflow sim: %s does not split read, decode and ops: --placement needs a bench profile\n",
+              profile_path);
+      ff__sim_profile_free(&prof);
+      return 2;
+    }
+    if (placement == 1) cfg.device_cpu_frac = prof.decode_frac;
+    if (placement == 2) {
+      cfg.device_cpu_frac = prof.read_frac + host_share * (prof.decode_frac - prof.read_frac);
+      cfg.gpu_decode_s = gpu_decode_ms * 1e-3;
+      cfg.decode_engines = engines;
+    }
   } else {
     cfg.cpu_s = cpu_ms * 1e-3;
   }
@@ -368,8 +453,23 @@ int ff__cli_sim(int argc, char **argv) {
   }
   if (plan && cores_given)
     fprintf(stderr, "fusionflow sim: --plan tries 1..%ld cores per GPU itself; --cores is ignored\n", plan_max);
-  int rc = plan ? run_plan(&cfg, (int)plan_max, max_loss, json, profile_path, profile_path ? &prof : NULL)
-                : run_compare(&cfg, static_share, json, profile_path, profile_path ? &prof : NULL);
+  /* every number the model runs on, and where it came from */
+  const char *m = "measured (profile)", *a = "assumed (default)", *g = "given";
+  sim_input input_list[] = {
+      {"cpu_ms_per_sample", cfg.cpu_s * 1e3, profile_path ? m : g},
+      {"cpu_cv", cfg.cpu_list ? -1 : cfg.cpu_cv, cfg.cpu_list ? "measured (per-sample list)" : cv_given ? g : a},
+      {"gpu_ms_per_sample", cfg.gpu_s * 1e3, gpu_given ? g : a},
+      {"gpu_launch_ms", cfg.launch_s * 1e3, launch_given ? g : a},
+      {"device_cpu_frac", cfg.device_cpu_frac,
+       placement > 0 || frac_from_profile ? "measured (profile read/decode/ops split)" : frac_given ? g : a},
+      {"gpu_decode_ms_per_sample", cfg.gpu_decode_s * 1e3, placement == 2 ? (gpu_decode_given ? g : a) : "unused"},
+      {"host_decode_share", placement == 2 ? host_share : 0, placement == 2 ? (host_given ? g : a) : "unused"},
+      {"decode_on_engines", placement == 2 ? engines : 0, placement == 2 ? (engines_given ? g : a) : "unused"},
+      {"size_noise", cfg.size_noise, cfg.size_list ? "measured (profile sizes)" : a},
+  };
+  sim_inputs listed = {input_list, sizeof input_list / sizeof *input_list, placement};
+  int rc = plan ? run_plan(&cfg, (int)plan_max, max_loss, json, profile_path, profile_path ? &prof : NULL, &listed)
+                : run_compare(&cfg, static_share, json, profile_path, profile_path ? &prof : NULL, &listed);
   ff__sim_profile_free(&prof);
   return rc;
 }

@@ -37,10 +37,15 @@ ff_status ff__codec_probe(const uint8_t *data, size_t size_bytes, const char *na
 ff_status ff__codec_decode(const uint8_t *data, size_t size_bytes, const char *name,
                            const ff__decode_req *req, ff__buf *pixels, ff__image *out,
                            ff__error *err) {
+  return ff__codec_decode_as(data, size_bytes, name, req, FF__JPEG_EXACT, pixels, out, err);
+}
+
+ff_status ff__codec_decode_as(const uint8_t *data, size_t size_bytes, const char *name, const ff__decode_req *req,
+                              ff__jpeg_variant variant, ff__buf *pixels, ff__image *out, ff__error *err) {
   ff__format format;
   ff_status st = sniff(data, size_bytes, name, &format, err);
   if (st) return st;
   if (format == FF__FORMAT_JPEG)
-    return ff__jpeg_decode(data, size_bytes, name, req, pixels, out, err);
+    return ff__jpeg_decode_as(data, size_bytes, name, req, variant, pixels, out, err);
   return ff__png_decode(data, size_bytes, name, req, pixels, out, err);
 }

@@ -25,6 +25,14 @@ typedef struct ff__image_info {
   int progressive;   /* JPEG: progressive scan; PNG: interlaced */
 } ff__image_info;
 
+/* How a JPEG is decoded: libjpeg-turbo as Pillow sets it up, or the
+ * arithmetic of a GPU decoder (nvJPEG: no fancy chroma upsampling, another
+ * IDCT), which the emulated device's decoder uses to stand in for it. */
+typedef enum ff__jpeg_variant {
+  FF__JPEG_EXACT = 0,       /* ISLOW IDCT, fancy upsampling (Pillow's, bit for bit) */
+  FF__JPEG_NVJPEG_LIKE = 1, /* IFAST IDCT, no fancy upsampling */
+} ff__jpeg_variant;
+
 typedef struct ff__decode_req {
   int crop_x, crop_y, crop_width, crop_height; /* region, full-image pixels; crop_width == 0: whole image */
   int min_width, min_height; /* > 0: JPEG may be DCT-scaled while the region stays at least this big */
@@ -64,5 +72,10 @@ int ff__jpeg_dct_scale(const ff__decode_req *req, int width, int height, int out
 ff_status ff__codec_decode(const uint8_t *data, size_t size_bytes, const char *name,
                            const ff__decode_req *req, ff__buf *pixels, ff__image *out,
                            ff__error *err);
+
+/* ff__codec_decode with a JPEG decoded in `variant`'s arithmetic (PNG as
+ * always): what the emulated device's decoder runs. */
+ff_status ff__codec_decode_as(const uint8_t *data, size_t size_bytes, const char *name, const ff__decode_req *req,
+                              ff__jpeg_variant variant, ff__buf *pixels, ff__image *out, ff__error *err);
 
 #endif

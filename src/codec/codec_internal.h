@@ -11,6 +11,9 @@ ff_status ff__jpeg_probe(const uint8_t *data, size_t size_bytes, const char *nam
 ff_status ff__jpeg_decode(const uint8_t *data, size_t size_bytes, const char *name,
                           const ff__decode_req *req, ff__buf *pixels, ff__image *out,
                           ff__error *err);
+/* ff__jpeg_decode in another arithmetic (codec.h, ff__jpeg_variant). */
+ff_status ff__jpeg_decode_as(const uint8_t *data, size_t size_bytes, const char *name, const ff__decode_req *req,
+                             ff__jpeg_variant variant, ff__buf *pixels, ff__image *out, ff__error *err);
 ff_status ff__png_probe(const uint8_t *data, size_t size_bytes, const char *name,
                         uint64_t max_pixels, ff__image_info *out, ff__error *err);
 ff_status ff__png_decode(const uint8_t *data, size_t size_bytes, const char *name,

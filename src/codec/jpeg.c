@@ -209,6 +209,7 @@ static ff_status finish(j_decompress_ptr cinfo, const ff__region *s) {
 
 typedef struct decode_args {
   const ff__decode_req *req;
+  ff__jpeg_variant variant;
   ff__buf *pixels;
   ff__image *out;
 } decode_args;
@@ -224,7 +225,8 @@ static ff_status decode_job(j_decompress_ptr cinfo, const char *name, void *arg,
 
   int cmyk = cinfo->jpeg_color_space == JCS_CMYK || cinfo->jpeg_color_space == JCS_YCCK;
   cinfo->out_color_space = cmyk ? JCS_CMYK : JCS_RGB;
-  cinfo->dct_method = JDCT_ISLOW;
+  cinfo->dct_method = a->variant == FF__JPEG_EXACT ? JDCT_ISLOW : JDCT_IFAST;
+  cinfo->do_fancy_upsampling = a->variant == FF__JPEG_EXACT;
   int grid[4];
   cinfo->scale_num = (unsigned)ff__jpeg_dct_scale(a->req, w, h, grid);
   cinfo->scale_denom = 8;
@@ -277,8 +279,13 @@ static ff_status decode_job(j_decompress_ptr cinfo, const char *name, void *arg,
 ff_status ff__jpeg_decode(const uint8_t *data, size_t size_bytes, const char *name,
                           const ff__decode_req *req, ff__buf *pixels, ff__image *out,
                           ff__error *err) {
+  return ff__jpeg_decode_as(data, size_bytes, name, req, FF__JPEG_EXACT, pixels, out, err);
+}
+
+ff_status ff__jpeg_decode_as(const uint8_t *data, size_t size_bytes, const char *name, const ff__decode_req *req,
+                             ff__jpeg_variant variant, ff__buf *pixels, ff__image *out, ff__error *err) {
   ff__image img; /* *out only on success: the damage check comes after the decode */
-  decode_args a = {req, pixels, &img};
+  decode_args a = {req, variant, pixels, &img};
   ff_status st = with_header(data, size_bytes, name, req, decode_job, &a, err);
   if (!st) *out = img;
   return st;

@@ -45,40 +45,41 @@ static ff_status read_file(ff__worker *w, const char *path, size_t *size_bytes, 
   return st;
 }
 
-ff_status ff__sample_decode(ff__worker *w, const ff__pipeline *pipe, const ff__sample_job *job, ff__image *out,
-                            ff__plan *plan, ff__error *err) {
+ff_status ff__sample_read(ff__worker *w, const ff__pipeline *pipe, const ff__sample_job *job, size_t *size_bytes,
+                          ff__plan *plan, ff__error *err) {
   uint64_t t0 = ff__now_ns();
-  size_t size_bytes = 0;
+  *size_bytes = 0;
   w->header = (ff__image_info){0};
+  w->decoded_pixels = 0;
   w->warning.status = FF_OK;
-  ff_status st = read_file(w, job->path, &size_bytes, err);
-  uint64_t t1 = ff__now_ns();
-  w->read_ns += t1 - t0;
-  if (st) return st;
-  w->read_bytes += size_bytes;
-
-  ff__image_info info;
-  st = ff__codec_probe(w->file.data, size_bytes, job->path, job->max_pixels, &info, err);
+  ff_status st = read_file(w, job->path, size_bytes, err);
   if (!st) {
-    w->header = info;
-    ff__plan_make(pipe, job->seed, job->epoch, job->index, &info, job->max_pixels, plan);
-    plan->decode.max_scans = job->max_scans;
-    plan->decode.max_metadata_bytes = job->max_metadata_bytes;
-    plan->decode.strict = job->strict;
-    plan->decode.warning = &w->warning;
-    st = ff__plan_check(plan, &info, job->max_pixels, job->path, err);
+    w->read_bytes += *size_bytes;
+    ff__image_info info;
+    st = ff__codec_probe(w->file.data, *size_bytes, job->path, job->max_pixels, &info, err);
+    if (!st) {
+      w->header = info;
+      ff__plan_make(pipe, job->seed, job->epoch, job->index, &info, job->max_pixels, plan);
+      plan->decode.max_scans = job->max_scans;
+      plan->decode.max_metadata_bytes = job->max_metadata_bytes;
+      plan->decode.strict = job->strict;
+      plan->decode.warning = &w->warning;
+      st = ff__plan_check(plan, &info, job->max_pixels, job->path, err);
+    }
   }
-  if (!st) st = ff__codec_decode(w->file.data, size_bytes, job->path, &plan->decode, &w->pixels, out, err);
-  w->decode_ns += ff__now_ns() - t1;
+  w->read_ns += ff__now_ns() - t0;
   return st;
 }
 
-ff_status ff__sample_plan(ff__worker *w, const ff__pipeline *pipe, const ff__sample_job *job, ff__image_info *info,
-                          ff__plan *plan, ff__error *err) {
-  size_t size_bytes = 0;
-  ff_status st = read_file(w, job->path, &size_bytes, err);
-  if (!st) st = ff__codec_probe(w->file.data, size_bytes, job->path, job->max_pixels, info, err);
-  if (!st) ff__plan_make(pipe, job->seed, job->epoch, job->index, info, job->max_pixels, plan);
+ff_status ff__sample_decode(ff__worker *w, const ff__pipeline *pipe, const ff__sample_job *job, ff__image *out,
+                            ff__plan *plan, ff__error *err) {
+  size_t size_bytes;
+  ff_status st = ff__sample_read(w, pipe, job, &size_bytes, plan, err);
+  if (st) return st;
+  uint64_t t0 = ff__now_ns();
+  st = ff__codec_decode(w->file.data, size_bytes, job->path, &plan->decode, &w->pixels, out, err);
+  w->decode_ns += ff__now_ns() - t0;
+  if (!st) w->decoded_pixels = (uint64_t)out->width * (uint64_t)out->height;
   return st;
 }
 

@@ -15,6 +15,7 @@ typedef struct ff__worker {
   ff__buf pixels;    /* decoded pixels */
   ff__op_scratch ops;
   uint64_t read_ns, decode_ns, ops_ns, read_bytes; /* this worker's sums */
+  uint64_t decoded_pixels; /* of its last decode (0: none) */
   ff__image_info header; /* of its last sample, once read (width 0: not read) */
   ff__error warning;     /* of its last sample: damage the decoder repaired (status 0: none) */
 } ff__worker;
@@ -31,19 +32,22 @@ typedef struct ff__sample_job {
   int strict;
 } ff__sample_job;
 
-/* Reads the file's header and plans the sample, as ff__sample_decode does,
- * without decoding: *info is the header, *plan what the sample will run.
- * Returns FF_OK or FF_EIO / FF_EDATA / FF_ETOOBIG / FF_ENOMEM naming the file. */
-ff_status ff__sample_plan(ff__worker *w, const ff__pipeline *pipe, const ff__sample_job *job, ff__image_info *info,
+/* Reads the file (a regular file only, opened without blocking) and its
+ * header, plans the sample and checks that no step would make an image
+ * over max_pixels (read_ns counts it all): what the CPU does for a sample
+ * the device decodes, and what a plan printout needs. The encoded bytes are
+ * w->file.data (*size_bytes of them, valid until the worker's next sample),
+ * the header w->header. Returns FF_OK or FF_EIO / FF_EDATA (not a JPEG or
+ * PNG, corrupt header) / FF_ETOOBIG (over max_pixels: no pixel memory
+ * taken) / FF_ENOMEM naming the file. */
+ff_status ff__sample_read(ff__worker *w, const ff__pipeline *pipe, const ff__sample_job *job, size_t *size_bytes,
                           ff__plan *plan, ff__error *err);
 
-/* Reads the file (a regular file only, opened without blocking), plans the
- * sample, checks that no step would make an image over max_pixels (before
- * allocating) and decodes its region of interest: *out is the RGB uint8
- * decoded image in the worker's memory (valid until its next sample), *plan
- * the steps still to run on it; w->warning gets repaired damage. What the
- * device executor starts from. Returns FF_OK or FF_EIO / FF_EDATA /
- * FF_ETOOBIG / FF_ENOMEM naming the file. */
+/* ff__sample_read, then decodes the sample's region of interest: *out is
+ * the RGB uint8 decoded image in the worker's memory (valid until its next
+ * sample), *plan the steps still to run on it; w->warning gets repaired
+ * damage. What the device executor starts from. Returns FF_OK or FF_EIO /
+ * FF_EDATA / FF_ETOOBIG / FF_ENOMEM naming the file. */
 ff_status ff__sample_decode(ff__worker *w, const ff__pipeline *pipe, const ff__sample_job *job, ff__image *out,
                             ff__plan *plan, ff__error *err);
 

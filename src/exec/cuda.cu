@@ -206,11 +206,18 @@ static ff_status cu_launch(void *impl, void *stream, const void *d_table, int n,
   return e == cudaSuccess ? FF_OK : fail(err, d, "stage kernel launch", e);
 }
 
+/* The cudaStream_t, with the device made current for the caller's next calls (nvJPEG's). */
+static void *cu_native_stream(void *impl, void *stream) {
+  use((cuda_dev *)impl, NULL);
+  return ((stream_node *)stream)->s;
+}
+
 static const ff__device_backend cuda_backend = {
     cu_synchronize,      cu_close,         cu_mem_alloc,     cu_mem_free,       cu_mem_info,
     cu_host_alloc,       cu_host_free,     cu_stream_create, cu_stream_destroy, cu_copy,
     cu_event_create,     cu_event_destroy, cu_event_record,  cu_event_query,    cu_event_wait,
     cu_event_elapsed_ms, cu_launch,
+    NULL, NULL, NULL, cu_native_stream, /* the decoder is nvJPEG's, wired in device.c */
 };
 
 extern "C" ff_status ff__cuda_open(int ordinal, const ff__device_options *opt, ff__device_opened *out,

@@ -32,6 +32,8 @@ typedef struct sample {
   ff__plan plan;
   size_t image_off; /* in the image staging (and the blob) */
   int width, height, slot;
+  uint64_t d_image; /* the decoded image in device memory (the device decoded it), or 0: in the staging */
+  uint64_t d_pitch; /* its row pitch in bytes */
   /* measured at add */
   int num_stages;
   size_t aux_bytes, img_bytes, tmp_bytes, mix_bytes;
@@ -213,7 +215,7 @@ static void lower_aug(walk *w, const ff__aug *a) {
 static void lower(walk *w, const ff__pipeline *pipe, uint64_t image_addr, uint64_t d_out, uint64_t lut_addr) {
   sample *s = w->s;
   const ff__plan *plan = &s->plan;
-  w->cur = (ff__dimg){image_addr, s->width, s->height, (uint64_t)s->width * 3};
+  w->cur = (ff__dimg){image_addr, s->width, s->height, s->d_image ? s->d_pitch : (uint64_t)s->width * 3};
   w->cur_buf = w->kept_buf = -1;
   for (int i = 0; i < plan->num_steps; i++) {
     const ff__step *st = &plan->steps[i];
@@ -342,10 +344,9 @@ static ff_status grow_pinned(ff__device *dev, uint8_t **buf, size_t *cap, size_t
   return FF_OK;
 }
 
-ff_status ff__dev_batch_add(ff__dev_batch *b, const ff__image *img, const ff__plan *plan, int slot,
-                            ff__error *err) {
-  if (img->channels != 3)
-    return ff__error_set(err, FF_EINVAL, "device: %d-channel image (RGB expected)", img->channels);
+/* A new sample record (lowered and measured), not counted yet. */
+static ff_status new_sample(ff__dev_batch *b, int width, int height, const ff__plan *plan, int slot,
+                            sample **out, ff__error *err) {
   if (b->n == b->cap) {
     int cap = b->cap ? 2 * b->cap : 16;
     sample *s = realloc(b->samples, (size_t)cap * sizeof *s);
@@ -354,16 +355,37 @@ ff_status ff__dev_batch_add(ff__dev_batch *b, const ff__image *img, const ff__pl
   }
   sample *s = &b->samples[b->n];
   memset(s, 0, sizeof *s);
-  s->plan = *plan, s->width = img->width, s->height = img->height, s->slot = slot;
+  s->plan = *plan, s->width = width, s->height = height, s->slot = slot;
   walk w = {.s = s};
   lower(&w, b->pipe, 0, 0, 0);
   if (w.cur.width != b->pipe->out_width || w.cur.height != b->pipe->out_height)
     return ff__error_set(err, FF_EINTERNAL, "device: the plan gives %dx%d instead of %dx%d", w.cur.width,
                          w.cur.height, b->pipe->out_width, b->pipe->out_height);
   s->num_stages = w.num_stages, s->aux_bytes = ALIGN(w.aux_off, 256);
+  *out = s;
+  return FF_OK;
+}
+
+ff_status ff__dev_batch_add_device(ff__dev_batch *b, const void *d_image, int width, int height, size_t pitch_bytes,
+                                   const ff__plan *plan, int slot, ff__error *err) {
+  sample *s;
+  ff_status st = new_sample(b, width, height, plan, slot, &s, err);
+  if (st) return st;
+  s->d_image = (uint64_t)(uintptr_t)d_image, s->d_pitch = pitch_bytes;
+  b->n++;
+  return FF_OK;
+}
+
+ff_status ff__dev_batch_add(ff__dev_batch *b, const ff__image *img, const ff__plan *plan, int slot,
+                            ff__error *err) {
+  if (img->channels != 3)
+    return ff__error_set(err, FF_EINVAL, "device: %d-channel image (RGB expected)", img->channels);
+  sample *s;
+  ff_status st = new_sample(b, img->width, img->height, plan, slot, &s, err);
+  if (st) return st;
   size_t row = (size_t)img->width * 3, bytes = row * img->height;
   s->image_off = b->images_bytes;
-  ff_status st = grow_pinned(b->dev, &b->images, &b->images_cap, s->image_off + bytes, b->images_bytes, err);
+  st = grow_pinned(b->dev, &b->images, &b->images_cap, s->image_off + bytes, b->images_bytes, err);
   if (st) return st;
   for (int y = 0; y < img->height; y++)
     memcpy(b->images + s->image_off + y * row, img->data + y * img->stride, row);
@@ -374,7 +396,7 @@ ff_status ff__dev_batch_add(ff__dev_batch *b, const ff__image *img, const ff__pl
 
 void ff__dev_batch_sample(ff__dev_batch *b, int i, ff__image *img, const ff__plan **plan, int *slot) {
   const sample *s = &b->samples[i];
-  *img = (ff__image){b->images + s->image_off, s->width, s->height, 3, (size_t)s->width * 3};
+  *img = (ff__image){s->d_image ? NULL : b->images + s->image_off, s->width, s->height, 3, (size_t)s->width * 3};
   *plan = &s->plan, *slot = s->slot;
 }
 
@@ -436,7 +458,7 @@ ff_status ff__dev_batch_submit(ff__dev_batch *b, ff__dstream *s, void *d_out, ff
               .aux_host = b->meta + sm->aux_off,
               .aux_addr = meta + sm->aux_off,
               .arena_addr = (uint64_t)(uintptr_t)b->d_arena + sm->arena_off};
-    lower(&w, b->pipe, blob + sm->image_off, (uint64_t)(uintptr_t)d_out, lut_addr);
+    lower(&w, b->pipe, sm->d_image ? sm->d_image : blob + sm->image_off, (uint64_t)(uintptr_t)d_out, lut_addr);
     for (int k = 0; k < w.num_stages; k++)
       if (w.row[k].count > b->max_count[k]) b->max_count[k] = w.row[k].count;
   }

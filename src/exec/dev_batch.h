@@ -36,6 +36,12 @@ ff_status ff__dev_batch_begin(ff__dev_batch *b, const ff__pipeline *pipe, ff__er
 ff_status ff__dev_batch_add(ff__dev_batch *b, const ff__image *img, const ff__plan *plan, int slot,
                             ff__error *err);
 
+/* Adds a sample whose decoded image is already in device memory (the
+ * device's decoder wrote it: RGB, pitch_bytes per row, valid until the
+ * microbatch was waited for). FF_EINTERNAL, FF_ENOMEM. */
+ff_status ff__dev_batch_add_device(ff__dev_batch *b, const void *d_image, int width, int height, size_t pitch_bytes,
+                                   const ff__plan *plan, int slot, ff__error *err);
+
 /* Samples added since begin. */
 int ff__dev_batch_count(const ff__dev_batch *b);
 
@@ -45,7 +51,8 @@ size_t ff__dev_batch_device_bytes(const ff__dev_batch *b);
 
 /* Sample i as added — the staged image, its plan and slot — so that a
  * microbatch the device refused can run on the CPU without decoding again.
- * The image stays valid until the next begin. */
+ * The image stays valid until the next begin; a sample added with
+ * ff__dev_batch_add_device has none (img->data NULL: decode it again). */
 void ff__dev_batch_sample(ff__dev_batch *b, int i, ff__image *img, const ff__plan **plan, int *slot);
 
 /* Queues the microbatch on stream s, writing each sample into its slot of

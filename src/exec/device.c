@@ -5,22 +5,32 @@
  * `cuda:N` goes to exec/cuda.cu when the library was built with CUDA
  * (FF_HAVE_CUDA), `emu:N` to the emulator (exec/emu.c). The pool's limit is
  * min(user limit, free memory at open - headroom), the headroom defaulting
- * to the backend's (CUDA keeps max(1 GiB, 10%) free for the trainer). */
+ * to the backend's (CUDA keeps max(1 GiB, 10%) free for the trainer).
+ * The decoder is the backend's own (emu), or on a backend with native
+ * streams (cuda) nvJPEG, loaded at open with allocators that draw on the
+ * pool (exec/nvjpeg.h); when it does not load, the reason is kept and the
+ * device has no decoder. */
 #include "exec/device.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "exec/device_impl.h"
+#include "exec/nvjpeg.h"
 
 struct ff__device {
   ff__device_opened o;
   ff__pool pool;
+  ff__nvjpeg *nvjpeg;     /* cuda: the decoder, when libnvjpeg loads */
+  char nvjpeg_why[FF__ERRMSG_MAX];  /* why it did not */
 };
 
 void ff__device_options_init(ff__device_options *opt) {
   *opt = (ff__device_options){.headroom_bytes = -1, .refresh_every = 64};
 }
+
+static void open_nvjpeg(ff__device *d);
 
 static ff_status pool_alloc(void *ctx, size_t size_bytes, void **out) {
   ff__device *d = ctx;
@@ -96,6 +106,7 @@ ff_status ff__device_open(const char *name, const ff__device_options *opt, ff__d
     free(d);
     return st;
   }
+  open_nvjpeg(d);
   *out = d;
   return FF_OK;
 }
@@ -103,6 +114,7 @@ ff_status ff__device_open(const char *name, const ff__device_options *opt, ff__d
 void ff__device_close(ff__device *d) {
   if (!d) return;
   d->o.be->synchronize(d->o.impl); /* no queued work may still use pool memory */
+  ff__nvjpeg_close(d->nvjpeg);    /* its scratch goes back to the pool */
   ff__pool_destroy(&d->pool);
   d->o.be->close(d->o.impl);
   free(d);
@@ -182,6 +194,107 @@ ff_status ff__device_event_elapsed_ms(ff__device *d, ff__devent *start, ff__deve
 }
 
 void ff__device_synchronize(ff__device *d) { d->o.be->synchronize(d->o.impl); }
+
+/* ---- the decoder: nvJPEG on cuda, the backend's own on emu ---- */
+
+/* nvJPEG's allocators: device memory from the pool (so its scratch counts
+ * against the budget), pinned host memory from the backend. 0: success. */
+static int nv_dev_malloc(void *ctx, void **ptr, size_t size, void *stream) {
+  (void)stream;
+  ff__device *d = ctx;
+  return ff__pool_alloc(&d->pool, size ? size : 1, ptr, NULL) != FF_OK;
+}
+
+static int nv_dev_free(void *ctx, void *ptr, size_t size, void *stream) {
+  (void)size, (void)stream;
+  ff__pool_free(&((ff__device *)ctx)->pool, ptr);
+  return 0;
+}
+
+static int nv_pinned_malloc(void *ctx, void **ptr, size_t size, void *stream) {
+  (void)stream;
+  ff__device *d = ctx;
+  return d->o.be->host_alloc(d->o.impl, size ? size : 1, ptr, NULL) != FF_OK;
+}
+
+static int nv_pinned_free(void *ctx, void *ptr, size_t size, void *stream) {
+  (void)size, (void)stream;
+  ff__device *d = ctx;
+  d->o.be->host_free(d->o.impl, ptr);
+  return 0;
+}
+
+/* A backend with native streams (cuda) decodes with nvJPEG where it loads;
+ * where not, d->nvjpeg_why says why. */
+static void open_nvjpeg(ff__device *d) {
+  if (!d->o.be->native_stream) return;
+  ff__nvjpeg_alloc a = {d, nv_dev_malloc, nv_dev_free, nv_pinned_malloc, nv_pinned_free};
+  ff__error err;
+  if (ff__nvjpeg_open(&a, &d->nvjpeg, &err)) snprintf(d->nvjpeg_why, sizeof d->nvjpeg_why, "%s", err.msg);
+}
+
+const char *ff__device_decoder(ff__device *d, const char **why) {
+  if (d->nvjpeg) return ff__nvjpeg_backend(d->nvjpeg);
+  const char *none = d->nvjpeg_why[0] ? d->nvjpeg_why : "the device has no decoder";
+  const char *name = d->o.be->decoder ? d->o.be->decoder(d->o.impl, &none) : NULL;
+  if (!name && why) *why = none;
+  return name;
+}
+
+int ff__device_decoder_beside_kernels(ff__device *d) { return d->nvjpeg && ff__nvjpeg_decodes_region(d->nvjpeg); }
+
+int ff__device_decode_takes(ff__device *d, const ff__image_info *info, const uint8_t *data, size_t size_bytes,
+                            const char **why) {
+  if (!ff__device_decoder(d, why)) return 0;
+  if (!d->nvjpeg) return d->o.be->decode_takes(d->o.impl, info, why);
+  if (info->format != FF__FORMAT_JPEG) return *why = "not a JPEG", 0;
+  return !data || ff__nvjpeg_takes(d->nvjpeg, data, size_bytes, why);
+}
+
+size_t ff__device_decode_bytes(ff__device *d, const ff__image_info *info, const ff__decode_req *req) {
+  int whole = !req->crop_width || (d->nvjpeg && !ff__nvjpeg_decodes_region(d->nvjpeg));
+  size_t w = (size_t)(whole ? info->width : req->crop_width), h = (size_t)(whole ? info->height : req->crop_height);
+  return (w + 2) * (h + 2) * 3; /* a scaled region's edges round outward by up to a pixel each */
+}
+
+/* The jobs through nvJPEG's batched decode: the region alone (hardware) or
+ * the whole image with the region as a view (hybrid), at full scale. A
+ * failed batch fails every job: the CPU then decodes each. */
+static ff_status decode_nvjpeg(ff__device *d, ff__dstream *s, ff__device_decode_job *jobs, int n, ff__error *err) {
+  ff__nvjpeg_image *im = calloc((size_t)n, sizeof *im);
+  if (!im) return ff__error_set(err, FF_ENOMEM, "%s: out of memory", d->o.name);
+  int region = ff__nvjpeg_decodes_region(d->nvjpeg);
+  for (int i = 0; i < n; i++) {
+    const ff__device_decode_job *j = &jobs[i];
+    int cw = j->req.crop_width;
+    im[i] = (ff__nvjpeg_image){j->src, j->size_bytes, j->info.width, j->info.height, j->req.crop_x,
+                               j->req.crop_y, cw, j->req.crop_height, j->d_dst,
+                               (size_t)(region && cw ? cw : j->info.width) * 3};
+  }
+  ff__error batch_err;
+  ff_status st = ff__nvjpeg_decode(d->nvjpeg, im, n, d->o.be->native_stream(d->o.impl, s), &batch_err);
+  for (int i = 0; i < n; i++) {
+    ff__device_decode_job *j = &jobs[i];
+    j->status = st, j->err = batch_err;
+    if (st) continue;
+    int cw = j->req.crop_width;
+    j->width = cw ? cw : j->info.width, j->height = cw ? j->req.crop_height : j->info.height;
+    j->pitch_bytes = im[i].pitch_bytes;
+    j->offset_bytes = region || !cw ? 0 : ((size_t)j->req.crop_y * (size_t)j->info.width + (size_t)j->req.crop_x) * 3;
+  }
+  free(im);
+  return FF_OK;
+}
+
+ff_status ff__device_decode(ff__device *d, ff__dstream *s, ff__device_decode_job *jobs, int n, ff__error *err) {
+  if (!ff__device_decoder(d, NULL)) return ff__error_set(err, FF_EDEVICE, "%s: no decoder", d->o.name);
+  if (d->nvjpeg) return decode_nvjpeg(d, s, jobs, n, err);
+  for (int i = 0; i < n; i++) {
+    ff_status st = d->o.be->decode(d->o.impl, s, &jobs[i], err);
+    if (st) return st;
+  }
+  return FF_OK;
+}
 
 ff_status ff__device_launch_stages(ff__device *d, ff__dstream *s, const void *d_table, int n, int stride,
                                    int k, uint32_t max_count, ff__error *err) {

@@ -6,7 +6,8 @@
  * taking memory the trainer needs: device memory only from the budgeted
  * pool (exec/pool.h), pinned host staging, streams (FIFOs of copies and
  * launches), events (completion and device time), and the launch of one
- * stage index of a microbatch's stage table (kernels/stage.h). The
+ * stage index of a microbatch's stage table (kernels/stage.h), and the
+ * device's JPEG decoder where it has one (placement `device`). The
  * microbatch itself — decoded images and plans in, finished tensors out —
  * is exec/dev_batch.h.
  *
@@ -21,6 +22,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "codec/codec.h"
 #include "core/error.h"
 #include "exec/pool.h"
 
@@ -103,5 +105,55 @@ void ff__device_synchronize(ff__device *d);
  * stage k (max_count: the largest count among them). FF_OK or FF_EDEVICE. */
 ff_status ff__device_launch_stages(ff__device *d, ff__dstream *s, const void *d_table, int n, int stride,
                                    int k, uint32_t max_count, ff__error *err);
+
+/* ---- the decoder ---- */
+
+/* The device's JPEG decoder: "libjpeg-turbo" (emu, bit-identical to the
+ * CPU decode), "nvjpeg-like" (emu:N?decode=nvjpeg: libjpeg-turbo with
+ * nvJPEG's arithmetic, no fancy upsampling and the IFAST IDCT),
+ * "nvjpeg-hardware" / "nvjpeg-hybrid" (cuda, libnvjpeg loaded at run
+ * time), or NULL when there is none; then *why (may be NULL) gets the
+ * reason, e.g. why libnvjpeg could not be loaded. */
+const char *ff__device_decoder(ff__device *d, const char **why);
+
+/* 1 when the decoder runs on engines of its own beside the kernels
+ * (nvJPEG's hardware backend): its time does not take the SMs from the
+ * trainer, so it does not count against the interference cap. */
+int ff__device_decoder_beside_kernels(ff__device *d);
+
+/* Whether the decoder takes an image with this header and, when data is
+ * not NULL, these encoded bytes (nvJPEG parses them): 1, or 0 with *why
+ * ("not a JPEG", "CMYK/YCCK", "progressive", ...) — the CPU then decodes it. */
+int ff__device_decode_takes(ff__device *d, const ff__image_info *info, const uint8_t *data, size_t size_bytes,
+                            const char **why);
+
+/* Device memory the decode of req's region of an image with header info
+ * writes: the region (an upper bound over the DCT scales), or the whole
+ * image for a decoder that cannot decode a region alone (nvJPEG hybrid). */
+size_t ff__device_decode_bytes(ff__device *d, const ff__image_info *info, const ff__decode_req *req);
+
+/* One decode. The caller fills the inputs; the device writes the outputs
+ * when the work queued before an event recorded after ff__device_decode
+ * has completed (read them after that event's wait). */
+typedef struct ff__device_decode_job {
+  const uint8_t *src;        /* encoded bytes (host memory, untouched until then) */
+  size_t size_bytes;
+  const char *name;          /* the file, for messages */
+  ff__image_info info;       /* its header */
+  ff__decode_req req;        /* region, DCT-scale minimum, pixel limit */
+  void *d_dst;               /* device memory of ff__device_decode_bytes */
+  size_t dst_bytes;
+  /* out */
+  ff_status status;          /* FF_OK, or the decoder could not decode it (FF_EDATA, FF_EDEVICE, ...):
+                                the CPU then decodes it, so that a corrupt file fails exactly as there */
+  int width, height;         /* the decoded region (DCT-scaled where the decoder scales) */
+  size_t offset_bytes, pitch_bytes; /* where it starts in d_dst, and its row pitch (RGB) */
+  ff__error err;
+} ff__device_decode_job;
+
+/* Queues n jobs on stream s (nvJPEG: one batched decode). Returns FF_OK
+ * (the jobs' statuses say which decoded) or FF_EDEVICE (no decoder, or the
+ * queueing failed: nothing was queued), FF_ENOMEM. */
+ff_status ff__device_decode(ff__device *d, ff__dstream *s, ff__device_decode_job *jobs, int n, ff__error *err);
 
 #endif

@@ -31,6 +31,14 @@ typedef struct ff__device_backend {
   ff_status (*event_elapsed_ms)(void *impl, void *start, void *end, float *ms, ff__error *err);
   ff_status (*launch)(void *impl, void *stream, const void *d_table, int n, int stride, int k,
                       uint32_t max_count, ff__error *err);
+  /* The backend's own decoder (exec/device.h; emu); decoder NULL or
+   * returning NULL: none. */
+  const char *(*decoder)(void *impl, const char **why);
+  int (*decode_takes)(void *impl, const ff__image_info *info, const char **why);
+  ff_status (*decode)(void *impl, void *stream, ff__device_decode_job *job, ff__error *err);
+  /* The backend's native stream of one of ours (cuda: the cudaStream_t), for
+   * libraries that take it (nvJPEG); NULL: the backend has none. */
+  void *(*native_stream)(void *impl, void *stream);
 } ff__device_backend;
 
 /* What opening a backend gives back. */

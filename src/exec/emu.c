@@ -11,7 +11,14 @@
  * on a GPU. Faults can be injected — raw allocations failing after N, the
  * launch numbered N failing — from the options or FF_EMU_FAULTS
  * ("alloc:3,kernel:5"); a failed launch surfaces at the next event query or
- * wait, as a CUDA kernel error does, and the device stays usable. */
+ * wait, as a CUDA kernel error does, and the device stays usable.
+ * Its decoder decodes JPEG on the emulator thread through the codec layer
+ * (libjpeg-turbo, the same region and DCT-scale decode as the CPU), so a
+ * device-decoded sample is bit-identical to a CPU-decoded one; with
+ * `?decode=nvjpeg` it uses nvJPEG's arithmetic instead (no fancy
+ * upsampling, the IFAST IDCT), so that what depends on bit identity can be
+ * shown to. Like nvJPEG it leaves PNG to the CPU; CMYK/YCCK JPEG it
+ * decodes as the CPU does (Pillow's conversion), unlike nvJPEG. */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,7 +29,7 @@
 #include "exec/device_impl.h"
 #include "kernels/stage.h"
 
-enum { CMD_COPY, CMD_LAUNCH, CMD_RECORD };
+enum { CMD_COPY, CMD_LAUNCH, CMD_RECORD, CMD_DECODE };
 
 typedef struct emu_event {
   uint64_t seq;     /* the record command's number; 0 = never recorded (complete) */
@@ -38,6 +45,7 @@ typedef struct emu_cmd {
   int n, stride, k;
   unsigned launch_no;
   emu_event *event;
+  ff__device_decode_job *job;
 } emu_cmd;
 
 typedef struct emu {
@@ -53,6 +61,8 @@ typedef struct emu {
   unsigned allocs, launches, fail_alloc_after, fail_kernel_at;
   uint64_t fault_seq; /* a failed command not yet reported; 0 = none */
   char fault_msg[128];
+  ff__jpeg_variant variant; /* the decoder's arithmetic */
+  ff__buf decoded;          /* the emulator thread's decode buffer */
 } emu;
 
 #define HEADER 256 /* bytes before each block: its size, and 256-byte alignment */
@@ -66,6 +76,24 @@ FF_FMA_CLONES static void run_launch(const emu_cmd *c) {
     for (uint32_t e = 0; e < st->count; e++)
       ff__dstage_elem(st, e);
   }
+}
+
+/* A decode on the emulator thread: the codec's decode, then the region
+ * packed into the job's device memory. */
+static void run_decode(emu *m, ff__device_decode_job *job) {
+  ff__image img;
+  job->status =
+      ff__codec_decode_as(job->src, job->size_bytes, job->name, &job->req, m->variant, &m->decoded, &img, &job->err);
+  if (job->status) return;
+  size_t row = (size_t)img.width * 3;
+  if (row * (size_t)img.height > job->dst_bytes) {
+    job->status = ff__error_set(&job->err, FF_EINTERNAL, "%s: emu:%d: decoded %dx%d does not fit %zu bytes",
+                                job->name, m->ordinal, img.width, img.height, job->dst_bytes);
+    return;
+  }
+  for (int y = 0; y < img.height; y++)
+    memcpy((uint8_t *)job->d_dst + (size_t)y * row, img.data + (size_t)y * img.stride, row);
+  job->width = img.width, job->height = img.height, job->offset_bytes = 0, job->pitch_bytes = row;
 }
 
 static void *emu_main(void *arg) {
@@ -85,6 +113,8 @@ static void *emu_main(void *arg) {
       fault = 1;
     else if (c.kind == CMD_LAUNCH)
       run_launch(&c);
+    else if (c.kind == CMD_DECODE)
+      run_decode(m, c.job);
     uint64_t now = ff__now_ns();
     pthread_mutex_lock(&m->lock);
     if (c.kind == CMD_RECORD) c.event->time_ns = now;
@@ -143,6 +173,7 @@ static void emu_close(void *impl) {
   pthread_cond_destroy(&m->work);
   pthread_cond_destroy(&m->done);
   pthread_mutex_destroy(&m->lock);
+  ff__buf_free(&m->decoded);
   free(m->queue);
   free(m);
 }
@@ -278,11 +309,28 @@ static ff_status emu_launch(void *impl, void *stream, const void *d_table, int n
   return submit(impl, (emu_cmd){.kind = CMD_LAUNCH, .src = d_table, .n = n, .stride = stride, .k = k}, err);
 }
 
+static const char *emu_decoder(void *impl, const char **why) {
+  (void)why;
+  return ((emu *)impl)->variant == FF__JPEG_EXACT ? "libjpeg-turbo" : "nvjpeg-like";
+}
+
+static int emu_decode_takes(void *impl, const ff__image_info *info, const char **why) {
+  (void)impl;
+  if (info->format != FF__FORMAT_JPEG) return *why = "not a JPEG", 0;
+  return 1;
+}
+
+static ff_status emu_decode(void *impl, void *stream, ff__device_decode_job *job, ff__error *err) {
+  (void)stream;
+  return submit(impl, (emu_cmd){.kind = CMD_DECODE, .job = job}, err);
+}
+
 static const ff__device_backend emu_backend = {
     emu_synchronize,      emu_close,         emu_mem_alloc,     emu_mem_free,       emu_mem_info,
     emu_host_alloc,       emu_host_free,     emu_stream_create, emu_stream_destroy, emu_copy,
     emu_event_create,     emu_event_destroy, emu_event_record,  emu_event_query,    emu_event_wait,
-    emu_event_elapsed_ms, emu_launch,
+    emu_event_elapsed_ms, emu_launch,        emu_decoder,       emu_decode_takes,   emu_decode,
+    NULL,
 };
 
 /* ------------------------------------------------------------ open */
@@ -305,11 +353,18 @@ static int parse_faults(const char *s, unsigned *alloc_after, unsigned *kernel_a
 ff_status ff__emu_open(int ordinal, const char *query, const ff__device_options *opt, ff__device_opened *out,
                        ff__error *err) {
   size_t mem = opt->emu_mem_bytes;
-  if (*query) {
-    size_t q = 0;
-    if (strncmp(query, "mem=", 4) || !ff__parse_bytes(query + 4, &q) || !q)
-      return ff__error_set(err, FF_EINVAL, "emu:%d?%s: expected ?mem=SIZE (e.g. 256M)", ordinal, query);
-    if (!mem) mem = q;
+  ff__jpeg_variant variant = FF__JPEG_EXACT;
+  for (const char *q = query; *q;) { /* "mem=256M&decode=nvjpeg" */
+    size_t len = strcspn(q, "&"), bytes = 0;
+    char item[64];
+    snprintf(item, sizeof item, "%.*s", (int)len, q);
+    if (!strcmp(item, "decode=nvjpeg")) variant = FF__JPEG_NVJPEG_LIKE;
+    else if (!strcmp(item, "decode=exact")) variant = FF__JPEG_EXACT;
+    else if (!strncmp(item, "mem=", 4) && ff__parse_bytes(item + 4, &bytes) && bytes) mem = mem ? mem : bytes;
+    else
+      return ff__error_set(err, FF_EINVAL, "emu:%d?%s: expected ?mem=SIZE (e.g. 256M) and/or decode=exact|nvjpeg",
+                           ordinal, query);
+    q += len + (q[len] == '&');
   }
   if (!mem) mem = (size_t)2 << 30;
   unsigned alloc_after = opt->emu_fail_alloc_after, kernel_at = opt->emu_fail_kernel_at;
@@ -321,6 +376,7 @@ ff_status ff__emu_open(int ordinal, const char *query, const ff__device_options 
   if (!m) return ff__error_set(err, FF_ENOMEM, "emu:%d: out of memory", ordinal);
   m->ordinal = ordinal, m->mem_bytes = mem;
   m->fail_alloc_after = alloc_after, m->fail_kernel_at = kernel_at;
+  m->variant = variant;
   pthread_mutex_init(&m->lock, NULL);
   pthread_cond_init(&m->work, NULL);
   pthread_cond_init(&m->done, NULL);

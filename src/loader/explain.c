@@ -94,9 +94,10 @@ static void put_step(text *t, const ff__step *s) {
 static ff_status plan_json(const ff__pipeline *pipe, const ff__sample_job *job, int64_t label, char **out,
                            ff__error *err) {
   ff__worker w = {0};
-  ff__image_info info;
+  size_t size_bytes;
   ff__plan *plan = malloc(sizeof *plan);
-  ff_status st = plan ? ff__sample_plan(&w, pipe, job, &info, plan, err) : FF_ENOMEM;
+  ff_status st = plan ? ff__sample_read(&w, pipe, job, &size_bytes, plan, err) : FF_ENOMEM;
+  ff__image_info info = w.header;
   ff__worker_free(&w);
   if (st) {
     free(plan);

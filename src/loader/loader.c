@@ -14,13 +14,15 @@
  * reaches a reused buffer. Batches held by the consumer survive close: the
  * loader's memory goes when it is closed and the last batch is released.
  *
- * With a device the cooperative scheduler joins in (offload.c): when a
- * batch's first sample is taken the batch is split — the costliest samples,
- * as many as the policy's share and the device memory admit, are marked for
- * the device and handed out first; a worker only decodes those and adds them
- * to the batch's microbatch, which the device feeder finishes. Each
- * ff_loader_next folds what it measured into the policy (sched/policy.h),
- * which sets the share of the batches split next. */
+ * With a device the cooperative scheduler joins in through the offload
+ * runtime (offload.h): when a batch's first sample is taken the batch is
+ * split — the costliest samples, as many as the policy's share and the
+ * device memory admit, are placed on the device (`split`: decoded here, ops
+ * there; `device`: only read here) and handed out first; a worker does its
+ * part of those and hands them over, and the runtime's feeder reports the
+ * batch's device samples back (offload_done). Each ff_loader_next folds
+ * what it measured into the policy (sched/policy.h), which sets the share
+ * of the batches split next. */
 #include <errno.h>
 #include <pthread.h>
 #include <sched.h>
@@ -126,7 +128,7 @@ static void compute_order(ff_loader *l, uint64_t epoch) {
  * every ring entry the consumer does not hold, computes the order. Locked. */
 static void restart_epoch(ff_loader *l, uint64_t epoch, size_t batch) {
   l->gen++;
-  ff__offload_reset(l); /* the feeder must not pick up a stale microbatch under the new generation */
+  l->busy -= ff__offload_reset(l->offload); /* the feeder must not pick up a stale microbatch */
   while (l->busy) pthread_cond_wait(&l->ready_cv, &l->mu);
   for (int i = 0; i < l->ring_size; i++)
     if (l->ring[i].state != FF__BUF_HELD) {
@@ -158,6 +160,28 @@ static ff_batch *free_entry(ff_loader *l) {
   return NULL;
 }
 
+/* The device share of the next splits: 0 without a usable device, else
+ * the forced share or the policy's. Locked. */
+static double device_share(ff_loader *l) {
+  if (!ff__offload_usable(l->offload)) return 0;
+  return l->forced_share >= 0 ? l->forced_share : l->sched.share;
+}
+
+/* Places the samples of a batch just taken and orders its slots, the
+ * device's first. Locked. */
+static void split(ff_loader *l, ff_batch *e) {
+  int n = e->pending;
+  double share = device_share(l);
+  const int64_t *samples = l->order[e->epoch & 1] + e->index * (size_t)l->cfg.batch_size;
+  ff__offload_split(l->offload, (int)(e - l->ring), e->images, e->epoch, samples, n, share, &l->costs, e->placement);
+  int next = 0;
+  for (int pass = 1; pass >= 0; pass--)
+    for (int slot = 0; slot < n; slot++)
+      if ((e->placement[slot] != FF_PLACEMENT_CPU) == pass) e->slot_order[next++] = slot;
+  e->gen = l->gen;
+  e->stats = (ff_batch_info){.offload_share = share};
+}
+
 /* Takes the next sample to run for worker `worker`, or returns 0 when
  * stopping. Workers at or above the active cap park here. Locked. */
 static int take_item(ff_loader *l, int worker, size_t *item, ff_batch **batch) {
@@ -181,7 +205,7 @@ static int take_item(ff_loader *l, int worker, size_t *item, ff_batch **batch) {
         e->pending = batch_count(l, b);
         e->size = (size_t)e->pending;
         e->error.status = FF_OK;
-        ff__offload_split(l, e, e->pending);
+        split(l, e);
       }
       if (e && e->state == FF__BUF_FILLING) {
         *item = l->next_item++;
@@ -226,7 +250,7 @@ static void compact(ff_loader *l, ff_batch *e) {
   e->size = n;
 }
 
-void ff__loader_sample_finished(ff_loader *l, ff_batch *e, int count) {
+static void sample_finished(ff_loader *l, ff_batch *e, int count) {
   e->pending -= count;
   if (e->pending == 0) {
     compact(l, e);
@@ -234,12 +258,24 @@ void ff__loader_sample_finished(ff_loader *l, ff_batch *e, int count) {
   }
 }
 
-void ff__loader_add_costs(ff_loader *l, ff__op_costs *costs) {
+static void add_costs(ff_loader *l, ff__op_costs *costs) {
   for (int k = 0; k < FF__COST_COUNT; k++) {
     l->costs.calls[k] += costs->calls[k], l->costs.ns[k] += costs->ns[k];
     l->costs.pixels[k] += costs->pixels[k];
   }
   memset(costs, 0, sizeof *costs);
+}
+
+/* A sample of e that could not be read or decoded: skipped or the batch's
+ * error, as on_error says. Locked. */
+static void sample_failed(ff_loader *l, ff_batch *e, int slot, const ff__error *err) {
+  if (l->cfg.on_error == FF_ON_ERROR_SKIP) {
+    /* a message that cannot be copied still marks the slot */
+    e->skip_msg[slot] = strdup(err->msg);
+    if (!e->skip_msg[slot]) e->skip_msg[slot] = strdup("");
+  } else if (!e->error.status) {
+    e->error = *err;
+  }
 }
 
 /* The spans of the sample a worker just ran, laid end to end from t0. */
@@ -300,7 +336,7 @@ static void *worker_loop(void *p) {
   while (take_item(l, index, &item, &e)) {
     uint64_t gen = l->gen;
     size_t pos = item % (size_t)l->cfg.batch_size;
-    int slot = e->slot_order[pos], to_device = e->to_device[slot];
+    int slot = e->slot_order[pos], placement = e->placement[slot];
     int64_t sample = l->order[e->epoch & 1][item - pos + (size_t)slot];
     ff__sample_job job = sample_job(l, e->epoch, sample);
     size_t at = item - pos + (size_t)slot; /* the sample's place in the epoch's order */
@@ -308,16 +344,18 @@ static void *worker_loop(void *p) {
     pthread_mutex_unlock(&l->mu);
 
     uint64_t t0 = ff__now_ns();
-    int added = 0, fell_back = 0;
-    ff_status st = to_device ? ff__offload_sample(l, w, e, &job, slot, &added, &fell_back, &err)
-                             : ff__sample_run(w, &l->pipe, &job, e->images, slot, &err);
+    ff__offload_took took = {0};
+    ff_status st = placement != FF_PLACEMENT_CPU
+                       ? ff__offload_sample(l->offload, w, (int)(e - l->ring), &job, slot, placement, &took, &err)
+                       : ff__sample_run(w, &l->pipe, &job, e->images, slot, &err);
     char *replace_msg = NULL;
     int64_t used = sample; /* the sample whose pixels fill the slot */
-    if (st && !added && l->cfg.on_error == FF_ON_ERROR_REPLACE) {
+    if (st && !took.added && l->cfg.on_error == FF_ON_ERROR_REPLACE) {
       ff__error first = err;
       replace_msg = strdup(err.msg);
       st = replace_sample(l, w, e, at, slot, &used, &err);
       if (st) err = first; /* no substitute: the batch fails with the sample's own error */
+      took.placement = FF_PLACEMENT_CPU; /* a substitute runs here */
     }
     char *warn_msg = w->warning.status ? strdup(w->warning.msg) : NULL;
 
@@ -325,30 +363,34 @@ static void *worker_loop(void *p) {
     l->busy--;
     uint64_t cpu_ns = w->read_ns + w->decode_ns + w->ops_ns;
     if (l->trace) trace_sample(l, index, w, t0, sample);
-    if (!st && !added) ff__cost_observe_ops(&l->cost, w->ops_ns);
-    if (l->headers && w->header.width && (used == sample || !st)) l->headers[used] = ff__cost_header_pack(&w->header);
+    if (used == sample || !st) { /* the worker's header is that of `used` */
+      ff__offload_obs obs = {used, &w->header, !st && !took.added, w->ops_ns, w->decode_ns,
+                             l->index.size_bytes[used], w->decoded_pixels};
+      ff__offload_observe(l->offload, &obs);
+    }
     l->stats.read_ns += w->read_ns, l->stats.decode_ns += w->decode_ns, l->stats.ops_ns += w->ops_ns;
     l->stats.read_bytes += w->read_bytes;
+    uint64_t read_ns = w->read_ns;
     w->read_ns = w->decode_ns = w->ops_ns = w->read_bytes = 0;
-    ff__loader_add_costs(l, &w->ops.costs);
+    add_costs(l, &w->ops.costs);
     if (gen == l->gen) {
       e->labels[slot] = l->index.labels[used];
       e->sample_indices[slot] = used;
-      if (to_device) ff__offload_sample_done(l, e);
+      if (placement != FF_PLACEMENT_CPU && ff__offload_sample_done(l->offload, (int)(e - l->ring))) l->busy++;
       if (warn_msg) e->warn_msg[slot] = warn_msg, warn_msg = NULL;
-      if (!added) { /* finished here; a sample in the microbatch finishes with it, in the feeder */
-        if (st && l->cfg.on_error == FF_ON_ERROR_SKIP) {
-          /* a message that cannot be copied still marks the slot */
-          e->skip_msg[slot] = strdup(err.msg);
-          if (!e->skip_msg[slot]) e->skip_msg[slot] = strdup("");
-        } else if (st && !e->error.status) {
-          e->error = err;
-        } else if (!st) {
+      if (!took.added) { /* finished here; a sample in the microbatch finishes with it, in the feeder */
+        if (st) {
+          sample_failed(l, e, slot, &err);
+        } else {
           if (replace_msg) e->replace_msg[slot] = replace_msg, replace_msg = NULL;
+          int p = took.placement; /* FF_PLACEMENT_CPU: here, or fallen back */
           e->stats.cpu_samples++, e->stats.cpu_ns += cpu_ns;
-          e->stats.device_fallbacks += (size_t)fell_back;
+          e->stats.placement_samples[p]++, e->stats.placement_cpu_ns[p] += cpu_ns;
+          e->stats.placement_read_ns[p] += read_ns;
+          e->stats.device_fallbacks += (size_t)took.fell_back;
+          e->stats.device_decode_fallbacks += (size_t)took.decode_fallback;
         }
-        ff__loader_sample_finished(l, e, 1);
+        sample_finished(l, e, 1);
       }
     }
     free(replace_msg);
@@ -357,6 +399,38 @@ static void *worker_loop(void *p) {
   }
   pthread_mutex_unlock(&l->mu);
   return NULL;
+}
+
+/* The feeder's report of a batch's device samples (offload.h). Takes the
+ * loader's lock; a batch of an older generation is only forgotten. */
+static void offload_done(void *ctx, const ff__offload_result *r) {
+  ff_loader *l = ctx;
+  ff_batch *e = &l->ring[r->entry];
+  pthread_mutex_lock(&l->mu);
+  l->busy--;
+  add_costs(l, r->costs);
+  l->stats.decode_ns += r->decode_ns, l->stats.ops_ns += r->ops_ns;
+  if (l->trace)
+    ff__trace_span(l->trace, r->device_ran ? FF__TRACK_DEVICE : FF__TRACK_FEEDER,
+                   r->device_ran ? "microbatch" : "cpu fallback", r->start_ns, r->end_ns - r->start_ns, "batch",
+                   (int64_t)e->index);
+  if (e->gen == l->gen && e->state == FF__BUF_FILLING) {
+    ff_batch_info *b = &e->stats;
+    size_t on_device = r->placed[FF_PLACEMENT_SPLIT] + r->placed[FF_PLACEMENT_DEVICE];
+    b->device_samples += on_device, b->cpu_samples += r->placed[FF_PLACEMENT_CPU];
+    b->device_fallbacks += r->fallbacks, b->device_decode_fallbacks += r->decode_fallbacks;
+    for (int p = 0; p < FF_PLACEMENTS; p++) {
+      b->placement_samples[p] += r->placed[p];
+      b->placement_cpu_ns[p] += r->placed_cpu_ns[p], b->placement_read_ns[p] += r->placed_read_ns[p];
+    }
+    b->cpu_ns += r->placed_cpu_ns[FF_PLACEMENT_CPU];
+    if (r->device_ran) b->device_ns += r->device_ns;
+    b->device_bytes = r->device_bytes;
+    for (int i = 0; i < r->num_failed; i++) sample_failed(l, e, r->failed[i].slot, &r->failed[i].err);
+    sample_finished(l, e, r->samples);
+  }
+  pthread_cond_broadcast(&l->ready_cv);
+  pthread_mutex_unlock(&l->mu);
 }
 
 static void loader_free(ff_loader *l) {
@@ -370,11 +444,9 @@ static void loader_free(ff_loader *l) {
     free(l->ring[i].replace_msg);
     free(l->ring[i].warn_msg);
     free(l->ring[i].slot_order);
-    free(l->ring[i].to_device);
+    free(l->ring[i].placement);
   }
   ff__trace_destroy(l->trace);
-  free(l->split_sizes);
-  free(l->split_saving);
   for (size_t i = 0; i < l->skipped_kept; i++) free(l->skipped[i]);
   free(l->skipped);
   for (size_t i = 0; i < l->warnings_kept; i++) free(l->warnings[i]);
@@ -389,8 +461,6 @@ static void loader_free(ff_loader *l) {
   pthread_mutex_destroy(&l->mu);
   pthread_cond_destroy(&l->work_cv);
   pthread_cond_destroy(&l->ready_cv);
-  pthread_mutex_destroy(&l->add_mu);
-  pthread_cond_destroy(&l->feed_cv);
   free(l);
 }
 
@@ -460,10 +530,8 @@ static ff_status loader_start(ff_loader *l) {
   l->threads = calloc((size_t)l->num_threads, sizeof *l->threads);
   l->skipped = calloc(MAX_SKIPPED_KEPT, sizeof *l->skipped);
   l->warnings = calloc(MAX_SKIPPED_KEPT, sizeof *l->warnings);
-  l->split_sizes = malloc(bs * sizeof *l->split_sizes);
-  l->split_saving = malloc(bs * sizeof *l->split_saving);
   if (!l->order[0] || !l->order[1] || !l->perm || !l->ring || !l->workers || !l->threads || !l->skipped ||
-      !l->warnings || !l->split_sizes || !l->split_saving)
+      !l->warnings)
     return ff__error_set(err, FF_ENOMEM, "out of memory");
   for (int i = 0; i < l->ring_size; i++) {
     ff_batch *e = &l->ring[i];
@@ -475,9 +543,9 @@ static ff_status loader_start(ff_loader *l) {
     e->replace_msg = calloc(bs, sizeof *e->replace_msg);
     e->warn_msg = calloc(bs, sizeof *e->warn_msg);
     e->slot_order = malloc(bs * sizeof *e->slot_order);
-    e->to_device = calloc(bs, sizeof *e->to_device);
+    e->placement = calloc(bs, sizeof *e->placement);
     if (!e->images || !e->labels || !e->sample_indices || !e->skip_msg || !e->replace_msg || !e->warn_msg ||
-        !e->slot_order || !e->to_device)
+        !e->slot_order || !e->placement)
       return ff__error_set(err, FF_ENOMEM, "out of memory for %d batches of %zu bytes", l->ring_size,
                            bs * l->sample_bytes);
   }
@@ -486,9 +554,15 @@ static ff_status loader_start(ff_loader *l) {
   ff__sched_params_init(&l->sched_params, c->prefetch);
   l->sched_params.max_device_time = c->device_max_time_share;
   ff__sched_state_init(&l->sched);
-  ff__cost_init(&l->cost);
-  if ((st = ff__offload_open(l))) return st;
+  /* a substitute under on_error=replace is found by decoding on the CPU: no device decode then */
+  ff_device_decode decode = c->on_error == FF_ON_ERROR_REPLACE ? FF_DEVICE_DECODE_OFF : c->device_decode;
+  ff__offload_config oc = {c->device, c->device_memory_limit_bytes, c->device_headroom_bytes, decode,
+                           c->deterministic, &l->pipe, l->ring_size, l->batch_cap, l->sample_bytes,
+                           l->index.count, l->index.size_bytes, c->seed, c->max_image_pixels, offload_done, l};
+  if ((st = ff__offload_open(&oc, &l->offload, l->device_name, sizeof l->device_name, err))) return st;
   l->stats.device = l->device_name;
+  l->stats.device_decoder = ff__offload_decoder(l->offload, &l->stats.device_decoder_note);
+  ff__offload_pool(l->offload, &l->stats.device_pool_limit_bytes, &l->stats.device_pool_peak_bytes);
 
   pthread_mutex_lock(&l->mu);
   restart_epoch(l, 0, 0);
@@ -516,11 +590,10 @@ ff_status ff_loader_open(const ff_config *cfg, ff_loader **out) {
   pthread_mutex_init(&l->mu, NULL);
   pthread_cond_init(&l->work_cv, NULL);
   pthread_cond_init(&l->ready_cv, NULL);
-  pthread_mutex_init(&l->add_mu, NULL);
-  pthread_cond_init(&l->feed_cv, NULL);
   snprintf(l->device_name, sizeof l->device_name, "cpu");
   l->stats.device = l->device_name;
   l->pid = getpid();
+  l->stats.device_decoder = ff__offload_decoder(NULL, &l->stats.device_decoder_note);
   if (!cfg) return ff__error_set(&l->err, FF_EINVAL, "config is NULL");
   /* Copy only the fields the caller's version of ff_config has. */
   ff_config_init(&l->cfg);
@@ -538,8 +611,10 @@ void ff_loader_close(ff_loader *l) {
   pthread_cond_broadcast(&l->work_cv);
   pthread_mutex_unlock(&l->mu);
   for (int i = 0; i < l->started_threads; i++) pthread_join(l->threads[i], NULL);
-  ff__offload_close(l); /* the device goes now, not when the last batch is released */
+  ff__offload_close(l->offload); /* the device goes now, not when the last batch is released */
   pthread_mutex_lock(&l->mu);
+  l->offload = NULL;
+  l->stats.device_decoder = ff__offload_decoder(NULL, &l->stats.device_decoder_note);
   l->closed = 1;
   int held = l->held;
   pthread_mutex_unlock(&l->mu);
@@ -603,6 +678,11 @@ static void hand_out(ff_loader *l, ff_batch *e, int ring_ready, uint64_t t0, uin
   l->stats.device_samples += b->device_samples;
   l->stats.device_ns += b->device_ns;
   l->stats.device_fallbacks += b->device_fallbacks;
+  l->stats.device_decode_fallbacks += b->device_decode_fallbacks;
+  for (int p = 0; p < FF_PLACEMENTS; p++) {
+    l->stats.placement_samples[p] += b->placement_samples[p];
+    l->stats.placement_cpu_ns[p] += b->placement_cpu_ns[p], l->stats.placement_read_ns[p] += b->placement_read_ns[p];
+  }
   uint64_t last = l->last_out_ns;
   l->last_out_ns = now;
   if (!last) return; /* the first batch after open or a restart: waiting for it is no stall */
@@ -612,28 +692,33 @@ static void hand_out(ff_loader *l, ff_batch *e, int ring_ready, uint64_t t0, uin
       .ring_ready = ring_ready,
       .batch_size = (int)e->size,
       .cpu_samples = (int)b->cpu_samples,
-      .cpu_busy_s = (double)b->cpu_ns * 1e-9,
+      /* with the CPU part of the device's samples (split: read and decode;
+       * device: the read), so that 1 - C/D covers what offload leaves on the
+       * CPU (as the simulator attributes it) */
+      .cpu_busy_s = (double)(b->cpu_ns + b->placement_cpu_ns[FF_PLACEMENT_SPLIT] +
+                             b->placement_cpu_ns[FF_PLACEMENT_DEVICE]) * 1e-9,
       .cpu_threads = l->active_threads,
       .device_samples = (int)b->device_samples,
       .device_busy_s = (double)b->device_ns * 1e-9,
-      .device_ok = l->dev && !l->device_off && !l->refused,
+      .device_ok = ff__offload_usable(l->offload) && !ff__offload_take_refused(l->offload),
   };
-  l->refused = 0;
   ff__sched_update(&l->sched_params, &l->sched, &o);
   if (l->coord) {
     l->report = (ff__coord_report_data){o.wait_s / o.interval_s, (double)ring_ready / l->cfg.prefetch,
                                          o.cpu_busy_s / (l->active_threads * o.interval_s)};
     l->report_pending = 1;
   }
-  l->stats.offload_share = ff__offload_share(l);
+  l->stats.offload_share = device_share(l);
 }
 
 ff_status ff_loader_next(ff_loader *l, ff_batch **out) {
   if (!l->started_threads) return failed_open(l);
-  ff__offload_refresh(l);
+  size_t limit = 0, peak = 0;
+  ff__offload_refresh(l->offload, &limit, &peak);
   uint64_t t0 = ff__now_ns();
   ff_status st = FF_OK;
   pthread_mutex_lock(&l->mu);
+  if (l->offload) l->stats.device_pool_limit_bytes = limit, l->stats.device_pool_peak_bytes = peak;
   int ring_ready = ready_batches(l);
   for (;;) {
     if (l->next_out == l->num_batches) { /* the workers are on the next epoch already */
@@ -737,11 +822,8 @@ void ff_loader_stats(const ff_loader *l, ff_stats *out) {
   pthread_mutex_lock((pthread_mutex_t *)&l->mu);
   *out = l->stats;
   pthread_mutex_unlock((pthread_mutex_t *)&l->mu);
-  ff__device_info info; /* the pool's figures now, not as of the last batch */
-  if (l->dev && !ff__device_query(l->dev, &info, NULL)) {
-    out->device_pool_limit_bytes = info.pool.limit_bytes;
-    out->device_pool_peak_bytes = info.pool.peak_bytes;
-  }
+  /* the pool's figures now, not as of the last batch */
+  ff__offload_pool(l->offload, &out->device_pool_limit_bytes, &out->device_pool_peak_bytes);
 }
 
 size_t ff_loader_op_costs(const ff_loader *l, ff_op_cost *out, size_t cap) {
@@ -776,7 +858,7 @@ void ff__loader_set_active_threads(ff_loader *l, int n) {
 void ff__loader_force_device_share(ff_loader *l, double share) {
   pthread_mutex_lock(&l->mu);
   l->forced_share = share < 0 ? -1 : share > 1 ? 1 : share;
-  l->stats.offload_share = ff__offload_share(l);
+  l->stats.offload_share = device_share(l);
   pthread_mutex_unlock(&l->mu);
 }
 

@@ -1,14 +1,11 @@
-/* loader_internal.h — the loader's state, shared by its modules: loader.c
- * (the public API, the CPU worker pool and the ordered ring), offload.c (the
- * device side of the cooperative scheduler: batch split, device feeder
- * thread, fallback to the CPU) and trace.c (the timeline trace). Also the
- * internal entry points that other layers call (the node coordinator, the
- * tests). Not part of the public API.
+/* loader_internal.h — the loader's state (loader.c: the public API, the
+ * CPU worker pool and the ordered ring; trace.c: the timeline trace) and
+ * the internal entry points that other layers call (the node coordinator,
+ * the tests). The offload runtime is behind its own face (offload.h) and
+ * sees none of this. Not part of the public API.
  *
  * Locking: one mutex, `mu`, guards everything below that is not marked
- * otherwise. Samples are decoded and run outside it; a device microbatch is
- * filled under `add_mu` (workers of one batch add to it concurrently) and
- * submitted by the feeder thread outside both. */
+ * otherwise. Samples are decoded and run outside it. */
 #ifndef FF_LOADER_LOADER_INTERNAL_H
 #define FF_LOADER_LOADER_INTERNAL_H
 
@@ -16,11 +13,10 @@
 #include <sys/types.h>
 
 #include "exec/cpu.h"
-#include "exec/dev_batch.h"
 #include "fusionflow/fusionflow.h"
+#include "loader/offload.h"
 #include "loader/trace.h"
 #include "pipeline/pipeline.h"
-#include "sched/cost.h"
 #include "sched/coord.h"
 #include "sched/policy.h"
 #include "source/source.h"
@@ -41,11 +37,9 @@ struct ff_batch {
   void *images;
   int64_t *labels, *sample_indices;
   ff__error error;       /* first error of the batch (on_error=raise) */
-  /* the split (offload.c) */
+  uint64_t gen;          /* the loader's generation when it was split */
   int *slot_order;       /* slots in hand-out order: the device's first, so its microbatch starts early */
-  unsigned char *to_device; /* per slot: marked for the device */
-  int device_left;       /* device-marked samples whose worker has not come back */
-  ff__dev_batch *mb;     /* the batch's microbatch (NULL without a device); filled under add_mu */
+  unsigned char *placement; /* per slot: its ff_placement, from the split */
   ff_batch_info stats;
 };
 
@@ -87,72 +81,15 @@ struct ff_loader {
   /* the scheduler */
   ff__sched_params sched_params;
   ff__sched_state sched;
-  ff__cost_model cost;
   double forced_share;   /* >= 0: every split uses this share (tests, FF_FORCE_DEVICE_SHARE) */
   uint64_t last_out_ns;  /* when the previous batch was handed out; 0: none since open or a restart */
-  uint64_t *split_sizes; /* batch_size encoded sizes, scratch of the split */
-  double *split_saving;  /* batch_size predicted savings (ns), scratch of the split */
-  ff__plan split_plan;   /* scratch of the split */
-  uint64_t *headers;     /* with a device: each sample's header once read (ff__cost_header_pack), else NULL */
 
-  /* the device (offload.c); dev NULL: CPU only */
+  /* the device: the offload runtime (offload.h); NULL: CPU only */
   char device_name[160];
-  ff__device *dev;
-  ff__dstream *stream;
-  ff__devent *download_done;
-  void *d_out;           /* batch_size output samples, taken from the pool at first use */
-  pthread_mutex_t add_mu;
-  pthread_cond_t feed_cv;
-  pthread_t feeder;
-  int feeder_started;
-  ff_batch **feed_queue; /* ring_size entries from feed_head: batches whose microbatch is complete */
-  int feed_head, feed_count;
-  ff__op_scratch feed_ops; /* the feeder's scratch for samples it runs on the CPU */
-  size_t device_free_bytes; /* pool limit - used at the last refresh */
-  int device_errors;     /* consecutive device errors; at FF__DEVICE_MAX_ERRORS offload stops */
-  int device_off;        /* offload stopped for good (errors) */
-  int backoff, backoff_len; /* splits left without offload after a refusal; the next refusal's length */
-  int refused;           /* the pool refused work since the last observation */
+  ff__offload *offload;
 
   ff__trace *trace;      /* NULL unless tracing (trace.c) */
 };
-
-#define FF__DEVICE_MAX_ERRORS 3
-
-/* ---- offload.c, called by loader.c ---- */
-
-/* Opens cfg.device (sets device_name) and, with a device, its stream, the
- * ring entries' microbatches and the feeder thread. "cpu" and a failed
- * "auto" leave dev NULL. Returns FF_OK, FF_EDEVICE / FF_EINVAL (the named
- * device cannot be opened; message in l->err), FF_ENOMEM. */
-ff_status ff__offload_open(ff_loader *l);
-/* Stops and joins the feeder and frees every device resource. Idempotent. */
-void ff__offload_close(ff_loader *l);
-/* Splits batch e of n samples (its first take): marks the device's samples
- * and orders the slots. Locked. */
-void ff__offload_split(ff_loader *l, ff_batch *e, int n);
-/* A device-marked sample on a worker: read and decode it, add it to the
- * batch's microbatch; when the microbatch cannot take it, run it on the CPU
- * (*fell_back = 1). *added = 1 when the feeder will finish it. Returns the
- * sample's read/decode status. Unlocked. */
-ff_status ff__offload_sample(ff_loader *l, ff__worker *w, ff_batch *e, const ff__sample_job *job, int slot,
-                             int *added, int *fell_back, ff__error *err);
-/* The worker of a device-marked sample of e came back (gen current): when it
- * was the last, the microbatch goes to the feeder. Locked. */
-void ff__offload_sample_done(ff_loader *l, ff_batch *e);
-/* The device share of the next splits: 0 without a working device, else
- * the forced share or the policy's. Locked. */
-double ff__offload_share(const ff_loader *l);
-/* Drops the feeder's queue (restart of the epoch, after busy == 0). Locked. */
-void ff__offload_reset(ff_loader *l);
-/* Re-reads the device's free memory (once per batch, consumer thread,
- * unlocked) and refreshes the admission figure and the pool stats. */
-void ff__offload_refresh(ff_loader *l);
-
-/* loader.c: a batch's sample is in (pending - 1); the last makes it READY. Locked. */
-void ff__loader_sample_finished(ff_loader *l, ff_batch *e, int count);
-/* loader.c: adds a thread's op costs to the loader's and zeroes them. Locked. */
-void ff__loader_add_costs(ff_loader *l, ff__op_costs *costs);
 
 /* ---- entry points for other layers ---- */
 

@@ -1,139 +1,312 @@
-/* offload.c — the device side of the cooperative scheduler: opening the
- * device, splitting each batch between the CPU pool and the device, and the
- * device feeder thread.
+/* offload.c — the offload runtime (see offload.h): the device, the split of
+ * each batch into placements, the microbatches and the device feeder.
  *
  * A batch is split when its first sample is taken (ff__offload_split): the
  * policy's share gives k samples, the cost model picks the k costliest and
- * trims them to what the device memory budget admits. Workers decode those
- * samples and add them to the batch's microbatch (one ff__dev_batch per
- * ring entry, so a batch can fill while the previous one runs); when the
- * last of them is in, the batch goes to the feeder's queue. The feeder — one
- * thread per loader — submits the microbatch on its stream into the output
- * tensor (a batch's samples, from the pool), waits, downloads the finished
- * slots into the host batch and marks them done. When the pool refuses the
- * memory, the device fails, or the device was turned off, the feeder runs
- * those samples on the CPU itself from the staged decoded images, so a
- * batch always completes and stays bit-identical (the kernels do the CPU's
- * arithmetic). A refusal backs offload off for a few batches, doubling;
- * FF__DEVICE_MAX_ERRORS device errors in a row turn it off for good. The
- * device's free memory is re-read once per batch on the consumer thread, so
- * a trainer whose memory grows pushes work back to the CPU. */
+ * trims them to what the device memory budget admits; each goes to the
+ * device decoder (placement `device`) when device decode is on and its
+ * header, once seen, is one the decoder takes, else placement `split`.
+ * Workers read `device` samples and stage their encoded bytes; they read
+ * and decode `split` samples and add the pixels to the batch's microbatch
+ * (one ff__dev_batch per ring entry, so a batch can fill while the previous
+ * one runs). When the last of them is in, the batch goes to the feeder's
+ * queue. The feeder — one thread per loader — first has the device decode
+ * the staged bytes into pool memory (a decode the device cannot do is done
+ * on the CPU from the same bytes, so that a corrupt file fails with the
+ * CPU's own message), adds the decoded images to the microbatch, submits it
+ * on its stream into the output tensor (a batch's samples, from the pool),
+ * waits, downloads the finished slots into the host batch and reports the
+ * batch to the loader (done()). When the pool refuses the memory, the device
+ * fails, or the device was turned off, the feeder runs those samples on the
+ * CPU itself — from the staged decoded images, or decoding the staged bytes —
+ * so a batch always completes and, with device decode off, stays
+ * bit-identical (the kernels do the CPU's arithmetic). A refusal backs
+ * offload off for a few batches, doubling; FF__DEVICE_MAX_ERRORS device
+ * errors in a row turn it off for good. The device's free memory is re-read
+ * once per batch on the consumer thread, so a trainer whose memory grows
+ * pushes work back to the CPU. Everything here is guarded by the runtime's
+ * own mutex `mu`; a microbatch is filled under `add_mu` (the workers of one
+ * batch add to it concurrently). */
+#include "loader/offload.h"
+
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "core/clock.h"
-#include "loader/loader_internal.h"
+#include "exec/dev_batch.h"
+#include "sched/cost.h"
+#include "sched/policy.h"
 
 #define MAX_BACKOFF_BATCHES 64
+#define DEVICE_MAX_ERRORS 3
+#define NOT_ADDED 255 /* entry.placement[slot] of a slot not in the microbatch */
+
+/* A sample staged for the device decoder. */
+typedef struct staged {
+  int slot;
+  size_t offset, size_bytes; /* its encoded bytes in the entry's staging */
+  const char *path;
+  ff__image_info info;
+  ff__plan plan;
+  ff__device_decode_job job;
+  void *d_image; /* pool memory the decoder writes, NULL: none taken */
+} staged;
+
+/* The runtime's part of one ring entry. */
+typedef struct entry {
+  ff__dev_batch *mb;
+  void *images;            /* the batch's host buffer */
+  int device_left;         /* device-placed samples whose worker has not come back */
+  unsigned char *placement;/* per slot: the placement of a sample the feeder finishes, or NOT_ADDED */
+  const char **paths;      /* per slot: the file, for messages */
+  uint64_t *cpu_ns, *read_ns; /* per slot: CPU time spent on it so far, of which reading */
+  uint64_t encoded_bytes;  /* of the samples in the microbatch */
+  size_t decode_fallbacks; /* of them, placed for device decode and decoded by a worker */
+  staged *dec;             /* samples for the device decoder */
+  int num_dec, cap_dec;
+  uint8_t *bytes;          /* pinned staging of their encoded bytes */
+  size_t bytes_used, bytes_cap;
+  ff__offload_failure *failed; /* batch_cap */
+  int num_failed;
+} entry;
+
+struct ff__offload {
+  ff__offload_config cfg;
+  ff__device *dev;
+  ff__dstream *stream;
+  ff__devent *download_done, *decode_start, *decoded;
+  const char *decoder;     /* NULL: device decode off */
+  char note[200];          /* why it is off */
+  pthread_mutex_t mu, add_mu;
+  pthread_cond_t feed_cv;
+  pthread_t feeder;
+  int feeder_started, stop;
+  entry *entries;
+  int *queue, head, count; /* entries whose microbatch is complete, cfg.entries from head */
+  void *d_out;             /* batch_cap output samples, taken by the feeder at its first microbatch */
+  ff__op_scratch feed_ops; /* the feeder's scratch for what it runs on the CPU */
+  ff__buf feed_pixels;
+  size_t device_free_bytes;/* pool limit - used at the last refresh */
+  int device_errors;       /* consecutive device errors; at DEVICE_MAX_ERRORS offload stops */
+  int device_off;          /* offload stopped for good (errors) */
+  int backoff, backoff_len;/* splits left without offload after a refusal; the next refusal's length */
+  int refused;             /* the device refused work since the last ff__offload_take_refused */
+  ff__cost_model cost;
+  uint64_t *headers;       /* each sample's header once seen (ff__cost_header_pack), 0: not yet */
+  uint64_t *split_sizes;   /* batch_cap: scratch of the split */
+  ff__device_decode_job *jobs; /* batch_cap: the feeder's decode call */
+  int *job_of;             /* batch_cap: each job's staged sample */
+  double *split_saving;
+  ff__plan split_plan;
+};
 
 static void *feeder_main(void *arg);
 
-ff_status ff__offload_open(ff_loader *l) {
-  const char *name = l->cfg.device;
-  if (!strcmp(name, "cpu")) return FF_OK;
-  int is_auto = !strcmp(name, "auto");
-  ff__device_options opt;
-  ff__device_options_init(&opt);
-  opt.limit_bytes = l->cfg.device_memory_limit_bytes;
-  opt.headroom_bytes = l->cfg.device_headroom_bytes;
-  ff__error err = {0};
-  ff_status st = ff__device_open(is_auto ? "cuda:0" : name, &opt, &l->dev, &err);
-  ff__device_info info;
-  if (!st) st = ff__device_query(l->dev, &info, &err);
-  if (!st) st = ff__device_stream_create(l->dev, &l->stream, &err);
-  if (!st) st = ff__device_event_create(l->dev, &l->download_done, &err);
-  for (int i = 0; i < l->ring_size && !st; i++) st = ff__dev_batch_create(l->dev, &l->ring[i].mb, &err);
-  if (!st && (!(l->feed_queue = calloc((size_t)l->ring_size, sizeof *l->feed_queue)) ||
-              !(l->headers = calloc(l->index.count, sizeof *l->headers))))
-    st = ff__error_set(&err, FF_ENOMEM, "out of memory");
-  if (!st) {
-    int rc = pthread_create(&l->feeder, NULL, feeder_main, l);
-    if (rc) st = ff__error_set(&err, FF_ENOMEM, "cannot start the device feeder thread: %s", strerror(rc));
-    l->feeder_started = !rc;
+/* Whether device decode is on for o, and if not, why (o->note). */
+static void resolve_decoder(ff__offload *o) {
+  const char *why = "";
+  const char *name = ff__device_decoder(o->dev, &why);
+  const ff__offload_config *c = &o->cfg;
+  if (c->deterministic) why = "deterministic=1", name = NULL;
+  else if (c->device_decode == FF_DEVICE_DECODE_OFF) why = "device_decode=off", name = NULL;
+  else if (c->device_decode == FF_DEVICE_DECODE_AUTO && name && strncmp(c->device, "cuda", 4) &&
+           strcmp(c->device, "auto"))
+    why = "device_decode=auto is on for CUDA devices only", name = NULL;
+  o->decoder = name;
+  snprintf(o->note, sizeof o->note, "%s", name ? "" : why);
+}
+
+static ff_status alloc_entries(ff__offload *o, ff__error *err) {
+  const ff__offload_config *c = &o->cfg;
+  size_t cap = (size_t)c->batch_cap;
+  o->entries = calloc((size_t)c->entries, sizeof *o->entries);
+  o->queue = calloc((size_t)c->entries, sizeof *o->queue);
+  o->headers = calloc(c->num_samples ? c->num_samples : 1, sizeof *o->headers);
+  o->split_sizes = malloc(cap * sizeof *o->split_sizes);
+  o->split_saving = malloc(cap * sizeof *o->split_saving);
+  o->jobs = malloc(cap * sizeof *o->jobs);
+  o->job_of = malloc(cap * sizeof *o->job_of);
+  if (!o->entries || !o->queue || !o->headers || !o->split_sizes || !o->split_saving || !o->jobs || !o->job_of)
+    return ff__error_set(err, FF_ENOMEM, "out of memory");
+  for (int i = 0; i < c->entries; i++) {
+    entry *e = &o->entries[i];
+    e->placement = malloc(cap);
+    e->paths = calloc(cap, sizeof *e->paths);
+    e->cpu_ns = calloc(cap, sizeof *e->cpu_ns);
+    e->read_ns = calloc(cap, sizeof *e->read_ns);
+    e->failed = calloc(cap, sizeof *e->failed);
+    if (!e->placement || !e->paths || !e->cpu_ns || !e->read_ns || !e->failed)
+      return ff__error_set(err, FF_ENOMEM, "out of memory");
+    ff_status st = ff__dev_batch_create(o->dev, &e->mb, err);
+    if (st) return st;
   }
-  if (st) {
-    ff__offload_close(l);
-    if (is_auto) return FF_OK; /* auto: the CPU alone, quietly */
-    return ff__error_set(&l->err, st, "%s", err.msg); /* the device's message names it */
-  }
-  snprintf(l->device_name, sizeof l->device_name, "%s", info.name);
-  l->device_free_bytes = info.pool.limit_bytes;
-  l->stats.device_pool_limit_bytes = info.pool.limit_bytes;
   return FF_OK;
 }
 
-void ff__offload_close(ff_loader *l) {
-  if (l->feeder_started) {
-    pthread_mutex_lock(&l->mu);
-    l->stop = 1;
-    pthread_cond_broadcast(&l->feed_cv);
-    pthread_mutex_unlock(&l->mu);
-    pthread_join(l->feeder, NULL);
-    l->feeder_started = 0;
+ff_status ff__offload_open(const ff__offload_config *c, ff__offload **out, char *name, size_t cap,
+                           ff__error *err) {
+  *out = NULL;
+  snprintf(name, cap, "cpu");
+  if (!strcmp(c->device, "cpu")) return FF_OK;
+  int is_auto = !strcmp(c->device, "auto");
+  ff__offload *o = calloc(1, sizeof *o);
+  if (!o) return ff__error_set(err, FF_ENOMEM, "out of memory");
+  o->cfg = *c;
+  pthread_mutex_init(&o->mu, NULL);
+  pthread_mutex_init(&o->add_mu, NULL);
+  pthread_cond_init(&o->feed_cv, NULL);
+  ff__cost_init(&o->cost);
+  ff__device_options opt;
+  ff__device_options_init(&opt);
+  opt.limit_bytes = c->limit_bytes;
+  opt.headroom_bytes = c->headroom_bytes;
+  ff__error derr = {0};
+  ff_status st = ff__device_open(is_auto ? "cuda:0" : c->device, &opt, &o->dev, &derr);
+  ff__device_info info;
+  if (!st) st = ff__device_query(o->dev, &info, &derr);
+  if (!st) st = ff__device_stream_create(o->dev, &o->stream, &derr);
+  if (!st) st = ff__device_event_create(o->dev, &o->download_done, &derr);
+  if (!st) st = ff__device_event_create(o->dev, &o->decoded, &derr);
+  if (!st) st = ff__device_event_create(o->dev, &o->decode_start, &derr);
+  if (!st) st = alloc_entries(o, &derr);
+  if (!st) {
+    int rc = pthread_create(&o->feeder, NULL, feeder_main, o);
+    if (rc) st = ff__error_set(&derr, FF_ENOMEM, "cannot start the device feeder thread: %s", strerror(rc));
+    o->feeder_started = !rc;
   }
-  if (!l->dev) return;
-  for (int i = 0; i < l->ring_size; i++) {
-    ff__dev_batch_destroy(l->ring[i].mb);
-    l->ring[i].mb = NULL;
+  if (st) {
+    ff__offload_close(o);
+    if (is_auto) return FF_OK; /* auto: the CPU alone, quietly */
+    return ff__error_set(err, st, "%s", derr.msg); /* the device's message names it */
   }
-  ff__device_free(l->dev, l->d_out);
-  ff__device_event_destroy(l->dev, l->download_done);
-  ff__device_stream_destroy(l->dev, l->stream);
-  ff__device_close(l->dev);
-  ff__op_scratch_free(&l->feed_ops);
-  free(l->feed_queue);
-  free(l->headers);
-  l->d_out = NULL, l->download_done = NULL, l->stream = NULL, l->dev = NULL, l->feed_queue = NULL;
-  l->headers = NULL;
+  resolve_decoder(o);
+  snprintf(name, cap, "%s", info.name);
+  o->device_free_bytes = info.pool.limit_bytes;
+  *out = o;
+  return FF_OK;
 }
 
-double ff__offload_share(const ff_loader *l) {
-  if (!l->dev || l->device_off) return 0;
-  return l->forced_share >= 0 ? l->forced_share : l->sched.share;
+void ff__offload_close(ff__offload *o) {
+  if (!o) return;
+  if (o->feeder_started) {
+    pthread_mutex_lock(&o->mu);
+    o->stop = 1;
+    pthread_cond_broadcast(&o->feed_cv);
+    pthread_mutex_unlock(&o->mu);
+    pthread_join(o->feeder, NULL);
+  }
+  for (int i = 0; o->entries && i < o->cfg.entries; i++) {
+    entry *e = &o->entries[i];
+    ff__dev_batch_destroy(e->mb);
+    ff__device_host_free(o->dev, e->bytes);
+    free(e->placement), free(e->paths), free(e->cpu_ns), free(e->read_ns), free(e->failed), free(e->dec);
+  }
+  if (o->dev) {
+    ff__device_free(o->dev, o->d_out);
+    ff__device_event_destroy(o->dev, o->download_done);
+    ff__device_event_destroy(o->dev, o->decoded);
+    ff__device_event_destroy(o->dev, o->decode_start);
+    ff__device_stream_destroy(o->dev, o->stream);
+    ff__device_close(o->dev);
+  }
+  ff__op_scratch_free(&o->feed_ops);
+  ff__buf_free(&o->feed_pixels);
+  free(o->entries), free(o->queue), free(o->headers), free(o->split_sizes), free(o->split_saving);
+  free(o->jobs), free(o->job_of);
+  pthread_mutex_destroy(&o->mu);
+  pthread_mutex_destroy(&o->add_mu);
+  pthread_cond_destroy(&o->feed_cv);
+  free(o);
+}
+
+int ff__offload_usable(ff__offload *o) {
+  if (!o) return 0;
+  pthread_mutex_lock(&o->mu);
+  int ok = !o->device_off;
+  pthread_mutex_unlock(&o->mu);
+  return ok;
+}
+
+int ff__offload_take_refused(ff__offload *o) {
+  if (!o) return 0;
+  pthread_mutex_lock(&o->mu);
+  int r = o->refused;
+  o->refused = 0;
+  pthread_mutex_unlock(&o->mu);
+  return r;
+}
+
+const char *ff__offload_decoder(const ff__offload *o, const char **note) {
+  *note = o ? o->note : "no device";
+  return o && o->decoder ? o->decoder : "none";
 }
 
 /* The pool's block for the output tensor (batch_cap samples). */
-static size_t out_class_bytes(const ff_loader *l) {
-  return ff__pool_class_bytes((size_t)l->batch_cap * l->sample_bytes);
+static size_t out_class_bytes(const ff__offload *o) {
+  return ff__pool_class_bytes((size_t)o->cfg.batch_cap * o->cfg.sample_bytes);
 }
 
-void ff__offload_split(ff_loader *l, ff_batch *e, int n) {
-  double share = ff__offload_share(l);
-  ff__sched_state s = {.share = share};
+/* The placement of a device-bound sample: the decoder's when device
+ * decode is on and it takes the image (a header not seen yet is tried). */
+static int device_placement(ff__offload *o, uint64_t header) {
+  if (!o->decoder) return FF_PLACEMENT_SPLIT;
+  ff__image_info info;
+  const char *why;
+  if (ff__cost_header_unpack(header, &info) && !ff__device_decode_takes(o->dev, &info, NULL, 0, &why))
+    return FF_PLACEMENT_SPLIT;
+  return FF_PLACEMENT_DEVICE;
+}
+
+int ff__offload_split(ff__offload *o, int entry_no, void *images, uint64_t epoch, const int64_t *samples, int n,
+                      double share, const ff__op_costs *costs, unsigned char *placement) {
+  memset(placement, FF_PLACEMENT_CPU, (size_t)n);
+  if (!o) return 0;
+  pthread_mutex_lock(&o->mu);
+  entry *e = &o->entries[entry_no];
+  ff__sched_state s = {.share = o->device_off ? 0 : share};
   int k = ff__sched_device_count(&s, n);
-  if (k && l->backoff) l->backoff--, k = 0;
-  memset(e->to_device, 0, (size_t)l->batch_cap); /* a short batch leaves no marks of the last */
+  if (k && o->backoff) o->backoff--, k = 0;
   if (k) {
-    const int64_t *order = l->order[e->epoch & 1] + e->index * (size_t)l->cfg.batch_size;
-    for (int i = 0; i < n; i++) { /* what each sample would save the CPU (sched/cost.h) */
+    for (int i = 0; i < n; i++) { /* what each sample would save the CPU at its placement (sched/cost.h) */
       ff__image_info info;
-      l->split_sizes[i] = l->index.size_bytes[order[i]];
-      if (ff__cost_header_unpack(l->headers[order[i]], &info)) {
-        ff__plan_make(&l->pipe, l->cfg.seed, e->epoch, (uint64_t)order[i], &info, l->cfg.max_image_pixels,
-                      &l->split_plan);
-        l->split_saving[i] = ff__cost_plan_ns(&l->split_plan, &info, &l->costs, l->pipe.out_width,
-                                              l->pipe.out_height);
+      uint64_t header = o->headers[samples[i]], bytes = o->cfg.size_bytes[samples[i]];
+      int decodes = device_placement(o, header) == FF_PLACEMENT_DEVICE;
+      o->split_sizes[i] = bytes;
+      if (ff__cost_header_unpack(header, &info)) {
+        ff__plan_make(o->cfg.pipe, o->cfg.seed, epoch, (uint64_t)samples[i], &info, o->cfg.max_pixels,
+                      &o->split_plan);
+        o->split_saving[i] = ff__cost_plan_ns(&o->split_plan, &info, costs, o->cfg.pipe->out_width,
+                                              o->cfg.pipe->out_height);
+        if (decodes)
+          o->split_saving[i] +=
+              ff__cost_device_decode_saving_ns(&o->cost, bytes, ff__cost_decoded_pixels(&o->split_plan, &info));
       } else {
-        l->split_saving[i] = ff__cost_unknown_ns(&l->cost, l->split_sizes[i]);
+        o->split_saving[i] = ff__cost_unknown_ns(&o->cost, bytes);
+        if (decodes) o->split_saving[i] += o->cost.decode_ns_per_sample * (1 - o->cost.host_decode_share);
       }
     }
     /* the output tensor is taken at the first microbatch and kept */
-    size_t out_bytes = l->d_out ? 0 : out_class_bytes(l);
-    size_t avail = l->device_free_bytes > out_bytes ? l->device_free_bytes - out_bytes : 0;
-    k = ff__cost_split(&l->cost, l->split_saving, l->split_sizes, n, k, avail, e->to_device);
-    if (!k) l->refused = 1;
-    if (k && ff__dev_batch_begin(e->mb, &l->pipe, NULL)) {
-      memset(e->to_device, 0, (size_t)n);
+    size_t out_bytes = o->d_out ? 0 : out_class_bytes(o);
+    size_t avail = o->device_free_bytes > out_bytes ? o->device_free_bytes - out_bytes : 0;
+    k = ff__cost_split(&o->cost, o->split_saving, o->split_sizes, n, k, avail, placement);
+    if (!k) o->refused = 1;
+    if (k && ff__dev_batch_begin(e->mb, o->cfg.pipe, NULL)) {
+      memset(placement, FF_PLACEMENT_CPU, (size_t)n);
       k = 0;
     }
+    for (int i = 0; i < n; i++)
+      if (placement[i]) placement[i] = (unsigned char)device_placement(o, o->headers[samples[i]]);
   }
-  int next = 0;
-  for (int pass = 1; pass >= 0; pass--)
-    for (int slot = 0; slot < n; slot++)
-      if (e->to_device[slot] == pass) e->slot_order[next++] = slot;
+  e->images = images;
   e->device_left = k;
-  e->stats = (ff_batch_info){.offload_share = share};
+  e->encoded_bytes = 0, e->decode_fallbacks = 0;
+  e->num_dec = 0, e->bytes_used = 0, e->num_failed = 0;
+  memset(e->placement, NOT_ADDED, (size_t)o->cfg.batch_cap);
+  pthread_mutex_unlock(&o->mu);
+  return k;
 }
 
 /* Runs the steps after decode on img and writes it as slot of images. */
@@ -149,154 +322,361 @@ static ff_status run_on_cpu(const ff__pipeline *pipe, ff__op_scratch *ops, ff__i
   return st;
 }
 
-ff_status ff__offload_sample(ff_loader *l, ff__worker *w, ff_batch *e, const ff__sample_job *job, int slot,
-                             int *added, int *fell_back, ff__error *err) {
+/* Stages a read sample's encoded bytes for the device decoder. Under add_mu. */
+static ff_status stage_bytes(ff__offload *o, entry *e, const ff__worker *w, size_t size_bytes,
+                             const ff__sample_job *job, const ff__plan *plan, int slot) {
+  if (e->num_dec == e->cap_dec) {
+    int cap = e->cap_dec ? 2 * e->cap_dec : 16;
+    staged *d = realloc(e->dec, (size_t)cap * sizeof *d);
+    if (!d) return FF_ENOMEM;
+    e->dec = d, e->cap_dec = cap;
+  }
+  size_t need = e->bytes_used + size_bytes;
+  if (need > e->bytes_cap) {
+    size_t c = e->bytes_cap ? e->bytes_cap : 1 << 20;
+    while (c < need) c *= 2;
+    void *p;
+    if (ff__device_host_alloc(o->dev, c, &p, NULL)) return FF_ENOMEM;
+    if (e->bytes_used) memcpy(p, e->bytes, e->bytes_used);
+    ff__device_host_free(o->dev, e->bytes);
+    e->bytes = p, e->bytes_cap = c;
+  }
+  memcpy(e->bytes + e->bytes_used, w->file.data, size_bytes);
+  staged *d = &e->dec[e->num_dec++];
+  *d = (staged){.slot = slot, .offset = e->bytes_used, .size_bytes = size_bytes, .path = job->path,
+                .info = w->header, .plan = *plan};
+  d->plan.decode.warning = NULL; /* the worker's, and the feeder decodes later: repaired damage is not listed */
+  e->bytes_used += (size_bytes + 255) / 256 * 256;
+  return FF_OK;
+}
+
+ff_status ff__offload_sample(ff__offload *o, ff__worker *w, int entry_no, const ff__sample_job *job, int slot,
+                             int placement, ff__offload_took *took, ff__error *err) {
+  entry *e = &o->entries[entry_no];
   ff__image img;
   ff__plan plan;
-  *added = *fell_back = 0;
-  ff_status st = ff__sample_decode(w, &l->pipe, job, &img, &plan, err);
-  if (st) return st;
-  pthread_mutex_lock(&l->add_mu);
-  ff_status add = ff__dev_batch_add(e->mb, &img, &plan, slot, NULL);
-  pthread_mutex_unlock(&l->add_mu);
-  if (!add) return *added = 1, FF_OK;
-  *fell_back = 1; /* no pinned staging for it: the CPU finishes it now */
-  return run_on_cpu(&l->pipe, &w->ops, &img, &plan, e->images, slot, job->path, &w->ops_ns, err);
-}
-
-void ff__offload_sample_done(ff_loader *l, ff_batch *e) {
-  if (--e->device_left || !ff__dev_batch_count(e->mb)) return;
-  l->feed_queue[(l->feed_head + l->feed_count++) % l->ring_size] = e;
-  pthread_cond_signal(&l->feed_cv);
-}
-
-void ff__offload_reset(ff_loader *l) { l->feed_head = l->feed_count = 0; }
-
-void ff__offload_refresh(ff_loader *l) {
-  if (!l->dev) return;
-  ff__pool_stats pool;
-  int ok = !ff__device_refresh(l->dev, &pool, NULL);
-  pthread_mutex_lock(&l->mu);
-  l->device_free_bytes = ok && pool.limit_bytes > pool.used_bytes ? pool.limit_bytes - pool.used_bytes : 0;
-  if (ok) {
-    l->stats.device_pool_limit_bytes = pool.limit_bytes;
-    l->stats.device_pool_peak_bytes = pool.peak_bytes;
+  ff_status st;
+  *took = (ff__offload_took){0};
+  if (placement == FF_PLACEMENT_DEVICE) {
+    size_t size_bytes;
+    if ((st = ff__sample_read(w, o->cfg.pipe, job, &size_bytes, &plan, err))) return st;
+    const char *why;
+    if (ff__device_decode_takes(o->dev, &w->header, w->file.data, size_bytes, &why)) {
+      pthread_mutex_lock(&o->add_mu);
+      ff_status add = stage_bytes(o, e, w, size_bytes, job, &plan, slot);
+      pthread_mutex_unlock(&o->add_mu);
+      if (!add) {
+        e->placement[slot] = FF_PLACEMENT_DEVICE, e->paths[slot] = job->path;
+        e->cpu_ns[slot] = e->read_ns[slot] = w->read_ns;
+        __atomic_add_fetch(&e->encoded_bytes, size_bytes, __ATOMIC_RELAXED);
+        return took->added = 1, FF_OK;
+      }
+    }
+    took->decode_fallback = 1; /* the decoder does not take it: decode it here, the device runs the ops */
+    uint64_t t0 = ff__now_ns();
+    st = ff__codec_decode(w->file.data, size_bytes, job->path, &plan.decode, &w->pixels, &img, err);
+    w->decode_ns += ff__now_ns() - t0;
+    if (st) return st;
+  } else if ((st = ff__sample_decode(w, o->cfg.pipe, job, &img, &plan, err))) {
+    return st;
   }
-  pthread_mutex_unlock(&l->mu);
+  pthread_mutex_lock(&o->add_mu);
+  ff_status add = ff__dev_batch_add(e->mb, &img, &plan, slot, NULL);
+  pthread_mutex_unlock(&o->add_mu);
+  if (!add) {
+    e->placement[slot] = FF_PLACEMENT_SPLIT, e->paths[slot] = job->path;
+    e->cpu_ns[slot] = w->read_ns + w->decode_ns, e->read_ns[slot] = w->read_ns;
+    __atomic_add_fetch(&e->encoded_bytes, (uint64_t)o->cfg.size_bytes[job->index], __ATOMIC_RELAXED);
+    if (took->decode_fallback) __atomic_add_fetch(&e->decode_fallbacks, 1, __ATOMIC_RELAXED);
+    took->decode_fallback = 0; /* the feeder reports it with the sample */
+    return took->added = 1, FF_OK;
+  }
+  took->fell_back = 1, took->placement = FF_PLACEMENT_CPU; /* no pinned staging for it: the CPU finishes it now */
+  return run_on_cpu(o->cfg.pipe, &w->ops, &img, &plan, e->images, slot, job->path, &w->ops_ns, err);
+}
+
+int ff__offload_sample_done(ff__offload *o, int entry_no) {
+  pthread_mutex_lock(&o->mu);
+  entry *e = &o->entries[entry_no];
+  int queued = !--e->device_left && (ff__dev_batch_count(e->mb) || e->num_dec);
+  if (queued) {
+    o->queue[(o->head + o->count++) % o->cfg.entries] = entry_no;
+    pthread_cond_signal(&o->feed_cv);
+  }
+  pthread_mutex_unlock(&o->mu);
+  return queued;
+}
+
+void ff__offload_observe(ff__offload *o, const ff__offload_obs *obs) {
+  if (!o) return;
+  pthread_mutex_lock(&o->mu);
+  if (obs->header->width) o->headers[obs->sample] = ff__cost_header_pack(obs->header);
+  if (obs->ran_ops) ff__cost_observe_ops(&o->cost, obs->ops_ns);
+  if (obs->decoded_pixels) ff__cost_observe_decode(&o->cost, obs->encoded_bytes, obs->decoded_pixels, obs->decode_ns);
+  pthread_mutex_unlock(&o->mu);
+}
+
+int ff__offload_reset(ff__offload *o) {
+  if (!o) return 0;
+  pthread_mutex_lock(&o->mu);
+  int dropped = o->count;
+  o->head = o->count = 0;
+  pthread_mutex_unlock(&o->mu);
+  return dropped;
+}
+
+void ff__offload_refresh(ff__offload *o, size_t *limit_bytes, size_t *peak_bytes) {
+  if (!o) return;
+  ff__pool_stats pool;
+  int ok = !ff__device_refresh(o->dev, &pool, NULL);
+  pthread_mutex_lock(&o->mu);
+  o->device_free_bytes = ok && pool.limit_bytes > pool.used_bytes ? pool.limit_bytes - pool.used_bytes : 0;
+  pthread_mutex_unlock(&o->mu);
+  if (ok) *limit_bytes = pool.limit_bytes, *peak_bytes = pool.peak_bytes;
+}
+
+void ff__offload_pool(ff__offload *o, size_t *limit_bytes, size_t *peak_bytes) {
+  ff__device_info info;
+  if (o && !ff__device_query(o->dev, &info, NULL)) *limit_bytes = info.pool.limit_bytes, *peak_bytes = info.pool.peak_bytes;
 }
 
 /* ------------------------------------------------------------ the feeder */
 
-/* What became of one microbatch. */
-typedef struct outcome {
-  int n;                   /* samples in it */
-  ff_status device_status; /* FF_OK: the device prepared them; else why the CPU did */
-  uint64_t start_ns, device_ns, cpu_ns;
-  size_t device_bytes;
-  ff_status status;        /* a sample's error on the CPU fallback (first) */
-  ff__error err;
-} outcome;
+/* The calling thread's CPU time. */
+static uint64_t thread_cpu_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
 
-/* Submit, wait, download every slot the microbatch wrote. Feeder only. */
-static ff_status run_on_device(ff_loader *l, ff_batch *e, outcome *o, ff__error *err) {
-  size_t sb = l->sample_bytes;
-  ff_status st = l->d_out ? FF_OK : ff__device_alloc(l->dev, (size_t)l->batch_cap * sb, &l->d_out, err);
-  if (st) return st;
-  o->device_bytes = ff__dev_batch_device_bytes(e->mb) + out_class_bytes(l);
-  float ms = 0;
-  st = ff__dev_batch_submit(e->mb, l->stream, l->d_out, err);
-  if (!st) st = ff__dev_batch_wait(e->mb, &ms, err);
-  for (int i = 0; i < o->n && !st; i++) {
-    ff__image img;
-    const ff__plan *plan;
-    int slot;
-    ff__dev_batch_sample(e->mb, i, &img, &plan, &slot);
-    st = ff__device_download(l->dev, l->stream, (char *)e->images + (size_t)slot * sb,
-                             (const char *)l->d_out + (size_t)slot * sb, sb, err);
+/* What the host spent in one device decode call, for the cost model. */
+typedef struct host_decode {
+  uint64_t host_ns;    /* the feeder's CPU time in the call (nvJPEG hybrid: its Huffman phase) */
+  double predicted_ns; /* the CPU decode the same samples are predicted to cost */
+} host_decode;
+
+/* The samples of e the device decoder is to decode: pool memory for each,
+ * the decodes queued, waited for. A sample the device did not decode keeps
+ * a failed job status; the host's CPU time in the call is charged to the
+ * samples decoded. Feeder only, unlocked. */
+static void decode_on_device(ff__offload *o, entry *e, ff__offload_result *r, host_decode *hd) {
+  ff__error err;
+  int n = 0;
+  for (int i = 0; i < e->num_dec; i++) { /* the decodes that get memory go first, in one call */
+    staged *d = &e->dec[i];
+    d->d_image = NULL;
+    ff__device_decode_job job = {.src = e->bytes + d->offset, .size_bytes = d->size_bytes, .name = d->path,
+                                 .info = d->info, .req = d->plan.decode, .status = FF_EDEVICE};
+    job.dst_bytes = ff__device_decode_bytes(o->dev, &d->info, &d->plan.decode);
+    if (ff__device_alloc(o->dev, job.dst_bytes, &d->d_image, &err)) {
+      d->d_image = NULL, d->job = job;
+      continue;
+    }
+    r->device_bytes += ff__pool_class_bytes(job.dst_bytes);
+    job.d_dst = d->d_image;
+    o->jobs[n] = job, o->job_of[n++] = i;
   }
-  if (!st) st = ff__device_event_record(l->dev, l->download_done, l->stream, err);
-  if (!st) st = ff__device_event_wait(l->dev, l->download_done, err);
-  o->device_ns = (uint64_t)((double)ms * 1e6);
+  uint64_t t0 = thread_cpu_ns(); /* nvJPEG's host phase runs inside the call; the wait is idle */
+  ff_status st = n ? ff__device_event_record(o->dev, o->decode_start, o->stream, &err) : FF_OK;
+  if (!st && n) st = ff__device_decode(o->dev, o->stream, o->jobs, n, &err);
+  uint64_t host = thread_cpu_ns() - t0;
+  if (!st && n) st = ff__device_event_record(o->dev, o->decoded, o->stream, &err);
+  if (!st && n) st = ff__device_event_wait(o->dev, o->decoded, &err);
+  float ms = 0; /* the decode's time on the SMs counts as device time, beside the ops' */
+  if (!st && n && !ff__device_decoder_beside_kernels(o->dev) &&
+      !ff__device_event_elapsed_ms(o->dev, o->decode_start, o->decoded, &ms, NULL))
+    r->device_ns += (uint64_t)((double)ms * 1e6);
+  int decoded = 0;
+  for (int k = 0; k < n; k++) {
+    staged *d = &e->dec[o->job_of[k]];
+    d->job = o->jobs[k];
+    if (st) d->job.status = st;
+    decoded += !d->job.status;
+  }
+  pthread_mutex_lock(&o->mu); /* the model's prediction for what was decoded */
+  for (int k = 0; k < n; k++) {
+    const staged *d = &e->dec[o->job_of[k]];
+    if (d->job.status) continue;
+    hd->predicted_ns += ff__cost_decode_ns(&o->cost, d->size_bytes, ff__cost_decoded_pixels(&d->plan, &d->info));
+    e->cpu_ns[d->slot] += host / (uint64_t)decoded;
+  }
+  pthread_mutex_unlock(&o->mu);
+  hd->host_ns += decoded ? host : 0;
+}
+
+static void release_decoded(ff__offload *o, entry *e) {
+  for (int i = 0; i < e->num_dec; i++) {
+    ff__device_free(o->dev, e->dec[i].d_image);
+    e->dec[i].d_image = NULL;
+  }
+}
+
+static void fail_sample(entry *e, int slot, const ff__error *err) {
+  e->failed[e->num_failed++] = (ff__offload_failure){slot, *err};
+  e->placement[slot] = NOT_ADDED;
+}
+
+/* Decodes staged sample d on the CPU into the feeder's buffer. */
+static ff_status decode_on_cpu(ff__offload *o, entry *e, const staged *d, ff__image *img, ff__offload_result *r,
+                               ff__error *err) {
+  uint64_t t0 = ff__now_ns();
+  ff_status st = ff__codec_decode(e->bytes + d->offset, d->size_bytes, d->path, &d->plan.decode, &o->feed_pixels,
+                                  img, err);
+  uint64_t dt = ff__now_ns() - t0;
+  r->decode_ns += dt, e->cpu_ns[d->slot] += dt;
   return st;
 }
 
-/* Prepares the microbatch of e on the device or, failing that, on the CPU
- * from its staged decoded images. Feeder only, unlocked. */
-static void run_microbatch(ff_loader *l, ff_batch *e, int device_off, outcome *o) {
+/* The decoded samples into the microbatch: the device's images, and the
+ * CPU's decode of the others (which fails a corrupt file as the CPU path
+ * does). Feeder only, unlocked. */
+static void add_decoded(ff__offload *o, entry *e, ff__offload_result *r) {
   ff__error err;
-  *o = (outcome){.n = ff__dev_batch_count(e->mb), .start_ns = ff__now_ns()};
-  o->device_status = device_off ? FF_EDEVICE : run_on_device(l, e, o, &err);
-  if (!o->device_status) return;
-  for (int i = 0; i < o->n; i++) {
+  for (int i = 0; i < e->num_dec; i++) {
+    staged *d = &e->dec[i];
+    if (!d->job.status &&
+        !ff__dev_batch_add_device(e->mb, (uint8_t *)d->d_image + d->job.offset_bytes, d->job.width,
+                                  d->job.height, d->job.pitch_bytes, &d->plan, d->slot, NULL))
+      continue;
+    r->decode_fallbacks++;
+    ff__image img;
+    if (decode_on_cpu(o, e, d, &img, r, &err)) {
+      fail_sample(e, d->slot, &err);
+      continue;
+    }
+    e->placement[d->slot] = FF_PLACEMENT_SPLIT;
+    if (!ff__dev_batch_add(e->mb, &img, &d->plan, d->slot, NULL)) continue;
+    uint64_t ops = 0; /* no staging for it: the CPU finishes it now */
+    e->placement[d->slot] = FF_PLACEMENT_CPU, r->fallbacks++;
+    if (run_on_cpu(o->cfg.pipe, &o->feed_ops, &img, &d->plan, e->images, d->slot, d->path, &ops, &err))
+      fail_sample(e, d->slot, &err);
+    r->ops_ns += ops, e->cpu_ns[d->slot] += ops;
+  }
+}
+
+/* Submit, wait, download every slot the microbatch wrote. Feeder only. */
+static ff_status run_on_device(ff__offload *o, entry *e, ff__offload_result *r, ff__error *err) {
+  size_t sb = o->cfg.sample_bytes;
+  pthread_mutex_lock(&o->mu);
+  void *d_out = o->d_out;
+  pthread_mutex_unlock(&o->mu);
+  ff_status st = d_out ? FF_OK : ff__device_alloc(o->dev, (size_t)o->cfg.batch_cap * sb, &d_out, err);
+  if (st) return st;
+  pthread_mutex_lock(&o->mu);
+  o->d_out = d_out;
+  pthread_mutex_unlock(&o->mu);
+  r->device_bytes += ff__dev_batch_device_bytes(e->mb) + out_class_bytes(o);
+  float ms = 0;
+  st = ff__dev_batch_submit(e->mb, o->stream, d_out, err);
+  if (!st) st = ff__dev_batch_wait(e->mb, &ms, err);
+  int n = ff__dev_batch_count(e->mb);
+  for (int i = 0; i < n && !st; i++) {
     ff__image img;
     const ff__plan *plan;
     int slot;
     ff__dev_batch_sample(e->mb, i, &img, &plan, &slot);
-    ff_status st = run_on_cpu(&l->pipe, &l->feed_ops, &img, plan, e->images, slot,
-                              l->index.paths[e->sample_indices[slot]], &o->cpu_ns, &err);
-    if (st && !o->status) o->status = st, o->err = err;
+    st = ff__device_download(o->dev, o->stream, (char *)e->images + (size_t)slot * sb,
+                             (const char *)d_out + (size_t)slot * sb, sb, err);
+  }
+  if (!st) st = ff__device_event_record(o->dev, o->download_done, o->stream, err);
+  if (!st) st = ff__device_event_wait(o->dev, o->download_done, err);
+  r->device_ns += (uint64_t)((double)ms * 1e6);
+  return st;
+}
+
+/* The staged sample of slot, or NULL. */
+static const staged *staged_of(const entry *e, int slot) {
+  for (int i = 0; i < e->num_dec; i++)
+    if (e->dec[i].slot == slot) return &e->dec[i];
+  return NULL;
+}
+
+/* The microbatch's samples on the CPU after the device refused or failed:
+ * from the staged decoded images, or decoding the staged bytes again. */
+static void run_microbatch_on_cpu(ff__offload *o, entry *e, ff__offload_result *r) {
+  ff__error err;
+  int n = ff__dev_batch_count(e->mb);
+  for (int i = 0; i < n; i++) {
+    ff__image img;
+    const ff__plan *plan;
+    int slot;
+    ff__dev_batch_sample(e->mb, i, &img, &plan, &slot);
+    if (!img.data && decode_on_cpu(o, e, staged_of(e, slot), &img, r, &err)) {
+      fail_sample(e, slot, &err); /* cannot happen on a sound decoder: it decoded it */
+      continue;
+    }
+    uint64_t ops = 0;
+    if (run_on_cpu(o->cfg.pipe, &o->feed_ops, &img, plan, e->images, slot, e->paths[slot], &ops, &err))
+      fail_sample(e, slot, &err);
+    else
+      e->placement[slot] = FF_PLACEMENT_CPU, r->fallbacks++;
+    r->ops_ns += ops, e->cpu_ns[slot] += ops;
   }
 }
 
-/* Folds a microbatch's outcome into the device's health. Locked. */
-static void account_device(ff_loader *l, const outcome *o, int device_off) {
-  if (device_off) return;
-  if (!o->device_status) {
-    l->device_errors = 0, l->backoff_len = 0;
-  } else if (o->device_status == FF__EBUDGET) {
-    l->refused = 1;
-    l->backoff_len = l->backoff_len ? 2 * l->backoff_len : 2;
-    if (l->backoff_len > MAX_BACKOFF_BATCHES) l->backoff_len = MAX_BACKOFF_BATCHES;
-    l->backoff = l->backoff_len;
+/* Prepares e's device samples: on the device or, failing that, on the CPU.
+ * Feeder only, unlocked. Returns the device's status (FF_OK: it ran them). */
+static ff_status run_entry(ff__offload *o, entry *e, int device_off, ff__offload_result *r, host_decode *hd) {
+  ff__error err;
+  if (e->num_dec && !device_off) decode_on_device(o, e, r, hd);
+  add_decoded(o, e, r);
+  ff_status st = device_off ? FF_EDEVICE : run_on_device(o, e, r, &err);
+  if (st) run_microbatch_on_cpu(o, e, r);
+  release_decoded(o, e);
+  return st;
+}
+
+/* Folds a batch's device status into the device's health. Locked. */
+static void account_device(ff__offload *o, ff_status device_status) {
+  if (!device_status) {
+    o->device_errors = 0, o->backoff_len = 0;
+  } else if (device_status == FF__EBUDGET) {
+    o->refused = 1;
+    o->backoff_len = o->backoff_len ? 2 * o->backoff_len : 2;
+    if (o->backoff_len > MAX_BACKOFF_BATCHES) o->backoff_len = MAX_BACKOFF_BATCHES;
+    o->backoff = o->backoff_len;
   } else {
-    l->refused = 1;
-    if (++l->device_errors >= FF__DEVICE_MAX_ERRORS) l->device_off = 1;
+    o->refused = 1;
+    if (++o->device_errors >= DEVICE_MAX_ERRORS) o->device_off = 1;
   }
 }
 
 static void *feeder_main(void *arg) {
-  ff_loader *l = arg;
-  pthread_mutex_lock(&l->mu);
+  ff__offload *o = arg;
+  pthread_mutex_lock(&o->mu);
   for (;;) {
-    while (!l->stop && !l->feed_count) pthread_cond_wait(&l->feed_cv, &l->mu);
-    if (l->stop) break;
-    ff_batch *e = l->feed_queue[l->feed_head];
-    l->feed_head = (l->feed_head + 1) % l->ring_size, l->feed_count--;
-    uint64_t gen = l->gen, encoded_bytes = 0;
-    for (int s = 0; s < l->batch_cap; s++)
-      if (e->to_device[s]) encoded_bytes += l->index.size_bytes[e->sample_indices[s]];
-    int device_off = l->device_off;
-    l->busy++;
-    pthread_mutex_unlock(&l->mu);
+    while (!o->stop && !o->count) pthread_cond_wait(&o->feed_cv, &o->mu);
+    if (o->stop) break;
+    int entry_no = o->queue[o->head];
+    o->head = (o->head + 1) % o->cfg.entries, o->count--;
+    int device_off = o->device_off;
+    pthread_mutex_unlock(&o->mu);
 
-    outcome o;
-    run_microbatch(l, e, device_off, &o);
-
-    pthread_mutex_lock(&l->mu);
-    l->busy--;
-    account_device(l, &o, device_off);
-    ff__loader_add_costs(l, &l->feed_ops.costs);
-    l->stats.ops_ns += o.cpu_ns;
-    uint64_t end = ff__now_ns();
-    if (l->trace)
-      ff__trace_span(l->trace, o.device_status ? FF__TRACK_FEEDER : FF__TRACK_DEVICE,
-                     o.device_status ? "cpu fallback" : "microbatch", o.start_ns, end - o.start_ns, "batch",
-                     (int64_t)e->index);
-    if (gen == l->gen) {
-      ff_batch_info *b = &e->stats;
-      if (o.device_bytes) /* what it needed, also when the pool refused it */
-        ff__cost_observe_device(&l->cost, encoded_bytes, o.device_bytes - out_class_bytes(l));
-      if (!o.device_status) {
-        b->device_samples += (size_t)o.n, b->device_ns += o.device_ns, b->device_bytes = o.device_bytes;
-      } else {
-        b->device_fallbacks += (size_t)o.n, b->cpu_ns += o.cpu_ns;
-        b->cpu_samples += (size_t)o.n;
-        if (o.status && !e->error.status) e->error = o.err;
-      }
-      ff__loader_sample_finished(l, e, o.n);
+    entry *e = &o->entries[entry_no];
+    ff__offload_result r = {.entry = entry_no, .start_ns = ff__now_ns(), .decode_fallbacks = e->decode_fallbacks};
+    int added = 0;
+    for (int s = 0; s < o->cfg.batch_cap; s++) added += e->placement[s] != NOT_ADDED;
+    host_decode hd = {0};
+    ff_status st = run_entry(o, e, device_off, &r, &hd);
+    r.device_ran = !st;
+    r.samples = added;
+    for (int s = 0; s < o->cfg.batch_cap; s++) {
+      int p = e->placement[s];
+      if (p == NOT_ADDED) continue;
+      r.placed[p]++, r.placed_cpu_ns[p] += e->cpu_ns[s], r.placed_read_ns[p] += e->read_ns[s];
     }
-    pthread_cond_broadcast(&l->ready_cv);
+    r.num_failed = e->num_failed, r.failed = e->failed, r.costs = &o->feed_ops.costs;
+
+    pthread_mutex_lock(&o->mu);
+    if (!device_off) account_device(o, st);
+    if (hd.host_ns) ff__cost_observe_host_decode(&o->cost, hd.host_ns, hd.predicted_ns);
+    if (r.device_bytes) /* what it needed, also when the pool refused it */
+      ff__cost_observe_device(&o->cost, e->encoded_bytes, r.device_bytes - out_class_bytes(o));
+    pthread_mutex_unlock(&o->mu);
+    r.end_ns = ff__now_ns();
+    o->cfg.done(o->cfg.ctx, &r);
+    pthread_mutex_lock(&o->mu);
   }
-  pthread_mutex_unlock(&l->mu);
+  pthread_mutex_unlock(&o->mu);
   return NULL;
 }

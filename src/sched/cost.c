@@ -45,6 +45,42 @@ int ff__cost_header_unpack(uint64_t packed, ff__image_info *info) {
   return 1;
 }
 
+/* Exponential forgetting of the decode fit: about the last 200 decodes count. */
+#define DECODE_KEEP 0.995
+
+void ff__cost_observe_decode(ff__cost_model *m, uint64_t encoded_bytes, uint64_t pixels, uint64_t ns) {
+  double b = (double)encoded_bytes, p = (double)pixels, t = (double)ns;
+  m->dec_bb = DECODE_KEEP * m->dec_bb + b * b, m->dec_bp = DECODE_KEEP * m->dec_bp + b * p;
+  m->dec_pp = DECODE_KEEP * m->dec_pp + p * p;
+  m->dec_bt = DECODE_KEEP * m->dec_bt + b * t, m->dec_pt = DECODE_KEEP * m->dec_pt + p * t;
+  ewma(&m->decode_ns_per_sample, t, m->alpha, &m->decode_obs);
+}
+
+double ff__cost_decode_ns(const ff__cost_model *m, uint64_t encoded_bytes, uint64_t pixels) {
+  if (!m->decode_obs) return 0;
+  double b = (double)encoded_bytes, p = (double)pixels;
+  double det = m->dec_bb * m->dec_pp - m->dec_bp * m->dec_bp;
+  double a, c;
+  if (det > 1e-9 * m->dec_bb * m->dec_pp) { /* both terms: solve the 2x2 normal equations */
+    a = (m->dec_bt * m->dec_pp - m->dec_pt * m->dec_bp) / det;
+    c = (m->dec_pt * m->dec_bb - m->dec_bt * m->dec_bp) / det;
+  } else { /* bytes and pixels proportional so far: pixels alone */
+    a = 0, c = m->dec_pp > 0 ? m->dec_pt / m->dec_pp : 0;
+  }
+  double ns = a * b + c * p;
+  return ns > 0 ? ns : 0;
+}
+
+void ff__cost_observe_host_decode(ff__cost_model *m, uint64_t host_ns, double predicted_cpu_ns) {
+  if (predicted_cpu_ns <= 0) return;
+  double share = (double)host_ns / predicted_cpu_ns;
+  ewma(&m->host_decode_share, share > 1 ? 1 : share, m->alpha * 4 < 1 ? m->alpha * 4 : 1, &m->host_obs);
+}
+
+double ff__cost_device_decode_saving_ns(const ff__cost_model *m, uint64_t encoded_bytes, uint64_t pixels) {
+  return ff__cost_decode_ns(m, encoded_bytes, pixels) * (1 - m->host_decode_share);
+}
+
 /* ns per pixel of one cost kind so far; 0 before it was measured. */
 static double per_pixel(const ff__op_costs *c, int kind) {
   return c->pixels[kind] ? (double)c->ns[kind] / (double)c->pixels[kind] : 0;
@@ -63,6 +99,12 @@ static void decoded_size(const ff__plan *plan, const ff__image_info *info, int64
       *w = *w * n / 8, *h = *h * n / 8;
       return;
     }
+}
+
+uint64_t ff__cost_decoded_pixels(const ff__plan *plan, const ff__image_info *info) {
+  int64_t w, h;
+  decoded_size(plan, info, &w, &h);
+  return (uint64_t)w * (uint64_t)h;
 }
 
 double ff__cost_plan_ns(const ff__plan *plan, const ff__image_info *info, const ff__op_costs *costs,

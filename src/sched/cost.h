@@ -16,6 +16,16 @@
  * file size instead; with the plan known, that is only the fallback). A
  * sample not seen yet is predicted at the mean measured ops time per
  * sample, ties going to the larger file.
+ * With device decode (placement `device`) a sample also saves its CPU
+ * decode: predicted as a ns/encoded byte + b ns/decoded pixel, fitted
+ * online (least squares with forgetting) to the workers' measured decodes —
+ * entropy decoding scales with the bytes, the IDCT, upsampling and colour
+ * conversion with the pixels. Of that, a decoder that decodes Huffman on
+ * the host (nvJPEG's hybrid backend) gives back only part: the host share
+ * of a device decode is learned from the feeder thread's CPU time during
+ * the decode call over the predicted CPU decode of the same samples (0 on
+ * the hardware engine and on emu, whose decode runs on the device's own
+ * thread), and the saving is decode x (1 - host share) + the steps.
  * Device memory of a sample = bytes per encoded byte x its bytes, learned
  * from the microbatches submitted (staging, stage tables, intermediates).
  * The device's time per sample is tracked by the offload policy
@@ -35,6 +45,12 @@ typedef struct ff__cost_model {
   double ops_ns_per_sample;     /* steps after decode and output conversion, per sample */
   double device_bytes_per_byte; /* device memory of a microbatch per encoded byte */
   long ops_obs, device_obs;
+  /* CPU decode ns ~ a * encoded bytes + b * decoded pixels: the forgotten sums of the normal equations */
+  double dec_bb, dec_bp, dec_pp, dec_bt, dec_pt;
+  double decode_ns_per_sample; /* moving average, for samples whose header is not known yet */
+  long decode_obs;
+  double host_decode_share; /* of a device decode's predicted CPU time, what stays on the host */
+  long host_obs;
 } ff__cost_model;
 
 /* Defaults before any measurement: 0 ns of ops, 32 device bytes per encoded
@@ -47,6 +63,19 @@ void ff__cost_observe_ops(ff__cost_model *m, uint64_t ns);
 /* A microbatch, submitted or refused by the pool: its samples' encoded
  * bytes and the device memory it takes (ff__dev_batch_device_bytes). */
 void ff__cost_observe_device(ff__cost_model *m, uint64_t encoded_bytes, size_t device_bytes);
+
+/* One CPU decode: encoded bytes, decoded pixels, ns. */
+void ff__cost_observe_decode(ff__cost_model *m, uint64_t encoded_bytes, uint64_t pixels, uint64_t ns);
+/* Predicted CPU decode ns of a sample (0 before any decode was measured). */
+double ff__cost_decode_ns(const ff__cost_model *m, uint64_t encoded_bytes, uint64_t pixels);
+/* A device decode call: the host CPU time it took (the caller's thread)
+ * and the predicted CPU decode of its samples (ff__cost_decode_ns summed). */
+void ff__cost_observe_host_decode(ff__cost_model *m, uint64_t host_ns, double predicted_cpu_ns);
+/* What a sample placed `device` saves the CPU beyond its steps: its CPU
+ * decode less the host share the device's decoder leaves on the CPU. */
+double ff__cost_device_decode_saving_ns(const ff__cost_model *m, uint64_t encoded_bytes, uint64_t pixels);
+/* The decoded pixels of plan's region (DCT-scaled as the decoder will scale it). */
+uint64_t ff__cost_decoded_pixels(const ff__plan *plan, const ff__image_info *info);
 
 /* A header as the loader caches it per sample: 0 means none yet. */
 uint64_t ff__cost_header_pack(const ff__image_info *info);

@@ -12,7 +12,11 @@
  * exp(size_noise * N(0,1)) (or the profile's size): correlated with the
  * cost, not equal to it. On the GPU the sample takes gpu_s * cost / mean
  * cost (larger images cost more there too), and each microbatch of device
- * samples adds launch_s. Each trainer's loader gets C/G of the node's
+ * samples adds launch_s; with placement `device` the decode adds
+ * gpu_decode_s scaled the same way, either on the SMs before the ops
+ * (nvJPEG hybrid: it pauses the step like them) or, with decode_engines, on
+ * the JPEG engines, a queue of their own that the step does not wait for
+ * (the ops of a microbatch start once its decodes are done). Each trainer's loader gets C/G of the node's
  * cores: ceil(C/G) worker threads that time-share them, so each runs at
  * (C/G) / ceil(C/G) of a core's speed. The workers take the CPU samples in
  * order, each the next one as soon as it is free, and fill a ring of
@@ -92,7 +96,7 @@ ff_status ff__sim_config_check(const ff__sim_config *c, ff__error *err) {
     if (!(c->cpu_s > 0)) return ff__error_set(err, FF_EINVAL, "the CPU cost per sample must be > 0 (got %g s)", c->cpu_s);
     if (!(c->cpu_cv >= 0)) return ff__error_set(err, FF_EINVAL, "the CPU cost's CV must be >= 0 (got %g)", c->cpu_cv);
   }
-  if (!(c->gpu_s >= 0) || !(c->launch_s >= 0))
+  if (!(c->gpu_s >= 0) || !(c->launch_s >= 0) || !(c->gpu_decode_s >= 0))
     return ff__error_set(err, FF_EINVAL, "GPU costs must be >= 0 (got %g s per sample, %g s per launch)", c->gpu_s,
                          c->launch_s);
   if (!(c->size_noise >= 0)) return ff__error_set(err, FF_EINVAL, "size noise must be >= 0 (got %g)", c->size_noise);
@@ -131,6 +135,7 @@ typedef struct trainer {
   interval *prep;      /* the GPU's preprocessing, in order */
   size_t nprep, capprep, prep_first; /* prep_first: the first that may still overlap a step */
   double prep_free;    /* when the GPU's preprocessing queue drains */
+  double engine_free;  /* when the JPEG engines' queue drains (decode_engines) */
   double ask, last_handout;
   double ask_at_warmup;
   /* measured after the warm-up */
@@ -229,8 +234,13 @@ static int start_batch(node *nd, trainer *t, long k, double at) {
   for (int i = 0, in_mb = 0; i < n; i++) {
     if (!nd->to_dev[i]) continue;
     if (in_mb == 0) submit = at, work = c->launch_s;
-    if (nd->done[i] > submit) submit = nd->done[i];
-    work += c->gpu_s * nd->cost[i] / nd->mean_cost;
+    double scale = nd->cost[i] / nd->mean_cost, avail = nd->done[i];
+    if (c->decode_engines && c->gpu_decode_s > 0) { /* decoded on the engines first, beside the step */
+      double e = avail > t->engine_free ? avail : t->engine_free;
+      t->engine_free = avail = e + c->gpu_decode_s * scale; /* not the SMs' time: not in dev */
+    }
+    if (avail > submit) submit = avail;
+    work += (c->gpu_s + (c->decode_engines ? 0 : c->gpu_decode_s)) * scale;
     int last = ++in_mb == per;
     if (!last) { /* is it the batch's last device sample? */
       int j = i + 1;
@@ -430,7 +440,7 @@ ff_status ff__sim_cores_needed(const ff__sim_config *c, ff__sim_strategy s, int 
  *        cost of a sample on one core is (read_s + decode_s + ops_s) /
  *        samples whatever the thread count (as long as the threads had a
  *        core each: measure with --threads at most the cores). decode_frac
- *        = (read_s + decode_s) / that sum. `threads` is kept for the report.
+ *        = (read_s + decode_s) / that sum, read_frac = read_s / that sum. `threads` is kept for the report.
  *   else a text file, one sample per line: its CPU cost in milliseconds,
  *        optionally followed by its file size; '#' starts a comment. Either
  *        every line has a size or none has. */
@@ -465,7 +475,7 @@ static ff_status load_json(const char *path, const char *text, ff__sim_profile *
   if (!(samples < 1e15 && total / samples <= 1e6)) /* no inf, no NaN: at most 1e6 s a sample */
     return ff__error_set(err, FF_EDATA, "%s: the profile's times are not finite", path);
   *out = (ff__sim_profile){.cpu_s = total / samples, .decode_frac = (read_s + decode_s) / total,
-                           .samples = (long)samples, .threads = (int)threads};
+                           .read_frac = read_s / total, .samples = (long)samples, .threads = (int)threads};
   return FF_OK;
 }
 
@@ -523,7 +533,7 @@ static ff_status load_list(const char *path, char *text, ff__sim_profile *out, f
     return st;
   }
   if (!with_size) free(size), size = NULL;
-  *out = (ff__sim_profile){.cpu_s = sum / (double)n, .decode_frac = -1, .cpu_list = cost, .size_list = size,
+  *out = (ff__sim_profile){.cpu_s = sum / (double)n, .decode_frac = -1, .read_frac = -1, .cpu_list = cost, .size_list = size,
                            .list_len = n, .samples = (long)n};
   return FF_OK;
 }

@@ -41,6 +41,10 @@ typedef struct ff__sim_config {
   double size_noise;      /* file size = cost * exp(size_noise * N(0,1)): how well size predicts cost (0 = exactly) */
   double gpu_s;           /* mean GPU time per sample, seconds; a sample's GPU time scales with its CPU cost */
   double launch_s;        /* GPU time per microbatch (launches, copies), seconds */
+  double gpu_decode_s;    /* placement `device`: GPU time of a sample's decode, seconds (scaled as gpu_s);
+                           * 0 = the ops only (placement `split`, or a pipeline decoding elsewhere) */
+  int decode_engines;     /* 1: the decode runs on the GPU's JPEG engines, a queue of its own that does not
+                           * pause the training step; 0: on the SMs like the ops (nvJPEG hybrid) */
   int micro_batch;        /* device samples per microbatch; 0 = the device part of a batch is one microbatch */
   double device_cpu_frac; /* share of a device sample's CPU cost that stays on the CPU (read and decode
                            * in this project's device executor; 0 = the paper's all-GPU pipeline) */
@@ -95,7 +99,9 @@ ff_status ff__sim_cores_needed(const ff__sim_config *c, ff__sim_strategy s, int 
 typedef struct ff__sim_profile {
   double cpu_s;           /* mean CPU cost per sample, seconds on one core */
   double decode_frac;     /* (read + decode) / (read + decode + ops): what stays on the CPU when only the ops
-                           * are offloaded; -1 when the profile does not say */
+                           * are offloaded (placement `split`); -1 when the profile does not say */
+  double read_frac;       /* read / (read + decode + ops): what stays when the device decodes too
+                           * (placement `device`); -1 when the profile does not say */
   double *cpu_list;       /* per-sample costs (seconds), or NULL (a bench summary has only the mean) */
   double *size_list;      /* per-sample sizes, or NULL */
   size_t list_len;

@@ -57,5 +57,9 @@ for threads in 2 1; do
   FF_TEST_TMP="$BUILD/test-tmp" timeout 150 "$BUILD/tests/trainer_standin" --threads "$threads" --step-ms 20 |
     tee "$BUILD/run-trainer-$threads.log" || status=1
 done
+# ---- device decode (whole-sample offload): its own script, same build folder ----
+step "device decode: tests/device/decode.sh"
+BUILD="$BUILD" tests/device/decode.sh || status=1
+
 echo "total $(($(date +%s) - start)) s"
 exit "$status"

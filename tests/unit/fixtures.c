@@ -73,7 +73,13 @@ uint32_t ff_test_rand(uint32_t *state) {
 }
 
 void ff_test_write_jpeg(const char *path, int width, int height, int quality, int gray, unsigned seed) {
-  int comps = gray ? 1 : 3;
+  ff_test_jpeg_kind kind = {gray, 0, 0, 0};
+  ff_test_write_jpeg_as(path, width, height, quality, &kind, seed);
+}
+
+void ff_test_write_jpeg_as(const char *path, int width, int height, int quality, const ff_test_jpeg_kind *kind,
+                           unsigned seed) {
+  int gray = kind->color == 1, comps = gray ? 1 : kind->color == 2 ? 4 : 3;
   uint8_t *px = malloc((size_t)width * height * comps);
   if (!px) abort();
   uint32_t rng = seed * 2654435761u + 1;
@@ -85,7 +91,8 @@ void ff_test_write_jpeg(const char *path, int width, int height, int quality, in
       for (int c = 0; c < comps; c++) {
         int base = c == 0   ? x * 200 / width
                    : c == 1 ? y * 200 / height
-                            : (x + y) * 100 / (width + height) + 60;
+                   : c == 2 ? (x + y) * 100 / (width + height) + 60
+                            : 40; /* CMYK's K */
         int v = base + (int)(seed % 37) + (int)(ff_test_rand(&rng) % 33) - 16;
         px[((size_t)y * width + x) * comps + c] = (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v);
       }
@@ -103,9 +110,11 @@ void ff_test_write_jpeg(const char *path, int width, int height, int quality, in
   cinfo.image_width = (JDIMENSION)width;
   cinfo.image_height = (JDIMENSION)height;
   cinfo.input_components = comps;
-  cinfo.in_color_space = gray ? JCS_GRAYSCALE : JCS_RGB;
+  cinfo.in_color_space = gray ? JCS_GRAYSCALE : comps == 4 ? JCS_CMYK : JCS_RGB;
   jpeg_set_defaults(&cinfo);
   jpeg_set_quality(&cinfo, quality, TRUE);
+  if (kind->h_samp) cinfo.comp_info[0].h_samp_factor = kind->h_samp, cinfo.comp_info[0].v_samp_factor = kind->v_samp;
+  if (kind->progressive) jpeg_simple_progression(&cinfo);
   jpeg_start_compress(&cinfo, TRUE);
   for (int y = 0; y < height; y++) {
     JSAMPROW row = px + (size_t)y * width * comps;

@@ -25,6 +25,17 @@ uint32_t ff_test_rand(uint32_t *state);
  * gray: one-channel JPEG. Aborts on failure. */
 void ff_test_write_jpeg(const char *path, int width, int height, int quality, int gray, unsigned seed);
 
+/* What ff_test_write_jpeg_as writes: colour (0 RGB, 1 gray, 2 CMYK), the
+ * luma sampling factors (2x2: 4:2:0, 4x1: 4:1:1, 1x1: 4:4:4; 0: libjpeg's
+ * default) and a progressive scan. */
+typedef struct ff_test_jpeg_kind {
+  int color, h_samp, v_samp, progressive;
+} ff_test_jpeg_kind;
+
+/* ff_test_write_jpeg's picture encoded as kind says. */
+void ff_test_write_jpeg_as(const char *path, int width, int height, int quality, const ff_test_jpeg_kind *kind,
+                           unsigned seed);
+
 /* Writes an ImageFolder tree: root/c<k>/img_<i>.jpg for k < classes and
  * i < per_class (zero-padded, so that the sorted order is the generation
  * order: sample index = k * per_class + i, label = k). Side lengths are

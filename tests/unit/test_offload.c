@@ -6,7 +6,11 @@
  * allocations and a failed kernel send the work back to the CPU without an
  * error; per-batch statistics add up; an explicit device that cannot be
  * opened fails the open, "auto" falls back quietly; close is prompt while
- * the device is busy; the active-thread cap parks workers. */
+ * the device is busy; the active-thread cap parks workers. Whole-sample
+ * offload (placement `device`, the emulator's decoder): bit-identical to the
+ * CPU, the three placements mixed in one batch, a device sample's CPU time
+ * only its read, PNG / progressive / corrupt / oversized files handled as
+ * on the CPU, and the determinism contract with an nvJPEG-like decoder. */
 #include <setjmp.h> /* cmocka.h needs these four first */
 #include <stdarg.h>
 #include <stddef.h>
@@ -14,13 +18,18 @@
 
 #include <cmocka.h>
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include <jpeglib.h> /* after stdio.h: it needs FILE */
+#include <spng.h>
+
 #include "fixtures.h"
 #include "fusionflow/fusionflow.h"
+#include "codec/codec.h"
 #include "loader/loader_internal.h"
 
 /* Policies and the float output keep the ops busy: the device has work worth taking. */
@@ -83,9 +92,10 @@ static void sleep_ms(int ms) {
 typedef struct run {
   uint8_t *bytes; /* every batch's size, images, labels and indices */
   size_t len, cap;
-  ff_stats stats;   /* stats.device is only valid while the loader is open: see device */
-  char device[64];
+  ff_stats stats;   /* its strings are only valid while the loader is open: see device, decoder */
+  char device[64], decoder[64];
   size_t info_cpu, info_device, info_fallbacks; /* sums of ff_batch_stats */
+  int mixed_batches; /* batches with samples of all three placements */
   uint64_t wait_ns;                             /* after the first batch */
 } run;
 
@@ -119,12 +129,17 @@ static run consume(ff_loader *l, int batches, int step_ms) {
     assert_int_equal(info.cpu_samples + info.device_samples, n);
     r.info_cpu += info.cpu_samples, r.info_device += info.device_samples;
     r.info_fallbacks += info.device_fallbacks;
+    size_t placed = 0;
+    for (int p = 0; p < FF_PLACEMENTS; p++) placed += info.placement_samples[p];
+    assert_int_equal(placed, n);
+    r.mixed_batches += info.placement_samples[0] && info.placement_samples[1] && info.placement_samples[2];
     if (i) r.wait_ns += info.wait_ns;
     ff_batch_release(b);
     if (step_ms) sleep_ms(step_ms);
   }
   ff_loader_stats(l, &r.stats);
   snprintf(r.device, sizeof r.device, "%s", r.stats.device);
+  snprintf(r.decoder, sizeof r.decoder, "%s", r.stats.device_decoder);
   return r;
 }
 
@@ -419,6 +434,429 @@ static void the_trace_is_a_json_array_with_every_track(void **state) {
   ff_loader_close(l);
 }
 
+/* ---- whole-sample offload: the device decodes ---- */
+
+static ff_config device_decode_config(const char *pipeline, const char *device, int threads) {
+  ff_config c = config(pipeline, device, threads);
+  c.device_decode = FF_DEVICE_DECODE_ON;
+  return c;
+}
+
+static void check_whole_sample_offload_is_bit_identical(const char *pipeline) {
+  ff_config c = config(pipeline, "cpu", 1);
+  run ref = epoch_of(&c, NULL, NULL);
+  c = device_decode_config(pipeline, "emu:0", 1);
+  run all = epoch_of(&c, "1.0", NULL);
+  assert_int_equal(all.stats.placement_samples[FF_PLACEMENT_DEVICE], all.stats.samples);
+  assert_int_equal(all.stats.device_decode_fallbacks, 0);
+  assert_int_equal(all.stats.decode_ns, 0); /* no CPU decode at all */
+  assert_same_batches(&ref, &all, "cpu vs emu:0 decoding every sample");
+  c.num_threads = 2;
+  run half = epoch_of(&c, "0.5", NULL);
+  assert_true(half.stats.placement_samples[FF_PLACEMENT_DEVICE] > 0);
+  assert_true(half.stats.placement_samples[FF_PLACEMENT_CPU] > 0);
+  assert_same_batches(&ref, &half, "cpu vs emu:0 decoding half the samples, 2 threads");
+  free(ref.bytes), free(all.bytes), free(half.bytes);
+}
+
+static void whole_sample_offload_is_bit_identical_nchw(void **state) {
+  (void)state;
+  check_whole_sample_offload_is_bit_identical(HEAVY_PIPELINE);
+}
+
+static void whole_sample_offload_is_bit_identical_nhwc(void **state) {
+  (void)state;
+  check_whole_sample_offload_is_bit_identical(NHWC_PIPELINE);
+}
+
+/* Transcodes the baseline JPEG at path to a progressive one (the same
+ * coefficients), in place. */
+static void make_progressive(const char *path) {
+  size_t n;
+  uint8_t *in = ff_test_read(path, &n);
+  struct jpeg_decompress_struct d;
+  struct jpeg_compress_struct c;
+  struct jpeg_error_mgr e1, e2;
+  d.err = jpeg_std_error(&e1);
+  c.err = jpeg_std_error(&e2);
+  jpeg_create_decompress(&d);
+  jpeg_create_compress(&c);
+  jpeg_mem_src(&d, in, (unsigned long)n);
+  jpeg_read_header(&d, TRUE);
+  jvirt_barray_ptr *coefs = jpeg_read_coefficients(&d);
+  unsigned char *out = NULL;
+  unsigned long out_n = 0;
+  jpeg_mem_dest(&c, &out, &out_n);
+  jpeg_copy_critical_parameters(&d, &c);
+  jpeg_simple_progression(&c);
+  jpeg_write_coefficients(&c, coefs);
+  jpeg_finish_compress(&c);
+  jpeg_finish_decompress(&d);
+  jpeg_destroy_compress(&c);
+  jpeg_destroy_decompress(&d);
+  ff_test_write(path, out, out_n);
+  free(out), free(in);
+}
+
+/* Replaces the JPEG at path by a PNG of its pixels (path keeps its name:
+ * the decoder goes by the magic bytes). */
+static void make_png(const char *path, const char *png_path) {
+  size_t n;
+  uint8_t *in = ff_test_read(path, &n);
+  ff__buf px = {0};
+  ff__image img;
+  ff__decode_req req = {0};
+  assert_int_equal(ff__codec_decode(in, n, path, &req, &px, &img, NULL), FF_OK);
+  uint8_t *rows = malloc((size_t)img.width * img.height * 3);
+  for (int y = 0; y < img.height; y++) memcpy(rows + (size_t)y * img.width * 3, img.data + y * img.stride, (size_t)img.width * 3);
+  spng_ctx *ctx = spng_ctx_new(SPNG_CTX_ENCODER);
+  spng_set_option(ctx, SPNG_ENCODE_TO_BUFFER, 1);
+  struct spng_ihdr ihdr = {.width = (uint32_t)img.width, .height = (uint32_t)img.height, .bit_depth = 8,
+                           .color_type = SPNG_COLOR_TYPE_TRUECOLOR};
+  spng_set_ihdr(ctx, &ihdr);
+  assert_int_equal(spng_encode_image(ctx, rows, (size_t)img.width * img.height * 3, SPNG_FMT_PNG,
+                                     SPNG_ENCODE_FINALIZE), 0);
+  size_t png_n;
+  int rc;
+  void *png = spng_get_png_buffer(ctx, &png_n, &rc);
+  assert_non_null(png);
+  remove(path);
+  ff_test_write(png_path, png, png_n);
+  free(png), spng_ctx_free(ctx), free(rows), ff__buf_free(&px), free(in);
+}
+
+/* imagefolder of 48 images in 2 classes: every other one a PNG, every
+ * fifth JPEG progressive. */
+static const char *mixed_source(void) {
+  static char src[2048];
+  char dir[1024], path[2048], png[2048];
+  snprintf(dir, sizeof dir, "%s", ff_test_dir("offload-mixed"));
+  ff_test_make_imagefolder(dir, 2, 24, 60, 160, 9);
+  for (int k = 0; k < 2; k++)
+    for (int i = 0; i < 24; i++) {
+      ff_test_imagefolder_path(dir, k, i, path, sizeof path);
+      if (i % 2) {
+        snprintf(png, sizeof png, "%.*s.png", (int)(strlen(path) - 4), path);
+        make_png(path, png);
+      } else if (i % 5 == 0) {
+        make_progressive(path);
+      }
+    }
+  snprintf(src, sizeof src, "imagefolder:%s", dir);
+  return src;
+}
+
+static void three_placements_mix_in_one_batch_and_change_mid_run(void **state) {
+  (void)state;
+  const char *src = mixed_source();
+  ff_config c = config(NHWC_PIPELINE, "cpu", 2);
+  c.source = src;
+  run ref = epoch_of(&c, NULL, NULL);
+  c = device_decode_config(NHWC_PIPELINE, "emu:0", 2);
+  c.source = src;
+  ff_loader *l = open_with(&c, "0.5", NULL);
+  run r = {0};
+  for (int part = 0; part < 3; part++) { /* 6 batches an epoch: 2 at each share */
+    ff__loader_force_device_share(l, part == 0 ? 0.5 : part == 1 ? 1.0 : 0.25);
+    run p = consume(l, 2, 0);
+    add(&r, p.bytes, p.len);
+    r.mixed_batches += p.mixed_batches;
+    r.stats = p.stats;
+    free(p.bytes);
+  }
+  ff_batch *b;
+  assert_int_equal(ff_loader_next(l, &b), FF_END);
+  ff_loader_close(l);
+  assert_true(r.mixed_batches > 0);
+  for (int p = 0; p < FF_PLACEMENTS; p++) assert_true(r.stats.placement_samples[p] > 0);
+  /* the first epoch's PNGs are found out at the worker: the CPU decodes them */
+  assert_true(r.stats.device_decode_fallbacks > 0);
+  assert_same_batches(&ref, &r, "cpu vs emu:0 with the three placements, shares 0.5, 1, 0.25");
+  free(ref.bytes), free(r.bytes);
+}
+
+static void a_device_sample_costs_the_cpu_only_its_read(void **state) {
+  (void)state;
+  ff_config c = device_decode_config(HEAVY_PIPELINE, "emu:0", 1);
+  ff_loader *l = open_with(&c, NULL, NULL);
+  run r = consume(l, 30, 0);
+  ff_loader_close(l);
+  const uint64_t *n = r.stats.placement_samples, *cpu = r.stats.placement_cpu_ns, *rd = r.stats.placement_read_ns;
+  assert_true(r.stats.offload_share > 0 || n[FF_PLACEMENT_DEVICE] > 0); /* the consumer outpaces one thread */
+  assert_true(n[FF_PLACEMENT_DEVICE] > 0);
+  assert_true(rd[FF_PLACEMENT_DEVICE] > 0);
+  /* no CPU decode, no CPU ops: the read, and the feeder's share of the
+   * decode call, which on emu only queues the work) */
+  uint64_t host = cpu[FF_PLACEMENT_DEVICE] - rd[FF_PLACEMENT_DEVICE];
+  assert_true(cpu[FF_PLACEMENT_DEVICE] >= rd[FF_PLACEMENT_DEVICE]);
+  assert_true(r.stats.decode_ns == 0 || n[FF_PLACEMENT_CPU] + n[FF_PLACEMENT_SPLIT] > 0);
+  if (host * 5 > rd[FF_PLACEMENT_DEVICE])
+    fail_msg("the feeder's share of the decode (%llu ns) is more than a fifth of the read (%llu ns)",
+             (unsigned long long)host, (unsigned long long)rd[FF_PLACEMENT_DEVICE]);
+  assert_true(cpu[FF_PLACEMENT_CPU] > rd[FF_PLACEMENT_CPU]);
+  assert_string_equal(r.decoder, "libjpeg-turbo");
+  print_message("CPU us per sample: cpu %.1f (read %.1f), device %.1f (read %.1f, feeder %.1f)\n",
+                cpu[0] * 1e-3 / (double)n[0], rd[0] * 1e-3 / (double)n[0], cpu[2] * 1e-3 / (double)n[2],
+                rd[2] * 1e-3 / (double)n[2], host * 1e-3 / (double)n[2]);
+  free(r.bytes);
+}
+
+/* 12 files, no shuffle, batches of 4: 02 a PNG, 05 progressive, 09 corrupt
+ * entropy data (its first half and an end marker), the rest baseline. */
+static const char *odd_source(void) {
+  static char src[2048];
+  char dir[1024], path[2048], png[2048];
+  snprintf(dir, sizeof dir, "%s", ff_test_dir("offload-odd"));
+  snprintf(path, sizeof path, "%s/a", dir);
+  ff_test_mkdir(path);
+  for (int i = 0; i < 12; i++) {
+    snprintf(path, sizeof path, "%s/a/%02d.jpg", dir, i);
+    ff_test_write_jpeg(path, 64 + 8 * i, 48 + 4 * i, 90, 0, (unsigned)i + 1);
+  }
+  snprintf(path, sizeof path, "%s/a/02.jpg", dir);
+  snprintf(png, sizeof png, "%s/a/02.png", dir);
+  make_png(path, png);
+  snprintf(path, sizeof path, "%s/a/05.jpg", dir);
+  make_progressive(path);
+  snprintf(path, sizeof path, "%s/a/09.jpg", dir);
+  size_t n;
+  uint8_t *jpg = ff_test_read(path, &n);
+  jpg[n / 2] = 0xFF, jpg[n / 2 + 1] = 0xD9;
+  ff_test_write(path, jpg, n / 2 + 2);
+  free(jpg);
+  snprintf(src, sizeof src, "imagefolder:%s", dir);
+  return src;
+}
+
+#define FULL_DECODE_PIPELINE "decode | resize(size=(16, 16))" /* decodes every row */
+
+/* Each batch's status and message, or its bytes, for one epoch. */
+static void epoch_outcomes(ff_loader *l, char out[4][512]) {
+  for (int i = 0; i < 4; i++) {
+    ff_batch *b;
+    ff_status st = ff_loader_next(l, &b);
+    if (st == FF_END) {
+      snprintf(out[i], 512, "end");
+      continue;
+    }
+    if (st) {
+      snprintf(out[i], 512, "%d %s", st, ff_loader_errmsg(l));
+      continue;
+    }
+    ff_tensor t;
+    ff_batch_images(b, &t);
+    uint32_t h = 2166136261u; /* FNV-1a of the pixels */
+    for (size_t k = 0; k < ff_batch_size(b) * 16 * 16 * 3; k++) h = (h ^ ((uint8_t *)t.data)[k]) * 16777619u;
+    snprintf(out[i], 512, "ok %zu %08x", ff_batch_size(b), h);
+    ff_batch_release(b);
+  }
+}
+
+static void odd_files_sent_to_the_device_decoder_fare_as_on_the_cpu(void **state) {
+  (void)state;
+  const char *src = odd_source();
+  for (int skip = 0; skip < 2; skip++) {
+    char want[4][512], got[4][512];
+    ff_config c = config(FULL_DECODE_PIPELINE, "cpu", 2);
+    c.source = src, c.shuffle = 0, c.batch_size = 4, c.on_error = skip ? FF_ON_ERROR_SKIP : FF_ON_ERROR_RAISE;
+    ff_loader *l = open_with(&c, NULL, NULL);
+    epoch_outcomes(l, want);
+    ff_loader_close(l);
+    c.device = "emu:0", c.device_decode = FF_DEVICE_DECODE_ON;
+    l = open_with(&c, "1.0", NULL);
+    epoch_outcomes(l, got);
+    ff_stats s;
+    ff_loader_stats(l, &s);
+    if (skip) {
+      assert_int_equal(s.skipped, 1);
+      assert_non_null(strstr(ff_loader_skipped(l, 0), "09.jpg"));
+      /* the PNG and the corrupt file went back to the CPU decoder; the progressive one did not */
+      assert_int_equal(s.device_decode_fallbacks, 2);
+      assert_int_equal(s.placement_samples[FF_PLACEMENT_DEVICE], 10);
+      assert_int_equal(s.placement_samples[FF_PLACEMENT_SPLIT], 1);
+    }
+    ff_loader_close(l);
+    for (int i = 0; i < 4; i++) assert_string_equal(got[i], want[i]);
+    assert_non_null(strstr(want[2], skip ? "ok 3" : "09.jpg"));
+  }
+}
+
+static void an_oversized_image_is_refused_before_any_device_memory(void **state) {
+  (void)state;
+  char dir[1024], path[2048], src[2048];
+  snprintf(dir, sizeof dir, "%s", ff_test_dir("offload-bomb"));
+  snprintf(path, sizeof path, "%s/a", dir);
+  ff_test_mkdir(path);
+  for (int i = 0; i < 8; i++) { /* 40x40 files whose headers claim 20000x20000 */
+    snprintf(path, sizeof path, "%s/a/%d.jpg", dir, i);
+    ff_test_write_jpeg(path, 40, 40, 90, 0, (unsigned)i + 1);
+    size_t n;
+    uint8_t *jpg = ff_test_read(path, &n);
+    for (size_t k = 0; k + 8 < n; k++)
+      if (jpg[k] == 0xFF && jpg[k + 1] == 0xC0) {
+        jpg[k + 5] = jpg[k + 7] = 0x4E, jpg[k + 6] = jpg[k + 8] = 0x20;
+        break;
+      }
+    ff_test_write(path, jpg, n);
+    free(jpg);
+  }
+  snprintf(src, sizeof src, "imagefolder:%s", dir);
+  ff_config c = device_decode_config(HEAVY_PIPELINE, "emu:0", 2);
+  c.source = src, c.on_error = FF_ON_ERROR_SKIP, c.shuffle = 0;
+  ff_loader *l = open_with(&c, "1.0", NULL);
+  ff_batch *b;
+  assert_int_equal(ff_loader_next(l, &b), FF_END);
+  ff_stats s;
+  ff_loader_stats(l, &s);
+  assert_int_equal(s.skipped, 8);
+  assert_non_null(strstr(ff_loader_skipped(l, 0), "20000x20000"));
+  assert_non_null(strstr(ff_loader_skipped(l, 0), "max_image_pixels"));
+  assert_int_equal(s.device_pool_peak_bytes, 0); /* no decode target, no output tensor */
+  ff_loader_close(l);
+}
+
+/* ---- the determinism contract ---- */
+
+typedef struct pixels_and_draws {
+  uint8_t *images;
+  size_t images_len;
+  int64_t ids[256]; /* labels and sample indices */
+  size_t ids_len;
+  char decoder[64], note[256]; /* ff_stats' strings, which live as long as the loader */
+} pixels_and_draws;
+
+#define PLAIN_PIPELINE "decode | random_resized_crop(size=(40, 36)) | random_horizontal_flip"
+
+static pixels_and_draws nhwc_epoch(const ff_config *c, const char *share, size_t sample_bytes, ff_stats *stats) {
+  ff_loader *l = open_with(c, share, NULL);
+  pixels_and_draws r = {0};
+  ff_batch *b;
+  while (ff_loader_next(l, &b) == FF_OK) {
+    ff_tensor img, lab;
+    ff_batch_images(b, &img);
+    ff_batch_labels(b, &lab);
+    size_t n = ff_batch_size(b), bytes = n * sample_bytes;
+    r.images = realloc(r.images, r.images_len + bytes);
+    memcpy(r.images + r.images_len, img.data, bytes);
+    r.images_len += bytes;
+    for (size_t i = 0; i < n && r.ids_len + 2 <= 256; i++) {
+      r.ids[r.ids_len++] = ((int64_t *)lab.data)[i];
+      r.ids[r.ids_len++] = ff_batch_sample_indices(b)[i];
+    }
+    ff_batch_release(b);
+  }
+  ff_loader_stats(l, stats);
+  snprintf(r.decoder, sizeof r.decoder, "%s", stats->device_decoder);
+  snprintf(r.note, sizeof r.note, "%s", stats->device_decoder_note);
+  stats->device_decoder = stats->device_decoder_note = stats->device = NULL;
+  ff_loader_close(l);
+  return r;
+}
+
+static void an_nvjpeg_like_device_decode_differs_only_in_pixels(void **state) {
+  (void)state;
+  ff_stats s;
+  ff_config c = config(PLAIN_PIPELINE, "cpu", 2);
+  pixels_and_draws ref = nhwc_epoch(&c, NULL, 40 * 36 * 3, &s);
+  c = device_decode_config(PLAIN_PIPELINE, "emu:0?decode=nvjpeg", 2);
+  pixels_and_draws dev = nhwc_epoch(&c, "1.0", 40 * 36 * 3, &s);
+  assert_string_equal(dev.decoder, "nvjpeg-like");
+  assert_int_equal(s.placement_samples[FF_PLACEMENT_DEVICE], s.samples);
+  /* exact in samples, labels and draws ... */
+  assert_int_equal(dev.ids_len, ref.ids_len);
+  assert_memory_equal(dev.ids, ref.ids, ref.ids_len * sizeof *ref.ids);
+  assert_int_equal(dev.images_len, ref.images_len);
+  /* ... not in pixels: the documented difference, a few levels on average */
+  uint64_t sum = 0;
+  int max = 0;
+  for (size_t i = 0; i < ref.images_len; i++) {
+    int d = abs((int)dev.images[i] - (int)ref.images[i]);
+    sum += (uint64_t)d, max = d > max ? d : max;
+  }
+  double mean = (double)sum / (double)ref.images_len;
+  print_message("nvjpeg-like vs libjpeg-turbo: mean |diff| %.3f, max %d\n", mean, max);
+  assert_true(max > 0);
+  assert_true(mean > 0.05 && mean < 4.0);
+  /* deterministic=1 and device_decode=off keep the bits, whatever the device's decoder */
+  for (int k = 0; k < 2; k++) {
+    c.deterministic = k == 0, c.device_decode = k == 0 ? FF_DEVICE_DECODE_ON : FF_DEVICE_DECODE_OFF;
+    pixels_and_draws same = nhwc_epoch(&c, "1.0", 40 * 36 * 3, &s);
+    assert_string_equal(same.decoder, "none");
+    assert_string_equal(same.note, k == 0 ? "deterministic=1" : "device_decode=off");
+    assert_int_equal(s.placement_samples[FF_PLACEMENT_DEVICE], 0);
+    assert_int_equal(s.placement_samples[FF_PLACEMENT_SPLIT], s.samples);
+    assert_int_equal(same.images_len, ref.images_len);
+    assert_memory_equal(same.images, ref.images, ref.images_len);
+    free(same.images);
+  }
+  free(ref.images), free(dev.images);
+}
+
+/* Mean and largest absolute difference, and PSNR (dB), of two uint8 buffers. */
+static void difference(const uint8_t *a, const uint8_t *b, size_t n, double *mean, int *max, double *psnr) {
+  double sum = 0, sq = 0;
+  *max = 0;
+  for (size_t i = 0; i < n; i++) {
+    int d = abs((int)a[i] - (int)b[i]);
+    sum += d, sq += (double)d * d, *max = d > *max ? d : *max;
+  }
+  *mean = sum / (double)n;
+  *psnr = sq > 0 ? 10 * log10(255.0 * 255.0 / (sq / (double)n)) : INFINITY;
+}
+
+/* On a GPU with nvJPEG: the device decode of FF_DEMO_DATA (or this test's
+ * images), a 64x64 centre region, against the CPU's (libjpeg-turbo, the
+ * decode Pillow and torchvision use): the documented difference, measured. */
+static void nvjpeg_decode_on_cuda_differs_as_documented(void **state) {
+  (void)state;
+  const char *demo = getenv("FF_DEMO_DATA");
+  char src[2048];
+  snprintf(src, sizeof src, "imagefolder:%s", demo ? demo : "");
+  ff_config c = device_decode_config("decode(dct_scale=false) | center_crop(size=(64, 64))", "cuda:0", 2);
+  if (demo) c.source = src;
+  ff_loader *l = NULL;
+  ff_stats s = {.device_decoder = "none", .device_decoder_note = "out of memory"};
+  if (ff_loader_open(&c, &l) == FF_OK) ff_loader_stats(l, &s);
+  if (!l || ff_loader_errmsg(l)[0] || strcmp(s.device_decoder, "none") == 0) {
+    print_message("skipped: %s\n", l && ff_loader_errmsg(l)[0] ? ff_loader_errmsg(l) : s.device_decoder_note);
+    ff_loader_close(l);
+    skip();
+  }
+  ff_loader_close(l);
+  c.device = "cpu";
+  pixels_and_draws ref = nhwc_epoch(&c, NULL, 64 * 64 * 3, &s);
+  c.device = "cuda:0";
+  pixels_and_draws dev = nhwc_epoch(&c, "1.0", 64 * 64 * 3, &s);
+  assert_int_equal(dev.images_len, ref.images_len);
+  assert_memory_equal(dev.ids, ref.ids, ref.ids_len * sizeof *ref.ids);
+  double mean, psnr;
+  int max;
+  difference(dev.images, ref.images, ref.images_len, &mean, &max, &psnr);
+  print_message("%s vs libjpeg-turbo on %llu samples (%llu decoded on the device, %llu fallbacks): mean |diff| "
+                "%.3f, max %d, PSNR %.1f dB\n", dev.decoder, (unsigned long long)s.samples,
+                (unsigned long long)s.placement_samples[FF_PLACEMENT_DEVICE],
+                (unsigned long long)s.device_decode_fallbacks, mean, max, psnr);
+  assert_true(s.placement_samples[FF_PLACEMENT_DEVICE] > 0);
+  assert_true(psnr > 30); /* a decode of the same image, not another image */
+  free(ref.images), free(dev.images);
+}
+
+static void auto_device_decode_is_off_on_emu(void **state) {
+  (void)state;
+  ff_config c = config(PLAIN_PIPELINE, "emu:0", 1);
+  ff_loader *l = open_with(&c, NULL, NULL);
+  ff_stats s;
+  ff_loader_stats(l, &s);
+  assert_string_equal(s.device_decoder, "none");
+  assert_non_null(strstr(s.device_decoder_note, "CUDA"));
+  ff_loader_close(l);
+  c.device = "cpu";
+  l = open_with(&c, NULL, NULL);
+  ff_loader_stats(l, &s);
+  assert_string_equal(s.device_decoder, "none");
+  ff_loader_close(l);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(fast_consumer_gets_a_device_share_on_emu),
@@ -436,6 +874,15 @@ int main(void) {
       cmocka_unit_test(close_is_prompt_while_the_device_is_busy),
       cmocka_unit_test(active_thread_cap_parks_workers),
       cmocka_unit_test(the_trace_is_a_json_array_with_every_track),
+      cmocka_unit_test(whole_sample_offload_is_bit_identical_nchw),
+      cmocka_unit_test(whole_sample_offload_is_bit_identical_nhwc),
+      cmocka_unit_test(three_placements_mix_in_one_batch_and_change_mid_run),
+      cmocka_unit_test(a_device_sample_costs_the_cpu_only_its_read),
+      cmocka_unit_test(odd_files_sent_to_the_device_decoder_fare_as_on_the_cpu),
+      cmocka_unit_test(an_oversized_image_is_refused_before_any_device_memory),
+      cmocka_unit_test(an_nvjpeg_like_device_decode_differs_only_in_pixels),
+      cmocka_unit_test(auto_device_decode_is_off_on_emu),
+      cmocka_unit_test(nvjpeg_decode_on_cuda_differs_as_documented),
   };
   return cmocka_run_group_tests(tests, make_dataset, NULL);
 }

@@ -178,6 +178,24 @@ static void cost_model_learns_ops_time_and_device_memory(void **state) {
   assert_int_equal(ff__cost_device_bytes(&m, 100), 6401);
 }
 
+/* Decodes that cost 3 ns per encoded byte and 0.5 ns per pixel: the fit
+ * recovers both from bytes and pixels that vary independently, and a host
+ * share of 30% leaves 70% of the decode as the device placement's saving. */
+static void decode_cost_is_fitted_per_byte_and_per_pixel(void **state) {
+  (void)state;
+  ff__cost_model m;
+  ff__cost_init(&m);
+  assert_true(ff__cost_decode_ns(&m, 4000, 50000) == 0);
+  for (uint64_t i = 0; i < 300; i++) {
+    uint64_t bytes = 1000 + (i * 37) % 5000, pixels = 20000 + (i * 7919) % 80000;
+    ff__cost_observe_decode(&m, bytes, pixels, 3 * bytes + pixels / 2);
+  }
+  double want = 3 * 4000 + 0.5 * 50000;
+  assert_true(fabs(ff__cost_decode_ns(&m, 4000, 50000) - want) < 0.01 * want);
+  ff__cost_observe_host_decode(&m, 3000, 10000);
+  assert_true(fabs(ff__cost_device_decode_saving_ns(&m, 4000, 50000) - 0.7 * want) < 0.01 * want);
+}
+
 static void headers_pack_and_unpack(void **state) {
   (void)state;
   ff__image_info in = {FF__FORMAT_JPEG, 4000, 3000, 1}, out;
@@ -255,6 +273,7 @@ int main(void) {
       cmocka_unit_test(a_slow_device_gets_no_more_than_the_balance_point),
       cmocka_unit_test(cost_model_learns_ops_time_and_device_memory),
       cmocka_unit_test(headers_pack_and_unpack),
+      cmocka_unit_test(decode_cost_is_fitted_per_byte_and_per_pixel),
       cmocka_unit_test(plan_cost_follows_the_steps),
       cmocka_unit_test(split_sends_the_largest_savings_within_the_budget),
   };
