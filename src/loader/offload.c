@@ -38,7 +38,7 @@ ff_status ff__offload_open(ff_loader *l) {
   opt.limit_bytes = l->cfg.device_memory_limit_bytes;
   opt.headroom_bytes = l->cfg.device_headroom_bytes;
   ff__error err = {0};
-  ff_status st = ff__device_open(is_auto ? "cuda:0" : name, &opt, &l->dev, &err);
+  ff_status st = ff__device_open(name, &opt, &l->dev, &err);
   ff__device_info info;
   if (!st) st = ff__device_query(l->dev, &info, &err);
   if (!st) st = ff__device_stream_create(l->dev, &l->stream, &err);

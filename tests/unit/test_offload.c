@@ -4,9 +4,11 @@
  * are bit-identical whatever the device took, the thread count or a share
  * changed mid-run; a budget too small for any microbatch, refused
  * allocations and a failed kernel send the work back to the CPU without an
- * error; per-batch statistics add up; an explicit device that cannot be
- * opened fails the open, "auto" falls back quietly; close is prompt while
- * the device is busy; the active-thread cap parks workers. */
+ * error, an allocation's device error is not taken for a refusal (no
+ * back-off); the consumer thread's current device is the same after open,
+ * next and close, and every device call ran with the device current; per-batch statistics add up; an explicit
+ * device that cannot be opened fails the open, "auto" falls back quietly; close is prompt while the device is
+ * busy; the active-thread cap parks workers. */
 #include <setjmp.h> /* cmocka.h needs these four first */
 #include <stdarg.h>
 #include <stddef.h>
@@ -19,6 +21,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "exec/device_impl.h"
 #include "fixtures.h"
 #include "fusionflow/fusionflow.h"
 #include "loader/loader_internal.h"
@@ -83,7 +86,7 @@ static void sleep_ms(int ms) {
 typedef struct run {
   uint8_t *bytes; /* every batch's size, images, labels and indices */
   size_t len, cap;
-  ff_stats stats;   /* stats.device is only valid while the loader is open: see device */
+  ff_stats stats; /* stats.device is only valid while the loader is open: see device */
   char device[64];
   size_t info_cpu, info_device, info_fallbacks; /* sums of ff_batch_stats */
   uint64_t wait_ns;                             /* after the first batch */
@@ -317,7 +320,38 @@ static void a_failed_kernel_falls_back_and_the_device_goes_on(void **state) {
   free(ref.bytes), free(r.bytes);
 }
 
+static void an_allocation_device_error_falls_back_without_backing_off(void **state) {
+  (void)state;
+  ff_config c = config(HEAVY_PIPELINE, "cpu", 1);
+  run ref = epoch_of(&c, NULL, NULL);
+  c.device = "emu:0";
+  run r = epoch_of(&c, "1.0", "allocerr:2");     /* the first microbatch's memory: a device error */
+  assert_int_equal(r.stats.device_fallbacks, 8); /* that batch on the CPU */
+  /* and the next batches on the device again: a refusal would have backed off for 2 */
+  assert_int_equal(r.stats.device_samples, r.stats.samples - 8);
+  assert_same_batches(&ref, &r, "cpu vs emu:0 with an allocation device error");
+  free(ref.bytes), free(r.bytes);
+}
+
 /* ---- opening and closing ---- */
+
+static void the_consumer_threads_current_device_is_left_as_it_was(void **state) {
+  (void)state;
+  ff__emu_set_current_device(4); /* the trainer's */
+  ff_config c = config(HEAVY_PIPELINE, "emu:0", 1);
+  ff_loader *l = open_with(&c, "1.0", NULL);
+  assert_int_equal(ff__emu_current_device(), 4);
+  run r = consume(l, 4, 0);
+  assert_int_equal(ff__emu_current_device(), 4);
+  assert_true(r.stats.device_samples > 0);
+  ff__emu_counts counts;
+  assert_int_equal(ff__emu_probe(l->dev, &counts), FF_OK);
+  assert_int_equal(counts.misplaced_calls, 0); /* consumer and feeder alike */
+  ff_loader_close(l);
+  assert_int_equal(ff__emu_current_device(), 4);
+  ff__emu_set_current_device(-1);
+  free(r.bytes);
+}
 
 static void a_named_device_that_cannot_open_fails_the_open(void **state) {
   (void)state;
@@ -352,8 +386,10 @@ static void auto_falls_back_to_the_cpu_quietly(void **state) {
 
 static void close_is_prompt_while_the_device_is_busy(void **state) {
   (void)state;
-  ff_config c = config("decode(dct_scale=false) | resize(size=(256, 256)) | aug_mix | normalize(mean=imagenet, "
-                       "std=imagenet)", "emu:0", 2);
+  ff_config c =
+      config("decode(dct_scale=false) | resize(size=(256, 256)) | aug_mix | normalize(mean=imagenet, "
+             "std=imagenet)",
+             "emu:0", 2);
   c.prefetch = 4;
   ff_loader *l = open_with(&c, "1.0", NULL);
   ff_batch *b;
@@ -420,6 +456,8 @@ int main(void) {
       cmocka_unit_test(a_budget_too_small_for_any_microbatch_keeps_everything_on_the_cpu),
       cmocka_unit_test(refused_device_memory_falls_back_to_the_cpu),
       cmocka_unit_test(a_failed_kernel_falls_back_and_the_device_goes_on),
+      cmocka_unit_test(an_allocation_device_error_falls_back_without_backing_off),
+      cmocka_unit_test(the_consumer_threads_current_device_is_left_as_it_was),
       cmocka_unit_test(a_named_device_that_cannot_open_fails_the_open),
       cmocka_unit_test(auto_falls_back_to_the_cpu_quietly),
       cmocka_unit_test(close_is_prompt_while_the_device_is_busy),
