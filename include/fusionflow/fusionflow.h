@@ -103,7 +103,10 @@ typedef struct ff_config {
                                 may not make larger ones; 0 = no limit; default 89478485 (Pillow's) */
   /* The device that takes the CPU pool's deficit:
    *   "cpu"     no device (default; also NULL)
-   *   "auto"    cuda:0 when it opens, else cpu, quietly
+   *   "auto"    the CUDA device the calling thread uses when the process has
+   *             initialised CUDA (as torch's current device), else GPU
+   *             $LOCAL_RANK modulo the visible GPUs (one per torchrun rank);
+   *             cpu, quietly, when none opens
    *   "cuda:N"  CUDA GPU N (a build with CUDA)
    *   "emu:N"   the host-emulated device: the same kernels on a host thread,
    *             "emu:N?mem=256M" sets its memory size; for tests and for
@@ -121,6 +124,18 @@ typedef struct ff_config {
                                        batch; -1 = default (cuda: max(1 GiB, 10% of total); emu: 0) */
   double device_max_time_share;     /* interference cap: device preprocessing time as a share of wall
                                        time while the consumer does not wait, (0, 1]; default 0.3 */
+  /* Host batches in pinned (page-locked) memory, so that copying a batch to
+   * the GPU (torch's .cuda(non_blocking=True), cudaMemcpyAsync) is truly
+   * asynchronous, as with DataLoader(pin_memory=True):
+   *   -1  when device is a CUDA GPU ("cuda:N", or "auto" when it opens one;
+   *       default); otherwise ordinary memory, quietly
+   *    1  always, from the device's host allocator (device "cpu": the CUDA
+   *       device "auto" picks; ff_loader_open fails with FF_EDEVICE when there
+   *       is none)
+   *    0  ordinary memory
+   * The memory is created on the device's context and stays valid while a
+   * batch is held, also after ff_loader_close. */
+  int pin_memory;
 } ff_config;
 
 /* Fills *cfg with the defaults above. Callers built against an older

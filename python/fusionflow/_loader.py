@@ -137,13 +137,19 @@ class Loader:
         num_threads (int or None): worker threads; None or 0 = the CPUs this process may use.
         device (str): where the CPU pool's deficit goes when it cannot keep up
             with the training loop (FusionFlow's cooperative scheduler): ``"cpu"``
-            (no offload), ``"auto"`` (``cuda:0`` when it opens, else the CPU,
-            quietly), ``"cuda:N"``, or ``"emu:N"`` (the host-emulated device, for
+            (no offload), ``"auto"`` (torch's current CUDA device when CUDA is
+            initialised, else GPU ``$LOCAL_RANK`` modulo the visible GPUs; the CPU,
+            quietly, when none opens), ``"cuda:N"``, or ``"emu:N"`` (the host-emulated device, for
             tests). Batches are bit-identical whatever the device takes. A named
             device that cannot be opened raises
             :class:`fusionflow.DeviceUnavailableError` (a ValueError).
         device_memory_limit_bytes (int): the most device memory the loader may
             hold; 0 = the free memory less a headroom for training.
+        pin_memory (bool or None): host batches in pinned (page-locked) memory,
+            so that ``images.cuda(non_blocking=True)`` is truly asynchronous
+            (DataLoader's pin_memory). None (default): when ``device`` is a CUDA
+            GPU; True: always (with ``device="cpu"``, pinned by the GPU
+            ``"auto"`` picks; fails without one); False: never.
         prefetch (int): batches prepared ahead, >= 1. At most ``prefetch + 1``
             batches can be alive at once (see below).
         on_error (str): ``"raise"``: an unreadable or corrupt image raises
@@ -190,7 +196,7 @@ class Loader:
 
     def __init__(self, source, pipeline, batch_size, shuffle=True, drop_last=False, seed=0, num_threads=None,
                  device="auto", prefetch=2, on_error="raise", rank=None, world_size=None, output="auto",
-                 max_image_pixels=_c.DEFAULT_MAX_IMAGE_PIXELS, device_memory_limit_bytes=0):
+                 max_image_pixels=_c.DEFAULT_MAX_IMAGE_PIXELS, device_memory_limit_bytes=0, pin_memory=None):
         self._c = None
         if not isinstance(device, str):
             raise TypeError(f"fusionflow.Loader: device must be a str (got {type(device).__name__})")
@@ -198,6 +204,8 @@ class Loader:
                 or not 0 <= device_memory_limit_bytes < 1 << 64:
             raise ValueError(f"fusionflow.Loader: device_memory_limit_bytes must be an int in [0, 2**64) "
                              f"(got {device_memory_limit_bytes!r})")
+        if pin_memory not in (None, True, False):
+            raise TypeError(f"fusionflow.Loader: pin_memory must be None, True or False (got {pin_memory!r})")
         if on_error not in ("raise", "skip"):
             raise ValueError(f"fusionflow.Loader: on_error must be 'raise' or 'skip' (got {on_error!r})")
         if output not in _OUTPUTS:
@@ -230,6 +238,7 @@ class Loader:
         self.prefetch = prefetch
         self.on_error = on_error
         self.device = device
+        self.pin_memory = pin_memory
         self.output = output
         self.rank = rank if rank is not None else _env_int("RANK", 0)
         self.world_size = world_size if world_size is not None else _env_int("WORLD_SIZE", 1)
@@ -243,7 +252,8 @@ class Loader:
                 drop_last=int(self.drop_last), seed=seed, num_threads=num_threads or 0, prefetch=prefetch,
                 rank=-1 if rank is None else rank, world_size=-1 if world_size is None else world_size,
                 on_error_skip=on_error == "skip", max_image_pixels=limit, device=device,
-                device_memory_limit_bytes=device_memory_limit_bytes)
+                device_memory_limit_bytes=device_memory_limit_bytes,
+                pin_memory=-1 if pin_memory is None else int(pin_memory))
         except _errors.DeviceError as e:
             raise _errors.DeviceUnavailableError(f"fusionflow.Loader(device={device!r}): {e}", e.status) from None
         with _open_lock:

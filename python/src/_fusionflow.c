@@ -412,16 +412,16 @@ static PyObject *loader_open(PyObject *module, PyObject *args, PyObject *kwargs)
   (void)module;
   static char *kwlist[] = {"source",   "pipeline",   "batch_size", "shuffle",          "drop_last", "seed",
                            "num_threads", "prefetch", "rank",      "world_size", "on_error_skip", "max_image_pixels",
-                           "device", "device_memory_limit_bytes", NULL};
+                           "device", "device_memory_limit_bytes", "pin_memory", NULL};
   ff_config cfg;
   ff_config_init(&cfg);
   PyObject *source_obj, *pipeline_obj;
   int on_error_skip = 0;
   unsigned long long seed = 0, max_pixels = cfg.max_image_pixels, device_limit = 0;
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O&U|iiiKiiiipKsK:open_loader", kwlist, PyUnicode_FSConverter,
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O&U|iiiKiiiipKsKi:open_loader", kwlist, PyUnicode_FSConverter,
                                    &source_obj, &pipeline_obj, &cfg.batch_size, &cfg.shuffle, &cfg.drop_last,
                                    &seed, &cfg.num_threads, &cfg.prefetch, &cfg.rank, &cfg.world_size,
-                                   &on_error_skip, &max_pixels, &cfg.device, &device_limit))
+                                   &on_error_skip, &max_pixels, &cfg.device, &device_limit, &cfg.pin_memory))
     return NULL;
   cfg.device_memory_limit_bytes = (size_t)device_limit;
   const char *pipeline = PyUnicode_AsUTF8(pipeline_obj);

@@ -85,6 +85,8 @@ typedef struct ff__emu_counts {
   unsigned long misplaced_calls, device_switches;
 } ff__emu_counts;
 ff_status ff__emu_probe(ff__device *d, ff__emu_counts *out); /* FF_EINVAL when d is not emu */
+/* Whether ptr is a live allocation of d's host allocator (d emu). */
+int ff__emu_host_owns(ff__device *d, const void *ptr);
 /* How many waits of stream s on event e were queued. */
 int ff__emu_waited(ff__device *d, const ff__dstream *s, const ff__devent *e);
 /* The calling thread's current emulated device (-1: none), and setting it

@@ -89,6 +89,8 @@ typedef struct emu {
   unsigned allocs, launches, fail_alloc_after, alloc_error_at, fail_kernel_at;
   emu_wait_rec *waits;
   size_t num_waits, cap_waits;
+  void **host; /* live host allocations (ff__emu_host_owns) */
+  size_t num_host, cap_host;
   atomic_ulong misplaced_calls, device_switches;
 } emu;
 
@@ -272,6 +274,7 @@ static void emu_close(void *impl) {
   pthread_cond_destroy(&m->done);
   pthread_mutex_destroy(&m->lock);
   free(m->waits);
+  free(m->host);
   free(m);
 }
 
@@ -321,13 +324,33 @@ static ff_status emu_host_alloc(void *impl, size_t size_bytes, void **out, ff__e
   emu *m = impl;
   check_current(m);
   void *p = malloc(size_bytes);
-  if (!p) return ff__error_set(err, FF_ENOMEM, "emu:%d: no %zu bytes of host memory", m->ordinal, size_bytes);
+  pthread_mutex_lock(&m->lock);
+  if (p && m->num_host == m->cap_host) {
+    size_t cap = m->cap_host ? 2 * m->cap_host : 16;
+    void **h = realloc(m->host, cap * sizeof *h);
+    if (h) m->host = h, m->cap_host = cap;
+  }
+  int ok = p && m->num_host < m->cap_host;
+  if (ok) m->host[m->num_host++] = p;
+  pthread_mutex_unlock(&m->lock);
+  if (!ok) {
+    free(p);
+    return ff__error_set(err, FF_ENOMEM, "emu:%d: no %zu bytes of host memory", m->ordinal, size_bytes);
+  }
   *out = p;
   return FF_OK;
 }
 
 static void emu_host_free(void *impl, void *ptr) {
-  check_current(impl);
+  emu *m = impl;
+  check_current(m);
+  pthread_mutex_lock(&m->lock);
+  for (size_t i = 0; i < m->num_host; i++)
+    if (m->host[i] == ptr) {
+      m->host[i] = m->host[--m->num_host];
+      break;
+    }
+  pthread_mutex_unlock(&m->lock);
   free(ptr);
 }
 
@@ -488,6 +511,17 @@ int ff__emu_waited(ff__device *d, const ff__dstream *s, const ff__devent *e) {
          m->waits[i].event_id == ((const emu_event *)e)->id;
   pthread_mutex_unlock(&m->lock);
   return n;
+}
+
+int ff__emu_host_owns(ff__device *d, const void *ptr) {
+  emu *m = ff__device_impl(d, &emu_backend);
+  int owns = 0;
+  if (!m) return 0;
+  pthread_mutex_lock(&m->lock);
+  for (size_t i = 0; i < m->num_host && !owns; i++)
+    owns = m->host[i] == ptr;
+  pthread_mutex_unlock(&m->lock);
+  return owns;
 }
 
 ff_status ff__emu_probe(ff__device *d, ff__emu_counts *out) {

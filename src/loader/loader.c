@@ -46,6 +46,7 @@ void ff_config_init(ff_config *cfg) {
   cfg->max_image_pixels = 89478485;
   cfg->device = "cpu";
   cfg->device_headroom_bytes = -1;
+  cfg->pin_memory = -1;
   ff__sched_params p;
   ff__sched_params_init(&p, cfg->prefetch);
   cfg->device_max_time_share = p.max_device_time;
@@ -304,7 +305,7 @@ static void *worker_loop(void *p) {
 static void loader_free(ff_loader *l) {
   for (int i = 0; i < l->num_threads && l->workers; i++) ff__worker_free(&l->workers[i]);
   for (int i = 0; i < l->ring_size; i++) {
-    free(l->ring[i].images);
+    if (l->ring[i].images) ff__batch_mem_free(l, l->ring[i].images);
     free(l->ring[i].labels);
     free(l->ring[i].sample_indices);
     if (l->ring[i].skip_msg) clear_skips(l, &l->ring[i]);
@@ -312,6 +313,7 @@ static void loader_free(ff_loader *l) {
     free(l->ring[i].slot_order);
     free(l->ring[i].to_device);
   }
+  ff__batch_mem_close(l);
   ff__trace_destroy(l->trace);
   free(l->split_sizes);
   free(l->split_saving);
@@ -398,10 +400,11 @@ static ff_status loader_start(ff_loader *l) {
   if (!l->order[0] || !l->order[1] || !l->perm || !l->ring || !l->workers || !l->threads || !l->skipped ||
       !l->split_sizes || !l->split_saving)
     return ff__error_set(err, FF_ENOMEM, "out of memory");
+  if ((st = ff__batch_mem_open(l))) return st;
   for (int i = 0; i < l->ring_size; i++) {
     ff_batch *e = &l->ring[i];
     e->loader = l;
-    e->images = malloc(bs * l->sample_bytes);
+    ff__batch_mem_alloc(l, bs * l->sample_bytes, &e->images);
     e->labels = malloc(bs * sizeof *e->labels);
     e->sample_indices = malloc(bs * sizeof *e->sample_indices);
     e->skip_msg = calloc(bs, sizeof *e->skip_msg);

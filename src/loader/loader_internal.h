@@ -109,6 +109,9 @@ struct ff_loader {
   int refused;           /* the pool refused work since the last observation */
 
   ff__trace *trace;      /* NULL unless tracing (trace.c) */
+
+  ff__device *host_dev;  /* batch_mem.c: the device whose host allocator gives the ring's pinned
+                            images; NULL: ordinary memory */
 };
 
 #define FF__DEVICE_MAX_ERRORS 3
@@ -142,6 +145,19 @@ void ff__offload_reset(ff_loader *l);
 /* Re-reads the device's free memory (once per batch, consumer thread,
  * unlocked) and refreshes the admission figure and the pool stats. */
 void ff__offload_refresh(ff_loader *l);
+
+/* ---- batch_mem.c, called by loader.c ---- */
+
+/* Decides whether the ring's images are pinned (cfg.pin_memory) and opens
+ * the device whose host allocator gives them. Returns FF_OK (also when the
+ * default cannot pin: ordinary memory then), FF_EINVAL (bad pin_memory),
+ * FF_EDEVICE (pin_memory 1 and no device to pin with; message in l->err). */
+ff_status ff__batch_mem_open(ff_loader *l);
+/* Image memory for one ring entry: FF_OK or FF_ENOMEM. */
+ff_status ff__batch_mem_alloc(ff_loader *l, size_t size_bytes, void **out);
+void ff__batch_mem_free(ff_loader *l, void *ptr); /* NULL does nothing */
+/* After every ring entry's images are freed. */
+void ff__batch_mem_close(ff_loader *l);
 
 /* loader.c: a batch's sample is in (pending - 1); the last makes it READY. Locked. */
 void ff__loader_sample_finished(ff_loader *l, ff_batch *e, int count);

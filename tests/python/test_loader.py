@@ -59,6 +59,21 @@ def test_same_batches_with_one_or_two_threads(folder):
         np.testing.assert_array_equal(la, lb)
 
 
+def test_pinned_batches_equal_ordinary_ones(folder):
+    root = folder[0]
+    epochs = []
+    for pin in (False, True):
+        with fusionflow.Loader(root, FLOAT_PIPE, batch_size=4, seed=3, device="emu:0", pin_memory=pin,
+                               output="numpy") as loader:
+            assert loader.pin_memory is pin
+            epochs.append(collect(loader))
+    for (ia, la, _), (ib, lb, _) in zip(*epochs):
+        np.testing.assert_array_equal(ia, ib)
+        np.testing.assert_array_equal(la, lb)
+    with pytest.raises(TypeError, match="pin_memory"):
+        fusionflow.Loader(root, FLOAT_PIPE, batch_size=4, pin_memory="yes")
+
+
 def test_batches_equal_augment_image_per_sample(folder):
     root, paths, _ = folder
     seed = 3

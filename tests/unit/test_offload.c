@@ -6,7 +6,9 @@
  * allocations and a failed kernel send the work back to the CPU without an
  * error, an allocation's device error is not taken for a refusal (no
  * back-off); the consumer thread's current device is the same after open,
- * next and close, and every device call ran with the device current; per-batch statistics add up; an explicit
+ * next and close, and every device call ran with the device current; with
+ * pin_memory the ring's images come from the device's host allocator (and
+ * outlive close while held), by default only with a CUDA device; per-batch statistics add up; an explicit
  * device that cannot be opened fails the open, "auto" falls back quietly; close is prompt while the device is
  * busy; the active-thread cap parks workers. */
 #include <setjmp.h> /* cmocka.h needs these four first */
@@ -333,6 +335,58 @@ static void an_allocation_device_error_falls_back_without_backing_off(void **sta
   free(ref.bytes), free(r.bytes);
 }
 
+/* ---- pinned host batches ---- */
+
+static void pinned_batches_come_from_the_devices_host_allocator(void **state) {
+  (void)state;
+  ff_config c = config(HEAVY_PIPELINE, "cpu", 2);
+  run ref = epoch_of(&c, NULL, NULL);
+  c.device = "emu:0";
+  c.pin_memory = 1;
+  ff_loader *l = open_with(&c, "0.5", NULL);
+  assert_non_null(l->host_dev);
+  ff_batch *held;
+  assert_int_equal(ff_loader_next(l, &held), FF_OK);
+  ff_tensor img;
+  ff_batch_images(held, &img);
+  assert_true(ff__emu_host_owns(l->host_dev, img.data));
+  for (int i = 0; i < l->ring_size; i++)
+    assert_true(ff__emu_host_owns(l->host_dev, l->ring[i].images));
+  ff_batch_release(held);
+  run r = consume(l, 0, 0);
+  ff_loader_close(l);
+  size_t first = ref.len - r.len; /* the first batch was taken above: compare the rest */
+  assert_true(r.len < ref.len);
+  assert_memory_equal(ref.bytes + first, r.bytes, r.len);
+  free(r.bytes);
+
+  c.pin_memory = -1; /* by default only a CUDA device pins */
+  l = open_with(&c, NULL, NULL);
+  assert_null(l->host_dev);
+  ff_loader_close(l);
+  c.pin_memory = 2;
+  assert_int_equal(ff_loader_open(&c, &l), FF_EINVAL);
+  assert_non_null(strstr(ff_loader_errmsg(l), "pin_memory"));
+  ff_loader_close(l);
+  free(ref.bytes);
+}
+
+static void a_held_pinned_batch_outlives_close(void **state) {
+  (void)state;
+  ff_config c = config(HEAVY_PIPELINE, "emu:0", 1);
+  c.pin_memory = 1;
+  ff_loader *l = open_with(&c, NULL, NULL);
+  ff_batch *b;
+  assert_int_equal(ff_loader_next(l, &b), FF_OK);
+  ff_tensor img;
+  ff_batch_images(b, &img);
+  ff__device *host_dev = l->host_dev;
+  ff_loader_close(l);
+  assert_true(ff__emu_host_owns(host_dev, img.data)); /* still the device's, still valid */
+  memset(img.data, 0, ff_batch_size(b) * (size_t)(img.shape[1] * img.shape[2] * img.shape[3]) * 4);
+  ff_batch_release(b); /* frees it, then closes the device */
+}
+
 /* ---- opening and closing ---- */
 
 static void the_consumer_threads_current_device_is_left_as_it_was(void **state) {
@@ -458,6 +512,8 @@ int main(void) {
       cmocka_unit_test(a_failed_kernel_falls_back_and_the_device_goes_on),
       cmocka_unit_test(an_allocation_device_error_falls_back_without_backing_off),
       cmocka_unit_test(the_consumer_threads_current_device_is_left_as_it_was),
+      cmocka_unit_test(pinned_batches_come_from_the_devices_host_allocator),
+      cmocka_unit_test(a_held_pinned_batch_outlives_close),
       cmocka_unit_test(a_named_device_that_cannot_open_fails_the_open),
       cmocka_unit_test(auto_falls_back_to_the_cpu_quietly),
       cmocka_unit_test(close_is_prompt_while_the_device_is_busy),
