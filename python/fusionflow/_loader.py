@@ -150,6 +150,11 @@ class Loader:
             (DataLoader's pin_memory). None (default): when ``device`` is a CUDA
             GPU; True: always (with ``device="cpu"``, pinned by the GPU
             ``"auto"`` picks; fails without one); False: never.
+        output_device (str): where the images are handed out: ``"cpu"`` (default),
+            ``"cuda:N"`` (GPU memory: ``torch.from_dlpack`` gives a CUDA tensor whose
+            current stream waits for the batch's upload, and the batch's memory is
+            reused only after the work queued on that stream when the tensor dies),
+            or ``"emu:N"`` (the emulated device; host memory). Same bytes as ``"cpu"``.
         prefetch (int): batches prepared ahead, >= 1. At most ``prefetch + 1``
             batches can be alive at once (see below).
         on_error (str): ``"raise"``: an unreadable or corrupt image raises
@@ -196,7 +201,8 @@ class Loader:
 
     def __init__(self, source, pipeline, batch_size, shuffle=True, drop_last=False, seed=0, num_threads=None,
                  device="auto", prefetch=2, on_error="raise", rank=None, world_size=None, output="auto",
-                 max_image_pixels=_c.DEFAULT_MAX_IMAGE_PIXELS, device_memory_limit_bytes=0, pin_memory=None):
+                 max_image_pixels=_c.DEFAULT_MAX_IMAGE_PIXELS, device_memory_limit_bytes=0, pin_memory=None,
+                 output_device="cpu"):
         self._c = None
         if not isinstance(device, str):
             raise TypeError(f"fusionflow.Loader: device must be a str (got {type(device).__name__})")
@@ -204,6 +210,11 @@ class Loader:
                 or not 0 <= device_memory_limit_bytes < 1 << 64:
             raise ValueError(f"fusionflow.Loader: device_memory_limit_bytes must be an int in [0, 2**64) "
                              f"(got {device_memory_limit_bytes!r})")
+        if not isinstance(output_device, str):
+            raise TypeError(f"fusionflow.Loader: output_device must be a str (got {type(output_device).__name__})")
+        if output == "numpy" and output_device.startswith("cuda"):
+            raise ValueError("fusionflow.Loader: output=\"numpy\" cannot hold GPU batches: use output=\"torch\" "
+                             "or \"dlpack\" with output_device=" + repr(output_device))
         if pin_memory not in (None, True, False):
             raise TypeError(f"fusionflow.Loader: pin_memory must be None, True or False (got {pin_memory!r})")
         if on_error not in ("raise", "skip"):
@@ -239,6 +250,7 @@ class Loader:
         self.on_error = on_error
         self.device = device
         self.pin_memory = pin_memory
+        self.output_device = output_device
         self.output = output
         self.rank = rank if rank is not None else _env_int("RANK", 0)
         self.world_size = world_size if world_size is not None else _env_int("WORLD_SIZE", 1)
@@ -253,7 +265,7 @@ class Loader:
                 rank=-1 if rank is None else rank, world_size=-1 if world_size is None else world_size,
                 on_error_skip=on_error == "skip", max_image_pixels=limit, device=device,
                 device_memory_limit_bytes=device_memory_limit_bytes,
-                pin_memory=-1 if pin_memory is None else int(pin_memory))
+                pin_memory=-1 if pin_memory is None else int(pin_memory), output_device=output_device)
         except _errors.DeviceError as e:
             raise _errors.DeviceUnavailableError(f"fusionflow.Loader(device={device!r}): {e}", e.status) from None
         with _open_lock:

@@ -244,6 +244,21 @@ static ff_status cu_stream_wait(void *impl, void *stream, void *event, ff__error
   return e == cudaSuccess ? FF_OK : fail(err, (cuda_dev *)impl, "cudaStreamWaitEvent", e);
 }
 
+static void *cu_stream_handle(void *impl, void *stream) {
+  (void)impl;
+  return (void *)((stream_node *)stream)->s;
+}
+
+static ff_status cu_foreign_wait(void *impl, void *handle, void *event, ff__error *err) {
+  cudaError_t e = cudaStreamWaitEvent((cudaStream_t)handle, (cudaEvent_t)event, 0);
+  return e == cudaSuccess ? FF_OK : fail(err, (cuda_dev *)impl, "cudaStreamWaitEvent (consumer's stream)", e);
+}
+
+static ff_status cu_foreign_record(void *impl, void *event, void *handle, ff__error *err) {
+  cudaError_t e = cudaEventRecord((cudaEvent_t)event, (cudaStream_t)handle);
+  return e == cudaSuccess ? FF_OK : fail(err, (cuda_dev *)impl, "cudaEventRecord (consumer's stream)", e);
+}
+
 static ff_status cu_copy(void *impl, void *stream, void *dst, const void *src, size_t size_bytes,
                          int to_device, ff__error *err) {
   cudaError_t e =
@@ -305,6 +320,7 @@ static ff__device_backend make_backend(void) {
   b.mem_alloc = cu_mem_alloc, b.mem_free = cu_mem_free, b.mem_info = cu_mem_info;
   b.host_alloc = cu_host_alloc, b.host_free = cu_host_free;
   b.stream_create = cu_stream_create, b.stream_destroy = cu_stream_destroy, b.stream_wait = cu_stream_wait;
+  b.stream_handle = cu_stream_handle, b.foreign_wait = cu_foreign_wait, b.foreign_record = cu_foreign_record;
   b.copy = cu_copy, b.event_create = cu_event_create, b.event_destroy = cu_event_destroy;
   b.event_record = cu_event_record, b.event_query = cu_event_query, b.event_wait = cu_event_wait;
   b.event_elapsed_ms = cu_event_elapsed_ms, b.launch = cu_launch;

@@ -232,6 +232,16 @@ ff_status ff__device_download(ff__device *d, ff__dstream *s, void *dst, const vo
   GUARDED(d, err, d->o.be->copy(d->o.impl, s, dst, d_src, size_bytes, 0, err));
 }
 
+void *ff__device_stream_handle(ff__device *d, ff__dstream *s) { return d->o.be->stream_handle(d->o.impl, s); }
+
+ff_status ff__device_foreign_wait(ff__device *d, void *handle, ff__devent *e, ff__error *err) {
+  GUARDED(d, err, d->o.be->foreign_wait(d->o.impl, handle, e, err));
+}
+
+ff_status ff__device_foreign_record(ff__device *d, ff__devent *e, void *handle, ff__error *err) {
+  GUARDED(d, err, d->o.be->foreign_record(d->o.impl, e, handle, err));
+}
+
 ff_status ff__device_event_create(ff__device *d, ff__devent **out, ff__error *err) {
   GUARDED(d, err, d->o.be->event_create(d->o.impl, (void **)out, err));
 }

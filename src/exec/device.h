@@ -103,6 +103,15 @@ ff_status ff__device_download(ff__device *d, ff__dstream *s, void *dst, const vo
  * before this call) has completed. FF_OK or FF_EDEVICE. */
 ff_status ff__device_stream_wait(ff__device *d, ff__dstream *s, ff__devent *e, ff__error *err);
 
+/* A consumer's streams: the handle of one of ours as a consumer sees it
+ * (cuda: its cudaStream_t; emu: the ff__dstream), and making a consumer's
+ * stream (given by such a handle; cuda: any cudaStream_t of the device, 0
+ * the legacy default stream) wait for e, or recording e on it. FF_OK or
+ * FF_EDEVICE. */
+void *ff__device_stream_handle(ff__device *d, ff__dstream *s);
+ff_status ff__device_foreign_wait(ff__device *d, void *handle, ff__devent *e, ff__error *err);
+ff_status ff__device_foreign_record(ff__device *d, ff__devent *e, void *handle, ff__error *err);
+
 /* Events are blocking-sync: waiting for one sleeps, it does not spin. */
 ff_status ff__device_event_create(ff__device *d, ff__devent **out, ff__error *err);
 void ff__device_event_destroy(ff__device *d, ff__devent *e);

@@ -42,6 +42,12 @@ typedef struct ff__device_backend {
   void (*stream_destroy)(void *impl, void *stream);
   /* Work queued on stream after this waits for event's last record. */
   ff_status (*stream_wait)(void *impl, void *stream, void *event, ff__error *err);
+  /* The handle a consumer sees for one of our streams (cuda: the
+   * cudaStream_t; emu: the stream itself), and the same two calls on a
+   * consumer's stream given by such a handle. */
+  void *(*stream_handle)(void *impl, void *stream);
+  ff_status (*foreign_wait)(void *impl, void *handle, void *event, ff__error *err);
+  ff_status (*foreign_record)(void *impl, void *event, void *handle, ff__error *err);
   ff_status (*copy)(void *impl, void *stream, void *dst, const void *src, size_t size_bytes, int to_device,
                     ff__error *err);
   ff_status (*event_create)(void *impl, void **out, ff__error *err);

@@ -424,6 +424,12 @@ static ff_status emu_stream_wait(void *impl, void *stream, void *event, ff__erro
   return submit(impl, stream, (emu_cmd){.kind = CMD_WAIT, .event = event}, err);
 }
 
+/* A consumer's stream on emu is one of the emulator's own streams. */
+static void *emu_stream_handle(void *impl, void *stream) {
+  (void)impl;
+  return stream;
+}
+
 /* FF_EDEVICE (once) when a launch before the event's record failed. Locked. */
 static ff_status take_fault(emu_event *e, ff__error *err) {
   if (!e->failed) return FF_OK;
@@ -489,6 +495,9 @@ static const ff__device_backend emu_backend = {
     .stream_create = emu_stream_create,
     .stream_destroy = emu_stream_destroy,
     .stream_wait = emu_stream_wait,
+    .stream_handle = emu_stream_handle,
+    .foreign_wait = emu_stream_wait,
+    .foreign_record = emu_event_record,
     .copy = emu_copy,
     .event_create = emu_event_create,
     .event_destroy = emu_event_destroy,

@@ -7,7 +7,9 @@
  * ff_config.pin_memory -1 (default) pins when the loader's device is a CUDA
  * GPU ("cuda:N", or "auto" when it opens one); 1 pins always, from the
  * loader's device's host allocator (emu:N's for tests; with device "cpu",
- * the CUDA device "auto" picks); 0 never. Pinned memory belongs to a device
+ * the CUDA device "auto" picks); 0 never. With an output_device on a device
+ * the images go up from pinned memory of that device unless pin_memory is 0.
+ * Pinned memory belongs to a device
  * context, and batches outlive ff_loader_close while the consumer holds
  * them, so this module opens its own handle on the device (l->host_dev) and
  * closes it only after the last batch's memory is freed (loader_free). */
@@ -17,17 +19,19 @@
 #include "loader/loader_internal.h"
 
 ff_status ff__batch_mem_open(ff_loader *l) {
-  const char *name = l->cfg.device;
+  const char *name = l->cfg.device, *out = l->cfg.output_device;
   int pin = l->cfg.pin_memory;
   if (pin < -1 || pin > 1)
     return ff__error_set(&l->err, FF_EINVAL, "pin_memory must be -1, 0 or 1 (got %d)", pin);
+  if (out && (!strncmp(out, "cuda", 4) || !strncmp(out, "emu", 3)) && pin)
+    name = out, pin = 1; /* the uploads to the output device (other names: dev_output.c refuses them) */
   int cuda = !strncmp(name, "cuda", 4) || !strcmp(name, "auto");
   if (pin == 0 || (pin == -1 && !cuda)) return FF_OK;
   if (!strcmp(name, "cpu")) name = "auto";
   ff__error err = {0};
   ff_status st = ff__device_open(name, NULL, &l->host_dev, &err);
   if (!st || pin == -1) return FF_OK; /* by default: pinned when it can be, quietly */
-  return ff__error_set(&l->err, st, "pin_memory: %s", err.msg);
+  return ff__error_set(&l->err, st, "%s: %s", name == out ? "output_device" : "pin_memory", err.msg);
 }
 
 ff_status ff__batch_mem_alloc(ff_loader *l, size_t size_bytes, void **out) {

@@ -47,6 +47,7 @@ void ff_config_init(ff_config *cfg) {
   cfg->device = "cpu";
   cfg->device_headroom_bytes = -1;
   cfg->pin_memory = -1;
+  cfg->output_device = "cpu";
   ff__sched_params p;
   ff__sched_params_init(&p, cfg->prefetch);
   cfg->device_max_time_share = p.max_device_time;
@@ -81,6 +82,7 @@ static ff_status check_config(ff_config *c, ff__error *err) {
   if (c->on_error != FF_ON_ERROR_RAISE && c->on_error != FF_ON_ERROR_SKIP)
     return ff__error_set(err, FF_EINVAL, "on_error must be raise or skip");
   if (!c->device) c->device = "cpu";
+  if (!c->output_device) c->output_device = "cpu";
   if (!(c->device_max_time_share > 0 && c->device_max_time_share <= 1))
     return ff__error_set(err, FF_EINVAL, "device_max_time_share must be in (0, 1] (got %g)",
                          c->device_max_time_share);
@@ -313,6 +315,7 @@ static void loader_free(ff_loader *l) {
     free(l->ring[i].slot_order);
     free(l->ring[i].to_device);
   }
+  ff__dev_output_close(l);
   ff__batch_mem_close(l);
   ff__trace_destroy(l->trace);
   free(l->split_sizes);
@@ -414,6 +417,7 @@ static ff_status loader_start(ff_loader *l) {
       return ff__error_set(err, FF_ENOMEM, "out of memory for %d batches of %zu bytes", l->ring_size,
                            bs * l->sample_bytes);
   }
+  if ((st = ff__dev_output_open(l))) return st;
   l->active_threads = l->num_threads;
   l->stats.num_threads = l->num_threads;
   ff__sched_params_init(&l->sched_params, c->prefetch);
@@ -614,12 +618,19 @@ ff_status ff_loader_next(ff_loader *l, ff_batch **out) {
   /* Outside the lock: the node's table may take a moment to get. */
   int threads;
   if (pending && ff__coord_report(l->coord, &interval, &threads) == FF_OK) ff__loader_set_active_threads(l, threads);
+  if (!st && (st = ff__dev_output_hand_out(l, *out))) {
+    ff_batch_release(*out);
+    *out = NULL;
+  }
   return st;
 }
 
-void ff_batch_release(ff_batch *b) {
+void ff_batch_release(ff_batch *b) { ff_batch_release_after(b, NULL); }
+
+void ff_batch_release_after(ff_batch *b, void *stream) {
   if (!b) return;
   ff_loader *l = b->loader;
+  ff__dev_output_release(l, b, stream);
   pthread_mutex_lock(&l->mu);
   b->state = FF__BUF_FREE;
   int last = --l->held == 0 && l->closed;
@@ -633,12 +644,25 @@ size_t ff_batch_index(const ff_batch *b) { return b->index; }
 uint64_t ff_batch_epoch(const ff_batch *b) { return b->epoch; }
 const int64_t *ff_batch_sample_indices(const ff_batch *b) { return b->sample_indices; }
 void ff_batch_stats(const ff_batch *b, ff_batch_info *out) { *out = b->stats; }
+const char *ff_batch_device(const ff_batch *b) { return b->d_images ? b->loader->out_device_name : "cpu"; }
+void *ff_batch_stream(const ff_batch *b) {
+  return b->d_images ? ff__device_stream_handle(b->loader->out_dev, b->loader->out_stream) : NULL;
+}
+void *ff_batch_event(const ff_batch *b) { return b->d_images ? (void *)b->ready : NULL; }
+
+ff_status ff_batch_sync(const ff_batch *b) {
+  return b->d_images ? ff__device_event_wait(b->loader->out_dev, b->ready, NULL) : FF_OK;
+}
+
+ff_status ff_batch_wait_on(const ff_batch *b, void *stream) {
+  return b->d_images ? ff__device_foreign_wait(b->loader->out_dev, stream, b->ready, NULL) : FF_OK;
+}
 
 void ff_batch_images(const ff_batch *b, ff_tensor *out) {
   const ff__pipeline *p = &b->loader->pipe;
   int64_t n = (int64_t)b->size, h = p->out_height, w = p->out_width;
   memset(out, 0, sizeof *out);
-  out->data = b->images;
+  out->data = b->d_images ? b->d_images : b->images;
   out->ndim = 4;
   if (p->output == FF__OUTPUT_NCHW_F32) {
     out->dtype = FF_FLOAT32, out->layout = FF_NCHW;
