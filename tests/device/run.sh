@@ -22,7 +22,7 @@
 #
 #   FF_DEVICE_BIN=dir  binaries (dir/tests/*, dir/python, dir/lib, dir/data);
 #                      default build-carry/carry, else build-device (rebuilt)
-#   OUT=dir  DEADLINE_S=540  BATCH=256  FF_PYTHON=python3
+#   OUT=dir  DEADLINE_S=540  BATCH=256  FF_PYTHON=python3  FF_PYTHON_PRELOAD=lib
 set -u
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 export DEVICE=${1:-cuda:0}
@@ -150,7 +150,10 @@ memcheck() {
   "$cs" --tool memcheck --error-exitcode 1 --leak-check no "$BIN/tests/device_check" "$DEVICE" 16
 }
 
+# FF_PYTHON_PRELOAD: what the Python must load first (a sanitizer build's
+# runtime; Python's own allocations are then not leak-checked).
 dlpack_torch() {
+  if [ -n "${FF_PYTHON_PRELOAD:-}" ]; then export LD_PRELOAD=$FF_PYTHON_PRELOAD ASAN_OPTIONS=detect_leaks=0; fi
   PYTHONPATH=$BIN/python "$FF_PYTHON" "$ROOT/tests/device/dlpack_check.py" "$DEVICE" "$BIN/data"
 }
 
@@ -181,7 +184,7 @@ step device_decode 60 device_decode
 step trainer_1 120 --cuda trainer_1
 step offload 90 offload
 step trainer_2 120 --cuda trainer_2
-step pool 30 pool
+step pool 60 pool
 
 record total "$( ((failed)) && echo FAIL || echo PASS)" $((SECONDS - START)) "logs in $OUT"
 exit "$failed"
