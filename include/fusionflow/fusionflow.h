@@ -150,6 +150,20 @@ typedef struct ff_config {
    * that cannot be opened, or has no memory for the ring's batch_size x
    * (prefetch + 1) images, fails ff_loader_open with FF_EDEVICE. */
   const char *output_device;
+  /* The caller's device allocator (e.g. a framework's caching allocator), for
+   * every device allocation the loader makes (device and output_device),
+   * instead of the device's own; both or neither. device_alloc sets *out and
+   * returns 0, or refuses with nonzero: a refusal sends the work to the CPU
+   * (as an exhausted budget does; with output_device the open fails). stream
+   * is NULL: the memory must be usable on any stream when it returns.
+   * device_free gets what device_alloc gave with its size_bytes, once none of
+   * the loader's work uses it (stream NULL). Called on the loader's threads
+   * (feeder, consumer) with ctx = device_alloc_ctx, one call at a time per
+   * device; they must not wait for an interpreter lock another thread may
+   * hold (Python's GIL). */
+  int (*device_alloc)(void *ctx, size_t size_bytes, void *stream, void **out);
+  void (*device_free)(void *ctx, void *ptr, size_t size_bytes, void *stream);
+  void *device_alloc_ctx;
 } ff_config;
 
 /* Fills *cfg with the defaults above. Callers built against an older

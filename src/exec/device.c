@@ -21,6 +21,9 @@
 struct ff__device {
   ff__device_opened o;
   ff__pool pool;
+  int (*alloc_hook)(void *ctx, size_t size_bytes, void *stream, void **out);
+  void (*free_hook)(void *ctx, void *ptr, size_t size_bytes, void *stream);
+  void *hook_ctx;
 };
 
 void ff__device_options_init(ff__device_options *opt) {
@@ -49,14 +52,28 @@ void ff__device_options_init(ff__device_options *opt) {
   } while (0)
 
 /* The pool calls these from inside a bracketed ff__device_* call. */
+/* With the caller's allocator, a refusal is a budget refusal (the work goes
+ * to the CPU); its memory must be usable on any stream when it returns (the
+ * stream argument is NULL), and goes back once none of our work uses it. */
 static ff_status pool_alloc(void *ctx, size_t size_bytes, void **out, ff__error *err) {
   ff__device *d = ctx;
-  return d->o.be->mem_alloc(d->o.impl, size_bytes, out, err);
+  if (!d->alloc_hook) return d->o.be->mem_alloc(d->o.impl, size_bytes, out, err);
+  void *p = NULL;
+  if (d->alloc_hook(d->hook_ctx, size_bytes, NULL, &p) || !p)
+    return ff__error_set(err, FF__EBUDGET, "%s: the caller's allocator refused %zu bytes", d->o.name,
+                         size_bytes);
+  *out = p;
+  return FF_OK;
 }
 
-static void pool_free(void *ctx, void *ptr) {
+static void pool_free(void *ctx, void *ptr, size_t size_bytes) {
   ff__device *d = ctx;
-  d->o.be->mem_free(d->o.impl, ptr);
+  if (!d->alloc_hook) {
+    d->o.be->mem_free(d->o.impl, ptr);
+    return;
+  }
+  d->o.be->synchronize(d->o.impl); /* our streams only: raw frees are rare (trim, a shrinking budget) */
+  d->free_hook(d->hook_ctx, ptr, size_bytes, NULL);
 }
 
 static ff_status pool_mem_info(void *ctx, size_t *free_bytes, size_t *total_bytes) {
@@ -137,6 +154,8 @@ ff_status ff__device_open(const char *name, const ff__device_options *opt, ff__d
     return ff__error_set(err, FF_ENOMEM, "%s: out of memory", o.name);
   }
   d->o = o;
+  if (opt->alloc_hook && opt->free_hook)
+    d->alloc_hook = opt->alloc_hook, d->free_hook = opt->free_hook, d->hook_ctx = opt->hook_ctx;
   ff__pool_backend pb = {d, pool_alloc, pool_free, pool_mem_info};
   ff__pool_config pc = {opt->limit_bytes,
                         opt->headroom_bytes >= 0 ? (size_t)opt->headroom_bytes : o.default_headroom_bytes,

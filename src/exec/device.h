@@ -42,6 +42,11 @@ typedef struct ff__device_options {
                                   of memory) */
   unsigned
       emu_delay_us; /* emu: up to this many µs of random delay before each command; 0 = `?delay=` or none */
+  /* The caller's allocator for every raw device allocation (ff_config's
+   * device_alloc / device_free); NULL: the backend's own. */
+  int (*alloc_hook)(void *ctx, size_t size_bytes, void *stream, void **out);
+  void (*free_hook)(void *ctx, void *ptr, size_t size_bytes, void *stream);
+  void *hook_ctx;
 } ff__device_options;
 
 void ff__device_options_init(ff__device_options *opt);

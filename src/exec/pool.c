@@ -35,7 +35,7 @@ static size_t limit_from(const ff__pool *p, size_t free_bytes) {
 }
 
 static void release_block(ff__pool *p, size_t i) {
-  p->be.free(p->be.ctx, p->blocks[i].ptr);
+  p->be.free(p->be.ctx, p->blocks[i].ptr, p->blocks[i].class_bytes);
   p->reserved_bytes -= p->blocks[i].class_bytes;
   p->blocks[i] = p->blocks[--p->num_blocks];
 }

@@ -28,7 +28,7 @@ typedef struct ff__pool_backend {
   /* Raw device allocation: FF_OK; FF__EBUDGET when the device is out of
    * memory; any other status is a device failure (message in err). */
   ff_status (*alloc)(void *ctx, size_t size_bytes, void **out, ff__error *err);
-  void (*free)(void *ctx, void *ptr);
+  void (*free)(void *ctx, void *ptr, size_t size_bytes); /* size_bytes: what alloc was asked for */
   /* Free and total device memory now. */
   ff_status (*mem_info)(void *ctx, size_t *free_bytes, size_t *total_bytes);
 } ff__pool_backend;

@@ -26,7 +26,11 @@ ff_status ff__dev_output_open(ff_loader *l) {
   if (!strncmp(name, "auto", 4))
     return ff__error_set(&l->err, FF_EINVAL, "output_device '%s': expected cpu, cuda:N or emu:N", name);
   ff__error err = {0};
-  ff_status st = ff__device_open(name, NULL, &l->out_dev, &err);
+  ff__device_options opt;
+  ff__device_options_init(&opt);
+  opt.alloc_hook = l->cfg.device_alloc, opt.free_hook = l->cfg.device_free,
+  opt.hook_ctx = l->cfg.device_alloc_ctx;
+  ff_status st = ff__device_open(name, &opt, &l->out_dev, &err);
   if (!st) st = ff__device_stream_create(l->out_dev, &l->out_stream, &err);
   size_t bytes = (size_t)l->batch_cap * l->sample_bytes;
   for (int i = 0; i < l->ring_size && !st; i++) {

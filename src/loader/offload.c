@@ -37,6 +37,7 @@ ff_status ff__offload_open(ff_loader *l) {
   ff__device_options_init(&opt);
   opt.limit_bytes = l->cfg.device_memory_limit_bytes;
   opt.headroom_bytes = l->cfg.device_headroom_bytes;
+  opt.alloc_hook = l->cfg.device_alloc, opt.free_hook = l->cfg.device_free, opt.hook_ctx = l->cfg.device_alloc_ctx;
   ff__error err = {0};
   ff_status st = ff__device_open(name, &opt, &l->dev, &err);
   ff__device_info info;

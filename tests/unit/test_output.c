@@ -5,7 +5,8 @@
  * stream waits for a batch's ready event; a held batch's memory is not
  * reused, and released after a consumer's stream it is reused only after
  * that stream's work (the upload waits for the release event); bad devices
- * fail the open with a message. */
+ * fail the open with a message. The caller's allocator hook gets every
+ * device allocation back, and its refusal sends the work to the CPU. */
 #include <setjmp.h> /* cmocka.h needs these four first */
 #include <stdarg.h>
 #include <stddef.h>
@@ -176,11 +177,80 @@ static void an_output_device_that_cannot_open_fails_the_open(void **state) {
   }
 }
 
+/* ---- the caller's allocator ---- */
+
+typedef struct hook {
+  int refuse;
+  unsigned allocs, frees;
+  size_t live_bytes;
+} hook;
+
+static int hook_alloc(void *ctx, size_t size_bytes, void *stream, void **out) {
+  hook *h = ctx;
+  assert_null(stream);
+  if (h->refuse) return 1;
+  *out = aligned_alloc(256, (size_bytes + 255) / 256 * 256); /* emu device memory is host memory */
+  assert_non_null(*out);
+  h->allocs++, h->live_bytes += size_bytes;
+  return 0;
+}
+
+static void hook_free(void *ctx, void *ptr, size_t size_bytes, void *stream) {
+  hook *h = ctx;
+  assert_null(stream);
+  h->frees++, h->live_bytes -= size_bytes;
+  free(ptr);
+}
+
+static uint8_t *hooked_epoch(hook *h, const char *output_device, size_t *len, ff_stats *stats) {
+  ff_config c = config("emu:0", output_device);
+  c.device_alloc = hook_alloc, c.device_free = hook_free, c.device_alloc_ctx = h;
+  ff_loader *l = open_or_fail(&c, "1.0");
+  uint8_t *bytes = epoch_images(l, len);
+  ff_loader_stats(l, stats);
+  ff__device_info info;
+  assert_int_equal(ff__device_query(l->dev, &info, NULL), FF_OK);
+  assert_int_equal(h->allocs, info.pool.raw_allocs + (l->out_dev ? (unsigned)l->ring_size : 0));
+  ff_loader_close(l);
+  return bytes;
+}
+
+static void the_allocator_hook_gets_every_device_allocation_and_its_refusal_goes_to_the_cpu(void **state) {
+  (void)state;
+  ff_config c = config("cpu", "cpu");
+  ff_loader *l = open_or_fail(&c, NULL);
+  size_t ref_len, len;
+  uint8_t *ref = epoch_images(l, &ref_len);
+  ff_loader_close(l);
+
+  hook h = {0};
+  ff_stats s;
+  uint8_t *got = hooked_epoch(&h, "emu:1", &len, &s);
+  assert_true(h.allocs > 0);
+  assert_true(s.device_samples > 0);
+  assert_int_equal(h.frees, h.allocs); /* all back at close */
+  assert_int_equal(h.live_bytes, 0);
+  assert_int_equal(len, ref_len);
+  assert_memory_equal(got, ref, len);
+  free(got);
+
+  h = (hook){.refuse = 1};
+  got = hooked_epoch(&h, "cpu", &len, &s);
+  assert_int_equal(h.allocs, 0);
+  assert_int_equal(s.device_samples, 0);
+  assert_true(s.device_fallbacks > 0); /* refused microbatches ran on the CPU */
+  assert_int_equal(len, ref_len);
+  assert_memory_equal(got, ref, len);
+  free(got);
+  free(ref);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(device_output_batches_equal_host_output_batches),
       cmocka_unit_test(a_held_batch_is_not_reused_and_a_release_after_a_stream_orders_the_reuse),
       cmocka_unit_test(an_output_device_that_cannot_open_fails_the_open),
+      cmocka_unit_test(the_allocator_hook_gets_every_device_allocation_and_its_refusal_goes_to_the_cpu),
   };
   return cmocka_run_group_tests(tests, make_dataset, NULL);
 }

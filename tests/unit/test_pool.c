@@ -40,9 +40,10 @@ static ff_status fake_alloc(void *ctx, size_t size_bytes, void **out, ff__error 
   return FF_OK;
 }
 
-static void fake_free(void *ctx, void *ptr) {
+static void fake_free(void *ctx, void *ptr, size_t size_bytes) {
   fake *f = ctx;
   size_t *p = (size_t *)ptr - 1;
+  assert_int_equal(*p, size_bytes);
   f->used -= *p, f->live--;
   free(p);
 }
