@@ -14,6 +14,7 @@ ifeq ($(origin CC),command line)
 BUILD ?= build-$(notdir $(CC))
 CMAKE_CC := -DCMAKE_C_COMPILER=$(CC)
 endif
+#   make device-carry  the prebuilt set tests/device/run.sh runs on a GPU machine (build-carry/carry)
 BUILD ?= build
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
@@ -23,7 +24,7 @@ FUZZ_BUILD ?= build-fuzz
 FUZZ_SECONDS ?= 60
 DEMO_PIPELINE = decode | random_resized_crop(size=224) | random_horizontal_flip | normalize(mean=imagenet, std=imagenet)
 
-.PHONY: all deps build test fuzz demo demo-data bench clean
+.PHONY: all deps build test fuzz demo demo-data bench device-carry clean
 
 all: build
 
@@ -57,6 +58,9 @@ bench: build demo-data
 	$(PYTHON) bench/ops_compare.py --ops-bench $(BUILD)/ops_bench --repeats 3
 	$(PYTHON) bench/compare.py --data $(DEMO_DIR) --cli $(BUILD)/fusionflow --decode-only $(BUILD)/decode_only --repeats 3
 	$(PYTHON) bench/policies.py --data $(DEMO_DIR) --cli $(BUILD)/fusionflow
+
+device-carry: deps
+	JOBS=$(JOBS) tests/device/prepare.sh
 
 clean:
 	rm -rf $(BUILD)

@@ -144,7 +144,10 @@ typedef struct ff_config {
                                 pass 2^31-1); default 89478485 (Pillow's MAX_IMAGE_PIXELS) */
   /* The device that takes the CPU pool's deficit:
    *   "cpu"     no device (default; also NULL)
-   *   "auto"    cuda:0 when it opens, else cpu, quietly
+   *   "auto"    the CUDA device the calling thread uses when the process has
+   *             initialised CUDA (as torch's current device), else GPU
+   *             $LOCAL_RANK modulo the visible GPUs (one per torchrun rank);
+   *             cpu, quietly, when none opens
    *   "cuda:N"  CUDA GPU N (a build with CUDA)
    *   "emu:N"   the host-emulated device: the same kernels on a host thread,
    *             "emu:N?mem=256M" sets its memory size; for tests and for
@@ -208,6 +211,46 @@ typedef struct ff_config {
   ff_device_decode device_decode;
   int deterministic;         /* nonzero: bit-identical batches and exact resume whatever the load, i.e.
                                 device decode off whatever device_decode says; default 0 */
+  /* Host batches in pinned (page-locked) memory, so that copying a batch to
+   * the GPU (torch's .cuda(non_blocking=True), cudaMemcpyAsync) is truly
+   * asynchronous, as with DataLoader(pin_memory=True):
+   *   -1  when device is a CUDA GPU ("cuda:N", or "auto" when it opens one;
+   *       default); otherwise ordinary memory, quietly
+   *    1  always, from the device's host allocator (device "cpu": the CUDA
+   *       device "auto" picks; ff_loader_open fails with FF_EDEVICE when there
+   *       is none)
+   *    0  ordinary memory
+   * The memory is created on the device's context and stays valid while a
+   * batch is held, also after ff_loader_close. */
+  int pin_memory;
+  /* Where batches are handed out (the images; labels and indices stay on
+   * the host):
+   *   "cpu"     host memory (default; also NULL)
+   *   "cuda:N"  GPU N's memory: at ff_loader_next the batch goes up from
+   *             pinned host memory by an asynchronous copy on the loader's
+   *             output stream, followed by the batch's ready event
+   *             (ff_batch_stream, ff_batch_event); a consumer makes its own
+   *             stream wait for it (ff_batch_wait_on) and releases with the
+   *             stream that reads it (ff_batch_release_after)
+   *   "emu:N"   the emulated device's memory (host memory; for tests)
+   * The bytes are the same as with "cpu" (same layout and dtype). A device
+   * that cannot be opened, or has no memory for the ring's batch_size x
+   * (prefetch + 1) images, fails ff_loader_open with FF_EDEVICE. */
+  const char *output_device;
+  /* The caller's device allocator (e.g. a framework's caching allocator), for
+   * every device allocation the loader makes (device and output_device),
+   * instead of the device's own; both or neither. device_alloc sets *out and
+   * returns 0, or refuses with nonzero: a refusal sends the work to the CPU
+   * (as an exhausted budget does; with output_device the open fails). stream
+   * is NULL: the memory must be usable on any stream when it returns.
+   * device_free gets what device_alloc gave with its size_bytes, once none of
+   * the loader's work uses it (stream NULL). Called on the loader's threads
+   * (feeder, consumer) with ctx = device_alloc_ctx, one call at a time per
+   * device; they must not wait for an interpreter lock another thread may
+   * hold (Python's GIL). */
+  int (*device_alloc)(void *ctx, size_t size_bytes, void *stream, void **out);
+  void (*device_free)(void *ctx, void *ptr, size_t size_bytes, void *stream);
+  void *device_alloc_ctx;
 } ff_config;
 
 /* Fills *cfg with the defaults above. Callers built against an older
@@ -385,10 +428,40 @@ FF_API size_t ff_loader_dataset_size(const ff_loader *loader);
 FF_API ff_status ff_loader_next(ff_loader *loader, ff_batch **out);
 
 /* Gives the batch's memory back to the loader's ring. NULL does nothing.
- * Any thread; each batch exactly once. In a child of fork() (which has
- * none of the loader's threads) it does nothing: the parent's loader
- * state is never touched from there. */
+ * Any thread; each batch exactly once. With a device output_device the
+ * caller's reads of the images must have completed. In a child of fork()
+ * (which has none of the loader's threads) it does nothing: the parent's
+ * loader state is never touched from there. */
 FF_API void ff_batch_release(ff_batch *batch);
+
+/* Where the batch's images are: "cpu", or the output_device ("cuda:0",
+ * "emu:0"). Valid while the batch is held. */
+FF_API const char *ff_batch_device(const ff_batch *batch);
+
+/* The loader's output stream the batch's upload ran on (cuda: a
+ * cudaStream_t; emu: internal) and its ready event, recorded after the
+ * upload (cuda: a cudaEvent_t, blocking-sync); NULL for host batches. Valid
+ * while the batch is held; do not destroy them. */
+FF_API void *ff_batch_stream(const ff_batch *batch);
+FF_API void *ff_batch_event(const ff_batch *batch);
+
+/* Makes the consumer's stream (cuda: a cudaStream_t of the output device,
+ * 0 the legacy default stream) wait for the batch's ready event, without
+ * blocking the calling thread. FF_OK (also for host batches: nothing to
+ * do) or FF_EDEVICE. */
+FF_API ff_status ff_batch_wait_on(const ff_batch *batch, void *stream);
+
+/* Blocks the calling thread (sleeping, not spinning) until the batch's
+ * images are on its device: for a consumer that reads them from the host
+ * (emu:N memory is host memory) or from outside any stream. FF_OK (host
+ * batches: at once) or FF_EDEVICE. */
+FF_API ff_status ff_batch_sync(const ff_batch *batch);
+
+/* Releases the batch once the work queued on the consumer's stream so far
+ * (kernels that read the images) is done: an event is recorded on stream
+ * and the ring reuses the memory only after it. Returns at once. For host
+ * batches, the same as ff_batch_release. */
+FF_API void ff_batch_release_after(ff_batch *batch, void *stream);
 
 typedef enum ff_dtype { FF_UINT8 = 0, FF_FLOAT32 = 1, FF_INT64 = 2 } ff_dtype;
 typedef enum ff_layout { FF_NHWC = 0, FF_NCHW = 1 } ff_layout;

@@ -170,13 +170,24 @@ class Loader:
         num_threads (int or None): worker threads; None or 0 = the CPUs this process may use.
         device (str): where the CPU pool's deficit goes when it cannot keep up
             with the training loop (FusionFlow's cooperative scheduler): ``"cpu"``
-            (no offload), ``"auto"`` (``cuda:0`` when it opens, else the CPU,
-            quietly), ``"cuda:N"``, or ``"emu:N"`` (the host-emulated device, for
+            (no offload), ``"auto"`` (torch's current CUDA device when CUDA is
+            initialised, else GPU ``$LOCAL_RANK`` modulo the visible GPUs; the CPU,
+            quietly, when none opens), ``"cuda:N"``, or ``"emu:N"`` (the host-emulated device, for
             tests). Batches are bit-identical whatever the device takes. A named
             device that cannot be opened raises
             :class:`fusionflow.DeviceUnavailableError` (a ValueError).
         device_memory_limit_bytes (int): the most device memory the loader may
             hold; 0 = the free memory less a headroom for training.
+        pin_memory (bool or None): host batches in pinned (page-locked) memory,
+            so that ``images.cuda(non_blocking=True)`` is truly asynchronous
+            (DataLoader's pin_memory). None (default): when ``device`` is a CUDA
+            GPU; True: always (with ``device="cpu"``, pinned by the GPU
+            ``"auto"`` picks; fails without one); False: never.
+        output_device (str): where the images are handed out: ``"cpu"`` (default),
+            ``"cuda:N"`` (GPU memory: ``torch.from_dlpack`` gives a CUDA tensor whose
+            current stream waits for the batch's upload, and the batch's memory is
+            reused only after the work queued on that stream when the tensor dies),
+            or ``"emu:N"`` (the emulated device; host memory). Same bytes as ``"cpu"``.
         prefetch (int): batches prepared ahead, >= 1. At most ``prefetch + 1``
             batches can be alive at once (see below).
         num_workers, prefetch_factor, persistent_workers: DataLoader's names,
@@ -243,8 +254,9 @@ class Loader:
     def __init__(self, source, pipeline, batch_size, shuffle=True, drop_last=False, seed=0, num_threads=None,
                  device="auto", prefetch=2, on_error="raise", rank=None, world_size=None, output="auto",
                  max_image_pixels=_c.DEFAULT_MAX_IMAGE_PIXELS, device_memory_limit_bytes=0, strict_decode=False,
-                 allow_empty=False, sampler_drop_last=False, permutation="philox", num_workers=None,
-                 prefetch_factor=None, persistent_workers=None, **dataloader_kwargs):
+                 allow_empty=False, sampler_drop_last=False, permutation="philox", pin_memory=None,
+                 output_device="cpu", num_workers=None, prefetch_factor=None, persistent_workers=None,
+                 **dataloader_kwargs):
         self._c = None
         num_threads, prefetch = _dataloader_names(num_threads, num_workers, prefetch, prefetch_factor,
                                                   dataloader_kwargs)
@@ -258,6 +270,13 @@ class Loader:
                              f"(got {device_memory_limit_bytes!r})")
         if on_error not in _ON_ERROR:
             raise ValueError(f"fusionflow.Loader: on_error must be 'raise', 'skip' or 'replace' (got {on_error!r})")
+        if not isinstance(output_device, str):
+            raise TypeError(f"fusionflow.Loader: output_device must be a str (got {type(output_device).__name__})")
+        if output == "numpy" and output_device.startswith("cuda"):
+            raise ValueError("fusionflow.Loader: output=\"numpy\" cannot hold GPU batches: use output=\"torch\" "
+                             "or \"dlpack\" with output_device=" + repr(output_device))
+        if pin_memory not in (None, True, False):
+            raise TypeError(f"fusionflow.Loader: pin_memory must be None, True or False (got {pin_memory!r})")
         if output not in _OUTPUTS:
             raise ValueError(f"fusionflow.Loader: output must be one of {', '.join(map(repr, _OUTPUTS))} "
                              f"(got {output!r})")
@@ -291,6 +310,8 @@ class Loader:
         self.prefetch = prefetch
         self.on_error = on_error
         self.device = device
+        self.pin_memory = pin_memory
+        self.output_device = output_device
         self.output = output
         self.rank = rank if rank is not None else _env_int("RANK", 0)
         self.world_size = world_size if world_size is not None else _env_int("WORLD_SIZE", 1)
@@ -306,7 +327,8 @@ class Loader:
                 on_error=_ON_ERROR[on_error], max_image_pixels=limit, device=device,
                 device_memory_limit_bytes=device_memory_limit_bytes, strict_decode=bool(strict_decode),
                 allow_empty=bool(allow_empty), sampler_drop_last=self.sampler_drop_last,
-                torch_permutation=permutation == "torch")
+                torch_permutation=permutation == "torch",
+                pin_memory=-1 if pin_memory is None else int(pin_memory), output_device=output_device)
         except _errors.DeviceError as e:
             raise _errors.DeviceUnavailableError(f"fusionflow.Loader(device={device!r}): {e}", e.status) from None
         with _open_lock:

@@ -12,9 +12,17 @@
  *           nothing is lost. Only one of the two threads calls into the
  *           ff_loader at a time (the header's one-consumer rule): the Python
  *           thread touches it only while no request is in flight.
- *   Tensor  a view of one host tensor (images, labels, or an augment_image
+ *   Tensor  a view of one tensor (images, labels, or an augment_image
  *           result) exporting `__dlpack__` / `__dlpack_device__` (DLPack v0.8,
- *           see ffpy_dlpack.h) and `__array_interface__`.
+ *           see ffpy_dlpack.h) and, in host memory, `__array_interface__`.
+ *           Images of a loader with output_device "cuda:N" are kDLCUDA: the
+ *           consumer's stream (DLPack's `stream`: 1 the legacy default
+ *           stream, also for None, 2 the per-thread default, -1 no wait, else
+ *           a cudaStream_t) waits for the batch's ready event
+ *           (ff_batch_wait_on), and the batch goes back to the ring after
+ *           that stream's work queued by the time the last reference dies
+ *           (ff_batch_release_after): the deleter runs when the consumer's
+ *           tensor dies, not when its kernels finish.
  *   owner   (C only) the memory behind tensors, reference-counted atomically:
  *           one count per Tensor object and one per DLManagedTensor handed to a
  *           consumer. The last count gives the batch back to the ring
@@ -137,7 +145,8 @@ static void *fetch_main(void *p) {
 
 typedef struct owner {
   atomic_long refs;
-  ff_batch *batch; /* given back with ff_batch_release, or */
+  atomic_intptr_t release_stream; /* 0, or the last consumer stream a device batch was exported to */
+  ff_batch *batch; /* given back with ff_batch_release(_after), or */
   void *mem;       /* freed with ff_free */
   core *core;      /* for batches: counts them as held */
 } owner;
@@ -146,6 +155,7 @@ static owner *owner_new(ff_batch *batch, void *mem, core *c) {
   owner *o = malloc(sizeof *o);
   if (!o) return NULL;
   atomic_init(&o->refs, 1);
+  atomic_init(&o->release_stream, 0);
   o->batch = batch;
   o->mem = mem;
   o->core = c;
@@ -158,7 +168,11 @@ static void owner_incref(owner *o) { atomic_fetch_add(&o->refs, 1); }
 /* Any thread, with or without the GIL. */
 static void owner_decref(owner *o) {
   if (atomic_fetch_sub(&o->refs, 1) != 1) return;
-  if (o->batch) ff_batch_release(o->batch);
+  intptr_t stream = atomic_load(&o->release_stream);
+  if (o->batch && stream)
+    ff_batch_release_after(o->batch, (void *)stream);
+  else if (o->batch)
+    ff_batch_release(o->batch);
   ff_free(o->mem);
   if (o->core) {
     atomic_fetch_sub(&o->core->held, 1);
@@ -177,6 +191,7 @@ typedef struct {
   int ndim;
   int64_t shape[4];
   int64_t strides[4]; /* elements */
+  int dev_type, dev_id; /* DLPack device: kDLCPU 0, or kDLCUDA N (images of a cuda:N output_device) */
 } TensorObject;
 
 static PyTypeObject TensorType;
@@ -197,6 +212,20 @@ static PyObject *tensor_new(owner *o, const ff_tensor *t) {
   self->ndim = t->ndim;
   memcpy(self->shape, t->shape, sizeof self->shape);
   memcpy(self->strides, t->strides, sizeof self->strides);
+  self->dev_type = kDLCPU, self->dev_id = 0;
+  return (PyObject *)self;
+}
+
+/* The images of batch b: kDLCUDA when they are on a CUDA output_device. */
+static PyObject *images_new(owner *o, ff_batch *b, const ff_tensor *t) {
+  TensorObject *self = (TensorObject *)tensor_new(o, t);
+  const char *dev = ff_batch_device(b);
+  if (self && !strncmp(dev, "cuda:", 5)) self->dev_type = kDLCUDA, self->dev_id = atoi(dev + 5);
+  else if (self && ff_batch_sync(b) != FF_OK) { /* emu: host memory, read from the host */
+    PyErr_SetString(PyExc_RuntimeError, "the batch's upload to its output device failed");
+    Py_DECREF(self);
+    return NULL;
+  }
   return (PyObject *)self;
 }
 
@@ -224,12 +253,48 @@ static void capsule_destructor(PyObject *capsule) {
   if (m && m->deleter) m->deleter(m);
 }
 
+static PyObject *make_capsule(TensorObject *self);
+
+/* DLPack's stream protocol for images on a CUDA output_device. */
+static PyObject *device_export(TensorObject *self, PyObject *stream, PyObject *dl_device, PyObject *copy) {
+  long long s = 1; /* None: the legacy default stream */
+  if (stream != Py_None) {
+    s = PyLong_Check(stream) ? PyLong_AsLongLong(stream) : 0;
+    if (s == -1 && PyErr_Occurred()) return NULL;
+    if (!PyLong_Check(stream) || s == 0 || s < -1) {
+      PyErr_SetString(PyExc_BufferError, "stream must be None, -1, 1, 2 or a cudaStream_t (0 is ambiguous)");
+      return NULL;
+    }
+  }
+  if (dl_device != Py_None) {
+    int type = 0, id = 0;
+    if (!PyArg_ParseTuple(dl_device, "ii", &type, &id)) return NULL;
+    if (type != self->dev_type || id != self->dev_id) {
+      PyErr_Format(PyExc_BufferError, "these images are on kDLCUDA device %d: no other dl_device", self->dev_id);
+      return NULL;
+    }
+  }
+  if (copy != Py_None && PyObject_IsTrue(copy) == 1) {
+    PyErr_SetString(PyExc_BufferError, "fusionflow exports without copying: pass copy=None or False");
+    return NULL;
+  }
+  if (s != -1) {
+    if (ff_batch_wait_on(self->owner->batch, (void *)(intptr_t)s) != FF_OK) {
+      PyErr_SetString(PyExc_BufferError, "cannot make the consumer's stream wait for the batch (CUDA error)");
+      return NULL;
+    }
+    atomic_store(&self->owner->release_stream, (intptr_t)s);
+  }
+  return make_capsule(self);
+}
+
 static PyObject *tensor_dlpack(TensorObject *self, PyObject *args, PyObject *kwargs) {
   static char *kwlist[] = {"stream", "max_version", "dl_device", "copy", NULL};
   PyObject *stream = Py_None, *max_version = Py_None, *dl_device = Py_None, *copy = Py_None;
   if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|$OOOO:__dlpack__", kwlist, &stream, &max_version, &dl_device,
                                    &copy))
     return NULL;
+  if (self->dev_type == kDLCUDA) return device_export(self, stream, dl_device, copy);
   /* Host memory: no stream applies (the array API asks for None; -1 means "no sync"). */
   if (stream != Py_None) {
     int overflow = 0;
@@ -260,13 +325,17 @@ static PyObject *tensor_dlpack(TensorObject *self, PyObject *args, PyObject *kwa
    * protocol allows for any max_version. */
   (void)max_version;
 
+  return make_capsule(self);
+}
+
+static PyObject *make_capsule(TensorObject *self) {
   export_ctx *e = calloc(1, sizeof *e);
   if (!e) return PyErr_NoMemory();
   memcpy(e->shape, self->shape, sizeof e->shape);
   memcpy(e->strides, self->strides, sizeof e->strides);
   DLTensor *t = &e->managed.dl_tensor;
   t->data = self->data;
-  t->device = (DLDevice){kDLCPU, 0};
+  t->device = (DLDevice){(DLDeviceType)self->dev_type, self->dev_id};
   t->ndim = self->ndim;
   t->dtype = (DLDataType){(uint8_t)(self->dtype == FF_FLOAT32 ? kDLFloat : self->dtype == FF_INT64 ? kDLInt : kDLUInt),
                           (uint8_t)dtype_bits(self->dtype), 1};
@@ -283,8 +352,8 @@ static PyObject *tensor_dlpack(TensorObject *self, PyObject *args, PyObject *kwa
 }
 
 static PyObject *tensor_dlpack_device(TensorObject *self, PyObject *unused) {
-  (void)self, (void)unused;
-  return Py_BuildValue("(ii)", (int)kDLCPU, 0);
+  (void)unused;
+  return Py_BuildValue("(ii)", self->dev_type, self->dev_id);
 }
 
 static PyObject *int64_tuple(const int64_t *v, int n) {
@@ -334,6 +403,10 @@ static PyObject *tensor_get_data_ptr(TensorObject *self, void *unused) {
 /* NumPy's array interface (v3): the array keeps this object, so the memory. */
 static PyObject *tensor_get_array_interface(TensorObject *self, void *unused) {
   (void)unused;
+  if (self->dev_type != kDLCPU) {
+    PyErr_SetString(PyExc_AttributeError, "__array_interface__: these images are in GPU memory (use __dlpack__)");
+    return NULL;
+  }
   const char *typestr = self->dtype == FF_UINT8 ? "|u1" : self->dtype == FF_FLOAT32 ? "<f4" : "<i8";
   PyObject *shape = int64_tuple(self->shape, self->ndim);
   if (!shape) return NULL;
@@ -345,8 +418,11 @@ static PyObject *tensor_get_array_interface(TensorObject *self, void *unused) {
 static PyObject *tensor_repr(TensorObject *self) {
   PyObject *shape = int64_tuple(self->shape, self->ndim);
   if (!shape) return NULL;
-  PyObject *r = PyUnicode_FromFormat("<fusionflow.Tensor shape=%R dtype=%s device=cpu>", shape,
-                                     dtype_name(self->dtype));
+  PyObject *r = self->dev_type == kDLCPU
+                    ? PyUnicode_FromFormat("<fusionflow.Tensor shape=%R dtype=%s device=cpu>", shape,
+                                           dtype_name(self->dtype))
+                    : PyUnicode_FromFormat("<fusionflow.Tensor shape=%R dtype=%s device=cuda:%d>", shape,
+                                           dtype_name(self->dtype), self->dev_id);
   Py_DECREF(shape);
   return r;
 }
@@ -357,9 +433,11 @@ static PyMethodDef tensor_methods[] = {
      "A DLPack capsule (\"dltensor\", v0.8 DLManagedTensor) over the same memory, no copy.\n"
      "Each call makes a new capsule that keeps the memory alive until its consumer\n"
      "calls the deleter (or the capsule is collected unconsumed).\n"
-     "Raises BufferError for a stream other than None/-1, a non-CPU dl_device or copy=True."},
+     "Host memory: raises BufferError for a stream other than None/-1, a non-CPU dl_device\n"
+     "or copy=True. CUDA images (output_device=\"cuda:N\"): stream None or 1 (legacy default),\n"
+     "2 (per-thread default) or a cudaStream_t waits for the batch there; -1 does not wait."},
     {"__dlpack_device__", (PyCFunction)tensor_dlpack_device, METH_NOARGS,
-     "__dlpack_device__() -> (1, 0): kDLCPU, device 0."},
+     "__dlpack_device__() -> (1, 0) kDLCPU, or (2, N) kDLCUDA for images on cuda:N."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -447,17 +525,18 @@ static PyObject *loader_open(PyObject *module, PyObject *args, PyObject *kwargs)
   static char *kwlist[] = {"source",   "pipeline",   "batch_size", "shuffle",          "drop_last", "seed",
                            "num_threads", "prefetch", "rank",      "world_size", "on_error", "max_image_pixels",
                            "device", "device_memory_limit_bytes", "strict_decode", "allow_empty",
-                           "sampler_drop_last", "torch_permutation", NULL};
+                           "sampler_drop_last", "torch_permutation", "pin_memory", "output_device", NULL};
   ff_config cfg;
   ff_config_init(&cfg);
   PyObject *source_obj, *pipeline_obj;
   int on_error = FF_ON_ERROR_RAISE, torch_permutation = 0;
   unsigned long long seed = 0, max_pixels = cfg.max_image_pixels, device_limit = 0;
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O&U|iiiKiiiiiO&sKpppp:open_loader", kwlist, PyUnicode_FSConverter,
-                                   &source_obj, &pipeline_obj, &cfg.batch_size, &cfg.shuffle, &cfg.drop_last,
-                                   &seed, &cfg.num_threads, &cfg.prefetch, &cfg.rank, &cfg.world_size,
-                                   &on_error, to_u64, &max_pixels, &cfg.device, &device_limit, &cfg.strict_decode,
-                                   &cfg.allow_empty, &cfg.sampler_drop_last, &torch_permutation))
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O&U|iiiKiiiiiO&sKppppis:open_loader", kwlist,
+                                   PyUnicode_FSConverter, &source_obj, &pipeline_obj, &cfg.batch_size, &cfg.shuffle,
+                                   &cfg.drop_last, &seed, &cfg.num_threads, &cfg.prefetch, &cfg.rank,
+                                   &cfg.world_size, &on_error, to_u64, &max_pixels, &cfg.device, &device_limit,
+                                   &cfg.strict_decode, &cfg.allow_empty, &cfg.sampler_drop_last, &torch_permutation,
+                                   &cfg.pin_memory, &cfg.output_device))
     return NULL;
   cfg.permutation = torch_permutation ? FF_PERMUTATION_TORCH : FF_PERMUTATION_PHILOX;
   cfg.device_memory_limit_bytes = (size_t)device_limit;
@@ -610,7 +689,7 @@ static PyObject *loader_next_body(LoaderObject *self, PyObject *unused) {
   ff_batch_labels(b, &tl);
   size_t n = ff_batch_size(b);
   const int64_t *idx = ff_batch_sample_indices(b);
-  PyObject *images = tensor_new(o, &ti);
+  PyObject *images = images_new(o, b, &ti);
   PyObject *labels = images ? tensor_new(o, &tl) : NULL;
   PyObject *indices = labels ? PyList_New((Py_ssize_t)n) : NULL;
   for (size_t i = 0; indices && i < n; i++) {
@@ -944,7 +1023,7 @@ static PyMethodDef module_methods[] = {
      "open_loader(source, pipeline, batch_size=64, shuffle=1, drop_last=0, seed=0, num_threads=0, prefetch=2,\n"
      "            rank=-1, world_size=-1, on_error=0, max_image_pixels=89478485, device=\"cpu\",\n"
      "            device_memory_limit_bytes=0, strict_decode=False, allow_empty=False, sampler_drop_last=False,\n"
-     "            torch_permutation=False) -> CLoader"},
+     "            torch_permutation=False, pin_memory=-1, output_device=\"cpu\") -> CLoader"},
     {"augment_image", (PyCFunction)(void (*)(void))mod_augment_image, METH_VARARGS | METH_KEYWORDS,
      "augment_image(path, pipeline, seed=0, epoch=0, index=0) -> Tensor (H, W, 3) uint8"},
     {"_set_exception_factory", mod_set_exception_factory, METH_O, NULL},

@@ -5,10 +5,27 @@
  * one element, computed by ff__dstage_elem (kernels/stage.h) — the function
  * the emulator loops over and whose arithmetic is the CPU ops' own. Built
  * with --fmad=false, so nothing is contracted beyond the explicit
- * ff__fma_f32 (__fmaf_rn). Memory comes from cudaMalloc through the pool;
- * streams are non-blocking (never serialised with the trainer's default
- * stream); nothing here synchronises the whole device, which the trainer
- * shares. Every CUDA call's result is checked; a failure names the call. */
+ * ff__fma_f32 (__fmaf_rn).
+ *
+ * A good neighbour to the trainer in the same process:
+ * - The device's primary context (the one torch uses) is retained at open
+ *   and made current only inside each call's bracket (enter/leave): the
+ *   calling thread's current context is saved and put back with the driver's
+ *   cuCtxGetCurrent/cuCtxSetCurrent (reached through the runtime's driver
+ *   entry points, so nothing links libcuda), never cudaSetDevice.
+ * - Inside the bracket the thread's stream capture mode is relaxed
+ *   (cudaThreadExchangeStreamCaptureMode), so our calls on the feeder thread
+ *   cannot invalidate a CUDA graph the trainer captures on its own.
+ * - Events are blocking-sync: waiting sleeps instead of spinning a core.
+ * - Memory is stream-ordered, from a memory pool of our own
+ *   (cudaMallocFromPoolAsync / cudaFreeAsync on an internal stream that
+ *   first waits for our streams), never cudaFree, which stalls the GPU.
+ * - Only cudaErrorMemoryAllocation is "out of memory" (FF__EBUDGET); any
+ *   other failure is a device error.
+ * - Streams are non-blocking (never serialised with the default stream);
+ *   nothing here synchronises the whole device.
+ * Every CUDA call's result is checked; a failure names the call. */
+#include <cuda.h>
 #include <cuda_runtime.h>
 
 #include <pthread.h>
@@ -28,67 +45,152 @@ __global__ void ff_stage_kernel(const ff__dstage *__restrict__ table, int stride
   if (e < st->count) ff__dstage_elem(st, e);
 }
 
-/* Our streams, so that waiting for our work never waits for the trainer's. */
+/* ------------------------------------------------------------ driver entry points */
+
+typedef struct driver_api {
+  CUresult (*ctx_get_current)(CUcontext *);
+  CUresult (*ctx_set_current)(CUcontext);
+  CUresult (*ctx_get_device)(CUdevice *);
+  CUresult (*device_get)(CUdevice *, int);
+  CUresult (*primary_retain)(CUcontext *, CUdevice);
+  CUresult (*primary_release)(CUdevice);
+  CUresult (*primary_state)(CUdevice, unsigned *, int *);
+} driver_api;
+
+static driver_api drv;
+static pthread_once_t drv_once = PTHREAD_ONCE_INIT;
+static int drv_ok;
+
+static int entry(const char *sym, void **fn) {
+  cudaDriverEntryPointQueryResult q;
+  return cudaGetDriverEntryPointByVersion(sym, fn, 12000, cudaEnableDefault, &q) == cudaSuccess &&
+         q == cudaDriverEntryPointSuccess && *fn;
+}
+
+static void drv_load(void) {
+  drv_ok = entry("cuCtxGetCurrent", (void **)&drv.ctx_get_current) &&
+           entry("cuCtxSetCurrent", (void **)&drv.ctx_set_current) &&
+           entry("cuCtxGetDevice", (void **)&drv.ctx_get_device) &&
+           entry("cuDeviceGet", (void **)&drv.device_get) &&
+           entry("cuDevicePrimaryCtxRetain", (void **)&drv.primary_retain) &&
+           entry("cuDevicePrimaryCtxRelease", (void **)&drv.primary_release) &&
+           entry("cuDevicePrimaryCtxGetState", (void **)&drv.primary_state);
+  cudaGetLastError();
+}
+
+/* ------------------------------------------------------------ the device */
+
+/* Our streams, so that waiting for our work never waits for the trainer's.
+ * `done` orders frees after each stream's work. */
 typedef struct stream_node {
   cudaStream_t s;
+  cudaEvent_t done;
   struct stream_node *next;
 } stream_node;
 
 typedef struct cuda_dev {
   int ordinal;
+  CUdevice cu_dev;
+  CUcontext ctx; /* the primary context, retained */
   pthread_mutex_t lock;
   stream_node *streams;
+  cudaMemPool_t mem_pool;
+  cudaStream_t mem_stream; /* allocations and frees are ordered on it */
+  cudaEvent_t mem_done;    /* blocking-sync: an allocation is usable once it completes */
 } cuda_dev;
 
 static ff_status fail(ff__error *err, const cuda_dev *d, const char *what, cudaError_t e) {
   return ff__error_set(err, FF_EDEVICE, "cuda:%d: %s: %s", d->ordinal, what, cudaGetErrorString(e));
 }
 
-/* Every entry point makes the device current on the calling thread. */
-static ff_status use(const cuda_dev *d, ff__error *err) {
-  cudaError_t e = cudaSetDevice(d->ordinal);
-  return e == cudaSuccess ? FF_OK : fail(err, d, "cudaSetDevice", e);
+static ff_status cu_enter(void *impl, ff__dguard *g, ff__error *err) {
+  cuda_dev *d = (cuda_dev *)impl;
+  CUcontext cur = NULL;
+  if (drv.ctx_get_current(&cur) != CUDA_SUCCESS ||
+      (cur != d->ctx && drv.ctx_set_current(d->ctx) != CUDA_SUCCESS))
+    return ff__error_set(err, FF_EDEVICE, "cuda:%d: cannot make the device current (driver)", d->ordinal);
+  g->prev_ctx = cur;
+  cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+  cudaThreadExchangeStreamCaptureMode(&mode);
+  g->prev_capture_mode = (int)mode;
+  return FF_OK;
+}
+
+static void cu_leave(void *impl, const ff__dguard *g) {
+  cuda_dev *d = (cuda_dev *)impl;
+  cudaStreamCaptureMode mode = (cudaStreamCaptureMode)g->prev_capture_mode;
+  cudaThreadExchangeStreamCaptureMode(&mode);
+  if ((CUcontext)g->prev_ctx != d->ctx) drv.ctx_set_current((CUcontext)g->prev_ctx);
+}
+
+/* Blocks (sleeping) until the work queued on s so far is done. */
+static cudaError_t sync_stream(cudaStream_t s, cudaEvent_t ev) {
+  cudaError_t e = cudaEventRecord(ev, s);
+  return e == cudaSuccess ? cudaEventSynchronize(ev) : e;
 }
 
 static void cu_synchronize(void *impl) {
   cuda_dev *d = (cuda_dev *)impl;
-  if (use(d, NULL)) return;
   pthread_mutex_lock(&d->lock);
   for (stream_node *n = d->streams; n; n = n->next)
-    cudaStreamSynchronize(n->s);
+    sync_stream(n->s, n->done);
+  sync_stream(d->mem_stream, d->mem_done);
   pthread_mutex_unlock(&d->lock);
+}
+
+static void release(cuda_dev *d) {
+  if (d->mem_done) cudaEventDestroy(d->mem_done);
+  if (d->mem_stream) cudaStreamDestroy(d->mem_stream);
+  if (d->mem_pool) cudaMemPoolDestroy(d->mem_pool);
+  pthread_mutex_destroy(&d->lock);
 }
 
 static void cu_close(void *impl) {
   cuda_dev *d = (cuda_dev *)impl;
-  pthread_mutex_destroy(&d->lock);
+  ff__dguard g;
+  if (!cu_enter(d, &g, NULL)) {
+    release(d);
+    cu_leave(d, &g);
+  }
+  drv.primary_release(d->cu_dev);
   free(d);
 }
 
-static ff_status cu_mem_alloc(void *impl, size_t size_bytes, void **out) {
+static ff_status cu_mem_alloc(void *impl, size_t size_bytes, void **out, ff__error *err) {
   cuda_dev *d = (cuda_dev *)impl;
-  if (use(d, NULL)) return FF_EDEVICE;
-  if (cudaMalloc(out, size_bytes) == cudaSuccess) return FF_OK;
-  cudaGetLastError(); /* out of memory is not sticky: clear it */
-  return FF_EDEVICE;
+  pthread_mutex_lock(&d->lock);
+  cudaError_t e = cudaMallocFromPoolAsync(out, size_bytes, d->mem_pool, d->mem_stream);
+  if (e == cudaSuccess) e = sync_stream(d->mem_stream, d->mem_done); /* usable on every stream */
+  pthread_mutex_unlock(&d->lock);
+  if (e == cudaSuccess) return FF_OK;
+  if (e == cudaErrorMemoryAllocation) {
+    cudaGetLastError(); /* out of memory is not sticky: clear it */
+    return ff__error_set(err, FF__EBUDGET, "cuda:%d: out of memory for %zu bytes", d->ordinal, size_bytes);
+  }
+  return fail(err, d, "cudaMallocFromPoolAsync", e);
 }
 
+/* Freed on the memory stream once every one of our streams' work queued so
+ * far is done (the pool hands back only blocks nobody uses, but kernels
+ * that used them may still be in flight). */
 static void cu_mem_free(void *impl, void *ptr) {
   cuda_dev *d = (cuda_dev *)impl;
-  if (!use(d, NULL)) cudaFree(ptr);
+  pthread_mutex_lock(&d->lock);
+  for (stream_node *n = d->streams; n; n = n->next)
+    if (cudaEventRecord(n->done, n->s) == cudaSuccess) cudaStreamWaitEvent(d->mem_stream, n->done, 0);
+  cudaFreeAsync(ptr, d->mem_stream);
+  pthread_mutex_unlock(&d->lock);
 }
 
 static ff_status cu_mem_info(void *impl, size_t *free_bytes, size_t *total_bytes) {
   cuda_dev *d = (cuda_dev *)impl;
-  if (use(d, NULL)) return FF_EDEVICE;
+  cudaMemPoolTrimTo(d->mem_pool, 0); /* what our frees gave back is free for others too */
   return cudaMemGetInfo(free_bytes, total_bytes) == cudaSuccess ? FF_OK : FF_EDEVICE;
 }
 
 static ff_status cu_host_alloc(void *impl, size_t size_bytes, void **out, ff__error *err) {
   cuda_dev *d = (cuda_dev *)impl;
-  ff_status st = use(d, err);
-  if (st) return st;
-  cudaError_t e = cudaHostAlloc(out, size_bytes, cudaHostAllocDefault);
+  cudaError_t e = cudaHostAlloc(out, size_bytes, cudaHostAllocDefault); /* on the device's context */
   if (e == cudaSuccess) return FF_OK;
   cudaGetLastError();
   return ff__error_set(err, FF_ENOMEM, "cuda:%d: no %zu bytes of pinned host memory: %s", d->ordinal,
@@ -102,14 +204,18 @@ static void cu_host_free(void *impl, void *ptr) {
 
 static ff_status cu_stream_create(void *impl, void **out, ff__error *err) {
   cuda_dev *d = (cuda_dev *)impl;
-  ff_status st = use(d, err);
-  if (st) return st;
   stream_node *n = (stream_node *)malloc(sizeof *n);
   if (!n) return ff__error_set(err, FF_ENOMEM, "cuda:%d: out of memory", d->ordinal);
   cudaError_t e = cudaStreamCreateWithFlags(&n->s, cudaStreamNonBlocking);
   if (e != cudaSuccess) {
     free(n);
     return fail(err, d, "cudaStreamCreateWithFlags", e);
+  }
+  e = cudaEventCreateWithFlags(&n->done, cudaEventBlockingSync | cudaEventDisableTiming);
+  if (e != cudaSuccess) {
+    cudaStreamDestroy(n->s);
+    free(n);
+    return fail(err, d, "cudaEventCreateWithFlags", e);
   }
   pthread_mutex_lock(&d->lock);
   n->next = d->streams, d->streams = n;
@@ -128,69 +234,73 @@ static void cu_stream_destroy(void *impl, void *stream) {
       break;
     }
   pthread_mutex_unlock(&d->lock);
-  if (!use(d, NULL)) cudaStreamDestroy(n->s);
+  cudaEventDestroy(n->done);
+  cudaStreamDestroy(n->s);
   free(n);
+}
+
+static ff_status cu_stream_wait(void *impl, void *stream, void *event, ff__error *err) {
+  cudaError_t e = cudaStreamWaitEvent(((stream_node *)stream)->s, (cudaEvent_t)event, 0);
+  return e == cudaSuccess ? FF_OK : fail(err, (cuda_dev *)impl, "cudaStreamWaitEvent", e);
+}
+
+static void *cu_stream_handle(void *impl, void *stream) {
+  (void)impl;
+  return (void *)((stream_node *)stream)->s;
+}
+
+static ff_status cu_foreign_wait(void *impl, void *handle, void *event, ff__error *err) {
+  cudaError_t e = cudaStreamWaitEvent((cudaStream_t)handle, (cudaEvent_t)event, 0);
+  return e == cudaSuccess ? FF_OK : fail(err, (cuda_dev *)impl, "cudaStreamWaitEvent (consumer's stream)", e);
+}
+
+static ff_status cu_foreign_record(void *impl, void *event, void *handle, ff__error *err) {
+  cudaError_t e = cudaEventRecord((cudaEvent_t)event, (cudaStream_t)handle);
+  return e == cudaSuccess ? FF_OK : fail(err, (cuda_dev *)impl, "cudaEventRecord (consumer's stream)", e);
 }
 
 static ff_status cu_copy(void *impl, void *stream, void *dst, const void *src, size_t size_bytes,
                          int to_device, ff__error *err) {
-  cuda_dev *d = (cuda_dev *)impl;
-  ff_status st = use(d, err);
-  if (st) return st;
   cudaError_t e =
       cudaMemcpyAsync(dst, src, size_bytes, to_device ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost,
                       ((stream_node *)stream)->s);
-  return e == cudaSuccess ? FF_OK : fail(err, d, "cudaMemcpyAsync", e);
+  return e == cudaSuccess ? FF_OK : fail(err, (cuda_dev *)impl, "cudaMemcpyAsync", e);
 }
 
 static ff_status cu_event_create(void *impl, void **out, ff__error *err) {
-  cuda_dev *d = (cuda_dev *)impl;
-  ff_status st = use(d, err);
-  if (st) return st;
   cudaEvent_t ev;
-  cudaError_t e = cudaEventCreate(&ev);
-  if (e != cudaSuccess) return fail(err, d, "cudaEventCreate", e);
+  cudaError_t e = cudaEventCreateWithFlags(&ev, cudaEventBlockingSync); /* timed: device_ms */
+  if (e != cudaSuccess) return fail(err, (cuda_dev *)impl, "cudaEventCreateWithFlags", e);
   *out = (void *)ev;
   return FF_OK;
 }
 
 static void cu_event_destroy(void *impl, void *event) {
-  cuda_dev *d = (cuda_dev *)impl;
-  if (!use(d, NULL)) cudaEventDestroy((cudaEvent_t)event);
+  (void)impl;
+  cudaEventDestroy((cudaEvent_t)event);
 }
 
 static ff_status cu_event_record(void *impl, void *event, void *stream, ff__error *err) {
-  cuda_dev *d = (cuda_dev *)impl;
-  ff_status st = use(d, err);
-  if (st) return st;
   cudaError_t e = cudaEventRecord((cudaEvent_t)event, ((stream_node *)stream)->s);
-  return e == cudaSuccess ? FF_OK : fail(err, d, "cudaEventRecord", e);
+  return e == cudaSuccess ? FF_OK : fail(err, (cuda_dev *)impl, "cudaEventRecord", e);
 }
 
 static ff_status cu_event_query(void *impl, void *event, int *done, ff__error *err) {
-  cuda_dev *d = (cuda_dev *)impl;
-  ff_status st = use(d, err);
-  if (st) return st;
   cudaError_t e = cudaEventQuery((cudaEvent_t)event);
   *done = e != cudaErrorNotReady;
   if (e == cudaSuccess || e == cudaErrorNotReady) return FF_OK;
-  return fail(err, d, "queued work failed (cudaEventQuery)", e);
+  return fail(err, (cuda_dev *)impl, "queued work failed (cudaEventQuery)", e);
 }
 
 static ff_status cu_event_wait(void *impl, void *event, ff__error *err) {
-  cuda_dev *d = (cuda_dev *)impl;
-  ff_status st = use(d, err);
-  if (st) return st;
   cudaError_t e = cudaEventSynchronize((cudaEvent_t)event);
-  return e == cudaSuccess ? FF_OK : fail(err, d, "queued work failed (cudaEventSynchronize)", e);
+  return e == cudaSuccess ? FF_OK
+                          : fail(err, (cuda_dev *)impl, "queued work failed (cudaEventSynchronize)", e);
 }
 
 static ff_status cu_event_elapsed_ms(void *impl, void *start, void *end, float *ms, ff__error *err) {
-  cuda_dev *d = (cuda_dev *)impl;
-  ff_status st = use(d, err);
-  if (st) return st;
   cudaError_t e = cudaEventElapsedTime(ms, (cudaEvent_t)start, (cudaEvent_t)end);
-  return e == cudaSuccess ? FF_OK : fail(err, d, "cudaEventElapsedTime", e);
+  return e == cudaSuccess ? FF_OK : fail(err, (cuda_dev *)impl, "cudaEventElapsedTime", e);
 }
 
 static ff_status cu_launch(void *impl, void *stream, const void *d_table, int n, int stride, int k,
@@ -198,54 +308,125 @@ static ff_status cu_launch(void *impl, void *stream, const void *d_table, int n,
   cuda_dev *d = (cuda_dev *)impl;
   if (n > 65535)
     return ff__error_set(err, FF_EINVAL, "cuda:%d: microbatch of %d samples (at most 65535)", d->ordinal, n);
-  ff_status st = use(d, err);
-  if (st) return st;
   dim3 grid((max_count + BLOCK - 1) / BLOCK, (unsigned)n);
   ff_stage_kernel<<<grid, BLOCK, 0, ((stream_node *)stream)->s>>>((const ff__dstage *)d_table, stride, k);
   cudaError_t e = cudaGetLastError();
   return e == cudaSuccess ? FF_OK : fail(err, d, "stage kernel launch", e);
 }
 
-/* The cudaStream_t, with the device made current for the caller's next calls (nvJPEG's). */
+/* The cudaStream_t (for nvJPEG; the caller holds the device's bracket). */
 static void *cu_native_stream(void *impl, void *stream) {
-  use((cuda_dev *)impl, NULL);
+  (void)impl;
   return ((stream_node *)stream)->s;
 }
 
-static const ff__device_backend cuda_backend = {
-    cu_synchronize,      cu_close,         cu_mem_alloc,     cu_mem_free,       cu_mem_info,
-    cu_host_alloc,       cu_host_free,     cu_stream_create, cu_stream_destroy, cu_copy,
-    cu_event_create,     cu_event_destroy, cu_event_record,  cu_event_query,    cu_event_wait,
-    cu_event_elapsed_ms, cu_launch,
-    NULL, NULL, NULL, cu_native_stream, /* the decoder is nvJPEG's, wired in device.c */
-};
+static ff__device_backend make_backend(void) {
+  ff__device_backend b = {};
+  b.enter = cu_enter, b.leave = cu_leave, b.synchronize = cu_synchronize, b.close = cu_close;
+  b.mem_alloc = cu_mem_alloc, b.mem_free = cu_mem_free, b.mem_info = cu_mem_info;
+  b.host_alloc = cu_host_alloc, b.host_free = cu_host_free;
+  b.stream_create = cu_stream_create, b.stream_destroy = cu_stream_destroy, b.stream_wait = cu_stream_wait;
+  b.stream_handle = cu_stream_handle, b.foreign_wait = cu_foreign_wait, b.foreign_record = cu_foreign_record;
+  b.copy = cu_copy, b.event_create = cu_event_create, b.event_destroy = cu_event_destroy;
+  b.event_record = cu_event_record, b.event_query = cu_event_query, b.event_wait = cu_event_wait;
+  b.event_elapsed_ms = cu_event_elapsed_ms, b.launch = cu_launch;
+  b.native_stream = cu_native_stream; /* the decoder is nvJPEG's, wired in device.c */
+  return b;
+}
+static const ff__device_backend cuda_backend = make_backend();
+
+/* ------------------------------------------------------------ open */
+
+/* The device count, or FF_EDEVICE naming why there is none. Loads the
+ * driver entry points. */
+static ff_status device_count(int *count, const char *what, ff__error *err) {
+  cudaError_t e = cudaGetDeviceCount(count);
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    return ff__error_set(
+        err, FF_EDEVICE,
+        "%s: no usable GPU or NVIDIA driver here (the CUDA runtime says: %s); use emu:0 or cpu", what,
+        cudaGetErrorString(e));
+  }
+  pthread_once(&drv_once, drv_load);
+  if (!drv_ok)
+    return ff__error_set(err, FF_EDEVICE,
+                         "%s: the NVIDIA driver lacks the entry points needed; use emu:0 or cpu", what);
+  return FF_OK;
+}
+
+extern "C" ff_status ff__cuda_probe(int *count, int *current, ff__error *err) {
+  ff_status st = device_count(count, "auto", err);
+  if (st) return st;
+  if (!*count) return ff__error_set(err, FF_EDEVICE, "auto: no CUDA device; use emu:0 or cpu");
+  *current = -1;
+  CUcontext cur = NULL;
+  CUdevice dev;
+  if (drv.ctx_get_current(&cur) == CUDA_SUCCESS && cur && drv.ctx_get_device(&dev) == CUDA_SUCCESS) {
+    *current = (int)dev; /* a device is current on this thread: torch's */
+    return FF_OK;
+  }
+  int rt_dev = 0;
+  unsigned flags = 0;
+  int active = 0;
+  if (cudaGetDevice(&rt_dev) == cudaSuccess && drv.device_get(&dev, rt_dev) == CUDA_SUCCESS &&
+      drv.primary_state(dev, &flags, &active) == CUDA_SUCCESS && active)
+    *current = rt_dev;
+  cudaGetLastError();
+  return FF_OK;
+}
 
 extern "C" ff_status ff__cuda_open(int ordinal, const ff__device_options *opt, ff__device_opened *out,
                                    ff__error *err) {
   (void)opt;
+  char what[32];
+  snprintf(what, sizeof what, "cuda:%d", ordinal);
   int count = 0;
-  cudaError_t e = cudaGetDeviceCount(&count);
-  if (e != cudaSuccess) {
-    cudaGetLastError();
-    return ff__error_set(err, FF_EDEVICE,
-                         "cuda:%d: no usable GPU or NVIDIA driver here (the CUDA runtime says: %s); "
-                         "use emu:0 or cpu", ordinal,
-                         cudaGetErrorString(e));
-  }
+  ff_status st = device_count(&count, what, err);
+  if (st) return st;
   if (ordinal >= count)
     return ff__error_set(err, FF_EDEVICE, "cuda:%d: no such device (%d CUDA device%s); use emu:0 or cpu",
                          ordinal, count, count == 1 ? "" : "s");
-  cudaDeviceProp prop;
-  size_t free_bytes = 0, total_bytes = 0;
-  if ((e = cudaSetDevice(ordinal)) != cudaSuccess ||
-      (e = cudaGetDeviceProperties(&prop, ordinal)) != cudaSuccess ||
-      (e = cudaMemGetInfo(&free_bytes, &total_bytes)) != cudaSuccess)
-    return ff__error_set(err, FF_EDEVICE, "cuda:%d: cannot open: %s; use emu:0 or cpu", ordinal,
-                         cudaGetErrorString(e));
   cuda_dev *d = (cuda_dev *)calloc(1, sizeof *d);
   if (!d) return ff__error_set(err, FF_ENOMEM, "cuda:%d: out of memory", ordinal);
   d->ordinal = ordinal;
+  if (drv.device_get(&d->cu_dev, ordinal) != CUDA_SUCCESS ||
+      drv.primary_retain(&d->ctx, d->cu_dev) != CUDA_SUCCESS) {
+    free(d);
+    return ff__error_set(err, FF_EDEVICE,
+                         "cuda:%d: cannot open the device's primary context; use emu:0 or cpu", ordinal);
+  }
   pthread_mutex_init(&d->lock, NULL);
+  ff__dguard g;
+  if ((st = cu_enter(d, &g, err))) {
+    pthread_mutex_destroy(&d->lock);
+    drv.primary_release(d->cu_dev);
+    free(d);
+    return st;
+  }
+  cudaDeviceProp prop;
+  size_t free_bytes = 0, total_bytes = 0;
+  cudaMemPoolProps pp = {};
+  pp.allocType = cudaMemAllocationTypePinned;
+  pp.location.type = cudaMemLocationTypeDevice;
+  pp.location.id = ordinal;
+  cudaError_t e;
+  if ((e = cudaGetDeviceProperties(&prop, ordinal)) != cudaSuccess ||
+      (e = cudaMemGetInfo(&free_bytes, &total_bytes)) != cudaSuccess ||
+      (e = cudaMemPoolCreate(&d->mem_pool, &pp)) != cudaSuccess ||
+      (e = cudaStreamCreateWithFlags(&d->mem_stream, cudaStreamNonBlocking)) != cudaSuccess ||
+      (e = cudaEventCreateWithFlags(&d->mem_done, cudaEventBlockingSync | cudaEventDisableTiming)) !=
+          cudaSuccess) {
+    st = ff__error_set(err, FF_EDEVICE, "cuda:%d: cannot open: %s; use emu:0 or cpu", ordinal,
+                       cudaGetErrorString(e));
+    cudaGetLastError();
+    release(d);
+    cu_leave(d, &g);
+    drv.primary_release(d->cu_dev);
+    free(d);
+    return st;
+  }
+  cu_leave(d, &g);
   size_t tenth = total_bytes / 10, gib = (size_t)1 << 30;
   out->be = &cuda_backend, out->impl = d;
   out->default_headroom_bytes = tenth > gib ? tenth : gib;

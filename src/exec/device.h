@@ -40,15 +40,35 @@ typedef struct ff__device_options {
   unsigned emu_fail_alloc_after; /* emu: raw allocations after this many fail; 0 = never (or FF_EMU_FAULTS) */
   unsigned
       emu_fail_kernel_at; /* emu: the launch with this number (1-based) fails; 0 = never (or FF_EMU_FAULTS) */
+  unsigned emu_alloc_error_at; /* emu: the raw allocation with this number fails with a device error (not out
+                                  of memory) */
+  unsigned
+      emu_delay_us; /* emu: up to this many µs of random delay before each command; 0 = `?delay=` or none */
+  /* The caller's allocator for every raw device allocation (ff_config's
+   * device_alloc / device_free); NULL: the backend's own. */
+  int (*alloc_hook)(void *ctx, size_t size_bytes, void *stream, void **out);
+  void (*free_hook)(void *ctx, void *ptr, size_t size_bytes, void *stream);
+  void *hook_ctx;
 } ff__device_options;
 
 void ff__device_options_init(ff__device_options *opt);
 
-/* Opens "cuda:N", "emu:N" or "emu:N?mem=256M" (K, M, G suffixes; "cuda"
- * and "emu" mean device 0). opt may be NULL (defaults). Returns FF_OK,
- * FF_EINVAL (bad name), FF_EDEVICE (no such device, no driver, CUDA not
- * built: the message says which and suggests emu:0 or cpu), FF_ENOMEM. */
+/* Opens "cuda:N", "emu:N", "emu:N?mem=256M" (K, M, G suffixes) or
+ * "emu:N?mem=256M&delay=200" (µs of random delay per command); "cuda" and
+ * "emu" mean device 0; "auto" means the CUDA device ff__device_auto_pick
+ * chooses. opt may be NULL (defaults). Returns FF_OK, FF_EINVAL (bad
+ * name), FF_EDEVICE (no such device, no driver, CUDA not built: the message
+ * says which and suggests emu:0 or cpu), FF_ENOMEM. Leaves the calling
+ * thread's current CUDA device as it was (as does every call here). */
 ff_status ff__device_open(const char *name, const ff__device_options *opt, ff__device **out, ff__error *err);
+
+/* The CUDA device `auto` means, as torch picks it: the calling thread's
+ * current device when the process has initialised CUDA there (current >=
+ * 0), else LOCAL_RANK (the launcher's rank on this node; NULL or not a
+ * number: 0) modulo the visible devices (count > 0), so each rank of a
+ * torchrun job takes its own GPU, also under a per-rank
+ * CUDA_VISIBLE_DEVICES. */
+int ff__device_auto_pick(int current, const char *local_rank, int count);
 
 /* Waits for all queued work, frees every pool block and the device. NULL
  * does nothing. Streams, events and pinned buffers must be destroyed first. */
@@ -67,7 +87,8 @@ ff_status ff__device_query(ff__device *d, ff__device_info *out, ff__error *err);
 ff_status ff__device_refresh(ff__device *d, ff__pool_stats *pool_out, ff__error *err);
 
 /* Device memory from the pool: FF_OK, FF__EBUDGET (not now: over budget or
- * the device is full — run on the CPU), FF_EINVAL. */
+ * the device is out of memory — run on the CPU), FF_EDEVICE (the device
+ * failed otherwise: not a budget matter), FF_EINVAL. */
 ff_status ff__device_alloc(ff__device *d, size_t size_bytes, void **d_out, ff__error *err);
 void ff__device_free(ff__device *d, void *d_ptr);
 
@@ -85,6 +106,20 @@ ff_status ff__device_upload(ff__device *d, ff__dstream *s, void *d_dst, const vo
 ff_status ff__device_download(ff__device *d, ff__dstream *s, void *dst, const void *d_src, size_t size_bytes,
                               ff__error *err);
 
+/* Work queued on s after this call starts only when e's last record (made
+ * before this call) has completed. FF_OK or FF_EDEVICE. */
+ff_status ff__device_stream_wait(ff__device *d, ff__dstream *s, ff__devent *e, ff__error *err);
+
+/* A consumer's streams: the handle of one of ours as a consumer sees it
+ * (cuda: its cudaStream_t; emu: the ff__dstream), and making a consumer's
+ * stream (given by such a handle; cuda: any cudaStream_t of the device, 0
+ * the legacy default stream) wait for e, or recording e on it. FF_OK or
+ * FF_EDEVICE. */
+void *ff__device_stream_handle(ff__device *d, ff__dstream *s);
+ff_status ff__device_foreign_wait(ff__device *d, void *handle, ff__devent *e, ff__error *err);
+ff_status ff__device_foreign_record(ff__device *d, ff__devent *e, void *handle, ff__error *err);
+
+/* Events are blocking-sync: waiting for one sleeps, it does not spin. */
 ff_status ff__device_event_create(ff__device *d, ff__devent **out, ff__error *err);
 void ff__device_event_destroy(ff__device *d, ff__devent *e);
 /* Completes when the work queued on s before it is done. */

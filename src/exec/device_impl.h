@@ -11,16 +11,43 @@
 extern "C" {
 #endif
 
+/* What a backend saves on entry and puts back on leaving: the calling
+ * thread's current context (CUDA) or emulated device, and its stream
+ * capture mode. */
+typedef struct ff__dguard {
+  void *prev_ctx;
+  int prev_device;
+  int prev_capture_mode;
+} ff__dguard;
+
+/* device.c brackets every other call (and the pool's calls into mem_*)
+ * with enter/leave: enter makes the device current on the calling thread
+ * and its stream capture mode thread-local (relaxed), so a trainer's graph
+ * capture on another thread is not invalidated; leave restores both
+ * exactly. The calling thread's current device is never changed beyond the
+ * bracket. close makes its own bracket. */
 typedef struct ff__device_backend {
+  ff_status (*enter)(void *impl, ff__dguard *g, ff__error *err);
+  void (*leave)(void *impl, const ff__dguard *g);
   void (*synchronize)(void *impl); /* waits for all queued work */
   void (*close)(void *impl);
-  ff_status (*mem_alloc)(void *impl, size_t size_bytes, void **out);
+  /* FF_OK; FF__EBUDGET when the device is out of memory; FF_EDEVICE for any
+   * other failure (message in err). */
+  ff_status (*mem_alloc)(void *impl, size_t size_bytes, void **out, ff__error *err);
   void (*mem_free)(void *impl, void *ptr);
   ff_status (*mem_info)(void *impl, size_t *free_bytes, size_t *total_bytes);
   ff_status (*host_alloc)(void *impl, size_t size_bytes, void **out, ff__error *err);
   void (*host_free)(void *impl, void *ptr);
   ff_status (*stream_create)(void *impl, void **out, ff__error *err);
   void (*stream_destroy)(void *impl, void *stream);
+  /* Work queued on stream after this waits for event's last record. */
+  ff_status (*stream_wait)(void *impl, void *stream, void *event, ff__error *err);
+  /* The handle a consumer sees for one of our streams (cuda: the
+   * cudaStream_t; emu: the stream itself), and the same two calls on a
+   * consumer's stream given by such a handle. */
+  void *(*stream_handle)(void *impl, void *stream);
+  ff_status (*foreign_wait)(void *impl, void *handle, void *event, ff__error *err);
+  ff_status (*foreign_record)(void *impl, void *event, void *handle, ff__error *err);
   ff_status (*copy)(void *impl, void *stream, void *dst, const void *src, size_t size_bytes, int to_device,
                     ff__error *err);
   ff_status (*event_create)(void *impl, void **out, ff__error *err);
@@ -54,6 +81,32 @@ typedef struct ff__device_opened {
 ff_status ff__emu_open(int ordinal, const char *query, const ff__device_options *opt, ff__device_opened *out,
                        ff__error *err);
 ff_status ff__cuda_open(int ordinal, const ff__device_options *opt, ff__device_opened *out, ff__error *err);
+
+/* What `auto` needs to know of the process's CUDA state: the number of
+ * visible devices, and the calling thread's current device when its
+ * primary context is active (the process has initialised CUDA there), else
+ * -1. Initialises no context. FF_EDEVICE when there is no driver or GPU. */
+ff_status ff__cuda_probe(int *count, int *current, ff__error *err);
+
+/* The backend's own object when d runs on backend be, else NULL. */
+void *ff__device_impl(ff__device *d, const ff__device_backend *be);
+
+/* The emulator's records, for tests. misplaced_calls: backend calls made
+ * while the device was not current on the calling thread (0 when the device
+ * layer brackets every call); device_switches: times a bracket made it
+ * current. */
+typedef struct ff__emu_counts {
+  unsigned long misplaced_calls, device_switches;
+} ff__emu_counts;
+ff_status ff__emu_probe(ff__device *d, ff__emu_counts *out); /* FF_EINVAL when d is not emu */
+/* Whether ptr is a live allocation of d's host allocator (d emu). */
+int ff__emu_host_owns(ff__device *d, const void *ptr);
+/* How many waits of stream s on event e were queued. */
+int ff__emu_waited(ff__device *d, const ff__dstream *s, const ff__devent *e);
+/* The calling thread's current emulated device (-1: none), and setting it
+ * (as a program that made a device current would). */
+int ff__emu_current_device(void);
+void ff__emu_set_current_device(int ordinal);
 
 #ifdef __cplusplus
 }

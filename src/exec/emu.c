@@ -1,17 +1,33 @@
 /* emu.c — the host-emulated device `emu:N`: the device interface on host
  * memory, for machines without a GPU and for tests.
  *
- * One emulator thread plays the GPU: every stream's copies, launches and
- * event records go into one FIFO that the thread works through in order (so
- * each stream's order holds), and an event completes when the thread passes
- * it. A launch runs ff__dstage_elem — the function each CUDA thread runs —
- * for every element of every sample's stage, so the emulator computes what
- * the kernels compute, bit for bit. "Device" memory is host memory counted
- * against a fixed size (2 GiB, or `?mem=`), so the pool's budget behaves as
- * on a GPU. Faults can be injected — raw allocations failing after N, the
- * launch numbered N failing — from the options or FF_EMU_FAULTS
- * ("alloc:3,kernel:5"); a failed launch surfaces at the next event query or
- * wait, as a CUDA kernel error does, and the device stays usable.
+ * One emulator thread plays the GPU. Each stream is its own FIFO of copies,
+ * launches, event records and event waits; the thread takes the next
+ * command of a stream picked at random among those that can run (a wait
+ * runs once its event has completed), so work on different streams
+ * completes in an order no caller may rely on — only each stream's order
+ * and the waits between streams hold, as on a GPU. `?delay=` (or
+ * opt.emu_delay_us) adds a random delay of up to that many microseconds
+ * before each command, so completion comes late too. An event completes
+ * when the thread passes its last record; which stream waited on which
+ * event is recorded (ff__emu_waited). A launch runs ff__dstage_elem — the
+ * function each CUDA thread runs — for every element of every sample's
+ * stage, so the emulator computes what the kernels compute, bit for bit.
+ * "Device" memory is host memory counted against a fixed size (2 GiB, or
+ * `?mem=`), so the pool's budget behaves as on a GPU: over it the device
+ * says out of memory (FF__EBUDGET). Faults can be injected — raw
+ * allocations failing as out of memory after N, the raw allocation numbered
+ * N failing with a device error, the launch numbered N failing — from the
+ * options or FF_EMU_FAULTS ("alloc:3,allocerr:2,kernel:5"); a failed launch
+ * surfaces at the next query or wait of an event recorded after it on its
+ * stream, as a CUDA kernel error does, and the device stays usable.
+ *
+ * Like CUDA's current device, each thread has a current emulated device
+ * (none at first). Every backend call checks that the device layer made
+ * this device current around it, and counts the calls that ran without it
+ * and the times the current device was switched (ff__emu_probe), so tests
+ * can prove that the calling thread's current device is left as it was.
+ *
  * Its decoder decodes JPEG on the emulator thread through the codec layer
  * (libjpeg-turbo, the same region and DCT-scale decode as the CPU), so a
  * device-decoded sample is bit-identical to a CPU-decoded one; with
@@ -20,25 +36,30 @@
  * shown to. Like nvJPEG it leaves PNG to the CPU; CMYK/YCCK JPEG it
  * decodes as the CPU does (Pillow's conversion), unlike nvJPEG. */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "core/bytes.h"
 #include "core/clock.h"
 #include "exec/device_impl.h"
 #include "kernels/stage.h"
 
-enum { CMD_COPY, CMD_LAUNCH, CMD_RECORD, CMD_DECODE };
+enum { CMD_COPY, CMD_LAUNCH, CMD_RECORD, CMD_WAIT, CMD_DECODE };
 
 typedef struct emu_event {
-  uint64_t seq;     /* the record command's number; 0 = never recorded (complete) */
-  uint64_t time_ns; /* when the emulator passed it */
+  int id;
+  uint64_t recorded; /* records queued so far */
+  uint64_t reached;  /* the last record the emulator passed: complete when == recorded */
+  uint64_t time_ns;  /* when it passed it */
+  int failed;        /* a launch before that record on its stream failed; reported once */
+  char fault_msg[128];
 } emu_event;
 
 typedef struct emu_cmd {
   int kind;
-  uint64_t seq;
   void *dst;
   const void *src;
   size_t size_bytes;
@@ -46,28 +67,97 @@ typedef struct emu_cmd {
   unsigned launch_no;
   emu_event *event;
   ff__device_decode_job *job;
+  uint64_t event_no; /* record: this record's number; wait: the record waited for */
 } emu_cmd;
+
+typedef struct emu_stream {
+  int id;
+  emu_cmd *queue; /* ring of cap commands from head */
+  size_t head, count, cap;
+  int running; /* the thread is executing its head */
+  int failed;  /* a launch failed since the last record */
+  char fault_msg[128];
+  struct emu_stream *next;
+} emu_stream;
+
+typedef struct emu_wait_rec {
+  int stream_id, event_id;
+} emu_wait_rec;
 
 typedef struct emu {
   int ordinal;
   pthread_t thread;
   pthread_mutex_t lock;
   pthread_cond_t work, done;
-  emu_cmd *queue; /* ring of cap commands from head */
-  size_t head, count, cap;
-  uint64_t submitted, completed;
-  int stop;
+  emu_stream *streams;
+  uint64_t pending; /* commands queued and not yet completed, over all streams */
+  int stop, next_id;
+  uint32_t rng;
+  unsigned delay_us;
   size_t mem_bytes, used_bytes;
-  unsigned allocs, launches, fail_alloc_after, fail_kernel_at;
-  uint64_t fault_seq; /* a failed command not yet reported; 0 = none */
-  char fault_msg[128];
+  unsigned allocs, launches, fail_alloc_after, alloc_error_at, fail_kernel_at;
+  emu_wait_rec *waits;
+  size_t num_waits, cap_waits;
+  void **host; /* live host allocations (ff__emu_host_owns) */
+  size_t num_host, cap_host;
+  atomic_ulong misplaced_calls, device_switches;
   ff__jpeg_variant variant; /* the decoder's arithmetic */
   ff__buf decoded;          /* the emulator thread's decode buffer */
 } emu;
 
 #define HEADER 256 /* bytes before each block: its size, and 256-byte alignment */
 
+/* ------------------------------------------------------------ current device */
+
+static _Thread_local int current_device = -1; /* -1: none, as on a fresh CUDA thread */
+
+int ff__emu_current_device(void) { return current_device; }
+void ff__emu_set_current_device(int ordinal) { current_device = ordinal; }
+
+static void check_current(emu *m) {
+  if (current_device != m->ordinal) atomic_fetch_add(&m->misplaced_calls, 1);
+}
+
+static ff_status emu_enter(void *impl, ff__dguard *g, ff__error *err) {
+  (void)err;
+  emu *m = impl;
+  g->prev_device = current_device;
+  if (current_device != m->ordinal) {
+    current_device = m->ordinal;
+    atomic_fetch_add(&m->device_switches, 1);
+  }
+  return FF_OK;
+}
+
+static void emu_leave(void *impl, const ff__dguard *g) {
+  (void)impl;
+  current_device = g->prev_device;
+}
+
 /* ------------------------------------------------------------ the thread */
+
+static uint32_t next_rand(emu *m) {
+  m->rng ^= m->rng << 13, m->rng ^= m->rng >> 17, m->rng ^= m->rng << 5;
+  return m->rng;
+}
+
+static int can_run(const emu_stream *s) {
+  if (!s->count || s->running) return 0;
+  const emu_cmd *c = &s->queue[s->head];
+  return c->kind != CMD_WAIT || c->event->reached >= c->event_no;
+}
+
+/* A stream whose head can run, picked at random; NULL when none. Locked. */
+static emu_stream *pick(emu *m) {
+  unsigned runnable = 0;
+  for (emu_stream *s = m->streams; s; s = s->next)
+    runnable += (unsigned)can_run(s);
+  if (!runnable) return NULL;
+  unsigned k = next_rand(m) % runnable;
+  for (emu_stream *s = m->streams; s; s = s->next)
+    if (can_run(s) && !k--) return s;
+  return NULL;
+}
 
 FF_FMA_CLONES static void run_launch(const emu_cmd *c) {
   const ff__dstage *table = c->src;
@@ -96,15 +186,28 @@ static void run_decode(emu *m, ff__device_decode_job *job) {
   job->width = img.width, job->height = img.height, job->offset_bytes = 0, job->pitch_bytes = row;
 }
 
+static void sleep_us(unsigned us) {
+  struct timespec t = {us / 1000000, (long)(us % 1000000) * 1000};
+  nanosleep(&t, NULL);
+}
+
 static void *emu_main(void *arg) {
   emu *m = arg;
   pthread_mutex_lock(&m->lock);
   for (;;) {
-    while (!m->count && !m->stop)
+    emu_stream *s;
+    while (!(s = pick(m)) && !(m->stop && !m->pending))
       pthread_cond_wait(&m->work, &m->lock);
-    if (!m->count) break;
-    emu_cmd c = m->queue[m->head];
-    m->head = (m->head + 1) % m->cap, m->count--;
+    if (!s) break;
+    if (m->delay_us) { /* late, and choosing among what was queued meanwhile */
+      unsigned delay = next_rand(m) % (m->delay_us + 1);
+      pthread_mutex_unlock(&m->lock);
+      sleep_us(delay);
+      pthread_mutex_lock(&m->lock);
+      s = pick(m); /* only this thread takes work: something still runs */
+    }
+    emu_cmd c = s->queue[s->head];
+    s->running = 1;
     pthread_mutex_unlock(&m->lock);
     int fault = 0;
     if (c.kind == CMD_COPY)
@@ -117,37 +220,58 @@ static void *emu_main(void *arg) {
       run_decode(m, c.job);
     uint64_t now = ff__now_ns();
     pthread_mutex_lock(&m->lock);
-    if (c.kind == CMD_RECORD) c.event->time_ns = now;
-    if (fault && !m->fault_seq) {
-      m->fault_seq = c.seq;
-      snprintf(m->fault_msg, sizeof m->fault_msg, "emu:%d: kernel launch %u failed (injected fault)",
+    if (fault && !s->failed) {
+      s->failed = 1;
+      snprintf(s->fault_msg, sizeof s->fault_msg, "emu:%d: kernel launch %u failed (injected fault)",
                m->ordinal, c.launch_no);
     }
-    m->completed = c.seq;
+    if (c.kind == CMD_RECORD) {
+      if (c.event_no > c.event->reached) c.event->reached = c.event_no, c.event->time_ns = now;
+      if (s->failed) {
+        c.event->failed = 1, s->failed = 0;
+        memcpy(c.event->fault_msg, s->fault_msg, sizeof s->fault_msg);
+      }
+    }
+    s->head = (s->head + 1) % s->cap, s->count--, s->running = 0;
+    m->pending--;
     pthread_cond_broadcast(&m->done);
   }
   pthread_mutex_unlock(&m->lock);
   return NULL;
 }
 
-static ff_status submit(emu *m, emu_cmd c, ff__error *err) {
+static ff_status submit(emu *m, emu_stream *s, emu_cmd c, ff__error *err) {
+  check_current(m);
   pthread_mutex_lock(&m->lock);
-  if (m->count == m->cap) {
-    size_t cap = m->cap ? 2 * m->cap : 64;
+  if (s->count == s->cap) {
+    size_t cap = s->cap ? 2 * s->cap : 64;
     emu_cmd *q = malloc(cap * sizeof *q);
     if (!q) {
       pthread_mutex_unlock(&m->lock);
       return ff__error_set(err, FF_ENOMEM, "emu:%d: out of memory queueing work", m->ordinal);
     }
-    for (size_t i = 0; i < m->count; i++)
-      q[i] = m->queue[(m->head + i) % m->cap];
-    free(m->queue);
-    m->queue = q, m->head = 0, m->cap = cap;
+    for (size_t i = 0; i < s->count; i++)
+      q[i] = s->queue[(s->head + i) % s->cap];
+    free(s->queue);
+    s->queue = q, s->head = 0, s->cap = cap;
   }
-  c.seq = ++m->submitted;
   if (c.kind == CMD_LAUNCH) c.launch_no = ++m->launches;
-  if (c.kind == CMD_RECORD) c.event->seq = c.seq;
-  m->queue[(m->head + m->count++) % m->cap] = c;
+  if (c.kind == CMD_RECORD) c.event_no = ++c.event->recorded;
+  if (c.kind == CMD_WAIT) {
+    c.event_no = c.event->recorded; /* what was recorded by now, as cudaStreamWaitEvent */
+    if (m->num_waits == m->cap_waits) {
+      size_t cap = m->cap_waits ? 2 * m->cap_waits : 64;
+      emu_wait_rec *w = realloc(m->waits, cap * sizeof *w);
+      if (!w) {
+        pthread_mutex_unlock(&m->lock);
+        return ff__error_set(err, FF_ENOMEM, "emu:%d: out of memory queueing work", m->ordinal);
+      }
+      m->waits = w, m->cap_waits = cap;
+    }
+    m->waits[m->num_waits++] = (emu_wait_rec){s->id, c.event->id};
+  }
+  s->queue[(s->head + s->count++) % s->cap] = c;
+  m->pending++;
   pthread_cond_signal(&m->work);
   pthread_mutex_unlock(&m->lock);
   return FF_OK;
@@ -157,8 +281,9 @@ static ff_status submit(emu *m, emu_cmd c, ff__error *err) {
 
 static void emu_synchronize(void *impl) {
   emu *m = impl;
+  check_current(m);
   pthread_mutex_lock(&m->lock);
-  while (m->completed != m->submitted)
+  while (m->pending)
     pthread_cond_wait(&m->done, &m->lock);
   pthread_mutex_unlock(&m->lock);
 }
@@ -170,24 +295,37 @@ static void emu_close(void *impl) {
   pthread_cond_signal(&m->work);
   pthread_mutex_unlock(&m->lock);
   pthread_join(m->thread, NULL);
+  while (m->streams) { /* streams the caller did not destroy */
+    emu_stream *s = m->streams;
+    m->streams = s->next;
+    free(s->queue);
+    free(s);
+  }
   pthread_cond_destroy(&m->work);
   pthread_cond_destroy(&m->done);
   pthread_mutex_destroy(&m->lock);
   ff__buf_free(&m->decoded);
-  free(m->queue);
+  free(m->waits);
+  free(m->host);
   free(m);
 }
 
-static ff_status emu_mem_alloc(void *impl, size_t size_bytes, void **out) {
+static ff_status emu_mem_alloc(void *impl, size_t size_bytes, void **out, ff__error *err) {
   emu *m = impl;
+  check_current(m);
   pthread_mutex_lock(&m->lock);
-  int ok = !(m->fail_alloc_after && m->allocs >= m->fail_alloc_after) &&
-           size_bytes <= m->mem_bytes - m->used_bytes;
-  m->allocs++;
+  unsigned no = ++m->allocs;
+  if (no == m->alloc_error_at) {
+    pthread_mutex_unlock(&m->lock);
+    return ff__error_set(err, FF_EDEVICE, "emu:%d: allocation %u failed (injected device error)", m->ordinal,
+                         no);
+  }
+  int ok = !(m->fail_alloc_after && no > m->fail_alloc_after) && size_bytes <= m->mem_bytes - m->used_bytes;
   char *p = ok ? aligned_alloc(HEADER, (size_bytes + HEADER + HEADER - 1) / HEADER * HEADER) : NULL;
   if (p) m->used_bytes += size_bytes;
   pthread_mutex_unlock(&m->lock);
-  if (!p) return FF_EDEVICE;
+  if (!p)
+    return ff__error_set(err, FF__EBUDGET, "emu:%d: out of memory for %zu bytes", m->ordinal, size_bytes);
   memcpy(p, &size_bytes, sizeof size_bytes);
   *out = p + HEADER;
   return FF_OK;
@@ -195,6 +333,7 @@ static ff_status emu_mem_alloc(void *impl, size_t size_bytes, void **out) {
 
 static void emu_mem_free(void *impl, void *ptr) {
   emu *m = impl;
+  check_current(m);
   char *p = (char *)ptr - HEADER;
   size_t size_bytes;
   memcpy(&size_bytes, p, sizeof size_bytes);
@@ -206,6 +345,7 @@ static void emu_mem_free(void *impl, void *ptr) {
 
 static ff_status emu_mem_info(void *impl, size_t *free_bytes, size_t *total_bytes) {
   emu *m = impl;
+  check_current(m);
   pthread_mutex_lock(&m->lock);
   *free_bytes = m->mem_bytes - m->used_bytes, *total_bytes = m->mem_bytes;
   pthread_mutex_unlock(&m->lock);
@@ -214,67 +354,128 @@ static ff_status emu_mem_info(void *impl, size_t *free_bytes, size_t *total_byte
 
 static ff_status emu_host_alloc(void *impl, size_t size_bytes, void **out, ff__error *err) {
   emu *m = impl;
+  check_current(m);
   void *p = malloc(size_bytes);
-  if (!p) return ff__error_set(err, FF_ENOMEM, "emu:%d: no %zu bytes of host memory", m->ordinal, size_bytes);
+  pthread_mutex_lock(&m->lock);
+  if (p && m->num_host == m->cap_host) {
+    size_t cap = m->cap_host ? 2 * m->cap_host : 16;
+    void **h = realloc(m->host, cap * sizeof *h);
+    if (h) m->host = h, m->cap_host = cap;
+  }
+  int ok = p && m->num_host < m->cap_host;
+  if (ok) m->host[m->num_host++] = p;
+  pthread_mutex_unlock(&m->lock);
+  if (!ok) {
+    free(p);
+    return ff__error_set(err, FF_ENOMEM, "emu:%d: no %zu bytes of host memory", m->ordinal, size_bytes);
+  }
   *out = p;
   return FF_OK;
 }
 
 static void emu_host_free(void *impl, void *ptr) {
-  (void)impl;
+  emu *m = impl;
+  check_current(m);
+  pthread_mutex_lock(&m->lock);
+  for (size_t i = 0; i < m->num_host; i++)
+    if (m->host[i] == ptr) {
+      m->host[i] = m->host[--m->num_host];
+      break;
+    }
+  pthread_mutex_unlock(&m->lock);
   free(ptr);
 }
 
 static ff_status emu_stream_create(void *impl, void **out, ff__error *err) {
   emu *m = impl;
-  void *s = malloc(1); /* streams share the FIFO: a stream is only a handle */
+  check_current(m);
+  emu_stream *s = calloc(1, sizeof *s);
   if (!s) return ff__error_set(err, FF_ENOMEM, "emu:%d: out of memory", m->ordinal);
+  pthread_mutex_lock(&m->lock);
+  s->id = ++m->next_id;
+  s->next = m->streams, m->streams = s;
+  pthread_mutex_unlock(&m->lock);
   *out = s;
   return FF_OK;
 }
 
+/* Its queued work still runs first (as cudaStreamDestroy lets it). */
 static void emu_stream_destroy(void *impl, void *stream) {
-  (void)impl;
-  free(stream);
+  emu *m = impl;
+  emu_stream *s = stream;
+  check_current(m);
+  pthread_mutex_lock(&m->lock);
+  while (s->count)
+    pthread_cond_wait(&m->done, &m->lock);
+  for (emu_stream **p = &m->streams; *p; p = &(*p)->next)
+    if (*p == s) {
+      *p = s->next;
+      break;
+    }
+  pthread_mutex_unlock(&m->lock);
+  free(s->queue);
+  free(s);
 }
 
 static ff_status emu_copy(void *impl, void *stream, void *dst, const void *src, size_t size_bytes,
                           int to_device, ff__error *err) {
-  (void)stream, (void)to_device;
-  return submit(impl, (emu_cmd){.kind = CMD_COPY, .dst = dst, .src = src, .size_bytes = size_bytes}, err);
+  (void)to_device;
+  return submit(impl, stream, (emu_cmd){.kind = CMD_COPY, .dst = dst, .src = src, .size_bytes = size_bytes},
+                err);
 }
 
 static ff_status emu_event_create(void *impl, void **out, ff__error *err) {
   emu *m = impl;
+  check_current(m);
   emu_event *e = calloc(1, sizeof *e);
   if (!e) return ff__error_set(err, FF_ENOMEM, "emu:%d: out of memory", m->ordinal);
+  pthread_mutex_lock(&m->lock);
+  e->id = ++m->next_id;
+  pthread_mutex_unlock(&m->lock);
   *out = e;
   return FF_OK;
 }
 
+/* Waits for its pending records: the thread must not write a freed event. */
 static void emu_event_destroy(void *impl, void *event) {
-  (void)impl;
-  free(event);
+  emu *m = impl;
+  emu_event *e = event;
+  check_current(m);
+  pthread_mutex_lock(&m->lock);
+  while (e->reached < e->recorded)
+    pthread_cond_wait(&m->done, &m->lock);
+  pthread_mutex_unlock(&m->lock);
+  free(e);
 }
 
 static ff_status emu_event_record(void *impl, void *event, void *stream, ff__error *err) {
-  (void)stream;
-  return submit(impl, (emu_cmd){.kind = CMD_RECORD, .event = event}, err);
+  return submit(impl, stream, (emu_cmd){.kind = CMD_RECORD, .event = event}, err);
 }
 
-/* FF_EDEVICE (once) when a command up to the event failed. Called locked. */
-static ff_status take_fault(emu *m, const emu_event *e, ff__error *err) {
-  if (!m->fault_seq || m->fault_seq > e->seq) return FF_OK;
-  m->fault_seq = 0;
-  return ff__error_set(err, FF_EDEVICE, "%s", m->fault_msg);
+static ff_status emu_stream_wait(void *impl, void *stream, void *event, ff__error *err) {
+  return submit(impl, stream, (emu_cmd){.kind = CMD_WAIT, .event = event}, err);
+}
+
+/* A consumer's stream on emu is one of the emulator's own streams. */
+static void *emu_stream_handle(void *impl, void *stream) {
+  (void)impl;
+  return stream;
+}
+
+/* FF_EDEVICE (once) when a launch before the event's record failed. Locked. */
+static ff_status take_fault(emu_event *e, ff__error *err) {
+  if (!e->failed) return FF_OK;
+  e->failed = 0;
+  return ff__error_set(err, FF_EDEVICE, "%s", e->fault_msg);
 }
 
 static ff_status emu_event_query(void *impl, void *event, int *done, ff__error *err) {
   emu *m = impl;
   emu_event *e = event;
+  check_current(m);
   pthread_mutex_lock(&m->lock);
-  *done = m->completed >= e->seq;
-  ff_status st = *done ? take_fault(m, e, err) : FF_OK;
+  *done = e->reached >= e->recorded;
+  ff_status st = *done ? take_fault(e, err) : FF_OK;
   pthread_mutex_unlock(&m->lock);
   return st;
 }
@@ -282,10 +483,12 @@ static ff_status emu_event_query(void *impl, void *event, int *done, ff__error *
 static ff_status emu_event_wait(void *impl, void *event, ff__error *err) {
   emu *m = impl;
   emu_event *e = event;
+  check_current(m);
   pthread_mutex_lock(&m->lock);
-  while (m->completed < e->seq)
+  uint64_t target = e->recorded;
+  while (e->reached < target)
     pthread_cond_wait(&m->done, &m->lock);
-  ff_status st = take_fault(m, e, err);
+  ff_status st = take_fault(e, err);
   pthread_mutex_unlock(&m->lock);
   return st;
 }
@@ -293,8 +496,9 @@ static ff_status emu_event_wait(void *impl, void *event, ff__error *err) {
 static ff_status emu_event_elapsed_ms(void *impl, void *start, void *end, float *ms, ff__error *err) {
   emu *m = impl;
   emu_event *a = start, *b = end;
+  check_current(m);
   pthread_mutex_lock(&m->lock);
-  int ready = a->seq && b->seq && m->completed >= a->seq && m->completed >= b->seq;
+  int ready = a->recorded && b->recorded && a->reached >= a->recorded && b->reached >= b->recorded;
   uint64_t t0 = a->time_ns, t1 = b->time_ns;
   pthread_mutex_unlock(&m->lock);
   if (!ready)
@@ -305,8 +509,9 @@ static ff_status emu_event_elapsed_ms(void *impl, void *start, void *end, float 
 
 static ff_status emu_launch(void *impl, void *stream, const void *d_table, int n, int stride, int k,
                             uint32_t max_count, ff__error *err) {
-  (void)stream, (void)max_count;
-  return submit(impl, (emu_cmd){.kind = CMD_LAUNCH, .src = d_table, .n = n, .stride = stride, .k = k}, err);
+  (void)max_count;
+  return submit(impl, stream, (emu_cmd){.kind = CMD_LAUNCH, .src = d_table, .n = n, .stride = stride, .k = k},
+                err);
 }
 
 static const char *emu_decoder(void *impl, const char **why) {
@@ -321,24 +526,79 @@ static int emu_decode_takes(void *impl, const ff__image_info *info, const char *
 }
 
 static ff_status emu_decode(void *impl, void *stream, ff__device_decode_job *job, ff__error *err) {
-  (void)stream;
-  return submit(impl, (emu_cmd){.kind = CMD_DECODE, .job = job}, err);
+  return submit(impl, stream, (emu_cmd){.kind = CMD_DECODE, .job = job}, err);
 }
 
 static const ff__device_backend emu_backend = {
-    emu_synchronize,      emu_close,         emu_mem_alloc,     emu_mem_free,       emu_mem_info,
-    emu_host_alloc,       emu_host_free,     emu_stream_create, emu_stream_destroy, emu_copy,
-    emu_event_create,     emu_event_destroy, emu_event_record,  emu_event_query,    emu_event_wait,
-    emu_event_elapsed_ms, emu_launch,        emu_decoder,       emu_decode_takes,   emu_decode,
-    NULL,
+    .enter = emu_enter,
+    .leave = emu_leave,
+    .synchronize = emu_synchronize,
+    .close = emu_close,
+    .mem_alloc = emu_mem_alloc,
+    .mem_free = emu_mem_free,
+    .mem_info = emu_mem_info,
+    .host_alloc = emu_host_alloc,
+    .host_free = emu_host_free,
+    .stream_create = emu_stream_create,
+    .stream_destroy = emu_stream_destroy,
+    .stream_wait = emu_stream_wait,
+    .stream_handle = emu_stream_handle,
+    .foreign_wait = emu_stream_wait,
+    .foreign_record = emu_event_record,
+    .copy = emu_copy,
+    .event_create = emu_event_create,
+    .event_destroy = emu_event_destroy,
+    .event_record = emu_event_record,
+    .event_query = emu_event_query,
+    .event_wait = emu_event_wait,
+    .event_elapsed_ms = emu_event_elapsed_ms,
+    .launch = emu_launch,
+    .decoder = emu_decoder,
+    .decode_takes = emu_decode_takes,
+    .decode = emu_decode,
 };
+
+/* ------------------------------------------------------------ tests' view */
+
+int ff__emu_waited(ff__device *d, const ff__dstream *s, const ff__devent *e) {
+  emu *m = ff__device_impl(d, &emu_backend);
+  if (!m) return 0;
+  int n = 0;
+  pthread_mutex_lock(&m->lock);
+  for (size_t i = 0; i < m->num_waits; i++)
+    n += m->waits[i].stream_id == ((const emu_stream *)s)->id &&
+         m->waits[i].event_id == ((const emu_event *)e)->id;
+  pthread_mutex_unlock(&m->lock);
+  return n;
+}
+
+int ff__emu_host_owns(ff__device *d, const void *ptr) {
+  emu *m = ff__device_impl(d, &emu_backend);
+  int owns = 0;
+  if (!m) return 0;
+  pthread_mutex_lock(&m->lock);
+  for (size_t i = 0; i < m->num_host && !owns; i++)
+    owns = m->host[i] == ptr;
+  pthread_mutex_unlock(&m->lock);
+  return owns;
+}
+
+ff_status ff__emu_probe(ff__device *d, ff__emu_counts *out) {
+  emu *m = ff__device_impl(d, &emu_backend);
+  if (!m) return FF_EINVAL;
+  *out = (ff__emu_counts){atomic_load(&m->misplaced_calls), atomic_load(&m->device_switches)};
+  return FF_OK;
+}
 
 /* ------------------------------------------------------------ open */
 
-/* FF_EMU_FAULTS="alloc:3,kernel:5"; 0 when malformed. */
-static int parse_faults(const char *s, unsigned *alloc_after, unsigned *kernel_at) {
+/* FF_EMU_FAULTS="alloc:3,allocerr:2,kernel:5"; 0 when malformed. */
+static int parse_faults(const char *s, unsigned *alloc_after, unsigned *alloc_error_at, unsigned *kernel_at) {
   while (*s) {
-    unsigned *dst = !strncmp(s, "alloc:", 6) ? alloc_after : !strncmp(s, "kernel:", 7) ? kernel_at : NULL;
+    unsigned *dst = !strncmp(s, "alloc:", 6)      ? alloc_after
+                    : !strncmp(s, "allocerr:", 9) ? alloc_error_at
+                    : !strncmp(s, "kernel:", 7)   ? kernel_at
+                                                  : NULL;
     if (!dst) return 0;
     s = strchr(s, ':') + 1;
     char *stop;
@@ -350,33 +610,60 @@ static int parse_faults(const char *s, unsigned *alloc_after, unsigned *kernel_a
   return 1;
 }
 
+/* "mem=SIZE&delay=US&decode=exact|nvjpeg" in any order; 0 when malformed. */
+static int parse_query(const char *q, size_t *mem, unsigned *delay_us, ff__jpeg_variant *variant) {
+  while (*q) {
+    const char *end = strchr(q, '&');
+    size_t len = end ? (size_t)(end - q) : strlen(q);
+    char item[64];
+    if (len >= sizeof item) return 0;
+    memcpy(item, q, len), item[len] = 0;
+    if (!strncmp(item, "mem=", 4)) {
+      if (!ff__parse_bytes(item + 4, mem) || !*mem) return 0;
+    } else if (!strncmp(item, "delay=", 6)) {
+      char *stop;
+      unsigned long v = strtoul(item + 6, &stop, 10);
+      if (stop == item + 6 || *stop || v > 1000000) return 0;
+      *delay_us = (unsigned)v;
+    } else if (!strcmp(item, "decode=nvjpeg")) {
+      *variant = FF__JPEG_NVJPEG_LIKE;
+    } else if (!strcmp(item, "decode=exact")) {
+      *variant = FF__JPEG_EXACT;
+    } else {
+      return 0;
+    }
+    q += len + (end != NULL);
+  }
+  return 1;
+}
+
 ff_status ff__emu_open(int ordinal, const char *query, const ff__device_options *opt, ff__device_opened *out,
                        ff__error *err) {
-  size_t mem = opt->emu_mem_bytes;
+  size_t mem = 0;
+  unsigned delay_us = 0;
   ff__jpeg_variant variant = FF__JPEG_EXACT;
-  for (const char *q = query; *q;) { /* "mem=256M&decode=nvjpeg" */
-    size_t len = strcspn(q, "&"), bytes = 0;
-    char item[64];
-    snprintf(item, sizeof item, "%.*s", (int)len, q);
-    if (!strcmp(item, "decode=nvjpeg")) variant = FF__JPEG_NVJPEG_LIKE;
-    else if (!strcmp(item, "decode=exact")) variant = FF__JPEG_EXACT;
-    else if (!strncmp(item, "mem=", 4) && ff__parse_bytes(item + 4, &bytes) && bytes) mem = mem ? mem : bytes;
-    else
-      return ff__error_set(err, FF_EINVAL, "emu:%d?%s: expected ?mem=SIZE (e.g. 256M) and/or decode=exact|nvjpeg",
-                           ordinal, query);
-    q += len + (q[len] == '&');
-  }
+  if (!parse_query(query, &mem, &delay_us, &variant))
+    return ff__error_set(err, FF_EINVAL,
+                         "emu:%d?%s: expected ?mem=SIZE (e.g. 256M), delay=US and/or decode=exact|nvjpeg, joined by &",
+                         ordinal, query);
+  if (opt->emu_mem_bytes) mem = opt->emu_mem_bytes;
   if (!mem) mem = (size_t)2 << 30;
-  unsigned alloc_after = opt->emu_fail_alloc_after, kernel_at = opt->emu_fail_kernel_at;
+  if (opt->emu_delay_us) delay_us = opt->emu_delay_us;
+  unsigned alloc_after = opt->emu_fail_alloc_after, alloc_error_at = opt->emu_alloc_error_at,
+           kernel_at = opt->emu_fail_kernel_at;
   const char *faults = getenv("FF_EMU_FAULTS");
-  if (faults && !alloc_after && !kernel_at && !parse_faults(faults, &alloc_after, &kernel_at))
-    return ff__error_set(err, FF_EINVAL, "FF_EMU_FAULTS='%s': expected e.g. alloc:3,kernel:5", faults);
+  if (faults && !alloc_after && !alloc_error_at && !kernel_at &&
+      !parse_faults(faults, &alloc_after, &alloc_error_at, &kernel_at))
+    return ff__error_set(err, FF_EINVAL, "FF_EMU_FAULTS='%s': expected e.g. alloc:3,allocerr:2,kernel:5",
+                         faults);
 
   emu *m = calloc(1, sizeof *m);
   if (!m) return ff__error_set(err, FF_ENOMEM, "emu:%d: out of memory", ordinal);
-  m->ordinal = ordinal, m->mem_bytes = mem;
-  m->fail_alloc_after = alloc_after, m->fail_kernel_at = kernel_at;
-  m->variant = variant;
+  m->ordinal = ordinal, m->mem_bytes = mem, m->delay_us = delay_us, m->variant = variant;
+  m->rng = 0x9e3779b9u ^ (uint32_t)ordinal;
+  m->fail_alloc_after = alloc_after, m->alloc_error_at = alloc_error_at, m->fail_kernel_at = kernel_at;
+  atomic_init(&m->misplaced_calls, 0);
+  atomic_init(&m->device_switches, 0);
   pthread_mutex_init(&m->lock, NULL);
   pthread_cond_init(&m->work, NULL);
   pthread_cond_init(&m->done, NULL);

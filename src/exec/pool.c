@@ -5,7 +5,9 @@
  * handful, so a linear search beats any index. When a request does not fit
  * under the limit, cached blocks of other classes go back to the device
  * first; when the device itself refuses, the whole cache goes back and the
- * request is tried once more. Either failure is FF__EBUDGET. */
+ * request is tried once more. Either refusal is FF__EBUDGET; any other
+ * failure of the device is not a budget matter and passes up as the
+ * device's error. */
 #include "exec/pool.h"
 
 #include <stdlib.h>
@@ -33,7 +35,7 @@ static size_t limit_from(const ff__pool *p, size_t free_bytes) {
 }
 
 static void release_block(ff__pool *p, size_t i) {
-  p->be.free(p->be.ctx, p->blocks[i].ptr);
+  p->be.free(p->be.ctx, p->blocks[i].ptr, p->blocks[i].class_bytes);
   p->reserved_bytes -= p->blocks[i].class_bytes;
   p->blocks[i] = p->blocks[--p->num_blocks];
 }
@@ -99,11 +101,14 @@ static ff_status alloc_locked(ff__pool *p, size_t size_bytes, void **out, ff__er
     p->blocks = b, p->cap_blocks = cap;
   }
   void *ptr = NULL;
-  if (p->be.alloc(p->be.ctx, cb, &ptr)) { /* the device is fuller than the budget knew */
+  ff__error raw_err = {0};
+  ff_status st = p->be.alloc(p->be.ctx, cb, &ptr, &raw_err);
+  if (st == FF__EBUDGET) { /* the device is fuller than the budget knew */
     release_cached(p, 0, 1);
-    if (p->be.alloc(p->be.ctx, cb, &ptr))
-      return ff__error_set(err, FF__EBUDGET, "the device has no %zu bytes free", cb);
+    st = p->be.alloc(p->be.ctx, cb, &ptr, &raw_err);
   }
+  if (st == FF__EBUDGET) return ff__error_set(err, FF__EBUDGET, "the device has no %zu bytes free", cb);
+  if (st) return ff__error_set(err, st, "%s", raw_err.msg);
   p->blocks[p->num_blocks++] = (ff__pool_block){ptr, cb, 1};
   p->reserved_bytes += cb;
   p->used_bytes += cb;

@@ -25,9 +25,10 @@
 
 typedef struct ff__pool_backend {
   void *ctx;
-  /* Raw device allocation; FF_OK or any error (treated as out of memory). */
-  ff_status (*alloc)(void *ctx, size_t size_bytes, void **out);
-  void (*free)(void *ctx, void *ptr);
+  /* Raw device allocation: FF_OK; FF__EBUDGET when the device is out of
+   * memory; any other status is a device failure (message in err). */
+  ff_status (*alloc)(void *ctx, size_t size_bytes, void **out, ff__error *err);
+  void (*free)(void *ctx, void *ptr, size_t size_bytes); /* size_bytes: what alloc was asked for */
   /* Free and total device memory now. */
   ff_status (*mem_info)(void *ctx, size_t *free_bytes, size_t *total_bytes);
 } ff__pool_backend;
@@ -67,7 +68,9 @@ void ff__pool_destroy(ff__pool *p);
 
 /* A block of at least size_bytes (256-byte aligned). Returns FF_OK,
  * FF__EBUDGET (message says whether the budget or the device said no; *out
- * untouched), FF_ENOMEM (host bookkeeping), FF_EINVAL (size 0). */
+ * untouched), the backend's status for any other device failure (not a
+ * budget refusal: FF_EDEVICE), FF_ENOMEM (host bookkeeping), FF_EINVAL
+ * (size 0). */
 ff_status ff__pool_alloc(ff__pool *p, size_t size_bytes, void **out, ff__error *err);
 
 /* Returns a block to the cache (or to the device, when the limit shrank

@@ -15,7 +15,7 @@
 #include <math.h>
 
 #include "kernels/affine.h"
-#include "ops/augment.h"
+#include "kernels/aug.h"
 
 /* radians/degrees as Python's math module computes them. */
 static inline double ff__affine_radians(double deg) { return deg * (3.14159265358979323846 / 180.0); }

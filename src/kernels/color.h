@@ -15,7 +15,7 @@
 #include <stdint.h>
 
 #include "kernels/hd.h"
-#include "ops/augment.h"
+#include "kernels/aug.h"
 
 /* The two weights of blend(X, Y, r) = r*X + (1 - r)*Y (spec 1.1): r is a
  * Python float; 1 - r is formed in double, and each is then rounded to

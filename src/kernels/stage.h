@@ -28,7 +28,7 @@
 #include "kernels/mix.h"
 #include "kernels/pixel.h"
 #include "kernels/resize.h"
-#include "ops/augment.h"
+#include "kernels/aug.h"
 
 typedef enum ff__dstage_kind {
   FF__DS_NONE,      /* nothing for this sample at this index */

@@ -49,6 +49,8 @@ void ff_config_init(ff_config *cfg) {
   cfg->max_image_pixels = 89478485;
   cfg->device = "cpu";
   cfg->device_headroom_bytes = -1;
+  cfg->pin_memory = -1;
+  cfg->output_device = "cpu";
   ff__sched_params p;
   ff__sched_params_init(&p, cfg->prefetch);
   cfg->device_max_time_share = p.max_device_time;
@@ -89,6 +91,7 @@ static ff_status check_config(ff_config *c, ff__error *err) {
   if (c->permutation != FF_PERMUTATION_PHILOX && c->permutation != FF_PERMUTATION_TORCH)
     return ff__error_set(err, FF_EINVAL, "permutation must be philox or torch (got %d)", (int)c->permutation);
   if (!c->device) c->device = "cpu";
+  if (!c->output_device) c->output_device = "cpu";
   if (!(c->device_max_time_share > 0 && c->device_max_time_share <= 1))
     return ff__error_set(err, FF_EINVAL, "device_max_time_share must be in (0, 1] (got %g)",
                          c->device_max_time_share);
@@ -436,7 +439,7 @@ static void offload_done(void *ctx, const ff__offload_result *r) {
 static void loader_free(ff_loader *l) {
   for (int i = 0; i < l->num_threads && l->workers; i++) ff__worker_free(&l->workers[i]);
   for (int i = 0; i < l->ring_size; i++) {
-    free(l->ring[i].images);
+    if (l->ring[i].images) ff__batch_mem_free(l, l->ring[i].images);
     free(l->ring[i].labels);
     free(l->ring[i].sample_indices);
     if (l->ring[i].skip_msg && l->ring[i].replace_msg && l->ring[i].warn_msg) clear_skips(l, &l->ring[i]);
@@ -446,6 +449,8 @@ static void loader_free(ff_loader *l) {
     free(l->ring[i].slot_order);
     free(l->ring[i].placement);
   }
+  ff__dev_output_close(l);
+  ff__batch_mem_close(l);
   ff__trace_destroy(l->trace);
   for (size_t i = 0; i < l->skipped_kept; i++) free(l->skipped[i]);
   free(l->skipped);
@@ -533,10 +538,11 @@ static ff_status loader_start(ff_loader *l) {
   if (!l->order[0] || !l->order[1] || !l->perm || !l->ring || !l->workers || !l->threads || !l->skipped ||
       !l->warnings)
     return ff__error_set(err, FF_ENOMEM, "out of memory");
+  if ((st = ff__batch_mem_open(l))) return st;
   for (int i = 0; i < l->ring_size; i++) {
     ff_batch *e = &l->ring[i];
     e->loader = l;
-    e->images = malloc(bs * l->sample_bytes);
+    ff__batch_mem_alloc(l, bs * l->sample_bytes, &e->images);
     e->labels = malloc(bs * sizeof *e->labels);
     e->sample_indices = malloc(bs * sizeof *e->sample_indices);
     e->skip_msg = calloc(bs, sizeof *e->skip_msg);
@@ -549,6 +555,7 @@ static ff_status loader_start(ff_loader *l) {
       return ff__error_set(err, FF_ENOMEM, "out of memory for %d batches of %zu bytes", l->ring_size,
                            bs * l->sample_bytes);
   }
+  if ((st = ff__dev_output_open(l))) return st;
   l->active_threads = l->num_threads;
   l->stats.num_threads = l->num_threads;
   ff__sched_params_init(&l->sched_params, c->prefetch);
@@ -558,7 +565,8 @@ static ff_status loader_start(ff_loader *l) {
   ff_device_decode decode = c->on_error == FF_ON_ERROR_REPLACE ? FF_DEVICE_DECODE_OFF : c->device_decode;
   ff__offload_config oc = {c->device, c->device_memory_limit_bytes, c->device_headroom_bytes, decode,
                            c->deterministic, &l->pipe, l->ring_size, l->batch_cap, l->sample_bytes,
-                           l->index.count, l->index.size_bytes, c->seed, c->max_image_pixels, offload_done, l};
+                           l->index.count, l->index.size_bytes, c->seed, c->max_image_pixels, offload_done, l,
+                           c->device_alloc, c->device_free, c->device_alloc_ctx};
   if ((st = ff__offload_open(&oc, &l->offload, l->device_name, sizeof l->device_name, err))) return st;
   l->stats.device = l->device_name;
   l->stats.device_decoder = ff__offload_decoder(l->offload, &l->stats.device_decoder_note);
@@ -767,10 +775,16 @@ ff_status ff_loader_next(ff_loader *l, ff_batch **out) {
   /* Outside the lock: the node's table may take a moment to get. */
   int threads;
   if (pending && ff__coord_report(l->coord, &interval, &threads) == FF_OK) ff__loader_set_active_threads(l, threads);
+  if (!st && (st = ff__dev_output_hand_out(l, *out))) {
+    ff_batch_release(*out);
+    *out = NULL;
+  }
   return st;
 }
 
-void ff_batch_release(ff_batch *b) {
+void ff_batch_release(ff_batch *b) { ff_batch_release_after(b, NULL); }
+
+void ff_batch_release_after(ff_batch *b, void *stream) {
   if (!b) return;
   ff_loader *l = b->loader;
   /* A forked child has a copy of the loader without its threads: its mutex
@@ -778,6 +792,7 @@ void ff_batch_release(ff_batch *b) {
    * for the buffer. Touch nothing (the child's copy of the memory goes with
    * the child). */
   if (getpid() != l->pid) return;
+  ff__dev_output_release(l, b, stream);
   pthread_mutex_lock(&l->mu);
   b->state = FF__BUF_FREE;
   int last = --l->held == 0 && l->closed;
@@ -791,12 +806,25 @@ size_t ff_batch_index(const ff_batch *b) { return b->index; }
 uint64_t ff_batch_epoch(const ff_batch *b) { return b->epoch; }
 const int64_t *ff_batch_sample_indices(const ff_batch *b) { return b->sample_indices; }
 void ff_batch_stats(const ff_batch *b, ff_batch_info *out) { *out = b->stats; }
+const char *ff_batch_device(const ff_batch *b) { return b->d_images ? b->loader->out_device_name : "cpu"; }
+void *ff_batch_stream(const ff_batch *b) {
+  return b->d_images ? ff__device_stream_handle(b->loader->out_dev, b->loader->out_stream) : NULL;
+}
+void *ff_batch_event(const ff_batch *b) { return b->d_images ? (void *)b->ready : NULL; }
+
+ff_status ff_batch_sync(const ff_batch *b) {
+  return b->d_images ? ff__device_event_wait(b->loader->out_dev, b->ready, NULL) : FF_OK;
+}
+
+ff_status ff_batch_wait_on(const ff_batch *b, void *stream) {
+  return b->d_images ? ff__device_foreign_wait(b->loader->out_dev, stream, b->ready, NULL) : FF_OK;
+}
 
 void ff_batch_images(const ff_batch *b, ff_tensor *out) {
   const ff__pipeline *p = &b->loader->pipe;
   int64_t n = (int64_t)b->size, h = p->out_height, w = p->out_width;
   memset(out, 0, sizeof *out);
-  out->data = b->images;
+  out->data = b->d_images ? b->d_images : b->images;
   out->ndim = 4;
   if (p->output == FF__OUTPUT_NCHW_F32) {
     out->dtype = FF_FLOAT32, out->layout = FF_NCHW;

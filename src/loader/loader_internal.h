@@ -13,6 +13,7 @@
 #include <sys/types.h>
 
 #include "exec/cpu.h"
+#include "exec/device.h"
 #include "fusionflow/fusionflow.h"
 #include "loader/offload.h"
 #include "loader/trace.h"
@@ -41,6 +42,11 @@ struct ff_batch {
   int *slot_order;       /* slots in hand-out order: the device's first, so its microbatch starts early */
   unsigned char *placement; /* per slot: its ff_placement, from the split */
   ff_batch_info stats;
+  /* output on a device (dev_output.c) */
+  void *d_images;        /* batch_cap images on out_dev, or NULL */
+  ff__devent *ready;     /* recorded on out_stream after the upload */
+  ff__devent *released;  /* recorded on the consumer's stream at ff_batch_release_after */
+  int release_pending;   /* released is recorded: the next upload waits for it */
 };
 
 struct ff_loader {
@@ -89,7 +95,43 @@ struct ff_loader {
   ff__offload *offload;
 
   ff__trace *trace;      /* NULL unless tracing (trace.c) */
+
+  ff__device *out_dev;   /* dev_output.c: where batches are handed out, or NULL (host) */
+  char out_device_name[64]; /* its name as configured ("cuda:0") */
+  ff__dstream *out_stream;
+  ff__device *host_dev;  /* batch_mem.c: the device whose host allocator gives the ring's pinned
+                            images; NULL: ordinary memory */
 };
+
+/* ---- batch_mem.c, called by loader.c ---- */
+
+/* Decides whether the ring's images are pinned (cfg.pin_memory) and opens
+ * the device whose host allocator gives them. Returns FF_OK (also when the
+ * default cannot pin: ordinary memory then), FF_EINVAL (bad pin_memory),
+ * FF_EDEVICE (pin_memory 1 and no device to pin with; message in l->err). */
+ff_status ff__batch_mem_open(ff_loader *l);
+/* Image memory for one ring entry: FF_OK or FF_ENOMEM. */
+ff_status ff__batch_mem_alloc(ff_loader *l, size_t size_bytes, void **out);
+void ff__batch_mem_free(ff_loader *l, void *ptr); /* NULL does nothing */
+/* After every ring entry's images are freed. */
+void ff__batch_mem_close(ff_loader *l);
+
+/* ---- dev_output.c, called by loader.c ---- */
+
+/* Opens cfg.output_device (nothing for "cpu"): its stream and, per ring
+ * entry, device images and events. FF_OK, FF_EDEVICE / FF_EINVAL (message
+ * in l->err). After the ring is allocated. */
+ff_status ff__dev_output_open(ff_loader *l);
+/* Batch e is handed out: after the consumer's last use of its memory, its
+ * images go up, then its ready event. Consumer thread, unlocked. FF_OK or
+ * FF_EDEVICE (message in l->err). */
+ff_status ff__dev_output_hand_out(ff_loader *l, ff_batch *e);
+/* Batch e is released, after the work on the consumer's stream handle
+ * (NULL: the consumer is done with it); waits for its upload, whose host
+ * memory the workers reuse. Unlocked. */
+void ff__dev_output_release(ff_loader *l, ff_batch *e, void *handle);
+/* Frees it all (loader_free, before batch_mem_close). */
+void ff__dev_output_close(ff_loader *l);
 
 /* ---- entry points for other layers ---- */
 

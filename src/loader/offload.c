@@ -163,8 +163,9 @@ ff_status ff__offload_open(const ff__offload_config *c, ff__offload **out, char 
   ff__device_options_init(&opt);
   opt.limit_bytes = c->limit_bytes;
   opt.headroom_bytes = c->headroom_bytes;
+  opt.alloc_hook = c->alloc_hook, opt.free_hook = c->free_hook, opt.hook_ctx = c->hook_ctx;
   ff__error derr = {0};
-  ff_status st = ff__device_open(is_auto ? "cuda:0" : c->device, &opt, &o->dev, &derr);
+  ff_status st = ff__device_open(c->device, &opt, &o->dev, &derr);
   ff__device_info info;
   if (!st) st = ff__device_query(o->dev, &info, &derr);
   if (!st) st = ff__device_stream_create(o->dev, &o->stream, &derr);
@@ -238,6 +239,8 @@ int ff__offload_take_refused(ff__offload *o) {
   pthread_mutex_unlock(&o->mu);
   return r;
 }
+
+ff__device *ff__offload_device(const ff__offload *o) { return o ? o->dev : NULL; }
 
 const char *ff__offload_decoder(const ff__offload *o, const char **note) {
   *note = o ? o->note : "no device";

@@ -20,6 +20,7 @@
 #include <stdint.h>
 
 #include "exec/cpu.h"
+#include "exec/device.h"
 #include "fusionflow/fusionflow.h"
 #include "ops/ops.h"
 #include "pipeline/pipeline.h"
@@ -68,6 +69,9 @@ typedef struct ff__offload_config {
   uint64_t seed, max_pixels;     /* ff_config.seed, max_image_pixels */
   ff__offload_done_fn done;
   void *ctx;
+  int (*alloc_hook)(void *ctx, size_t size_bytes, void *stream, void **out); /* ff_config.device_alloc */
+  void (*free_hook)(void *ctx, void *ptr, size_t size_bytes, void *stream);  /* ff_config.device_free */
+  void *hook_ctx;                                                             /* ff_config.device_alloc_ctx */
 } ff__offload_config;
 
 /* Opens c->device: "cpu" (and an "auto" that does not open) leave *out NULL
@@ -145,5 +149,8 @@ void ff__offload_pool(ff__offload *o, size_t *limit_bytes, size_t *peak_bytes);
  * or unavailable) and *note why it is off ("" when on). Owned by o (static
  * strings when o is NULL). */
 const char *ff__offload_decoder(const ff__offload *o, const char **note);
+
+/* The device o runs on (NULL for NULL): for tests that look at the device itself. */
+ff__device *ff__offload_device(const ff__offload *o);
 
 #endif

@@ -330,6 +330,7 @@ int main(int argc, char **argv) {
     cudaFree(hog);
   }
 #endif
+  free(j.plans), free(j.decoded);
   printf("\n%s\n", failures ? "FAILED" : "all device checks passed");
   return failures ? 1 : 0;
 }

@@ -59,6 +59,41 @@ def test_same_batches_with_one_or_two_threads(folder):
         np.testing.assert_array_equal(la, lb)
 
 
+def test_pinned_batches_equal_ordinary_ones(folder):
+    root = folder[0]
+    epochs = []
+    for pin in (False, True):
+        with fusionflow.Loader(root, FLOAT_PIPE, batch_size=4, seed=3, device="emu:0", pin_memory=pin,
+                               output="numpy") as loader:
+            assert loader.pin_memory is pin
+            epochs.append(collect(loader))
+    for (ia, la, _), (ib, lb, _) in zip(*epochs):
+        np.testing.assert_array_equal(ia, ib)
+        np.testing.assert_array_equal(la, lb)
+    with pytest.raises(TypeError, match="pin_memory"):
+        fusionflow.Loader(root, FLOAT_PIPE, batch_size=4, pin_memory="yes")
+
+
+def test_batches_on_an_output_device_equal_host_batches(folder):
+    root = folder[0]
+    with fusionflow.Loader(root, FLOAT_PIPE, batch_size=4, seed=5, output="numpy") as loader:
+        ref = collect(loader)
+    with fusionflow.Loader(root, FLOAT_PIPE, batch_size=4, seed=5, device="emu:1", output="dlpack",
+                           output_device="emu:0?delay=20") as loader:
+        got = []
+        for images, labels in loader:
+            assert images.__dlpack_device__() == (1, 0)  # emu memory is host memory
+            got.append((np.from_dlpack(images).copy(), np.from_dlpack(labels).copy()))
+    assert len(got) == len(ref)
+    for (ia, la, _), (ib, lb) in zip(ref, got):
+        np.testing.assert_array_equal(ia, ib)
+        np.testing.assert_array_equal(la, lb)
+    with pytest.raises(ValueError, match="numpy"):
+        fusionflow.Loader(root, FLOAT_PIPE, batch_size=4, output="numpy", output_device="cuda:0")
+    with pytest.raises(fusionflow.DeviceUnavailableError, match="output_device"):
+        fusionflow.Loader(root, FLOAT_PIPE, batch_size=4, output="dlpack", output_device="emu:0?mem=1K")
+
+
 def test_batches_equal_augment_image_per_sample(folder):
     root, paths, _ = folder
     seed = 3

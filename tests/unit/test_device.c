@@ -3,8 +3,14 @@
  * the same decoded images and plans (a microbatch of 16 random samples of
  * random sizes per pipeline, written into permuted slots); injected
  * allocation and kernel faults come back as statuses and leave the device
- * usable; device names and queries. When a CUDA device is present the same
- * comparison runs on `cuda:0` (skipped otherwise). */
+ * usable, and an allocation failure that is not "out of memory" is a device
+ * error, not a budget refusal; device names and queries. The emulator's
+ * streams complete out of order unless one waits for another's event, and
+ * it records which stream waited on which event; every call runs with the
+ * device current and leaves the calling thread's current device as it was;
+ * `auto` picks the trainer's device, else the local rank's. When a CUDA
+ * device is present the same comparison runs on `cuda:0` (skipped
+ * otherwise). */
 #include <setjmp.h> /* cmocka.h needs these four first */
 #include <stdarg.h>
 #include <stddef.h>
@@ -18,6 +24,7 @@
 
 #include "exec/dev_batch.h"
 #include "exec/device.h"
+#include "exec/device_impl.h"
 #include "fixtures.h"
 #include "ops/ops.h"
 #include "pipeline/pipeline.h"
@@ -286,6 +293,120 @@ static void query_reports_completion_without_blocking(void **state) {
   free_inputs(&in);
 }
 
+/* ---- streams, events and the calling thread ---- */
+
+/* Stream a uploads, stream b downloads what a wrote; with wait, b waits for
+ * a's event first. Returns the trials in which b read stale bytes. */
+static int stale_reads(ff__device *d, int wait, int trials) {
+  enum { BYTES = 4096 };
+  ff__error err = {0};
+  ff__dstream *a, *b;
+  ff__devent *e;
+  uint8_t *src, *dst, *d_buf;
+  assert_int_equal(ff__device_stream_create(d, &a, &err), FF_OK);
+  assert_int_equal(ff__device_stream_create(d, &b, &err), FF_OK);
+  assert_int_equal(ff__device_event_create(d, &e, &err), FF_OK);
+  assert_int_equal(ff__device_host_alloc(d, BYTES, (void **)&src, &err), FF_OK);
+  assert_int_equal(ff__device_host_alloc(d, BYTES, (void **)&dst, &err), FF_OK);
+  assert_int_equal(ff__device_alloc(d, BYTES, (void **)&d_buf, &err), FF_OK);
+  int stale = 0;
+  for (int t = 0; t < trials; t++) {
+    memset(src, 1 + t % 200, BYTES);
+    memset(d_buf, 0, BYTES); /* emu memory is host memory */
+    assert_int_equal(ff__device_upload(d, a, d_buf, src, BYTES, &err), FF_OK);
+    assert_int_equal(ff__device_event_record(d, e, a, &err), FF_OK);
+    if (wait) assert_int_equal(ff__device_stream_wait(d, b, e, &err), FF_OK);
+    assert_int_equal(ff__device_download(d, b, dst, d_buf, BYTES, &err), FF_OK);
+    ff__device_synchronize(d);
+    stale += memcmp(dst, src, BYTES) != 0;
+  }
+  assert_int_equal(ff__emu_waited(d, b, e), wait ? trials : 0);
+  assert_int_equal(ff__emu_waited(d, a, e), 0);
+  ff__device_free(d, d_buf);
+  ff__device_host_free(d, src);
+  ff__device_host_free(d, dst);
+  ff__device_event_destroy(d, e);
+  ff__device_stream_destroy(d, a);
+  ff__device_stream_destroy(d, b);
+  return stale;
+}
+
+static void emu_streams_complete_out_of_order_unless_one_waits_for_the_other(void **state) {
+  (void)state;
+  ff__device *d = open_dev("emu:0?delay=300", NULL);
+  assert_true(stale_reads(d, 0, 24) > 0); /* order across streams is not kept */
+  assert_int_equal(stale_reads(d, 1, 24), 0);
+  ff__device_close(d);
+}
+
+static void every_call_runs_on_the_device_and_leaves_the_threads_current_device(void **state) {
+  (void)state;
+  ff__emu_set_current_device(5); /* as a trainer that made its own device current */
+  ff__device_options opt;
+  ff__device_options_init(&opt);
+  opt.refresh_every = 1;
+  ff__device *d = open_dev("emu:2", &opt);
+  assert_int_equal(ff__emu_current_device(), 5);
+  const ff__pipeline *pipe = parse(pipelines[28]);
+  inputs in;
+  make_inputs(pipe, 21, &in);
+  uint8_t *out = malloc(N * sample_bytes(pipe));
+  ff__error err = {0};
+  assert_int_equal(device_batch(d, pipe, &in, out, &err), FF_OK);
+  ff__device_info info;
+  assert_int_equal(ff__device_query(d, &info, &err), FF_OK);
+  assert_int_equal(ff__device_refresh(d, NULL, &err), FF_OK);
+  assert_int_equal(ff__emu_current_device(), 5);
+  ff__emu_counts c;
+  assert_int_equal(ff__emu_probe(d, &c), FF_OK);
+  assert_int_equal(c.misplaced_calls, 0);
+  assert_true(c.device_switches > 10); /* made current for each call, put back after */
+  ff__device_close(d);
+  assert_int_equal(ff__emu_current_device(), 5);
+  ff__emu_set_current_device(-1);
+  free(out);
+  free_inputs(&in);
+}
+
+static void an_allocation_error_that_is_not_out_of_memory_is_a_device_error(void **state) {
+  (void)state;
+  ff__device_options opt;
+  ff__device_options_init(&opt);
+  opt.emu_alloc_error_at = 2; /* the output tensor gets memory, the microbatch a device error */
+  ff__device *d = open_dev("emu:0", &opt);
+  const ff__pipeline *pipe = parse(pipelines[0]);
+  inputs in;
+  make_inputs(pipe, 9, &in);
+  uint8_t *out = malloc(N * sample_bytes(pipe));
+  ff__error err = {0};
+  assert_int_equal(device_batch(d, pipe, &in, out, &err), FF_EDEVICE);
+  assert_non_null(strstr(err.msg, "device error"));
+  assert_int_equal(device_batch(d, pipe, &in, out, &err), FF_OK); /* the next one works */
+  free(out);
+  free_inputs(&in);
+  ff__device_close(d);
+  ff__device_options_init(&opt);
+  opt.emu_fail_alloc_after = 1; /* out of memory: a budget refusal */
+  d = open_dev("emu:0", &opt);
+  void *a, *b;
+  assert_int_equal(ff__device_alloc(d, 1000, &a, &err), FF_OK);
+  assert_int_equal(ff__device_alloc(d, 100000, &b, &err), FF__EBUDGET);
+  ff__device_free(d, a);
+  ff__device_close(d);
+}
+
+static void auto_picks_the_current_device_else_the_local_rank(void **state) {
+  (void)state;
+  assert_int_equal(ff__device_auto_pick(3, "1", 8), 3); /* the trainer's device wins */
+  assert_int_equal(ff__device_auto_pick(-1, "5", 8), 5);
+  assert_int_equal(ff__device_auto_pick(-1, "5", 1), 0); /* per-rank CUDA_VISIBLE_DEVICES: one visible */
+  assert_int_equal(ff__device_auto_pick(-1, "6", 4), 2);
+  assert_int_equal(ff__device_auto_pick(-1, NULL, 4), 0);
+  assert_int_equal(ff__device_auto_pick(-1, "x", 4), 0);
+  assert_int_equal(ff__device_auto_pick(-1, "-2", 4), 0);
+  assert_int_equal(ff__device_auto_pick(9, "1", 4), 1); /* not a visible device: the rank's */
+}
+
 /* ---- faults ---- */
 
 static void an_allocation_failure_is_a_budget_status_and_the_samples_can_go_to_the_cpu(void **state) {
@@ -436,6 +557,10 @@ int main(void) {
       cmocka_unit_test(faults_come_from_the_environment),
       cmocka_unit_test(device_names_are_checked),
       cmocka_unit_test(emu_reports_its_size_and_the_pool_its_budget),
+      cmocka_unit_test(emu_streams_complete_out_of_order_unless_one_waits_for_the_other),
+      cmocka_unit_test(every_call_runs_on_the_device_and_leaves_the_threads_current_device),
+      cmocka_unit_test(an_allocation_error_that_is_not_out_of_memory_is_a_device_error),
+      cmocka_unit_test(auto_picks_the_current_device_else_the_local_rank),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

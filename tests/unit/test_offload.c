@@ -4,13 +4,18 @@
  * are bit-identical whatever the device took, the thread count or a share
  * changed mid-run; a budget too small for any microbatch, refused
  * allocations and a failed kernel send the work back to the CPU without an
- * error; per-batch statistics add up; an explicit device that cannot be
- * opened fails the open, "auto" falls back quietly; close is prompt while
- * the device is busy; the active-thread cap parks workers. Whole-sample
- * offload (placement `device`, the emulator's decoder): bit-identical to the
- * CPU, the three placements mixed in one batch, a device sample's CPU time
- * only its read, PNG / progressive / corrupt / oversized files handled as
- * on the CPU, and the determinism contract with an nvJPEG-like decoder. */
+ * error, an allocation's device error is not taken for a refusal (no
+ * back-off); the consumer thread's current device is the same after open,
+ * next and close, and every device call ran with the device current; with
+ * pin_memory the ring's images come from the device's host allocator (and
+ * outlive close while held), by default only with a CUDA device; per-batch
+ * statistics add up; an explicit device that cannot be opened fails the
+ * open, "auto" falls back quietly; close is prompt while the device is busy;
+ * the active-thread cap parks workers. Whole-sample offload (placement
+ * `device`, the emulator's decoder): bit-identical to the CPU, the three
+ * placements mixed in one batch, a device sample's CPU time only its read,
+ * PNG / progressive / corrupt / oversized files handled as on the CPU, and
+ * the determinism contract with an nvJPEG-like decoder. */
 #include <setjmp.h> /* cmocka.h needs these four first */
 #include <stdarg.h>
 #include <stddef.h>
@@ -27,6 +32,7 @@
 #include <jpeglib.h> /* after stdio.h: it needs FILE */
 #include <spng.h>
 
+#include "exec/device_impl.h"
 #include "fixtures.h"
 #include "fusionflow/fusionflow.h"
 #include "codec/codec.h"
@@ -343,7 +349,90 @@ static void a_failed_kernel_falls_back_and_the_device_goes_on(void **state) {
   free(ref.bytes), free(r.bytes);
 }
 
+static void an_allocation_device_error_falls_back_without_backing_off(void **state) {
+  (void)state;
+  ff_config c = config(HEAVY_PIPELINE, "cpu", 1);
+  run ref = epoch_of(&c, NULL, NULL);
+  c.device = "emu:0";
+  run r = epoch_of(&c, "1.0", "allocerr:2");     /* the first microbatch's memory: a device error */
+  assert_int_equal(r.stats.device_fallbacks, 8); /* that batch on the CPU */
+  /* and the next batches on the device again: a refusal would have backed off for 2 */
+  assert_int_equal(r.stats.device_samples, r.stats.samples - 8);
+  assert_same_batches(&ref, &r, "cpu vs emu:0 with an allocation device error");
+  free(ref.bytes), free(r.bytes);
+}
+
+/* ---- pinned host batches ---- */
+
+static void pinned_batches_come_from_the_devices_host_allocator(void **state) {
+  (void)state;
+  ff_config c = config(HEAVY_PIPELINE, "cpu", 2);
+  run ref = epoch_of(&c, NULL, NULL);
+  c.device = "emu:0";
+  c.pin_memory = 1;
+  ff_loader *l = open_with(&c, "0.5", NULL);
+  assert_non_null(l->host_dev);
+  ff_batch *held;
+  assert_int_equal(ff_loader_next(l, &held), FF_OK);
+  ff_tensor img;
+  ff_batch_images(held, &img);
+  assert_true(ff__emu_host_owns(l->host_dev, img.data));
+  for (int i = 0; i < l->ring_size; i++)
+    assert_true(ff__emu_host_owns(l->host_dev, l->ring[i].images));
+  ff_batch_release(held);
+  run r = consume(l, 0, 0);
+  ff_loader_close(l);
+  size_t first = ref.len - r.len; /* the first batch was taken above: compare the rest */
+  assert_true(r.len < ref.len);
+  assert_memory_equal(ref.bytes + first, r.bytes, r.len);
+  free(r.bytes);
+
+  c.pin_memory = -1; /* by default only a CUDA device pins */
+  l = open_with(&c, NULL, NULL);
+  assert_null(l->host_dev);
+  ff_loader_close(l);
+  c.pin_memory = 2;
+  assert_int_equal(ff_loader_open(&c, &l), FF_EINVAL);
+  assert_non_null(strstr(ff_loader_errmsg(l), "pin_memory"));
+  ff_loader_close(l);
+  free(ref.bytes);
+}
+
+static void a_held_pinned_batch_outlives_close(void **state) {
+  (void)state;
+  ff_config c = config(HEAVY_PIPELINE, "emu:0", 1);
+  c.pin_memory = 1;
+  ff_loader *l = open_with(&c, NULL, NULL);
+  ff_batch *b;
+  assert_int_equal(ff_loader_next(l, &b), FF_OK);
+  ff_tensor img;
+  ff_batch_images(b, &img);
+  ff__device *host_dev = l->host_dev;
+  ff_loader_close(l);
+  assert_true(ff__emu_host_owns(host_dev, img.data)); /* still the device's, still valid */
+  memset(img.data, 0, ff_batch_size(b) * (size_t)(img.shape[1] * img.shape[2] * img.shape[3]) * 4);
+  ff_batch_release(b); /* frees it, then closes the device */
+}
+
 /* ---- opening and closing ---- */
+
+static void the_consumer_threads_current_device_is_left_as_it_was(void **state) {
+  (void)state;
+  ff__emu_set_current_device(4); /* the trainer's */
+  ff_config c = config(HEAVY_PIPELINE, "emu:0", 1);
+  ff_loader *l = open_with(&c, "1.0", NULL);
+  assert_int_equal(ff__emu_current_device(), 4);
+  run r = consume(l, 4, 0);
+  assert_int_equal(ff__emu_current_device(), 4);
+  assert_true(r.stats.device_samples > 0);
+  ff__emu_counts counts;
+  assert_int_equal(ff__emu_probe(ff__offload_device(l->offload), &counts), FF_OK);
+  assert_int_equal(counts.misplaced_calls, 0); /* consumer and feeder alike */
+  ff_loader_close(l);
+  assert_int_equal(ff__emu_current_device(), 4);
+  ff__emu_set_current_device(-1);
+  free(r.bytes);
+}
 
 static void a_named_device_that_cannot_open_fails_the_open(void **state) {
   (void)state;
@@ -378,8 +467,10 @@ static void auto_falls_back_to_the_cpu_quietly(void **state) {
 
 static void close_is_prompt_while_the_device_is_busy(void **state) {
   (void)state;
-  ff_config c = config("decode(dct_scale=false) | resize(size=(256, 256)) | aug_mix | normalize(mean=imagenet, "
-                       "std=imagenet)", "emu:0", 2);
+  ff_config c =
+      config("decode(dct_scale=false) | resize(size=(256, 256)) | aug_mix | normalize(mean=imagenet, "
+             "std=imagenet)",
+             "emu:0", 2);
   c.prefetch = 4;
   ff_loader *l = open_with(&c, "1.0", NULL);
   ff_batch *b;
@@ -868,6 +959,10 @@ int main(void) {
       cmocka_unit_test(a_budget_too_small_for_any_microbatch_keeps_everything_on_the_cpu),
       cmocka_unit_test(refused_device_memory_falls_back_to_the_cpu),
       cmocka_unit_test(a_failed_kernel_falls_back_and_the_device_goes_on),
+      cmocka_unit_test(an_allocation_device_error_falls_back_without_backing_off),
+      cmocka_unit_test(the_consumer_threads_current_device_is_left_as_it_was),
+      cmocka_unit_test(pinned_batches_come_from_the_devices_host_allocator),
+      cmocka_unit_test(a_held_pinned_batch_outlives_close),
       cmocka_unit_test(a_named_device_that_cannot_open_fails_the_open),
       cmocka_unit_test(auto_falls_back_to_the_cpu_quietly),
       cmocka_unit_test(close_is_prompt_while_the_device_is_busy),

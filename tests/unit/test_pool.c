@@ -2,8 +2,9 @@
  * memory the test controls: reserved memory never exceeds the limit under
  * random allocation sequences, the limit follows the free memory on refresh
  * (shrinking and handing cached blocks back when another user takes
- * memory), a request over budget or refused by the device is FF__EBUDGET,
- * and a steady state reuses cached blocks. */
+ * memory), a request over budget or refused by the device as out of memory
+ * is FF__EBUDGET while any other device failure is a device error, and a
+ * steady state reuses cached blocks. */
 #include <setjmp.h> /* cmocka.h needs these four first */
 #include <stdarg.h>
 #include <stddef.h>
@@ -12,6 +13,7 @@
 #include <cmocka.h>
 
 #include <stdlib.h>
+#include <string.h>
 
 #include "exec/pool.h"
 #include "fixtures.h"
@@ -19,24 +21,29 @@
 /* A device of `total` bytes of which `other` are held by someone else. */
 typedef struct fake {
   size_t total, other, used;
-  int refuse; /* the next raw allocations fail */
-  unsigned live;
+  int refuse; /* the next raw allocations fail: out of memory */
+  int broken; /* the next raw allocations fail: the device failed */
+  unsigned live, calls;
 } fake;
 
-static ff_status fake_alloc(void *ctx, size_t size_bytes, void **out) {
+static ff_status fake_alloc(void *ctx, size_t size_bytes, void **out, ff__error *err) {
   fake *f = ctx;
-  if (f->refuse || f->used + f->other + size_bytes > f->total) return FF_EDEVICE;
+  f->calls++;
+  if (f->broken) return ff__error_set(err, FF_EDEVICE, "fake: context lost");
+  if (f->refuse || f->used + f->other + size_bytes > f->total)
+    return ff__error_set(err, FF__EBUDGET, "fake: full");
   size_t *p = malloc(sizeof(size_t) + size_bytes);
-  if (!p) return FF_EDEVICE;
+  if (!p) return FF__EBUDGET;
   *p = size_bytes;
   f->used += size_bytes, f->live++;
   *out = p + 1;
   return FF_OK;
 }
 
-static void fake_free(void *ctx, void *ptr) {
+static void fake_free(void *ctx, void *ptr, size_t size_bytes) {
   fake *f = ctx;
   size_t *p = (size_t *)ptr - 1;
+  assert_int_equal(*p, size_bytes);
   f->used -= *p, f->live--;
   free(p);
 }
@@ -183,6 +190,27 @@ static void a_device_refusal_is_a_budget_status(void **state) {
   ff__pool_destroy(&p);
 }
 
+static void a_device_failure_is_a_device_error_not_a_budget_refusal(void **state) {
+  (void)state;
+  fake f = {.total = 100 << 20};
+  ff__pool p;
+  ff__error err = {0};
+  open_pool(&p, &f, 0, 0, 0);
+  void *a, *b = NULL;
+  assert_int_equal(ff__pool_alloc(&p, 1 << 20, &a, &err), FF_OK);
+  ff__pool_free(&p, a);
+  f.broken = 1, f.calls = 0;
+  assert_int_equal(ff__pool_alloc(&p, 2 << 20, &b, &err), FF_EDEVICE);
+  assert_non_null(strstr(err.msg, "context lost")); /* the device's own message */
+  assert_null(b);
+  assert_int_equal(f.calls, 1); /* no retry: freeing the cache cannot help */
+  assert_int_equal(f.live, 1);  /* and the cache stays */
+  ff__pool_stats s;
+  ff__pool_stats_get(&p, &s);
+  assert_int_equal(s.used_bytes, 0);
+  ff__pool_destroy(&p);
+}
+
 static void a_steady_state_reuses_cached_blocks(void **state) {
   (void)state;
   fake f = {.total = 1 << 30};
@@ -211,6 +239,7 @@ int main(void) {
       cmocka_unit_test(random_sequences_never_exceed_the_limit),
       cmocka_unit_test(refresh_shrinks_the_limit_and_returns_cached_blocks),
       cmocka_unit_test(a_device_refusal_is_a_budget_status),
+      cmocka_unit_test(a_device_failure_is_a_device_error_not_a_budget_refusal),
       cmocka_unit_test(a_steady_state_reuses_cached_blocks),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,0 +1,83 @@
+/* dev_output.c — batches handed out in a device's memory
+ * (ff_config.output_device "cuda:N" / "emu:N"), so that a trainer on that
+ * GPU reads them where they are instead of uploading them on its own
+ * thread.
+ *
+ * Each ring entry has its images on the device (from the device's pool,
+ * taken at open: the ring is the loader's standing memory) next to its
+ * pinned host images (batch_mem.c pins with the output device). The
+ * workers still fill the host images; at ff_loader_next the batch goes up
+ * with one asynchronous copy on the loader's output stream, then its ready
+ * event is recorded: the consumer's stream waits for that event
+ * (ff_batch_wait_on, DLPack's stream argument), not the consumer's thread.
+ * The memory's next use waits for the consumer: ff_batch_release_after
+ * records an event on the consumer's stream and the next upload into that
+ * entry is ordered after it on the device; the host images are reused by
+ * the workers only after the upload that read them is done (the release
+ * waits for it, sleeping: events are blocking-sync). */
+#include <stdio.h>
+#include <string.h>
+
+#include "loader/loader_internal.h"
+
+ff_status ff__dev_output_open(ff_loader *l) {
+  const char *name = l->cfg.output_device;
+  if (!name || !strcmp(name, "cpu")) return FF_OK;
+  if (!strncmp(name, "auto", 4))
+    return ff__error_set(&l->err, FF_EINVAL, "output_device '%s': expected cpu, cuda:N or emu:N", name);
+  ff__error err = {0};
+  ff__device_options opt;
+  ff__device_options_init(&opt);
+  opt.alloc_hook = l->cfg.device_alloc, opt.free_hook = l->cfg.device_free,
+  opt.hook_ctx = l->cfg.device_alloc_ctx;
+  ff_status st = ff__device_open(name, &opt, &l->out_dev, &err);
+  if (!st) st = ff__device_stream_create(l->out_dev, &l->out_stream, &err);
+  size_t bytes = (size_t)l->batch_cap * l->sample_bytes;
+  for (int i = 0; i < l->ring_size && !st; i++) {
+    ff_batch *e = &l->ring[i];
+    st = ff__device_alloc(l->out_dev, bytes, &e->d_images, &err);
+    if (st == FF__EBUDGET)
+      st = ff__error_set(&err, FF_EDEVICE, "no device memory for %d batches of %zu bytes: %s", l->ring_size,
+                         bytes, err.msg);
+    if (!st) st = ff__device_event_create(l->out_dev, &e->ready, &err);
+    if (!st) st = ff__device_event_create(l->out_dev, &e->released, &err);
+  }
+  if (st) return ff__error_set(&l->err, st, "output_device %s", err.msg);
+  snprintf(l->out_device_name, sizeof l->out_device_name, "%s", name);
+  return FF_OK;
+}
+
+ff_status ff__dev_output_hand_out(ff_loader *l, ff_batch *e) {
+  if (!l->out_dev) return FF_OK;
+  ff__error err = {0};
+  ff_status st = FF_OK;
+  if (e->release_pending) st = ff__device_stream_wait(l->out_dev, l->out_stream, e->released, &err);
+  e->release_pending = 0;
+  if (!st)
+    st =
+        ff__device_upload(l->out_dev, l->out_stream, e->d_images, e->images, e->size * l->sample_bytes, &err);
+  if (!st) st = ff__device_event_record(l->out_dev, e->ready, l->out_stream, &err);
+  if (st) return ff__error_set(&l->err, st, "output_device: %s", err.msg);
+  return FF_OK;
+}
+
+void ff__dev_output_release(ff_loader *l, ff_batch *e, void *handle) {
+  if (!l->out_dev) return;
+  if (handle) e->release_pending = !ff__device_foreign_record(l->out_dev, e->released, handle, NULL);
+  ff__device_event_wait(l->out_dev, e->ready, NULL); /* the workers rewrite the host images next */
+}
+
+void ff__dev_output_close(ff_loader *l) {
+  if (!l->out_dev) return;
+  ff__device_synchronize(l->out_dev);
+  for (int i = 0; i < l->ring_size && l->ring; i++) {
+    ff_batch *e = &l->ring[i];
+    ff__device_free(l->out_dev, e->d_images);
+    ff__device_event_destroy(l->out_dev, e->ready);
+    ff__device_event_destroy(l->out_dev, e->released);
+    e->d_images = NULL, e->ready = e->released = NULL;
+  }
+  ff__device_stream_destroy(l->out_dev, l->out_stream);
+  ff__device_close(l->out_dev);
+  l->out_dev = NULL, l->out_stream = NULL;
+}

@@ -1,0 +1,256 @@
+/* test_output.c — batches handed out in a device's memory
+ * (ff_config.output_device) on the emulated device: the bytes equal the host
+ * batches' whatever share the device prepared; the images are the device's
+ * memory and the host images the device's pinned memory; a consumer's
+ * stream waits for a batch's ready event; a held batch's memory is not
+ * reused, and released after a consumer's stream it is reused only after
+ * that stream's work (the upload waits for the release event); bad devices
+ * fail the open with a message. The caller's allocator hook gets every
+ * device allocation back, and its refusal sends the work to the CPU. */
+#include <setjmp.h> /* cmocka.h needs these four first */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "exec/device_impl.h"
+#include "fixtures.h"
+#include "fusionflow/fusionflow.h"
+#include "loader/loader_internal.h"
+
+#define PIPELINE                                                                                             \
+  "decode | random_resized_crop(size=40) | random_horizontal_flip | normalize(mean=imagenet, std=imagenet)"
+
+static char source[2048];
+
+static int make_dataset(void **state) {
+  (void)state;
+  char dir[1024];
+  snprintf(dir, sizeof dir, "%s", ff_test_dir("output-data"));
+  ff_test_make_imagefolder(dir, 3, 12, 60, 160, 9);
+  snprintf(source, sizeof source, "imagefolder:%s", dir);
+  return 0;
+}
+
+static ff_config config(const char *device, const char *output_device) {
+  ff_config c;
+  ff_config_init(&c);
+  c.source = source;
+  c.pipeline = PIPELINE;
+  c.batch_size = 8;
+  c.seed = 11;
+  c.num_threads = 2;
+  c.rank = 0;
+  c.world_size = 1;
+  c.device = device;
+  c.output_device = output_device;
+  return c;
+}
+
+static ff_loader *open_or_fail(const ff_config *c, const char *share) {
+  if (share) setenv("FF_FORCE_DEVICE_SHARE", share, 1);
+  ff_loader *l = NULL;
+  ff_status st = ff_loader_open(c, &l);
+  unsetenv("FF_FORCE_DEVICE_SHARE");
+  if (st) fail_msg("ff_loader_open: %s", ff_loader_errmsg(l));
+  return l;
+}
+
+static size_t image_bytes(const ff_batch *b) {
+  ff_tensor t;
+  ff_batch_images(b, &t);
+  return (size_t)(t.shape[0] * t.shape[1] * t.shape[2] * t.shape[3]) * (t.dtype == FF_FLOAT32 ? 4 : 1);
+}
+
+/* One epoch's images, as the host sees them once each batch is ready. */
+static uint8_t *epoch_images(ff_loader *l, size_t *len) {
+  uint8_t *all = NULL;
+  *len = 0;
+  ff_batch *b;
+  ff_status st;
+  while ((st = ff_loader_next(l, &b)) != FF_END) {
+    if (st) fail_msg("ff_loader_next: %s", ff_loader_errmsg(l));
+    ff_tensor t;
+    ff_batch_images(b, &t);
+    if (l->out_dev) {
+      assert_string_equal(ff_batch_device(b), l->out_device_name);
+      assert_non_null(ff_batch_stream(b));
+      assert_int_equal(ff_batch_sync(b), FF_OK);
+      assert_ptr_not_equal(t.data, b->images);                /* the device's memory, not the host batch */
+      assert_true(ff__emu_host_owns(l->host_dev, b->images)); /* which went up from pinned memory */
+    } else {
+      assert_string_equal(ff_batch_device(b), "cpu");
+      assert_null(ff_batch_stream(b));
+      assert_null(ff_batch_event(b));
+    }
+    size_t n = image_bytes(b);
+    all = realloc(all, *len + n);
+    assert_non_null(all);
+    memcpy(all + *len, t.data, n);
+    *len += n;
+    ff_batch_release(b);
+  }
+  return all;
+}
+
+static void device_output_batches_equal_host_output_batches(void **state) {
+  (void)state;
+  ff_config c = config("cpu", "cpu");
+  ff_loader *l = open_or_fail(&c, NULL);
+  size_t ref_len, len;
+  uint8_t *ref = epoch_images(l, &ref_len);
+  ff_loader_close(l);
+  const char *devices[] = {"cpu", "emu:0"};
+  for (int k = 0; k < 2; k++) {
+    c = config(devices[k], "emu:1?delay=50");
+    l = open_or_fail(&c, k ? "0.5" : NULL);
+    assert_non_null(l->out_dev);
+    uint8_t *got = epoch_images(l, &len);
+    ff_loader_close(l);
+    assert_int_equal(len, ref_len);
+    assert_memory_equal(got, ref, len);
+    free(got);
+  }
+  free(ref);
+}
+
+static void a_held_batch_is_not_reused_and_a_release_after_a_stream_orders_the_reuse(void **state) {
+  (void)state;
+  ff_config c = config("cpu", "emu:0?delay=100");
+  c.prefetch = 1;   /* a ring of two: while a is held, one entry goes round */
+  c.batch_size = 4; /* 9 batches */
+  ff_loader *l = open_or_fail(&c, NULL);
+  ff__dstream *consumer;
+  assert_int_equal(ff__device_stream_create(l->out_dev, &consumer, NULL), FF_OK);
+  void *handle = ff__device_stream_handle(l->out_dev, consumer);
+
+  ff_batch *a, *b;
+  assert_int_equal(ff_loader_next(l, &a), FF_OK);
+  assert_int_equal(ff_batch_wait_on(a, handle), FF_OK);
+  assert_int_equal(ff__emu_waited(l->out_dev, consumer, a->ready), 1);
+  assert_int_equal(ff__device_event_wait(l->out_dev, a->ready, NULL), FF_OK);
+  ff_tensor ta;
+  ff_batch_images(a, &ta);
+  size_t n = image_bytes(a);
+  uint8_t *kept = malloc(n);
+  memcpy(kept, ta.data, n);
+  for (int i = 0; i < 3; i++) { /* with a held, only the other entry goes round */
+    assert_int_equal(ff_loader_next(l, &b), FF_OK);
+    ff_tensor tb;
+    ff_batch_images(b, &tb);
+    assert_ptr_not_equal(tb.data, ta.data);
+    assert_int_equal(ff_batch_wait_on(b, handle), FF_OK);
+    ff_batch_release_after(b, handle);
+    ff__device_synchronize(l->out_dev);
+    assert_memory_equal(ta.data, kept, n);
+  }
+  ff_batch_release_after(a, handle);
+  int reused = 0; /* a's entry comes round again: its upload waited for the release */
+  for (int i = 0; i < 4 && !reused; i++) {
+    assert_int_equal(ff_loader_next(l, &b), FF_OK);
+    reused = b == a;
+    if (!reused) ff_batch_release_after(b, handle);
+  }
+  assert_true(reused);
+  assert_int_equal(ff__emu_waited(l->out_dev, l->out_stream, a->released), 1);
+  ff_batch_release(b);
+  ff__device_stream_destroy(l->out_dev, consumer);
+  ff_loader_close(l);
+  free(kept);
+}
+
+static void an_output_device_that_cannot_open_fails_the_open(void **state) {
+  (void)state;
+  const char *names[] = {"tpu:0", "auto", "cuda:9", "emu:0?mem=1K"};
+  ff_status want[] = {FF_EINVAL, FF_EINVAL, FF_EDEVICE, FF_EDEVICE};
+  for (int k = 0; k < 4; k++) {
+    ff_config c = config("cpu", names[k]);
+    ff_loader *l = NULL;
+    assert_int_equal(ff_loader_open(&c, &l), want[k]);
+    if (!strstr(ff_loader_errmsg(l), "output_device")) fail_msg("%s: %s", names[k], ff_loader_errmsg(l));
+    ff_loader_close(l);
+  }
+}
+
+/* ---- the caller's allocator ---- */
+
+typedef struct hook {
+  int refuse;
+  unsigned allocs, frees;
+  size_t live_bytes;
+} hook;
+
+static int hook_alloc(void *ctx, size_t size_bytes, void *stream, void **out) {
+  hook *h = ctx;
+  assert_null(stream);
+  if (h->refuse) return 1;
+  *out = aligned_alloc(256, (size_bytes + 255) / 256 * 256); /* emu device memory is host memory */
+  assert_non_null(*out);
+  h->allocs++, h->live_bytes += size_bytes;
+  return 0;
+}
+
+static void hook_free(void *ctx, void *ptr, size_t size_bytes, void *stream) {
+  hook *h = ctx;
+  assert_null(stream);
+  h->frees++, h->live_bytes -= size_bytes;
+  free(ptr);
+}
+
+static uint8_t *hooked_epoch(hook *h, const char *output_device, size_t *len, ff_stats *stats) {
+  ff_config c = config("emu:0", output_device);
+  c.device_alloc = hook_alloc, c.device_free = hook_free, c.device_alloc_ctx = h;
+  ff_loader *l = open_or_fail(&c, "1.0");
+  uint8_t *bytes = epoch_images(l, len);
+  ff_loader_stats(l, stats);
+  ff__device_info info;
+  assert_int_equal(ff__device_query(ff__offload_device(l->offload), &info, NULL), FF_OK);
+  assert_int_equal(h->allocs, info.pool.raw_allocs + (l->out_dev ? (unsigned)l->ring_size : 0));
+  ff_loader_close(l);
+  return bytes;
+}
+
+static void the_allocator_hook_gets_every_device_allocation_and_its_refusal_goes_to_the_cpu(void **state) {
+  (void)state;
+  ff_config c = config("cpu", "cpu");
+  ff_loader *l = open_or_fail(&c, NULL);
+  size_t ref_len, len;
+  uint8_t *ref = epoch_images(l, &ref_len);
+  ff_loader_close(l);
+
+  hook h = {0};
+  ff_stats s;
+  uint8_t *got = hooked_epoch(&h, "emu:1", &len, &s);
+  assert_true(h.allocs > 0);
+  assert_true(s.device_samples > 0);
+  assert_int_equal(h.frees, h.allocs); /* all back at close */
+  assert_int_equal(h.live_bytes, 0);
+  assert_int_equal(len, ref_len);
+  assert_memory_equal(got, ref, len);
+  free(got);
+
+  h = (hook){.refuse = 1};
+  got = hooked_epoch(&h, "cpu", &len, &s);
+  assert_int_equal(h.allocs, 0);
+  assert_int_equal(s.device_samples, 0);
+  assert_true(s.device_fallbacks > 0); /* refused microbatches ran on the CPU */
+  assert_int_equal(len, ref_len);
+  assert_memory_equal(got, ref, len);
+  free(got);
+  free(ref);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(device_output_batches_equal_host_output_batches),
+      cmocka_unit_test(a_held_batch_is_not_reused_and_a_release_after_a_stream_orders_the_reuse),
+      cmocka_unit_test(an_output_device_that_cannot_open_fails_the_open),
+      cmocka_unit_test(the_allocator_hook_gets_every_device_allocation_and_its_refusal_goes_to_the_cpu),
+  };
+  return cmocka_run_group_tests(tests, make_dataset, NULL);
+}
