@@ -71,6 +71,8 @@ def _normalize_source(source):
     return os.fsdecode(text) if isinstance(text, bytes) else text
 
 
+_DEVICE_DECODE = {"auto": 0, "off": 1, "on": 2}  # ff_device_decode
+
 # torch.utils.data.DataLoader arguments without a meaning here, and what to do instead.
 _DATALOADER_UNSUPPORTED = {
     "sampler": "the order is shuffle/seed/permutation, sharded by rank and world_size",
@@ -188,6 +190,13 @@ class Loader:
             current stream waits for the batch's upload, and the batch's memory is
             reused only after the work queued on that stream when the tensor dies),
             or ``"emu:N"`` (the emulated device; host memory). Same bytes as ``"cpu"``.
+        device_decode (str): whether samples sent to the device may be decoded there
+            (placement ``device``): ``"auto"`` (default: on for a CUDA device with nvJPEG),
+            ``"off"`` or ``"on"``. nvJPEG's pixels are not libjpeg-turbo's, so with it on
+            the pixels of a sample depend on where it was decoded (see fusionflow.h,
+            ff_config.device_decode).
+        deterministic (bool): bit-identical batches and exact resume whatever the load:
+            device decode off whatever ``device_decode`` says.
         prefetch (int): batches prepared ahead, >= 1. At most ``prefetch + 1``
             batches can be alive at once (see below).
         num_workers, prefetch_factor, persistent_workers: DataLoader's names,
@@ -255,11 +264,13 @@ class Loader:
                  device="auto", prefetch=2, on_error="raise", rank=None, world_size=None, output="auto",
                  max_image_pixels=_c.DEFAULT_MAX_IMAGE_PIXELS, device_memory_limit_bytes=0, strict_decode=False,
                  allow_empty=False, sampler_drop_last=False, permutation="philox", pin_memory=None,
-                 output_device="cpu", num_workers=None, prefetch_factor=None, persistent_workers=None,
-                 **dataloader_kwargs):
+                 output_device="cpu", device_decode="auto", deterministic=False, num_workers=None,
+                 prefetch_factor=None, persistent_workers=None, **dataloader_kwargs):
         self._c = None
         num_threads, prefetch = _dataloader_names(num_threads, num_workers, prefetch, prefetch_factor,
                                                   dataloader_kwargs)
+        if device_decode not in _DEVICE_DECODE:
+            raise ValueError(f"fusionflow.Loader: device_decode must be 'auto', 'off' or 'on' (got {device_decode!r})")
         if permutation not in ("philox", "torch"):
             raise ValueError(f"fusionflow.Loader: permutation must be 'philox' or 'torch' (got {permutation!r})")
         if not isinstance(device, str):
@@ -328,7 +339,8 @@ class Loader:
                 device_memory_limit_bytes=device_memory_limit_bytes, strict_decode=bool(strict_decode),
                 allow_empty=bool(allow_empty), sampler_drop_last=self.sampler_drop_last,
                 torch_permutation=permutation == "torch",
-                pin_memory=-1 if pin_memory is None else int(pin_memory), output_device=output_device)
+                pin_memory=-1 if pin_memory is None else int(pin_memory), output_device=output_device,
+                device_decode=_DEVICE_DECODE[device_decode], deterministic=bool(deterministic))
         except _errors.DeviceError as e:
             raise _errors.DeviceUnavailableError(f"fusionflow.Loader(device={device!r}): {e}", e.status) from None
         with _open_lock:
@@ -513,6 +525,9 @@ class Loader:
             device_pool_limit_bytes, device_pool_peak_bytes (int): the device memory
                 budget now, and the most the loader held.
             offload_share (float): the scheduler's current device share, 0..1.
+            device_decoder (str): what decodes device-placed samples ("libjpeg-turbo",
+                "nvjpeg-like", "nvjpeg-hardware", "nvjpeg-hybrid") or "none";
+                device_decoder_note (str): why it is "none".
             held (int): batches handed out and still referenced.
             op_costs (dict): per kind of op (``"resize"``, ``"fused_lut"``, ...):
                 calls, ns, pixels (ints), ns_per_image, ns_per_pixel (floats).

@@ -525,20 +525,23 @@ static PyObject *loader_open(PyObject *module, PyObject *args, PyObject *kwargs)
   static char *kwlist[] = {"source",   "pipeline",   "batch_size", "shuffle",          "drop_last", "seed",
                            "num_threads", "prefetch", "rank",      "world_size", "on_error", "max_image_pixels",
                            "device", "device_memory_limit_bytes", "strict_decode", "allow_empty",
-                           "sampler_drop_last", "torch_permutation", "pin_memory", "output_device", NULL};
+                           "sampler_drop_last", "torch_permutation", "pin_memory", "output_device",
+                           "device_decode", "deterministic", NULL};
   ff_config cfg;
   ff_config_init(&cfg);
   PyObject *source_obj, *pipeline_obj;
   int on_error = FF_ON_ERROR_RAISE, torch_permutation = 0;
   unsigned long long seed = 0, max_pixels = cfg.max_image_pixels, device_limit = 0;
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O&U|iiiKiiiiiO&sKppppis:open_loader", kwlist,
+  int device_decode = FF_DEVICE_DECODE_AUTO;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O&U|iiiKiiiiiO&sKppppisip:open_loader", kwlist,
                                    PyUnicode_FSConverter, &source_obj, &pipeline_obj, &cfg.batch_size, &cfg.shuffle,
                                    &cfg.drop_last, &seed, &cfg.num_threads, &cfg.prefetch, &cfg.rank,
                                    &cfg.world_size, &on_error, to_u64, &max_pixels, &cfg.device, &device_limit,
                                    &cfg.strict_decode, &cfg.allow_empty, &cfg.sampler_drop_last, &torch_permutation,
-                                   &cfg.pin_memory, &cfg.output_device))
+                                   &cfg.pin_memory, &cfg.output_device, &device_decode, &cfg.deterministic))
     return NULL;
   cfg.permutation = torch_permutation ? FF_PERMUTATION_TORCH : FF_PERMUTATION_PHILOX;
+  cfg.device_decode = (ff_device_decode)device_decode;
   cfg.device_memory_limit_bytes = (size_t)device_limit;
   const char *pipeline = pipeline_text(pipeline_obj);
   if (!pipeline) {
@@ -855,7 +858,7 @@ static PyObject *loader_stats_body(LoaderObject *self, PyObject *unused) {
     Py_XDECREF(skipped);
     return NULL;
   }
-  return Py_BuildValue("{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:i,s:N,s:N,s:s,s:K,s:K,s:K,s:n,s:n,s:d,s:K,s:K,s:N}",
+  return Py_BuildValue("{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:i,s:N,s:N,s:s,s:K,s:K,s:K,s:n,s:n,s:d,s:K,s:K,s:N,s:s,s:s}",
                        "batches", (unsigned long long)s.batches,
                        "samples", (unsigned long long)s.samples, "read_ns", (unsigned long long)s.read_ns,
                        "decode_ns", (unsigned long long)s.decode_ns, "ops_ns", (unsigned long long)s.ops_ns,
@@ -867,7 +870,8 @@ static PyObject *loader_stats_body(LoaderObject *self, PyObject *unused) {
                        (Py_ssize_t)s.device_pool_limit_bytes, "device_pool_peak_bytes",
                        (Py_ssize_t)s.device_pool_peak_bytes, "offload_share", s.offload_share, "replaced",
                        (unsigned long long)s.replaced, "warnings", (unsigned long long)s.warnings,
-                       "warning_samples", warned);
+                       "warning_samples", warned, "device_decoder", s.device_decoder ? s.device_decoder : "none",
+                       "device_decoder_note", s.device_decoder_note ? s.device_decoder_note : "");
 }
 
 
@@ -1023,7 +1027,8 @@ static PyMethodDef module_methods[] = {
      "open_loader(source, pipeline, batch_size=64, shuffle=1, drop_last=0, seed=0, num_threads=0, prefetch=2,\n"
      "            rank=-1, world_size=-1, on_error=0, max_image_pixels=89478485, device=\"cpu\",\n"
      "            device_memory_limit_bytes=0, strict_decode=False, allow_empty=False, sampler_drop_last=False,\n"
-     "            torch_permutation=False, pin_memory=-1, output_device=\"cpu\") -> CLoader"},
+     "            torch_permutation=False, pin_memory=-1, output_device=\"cpu\", device_decode=0,\n"
+     "            deterministic=False) -> CLoader"},
     {"augment_image", (PyCFunction)(void (*)(void))mod_augment_image, METH_VARARGS | METH_KEYWORDS,
      "augment_image(path, pipeline, seed=0, epoch=0, index=0) -> Tensor (H, W, 3) uint8"},
     {"_set_exception_factory", mod_set_exception_factory, METH_O, NULL},

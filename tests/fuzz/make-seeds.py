@@ -33,7 +33,7 @@ LISTS = [
     b"0\t0\n1\t1\n",
     b"# a comment\n\n/proc/self/exe\t3\n2\t0\r\n",
     b"/nonexistent/a.jpg\t1\n",
-    b"0\t9223372036854775806\n",
+    b"0\t9223372036854775807\n",
     b"\xef\xbb\xbf0\t0\n",
     b"0\t1\t2\n0\n\t5\n",
 ]

@@ -211,6 +211,29 @@ def test_dataloader_argument_names(folder):
         fusionflow.Loader(root, UINT8_PIPE, batch_size=4, permutation="numpy")
 
 
+def test_device_decode_on_emu_is_the_cpus_decode_and_reports_its_decoder(folder, monkeypatch):
+    root = folder[0]
+    with fusionflow.Loader(root, UINT8_PIPE, batch_size=8, device="cpu", output="numpy") as loader:
+        want = collect(loader)
+    monkeypatch.setenv("FF_FORCE_DEVICE_SHARE", "1")
+    with fusionflow.Loader(root, UINT8_PIPE, batch_size=8, device="emu:0", device_decode="on",
+                           output="numpy") as loader:
+        got = collect(loader)
+        stats = loader.stats()
+    assert stats["device_decoder"] == "libjpeg-turbo" and stats["device_samples"] > 0
+    assert len(got) == len(want)
+    for (a, la, _), (b, lb, _) in zip(got, want):
+        np.testing.assert_array_equal(a, b)
+        np.testing.assert_array_equal(la, lb)
+    for kwargs, note in (({"device_decode": "off"}, "device_decode=off"),
+                         ({"device_decode": "on", "deterministic": True}, "deterministic=1")):
+        with fusionflow.Loader(root, UINT8_PIPE, batch_size=8, device="emu:0", output="numpy", **kwargs) as loader:
+            assert loader.stats()["device_decoder"] == "none"
+            assert loader.stats()["device_decoder_note"] == note
+    with pytest.raises(ValueError, match="device_decode must be"):
+        fusionflow.Loader(root, UINT8_PIPE, batch_size=8, device_decode="yes")
+
+
 def test_epochs_advance_and_set_epoch_replays(folder):
     root = folder[0]
     with fusionflow.Loader(root, UINT8_PIPE, batch_size=8, output="numpy") as loader:
