@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs fusionflow's build, test and demo dependencies on Debian 12, and
-# with --bench also the peers the benchmarks compare against (OpenCV). The
+# with --bench also the peers the benchmarks compare against (OpenCV, and
+# Debian's torchvision for bench/compare.py's DataLoader). The
 # test reference itself (torch and torchvision from PyPI) is not a Debian
 # package: scripts/test-venv.sh makes its environment, which `make test` calls.
 # Idempotent: checks each package with dpkg-query first and does nothing
@@ -14,7 +15,7 @@ PACKAGES=(
   mate-backgrounds plasma-workspace-wallpapers
 )
 if [[ "${1:-}" == "--bench" ]]; then
-  PACKAGES+=(python3-opencv)
+  PACKAGES+=(python3-opencv python3-torchvision) # the benchmarks' peers, in Debian's Python
 fi
 
 missing=()
