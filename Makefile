@@ -36,7 +36,7 @@ build: deps
 	@cmake --build $(BUILD) -j $(JOBS)
 
 test: deps
-	@$(MAKE) --no-print-directory build FF_PYTHON="$$(scripts/test-venv.sh)"
+	@py=$$(scripts/test-venv.sh) && $(MAKE) --no-print-directory build FF_PYTHON="$$py"
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
 fuzz: deps

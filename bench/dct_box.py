@@ -10,7 +10,7 @@ decoder DCT-scaled, with and without DCT scaling, and the share of draws
 that were scaled. --cli takes several binaries (e.g. a build before and after
 a change) and reports each.
 
-    python bench/dct_box.py --data build/demo-data --cli build/fusionflow
+    $(scripts/test-venv.sh) bench/dct_box.py --data build/demo-data --cli build/fusionflow
 """
 import argparse
 import os

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Installs fusionflow's build, test and demo dependencies on Debian 12 (clang
 # and its libFuzzer runtime for the clang build and the fuzz targets), and
-# with --bench also the peers the benchmarks compare against (OpenCV); with
-# --nvjpeg only NVIDIA's nvJPEG for the GPU device check (below). The test
-# reference itself (torch and torchvision from PyPI) is not a Debian package:
+# with --bench also the peers the benchmarks compare against (OpenCV, and
+# Debian's torchvision for bench/compare.py's DataLoader); with --nvjpeg only
+# NVIDIA's nvJPEG for the GPU device check (below). The test reference itself
+# (torch and torchvision from PyPI) is not a Debian package:
 # scripts/test-venv.sh makes its environment, which `make test` calls.
 # Idempotent: checks each package with dpkg-query first and does nothing
 # (no apt-get update, no network) when everything is already installed.
@@ -38,7 +39,7 @@ PACKAGES=(
   mate-backgrounds plasma-workspace-wallpapers
 )
 if [[ "${1:-}" == "--bench" ]]; then
-  PACKAGES+=(python3-opencv)
+  PACKAGES+=(python3-opencv python3-torchvision) # the benchmarks' peers, in Debian's Python
 fi
 
 missing=()
