@@ -19,6 +19,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 BUILD=${BUILD:-build-device}
+DATA_SET=${DATA:-}
 DATA=${DATA:-build/demo-small}
 start=$(date +%s)
 step() { echo "== decode: $* ($(($(date +%s) - start)) s)" >&2; }
@@ -36,18 +37,29 @@ if [[ "${1:-}" == "--prepare" ]]; then
   exit 0
 fi
 
-[ -f build/nvjpeg/libnvjpeg.so.13 ] && export FF_NVJPEG_LIBRARY=${FF_NVJPEG_LIBRARY:-$PWD/build/nvjpeg/libnvjpeg.so.13}
+# A carry set (tests/device/prepare.sh) holds nvjpeg/ and demo-small/ itself.
+for d in "$BUILD/nvjpeg" build/nvjpeg; do
+  if [ -z "${FF_NVJPEG_LIBRARY:-}" ] && [ -f "$d/libnvjpeg.so.13" ]; then
+    export FF_NVJPEG_LIBRARY=$(cd "$d" && pwd)/libnvjpeg.so.13
+  fi
+done
+if [ -z "${DATA_SET:-}" ] && [ -d "$BUILD/demo-small" ]; then DATA=$BUILD/demo-small; fi
 [ -d "$DATA" ] || { echo "decode.sh: no $DATA: run tests/device/decode.sh --prepare and carry it" >&2; exit 2; }
-NVCC=${CUDACXX:-/usr/local/cuda/bin/nvcc}
-if [ ! -f "$BUILD/CMakeCache.txt" ]; then
-  step "configure ($BUILD)"
-  cmake -S . -B "$BUILD" -DFF_CUDA=ON -DCMAKE_CUDA_COMPILER="$NVCC" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-        -DCMAKE_CUDA_ARCHITECTURES="${FF_CUDA_ARCH:-90}" >"$BUILD/decode-configure.log" 2>&1 ||
-    { cat "$BUILD/decode-configure.log" >&2; exit 1; }
+mkdir -p "$BUILD"
+# Prebuilt binaries (a carry set) are used as they are; else build them here.
+if [ ! -x "$BUILD/fusionflow" ] || [ ! -x "$BUILD/tests/test_offload" ] || [ ! -x "$BUILD/tests/test_nvjpeg" ]; then
+  NVCC=${CUDACXX:-/usr/local/cuda/bin/nvcc}
+  if [ ! -f "$BUILD/CMakeCache.txt" ]; then
+    step "configure ($BUILD)"
+    cmake -S . -B "$BUILD" -DFF_CUDA=ON -DCMAKE_CUDA_COMPILER="$NVCC" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+          -DCMAKE_CUDA_ARCHITECTURES="${FF_CUDA_ARCH:-90}" >"$BUILD/decode-configure.log" 2>&1 ||
+      { cat "$BUILD/decode-configure.log" >&2; exit 1; }
+  fi
+  step "build"
+  cmake --build "$BUILD" -j "$(nproc)" --target fusionflow_cli test_offload test_nvjpeg nvjpeg_stub \
+    >"$BUILD/decode-build.log" 2>&1 || { tail -50 "$BUILD/decode-build.log" >&2; exit 1; }
 fi
-step "build"
-cmake --build "$BUILD" -j "$(nproc)" --target fusionflow_cli test_offload test_nvjpeg nvjpeg_stub \
-  >"$BUILD/decode-build.log" 2>&1 || { tail -50 "$BUILD/decode-build.log" >&2; exit 1; }
+BUILD=$(cd "$BUILD" && pwd)
 CLI="$BUILD/fusionflow"
 status=0
 
@@ -63,11 +75,11 @@ sys.exit(0 if d["device_decoder"].startswith("nvjpeg") else 1)
 EOF
 
 step "2. nvJPEG against libjpeg-turbo on $DATA"
-FF_DEMO_DATA="$PWD/$DATA" CMOCKA_MESSAGE_OUTPUT=stdout timeout 300 "$BUILD/tests/test_offload" \
+FF_DEMO_DATA="$(cd "$DATA" && pwd)" CMOCKA_MESSAGE_OUTPUT=stdout timeout 300 "$BUILD/tests/test_offload" \
   >"$BUILD/decode-diff.log" 2>&1 || status=1
 grep -E "vs libjpeg-turbo|skipped|FAILED" "$BUILD/decode-diff.log" || true
 grep -q "SKIPPED \] nvjpeg_decode_on_cuda" "$BUILD/decode-diff.log" && status=1
-FF_NVJPEG_LIBRARY="$PWD/$BUILD/tests/libnvjpeg_stub.so" timeout 60 "$BUILD/tests/test_nvjpeg" >/dev/null 2>&1 ||
+FF_NVJPEG_LIBRARY="$BUILD/tests/libnvjpeg_stub.so" timeout 60 "$BUILD/tests/test_nvjpeg" >/dev/null 2>&1 ||
   { echo "test_nvjpeg (stub) failed" >&2; status=1; }
 
 step "3. device images/s at batch 256, every sample on the device"

@@ -158,12 +158,13 @@ dlpack_torch() {
 }
 
 # ---- device decode (nvJPEG loads, its pixels against libjpeg-turbo's, images/s
-# per backend, split vs device placement): tests/device/decode.sh, which needs
-# build/nvjpeg and build/demo-small (decode.sh --prepare makes them) and a CUDA
-# build folder; on emu there is nothing to measure.
+# per backend, split vs device placement): tests/device/decode.sh over the
+# carry set's binaries, nvjpeg/ and demo-small/; on emu there is nothing to
+# measure.
 device_decode() {
   case "$DEVICE" in cuda:*) ;; *) echo "device decode is measured on cuda:N only"; exit 77 ;; esac
-  [ -f "$ROOT/build/nvjpeg/libnvjpeg.so.13" ] || { echo "no build/nvjpeg: run tests/device/decode.sh --prepare and carry it"; exit 77; }
+  [ -f "$BIN/nvjpeg/libnvjpeg.so.13" ] || [ -f "$ROOT/build/nvjpeg/libnvjpeg.so.13" ] ||
+    { echo "no nvjpeg/ in $BIN (tests/device/prepare.sh puts it there)"; exit 77; }
   BUILD="$BIN" "$ROOT/tests/device/decode.sh"
 }
 
