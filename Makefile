@@ -33,7 +33,9 @@ deps:
 
 build: deps
 	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo $(CMAKE_CC) $(if $(FF_PYTHON),-DFF_PYTHON=$(FF_PYTHON)) $(CMAKE_FLAGS) >/dev/null
-	@cmake --build $(BUILD) -j $(JOBS)
+	@mkdir -p $(BUILD)
+	@echo "building in $(BUILD) (log: $(BUILD)/build.log)"
+	@cmake --build $(BUILD) -j $(JOBS) >$(BUILD)/build.log 2>&1 || { tail -40 $(BUILD)/build.log; exit 1; }
 
 test: deps
 	@py=$$(scripts/test-venv.sh) && $(MAKE) --no-print-directory build FF_PYTHON="$$py"

@@ -16,6 +16,7 @@
 
 #include "cli/cli.h"
 #include "core/bytes.h"
+#include "exec/device.h"
 #include "fusionflow/fusionflow.h"
 
 #define DEFAULT_PIPELINE \
@@ -142,6 +143,19 @@ static void json_string(FILE *f, const char *s) {
     else fputc(c, f);
   }
   fputc('"', f);
+}
+
+/* After a CPU-only run: whether offload could have helped here. */
+static void report_gpus(void) {
+  ff__error err = {0};
+  int gpus = ff__device_cuda_gpus(&err);
+  if (gpus < 0)
+    fprintf(stderr, "device: cpu; this build has no CUDA executor (nvcc was not found when it was built)\n");
+  else if (!gpus)
+    fprintf(stderr, "device: cpu; the CUDA executor is built in, but %s\n", err.msg);
+  else
+    fprintf(stderr, "device: cpu; %d GPU%s here: --device auto offloads the CPU's deficit\n", gpus,
+            gpus == 1 ? "" : "s");
 }
 
 int ff__cli_bench(int argc, char **argv) {
@@ -286,9 +300,12 @@ int ff__cli_bench(int argc, char **argv) {
   ff_stats base = {0}, end;
   ff_loader_stats(loader, &end);
   if (!json || bar)
-    fprintf(stderr, "fusionflow bench: %zu of %zu samples (rank %d), %ld batch%s of %d per epoch, %ld timed, %d thread%s\n",
+    fprintf(stderr,
+            "fusionflow bench: %zu of %zu samples (rank %d), %ld batch%s of %d per epoch, %ld timed after %ld "
+            "untimed warm-up, %d thread%s\n",
             ff_loader_num_samples(loader), ff_loader_dataset_size(loader), cfg.rank < 0 ? 0 : cfg.rank, per_epoch,
-            per_epoch == 1 ? "" : "es", cfg.batch_size, total, end.num_threads, end.num_threads == 1 ? "" : "s");
+            per_epoch == 1 ? "" : "es", cfg.batch_size, total, warmup, end.num_threads,
+            end.num_threads == 1 ? "" : "s");
 
   ff_batch_info *infos = per_batch && json ? calloc((size_t)total, sizeof *infos) : NULL;
   if (per_batch && json && !infos) {
@@ -431,12 +448,15 @@ int ff__cli_bench(int argc, char **argv) {
   } else {
     double work = read_s + decode_s + ops_s;
     fprintf(stderr,
-            "%.1f images/s  (%llu images in %.2f s, %ld batches, %d threads)\n"
-            "worker time: read %.2f s (%.0f%%), decode %.2f s (%.0f%%), ops %.2f s (%.0f%%)\n"
-            "consumer waited %.2f s (%.0f%% of the run)\n",
-            rate, (unsigned long long)samples, elapsed, total, end.num_threads, read_s,
+            "%.1f images/s  (%llu images in %.2f s, %ld timed batches, %d threads)\n"
+            "worker time, summed over the %d threads: read %.2f s (%.0f%%), decode %.2f s (%.0f%%), "
+            "ops %.2f s (%.0f%%)\n"
+            "consumer waited %.2f s (%.0f%% of the run)%s\n",
+            rate, (unsigned long long)samples, elapsed, total, end.num_threads, end.num_threads, read_s,
             work > 0 ? 100 * read_s / work : 0, decode_s, work > 0 ? 100 * decode_s / work : 0, ops_s,
-            work > 0 ? 100 * ops_s / work : 0, wait_s, elapsed > 0 ? 100 * wait_s / elapsed : 0);
+            work > 0 ? 100 * ops_s / work : 0, wait_s, elapsed > 0 ? 100 * wait_s / elapsed : 0,
+            step_ms > 0 ? ": the training step's stall"
+                        : ": expected, the consumer only waits (--step-ms N stands in for a training step)");
     if (strcmp(end.device, "cpu"))
       fprintf(stderr, "device %s: %.0f%% of the samples (%llu), %.2f s device time, %llu fell back to the CPU; "
               "pool peak %.1f of %.1f MiB\n", end.device, 100 * device_share, (unsigned long long)dev_samples,
@@ -444,6 +464,8 @@ int ff__cli_bench(int argc, char **argv) {
               end.device_pool_limit_bytes / 1048576.0);
     else if (cfg.device && !strcmp(cfg.device, "auto"))
       fprintf(stderr, "device: none (auto found no usable GPU), the CPU alone\n");
+    else
+      report_gpus();
   }
   if (trace)
     fprintf(stderr, "trace: %zu events in %s%s\n", trace_kept, trace,

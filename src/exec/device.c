@@ -121,6 +121,16 @@ void *ff__device_impl(ff__device *d, const ff__device_backend *be) {
   return d && d->o.be == be ? d->o.impl : NULL;
 }
 
+int ff__device_cuda_gpus(ff__error *err) {
+#ifdef FF_HAVE_CUDA
+  int count = 0, current = -1;
+  return ff__cuda_probe(&count, &current, err) ? 0 : count;
+#else
+  ff__error_set(err, FF_EDEVICE, "built without CUDA");
+  return -1;
+#endif
+}
+
 static ff_status open_backend(const char *name, const ff__device_options *opt, ff__device_opened *o,
                               ff__error *err) {
   if (!strcmp(name, "auto")) {

@@ -62,6 +62,11 @@ void ff__device_options_init(ff__device_options *opt);
  * thread's current CUDA device as it was (as does every call here). */
 ff_status ff__device_open(const char *name, const ff__device_options *opt, ff__device **out, ff__error *err);
 
+/* The CUDA GPUs offload could use here: -1 when the library was built
+ * without CUDA, else the number of usable devices (0: none, with the reason
+ * in *err). Opens no device. */
+int ff__device_cuda_gpus(ff__error *err);
+
 /* The CUDA device `auto` means, as torch picks it: the calling thread's
  * current device when the process has initialised CUDA there (current >=
  * 0), else LOCAL_RANK (the launcher's rank on this node; NULL or not a
