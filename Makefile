@@ -8,13 +8,13 @@
 #   make test CC=clang   the same tests built with clang (in build-clang)
 #   make fuzz   build the fuzz targets with clang's libFuzzer (ASan+UBSan, in
 #               build-fuzz) and run each for FUZZ_SECONDS (default 60)
+#   make device-carry  the prebuilt set tests/device/run.sh runs on a GPU machine (build-carry/carry)
 # CC=clang (on the command line) builds with that compiler, in build-clang
 # unless BUILD says where: `make test CC=clang`.
 ifeq ($(origin CC),command line)
 BUILD ?= build-$(notdir $(CC))
 CMAKE_CC := -DCMAKE_C_COMPILER=$(CC)
 endif
-#   make device-carry  the prebuilt set tests/device/run.sh runs on a GPU machine (build-carry/carry)
 BUILD ?= build
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=

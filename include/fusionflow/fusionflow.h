@@ -207,7 +207,13 @@ typedef struct ff_config {
    * that sample (ff_batch_info.device_decode_fallbacks). A corrupt file
    * fails with the same message and on_error handling as on the CPU; an
    * image over max_image_pixels is refused from its header, before any
-   * device memory is taken. Default FF_DEVICE_DECODE_AUTO. */
+   * device memory is taken. Device decode is off under on_error=replace
+   * (substitutes are decoded on the CPU), and nvJPEG under strict_decode
+   * (it does not report the damage it repairs); it takes no progressive
+   * JPEG from nvJPEG (max_jpeg_scans is the CPU decoder's), and repaired
+   * damage in a device-decoded sample is not listed (ff_loader_warning).
+   * ff_stats.device_decoder_note says why it is off. Default
+   * FF_DEVICE_DECODE_AUTO. */
   ff_device_decode device_decode;
   int deterministic;         /* nonzero: bit-identical batches and exact resume whatever the load, i.e.
                                 device decode off whatever device_decode says; default 0 */

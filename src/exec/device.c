@@ -191,7 +191,7 @@ ff_status ff__device_open(const char *name, const ff__device_options *opt, ff__d
     free(d);
     return st;
   }
-  if (!o.be->enter(o.impl, &g, NULL)) { /* nvJPEG's handle is made on the device's context */
+  if (opt->decoder && !o.be->enter(o.impl, &g, NULL)) { /* nvJPEG's handle is made on the device's context */
     open_nvjpeg(d);
     o.be->leave(o.impl, &g);
   }
@@ -366,7 +366,14 @@ int ff__device_decode_takes(ff__device *d, const ff__image_info *info, const uin
   if (!ff__device_decoder(d, why)) return 0;
   if (!d->nvjpeg) return d->o.be->decode_takes(d->o.impl, info, why);
   if (info->format != FF__FORMAT_JPEG) return *why = "not a JPEG", 0;
-  return !data || ff__nvjpeg_takes(d->nvjpeg, data, size_bytes, why);
+  /* nvJPEG has no scan limit (max_jpeg_scans): progressive files go to the CPU decoder */
+  if (info->progressive) return *why = "progressive (the scan limit is the CPU decoder's)", 0;
+  if (!data) return 1;
+  ff__dguard g; /* nvJPEG calls run on the device's context */
+  if (d->o.be->enter(d->o.impl, &g, NULL)) return *why = "the device's context cannot be made current", 0;
+  int takes = ff__nvjpeg_takes(d->nvjpeg, data, size_bytes, why);
+  d->o.be->leave(d->o.impl, &g);
+  return takes;
 }
 
 size_t ff__device_decode_bytes(ff__device *d, const ff__image_info *info, const ff__decode_req *req) {

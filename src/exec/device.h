@@ -49,6 +49,7 @@ typedef struct ff__device_options {
   int (*alloc_hook)(void *ctx, size_t size_bytes, void *stream, void **out);
   void (*free_hook)(void *ctx, void *ptr, size_t size_bytes, void *stream);
   void *hook_ctx;
+  int decoder; /* cuda: load nvJPEG (exec/nvjpeg.h) as the device's decoder; only the offload device needs it */
 } ff__device_options;
 
 void ff__device_options_init(ff__device_options *opt);

@@ -7,6 +7,7 @@
 #include "exec/nvjpeg.h"
 
 #include <dlfcn.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -88,6 +89,7 @@ struct ff__nvjpeg {
   nv_pinned_allocator pinned;
   nv_handle handle;
   nv_state state;
+  pthread_mutex_t parse_mu; /* the support check, called from the workers */
   nv_stream parse; /* the support check's parsed stream */
   nv_params check; /* the support check's parameters (RGBI, whole image) */
   nv_params *params; /* per image of a batch (hardware: its ROI) */
@@ -159,6 +161,7 @@ ff_status ff__nvjpeg_open(const ff__nvjpeg_alloc *alloc, ff__nvjpeg **out, ff__e
     return ff__error_set(err, FF_ENOMEM, "nvjpeg: out of memory");
   }
   n->lib = lib;
+  pthread_mutex_init(&n->parse_mu, NULL);
   _Static_assert(sizeof n->api == sizeof symbols / sizeof *symbols * sizeof(void (*)(void)), "one symbol a slot");
   for (size_t i = 0; i < sizeof symbols / sizeof *symbols; i++) {
     void *sym = dlsym(lib, symbols[i]); /* POSIX: a function's address fits a void * */
@@ -203,6 +206,7 @@ void ff__nvjpeg_close(ff__nvjpeg *n) {
   if (n->state) n->api.JpegStateDestroy(n->state);
   if (n->handle) n->api.Destroy(n->handle);
   dlclose(n->lib);
+  pthread_mutex_destroy(&n->parse_mu);
   free(n->params), free(n->data), free(n->lengths), free(n->dst);
   free(n);
 }
@@ -211,7 +215,16 @@ const char *ff__nvjpeg_backend(const ff__nvjpeg *n) { return n->hardware ? "nvjp
 
 int ff__nvjpeg_decodes_region(const ff__nvjpeg *n) { return n->hardware; }
 
+static int check_stream(ff__nvjpeg *n, const uint8_t *data, size_t size_bytes, const char **why);
+
 int ff__nvjpeg_takes(ff__nvjpeg *n, const uint8_t *data, size_t size_bytes, const char **why) {
+  pthread_mutex_lock(&n->parse_mu); /* workers ask at once; the parse stream is one */
+  int takes = check_stream(n, data, size_bytes, why);
+  pthread_mutex_unlock(&n->parse_mu);
+  return takes;
+}
+
+static int check_stream(ff__nvjpeg *n, const uint8_t *data, size_t size_bytes, const char **why) {
   unsigned comps = 0;
   int encoding = 0, css = NV_CSS_UNKNOWN, unsupported = 1;
   if (n->api.JpegStreamParseHeader(n->handle, data, size_bytes, n->parse) != NV_SUCCESS)

@@ -88,6 +88,11 @@ static ff_status check_config(ff_config *c, ff__error *err) {
     return ff__error_set(err, FF_EINVAL, "on_error must be raise, skip or replace (got %d)", (int)c->on_error);
   if (c->max_jpeg_scans < 0)
     return ff__error_set(err, FF_EINVAL, "max_jpeg_scans must be >= 0 (got %d)", c->max_jpeg_scans);
+  if (c->device_decode != FF_DEVICE_DECODE_AUTO && c->device_decode != FF_DEVICE_DECODE_OFF &&
+      c->device_decode != FF_DEVICE_DECODE_ON)
+    return ff__error_set(err, FF_EINVAL, "device_decode must be auto, off or on (got %d)", (int)c->device_decode);
+  if (!c->device_alloc != !c->device_free)
+    return ff__error_set(err, FF_EINVAL, "device_alloc and device_free go together: set both or neither");
   if (c->permutation != FF_PERMUTATION_PHILOX && c->permutation != FF_PERMUTATION_TORCH)
     return ff__error_set(err, FF_EINVAL, "permutation must be philox or torch (got %d)", (int)c->permutation);
   if (!c->device) c->device = "cpu";
@@ -358,7 +363,7 @@ static void *worker_loop(void *p) {
       replace_msg = strdup(err.msg);
       st = replace_sample(l, w, e, at, slot, &used, &err);
       if (st) err = first; /* no substitute: the batch fails with the sample's own error */
-      took.placement = FF_PLACEMENT_CPU; /* a substitute runs here */
+      took.fell_back = placement != FF_PLACEMENT_CPU, took.placement = FF_PLACEMENT_CPU; /* a substitute runs here */
     }
     char *warn_msg = w->warning.status ? strdup(w->warning.msg) : NULL;
 
@@ -366,7 +371,7 @@ static void *worker_loop(void *p) {
     l->busy--;
     uint64_t cpu_ns = w->read_ns + w->decode_ns + w->ops_ns;
     if (l->trace) trace_sample(l, index, w, t0, sample);
-    if (used == sample || !st) { /* the worker's header is that of `used` */
+    if (!replace_msg) { /* after substitutes the worker's figures mix several samples */
       ff__offload_obs obs = {used, &w->header, !st && !took.added, w->ops_ns, w->decode_ns,
                              l->index.size_bytes[used], w->decoded_pixels};
       ff__offload_observe(l->offload, &obs);
@@ -561,10 +566,8 @@ static ff_status loader_start(ff_loader *l) {
   ff__sched_params_init(&l->sched_params, c->prefetch);
   l->sched_params.max_device_time = c->device_max_time_share;
   ff__sched_state_init(&l->sched);
-  /* a substitute under on_error=replace is found by decoding on the CPU: no device decode then */
-  ff_device_decode decode = c->on_error == FF_ON_ERROR_REPLACE ? FF_DEVICE_DECODE_OFF : c->device_decode;
-  ff__offload_config oc = {c->device, c->device_memory_limit_bytes, c->device_headroom_bytes, decode,
-                           c->deterministic, &l->pipe, l->ring_size, l->batch_cap, l->sample_bytes,
+  ff__offload_config oc = {c->device, c->device_memory_limit_bytes, c->device_headroom_bytes, c->device_decode,
+                           c->deterministic, c->strict_decode, c->on_error == FF_ON_ERROR_REPLACE, &l->pipe, l->ring_size, l->batch_cap, l->sample_bytes,
                            l->index.count, l->index.size_bytes, c->seed, c->max_image_pixels, offload_done, l,
                            c->device_alloc, c->device_free, c->device_alloc_ctx};
   if ((st = ff__offload_open(&oc, &l->offload, l->device_name, sizeof l->device_name, err))) return st;

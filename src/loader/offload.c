@@ -21,7 +21,7 @@
  * CPU itself — from the staged decoded images, or decoding the staged bytes —
  * so a batch always completes and, with device decode off, stays
  * bit-identical (the kernels do the CPU's arithmetic). A refusal backs
- * offload off for a few batches, doubling; FF__DEVICE_MAX_ERRORS device
+ * offload off for a few batches, doubling; DEVICE_MAX_ERRORS device
  * errors in a row turn it off for good. The device's free memory is re-read
  * once per batch on the consumer thread, so a trainer whose memory grows
  * pushes work back to the CPU. Everything here is guarded by the runtime's
@@ -111,6 +111,9 @@ static void resolve_decoder(ff__offload *o) {
   const char *name = ff__device_decoder(o->dev, &why);
   const ff__offload_config *c = &o->cfg;
   if (c->deterministic) why = "deterministic=1", name = NULL;
+  else if (c->replace_errors) why = "on_error=replace (substitutes are decoded on the CPU)", name = NULL;
+  else if (c->strict_decode && name && !strncmp(name, "nvjpeg", 6))
+    why = "strict_decode=1 (nvJPEG does not report the damage it repairs)", name = NULL;
   else if (c->device_decode == FF_DEVICE_DECODE_OFF) why = "device_decode=off", name = NULL;
   else if (c->device_decode == FF_DEVICE_DECODE_AUTO && name && strncmp(c->device, "cuda", 4) &&
            strcmp(c->device, "auto"))
@@ -164,6 +167,7 @@ ff_status ff__offload_open(const ff__offload_config *c, ff__offload **out, char 
   opt.limit_bytes = c->limit_bytes;
   opt.headroom_bytes = c->headroom_bytes;
   opt.alloc_hook = c->alloc_hook, opt.free_hook = c->free_hook, opt.hook_ctx = c->hook_ctx;
+  opt.decoder = 1;
   ff__error derr = {0};
   ff_status st = ff__device_open(c->device, &opt, &o->dev, &derr);
   ff__device_info info;
@@ -380,9 +384,11 @@ ff_status ff__offload_sample(ff__offload *o, ff__worker *w, int entry_no, const 
     st = ff__codec_decode(w->file.data, size_bytes, job->path, &plan.decode, &w->pixels, &img, err);
     w->decode_ns += ff__now_ns() - t0;
     if (st) return st;
+    w->decoded_pixels = (uint64_t)img.width * (uint64_t)img.height;
   } else if ((st = ff__sample_decode(w, o->cfg.pipe, job, &img, &plan, err))) {
     return st;
   }
+  plan.decode.warning = NULL; /* the worker's: the microbatch's copy outlives this sample */
   pthread_mutex_lock(&o->add_mu);
   ff_status add = ff__dev_batch_add(e->mb, &img, &plan, slot, NULL);
   pthread_mutex_unlock(&o->add_mu);

@@ -61,6 +61,8 @@ typedef struct ff__offload_config {
   int64_t headroom_bytes;        /* ff_config.device_headroom_bytes */
   ff_device_decode device_decode; /* ff_config.device_decode */
   int deterministic;             /* ff_config.deterministic: device decode off */
+  int strict_decode;             /* ff_config.strict_decode: no nvJPEG (it reports no repaired damage) */
+  int replace_errors;            /* on_error=replace: device decode off (substitutes are decoded on the CPU) */
   const ff__pipeline *pipe;
   int entries, batch_cap;        /* ring entries; the most samples a batch holds */
   size_t sample_bytes;           /* one output sample */
