@@ -681,10 +681,15 @@ static void a_device_sample_costs_the_cpu_only_its_read(void **state) {
   uint64_t host = cpu[FF_PLACEMENT_DEVICE] - rd[FF_PLACEMENT_DEVICE];
   assert_true(cpu[FF_PLACEMENT_DEVICE] >= rd[FF_PLACEMENT_DEVICE]);
   assert_true(r.stats.decode_ns == 0 || n[FF_PLACEMENT_CPU] + n[FF_PLACEMENT_SPLIT] > 0);
-  if (host * 5 > rd[FF_PLACEMENT_DEVICE])
-    fail_msg("the feeder's share of the decode (%llu ns) is more than a fifth of the read (%llu ns)",
-             (unsigned long long)host, (unsigned long long)rd[FF_PLACEMENT_DEVICE]);
-  assert_true(cpu[FF_PLACEMENT_CPU] > rd[FF_PLACEMENT_CPU]);
+  assert_true(cpu[FF_PLACEMENT_CPU] > rd[FF_PLACEMENT_CPU] && n[FF_PLACEMENT_CPU] > 0);
+  /* per sample, what a device sample leaves on the CPU besides its read is a
+   * small part of what a CPU sample spends decoding and running its ops
+   * (about 1% here; a fourth leaves room for a loaded machine) */
+  double device_host = (double)host / (double)n[FF_PLACEMENT_DEVICE];
+  double cpu_work = (double)(cpu[FF_PLACEMENT_CPU] - rd[FF_PLACEMENT_CPU]) / (double)n[FF_PLACEMENT_CPU];
+  if (device_host * 4 > cpu_work)
+    fail_msg("a device sample leaves %.0f ns besides its read on the CPU, a CPU sample's decode and ops take %.0f ns",
+             device_host, cpu_work);
   assert_string_equal(r.decoder, "libjpeg-turbo");
   print_message("CPU us per sample: cpu %.1f (read %.1f), device %.1f (read %.1f, feeder %.1f)\n",
                 cpu[0] * 1e-3 / (double)n[0], rd[0] * 1e-3 / (double)n[0], cpu[2] * 1e-3 / (double)n[2],
