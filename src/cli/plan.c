@@ -49,7 +49,7 @@ int ff__cli_plan(int argc, char **argv) {
   int json = 0, c, li = 0;
   const char *cmd = "fusionflow plan";
   optind = 1;
-  while ((c = getopt_long(argc, argv, "h", opts, &li)) != -1) {
+  while ((c = ff__cli_getopt(argc, argv, opts, &li)) != -1) {
     const char *name = c > 0 && c <= O_JSON ? opts[c - 1].name : "";
     switch (c) {
     case O_SOURCE: cfg.source = optarg; break;
@@ -60,7 +60,7 @@ int ff__cli_plan(int argc, char **argv) {
     case O_SEED: if (!ff__cli_parse_long(cmd, name, optarg, 0, LONG_MAX, &v)) return 2; seed = v; break;
     case O_JSON: json = 1; break;
     case 'h': plan_usage(stdout); return 0;
-    default: plan_usage(stderr); return 2;
+    default: return 2; /* ff__cli_getopt said why */
     }
   }
   if (optind != argc || !cfg.source || !cfg.pipeline || index < 0) {

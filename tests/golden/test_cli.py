@@ -111,6 +111,7 @@ def test_bare_folder_and_list_file_take_their_kind(dataset, tmp_path):
     ("bench", [], "--seeds=2", "--seed"),
     ("augment", ["in.png", "out.png"], "--gird", "--grid"),
     ("sim", [], "--no-snyc", "--no-sync"),
+    ("plan", [], "--indx", "--index"),
 ])
 def test_unknown_option_is_one_line_with_a_suggestion(command, args, typo, hint):
     res = subprocess.run([CLI, command, typo, "4", *args], capture_output=True, text=True, timeout=30)
