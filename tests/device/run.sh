@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # run.sh — the device checks (what each measures and how: METHOD.md).
 #
-#   tests/device/run.sh [DEVICE]     DEVICE: cuda:0 (default) or emu:0 (dry run)
+#   tests/device/run.sh [DEVICE]     DEVICE: cuda:0 (default; or $DEV) or emu:0 (dry run)
 #
 # Installs nothing. It runs binaries built beforehand (tests/device/prepare.sh
 # builds them here — sm_90 SASS with -lineinfo — with the shared libraries
@@ -25,7 +25,7 @@
 #   OUT=dir  DEADLINE_S=540  BATCH=256  FF_PYTHON=python3  FF_PYTHON_PRELOAD=lib
 set -u
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-export DEVICE=${1:-cuda:0}
+export DEVICE=${1:-${DEV:-cuda:0}}
 export OUT=${OUT:-$ROOT/build-device/out}
 DEADLINE_S=${DEADLINE_S:-540}
 export BATCH=${BATCH:-256}
