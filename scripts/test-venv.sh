@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Prints the path of a Python that has the test reference of
-# tests/requirements.txt (torch, torchvision, NumPy, Pillow, pytest from
+# tests/requirements.txt (torch, torchvision, timm, NumPy, Pillow, pytest from
 # PyPI), creating its virtual environment first if there is none yet.
 #
 # The environment lives outside the clone, in
@@ -32,7 +32,7 @@ if [[ ! -e $venv/.complete ]]; then
     "$base" -m venv "$venv" >&2
     "$venv/bin/python" -m pip install --quiet --no-deps --disable-pip-version-check \
       --no-cache-dir -r "$req" >&2
-    "$venv/bin/python" -c "import torch, torchvision, numpy, PIL, pytest" >&2
+    "$venv/bin/python" -c "import torch, torchvision, numpy, PIL, pytest, timm, webdataset, datasets" >&2
     touch "$venv/.complete"
     echo "test-venv: ready in $((SECONDS - start)) s" >&2
   fi
