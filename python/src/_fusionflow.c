@@ -34,6 +34,9 @@
  * Errors: a failing call raises the exception that fusionflow._errors builds
  * for (status, library message); the factory is registered by __init__.py. */
 #define PY_SSIZE_T_CLEAN
+#ifndef Py_LIMITED_API
+#define Py_LIMITED_API 0x03090000 /* the stable ABI of CPython 3.9: one abi3 build serves every later CPython */
+#endif
 #include <Python.h>
 
 #include <errno.h>
@@ -194,7 +197,7 @@ typedef struct {
   int dev_type, dev_id; /* DLPack device: kDLCPU 0, or kDLCUDA N (images of a cuda:N output_device) */
 } TensorObject;
 
-static PyTypeObject TensorType;
+static PyTypeObject *TensorType; /* heap types (PyType_FromSpec): the stable ABI has no static ones */
 
 static const char *dtype_name(ff_dtype d) {
   return d == FF_UINT8 ? "uint8" : d == FF_FLOAT32 ? "float32" : "int64";
@@ -203,7 +206,7 @@ static int dtype_bits(ff_dtype d) { return d == FF_UINT8 ? 8 : d == FF_FLOAT32 ?
 
 /* A new Tensor over t's memory, holding one count of o. */
 static PyObject *tensor_new(owner *o, const ff_tensor *t) {
-  TensorObject *self = PyObject_New(TensorObject, &TensorType);
+  TensorObject *self = PyObject_New(TensorObject, TensorType);
   if (!self) return NULL;
   owner_incref(o);
   self->owner = o;
@@ -230,8 +233,10 @@ static PyObject *images_new(owner *o, ff_batch *b, const ff_tensor *t) {
 }
 
 static void tensor_dealloc(TensorObject *self) {
+  PyTypeObject *type = Py_TYPE(self); /* an instance of a heap type holds a reference to it */
   if (self->owner) owner_decref(self->owner);
   PyObject_Free(self);
+  Py_DECREF(type);
 }
 
 typedef struct export_ctx {
@@ -307,7 +312,7 @@ static PyObject *tensor_dlpack(TensorObject *self, PyObject *args, PyObject *kwa
   }
   if (dl_device != Py_None) {
     int type = 0, id = 0;
-    if (!PyTuple_Check(dl_device) || PyTuple_GET_SIZE(dl_device) != 2) {
+    if (!PyTuple_Check(dl_device) || PyTuple_Size(dl_device) != 2) {
       PyErr_SetString(PyExc_TypeError, "__dlpack__: dl_device must be a (device_type, device_id) tuple of ints");
       return NULL;
     }
@@ -364,7 +369,7 @@ static PyObject *int64_tuple(const int64_t *v, int n) {
       Py_DECREF(t);
       return NULL;
     }
-    PyTuple_SET_ITEM(t, i, x);
+    PyTuple_SetItem(t, i, x); /* steals x */
   }
   return t;
 }
@@ -451,19 +456,19 @@ static PyGetSetDef tensor_getset[] = {
     {NULL, NULL, NULL, NULL, NULL},
 };
 
-static PyTypeObject TensorType = {
-    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "fusionflow.Tensor",
-    .tp_basicsize = sizeof(TensorObject),
-    .tp_dealloc = (destructor)tensor_dealloc,
-    .tp_repr = (reprfunc)tensor_repr,
-    .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "A host tensor of fusionflow's memory (a batch's images or labels, or an augmented image).\n\n"
-              "Convert it without copying with torch.from_dlpack(t) or numpy.from_dlpack(t)\n"
-              "(or numpy.asarray(t)); the memory stays valid while this object or anything\n"
-              "made from it is alive.",
-    .tp_methods = tensor_methods,
-    .tp_getset = tensor_getset,
+static PyType_Slot tensor_slots[] = {
+    {Py_tp_dealloc, (void *)tensor_dealloc},
+    {Py_tp_repr, (void *)tensor_repr},
+    {Py_tp_doc, (void *)"A host tensor of fusionflow's memory (a batch's images or labels, or an augmented image).\n\n"
+                "Convert it without copying with torch.from_dlpack(t) or numpy.from_dlpack(t)\n"
+                "(or numpy.asarray(t)); the memory stays valid while this object or anything\n"
+                "made from it is alive."},
+    {Py_tp_methods, tensor_methods},
+    {Py_tp_getset, tensor_getset},
+    {0, NULL},
 };
+
+static PyType_Spec tensor_spec = {"fusionflow.Tensor", sizeof(TensorObject), 0, Py_TPFLAGS_DEFAULT, tensor_slots};
 
 /* ---------------------------------------------------------------- Loader */
 
@@ -475,7 +480,7 @@ typedef struct {
   int prefetch;
 } LoaderObject;
 
-static PyTypeObject LoaderType;
+static PyTypeObject *LoaderType;
 
 static int check_open(LoaderObject *self) {
   if (!self->core) {
@@ -491,23 +496,25 @@ static int check_open(LoaderObject *self) {
   return 0;
 }
 
-/* The UTF-8 of a pipeline text; NULL with ValueError when it holds a NUL
- * (C would read the text only up to it and ignore the rest). */
-static const char *pipeline_text(PyObject *text) {
-  Py_ssize_t n;
-  const char *s = PyUnicode_AsUTF8AndSize(text, &n);
-  if (s && strlen(s) != (size_t)n) {
+/* The UTF-8 of a pipeline text as a new bytes object; NULL with ValueError
+ * when it holds a NUL (C would read the text only up to it and ignore the rest). */
+static PyObject *pipeline_text(PyObject *text) {
+  PyObject *utf8 = PyUnicode_AsUTF8String(text);
+  if (utf8 && strlen(PyBytes_AsString(utf8)) != (size_t)PyBytes_Size(utf8)) {
+    Py_DECREF(utf8);
     PyErr_SetString(PyExc_ValueError, "fusionflow: the pipeline text contains a NUL character");
     return NULL;
   }
-  return s;
+  return utf8;
 }
 
 /* "O&" converter: a Python int in [0, 2**64) into unsigned long long
  * (the "K" format would wrap 2**64 to 0, which means no limit). */
 static int to_u64(PyObject *obj, void *out) {
   if (!PyLong_Check(obj)) {
-    PyErr_Format(PyExc_TypeError, "fusionflow: expected an int (got %s)", Py_TYPE(obj)->tp_name);
+    PyObject *name = PyObject_GetAttrString((PyObject *)Py_TYPE(obj), "__name__");
+    if (name) PyErr_Format(PyExc_TypeError, "fusionflow: expected an int (got %S)", name);
+    Py_XDECREF(name);
     return 0;
   }
   unsigned long long v = PyLong_AsUnsignedLongLong(obj);
@@ -543,13 +550,13 @@ static PyObject *loader_open(PyObject *module, PyObject *args, PyObject *kwargs)
   cfg.permutation = torch_permutation ? FF_PERMUTATION_TORCH : FF_PERMUTATION_PHILOX;
   cfg.device_decode = (ff_device_decode)device_decode;
   cfg.device_memory_limit_bytes = (size_t)device_limit;
-  const char *pipeline = pipeline_text(pipeline_obj);
+  PyObject *pipeline = pipeline_text(pipeline_obj);
   if (!pipeline) {
     Py_DECREF(source_obj);
     return NULL;
   }
-  cfg.source = PyBytes_AS_STRING(source_obj);
-  cfg.pipeline = pipeline;
+  cfg.source = PyBytes_AsString(source_obj);
+  cfg.pipeline = PyBytes_AsString(pipeline);
   cfg.seed = seed;
   cfg.on_error = (ff_on_error)on_error;
   cfg.max_image_pixels = max_pixels;
@@ -560,6 +567,7 @@ static PyObject *loader_open(PyObject *module, PyObject *args, PyObject *kwargs)
   st = ff_loader_open(&cfg, &loader);
   Py_END_ALLOW_THREADS
   Py_DECREF(source_obj);
+  Py_DECREF(pipeline);
   if (st != FF_OK) {
     if (!loader) return PyErr_NoMemory();
     char msg[MSG_MAX];
@@ -584,7 +592,7 @@ static PyObject *loader_open(PyObject *module, PyObject *args, PyObject *kwargs)
   c->loader = loader;
   c->ring_size = cfg.prefetch + 1;
 
-  LoaderObject *self = PyObject_New(LoaderObject, &LoaderType);
+  LoaderObject *self = PyObject_New(LoaderObject, LoaderType);
   if (!self) {
     ff_loader_close(loader);
     c->refs = 1;
@@ -698,7 +706,7 @@ static PyObject *loader_next_body(LoaderObject *self, PyObject *unused) {
   for (size_t i = 0; indices && i < n; i++) {
     PyObject *x = PyLong_FromLongLong(idx[i]);
     if (!x) Py_CLEAR(indices);
-    else PyList_SET_ITEM(indices, (Py_ssize_t)i, x);
+    else PyList_SetItem(indices, (Py_ssize_t)i, x); /* steals x */
   }
   PyObject *r = NULL;
   if (indices)
@@ -745,11 +753,13 @@ static PyObject *loader_close(LoaderObject *self, PyObject *unused) {
 }
 
 static void loader_dealloc(LoaderObject *self) {
+  PyTypeObject *type = Py_TYPE(self);
   if (self->core) {
     PyObject *r = loader_close(self, NULL);
     Py_XDECREF(r);
   }
   PyObject_Free(self);
+  Py_DECREF(type);
 }
 
 static PyObject *loader_set_epoch_body(LoaderObject *self, PyObject *args) {
@@ -958,15 +968,16 @@ static PyGetSetDef loader_getset[] = {
     {NULL, NULL, NULL, NULL, NULL},
 };
 
-static PyTypeObject LoaderType = {
-    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "fusionflow._fusionflow.CLoader",
-    .tp_basicsize = sizeof(LoaderObject),
-    .tp_dealloc = (destructor)loader_dealloc,
-    .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "The C loader under fusionflow.Loader (made by open_loader).",
-    .tp_methods = loader_methods,
-    .tp_getset = loader_getset,
+static PyType_Slot loader_slots[] = {
+    {Py_tp_dealloc, (void *)loader_dealloc},
+    {Py_tp_doc, (void *)"The C loader under fusionflow.Loader (made by open_loader)."},
+    {Py_tp_methods, loader_methods},
+    {Py_tp_getset, loader_getset},
+    {0, NULL},
 };
+
+static PyType_Spec loader_spec = {"fusionflow._fusionflow.CLoader", sizeof(LoaderObject), 0, Py_TPFLAGS_DEFAULT,
+                                  loader_slots};
 
 /* ---------------------------------------------------------------- module */
 
@@ -978,7 +989,7 @@ static PyObject *mod_augment_image(PyObject *module, PyObject *args, PyObject *k
   if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O&U|KKK:augment_image", kwlist, PyUnicode_FSConverter, &path_obj,
                                    &pipeline_obj, &seed, &epoch, &index))
     return NULL;
-  const char *pipeline = pipeline_text(pipeline_obj);
+  PyObject *pipeline = pipeline_text(pipeline_obj);
   if (!pipeline) {
     Py_DECREF(path_obj);
     return NULL;
@@ -988,9 +999,10 @@ static PyObject *mod_augment_image(PyObject *module, PyObject *args, PyObject *k
   char err[MSG_MAX] = "";
   ff_status st;
   Py_BEGIN_ALLOW_THREADS
-  st = ff_image_augment(PyBytes_AS_STRING(path_obj), pipeline, seed, epoch, index, &pixels, &h, &w, err, sizeof err);
+  st = ff_image_augment(PyBytes_AsString(path_obj), PyBytes_AsString(pipeline), seed, epoch, index, &pixels, &h, &w, err, sizeof err);
   Py_END_ALLOW_THREADS
   Py_DECREF(path_obj);
+  Py_DECREF(pipeline);
   if (st != FF_OK) return raise_status(st, err);
   owner *o = owner_new(NULL, pixels, NULL);
   if (!o) {
@@ -1006,7 +1018,9 @@ static PyObject *mod_augment_image(PyObject *module, PyObject *args, PyObject *k
 static PyObject *mod_set_exception_factory(PyObject *module, PyObject *f) {
   (void)module;
   Py_INCREF(f);
-  Py_XSETREF(exception_factory, f);
+  PyObject *old = exception_factory;
+  exception_factory = f;
+  Py_XDECREF(old);
   Py_RETURN_NONE;
 }
 
@@ -1043,13 +1057,15 @@ static struct PyModuleDef module_def = {
 };
 
 PyMODINIT_FUNC PyInit__fusionflow(void) {
-  if (PyType_Ready(&TensorType) < 0 || PyType_Ready(&LoaderType) < 0) return NULL;
+  TensorType = (PyTypeObject *)PyType_FromSpec(&tensor_spec);
+  LoaderType = (PyTypeObject *)PyType_FromSpec(&loader_spec);
+  if (!TensorType || !LoaderType) return NULL;
   PyObject *m = PyModule_Create(&module_def);
   if (!m) return NULL;
-  Py_INCREF(&TensorType);
-  Py_INCREF(&LoaderType);
-  if (PyModule_AddObject(m, "Tensor", (PyObject *)&TensorType) ||
-      PyModule_AddObject(m, "CLoader", (PyObject *)&LoaderType))
+  Py_INCREF(TensorType);
+  Py_INCREF(LoaderType);
+  if (PyModule_AddObject(m, "Tensor", (PyObject *)TensorType) ||
+      PyModule_AddObject(m, "CLoader", (PyObject *)LoaderType))
     goto fail;
   static const struct {
     const char *name;

@@ -226,8 +226,12 @@ static int take_item(ff_loader *l, int worker, size_t *item, ff_batch **batch) {
 }
 
 /* Moves *msg into list (of at most MAX_SKIPPED_KEPT) or frees it. */
+/* Keeps a sample's message unless the list has it already (a file that fails
+ * in every epoch is listed once) or is full. */
 static void keep_msg(char **list, size_t *kept, char **msg) {
-  if (*kept < MAX_SKIPPED_KEPT) list[(*kept)++] = *msg;
+  int known = 0;
+  for (size_t i = 0; i < *kept && !known; i++) known = !strcmp(list[i], *msg);
+  if (!known && *kept < MAX_SKIPPED_KEPT) list[(*kept)++] = *msg;
   else free(*msg);
   *msg = NULL;
 }
