@@ -26,7 +26,8 @@
 /* Node-wide settings. The member that (re)initialises a segment writes its
  * own; later members run with the segment's (ff__coord_snapshot shows them). */
 typedef struct ff__coord_params {
-  int budget_threads;       /* worker threads for the whole node; default: online cores */
+  int budget_threads;       /* worker threads for the whole node; default: the cores this process
+                               may use (ff__coord_node_cores) */
   int min_threads;          /* every member keeps at least this many (default 1) */
   int expected_members;     /* the fair share divides by max(members, this): with torchrun,
                                LOCAL_WORLD_SIZE, so the first rank does not take the whole
@@ -39,11 +40,25 @@ typedef struct ff__coord_params {
   int lock_timeout_ms;      /* a report waits at most this long for the table, then the next
                                ones only try it until they get it (200) */
   int init_timeout_ms;      /* how long a joiner waits for another process to create the segment (1000) */
+  int quiet_ms;             /* a member silent longer than this and than 4 of its own batch intervals
+                               is quiet: its trainer stopped consuming (or the process is stopped),
+                               so its workers park and its cores count as idle (50) */
 } ff__coord_params;
 
 /* Fills the defaults above (no environment is read; budget from
- * sysconf(_SC_NPROCESSORS_ONLN)). */
+ * ff__coord_node_cores). */
 void ff__coord_params_init(ff__coord_params *p);
+
+/* The cores this process may use: its CPU affinity (sched_getaffinity),
+ * lowered to the cgroup v2 quota (cpu.max "QUOTA PERIOD", rounded up) of
+ * its cgroup and every parent (/proc/self/cgroup under /sys/fs/cgroup), at
+ * least 1. Online processors are not the node's budget: a container or a
+ * job scheduler may give the trainers fewer. */
+int ff__coord_node_cores(void);
+
+/* The cores a cgroup v2 cpu.max text allows: ceil(QUOTA / PERIOD), or 0 for
+ * "max" (no quota) and text that is not "QUOTA PERIOD". */
+int ff__coord_cpu_max_cores(const char *text);
 
 /* What a loader observed over its last batch interval (between two calls of
  * ff_loader_next). Values outside 0..1 are clamped. */
@@ -59,11 +74,15 @@ typedef struct ff__coord_member {
   int32_t max_threads;   /* its ceiling: the worker threads it owns */
   int32_t fair;          /* its fair share, set by ff__coord_targets */
   int32_t target;        /* where its allotment is heading, set by ff__coord_targets */
-  int32_t threads;       /* its allotment: the threads it was last told to run */
+  int32_t threads;       /* its allotment: the threads it is guaranteed, within the budget */
   int32_t reports;       /* reports since it joined */
+  int32_t burst;         /* threads beyond its allotment it may run while the node has idle cores,
+                            set by ff__coord_burst: it runs threads + burst */
+  int32_t quiet;         /* 1: silent past quiet_ms and 4 of its intervals (set when others report) */
   uint64_t ticket;       /* unique per join: tells a re-used slot from its previous owner */
   uint64_t pidns;        /* inode of its pid namespace (0: unknown), as pids only compare within one */
   uint64_t heartbeat_ns; /* CLOCK_MONOTONIC of its last report (or join) */
+  uint64_t interval_ns;  /* smoothed time between its reports: its batch interval */
   double stall_share;    /* smoothed signals of ff__coord_report_data */
   double ring_fill;
   double busy_share;
@@ -75,7 +94,8 @@ typedef struct ff__coord_member {
  *     remainder to the lowest slots, clamped to [min, max_threads];
  *   - a member stalls when stall_share > stall_threshold; it has slack when
  *     it does not stall, ring_fill >= ring_full and 1 - busy_share >
- *     idle_threshold; otherwise it is neutral;
+ *     idle_threshold, or when it is quiet (then it keeps only its minimum);
+ *     otherwise it is neutral;
  *   - supply = budget not in fair shares + what members with slack can
  *     spare (fair - the threads that keep their busy share at most
  *     1 - idle_threshold, at least min);
@@ -94,6 +114,22 @@ void ff__coord_targets(const ff__coord_params *p, ff__coord_member *m, int n);
  * threads only shrink when it is told so, which keeps the threads actually
  * running within the budget. Returns the new allotment. */
 int ff__coord_step(const ff__coord_params *p, ff__coord_member *m, int n, int self);
+
+/* Work conservation (call after ff__coord_step): the allotments are what
+ * each member is guaranteed, but a core that no member uses is handed out
+ * at once, not a thread per report. The cores in use are, per member: its
+ * allotment if it stalls or is neutral, what it keeps busy (threads ×
+ * busy_share, at most its allotment) if it has slack, nothing if it is
+ * quiet. The idle rest of the budget, rounded to whole threads (half up:
+ * like the OS's sharing, a thread that finds half a core is worth running),
+ * goes first to neutral members that held a burst (hysteresis, as for
+ * allotments), then to stalled members in proportion to their stall share,
+ * each up to max_threads - threads; everybody else's burst is 0. Bursts are
+ * not counted in the budget: when a lender needs its cores back, the
+ * borrower's next report sees them in use and its burst shrinks, so the node
+ * is oversubscribed (shared by the OS, as without the coordinator) for at
+ * most one of the borrower's batches. Sets burst of every member. */
+void ff__coord_burst(const ff__coord_params *p, ff__coord_member *m, int n);
 
 /* Folds a report into member `self`'s smoothed signals (the first report is
  * taken as it is). */
@@ -150,8 +186,9 @@ ff_status ff__coord_join_params(const char *group, int max_threads, const ff__co
 void ff__coord_leave(ff__coord *c);
 
 /* Records this member's latest observation, reclaims dead members' slots
- * (process gone, or silent past heartbeat_timeout_ms), rebalances and writes
- * to *threads_out the number of worker threads this member should run now
+ * (process gone, or silent past heartbeat_timeout_ms), marks quiet ones,
+ * rebalances and writes to *threads_out the number of worker threads this
+ * member should run now: its allotment plus its burst
  * (min_threads..max_threads). Call it about once per batch. Takes a lock for
  * a few microseconds; if the table stays locked past lock_timeout_ms (a
  * member stopped while holding it), answers the previous allotment without
@@ -163,7 +200,7 @@ void ff__coord_leave(ff__coord *c);
  * *threads_out is untouched). */
 ff_status ff__coord_report(ff__coord *c, const ff__coord_report_data *r, int *threads_out);
 
-/* The allotment of the last join or report. */
+/* The threads to run after the last join or report (allotment + burst). */
 int ff__coord_threads(const ff__coord *c);
 
 /* Copies the live members (compacted, in slot order) into out (room for
