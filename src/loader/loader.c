@@ -880,7 +880,10 @@ const char *ff_loader_warning(const ff_loader *l, size_t i) {
 
 void ff__loader_set_active_threads(ff_loader *l, int n) {
   pthread_mutex_lock(&l->mu);
-  l->active_threads = n < 1 ? 1 : n > l->num_threads ? l->num_threads : n;
+  n = n < 1 ? 1 : n > l->num_threads ? l->num_threads : n;
+  /* A mark on the consumer's track where the node coordinator changed the allotment. */
+  if (l->trace && n != l->active_threads) ff__trace_span(l->trace, FF__TRACK_CONSUMER, "threads", ff__now_ns(), 0, "threads", n);
+  l->active_threads = n;
   l->stats.num_threads = l->active_threads;
   pthread_cond_broadcast(&l->work_cv);
   pthread_mutex_unlock(&l->mu);
