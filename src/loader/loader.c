@@ -29,6 +29,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "core/clock.h"
@@ -331,6 +332,14 @@ static ff_status replace_sample(ff_loader *l, ff__worker *w, ff_batch *e, size_t
   return st;
 }
 
+/* The calling thread's CPU time: what the node coordinator hears as busy
+ * (wall time would count the time other processes held the core). */
+static uint64_t thread_cpu_ns(void) {
+  struct timespec ts;
+  if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts)) return 0;
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
 static void *worker_loop(void *p) {
   worker_arg *a = p;
   ff_loader *l = a->loader;
@@ -351,7 +360,7 @@ static void *worker_loop(void *p) {
     l->busy++;
     pthread_mutex_unlock(&l->mu);
 
-    uint64_t t0 = ff__now_ns();
+    uint64_t t0 = ff__now_ns(), cpu0 = thread_cpu_ns();
     ff__offload_took took = {0};
     ff_status st = placement != FF_PLACEMENT_CPU
                        ? ff__offload_sample(l->offload, w, (int)(e - l->ring), &job, slot, placement, &took, &err)
@@ -367,8 +376,10 @@ static void *worker_loop(void *p) {
     }
     char *warn_msg = w->warning.status ? strdup(w->warning.msg) : NULL;
 
+    uint64_t worker_cpu_ns = thread_cpu_ns() - cpu0;
     pthread_mutex_lock(&l->mu);
     l->busy--;
+    l->worker_cpu_ns += worker_cpu_ns;
     uint64_t cpu_ns = w->read_ns + w->decode_ns + w->ops_ns;
     if (l->trace) trace_sample(l, index, w, t0, sample);
     if (!replace_msg) { /* after substitutes the worker's figures mix several samples */
@@ -715,8 +726,10 @@ static void hand_out(ff_loader *l, ff_batch *e, int ring_ready, uint64_t t0, uin
   };
   ff__sched_update(&l->sched_params, &l->sched, &o);
   if (l->coord) {
+    double busy_s = (double)(l->worker_cpu_ns - l->reported_cpu_ns) * 1e-9;
+    l->reported_cpu_ns = l->worker_cpu_ns;
     l->report = (ff__coord_report_data){o.wait_s / o.interval_s, (double)ring_ready / l->cfg.prefetch,
-                                         o.cpu_busy_s / (l->active_threads * o.interval_s)};
+                                         busy_s / (l->active_threads * o.interval_s)};
     l->report_pending = 1;
   }
   l->stats.offload_share = device_share(l);

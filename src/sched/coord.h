@@ -65,7 +65,7 @@ int ff__coord_cpu_max_cores(const char *text);
 typedef struct ff__coord_report_data {
   double stall_share; /* consumer wait / interval: the share of the interval the trainer waited */
   double ring_fill;   /* ready batches / prefetch when the consumer asked */
-  double busy_share;  /* worker busy time / (active threads × interval) */
+  double busy_share;  /* worker CPU time / (active threads × interval): the cores it kept busy */
 } ff__coord_report_data;
 
 /* One slot of the member table. pid 0 marks a free slot. */
