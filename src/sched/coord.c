@@ -565,6 +565,14 @@ static ff_status go_alone(ff__coord *c, const char *why, ff__error *err) {
                        c->name, why, c->name);
 }
 
+/* Quiet: its trainer stopped asking for batches (or it is stopped); its
+ * workers park once its ring is full, so its cores are idle. */
+static int is_quiet(const ff__coord_params *p, const ff__coord_member *e, uint64_t now_ns) {
+  uint64_t quiet_ns = (uint64_t)p->quiet_ms * 1000000u, silent = now_ns > e->heartbeat_ns ? now_ns - e->heartbeat_ns : 0;
+  if (quiet_ns < 4 * e->interval_ns) quiet_ns = 4 * e->interval_ns;
+  return silent > quiet_ns;
+}
+
 /* Frees slots whose process is gone or that stayed silent too long (not
  * `self`), and recounts the members. Under the lock. */
 static void reclaim(coord_shm *s, int self, uint64_t pidns, uint64_t now_ns) {
@@ -585,11 +593,7 @@ static void reclaim(coord_shm *s, int self, uint64_t pidns, uint64_t now_ns) {
       continue;
     }
     members++;
-    /* Quiet: its trainer stopped asking for batches (or it is stopped); its
-     * workers park once its ring is full, so its cores are idle. */
-    uint64_t quiet_ns = (uint64_t)s->params.quiet_ms * 1000000u, silent = now_ns > e->heartbeat_ns ? now_ns - e->heartbeat_ns : 0;
-    if (quiet_ns < 4 * e->interval_ns) quiet_ns = 4 * e->interval_ns;
-    e->quiet = i != self && silent > quiet_ns;
+    e->quiet = i != self && is_quiet(&s->params, e, now_ns);
   }
   s->members = members;
 }
@@ -899,6 +903,62 @@ ff_status ff__coord_snapshot(ff__coord *c, ff__coord_member *out, int *n_out, ff
   coord_unlock(s);
   if (n_out) *n_out = n;
   return FF_OK;
+}
+
+ff_status ff__coord_peek(const char *group, ff__coord_member *out, int *n_out, ff__coord_params *params_out,
+                         ff__error *err) {
+  char name[COORD_NAME_CAP];
+  if (ff__coord_shm_name(group, name, sizeof name) != FF_OK)
+    return ff__error_set(err, FF_EINVAL, "node coordinator: group name must have 1..%d bytes", FF__COORD_GROUP_MAX - 1);
+  int fd = shm_open(name, O_RDWR, 0); /* the lock is in the segment: taking it writes */
+  if (fd < 0)
+    return ff__error_set(err, FF_EIO, "node coordinator: no group %s on this node (%s: %s)", group, name,
+                         strerror(errno));
+  struct stat st;
+  if (fstat(fd, &st) != 0 || (size_t)st.st_size != sizeof(coord_shm)) {
+    close(fd);
+    return ff__error_set(err, FF_EIO, "node coordinator: %s belongs to another fusionflow build", name);
+  }
+  coord_shm *s = mmap(NULL, sizeof *s, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  close(fd);
+  if (s == MAP_FAILED)
+    return ff__error_set(err, FF_EIO, "node coordinator: cannot map %s: %s", name, strerror(errno));
+  char why[128];
+  ff_status st_out = FF_OK;
+  if (!atomic_load_explicit(&s->ready, memory_order_acquire) || header_damage(s, why, sizeof why)) {
+    st_out = ff__error_set(err, FF_EIO, "node coordinator: %s is not ready or belongs to another build", name);
+  } else if (coord_lock(s, s->params.lock_timeout_ms > 0 && s->params.lock_timeout_ms < 10000 ? s->params.lock_timeout_ms : 200)) {
+    st_out = ff__error_set(err, FF_EIO, "node coordinator: %s stays locked", name);
+  } else {
+    if (table_damage(s, ff__now_ns(), why, sizeof why)) {
+      st_out = ff__error_set(err, FF_EIO, "node coordinator: shared memory %s %s", name, why);
+    } else {
+      int n = 0;
+      uint64_t now = ff__now_ns();
+      for (int i = 0; i < FF__COORD_MAX_MEMBERS; i++)
+        if (s->slot[i].pid) {
+          if (out) {
+            out[n] = s->slot[i];
+            out[n].quiet = is_quiet(&s->params, &s->slot[i], now); /* as of now, not of the last report */
+          }
+          n++;
+        }
+      if (n_out) *n_out = n;
+      if (params_out) *params_out = s->params;
+    }
+    coord_unlock(s);
+  }
+  munmap(s, sizeof *s);
+  return st_out;
+}
+
+const char *ff__coord_member_state(const ff__coord_params *p, const ff__coord_member *m) {
+  if (m->quiet) return "quiet";
+  switch (member_class(p, m)) {
+  case STALLED: return "stalled";
+  case SLACK: return "slack";
+  default: return "neutral";
+  }
 }
 
 void ff__coord_test_hold_lock(ff__coord *c) {

@@ -209,6 +209,20 @@ int ff__coord_threads(const ff__coord *c);
  * tests. Returns FF_OK, FF_EINVAL or FF_EIO (lock timed out). */
 ff_status ff__coord_snapshot(ff__coord *c, ff__coord_member *out, int *n_out, ff__coord_params *params_out);
 
+/* Reads group's table without joining it (for `fusionflow node status`):
+ * the live members (compacted, in slot order, room for
+ * FF__COORD_MAX_MEMBERS) into out, their count into *n_out, the parameters
+ * into *params_out (either may be NULL). Returns FF_OK, FF_EINVAL (bad
+ * group name) or FF_EIO (no such group on this node for this user, a
+ * segment of another build or damaged, or its lock held past
+ * lock_timeout_ms), the message in err. */
+ff_status ff__coord_peek(const char *group, ff__coord_member *out, int *n_out, ff__coord_params *params_out,
+                         ff__error *err);
+
+/* What the rebalancing makes of member m: "quiet", "stalled", "slack" or
+ * "neutral" (the classes of ff__coord_targets). */
+const char *ff__coord_member_state(const ff__coord_params *p, const ff__coord_member *m);
+
 /* For tests only: takes the table's lock and returns holding it, so that a
  * process can die holding it. */
 void ff__coord_test_hold_lock(ff__coord *c);

@@ -657,6 +657,37 @@ static void a_member_that_stops_consuming_releases_its_cores_to_a_stalled_peer(v
   assert_false(segment_exists());
 }
 
+/* `fusionflow node status` reads the table without joining: the member
+ * count stays, the states and bursts are the members'. */
+static void the_table_can_be_read_without_joining(void **state) {
+  (void)state;
+  new_group("peek");
+  ff__coord_member m[FF__COORD_MAX_MEMBERS];
+  int n = -1;
+  ff__error err = {0};
+  assert_int_equal(ff__coord_peek(group, m, &n, NULL, &err), FF_EIO); /* no such group yet */
+  assert_non_null(strstr(err.msg, group));
+  ff__coord_params p = params(4, 2);
+  child *a = spawn(&p, 4), *b = spawn(&p, 4);
+  ask(a, 'J', NULL);
+  ask(b, 'J', NULL);
+  ask(b, 'R', &SLACK);
+  /* b keeps its 2 (it had nobody to lend to when it reported) but runs
+   * 20% of them: a runs the idle 4 - 2 - 0.4 = 1.6 cores as a burst of 2. */
+  assert_int_equal(ask(a, 'R', &STALL).threads, 4);
+  ff__coord_params got;
+  assert_int_equal(ff__coord_peek(group, m, &n, &got, &err), FF_OK);
+  assert_int_equal(n, 2);
+  assert_int_equal(got.budget_threads, 4);
+  assert_string_equal(ff__coord_member_state(&got, &m[0]), "stalled");
+  assert_string_equal(ff__coord_member_state(&got, &m[1]), "slack");
+  assert_int_equal(m[0].threads, 2);
+  assert_int_equal(m[0].burst, 2);
+  assert_int_equal(ask(a, 'R', &STALL).members, 2);
+  finish_children();
+  assert_false(segment_exists());
+}
+
 static void a_member_that_leaves_frees_its_slot_and_the_group_can_start_again(void **state) {
   (void)state;
   new_group("leave");
@@ -1089,6 +1120,7 @@ int main(void) {
       cmocka_unit_test(group_names_are_sanitised_and_taken_from_the_environment),
       cmocka_unit_test(three_processes_move_threads_from_slack_to_stall_and_survive_a_kill),
       cmocka_unit_test(a_member_that_stops_consuming_releases_its_cores_to_a_stalled_peer),
+      cmocka_unit_test(the_table_can_be_read_without_joining),
       cmocka_unit_test(a_member_that_leaves_frees_its_slot_and_the_group_can_start_again),
       cmocka_unit_test(a_silent_member_is_reclaimed_and_rejoins_when_it_reports_again),
       cmocka_unit_test(a_member_holding_the_lock_delays_reports_and_its_death_frees_it),
