@@ -35,6 +35,7 @@
 #include "core/clock.h"
 #include "loader/loader_internal.h"
 #include "loader/sampler.h"
+#include "sched/numa.h"
 
 #define MAX_SKIPPED_KEPT 1000
 #define DEFAULT_TRACE_EVENTS (1u << 18)
@@ -600,6 +601,7 @@ static ff_status loader_start(ff_loader *l) {
     }
     l->started_threads++;
   }
+  ff__numa_pin_workers(l->threads, l->num_threads, ff__numa_rank_gpu(c->device)); /* FF_NODE_NUMA=auto */
   join_node_group(l);
   return FF_OK;
 }
