@@ -158,7 +158,8 @@ def calibrate_standin(args):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--data", required=True, help="an image folder (scripts/demo-data.py makes one)")
+    ap.add_argument("--data", help="an image folder (scripts/demo-data.py makes one)")
+    ap.add_argument("--print", metavar="FILE", help="print the tables of a --json result and stop")
     ap.add_argument("--bin", default="build", help="the build folder with node_member (default build)")
     ap.add_argument("--cores", type=int, default=len(os.sched_getaffinity(0)),
                     help="the node's cores: FF_NODE_THREADS and each loader's threads (default: this process's)")
@@ -168,6 +169,15 @@ def main():
     ap.add_argument("--only", default=",".join(SCENARIOS), help="scenarios, comma-separated")
     ap.add_argument("--json", action="store_true", help="print one JSON object")
     args = ap.parse_args()
+    if args.print:
+        with open(args.print) as f:
+            saved = json.load(f)
+        print(json.dumps(saved["config"]))
+        for name, by_mode in saved["scenarios"].items():
+            print_scenario(name, by_mode, {"steps_per_s": saved["config"]["standin_alone_steps_per_s"]})
+        return
+    if not args.data:
+        ap.error("--data is required")
     args.member = os.path.join(args.bin, "node_member")
     args.data = os.path.abspath(args.data)
     chosen = [s for s in args.only.split(",") if s]
@@ -189,13 +199,14 @@ def main():
         members = scenario_members(name, args.loaders, rates, args)
         results["scenarios"][name] = {mode: run_members(args, members, mode, "%s-%s" % (name, mode)) for mode in MODES}
         if not args.json:
-            print_scenario(name, members, results["scenarios"][name], standin_alone)
+            print_scenario(name, results["scenarios"][name], standin_alone)
     if args.json:
         print(json.dumps(results, indent=1))
 
 
-def print_scenario(name, members, by_mode, standin_alone):
-    loaders = [i for i, m in enumerate(members) if "pipeline" in m]
+def print_scenario(name, by_mode, standin_alone):
+    members = by_mode["off"]["members"]
+    loaders = [i for i, m in enumerate(members) if "images_per_s" in m]
     print("\n%s" % name)
     print("  %-7s %8s %6s %6s %6s  %s" % ("mode", "node/s", "cpu", "busy", "thr", "per trainer: images/s (stall, threads)"))
     for mode in MODES:
@@ -206,7 +217,7 @@ def print_scenario(name, members, by_mode, standin_alone):
         extra = ""
         if len(members) > len(loaders):
             s = r["members"][-1]["steps_per_s"]
-            extra = "  stand-in %.1f steps/s (%.3fx alone)" % (s, s / standin_alone["steps_per_s"])
+            extra = "  stand-in %.1f steps/s (%.3fx alone)" % (s, s / (standin_alone["steps_per_s"] or 1))
         print("  %-7s %8.0f %5.0f%% %5.0f%% %6d  %s%s" % (mode, node, 100 * r["cpu_use"], 100 * r["machine_busy"],
                                                         r["threads_each"], per, extra))
     c, o, s = (by_mode[m] for m in ("coord", "off", "static"))

@@ -364,11 +364,9 @@ void ff__coord_burst(const ff__coord_params *p, ff__coord_member *m, int n) {
   for (int j = 0; j < k; j++) {
     const ff__coord_member *e = &m[live[j]];
     int cls = member_class(p, e), threads = clampi(e->threads, 0, member_cap(e));
-    if (cls == SLACK && !e->quiet) {
-      double busy = (threads + (e->burst > 0 ? e->burst : 0)) * e->busy_share;
+    if (!e->quiet) { /* before its first report nothing is known: all of it */
+      double busy = e->reports > 0 ? (threads + (e->burst > 0 ? e->burst : 0)) * e->busy_share : threads;
       used += busy < threads ? busy : threads;
-    } else if (cls != SLACK) {
-      used += threads;
     }
     room[j] = cls == SLACK ? 0 : member_cap(e) - threads;
     held[j] = cls == NEUTRAL && e->burst > 0 ? (e->burst < room[j] ? e->burst : room[j]) : 0;

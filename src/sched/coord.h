@@ -117,10 +117,11 @@ int ff__coord_step(const ff__coord_params *p, ff__coord_member *m, int n, int se
 
 /* Work conservation (call after ff__coord_step): the allotments are what
  * each member is guaranteed, but a core that no member uses is handed out
- * at once, not a thread per report. The cores in use are, per member: its
- * allotment if it stalls or is neutral, what it keeps busy (threads ×
- * busy_share, at most its allotment) if it has slack, nothing if it is
- * quiet. The idle rest of the budget, rounded to whole threads (half up:
+ * at once, not a thread per report. The cores in use are, per member, what
+ * it keeps busy ((threads + burst) × busy_share, at most its allotment:
+ * the measured CPU time, not its class, which a member reporting once a
+ * second updates slowly; all of it before its first report), nothing if it
+ * is quiet. The idle rest of the budget, rounded to whole threads (half up:
  * like the OS's sharing, a thread that finds half a core is worth running),
  * goes first to neutral members that held a burst (hysteresis, as for
  * allotments), then to stalled members in proportion to their stall share,
