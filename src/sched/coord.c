@@ -71,6 +71,7 @@
 #define COORD_VERSION 2u
 #define COORD_NAME_CAP (FF__COORD_GROUP_MAX + 64)
 #define COORD_ATTACH_TRIES 64
+#define COORD_SIGNAL_NS 1e8 /* the interval a report of weight alpha stands for */
 
 typedef ff__coord_segment coord_shm;
 
@@ -869,12 +870,18 @@ ff_status ff__coord_report(ff__coord *c, const ff__coord_report_data *r, int *th
     }
   }
   ff__coord_member *me = &s->slot[c->slot];
+  ff__coord_params weighted = s->params;
   if (me->reports > 0 && now > me->heartbeat_ns) {
     uint64_t dt = now - me->heartbeat_ns;
     me->interval_ns = me->interval_ns ? me->interval_ns - me->interval_ns / 4 + dt / 4 : dt;
+    /* A report stands for its interval: one of a member that asks for a
+     * batch a second weighs as ten of one that asks every 100 ms, so that
+     * its signals follow a change in seconds, not in tens of reports. */
+    double w = 1.0 - pow(1.0 - weighted.alpha, (double)dt / COORD_SIGNAL_NS);
+    if (w > weighted.alpha) weighted.alpha = w;
   }
   me->heartbeat_ns = now;
-  ff__coord_observe(&s->params, me, r);
+  ff__coord_observe(&weighted, me, r);
   reclaim(s, c->slot, c->pidns, now);
   ff__coord_targets(&s->params, s->slot, FF__COORD_MAX_MEMBERS);
   int threads = ff__coord_step(&s->params, s->slot, FF__COORD_MAX_MEMBERS, c->slot);

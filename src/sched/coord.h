@@ -35,7 +35,9 @@ typedef struct ff__coord_params {
   double stall_threshold;   /* a member stalls when its smoothed stall share exceeds this (0.05) */
   double ring_full;         /* its ring counts as full at this smoothed fill, 0..1 (0.75) */
   double idle_threshold;    /* it has slack when its smoothed idle share (1 - busy) exceeds this (0.25) */
-  double alpha;             /* weight of a new report in the smoothed signals, (0, 1] (0.25) */
+  double alpha;             /* weight of a new report in the smoothed signals, (0, 1] (0.25), per
+                               100 ms of the member's interval: a report after dt weighs
+                               max(alpha, 1 - (1 - alpha)^(dt / 100 ms)) */
   int heartbeat_timeout_ms; /* a member silent this long is reclaimed (5000) */
   int lock_timeout_ms;      /* a report waits at most this long for the table, then the next
                                ones only try it until they get it (200) */
