@@ -501,13 +501,14 @@ static ff_status env_share(double *out, ff__error *err) {
 }
 
 /* Loaders of one node (one per GPU, as torchrun starts them) share the
- * node's cores through the coordinator when a group is named: FF_NODE_GROUP,
- * or torchrun's run id (FF_NODE_GROUP=off opts out). Without a group, or if
- * the shared memory cannot be had, the loader runs on its own threads. */
+ * node's cores through the coordinator when they opt in: FF_NODE_GROUP
+ * names the group, or is "auto" for torchrun's run id; unset or "off", the
+ * loader runs on its own threads, as it does if the shared memory cannot
+ * be had. */
 static void join_node_group(ff_loader *l) {
   const char *env = getenv("FF_NODE_GROUP");
   char group[128];
-  if ((env && !strcmp(env, "off")) || !ff__coord_default_group(group, sizeof group)) return;
+  if (!env || !*env || !strcmp(env, "off") || !ff__coord_default_group(group, sizeof group)) return;
   ff__error ignored;
   if (ff__coord_join(group, l->num_threads, &l->coord, &ignored) == FF_OK)
     ff__loader_set_active_threads(l, ff__coord_threads(l->coord));

@@ -405,7 +405,7 @@ void ff__coord_observe(const ff__coord_params *p, ff__coord_member *m, const ff_
 int ff__coord_default_group(char *buf, size_t cap) {
   const char *g = getenv("FF_NODE_GROUP");
   int n = -1;
-  if (g && *g)
+  if (g && *g && strcmp(g, "auto"))
     n = snprintf(buf, cap, "%s", g);
   else if ((g = getenv("TORCHELASTIC_RUN_ID")) && *g)
     n = snprintf(buf, cap, "torchelastic-%s", g);

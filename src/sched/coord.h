@@ -158,8 +158,9 @@ typedef struct ff__coord_segment {
 typedef struct ff__coord ff__coord;
 
 /* The group from the environment, for ranks of one torchrun job to meet:
- * FF_NODE_GROUP, else "torchelastic-<TORCHELASTIC_RUN_ID>", else
- * "port-<MASTER_PORT>". Writes it to buf; returns 1, or 0 if none is set. */
+ * FF_NODE_GROUP (unless "auto"), else "torchelastic-<TORCHELASTIC_RUN_ID>",
+ * else "port-<MASTER_PORT>". Writes it to buf; returns 1, or 0 if none is
+ * set. */
 int ff__coord_default_group(char *buf, size_t cap);
 
 /* The shared memory name of a group: "/fusionflow-<uid>-<group>", with

@@ -388,6 +388,9 @@ static void group_names_are_sanitised_and_taken_from_the_environment(void **stat
   setenv("TORCHELASTIC_RUN_ID", "abc", 1);
   assert_int_equal(ff__coord_default_group(buf, sizeof buf), 1);
   assert_string_equal(buf, "torchelastic-abc");
+  setenv("FF_NODE_GROUP", "auto", 1); /* the torchrun job's group */
+  assert_int_equal(ff__coord_default_group(buf, sizeof buf), 1);
+  assert_string_equal(buf, "torchelastic-abc");
   setenv("FF_NODE_GROUP", "mine", 1);
   assert_int_equal(ff__coord_default_group(buf, sizeof buf), 1);
   assert_string_equal(buf, "mine");

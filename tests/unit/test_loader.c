@@ -495,6 +495,22 @@ static void node_group_caps_the_threads_and_keeps_batches_identical(void **state
   ff_loader_stats(l, &s);
   assert_int_equal(s.num_threads, 2);
   ff_loader_close(l);
+  /* Joining is opt-in: under torchrun without FF_NODE_GROUP the loader
+   * runs alone, with FF_NODE_GROUP=auto it joins the job's group. */
+  unsetenv("FF_NODE_GROUP");
+  setenv("TORCHELASTIC_RUN_ID", group, 1);
+  setenv("FF_NODE_THREADS", "1", 1);
+  l = open_ok(&c);
+  ff_loader_stats(l, &s);
+  assert_int_equal(s.num_threads, 2);
+  ff_loader_close(l);
+  setenv("FF_NODE_GROUP", "auto", 1);
+  l = open_ok(&c);
+  ff_loader_stats(l, &s);
+  assert_int_equal(s.num_threads, 1);
+  ff_loader_close(l);
+  unsetenv("TORCHELASTIC_RUN_ID");
+  unsetenv("FF_NODE_THREADS");
   unsetenv("FF_NODE_GROUP");
   assert_true(records_equal(&alone, &grouped));
   free(alone.bytes), free(grouped.bytes);
