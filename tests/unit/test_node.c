@@ -27,6 +27,7 @@
 #include "core/clock.h"
 #include "fixtures.h"
 #include "fusionflow/fusionflow.h"
+#include "sched/coord.h"
 
 #define PIPELINE \
   "decode | random_resized_crop(size=64) | rand_augment(num_ops=2, magnitude=9) | " \
@@ -169,10 +170,61 @@ static void a_stalled_loader_in_a_group_gets_what_the_os_sharing_gives_it(void *
   assert_true(r[2].images_per_s >= 0.8 * r[0].images_per_s);
 }
 
+/* A member (a handle in this process) holds the group's whole budget of 2
+ * threads when the loader joins, so the loader starts on its minimum, 1;
+ * the member leaves, and at its next batch the loader takes the free
+ * thread: the trace marks the change on the consumer's track. */
+static void the_trace_marks_where_the_coordinator_changes_the_threads(void **state) {
+  (void)state;
+  char group[64], path[4300];
+  snprintf(group, sizeof group, "ut-node-trace-%d", (int)getpid());
+  snprintf(path, sizeof path, "%s/trace.json", ff_test_dir("node-trace"));
+  setenv("FF_NODE_GROUP", group, 1);
+  setenv("FF_NODE_THREADS", "2", 1);
+  ff__coord *other = NULL;
+  ff__error err = {0};
+  assert_int_equal(ff__coord_join(group, 2, &other, &err), FF_OK);
+  assert_int_equal(ff__coord_threads(other), 2);
+  ff_config c;
+  ff_config_init(&c);
+  c.source = source;
+  c.pipeline = PIPELINE;
+  c.batch_size = BATCH;
+  c.num_threads = 2;
+  c.rank = 0, c.world_size = 1;
+  ff_loader *l = NULL;
+  assert_int_equal(ff_loader_open(&c, &l), FF_OK);
+  ff_stats s = {0};
+  ff_loader_stats(l, &s);
+  assert_int_equal(s.num_threads, 1);
+  assert_int_equal(ff_loader_trace_start(l, 0), FF_OK);
+  ff__coord_leave(other);
+  for (int i = 0; i < 3; i++) { /* the first batch after open is not reported: the second is */
+    ff_batch *b;
+    assert_int_equal(ff_loader_next(l, &b), FF_OK);
+    ff_batch_release(b);
+  }
+  ff_loader_stats(l, &s);
+  assert_int_equal(s.num_threads, 2);
+  size_t kept = 0, dropped = 0;
+  assert_int_equal(ff_loader_trace_write(l, path, &kept, &dropped), FF_OK);
+  ff_loader_close(l);
+  unsetenv("FF_NODE_GROUP");
+  unsetenv("FF_NODE_THREADS");
+  size_t n = 0;
+  char *text = (char *)ff_test_read(path, &n);
+  text = realloc(text, n + 1);
+  text[n] = 0;
+  assert_non_null(strstr(text, "\"name\": \"threads\", \"ts\""));
+  assert_non_null(strstr(text, "\"args\": {\"threads\": 2}"));
+  free(text);
+}
+
 int main(void) {
   signal(SIGPIPE, SIG_IGN);
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(a_stalled_loader_in_a_group_gets_what_the_os_sharing_gives_it),
+      cmocka_unit_test(the_trace_marks_where_the_coordinator_changes_the_threads),
   };
   return cmocka_run_group_tests(tests, setup, NULL);
 }
