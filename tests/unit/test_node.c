@@ -57,13 +57,8 @@ typedef struct result {
   int status;
 } result;
 
-/* A trainer: opens its loader (in `group`, or with FF_NODE_GROUP=off), waits
- * for the go, then consumes batches for PHASE_S, sleeping step_s after each
- * (its training step), and writes its rate to out. */
-static void member_main(int go, int out, const char *group, double step_s) {
-  alarm(60); /* never outlive a broken test */
-  setenv("FF_NODE_GROUP", group ? group : "off", 1);
-  setenv("FF_NODE_THREADS", "2", 1); /* the node of the issue: 2 cores, 2 loaders of 2 threads */
+/* Every loader here: RandAugment, 2 threads, a ring of 2. */
+static ff_config loader_config(void) {
   ff_config c;
   ff_config_init(&c);
   c.source = source;
@@ -72,6 +67,17 @@ static void member_main(int go, int out, const char *group, double step_s) {
   c.num_threads = 2;
   c.prefetch = 2;
   c.rank = 0, c.world_size = 1;
+  return c;
+}
+
+/* A trainer: opens its loader (in `group`, or with FF_NODE_GROUP=off), waits
+ * for the go, then consumes batches for PHASE_S, sleeping step_s after each
+ * (its training step), and writes its rate to out. */
+static void member_main(int go, int out, const char *group, double step_s) {
+  alarm(60); /* never outlive a broken test */
+  setenv("FF_NODE_GROUP", group ? group : "off", 1);
+  setenv("FF_NODE_THREADS", "2", 1); /* the node of the issue: 2 cores, 2 loaders of 2 threads */
+  ff_config c = loader_config();
   result r = {0, 0, FF_OK};
   ff_loader *l = NULL;
   r.status = ff_loader_open(&c, &l);
@@ -185,13 +191,7 @@ static void the_trace_marks_where_the_coordinator_changes_the_threads(void **sta
   ff__error err = {0};
   assert_int_equal(ff__coord_join(group, 2, &other, &err), FF_OK);
   assert_int_equal(ff__coord_threads(other), 2);
-  ff_config c;
-  ff_config_init(&c);
-  c.source = source;
-  c.pipeline = PIPELINE;
-  c.batch_size = BATCH;
-  c.num_threads = 2;
-  c.rank = 0, c.world_size = 1;
+  ff_config c = loader_config();
   ff_loader *l = NULL;
   assert_int_equal(ff_loader_open(&c, &l), FF_OK);
   ff_stats s = {0};
