@@ -239,6 +239,11 @@ typedef struct ff_config {
    *             stream wait for it (ff_batch_wait_on) and releases with the
    *             stream that reads it (ff_batch_release_after)
    *   "emu:N"   the emulated device's memory (host memory; for tests)
+   * When output_device is the offload device (device "emu:0" or "cuda:N"
+   * with output_device the same, or "auto" resolving to it), the samples
+   * the device prepares are written straight into the output batch
+   * (direct aggregation: no host round trip), the host-prepared ones go up
+   * in one copy per run of consecutive slots (ff_batch_info says which).
    * The bytes are the same as with "cpu" (same layout and dtype). A device
    * that cannot be opened, or has no memory for the ring's batch_size x
    * (prefetch + 1) images, fails ff_loader_open with FF_EDEVICE. */
@@ -519,6 +524,17 @@ typedef struct ff_batch_info {
                                unless they run on JPEG engines beside the kernels */
   size_t device_bytes;      /* device memory its microbatch took from the pool, output tensor included */
   double offload_share;     /* the scheduler's share when the batch was split, 0..1 */
+  /* How its images reached the memory they are handed out in: */
+  size_t output_uploads;    /* host-to-device copy calls to output_device: one per run of consecutive
+                               samples prepared on the host (0 for host output) */
+  uint64_t output_upload_bytes; /* their bytes */
+  size_t device_downloads;  /* device-to-host copy calls that brought its device-prepared samples to host
+                               memory: host output, one batched call per microbatch into the (pinned)
+                               host batch; output_device the offload device: 0, the device writes them in
+                               place into the output batch (direct aggregation) */
+  uint64_t device_download_bytes; /* their bytes */
+  size_t host_round_trips;  /* device-prepared samples that went down to host memory and up again to
+                               output_device (only when output_device is not the offload device) */
 } ff_batch_info;
 
 /* Fills *out for a held batch. Any thread. */
@@ -560,6 +576,9 @@ typedef struct ff_stats {
                                       for CUDA devices only", or the device's reason (e.g. "nvjpeg not
                                       available: libnvjpeg.so.13: cannot open shared object file ...");
                                       owned by the loader, valid until ff_loader_close */
+  uint64_t output_upload_bytes;   /* sums of ff_batch_info's over the batches handed out */
+  uint64_t device_download_bytes;
+  uint64_t host_round_trips;
 } ff_stats;
 
 /* Fills *out. Any time, from the consumer thread. */

@@ -259,12 +259,35 @@ static ff_status cu_foreign_record(void *impl, void *event, void *handle, ff__er
   return e == cudaSuccess ? FF_OK : fail(err, (cuda_dev *)impl, "cudaEventRecord (consumer's stream)", e);
 }
 
-static ff_status cu_copy(void *impl, void *stream, void *dst, const void *src, size_t size_bytes,
-                         int to_device, ff__error *err) {
-  cudaError_t e =
-      cudaMemcpyAsync(dst, src, size_bytes, to_device ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost,
-                      ((stream_node *)stream)->s);
+static ff_status cu_copy(void *impl, void *stream, void *dst, const void *src, size_t size_bytes, int kind,
+                         ff__error *err) {
+  cudaMemcpyKind k = kind == FF__COPY_H2D   ? cudaMemcpyHostToDevice
+                     : kind == FF__COPY_D2H ? cudaMemcpyDeviceToHost
+                                            : cudaMemcpyDeviceToDevice;
+  cudaError_t e = cudaMemcpyAsync(dst, src, size_bytes, k, ((stream_node *)stream)->s);
   return e == cudaSuccess ? FF_OK : fail(err, (cuda_dev *)impl, "cudaMemcpyAsync", e);
+}
+
+/* A microbatch's finished slots into the pinned host batch: one call (CUDA
+ * 13's cudaMemcpyBatchAsync, in stream order), else one copy each. */
+static ff_status cu_download_batch(void *impl, void *stream, int n, void *const *dsts, const void *const *srcs,
+                                   const size_t *sizes, ff__error *err) {
+  cudaStream_t s = ((stream_node *)stream)->s;
+#if CUDART_VERSION >= 13000
+  cudaMemcpyAttributes attr = {};
+  attr.srcAccessOrder = cudaMemcpySrcAccessOrderStream;
+  size_t first = 0;
+  cudaError_t e = cudaMemcpyBatchAsync(dsts, srcs, sizes, (size_t)n, &attr, &first, 1, s);
+  if (e == cudaSuccess) return FF_OK;
+  if (e != cudaErrorNotSupported && e != cudaErrorInvalidValue)
+    return fail(err, (cuda_dev *)impl, "cudaMemcpyBatchAsync", e);
+  (void)cudaGetLastError(); /* not taken here (e.g. pageable memory on an older driver): one copy each */
+#endif
+  for (int i = 0; i < n; i++) {
+    cudaError_t c = cudaMemcpyAsync(dsts[i], srcs[i], sizes[i], cudaMemcpyDeviceToHost, s);
+    if (c != cudaSuccess) return fail(err, (cuda_dev *)impl, "cudaMemcpyAsync", c);
+  }
+  return FF_OK;
 }
 
 static ff_status cu_event_create(void *impl, void **out, ff__error *err) {
@@ -327,7 +350,7 @@ static ff__device_backend make_backend(void) {
   b.host_alloc = cu_host_alloc, b.host_free = cu_host_free;
   b.stream_create = cu_stream_create, b.stream_destroy = cu_stream_destroy, b.stream_wait = cu_stream_wait;
   b.stream_handle = cu_stream_handle, b.foreign_wait = cu_foreign_wait, b.foreign_record = cu_foreign_record;
-  b.copy = cu_copy, b.event_create = cu_event_create, b.event_destroy = cu_event_destroy;
+  b.copy = cu_copy, b.download_batch = cu_download_batch, b.event_create = cu_event_create, b.event_destroy = cu_event_destroy;
   b.event_record = cu_event_record, b.event_query = cu_event_query, b.event_wait = cu_event_wait;
   b.event_elapsed_ms = cu_event_elapsed_ms, b.launch = cu_launch;
   b.native_stream = cu_native_stream; /* the decoder is nvJPEG's, wired in device.c */

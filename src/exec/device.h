@@ -77,8 +77,18 @@ int ff__device_cuda_gpus(ff__error *err);
 int ff__device_auto_pick(int current, const char *local_rank, int count);
 
 /* Waits for all queued work, frees every pool block and the device. NULL
- * does nothing. Streams, events and pinned buffers must be destroyed first. */
+ * does nothing. Streams, events and pinned buffers must be destroyed first.
+ * A device retained n times closes at its (n+1)-th close. */
 void ff__device_close(ff__device *d);
+
+/* One more handle on d (for a second user of the same device, e.g. the
+ * output ring on the offload device, so that both share one pool, one
+ * set of streams' ordering and pointers); returns d. Thread-safe. */
+ff__device *ff__device_retain(ff__device *d);
+
+/* Whether name ("cuda:N", "emu:N", options after '?' ignored; not "auto")
+ * names the device d runs on: same kind and ordinal. */
+int ff__device_is(const ff__device *d, const char *name);
 
 typedef struct ff__device_info {
   char name[160];                 /* "cuda:0 (NVIDIA H200)", "emu:0" */
@@ -111,6 +121,16 @@ ff_status ff__device_upload(ff__device *d, ff__dstream *s, void *d_dst, const vo
                             ff__error *err);
 ff_status ff__device_download(ff__device *d, ff__dstream *s, void *dst, const void *d_src, size_t size_bytes,
                               ff__error *err);
+
+/* A device-to-device copy on s (both pointers device memory of d). */
+ff_status ff__device_copy(ff__device *d, ff__dstream *s, void *d_dst, const void *d_src, size_t size_bytes,
+                          ff__error *err);
+
+/* n device-to-host copies queued on s by one call (cuda: one
+ * cudaMemcpyBatchAsync; host memory pinned for it to be asynchronous), in
+ * stream order. FF_OK or FF_EDEVICE. */
+ff_status ff__device_download_batch(ff__device *d, ff__dstream *s, int n, void *const *dsts,
+                                    const void *const *d_srcs, const size_t *sizes, ff__error *err);
 
 /* Work queued on s after this call starts only when e's last record (made
  * before this call) has completed. FF_OK or FF_EDEVICE. */

@@ -181,6 +181,7 @@ static void split(ff_loader *l, ff_batch *e) {
   int n = e->pending;
   double share = device_share(l);
   const int64_t *samples = l->order[e->epoch & 1] + e->index * (size_t)l->cfg.batch_size;
+  ff__dev_output_begin(l, e);
   ff__offload_split(l->offload, (int)(e - l->ring), e->images, e->epoch, samples, n, share, &l->costs, e->placement);
   int next = 0;
   for (int pass = 1; pass >= 0; pass--)
@@ -252,6 +253,7 @@ static void compact(ff_loader *l, ff_batch *e) {
       memmove((char *)e->images + n * l->sample_bytes, (char *)e->images + s * l->sample_bytes, l->sample_bytes);
       e->labels[n] = e->labels[s];
       e->sample_indices[n] = e->sample_indices[s];
+      if (e->dev_slot) e->dev_slot[n] = e->dev_slot[s];
     }
     n++;
   }
@@ -434,6 +436,8 @@ static void offload_done(void *ctx, const ff__offload_result *r) {
     b->cpu_ns += r->placed_cpu_ns[FF_PLACEMENT_CPU];
     if (r->device_ran) b->device_ns += r->device_ns;
     b->device_bytes = r->device_bytes;
+    b->device_downloads += r->downloads, b->device_download_bytes += r->download_bytes;
+    ff__dev_output_took(l, e, r->on_device);
     for (int i = 0; i < r->num_failed; i++) sample_failed(l, e, r->failed[i].slot, &r->failed[i].err);
     sample_finished(l, e, r->samples);
   }
@@ -560,7 +564,6 @@ static ff_status loader_start(ff_loader *l) {
       return ff__error_set(err, FF_ENOMEM, "out of memory for %d batches of %zu bytes", l->ring_size,
                            bs * l->sample_bytes);
   }
-  if ((st = ff__dev_output_open(l))) return st;
   l->active_threads = l->num_threads;
   l->stats.num_threads = l->num_threads;
   ff__sched_params_init(&l->sched_params, c->prefetch);
@@ -571,6 +574,7 @@ static ff_status loader_start(ff_loader *l) {
                            l->index.count, l->index.size_bytes, c->seed, c->max_image_pixels, offload_done, l,
                            c->device_alloc, c->device_free, c->device_alloc_ctx};
   if ((st = ff__offload_open(&oc, &l->offload, l->device_name, sizeof l->device_name, err))) return st;
+  if ((st = ff__dev_output_open(l))) return st;
   l->stats.device = l->device_name;
   l->stats.device_decoder = ff__offload_decoder(l->offload, &l->stats.device_decoder_note);
   ff__offload_pool(l->offload, &l->stats.device_pool_limit_bytes, &l->stats.device_pool_peak_bytes);
@@ -690,6 +694,7 @@ static void hand_out(ff_loader *l, ff_batch *e, int ring_ready, uint64_t t0, uin
   l->stats.device_ns += b->device_ns;
   l->stats.device_fallbacks += b->device_fallbacks;
   l->stats.device_decode_fallbacks += b->device_decode_fallbacks;
+  l->stats.device_download_bytes += b->device_download_bytes;
   for (int p = 0; p < FF_PLACEMENTS; p++) {
     l->stats.placement_samples[p] += b->placement_samples[p];
     l->stats.placement_cpu_ns[p] += b->placement_cpu_ns[p], l->stats.placement_read_ns[p] += b->placement_read_ns[p];

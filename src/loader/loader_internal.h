@@ -47,6 +47,8 @@ struct ff_batch {
   ff__devent *ready;     /* recorded on out_stream after the upload */
   ff__devent *released;  /* recorded on the consumer's stream at ff_batch_release_after */
   int release_pending;   /* released is recorded: the next upload waits for it */
+  int *dev_slot;         /* per position (after skips): the slot of d_images the offload device wrote
+                            that sample into, or -1 (it comes from the host images) */
 };
 
 struct ff_loader {
@@ -99,6 +101,7 @@ struct ff_loader {
   ff__device *out_dev;   /* dev_output.c: where batches are handed out, or NULL (host) */
   char out_device_name[64]; /* its name as configured ("cuda:0") */
   ff__dstream *out_stream;
+  int out_direct;        /* out_dev is the offload device: its samples are written in place */
   ff__device *host_dev;  /* batch_mem.c: the device whose host allocator gives the ring's pinned
                             images; NULL: ordinary memory */
 };
@@ -119,9 +122,17 @@ void ff__batch_mem_close(ff_loader *l);
 /* ---- dev_output.c, called by loader.c ---- */
 
 /* Opens cfg.output_device (nothing for "cpu"): its stream and, per ring
- * entry, device images and events. FF_OK, FF_EDEVICE / FF_EINVAL (message
- * in l->err). After the ring is allocated. */
+ * entry, device images and events; when it is the offload device, the
+ * offload's handle is shared (one pool, pointers valid on both). FF_OK,
+ * FF_EDEVICE / FF_EINVAL (message in l->err). After the ring is allocated
+ * and the offload opened. */
 ff_status ff__dev_output_open(ff_loader *l);
+/* Batch e is being split (locked): where its device samples go (the
+ * output ring's images when out_dev is the offload device). */
+void ff__dev_output_begin(ff_loader *l, ff_batch *e);
+/* The feeder reported e's device samples (locked): on_device[slot] marks
+ * those written into e->d_images (may be NULL). */
+void ff__dev_output_took(ff_loader *l, ff_batch *e, const unsigned char *on_device);
 /* Batch e is handed out: after the consumer's last use of its memory, its
  * images go up, then its ready event. Consumer thread, unlocked. FF_OK or
  * FF_EDEVICE (message in l->err). */

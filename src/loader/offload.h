@@ -51,6 +51,12 @@ typedef struct ff__offload_result {
   int num_failed;
   const ff__offload_failure *failed; /* num_failed samples, valid during done() */
   ff__op_costs *costs;           /* the feeder's per-op costs since the last report: add and zero them */
+  /* Per slot (batch_cap), valid during done(): 1 where the device wrote the
+   * sample into the output ring's device images (ff__offload_direct) and
+   * not into the host batch; NULL when it wrote none there. */
+  const unsigned char *on_device;
+  size_t downloads;              /* device-to-host copy calls into the host batch (one per microbatch) */
+  uint64_t download_bytes;       /* their bytes */
 } ff__offload_result;
 
 typedef void (*ff__offload_done_fn)(void *ctx, const ff__offload_result *r);
@@ -101,6 +107,15 @@ int ff__offload_take_refused(ff__offload *o);
  * (read during the call). */
 int ff__offload_split(ff__offload *o, int entry, void *images, uint64_t epoch, const int64_t *samples, int n,
                       double share, const ff__op_costs *costs, unsigned char *placement);
+
+/* Direct aggregation: the device-prepared samples of the batch of ring
+ * entry `entry` about to be split go straight into d_images (device
+ * memory of this runtime's device: the output ring's images of that entry,
+ * batch_cap samples in the output layout), after the device has passed
+ * event `after` (the consumer's release of that memory; NULL: none
+ * pending); NULL d_images: they go to the host batch. Call before
+ * ff__offload_split; it holds for that entry until the next call. */
+void ff__offload_direct(ff__offload *o, int entry, void *d_images, ff__devent *after);
 
 /* What the runtime did with a sample handed to it. */
 typedef struct ff__offload_took {

@@ -6,7 +6,12 @@
  * reused, and released after a consumer's stream it is reused only after
  * that stream's work (the upload waits for the release event); bad devices
  * fail the open with a message. The caller's allocator hook gets every
- * device allocation back, and its refusal sends the work to the CPU. */
+ * device allocation back, and its refusal sends the work to the CPU.
+ * Direct aggregation: with the output on the offload device no sample the
+ * device prepared comes down to the host (the emulator counts no download)
+ * and the batches stay bit-identical, skipped samples included (their
+ * gaps close on the device); with host output a microbatch comes down into
+ * the pinned batch in one call. */
 #include <setjmp.h> /* cmocka.h needs these four first */
 #include <stdarg.h>
 #include <stddef.h>
@@ -245,12 +250,150 @@ static void the_allocator_hook_gets_every_device_allocation_and_its_refusal_goes
   free(ref);
 }
 
+
+/* One epoch on device `device` with output `output_device` at share 1,
+ * checking each batch's transport figures; returns the images. */
+typedef struct transport {
+  size_t batches, device_samples, downloads, uploads, round_trips;
+  uint64_t download_bytes, upload_bytes;
+  ff__emu_counts counts; /* the offload device's, after the epoch */
+} transport;
+
+static uint8_t *transport_epoch(ff_config *c, size_t *len, transport *t) {
+  ff_loader *l = open_or_fail(c, "1.0");
+  uint8_t *all = NULL;
+  *len = 0;
+  *t = (transport){0};
+  ff_batch *b;
+  ff_status st;
+  while ((st = ff_loader_next(l, &b)) != FF_END) {
+    if (st) fail_msg("ff_loader_next: %s", ff_loader_errmsg(l));
+    ff_batch_info bi;
+    ff_batch_stats(b, &bi);
+    t->batches++, t->device_samples += bi.device_samples;
+    t->downloads += bi.device_downloads, t->download_bytes += bi.device_download_bytes;
+    t->uploads += bi.output_uploads, t->upload_bytes += bi.output_upload_bytes;
+    t->round_trips += bi.host_round_trips;
+    assert_true(bi.device_downloads <= 1); /* one microbatch per batch: one call at most */
+    ff_tensor tt;
+    ff_batch_images(b, &tt);
+    assert_int_equal(ff_batch_sync(b), FF_OK);
+    size_t n = image_bytes(b);
+    all = realloc(all, *len + n);
+    assert_non_null(all);
+    memcpy(all + *len, tt.data, n);
+    *len += n;
+    ff_batch_release(b);
+  }
+  ff_stats s;
+  ff_loader_stats(l, &s);
+  assert_int_equal(s.device_download_bytes, t->download_bytes);
+  assert_int_equal(s.output_upload_bytes, t->upload_bytes);
+  assert_int_equal(s.host_round_trips, t->round_trips);
+  assert_int_equal(ff__emu_probe(ff__offload_device(l->offload), &t->counts), FF_OK);
+  ff_loader_close(l);
+  return all;
+}
+
+static void device_samples_are_written_in_place_when_the_output_is_on_the_offload_device(void **state) {
+  (void)state;
+  ff_config c = config("cpu", "cpu");
+  ff_loader *l = open_or_fail(&c, NULL);
+  size_t ref_len, len;
+  uint8_t *ref = epoch_images(l, &ref_len);
+  ff_loader_close(l);
+
+  transport t;
+  c = config("emu:0?delay=50", "emu:0");
+  uint8_t *got = transport_epoch(&c, &len, &t);
+  assert_true(t.device_samples > 0);
+  assert_int_equal(t.downloads, 0); /* no host round trip: nothing came down */
+  assert_int_equal(t.download_bytes, 0);
+  assert_int_equal(t.round_trips, 0);
+  assert_int_equal(t.counts.copy_calls[FF__COPY_D2H], 0);
+  assert_int_equal(t.counts.copy_bytes[FF__COPY_D2H], 0);
+  size_t sb = ref_len / 36; /* 36 samples */
+  assert_int_equal(t.upload_bytes, (36 - t.device_samples) * sb); /* only what the host prepared went up */
+  assert_int_equal(t.counts.copy_bytes[FF__COPY_H2D] >= t.upload_bytes, 1);
+  assert_int_equal(len, ref_len);
+  assert_memory_equal(got, ref, len);
+  free(got);
+
+  c = config("emu:0", "emu:1"); /* another output device: the device's samples go down and up again */
+  got = transport_epoch(&c, &len, &t);
+  assert_true(t.device_samples > 0);
+  assert_int_equal(t.round_trips, t.device_samples);
+  assert_int_equal(t.download_bytes, t.device_samples * sb);
+  assert_memory_equal(got, ref, len);
+  free(got);
+  free(ref);
+}
+
+static void host_output_takes_a_microbatch_down_in_one_call_into_the_pinned_batch(void **state) {
+  (void)state;
+  ff_config c = config("cpu", "cpu");
+  ff_loader *l = open_or_fail(&c, NULL);
+  size_t ref_len, len;
+  uint8_t *ref = epoch_images(l, &ref_len);
+  ff_loader_close(l);
+
+  transport t;
+  c = config("emu:0?delay=20", "cpu");
+  c.pin_memory = 1;
+  uint8_t *got = transport_epoch(&c, &len, &t);
+  size_t sb = ref_len / 36;
+  assert_true(t.device_samples > 0);
+  assert_int_equal(t.round_trips, 0);
+  assert_int_equal(t.uploads, 0);
+  assert_int_equal(t.download_bytes, t.device_samples * sb);
+  assert_int_equal(t.counts.copy_calls[FF__COPY_D2H], t.downloads); /* one call per microbatch, not per slot */
+  assert_true(t.downloads <= t.batches);
+  assert_true(t.downloads < t.device_samples);
+  assert_int_equal(len, ref_len);
+  assert_memory_equal(got, ref, len);
+  free(got);
+  free(ref);
+}
+
+/* A dataset with unreadable files among the images: under on_error=skip
+ * the in-place samples after a gap move down on the device. */
+static void skipped_samples_close_their_gaps_in_the_device_batch(void **state) {
+  (void)state;
+  char dir[1024], path[1200], skip_source[1100];
+  snprintf(dir, sizeof dir, "%s", ff_test_dir("output-skip-data"));
+  ff_test_make_imagefolder(dir, 2, 10, 60, 120, 5);
+  const int bad[][2] = {{0, 1}, {0, 6}, {1, 3}};
+  for (int i = 0; i < 3; i++)
+    ff_test_write(ff_test_imagefolder_path(dir, bad[i][0], bad[i][1], path, sizeof path), "not an image", 12);
+  snprintf(skip_source, sizeof skip_source, "imagefolder:%s", dir);
+  ff_config c = config("cpu", "cpu");
+  c.source = skip_source, c.on_error = FF_ON_ERROR_SKIP;
+  ff_loader *l = open_or_fail(&c, NULL);
+  size_t ref_len, len;
+  uint8_t *ref = epoch_images(l, &ref_len);
+  ff_loader_close(l);
+
+  transport t;
+  c.device = "emu:0?delay=30", c.output_device = "emu:0";
+  uint8_t *got = transport_epoch(&c, &len, &t);
+  assert_true(t.device_samples > 0);
+  assert_int_equal(t.counts.copy_calls[FF__COPY_D2H], 0);
+  assert_true(t.counts.copy_calls[FF__COPY_D2D] > 0); /* the gaps closed on the device */
+  assert_int_equal(len, ref_len);
+  assert_memory_equal(got, ref, len);
+  free(got);
+  free(ref);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(device_output_batches_equal_host_output_batches),
       cmocka_unit_test(a_held_batch_is_not_reused_and_a_release_after_a_stream_orders_the_reuse),
       cmocka_unit_test(an_output_device_that_cannot_open_fails_the_open),
       cmocka_unit_test(the_allocator_hook_gets_every_device_allocation_and_its_refusal_goes_to_the_cpu),
+      cmocka_unit_test(device_samples_are_written_in_place_when_the_output_is_on_the_offload_device),
+      cmocka_unit_test(host_output_takes_a_microbatch_down_in_one_call_into_the_pinned_batch),
+      cmocka_unit_test(skipped_samples_close_their_gaps_in_the_device_batch),
   };
   return cmocka_run_group_tests(tests, make_dataset, NULL);
 }
