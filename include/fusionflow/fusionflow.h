@@ -540,6 +540,22 @@ typedef struct ff_batch_info {
 /* Fills *out for a held batch. Any thread. */
 FF_API void ff_batch_stats(const ff_batch *batch, ff_batch_info *out);
 
+/* The device memory the trainer can spare, as its framework sees it, for
+ * the offload device's budget: PyTorch's
+ *   torch.cuda.mem_get_info()[0] + torch.cuda.memory_reserved()
+ *     - torch.cuda.memory_allocated()
+ * (free memory plus what its caching allocator holds unused), in bytes,
+ * read on the consumer thread before ff_loader_next (the Python Loader does
+ * this itself when torch has initialised CUDA). From then on the budget is
+ * min(device_memory_limit_bytes, what the loader holds + free_bytes -
+ * device_headroom_bytes) instead of being computed from cudaMemGetInfo,
+ * which counts the framework's cached memory as used; when the figure
+ * shrinks, the loader hands its cached device memory back at once
+ * (cudaMemPoolTrimTo) and sends work to the CPU until it fits. -1 goes
+ * back to the device's own figure. Consumer thread. FF_OK (also without a
+ * device: nothing to do), FF_EDEVICE. */
+FF_API ff_status ff_loader_set_device_free_bytes(ff_loader *loader, int64_t free_bytes);
+
 /* Loader statistics since open. Times are summed over worker threads.
  * The struct grows at the end in new versions: build against the header of
  * the library you link. */

@@ -4,6 +4,7 @@ import atexit
 import collections
 import json
 import os
+import sys
 import threading
 import weakref
 
@@ -387,10 +388,34 @@ class Loader:
         self._iterations += 1
         return _EpochIterator(self, self._iterations)
 
+    def _tell_device_memory(self, core):
+        """Hands the library PyTorch's view of spare device memory, on the
+        consumer thread (ff_loader_set_device_free_bytes): free memory plus what
+        torch's caching allocator holds unused, so that the loader's budget
+        counts that memory as available and shrinks (trimming its pool) when
+        the trainer takes it. Only when torch is imported and has initialised
+        CUDA on the loader's device; otherwise the library reads the device."""
+        torch = sys.modules.get("torch")
+        dev = self.device
+        if torch is None or not (dev.startswith("cuda") or dev == "auto"):
+            return
+        try:
+            cuda = torch.cuda
+            if not cuda.is_initialized():
+                return
+            index = int(dev.split(":", 1)[1]) if ":" in dev else cuda.current_device()
+            free, _ = cuda.mem_get_info(index)
+            spare = free + cuda.memory_reserved(index) - cuda.memory_allocated(index)
+        except (RuntimeError, ValueError, AttributeError):
+            return
+        core.set_device_free_bytes(int(spare))
+
     def _next_batch(self, iteration):
         if iteration != self._iterations:
             raise RuntimeError("fusionflow: another iteration over this loader started; this iterator is done")
-        answer = self._open().next()
+        core = self._open()
+        self._tell_device_memory(core)
+        answer = core.next()
         if answer is None:
             return None
         images, labels, indices, epoch, index = answer
@@ -528,6 +553,13 @@ class Loader:
             device_decoder (str): what decodes device-placed samples ("libjpeg-turbo",
                 "nvjpeg-like", "nvjpeg-hardware", "nvjpeg-hybrid") or "none";
                 device_decoder_note (str): why it is "none".
+            output_upload_bytes (int): bytes that went up to output_device (the
+                host-prepared samples).
+            device_download_bytes (int): bytes of device-prepared samples that came
+                down to host memory (0 when output_device is the offload device: they
+                are written in place).
+            host_round_trips (int): device-prepared samples that went down and up again
+                (output_device another device than the offload device).
             held (int): batches handed out and still referenced.
             op_costs (dict): per kind of op (``"resize"``, ``"fused_lut"``, ...):
                 calls, ns, pixels (ints), ns_per_image, ns_per_pixel (floats).

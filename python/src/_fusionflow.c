@@ -858,7 +858,7 @@ static PyObject *loader_stats_body(LoaderObject *self, PyObject *unused) {
     Py_XDECREF(skipped);
     return NULL;
   }
-  return Py_BuildValue("{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:i,s:N,s:N,s:s,s:K,s:K,s:K,s:n,s:n,s:d,s:K,s:K,s:N,s:s,s:s}",
+  return Py_BuildValue("{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:i,s:N,s:N,s:s,s:K,s:K,s:K,s:n,s:n,s:d,s:K,s:K,s:N,s:s,s:s,s:K,s:K,s:K}",
                        "batches", (unsigned long long)s.batches,
                        "samples", (unsigned long long)s.samples, "read_ns", (unsigned long long)s.read_ns,
                        "decode_ns", (unsigned long long)s.decode_ns, "ops_ns", (unsigned long long)s.ops_ns,
@@ -871,7 +871,10 @@ static PyObject *loader_stats_body(LoaderObject *self, PyObject *unused) {
                        (Py_ssize_t)s.device_pool_peak_bytes, "offload_share", s.offload_share, "replaced",
                        (unsigned long long)s.replaced, "warnings", (unsigned long long)s.warnings,
                        "warning_samples", warned, "device_decoder", s.device_decoder ? s.device_decoder : "none",
-                       "device_decoder_note", s.device_decoder_note ? s.device_decoder_note : "");
+                       "device_decoder_note", s.device_decoder_note ? s.device_decoder_note : "",
+                       "output_upload_bytes", (unsigned long long)s.output_upload_bytes,
+                       "device_download_bytes", (unsigned long long)s.device_download_bytes,
+                       "host_round_trips", (unsigned long long)s.host_round_trips);
 }
 
 
@@ -920,6 +923,15 @@ static PyObject *loader_held(LoaderObject *self, PyObject *unused) {
   return PyLong_FromLong(self->core ? atomic_load(&self->core->held) : 0);
 }
 
+static PyObject *loader_set_device_free_bytes(LoaderObject *self, PyObject *args) {
+  long long free_bytes;
+  if (!PyArg_ParseTuple(args, "L:set_device_free_bytes", &free_bytes)) return NULL;
+  if (check_open(self)) return NULL;
+  ff_status st = ff_loader_set_device_free_bytes(self->core->loader, (int64_t)free_bytes);
+  if (st != FF_OK) return raise_status(st, ff_loader_errmsg(self->core->loader));
+  Py_RETURN_NONE;
+}
+
 static PyObject *loader_get_closed(LoaderObject *self, void *unused) {
   (void)unused;
   return PyBool_FromLong(self->core == NULL);
@@ -947,6 +959,9 @@ static PyMethodDef loader_methods[] = {
     {"plan", (PyCFunction)loader_plan, METH_VARARGS, "plan(index, epoch) -> JSON text of ff_loader_plan"},
     {"stats", (PyCFunction)loader_stats, METH_NOARGS, "stats() -> dict"},
     {"held", (PyCFunction)loader_held, METH_NOARGS, "held() -> batches handed out and still referenced"},
+    {"set_device_free_bytes", (PyCFunction)loader_set_device_free_bytes, METH_VARARGS,
+     "set_device_free_bytes(n): the device memory the trainer can spare, in bytes (-1: the device's own "
+     "figure); ff_loader_set_device_free_bytes"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -188,6 +188,15 @@ static ff_status cu_mem_info(void *impl, size_t *free_bytes, size_t *total_bytes
   return cudaMemGetInfo(free_bytes, total_bytes) == cudaSuccess ? FF_OK : FF_EDEVICE;
 }
 
+/* The frees queued on the memory stream done, what they released goes back
+ * to the device (a trainer on the same GPU can take it). */
+static void cu_mem_trim(void *impl) {
+  cuda_dev *d = (cuda_dev *)impl;
+  pthread_mutex_lock(&d->lock);
+  if (sync_stream(d->mem_stream, d->mem_done) == cudaSuccess) cudaMemPoolTrimTo(d->mem_pool, 0);
+  pthread_mutex_unlock(&d->lock);
+}
+
 static ff_status cu_host_alloc(void *impl, size_t size_bytes, void **out, ff__error *err) {
   cuda_dev *d = (cuda_dev *)impl;
   cudaError_t e = cudaHostAlloc(out, size_bytes, cudaHostAllocDefault); /* on the device's context */
@@ -347,6 +356,7 @@ static ff__device_backend make_backend(void) {
   ff__device_backend b = {};
   b.enter = cu_enter, b.leave = cu_leave, b.synchronize = cu_synchronize, b.close = cu_close;
   b.mem_alloc = cu_mem_alloc, b.mem_free = cu_mem_free, b.mem_info = cu_mem_info;
+  b.mem_trim = cu_mem_trim;
   b.host_alloc = cu_host_alloc, b.host_free = cu_host_free;
   b.stream_create = cu_stream_create, b.stream_destroy = cu_stream_destroy, b.stream_wait = cu_stream_wait;
   b.stream_handle = cu_stream_handle, b.foreign_wait = cu_foreign_wait, b.foreign_record = cu_foreign_record;

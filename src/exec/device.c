@@ -92,6 +92,11 @@ static ff_status pool_mem_info(void *ctx, size_t *free_bytes, size_t *total_byte
   return d->o.be->mem_info(d->o.impl, free_bytes, total_bytes);
 }
 
+static void pool_trim(void *ctx) {
+  ff__device *d = ctx;
+  if (d->o.be->mem_trim && !d->alloc_hook) d->o.be->mem_trim(d->o.impl);
+}
+
 /* "kind:N[?query]" → kind length, ordinal, query. */
 static int parse_name(const char *name, size_t *kind_len, int *ordinal, const char **query) {
   const char *colon = strchr(name, ':'), *q = strchr(name, '?');
@@ -178,7 +183,7 @@ ff_status ff__device_open(const char *name, const ff__device_options *opt, ff__d
   d->refs = 1;
   if (opt->alloc_hook && opt->free_hook)
     d->alloc_hook = opt->alloc_hook, d->free_hook = opt->free_hook, d->hook_ctx = opt->hook_ctx;
-  ff__pool_backend pb = {d, pool_alloc, pool_free, pool_mem_info};
+  ff__pool_backend pb = {d, pool_alloc, pool_free, pool_mem_info, pool_trim};
   ff__pool_config pc = {opt->limit_bytes,
                         opt->headroom_bytes >= 0 ? (size_t)opt->headroom_bytes : o.default_headroom_bytes,
                         opt->refresh_every};
@@ -254,6 +259,10 @@ ff_status ff__device_refresh(ff__device *d, ff__pool_stats *pool_out, ff__error 
   d->o.be->leave(d->o.impl, &g);
   if (!st && pool_out) ff__pool_stats_get(&d->pool, pool_out);
   return st;
+}
+
+ff_status ff__device_set_free(ff__device *d, int64_t free_bytes, ff__error *err) {
+  GUARDED(d, err, ff__pool_set_free(&d->pool, free_bytes, err));
 }
 
 ff_status ff__device_alloc(ff__device *d, size_t size_bytes, void **d_out, ff__error *err) {

@@ -39,6 +39,7 @@ typedef struct ff__device_backend {
   ff_status (*mem_alloc)(void *impl, size_t size_bytes, void **out, ff__error *err);
   void (*mem_free)(void *impl, void *ptr);
   ff_status (*mem_info)(void *impl, size_t *free_bytes, size_t *total_bytes);
+  void (*mem_trim)(void *impl); /* released memory back to the device now; may be NULL */
   ff_status (*host_alloc)(void *impl, size_t size_bytes, void **out, ff__error *err);
   void (*host_free)(void *impl, void *ptr);
   ff_status (*stream_create)(void *impl, void **out, ff__error *err);
@@ -107,6 +108,7 @@ typedef struct ff__emu_counts {
   /* copy calls queued, by ff__copy_kind (a batched download is one call), and their bytes */
   unsigned long copy_calls[3];
   unsigned long long copy_bytes[3];
+  unsigned long trims; /* mem_trim calls (the pool gave memory back to a shrinking budget) */
 } ff__emu_counts;
 ff_status ff__emu_probe(ff__device *d, ff__emu_counts *out); /* FF_EINVAL when d is not emu */
 /* Whether ptr is a live allocation of d's host allocator (d emu). */

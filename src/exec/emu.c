@@ -101,7 +101,7 @@ typedef struct emu {
   void **host; /* live host allocations (ff__emu_host_owns) */
   size_t num_host, cap_host;
   atomic_ulong misplaced_calls, device_switches;
-  atomic_ulong copy_calls[3];
+  atomic_ulong copy_calls[3], trims;
   atomic_ullong copy_bytes[3];
   ff__jpeg_variant variant; /* the decoder's arithmetic */
   ff__buf decoded;          /* the emulator thread's decode buffer */
@@ -354,6 +354,8 @@ static ff_status emu_mem_info(void *impl, size_t *free_bytes, size_t *total_byte
   return FF_OK;
 }
 
+static void emu_mem_trim(void *impl) { atomic_fetch_add(&((emu *)impl)->trims, 1); }
+
 static ff_status emu_host_alloc(void *impl, size_t size_bytes, void **out, ff__error *err) {
   emu *m = impl;
   check_current(m);
@@ -554,6 +556,7 @@ static const ff__device_backend emu_backend = {
     .mem_alloc = emu_mem_alloc,
     .mem_free = emu_mem_free,
     .mem_info = emu_mem_info,
+    .mem_trim = emu_mem_trim,
     .host_alloc = emu_host_alloc,
     .host_free = emu_host_free,
     .stream_create = emu_stream_create,
@@ -605,7 +608,8 @@ ff_status ff__emu_probe(ff__device *d, ff__emu_counts *out) {
   emu *m = ff__device_impl(d, &emu_backend);
   if (!m) return FF_EINVAL;
   *out = (ff__emu_counts){.misplaced_calls = atomic_load(&m->misplaced_calls),
-                          .device_switches = atomic_load(&m->device_switches)};
+                          .device_switches = atomic_load(&m->device_switches),
+                          .trims = atomic_load(&m->trims)};
   for (int k = 0; k < 3; k++)
     out->copy_calls[k] = atomic_load(&m->copy_calls[k]), out->copy_bytes[k] = atomic_load(&m->copy_bytes[k]);
   return FF_OK;

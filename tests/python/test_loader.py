@@ -93,6 +93,28 @@ def test_batches_on_an_output_device_equal_host_batches(folder):
     with pytest.raises(fusionflow.DeviceUnavailableError, match="output_device"):
         fusionflow.Loader(root, FLOAT_PIPE, batch_size=4, output="dlpack", output_device="emu:0?mem=1K")
 
+    # the offload device as output: its samples are written in place, none come down
+    with fusionflow.Loader(root, FLOAT_PIPE, batch_size=4, seed=5, device="emu:0?delay=20", output="dlpack",
+                           output_device="emu:0") as loader:
+        got = [(np.from_dlpack(i).copy(), np.from_dlpack(l).copy()) for i, l in loader]
+        stats = loader.stats()
+    assert stats["device_download_bytes"] == 0 and stats["host_round_trips"] == 0
+    for (ia, la, _), (ib, lb) in zip(ref, got):
+        np.testing.assert_array_equal(ia, ib)
+        np.testing.assert_array_equal(la, lb)
+
+
+def test_the_trainers_spare_device_memory_sets_the_budget(folder):
+    root = folder[0]
+    with fusionflow.Loader(root, FLOAT_PIPE, batch_size=4, device="emu:0", output="numpy") as loader:
+        core = loader._open()
+        core.set_device_free_bytes(1 << 20)
+        assert loader.stats()["device_pool_limit_bytes"] <= (1 << 20) + loader.stats()["device_pool_peak_bytes"]
+        core.set_device_free_bytes(-1)
+        assert loader.stats()["device_pool_limit_bytes"] > (1 << 30)
+        with pytest.raises(TypeError):
+            core.set_device_free_bytes("lots")
+
 
 def test_batches_equal_augment_image_per_sample(folder):
     root, paths, _ = folder

@@ -385,6 +385,51 @@ static void skipped_samples_close_their_gaps_in_the_device_batch(void **state) {
   free(ref);
 }
 
+/* The trainer's figure of spare device memory: at 0 (below the headroom)
+ * the loader gives its cached device memory back (the emulator counts the trim) and prepares on
+ * the CPU; at -1 the device's own figure is back and so is the device. */
+static void a_shrinking_trainer_figure_trims_the_pool_and_sends_work_to_the_cpu(void **state) {
+  (void)state;
+  ff_config c = config("emu:0", "cpu");
+  c.device_headroom_bytes = (int64_t)1 << 30; /* of emu's 2 GiB: the pool keeps 1 GiB free for the trainer */
+  c.batch_size = 4, c.prefetch = 1; /* 9 batches; two split ahead */
+  ff_loader *l = open_or_fail(&c, "1.0");
+  ff__device *dev = ff__offload_device(l->offload);
+  ff_batch *b;
+  size_t on_device[3] = {0};
+  for (int phase = 0; phase < 3; phase++) {
+    if (phase == 1) {
+      ff__emu_counts before, after;
+      assert_int_equal(ff__emu_probe(dev, &before), FF_OK);
+      assert_int_equal(ff_loader_set_device_free_bytes(l, 0), FF_OK);
+      assert_int_equal(ff__emu_probe(dev, &after), FF_OK);
+      assert_true(after.trims > before.trims);
+      ff__device_info info;
+      assert_int_equal(ff__device_query(dev, &info, NULL), FF_OK);
+      assert_true(info.pool.limit_bytes <= info.pool.reserved_bytes);
+      for (int i = 0; i < c.prefetch + 1; i++) { /* batches split before the figure came */
+        assert_int_equal(ff_loader_next(l, &b), FF_OK);
+        ff_batch_release(b);
+      }
+    }
+    if (phase == 2) assert_int_equal(ff_loader_set_device_free_bytes(l, -1), FF_OK);
+    for (int i = 0; i < 2; i++) {
+      assert_int_equal(ff_loader_next(l, &b), FF_OK);
+      ff_batch_info bi;
+      ff_batch_stats(b, &bi);
+      on_device[phase] += bi.device_samples;
+      ff_batch_release(b);
+    }
+  }
+  assert_true(on_device[0] > 0);
+  assert_int_equal(on_device[1], 0);
+  ff_loader_close(l);
+  c = config("cpu", "cpu");
+  l = open_or_fail(&c, NULL);
+  assert_int_equal(ff_loader_set_device_free_bytes(l, 0), FF_OK); /* no device: nothing to do */
+  ff_loader_close(l);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(device_output_batches_equal_host_output_batches),
@@ -394,6 +439,7 @@ int main(void) {
       cmocka_unit_test(device_samples_are_written_in_place_when_the_output_is_on_the_offload_device),
       cmocka_unit_test(host_output_takes_a_microbatch_down_in_one_call_into_the_pinned_batch),
       cmocka_unit_test(skipped_samples_close_their_gaps_in_the_device_batch),
+      cmocka_unit_test(a_shrinking_trainer_figure_trims_the_pool_and_sends_work_to_the_cpu),
   };
   return cmocka_run_group_tests(tests, make_dataset, NULL);
 }
