@@ -262,7 +262,41 @@ typedef struct ff_config {
   int (*device_alloc)(void *ctx, size_t size_bytes, void *stream, void **out);
   void (*device_free)(void *ctx, void *ptr, size_t size_bytes, void *stream);
   void *device_alloc_ctx;
+  /* The images' element type (ff_output_dtype): FF_OUTPUT_DTYPE_AUTO
+   * (default) float32 when the pipeline ends in normalize or to_dtype, else
+   * uint8; FF_OUTPUT_FLOAT32 / BFLOAT16 / FLOAT16 need such a pipeline (the
+   * float32 value rounded to nearest, ties to even, as torch's .to(dtype):
+   * bfloat16 keeps the top 16 bits after rounding, NaN stays NaN; float16
+   * rounds to IEEE binary16, over 65504 after rounding to infinity, below
+   * 2^-14 to its subnormals); FF_OUTPUT_UINT8 one without it. Another
+   * combination fails ff_loader_open with FF_EINVAL. */
+  int output_dtype;
+  /* The images' memory order (ff_memory_format): FF_MEMORY_FORMAT_AUTO
+   * (default) NCHW planes for float types, NHWC (shape N, H, W, 3) for
+   * uint8; FF_MEMORY_FORMAT_CONTIGUOUS NCHW planes (shape N, 3, H, W, also
+   * for uint8); FF_MEMORY_FORMAT_CHANNELS_LAST NHWC memory reported as
+   * shape (N, 3, H, W) with strides (3HW, 1, 3W, 3), torch's channels_last.
+   * With an output_device and a float type, the samples the host prepares
+   * go up as uint8 (a quarter of float32's bytes) and the device converts
+   * them with the same table (ff_batch_info.output_upload_bytes). */
+  int memory_format;
 } ff_config;
+
+/* ff_config.output_dtype. */
+typedef enum ff_output_dtype {
+  FF_OUTPUT_DTYPE_AUTO = 0,
+  FF_OUTPUT_FLOAT32 = 1,
+  FF_OUTPUT_BFLOAT16 = 2,
+  FF_OUTPUT_FLOAT16 = 3,
+  FF_OUTPUT_UINT8 = 4
+} ff_output_dtype;
+
+/* ff_config.memory_format. */
+typedef enum ff_memory_format {
+  FF_MEMORY_FORMAT_AUTO = 0,
+  FF_MEMORY_FORMAT_CONTIGUOUS = 1,
+  FF_MEMORY_FORMAT_CHANNELS_LAST = 2
+} ff_memory_format;
 
 /* Fills *cfg with the defaults above. Callers built against an older
  * header (a smaller struct_size) get the defaults for the fields they lack. */
@@ -474,7 +508,7 @@ FF_API ff_status ff_batch_sync(const ff_batch *batch);
  * batches, the same as ff_batch_release. */
 FF_API void ff_batch_release_after(ff_batch *batch, void *stream);
 
-typedef enum ff_dtype { FF_UINT8 = 0, FF_FLOAT32 = 1, FF_INT64 = 2 } ff_dtype;
+typedef enum ff_dtype { FF_UINT8 = 0, FF_FLOAT32 = 1, FF_INT64 = 2, FF_BFLOAT16 = 3, FF_FLOAT16 = 4 } ff_dtype;
 typedef enum ff_layout { FF_NHWC = 0, FF_NCHW = 1 } ff_layout;
 
 /* A dense host tensor view. shape and strides are in elements (as DLPack). */
@@ -497,8 +531,10 @@ FF_API size_t ff_batch_size(const ff_batch *batch);
 FF_API size_t ff_batch_index(const ff_batch *batch);
 FF_API uint64_t ff_batch_epoch(const ff_batch *batch);
 
-/* The images, shape (N, 3, H, W) float32 for NCHW or (N, H, W, 3) uint8 for
- * NHWC, contiguous. Valid until the batch is released. */
+/* The images, by ff_config.output_dtype and memory_format: shape (N, 3, H,
+ * W) for NCHW planes and for channels_last (layout FF_NHWC, strides (3HW,
+ * 1, 3W, 3)), (N, H, W, 3) for the default uint8 NHWC; strides in
+ * elements, dense. Valid until the batch is released. */
 FF_API void ff_batch_images(const ff_batch *batch, ff_tensor *out);
 
 /* The labels, shape (N,), int64. Valid until the batch is released. */

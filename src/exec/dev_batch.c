@@ -277,10 +277,11 @@ static void lower(walk *w, const ff__pipeline *pipe, uint64_t image_addr, uint64
     }
   }
   int f32 = pipe->output == FF__OUTPUT_NCHW_F32;
-  ff__dstage *o = stage(w, f32 ? FF__DS_OUT_F32 : FF__DS_OUT_U8, pixels(&w->cur));
-  size_t slot_bytes = (size_t)pipe->out_height * pipe->out_width * 3 * (f32 ? sizeof(float) : 1);
+  ff__dstage *o = stage(w, pipe->out_custom ? FF__DS_OUT_FMT : f32 ? FF__DS_OUT_F32 : FF__DS_OUT_U8, pixels(&w->cur));
+  size_t slot_bytes = ff__pipeline_sample_bytes(pipe);
   o->dst = (ff__dimg){d_out + (uint64_t)s->slot * slot_bytes, w->cur.width, w->cur.height, 0};
-  o->a = lut_addr;
+  o->a = lut_addr; /* the output table: normalize's floats, or the format's element bits */
+  if (pipe->out_custom) o->p.out.elem_bytes = pipe->out_elem_bytes, o->p.out.planar = pipe->out_planar;
 }
 
 /* ------------------------------------------------------------ the batch */
@@ -448,7 +449,9 @@ ff_status ff__dev_batch_submit(ff__dev_batch *b, ff__dstream *s, void *d_out, ff
   uint64_t blob = (uint64_t)(uintptr_t)b->d_blob, meta = blob + b->images_bytes;
   uint64_t lut_addr = meta + ALIGN((size_t)b->n * stride * sizeof(ff__dstage), 256);
   memset(b->meta, 0, meta_bytes);
-  memcpy(b->meta + (lut_addr - meta), b->pipe->lut, sizeof b->pipe->lut);
+  _Static_assert(sizeof b->pipe->lut == sizeof b->pipe->out_table, "one output table region");
+  memcpy(b->meta + (lut_addr - meta), b->pipe->out_custom ? (const void *)b->pipe->out_table : b->pipe->lut,
+         sizeof b->pipe->lut);
   memset(b->max_count, 0, (size_t)stride * sizeof *b->max_count);
   for (int i = 0; i < b->n; i++) {
     sample *sm = &b->samples[i];

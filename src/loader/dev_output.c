@@ -31,7 +31,22 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "exec/dev_convert.h"
 #include "loader/loader_internal.h"
+
+/* Whether the host's samples go up as uint8 for the device to convert. */
+static int uint8_transport(const ff_loader *l) {
+  return l->host_pipe.output != l->pipe.output || l->host_pipe.out_custom != l->pipe.out_custom;
+}
+
+void ff__dev_output_host_pipe(ff_loader *l) {
+  const char *out = l->cfg.output_device;
+  int on_device = out && (!strncmp(out, "cuda", 4) || !strncmp(out, "emu", 3));
+  if (on_device && (l->pipe.output == FF__OUTPUT_NCHW_F32 || l->pipe.out_custom))
+    ff__pipeline_uint8_transport(&l->pipe, &l->host_pipe);
+  else
+    l->host_pipe = l->pipe;
+}
 
 ff_status ff__dev_output_open(ff_loader *l) {
   const char *name = l->cfg.output_device;
@@ -61,6 +76,16 @@ ff_status ff__dev_output_open(ff_loader *l) {
                          bytes, err.msg);
     if (!st) st = ff__device_event_create(l->out_dev, &e->ready, &err);
     if (!st) st = ff__device_event_create(l->out_dev, &e->released, &err);
+    if (st || !uint8_transport(l)) continue;
+    size_t table = ff__dev_convert_bytes(l->batch_cap);
+    st = ff__device_alloc(l->out_dev, (size_t)l->batch_cap * l->host_sample_bytes, &e->d_stage, &err);
+    if (!st) st = ff__device_alloc(l->out_dev, table, &e->d_table, &err);
+    if (!st) st = ff__device_host_alloc(l->out_dev, table, &e->h_table, &err);
+    if (!st && !(e->host_positions = malloc((size_t)l->batch_cap * sizeof *e->host_positions)))
+      st = ff__error_set(&err, FF_ENOMEM, "out of memory");
+    if (st == FF__EBUDGET)
+      st = ff__error_set(&err, FF_EDEVICE, "no device memory for the uint8 staging of %d batches: %s", l->ring_size,
+                         err.msg);
   }
   if (st) return ff__error_set(&l->err, st, "output_device %s", err.msg);
   snprintf(l->out_device_name, sizeof l->out_device_name, "%s", name);
@@ -81,10 +106,12 @@ void ff__dev_output_took(ff_loader *l, ff_batch *e, const unsigned char *on_devi
 }
 
 /* Queues e's images into e->d_images on the output stream: the host runs
- * up, the in-place samples moved down where skips left gaps. */
+ * up (as uint8 into the staging under uint8 transport, then converted in
+ * one launch), the in-place samples moved down where skips left gaps. */
 static ff_status put_images(ff_loader *l, ff_batch *e, ff__error *err) {
-  size_t sb = l->sample_bytes, n = e->size;
-  char *d = e->d_images;
+  size_t sb = l->sample_bytes, hb = l->host_sample_bytes, n = e->size;
+  int convert = uint8_transport(l), converted = 0;
+  char *d = e->d_images, *up = convert ? e->d_stage : e->d_images;
   const char *h = e->images;
   ff_status st = FF_OK;
   for (size_t i = 0; i < n && !st;) {
@@ -94,10 +121,14 @@ static ff_status put_images(ff_loader *l, ff_batch *e, ff__error *err) {
       continue;
     }
     size_t run = i;
-    while (i < n && e->dev_slot[i] < 0) i++;
-    st = ff__device_upload(l->out_dev, l->out_stream, d + run * sb, h + run * sb, (i - run) * sb, err);
-    e->stats.output_uploads++, e->stats.output_upload_bytes += (i - run) * sb;
+    for (; i < n && e->dev_slot[i] < 0; i++)
+      if (convert) e->host_positions[converted++] = (int)i;
+    st = ff__device_upload(l->out_dev, l->out_stream, up + run * hb, h + run * hb, (i - run) * hb, err);
+    e->stats.output_uploads++, e->stats.output_upload_bytes += (i - run) * hb;
   }
+  if (!st && convert)
+    st = ff__dev_convert(l->out_dev, l->out_stream, &l->pipe, e->h_table, e->d_table, e->d_stage,
+                         e->host_positions, converted, d, err);
   if (!l->out_direct) e->stats.host_round_trips = e->stats.device_samples;
   return st;
 }
@@ -131,8 +162,12 @@ void ff__dev_output_close(ff_loader *l) {
     ff__device_free(l->out_dev, e->d_images);
     ff__device_event_destroy(l->out_dev, e->ready);
     ff__device_event_destroy(l->out_dev, e->released);
-    free(e->dev_slot);
-    e->d_images = NULL, e->ready = e->released = NULL, e->dev_slot = NULL;
+    free(e->dev_slot), free(e->host_positions);
+    ff__device_free(l->out_dev, e->d_stage);
+    ff__device_free(l->out_dev, e->d_table);
+    ff__device_host_free(l->out_dev, e->h_table);
+    e->d_images = e->d_stage = e->d_table = e->h_table = NULL, e->ready = e->released = NULL;
+    e->dev_slot = e->host_positions = NULL;
   }
   ff__device_stream_destroy(l->out_dev, l->out_stream);
   ff__device_close(l->out_dev);

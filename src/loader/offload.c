@@ -265,9 +265,9 @@ const char *ff__offload_decoder(const ff__offload *o, const char **note) {
   return o && o->decoder ? o->decoder : "none";
 }
 
-/* The pool's block for the output tensor (batch_cap samples). */
+/* The pool's block for the feeder's output tensor (batch_cap samples in the host batch's format). */
 static size_t out_class_bytes(const ff__offload *o) {
-  return ff__pool_class_bytes((size_t)o->cfg.batch_cap * o->cfg.sample_bytes);
+  return ff__pool_class_bytes((size_t)o->cfg.batch_cap * o->cfg.host_sample_bytes);
 }
 
 /* What entry e's microbatch takes for its output: nothing when it writes
@@ -325,7 +325,7 @@ int ff__offload_split(ff__offload *o, int entry_no, void *images, uint64_t epoch
     size_t avail = o->device_free_bytes > out_bytes ? o->device_free_bytes - out_bytes : 0;
     k = ff__cost_split(&o->cost, o->split_saving, o->split_sizes, n, k, avail, placement);
     if (!k) o->refused = 1;
-    if (k && ff__dev_batch_begin(e->mb, o->cfg.pipe, NULL)) {
+    if (k && ff__dev_batch_begin(e->mb, e->d_direct ? o->cfg.pipe : o->cfg.host_pipe, NULL)) {
       memset(placement, FF_PLACEMENT_CPU, (size_t)n);
       k = 0;
     }
@@ -427,7 +427,7 @@ ff_status ff__offload_sample(ff__offload *o, ff__worker *w, int entry_no, const 
     return took->added = 1, FF_OK;
   }
   took->fell_back = 1, took->placement = FF_PLACEMENT_CPU; /* no pinned staging for it: the CPU finishes it now */
-  return run_on_cpu(o->cfg.pipe, &w->ops, &img, &plan, e->images, slot, job->path, &w->ops_ns, err);
+  return run_on_cpu(o->cfg.host_pipe, &w->ops, &img, &plan, e->images, slot, job->path, &w->ops_ns, err);
 }
 
 int ff__offload_sample_done(ff__offload *o, int entry_no) {
@@ -583,7 +583,7 @@ static void add_decoded(ff__offload *o, entry *e, ff__offload_result *r) {
     if (!ff__dev_batch_add(e->mb, &img, &d->plan, d->slot, NULL)) continue;
     uint64_t ops = 0; /* no staging for it: the CPU finishes it now */
     e->placement[d->slot] = FF_PLACEMENT_CPU, r->fallbacks++;
-    if (run_on_cpu(o->cfg.pipe, &o->feed_ops, &img, &d->plan, e->images, d->slot, d->path, &ops, &err))
+    if (run_on_cpu(o->cfg.host_pipe, &o->feed_ops, &img, &d->plan, e->images, d->slot, d->path, &ops, &err))
       fail_sample(e, d->slot, &err);
     r->ops_ns += ops, e->cpu_ns[d->slot] += ops;
   }
@@ -593,7 +593,7 @@ static void add_decoded(ff__offload *o, entry *e, ff__offload_result *r) {
  * host batch: runs of consecutive slots, in one batched call. Feeder only. */
 static ff_status download_slots(ff__offload *o, entry *e, const void *d_out, ff_status st, ff__offload_result *r,
                                 ff__error *err) {
-  size_t sb = o->cfg.sample_bytes;
+  size_t sb = o->cfg.host_sample_bytes;
   int n = ff__dev_batch_count(e->mb), runs = 0, cap = o->cfg.batch_cap;
   memset(o->dl_slot, 0, (size_t)cap);
   for (int i = 0; i < n; i++) {
@@ -621,7 +621,7 @@ static ff_status download_slots(ff__offload *o, entry *e, const void *d_out, ff_
  * aggregation, after the consumer's release of them), or into the feeder's
  * tensor and down to the host batch. Feeder only. */
 static ff_status run_on_device(ff__offload *o, entry *e, ff__offload_result *r, ff__error *err) {
-  size_t sb = o->cfg.sample_bytes;
+  size_t sb = o->cfg.host_sample_bytes;
   pthread_mutex_lock(&o->mu);
   void *d_out = e->d_direct ? e->d_direct : o->d_out;
   ff__devent *after = e->after;
@@ -677,7 +677,7 @@ static void run_microbatch_on_cpu(ff__offload *o, entry *e, ff__offload_result *
       continue;
     }
     uint64_t ops = 0;
-    if (run_on_cpu(o->cfg.pipe, &o->feed_ops, &img, plan, e->images, slot, e->paths[slot], &ops, &err))
+    if (run_on_cpu(o->cfg.host_pipe, &o->feed_ops, &img, plan, e->images, slot, e->paths[slot], &ops, &err))
       fail_sample(e, slot, &err);
     else
       e->placement[slot] = FF_PLACEMENT_CPU, r->fallbacks++;

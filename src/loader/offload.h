@@ -69,9 +69,11 @@ typedef struct ff__offload_config {
   int deterministic;             /* ff_config.deterministic: device decode off */
   int strict_decode;             /* ff_config.strict_decode: no nvJPEG (it reports no repaired damage) */
   int replace_errors;            /* on_error=replace: device decode off (substitutes are decoded on the CPU) */
-  const ff__pipeline *pipe;
+  const ff__pipeline *pipe;      /* also the format the device writes in place (ff__offload_direct) */
+  const ff__pipeline *host_pipe; /* the format of the host batch's samples (uint8 under uint8 transport) */
   int entries, batch_cap;        /* ring entries; the most samples a batch holds */
   size_t sample_bytes;           /* one output sample */
+  size_t host_sample_bytes;      /* one sample in the host batch */
   size_t num_samples;            /* the index's samples (headers are cached per sample) */
   const uint64_t *size_bytes;    /* the index's encoded sizes, num_samples of them */
   uint64_t seed, max_pixels;     /* ff_config.seed, max_image_pixels */

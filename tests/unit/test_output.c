@@ -69,7 +69,8 @@ static ff_loader *open_or_fail(const ff_config *c, const char *share) {
 static size_t image_bytes(const ff_batch *b) {
   ff_tensor t;
   ff_batch_images(b, &t);
-  return (size_t)(t.shape[0] * t.shape[1] * t.shape[2] * t.shape[3]) * (t.dtype == FF_FLOAT32 ? 4 : 1);
+  size_t elem = t.dtype == FF_FLOAT32 ? 4 : t.dtype == FF_BFLOAT16 || t.dtype == FF_FLOAT16 ? 2 : 1;
+  return (size_t)(t.shape[0] * t.shape[1] * t.shape[2] * t.shape[3]) * elem;
 }
 
 /* One epoch's images, as the host sees them once each batch is ready. */
@@ -215,7 +216,9 @@ static uint8_t *hooked_epoch(hook *h, const char *output_device, size_t *len, ff
   ff_loader_stats(l, stats);
   ff__device_info info;
   assert_int_equal(ff__device_query(ff__offload_device(l->offload), &info, NULL), FF_OK);
-  assert_int_equal(h->allocs, info.pool.raw_allocs + (l->out_dev ? (unsigned)l->ring_size : 0));
+  /* per ring entry: its device images, and under uint8 transport (a float pipeline) the staging and the
+   * conversion's stage table */
+  assert_int_equal(h->allocs, info.pool.raw_allocs + (l->out_dev ? 3u * (unsigned)l->ring_size : 0));
   ff_loader_close(l);
   return bytes;
 }
@@ -312,8 +315,9 @@ static void device_samples_are_written_in_place_when_the_output_is_on_the_offloa
   assert_int_equal(t.round_trips, 0);
   assert_int_equal(t.counts.copy_calls[FF__COPY_D2H], 0);
   assert_int_equal(t.counts.copy_bytes[FF__COPY_D2H], 0);
-  size_t sb = ref_len / 36; /* 36 samples */
-  assert_int_equal(t.upload_bytes, (36 - t.device_samples) * sb); /* only what the host prepared went up */
+  size_t sb = ref_len / 36; /* 36 samples of float32 */
+  /* only what the host prepared went up, as uint8: a quarter of its float32 bytes */
+  assert_int_equal(t.upload_bytes, (36 - t.device_samples) * sb / 4);
   assert_int_equal(t.counts.copy_bytes[FF__COPY_H2D] >= t.upload_bytes, 1);
   assert_int_equal(len, ref_len);
   assert_memory_equal(got, ref, len);
@@ -323,7 +327,7 @@ static void device_samples_are_written_in_place_when_the_output_is_on_the_offloa
   got = transport_epoch(&c, &len, &t);
   assert_true(t.device_samples > 0);
   assert_int_equal(t.round_trips, t.device_samples);
-  assert_int_equal(t.download_bytes, t.device_samples * sb);
+  assert_int_equal(t.download_bytes, t.device_samples * sb / 4); /* as uint8 too */
   assert_memory_equal(got, ref, len);
   free(got);
   free(ref);
@@ -430,6 +434,86 @@ static void a_shrinking_trainer_figure_trims_the_pool_and_sends_work_to_the_cpu(
   ff_loader_close(l);
 }
 
+/* Output dtypes and memory formats: on the device (in place and from uint8
+ * uploads) the bytes equal the host's; channels_last and planar uint8 are
+ * the default layouts transposed. */
+static uint8_t *format_epoch(const char *device, const char *output_device, const char *pipeline, int dtype,
+                             int memory_format, size_t *len, ff_tensor *first) {
+  ff_config c = config(device, output_device);
+  c.pipeline = pipeline, c.output_dtype = dtype, c.memory_format = memory_format;
+  ff_loader *l = open_or_fail(&c, strcmp(device, "cpu") ? "0.5" : NULL);
+  ff_batch *b;
+  assert_int_equal(ff_loader_next(l, &b), FF_OK);
+  ff_batch_images(b, first);
+  ff_batch_release(b);
+  ff_loader_set_epoch(l, 0);
+  uint8_t *all = epoch_images(l, len);
+  ff_loader_close(l);
+  return all;
+}
+
+static void output_dtypes_and_memory_formats_are_the_same_on_the_device_and_the_host(void **state) {
+  (void)state;
+  const char *u8_pipe = "decode | random_resized_crop(size=40) | random_horizontal_flip";
+  struct {
+    const char *pipe;
+    int dtype, format, elem, want_dtype;
+  } cases[] = {
+      {PIPELINE, FF_OUTPUT_BFLOAT16, FF_MEMORY_FORMAT_AUTO, 2, FF_BFLOAT16},
+      {PIPELINE, FF_OUTPUT_FLOAT16, FF_MEMORY_FORMAT_CHANNELS_LAST, 2, FF_FLOAT16},
+      {PIPELINE, FF_OUTPUT_FLOAT32, FF_MEMORY_FORMAT_CHANNELS_LAST, 4, FF_FLOAT32},
+      {u8_pipe, FF_OUTPUT_UINT8, FF_MEMORY_FORMAT_CONTIGUOUS, 1, FF_UINT8},
+  };
+  for (int k = 0; k < 4; k++) {
+    size_t ref_len, len, dlen;
+    ff_tensor t, dt, ft;
+    uint8_t *ref = format_epoch("cpu", "cpu", cases[k].pipe, FF_OUTPUT_DTYPE_AUTO, FF_MEMORY_FORMAT_AUTO, &ref_len, &dt);
+    uint8_t *host = format_epoch("cpu", "cpu", cases[k].pipe, cases[k].dtype, cases[k].format, &len, &t);
+    assert_int_equal(t.dtype, cases[k].want_dtype);
+    assert_int_equal(t.shape[1], 3); /* (N, 3, H, W) in every one of these */
+    int64_t h = t.shape[2], w = t.shape[3], plane = h * w;
+    if (cases[k].format == FF_MEMORY_FORMAT_CHANNELS_LAST) {
+      assert_int_equal(t.strides[1], 1), assert_int_equal(t.strides[2], 3 * w), assert_int_equal(t.strides[3], 3);
+    } else {
+      assert_int_equal(t.strides[1], plane), assert_int_equal(t.strides[3], 1);
+    }
+    assert_int_equal(len, ref_len / (dt.dtype == FF_FLOAT32 ? 4 : 1) * (size_t)cases[k].elem);
+    if (cases[k].dtype == FF_OUTPUT_FLOAT32 || cases[k].dtype == FF_OUTPUT_UINT8) { /* the default transposed */
+      size_t eb = (size_t)cases[k].elem, n = len / eb / (size_t)(3 * plane);
+      int ref_planar = cases[k].dtype == FF_OUTPUT_FLOAT32;
+      for (size_t i = 0; i < n; i++)
+        for (int64_t c = 0; c < 3; c++)
+          for (int64_t p = 0; p < plane; p++) {
+            size_t planar = ((size_t)i * 3 * plane + (size_t)(c * plane + p)) * eb;
+            size_t inter = ((size_t)i * 3 * plane + (size_t)(p * 3 + c)) * eb;
+            if (memcmp(host + (ref_planar ? inter : planar), ref + (ref_planar ? planar : inter), eb))
+              fail_msg("case %d: sample %zu channel %lld pixel %lld differs from the default layout", k, i,
+                       (long long)c, (long long)p);
+          }
+    }
+    const char *devices[][2] = {{"emu:0?delay=20", "emu:0"}, {"cpu", "emu:0"}, {"emu:0", "cpu"}};
+    for (int d = 0; d < 3; d++) {
+      uint8_t *got = format_epoch(devices[d][0], devices[d][1], cases[k].pipe, cases[k].dtype, cases[k].format,
+                                  &dlen, &ft);
+      assert_int_equal(dlen, len);
+      if (memcmp(got, host, len)) fail_msg("case %d: %s -> %s differs from the host's bytes", k, devices[d][0], devices[d][1]);
+      free(got);
+    }
+    free(host), free(ref);
+  }
+  ff_config c = config("cpu", "cpu");
+  c.output_dtype = FF_OUTPUT_UINT8; /* with a final normalize */
+  ff_loader *l = NULL;
+  assert_int_equal(ff_loader_open(&c, &l), FF_EINVAL);
+  assert_non_null(strstr(ff_loader_errmsg(l), "output_dtype"));
+  ff_loader_close(l);
+  c = config("cpu", "cpu");
+  c.pipeline = u8_pipe, c.output_dtype = FF_OUTPUT_BFLOAT16; /* without one */
+  assert_int_equal(ff_loader_open(&c, &l), FF_EINVAL);
+  assert_non_null(strstr(ff_loader_errmsg(l), "normalize"));
+  ff_loader_close(l);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(device_output_batches_equal_host_output_batches),
@@ -440,6 +524,7 @@ int main(void) {
       cmocka_unit_test(host_output_takes_a_microbatch_down_in_one_call_into_the_pinned_batch),
       cmocka_unit_test(skipped_samples_close_their_gaps_in_the_device_batch),
       cmocka_unit_test(a_shrinking_trainer_figure_trims_the_pool_and_sends_work_to_the_cpu),
+      cmocka_unit_test(output_dtypes_and_memory_formats_are_the_same_on_the_device_and_the_host),
   };
   return cmocka_run_group_tests(tests, make_dataset, NULL);
 }
