@@ -197,9 +197,14 @@ typedef struct {
 static PyTypeObject TensorType;
 
 static const char *dtype_name(ff_dtype d) {
-  return d == FF_UINT8 ? "uint8" : d == FF_FLOAT32 ? "float32" : "int64";
+  return d == FF_UINT8 ? "uint8" : d == FF_FLOAT32 ? "float32" : d == FF_BFLOAT16 ? "bfloat16" : d == FF_FLOAT16 ? "float16" : "int64";
 }
-static int dtype_bits(ff_dtype d) { return d == FF_UINT8 ? 8 : d == FF_FLOAT32 ? 32 : 64; }
+static int dtype_bits(ff_dtype d) {
+  return d == FF_UINT8 ? 8 : d == FF_FLOAT32 ? 32 : d == FF_BFLOAT16 || d == FF_FLOAT16 ? 16 : 64;
+}
+static uint8_t dtype_code(ff_dtype d) {
+  return (uint8_t)(d == FF_FLOAT32 || d == FF_FLOAT16 ? kDLFloat : d == FF_BFLOAT16 ? kDLBfloat : d == FF_INT64 ? kDLInt : kDLUInt);
+}
 
 /* A new Tensor over t's memory, holding one count of o. */
 static PyObject *tensor_new(owner *o, const ff_tensor *t) {
@@ -337,8 +342,7 @@ static PyObject *make_capsule(TensorObject *self) {
   t->data = self->data;
   t->device = (DLDevice){(DLDeviceType)self->dev_type, self->dev_id};
   t->ndim = self->ndim;
-  t->dtype = (DLDataType){(uint8_t)(self->dtype == FF_FLOAT32 ? kDLFloat : self->dtype == FF_INT64 ? kDLInt : kDLUInt),
-                          (uint8_t)dtype_bits(self->dtype), 1};
+  t->dtype = (DLDataType){dtype_code(self->dtype), (uint8_t)dtype_bits(self->dtype), 1};
   t->shape = e->shape;
   t->strides = e->strides;
   t->byte_offset = 0;
@@ -407,11 +411,24 @@ static PyObject *tensor_get_array_interface(TensorObject *self, void *unused) {
     PyErr_SetString(PyExc_AttributeError, "__array_interface__: these images are in GPU memory (use __dlpack__)");
     return NULL;
   }
-  const char *typestr = self->dtype == FF_UINT8 ? "|u1" : self->dtype == FF_FLOAT32 ? "<f4" : "<i8";
+  if (self->dtype == FF_BFLOAT16) {
+    PyErr_SetString(PyExc_AttributeError, "__array_interface__: NumPy has no bfloat16 (use __dlpack__ with torch)");
+    return NULL;
+  }
+  const char *typestr = self->dtype == FF_UINT8     ? "|u1"
+                        : self->dtype == FF_FLOAT32 ? "<f4"
+                        : self->dtype == FF_FLOAT16 ? "<f2"
+                                                    : "<i8";
+  int64_t byte_strides[4];
+  for (int i = 0; i < self->ndim; i++) byte_strides[i] = self->strides[i] * dtype_bits(self->dtype) / 8;
   PyObject *shape = int64_tuple(self->shape, self->ndim);
-  if (!shape) return NULL;
-  PyObject *r = Py_BuildValue("{s:N,s:s,s:(NO),s:O,s:i}", "shape", shape, "typestr", typestr, "data",
-                              PyLong_FromVoidPtr(self->data), Py_False, "strides", Py_None, "version", 3);
+  PyObject *strides = shape ? int64_tuple(byte_strides, self->ndim) : NULL;
+  if (!strides) {
+    Py_XDECREF(shape);
+    return NULL;
+  }
+  PyObject *r = Py_BuildValue("{s:N,s:s,s:(NO),s:N,s:i}", "shape", shape, "typestr", typestr, "data",
+                              PyLong_FromVoidPtr(self->data), Py_False, "strides", strides, "version", 3);
   return r;
 }
 
@@ -444,7 +461,7 @@ static PyMethodDef tensor_methods[] = {
 static PyGetSetDef tensor_getset[] = {
     {"shape", (getter)tensor_get_shape, NULL, "tuple of ints: the extents, in elements", NULL},
     {"strides", (getter)tensor_get_strides, NULL, "tuple of ints: the strides, in elements", NULL},
-    {"dtype", (getter)tensor_get_dtype, NULL, "'uint8', 'float32' or 'int64'", NULL},
+    {"dtype", (getter)tensor_get_dtype, NULL, "'uint8', 'float32', 'bfloat16', 'float16' or 'int64'", NULL},
     {"nbytes", (getter)tensor_get_nbytes, NULL, "int: size of the data in bytes", NULL},
     {"data_ptr", (getter)tensor_get_data_ptr, NULL, "int: address of the first element", NULL},
     {"__array_interface__", (getter)tensor_get_array_interface, NULL, "NumPy array interface v3", NULL},
@@ -526,19 +543,20 @@ static PyObject *loader_open(PyObject *module, PyObject *args, PyObject *kwargs)
                            "num_threads", "prefetch", "rank",      "world_size", "on_error", "max_image_pixels",
                            "device", "device_memory_limit_bytes", "strict_decode", "allow_empty",
                            "sampler_drop_last", "torch_permutation", "pin_memory", "output_device",
-                           "device_decode", "deterministic", NULL};
+                           "device_decode", "deterministic", "output_dtype", "memory_format", NULL};
   ff_config cfg;
   ff_config_init(&cfg);
   PyObject *source_obj, *pipeline_obj;
   int on_error = FF_ON_ERROR_RAISE, torch_permutation = 0;
   unsigned long long seed = 0, max_pixels = cfg.max_image_pixels, device_limit = 0;
   int device_decode = FF_DEVICE_DECODE_AUTO;
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O&U|iiiKiiiiiO&sKppppisip:open_loader", kwlist,
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O&U|iiiKiiiiiO&sKppppisipii:open_loader", kwlist,
                                    PyUnicode_FSConverter, &source_obj, &pipeline_obj, &cfg.batch_size, &cfg.shuffle,
                                    &cfg.drop_last, &seed, &cfg.num_threads, &cfg.prefetch, &cfg.rank,
                                    &cfg.world_size, &on_error, to_u64, &max_pixels, &cfg.device, &device_limit,
                                    &cfg.strict_decode, &cfg.allow_empty, &cfg.sampler_drop_last, &torch_permutation,
-                                   &cfg.pin_memory, &cfg.output_device, &device_decode, &cfg.deterministic))
+                                   &cfg.pin_memory, &cfg.output_device, &device_decode, &cfg.deterministic,
+                                   &cfg.output_dtype, &cfg.memory_format))
     return NULL;
   cfg.permutation = torch_permutation ? FF_PERMUTATION_TORCH : FF_PERMUTATION_PHILOX;
   cfg.device_decode = (ff_device_decode)device_decode;
