@@ -5,7 +5,13 @@
  * one element, computed by ff__dstage_elem (kernels/stage.h) — the function
  * the emulator loops over and whose arithmetic is the CPU ops' own. Built
  * with --fmad=false, so nothing is contracted beyond the explicit
- * ff__fma_f32 (__fmaf_rn).
+ * ff__fma_f32 (__fmaf_rn). Histograms and gray sums (equalize,
+ * autocontrast's and contrast's tables) accumulate per block in shared
+ * memory and add to the sample's totals once per bin (or once per block),
+ * instead of one global atomic per pixel: integer sums, so the same totals.
+ * FF_DEVICE_KERNELS=plain (read at open) turns that off, for measuring the
+ * difference with one build. NVTX ranges name the launches (nvtx3, header
+ * only: nothing to link) so a trainer's profile shows the loader's work.
  *
  * A good neighbour to the trainer in the same process:
  * - The device's primary context (the one torch uses) is retained at open
@@ -27,10 +33,12 @@
  * Every CUDA call's result is checked; a failure names the call. */
 #include <cuda.h>
 #include <cuda_runtime.h>
+#include <nvtx3/nvToolsExt.h>
 
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 extern "C" {
 #include "exec/device_impl.h"
@@ -39,9 +47,41 @@ extern "C" {
 
 #define BLOCK 256
 
-__global__ void ff_stage_kernel(const ff__dstage *__restrict__ table, int stride, int k) {
+/* Element e's pixel of the stage's source (the histogram and sum stages count source pixels). */
+__device__ static const uint8_t *src_px(const ff__dstage *st, uint32_t e) {
+  uint32_t w = st->src.width > 0 ? (uint32_t)st->src.width : 1;
+  return ff__dimg_px(&st->src, (int)(e / w), (int)(e % w));
+}
+
+__global__ void ff_stage_kernel(const ff__dstage *__restrict__ table, int stride, int k, int tuned) {
+  __shared__ uint32_t hist[3 * 256];
+  __shared__ unsigned long long sum[BLOCK];
   const ff__dstage *st = table + (size_t)blockIdx.y * stride + k;
   uint32_t e = blockIdx.x * BLOCK + threadIdx.x;
+  if (tuned && st->kind == FF__DS_HISTOGRAM) { /* block-uniform: one record per blockIdx.y */
+    for (int i = threadIdx.x; i < 3 * 256; i += BLOCK) hist[i] = 0;
+    __syncthreads();
+    if (e < st->count) {
+      const uint8_t *p = src_px(st, e);
+      for (int c = 0; c < 3; c++) atomicAdd(&hist[c * 256 + p[c]], 1u);
+    }
+    __syncthreads();
+    uint32_t *out = FF__DPTR(uint32_t, st->a);
+    for (int i = threadIdx.x; i < 3 * 256; i += BLOCK)
+      if (hist[i]) atomicAdd(out + i, hist[i]);
+    return;
+  }
+  if (tuned && st->kind == FF__DS_GRAY_SUM) {
+    const uint8_t *p = e < st->count ? src_px(st, e) : NULL;
+    sum[threadIdx.x] = p ? ff__gray_u8(p[0], p[1], p[2]) : 0;
+    __syncthreads();
+    for (int half = BLOCK / 2; half > 0; half /= 2) {
+      if (threadIdx.x < half) sum[threadIdx.x] += sum[threadIdx.x + half];
+      __syncthreads();
+    }
+    if (!threadIdx.x && sum[0]) atomicAdd(FF__DPTR(unsigned long long, st->a), sum[0]);
+    return;
+  }
   if (e < st->count) ff__dstage_elem(st, e);
 }
 
@@ -97,6 +137,7 @@ typedef struct cuda_dev {
   cudaMemPool_t mem_pool;
   cudaStream_t mem_stream; /* allocations and frees are ordered on it */
   cudaEvent_t mem_done;    /* blocking-sync: an allocation is usable once it completes */
+  int tuned;               /* shared-memory histograms and sums (FF_DEVICE_KERNELS != plain) */
 } cuda_dev;
 
 static ff_status fail(ff__error *err, const cuda_dev *d, const char *what, cudaError_t e) {
@@ -341,7 +382,9 @@ static ff_status cu_launch(void *impl, void *stream, const void *d_table, int n,
   if (n > 65535)
     return ff__error_set(err, FF_EINVAL, "cuda:%d: microbatch of %d samples (at most 65535)", d->ordinal, n);
   dim3 grid((max_count + BLOCK - 1) / BLOCK, (unsigned)n);
-  ff_stage_kernel<<<grid, BLOCK, 0, ((stream_node *)stream)->s>>>((const ff__dstage *)d_table, stride, k);
+  nvtxRangePushA("fusionflow stage launch");
+  ff_stage_kernel<<<grid, BLOCK, 0, ((stream_node *)stream)->s>>>((const ff__dstage *)d_table, stride, k, d->tuned);
+  nvtxRangePop();
   cudaError_t e = cudaGetLastError();
   return e == cudaSuccess ? FF_OK : fail(err, d, "stage kernel launch", e);
 }
@@ -423,6 +466,8 @@ extern "C" ff_status ff__cuda_open(int ordinal, const ff__device_options *opt, f
   cuda_dev *d = (cuda_dev *)calloc(1, sizeof *d);
   if (!d) return ff__error_set(err, FF_ENOMEM, "cuda:%d: out of memory", ordinal);
   d->ordinal = ordinal;
+  const char *kernels = getenv("FF_DEVICE_KERNELS");
+  d->tuned = !(kernels && !strcmp(kernels, "plain"));
   if (drv.device_get(&d->cu_dev, ordinal) != CUDA_SUCCESS ||
       drv.primary_retain(&d->ctx, d->cu_dev) != CUDA_SUCCESS) {
     free(d);

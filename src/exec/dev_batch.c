@@ -1,6 +1,8 @@
 /* dev_batch.c — a microbatch on a device (see dev_batch.h): each sample's
  * plan lowered to device stages (kernels/stage.h), one upload, one launch
- * per stage index.
+ * per stage index over only the samples that have work there: the records
+ * of each stage index are packed together, empty ones left out, so no
+ * block of a launch starts on a sample without that stage.
  *
  * Lowering walks the plan as the CPU step runner does (ops/run.c), tracking
  * the current image as a device view: an in-bounds crop only moves the view;
@@ -49,7 +51,9 @@ struct ff__dev_batch {
   uint8_t *images, *meta; /* pinned staging: decoded images; stage table + aux */
   size_t images_bytes, images_cap, meta_cap;
   uint32_t *max_count; /* per stage index */
-  int max_count_cap;
+  int *packed, max_count_cap; /* per stage index: its non-empty records, packed from index k's offset */
+  ff__dstage *rows;           /* the records as lowered, [sample][stage index], before packing */
+  size_t rows_cap;
   void *d_blob, *d_arena;
   ff__devent *start, *end;
   int pending;
@@ -315,7 +319,7 @@ void ff__dev_batch_destroy(ff__dev_batch *b) {
   ff__device_event_destroy(b->dev, b->start);
   ff__device_event_destroy(b->dev, b->end);
   free(b->samples);
-  free(b->max_count);
+  free(b->max_count), free(b->packed), free(b->rows);
   free(b);
 }
 
@@ -434,10 +438,20 @@ ff_status ff__dev_batch_submit(ff__dev_batch *b, ff__dstream *s, void *d_out, ff
   ff_status st = grow_pinned(b->dev, &b->meta, &b->meta_cap, meta_bytes, 0, err);
   if (!st && stride > b->max_count_cap) {
     uint32_t *mc = realloc(b->max_count, (size_t)stride * sizeof *mc);
-    if (!mc)
+    int *pk = mc ? realloc(b->packed, (size_t)stride * sizeof *pk) : NULL;
+    if (mc) b->max_count = mc;
+    if (pk) b->packed = pk;
+    if (!mc || !pk)
       st = ff__error_set(err, FF_ENOMEM, "out of memory for a device microbatch");
     else
-      b->max_count = mc, b->max_count_cap = stride;
+      b->max_count_cap = stride;
+  }
+  if (!st && (size_t)b->n * stride > b->rows_cap) {
+    ff__dstage *r = realloc(b->rows, (size_t)b->n * stride * sizeof *r);
+    if (!r)
+      st = ff__error_set(err, FF_ENOMEM, "out of memory for a device microbatch");
+    else
+      b->rows = r, b->rows_cap = (size_t)b->n * stride;
   }
   if (!st) st = ff__device_alloc(b->dev, b->images_bytes + meta_bytes, &b->d_blob, err);
   if (!st && arena_bytes) st = ff__device_alloc(b->dev, arena_bytes, &b->d_arena, err);
@@ -453,11 +467,12 @@ ff_status ff__dev_batch_submit(ff__dev_batch *b, ff__dstream *s, void *d_out, ff
   memcpy(b->meta + (lut_addr - meta), b->pipe->out_custom ? (const void *)b->pipe->out_table : b->pipe->lut,
          sizeof b->pipe->lut);
   memset(b->max_count, 0, (size_t)stride * sizeof *b->max_count);
+  memset(b->rows, 0, (size_t)b->n * stride * sizeof *b->rows);
   for (int i = 0; i < b->n; i++) {
     sample *sm = &b->samples[i];
     walk w = {.s = sm,
               .emit = 1,
-              .row = (ff__dstage *)b->meta + (size_t)i * stride,
+              .row = b->rows + (size_t)i * stride,
               .aux_host = b->meta + sm->aux_off,
               .aux_addr = meta + sm->aux_off,
               .arena_addr = (uint64_t)(uintptr_t)b->d_arena + sm->arena_off};
@@ -465,14 +480,23 @@ ff_status ff__dev_batch_submit(ff__dev_batch *b, ff__dstream *s, void *d_out, ff
     for (int k = 0; k < w.num_stages; k++)
       if (w.row[k].count > b->max_count[k]) b->max_count[k] = w.row[k].count;
   }
+  ff__dstage *table = (ff__dstage *)b->meta; /* stage index k's records from k * n on, the empty ones left out */
+  for (int k = 0; k < stride; k++) {
+    int m = 0;
+    for (int i = 0; i < b->n; i++) {
+      const ff__dstage *r = &b->rows[(size_t)i * stride + k];
+      if (r->kind != FF__DS_NONE && r->count) table[(size_t)k * b->n + m++] = *r;
+    }
+    b->packed[k] = m;
+  }
 
   st = ff__device_event_record(b->dev, b->start, s, err);
   if (!st) st = ff__device_upload(b->dev, s, b->d_blob, b->images, b->images_bytes, err);
   if (!st)
     st = ff__device_upload(b->dev, s, (uint8_t *)b->d_blob + b->images_bytes, b->meta, meta_bytes, err);
   for (int k = 0; k < stride && !st; k++)
-    st = ff__device_launch_stages(b->dev, s, (uint8_t *)b->d_blob + b->images_bytes, b->n, stride, k,
-                                  b->max_count[k], err);
+    st = ff__device_launch_stages(b->dev, s, (uint8_t *)b->d_blob + b->images_bytes + (size_t)k * b->n * sizeof(ff__dstage),
+                                  b->packed[k], 1, 0, b->max_count[k], err);
   if (!st) st = ff__device_event_record(b->dev, b->end, s, err);
   if (st) { /* what was queued must finish before its memory goes back */
     ff__device_synchronize(b->dev);
