@@ -10,8 +10,9 @@
  * memory and add to the sample's totals once per bin (or once per block),
  * instead of one global atomic per pixel: integer sums, so the same totals.
  * FF_DEVICE_KERNELS=plain (read at open) turns that off, for measuring the
- * difference with one build. NVTX ranges name the launches (nvtx3, header
- * only: nothing to link) so a trainer's profile shows the loader's work.
+ * difference with one build. NVTX ranges (nvtx3, header only: nothing to
+ * link) name the loader's stages (ff__device_range_push) so a trainer's
+ * profile shows them.
  *
  * A good neighbour to the trainer in the same process:
  * - The device's primary context (the one torch uses) is retained at open
@@ -382,12 +383,13 @@ static ff_status cu_launch(void *impl, void *stream, const void *d_table, int n,
   if (n > 65535)
     return ff__error_set(err, FF_EINVAL, "cuda:%d: microbatch of %d samples (at most 65535)", d->ordinal, n);
   dim3 grid((max_count + BLOCK - 1) / BLOCK, (unsigned)n);
-  nvtxRangePushA("fusionflow stage launch");
   ff_stage_kernel<<<grid, BLOCK, 0, ((stream_node *)stream)->s>>>((const ff__dstage *)d_table, stride, k, d->tuned);
-  nvtxRangePop();
   cudaError_t e = cudaGetLastError();
   return e == cudaSuccess ? FF_OK : fail(err, d, "stage kernel launch", e);
 }
+
+static void cu_range_push(const char *name) { nvtxRangePushA(name); }
+static void cu_range_pop(void) { nvtxRangePop(); }
 
 /* The cudaStream_t (for nvJPEG; the caller holds the device's bracket). */
 static void *cu_native_stream(void *impl, void *stream) {
@@ -407,6 +409,7 @@ static ff__device_backend make_backend(void) {
   b.event_record = cu_event_record, b.event_query = cu_event_query, b.event_wait = cu_event_wait;
   b.event_elapsed_ms = cu_event_elapsed_ms, b.launch = cu_launch;
   b.native_stream = cu_native_stream; /* the decoder is nvJPEG's, wired in device.c */
+  b.range_push = cu_range_push, b.range_pop = cu_range_pop;
   return b;
 }
 static const ff__device_backend cuda_backend = make_backend();

@@ -429,6 +429,18 @@ size_t ff__dev_batch_device_bytes(const ff__dev_batch *b) {
   return b->images_bytes + meta + arena;
 }
 
+/* The profiler's name of a launch: its first record's kind (ff__dstage_kind). */
+static const char *stage_name(int kind) {
+  static const char *const names[] = {
+      "fusionflow: -",         "fusionflow: crop",      "fusionflow: flip",      "fusionflow: resize_h",
+      "fusionflow: resize_v",  "fusionflow: affine",    "fusionflow: translate", "fusionflow: color",
+      "fusionflow: sharpness", "fusionflow: gray_sum",  "fusionflow: contrast",  "fusionflow: histogram",
+      "fusionflow: lut_build", "fusionflow: lut_apply", "fusionflow: mix_scale", "fusionflow: mix_add",
+      "fusionflow: mix_trunc", "fusionflow: out_u8",    "fusionflow: out_f32",   "fusionflow: out_fmt"};
+  _Static_assert(sizeof names / sizeof *names == FF__DS_OUT_FMT + 1, "a name per stage kind");
+  return kind >= 0 && kind <= FF__DS_OUT_FMT ? names[kind] : "fusionflow: stage";
+}
+
 ff_status ff__dev_batch_submit(ff__dev_batch *b, ff__dstream *s, void *d_out, ff__error *err) {
   if (b->pending) return ff__error_set(err, FF_EINVAL, "device microbatch submitted twice");
   if (!b->n) return FF_OK;
@@ -490,14 +502,19 @@ ff_status ff__dev_batch_submit(ff__dev_batch *b, ff__dstream *s, void *d_out, ff
     b->packed[k] = m;
   }
 
+  ff__device_range_push(b->dev, "fusionflow: microbatch (upload, stages)");
   st = ff__device_event_record(b->dev, b->start, s, err);
   if (!st) st = ff__device_upload(b->dev, s, b->d_blob, b->images, b->images_bytes, err);
   if (!st)
     st = ff__device_upload(b->dev, s, (uint8_t *)b->d_blob + b->images_bytes, b->meta, meta_bytes, err);
-  for (int k = 0; k < stride && !st; k++)
+  for (int k = 0; k < stride && !st; k++) {
+    ff__device_range_push(b->dev, stage_name(b->packed[k] ? ((ff__dstage *)b->meta)[(size_t)k * b->n].kind : 0));
     st = ff__device_launch_stages(b->dev, s, (uint8_t *)b->d_blob + b->images_bytes + (size_t)k * b->n * sizeof(ff__dstage),
                                   b->packed[k], 1, 0, b->max_count[k], err);
+    ff__device_range_pop(b->dev);
+  }
   if (!st) st = ff__device_event_record(b->dev, b->end, s, err);
+  ff__device_range_pop(b->dev);
   if (st) { /* what was queued must finish before its memory goes back */
     ff__device_synchronize(b->dev);
     release_device_memory(b);

@@ -467,6 +467,14 @@ ff_status ff__device_decode(ff__device *d, ff__dstream *s, ff__device_decode_job
   GUARDED(d, err, decode_jobs(d, s, jobs, n, err));
 }
 
+void ff__device_range_push(ff__device *d, const char *name) {
+  if (d && d->o.be->range_push) d->o.be->range_push(name);
+}
+
+void ff__device_range_pop(ff__device *d) {
+  if (d && d->o.be->range_pop) d->o.be->range_pop();
+}
+
 ff_status ff__device_launch_stages(ff__device *d, ff__dstream *s, const void *d_table, int n, int stride,
                                    int k, uint32_t max_count, ff__error *err) {
   if (n <= 0 || !max_count) return FF_OK;

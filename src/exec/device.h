@@ -165,6 +165,12 @@ ff_status ff__device_event_wait(ff__device *d, ff__devent *e, ff__error *err);
 ff_status ff__device_event_elapsed_ms(ff__device *d, ff__devent *start, ff__devent *end, float *ms,
                                       ff__error *err);
 
+/* A named range of the calling thread's work for a profiler (cuda: an
+ * NVTX range, seen in Nsight Systems beside the trainer's; emu: nothing),
+ * and its end. Pairs nest. NULL d does nothing. */
+void ff__device_range_push(ff__device *d, const char *name);
+void ff__device_range_pop(ff__device *d);
+
 /* Waits for all work queued on the device (error paths and shutdown). */
 void ff__device_synchronize(ff__device *d);
 

@@ -74,6 +74,10 @@ typedef struct ff__device_backend {
   /* The backend's native stream of one of ours (cuda: the cudaStream_t), for
    * libraries that take it (nvJPEG); NULL: the backend has none. */
   void *(*native_stream)(void *impl, void *stream);
+  /* A named range on the calling thread for profilers (cuda: NVTX), and its
+   * end; may be NULL. */
+  void (*range_push)(const char *name);
+  void (*range_pop)(void);
 } ff__device_backend;
 
 /* What opening a backend gives back. */

@@ -139,7 +139,9 @@ ff_status ff__dev_output_hand_out(ff_loader *l, ff_batch *e) {
   ff_status st = FF_OK;
   if (e->release_pending) st = ff__device_stream_wait(l->out_dev, l->out_stream, e->released, &err);
   e->release_pending = 0;
+  ff__device_range_push(l->out_dev, "fusionflow: batch to output_device");
   if (!st) st = put_images(l, e, &err);
+  ff__device_range_pop(l->out_dev);
   if (!st) st = ff__device_event_record(l->out_dev, e->ready, l->out_stream, &err);
   pthread_mutex_lock(&l->mu);
   l->stats.output_upload_bytes += e->stats.output_upload_bytes, l->stats.host_round_trips += e->stats.host_round_trips;

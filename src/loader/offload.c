@@ -511,12 +511,14 @@ static void decode_on_device(ff__offload *o, entry *e, ff__offload_result *r, ho
     job.d_dst = d->d_image;
     o->jobs[n] = job, o->job_of[n++] = i;
   }
+  ff__device_range_push(o->dev, "fusionflow: device decode");
   uint64_t t0 = thread_cpu_ns(); /* nvJPEG's host phase runs inside the call; the wait is idle */
   ff_status st = n ? ff__device_event_record(o->dev, o->decode_start, o->stream, &err) : FF_OK;
   if (!st && n) st = ff__device_decode(o->dev, o->stream, o->jobs, n, &err);
   uint64_t host = thread_cpu_ns() - t0;
   if (!st && n) st = ff__device_event_record(o->dev, o->decoded, o->stream, &err);
   if (!st && n) st = ff__device_event_wait(o->dev, o->decoded, &err);
+  ff__device_range_pop(o->dev);
   float ms = 0; /* the decode's time on the SMs counts as device time, beside the ops' */
   if (!st && n && !ff__device_decoder_beside_kernels(o->dev) &&
       !ff__device_event_elapsed_ms(o->dev, o->decode_start, o->decoded, &ms, NULL))
@@ -635,14 +637,18 @@ static ff_status run_on_device(ff__offload *o, entry *e, ff__offload_result *r, 
   }
   r->device_bytes += ff__dev_batch_device_bytes(e->mb) + out_bytes_of(o, e);
   float ms = 0;
+  ff__device_range_push(o->dev, e->d_direct ? "fusionflow: microbatch into the output batch" : "fusionflow: microbatch");
   if (after) st = ff__device_stream_wait(o->dev, o->stream, after, err);
   if (!st) st = ff__dev_batch_submit(e->mb, o->stream, d_out, err);
   if (!st) st = ff__dev_batch_wait(e->mb, &ms, err);
   if (!e->d_direct) {
+    ff__device_range_push(o->dev, "fusionflow: download to the host batch");
     st = download_slots(o, e, d_out, st, r, err);
     if (!st) st = ff__device_event_record(o->dev, o->download_done, o->stream, err);
     if (!st) st = ff__device_event_wait(o->dev, o->download_done, err);
+    ff__device_range_pop(o->dev);
   }
+  ff__device_range_pop(o->dev);
   int n = ff__dev_batch_count(e->mb);
   for (int i = 0; i < n && !st && e->d_direct; i++) {
     ff__image img;
