@@ -104,13 +104,21 @@ static uint8_t *epoch_images(ff_loader *l, size_t *len) {
   return all;
 }
 
-static void device_output_batches_equal_host_output_batches(void **state) {
-  (void)state;
+/* One epoch on the CPU alone with host output: the reference. */
+static uint8_t *cpu_epoch(size_t *len) {
   ff_config c = config("cpu", "cpu");
   ff_loader *l = open_or_fail(&c, NULL);
-  size_t ref_len, len;
-  uint8_t *ref = epoch_images(l, &ref_len);
+  uint8_t *ref = epoch_images(l, len);
   ff_loader_close(l);
+  return ref;
+}
+
+static void device_output_batches_equal_host_output_batches(void **state) {
+  (void)state;
+  size_t ref_len, len;
+  uint8_t *ref = cpu_epoch(&ref_len);
+  ff_config c;
+  ff_loader *l;
   const char *devices[] = {"cpu", "emu:0"};
   for (int k = 0; k < 2; k++) {
     c = config(devices[k], "emu:1?delay=50");
@@ -225,11 +233,8 @@ static uint8_t *hooked_epoch(hook *h, const char *output_device, size_t *len, ff
 
 static void the_allocator_hook_gets_every_device_allocation_and_its_refusal_goes_to_the_cpu(void **state) {
   (void)state;
-  ff_config c = config("cpu", "cpu");
-  ff_loader *l = open_or_fail(&c, NULL);
   size_t ref_len, len;
-  uint8_t *ref = epoch_images(l, &ref_len);
-  ff_loader_close(l);
+  uint8_t *ref = cpu_epoch(&ref_len);
 
   hook h = {0};
   ff_stats s;
@@ -300,11 +305,9 @@ static uint8_t *transport_epoch(ff_config *c, size_t *len, transport *t) {
 
 static void device_samples_are_written_in_place_when_the_output_is_on_the_offload_device(void **state) {
   (void)state;
-  ff_config c = config("cpu", "cpu");
-  ff_loader *l = open_or_fail(&c, NULL);
   size_t ref_len, len;
-  uint8_t *ref = epoch_images(l, &ref_len);
-  ff_loader_close(l);
+  uint8_t *ref = cpu_epoch(&ref_len);
+  ff_config c;
 
   transport t;
   c = config("emu:0?delay=50", "emu:0");
@@ -335,14 +338,10 @@ static void device_samples_are_written_in_place_when_the_output_is_on_the_offloa
 
 static void host_output_takes_a_microbatch_down_in_one_call_into_the_pinned_batch(void **state) {
   (void)state;
-  ff_config c = config("cpu", "cpu");
-  ff_loader *l = open_or_fail(&c, NULL);
   size_t ref_len, len;
-  uint8_t *ref = epoch_images(l, &ref_len);
-  ff_loader_close(l);
-
+  uint8_t *ref = cpu_epoch(&ref_len);
   transport t;
-  c = config("emu:0?delay=20", "cpu");
+  ff_config c = config("emu:0?delay=20", "cpu");
   c.pin_memory = 1;
   uint8_t *got = transport_epoch(&c, &len, &t);
   size_t sb = ref_len / 36;
@@ -350,7 +349,9 @@ static void host_output_takes_a_microbatch_down_in_one_call_into_the_pinned_batc
   assert_int_equal(t.round_trips, 0);
   assert_int_equal(t.uploads, 0);
   assert_int_equal(t.download_bytes, t.device_samples * sb);
-  assert_int_equal(t.counts.copy_calls[FF__COPY_D2H], t.downloads); /* one call per microbatch, not per slot */
+  /* one call per microbatch, not per slot (the emulator also counts batches of the next epoch made ahead) */
+  assert_true(t.counts.copy_calls[FF__COPY_D2H] >= t.downloads);
+  assert_true(t.counts.copy_calls[FF__COPY_D2H] <= t.downloads + (size_t)c.prefetch + 1);
   assert_true(t.downloads <= t.batches);
   assert_true(t.downloads < t.device_samples);
   assert_int_equal(len, ref_len);
@@ -390,43 +391,44 @@ static void skipped_samples_close_their_gaps_in_the_device_batch(void **state) {
 }
 
 /* The trainer's figure of spare device memory: at 0 (below the headroom)
- * the loader gives its cached device memory back (the emulator counts the trim) and prepares on
- * the CPU; at -1 the device's own figure is back and so is the device. */
+ * the loader gives its cached device memory back (the emulator counts the
+ * trim) and prepares on the CPU; at -1 the device's own figure is back. */
 static void a_shrinking_trainer_figure_trims_the_pool_and_sends_work_to_the_cpu(void **state) {
   (void)state;
   ff_config c = config("emu:0", "cpu");
   c.device_headroom_bytes = (int64_t)1 << 30; /* of emu's 2 GiB: the pool keeps 1 GiB free for the trainer */
-  c.batch_size = 4, c.prefetch = 1; /* 9 batches; two split ahead */
+  c.batch_size = 4, c.prefetch = 1;           /* 9 batches in a ring of two */
   ff_loader *l = open_or_fail(&c, "1.0");
   ff__device *dev = ff__offload_device(l->offload);
-  ff_batch *b;
-  size_t on_device[3] = {0};
-  for (int phase = 0; phase < 3; phase++) {
-    if (phase == 1) {
-      ff__emu_counts before, after;
-      assert_int_equal(ff__emu_probe(dev, &before), FF_OK);
-      assert_int_equal(ff_loader_set_device_free_bytes(l, 0), FF_OK);
-      assert_int_equal(ff__emu_probe(dev, &after), FF_OK);
-      assert_true(after.trims > before.trims);
-      ff__device_info info;
-      assert_int_equal(ff__device_query(dev, &info, NULL), FF_OK);
-      assert_true(info.pool.limit_bytes <= info.pool.reserved_bytes);
-      for (int i = 0; i < c.prefetch + 1; i++) { /* batches split before the figure came */
-        assert_int_equal(ff_loader_next(l, &b), FF_OK);
-        ff_batch_release(b);
-      }
-    }
-    if (phase == 2) assert_int_equal(ff_loader_set_device_free_bytes(l, -1), FF_OK);
-    for (int i = 0; i < 2; i++) {
-      assert_int_equal(ff_loader_next(l, &b), FF_OK);
-      ff_batch_info bi;
-      ff_batch_stats(b, &bi);
-      on_device[phase] += bi.device_samples;
-      ff_batch_release(b);
-    }
+  ff_batch *held[2];
+  ff_batch_info bi;
+  size_t before_figure = 0, after_figure = 0;
+  for (int i = 0; i < 2; i++) { /* both held: the ring is full, the feeder idle, its memory cached */
+    assert_int_equal(ff_loader_next(l, &held[i]), FF_OK);
+    ff_batch_stats(held[i], &bi);
+    before_figure += bi.device_samples;
   }
-  assert_true(on_device[0] > 0);
-  assert_int_equal(on_device[1], 0);
+  ff__emu_counts before, after;
+  assert_int_equal(ff__emu_probe(dev, &before), FF_OK);
+  assert_int_equal(ff_loader_set_device_free_bytes(l, 0), FF_OK);
+  assert_int_equal(ff__emu_probe(dev, &after), FF_OK);
+  assert_true(after.trims > before.trims);
+  ff__device_info info;
+  assert_int_equal(ff__device_query(dev, &info, NULL), FF_OK);
+  assert_true(info.pool.limit_bytes <= info.pool.reserved_bytes);
+  ff_batch_release(held[0]), ff_batch_release(held[1]); /* the next splits see the figure */
+  for (int i = 0; i < 4; i++) {
+    ff_batch *b;
+    assert_int_equal(ff_loader_next(l, &b), FF_OK);
+    ff_batch_stats(b, &bi);
+    after_figure += bi.device_samples;
+    ff_batch_release(b);
+  }
+  assert_true(before_figure > 0);
+  assert_int_equal(after_figure, 0);
+  assert_int_equal(ff_loader_set_device_free_bytes(l, -1), FF_OK); /* the device's own figure again */
+  assert_int_equal(ff__device_query(dev, &info, NULL), FF_OK);
+  assert_true(info.pool.limit_bytes > info.pool.reserved_bytes);
   ff_loader_close(l);
   c = config("cpu", "cpu");
   l = open_or_fail(&c, NULL);
