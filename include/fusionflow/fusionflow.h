@@ -571,6 +571,8 @@ typedef struct ff_batch_info {
   uint64_t device_download_bytes; /* their bytes */
   size_t host_round_trips;  /* device-prepared samples that went down to host memory and up again to
                                output_device (only when output_device is not the offload device) */
+  uint64_t feeder_cpu_ns;   /* the device feeder thread's CPU time on its microbatch, waits included
+                               (they sleep: events are blocking-sync), against device_ns */
 } ff_batch_info;
 
 /* Fills *out for a held batch. Any thread. */
@@ -631,6 +633,7 @@ typedef struct ff_stats {
   uint64_t output_upload_bytes;   /* sums of ff_batch_info's over the batches handed out */
   uint64_t device_download_bytes;
   uint64_t host_round_trips;
+  uint64_t feeder_cpu_ns;         /* the device feeder thread's CPU time (ff_batch_info.feeder_cpu_ns) */
 } ff_stats;
 
 /* Fills *out. Any time, from the consumer thread. */

@@ -584,6 +584,7 @@ class Loader:
                 are written in place).
             host_round_trips (int): device-prepared samples that went down and up again
                 (output_device another device than the offload device).
+            feeder_cpu_ns (int): CPU time of the device feeder thread (its waits sleep).
             held (int): batches handed out and still referenced.
             op_costs (dict): per kind of op (``"resize"``, ``"fused_lut"``, ...):
                 calls, ns, pixels (ints), ns_per_image, ns_per_pixel (floats).

@@ -876,7 +876,7 @@ static PyObject *loader_stats_body(LoaderObject *self, PyObject *unused) {
     Py_XDECREF(skipped);
     return NULL;
   }
-  return Py_BuildValue("{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:i,s:N,s:N,s:s,s:K,s:K,s:K,s:n,s:n,s:d,s:K,s:K,s:N,s:s,s:s,s:K,s:K,s:K}",
+  return Py_BuildValue("{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:i,s:N,s:N,s:s,s:K,s:K,s:K,s:n,s:n,s:d,s:K,s:K,s:N,s:s,s:s,s:K,s:K,s:K,s:K}",
                        "batches", (unsigned long long)s.batches,
                        "samples", (unsigned long long)s.samples, "read_ns", (unsigned long long)s.read_ns,
                        "decode_ns", (unsigned long long)s.decode_ns, "ops_ns", (unsigned long long)s.ops_ns,
@@ -892,7 +892,8 @@ static PyObject *loader_stats_body(LoaderObject *self, PyObject *unused) {
                        "device_decoder_note", s.device_decoder_note ? s.device_decoder_note : "",
                        "output_upload_bytes", (unsigned long long)s.output_upload_bytes,
                        "device_download_bytes", (unsigned long long)s.device_download_bytes,
-                       "host_round_trips", (unsigned long long)s.host_round_trips);
+                       "host_round_trips", (unsigned long long)s.host_round_trips,
+                       "feeder_cpu_ns", (unsigned long long)s.feeder_cpu_ns);
 }
 
 

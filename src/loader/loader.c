@@ -438,6 +438,7 @@ static void offload_done(void *ctx, const ff__offload_result *r) {
     if (r->device_ran) b->device_ns += r->device_ns;
     b->device_bytes = r->device_bytes;
     b->device_downloads += r->downloads, b->device_download_bytes += r->download_bytes;
+    b->feeder_cpu_ns += r->feeder_cpu_ns;
     ff__dev_output_took(l, e, r->on_device);
     for (int i = 0; i < r->num_failed; i++) sample_failed(l, e, r->failed[i].slot, &r->failed[i].err);
     sample_finished(l, e, r->samples);
@@ -697,7 +698,7 @@ static void hand_out(ff_loader *l, ff_batch *e, int ring_ready, uint64_t t0, uin
   l->stats.device_ns += b->device_ns;
   l->stats.device_fallbacks += b->device_fallbacks;
   l->stats.device_decode_fallbacks += b->device_decode_fallbacks;
-  l->stats.device_download_bytes += b->device_download_bytes;
+  l->stats.device_download_bytes += b->device_download_bytes, l->stats.feeder_cpu_ns += b->feeder_cpu_ns;
   for (int p = 0; p < FF_PLACEMENTS; p++) {
     l->stats.placement_samples[p] += b->placement_samples[p];
     l->stats.placement_cpu_ns[p] += b->placement_cpu_ns[p], l->stats.placement_read_ns[p] += b->placement_read_ns[p];

@@ -731,6 +731,7 @@ static void *feeder_main(void *arg) {
 
     entry *e = &o->entries[entry_no];
     ff__offload_result r = {.entry = entry_no, .start_ns = ff__now_ns(), .decode_fallbacks = e->decode_fallbacks};
+    uint64_t cpu0 = thread_cpu_ns();
     int added = 0;
     for (int s = 0; s < o->cfg.batch_cap; s++) added += e->placement[s] != NOT_ADDED;
     host_decode hd = {0};
@@ -751,7 +752,7 @@ static void *feeder_main(void *arg) {
     if (r.device_bytes) /* what it needed, also when the pool refused it */
       ff__cost_observe_device(&o->cost, e->encoded_bytes, r.device_bytes - out_bytes_of(o, e));
     pthread_mutex_unlock(&o->mu);
-    r.end_ns = ff__now_ns();
+    r.end_ns = ff__now_ns(), r.feeder_cpu_ns = thread_cpu_ns() - cpu0;
     o->cfg.done(o->cfg.ctx, &r);
     pthread_mutex_lock(&o->mu);
   }

@@ -48,6 +48,7 @@ typedef struct ff__offload_result {
   size_t device_bytes;           /* device memory the batch took, output tensor included */
   uint64_t decode_ns, ops_ns;    /* the feeder's own CPU time: fallback decodes, fallback ops */
   uint64_t start_ns, end_ns;     /* when the feeder took the batch and finished it */
+  uint64_t feeder_cpu_ns;        /* the feeder thread's CPU time on it (its waits sleep: near its own work) */
   int num_failed;
   const ff__offload_failure *failed; /* num_failed samples, valid during done() */
   ff__op_costs *costs;           /* the feeder's per-op costs since the last report: add and zero them */

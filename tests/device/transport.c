@@ -8,8 +8,9 @@
  *    pageable memory, on the host in pinned memory, and on DEVICE itself
  *    (direct aggregation): milliseconds per batch, device-to-host bytes
  *    and host round trips per batch (ff_batch_info), and the consumer's
- *    CPU time per batch while it waits in ff_loader_next (it sleeps:
- *    events are blocking-sync).
+ *    CPU time per batch while it waits in ff_loader_next and the device
+ *    feeder thread's CPU time per batch against the device's time (both
+ *    sleep in their waits: events are blocking-sync).
  * One line per figure; exit 1 when direct aggregation brought any
  * device-prepared sample down to the host. emu numbers are the
  * emulator's (host memcpy), not a GPU's. */
@@ -85,7 +86,7 @@ static int run_loader(const char *source, const char *device, const char *output
     ff_loader_close(l);
     return 1;
   }
-  uint64_t wall = 0, cpu = 0;
+  uint64_t wall = 0, cpu = 0, feeder = 0, device_ns = 0;
   size_t n = 0, device_samples = 0;
   *round_trips = 0, *down_bytes = 0;
   for (int i = 0; i < batches + 1; i++) { /* the first batch warms up */
@@ -103,16 +104,18 @@ static int run_loader(const char *source, const char *device, const char *output
     ff_batch_stats(b, &bi);
     if (i) {
       wall += ff__now_ns() - t0, cpu += thread_cpu_ns() - c0, n++;
-      device_samples += bi.device_samples;
+      device_samples += bi.device_samples, feeder += bi.feeder_cpu_ns, device_ns += bi.device_ns;
       *round_trips += bi.host_round_trips, *down_bytes += bi.device_download_bytes;
     }
     ff_batch_release(b);
   }
   ff_loader_close(l);
   if (!n) return 1;
-  printf("%-22s ms_per_batch %.2f  consumer_cpu_ms_per_batch %.3f  device_samples_per_batch %.1f  "
-         "download_mb_per_batch %.1f  round_trips_per_batch %.1f\n",
-         label, (double)wall / 1e6 / (double)n, (double)cpu / 1e6 / (double)n, (double)device_samples / (double)n,
+  printf("%-22s ms_per_batch %.2f  consumer_cpu_ms_per_batch %.3f  feeder_cpu_ms_per_batch %.3f  "
+         "device_ms_per_batch %.2f  device_samples_per_batch %.1f  download_mb_per_batch %.1f  "
+         "round_trips_per_batch %.1f\n",
+         label, (double)wall / 1e6 / (double)n, (double)cpu / 1e6 / (double)n, (double)feeder / 1e6 / (double)n,
+         (double)device_ns / 1e6 / (double)n, (double)device_samples / (double)n,
          (double)*down_bytes / 1048576.0 / (double)n, (double)*round_trips / (double)n);
   return 0;
 }
