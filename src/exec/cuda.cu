@@ -8,9 +8,11 @@
  * ff__fma_f32 (__fmaf_rn). Histograms and gray sums (equalize,
  * autocontrast's and contrast's tables) accumulate per block in shared
  * memory and add to the sample's totals once per bin (or once per block),
- * instead of one global atomic per pixel: integer sums, so the same totals.
- * FF_DEVICE_KERNELS=plain (read at open) turns that off, for measuring the
- * difference with one build. NVTX ranges (nvtx3, header only: nothing to
+ * instead of one global atomic per pixel: integer sums, so the same totals;
+ * a run's tables are built by one block with a thread per entry in shared
+ * memory instead of three threads looping over 256 entries in global
+ * scratch. FF_DEVICE_KERNELS=plain (read at open) turns both off, for
+ * measuring the difference with one build. NVTX ranges (nvtx3, header only: nothing to
  * link) name the loader's stages (ff__device_range_push) so a trainer's
  * profile shows them.
  *
@@ -46,12 +48,64 @@ extern "C" {
 }
 #include "kernels/stage.h"
 
-#define BLOCK 256
+#define BLOCK 256 /* block_lut_build takes one thread per table entry */
 
 /* Element e's pixel of the stage's source (the histogram and sum stages count source pixels). */
 __device__ static const uint8_t *src_px(const ff__dstage *st, uint32_t e) {
   uint32_t w = st->src.width > 0 ? (uint32_t)st->src.width : 1;
   return ff__dimg_px(&st->src, (int)(e / w), (int)(e % w));
+}
+
+/* FF__DS_LUT_BUILD by one block: the three channels in turn, one thread
+ * per table entry (kernels/color.h's entry functions), the histogram
+ * pushed through the composition with shared-memory atomics, the lowest,
+ * highest and total by atomic min/max/add and equalize's counts below each
+ * value by a scan — integers, so the tables are ff__lut_run_channel's. */
+__device__ static void block_lut_build(const ff__dstage *st) {
+  __shared__ uint8_t lut[256], t[256];
+  __shared__ unsigned long long now[256], scan[256], total;
+  __shared__ int lo, hi;
+  const ff__aug *ops = FF__DPTR(const ff__aug, st->b);
+  const uint32_t *hist = FF__DPTR(const uint32_t, st->a);
+  int v = threadIdx.x; /* BLOCK == 256: one thread per entry */
+  for (int c = 0; c < 3; c++) {
+    lut[v] = (uint8_t)v;
+    __syncthreads();
+    for (int i = 0; i < st->p.lut.n; i++) {
+      if (!ff__lut_needs_histogram(ops[i].op)) {
+        t[v] = ff__lut_value_at(&ops[i], v);
+      } else {
+        now[v] = 0;
+        if (!v) lo = 256, hi = -1, total = 0;
+        __syncthreads();
+        atomicAdd(&now[lut[v]], (unsigned long long)hist[c * 256 + v]);
+        __syncthreads();
+        if (now[v]) atomicMin(&lo, v), atomicMax(&hi, v);
+        atomicAdd(&total, now[v]);
+        scan[v] = now[v];
+        __syncthreads();
+        for (int off = 1; off < 256; off *= 2) { /* inclusive scan of now */
+          unsigned long long add = v >= off ? scan[v - off] : 0;
+          __syncthreads();
+          scan[v] += add;
+          __syncthreads();
+        }
+        if (ops[i].op == FF__AUG_AUTOCONTRAST) {
+          t[v] = ff__autocontrast_at(v, lo, hi);
+        } else { /* equalize: step = (pixels not at the maximum) / 255; 0 leaves the channel */
+          unsigned long long step = hi < 0 ? 0 : (total - now[hi]) / 255;
+          t[v] = !step ? (uint8_t)v : !v ? 0 : ff__equalize_at(scan[v - 1], step);
+        }
+      }
+      __syncthreads();
+      uint8_t next = t[lut[v]];
+      __syncthreads();
+      lut[v] = next;
+      __syncthreads();
+    }
+    FF__DPTR(uint8_t, st->p.lut.luts)[c * 256 + v] = lut[v];
+    __syncthreads();
+  }
 }
 
 __global__ void ff_stage_kernel(const ff__dstage *__restrict__ table, int stride, int k, int tuned) {
@@ -70,6 +124,10 @@ __global__ void ff_stage_kernel(const ff__dstage *__restrict__ table, int stride
     uint32_t *out = FF__DPTR(uint32_t, st->a);
     for (int i = threadIdx.x; i < 3 * 256; i += BLOCK)
       if (hist[i]) atomicAdd(out + i, hist[i]);
+    return;
+  }
+  if (tuned && st->kind == FF__DS_LUT_BUILD) {
+    if (!blockIdx.x) block_lut_build(st);
     return;
   }
   if (tuned && st->kind == FF__DS_GRAY_SUM) {
