@@ -239,6 +239,11 @@ typedef struct ff_config {
    *             stream wait for it (ff_batch_wait_on) and releases with the
    *             stream that reads it (ff_batch_release_after)
    *   "emu:N"   the emulated device's memory (host memory; for tests)
+   * When output_device is the offload device (device "emu:0" or "cuda:N"
+   * with output_device the same, or "auto" resolving to it), the samples
+   * the device prepares are written straight into the output batch
+   * (direct aggregation: no host round trip), the host-prepared ones go up
+   * in one copy per run of consecutive slots (ff_batch_info says which).
    * The bytes are the same as with "cpu" (same layout and dtype). A device
    * that cannot be opened, or has no memory for the ring's batch_size x
    * (prefetch + 1) images, fails ff_loader_open with FF_EDEVICE. */
@@ -257,7 +262,41 @@ typedef struct ff_config {
   int (*device_alloc)(void *ctx, size_t size_bytes, void *stream, void **out);
   void (*device_free)(void *ctx, void *ptr, size_t size_bytes, void *stream);
   void *device_alloc_ctx;
+  /* The images' element type (ff_output_dtype): FF_OUTPUT_DTYPE_AUTO
+   * (default) float32 when the pipeline ends in normalize or to_dtype, else
+   * uint8; FF_OUTPUT_FLOAT32 / BFLOAT16 / FLOAT16 need such a pipeline (the
+   * float32 value rounded to nearest, ties to even, as torch's .to(dtype):
+   * bfloat16 keeps the top 16 bits after rounding, NaN stays NaN; float16
+   * rounds to IEEE binary16, over 65504 after rounding to infinity, below
+   * 2^-14 to its subnormals); FF_OUTPUT_UINT8 one without it. Another
+   * combination fails ff_loader_open with FF_EINVAL. */
+  int output_dtype;
+  /* The images' memory order (ff_memory_format): FF_MEMORY_FORMAT_AUTO
+   * (default) NCHW planes for float types, NHWC (shape N, H, W, 3) for
+   * uint8; FF_MEMORY_FORMAT_CONTIGUOUS NCHW planes (shape N, 3, H, W, also
+   * for uint8); FF_MEMORY_FORMAT_CHANNELS_LAST NHWC memory reported as
+   * shape (N, 3, H, W) with strides (3HW, 1, 3W, 3), torch's channels_last.
+   * With an output_device and a float type, the samples the host prepares
+   * go up as uint8 (a quarter of float32's bytes) and the device converts
+   * them with the same table (ff_batch_info.output_upload_bytes). */
+  int memory_format;
 } ff_config;
+
+/* ff_config.output_dtype. */
+typedef enum ff_output_dtype {
+  FF_OUTPUT_DTYPE_AUTO = 0,
+  FF_OUTPUT_FLOAT32 = 1,
+  FF_OUTPUT_BFLOAT16 = 2,
+  FF_OUTPUT_FLOAT16 = 3,
+  FF_OUTPUT_UINT8 = 4
+} ff_output_dtype;
+
+/* ff_config.memory_format. */
+typedef enum ff_memory_format {
+  FF_MEMORY_FORMAT_AUTO = 0,
+  FF_MEMORY_FORMAT_CONTIGUOUS = 1,
+  FF_MEMORY_FORMAT_CHANNELS_LAST = 2
+} ff_memory_format;
 
 /* Fills *cfg with the defaults above. Callers built against an older
  * header (a smaller struct_size) get the defaults for the fields they lack. */
@@ -469,7 +508,7 @@ FF_API ff_status ff_batch_sync(const ff_batch *batch);
  * batches, the same as ff_batch_release. */
 FF_API void ff_batch_release_after(ff_batch *batch, void *stream);
 
-typedef enum ff_dtype { FF_UINT8 = 0, FF_FLOAT32 = 1, FF_INT64 = 2 } ff_dtype;
+typedef enum ff_dtype { FF_UINT8 = 0, FF_FLOAT32 = 1, FF_INT64 = 2, FF_BFLOAT16 = 3, FF_FLOAT16 = 4 } ff_dtype;
 typedef enum ff_layout { FF_NHWC = 0, FF_NCHW = 1 } ff_layout;
 
 /* A dense host tensor view. shape and strides are in elements (as DLPack). */
@@ -492,8 +531,10 @@ FF_API size_t ff_batch_size(const ff_batch *batch);
 FF_API size_t ff_batch_index(const ff_batch *batch);
 FF_API uint64_t ff_batch_epoch(const ff_batch *batch);
 
-/* The images, shape (N, 3, H, W) float32 for NCHW or (N, H, W, 3) uint8 for
- * NHWC, contiguous. Valid until the batch is released. */
+/* The images, by ff_config.output_dtype and memory_format: shape (N, 3, H,
+ * W) for NCHW planes and for channels_last (layout FF_NHWC, strides (3HW,
+ * 1, 3W, 3)), (N, H, W, 3) for the default uint8 NHWC; strides in
+ * elements, dense. Valid until the batch is released. */
 FF_API void ff_batch_images(const ff_batch *batch, ff_tensor *out);
 
 /* The labels, shape (N,), int64. Valid until the batch is released. */
@@ -519,10 +560,39 @@ typedef struct ff_batch_info {
                                unless they run on JPEG engines beside the kernels */
   size_t device_bytes;      /* device memory its microbatch took from the pool, output tensor included */
   double offload_share;     /* the scheduler's share when the batch was split, 0..1 */
+  /* How its images reached the memory they are handed out in: */
+  size_t output_uploads;    /* host-to-device copy calls to output_device: one per run of consecutive
+                               samples prepared on the host (0 for host output) */
+  uint64_t output_upload_bytes; /* their bytes */
+  size_t device_downloads;  /* device-to-host copy calls that brought its device-prepared samples to host
+                               memory: host output, one batched call per microbatch into the (pinned)
+                               host batch; output_device the offload device: 0, the device writes them in
+                               place into the output batch (direct aggregation) */
+  uint64_t device_download_bytes; /* their bytes */
+  size_t host_round_trips;  /* device-prepared samples that went down to host memory and up again to
+                               output_device (only when output_device is not the offload device) */
+  uint64_t feeder_cpu_ns;   /* the device feeder thread's CPU time on its microbatch, waits included
+                               (they sleep: events are blocking-sync), against device_ns */
 } ff_batch_info;
 
 /* Fills *out for a held batch. Any thread. */
 FF_API void ff_batch_stats(const ff_batch *batch, ff_batch_info *out);
+
+/* The device memory the trainer can spare, as its framework sees it, for
+ * the offload device's budget: PyTorch's
+ *   torch.cuda.mem_get_info()[0] + torch.cuda.memory_reserved()
+ *     - torch.cuda.memory_allocated()
+ * (free memory plus what its caching allocator holds unused), in bytes,
+ * read on the consumer thread before ff_loader_next (the Python Loader does
+ * this itself when torch has initialised CUDA). From then on the budget is
+ * min(device_memory_limit_bytes, what the loader holds + free_bytes -
+ * device_headroom_bytes) instead of being computed from cudaMemGetInfo,
+ * which counts the framework's cached memory as used; when the figure
+ * shrinks, the loader hands its cached device memory back at once
+ * (cudaMemPoolTrimTo) and sends work to the CPU until it fits. -1 goes
+ * back to the device's own figure. Consumer thread. FF_OK (also without a
+ * device: nothing to do), FF_EDEVICE. */
+FF_API ff_status ff_loader_set_device_free_bytes(ff_loader *loader, int64_t free_bytes);
 
 /* Loader statistics since open. Times are summed over worker threads.
  * The struct grows at the end in new versions: build against the header of
@@ -560,6 +630,10 @@ typedef struct ff_stats {
                                       for CUDA devices only", or the device's reason (e.g. "nvjpeg not
                                       available: libnvjpeg.so.13: cannot open shared object file ...");
                                       owned by the loader, valid until ff_loader_close */
+  uint64_t output_upload_bytes;   /* sums of ff_batch_info's over the batches handed out */
+  uint64_t device_download_bytes;
+  uint64_t host_round_trips;
+  uint64_t feeder_cpu_ns;         /* the device feeder thread's CPU time (ff_batch_info.feeder_cpu_ns) */
 } ff_stats;
 
 /* Fills *out. Any time, from the consumer thread. */

@@ -4,6 +4,7 @@ import atexit
 import collections
 import json
 import os
+import sys
 import threading
 import weakref
 
@@ -72,6 +73,8 @@ def _normalize_source(source):
 
 
 _DEVICE_DECODE = {"auto": 0, "off": 1, "on": 2}  # ff_device_decode
+_DTYPES = {None: 0, "float32": 1, "bfloat16": 2, "float16": 3, "uint8": 4}  # ff_output_dtype
+_MEMORY_FORMATS = {None: 0, "contiguous_format": 1, "channels_last": 2}  # ff_memory_format
 
 # torch.utils.data.DataLoader arguments without a meaning here, and what to do instead.
 _DATALOADER_UNSUPPORTED = {
@@ -197,6 +200,16 @@ class Loader:
             ff_config.device_decode).
         deterministic (bool): bit-identical batches and exact resume whatever the load:
             device decode off whatever ``device_decode`` says.
+        dtype (str, torch.dtype or None): the images' element type: None (default)
+            float32 when the pipeline ends in normalize/to_dtype, else uint8;
+            ``"float32"``, ``"bfloat16"``, ``"float16"`` (need such a pipeline: the
+            float32 value rounded to nearest even, as ``tensor.to(dtype)``) or
+            ``"uint8"`` (one without it). NumPy output cannot hold bfloat16.
+        memory_format (str, torch.memory_format or None): None (default) NCHW for
+            float types and (N, H, W, 3) for uint8; ``"contiguous_format"`` NCHW
+            planes; ``"channels_last"`` NHWC memory seen as (N, 3, H, W), as
+            torch's ``channels_last``. With an ``output_device`` and a float type the
+            host's samples go up as uint8 and are converted on the device.
         prefetch (int): batches prepared ahead, >= 1. At most ``prefetch + 1``
             batches can be alive at once (see below).
         num_workers, prefetch_factor, persistent_workers: DataLoader's names,
@@ -264,11 +277,22 @@ class Loader:
                  device="auto", prefetch=2, on_error="raise", rank=None, world_size=None, output="auto",
                  max_image_pixels=_c.DEFAULT_MAX_IMAGE_PIXELS, device_memory_limit_bytes=0, strict_decode=False,
                  allow_empty=False, sampler_drop_last=False, permutation="philox", pin_memory=None,
-                 output_device="cpu", device_decode="auto", deterministic=False, num_workers=None,
+                 output_device="cpu", device_decode="auto", deterministic=False, dtype=None,
+                 memory_format=None, num_workers=None,
                  prefetch_factor=None, persistent_workers=None, **dataloader_kwargs):
         self._c = None
         num_threads, prefetch = _dataloader_names(num_threads, num_workers, prefetch, prefetch_factor,
                                                   dataloader_kwargs)
+        dtype_name = None if dtype is None else str(dtype).replace("torch.", "")
+        format_name = None if memory_format is None else str(memory_format).replace("torch.", "")
+        if dtype_name not in _DTYPES:
+            raise ValueError(f"fusionflow.Loader: dtype must be None, 'float32', 'bfloat16', 'float16' or 'uint8' "
+                             f"(got {dtype!r})")
+        if format_name not in _MEMORY_FORMATS:
+            raise ValueError(f"fusionflow.Loader: memory_format must be None, 'contiguous_format' or "
+                             f"'channels_last' (got {memory_format!r})")
+        if dtype_name == "bfloat16" and output == "numpy":
+            raise ValueError("fusionflow.Loader: NumPy has no bfloat16: use output=\"torch\" or \"dlpack\"")
         if device_decode not in _DEVICE_DECODE:
             raise ValueError(f"fusionflow.Loader: device_decode must be 'auto', 'off' or 'on' (got {device_decode!r})")
         if permutation not in ("philox", "torch"):
@@ -340,7 +364,8 @@ class Loader:
                 allow_empty=bool(allow_empty), sampler_drop_last=self.sampler_drop_last,
                 torch_permutation=permutation == "torch",
                 pin_memory=-1 if pin_memory is None else int(pin_memory), output_device=output_device,
-                device_decode=_DEVICE_DECODE[device_decode], deterministic=bool(deterministic))
+                device_decode=_DEVICE_DECODE[device_decode], deterministic=bool(deterministic),
+                output_dtype=_DTYPES[dtype_name], memory_format=_MEMORY_FORMATS[format_name])
         except _errors.DeviceError as e:
             raise _errors.DeviceUnavailableError(f"fusionflow.Loader(device={device!r}): {e}", e.status) from None
         with _open_lock:
@@ -387,10 +412,34 @@ class Loader:
         self._iterations += 1
         return _EpochIterator(self, self._iterations)
 
+    def _tell_device_memory(self, core):
+        """Hands the library PyTorch's view of spare device memory, on the
+        consumer thread (ff_loader_set_device_free_bytes): free memory plus what
+        torch's caching allocator holds unused, so that the loader's budget
+        counts that memory as available and shrinks (trimming its pool) when
+        the trainer takes it. Only when torch is imported and has initialised
+        CUDA on the loader's device; otherwise the library reads the device."""
+        torch = sys.modules.get("torch")
+        dev = self.device
+        if torch is None or not (dev.startswith("cuda") or dev == "auto"):
+            return
+        try:
+            cuda = torch.cuda
+            if not cuda.is_initialized():
+                return
+            index = int(dev.split(":", 1)[1]) if ":" in dev else cuda.current_device()
+            free, _ = cuda.mem_get_info(index)
+            spare = free + cuda.memory_reserved(index) - cuda.memory_allocated(index)
+        except (RuntimeError, ValueError, AttributeError):
+            return
+        core.set_device_free_bytes(int(spare))
+
     def _next_batch(self, iteration):
         if iteration != self._iterations:
             raise RuntimeError("fusionflow: another iteration over this loader started; this iterator is done")
-        answer = self._open().next()
+        core = self._open()
+        self._tell_device_memory(core)
+        answer = core.next()
         if answer is None:
             return None
         images, labels, indices, epoch, index = answer
@@ -529,6 +578,14 @@ class Loader:
             device_decoder (str): what decodes device-placed samples ("libjpeg-turbo",
                 "nvjpeg-like", "nvjpeg-hardware", "nvjpeg-hybrid") or "none";
                 device_decoder_note (str): why it is "none".
+            output_upload_bytes (int): bytes that went up to output_device (the
+                host-prepared samples).
+            device_download_bytes (int): bytes of device-prepared samples that came
+                down to host memory (0 when output_device is the offload device: they
+                are written in place).
+            host_round_trips (int): device-prepared samples that went down and up again
+                (output_device another device than the offload device).
+            feeder_cpu_ns (int): CPU time of the device feeder thread (its waits sleep).
             held (int): batches handed out and still referenced.
             op_costs (dict): per kind of op (``"resize"``, ``"fused_lut"``, ...):
                 calls, ns, pixels (ints), ns_per_image, ns_per_pixel (floats).

@@ -200,9 +200,14 @@ typedef struct {
 static PyTypeObject *TensorType; /* heap types (PyType_FromSpec): the stable ABI has no static ones */
 
 static const char *dtype_name(ff_dtype d) {
-  return d == FF_UINT8 ? "uint8" : d == FF_FLOAT32 ? "float32" : "int64";
+  return d == FF_UINT8 ? "uint8" : d == FF_FLOAT32 ? "float32" : d == FF_BFLOAT16 ? "bfloat16" : d == FF_FLOAT16 ? "float16" : "int64";
 }
-static int dtype_bits(ff_dtype d) { return d == FF_UINT8 ? 8 : d == FF_FLOAT32 ? 32 : 64; }
+static int dtype_bits(ff_dtype d) {
+  return d == FF_UINT8 ? 8 : d == FF_FLOAT32 ? 32 : d == FF_BFLOAT16 || d == FF_FLOAT16 ? 16 : 64;
+}
+static uint8_t dtype_code(ff_dtype d) {
+  return (uint8_t)(d == FF_FLOAT32 || d == FF_FLOAT16 ? kDLFloat : d == FF_BFLOAT16 ? kDLBfloat : d == FF_INT64 ? kDLInt : kDLUInt);
+}
 
 /* A new Tensor over t's memory, holding one count of o. */
 static PyObject *tensor_new(owner *o, const ff_tensor *t) {
@@ -342,8 +347,7 @@ static PyObject *make_capsule(TensorObject *self) {
   t->data = self->data;
   t->device = (DLDevice){(DLDeviceType)self->dev_type, self->dev_id};
   t->ndim = self->ndim;
-  t->dtype = (DLDataType){(uint8_t)(self->dtype == FF_FLOAT32 ? kDLFloat : self->dtype == FF_INT64 ? kDLInt : kDLUInt),
-                          (uint8_t)dtype_bits(self->dtype), 1};
+  t->dtype = (DLDataType){dtype_code(self->dtype), (uint8_t)dtype_bits(self->dtype), 1};
   t->shape = e->shape;
   t->strides = e->strides;
   t->byte_offset = 0;
@@ -412,11 +416,24 @@ static PyObject *tensor_get_array_interface(TensorObject *self, void *unused) {
     PyErr_SetString(PyExc_AttributeError, "__array_interface__: these images are in GPU memory (use __dlpack__)");
     return NULL;
   }
-  const char *typestr = self->dtype == FF_UINT8 ? "|u1" : self->dtype == FF_FLOAT32 ? "<f4" : "<i8";
+  if (self->dtype == FF_BFLOAT16) {
+    PyErr_SetString(PyExc_AttributeError, "__array_interface__: NumPy has no bfloat16 (use __dlpack__ with torch)");
+    return NULL;
+  }
+  const char *typestr = self->dtype == FF_UINT8     ? "|u1"
+                        : self->dtype == FF_FLOAT32 ? "<f4"
+                        : self->dtype == FF_FLOAT16 ? "<f2"
+                                                    : "<i8";
+  int64_t byte_strides[4];
+  for (int i = 0; i < self->ndim; i++) byte_strides[i] = self->strides[i] * dtype_bits(self->dtype) / 8;
   PyObject *shape = int64_tuple(self->shape, self->ndim);
-  if (!shape) return NULL;
-  PyObject *r = Py_BuildValue("{s:N,s:s,s:(NO),s:O,s:i}", "shape", shape, "typestr", typestr, "data",
-                              PyLong_FromVoidPtr(self->data), Py_False, "strides", Py_None, "version", 3);
+  PyObject *strides = shape ? int64_tuple(byte_strides, self->ndim) : NULL;
+  if (!strides) {
+    Py_XDECREF(shape);
+    return NULL;
+  }
+  PyObject *r = Py_BuildValue("{s:N,s:s,s:(NO),s:N,s:i}", "shape", shape, "typestr", typestr, "data",
+                              PyLong_FromVoidPtr(self->data), Py_False, "strides", strides, "version", 3);
   return r;
 }
 
@@ -449,7 +466,7 @@ static PyMethodDef tensor_methods[] = {
 static PyGetSetDef tensor_getset[] = {
     {"shape", (getter)tensor_get_shape, NULL, "tuple of ints: the extents, in elements", NULL},
     {"strides", (getter)tensor_get_strides, NULL, "tuple of ints: the strides, in elements", NULL},
-    {"dtype", (getter)tensor_get_dtype, NULL, "'uint8', 'float32' or 'int64'", NULL},
+    {"dtype", (getter)tensor_get_dtype, NULL, "'uint8', 'float32', 'bfloat16', 'float16' or 'int64'", NULL},
     {"nbytes", (getter)tensor_get_nbytes, NULL, "int: size of the data in bytes", NULL},
     {"data_ptr", (getter)tensor_get_data_ptr, NULL, "int: address of the first element", NULL},
     {"__array_interface__", (getter)tensor_get_array_interface, NULL, "NumPy array interface v3", NULL},
@@ -533,19 +550,20 @@ static PyObject *loader_open(PyObject *module, PyObject *args, PyObject *kwargs)
                            "num_threads", "prefetch", "rank",      "world_size", "on_error", "max_image_pixels",
                            "device", "device_memory_limit_bytes", "strict_decode", "allow_empty",
                            "sampler_drop_last", "torch_permutation", "pin_memory", "output_device",
-                           "device_decode", "deterministic", NULL};
+                           "device_decode", "deterministic", "output_dtype", "memory_format", NULL};
   ff_config cfg;
   ff_config_init(&cfg);
   PyObject *source_obj, *pipeline_obj;
   int on_error = FF_ON_ERROR_RAISE, torch_permutation = 0;
   unsigned long long seed = 0, max_pixels = cfg.max_image_pixels, device_limit = 0;
   int device_decode = FF_DEVICE_DECODE_AUTO;
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O&U|iiiKiiiiiO&sKppppisip:open_loader", kwlist,
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O&U|iiiKiiiiiO&sKppppisipii:open_loader", kwlist,
                                    PyUnicode_FSConverter, &source_obj, &pipeline_obj, &cfg.batch_size, &cfg.shuffle,
                                    &cfg.drop_last, &seed, &cfg.num_threads, &cfg.prefetch, &cfg.rank,
                                    &cfg.world_size, &on_error, to_u64, &max_pixels, &cfg.device, &device_limit,
                                    &cfg.strict_decode, &cfg.allow_empty, &cfg.sampler_drop_last, &torch_permutation,
-                                   &cfg.pin_memory, &cfg.output_device, &device_decode, &cfg.deterministic))
+                                   &cfg.pin_memory, &cfg.output_device, &device_decode, &cfg.deterministic,
+                                   &cfg.output_dtype, &cfg.memory_format))
     return NULL;
   cfg.permutation = torch_permutation ? FF_PERMUTATION_TORCH : FF_PERMUTATION_PHILOX;
   cfg.device_decode = (ff_device_decode)device_decode;
@@ -868,7 +886,7 @@ static PyObject *loader_stats_body(LoaderObject *self, PyObject *unused) {
     Py_XDECREF(skipped);
     return NULL;
   }
-  return Py_BuildValue("{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:i,s:N,s:N,s:s,s:K,s:K,s:K,s:n,s:n,s:d,s:K,s:K,s:N,s:s,s:s}",
+  return Py_BuildValue("{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:i,s:N,s:N,s:s,s:K,s:K,s:K,s:n,s:n,s:d,s:K,s:K,s:N,s:s,s:s,s:K,s:K,s:K,s:K}",
                        "batches", (unsigned long long)s.batches,
                        "samples", (unsigned long long)s.samples, "read_ns", (unsigned long long)s.read_ns,
                        "decode_ns", (unsigned long long)s.decode_ns, "ops_ns", (unsigned long long)s.ops_ns,
@@ -881,7 +899,11 @@ static PyObject *loader_stats_body(LoaderObject *self, PyObject *unused) {
                        (Py_ssize_t)s.device_pool_peak_bytes, "offload_share", s.offload_share, "replaced",
                        (unsigned long long)s.replaced, "warnings", (unsigned long long)s.warnings,
                        "warning_samples", warned, "device_decoder", s.device_decoder ? s.device_decoder : "none",
-                       "device_decoder_note", s.device_decoder_note ? s.device_decoder_note : "");
+                       "device_decoder_note", s.device_decoder_note ? s.device_decoder_note : "",
+                       "output_upload_bytes", (unsigned long long)s.output_upload_bytes,
+                       "device_download_bytes", (unsigned long long)s.device_download_bytes,
+                       "host_round_trips", (unsigned long long)s.host_round_trips,
+                       "feeder_cpu_ns", (unsigned long long)s.feeder_cpu_ns);
 }
 
 
@@ -930,6 +952,15 @@ static PyObject *loader_held(LoaderObject *self, PyObject *unused) {
   return PyLong_FromLong(self->core ? atomic_load(&self->core->held) : 0);
 }
 
+static PyObject *loader_set_device_free_bytes(LoaderObject *self, PyObject *args) {
+  long long free_bytes;
+  if (!PyArg_ParseTuple(args, "L:set_device_free_bytes", &free_bytes)) return NULL;
+  if (check_open(self)) return NULL;
+  ff_status st = ff_loader_set_device_free_bytes(self->core->loader, (int64_t)free_bytes);
+  if (st != FF_OK) return raise_status(st, ff_loader_errmsg(self->core->loader));
+  Py_RETURN_NONE;
+}
+
 static PyObject *loader_get_closed(LoaderObject *self, void *unused) {
   (void)unused;
   return PyBool_FromLong(self->core == NULL);
@@ -957,6 +988,9 @@ static PyMethodDef loader_methods[] = {
     {"plan", (PyCFunction)loader_plan, METH_VARARGS, "plan(index, epoch) -> JSON text of ff_loader_plan"},
     {"stats", (PyCFunction)loader_stats, METH_NOARGS, "stats() -> dict"},
     {"held", (PyCFunction)loader_held, METH_NOARGS, "held() -> batches handed out and still referenced"},
+    {"set_device_free_bytes", (PyCFunction)loader_set_device_free_bytes, METH_VARARGS,
+     "set_device_free_bytes(n): the device memory the trainer can spare, in bytes (-1: the device's own "
+     "figure); ff_loader_set_device_free_bytes"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -33,6 +33,7 @@ typedef enum {
   kDLInt = 0U,
   kDLUInt = 1U,
   kDLFloat = 2U,
+  kDLBfloat = 4U,
 } DLDataTypeCode;
 
 typedef struct {

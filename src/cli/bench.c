@@ -68,6 +68,12 @@ static void bench_usage(FILE *f) {
           "  --device-decode MODE  auto (default: on for CUDA devices with a decoder), on (also\n"
           "                        emu:N), off: whether device-bound samples may be decoded there\n"
           "  --deterministic       bit-identical batches whatever the load (no device decode)\n"
+          "  --output-device DEV   where batches are handed out: cpu (default), cuda:N or emu:N\n"
+          "                        (the offload device itself: its samples are written in place)\n"
+          "  --dtype T             auto (default: float32 after normalize/to_dtype, else uint8),\n"
+          "                        float32, bfloat16, float16 (rounded to nearest even) or uint8\n"
+          "  --memory-format F     auto (default: NCHW for floats, NHWC for uint8), contiguous\n"
+          "                        (NCHW) or channels_last (NHWC memory)\n"
           "  --device-memory-limit SIZE\n"
           "                        most device memory the loader may hold, bytes or with a\n"
           "                        K, M or G suffix (default: free memory less the headroom);\n"
@@ -180,7 +186,7 @@ int ff__cli_bench(int argc, char **argv) {
   enum { O_SOURCE = 256, O_PIPELINE, O_BATCH, O_BATCHES, O_EPOCHS, O_WARMUP, O_THREADS, O_PREFETCH, O_SEED,
          O_NOSHUFFLE, O_DROPLAST, O_RANK, O_WORLD, O_STEP, O_ONERROR, O_MAXPIX, O_JSON, O_DEVICE, O_DEVMEM,
          O_TRACE, O_TRACE_EVENTS, O_PER_BATCH, O_SCANS, O_METADATA, O_STRICT, O_ALLOW_EMPTY, O_SAMPLER_DROPLAST,
-         O_PERMUTATION, O_DEVDECODE, O_DETERMINISTIC };
+         O_PERMUTATION, O_DEVDECODE, O_DETERMINISTIC, O_OUTDEV, O_DTYPE, O_MEMFMT };
   static const struct option opts[] = {
       {"source", required_argument, 0, O_SOURCE},     {"pipeline", required_argument, 0, O_PIPELINE},
       {"batch-size", required_argument, 0, O_BATCH},  {"batches", required_argument, 0, O_BATCHES},
@@ -198,6 +204,8 @@ int ff__cli_bench(int argc, char **argv) {
       {"strict-decode", no_argument, 0, O_STRICT},       {"allow-empty", no_argument, 0, O_ALLOW_EMPTY},
       {"sampler-drop-last", no_argument, 0, O_SAMPLER_DROPLAST}, {"permutation", required_argument, 0, O_PERMUTATION},
       {"device-decode", required_argument, 0, O_DEVDECODE}, {"deterministic", no_argument, 0, O_DETERMINISTIC},
+      {"output-device", required_argument, 0, O_OUTDEV}, {"dtype", required_argument, 0, O_DTYPE},
+      {"memory-format", required_argument, 0, O_MEMFMT},
       {0, 0, 0, 0}};
   ff_config cfg;
   ff_config_init(&cfg);
@@ -265,6 +273,29 @@ int ff__cli_bench(int argc, char **argv) {
     case O_TRACE_EVENTS: if (!parse_long(name, optarg, 1, 1L << 28, &trace_events)) return 2; break;
     case O_PER_BATCH: per_batch = 1; break;
     case O_DETERMINISTIC: cfg.deterministic = 1; break;
+    case O_OUTDEV: cfg.output_device = optarg; break;
+    case O_DTYPE: {
+      static const char *names[] = {"auto", "float32", "bfloat16", "float16", "uint8"};
+      cfg.output_dtype = -1;
+      for (int k = 0; k < 5; k++)
+        if (!strcmp(optarg, names[k])) cfg.output_dtype = k; /* ff_output_dtype */
+      if (cfg.output_dtype < 0) {
+        fprintf(stderr, "fusionflow bench: --dtype expects auto, float32, bfloat16, float16 or uint8, got '%s'\n",
+                optarg);
+        return 2;
+      }
+      break;
+    }
+    case O_MEMFMT:
+      if (!strcmp(optarg, "auto")) cfg.memory_format = FF_MEMORY_FORMAT_AUTO;
+      else if (!strcmp(optarg, "contiguous")) cfg.memory_format = FF_MEMORY_FORMAT_CONTIGUOUS;
+      else if (!strcmp(optarg, "channels_last")) cfg.memory_format = FF_MEMORY_FORMAT_CHANNELS_LAST;
+      else {
+        fprintf(stderr, "fusionflow bench: --memory-format expects auto, contiguous or channels_last, got '%s'\n",
+                optarg);
+        return 2;
+      }
+      break;
     case O_DEVDECODE:
       if (!strcmp(optarg, "auto")) cfg.device_decode = FF_DEVICE_DECODE_AUTO;
       else if (!strcmp(optarg, "on")) cfg.device_decode = FF_DEVICE_DECODE_ON;

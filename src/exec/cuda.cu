@@ -5,7 +5,16 @@
  * one element, computed by ff__dstage_elem (kernels/stage.h) — the function
  * the emulator loops over and whose arithmetic is the CPU ops' own. Built
  * with --fmad=false, so nothing is contracted beyond the explicit
- * ff__fma_f32 (__fmaf_rn).
+ * ff__fma_f32 (__fmaf_rn). Histograms and gray sums (equalize,
+ * autocontrast's and contrast's tables) accumulate per block in shared
+ * memory and add to the sample's totals once per bin (or once per block),
+ * instead of one global atomic per pixel: integer sums, so the same totals;
+ * a run's tables are built by one block with a thread per entry in shared
+ * memory instead of three threads looping over 256 entries in global
+ * scratch. FF_DEVICE_KERNELS=plain (read at open) turns both off, for
+ * measuring the difference with one build. NVTX ranges (nvtx3, header only: nothing to
+ * link) name the loader's stages (ff__device_range_push) so a trainer's
+ * profile shows them.
  *
  * A good neighbour to the trainer in the same process:
  * - The device's primary context (the one torch uses) is retained at open
@@ -27,21 +36,111 @@
  * Every CUDA call's result is checked; a failure names the call. */
 #include <cuda.h>
 #include <cuda_runtime.h>
+#include <nvtx3/nvToolsExt.h>
 
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 extern "C" {
 #include "exec/device_impl.h"
 }
 #include "kernels/stage.h"
 
-#define BLOCK 256
+#define BLOCK 256 /* block_lut_build takes one thread per table entry */
 
-__global__ void ff_stage_kernel(const ff__dstage *__restrict__ table, int stride, int k) {
+/* Element e's pixel of the stage's source (the histogram and sum stages count source pixels). */
+__device__ static const uint8_t *src_px(const ff__dstage *st, uint32_t e) {
+  uint32_t w = st->src.width > 0 ? (uint32_t)st->src.width : 1;
+  return ff__dimg_px(&st->src, (int)(e / w), (int)(e % w));
+}
+
+/* FF__DS_LUT_BUILD by one block: the three channels in turn, one thread
+ * per table entry (kernels/color.h's entry functions), the histogram
+ * pushed through the composition with shared-memory atomics, the lowest,
+ * highest and total by atomic min/max/add and equalize's counts below each
+ * value by a scan — integers, so the tables are ff__lut_run_channel's. */
+__device__ static void block_lut_build(const ff__dstage *st) {
+  __shared__ uint8_t lut[256], t[256];
+  __shared__ unsigned long long now[256], scan[256], total;
+  __shared__ int lo, hi;
+  const ff__aug *ops = FF__DPTR(const ff__aug, st->b);
+  const uint32_t *hist = FF__DPTR(const uint32_t, st->a);
+  int v = threadIdx.x; /* BLOCK == 256: one thread per entry */
+  for (int c = 0; c < 3; c++) {
+    lut[v] = (uint8_t)v;
+    __syncthreads();
+    for (int i = 0; i < st->p.lut.n; i++) {
+      if (!ff__lut_needs_histogram(ops[i].op)) {
+        t[v] = ff__lut_value_at(&ops[i], v);
+      } else {
+        now[v] = 0;
+        if (!v) lo = 256, hi = -1, total = 0;
+        __syncthreads();
+        atomicAdd(&now[lut[v]], (unsigned long long)hist[c * 256 + v]);
+        __syncthreads();
+        if (now[v]) atomicMin(&lo, v), atomicMax(&hi, v);
+        atomicAdd(&total, now[v]);
+        scan[v] = now[v];
+        __syncthreads();
+        for (int off = 1; off < 256; off *= 2) { /* inclusive scan of now */
+          unsigned long long add = v >= off ? scan[v - off] : 0;
+          __syncthreads();
+          scan[v] += add;
+          __syncthreads();
+        }
+        if (ops[i].op == FF__AUG_AUTOCONTRAST) {
+          t[v] = ff__autocontrast_at(v, lo, hi);
+        } else { /* equalize: step = (pixels not at the maximum) / 255; 0 leaves the channel */
+          unsigned long long step = hi < 0 ? 0 : (total - now[hi]) / 255;
+          t[v] = !step ? (uint8_t)v : !v ? 0 : ff__equalize_at(scan[v - 1], step);
+        }
+      }
+      __syncthreads();
+      uint8_t next = t[lut[v]];
+      __syncthreads();
+      lut[v] = next;
+      __syncthreads();
+    }
+    FF__DPTR(uint8_t, st->p.lut.luts)[c * 256 + v] = lut[v];
+    __syncthreads();
+  }
+}
+
+__global__ void ff_stage_kernel(const ff__dstage *__restrict__ table, int stride, int k, int tuned) {
+  __shared__ uint32_t hist[3 * 256];
+  __shared__ unsigned long long sum[BLOCK];
   const ff__dstage *st = table + (size_t)blockIdx.y * stride + k;
   uint32_t e = blockIdx.x * BLOCK + threadIdx.x;
+  if (tuned && st->kind == FF__DS_HISTOGRAM) { /* block-uniform: one record per blockIdx.y */
+    for (int i = threadIdx.x; i < 3 * 256; i += BLOCK) hist[i] = 0;
+    __syncthreads();
+    if (e < st->count) {
+      const uint8_t *p = src_px(st, e);
+      for (int c = 0; c < 3; c++) atomicAdd(&hist[c * 256 + p[c]], 1u);
+    }
+    __syncthreads();
+    uint32_t *out = FF__DPTR(uint32_t, st->a);
+    for (int i = threadIdx.x; i < 3 * 256; i += BLOCK)
+      if (hist[i]) atomicAdd(out + i, hist[i]);
+    return;
+  }
+  if (tuned && st->kind == FF__DS_LUT_BUILD) {
+    if (!blockIdx.x) block_lut_build(st);
+    return;
+  }
+  if (tuned && st->kind == FF__DS_GRAY_SUM) {
+    const uint8_t *p = e < st->count ? src_px(st, e) : NULL;
+    sum[threadIdx.x] = p ? ff__gray_u8(p[0], p[1], p[2]) : 0;
+    __syncthreads();
+    for (int half = BLOCK / 2; half > 0; half /= 2) {
+      if (threadIdx.x < half) sum[threadIdx.x] += sum[threadIdx.x + half];
+      __syncthreads();
+    }
+    if (!threadIdx.x && sum[0]) atomicAdd(FF__DPTR(unsigned long long, st->a), sum[0]);
+    return;
+  }
   if (e < st->count) ff__dstage_elem(st, e);
 }
 
@@ -97,6 +196,7 @@ typedef struct cuda_dev {
   cudaMemPool_t mem_pool;
   cudaStream_t mem_stream; /* allocations and frees are ordered on it */
   cudaEvent_t mem_done;    /* blocking-sync: an allocation is usable once it completes */
+  int tuned;               /* shared-memory histograms and sums (FF_DEVICE_KERNELS != plain) */
 } cuda_dev;
 
 static ff_status fail(ff__error *err, const cuda_dev *d, const char *what, cudaError_t e) {
@@ -188,6 +288,15 @@ static ff_status cu_mem_info(void *impl, size_t *free_bytes, size_t *total_bytes
   return cudaMemGetInfo(free_bytes, total_bytes) == cudaSuccess ? FF_OK : FF_EDEVICE;
 }
 
+/* The frees queued on the memory stream done, what they released goes back
+ * to the device (a trainer on the same GPU can take it). */
+static void cu_mem_trim(void *impl) {
+  cuda_dev *d = (cuda_dev *)impl;
+  pthread_mutex_lock(&d->lock);
+  if (sync_stream(d->mem_stream, d->mem_done) == cudaSuccess) cudaMemPoolTrimTo(d->mem_pool, 0);
+  pthread_mutex_unlock(&d->lock);
+}
+
 static ff_status cu_host_alloc(void *impl, size_t size_bytes, void **out, ff__error *err) {
   cuda_dev *d = (cuda_dev *)impl;
   cudaError_t e = cudaHostAlloc(out, size_bytes, cudaHostAllocDefault); /* on the device's context */
@@ -259,12 +368,35 @@ static ff_status cu_foreign_record(void *impl, void *event, void *handle, ff__er
   return e == cudaSuccess ? FF_OK : fail(err, (cuda_dev *)impl, "cudaEventRecord (consumer's stream)", e);
 }
 
-static ff_status cu_copy(void *impl, void *stream, void *dst, const void *src, size_t size_bytes,
-                         int to_device, ff__error *err) {
-  cudaError_t e =
-      cudaMemcpyAsync(dst, src, size_bytes, to_device ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost,
-                      ((stream_node *)stream)->s);
+static ff_status cu_copy(void *impl, void *stream, void *dst, const void *src, size_t size_bytes, int kind,
+                         ff__error *err) {
+  cudaMemcpyKind k = kind == FF__COPY_H2D   ? cudaMemcpyHostToDevice
+                     : kind == FF__COPY_D2H ? cudaMemcpyDeviceToHost
+                                            : cudaMemcpyDeviceToDevice;
+  cudaError_t e = cudaMemcpyAsync(dst, src, size_bytes, k, ((stream_node *)stream)->s);
   return e == cudaSuccess ? FF_OK : fail(err, (cuda_dev *)impl, "cudaMemcpyAsync", e);
+}
+
+/* A microbatch's finished slots into the pinned host batch: one call (CUDA
+ * 13's cudaMemcpyBatchAsync, in stream order), else one copy each. */
+static ff_status cu_download_batch(void *impl, void *stream, int n, void *const *dsts, const void *const *srcs,
+                                   const size_t *sizes, ff__error *err) {
+  cudaStream_t s = ((stream_node *)stream)->s;
+#if CUDART_VERSION >= 13000
+  cudaMemcpyAttributes attr = {};
+  attr.srcAccessOrder = cudaMemcpySrcAccessOrderStream;
+  size_t first = 0;
+  cudaError_t e = cudaMemcpyBatchAsync(dsts, srcs, sizes, (size_t)n, &attr, &first, 1, s);
+  if (e == cudaSuccess) return FF_OK;
+  if (e != cudaErrorNotSupported && e != cudaErrorInvalidValue)
+    return fail(err, (cuda_dev *)impl, "cudaMemcpyBatchAsync", e);
+  (void)cudaGetLastError(); /* not taken here (e.g. pageable memory on an older driver): one copy each */
+#endif
+  for (int i = 0; i < n; i++) {
+    cudaError_t c = cudaMemcpyAsync(dsts[i], srcs[i], sizes[i], cudaMemcpyDeviceToHost, s);
+    if (c != cudaSuccess) return fail(err, (cuda_dev *)impl, "cudaMemcpyAsync", c);
+  }
+  return FF_OK;
 }
 
 static ff_status cu_event_create(void *impl, void **out, ff__error *err) {
@@ -309,10 +441,13 @@ static ff_status cu_launch(void *impl, void *stream, const void *d_table, int n,
   if (n > 65535)
     return ff__error_set(err, FF_EINVAL, "cuda:%d: microbatch of %d samples (at most 65535)", d->ordinal, n);
   dim3 grid((max_count + BLOCK - 1) / BLOCK, (unsigned)n);
-  ff_stage_kernel<<<grid, BLOCK, 0, ((stream_node *)stream)->s>>>((const ff__dstage *)d_table, stride, k);
+  ff_stage_kernel<<<grid, BLOCK, 0, ((stream_node *)stream)->s>>>((const ff__dstage *)d_table, stride, k, d->tuned);
   cudaError_t e = cudaGetLastError();
   return e == cudaSuccess ? FF_OK : fail(err, d, "stage kernel launch", e);
 }
+
+static void cu_range_push(const char *name) { nvtxRangePushA(name); }
+static void cu_range_pop(void) { nvtxRangePop(); }
 
 /* The cudaStream_t (for nvJPEG; the caller holds the device's bracket). */
 static void *cu_native_stream(void *impl, void *stream) {
@@ -324,13 +459,15 @@ static ff__device_backend make_backend(void) {
   ff__device_backend b = {};
   b.enter = cu_enter, b.leave = cu_leave, b.synchronize = cu_synchronize, b.close = cu_close;
   b.mem_alloc = cu_mem_alloc, b.mem_free = cu_mem_free, b.mem_info = cu_mem_info;
+  b.mem_trim = cu_mem_trim;
   b.host_alloc = cu_host_alloc, b.host_free = cu_host_free;
   b.stream_create = cu_stream_create, b.stream_destroy = cu_stream_destroy, b.stream_wait = cu_stream_wait;
   b.stream_handle = cu_stream_handle, b.foreign_wait = cu_foreign_wait, b.foreign_record = cu_foreign_record;
-  b.copy = cu_copy, b.event_create = cu_event_create, b.event_destroy = cu_event_destroy;
+  b.copy = cu_copy, b.download_batch = cu_download_batch, b.event_create = cu_event_create, b.event_destroy = cu_event_destroy;
   b.event_record = cu_event_record, b.event_query = cu_event_query, b.event_wait = cu_event_wait;
   b.event_elapsed_ms = cu_event_elapsed_ms, b.launch = cu_launch;
   b.native_stream = cu_native_stream; /* the decoder is nvJPEG's, wired in device.c */
+  b.range_push = cu_range_push, b.range_pop = cu_range_pop;
   return b;
 }
 static const ff__device_backend cuda_backend = make_backend();
@@ -390,6 +527,8 @@ extern "C" ff_status ff__cuda_open(int ordinal, const ff__device_options *opt, f
   cuda_dev *d = (cuda_dev *)calloc(1, sizeof *d);
   if (!d) return ff__error_set(err, FF_ENOMEM, "cuda:%d: out of memory", ordinal);
   d->ordinal = ordinal;
+  const char *kernels = getenv("FF_DEVICE_KERNELS");
+  d->tuned = !(kernels && !strcmp(kernels, "plain"));
   if (drv.device_get(&d->cu_dev, ordinal) != CUDA_SUCCESS ||
       drv.primary_retain(&d->ctx, d->cu_dev) != CUDA_SUCCESS) {
     free(d);

@@ -1,6 +1,8 @@
 /* dev_batch.c — a microbatch on a device (see dev_batch.h): each sample's
  * plan lowered to device stages (kernels/stage.h), one upload, one launch
- * per stage index.
+ * per stage index over only the samples that have work there: the records
+ * of each stage index are packed together, empty ones left out, so no
+ * block of a launch starts on a sample without that stage.
  *
  * Lowering walks the plan as the CPU step runner does (ops/run.c), tracking
  * the current image as a device view: an in-bounds crop only moves the view;
@@ -49,7 +51,9 @@ struct ff__dev_batch {
   uint8_t *images, *meta; /* pinned staging: decoded images; stage table + aux */
   size_t images_bytes, images_cap, meta_cap;
   uint32_t *max_count; /* per stage index */
-  int max_count_cap;
+  int *packed, max_count_cap; /* per stage index: its non-empty records, packed from index k's offset */
+  ff__dstage *rows;           /* the records as lowered, [sample][stage index], before packing */
+  size_t rows_cap;
   void *d_blob, *d_arena;
   ff__devent *start, *end;
   int pending;
@@ -277,10 +281,11 @@ static void lower(walk *w, const ff__pipeline *pipe, uint64_t image_addr, uint64
     }
   }
   int f32 = pipe->output == FF__OUTPUT_NCHW_F32;
-  ff__dstage *o = stage(w, f32 ? FF__DS_OUT_F32 : FF__DS_OUT_U8, pixels(&w->cur));
-  size_t slot_bytes = (size_t)pipe->out_height * pipe->out_width * 3 * (f32 ? sizeof(float) : 1);
+  ff__dstage *o = stage(w, pipe->out_custom ? FF__DS_OUT_FMT : f32 ? FF__DS_OUT_F32 : FF__DS_OUT_U8, pixels(&w->cur));
+  size_t slot_bytes = ff__pipeline_sample_bytes(pipe);
   o->dst = (ff__dimg){d_out + (uint64_t)s->slot * slot_bytes, w->cur.width, w->cur.height, 0};
-  o->a = lut_addr;
+  o->a = lut_addr; /* the output table: normalize's floats, or the format's element bits */
+  if (pipe->out_custom) o->p.out.elem_bytes = pipe->out_elem_bytes, o->p.out.planar = pipe->out_planar;
 }
 
 /* ------------------------------------------------------------ the batch */
@@ -314,7 +319,7 @@ void ff__dev_batch_destroy(ff__dev_batch *b) {
   ff__device_event_destroy(b->dev, b->start);
   ff__device_event_destroy(b->dev, b->end);
   free(b->samples);
-  free(b->max_count);
+  free(b->max_count), free(b->packed), free(b->rows);
   free(b);
 }
 
@@ -424,6 +429,18 @@ size_t ff__dev_batch_device_bytes(const ff__dev_batch *b) {
   return b->images_bytes + meta + arena;
 }
 
+/* The profiler's name of a launch: its first record's kind (ff__dstage_kind). */
+static const char *stage_name(int kind) {
+  static const char *const names[] = {
+      "fusionflow: -",         "fusionflow: crop",      "fusionflow: flip",      "fusionflow: resize_h",
+      "fusionflow: resize_v",  "fusionflow: affine",    "fusionflow: translate", "fusionflow: color",
+      "fusionflow: sharpness", "fusionflow: gray_sum",  "fusionflow: contrast",  "fusionflow: histogram",
+      "fusionflow: lut_build", "fusionflow: lut_apply", "fusionflow: mix_scale", "fusionflow: mix_add",
+      "fusionflow: mix_trunc", "fusionflow: out_u8",    "fusionflow: out_f32",   "fusionflow: out_fmt"};
+  _Static_assert(sizeof names / sizeof *names == FF__DS_OUT_FMT + 1, "a name per stage kind");
+  return kind >= 0 && kind <= FF__DS_OUT_FMT ? names[kind] : "fusionflow: stage";
+}
+
 ff_status ff__dev_batch_submit(ff__dev_batch *b, ff__dstream *s, void *d_out, ff__error *err) {
   if (b->pending) return ff__error_set(err, FF_EINVAL, "device microbatch submitted twice");
   if (!b->n) return FF_OK;
@@ -433,10 +450,20 @@ ff_status ff__dev_batch_submit(ff__dev_batch *b, ff__dstream *s, void *d_out, ff
   ff_status st = grow_pinned(b->dev, &b->meta, &b->meta_cap, meta_bytes, 0, err);
   if (!st && stride > b->max_count_cap) {
     uint32_t *mc = realloc(b->max_count, (size_t)stride * sizeof *mc);
-    if (!mc)
+    int *pk = mc ? realloc(b->packed, (size_t)stride * sizeof *pk) : NULL;
+    if (mc) b->max_count = mc;
+    if (pk) b->packed = pk;
+    if (!mc || !pk)
       st = ff__error_set(err, FF_ENOMEM, "out of memory for a device microbatch");
     else
-      b->max_count = mc, b->max_count_cap = stride;
+      b->max_count_cap = stride;
+  }
+  if (!st && (size_t)b->n * stride > b->rows_cap) {
+    ff__dstage *r = realloc(b->rows, (size_t)b->n * stride * sizeof *r);
+    if (!r)
+      st = ff__error_set(err, FF_ENOMEM, "out of memory for a device microbatch");
+    else
+      b->rows = r, b->rows_cap = (size_t)b->n * stride;
   }
   if (!st) st = ff__device_alloc(b->dev, b->images_bytes + meta_bytes, &b->d_blob, err);
   if (!st && arena_bytes) st = ff__device_alloc(b->dev, arena_bytes, &b->d_arena, err);
@@ -448,13 +475,16 @@ ff_status ff__dev_batch_submit(ff__dev_batch *b, ff__dstream *s, void *d_out, ff
   uint64_t blob = (uint64_t)(uintptr_t)b->d_blob, meta = blob + b->images_bytes;
   uint64_t lut_addr = meta + ALIGN((size_t)b->n * stride * sizeof(ff__dstage), 256);
   memset(b->meta, 0, meta_bytes);
-  memcpy(b->meta + (lut_addr - meta), b->pipe->lut, sizeof b->pipe->lut);
+  _Static_assert(sizeof b->pipe->lut == sizeof b->pipe->out_table, "one output table region");
+  memcpy(b->meta + (lut_addr - meta), b->pipe->out_custom ? (const void *)b->pipe->out_table : b->pipe->lut,
+         sizeof b->pipe->lut);
   memset(b->max_count, 0, (size_t)stride * sizeof *b->max_count);
+  memset(b->rows, 0, (size_t)b->n * stride * sizeof *b->rows);
   for (int i = 0; i < b->n; i++) {
     sample *sm = &b->samples[i];
     walk w = {.s = sm,
               .emit = 1,
-              .row = (ff__dstage *)b->meta + (size_t)i * stride,
+              .row = b->rows + (size_t)i * stride,
               .aux_host = b->meta + sm->aux_off,
               .aux_addr = meta + sm->aux_off,
               .arena_addr = (uint64_t)(uintptr_t)b->d_arena + sm->arena_off};
@@ -462,15 +492,29 @@ ff_status ff__dev_batch_submit(ff__dev_batch *b, ff__dstream *s, void *d_out, ff
     for (int k = 0; k < w.num_stages; k++)
       if (w.row[k].count > b->max_count[k]) b->max_count[k] = w.row[k].count;
   }
+  ff__dstage *table = (ff__dstage *)b->meta; /* stage index k's records from k * n on, the empty ones left out */
+  for (int k = 0; k < stride; k++) {
+    int m = 0;
+    for (int i = 0; i < b->n; i++) {
+      const ff__dstage *r = &b->rows[(size_t)i * stride + k];
+      if (r->kind != FF__DS_NONE && r->count) table[(size_t)k * b->n + m++] = *r;
+    }
+    b->packed[k] = m;
+  }
 
+  ff__device_range_push(b->dev, "fusionflow: microbatch (upload, stages)");
   st = ff__device_event_record(b->dev, b->start, s, err);
   if (!st) st = ff__device_upload(b->dev, s, b->d_blob, b->images, b->images_bytes, err);
   if (!st)
     st = ff__device_upload(b->dev, s, (uint8_t *)b->d_blob + b->images_bytes, b->meta, meta_bytes, err);
-  for (int k = 0; k < stride && !st; k++)
-    st = ff__device_launch_stages(b->dev, s, (uint8_t *)b->d_blob + b->images_bytes, b->n, stride, k,
-                                  b->max_count[k], err);
+  for (int k = 0; k < stride && !st; k++) {
+    ff__device_range_push(b->dev, stage_name(b->packed[k] ? ((ff__dstage *)b->meta)[(size_t)k * b->n].kind : 0));
+    st = ff__device_launch_stages(b->dev, s, (uint8_t *)b->d_blob + b->images_bytes + (size_t)k * b->n * sizeof(ff__dstage),
+                                  b->packed[k], 1, 0, b->max_count[k], err);
+    ff__device_range_pop(b->dev);
+  }
   if (!st) st = ff__device_event_record(b->dev, b->end, s, err);
+  ff__device_range_pop(b->dev);
   if (st) { /* what was queued must finish before its memory goes back */
     ff__device_synchronize(b->dev);
     release_device_memory(b);

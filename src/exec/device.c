@@ -32,6 +32,7 @@ struct ff__device {
   int (*alloc_hook)(void *ctx, size_t size_bytes, void *stream, void **out);
   void (*free_hook)(void *ctx, void *ptr, size_t size_bytes, void *stream);
   void *hook_ctx;
+  int refs;               /* handles: ff__device_retain adds one, ff__device_close drops one */
 };
 
 void ff__device_options_init(ff__device_options *opt) {
@@ -89,6 +90,11 @@ static void pool_free(void *ctx, void *ptr, size_t size_bytes) {
 static ff_status pool_mem_info(void *ctx, size_t *free_bytes, size_t *total_bytes) {
   ff__device *d = ctx;
   return d->o.be->mem_info(d->o.impl, free_bytes, total_bytes);
+}
+
+static void pool_trim(void *ctx) {
+  ff__device *d = ctx;
+  if (d->o.be->mem_trim && !d->alloc_hook) d->o.be->mem_trim(d->o.impl);
 }
 
 /* "kind:N[?query]" → kind length, ordinal, query. */
@@ -174,9 +180,10 @@ ff_status ff__device_open(const char *name, const ff__device_options *opt, ff__d
     return ff__error_set(err, FF_ENOMEM, "%s: out of memory", o.name);
   }
   d->o = o;
+  d->refs = 1;
   if (opt->alloc_hook && opt->free_hook)
     d->alloc_hook = opt->alloc_hook, d->free_hook = opt->free_hook, d->hook_ctx = opt->hook_ctx;
-  ff__pool_backend pb = {d, pool_alloc, pool_free, pool_mem_info};
+  ff__pool_backend pb = {d, pool_alloc, pool_free, pool_mem_info, pool_trim};
   ff__pool_config pc = {opt->limit_bytes,
                         opt->headroom_bytes >= 0 ? (size_t)opt->headroom_bytes : o.default_headroom_bytes,
                         opt->refresh_every};
@@ -199,8 +206,26 @@ ff_status ff__device_open(const char *name, const ff__device_options *opt, ff__d
   return FF_OK;
 }
 
+ff__device *ff__device_retain(ff__device *d) {
+  if (d) __atomic_add_fetch(&d->refs, 1, __ATOMIC_RELAXED);
+  return d;
+}
+
+int ff__device_is(const ff__device *d, const char *name) {
+  size_t kind_len, own_len;
+  int ordinal, own;
+  const char *query, *own_query;
+  if (!d || !name || !strcmp(name, "auto") || !parse_name(name, &kind_len, &ordinal, &query)) return 0;
+  if (!parse_name(d->o.name, &own_len, &own, &own_query)) { /* "cuda:0 (NVIDIA H200)": up to the space */
+    char head[32];
+    snprintf(head, sizeof head, "%.*s", (int)strcspn(d->o.name, " "), d->o.name);
+    if (!parse_name(head, &own_len, &own, &own_query)) return 0;
+  }
+  return kind_len == own_len && !strncmp(name, d->o.name, kind_len) && ordinal == own;
+}
+
 void ff__device_close(ff__device *d) {
-  if (!d) return;
+  if (!d || __atomic_sub_fetch(&d->refs, 1, __ATOMIC_ACQ_REL)) return;
   ff__dguard g;
   if (!d->o.be->enter(d->o.impl, &g, NULL)) {
     d->o.be->synchronize(d->o.impl); /* no queued work may still use pool memory */
@@ -236,6 +261,10 @@ ff_status ff__device_refresh(ff__device *d, ff__pool_stats *pool_out, ff__error 
   return st;
 }
 
+ff_status ff__device_set_free(ff__device *d, int64_t free_bytes, ff__error *err) {
+  GUARDED(d, err, ff__pool_set_free(&d->pool, free_bytes, err));
+}
+
 ff_status ff__device_alloc(ff__device *d, size_t size_bytes, void **d_out, ff__error *err) {
   GUARDED(d, err, ff__pool_alloc(&d->pool, size_bytes, d_out, err));
 }
@@ -267,13 +296,26 @@ ff_status ff__device_stream_wait(ff__device *d, ff__dstream *s, ff__devent *e, f
 ff_status ff__device_upload(ff__device *d, ff__dstream *s, void *d_dst, const void *src, size_t size_bytes,
                             ff__error *err) {
   if (!size_bytes) return FF_OK;
-  GUARDED(d, err, d->o.be->copy(d->o.impl, s, d_dst, src, size_bytes, 1, err));
+  GUARDED(d, err, d->o.be->copy(d->o.impl, s, d_dst, src, size_bytes, FF__COPY_H2D, err));
 }
 
 ff_status ff__device_download(ff__device *d, ff__dstream *s, void *dst, const void *d_src, size_t size_bytes,
                               ff__error *err) {
   if (!size_bytes) return FF_OK;
-  GUARDED(d, err, d->o.be->copy(d->o.impl, s, dst, d_src, size_bytes, 0, err));
+  GUARDED(d, err, d->o.be->copy(d->o.impl, s, dst, d_src, size_bytes, FF__COPY_D2H, err));
+}
+
+ff_status ff__device_copy(ff__device *d, ff__dstream *s, void *d_dst, const void *d_src, size_t size_bytes,
+                          ff__error *err) {
+  if (!size_bytes) return FF_OK;
+  GUARDED(d, err, d->o.be->copy(d->o.impl, s, d_dst, d_src, size_bytes, FF__COPY_D2D, err));
+}
+
+ff_status ff__device_download_batch(ff__device *d, ff__dstream *s, int n, void *const *dsts,
+                                    const void *const *d_srcs, const size_t *sizes, ff__error *err) {
+  if (n <= 0) return FF_OK;
+  if (n == 1) return ff__device_download(d, s, dsts[0], d_srcs[0], sizes[0], err);
+  GUARDED(d, err, d->o.be->download_batch(d->o.impl, s, n, dsts, d_srcs, sizes, err));
 }
 
 void *ff__device_stream_handle(ff__device *d, ff__dstream *s) { return d->o.be->stream_handle(d->o.impl, s); }
@@ -423,6 +465,14 @@ static ff_status decode_jobs(ff__device *d, ff__dstream *s, ff__device_decode_jo
 ff_status ff__device_decode(ff__device *d, ff__dstream *s, ff__device_decode_job *jobs, int n, ff__error *err) {
   if (!ff__device_decoder(d, NULL)) return ff__error_set(err, FF_EDEVICE, "%s: no decoder", d->o.name);
   GUARDED(d, err, decode_jobs(d, s, jobs, n, err));
+}
+
+void ff__device_range_push(ff__device *d, const char *name) {
+  if (d && d->o.be->range_push) d->o.be->range_push(name);
+}
+
+void ff__device_range_pop(ff__device *d) {
+  if (d && d->o.be->range_pop) d->o.be->range_pop();
 }
 
 ff_status ff__device_launch_stages(ff__device *d, ff__dstream *s, const void *d_table, int n, int stride,

@@ -77,8 +77,18 @@ int ff__device_cuda_gpus(ff__error *err);
 int ff__device_auto_pick(int current, const char *local_rank, int count);
 
 /* Waits for all queued work, frees every pool block and the device. NULL
- * does nothing. Streams, events and pinned buffers must be destroyed first. */
+ * does nothing. Streams, events and pinned buffers must be destroyed first.
+ * A device retained n times closes at its (n+1)-th close. */
 void ff__device_close(ff__device *d);
+
+/* One more handle on d (for a second user of the same device, e.g. the
+ * output ring on the offload device, so that both share one pool, one
+ * set of streams' ordering and pointers); returns d. Thread-safe. */
+ff__device *ff__device_retain(ff__device *d);
+
+/* Whether name ("cuda:N", "emu:N", options after '?' ignored; not "auto")
+ * names the device d runs on: same kind and ordinal. */
+int ff__device_is(const ff__device *d, const char *name);
 
 typedef struct ff__device_info {
   char name[160];                 /* "cuda:0 (NVIDIA H200)", "emu:0" */
@@ -91,6 +101,13 @@ ff_status ff__device_query(ff__device *d, ff__device_info *out, ff__error *err);
 /* Re-reads the free memory; the pool limit follows it (ff__pool_refresh).
  * The pool's figures after that go to *pool_out (may be NULL). */
 ff_status ff__device_refresh(ff__device *d, ff__pool_stats *pool_out, ff__error *err);
+
+/* Takes free_bytes as the device's free memory from now on — the trainer's
+ * view of what it can spare (torch: mem_get_info free + memory_reserved -
+ * memory_allocated) — instead of the backend's own query; -1 goes back to
+ * that. The limit follows at once; when it shrinks the pool hands cached
+ * blocks back and trims (cudaMemPoolTrimTo). FF_OK or FF_EDEVICE. */
+ff_status ff__device_set_free(ff__device *d, int64_t free_bytes, ff__error *err);
 
 /* Device memory from the pool: FF_OK, FF__EBUDGET (not now: over budget or
  * the device is out of memory — run on the CPU), FF_EDEVICE (the device
@@ -111,6 +128,16 @@ ff_status ff__device_upload(ff__device *d, ff__dstream *s, void *d_dst, const vo
                             ff__error *err);
 ff_status ff__device_download(ff__device *d, ff__dstream *s, void *dst, const void *d_src, size_t size_bytes,
                               ff__error *err);
+
+/* A device-to-device copy on s (both pointers device memory of d). */
+ff_status ff__device_copy(ff__device *d, ff__dstream *s, void *d_dst, const void *d_src, size_t size_bytes,
+                          ff__error *err);
+
+/* n device-to-host copies queued on s by one call (cuda: one
+ * cudaMemcpyBatchAsync; host memory pinned for it to be asynchronous), in
+ * stream order. FF_OK or FF_EDEVICE. */
+ff_status ff__device_download_batch(ff__device *d, ff__dstream *s, int n, void *const *dsts,
+                                    const void *const *d_srcs, const size_t *sizes, ff__error *err);
 
 /* Work queued on s after this call starts only when e's last record (made
  * before this call) has completed. FF_OK or FF_EDEVICE. */
@@ -137,6 +164,12 @@ ff_status ff__device_event_wait(ff__device *d, ff__devent *e, ff__error *err);
 /* Device time between two completed events, in milliseconds. */
 ff_status ff__device_event_elapsed_ms(ff__device *d, ff__devent *start, ff__devent *end, float *ms,
                                       ff__error *err);
+
+/* A named range of the calling thread's work for a profiler (cuda: an
+ * NVTX range, seen in Nsight Systems beside the trainer's; emu: nothing),
+ * and its end. Pairs nest. NULL d does nothing. */
+void ff__device_range_push(ff__device *d, const char *name);
+void ff__device_range_pop(ff__device *d);
 
 /* Waits for all work queued on the device (error paths and shutdown). */
 void ff__device_synchronize(ff__device *d);

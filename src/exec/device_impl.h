@@ -14,6 +14,9 @@ extern "C" {
 /* What a backend saves on entry and puts back on leaving: the calling
  * thread's current context (CUDA) or emulated device, and its stream
  * capture mode. */
+/* The direction of a backend copy. */
+typedef enum ff__copy_kind { FF__COPY_D2H = 0, FF__COPY_H2D = 1, FF__COPY_D2D = 2 } ff__copy_kind;
+
 typedef struct ff__dguard {
   void *prev_ctx;
   int prev_device;
@@ -36,6 +39,7 @@ typedef struct ff__device_backend {
   ff_status (*mem_alloc)(void *impl, size_t size_bytes, void **out, ff__error *err);
   void (*mem_free)(void *impl, void *ptr);
   ff_status (*mem_info)(void *impl, size_t *free_bytes, size_t *total_bytes);
+  void (*mem_trim)(void *impl); /* released memory back to the device now; may be NULL */
   ff_status (*host_alloc)(void *impl, size_t size_bytes, void **out, ff__error *err);
   void (*host_free)(void *impl, void *ptr);
   ff_status (*stream_create)(void *impl, void **out, ff__error *err);
@@ -48,8 +52,12 @@ typedef struct ff__device_backend {
   void *(*stream_handle)(void *impl, void *stream);
   ff_status (*foreign_wait)(void *impl, void *handle, void *event, ff__error *err);
   ff_status (*foreign_record)(void *impl, void *event, void *handle, ff__error *err);
-  ff_status (*copy)(void *impl, void *stream, void *dst, const void *src, size_t size_bytes, int to_device,
+  /* An asynchronous copy; kind is an ff__copy_kind. */
+  ff_status (*copy)(void *impl, void *stream, void *dst, const void *src, size_t size_bytes, int kind,
                     ff__error *err);
+  /* n device-to-host copies queued by one call (cuda: cudaMemcpyBatchAsync). */
+  ff_status (*download_batch)(void *impl, void *stream, int n, void *const *dsts, const void *const *srcs,
+                              const size_t *sizes, ff__error *err);
   ff_status (*event_create)(void *impl, void **out, ff__error *err);
   void (*event_destroy)(void *impl, void *event);
   ff_status (*event_record)(void *impl, void *event, void *stream, ff__error *err);
@@ -66,6 +74,10 @@ typedef struct ff__device_backend {
   /* The backend's native stream of one of ours (cuda: the cudaStream_t), for
    * libraries that take it (nvJPEG); NULL: the backend has none. */
   void *(*native_stream)(void *impl, void *stream);
+  /* A named range on the calling thread for profilers (cuda: NVTX), and its
+   * end; may be NULL. */
+  void (*range_push)(const char *name);
+  void (*range_pop)(void);
 } ff__device_backend;
 
 /* What opening a backend gives back. */
@@ -97,6 +109,10 @@ void *ff__device_impl(ff__device *d, const ff__device_backend *be);
  * current. */
 typedef struct ff__emu_counts {
   unsigned long misplaced_calls, device_switches;
+  /* copy calls queued, by ff__copy_kind (a batched download is one call), and their bytes */
+  unsigned long copy_calls[3];
+  unsigned long long copy_bytes[3];
+  unsigned long trims; /* mem_trim calls (the pool gave memory back to a shrinking budget) */
 } ff__emu_counts;
 ff_status ff__emu_probe(ff__device *d, ff__emu_counts *out); /* FF_EINVAL when d is not emu */
 /* Whether ptr is a live allocation of d's host allocator (d emu). */

@@ -101,6 +101,8 @@ typedef struct emu {
   void **host; /* live host allocations (ff__emu_host_owns) */
   size_t num_host, cap_host;
   atomic_ulong misplaced_calls, device_switches;
+  atomic_ulong copy_calls[3], trims;
+  atomic_ullong copy_bytes[3];
   ff__jpeg_variant variant; /* the decoder's arithmetic */
   ff__buf decoded;          /* the emulator thread's decode buffer */
 } emu;
@@ -352,6 +354,8 @@ static ff_status emu_mem_info(void *impl, size_t *free_bytes, size_t *total_byte
   return FF_OK;
 }
 
+static void emu_mem_trim(void *impl) { atomic_fetch_add(&((emu *)impl)->trims, 1); }
+
 static ff_status emu_host_alloc(void *impl, size_t size_bytes, void **out, ff__error *err) {
   emu *m = impl;
   check_current(m);
@@ -417,11 +421,26 @@ static void emu_stream_destroy(void *impl, void *stream) {
   free(s);
 }
 
-static ff_status emu_copy(void *impl, void *stream, void *dst, const void *src, size_t size_bytes,
-                          int to_device, ff__error *err) {
-  (void)to_device;
-  return submit(impl, stream, (emu_cmd){.kind = CMD_COPY, .dst = dst, .src = src, .size_bytes = size_bytes},
+static ff_status emu_copy(void *impl, void *stream, void *dst, const void *src, size_t size_bytes, int kind,
+                          ff__error *err) {
+  emu *m = impl;
+  atomic_fetch_add(&m->copy_calls[kind], 1);
+  atomic_fetch_add(&m->copy_bytes[kind], size_bytes);
+  return submit(m, stream, (emu_cmd){.kind = CMD_COPY, .dst = dst, .src = src, .size_bytes = size_bytes}, err);
+}
+
+/* One call, as cudaMemcpyBatchAsync: counted once, its copies queued in order. */
+static ff_status emu_download_batch(void *impl, void *stream, int n, void *const *dsts, const void *const *srcs,
+                                    const size_t *sizes, ff__error *err) {
+  emu *m = impl;
+  atomic_fetch_add(&m->copy_calls[FF__COPY_D2H], 1);
+  ff_status st = FF_OK;
+  for (int i = 0; i < n && !st; i++) {
+    atomic_fetch_add(&m->copy_bytes[FF__COPY_D2H], sizes[i]);
+    st = submit(m, stream, (emu_cmd){.kind = CMD_COPY, .dst = dsts[i], .src = srcs[i], .size_bytes = sizes[i]},
                 err);
+  }
+  return st;
 }
 
 static ff_status emu_event_create(void *impl, void **out, ff__error *err) {
@@ -537,6 +556,7 @@ static const ff__device_backend emu_backend = {
     .mem_alloc = emu_mem_alloc,
     .mem_free = emu_mem_free,
     .mem_info = emu_mem_info,
+    .mem_trim = emu_mem_trim,
     .host_alloc = emu_host_alloc,
     .host_free = emu_host_free,
     .stream_create = emu_stream_create,
@@ -546,6 +566,7 @@ static const ff__device_backend emu_backend = {
     .foreign_wait = emu_stream_wait,
     .foreign_record = emu_event_record,
     .copy = emu_copy,
+    .download_batch = emu_download_batch,
     .event_create = emu_event_create,
     .event_destroy = emu_event_destroy,
     .event_record = emu_event_record,
@@ -586,7 +607,11 @@ int ff__emu_host_owns(ff__device *d, const void *ptr) {
 ff_status ff__emu_probe(ff__device *d, ff__emu_counts *out) {
   emu *m = ff__device_impl(d, &emu_backend);
   if (!m) return FF_EINVAL;
-  *out = (ff__emu_counts){atomic_load(&m->misplaced_calls), atomic_load(&m->device_switches)};
+  *out = (ff__emu_counts){.misplaced_calls = atomic_load(&m->misplaced_calls),
+                          .device_switches = atomic_load(&m->device_switches),
+                          .trims = atomic_load(&m->trims)};
+  for (int k = 0; k < 3; k++)
+    out->copy_calls[k] = atomic_load(&m->copy_calls[k]), out->copy_bytes[k] = atomic_load(&m->copy_bytes[k]);
   return FF_OK;
 }
 

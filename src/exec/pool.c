@@ -51,15 +51,19 @@ static void release_cached(ff__pool *p, size_t need, int all) {
 
 static ff_status refresh_locked(ff__pool *p, ff__error *err) {
   size_t free_bytes = 0, total_bytes = 0;
-  if (p->be.mem_info(p->be.ctx, &free_bytes, &total_bytes))
+  if (p->given_free >= 0)
+    free_bytes = (size_t)p->given_free;
+  else if (p->be.mem_info(p->be.ctx, &free_bytes, &total_bytes))
     return ff__error_set(err, FF_EDEVICE, "device memory query failed");
   p->limit_bytes = limit_from(p, free_bytes);
+  size_t reserved = p->reserved_bytes;
   release_cached(p, 0, 0);
+  if (p->reserved_bytes < reserved && p->be.trim) p->be.trim(p->be.ctx); /* the trainer gets it now */
   return FF_OK;
 }
 
 ff_status ff__pool_init(ff__pool *p, const ff__pool_backend *be, const ff__pool_config *cfg, ff__error *err) {
-  *p = (ff__pool){.be = *be, .cfg = *cfg};
+  *p = (ff__pool){.be = *be, .cfg = *cfg, .given_free = -1};
   if (pthread_mutex_init(&p->lock, NULL))
     return ff__error_set(err, FF_ENOMEM, "cannot create the pool's lock");
   ff_status st = refresh_locked(p, err);
@@ -140,6 +144,14 @@ void ff__pool_free(ff__pool *p, void *ptr) {
 
 ff_status ff__pool_refresh(ff__pool *p, ff__error *err) {
   pthread_mutex_lock(&p->lock);
+  ff_status st = refresh_locked(p, err);
+  pthread_mutex_unlock(&p->lock);
+  return st;
+}
+
+ff_status ff__pool_set_free(ff__pool *p, int64_t free_bytes, ff__error *err) {
+  pthread_mutex_lock(&p->lock);
+  p->given_free = free_bytes < 0 ? -1 : free_bytes;
   ff_status st = refresh_locked(p, err);
   pthread_mutex_unlock(&p->lock);
   return st;

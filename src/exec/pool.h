@@ -31,6 +31,9 @@ typedef struct ff__pool_backend {
   void (*free)(void *ctx, void *ptr, size_t size_bytes); /* size_bytes: what alloc was asked for */
   /* Free and total device memory now. */
   ff_status (*mem_info)(void *ctx, size_t *free_bytes, size_t *total_bytes);
+  /* Gives what the frees released back to the device at once (cuda:
+   * cudaMemPoolTrimTo(0)); may be NULL. */
+  void (*trim)(void *ctx);
 } ff__pool_backend;
 
 typedef struct ff__pool_config {
@@ -55,6 +58,7 @@ typedef struct ff__pool {
   pthread_mutex_t lock;
   size_t limit_bytes, reserved_bytes, used_bytes, peak_bytes;
   uint64_t raw_allocs, allocs;
+  int64_t given_free;     /* the free memory as the caller sees it (ff__pool_set_free), -1: ask mem_info */
   ff__pool_block *blocks; /* every raw block, in use or cached */
   size_t num_blocks, cap_blocks;
 } ff__pool;
@@ -81,6 +85,13 @@ void ff__pool_free(ff__pool *p, void *ptr);
  * - headroom); cached blocks are handed back while reserved > limit.
  * Returns FF_OK or FF_EDEVICE. */
 ff_status ff__pool_refresh(ff__pool *p, ff__error *err);
+
+/* Takes free_bytes as the device's free memory from now on (a framework's
+ * view: free plus what it caches unused), instead of mem_info's; -1 goes
+ * back to mem_info. Refreshes the limit at once: when it shrinks below
+ * what is reserved, cached blocks go back and the device is trimmed.
+ * FF_OK or FF_EDEVICE. */
+ff_status ff__pool_set_free(ff__pool *p, int64_t free_bytes, ff__error *err);
 
 /* Hands every cached block back to the device. */
 void ff__pool_trim(ff__pool *p);

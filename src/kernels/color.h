@@ -118,34 +118,33 @@ FF_HD static inline void ff__lut_compose(uint8_t t[256], const uint8_t next[256]
     t[v] = next[t[v]];
 }
 
-/* The table of a value-only op (brightness, posterize, solarize, invert). */
-FF_HD static inline void ff__lut_value(const ff__aug *a, uint8_t t[256]) {
+/* Entry v of the table of a value-only op (brightness, posterize,
+ * solarize, invert); entry by entry so that a GPU block builds a table
+ * with one thread per value. */
+FF_HD static inline uint8_t ff__lut_value_at(const ff__aug *a, int v) {
   switch (a->op) {
-  case FF__AUG_BRIGHTNESS: { /* blend(X, 0, f); the zero term adds exactly 0 */
-    ff__blend_w w = ff__blend_weights(a->arg);
-    for (int v = 0; v < 256; v++)
-      t[v] = ff__blend_u8(w, (float)v, 0.0f);
-    break;
-  }
+  case FF__AUG_BRIGHTNESS: /* blend(X, 0, f); the zero term adds exactly 0 */
+    return ff__blend_u8(ff__blend_weights(a->arg), (float)v, 0.0f);
   case FF__AUG_POSTERIZE: {
     int bits = a->arg <= 0.0 ? 0 : a->arg >= 8.0 ? 8 : (int)a->arg;
-    uint8_t mask = ff__posterize_mask(bits);
-    for (int v = 0; v < 256; v++)
-      t[v] = (uint8_t)(v & mask);
-    break;
+    return (uint8_t)(v & ff__posterize_mask(bits));
   }
-  case FF__AUG_SOLARIZE: {
-    float threshold = (float)a->arg;
-    for (int v = 0; v < 256; v++)
-      t[v] = ff__solarize_u8((uint8_t)v, threshold);
-    break;
+  case FF__AUG_SOLARIZE: return ff__solarize_u8((uint8_t)v, (float)a->arg);
+  case FF__AUG_INVERT: return ff__invert_u8((uint8_t)v);
+  default: return (uint8_t)v;
   }
-  case FF__AUG_INVERT:
-    for (int v = 0; v < 256; v++)
-      t[v] = ff__invert_u8((uint8_t)v);
-    break;
-  default: ff__lut_identity(t);
-  }
+}
+
+/* The table of a value-only op. */
+FF_HD static inline void ff__lut_value(const ff__aug *a, uint8_t t[256]) {
+  for (int v = 0; v < 256; v++)
+    t[v] = ff__lut_value_at(a, v);
+}
+
+/* AutoContrast's entry v for a channel whose lowest and highest values
+ * present are lo and hi (lo >= hi: constant or empty, unchanged). */
+FF_HD static inline uint8_t ff__autocontrast_at(int v, int lo, int hi) {
+  return lo >= hi ? (uint8_t)v : ff__autocontrast_u8((uint8_t)v, lo, ff__autocontrast_scale(lo, hi));
 }
 
 /* AutoContrast's table for a channel with histogram h (spec 2.13). */
@@ -155,13 +154,14 @@ FF_HD static inline void ff__lut_autocontrast(const uint64_t h[256], uint8_t t[2
     lo++;
   while (hi > lo && !h[hi])
     hi--;
-  if (lo >= hi) { /* constant (or empty) channel: unchanged */
-    ff__lut_identity(t);
-    return;
-  }
-  float scale = ff__autocontrast_scale(lo, hi);
   for (int v = 0; v < 256; v++)
-    t[v] = ff__autocontrast_u8((uint8_t)v, lo, scale);
+    t[v] = ff__autocontrast_at(v, lo, hi);
+}
+
+/* Equalize's entry v (v > 0) from the pixels below v and the step (> 0). */
+FF_HD static inline uint8_t ff__equalize_at(uint64_t below, uint64_t step) {
+  uint64_t q = (below + step / 2) / step;
+  return (uint8_t)(q < 255 ? q : 255);
 }
 
 /* Equalize's table for a channel with histogram h (spec 2.14, integer
@@ -183,8 +183,7 @@ FF_HD static inline void ff__lut_equalize(const uint64_t h[256], uint8_t t[256])
   t[0] = 0;
   for (int v = 1; v < 256; v++) {
     below += h[v - 1];
-    uint64_t q = (below + step / 2) / step;
-    t[v] = (uint8_t)(q < 255 ? q : 255);
+    t[v] = ff__equalize_at(below, step);
   }
 }
 

@@ -26,6 +26,7 @@
 #include "kernels/color.h"
 #include "kernels/hd.h"
 #include "kernels/mix.h"
+#include "kernels/out.h"
 #include "kernels/pixel.h"
 #include "kernels/resize.h"
 #include "kernels/aug.h"
@@ -51,6 +52,7 @@ typedef enum ff__dstage_kind {
   FF__DS_MIX_TRUNC, /* dst = trunc(a) */
   FF__DS_OUT_U8,    /* dst (packed NHWC slot) = src */
   FF__DS_OUT_F32,   /* dst.addr (NCHW float slot) = tables a (float [3][256]) of src */
+  FF__DS_OUT_FMT,   /* dst.addr (slot in the output format p.out) = element bits a (uint32 [3][256]) of src */
 } ff__dstage_kind;
 
 /* An RGB uint8 image in device memory. */
@@ -89,6 +91,9 @@ typedef struct ff__dstage {
     struct {
       float weight;
     } mix;
+    struct {
+      int32_t elem_bytes, planar;
+    } out;
   } p;
 } ff__dstage;
 
@@ -270,6 +275,10 @@ FF_HD static inline void ff__dstage_elem(const ff__dstage *st, uint32_t e) {
     o[0] = i[0], o[1] = i[1], o[2] = i[2];
     break;
   }
+  case FF__DS_OUT_FMT:
+    ff__out_store(FF__DPTR(const uint32_t, st->a), st->p.out.elem_bytes, st->p.out.planar,
+                  (size_t)dst->width * dst->height, e, ff__dimg_px(src, y, x), FF__DPTR(void, dst->addr));
+    break;
   case FF__DS_OUT_F32: {
     const float *t = FF__DPTR(const float, st->a);
     const uint8_t *i = ff__dimg_px(src, y, x);

@@ -183,6 +183,7 @@ static void split(ff_loader *l, ff_batch *e) {
   int n = e->pending;
   double share = device_share(l);
   const int64_t *samples = l->order[e->epoch & 1] + e->index * (size_t)l->cfg.batch_size;
+  ff__dev_output_begin(l, e);
   ff__offload_split(l->offload, (int)(e - l->ring), e->images, e->epoch, samples, n, share, &l->costs, e->placement);
   int next = 0;
   for (int pass = 1; pass >= 0; pass--)
@@ -255,9 +256,11 @@ static void compact(ff_loader *l, ff_batch *e) {
   for (size_t s = 0; s < full; s++) {
     if (e->skip_msg[s]) continue;
     if (n != s) {
-      memmove((char *)e->images + n * l->sample_bytes, (char *)e->images + s * l->sample_bytes, l->sample_bytes);
+      memmove((char *)e->images + n * l->host_sample_bytes, (char *)e->images + s * l->host_sample_bytes,
+              l->host_sample_bytes);
       e->labels[n] = e->labels[s];
       e->sample_indices[n] = e->sample_indices[s];
+      if (e->dev_slot) e->dev_slot[n] = e->dev_slot[s];
     }
     n++;
   }
@@ -331,7 +334,7 @@ static ff_status replace_sample(ff_loader *l, ff__worker *w, ff_batch *e, size_t
   for (size_t k = 1; k <= tries && st; k++) {
     int64_t sample = order[(at + k) % n];
     ff__sample_job job = sample_job(l, e->epoch, sample);
-    st = ff__sample_run(w, &l->pipe, &job, e->images, slot, err);
+    st = ff__sample_run(w, &l->host_pipe, &job, e->images, slot, err);
     if (!st) *used = sample;
   }
   return st;
@@ -369,7 +372,7 @@ static void *worker_loop(void *p) {
     ff__offload_took took = {0};
     ff_status st = placement != FF_PLACEMENT_CPU
                        ? ff__offload_sample(l->offload, w, (int)(e - l->ring), &job, slot, placement, &took, &err)
-                       : ff__sample_run(w, &l->pipe, &job, e->images, slot, &err);
+                       : ff__sample_run(w, &l->host_pipe, &job, e->images, slot, &err);
     char *replace_msg = NULL;
     int64_t used = sample; /* the sample whose pixels fill the slot */
     if (st && !took.added && l->cfg.on_error == FF_ON_ERROR_REPLACE) {
@@ -450,6 +453,9 @@ static void offload_done(void *ctx, const ff__offload_result *r) {
     b->cpu_ns += r->placed_cpu_ns[FF_PLACEMENT_CPU];
     if (r->device_ran) b->device_ns += r->device_ns;
     b->device_bytes = r->device_bytes;
+    b->device_downloads += r->downloads, b->device_download_bytes += r->download_bytes;
+    b->feeder_cpu_ns += r->feeder_cpu_ns;
+    ff__dev_output_took(l, e, r->on_device);
     for (int i = 0; i < r->num_failed; i++) sample_failed(l, e, r->failed[i].slot, &r->failed[i].err);
     sample_finished(l, e, r->samples);
   }
@@ -522,6 +528,8 @@ static ff_status loader_start(ff_loader *l) {
   ff__error *err = &l->err;
   ff_status st = check_config(&l->cfg, err);
   if (!st) st = ff__pipeline_parse(l->cfg.pipeline, &l->pipe, err);
+  if (!st) st = ff__pipeline_set_output(&l->pipe, l->cfg.output_dtype, l->cfg.memory_format, err);
+  if (!st) ff__dev_output_host_pipe(l);
   if (!st && l->cfg.max_image_pixels && l->pipe.peak_pixels > l->cfg.max_image_pixels)
     st = ff__error_set(err, FF_EPIPELINE, "pipeline column %d: this op makes images of %llu pixels, over "
                        "max_image_pixels (%llu)", l->pipe.peak_column, (unsigned long long)l->pipe.peak_pixels,
@@ -545,8 +553,8 @@ static ff_status loader_start(ff_loader *l) {
   if (l->total_items < bs) bs = l->total_items; /* memory for the largest batch there will be */
   l->batch_cap = (int)bs;
 
-  size_t elem = l->pipe.output == FF__OUTPUT_NCHW_F32 ? sizeof(float) : 1;
-  l->sample_bytes = (size_t)l->pipe.out_height * l->pipe.out_width * 3 * elem;
+  l->sample_bytes = ff__pipeline_sample_bytes(&l->pipe);
+  l->host_sample_bytes = ff__pipeline_sample_bytes(&l->host_pipe);
   l->ring_size = c->prefetch + 1;
   l->num_threads = c->num_threads;
   l->order[0] = malloc(l->num_samples * sizeof *l->order[0]);
@@ -577,17 +585,17 @@ static ff_status loader_start(ff_loader *l) {
       return ff__error_set(err, FF_ENOMEM, "out of memory for %d batches of %zu bytes", l->ring_size,
                            bs * l->sample_bytes);
   }
-  if ((st = ff__dev_output_open(l))) return st;
   l->active_threads = l->num_threads;
   l->stats.num_threads = l->num_threads;
   ff__sched_params_init(&l->sched_params, c->prefetch);
   l->sched_params.max_device_time = c->device_max_time_share;
   ff__sched_state_init(&l->sched);
   ff__offload_config oc = {c->device, c->device_memory_limit_bytes, c->device_headroom_bytes, c->device_decode,
-                           c->deterministic, c->strict_decode, c->on_error == FF_ON_ERROR_REPLACE, &l->pipe, l->ring_size, l->batch_cap, l->sample_bytes,
+                           c->deterministic, c->strict_decode, c->on_error == FF_ON_ERROR_REPLACE, &l->pipe, &l->host_pipe, l->ring_size, l->batch_cap, l->sample_bytes, l->host_sample_bytes,
                            l->index.count, l->index.size_bytes, c->seed, c->max_image_pixels, offload_done, l,
                            c->device_alloc, c->device_free, c->device_alloc_ctx};
   if ((st = ff__offload_open(&oc, &l->offload, l->device_name, sizeof l->device_name, err))) return st;
+  if ((st = ff__dev_output_open(l))) return st;
   l->stats.device = l->device_name;
   l->stats.device_decoder = ff__offload_decoder(l->offload, &l->stats.device_decoder_note);
   ff__offload_pool(l->offload, &l->stats.device_pool_limit_bytes, &l->stats.device_pool_peak_bytes);
@@ -708,6 +716,7 @@ static void hand_out(ff_loader *l, ff_batch *e, int ring_ready, uint64_t t0, uin
   l->stats.device_ns += b->device_ns;
   l->stats.device_fallbacks += b->device_fallbacks;
   l->stats.device_decode_fallbacks += b->device_decode_fallbacks;
+  l->stats.device_download_bytes += b->device_download_bytes, l->stats.feeder_cpu_ns += b->feeder_cpu_ns;
   for (int p = 0; p < FF_PLACEMENTS; p++) {
     l->stats.placement_samples[p] += b->placement_samples[p];
     l->stats.placement_cpu_ns[p] += b->placement_cpu_ns[p], l->stats.placement_read_ns[p] += b->placement_read_ns[p];
@@ -849,12 +858,17 @@ void ff_batch_images(const ff_batch *b, ff_tensor *out) {
   memset(out, 0, sizeof *out);
   out->data = b->d_images ? b->d_images : b->images;
   out->ndim = 4;
-  if (p->output == FF__OUTPUT_NCHW_F32) {
-    out->dtype = FF_FLOAT32, out->layout = FF_NCHW;
+  out->dtype = (ff_dtype)p->out_dtype;
+  if (p->out_planar) {
+    out->layout = FF_NCHW;
     int64_t shape[4] = {n, 3, h, w}, strides[4] = {3 * h * w, h * w, w, 1};
     memcpy(out->shape, shape, sizeof shape), memcpy(out->strides, strides, sizeof strides);
+  } else if (p->out_channels_last) { /* NHWC memory as torch's channels_last sees it */
+    out->layout = FF_NHWC;
+    int64_t shape[4] = {n, 3, h, w}, strides[4] = {h * w * 3, 1, w * 3, 3};
+    memcpy(out->shape, shape, sizeof shape), memcpy(out->strides, strides, sizeof strides);
   } else {
-    out->dtype = FF_UINT8, out->layout = FF_NHWC;
+    out->layout = FF_NHWC;
     int64_t shape[4] = {n, h, w, 3}, strides[4] = {h * w * 3, w * 3, 3, 1};
     memcpy(out->shape, shape, sizeof shape), memcpy(out->strides, strides, sizeof strides);
   }

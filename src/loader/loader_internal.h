@@ -47,6 +47,12 @@ struct ff_batch {
   ff__devent *ready;     /* recorded on out_stream after the upload */
   ff__devent *released;  /* recorded on the consumer's stream at ff_batch_release_after */
   int release_pending;   /* released is recorded: the next upload waits for it */
+  int *dev_slot;         /* per position (after skips): the slot of d_images the offload device wrote
+                            that sample into, or -1 (it comes from the host images) */
+  /* uint8 transport (host_pipe is not pipe): the host samples go up as uint8 into d_stage and the
+   * device converts them (exec/dev_convert.h) through the stage table h_table -> d_table */
+  void *d_stage, *d_table, *h_table;
+  int *host_positions;   /* batch_cap: the positions converted */
 };
 
 struct ff_loader {
@@ -55,6 +61,9 @@ struct ff_loader {
   ff__index index;
   ff__pipeline pipe;
   size_t sample_bytes;   /* one output image */
+  ff__pipeline host_pipe;   /* how the host writes a sample into the host images: pipe, or with a float
+                               output on a device its uint8 input (dev_output.c: the device converts) */
+  size_t host_sample_bytes; /* one sample in the host images */
   size_t num_samples, num_batches, total_items;
   int batch_cap;         /* the most samples a batch holds: batch_size, or the epoch's samples if fewer */
   int64_t *order[2], *perm; /* order[e & 1]: the sample order of epoch e */
@@ -100,6 +109,7 @@ struct ff_loader {
   ff__device *out_dev;   /* dev_output.c: where batches are handed out, or NULL (host) */
   char out_device_name[64]; /* its name as configured ("cuda:0") */
   ff__dstream *out_stream;
+  int out_direct;        /* out_dev is the offload device: its samples are written in place */
   ff__device *host_dev;  /* batch_mem.c: the device whose host allocator gives the ring's pinned
                             images; NULL: ordinary memory */
 };
@@ -120,9 +130,20 @@ void ff__batch_mem_close(ff_loader *l);
 /* ---- dev_output.c, called by loader.c ---- */
 
 /* Opens cfg.output_device (nothing for "cpu"): its stream and, per ring
- * entry, device images and events. FF_OK, FF_EDEVICE / FF_EINVAL (message
- * in l->err). After the ring is allocated. */
+ * entry, device images and events; when it is the offload device, the
+ * offload's handle is shared (one pool, pointers valid on both). FF_OK,
+ * FF_EDEVICE / FF_EINVAL (message in l->err). After the ring is allocated
+ * and the offload opened. */
 ff_status ff__dev_output_open(ff_loader *l);
+/* Sets l->host_pipe from l->pipe and cfg.output_device (at open, after
+ * the pipeline's output format is set). */
+void ff__dev_output_host_pipe(ff_loader *l);
+/* Batch e is being split (locked): where its device samples go (the
+ * output ring's images when out_dev is the offload device). */
+void ff__dev_output_begin(ff_loader *l, ff_batch *e);
+/* The feeder reported e's device samples (locked): on_device[slot] marks
+ * those written into e->d_images (may be NULL). */
+void ff__dev_output_took(ff_loader *l, ff_batch *e, const unsigned char *on_device);
 /* Batch e is handed out: after the consumer's last use of its memory, its
  * images go up, then its ready event. Consumer thread, unlocked. FF_OK or
  * FF_EDEVICE (message in l->err). */

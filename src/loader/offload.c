@@ -71,6 +71,9 @@ typedef struct entry {
   size_t bytes_used, bytes_cap;
   ff__offload_failure *failed; /* batch_cap */
   int num_failed;
+  void *d_direct;          /* the output ring's device images for this batch (ff__offload_direct), or NULL */
+  ff__devent *after;       /* the consumer's release of them, for the device to wait for, or NULL */
+  unsigned char *on_device;/* per slot: the device wrote it into d_direct */
 } entry;
 
 struct ff__offload {
@@ -101,6 +104,10 @@ struct ff__offload {
   int *job_of;             /* batch_cap: each job's staged sample */
   double *split_saving;
   ff__plan split_plan;
+  void **dl_dst;           /* batch_cap: the feeder's batched download (runs of finished slots) */
+  const void **dl_src;
+  size_t *dl_size;
+  unsigned char *dl_slot;  /* batch_cap: the slots the device finished, for the runs */
 };
 
 static void *feeder_main(void *arg);
@@ -132,7 +139,12 @@ static ff_status alloc_entries(ff__offload *o, ff__error *err) {
   o->split_saving = malloc(cap * sizeof *o->split_saving);
   o->jobs = malloc(cap * sizeof *o->jobs);
   o->job_of = malloc(cap * sizeof *o->job_of);
-  if (!o->entries || !o->queue || !o->headers || !o->split_sizes || !o->split_saving || !o->jobs || !o->job_of)
+  o->dl_dst = malloc(cap * sizeof *o->dl_dst);
+  o->dl_src = malloc(cap * sizeof *o->dl_src);
+  o->dl_size = malloc(cap * sizeof *o->dl_size);
+  o->dl_slot = malloc(cap);
+  if (!o->entries || !o->queue || !o->headers || !o->split_sizes || !o->split_saving || !o->jobs || !o->job_of ||
+      !o->dl_dst || !o->dl_src || !o->dl_size || !o->dl_slot)
     return ff__error_set(err, FF_ENOMEM, "out of memory");
   for (int i = 0; i < c->entries; i++) {
     entry *e = &o->entries[i];
@@ -141,7 +153,8 @@ static ff_status alloc_entries(ff__offload *o, ff__error *err) {
     e->cpu_ns = calloc(cap, sizeof *e->cpu_ns);
     e->read_ns = calloc(cap, sizeof *e->read_ns);
     e->failed = calloc(cap, sizeof *e->failed);
-    if (!e->placement || !e->paths || !e->cpu_ns || !e->read_ns || !e->failed)
+    e->on_device = calloc(cap, 1);
+    if (!e->placement || !e->paths || !e->cpu_ns || !e->read_ns || !e->failed || !e->on_device)
       return ff__error_set(err, FF_ENOMEM, "out of memory");
     ff_status st = ff__dev_batch_create(o->dev, &e->mb, err);
     if (st) return st;
@@ -208,6 +221,7 @@ void ff__offload_close(ff__offload *o) {
     ff__dev_batch_destroy(e->mb);
     ff__device_host_free(o->dev, e->bytes);
     free(e->placement), free(e->paths), free(e->cpu_ns), free(e->read_ns), free(e->failed), free(e->dec);
+    free(e->on_device);
   }
   if (o->dev) {
     ff__device_free(o->dev, o->d_out);
@@ -220,7 +234,7 @@ void ff__offload_close(ff__offload *o) {
   ff__op_scratch_free(&o->feed_ops);
   ff__buf_free(&o->feed_pixels);
   free(o->entries), free(o->queue), free(o->headers), free(o->split_sizes), free(o->split_saving);
-  free(o->jobs), free(o->job_of);
+  free(o->jobs), free(o->job_of), free(o->dl_dst), free(o->dl_src), free(o->dl_size), free(o->dl_slot);
   pthread_mutex_destroy(&o->mu);
   pthread_mutex_destroy(&o->add_mu);
   pthread_cond_destroy(&o->feed_cv);
@@ -251,9 +265,20 @@ const char *ff__offload_decoder(const ff__offload *o, const char **note) {
   return o && o->decoder ? o->decoder : "none";
 }
 
-/* The pool's block for the output tensor (batch_cap samples). */
+/* The pool's block for the feeder's output tensor (batch_cap samples in the host batch's format). */
 static size_t out_class_bytes(const ff__offload *o) {
-  return ff__pool_class_bytes((size_t)o->cfg.batch_cap * o->cfg.sample_bytes);
+  return ff__pool_class_bytes((size_t)o->cfg.batch_cap * o->cfg.host_sample_bytes);
+}
+
+/* What entry e's microbatch takes for its output: nothing when it writes
+ * into the output ring (direct aggregation), else the feeder's tensor. */
+static size_t out_bytes_of(const ff__offload *o, const entry *e) { return e->d_direct ? 0 : out_class_bytes(o); }
+
+void ff__offload_direct(ff__offload *o, int entry_no, void *d_images, ff__devent *after) {
+  if (!o) return;
+  pthread_mutex_lock(&o->mu);
+  o->entries[entry_no].d_direct = d_images, o->entries[entry_no].after = d_images ? after : NULL;
+  pthread_mutex_unlock(&o->mu);
 }
 
 /* The placement of a device-bound sample: the decoder's when device
@@ -296,11 +321,11 @@ int ff__offload_split(ff__offload *o, int entry_no, void *images, uint64_t epoch
       }
     }
     /* the output tensor is taken at the first microbatch and kept */
-    size_t out_bytes = o->d_out ? 0 : out_class_bytes(o);
+    size_t out_bytes = o->d_out ? 0 : out_bytes_of(o, e);
     size_t avail = o->device_free_bytes > out_bytes ? o->device_free_bytes - out_bytes : 0;
     k = ff__cost_split(&o->cost, o->split_saving, o->split_sizes, n, k, avail, placement);
     if (!k) o->refused = 1;
-    if (k && ff__dev_batch_begin(e->mb, o->cfg.pipe, NULL)) {
+    if (k && ff__dev_batch_begin(e->mb, e->d_direct ? o->cfg.pipe : o->cfg.host_pipe, NULL)) {
       memset(placement, FF_PLACEMENT_CPU, (size_t)n);
       k = 0;
     }
@@ -312,6 +337,7 @@ int ff__offload_split(ff__offload *o, int entry_no, void *images, uint64_t epoch
   e->encoded_bytes = 0, e->decode_fallbacks = 0;
   e->num_dec = 0, e->bytes_used = 0, e->num_failed = 0;
   memset(e->placement, NOT_ADDED, (size_t)o->cfg.batch_cap);
+  memset(e->on_device, 0, (size_t)o->cfg.batch_cap);
   pthread_mutex_unlock(&o->mu);
   return k;
 }
@@ -401,7 +427,7 @@ ff_status ff__offload_sample(ff__offload *o, ff__worker *w, int entry_no, const 
     return took->added = 1, FF_OK;
   }
   took->fell_back = 1, took->placement = FF_PLACEMENT_CPU; /* no pinned staging for it: the CPU finishes it now */
-  return run_on_cpu(o->cfg.pipe, &w->ops, &img, &plan, e->images, slot, job->path, &w->ops_ns, err);
+  return run_on_cpu(o->cfg.host_pipe, &w->ops, &img, &plan, e->images, slot, job->path, &w->ops_ns, err);
 }
 
 int ff__offload_sample_done(ff__offload *o, int entry_no) {
@@ -485,12 +511,14 @@ static void decode_on_device(ff__offload *o, entry *e, ff__offload_result *r, ho
     job.d_dst = d->d_image;
     o->jobs[n] = job, o->job_of[n++] = i;
   }
+  ff__device_range_push(o->dev, "fusionflow: device decode");
   uint64_t t0 = thread_cpu_ns(); /* nvJPEG's host phase runs inside the call; the wait is idle */
   ff_status st = n ? ff__device_event_record(o->dev, o->decode_start, o->stream, &err) : FF_OK;
   if (!st && n) st = ff__device_decode(o->dev, o->stream, o->jobs, n, &err);
   uint64_t host = thread_cpu_ns() - t0;
   if (!st && n) st = ff__device_event_record(o->dev, o->decoded, o->stream, &err);
   if (!st && n) st = ff__device_event_wait(o->dev, o->decoded, &err);
+  ff__device_range_pop(o->dev);
   float ms = 0; /* the decode's time on the SMs counts as device time, beside the ops' */
   if (!st && n && !ff__device_decoder_beside_kernels(o->dev) &&
       !ff__device_event_elapsed_ms(o->dev, o->decode_start, o->decoded, &ms, NULL))
@@ -557,38 +585,78 @@ static void add_decoded(ff__offload *o, entry *e, ff__offload_result *r) {
     if (!ff__dev_batch_add(e->mb, &img, &d->plan, d->slot, NULL)) continue;
     uint64_t ops = 0; /* no staging for it: the CPU finishes it now */
     e->placement[d->slot] = FF_PLACEMENT_CPU, r->fallbacks++;
-    if (run_on_cpu(o->cfg.pipe, &o->feed_ops, &img, &d->plan, e->images, d->slot, d->path, &ops, &err))
+    if (run_on_cpu(o->cfg.host_pipe, &o->feed_ops, &img, &d->plan, e->images, d->slot, d->path, &ops, &err))
       fail_sample(e, d->slot, &err);
     r->ops_ns += ops, e->cpu_ns[d->slot] += ops;
   }
 }
 
-/* Submit, wait, download every slot the microbatch wrote. Feeder only. */
-static ff_status run_on_device(ff__offload *o, entry *e, ff__offload_result *r, ff__error *err) {
-  size_t sb = o->cfg.sample_bytes;
-  pthread_mutex_lock(&o->mu);
-  void *d_out = o->d_out;
-  pthread_mutex_unlock(&o->mu);
-  ff_status st = d_out ? FF_OK : ff__device_alloc(o->dev, (size_t)o->cfg.batch_cap * sb, &d_out, err);
-  if (st) return st;
-  pthread_mutex_lock(&o->mu);
-  o->d_out = d_out;
-  pthread_mutex_unlock(&o->mu);
-  r->device_bytes += ff__dev_batch_device_bytes(e->mb) + out_class_bytes(o);
-  float ms = 0;
-  st = ff__dev_batch_submit(e->mb, o->stream, d_out, err);
-  if (!st) st = ff__dev_batch_wait(e->mb, &ms, err);
-  int n = ff__dev_batch_count(e->mb);
-  for (int i = 0; i < n && !st; i++) {
+/* Queues the download of the slots the microbatch wrote into d_out to the
+ * host batch: runs of consecutive slots, in one batched call. Feeder only. */
+static ff_status download_slots(ff__offload *o, entry *e, const void *d_out, ff_status st, ff__offload_result *r,
+                                ff__error *err) {
+  size_t sb = o->cfg.host_sample_bytes;
+  int n = ff__dev_batch_count(e->mb), runs = 0, cap = o->cfg.batch_cap;
+  memset(o->dl_slot, 0, (size_t)cap);
+  for (int i = 0; i < n; i++) {
     ff__image img;
     const ff__plan *plan;
     int slot;
     ff__dev_batch_sample(e->mb, i, &img, &plan, &slot);
-    st = ff__device_download(o->dev, o->stream, (char *)e->images + (size_t)slot * sb,
-                             (const char *)d_out + (size_t)slot * sb, sb, err);
+    o->dl_slot[slot] = 1;
   }
-  if (!st) st = ff__device_event_record(o->dev, o->download_done, o->stream, err);
-  if (!st) st = ff__device_event_wait(o->dev, o->download_done, err);
+  for (int s = 0; s < cap; s++) {
+    if (!o->dl_slot[s]) continue;
+    if (runs && (const char *)o->dl_src[runs - 1] + o->dl_size[runs - 1] == (const char *)d_out + (size_t)s * sb) {
+      o->dl_size[runs - 1] += sb;
+      continue;
+    }
+    o->dl_dst[runs] = (char *)e->images + (size_t)s * sb;
+    o->dl_src[runs] = (const char *)d_out + (size_t)s * sb, o->dl_size[runs++] = sb;
+  }
+  if (!st) st = ff__device_download_batch(o->dev, o->stream, runs, o->dl_dst, o->dl_src, o->dl_size, err);
+  if (!st) r->downloads += runs > 0, r->download_bytes += (uint64_t)n * sb;
+  return st;
+}
+
+/* Submit and wait: into the output ring's device images (direct
+ * aggregation, after the consumer's release of them), or into the feeder's
+ * tensor and down to the host batch. Feeder only. */
+static ff_status run_on_device(ff__offload *o, entry *e, ff__offload_result *r, ff__error *err) {
+  size_t sb = o->cfg.host_sample_bytes;
+  pthread_mutex_lock(&o->mu);
+  void *d_out = e->d_direct ? e->d_direct : o->d_out;
+  ff__devent *after = e->after;
+  pthread_mutex_unlock(&o->mu);
+  ff_status st = d_out ? FF_OK : ff__device_alloc(o->dev, (size_t)o->cfg.batch_cap * sb, &d_out, err);
+  if (st) return st;
+  if (!e->d_direct) {
+    pthread_mutex_lock(&o->mu);
+    o->d_out = d_out;
+    pthread_mutex_unlock(&o->mu);
+  }
+  r->device_bytes += ff__dev_batch_device_bytes(e->mb) + out_bytes_of(o, e);
+  float ms = 0;
+  ff__device_range_push(o->dev, e->d_direct ? "fusionflow: microbatch into the output batch" : "fusionflow: microbatch");
+  if (after) st = ff__device_stream_wait(o->dev, o->stream, after, err);
+  if (!st) st = ff__dev_batch_submit(e->mb, o->stream, d_out, err);
+  if (!st) st = ff__dev_batch_wait(e->mb, &ms, err);
+  if (!e->d_direct) {
+    ff__device_range_push(o->dev, "fusionflow: download to the host batch");
+    st = download_slots(o, e, d_out, st, r, err);
+    if (!st) st = ff__device_event_record(o->dev, o->download_done, o->stream, err);
+    if (!st) st = ff__device_event_wait(o->dev, o->download_done, err);
+    ff__device_range_pop(o->dev);
+  }
+  ff__device_range_pop(o->dev);
+  int n = ff__dev_batch_count(e->mb);
+  for (int i = 0; i < n && !st && e->d_direct; i++) {
+    ff__image img;
+    const ff__plan *plan;
+    int slot;
+    ff__dev_batch_sample(e->mb, i, &img, &plan, &slot);
+    e->on_device[slot] = 1;
+  }
   r->device_ns += (uint64_t)((double)ms * 1e6);
   return st;
 }
@@ -615,7 +683,7 @@ static void run_microbatch_on_cpu(ff__offload *o, entry *e, ff__offload_result *
       continue;
     }
     uint64_t ops = 0;
-    if (run_on_cpu(o->cfg.pipe, &o->feed_ops, &img, plan, e->images, slot, e->paths[slot], &ops, &err))
+    if (run_on_cpu(o->cfg.host_pipe, &o->feed_ops, &img, plan, e->images, slot, e->paths[slot], &ops, &err))
       fail_sample(e, slot, &err);
     else
       e->placement[slot] = FF_PLACEMENT_CPU, r->fallbacks++;
@@ -663,6 +731,7 @@ static void *feeder_main(void *arg) {
 
     entry *e = &o->entries[entry_no];
     ff__offload_result r = {.entry = entry_no, .start_ns = ff__now_ns(), .decode_fallbacks = e->decode_fallbacks};
+    uint64_t cpu0 = thread_cpu_ns();
     int added = 0;
     for (int s = 0; s < o->cfg.batch_cap; s++) added += e->placement[s] != NOT_ADDED;
     host_decode hd = {0};
@@ -675,14 +744,15 @@ static void *feeder_main(void *arg) {
       r.placed[p]++, r.placed_cpu_ns[p] += e->cpu_ns[s], r.placed_read_ns[p] += e->read_ns[s];
     }
     r.num_failed = e->num_failed, r.failed = e->failed, r.costs = &o->feed_ops.costs;
+    r.on_device = st ? NULL : e->on_device;
 
     pthread_mutex_lock(&o->mu);
     if (!device_off) account_device(o, st);
     if (hd.host_ns) ff__cost_observe_host_decode(&o->cost, hd.host_ns, hd.predicted_ns);
     if (r.device_bytes) /* what it needed, also when the pool refused it */
-      ff__cost_observe_device(&o->cost, e->encoded_bytes, r.device_bytes - out_class_bytes(o));
+      ff__cost_observe_device(&o->cost, e->encoded_bytes, r.device_bytes - out_bytes_of(o, e));
     pthread_mutex_unlock(&o->mu);
-    r.end_ns = ff__now_ns();
+    r.end_ns = ff__now_ns(), r.feeder_cpu_ns = thread_cpu_ns() - cpu0;
     o->cfg.done(o->cfg.ctx, &r);
     pthread_mutex_lock(&o->mu);
   }

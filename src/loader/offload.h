@@ -48,9 +48,16 @@ typedef struct ff__offload_result {
   size_t device_bytes;           /* device memory the batch took, output tensor included */
   uint64_t decode_ns, ops_ns;    /* the feeder's own CPU time: fallback decodes, fallback ops */
   uint64_t start_ns, end_ns;     /* when the feeder took the batch and finished it */
+  uint64_t feeder_cpu_ns;        /* the feeder thread's CPU time on it (its waits sleep: near its own work) */
   int num_failed;
   const ff__offload_failure *failed; /* num_failed samples, valid during done() */
   ff__op_costs *costs;           /* the feeder's per-op costs since the last report: add and zero them */
+  /* Per slot (batch_cap), valid during done(): 1 where the device wrote the
+   * sample into the output ring's device images (ff__offload_direct) and
+   * not into the host batch; NULL when it wrote none there. */
+  const unsigned char *on_device;
+  size_t downloads;              /* device-to-host copy calls into the host batch (one per microbatch) */
+  uint64_t download_bytes;       /* their bytes */
 } ff__offload_result;
 
 typedef void (*ff__offload_done_fn)(void *ctx, const ff__offload_result *r);
@@ -63,9 +70,11 @@ typedef struct ff__offload_config {
   int deterministic;             /* ff_config.deterministic: device decode off */
   int strict_decode;             /* ff_config.strict_decode: no nvJPEG (it reports no repaired damage) */
   int replace_errors;            /* on_error=replace: device decode off (substitutes are decoded on the CPU) */
-  const ff__pipeline *pipe;
+  const ff__pipeline *pipe;      /* also the format the device writes in place (ff__offload_direct) */
+  const ff__pipeline *host_pipe; /* the format of the host batch's samples (uint8 under uint8 transport) */
   int entries, batch_cap;        /* ring entries; the most samples a batch holds */
   size_t sample_bytes;           /* one output sample */
+  size_t host_sample_bytes;      /* one sample in the host batch */
   size_t num_samples;            /* the index's samples (headers are cached per sample) */
   const uint64_t *size_bytes;    /* the index's encoded sizes, num_samples of them */
   uint64_t seed, max_pixels;     /* ff_config.seed, max_image_pixels */
@@ -101,6 +110,15 @@ int ff__offload_take_refused(ff__offload *o);
  * (read during the call). */
 int ff__offload_split(ff__offload *o, int entry, void *images, uint64_t epoch, const int64_t *samples, int n,
                       double share, const ff__op_costs *costs, unsigned char *placement);
+
+/* Direct aggregation: the device-prepared samples of the batch of ring
+ * entry `entry` about to be split go straight into d_images (device
+ * memory of this runtime's device: the output ring's images of that entry,
+ * batch_cap samples in the output layout), after the device has passed
+ * event `after` (the consumer's release of that memory; NULL: none
+ * pending); NULL d_images: they go to the host batch. Call before
+ * ff__offload_split; it holds for that entry until the next call. */
+void ff__offload_direct(ff__offload *o, int entry, void *d_images, ff__devent *after);
 
 /* What the runtime did with a sample handed to it. */
 typedef struct ff__offload_took {

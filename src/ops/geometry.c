@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/out.h"
 #include "kernels/pixel.h"
 #include "kernels/resize.h"
 #include "ops/ops.h"
@@ -334,6 +335,14 @@ void ff__op_write_output(const ff__pipeline *pipe, const ff__image *img, void *b
                          int slot) {
   int h = pipe->out_height, w = pipe->out_width;
   size_t plane = (size_t)h * w;
+  if (pipe->out_custom) { /* bfloat16, float16, channels_last, planar uint8 (kernels/out.h) */
+    char *dst = (char *)batch_data + (size_t)slot * plane * 3 * (size_t)pipe->out_elem_bytes;
+    for (int y = 0; y < h; y++)
+      for (int x = 0; x < w; x++)
+        ff__out_store(&pipe->out_table[0][0], pipe->out_elem_bytes, pipe->out_planar, plane, (size_t)y * w + x,
+                      img->data + (size_t)y * img->stride + (size_t)x * 3, dst);
+    return;
+  }
   if (pipe->output == FF__OUTPUT_NHWC_U8) {
     uint8_t *dst = (uint8_t *)batch_data + (size_t)slot * plane * 3;
     for (int y = 0; y < h; y++) memcpy(dst + (size_t)y * w * 3, img->data + (size_t)y * img->stride, (size_t)w * 3);

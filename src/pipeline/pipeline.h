@@ -69,7 +69,28 @@ typedef struct ff__pipeline {
   int peak_column;
   ff__output output;
   float lut[3][256];         /* uint8 → float32 output value per channel (NCHW_F32) */
+  /* The output format (pipeline/output.c, ff_config.output_dtype and
+   * memory_format); out_elem_bytes 0: the default of `output` above. */
+  int out_dtype;             /* ff_dtype of the elements */
+  int out_planar;            /* 1: NCHW planes; 0: NHWC */
+  int out_channels_last;     /* NHWC memory reported as (N, 3, H, W) */
+  int out_elem_bytes;        /* 1, 2 or 4; 0 before ff__pipeline_set_output */
+  int out_custom;            /* not the default format: the generic writer and device stage */
+  uint32_t out_table[3][256];/* per channel and uint8 value: the element's bits (kernels/out.h) */
 } ff__pipeline;
+
+/* Sets p's output format from ff_config's output_dtype (ff_output_dtype)
+ * and memory_format (ff_memory_format), after parsing. FF_EINVAL naming
+ * the option when the combination cannot be (a float type without a final
+ * normalize / to_dtype, uint8 with one, an unknown value). */
+ff_status ff__pipeline_set_output(ff__pipeline *p, int output_dtype, int memory_format, ff__error *err);
+
+/* The same pipeline writing NHWC uint8 (what the host uploads for a device
+ * to convert: the output stage's input). */
+void ff__pipeline_uint8_transport(const ff__pipeline *p, ff__pipeline *out);
+
+/* Bytes of one output sample in p's format. */
+size_t ff__pipeline_sample_bytes(const ff__pipeline *p);
 
 /* Parses text. Errors are FF_EPIPELINE with a message
  * "pipeline column N: ..." naming what was expected. */

@@ -12,8 +12,12 @@
 # at most its own budget and never more than what is left; a failing or
 # timed-out step is recorded and the next one runs. Steps in order of
 # value, so a short run still answers the most: bit-identity, memcheck,
-# DLPack into torch, device decode, the trainer stand-in at 1 thread, then
-# the rest. Every step's log and summary.txt go under $OUT (default
+# DLPack into torch, device decode, the trainer stand-in at 1 thread (also
+# its slowdown with the output on the device against host output), the
+# transport (upload GB/s pinned vs pageable, ms per batch with host output
+# vs direct aggregation, host round trips, the consumer's CPU while it
+# waits), the kernels without their shared-memory reductions
+# (FF_DEVICE_KERNELS=plain: images/s before/after), then the rest. Every step's log and summary.txt go under $OUT (default
 # build-device/out). Exit status 0 when no step failed or timed out.
 #
 # With an emu:N device it is the dry run CI runs (ctest device_run_dry):
@@ -102,7 +106,7 @@ rebuild() {
   cmake -S "$ROOT" -B "$ROOT/build-device" -DFF_CUDA=ON -DCMAKE_CUDA_COMPILER="$NVCC" \
     -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CUDA_ARCHITECTURES="${FF_CUDA_ARCH:-90}"
   cmake --build "$ROOT/build-device" -j "$(nproc)" --target test_device test_pool test_offload device_check \
-    trainer_standin _fusionflow
+    trainer_standin transport _fusionflow
   echo "rebuilt in build-device"
 }
 export -f rebuild
@@ -170,9 +174,22 @@ device_decode() {
 
 trainer_1() { "$BIN/tests/trainer_standin" --threads 1 --step-ms 20 --dir "$FF_TEST_TMP/trainer"; }
 trainer_2() { "$BIN/tests/trainer_standin" --threads 2 --step-ms 20 --dir "$FF_TEST_TMP/trainer"; }
+# The kernels without their shared-memory histograms and sums (the one
+# build's before/after: compare its images/s lines with device_check's);
+# also their bit-identity.
+kernels_plain() {
+  local batch=$BATCH
+  ((DRY)) && batch=4
+  FF_DEVICE_KERNELS=plain "$BIN/tests/device_check" "$DEVICE" "$batch"
+}
+# Batch $BATCH x 4 batches on a GPU; the dry run takes 8 x 2 on emu (its
+# figures are the emulator's memcpy, not a GPU's).
+transport() {
+  if ((DRY)); then "$BIN/tests/transport" "$DEVICE" 8 2; else "$BIN/tests/transport" "$DEVICE" "$BATCH" 4; fi
+}
 offload() { "$BIN/tests/test_offload"; }
 pool() { "$BIN/tests/test_pool"; }
-export -f gpu bit_identity device_check memcheck dlpack_torch device_decode trainer_1 trainer_2 offload pool
+export -f gpu bit_identity device_check memcheck dlpack_torch device_decode trainer_1 trainer_2 transport kernels_plain offload pool
 
 # ---- the node benchmark as CPU-only processes (bench/node.py: loaders with the
 # coordinator, off and a static split on the machine's cores, and the CPU
@@ -200,6 +217,8 @@ fi
 step dlpack_torch 60 dlpack_torch
 step device_decode 60 device_decode
 step trainer_1 120 --cuda trainer_1
+step transport 60 transport
+step kernels_plain 90 kernels_plain
 step offload 90 offload
 step trainer_2 120 --cuda trainer_2
 step pool 60 pool

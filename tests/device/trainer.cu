@@ -2,8 +2,11 @@
  * GPU machine (METHOD.md, section 3): it keeps the GPU busy with a "training
  * step" of a set length per batch while it consumes fusionflow batches, once
  * with the CPU pool alone (device cpu), once with offload to cuda:0 in
- * placement split (CPU decode, device ops: device_decode off) and once with
- * device decode on (placement device, where nvJPEG loads), and reports for
+ * placement split (CPU decode, device ops: device_decode off), once with
+ * device decode on (placement device, where nvJPEG loads) and once in
+ * placement split with the batches handed out on cuda:0 (output_device:
+ * the device's samples written in place, the step's stream waiting for
+ * each batch's event and releasing after it), and reports for
  * each the images/s, the share of the run it stalled waiting for
  * batches, the device's share of the samples and the step's length against
  * the same step run alone: how much of cpu-only's stall cooperative mode
@@ -99,8 +102,8 @@ typedef struct result {
 
 /* Consumes `batches` timed batches (after 10 untimed) from a loader on
  * `device`, one step per batch. */
-static int consume(const char *source, const char *device, ff_device_decode decode, int batch_size, int threads,
-                   int batches, step *s, result *out) {
+static int consume(const char *source, const char *device, const char *output_device, ff_device_decode decode,
+                   int batch_size, int threads, int batches, step *s, result *out) {
   ff_config c;
   ff_config_init(&c);
   c.source = source;
@@ -110,6 +113,7 @@ static int consume(const char *source, const char *device, ff_device_decode deco
   c.seed = 1;
   c.device = device;
   c.device_decode = decode;
+  c.output_device = output_device;
   ff_loader *l = NULL;
   if (ff_loader_open(&c, &l) != FF_OK) {
     fprintf(stderr, "trainer: %s: %s\n", device, ff_loader_errmsg(l));
@@ -130,6 +134,10 @@ static int consume(const char *source, const char *device, ff_device_decode deco
     }
     ff_batch_info info;
     ff_batch_stats(b, &info);
+    if (ff_batch_wait_on(b, s->stream) != FF_OK) { /* the step reads the batch on its stream */
+      fprintf(stderr, "trainer: %s: ff_batch_wait_on failed\n", device);
+      return 1;
+    }
     float ms = run_step(s);
     if (i >= 10) {
       wait += 1e-9 * (double)info.wait_ns;
@@ -137,7 +145,7 @@ static int consume(const char *source, const char *device, ff_device_decode deco
       samples += ff_batch_size(b);
       on_device += info.device_samples;
     }
-    ff_batch_release(b);
+    ff_batch_release_after(b, s->stream);
   }
   double wall = now_s() - t0;
   ff_loader_close(l);
@@ -190,20 +198,23 @@ int main(int argc, char **argv) {
 
   /* cpu alone; cooperative with placement split (CPU decode, device ops); and
    * with device decode (placement device: nvJPEG decodes, when it loads) */
-  result r[3];
-  const char *names[3] = {"cpu", "split", "device"};
-  if (consume(source, "cpu", FF_DEVICE_DECODE_OFF, batch_size, threads, batches, &s, &r[0]) ||
-      consume(source, "cuda:0", FF_DEVICE_DECODE_OFF, batch_size, threads, batches, &s, &r[1]) ||
-      consume(source, "cuda:0", FF_DEVICE_DECODE_ON, batch_size, threads, batches, &s, &r[2]))
+  result r[4];
+  const char *names[4] = {"cpu", "split", "device", "split+out"};
+  if (consume(source, "cpu", "cpu", FF_DEVICE_DECODE_OFF, batch_size, threads, batches, &s, &r[0]) ||
+      consume(source, "cuda:0", "cpu", FF_DEVICE_DECODE_OFF, batch_size, threads, batches, &s, &r[1]) ||
+      consume(source, "cuda:0", "cpu", FF_DEVICE_DECODE_ON, batch_size, threads, batches, &s, &r[2]) ||
+      consume(source, "cuda:0", "cuda:0", FF_DEVICE_DECODE_OFF, batch_size, threads, batches, &s, &r[3]))
     return 1;
   printf("trainer stand-in: step %.2f ms alone (%d blocks on %d SMs), batch %d, %d CPU threads, RandAugment, "
          "%d timed batches\n",
          alone, s.blocks, sms, batch_size, threads, batches);
-  printf("%-8s %12s %8s %14s %10s %10s\n", "device", "images/s", "stall", "device share", "step ms", "slowdown");
-  for (int i = 0; i < 3; i++)
-    printf("%-8s %12.1f %7.1f%% %13.1f%% %10.2f %9.1f%%\n", names[i], r[i].images_per_s, 100 * r[i].stall,
+  printf("%-9s %12s %8s %14s %10s %10s\n", "device", "images/s", "stall", "device share", "step ms", "slowdown");
+  for (int i = 0; i < 4; i++)
+    printf("%-9s %12.1f %7.1f%% %13.1f%% %10.2f %9.1f%%\n", names[i], r[i].images_per_s, 100 * r[i].stall,
            100 * r[i].device_share, r[i].step_ms, 100 * (r[i].step_ms / alone - 1));
-  for (int i = 1; i < 3; i++) {
+  printf("split+out against split (output on the device, no host round trip): step %+.1f%%, images/s %.2fx\n",
+         100 * (r[3].step_ms / r[1].step_ms - 1), r[3].images_per_s / r[1].images_per_s);
+  for (int i = 1; i < 4; i++) {
     double removed = r[0].stall > 0.005 ? 1 - r[i].stall / r[0].stall : 0;
     double slowdown = r[i].step_ms / alone - 1;
     printf("%s: stall removed %.0f%%, step slowdown %.1f%%, %.2fx the images/s of cpu: goal (>= 90%% removed, "

@@ -93,6 +93,28 @@ def test_batches_on_an_output_device_equal_host_batches(folder):
     with pytest.raises(fusionflow.DeviceUnavailableError, match="output_device"):
         fusionflow.Loader(root, FLOAT_PIPE, batch_size=4, output="dlpack", output_device="emu:0?mem=1K")
 
+    # the offload device as output: its samples are written in place, none come down
+    with fusionflow.Loader(root, FLOAT_PIPE, batch_size=4, seed=5, device="emu:0?delay=20", output="dlpack",
+                           output_device="emu:0") as loader:
+        got = [(np.from_dlpack(i).copy(), np.from_dlpack(l).copy()) for i, l in loader]
+        stats = loader.stats()
+    assert stats["device_download_bytes"] == 0 and stats["host_round_trips"] == 0
+    for (ia, la, _), (ib, lb) in zip(ref, got):
+        np.testing.assert_array_equal(ia, ib)
+        np.testing.assert_array_equal(la, lb)
+
+
+def test_the_trainers_spare_device_memory_sets_the_budget(folder):
+    root = folder[0]
+    with fusionflow.Loader(root, FLOAT_PIPE, batch_size=4, device="emu:0", output="numpy") as loader:
+        core = loader._open()
+        core.set_device_free_bytes(1 << 20)
+        assert loader.stats()["device_pool_limit_bytes"] <= (1 << 20) + loader.stats()["device_pool_peak_bytes"]
+        core.set_device_free_bytes(-1)
+        assert loader.stats()["device_pool_limit_bytes"] > (1 << 30)
+        with pytest.raises(TypeError):
+            core.set_device_free_bytes("lots")
+
 
 def test_batches_equal_augment_image_per_sample(folder):
     root, paths, _ = folder
@@ -487,3 +509,44 @@ def test_plan_replayed_with_numpy_gives_the_batch(folder):
         with pytest.raises(Exception, match="past the"):
             loader.plan(len(paths))
     assert 0 < flips < len(paths)
+
+
+@pytest.mark.parametrize("mean,std", [("imagenet", "imagenet"),                # ordinary values
+                                      ("(0.5, 0.5, 0.5)", "(1e-6, 2e-6, 4e-6)"),  # past float16's range
+                                      ("(0.5, 0.5, 0.5)", "(1e6, 3e6, 9e5)")])   # float16 subnormals
+def test_bfloat16_and_float16_batches_round_as_torch_does(folder, mean, std):
+    torch = pytest.importorskip("torch")
+    root = folder[0]
+    pipe = f"decode | random_resized_crop(size=20) | random_horizontal_flip | normalize(mean={mean}, std={std})"
+    with fusionflow.Loader(root, pipe, batch_size=4, seed=7, output="torch") as loader:
+        ref = [images.clone() for images, _ in loader]
+    for dtype in (torch.bfloat16, torch.float16):
+        for device, output_device in (("cpu", "cpu"), ("emu:0", "emu:0")):
+            with fusionflow.Loader(root, pipe, batch_size=4, seed=7, output="torch", dtype=dtype, device=device,
+                                   output_device=output_device) as loader:
+                got = [images.clone() for images, _ in loader]
+            assert len(got) == len(ref)
+            for g, r in zip(got, ref):
+                assert g.dtype == dtype
+                want = r.to(dtype)  # torch's round to nearest even
+                assert torch.equal(g.view(torch.int16), want.view(torch.int16)), (dtype, device)
+
+
+def test_channels_last_batches_are_torch_channels_last(folder):
+    torch = pytest.importorskip("torch")
+    root = folder[0]
+    with fusionflow.Loader(root, FLOAT_PIPE, batch_size=4, seed=2, output="torch") as loader:
+        ref = [images.clone() for images, _ in loader]
+    with fusionflow.Loader(root, FLOAT_PIPE, batch_size=4, seed=2, output="torch",
+                           memory_format=torch.channels_last) as loader:
+        got = [images.clone(memory_format=torch.preserve_format) for images, _ in loader]
+    for g, r in zip(got, ref):
+        assert g.shape == r.shape
+        assert g.is_contiguous(memory_format=torch.channels_last) and not g.is_contiguous()
+        assert torch.equal(g, r)
+    with pytest.raises(ValueError, match="memory_format"):
+        fusionflow.Loader(root, FLOAT_PIPE, batch_size=4, memory_format="planar")
+    with pytest.raises(ValueError, match="dtype"):
+        fusionflow.Loader(root, FLOAT_PIPE, batch_size=4, dtype="int8")
+    with pytest.raises(fusionflow.InvalidArgumentError, match="output_dtype"):
+        fusionflow.Loader(root, FLOAT_PIPE, batch_size=4, dtype="uint8")

@@ -23,7 +23,7 @@ typedef struct fake {
   size_t total, other, used;
   int refuse; /* the next raw allocations fail: out of memory */
   int broken; /* the next raw allocations fail: the device failed */
-  unsigned live, calls;
+  unsigned live, calls, trims;
 } fake;
 
 static ff_status fake_alloc(void *ctx, size_t size_bytes, void **out, ff__error *err) {
@@ -54,8 +54,10 @@ static ff_status fake_info(void *ctx, size_t *free_bytes, size_t *total_bytes) {
   return FF_OK;
 }
 
+static void fake_trim(void *ctx) { ((fake *)ctx)->trims++; }
+
 static void open_pool(ff__pool *p, fake *f, size_t limit, size_t headroom, unsigned refresh_every) {
-  ff__pool_backend be = {f, fake_alloc, fake_free, fake_info};
+  ff__pool_backend be = {f, fake_alloc, fake_free, fake_info, fake_trim};
   ff__pool_config cfg = {limit, headroom, refresh_every};
   ff__error err = {0};
   assert_int_equal(ff__pool_init(p, &be, &cfg, &err), FF_OK);
@@ -232,6 +234,39 @@ static void a_steady_state_reuses_cached_blocks(void **state) {
   ff__pool_destroy(&p);
 }
 
+/* A framework's figure of free memory (torch: free + reserved - allocated)
+ * replaces the device's; when it shrinks, cached blocks go back and the
+ * device is trimmed, in-use blocks stay. */
+static void a_given_free_figure_sets_the_limit_and_a_shrinking_one_trims(void **state) {
+  (void)state;
+  fake f = {.total = 1 << 30};
+  ff__pool p;
+  ff__error err = {0};
+  open_pool(&p, &f, 0, 1 << 20, 0);
+  void *a, *b;
+  assert_int_equal(ff__pool_alloc(&p, 8 << 20, &a, &err), FF_OK);
+  assert_int_equal(ff__pool_alloc(&p, 8 << 20, &b, &err), FF_OK);
+  ff__pool_free(&p, b); /* cached */
+  ff__pool_stats s;
+  assert_int_equal(ff__pool_set_free(&p, 100 << 20, &err), FF_OK);
+  ff__pool_stats_get(&p, &s);
+  assert_int_equal(s.limit_bytes, (16 << 20) + (100 << 20) - (1 << 20)); /* reserved + given - headroom */
+  assert_int_equal(f.trims, 0);
+  assert_int_equal(ff__pool_set_free(&p, 0, &err), FF_OK); /* the trainer took it all */
+  ff__pool_stats_get(&p, &s);
+  assert_int_equal(s.limit_bytes, (16 << 20) - (1 << 20));
+  assert_int_equal(s.reserved_bytes, 8 << 20); /* the cached block went back, the one in use stayed */
+  assert_int_equal(f.live, 1);
+  assert_int_equal(f.trims, 1);
+  void *c;
+  assert_int_equal(ff__pool_alloc(&p, 8 << 20, &c, &err), FF__EBUDGET); /* over the new limit */
+  assert_int_equal(ff__pool_set_free(&p, -1, &err), FF_OK); /* back to the device's own figure */
+  ff__pool_stats_get(&p, &s);
+  assert_true(s.limit_bytes > (512u << 20));
+  ff__pool_free(&p, a);
+  ff__pool_destroy(&p);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(the_limit_is_free_memory_minus_headroom_or_the_user_limit),
@@ -241,6 +276,7 @@ int main(void) {
       cmocka_unit_test(a_device_refusal_is_a_budget_status),
       cmocka_unit_test(a_device_failure_is_a_device_error_not_a_budget_refusal),
       cmocka_unit_test(a_steady_state_reuses_cached_blocks),
+      cmocka_unit_test(a_given_free_figure_sets_the_limit_and_a_shrinking_one_trims),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
