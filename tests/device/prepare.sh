@@ -8,7 +8,8 @@
 # A CUDA build for sm_90 (SASS, with -lineinfo for compute-sanitizer and
 # profiler source lines) in build-carry/build; then build-carry/carry gets
 #   tests/   test_device test_pool test_offload device_check trainer_standin transport
-#            test_nvjpeg libnvjpeg_stub.so, and the fusionflow CLI beside them
+#            test_nvjpeg libnvjpeg_stub.so, and the fusionflow CLI and node_member
+#            (bench/node.py's trainer process) beside them
 #   nvjpeg/  libnvjpeg.so.13 from the nvidia-nvjpeg wheel; demo-small/ 300 demo
 #            images (tests/device/decode.sh --prepare), for the device-decode step
 #   python/  the fusionflow package with its extension
@@ -27,7 +28,7 @@ LIMIT_BYTES=$((64 << 20))
 cmake -S "$ROOT" -B "$BUILD" -DFF_CUDA=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_CUDA_ARCHITECTURES="${FF_CUDA_ARCH:-90}" -DFF_PYTHON="$FF_PYTHON" >/dev/null
 targets="test_device test_pool test_offload device_check trainer_standin transport _fusionflow fusionflow_cli test_nvjpeg
-         nvjpeg_stub"
+         nvjpeg_stub node_member"
 cmake --build "$BUILD" -j "$JOBS" --target $targets
 
 rm -rf "$CARRY"
@@ -35,7 +36,7 @@ mkdir -p "$CARRY/tests" "$CARRY/lib" "$CARRY/python"
 for t in test_device test_pool test_offload device_check trainer_standin transport test_nvjpeg libnvjpeg_stub.so; do
   [ -e "$BUILD/tests/$t" ] && cp "$BUILD/tests/$t" "$CARRY/tests/"
 done
-cp "$BUILD/fusionflow" "$CARRY/"
+cp "$BUILD/fusionflow" "$BUILD/node_member" "$CARRY/"
 # The device-decode step's nvJPEG (the PyPI wheel's library) and images (tests/device/decode.sh).
 (cd "$ROOT" && tests/device/decode.sh --prepare >/dev/null)
 cp -r "$ROOT/build/nvjpeg" "$ROOT/build/demo-small" "$CARRY/"
@@ -43,7 +44,7 @@ cp -r "$BUILD/python/fusionflow" "$CARRY/python/"
 rm -rf "$CARRY/python/fusionflow/__pycache__"
 
 # Shared libraries: all but the C library's own (the device machine has those).
-for f in "$CARRY"/fusionflow "$CARRY"/tests/* "$CARRY"/python/fusionflow/*.so; do
+for f in "$CARRY"/fusionflow "$CARRY"/node_member "$CARRY"/tests/* "$CARRY"/python/fusionflow/*.so; do
   ldd "$f" | awk '/=> \// {print $3}'
 done | sort -u | while read -r lib; do
   case $(basename "$lib") in

@@ -106,7 +106,7 @@ rebuild() {
   cmake -S "$ROOT" -B "$ROOT/build-device" -DFF_CUDA=ON -DCMAKE_CUDA_COMPILER="$NVCC" \
     -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CUDA_ARCHITECTURES="${FF_CUDA_ARCH:-90}"
   cmake --build "$ROOT/build-device" -j "$(nproc)" --target test_device test_pool test_offload device_check \
-    trainer_standin transport _fusionflow
+    trainer_standin transport _fusionflow node_member
   echo "rebuilt in build-device"
 }
 export -f rebuild
