@@ -72,6 +72,13 @@ def _normalize_source(source):
 
 
 _DEVICE_DECODE = {"auto": 0, "off": 1, "on": 2}  # ff_device_decode
+_SEMANTICS = {"v1": 0, "v2": 1}  # ff_semantics
+
+
+def _semantics(where, semantics):
+    if semantics not in _SEMANTICS:
+        raise ValueError(f"fusionflow.{where}: semantics must be 'v1' or 'v2' (got {semantics!r})")
+    return _SEMANTICS[semantics]
 
 # torch.utils.data.DataLoader arguments without a meaning here, and what to do instead.
 _DATALOADER_UNSUPPORTED = {
@@ -197,6 +204,12 @@ class Loader:
             ff_config.device_decode).
         deterministic (bool): bit-identical batches and exact resume whatever the load:
             device decode off whatever ``device_decode`` says.
+        semantics (str): whose arithmetic the ops follow: ``"v1"`` (default,
+            ``torchvision.transforms``) or ``"v2"`` (``torchvision.transforms.v2``: color,
+            contrast, sharpness, autocontrast, the bilinear warps' fill blend and the
+            policies' solarize thresholds differ by one level; v2's native uint8 resize is
+            not reproduced -- see fusionflow.h, ff_semantics). The same seed and semantics
+            give the same batches; the random draws do not depend on it.
         prefetch (int): batches prepared ahead, >= 1. At most ``prefetch + 1``
             batches can be alive at once (see below).
         num_workers, prefetch_factor, persistent_workers: DataLoader's names,
@@ -264,13 +277,14 @@ class Loader:
                  device="auto", prefetch=2, on_error="raise", rank=None, world_size=None, output="auto",
                  max_image_pixels=_c.DEFAULT_MAX_IMAGE_PIXELS, device_memory_limit_bytes=0, strict_decode=False,
                  allow_empty=False, sampler_drop_last=False, permutation="philox", pin_memory=None,
-                 output_device="cpu", device_decode="auto", deterministic=False, num_workers=None,
+                 output_device="cpu", device_decode="auto", deterministic=False, semantics="v1", num_workers=None,
                  prefetch_factor=None, persistent_workers=None, **dataloader_kwargs):
         self._c = None
         num_threads, prefetch = _dataloader_names(num_threads, num_workers, prefetch, prefetch_factor,
                                                   dataloader_kwargs)
         if device_decode not in _DEVICE_DECODE:
             raise ValueError(f"fusionflow.Loader: device_decode must be 'auto', 'off' or 'on' (got {device_decode!r})")
+        semantics_value = _semantics("Loader", semantics)
         if permutation not in ("philox", "torch"):
             raise ValueError(f"fusionflow.Loader: permutation must be 'philox' or 'torch' (got {permutation!r})")
         if not isinstance(device, str):
@@ -340,7 +354,8 @@ class Loader:
                 allow_empty=bool(allow_empty), sampler_drop_last=self.sampler_drop_last,
                 torch_permutation=permutation == "torch",
                 pin_memory=-1 if pin_memory is None else int(pin_memory), output_device=output_device,
-                device_decode=_DEVICE_DECODE[device_decode], deterministic=bool(deterministic))
+                device_decode=_DEVICE_DECODE[device_decode], deterministic=bool(deterministic),
+                semantics=semantics_value)
         except _errors.DeviceError as e:
             raise _errors.DeviceUnavailableError(f"fusionflow.Loader(device={device!r}): {e}", e.status) from None
         with _open_lock:
@@ -609,7 +624,7 @@ class _EpochIterator:
         return len(self._loader)
 
 
-def augment_image(path, pipeline, seed=0, epoch=0, index=0, output="numpy"):
+def augment_image(path, pipeline, seed=0, epoch=0, index=0, output="numpy", semantics="v1"):
     """Runs ``pipeline`` on one image file as sample ``index`` of ``epoch`` under
     ``seed`` -- exactly the draws a Loader makes for that sample -- and returns
     the result before any final ``to_dtype``/``normalize``.
@@ -619,6 +634,7 @@ def augment_image(path, pipeline, seed=0, epoch=0, index=0, output="numpy"):
         pipeline (str): pipeline text (need not give a fixed size).
         seed, epoch, index (int): >= 0; ``index`` is the sample's dataset index.
         output (str): ``"numpy"`` (default), ``"torch"`` or ``"dlpack"``.
+        semantics (str): ``"v1"`` (default) or ``"v2"``, as for Loader.
     Returns:
         ``(H, W, 3)`` uint8 RGB array (HWC).
     Raises:
@@ -631,5 +647,6 @@ def augment_image(path, pipeline, seed=0, epoch=0, index=0, output="numpy"):
     for name, value in (("seed", seed), ("epoch", epoch), ("index", index)):
         if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 1 << 64:
             raise ValueError(f"fusionflow.augment_image: {name} must be an int in [0, 2**64) (got {value!r})")
+    semantics_value = _semantics("augment_image", semantics)
     convert = _converter(output)
-    return convert(_c.augment_image(os.fspath(path), pipeline, seed, epoch, index))
+    return convert(_c.augment_image(os.fspath(path), pipeline, seed, epoch, index, semantics_value))

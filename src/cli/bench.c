@@ -68,6 +68,7 @@ static void bench_usage(FILE *f) {
           "  --device-decode MODE  auto (default: on for CUDA devices with a decoder), on (also\n"
           "                        emu:N), off: whether device-bound samples may be decoded there\n"
           "  --deterministic       bit-identical batches whatever the load (no device decode)\n"
+          "  --semantics v1|v2     torchvision.transforms (v1, default) or transforms.v2 arithmetic\n"
           "  --device-memory-limit SIZE\n"
           "                        most device memory the loader may hold, bytes or with a\n"
           "                        K, M or G suffix (default: free memory less the headroom);\n"
@@ -162,7 +163,7 @@ int ff__cli_bench(int argc, char **argv) {
   enum { O_SOURCE = 256, O_PIPELINE, O_BATCH, O_BATCHES, O_EPOCHS, O_WARMUP, O_THREADS, O_PREFETCH, O_SEED,
          O_NOSHUFFLE, O_DROPLAST, O_RANK, O_WORLD, O_STEP, O_ONERROR, O_MAXPIX, O_JSON, O_DEVICE, O_DEVMEM,
          O_TRACE, O_TRACE_EVENTS, O_PER_BATCH, O_SCANS, O_METADATA, O_STRICT, O_ALLOW_EMPTY, O_SAMPLER_DROPLAST,
-         O_PERMUTATION, O_DEVDECODE, O_DETERMINISTIC };
+         O_PERMUTATION, O_DEVDECODE, O_DETERMINISTIC, O_SEMANTICS };
   static const struct option opts[] = {
       {"source", required_argument, 0, O_SOURCE},     {"pipeline", required_argument, 0, O_PIPELINE},
       {"batch-size", required_argument, 0, O_BATCH},  {"batches", required_argument, 0, O_BATCHES},
@@ -180,6 +181,7 @@ int ff__cli_bench(int argc, char **argv) {
       {"strict-decode", no_argument, 0, O_STRICT},       {"allow-empty", no_argument, 0, O_ALLOW_EMPTY},
       {"sampler-drop-last", no_argument, 0, O_SAMPLER_DROPLAST}, {"permutation", required_argument, 0, O_PERMUTATION},
       {"device-decode", required_argument, 0, O_DEVDECODE}, {"deterministic", no_argument, 0, O_DETERMINISTIC},
+      {"semantics", required_argument, 0, O_SEMANTICS},
       {0, 0, 0, 0}};
   ff_config cfg;
   ff_config_init(&cfg);
@@ -247,6 +249,12 @@ int ff__cli_bench(int argc, char **argv) {
     case O_TRACE_EVENTS: if (!parse_long(name, optarg, 1, 1L << 28, &trace_events)) return 2; break;
     case O_PER_BATCH: per_batch = 1; break;
     case O_DETERMINISTIC: cfg.deterministic = 1; break;
+    case O_SEMANTICS: {
+      int v2 = 0;
+      if (!ff__cli_parse_semantics("bench", optarg, &v2)) return 2;
+      cfg.semantics = (ff_semantics)v2;
+      break;
+    }
     case O_DEVDECODE:
       if (!strcmp(optarg, "auto")) cfg.device_decode = FF_DEVICE_DECODE_AUTO;
       else if (!strcmp(optarg, "on")) cfg.device_decode = FF_DEVICE_DECODE_ON;
