@@ -332,6 +332,7 @@ class Loader:
         self.sampler_drop_last = bool(sampler_drop_last)
         self.permutation = permutation
         self.seed = seed
+        self.semantics = semantics
         self.prefetch = prefetch
         self.on_error = on_error
         self.device = device
@@ -441,7 +442,7 @@ class Loader:
         """What the loader draws for sample ``index`` (its place in the data
         set, as the batches' sample indices give it) in ``epoch`` (default: the
         epoch the next batch comes from), without decoding it: a dict with
-        "path", "label", "image" (format, width, height), "decode" (the region
+        "path", "label", "semantics" ("v1" or "v2"), "image" (format, width, height), "decode" (the region
         decoded, in full-image pixels, its DCT scale, the decoded size and the
         region's exact box in it) and "steps", each {"op": name, ...}: crop
         boxes, resizes, the flips drawn, every augmentation op with "arg" (as
@@ -469,7 +470,7 @@ class Loader:
         Keys: ``epoch`` and ``batch`` (the batch the next iteration hands out:
         taken inside the loop body after batch k, it resumes at k + 1), and the
         settings that must match on load (``seed``, ``batch_size``, ``shuffle``,
-        ``drop_last``, ``sampler_drop_last``, ``permutation``, ``world_size``,
+        ``drop_last``, ``sampler_drop_last``, ``permutation``, ``semantics``, ``world_size``,
         ``dataset_size``). The rank is not
         included: every rank is at the same position, so one rank's state
         serves all.
@@ -486,6 +487,7 @@ class Loader:
             "drop_last": self.drop_last,
             "sampler_drop_last": self.sampler_drop_last,
             "permutation": self.permutation,
+            "semantics": self.semantics,
             "world_size": self.world_size,
             "dataset_size": c.dataset_size,
         }
@@ -495,14 +497,14 @@ class Loader:
         that follow are bit-identical to those the saved run would have handed out.
 
         Raises: ValueError when the state was saved with a different seed,
-        batch size, shuffle, drop_last, sampler_drop_last, permutation, world
-        size or data set size, or names a
+        batch size, shuffle, drop_last, sampler_drop_last, permutation,
+        semantics, world size or data set size, or names a
         batch past the epoch's end.
         """
         c = self._open()
         mine = self.state_dict()
-        for key in ("seed", "batch_size", "shuffle", "drop_last", "sampler_drop_last", "permutation", "world_size",
-                    "dataset_size"):
+        for key in ("seed", "batch_size", "shuffle", "drop_last", "sampler_drop_last", "permutation", "semantics",
+                    "world_size", "dataset_size"):
             if key in state and state[key] != mine[key]:
                 raise ValueError(f"fusionflow: load_state_dict: the state was saved with {key}={state[key]!r}, "
                                  f"this loader has {key}={mine[key]!r}")

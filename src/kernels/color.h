@@ -143,7 +143,8 @@ FF_HD static inline float ff__autocontrast_scale(int lo, int hi) {
 
 /* v2's AutoContrast: inv = f32(f32(hi - lo) * f32(1 / 255)), then
  * trunc(clamp(f32(x - lo) / inv)) (equal to torchvision 0.29's on every
- * lo < hi and x; it differs from v1's on 8,160 of those 2.8 million). */
+ * lo < hi and lo <= x <= hi; v1's differs on 101,483 of those 2,828,800,
+ * in 24,565 of the 32,640 (lo, hi) pairs). */
 FF_HD static inline float ff__autocontrast_inv_v2(int lo, int hi) { return (float)(hi - lo) * (float)(1.0 / 255.0); }
 
 FF_HD static inline uint8_t ff__autocontrast_v2_u8(uint8_t x, int lo, float inv) {
