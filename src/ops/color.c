@@ -529,27 +529,28 @@ VBMI_TARGET static uint32_t gray_row_sum_vbmi(const uint8_t *p, size_t pixels) {
 }
 #endif
 
-/* Color in v2's arithmetic (kernels/color.h): its gray and blend. */
-FF_FMA_CLONES static void saturation_v2(rows r, ff__blend_w w) {
+/* Color on plain rows in v1's arithmetic or, v2 (a constant after
+ * inlining, so that each loop is its own), v2's gray and blend. */
+static inline __attribute__((always_inline)) void saturation_rows(rows r, ff__blend_w w, const int v2) {
   size_t pixels = r.bytes / 3;
   for (size_t y = 0; y < r.count; y++) {
     const uint8_t *p = r.src + y * r.src_stride;
     uint8_t *q = r.dst + y * r.dst_stride;
     for (size_t x = 0; x < pixels; x++) {
       uint8_t R = p[3 * x], G = p[3 * x + 1], B = p[3 * x + 2];
-      float g = (float)ff__gray_v2_u8(R, G, B);
-      q[3 * x] = ff__blend_v2_u8(w, (float)R, g);
-      q[3 * x + 1] = ff__blend_v2_u8(w, (float)G, g);
-      q[3 * x + 2] = ff__blend_v2_u8(w, (float)B, g);
+      float g = (float)(v2 ? ff__gray_v2_u8(R, G, B) : ff__gray_u8(R, G, B));
+      q[3 * x] = v2 ? ff__blend_v2_u8(w, (float)R, g) : ff__blend_u8(w, (float)R, g);
+      q[3 * x + 1] = v2 ? ff__blend_v2_u8(w, (float)G, g) : ff__blend_u8(w, (float)G, g);
+      q[3 * x + 2] = v2 ? ff__blend_v2_u8(w, (float)B, g) : ff__blend_u8(w, (float)B, g);
     }
   }
 }
 
-/* Color (spec 2.8): blend(X, gray(X), f) on RGB pixels. */
+/* Color (spec 2.8): blend(X, gray(X), f) on RGB pixels (w.v2: v2's). */
 FF_FMA_CLONES static void saturation(const ff__image *src, const ff__image *dst, ff__blend_w w) {
   rows r = rows_of(src, dst);
   if (w.v2) {
-    saturation_v2(r, w);
+    saturation_rows(r, w, 1);
     return;
   }
 #ifdef HAVE_VBMI_PATH
@@ -558,18 +559,7 @@ FF_FMA_CLONES static void saturation(const ff__image *src, const ff__image *dst,
     return;
   }
 #endif
-  size_t pixels = r.bytes / 3;
-  for (size_t y = 0; y < r.count; y++) {
-    const uint8_t *p = r.src + y * r.src_stride;
-    uint8_t *q = r.dst + y * r.dst_stride;
-    for (size_t x = 0; x < pixels; x++) {
-      uint8_t R = p[3 * x], G = p[3 * x + 1], B = p[3 * x + 2];
-      float g = (float)ff__gray_u8(R, G, B);
-      q[3 * x] = ff__blend_u8(w, (float)R, g);
-      q[3 * x + 1] = ff__blend_u8(w, (float)G, g);
-      q[3 * x + 2] = ff__blend_u8(w, (float)B, g);
-    }
-  }
+  saturation_rows(r, w, 0);
 }
 
 /* The sum of the truncated gray values of an RGB image (or of the pixels of
@@ -644,11 +634,17 @@ static inline void sharpen_row(uint8_t *restrict out, const uint8_t *restrict up
     out[k] = self[mid[k]];
     out[bytes - c + k] = self[mid[bytes - c + k]];
   }
-  for (size_t k = (size_t)c; k < bytes - c; k++) {
-    int s = up[k - c] + up[k] + up[k + c] + mid[k - c] + 5 * mid[k] + mid[k + c] + down[k - c] + down[k] +
-            down[k + c];
-    out[k] = ff__sharp_sem_u8(w, mid[k], ff__sharp_smooth_u8(s), 0);
-  }
+  /* the semantics chosen outside the loops, so that each vectorises */
+#define SUM9(k)                                                                                              \
+  (up[(k) - c] + up[k] + up[(k) + c] + mid[(k) - c] + 5 * mid[k] + mid[(k) + c] + down[(k) - c] + down[k] +  \
+   down[(k) + c])
+  if (w.v2)
+    for (size_t k = (size_t)c; k < bytes - c; k++)
+      out[k] = ff__sharp_v2_u8(w, mid[k], ff__sharp_smooth_u8(SUM9(k)));
+  else
+    for (size_t k = (size_t)c; k < bytes - c; k++)
+      out[k] = ff__blend_u8(w, (float)mid[k], (float)ff__sharp_smooth_u8(SUM9(k)));
+#undef SUM9
 }
 
 #ifdef HAVE_VBMI_PATH

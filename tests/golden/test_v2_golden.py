@@ -15,7 +15,6 @@ functional ops on uint8 tensors).
 4. v2's native uint8 resize is not reproduced: its distance from ours is
    measured and bounded (one level), not hidden.
 """
-import ctypes
 import math
 
 import numpy as np
@@ -26,12 +25,8 @@ from torchvision.transforms import InterpolationMode
 F2 = pytest.importorskip("torchvision.transforms.v2.functional")  # torchvision >= 0.15
 
 from conftest import make_image
+from test_policy_golden import MIX_BEGIN, CHAIN_BEGIN, CHAIN_END, MIX_END, STEP_AUG, Planner
 
-# ff__step_kind and ff__aug_op (src/pipeline/pipeline.h, src/kernels/aug.h)
-STEP_AUG, MIX_BEGIN, CHAIN_BEGIN, CHAIN_END, MIX_END = 4, 5, 6, 7, 8
-OP_NAMES = ["Identity", "ShearX", "ShearY", "TranslateX", "TranslateY", "Rotate", "Brightness",
-            "Color", "Contrast", "Sharpness", "Posterize", "Solarize", "AutoContrast", "Equalize",
-            "Invert"]
 KINDS = ["noise", "gradient", "narrow", "stripes", "two_valued"]
 SIZES = [(31, 45), (64, 64)]
 
@@ -188,28 +183,6 @@ def test_v1_differs_from_v2_only_where_listed(run, stats, fam):
 
 # ---------------------------------------------------------------- 2. plans
 
-class Planner:
-    def __init__(self, lib):
-        f = lib.ff_shim_plan_steps_as
-        f.restype = ctypes.c_int
-        ip = ctypes.POINTER(ctypes.c_int)
-        f.argtypes = [ctypes.c_char_p, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_uint64,
-                      ctypes.c_uint64, ctypes.c_uint64, ip, ip, ctypes.POINTER(ctypes.c_double),
-                      ctypes.POINTER(ctypes.c_float), ctypes.c_int]
-        self.f = f
-        self.cap = 128
-        self.kinds = (ctypes.c_int * self.cap)()
-        self.ops = (ctypes.c_int * self.cap)()
-        self.args = (ctypes.c_double * self.cap)()
-        self.weights = (ctypes.c_float * self.cap)()
-
-    def steps(self, text, h, w, semantics, seed=0, index=0):
-        n = self.f(text.encode(), {"v1": 0, "v2": 1}[semantics], h, w, seed, 0, index, self.kinds, self.ops,
-                   self.args, self.weights, self.cap)
-        assert n >= 0, f"pipeline refused ({n})"
-        return [(self.kinds[i], OP_NAMES[self.ops[i]], self.args[i], self.weights[i]) for i in range(n)]
-
-
 @pytest.fixture(scope="module")
 def planner(shim):
     return Planner(shim.lib)
@@ -222,14 +195,14 @@ def test_trivial_augment_solarize_thresholds_are_v2s(planner):
     seen_v2, only_v2 = set(), set()
     text = "decode | trivial_augment_wide"
     for index in range(6000):
-        for kind, op, arg, _ in planner.steps(text, 64, 64, "v2", index=index):
+        for kind, op, arg, _ in planner.steps(text, 64, 64, semantics="v2", index=index):
             if kind == STEP_AUG and op == "Solarize":
                 assert arg in v2_table, arg
                 seen_v2.add(arg)
                 # the op compares in float32: what counts is which integers reach the threshold
                 if math.ceil(np.float32(arg)) not in {math.ceil(np.float32(t)) for t in v1_table}:
                     only_v2.add(arg)
-        for kind, op, arg, _ in planner.steps(text, 64, 64, "v1", index=index):
+        for kind, op, arg, _ in planner.steps(text, 64, 64, semantics="v1", index=index):
             if kind == STEP_AUG and op == "Solarize":
                 assert arg in v1_table, arg
     assert len(seen_v2) >= 25, sorted(seen_v2)
@@ -315,7 +288,7 @@ def test_policy_v2_equals_v2_ops_replaying_the_plan(planner, run, stats, policy,
     v1_differs = 0
     for index in range(40):
         img = make_image(rng, h, w, ["noise", "gradient", "stripes"][index % 3])
-        steps = planner.steps(text, h, w, "v2", seed=7, index=index)
+        steps = planner.steps(text, h, w, semantics="v2", seed=7, index=index)
         want = v2_replay(img, steps, interpolation, fill)
         got = run(text, img, seed=7, index=index, semantics="v2")
         stats(f"v2 {policy.split('(')[0]} (replayed with v2 ops)").add(got, want)
@@ -337,7 +310,7 @@ def test_pipeline_v2_equals_transforms_v2_end_to_end(planner, run):
     for index in range(80):
         img = make_image(rng, h, w, ["noise", "gradient", "stripes"][index % 3])
         cropped = hwc(F2.center_crop(chw(img), [size, size]))
-        steps = planner.steps(f"decode | {policy}", size, size, "v2", seed=11, index=index)
+        steps = planner.steps(f"decode | {policy}", size, size, semantics="v2", seed=11, index=index)
         aug = v2_replay(cropped, steps, BILINEAR, FILL)
         want = F2.normalize(F2.to_dtype(chw(aug), torch.float32, scale=True), mean, std).numpy()
         got = run(text, img, seed=11, index=index, semantics="v2")
