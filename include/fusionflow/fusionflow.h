@@ -118,7 +118,7 @@ typedef enum ff_permutation {
  *     255 * linspace(1, 0, n) (TrivialAugmentWide's bins 16, 18 and 24 of
  *     31 leave the values 119, 102 and 51 alone). Not reproduced: v2's native
  *     uint8 bilinear resize (resize, random_resized_crop), which rounds its weights to fixed point: v2's resize differs
- *     from ours (and v1's) by one level in about 16% of the values (measured
+ *     from ours (and v1's) by one level in 15-16% of the values (measured
  *     by the golden tests; README "v1 and v2"). Brightness, posterize, equalize, invert, the
  *     nearest warps, crops, flips, normalize's mean and std and AugMix's
  *     mixing are the same in both. */
