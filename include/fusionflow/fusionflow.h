@@ -116,16 +116,18 @@ typedef enum ff_permutation {
  *     multiplies by 1/255 where v1 divides by 255 (126 of the 256 values
  *     differ by an ulp); the policies' solarize thresholds are
  *     255 * linspace(1, 0, n) (TrivialAugmentWide's bins 16, 18 and 24 of
- *     31 leave the values 119, 102 and 51 alone). Not reproduced: v2's native
- *     uint8 bilinear resize (resize, random_resized_crop), which rounds its weights to fixed point: v2's resize differs
- *     from ours (and v1's) by one level in 15-16% of the values (measured
- *     by the golden tests; README "v1 and v2"). Brightness, posterize, equalize, invert, the
- *     nearest warps, crops, flips, normalize's mean and std and AugMix's
- *     mixing are the same in both. */
+ *     31 leave the values 119, 102 and 51 alone). Not reproduced: v2's
+ *     native uint8 bilinear resize (resize, random_resized_crop), which
+ *     rounds its weights to fixed point: v2's resize differs from ours (and
+ *     v1's) by one level in 15-16% of the values (measured by the golden
+ *     tests; README "v1 and v2"). Brightness, posterize, equalize, invert,
+ *     the nearest warps, the warps without a fill, crops, flips, normalize's
+ *     mean and std and AugMix's mixing are the same in both. */
 typedef enum ff_semantics {
   FF_SEMANTICS_V1 = 0,
   FF_SEMANTICS_V2 = 1,
 } ff_semantics;
+
 /* Where a sample of a batch is prepared; the scheduler picks one per sample
  * (see ff_config.device and ff_config.device_decode). */
 typedef enum ff_placement {
@@ -372,7 +374,8 @@ typedef struct ff_batch ff_batch;
  *     posterize(bits), solarize(threshold), autocontrast, equalize, invert.
  *     Consecutive brightness/posterize/solarize/invert/autocontrast/equalize run
  *     as one pass through one composed table (bit-identical to one by one).
- *   to_dtype(dtype=float32)        x / 255 (ConvertImageDtype; scaling is always on)
+ *   to_dtype(dtype=float32)        x / 255 (ConvertImageDtype; scaling is always on;
+ *                                  semantics v2: x * (1 / 255), v2's to_dtype(scale=True))
  *   normalize(mean, std)           (x / 255 - mean) / std per channel; `imagenet`
  *                                  names (0.485, 0.456, 0.406) / (0.229, 0.224, 0.225)
  *
