@@ -227,7 +227,7 @@ static void emit(const char *name, timing t, double copy_us, const char *note) {
 }
 
 static ff__aug aug_of(ff__aug_op op, double arg, int bilinear) {
-  ff__aug a = {op, arg, bilinear, 0, {0, 0, 0}};
+  ff__aug a = {op, arg, bilinear, 0, {0, 0, 0}, 0};
   return a;
 }
 

@@ -101,6 +101,33 @@ typedef enum ff_permutation {
                                 with that generator), for n < 214,748,364 samples; computed here,
                                 torch is not needed */
 } ff_permutation;
+
+/* Which torchvision API the ops' arithmetic follows (ff_config.semantics).
+ * Both are torchvision 0.29's uint8 tensor path on torch 2.x; they differ
+ * by at most one level per pixel, and only where listed:
+ *   FF_SEMANTICS_V1 = 0  torchvision.transforms (v1) (default)
+ *   FF_SEMANTICS_V2 = 1  torchvision.transforms.v2: color (saturation) and
+ *     contrast blend as x.mul(f).add_(y, alpha=1 - f) (a fused multiply-add)
+ *     with a gray of two fused multiply-adds; sharpness leaves the border
+ *     pixels unchanged and adds (1 - f) * (smoothed - x) fused; autocontrast
+ *     divides by (max - min) / 255; the bilinear warps (rotate, shear_*,
+ *     translate_*, affine parts of the policies) blend a fill colour as
+ *     (img - fill) * mask + fill; to_dtype (and normalize's first step)
+ *     multiplies by 1/255 where v1 divides by 255 (126 of the 256 values
+ *     differ by an ulp); the policies' solarize thresholds are
+ *     255 * linspace(1, 0, n) (TrivialAugmentWide's bins 16, 18 and 24 of
+ *     31 leave the values 119, 102 and 51 alone). Not reproduced: v2's
+ *     native uint8 bilinear resize (resize, random_resized_crop), which
+ *     rounds its weights to fixed point: v2's resize differs from ours (and
+ *     v1's) by one level in 15-16% of the values (measured by the golden
+ *     tests; README "v1 and v2"). Brightness, posterize, equalize, invert,
+ *     the nearest warps, the warps without a fill, crops, flips, normalize's
+ *     mean and std and AugMix's mixing are the same in both. */
+typedef enum ff_semantics {
+  FF_SEMANTICS_V1 = 0,
+  FF_SEMANTICS_V2 = 1,
+} ff_semantics;
+
 /* Where a sample of a batch is prepared; the scheduler picks one per sample
  * (see ff_config.device and ff_config.device_decode). */
 typedef enum ff_placement {
@@ -280,6 +307,10 @@ typedef struct ff_config {
    * go up as uint8 (a quarter of float32's bytes) and the device converts
    * them with the same table (ff_batch_info.output_upload_bytes). */
   int memory_format;
+  /* torchvision.transforms (v1, default) or transforms.v2 arithmetic (see
+   * ff_semantics). Part of what a batch is: the same seed, epoch and
+   * semantics give the same batches; the random draws do not depend on it. */
+  ff_semantics semantics;
 } ff_config;
 
 /* ff_config.output_dtype. */
@@ -337,11 +368,13 @@ typedef struct ff_batch ff_batch;
  * first op is `decode`; the pipeline must give every sample the same size
  * (and no op may make images over max_image_pixels). A pipeline ending with
  * normalize or to_dtype gives NCHW float32 batches, otherwise NHWC uint8.
- * Ops and their sources: torchvision.transforms (v1; transforms.v2 differs
- * by one level in several ops and in solarize's threshold), uint8 tensor
- * semantics, as in torchvision 0.29 on torch 2.15 (the golden tests'
- * reference; the policies' magnitude tables follow torch 2.x's linspace,
- * which differs from torch 1.13's in the last bit of some bins):
+ * Ops and their sources: torchvision.transforms (v1), or transforms.v2 with
+ * ff_config.semantics = FF_SEMANTICS_V2 (v2 differs by one level in several
+ * ops and in solarize's threshold: ff_semantics), uint8 tensor semantics,
+ * as in torchvision 0.29 on torch 2.15 (the golden tests' reference; the
+ * policies' magnitude tables follow torch 2.x's linspace, which differs from
+ * torch 1.13's in the last bit of some bins, e.g. TrivialAugmentWide's
+ * translate bin 15 of 31 is 15 px on torch 2.x, 16 on 1.13):
  *   decode(dct_scale=true)         JPEG (libjpeg-turbo, as Pillow decodes it; CMYK
  *                                  read as Adobe's inverted inks, with or without
  *                                  the Adobe marker, as Pillow and torchvision.io
@@ -380,7 +413,8 @@ typedef struct ff_batch ff_batch;
  *     posterize(bits), solarize(threshold), autocontrast, equalize, invert.
  *     Consecutive brightness/posterize/solarize/invert/autocontrast/equalize run
  *     as one pass through one composed table (bit-identical to one by one).
- *   to_dtype(dtype=float32)        x / 255 (ConvertImageDtype; scaling is always on)
+ *   to_dtype(dtype=float32)        x / 255 (ConvertImageDtype; scaling is always on;
+ *                                  semantics v2: x * (1 / 255), v2's to_dtype(scale=True))
  *   normalize(mean, std)           (x / 255 - mean) / std per channel; `imagenet`
  *                                  names (0.485, 0.456, 0.406) / (0.229, 0.224, 0.225)
  *
@@ -699,13 +733,19 @@ FF_API ff_status ff_image_augment(const char *path, const char *pipeline, uint64
                                   uint64_t index, uint8_t **out, int *height, int *width, char *errbuf,
                                   size_t errbuf_size);
 
+/* ff_image_augment in the given semantics (ff_image_augment is
+ * FF_SEMANTICS_V1); FF_EINVAL for a value that is not an ff_semantics. */
+FF_API ff_status ff_image_augment_as(const char *path, const char *pipeline, ff_semantics semantics,
+                                     uint64_t seed, uint64_t epoch, uint64_t index, uint8_t **out, int *height,
+                                     int *width, char *errbuf, size_t errbuf_size);
+
 /*
  * What the planner drew for sample `index` of `epoch`: the draws the loader
  * makes for it (same seed, same file header), without decoding its pixels.
  * index is the sample's place in the data set (0 .. ff_loader_dataset_size()
  * - 1, as ff_batch_sample_indices reports it), whatever the shuffle. *json_out
  * gets one JSON object, NUL-terminated UTF-8 (free it with ff_free):
- *   "path", "label", "seed", "epoch", "index";
+ *   "path", "label", "seed", "epoch", "index", "semantics": "v1" | "v2";
  *   "image": {"format": "jpeg" | "png", "width", "height"} (pixels, from the header);
  *   "decode": {"region": [x, y, width, height] (full-image pixels: what is decoded,
  *             the crop of a leading crop/random_resized_crop/center_crop),
@@ -743,6 +783,13 @@ FF_API ff_status ff_loader_plan(ff_loader *loader, uint64_t index, uint64_t epoc
  */
 FF_API ff_status ff_image_plan(const char *path, const char *pipeline, uint64_t seed, uint64_t epoch,
                                uint64_t index, char **json_out, char *errbuf, size_t errbuf_size);
+
+/* ff_image_plan in the given semantics (ff_image_plan is FF_SEMANTICS_V1):
+ * v2's solarize thresholds and the "semantics" key. FF_EINVAL for a value
+ * that is not an ff_semantics. */
+FF_API ff_status ff_image_plan_as(const char *path, const char *pipeline, ff_semantics semantics, uint64_t seed,
+                                  uint64_t epoch, uint64_t index, char **json_out, char *errbuf,
+                                  size_t errbuf_size);
 
 /* Frees memory the library allocated for the caller (ff_image_augment, the
  * plans' JSON). NULL does nothing. */

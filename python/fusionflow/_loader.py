@@ -75,6 +75,13 @@ def _normalize_source(source):
 _DEVICE_DECODE = {"auto": 0, "off": 1, "on": 2}  # ff_device_decode
 _DTYPES = {None: 0, "float32": 1, "bfloat16": 2, "float16": 3, "uint8": 4}  # ff_output_dtype
 _MEMORY_FORMATS = {None: 0, "contiguous_format": 1, "channels_last": 2}  # ff_memory_format
+_SEMANTICS = {"v1": 0, "v2": 1}  # ff_semantics
+
+
+def _semantics(where, semantics):
+    if semantics not in _SEMANTICS:
+        raise ValueError(f"fusionflow.{where}: semantics must be 'v1' or 'v2' (got {semantics!r})")
+    return _SEMANTICS[semantics]
 
 # torch.utils.data.DataLoader arguments without a meaning here, and what to do instead.
 _DATALOADER_UNSUPPORTED = {
@@ -210,6 +217,12 @@ class Loader:
             planes; ``"channels_last"`` NHWC memory seen as (N, 3, H, W), as
             torch's ``channels_last``. With an ``output_device`` and a float type the
             host's samples go up as uint8 and are converted on the device.
+        semantics (str): whose arithmetic the ops follow: ``"v1"`` (default,
+            ``torchvision.transforms``) or ``"v2"`` (``torchvision.transforms.v2``: color,
+            contrast, sharpness, autocontrast, the bilinear warps' fill blend and the
+            policies' solarize thresholds differ by one level; v2's native uint8 resize is
+            not reproduced -- see fusionflow.h, ff_semantics). The same seed and semantics
+            give the same batches; the random draws do not depend on it.
         prefetch (int): batches prepared ahead, >= 1. At most ``prefetch + 1``
             batches can be alive at once (see below).
         num_workers, prefetch_factor, persistent_workers: DataLoader's names,
@@ -278,7 +291,7 @@ class Loader:
                  max_image_pixels=_c.DEFAULT_MAX_IMAGE_PIXELS, device_memory_limit_bytes=0, strict_decode=False,
                  allow_empty=False, sampler_drop_last=False, permutation="philox", pin_memory=None,
                  output_device="cpu", device_decode="auto", deterministic=False, dtype=None,
-                 memory_format=None, num_workers=None,
+                 memory_format=None, semantics="v1", num_workers=None,
                  prefetch_factor=None, persistent_workers=None, **dataloader_kwargs):
         self._c = None
         num_threads, prefetch = _dataloader_names(num_threads, num_workers, prefetch, prefetch_factor,
@@ -295,6 +308,7 @@ class Loader:
             raise ValueError("fusionflow.Loader: NumPy has no bfloat16: use output=\"torch\" or \"dlpack\"")
         if device_decode not in _DEVICE_DECODE:
             raise ValueError(f"fusionflow.Loader: device_decode must be 'auto', 'off' or 'on' (got {device_decode!r})")
+        semantics_value = _semantics("Loader", semantics)
         if permutation not in ("philox", "torch"):
             raise ValueError(f"fusionflow.Loader: permutation must be 'philox' or 'torch' (got {permutation!r})")
         if not isinstance(device, str):
@@ -342,6 +356,7 @@ class Loader:
         self.sampler_drop_last = bool(sampler_drop_last)
         self.permutation = permutation
         self.seed = seed
+        self.semantics = semantics
         self.prefetch = prefetch
         self.on_error = on_error
         self.device = device
@@ -365,7 +380,8 @@ class Loader:
                 torch_permutation=permutation == "torch",
                 pin_memory=-1 if pin_memory is None else int(pin_memory), output_device=output_device,
                 device_decode=_DEVICE_DECODE[device_decode], deterministic=bool(deterministic),
-                output_dtype=_DTYPES[dtype_name], memory_format=_MEMORY_FORMATS[format_name])
+                output_dtype=_DTYPES[dtype_name], memory_format=_MEMORY_FORMATS[format_name],
+                semantics=semantics_value)
         except _errors.DeviceError as e:
             raise _errors.DeviceUnavailableError(f"fusionflow.Loader(device={device!r}): {e}", e.status) from None
         with _open_lock:
@@ -475,7 +491,7 @@ class Loader:
         """What the loader draws for sample ``index`` (its place in the data
         set, as the batches' sample indices give it) in ``epoch`` (default: the
         epoch the next batch comes from), without decoding it: a dict with
-        "path", "label", "image" (format, width, height), "decode" (the region
+        "path", "label", "semantics" ("v1" or "v2"), "image" (format, width, height), "decode" (the region
         decoded, in full-image pixels, its DCT scale, the decoded size and the
         region's exact box in it) and "steps", each {"op": name, ...}: crop
         boxes, resizes, the flips drawn, every augmentation op with "arg" (as
@@ -503,7 +519,7 @@ class Loader:
         Keys: ``epoch`` and ``batch`` (the batch the next iteration hands out:
         taken inside the loop body after batch k, it resumes at k + 1), and the
         settings that must match on load (``seed``, ``batch_size``, ``shuffle``,
-        ``drop_last``, ``sampler_drop_last``, ``permutation``, ``world_size``,
+        ``drop_last``, ``sampler_drop_last``, ``permutation``, ``semantics``, ``world_size``,
         ``dataset_size``). The rank is not
         included: every rank is at the same position, so one rank's state
         serves all.
@@ -520,6 +536,7 @@ class Loader:
             "drop_last": self.drop_last,
             "sampler_drop_last": self.sampler_drop_last,
             "permutation": self.permutation,
+            "semantics": self.semantics,
             "world_size": self.world_size,
             "dataset_size": c.dataset_size,
         }
@@ -529,14 +546,14 @@ class Loader:
         that follow are bit-identical to those the saved run would have handed out.
 
         Raises: ValueError when the state was saved with a different seed,
-        batch size, shuffle, drop_last, sampler_drop_last, permutation, world
-        size or data set size, or names a
+        batch size, shuffle, drop_last, sampler_drop_last, permutation,
+        semantics, world size or data set size, or names a
         batch past the epoch's end.
         """
         c = self._open()
         mine = self.state_dict()
-        for key in ("seed", "batch_size", "shuffle", "drop_last", "sampler_drop_last", "permutation", "world_size",
-                    "dataset_size"):
+        for key in ("seed", "batch_size", "shuffle", "drop_last", "sampler_drop_last", "permutation", "semantics",
+                    "world_size", "dataset_size"):
             if key in state and state[key] != mine[key]:
                 raise ValueError(f"fusionflow: load_state_dict: the state was saved with {key}={state[key]!r}, "
                                  f"this loader has {key}={mine[key]!r}")
@@ -667,7 +684,7 @@ class _EpochIterator:
         return len(self._loader)
 
 
-def augment_image(path, pipeline, seed=0, epoch=0, index=0, output="numpy"):
+def augment_image(path, pipeline, seed=0, epoch=0, index=0, output="numpy", semantics="v1"):
     """Runs ``pipeline`` on one image file as sample ``index`` of ``epoch`` under
     ``seed`` -- exactly the draws a Loader makes for that sample -- and returns
     the result before any final ``to_dtype``/``normalize``.
@@ -677,6 +694,7 @@ def augment_image(path, pipeline, seed=0, epoch=0, index=0, output="numpy"):
         pipeline (str): pipeline text (need not give a fixed size).
         seed, epoch, index (int): >= 0; ``index`` is the sample's dataset index.
         output (str): ``"numpy"`` (default), ``"torch"`` or ``"dlpack"``.
+        semantics (str): ``"v1"`` (default) or ``"v2"``, as for Loader.
     Returns:
         ``(H, W, 3)`` uint8 RGB array (HWC).
     Raises:
@@ -689,5 +707,6 @@ def augment_image(path, pipeline, seed=0, epoch=0, index=0, output="numpy"):
     for name, value in (("seed", seed), ("epoch", epoch), ("index", index)):
         if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 1 << 64:
             raise ValueError(f"fusionflow.augment_image: {name} must be an int in [0, 2**64) (got {value!r})")
+    semantics_value = _semantics("augment_image", semantics)
     convert = _converter(output)
-    return convert(_c.augment_image(os.fspath(path), pipeline, seed, epoch, index))
+    return convert(_c.augment_image(os.fspath(path), pipeline, seed, epoch, index, semantics_value))

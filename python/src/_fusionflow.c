@@ -550,21 +550,22 @@ static PyObject *loader_open(PyObject *module, PyObject *args, PyObject *kwargs)
                            "num_threads", "prefetch", "rank",      "world_size", "on_error", "max_image_pixels",
                            "device", "device_memory_limit_bytes", "strict_decode", "allow_empty",
                            "sampler_drop_last", "torch_permutation", "pin_memory", "output_device",
-                           "device_decode", "deterministic", "output_dtype", "memory_format", NULL};
+                           "device_decode", "deterministic", "output_dtype", "memory_format", "semantics", NULL};
   ff_config cfg;
   ff_config_init(&cfg);
   PyObject *source_obj, *pipeline_obj;
   int on_error = FF_ON_ERROR_RAISE, torch_permutation = 0;
   unsigned long long seed = 0, max_pixels = cfg.max_image_pixels, device_limit = 0;
-  int device_decode = FF_DEVICE_DECODE_AUTO;
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O&U|iiiKiiiiiO&sKppppisipii:open_loader", kwlist,
+  int device_decode = FF_DEVICE_DECODE_AUTO, semantics = FF_SEMANTICS_V1;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O&U|iiiKiiiiiO&sKppppisipiii:open_loader", kwlist,
                                    PyUnicode_FSConverter, &source_obj, &pipeline_obj, &cfg.batch_size, &cfg.shuffle,
                                    &cfg.drop_last, &seed, &cfg.num_threads, &cfg.prefetch, &cfg.rank,
                                    &cfg.world_size, &on_error, to_u64, &max_pixels, &cfg.device, &device_limit,
                                    &cfg.strict_decode, &cfg.allow_empty, &cfg.sampler_drop_last, &torch_permutation,
                                    &cfg.pin_memory, &cfg.output_device, &device_decode, &cfg.deterministic,
-                                   &cfg.output_dtype, &cfg.memory_format))
+                                   &cfg.output_dtype, &cfg.memory_format, &semantics))
     return NULL;
+  cfg.semantics = (ff_semantics)semantics;
   cfg.permutation = torch_permutation ? FF_PERMUTATION_TORCH : FF_PERMUTATION_PHILOX;
   cfg.device_decode = (ff_device_decode)device_decode;
   cfg.device_memory_limit_bytes = (size_t)device_limit;
@@ -1017,11 +1018,12 @@ static PyType_Spec loader_spec = {"fusionflow._fusionflow.CLoader", sizeof(Loade
 
 static PyObject *mod_augment_image(PyObject *module, PyObject *args, PyObject *kwargs) {
   (void)module;
-  static char *kwlist[] = {"path", "pipeline", "seed", "epoch", "index", NULL};
+  static char *kwlist[] = {"path", "pipeline", "seed", "epoch", "index", "semantics", NULL};
   PyObject *path_obj, *pipeline_obj;
   unsigned long long seed = 0, epoch = 0, index = 0;
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O&U|KKK:augment_image", kwlist, PyUnicode_FSConverter, &path_obj,
-                                   &pipeline_obj, &seed, &epoch, &index))
+  int semantics = FF_SEMANTICS_V1;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O&U|KKKi:augment_image", kwlist, PyUnicode_FSConverter, &path_obj,
+                                   &pipeline_obj, &seed, &epoch, &index, &semantics))
     return NULL;
   PyObject *pipeline = pipeline_text(pipeline_obj);
   if (!pipeline) {
@@ -1033,7 +1035,9 @@ static PyObject *mod_augment_image(PyObject *module, PyObject *args, PyObject *k
   char err[MSG_MAX] = "";
   ff_status st;
   Py_BEGIN_ALLOW_THREADS
-  st = ff_image_augment(PyBytes_AsString(path_obj), PyBytes_AsString(pipeline), seed, epoch, index, &pixels, &h, &w, err, sizeof err);
+  st = ff_image_augment_as(PyBytes_AsString(path_obj), PyBytes_AsString(pipeline), (ff_semantics)semantics, seed,
+                           epoch, index,
+                           &pixels, &h, &w, err, sizeof err);
   Py_END_ALLOW_THREADS
   Py_DECREF(path_obj);
   Py_DECREF(pipeline);
@@ -1076,9 +1080,10 @@ static PyMethodDef module_methods[] = {
      "            rank=-1, world_size=-1, on_error=0, max_image_pixels=89478485, device=\"cpu\",\n"
      "            device_memory_limit_bytes=0, strict_decode=False, allow_empty=False, sampler_drop_last=False,\n"
      "            torch_permutation=False, pin_memory=-1, output_device=\"cpu\", device_decode=0,\n"
-     "            deterministic=False) -> CLoader"},
+     "            deterministic=False, output_dtype=0, memory_format=0, semantics=0) -> CLoader\n"
+     "            (output_dtype: ff_output_dtype, memory_format: ff_memory_format, semantics: ff_semantics)"},
     {"augment_image", (PyCFunction)(void (*)(void))mod_augment_image, METH_VARARGS | METH_KEYWORDS,
-     "augment_image(path, pipeline, seed=0, epoch=0, index=0) -> Tensor (H, W, 3) uint8"},
+     "augment_image(path, pipeline, seed=0, epoch=0, index=0, semantics=0) -> Tensor (H, W, 3) uint8"},
     {"_set_exception_factory", mod_set_exception_factory, METH_O, NULL},
     {"version", mod_version, METH_NOARGS, "version() -> the linked library's 'MAJOR.MINOR.PATCH'"},
     {"status_str", mod_status_str, METH_O, "status_str(status) -> the library's name of a status"},

@@ -22,6 +22,15 @@ int ff__cli_parse_long(const char *cmd, const char *opt, const char *s, long min
   return 1;
 }
 
+int ff__cli_parse_semantics(const char *cmd, const char *s, int *out) {
+  if (strcmp(s, "v1") && strcmp(s, "v2")) {
+    fprintf(stderr, "fusionflow %s: --semantics expects v1 or v2, got '%s'\n", cmd, s);
+    return 0;
+  }
+  *out = s[1] == '2'; /* FF_SEMANTICS_V1 = 0, FF_SEMANTICS_V2 = 1 */
+  return 1;
+}
+
 void ff__cli_print_plan(const char *json, int one_line) {
   for (const char *p = json; *p; p++) {
     if (one_line && *p == '\n') {

@@ -56,6 +56,7 @@ static void augment_usage(FILE *f) {
           "  --index I         sample index: with the seed and epoch it fixes every random draw (default 0)\n"
           "  --grid N          a contact sheet of N draws (indices I .. I+N-1, 1 <= N <= 400)\n"
           "                    instead of one image, each tile labelled with its sample index\n"
+          "  --semantics v1|v2 torchvision.transforms (v1, default) or transforms.v2 arithmetic\n"
           "  --plan            also print each draw's plan to stdout, one JSON object per line\n"
           "                    (the keys of `fusionflow plan`)\n"
           "  -h, --help        show this help\n"
@@ -96,10 +97,11 @@ int ff__cli_augment(int argc, char **argv) {
   static const struct option opts[] = {{"pipeline", required_argument, 0, 'p'}, {"seed", required_argument, 0, 's'},
                                        {"epoch", required_argument, 0, 'e'},    {"index", required_argument, 0, 'i'},
                                        {"grid", required_argument, 0, 'g'},     {"help", no_argument, 0, 'h'},
-                                       {"plan", no_argument, 0, 'P'},           {0, 0, 0, 0}};
+                                       {"plan", no_argument, 0, 'P'},           {"semantics", required_argument, 0, 'S'},
+                                       {0, 0, 0, 0}};
   const char *pipeline = NULL;
   uint64_t seed = 0, epoch = 0, index = 0, grid = 0;
-  int c, li = 0, print_plans = 0;
+  int c, li = 0, print_plans = 0, semantics = 0;
   optind = 1;
   while ((c = ff__cli_getopt(argc, argv, opts, &li)) != -1) {
     switch (c) {
@@ -115,6 +117,7 @@ int ff__cli_augment(int argc, char **argv) {
       }
       break;
     case 'P': print_plans = 1; break;
+    case 'S': if (!ff__cli_parse_semantics("augment", optarg, &semantics)) return 2; break;
     case 'h': augment_usage(stdout); return 0;
     default: return 2; /* ff__cli_getopt said why */
     }
@@ -136,8 +139,8 @@ int ff__cli_augment(int argc, char **argv) {
   int cell_h = 0, cell_w = 0, ok = images && hs && ws;
   char msg[4096 + 512]; /* a path of PATH_MAX bytes and the reason */
   for (int k = 0; ok && k < n; k++) {
-    ff_status st = ff_image_augment(in, pipeline, seed, epoch, index + (uint64_t)k, &images[k], &hs[k], &ws[k], msg,
-                                    sizeof msg);
+    ff_status st = ff_image_augment_as(in, pipeline, (ff_semantics)semantics, seed, epoch, index + (uint64_t)k,
+                                       &images[k], &hs[k], &ws[k], msg, sizeof msg);
     if (st) {
       fprintf(stderr, "fusionflow augment: %s\n", msg);
       ok = 0;
@@ -146,7 +149,8 @@ int ff__cli_augment(int argc, char **argv) {
     }
     if (print_plans) {
       char *plan = NULL;
-      st = ff_image_plan(in, pipeline, seed, epoch, index + (uint64_t)k, &plan, msg, sizeof msg);
+      st = ff_image_plan_as(in, pipeline, (ff_semantics)semantics, seed, epoch, index + (uint64_t)k, &plan, msg,
+                            sizeof msg);
       if (st) {
         fprintf(stderr, "fusionflow augment: %s\n", msg);
         ok = 0;

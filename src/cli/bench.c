@@ -74,6 +74,7 @@ static void bench_usage(FILE *f) {
           "                        float32, bfloat16, float16 (rounded to nearest even) or uint8\n"
           "  --memory-format F     auto (default: NCHW for floats, NHWC for uint8), contiguous\n"
           "                        (NCHW) or channels_last (NHWC memory)\n"
+          "  --semantics v1|v2     torchvision.transforms (v1, default) or transforms.v2 arithmetic\n"
           "  --device-memory-limit SIZE\n"
           "                        most device memory the loader may hold, bytes or with a\n"
           "                        K, M or G suffix (default: free memory less the headroom);\n"
@@ -186,7 +187,7 @@ int ff__cli_bench(int argc, char **argv) {
   enum { O_SOURCE = 256, O_PIPELINE, O_BATCH, O_BATCHES, O_EPOCHS, O_WARMUP, O_THREADS, O_PREFETCH, O_SEED,
          O_NOSHUFFLE, O_DROPLAST, O_RANK, O_WORLD, O_STEP, O_ONERROR, O_MAXPIX, O_JSON, O_DEVICE, O_DEVMEM,
          O_TRACE, O_TRACE_EVENTS, O_PER_BATCH, O_SCANS, O_METADATA, O_STRICT, O_ALLOW_EMPTY, O_SAMPLER_DROPLAST,
-         O_PERMUTATION, O_DEVDECODE, O_DETERMINISTIC, O_OUTDEV, O_DTYPE, O_MEMFMT };
+         O_PERMUTATION, O_DEVDECODE, O_DETERMINISTIC, O_OUTDEV, O_DTYPE, O_MEMFMT, O_SEMANTICS };
   static const struct option opts[] = {
       {"source", required_argument, 0, O_SOURCE},     {"pipeline", required_argument, 0, O_PIPELINE},
       {"batch-size", required_argument, 0, O_BATCH},  {"batches", required_argument, 0, O_BATCHES},
@@ -206,6 +207,7 @@ int ff__cli_bench(int argc, char **argv) {
       {"device-decode", required_argument, 0, O_DEVDECODE}, {"deterministic", no_argument, 0, O_DETERMINISTIC},
       {"output-device", required_argument, 0, O_OUTDEV}, {"dtype", required_argument, 0, O_DTYPE},
       {"memory-format", required_argument, 0, O_MEMFMT},
+      {"semantics", required_argument, 0, O_SEMANTICS},
       {0, 0, 0, 0}};
   ff_config cfg;
   ff_config_init(&cfg);
@@ -296,6 +298,12 @@ int ff__cli_bench(int argc, char **argv) {
         return 2;
       }
       break;
+    case O_SEMANTICS: {
+      int v2 = 0;
+      if (!ff__cli_parse_semantics("bench", optarg, &v2)) return 2;
+      cfg.semantics = (ff_semantics)v2;
+      break;
+    }
     case O_DEVDECODE:
       if (!strcmp(optarg, "auto")) cfg.device_decode = FF_DEVICE_DECODE_AUTO;
       else if (!strcmp(optarg, "on")) cfg.device_decode = FF_DEVICE_DECODE_ON;

@@ -18,6 +18,10 @@ void ff__cli_print_plan(const char *json, int one_line);
 
 int ff__cli_parse_long(const char *cmd, const char *opt, const char *s, long min, long max, long *out);
 
+/* Parses --semantics' value ("v1" or "v2", an ff_semantics) into *out; on
+ * failure says so on stderr and returns 0. */
+int ff__cli_parse_semantics(const char *cmd, const char *s, int *out);
+
 /* getopt_long over the long options opts (and -h) that reports a mistake
  * itself in one line on stderr, naming the command (argv[0]): an unknown
  * option with the nearest known one ("did you mean '--batch-size'?"), or a

@@ -25,6 +25,8 @@ static void plan_usage(FILE *f) {
           "  --count K         print samples N .. N+K-1 (default 1)\n"
           "  --epoch E         epoch (default 0)\n"
           "  --seed S          seed (default 0)\n"
+          "  --semantics v1|v2 torchvision.transforms (v1, default) or transforms.v2 arithmetic\n"
+          "                    (v2's solarize thresholds; shown as \"semantics\")\n"
           "  --json            one JSON object per line (JSON Lines) instead of one per block\n"
           "  -h, --help        show this help\n"
           "\n"
@@ -33,7 +35,7 @@ static void plan_usage(FILE *f) {
 }
 
 int ff__cli_plan(int argc, char **argv) {
-  enum { O_SOURCE = 1, O_PIPELINE, O_INDEX, O_COUNT, O_EPOCH, O_SEED, O_JSON };
+  enum { O_SOURCE = 1, O_PIPELINE, O_INDEX, O_COUNT, O_EPOCH, O_SEED, O_JSON, O_SEMANTICS };
   static const struct option opts[] = {{"source", required_argument, 0, O_SOURCE},
                                        {"pipeline", required_argument, 0, O_PIPELINE},
                                        {"index", required_argument, 0, O_INDEX},
@@ -41,16 +43,17 @@ int ff__cli_plan(int argc, char **argv) {
                                        {"epoch", required_argument, 0, O_EPOCH},
                                        {"seed", required_argument, 0, O_SEED},
                                        {"json", no_argument, 0, O_JSON},
+                                       {"semantics", required_argument, 0, O_SEMANTICS},
                                        {"help", no_argument, 0, 'h'},
                                        {0, 0, 0, 0}};
   ff_config cfg;
   ff_config_init(&cfg);
   long index = -1, count = 1, epoch = 0, seed = 0, v;
-  int json = 0, c, li = 0;
+  int json = 0, c, li = 0, semantics = 0;
   const char *cmd = "fusionflow plan";
   optind = 1;
   while ((c = ff__cli_getopt(argc, argv, opts, &li)) != -1) {
-    const char *name = c > 0 && c <= O_JSON ? opts[c - 1].name : "";
+    const char *name = c > 0 && c <= O_SEMANTICS ? opts[c - 1].name : "";
     switch (c) {
     case O_SOURCE: cfg.source = optarg; break;
     case O_PIPELINE: cfg.pipeline = optarg; break;
@@ -59,6 +62,7 @@ int ff__cli_plan(int argc, char **argv) {
     case O_EPOCH: if (!ff__cli_parse_long(cmd, name, optarg, 0, LONG_MAX, &epoch)) return 2; break;
     case O_SEED: if (!ff__cli_parse_long(cmd, name, optarg, 0, LONG_MAX, &v)) return 2; seed = v; break;
     case O_JSON: json = 1; break;
+    case O_SEMANTICS: if (!ff__cli_parse_semantics("plan", optarg, &semantics)) return 2; break;
     case 'h': plan_usage(stdout); return 0;
     default: return 2; /* ff__cli_getopt said why */
     }
@@ -71,6 +75,7 @@ int ff__cli_plan(int argc, char **argv) {
     return 2;
   }
   cfg.seed = (uint64_t)seed;
+  cfg.semantics = (ff_semantics)semantics;
   cfg.batch_size = 1, cfg.num_threads = 1, cfg.prefetch = 1, cfg.shuffle = 0;
   cfg.rank = 0, cfg.world_size = 1;
   ff_loader *l = NULL;

@@ -91,7 +91,7 @@ __device__ static void block_lut_build(const ff__dstage *st) {
           __syncthreads();
         }
         if (ops[i].op == FF__AUG_AUTOCONTRAST) {
-          t[v] = ff__autocontrast_at(v, lo, hi);
+          t[v] = ff__autocontrast_at(v, lo, hi, ops[i].v2);
         } else { /* equalize: step = (pixels not at the maximum) / 255; 0 leaves the channel */
           unsigned long long step = hi < 0 ? 0 : (total - now[hi]) / 255;
           t[v] = !step ? (uint8_t)v : !v ? 0 : ff__equalize_at(scan[v - 1], step);

@@ -184,30 +184,31 @@ static void lower_aug(walk *w, const ff__aug *a) {
     st->p.affine.grid = set.grid;
     memcpy(st->p.affine.fill, a->fill, sizeof a->fill);
     memcpy(st->p.affine.fill_u8, set.fill_u8, 3);
-    st->p.affine.bilinear = a->bilinear, st->p.affine.has_fill = a->has_fill;
+    st->p.affine.bilinear = a->bilinear, st->p.affine.has_fill = a->has_fill, st->p.affine.v2 = a->v2;
     st->p.affine.tx = set.tx, st->p.affine.ty = set.ty;
     produce(w, st, width, height);
     return;
   }
   case FF__AUG_COLOR: {
     ff__dstage *st = stage(w, FF__DS_COLOR, pixels(&w->cur));
-    st->p.blend = ff__blend_weights(a->arg);
+    st->p.blend = ff__blend_weights_of(a);
     produce(w, st, width, height);
     return;
   }
   case FF__AUG_CONTRAST: {
     if (!pixels(&w->cur)) return;
     uint64_t sum = aux(w, sizeof(uint64_t), &host); /* zeroed with the staging */
-    stage(w, FF__DS_GRAY_SUM, pixels(&w->cur))->a = sum;
+    ff__dstage *g = stage(w, FF__DS_GRAY_SUM, pixels(&w->cur));
+    g->a = sum, g->p.blend = ff__blend_weights_of(a); /* its v2: which gray */
     ff__dstage *st = stage(w, FF__DS_CONTRAST, pixels(&w->cur));
-    st->a = sum, st->p.blend = ff__blend_weights(a->arg);
+    st->a = sum, st->p.blend = ff__blend_weights_of(a);
     produce(w, st, width, height);
     return;
   }
   case FF__AUG_SHARPNESS: {
     if (width <= 2 || height <= 2) return; /* unchanged (spec 2.10) */
     ff__dstage *st = stage(w, FF__DS_SHARPNESS, pixels(&w->cur));
-    st->p.blend = ff__blend_weights(a->arg);
+    st->p.blend = ff__blend_weights_of(a);
     produce(w, st, width, height);
     return;
   }

@@ -119,18 +119,23 @@ FF_HD static inline float ff__affine_blend4(float vnw, float vne, float vsw, flo
   return ff__fma_f32(vse, t->se, ff__fma_f32(vsw, t->sw, ff__fma_f32(vne, t->ne, vnw * t->nw)));
 }
 
-/* Blends a sampled value toward the fill by the sampled mask (torchvision:
- * img * mask + (1 - mask) * fill_img), before rounding. */
-FF_HD static inline float ff__affine_fill_blend(float val, float mask, float fill) {
+/* Blends a sampled value toward the fill by the sampled mask, before
+ * rounding: transforms v1 writes img * mask + (1 - mask) * fill_img,
+ * transforms.v2 (v2 nonzero; its _apply_grid_transform) (img - fill) * mask
+ * + fill, each operation rounded — which differs even where the mask is
+ * 1 - 1 ulp inside the image. */
+FF_HD static inline float ff__affine_fill_blend(float val, float mask, float fill, int v2) {
+  if (v2) return (val - fill) * mask + fill;
   return val * mask + (1.0f - mask) * fill;
 }
 
 /* Bilinear with "zeros" padding: a tap outside the image contributes 0 (and
  * 0 to the mask). fill: NULL for black (no mask channel), else the three
- * fill values. General form for any position; the CPU op uses it for the
+ * fill values, blended in v2's way when v2. General form for any position; the CPU op uses it for the
  * pixels whose taps are not all inside. */
 FF_HD static inline void ff__affine_bilinear(const uint8_t *src, size_t stride, int width, int height,
-                                             const ff__affine_taps *t, const float *fill, uint8_t out[3]) {
+                                             const ff__affine_taps *t, const float *fill, int v2,
+                                             uint8_t out[3]) {
   int x1 = t->x0 + 1, y1 = t->y0 + 1;
   int in_x0 = (unsigned)t->x0 < (unsigned)width, in_x1 = (unsigned)x1 < (unsigned)width;
   int in_y0 = (unsigned)t->y0 < (unsigned)height, in_y1 = (unsigned)y1 < (unsigned)height;
@@ -144,7 +149,7 @@ FF_HD static inline void ff__affine_bilinear(const uint8_t *src, size_t stride, 
   for (int c = 0; c < 3; c++) {
     float val = ff__affine_blend4(p_nw ? (float)p_nw[c] : 0.0f, p_ne ? (float)p_ne[c] : 0.0f,
                                   p_sw ? (float)p_sw[c] : 0.0f, p_se ? (float)p_se[c] : 0.0f, t);
-    if (fill) val = ff__affine_fill_blend(val, mask, fill[c]);
+    if (fill) val = ff__affine_fill_blend(val, mask, fill[c], v2);
     out[c] = ff__round_u8(val);
   }
 }

@@ -31,6 +31,9 @@ typedef struct ff__aug {
   int bilinear; /* geometric ops: 0 nearest, 1 bilinear */
   int has_fill; /* geometric ops: fill[] for pixels mapped outside, else 0 (black) */
   float fill[3];
+  int v2;       /* ff_semantics: 0 torchvision.transforms (v1), 1 torchvision.transforms.v2, whose
+                   arithmetic differs in sharpness, color, contrast, autocontrast and the bilinear
+                   fill blend (kernels/color.h, kernels/affine.h) */
 } ff__aug;
 
 #endif

@@ -41,7 +41,7 @@ typedef enum ff__dstage_kind {
   FF__DS_TRANSLATE, /* dst = src shifted by (p.affine.tx, ty) whole pixels, fill outside */
   FF__DS_COLOR,     /* dst = blend(src, gray(src), p.blend) */
   FF__DS_SHARPNESS, /* dst = blend(src, smoothed(src), p.blend) */
-  FF__DS_GRAY_SUM,  /* *(uint64 *)a += sum of gray(src) */
+  FF__DS_GRAY_SUM,  /* *(uint64 *)a += sum of gray(src) (p.blend.v2: v2's gray) */
   FF__DS_CONTRAST,  /* dst = blend(src, mean gray (from a), p.blend) */
   FF__DS_HISTOGRAM, /* a (uint32 [3][256]) += per-channel counts of src */
   FF__DS_LUT_BUILD, /* element c: tables p.lut.luts[c] of the run b (ff__aug[p.lut.n]), histogram a,
@@ -81,7 +81,7 @@ typedef struct ff__dstage {
       ff__affine_grid grid;
       float fill[3];
       uint8_t fill_u8[3];
-      int32_t bilinear, has_fill, tx, ty;
+      int32_t bilinear, has_fill, tx, ty, v2;
     } affine;
     ff__blend_w blend;
     struct {
@@ -126,14 +126,14 @@ FF_HD static inline void ff__dsharp_px(const ff__dimg *m, int y, int x, ff__blen
   const uint8_t *mid = ff__dimg_px(m, y, x);
   if (y == 0 || x == 0 || y == m->height - 1 || x == m->width - 1) {
     for (int c = 0; c < 3; c++)
-      out[c] = ff__blend_u8(w, (float)mid[c], (float)mid[c]);
+      out[c] = ff__sharp_sem_u8(w, mid[c], mid[c], 1);
     return;
   }
   const uint8_t *up = mid - m->stride, *down = mid + m->stride;
   for (int c = 0; c < 3; c++) {
     int s = up[c - 3] + up[c] + up[c + 3] + mid[c - 3] + 5 * mid[c] + mid[c + 3] + down[c - 3] + down[c] +
             down[c + 3];
-    out[c] = ff__blend_u8(w, (float)mid[c], (float)ff__sharp_smooth_u8(s));
+    out[c] = ff__sharp_sem_u8(w, mid[c], ff__sharp_smooth_u8(s), 0);
   }
 }
 
@@ -195,7 +195,7 @@ FF_HD static inline void ff__dstage_elem(const ff__dstage *st, uint32_t e) {
     if (st->p.affine.bilinear) {
       ff__affine_taps t = ff__affine_taps_of(ix, iy, src->width, src->height);
       ff__affine_bilinear(base, src->stride, src->width, src->height, &t,
-                          st->p.affine.has_fill ? st->p.affine.fill : NULL, o);
+                          st->p.affine.has_fill ? st->p.affine.fill : NULL, st->p.affine.v2, o);
     } else {
       ff__affine_nearest(base, src->stride, src->width, src->height, ix, iy, st->p.affine.fill_u8, o);
     }
@@ -212,15 +212,15 @@ FF_HD static inline void ff__dstage_elem(const ff__dstage *st, uint32_t e) {
   case FF__DS_COLOR: {
     const uint8_t *i = ff__dimg_px(src, y, x);
     uint8_t *o = ff__dimg_px(dst, y, x);
-    float g = (float)ff__gray_u8(i[0], i[1], i[2]);
+    float g = (float)ff__gray_sem_u8(st->p.blend.v2, i[0], i[1], i[2]);
     for (int c = 0; c < 3; c++)
-      o[c] = ff__blend_u8(st->p.blend, (float)i[c], g);
+      o[c] = ff__blend_sem_u8(st->p.blend, (float)i[c], g);
     break;
   }
   case FF__DS_SHARPNESS: ff__dsharp_px(src, y, x, st->p.blend, ff__dimg_px(dst, y, x)); break;
   case FF__DS_GRAY_SUM: {
     const uint8_t *i = ff__dimg_px(src, sy, sx);
-    ff__datomic_add_u64(FF__DPTR(uint64_t, st->a), ff__gray_u8(i[0], i[1], i[2]));
+    ff__datomic_add_u64(FF__DPTR(uint64_t, st->a), ff__gray_sem_u8(st->p.blend.v2, i[0], i[1], i[2]));
     break;
   }
   case FF__DS_CONTRAST: {
@@ -229,7 +229,7 @@ FF_HD static inline void ff__dstage_elem(const ff__dstage *st, uint32_t e) {
     const uint8_t *i = ff__dimg_px(src, y, x);
     uint8_t *o = ff__dimg_px(dst, y, x);
     for (int c = 0; c < 3; c++)
-      o[c] = ff__blend_u8(st->p.blend, (float)i[c], mean);
+      o[c] = ff__blend_sem_u8(st->p.blend, (float)i[c], mean);
     break;
   }
   case FF__DS_HISTOGRAM: {

@@ -107,8 +107,9 @@ static ff_status plan_json(const ff__pipeline *pipe, const ff__sample_job *job, 
   put(&t, "{\"path\": ");
   put_string(&t, job->path);
   if (label >= 0) put(&t, ", \"label\": %lld", (long long)label);
-  put(&t, ", \"seed\": %llu, \"epoch\": %llu, \"index\": %llu", (unsigned long long)job->seed,
-      (unsigned long long)job->epoch, (unsigned long long)job->index);
+  put(&t, ", \"seed\": %llu, \"epoch\": %llu, \"index\": %llu, \"semantics\": \"%s\"",
+      (unsigned long long)job->seed, (unsigned long long)job->epoch, (unsigned long long)job->index,
+      pipe->semantics == FF_SEMANTICS_V2 ? "v2" : "v1");
   put(&t, ",\n \"image\": {\"format\": \"%s\", \"width\": %d, \"height\": %d}",
       info.format == FF__FORMAT_JPEG ? "jpeg" : "png", info.width, info.height);
   const ff__decode_req *d = &plan->decode;
@@ -154,11 +155,16 @@ ff_status ff_loader_plan(ff_loader *l, uint64_t index, uint64_t epoch, char **js
 
 ff_status ff_image_plan(const char *path, const char *pipeline, uint64_t seed, uint64_t epoch, uint64_t index,
                         char **json_out, char *errbuf, size_t errbuf_size) {
+  return ff_image_plan_as(path, pipeline, FF_SEMANTICS_V1, seed, epoch, index, json_out, errbuf, errbuf_size);
+}
+
+ff_status ff_image_plan_as(const char *path, const char *pipeline, ff_semantics semantics, uint64_t seed,
+                           uint64_t epoch, uint64_t index, char **json_out, char *errbuf, size_t errbuf_size) {
   ff__error err = {0};
   ff__pipeline *pipe = malloc(sizeof *pipe);
   ff_status st = pipe ? FF_OK : ff__error_set(&err, FF_ENOMEM, "out of memory");
   if (!st && (!path || !json_out)) st = ff__error_set(&err, FF_EINVAL, "path and json_out are required");
-  if (!st) st = ff__pipeline_parse_any_size(pipeline, pipe, &err);
+  if (!st) st = ff__pipeline_parse_image(pipeline, semantics, pipe, &err);
   if (!st) {
     ff_config c; /* the loader's default limits, as ff_image_augment */
     ff_config_init(&c);

@@ -11,13 +11,20 @@
 
 ff_status ff_image_augment(const char *path, const char *pipeline, uint64_t seed, uint64_t epoch, uint64_t index,
                            uint8_t **out, int *height, int *width, char *errbuf, size_t errbuf_size) {
+  return ff_image_augment_as(path, pipeline, FF_SEMANTICS_V1, seed, epoch, index, out, height, width, errbuf,
+                             errbuf_size);
+}
+
+ff_status ff_image_augment_as(const char *path, const char *pipeline, ff_semantics semantics, uint64_t seed,
+                              uint64_t epoch, uint64_t index, uint8_t **out, int *height, int *width, char *errbuf,
+                              size_t errbuf_size) {
   ff__error err = {0};
   ff__pipeline *pipe = malloc(sizeof *pipe);
   ff__worker w = {0};
   ff_status st = pipe ? FF_OK : ff__error_set(&err, FF_ENOMEM, "out of memory");
   if (!st && (!path || !out || !height || !width))
     st = ff__error_set(&err, FF_EINVAL, "path, out, height and width are required");
-  if (!st) st = ff__pipeline_parse_any_size(pipeline, pipe, &err);
+  if (!st) st = ff__pipeline_parse_image(pipeline, semantics, pipe, &err);
   ff__image img;
   if (!st) {
     ff_config c; /* the loader's default limits: every image the pipeline makes is checked */

@@ -97,6 +97,8 @@ static ff_status check_config(ff_config *c, ff__error *err) {
     return ff__error_set(err, FF_EINVAL, "device_alloc and device_free go together: set both or neither");
   if (c->permutation != FF_PERMUTATION_PHILOX && c->permutation != FF_PERMUTATION_TORCH)
     return ff__error_set(err, FF_EINVAL, "permutation must be philox or torch (got %d)", (int)c->permutation);
+  if (c->semantics != FF_SEMANTICS_V1 && c->semantics != FF_SEMANTICS_V2)
+    return ff__error_set(err, FF_EINVAL, "semantics must be v1 or v2 (got %d)", (int)c->semantics);
   if (!c->device) c->device = "cpu";
   if (!c->output_device) c->output_device = "cpu";
   if (!(c->device_max_time_share > 0 && c->device_max_time_share <= 1))
@@ -528,6 +530,7 @@ static ff_status loader_start(ff_loader *l) {
   ff__error *err = &l->err;
   ff_status st = check_config(&l->cfg, err);
   if (!st) st = ff__pipeline_parse(l->cfg.pipeline, &l->pipe, err);
+  if (!st) ff__pipeline_set_semantics(&l->pipe, l->cfg.semantics);
   if (!st) st = ff__pipeline_set_output(&l->pipe, l->cfg.output_dtype, l->cfg.memory_format, err);
   if (!st) ff__dev_output_host_pipe(l);
   if (!st && l->cfg.max_image_pixels && l->pipe.peak_pixels > l->cfg.max_image_pixels)

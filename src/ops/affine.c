@@ -72,9 +72,10 @@ static inline ff__affine_taps taps_at(const chunk_taps *t, int k) {
   return tk;
 }
 
-/* Bilinear output of pixel k of a chunk; fill: NULL for black. */
+/* Bilinear output of pixel k of a chunk; fill: NULL for black, blended in
+ * v2's way when v2. */
 static inline __attribute__((always_inline)) void bilinear_px(const ff__image *src, const chunk_taps *t,
-                                                              int k, const float *fill, uint8_t *o) {
+                                                              int k, const float *fill, int v2, uint8_t *o) {
   int w = src->width, h = src->height;
   size_t stride = src->stride;
   ff__affine_taps tk = taps_at(t, k);
@@ -85,7 +86,7 @@ static inline __attribute__((always_inline)) void bilinear_px(const ff__image *s
     float mask = fill ? ff__affine_blend4(1.0f, 1.0f, 1.0f, 1.0f, &tk) : 1.0f;
     for (int c = 0; c < 3; c++) {
       float val = ff__affine_blend4((float)p[c], (float)p[c + 3], (float)q[c], (float)q[c + 3], &tk);
-      if (fill) val = ff__affine_fill_blend(val, mask, fill[c]);
+      if (fill) val = ff__affine_fill_blend(val, mask, fill[c], v2);
       o[c] = ff__round_u8(val);
     }
   } else if (tk.x0 < -1 || tk.x0 >= w || tk.y0 < -1 || tk.y0 >= h) {
@@ -93,7 +94,7 @@ static inline __attribute__((always_inline)) void bilinear_px(const ff__image *s
      * f32(0*0 + 1*fill) = fill (or 0 without fill), rounded */
     o[0] = t->fill_u8[0], o[1] = t->fill_u8[1], o[2] = t->fill_u8[2];
   } else {
-    ff__affine_bilinear(src->data, stride, w, h, &tk, fill, o);
+    ff__affine_bilinear(src->data, stride, w, h, &tk, fill, v2, o);
   }
 }
 
@@ -259,7 +260,8 @@ AVX2 static inline void put24(uint8_t *o, __m256i b, int room) {
 
 /* The outputs of the row's pixels k .. k+7 from their taps: 24 bytes at o
  * and, when room, 8 more (rewritten by the pixels that follow). */
-AVX2 static inline void blend8(taps8 t, const chunk8 *c, int k, const float *fill, uint8_t *o, int room) {
+AVX2 static inline void blend8(taps8 t, const chunk8 *c, int k, const float *fill, int v2, uint8_t *o,
+                               int room) {
   __m256 wnw = _mm256_loadu_ps(c->nw + k), wne = _mm256_loadu_ps(c->ne + k);
   __m256 wsw = _mm256_loadu_ps(c->sw + k), wse = _mm256_loadu_ps(c->se + k);
   const __m256 one = _mm256_set1_ps(1.0f);
@@ -273,8 +275,9 @@ AVX2 static inline void blend8(taps8 t, const chunk8 *c, int k, const float *fil
     /* without fill the value needs no clamp: taps in [0, 255] under
      * weights >= 0 summing to 1 within a few ulps give [0, 255.5) */
     if (fill) {
-      val = _mm256_add_ps(_mm256_mul_ps(val, mask),
-                          _mm256_mul_ps(_mm256_sub_ps(one, mask), _mm256_set1_ps(fill[ch])));
+      __m256 f = _mm256_set1_ps(fill[ch]); /* ff__affine_fill_blend */
+      val = v2 ? _mm256_add_ps(_mm256_mul_ps(_mm256_sub_ps(val, f), mask), f)
+               : _mm256_add_ps(_mm256_mul_ps(val, mask), _mm256_mul_ps(_mm256_sub_ps(one, mask), f));
       val = _mm256_min_ps(_mm256_max_ps(val, _mm256_setzero_ps()), _mm256_set1_ps(255.0f));
     }
     rgb = _mm256_or_si256(rgb, _mm256_slli_epi32(_mm256_cvtps_epi32(val), 8 * ch));
@@ -288,7 +291,7 @@ AVX2 static inline void blend8(taps8 t, const chunk8 *c, int k, const float *fil
  * for those inside (the others loading harmless bytes at offset 0 first),
  * the scalar pixel for the rest. */
 __attribute__((noinline)) AVX2 static void border8(const ff__image *src, const chunk8 *c, const chunk_taps *t,
-                                                   int k, const float *fill, uint8_t *o, int room) {
+                                                   int k, const float *fill, int v2, uint8_t *o, int room) {
   int w = src->width, h = src->height;
   const __m256i minus1 = _mm256_set1_epi32(-1), last_x = _mm256_set1_epi32(w - 1);
   __m256i x0 = _mm256_loadu_si256((const __m256i *)(c->x0 + k));
@@ -312,13 +315,13 @@ __attribute__((noinline)) AVX2 static void border8(const ff__image *src, const c
     int off[8];
     _mm256_storeu_si256((__m256i *)off,
                         _mm256_and_si256(_mm256_loadu_si256((const __m256i *)(c->off + k)), in));
-    blend8(load_taps8(src->data, src->stride, off), c, k, fill, o, room);
+    blend8(load_taps8(src->data, src->stride, off), c, k, fill, v2, o, room);
   }
   for (unsigned rest = out_bits; rest; rest &= rest - 1)
     memcpy(o + (size_t)__builtin_ctz(rest) * 3, t->fill_u8, 3);
   for (unsigned rest = ~(in_bits | out_bits) & 0xff; rest; rest &= rest - 1) {
     int q = __builtin_ctz(rest);
-    bilinear_px(src, t, k + q, fill, o + (size_t)q * 3);
+    bilinear_px(src, t, k + q, fill, v2, o + (size_t)q * 3);
   }
 }
 
@@ -329,7 +332,7 @@ __attribute__((noinline)) AVX2 static void border8(const ff__image *src, const c
  * The taps of the next group inside load before this one's blend, so that
  * their latency overlaps it. */
 AVX2 static void gather_bilinear_avx2(const ff__image *src, const chunk8 *c, int n, int left, int monotonic,
-                                      const float *fill, const uint8_t fill_u8[3], uint8_t *out) {
+                                      const float *fill, int v2, const uint8_t fill_u8[3], uint8_t *out) {
   chunk_taps t = {c->x0, c->y0, c->nw, c->ne, c->sw, c->se, fill_u8};
   /* inside: 0 <= x0 < in_x and 0 <= y0 < in_y */
   unsigned in_x = (unsigned)(src->width - 1), in_y = src->height > 2 ? (unsigned)(src->height - 2) : 0;
@@ -339,7 +342,7 @@ AVX2 static void gather_bilinear_avx2(const ff__image *src, const chunk8 *c, int
   int k = 0;
   while (k + 8 <= n) {
     if (!INSIDE(k)) {
-      border8(src, c, &t, k, fill, out + (size_t)k * 3, k + 11 <= left);
+      border8(src, c, &t, k, fill, v2, out + (size_t)k * 3, k + 11 <= left);
       k += 8;
       continue;
     }
@@ -348,7 +351,7 @@ AVX2 static void gather_bilinear_avx2(const ff__image *src, const chunk8 *c, int
       int more = k + 16 <= n && INSIDE(k + 8);
       taps8 next = cur;
       if (more) next = load_taps8(src->data, src->stride, c->off + k + 8);
-      blend8(cur, c, k, fill, out + (size_t)k * 3, k + 11 <= left);
+      blend8(cur, c, k, fill, v2, out + (size_t)k * 3, k + 11 <= left);
       k += 8;
       if (!more) break;
       cur = next;
@@ -356,7 +359,7 @@ AVX2 static void gather_bilinear_avx2(const ff__image *src, const chunk8 *c, int
   }
 #undef INSIDE
   for (; k < n; k++)
-    bilinear_px(src, &t, k, fill, out + (size_t)k * 3);
+    bilinear_px(src, &t, k, fill, v2, out + (size_t)k * 3);
 }
 
 /* Whether no step of the mapping can overflow (or meet an infinity or a
@@ -381,7 +384,7 @@ static void band_products(const ff__affine_grid *g, int j0, float *xa, float *xb
 
 /* The warp with AVX2/FMA; the image's bytes must fit 32-bit offsets. */
 AVX2 static void warp_bilinear_avx2(const ff__affine_grid *g, const ff__image *src, ff__image *dst,
-                                    const float *fill, const uint8_t fill_u8[3]) {
+                                    const float *fill, int v2, const uint8_t fill_u8[3]) {
   int w = src->width, h = src->height;
   int monotonic = grid_is_tame(g, w, h);
   chunk8 c;
@@ -390,7 +393,7 @@ AVX2 static void warp_bilinear_avx2(const ff__affine_grid *g, const ff__image *s
     band_products(g, j0, c.xa, c.xb);
     for (int i = 0; i < h; i++) {
       map_taps_avx2(g, src->stride, i, n, &c);
-      gather_bilinear_avx2(src, &c, n, w - j0, monotonic, fill, fill_u8,
+      gather_bilinear_avx2(src, &c, n, w - j0, monotonic, fill, v2, fill_u8,
                            dst->data + (size_t)i * dst->stride + (size_t)j0 * 3);
     }
   }
@@ -555,9 +558,11 @@ static inline void map_taps(const ff__affine_grid *g, int i, int j0, int n, int 
   }
 }
 
-/* fill: NULL for black, else the three fill values. */
+/* fill: NULL for black, else the three fill values (blended in v2's way
+ * when v2). */
 FF_FMA_CLONES
-static void warp_bilinear(const ff__affine_grid *g, const ff__image *src, ff__image *dst, const float *fill) {
+static void warp_bilinear(const ff__affine_grid *g, const ff__image *src, ff__image *dst, const float *fill,
+                          int v2) {
   int w = src->width, h = src->height;
   uint8_t fill_u8[3] = {0, 0, 0};
   if (fill)
@@ -566,7 +571,7 @@ static void warp_bilinear(const ff__affine_grid *g, const ff__image *src, ff__im
   /* its tap offsets are 32-bit */
   if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
       (size_t)h * src->stride <= INT32_MAX) {
-    warp_bilinear_avx2(g, src, dst, fill, fill_u8);
+    warp_bilinear_avx2(g, src, dst, fill, v2, fill_u8);
     return;
   }
 #endif
@@ -579,7 +584,7 @@ static void warp_bilinear(const ff__affine_grid *g, const ff__image *src, ff__im
       int n = w - j0 < CHUNK ? w - j0 : CHUNK;
       map_taps(g, i, j0, n, w, h, x0, y0, nw, ne, sw, se);
       for (int k = 0; k < n; k++)
-        bilinear_px(src, &t, k, fill, out + (size_t)(j0 + k) * 3);
+        bilinear_px(src, &t, k, fill, v2, out + (size_t)(j0 + k) * 3);
     }
   }
 }
@@ -635,6 +640,6 @@ void ff__aug_affine(const ff__aug *a, const ff__image *src, ff__image *dst) {
   ff__affine_setup set;
   ff__affine_setup_make(a, w, h, &set);
   if (set.translate) translate(src, dst, set.tx, set.ty, set.fill_u8);
-  else if (a->bilinear) warp_bilinear(&set.grid, src, dst, a->has_fill ? a->fill : NULL);
+  else if (a->bilinear) warp_bilinear(&set.grid, src, dst, a->has_fill ? a->fill : NULL, a->v2);
   else warp_nearest(&set.grid, src, dst, set.fill_u8);
 }

@@ -529,32 +529,42 @@ VBMI_TARGET static uint32_t gray_row_sum_vbmi(const uint8_t *p, size_t pixels) {
 }
 #endif
 
-/* Color (spec 2.8): blend(X, gray(X), f) on RGB pixels. */
-FF_FMA_CLONES static void saturation(const ff__image *src, const ff__image *dst, ff__blend_w w) {
-  rows r = rows_of(src, dst);
-#ifdef HAVE_VBMI_PATH
-  if (have_vbmi()) {
-    saturation_vbmi(r, w);
-    return;
-  }
-#endif
+/* Color on plain rows in v1's arithmetic or, v2 (a constant after
+ * inlining, so that each loop is its own), v2's gray and blend. */
+static inline __attribute__((always_inline)) void saturation_rows(rows r, ff__blend_w w, const int v2) {
   size_t pixels = r.bytes / 3;
   for (size_t y = 0; y < r.count; y++) {
     const uint8_t *p = r.src + y * r.src_stride;
     uint8_t *q = r.dst + y * r.dst_stride;
     for (size_t x = 0; x < pixels; x++) {
       uint8_t R = p[3 * x], G = p[3 * x + 1], B = p[3 * x + 2];
-      float g = (float)ff__gray_u8(R, G, B);
-      q[3 * x] = ff__blend_u8(w, (float)R, g);
-      q[3 * x + 1] = ff__blend_u8(w, (float)G, g);
-      q[3 * x + 2] = ff__blend_u8(w, (float)B, g);
+      float g = (float)(v2 ? ff__gray_v2_u8(R, G, B) : ff__gray_u8(R, G, B));
+      q[3 * x] = v2 ? ff__blend_v2_u8(w, (float)R, g) : ff__blend_u8(w, (float)R, g);
+      q[3 * x + 1] = v2 ? ff__blend_v2_u8(w, (float)G, g) : ff__blend_u8(w, (float)G, g);
+      q[3 * x + 2] = v2 ? ff__blend_v2_u8(w, (float)B, g) : ff__blend_u8(w, (float)B, g);
     }
   }
 }
 
+/* Color (spec 2.8): blend(X, gray(X), f) on RGB pixels (w.v2: v2's). */
+FF_FMA_CLONES static void saturation(const ff__image *src, const ff__image *dst, ff__blend_w w) {
+  rows r = rows_of(src, dst);
+  if (w.v2) {
+    saturation_rows(r, w, 1);
+    return;
+  }
+#ifdef HAVE_VBMI_PATH
+  if (have_vbmi()) {
+    saturation_vbmi(r, w);
+    return;
+  }
+#endif
+  saturation_rows(r, w, 0);
+}
+
 /* The sum of the truncated gray values of an RGB image (or of the pixels of
- * a one-channel one), exact in integers. */
-FF_FMA_CLONES static uint64_t gray_sum(const ff__image *img) {
+ * a one-channel one), exact in integers; v2: v2's gray. */
+FF_FMA_CLONES static uint64_t gray_sum(const ff__image *img, int v2) {
   rows r = rows_of(img, img);
   uint64_t sum = 0;
   for (size_t y = 0; y < r.count; y++) {
@@ -563,13 +573,17 @@ FF_FMA_CLONES static uint64_t gray_sum(const ff__image *img) {
     if (img->channels == 3) {
       size_t pixels = r.bytes / 3;
 #ifdef HAVE_VBMI_PATH
-      if (have_vbmi()) {
+      if (!v2 && have_vbmi()) {
         sum += gray_row_sum_vbmi(p, pixels);
         continue;
       }
 #endif
-      for (size_t x = 0; x < pixels; x++)
-        row += ff__gray_u8(p[3 * x], p[3 * x + 1], p[3 * x + 2]);
+      if (v2)
+        for (size_t x = 0; x < pixels; x++)
+          row += ff__gray_v2_u8(p[3 * x], p[3 * x + 1], p[3 * x + 2]);
+      else
+        for (size_t x = 0; x < pixels; x++)
+          row += ff__gray_u8(p[3 * x], p[3 * x + 1], p[3 * x + 2]);
     } else {
       for (size_t k = 0; k < r.bytes; k++)
         row += p[k];
@@ -581,28 +595,29 @@ FF_FMA_CLONES static uint64_t gray_sum(const ff__image *img) {
 
 /* gray_sum over chunks of at most 2^24 pixels, so the per-row uint32 sum
  * cannot overflow even when a dense image is one long row. */
-static uint64_t gray_sum_chunked(const ff__image *img) {
+static uint64_t gray_sum_chunked(const ff__image *img, int v2) {
   const size_t chunk = (size_t)1 << 24;
   size_t pixels = (size_t)img->width * (size_t)img->height;
-  if (img->stride != (size_t)img->width * img->channels || pixels <= chunk) return gray_sum(img);
+  if (img->stride != (size_t)img->width * img->channels || pixels <= chunk) return gray_sum(img, v2);
   uint64_t sum = 0;
   for (size_t done = 0; done < pixels; done += chunk) {
     size_t m = pixels - done < chunk ? pixels - done : chunk;
     ff__image part = {img->data + done * img->channels, (int)m, 1, img->channels, m * img->channels};
-    sum += gray_sum(&part);
+    sum += gray_sum(&part, v2);
   }
   return sum;
 }
 
 /* Contrast (spec 2.9): blend(X, mean, f) with the mean of
- * ff__contrast_mean: a table once the mean is known. */
+ * ff__contrast_mean: a table once the mean is known (w.v2: v2's gray and
+ * blend). */
 static void contrast(const ff__image *src, const ff__image *dst, ff__blend_w w) {
   size_t pixels = (size_t)src->width * (size_t)src->height;
   if (!pixels) return;
-  float mean = ff__contrast_mean(gray_sum_chunked(src), pixels);
+  float mean = ff__contrast_mean(gray_sum_chunked(src, w.v2), pixels);
   uint8_t t[256];
   for (int v = 0; v < 256; v++)
-    t[v] = ff__blend_u8(w, (float)v, mean);
+    t[v] = ff__blend_sem_u8(w, (float)v, mean);
   apply_table(src, dst, t);
 }
 
@@ -619,11 +634,17 @@ static inline void sharpen_row(uint8_t *restrict out, const uint8_t *restrict up
     out[k] = self[mid[k]];
     out[bytes - c + k] = self[mid[bytes - c + k]];
   }
-  for (size_t k = (size_t)c; k < bytes - c; k++) {
-    int s = up[k - c] + up[k] + up[k + c] + mid[k - c] + 5 * mid[k] + mid[k + c] + down[k - c] + down[k] +
-            down[k + c];
-    out[k] = ff__blend_u8(w, (float)mid[k], (float)ff__sharp_smooth_u8(s));
-  }
+  /* the semantics chosen outside the loops, so that each vectorises */
+#define SUM9(k)                                                                                              \
+  (up[(k) - c] + up[k] + up[(k) + c] + mid[(k) - c] + 5 * mid[k] + mid[(k) + c] + down[(k) - c] + down[k] +  \
+   down[(k) + c])
+  if (w.v2)
+    for (size_t k = (size_t)c; k < bytes - c; k++)
+      out[k] = ff__sharp_v2_u8(w, mid[k], ff__sharp_smooth_u8(SUM9(k)));
+  else
+    for (size_t k = (size_t)c; k < bytes - c; k++)
+      out[k] = ff__blend_u8(w, (float)mid[k], (float)ff__sharp_smooth_u8(SUM9(k)));
+#undef SUM9
 }
 
 #ifdef HAVE_VBMI_PATH
@@ -662,7 +683,7 @@ VBMI_TARGET static void sharpen_row_vbmi(uint8_t *restrict out, const uint8_t *r
 
 /* Sharpness (spec 2.10): images of height or width <= 2 are unchanged;
  * otherwise blend(X, B, f) over all pixels, B = X on the border and the
- * smoothed value inside. The neighbours come from src; in place, from a
+ * smoothed value inside (w.v2: v2's, ff__sharp_sem_u8). The neighbours come from src; in place, from a
  * copy of it in scratch, as the rows above are overwritten before the rows
  * below read them. */
 FF_FMA_CLONES static ff_status sharpness(const ff__image *src, const ff__image *dst, ff__blend_w w,
@@ -684,13 +705,13 @@ FF_FMA_CLONES static ff_status sharpness(const ff__image *src, const ff__image *
 
   uint8_t self[256];
   for (int v = 0; v < 256; v++)
-    self[v] = ff__blend_u8(w, (float)v, (float)v);
+    self[v] = ff__sharp_sem_u8(w, v, v, 1);
   for (size_t k = 0; k < bytes; k++) {
     dst->data[k] = self[in[k]];
     dst->data[(size_t)(h - 1) * dst->stride + k] = self[in[(size_t)(h - 1) * in_stride + k]];
   }
 #ifdef HAVE_VBMI_PATH
-  if (have_vbmi()) {
+  if (!w.v2 && have_vbmi()) {
     for (int y = 1; y < h - 1; y++) {
       uint8_t *out = dst->data + (size_t)y * dst->stride;
       const uint8_t *mid = in + (size_t)y * in_stride;
@@ -724,7 +745,7 @@ ff_status ff__aug_color(const ff__aug *a, const ff__image *src, ff__image *dst, 
     return FF_OK;
   }
   if (src->channels != 1 && src->channels != 3) return FF_EINVAL;
-  ff__blend_w w = ff__blend_weights(a->arg);
+  ff__blend_w w = ff__blend_weights_of(a);
   switch (a->op) {
   case FF__AUG_IDENTITY: copy_rows(src, dst); return FF_OK;
   case FF__AUG_COLOR: /* one-channel images have no saturation to change */

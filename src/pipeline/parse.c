@@ -409,6 +409,23 @@ static int max_steps(const ff__op *op) {
   }
 }
 
+/* The output layout and, for a float output, each uint8 value's float32
+ * output: transforms v1's ConvertImageDtype divides, x = f32(v / 255);
+ * transforms.v2's to_dtype(scale=True) multiplies, x = f32(v * f32(1 / 255))
+ * (126 of the 256 values differ by an ulp); then normalize's
+ * f32(f32(x - mean) / std) in both. */
+static void output_lut(ff__pipeline *p) {
+  const ff__op *last = &p->ops[p->num_ops - 1];
+  p->output = FF__OUTPUT_NHWC_U8;
+  if (last->kind != FF__OP_TO_DTYPE && last->kind != FF__OP_NORMALIZE) return;
+  p->output = FF__OUTPUT_NCHW_F32;
+  for (int c = 0; c < 3; c++)
+    for (int v = 0; v < 256; v++) {
+      float x = p->semantics == FF_SEMANTICS_V2 ? (float)v * (float)(1.0 / 255.0) : (float)v / 255.0f;
+      p->lut[c][v] = (x - last->mean[c]) / last->std[c];
+    }
+}
+
 static ff_status check_whole(lexer *lx, ff__pipeline *p, int any_size) {
   if (p->ops[0].kind != FF__OP_DECODE)
     return fail(lx, (size_t)p->ops[0].column - 1, "expected %s", "'decode' as the first op");
@@ -427,17 +444,7 @@ static ff_status check_whole(lexer *lx, ff__pipeline *p, int any_size) {
     return fail(lx, strlen(lx->text), "%s",
                 "the output size depends on the image: end with random_resized_crop, center_crop, "
                 "crop or resize(size=(H, W)) so that every sample has the same size");
-  const ff__op *last = &p->ops[p->num_ops - 1];
-  p->output = FF__OUTPUT_NHWC_U8;
-  if (last->kind == FF__OP_TO_DTYPE || last->kind == FF__OP_NORMALIZE) {
-    p->output = FF__OUTPUT_NCHW_F32;
-    /* torchvision: x = f32(v / 255) (a division), then f32(f32(x - mean) / std). */
-    for (int c = 0; c < 3; c++)
-      for (int v = 0; v < 256; v++) {
-        float x = (float)v / 255.0f;
-        p->lut[c][v] = (x - last->mean[c]) / last->std[c];
-      }
-  }
+  output_lut(p);
   return FF_OK;
 }
 
@@ -471,4 +478,19 @@ ff_status ff__pipeline_parse(const char *text, ff__pipeline *out, ff__error *err
 
 ff_status ff__pipeline_parse_any_size(const char *text, ff__pipeline *out, ff__error *err) {
   return parse(text, out, 1, err);
+}
+
+void ff__pipeline_set_semantics(ff__pipeline *pipe, int semantics) {
+  pipe->semantics = semantics;
+  for (int i = 0; i < pipe->num_ops; i++)
+    pipe->ops[i].aug.v2 = semantics == FF_SEMANTICS_V2;
+  output_lut(pipe);
+}
+
+ff_status ff__pipeline_parse_image(const char *text, int semantics, ff__pipeline *out, ff__error *err) {
+  if (semantics != FF_SEMANTICS_V1 && semantics != FF_SEMANTICS_V2)
+    return ff__error_set(err, FF_EINVAL, "semantics must be v1 or v2 (got %d)", semantics);
+  ff_status st = parse(text, out, 1, err);
+  if (!st) ff__pipeline_set_semantics(out, semantics);
+  return st;
 }

@@ -77,6 +77,7 @@ typedef struct ff__pipeline {
   int out_elem_bytes;        /* 1, 2 or 4; 0 before ff__pipeline_set_output */
   int out_custom;            /* not the default format: the generic writer and device stage */
   uint32_t out_table[3][256];/* per channel and uint8 value: the element's bits (kernels/out.h) */
+  int semantics;             /* ff_semantics (0 after parsing: v1), see ff__pipeline_set_semantics */
 } ff__pipeline;
 
 /* Sets p's output format from ff_config's output_dtype (ff_output_dtype)
@@ -99,6 +100,16 @@ ff_status ff__pipeline_parse(const char *text, ff__pipeline *out, ff__error *err
 /* The same without the fixed output size (one image at a time: out_height
  * and out_width are 0 where the size depends on the image). */
 ff_status ff__pipeline_parse_any_size(const char *text, ff__pipeline *out, ff__error *err);
+
+/* Sets the pipeline's ff_semantics (FF_SEMANTICS_V1 or _V2): every op's
+ * aug.v2, which the planner copies into each step it makes, so that the CPU
+ * ops and the device kernels run that semantics' arithmetic. */
+void ff__pipeline_set_semantics(ff__pipeline *pipe, int semantics);
+
+/* ff__pipeline_parse_any_size in `semantics`: one image outside a loader
+ * (ff_image_augment_as, ff_image_plan_as). FF_EINVAL for a semantics that
+ * is not an ff_semantics. */
+ff_status ff__pipeline_parse_image(const char *text, int semantics, ff__pipeline *out, ff__error *err);
 
 /* resize with one size s on an h x w image: the shorter side becomes s and
  * the other keeps the aspect ratio, truncated (torchvision

@@ -2,7 +2,8 @@
  * RandAugment, TrivialAugmentWide, AutoAugment (ImageNet, CIFAR10, SVHN) and
  * AugMix, with torchvision's (0.14 to 0.29, transforms v1) op lists,
  * magnitude bins, signs, probabilities and order of random draws (shared
- * spec sections 3 and 4).
+ * spec sections 3 and 4); under semantics v2 (ff__aug.v2 of the policy op)
+ * the bins of transforms.v2, which differ in solarize's.
  *
  * Magnitudes are torch.linspace tables in float32, recomputed here with the
  * arithmetic of torch 2.x's CPU kernel so that every bin is the float
@@ -40,8 +41,9 @@ static int has_magnitude(ff__aug_op op) {
 }
 
 /* The magnitude of op at bin k of n for family f on an h x w image, before
- * the sign (torchvision's _augmentation_space). */
-static double bin_magnitude(family f, ff__aug_op op, int k, int n, int h, int w) {
+ * the sign (torchvision's _augmentation_space; v2: transforms.v2's
+ * _AUGMENTATION_SPACE, which differs in solarize's threshold). */
+static double bin_magnitude(family f, ff__aug_op op, int k, int n, int h, int w, int v2) {
   int wide = f == TA;
   switch (op) {
   case FF__AUG_SHEAR_X:
@@ -60,10 +62,16 @@ static double bin_magnitude(family f, ff__aug_op op, int k, int n, int h, int w)
   case FF__AUG_CONTRAST:
   case FF__AUG_SHARPNESS: return ff__linspace_f32(0.0f, wide ? 0.99f : 0.9f, n, k);
   case FF__AUG_POSTERIZE: {
+    /* v2 rounds the float32 difference 8 - q where v1 rounds q: the same
+     * bins for every n up to 300 (checked against torchvision 0.29) */
     float q = (float)k / (float)((n - 1) / (wide ? 6.0 : 4.0));
     return (f == AM ? 4 : 8) - (int)rintf(q);
   }
-  case FF__AUG_SOLARIZE: return ff__linspace_f32(255.0f, 0.0f, n, k);
+  case FF__AUG_SOLARIZE:
+    /* v1: linspace(255, 0, n); v2: 255 * linspace(1, 0, n) in double,
+     * compared in float32 by the op: 119.00001 where v1 has 119 (bins 16,
+     * 18, 24 of 31 leave 119, 102, 51 alone in v2; 109 bins of n <= 300) */
+    return v2 ? 255.0 * (double)ff__linspace_f32(1.0f, 0.0f, n, k) : ff__linspace_f32(255.0f, 0.0f, n, k);
   default: return 0.0;
   }
 }
@@ -183,7 +191,7 @@ int ff__policy_plan(const ff__op *op, ff__philox *rng, int h, int w, ff__step *o
   case FF__OP_RAND_AUGMENT:
     for (int i = 0; i < op->num_ops; i++) {
       ff__aug_op a = wide_ops[ff__philox_randint(rng, 0, 13)];
-      double arg = bin_magnitude(RA, a, op->magnitude, op->num_magnitude_bins, h, w);
+      double arg = bin_magnitude(RA, a, op->magnitude, op->num_magnitude_bins, h, w, op->aug.v2);
       if (is_signed(a) && ff__philox_randint(rng, 0, 1)) arg = -arg;
       push(out, &n, op, a, arg);
     }
@@ -193,7 +201,7 @@ int ff__policy_plan(const ff__op *op, ff__philox *rng, int h, int w, ff__step *o
     double arg = 0;
     if (has_magnitude(a)) {
       int k = (int)ff__philox_randint(rng, 0, op->num_magnitude_bins - 1);
-      arg = bin_magnitude(TA, a, k, op->num_magnitude_bins, h, w);
+      arg = bin_magnitude(TA, a, k, op->num_magnitude_bins, h, w, op->aug.v2);
     }
     if (is_signed(a) && ff__philox_randint(rng, 0, 1)) arg = -arg;
     push(out, &n, op, a, arg);
@@ -207,7 +215,7 @@ int ff__policy_plan(const ff__op *op, ff__philox *rng, int h, int w, ff__step *o
     for (int i = 0; i < 2; i++) {
       if (!(p[i] <= sub[i].p)) continue; /* float32 tensor vs Python float: compared in float32 */
       ff__aug_op a = sub[i].op;
-      double arg = sub[i].bin >= 0 ? bin_magnitude(AA, a, sub[i].bin, 10, h, w) : 0.0;
+      double arg = sub[i].bin >= 0 ? bin_magnitude(AA, a, sub[i].bin, 10, h, w, op->aug.v2) : 0.0;
       if (is_signed(a) && sign[i] == 0) arg = -arg;
       push(out, &n, op, a, arg);
     }
@@ -229,7 +237,8 @@ int ff__policy_plan(const ff__op *op, ff__philox *rng, int h, int w, ff__step *o
       for (int d = 0; d < depth; d++) {
         ff__aug_op a = augmix_ops[ff__philox_randint(rng, 0, num_ops - 1)];
         double arg = 0;
-        if (has_magnitude(a)) arg = bin_magnitude(AM, a, (int)ff__philox_randint(rng, 0, op->severity - 1), 10, h, w);
+        if (has_magnitude(a)) arg = bin_magnitude(AM, a, (int)ff__philox_randint(rng, 0, op->severity - 1), 10, h, w,
+                                                    op->aug.v2);
         if (is_signed(a) && ff__philox_randint(rng, 0, 1)) arg = -arg;
         push(out, &n, op, a, arg);
       }

@@ -28,6 +28,12 @@ def _load(path):
         ctypes.c_uint64, ctypes.c_uint64, ctypes.c_uint64,
         ctypes.c_void_p, ctypes.c_size_t, c_int_p, c_int_p, c_int_p,
         ctypes.c_char_p, ctypes.c_int]
+    lib.ff_shim_run_pipeline_as.restype = ctypes.c_int
+    lib.ff_shim_run_pipeline_as.argtypes = [
+        ctypes.c_char_p, ctypes.c_int, ctypes.c_void_p, ctypes.c_int, ctypes.c_int,
+        ctypes.c_uint64, ctypes.c_uint64, ctypes.c_uint64,
+        ctypes.c_void_p, ctypes.c_size_t, c_int_p, c_int_p, c_int_p,
+        ctypes.c_char_p, ctypes.c_int]
     lib.ff_shim_sampler.restype = ctypes.c_long
     lib.ff_shim_sampler.argtypes = [
         ctypes.c_long, ctypes.c_int, ctypes.c_int, ctypes.c_uint64, ctypes.c_uint64, ctypes.c_int,
@@ -52,9 +58,10 @@ class Shim:
         self.lib = lib
         self._out = np.zeros(1 << 20, np.uint8)  # grown on demand
 
-    def run(self, pipeline, img, seed=0, epoch=0, index=0, out_shape=None):
-        """Runs `pipeline` on an HWC uint8 RGB image; returns HWC uint8 or
-        CHW float32 (when the pipeline ends with normalize/to_dtype)."""
+    def run(self, pipeline, img, seed=0, epoch=0, index=0, out_shape=None, semantics="v1"):
+        """Runs `pipeline` on an HWC uint8 RGB image in `semantics` ("v1" or
+        "v2", ff_semantics); returns HWC uint8 or CHW float32 (when the
+        pipeline ends with normalize/to_dtype)."""
         img = np.ascontiguousarray(img, dtype=np.uint8)
         assert img.ndim == 3 and img.shape[2] == 3, img.shape
         h, w = img.shape[:2]
@@ -63,13 +70,13 @@ class Shim:
         need = 4 * 3 * (out_shape[0] * out_shape[1] if out_shape else 0)
         if need > self._out.size:
             self._out = np.zeros(need, np.uint8)
-        st = self.lib.ff_shim_run_pipeline(
-            pipeline.encode(), img.ctypes.data, h, w, seed, epoch, index,
+        st = self.lib.ff_shim_run_pipeline_as(
+            pipeline.encode(), {"v1": 0, "v2": 1}[semantics], img.ctypes.data, h, w, seed, epoch, index,
             self._out.ctypes.data, self._out.size, ctypes.byref(oh), ctypes.byref(ow),
             ctypes.byref(is_float), msg, len(msg))
         if st != 0 and b"too small" in msg.value:
             self._out = np.zeros(self._out.size * 16, np.uint8)
-            return self.run(pipeline, img, seed, epoch, index, out_shape)
+            return self.run(pipeline, img, seed, epoch, index, out_shape, semantics)
         if st != 0:
             raise FFError(st, msg.value.decode(errors="replace"))
         n = 3 * oh.value * ow.value

@@ -201,3 +201,30 @@ def test_augment_grid_labels_tiles_and_prints_their_plans(folder, tmp_path):
         np.testing.assert_array_equal(tile, augment(path, pipeline, 10 + k, tmp_path / "one.png"))
         label = sheet[y0 - band:y0, x0:x0 + 40]
         assert (label == 220).all(axis=2).sum() > 20, f"tile {k}: no label drawn"
+
+
+def test_semantics_v2_through_the_cli(folder, tmp_path):
+    """plan --semantics v2 says so; augment --semantics v2 gives
+    transforms.v2's pixels (and v1's differ); a bad value is a usage error."""
+    F2 = pytest.importorskip("torchvision.transforms.v2.functional")
+    pipeline = "decode | center_crop(size=(64, 80)) | sharpness(factor=1.3) | autocontrast"
+    for sem in ("v1", "v2"):
+        out = subprocess.run([CLI, "plan", "--source", f"imagefolder:{folder}", "--pipeline", pipeline,
+                              "--index", "0", "--json", "--semantics", sem],
+                             check=True, capture_output=True, text=True, timeout=120).stdout
+        assert json.loads(out)["semantics"] == sem
+    path = str(folder / "a" / "0.png")
+    with Image.open(path) as im:
+        t = torch.from_numpy(np.array(im.convert("RGB"))).permute(2, 0, 1)
+    want = F2.autocontrast(F2.adjust_sharpness(F2.center_crop(t, [64, 80]), 1.3)).permute(1, 2, 0).numpy()
+    got = {}
+    for sem in ("v1", "v2"):
+        subprocess.run([CLI, "augment", path, str(tmp_path / f"{sem}.png"), "--pipeline", pipeline,
+                        "--semantics", sem], check=True, capture_output=True, timeout=60)
+        with Image.open(tmp_path / f"{sem}.png") as im:
+            got[sem] = np.asarray(im.convert("RGB"))
+    np.testing.assert_array_equal(got["v2"], want)
+    assert not np.array_equal(got["v1"], want)
+    bad = subprocess.run([CLI, "plan", "--source", f"imagefolder:{folder}", "--pipeline", pipeline, "--index", "0",
+                          "--semantics", "v3"], capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "--semantics expects v1 or v2, got 'v3'" in bad.stderr

@@ -65,10 +65,10 @@ def is_negative(name, arg):
 
 class Planner:
     def __init__(self, lib):
-        f = lib.ff_shim_plan_steps
+        f = lib.ff_shim_plan_steps_as
         f.restype = ctypes.c_int
         ip = ctypes.POINTER(ctypes.c_int)
-        f.argtypes = [ctypes.c_char_p, ctypes.c_int, ctypes.c_int, ctypes.c_uint64, ctypes.c_uint64,
+        f.argtypes = [ctypes.c_char_p, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_uint64, ctypes.c_uint64,
                       ctypes.c_uint64, ip, ip, ctypes.POINTER(ctypes.c_double),
                       ctypes.POINTER(ctypes.c_float), ctypes.c_int]
         self.f = f
@@ -78,10 +78,11 @@ class Planner:
         self.args = (ctypes.c_double * self.cap)()
         self.weights = (ctypes.c_float * self.cap)()
 
-    def steps(self, pipeline, h, w, seed=0, epoch=0, index=0):
-        """[(kind, op name, arg, weight)] of the sample's plan."""
-        n = self.f(pipeline.encode(), h, w, seed, epoch, index, self.kinds, self.ops, self.args,
-                   self.weights, self.cap)
+    def steps(self, pipeline, h, w, seed=0, epoch=0, index=0, semantics="v1"):
+        """[(kind, op name, arg, weight)] of the sample's plan in `semantics`
+        ("v1" or "v2", ff_semantics)."""
+        n = self.f(pipeline.encode(), {"v1": 0, "v2": 1}[semantics], h, w, seed, epoch, index, self.kinds,
+                   self.ops, self.args, self.weights, self.cap)
         if n < 0:
             raise FFError(n, f"ff_shim_plan_steps({pipeline!r})")
         assert n <= self.cap
@@ -95,8 +96,8 @@ class Planner:
 
 @pytest.fixture(scope="module")
 def planner(shim):
-    if not hasattr(shim.lib, "ff_shim_plan_steps"):
-        pytest.skip("libff_shim lacks ff_shim_plan_steps")
+    if not hasattr(shim.lib, "ff_shim_plan_steps_as"):
+        pytest.skip("libff_shim lacks ff_shim_plan_steps_as")
     return Planner(shim.lib)
 
 

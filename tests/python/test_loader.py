@@ -59,6 +59,41 @@ def test_same_batches_with_one_or_two_threads(folder):
         np.testing.assert_array_equal(la, lb)
 
 
+V2_PIPE = ("decode | random_resized_crop(size=24) | trivial_augment_wide(interpolation=bilinear, fill=(127.3, 0.5, 255))"
+           " | sharpness(factor=1.3) | autocontrast | normalize(mean=imagenet, std=imagenet)")
+
+
+def test_semantics_v2_is_part_of_the_batches_identity(folder):
+    """The same seed and semantics give the same batches (1 or 2 threads);
+    v1 and v2 give other pixels for the same samples and draws; the plan and
+    the state say which."""
+    root = folder[0]
+    runs = {}
+    for semantics, threads in (("v1", 1), ("v2", 1), ("v2", 2)):
+        with fusionflow.Loader(root, V2_PIPE, batch_size=7, seed=3, num_threads=threads, output="numpy",
+                               semantics=semantics) as loader:
+            runs[semantics, threads] = collect(loader)
+            assert loader.plan(0)["semantics"] == semantics
+            assert loader.state_dict()["semantics"] == semantics
+    for (a, _, xa), (b, _, xb) in zip(runs["v2", 1], runs["v2", 2]):
+        assert xa.sample_indices == xb.sample_indices
+        np.testing.assert_array_equal(a, b)
+    v1, v2 = runs["v1", 1], runs["v2", 1]
+    assert [x.sample_indices for _, _, x in v1] == [x.sample_indices for _, _, x in v2]
+    assert any(not np.array_equal(a, b) for (a, _, _), (b, _, _) in zip(v1, v2))
+    with fusionflow.Loader(root, V2_PIPE, batch_size=7, seed=3, semantics="v2") as loader:
+        state = loader.state_dict()
+    with fusionflow.Loader(root, V2_PIPE, batch_size=7, seed=3) as loader:
+        with pytest.raises(ValueError, match="semantics"):
+            loader.load_state_dict(state)
+    with pytest.raises(ValueError, match="semantics must be 'v1' or 'v2'"):
+        fusionflow.Loader(root, V2_PIPE, batch_size=7, semantics="v3")
+    path = folder[1][0]
+    a = fusionflow.augment_image(path, "decode | center_crop(size=20) | sharpness(factor=1.3)", semantics="v2")
+    b = fusionflow.augment_image(path, "decode | center_crop(size=20) | sharpness(factor=1.3)")
+    assert a.shape == b.shape == (20, 20, 3) and not np.array_equal(a, b)
+
+
 def test_pinned_batches_equal_ordinary_ones(folder):
     root = folder[0]
     epochs = []

@@ -13,15 +13,16 @@
 #define SHIM_API __attribute__((visibility("default")))
 
 /* Runs `pipeline` (its decode op is skipped) on an HWC RGB uint8 image as
- * sample `index` of `epoch`. The output (NHWC uint8 or NCHW float32, see
- * *is_float) goes to out; returns the ff_status. */
-SHIM_API int ff_shim_run_pipeline(const char *pipeline, const uint8_t *in, int height, int width,
-                                  uint64_t seed, uint64_t epoch, uint64_t index, void *out,
-                                  size_t out_cap_bytes, int *out_h, int *out_w, int *is_float,
-                                  char *errmsg, int errmsg_cap) {
+ * sample `index` of `epoch` in `semantics` (ff_semantics). The output (NHWC
+ * uint8 or NCHW float32, see *is_float) goes to out; returns the ff_status. */
+SHIM_API int ff_shim_run_pipeline_as(const char *pipeline, int semantics, const uint8_t *in, int height,
+                                     int width, uint64_t seed, uint64_t epoch, uint64_t index, void *out,
+                                     size_t out_cap_bytes, int *out_h, int *out_w, int *is_float, char *errmsg,
+                                     int errmsg_cap) {
   static __thread ff__pipeline pipe;
   ff__error err = {0};
   ff_status st = ff__pipeline_parse(pipeline, &pipe, &err);
+  if (!st) ff__pipeline_set_semantics(&pipe, semantics);
   ff__op_scratch scratch = {0};
   ff__buf input = {0};
   if (!st) {
@@ -50,6 +51,14 @@ SHIM_API int ff_shim_run_pipeline(const char *pipeline, const uint8_t *in, int h
   ff__buf_free(&input);
   if (st && errmsg) snprintf(errmsg, (size_t)errmsg_cap, "%s", err.msg);
   return st;
+}
+
+/* ff_shim_run_pipeline_as in semantics v1. */
+SHIM_API int ff_shim_run_pipeline(const char *pipeline, const uint8_t *in, int height, int width, uint64_t seed,
+                                  uint64_t epoch, uint64_t index, void *out, size_t out_cap_bytes, int *out_h,
+                                  int *out_w, int *is_float, char *errmsg, int errmsg_cap) {
+  return ff_shim_run_pipeline_as(pipeline, FF_SEMANTICS_V1, in, height, width, seed, epoch, index, out,
+                                 out_cap_bytes, out_h, out_w, is_float, errmsg, errmsg_cap);
 }
 
 /* The dataset indices rank `rank` gets in `epoch` (permutation: ff_permutation); returns how many. */
@@ -113,13 +122,13 @@ SHIM_API long ff_shim_index(const char *spec, long i, char *path_out, int cap, i
  * kinds[i] = ff__step_kind, ops[i] = aug.op, args[i] = aug.arg,
  * weights[i] = weight (AugMix). Returns the number of steps (at most cap are
  * written), or the ff_status (negative) of parsing the pipeline. */
-SHIM_API int ff_shim_plan_steps(const char *pipeline, int h, int w, uint64_t seed, uint64_t epoch,
-                                uint64_t index, int *kinds, int *ops, double *args, float *weights,
-                                int cap) {
+SHIM_API int ff_shim_plan_steps_as(const char *pipeline, int semantics, int h, int w, uint64_t seed,
+                                   uint64_t epoch, uint64_t index, int *kinds, int *ops, double *args,
+                                   float *weights, int cap) {
   static __thread ff__pipeline pipe;
   static __thread ff__plan plan;
   ff__error err = {0};
-  ff_status st = ff__pipeline_parse_any_size(pipeline, &pipe, &err);
+  ff_status st = ff__pipeline_parse_image(pipeline, semantics, &pipe, &err);
   if (st) return (int)st; /* negative */
   ff__image_info info = {FF__FORMAT_PNG, w, h, 0};
   ff__plan_make(&pipe, seed, epoch, index, &info, 0, &plan);
@@ -130,6 +139,13 @@ SHIM_API int ff_shim_plan_steps(const char *pipeline, int h, int w, uint64_t see
     if (weights) weights[i] = plan.steps[i].weight;
   }
   return plan.num_steps;
+}
+
+/* ff_shim_plan_steps_as in semantics v1. */
+SHIM_API int ff_shim_plan_steps(const char *pipeline, int h, int w, uint64_t seed, uint64_t epoch, uint64_t index,
+                                int *kinds, int *ops, double *args, float *weights, int cap) {
+  return ff_shim_plan_steps_as(pipeline, FF_SEMANTICS_V1, h, w, seed, epoch, index, kinds, ops, args, weights,
+                               cap);
 }
 
 /* Element k of the planner's float32 torch.linspace(lo, hi, n). */

@@ -15,7 +15,7 @@
 #include "ops/augment.h"
 
 static ff__aug op_of(ff__aug_op op, double arg, int bilinear) {
-  ff__aug a = {op, arg, bilinear, 0, {0, 0, 0}};
+  ff__aug a = {op, arg, bilinear, 0, {0, 0, 0}, 0};
   return a;
 }
 

@@ -53,6 +53,8 @@ static const char *const pipelines[] = {
     "decode | center_crop(size=(36, 44)) | rotate(angle=30)",
     "decode | center_crop(size=(36, 44)) | rotate(angle=-47.5, interpolation=bilinear, fill=7) | to_dtype",
     "decode | center_crop(size=(36, 44)) | shear_x(shear=-0.4, interpolation=bilinear, fill=(1, 2, 250))",
+    "decode | center_crop(size=(64, 64)) | rotate(angle=33.3, interpolation=bilinear, fill=(127.3, 0.5, 255))",
+    "decode | center_crop(size=(64, 64)) | shear_y(shear=0.7, interpolation=bilinear, fill=(60.7, 99.1, 3.3))",
     /* single colour ops and fused table runs */
     "decode | center_crop(size=(30, 30)) | brightness(factor=1.4)",
     "decode | center_crop(size=(30, 30)) | color(factor=0.3)",
@@ -84,10 +86,11 @@ static const char *const pipelines[] = {
 };
 #define NUM_PIPELINES (sizeof pipelines / sizeof pipelines[0])
 
-static const ff__pipeline *parse(const char *text) {
+static const ff__pipeline *parse(const char *text, ff_semantics semantics) {
   static ff__pipeline p; /* large: off the stack */
   ff__error err = {0};
   if (ff__pipeline_parse(text, &p, &err) != FF_OK) fail_msg("'%s' does not parse: %s", text, err.msg);
+  ff__pipeline_set_semantics(&p, semantics);
   return &p;
 }
 
@@ -187,9 +190,12 @@ static ff_status device_batch(ff__device *d, const ff__pipeline *pipe, inputs *i
   return st;
 }
 
+/* Every pipeline in both semantics (v2's kernels are the CPU's v2 too). */
 static void compare_on(ff__device *d, const char *dev_name) {
-  for (size_t k = 0; k < NUM_PIPELINES; k++) {
-    const ff__pipeline *pipe = parse(pipelines[k]);
+  for (size_t k = 0; k < 2 * NUM_PIPELINES; k++) {
+    ff_semantics sem = k < NUM_PIPELINES ? FF_SEMANTICS_V1 : FF_SEMANTICS_V2;
+    const char *text = pipelines[k % NUM_PIPELINES];
+    const ff__pipeline *pipe = parse(text, sem);
     inputs in;
     make_inputs(pipe, (uint32_t)(1000 + k), &in);
     size_t bytes = N * sample_bytes(pipe);
@@ -197,11 +203,11 @@ static void compare_on(ff__device *d, const char *dev_name) {
     cpu_batch(pipe, &in, want);
     ff__error err = {0};
     if (device_batch(d, pipe, &in, got, &err) != FF_OK)
-      fail_msg("%s: '%s': %s", dev_name, pipelines[k], err.msg);
+      fail_msg("%s: '%s': %s", dev_name, text, err.msg);
     for (size_t i = 0; i < bytes; i++)
       if (want[i] != got[i])
-        fail_msg("%s: '%s': byte %zu (slot %zu) differs: cpu %u, device %u", dev_name, pipelines[k], i,
-                 i / sample_bytes(pipe), want[i], got[i]);
+        fail_msg("%s: '%s' (semantics v%d): byte %zu (slot %zu) differs: cpu %u, device %u", dev_name, text,
+                 (int)sem + 1, i, i / sample_bytes(pipe), want[i], got[i]);
     free(want), free(got);
     free_inputs(&in);
   }
@@ -237,7 +243,7 @@ static void every_op_and_policy_on_cuda_is_bit_identical_to_the_cpu(void **state
 static void steady_state_makes_no_raw_allocation(void **state) {
   (void)state;
   ff__device *d = open_dev("emu:0", NULL);
-  const ff__pipeline *pipe = parse(pipelines[0]);
+  const ff__pipeline *pipe = parse(pipelines[0], FF_SEMANTICS_V1);
   inputs in;
   make_inputs(pipe, 7, &in);
   uint8_t *out = malloc(N * sample_bytes(pipe));
@@ -257,7 +263,7 @@ static void steady_state_makes_no_raw_allocation(void **state) {
 static void query_reports_completion_without_blocking(void **state) {
   (void)state;
   ff__device *d = open_dev("emu:0", NULL);
-  const ff__pipeline *pipe = parse(pipelines[8]);
+  const ff__pipeline *pipe = parse(pipelines[8], FF_SEMANTICS_V1);
   inputs in;
   make_inputs(pipe, 17, &in);
   size_t bytes = N * sample_bytes(pipe);
@@ -347,7 +353,7 @@ static void every_call_runs_on_the_device_and_leaves_the_threads_current_device(
   opt.refresh_every = 1;
   ff__device *d = open_dev("emu:2", &opt);
   assert_int_equal(ff__emu_current_device(), 5);
-  const ff__pipeline *pipe = parse(pipelines[28]);
+  const ff__pipeline *pipe = parse(pipelines[30], FF_SEMANTICS_V1);
   inputs in;
   make_inputs(pipe, 21, &in);
   uint8_t *out = malloc(N * sample_bytes(pipe));
@@ -374,7 +380,7 @@ static void an_allocation_error_that_is_not_out_of_memory_is_a_device_error(void
   ff__device_options_init(&opt);
   opt.emu_alloc_error_at = 2; /* the output tensor gets memory, the microbatch a device error */
   ff__device *d = open_dev("emu:0", &opt);
-  const ff__pipeline *pipe = parse(pipelines[0]);
+  const ff__pipeline *pipe = parse(pipelines[0], FF_SEMANTICS_V1);
   inputs in;
   make_inputs(pipe, 9, &in);
   uint8_t *out = malloc(N * sample_bytes(pipe));
@@ -415,7 +421,7 @@ static void an_allocation_failure_is_a_budget_status_and_the_samples_can_go_to_t
   ff__device_options_init(&opt);
   opt.emu_fail_alloc_after = 1; /* the output tensor gets memory, the microbatch does not */
   ff__device *d = open_dev("emu:0", &opt);
-  const ff__pipeline *pipe = parse(pipelines[28]);
+  const ff__pipeline *pipe = parse(pipelines[30], FF_SEMANTICS_V1);
   inputs in;
   make_inputs(pipe, 9, &in);
   ff__error err = {0};
@@ -462,7 +468,7 @@ static void a_kernel_error_is_reported_and_the_device_stays_usable(void **state)
   ff__device_options_init(&opt);
   opt.emu_fail_kernel_at = 2;
   ff__device *d = open_dev("emu:0", &opt);
-  const ff__pipeline *pipe = parse(pipelines[0]);
+  const ff__pipeline *pipe = parse(pipelines[0], FF_SEMANTICS_V1);
   inputs in;
   make_inputs(pipe, 11, &in);
   size_t bytes = N * sample_bytes(pipe);
@@ -483,7 +489,7 @@ static void faults_come_from_the_environment(void **state) {
   setenv("FF_EMU_FAULTS", "alloc:0,kernel:1", 1);
   ff__device *d = open_dev("emu:1", NULL);
   unsetenv("FF_EMU_FAULTS");
-  const ff__pipeline *pipe = parse(pipelines[1]);
+  const ff__pipeline *pipe = parse(pipelines[1], FF_SEMANTICS_V1);
   inputs in;
   make_inputs(pipe, 13, &in);
   uint8_t *got = malloc(N * sample_bytes(pipe));

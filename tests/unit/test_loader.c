@@ -646,6 +646,20 @@ static void zero_prefetch_is_einval_naming_prefetch(void **state) {
   assert_contains(open_fails(&c, FF_EINVAL), "prefetch");
 }
 
+static void unknown_semantics_is_einval_naming_semantics(void **state) {
+  (void)state;
+  ff_config c = base_config(data_source, NCHW_PIPELINE);
+  c.semantics = (ff_semantics)2;
+  assert_contains(open_fails(&c, FF_EINVAL), "semantics must be v1 or v2 (got 2)");
+  uint8_t *out = NULL;
+  int h, w;
+  char msg[256];
+  assert_int_equal(ff_image_augment_as("x.png", "decode", (ff_semantics)-1, 0, 0, 0, &out, &h, &w, msg, sizeof msg),
+                   FF_EINVAL);
+  assert_non_null(strstr(msg, "semantics"));
+  assert_null(out);
+}
+
 static void bad_pipeline_is_epipeline_naming_the_column(void **state) {
   (void)state;
   ff_config c = base_config(data_source, "decode | flip");
@@ -1145,6 +1159,7 @@ int main(void) {
       cmocka_unit_test(class_folders_without_images_are_eempty),
       cmocka_unit_test(zero_batch_size_is_einval_naming_batch_size),
       cmocka_unit_test(zero_prefetch_is_einval_naming_prefetch),
+      cmocka_unit_test(unknown_semantics_is_einval_naming_semantics),
       cmocka_unit_test(bad_pipeline_is_epipeline_naming_the_column),
       cmocka_unit_test(rank_not_below_world_size_is_einval),
       cmocka_unit_test(next_on_a_failed_loader_is_einval),
