@@ -25,6 +25,7 @@
 #include "kernels/stage.h"
 #include "ops/augment.h"
 #include "ops/ops.h"
+#include "ops/pil.h"
 
 #define ALIGN(x, a) (((x) + (a)-1) / (a) * (a))
 
@@ -211,6 +212,35 @@ static void lower_aug(walk *w, const ff__aug *a) {
   }
 }
 
+/* A Pillow op (ops/pil.c): table ops as histogram / luma sum → tables →
+ * lookup, the others one stage each. */
+static void lower_pil(walk *w, const ff__pil *p) {
+  int width = w->cur.width, height = w->cur.height;
+  if (width <= 0 || height <= 0) return;
+  void *host;
+  ff__dstage *st;
+  if (ff__pil_has_table(p->op)) {
+    uint64_t hist = aux(w, 3 * 256 * sizeof(uint32_t), &host); /* zeroed with the staging */
+    uint64_t sum = aux(w, sizeof(uint64_t), &host);
+    uint64_t d_op = aux(w, sizeof *p, &host);
+    if (host) memcpy(host, p, sizeof *p);
+    uint64_t luts = aux(w, 3 * 256, &host);
+    if (ff__pil_needs_histogram(p->op)) stage(w, FF__DS_HISTOGRAM, pixels(&w->cur))->a = hist;
+    if (p->op == FF__PIL_CONTRAST) stage(w, FF__DS_PIL_LUMA_SUM, pixels(&w->cur))->a = sum;
+    ff__dstage *b = stage(w, FF__DS_PIL_LUT_BUILD, 3);
+    b->a = hist, b->b = d_op, b->p.pil_lut.luts = luts, b->p.pil_lut.sum = sum;
+    st = stage(w, FF__DS_LUT_APPLY, pixels(&w->cur));
+    st->a = luts;
+  } else if (p->op == FF__PIL_COLOR || p->op == FF__PIL_SHARPNESS) {
+    st = stage(w, p->op == FF__PIL_COLOR ? FF__DS_PIL_COLOR : FF__DS_PIL_SHARPNESS, pixels(&w->cur));
+    st->p.pil_alpha = (float)p->arg;
+  } else {
+    st = stage(w, FF__DS_PIL_WARP, pixels(&w->cur));
+    ff__pil_warp_setup(p, width, height, &st->p.pil_warp);
+  }
+  produce(w, st, width, height);
+}
+
 /* Lowers sample s's plan and output stage (d_out + slot). */
 static void lower(walk *w, const ff__pipeline *pipe, uint64_t image_addr, uint64_t d_out, uint64_t lut_addr) {
   sample *s = w->s;
@@ -266,14 +296,24 @@ static void lower(walk *w, const ff__pipeline *pipe, uint64_t image_addr, uint64
       m->a = mix_addr(w), m->p.mix.weight = st->weight;
       break;
     }
-    case FF__STEP_MIX_END: {
+    case FF__STEP_MIX_END:
+    case FF__STEP_PIL_MIX_END: {
       w->cur = w->kept;
       ff__dstage *m = stage(w, FF__DS_MIX_TRUNC, pixels(&w->kept));
       m->a = mix_addr(w);
+      if (st->kind == FF__STEP_PIL_MIX_END) { /* timm: Image.blend(kept, mixture, m), a third buffer */
+        produce(w, m, w->kept.width, w->kept.height);
+        m = stage(w, FF__DS_PIL_BLEND, pixels(&w->kept));
+        m->src = w->kept, m->a = w->cur.addr, m->p.pil_alpha = st->weight;
+        produce(w, m, w->kept.width, w->kept.height);
+        w->kept_buf = -1;
+        break;
+      }
       w->kept_buf = -1;
       produce(w, m, w->kept.width, w->kept.height);
       break;
     }
+    case FF__STEP_PIL: lower_pil(w, &st->pil); break;
     }
   }
   int f32 = pipe->output == FF__OUTPUT_NCHW_F32;

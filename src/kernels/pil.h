@@ -144,6 +144,30 @@ FF_HD static inline void ff__pil_equalize_lut(const uint32_t *hist, uint8_t *lut
   }
 }
 
+/* ImageEnhance.Contrast's mean: int(sum / count + 0.5) of the luma, in double. */
+FF_HD static inline int ff__pil_mean_of(uint64_t luma_sum, uint64_t count) {
+  return count ? (int)((double)luma_sum / (double)count + 0.5) : 0;
+}
+
+/* Whether op p maps each value through a per-channel table, and whether
+ * that table needs the channel's histogram (autocontrast, equalize) or the
+ * mean luma (contrast). Brightness blends with black: a table too. */
+FF_HD static inline int ff__pil_has_table(int op) {
+  return ff__pil_is_lut(op) || op == FF__PIL_BRIGHTNESS || op == FF__PIL_CONTRAST;
+}
+FF_HD static inline int ff__pil_needs_histogram(int op) { return op == FF__PIL_AUTOCONTRAST || op == FF__PIL_EQUALIZE; }
+
+/* The table of op p (ff__pil_has_table) for one channel, from its
+ * histogram (NULL when not needed) and the image's contrast mean. */
+FF_HD static inline void ff__pil_table(const ff__pil *p, const uint32_t *hist, int mean, uint8_t *lut) {
+  if (p->op == FF__PIL_AUTOCONTRAST) ff__pil_autocontrast_lut(hist, lut);
+  else if (p->op == FF__PIL_EQUALIZE) ff__pil_equalize_lut(hist, lut);
+  else if (p->op == FF__PIL_BRIGHTNESS || p->op == FF__PIL_CONTRAST)
+    for (int v = 0; v < 256; v++) lut[v] = ff__pil_blend((uint8_t)(p->op == FF__PIL_CONTRAST ? mean : 0), (uint8_t)v, (float)p->arg);
+  else
+    for (int v = 0; v < 256; v++) lut[v] = ff__pil_point(p->op, p->arg, v);
+}
+
 /* ------------------------------------------------------------ affine warp */
 
 /* How an affine op samples, set up on the host (ops/pil.c

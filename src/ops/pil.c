@@ -88,34 +88,21 @@ static void histogram(const ff__image *img, uint32_t hist[3][256]) {
   }
 }
 
-int ff__pil_mean_luma(const ff__image *src) {
+static uint64_t luma_sum(const ff__image *src) {
   uint64_t sum = 0;
   for (int y = 0; y < src->height; y++) {
     const uint8_t *p = src->data + (size_t)y * src->stride;
     for (int x = 0; x < src->width; x++, p += 3) sum += ff__pil_luma(p);
   }
-  uint64_t count = (uint64_t)src->width * src->height;
-  return count ? (int)((double)sum / (double)count + 0.5) : 0;
+  return sum;
 }
 
 int ff__pil_tables(const ff__pil *p, const ff__image *src, uint8_t lut[3][256]) {
-  if (p->op == FF__PIL_AUTOCONTRAST || p->op == FF__PIL_EQUALIZE) {
-    uint32_t hist[3][256];
-    histogram(src, hist);
-    for (int c = 0; c < 3; c++)
-      (p->op == FF__PIL_EQUALIZE ? ff__pil_equalize_lut : ff__pil_autocontrast_lut)(hist[c], lut[c]);
-    return 1;
-  }
-  if (ff__pil_is_lut(p->op)) {
-    for (int v = 0; v < 256; v++) lut[0][v] = ff__pil_point(p->op, p->arg, v);
-  } else if (p->op == FF__PIL_BRIGHTNESS || p->op == FF__PIL_CONTRAST) {
-    uint8_t d = p->op == FF__PIL_CONTRAST ? (uint8_t)ff__pil_mean_luma(src) : 0;
-    for (int v = 0; v < 256; v++) lut[0][v] = ff__pil_blend(d, (uint8_t)v, (float)p->arg);
-  } else {
-    return 0;
-  }
-  memcpy(lut[1], lut[0], 256);
-  memcpy(lut[2], lut[0], 256);
+  if (!ff__pil_has_table(p->op)) return 0;
+  uint32_t hist[3][256];
+  if (ff__pil_needs_histogram(p->op)) histogram(src, hist);
+  int mean = p->op == FF__PIL_CONTRAST ? ff__pil_mean_of(luma_sum(src), (uint64_t)src->width * src->height) : 0;
+  for (int c = 0; c < 3; c++) ff__pil_table(p, ff__pil_needs_histogram(p->op) ? hist[c] : NULL, mean, lut[c]);
   return 1;
 }
 

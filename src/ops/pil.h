@@ -14,15 +14,10 @@
  * (w/2, h/2)), and the sampling mode Pillow picks for it. Host only. */
 void ff__pil_warp_setup(const ff__pil *p, int w, int h, ff__pil_warp *out);
 
-/* The per-channel tables of a table op p (ff__pil_is_lut) for image src
- * (autocontrast and equalize from its histogram), or for a colour op whose
- * blend reduces to a table (brightness; contrast with the image's mean
- * luma). Returns 1 when p is such an op, else 0. */
+/* The per-channel tables of op p for image src when it is a table op
+ * (ff__pil_has_table: autocontrast and equalize from src's histogram,
+ * contrast from its mean luma). Returns 1 when p is such an op, else 0. */
 int ff__pil_tables(const ff__pil *p, const ff__image *src, uint8_t lut[3][256]);
-
-/* The mean of src's luma as ImageEnhance.Contrast takes it:
- * int(sum / count + 0.5) in double. */
-int ff__pil_mean_luma(const ff__image *src);
 
 /* Runs op p from src into dst (same size, 3 channels, memory distinct from
  * src, data and stride set by the caller). Returns FF_OK, or FF_EINVAL for
