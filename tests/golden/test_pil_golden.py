@@ -38,7 +38,7 @@ TIMM = {
     "rotate": (taa.rotate, [-30.0, -13.7, -0.5, 0.0, 1e-14, 7.3, 27.0, 90.0, 180.0, 270.0, 360.0, 450.5]),
 }
 GEOMETRIC = {"shear_x", "shear_y", "translate_x", "translate_y", "rotate"}
-SIZES = [(32, 32), (37, 53), (224, 224), (2, 5)]
+SIZES = [(32, 32), (37, 53), (96, 128), (2, 5), (5, 2), (1, 1)]
 KINDS = ["noise", "gradient", "narrow", "stripes", "constant"]
 
 
