@@ -63,11 +63,15 @@ FF_HD static inline int ff__pil_is_geometric(int op) { return op >= FF__PIL_SHEA
 
 /* ------------------------------------------------------------ blend */
 
-/* Image.blend(d, x, f) for one value: alpha is the float32 factor. */
+/* Image.blend(d, x, f) for one value: alpha is the float32 factor. Within
+ * [0, 1] the result lies between d and x and is truncated; outside it is
+ * clamped first. Clamping changes nothing in [0, 1], so one branch-free
+ * form serves both (and vectorises). */
 FF_HD static inline uint8_t ff__pil_blend(uint8_t d, uint8_t x, float alpha) {
   float t = (float)d + alpha * (float)((int)x - (int)d);
-  if (alpha >= 0.0f && alpha <= 1.0f) return (uint8_t)(int)t;
-  return t <= 0.0f ? 0 : t >= 255.0f ? 255 : (uint8_t)(int)t;
+  t = t > 0.0f ? t : 0.0f;
+  t = t < 255.0f ? t : 255.0f;
+  return (uint8_t)(int)t;
 }
 
 /* RGB → L (ITU-R 601-2 luma in 16-bit fixed point, rounded). */
@@ -76,17 +80,16 @@ FF_HD static inline uint8_t ff__pil_luma(const uint8_t *rgb) {
 }
 
 /* ImageFilter.SMOOTH at channel value p (pointer into an interior pixel of
- * an RGB image with `stride` bytes per row): the row below first. */
+ * an RGB image with `stride` bytes per row). Pillow sums nine float32
+ * products (weights 1/13 and 5/13) onto 0.5 and truncates. With S the
+ * integer sum (8 neighbours + 5 x centre, at most 3315), the exact value
+ * S/13 + 0.5 is never within 1/26 of an integer (13 is odd), while the
+ * float32 rounding errors of those ten operations stay below 0.002: the
+ * truncation is floor(S/13 + 1/2) = (2S + 13) / 26 in integers, exactly. */
 FF_HD static inline uint8_t ff__pil_smooth(const uint8_t *p, long stride) {
-  const float k = 1.0f / 13.0f, c = 5.0f / 13.0f;
-  const uint8_t *rows[3] = {p + stride, p, p - stride};
-  float s = 0.5f;
-  for (int r = 0; r < 3; r++) {
-    float m = r == 1 ? c : k;
-    s += ((float)rows[r][-3] * k + (float)rows[r][0] * m) + (float)rows[r][3] * k;
-  }
-  s = s < 0.0f ? 0.0f : s > 255.0f ? 255.0f : s;
-  return (uint8_t)(int)s;
+  const uint8_t *u = p - stride, *d = p + stride;
+  int s = u[-3] + u[0] + u[3] + p[-3] + 5 * p[0] + p[3] + d[-3] + d[0] + d[3];
+  return (uint8_t)((2 * s + 13) / 26);
 }
 
 /* ------------------------------------------------------------ tables */
@@ -205,11 +208,12 @@ FF_HD static inline double ff__pil_cubic(double v1, double v2, double v3, double
 }
 
 /* Output pixel (x, y) of the warp of src (w x h RGB, stride bytes per row)
- * into out[0..2]. */
-FF_HD static inline void ff__pil_warp_px(const ff__pil_warp *wp, const uint8_t *src, int w, int h, long stride,
-                                         int x, int y, uint8_t *out) {
+ * into out[0..2]; mode is wp->mode (a parameter, so that a loop over one
+ * mode compiles to that mode's code alone). */
+FF_HD static inline void ff__pil_warp_px(const ff__pil_warp *wp, int mode, const uint8_t *src, int w, int h,
+                                         long stride, int x, int y, uint8_t *out) {
   int sx = -1, sy = -1;
-  switch (wp->mode) {
+  switch (mode) {
   case FF__PIL_WARP_COPY: sx = x, sy = y; break;
   case FF__PIL_WARP_ROT180: sx = w - 1 - x, sy = h - 1 - y; break;
   case FF__PIL_WARP_ROT90: sx = w - 1 - y, sy = x; break;
@@ -240,7 +244,7 @@ FF_HD static inline void ff__pil_warp_px(const ff__pil_warp *wp, const uint8_t *
     double dx = fx - ix, dy = fy - iy;
     for (int c = 0; c < 3; c++) {
       double v;
-      if (wp->mode == FF__PIL_WARP_BILINEAR) {
+      if (mode == FF__PIL_WARP_BILINEAR) {
         long x0 = ff__pil_clampi(ix, w) * 3 + c, x1 = ff__pil_clampi(ix + 1, w) * 3 + c;
         const uint8_t *r0 = src + ff__pil_clampi(iy, h) * stride;
         double v1 = r0[x0] + (r0[x1] - r0[x0]) * dx, v2 = v1;

@@ -284,8 +284,8 @@ FF_HD static inline void ff__dstage_elem(const ff__dstage *st, uint32_t e) {
     break;
   }
   case FF__DS_PIL_WARP:
-    ff__pil_warp_px(&st->p.pil_warp, FF__DPTR(const uint8_t, src->addr), src->width, src->height, (long)src->stride,
-                    x, y, ff__dimg_px(dst, y, x));
+    ff__pil_warp_px(&st->p.pil_warp, st->p.pil_warp.mode, FF__DPTR(const uint8_t, src->addr), src->width,
+                    src->height, (long)src->stride, x, y, ff__dimg_px(dst, y, x));
     break;
   case FF__DS_PIL_COLOR: {
     const uint8_t *i = ff__dimg_px(src, y, x);

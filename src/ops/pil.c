@@ -106,6 +106,12 @@ int ff__pil_tables(const ff__pil *p, const ff__image *src, uint8_t lut[3][256]) 
   return 1;
 }
 
+/* out[k] = blend(d[k], x[k], alpha) over n values (vectorises). */
+static void blend_row(const uint8_t *restrict d, const uint8_t *restrict x, float alpha, uint8_t *restrict out,
+                      int n) {
+  for (int k = 0; k < n; k++) out[k] = ff__pil_blend(d[k], x[k], alpha);
+}
+
 /* Sharpness: the image's border pixels keep their value (SMOOTH copies the
  * outer rows and columns, and blend(v, v) = v); images under 3 x 3 are
  * left as they are. */
@@ -138,12 +144,16 @@ ff_status ff__pil_run(const ff__pil *p, const ff__image *src, ff__image *dst) {
         out[x] = lut[0][in[x]], out[x + 1] = lut[1][in[x + 1]], out[x + 2] = lut[2][in[x + 2]];
     }
   } else if (p->op == FF__PIL_COLOR) {
+    enum { CHUNK = 512 }; /* pixels: the luma in all three channels, then one flat blend loop */
+    uint8_t gray[3 * CHUNK];
     for (int y = 0; y < h; y++) {
       const uint8_t *in = src->data + (size_t)y * src->stride;
       uint8_t *out = dst->data + (size_t)y * dst->stride;
-      for (int x = 0; x < w * 3; x += 3) {
-        uint8_t l = ff__pil_luma(in + x);
-        for (int c = 0; c < 3; c++) out[x + c] = ff__pil_blend(l, in[x + c], alpha);
+      for (int x0 = 0; x0 < w; x0 += CHUNK) {
+        int n = (w - x0 < CHUNK ? w - x0 : CHUNK) * 3;
+        const uint8_t *i = in + 3 * x0;
+        for (int k = 0; k < n; k += 3) gray[k] = gray[k + 1] = gray[k + 2] = ff__pil_luma(i + k);
+        blend_row(gray, i, alpha, out + 3 * x0, n);
       }
     }
   } else if (p->op == FF__PIL_SHARPNESS) {
@@ -155,9 +165,24 @@ ff_status ff__pil_run(const ff__pil *p, const ff__image *src, ff__image *dst) {
   } else {
     ff__pil_warp wp;
     ff__pil_warp_setup(p, w, h, &wp);
-    for (int y = 0; y < h; y++) {
-      uint8_t *out = dst->data + (size_t)y * dst->stride;
-      for (int x = 0; x < w; x++) ff__pil_warp_px(&wp, src->data, w, h, (long)src->stride, x, y, out + 3 * x);
+    switch (wp.mode) {
+#define WARP(m)                                                                                          \
+  case m:                                                                                                \
+    for (int y = 0; y < h; y++) {                                                                        \
+      uint8_t *out = dst->data + (size_t)y * dst->stride;                                                \
+      for (int x = 0; x < w; x++) ff__pil_warp_px(&wp, m, src->data, w, h, (long)src->stride, x, y, out + 3 * x); \
+    }                                                                                                    \
+    break;
+      WARP(FF__PIL_WARP_COPY)
+      WARP(FF__PIL_WARP_ROT180)
+      WARP(FF__PIL_WARP_ROT90)
+      WARP(FF__PIL_WARP_ROT270)
+      WARP(FF__PIL_WARP_SCALE)
+      WARP(FF__PIL_WARP_FIXED)
+      WARP(FF__PIL_WARP_NEAREST)
+      WARP(FF__PIL_WARP_BILINEAR)
+      WARP(FF__PIL_WARP_BICUBIC)
+#undef WARP
     }
   }
   return FF_OK;
