@@ -231,6 +231,9 @@ static void lower_pil(walk *w, const ff__pil *p) {
     b->a = hist, b->b = d_op, b->p.pil_lut.luts = luts, b->p.pil_lut.sum = sum;
     st = stage(w, FF__DS_LUT_APPLY, pixels(&w->cur));
     st->a = luts;
+  } else if (p->op == FF__PIL_HUE) {
+    st = stage(w, FF__DS_PIL_HUE, pixels(&w->cur));
+    st->p.pil_hue = ff__pil_hue_shift(p->arg);
   } else if (p->op == FF__PIL_COLOR || p->op == FF__PIL_SHARPNESS) {
     st = stage(w, p->op == FF__PIL_COLOR ? FF__DS_PIL_COLOR : FF__DS_PIL_SHARPNESS, pixels(&w->cur));
     st->p.pil_alpha = (float)p->arg;

@@ -44,6 +44,7 @@ typedef enum ff__pil_op {
   FF__PIL_TRANSLATE_X,  /* arg: pixels (fractional): (1, 0, p, 0, 1, 0): content moves left for p > 0 */
   FF__PIL_TRANSLATE_Y,  /* (1, 0, 0, 0, 1, p) */
   FF__PIL_ROTATE,       /* arg: degrees counter-clockwise about the centre (Image.rotate, expand=False) */
+  FF__PIL_HUE,          /* arg: hue factor in [-0.5, 0.5] (torchvision's adjust_hue on a PIL image) */
   FF__PIL_COUNT
 } ff__pil_op;
 
@@ -59,7 +60,7 @@ typedef struct ff__pil {
 
 /* Whether op is one of the per-value table ops (autocontrast .. solarize_add). */
 FF_HD static inline int ff__pil_is_lut(int op) { return op <= FF__PIL_SOLARIZE_ADD; }
-FF_HD static inline int ff__pil_is_geometric(int op) { return op >= FF__PIL_SHEAR_X; }
+FF_HD static inline int ff__pil_is_geometric(int op) { return op >= FF__PIL_SHEAR_X && op <= FF__PIL_ROTATE; }
 
 /* ------------------------------------------------------------ blend */
 
@@ -91,6 +92,49 @@ FF_HD static inline uint8_t ff__pil_smooth(const uint8_t *p, long stride) {
   int s = u[-3] + u[0] + u[3] + p[-3] + 5 * p[0] + p[3] + d[-3] + d[0] + d[3];
   return (uint8_t)((2 * s + 13) / 26);
 }
+
+/* torchvision's adjust_hue on a PIL image for one pixel: RGB → HSV (mode
+ * "HSV", colorsys's formulas with Pillow's mix of float32 and double), the
+ * hue byte plus `shift` (int32(factor * 255) wrapped to uint8, as numpy's
+ * uint8 addition wraps), then HSV → RGB. */
+FF_HD static inline void ff__pil_hue_px(const uint8_t *in, uint8_t shift, uint8_t *out) {
+  int r = in[0], g = in[1], b = in[2];
+  int maxc = r > g ? (r > b ? r : b) : (g > b ? g : b), minc = r < g ? (r < b ? r : b) : (g < b ? g : b);
+  int hh = 0, ss = 0, v = maxc;
+  if (minc != maxc) {
+    float cr = (float)(maxc - minc), s = cr / (float)maxc;
+    float rc = (float)(maxc - r) / cr, gc = (float)(maxc - g) / cr, bc = (float)(maxc - b) / cr, h;
+    if (r == maxc) h = bc - gc;
+    else if (g == maxc) h = (float)(2.0 + rc - bc);
+    else h = (float)(4.0 + gc - rc);
+    h = (float)fmod(h / 6.0 + 1.0, 1.0);
+    int ih = (int)(h * 255.0), is = (int)(s * 255.0);
+    hh = ih < 0 ? 0 : ih > 255 ? 255 : ih;
+    ss = is < 0 ? 0 : is > 255 ? 255 : is;
+  }
+  hh = (hh + shift) & 255;
+  if (ss == 0) {
+    out[0] = out[1] = out[2] = (uint8_t)v;
+    return;
+  }
+  int i = (int)floor((float)hh * 6.0 / 255.0);
+  float f = (float)((float)hh * 6.0 / 255.0 - (float)i), fs = (float)((float)ss / 255.0);
+  int p = (int)round((float)v * (1.0 - fs)), q = (int)round((float)v * (1.0 - fs * f));
+  int t = (int)round((float)v * (1.0 - fs * (1.0 - f)));
+  uint8_t up = (uint8_t)(p < 0 ? 0 : p > 255 ? 255 : p), uq = (uint8_t)(q < 0 ? 0 : q > 255 ? 255 : q);
+  uint8_t ut = (uint8_t)(t < 0 ? 0 : t > 255 ? 255 : t), uv = (uint8_t)v;
+  switch (i % 6) {
+  case 0: out[0] = uv, out[1] = ut, out[2] = up; break;
+  case 1: out[0] = uq, out[1] = uv, out[2] = up; break;
+  case 2: out[0] = up, out[1] = uv, out[2] = ut; break;
+  case 3: out[0] = up, out[1] = uq, out[2] = uv; break;
+  case 4: out[0] = ut, out[1] = up, out[2] = uv; break;
+  default: out[0] = uv, out[1] = up, out[2] = uq; break;
+  }
+}
+
+/* The hue shift byte of factor f: int32(f * 255) wrapped to uint8. */
+FF_HD static inline uint8_t ff__pil_hue_shift(double f) { return (uint8_t)((int32_t)(f * 255) & 255); }
 
 /* ------------------------------------------------------------ tables */
 

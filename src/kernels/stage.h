@@ -59,6 +59,7 @@ typedef enum ff__dstage_kind {
   FF__DS_PIL_LUT_BUILD, /* element c: table c (uint8 [3][256] at p.pil_lut.luts) of op b (ff__pil) from
                            histogram a (uint32 [3][256]) and the luma sum p.pil_lut.sum of src */
   FF__DS_PIL_BLEND,     /* dst = Image.blend(src, the packed image at a, p.pil_alpha) */
+  FF__DS_PIL_HUE,       /* dst = adjust_hue(src) by the shift byte p.pil_hue */
 } ff__dstage_kind;
 
 /* An RGB uint8 image in device memory. */
@@ -99,6 +100,7 @@ typedef struct ff__dstage {
     } mix;
     ff__pil_warp pil_warp;
     float pil_alpha;
+    uint8_t pil_hue;
     struct {
       uint64_t luts, sum;
     } pil_lut;
@@ -302,6 +304,7 @@ FF_HD static inline void ff__dstage_elem(const ff__dstage *st, uint32_t e) {
       o[c] = border ? i[c] : ff__pil_blend(ff__pil_smooth(i + c, (long)src->stride), i[c], st->p.pil_alpha);
     break;
   }
+  case FF__DS_PIL_HUE: ff__pil_hue_px(ff__dimg_px(src, y, x), st->p.pil_hue, ff__dimg_px(dst, y, x)); break;
   case FF__DS_PIL_LUMA_SUM:
     ff__datomic_add_u64(FF__DPTR(uint64_t, st->a), ff__pil_luma(ff__dimg_px(src, sy, sx)));
     break;

@@ -156,6 +156,13 @@ ff_status ff__pil_run(const ff__pil *p, const ff__image *src, ff__image *dst) {
         blend_row(gray, i, alpha, out + 3 * x0, n);
       }
     }
+  } else if (p->op == FF__PIL_HUE) {
+    uint8_t shift = ff__pil_hue_shift(p->arg);
+    for (int y = 0; y < h; y++) {
+      const uint8_t *in = src->data + (size_t)y * src->stride;
+      uint8_t *out = dst->data + (size_t)y * dst->stride;
+      for (int x = 0; x < w * 3; x += 3) ff__pil_hue_px(in + x, shift, out + x);
+    }
   } else if (p->op == FF__PIL_SHARPNESS) {
     if (h < 3) {
       for (int y = 0; y < h; y++) memcpy(dst->data + (size_t)y * dst->stride, src->data + (size_t)y * src->stride, (size_t)w * 3);

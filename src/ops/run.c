@@ -26,7 +26,7 @@ static const char *const cost_names[FF__COST_COUNT] = {
     "flip",       "aug_mix_mixing", "output",
     "pil_autocontrast", "pil_equalize", "pil_invert", "pil_posterize", "pil_solarize", "pil_solarize_add",
     "pil_color", "pil_contrast", "pil_brightness", "pil_sharpness", "pil_shear_x", "pil_shear_y",
-    "pil_translate_x", "pil_translate_y", "pil_rotate"};
+    "pil_translate_x", "pil_translate_y", "pil_rotate", "pil_hue"};
 
 const char *ff__cost_name(int kind) { return kind >= 0 && kind < FF__COST_COUNT ? cost_names[kind] : "?"; }
 

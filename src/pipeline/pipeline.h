@@ -39,6 +39,7 @@ typedef enum ff__op_kind {
   FF__OP_TIMM_RAND_AUGMENT,    /* timm's policies from a config string (op.timm) */
   FF__OP_TIMM_AUTO_AUGMENT,
   FF__OP_TIMM_AUG_MIX,
+  FF__OP_PIL,                  /* one Pillow-semantics op with explicit arguments (op.pil) */
 } ff__op_kind;
 
 typedef enum ff__aa_policy { FF__AA_IMAGENET, FF__AA_CIFAR10, FF__AA_SVHN } ff__aa_policy;
@@ -60,6 +61,7 @@ typedef struct ff__op {
   int severity, mixture_width, chain_depth, all_ops; /* aug_mix */
   double alpha;
   ff__timm timm;                                  /* timm_rand_augment, timm_auto_augment, timm_aug_mix */
+  ff__pil pil;                                    /* FF__OP_PIL */
 } ff__op;
 
 typedef enum ff__output {

@@ -1,21 +1,24 @@
 """The Pillow-semantics ops (src/ops/pil.c) against timm's own op functions
 (timm.data.auto_augment, which call Pillow 13), computed here: each op at
 fixed magnitudes, every resampling filter, on images of several kinds and
-sizes. Exact unless the op's entry in MAX_ERROR says otherwise (the bounds
-and their reasons are in docs/pillow-semantics.md)."""
+sizes; and the single `pil_*` pipeline ops against torchvision's functional
+ops on PIL images (ColorJitter's brightness, contrast, saturation and hue,
+solarize), as DINO, BYOL and DeiT III apply them. All exact
+(docs/pillow-semantics.md)."""
 import ctypes
 
 import numpy as np
 import pytest
 from PIL import Image
 import timm.data.auto_augment as taa
+import torchvision.transforms.functional as F
 
 from conftest import make_image
 
 # ff__pil_op and ff__pil_resample (src/kernels/pil.h)
 OPS = ["autocontrast", "equalize", "invert", "posterize", "solarize", "solarize_add", "color",
        "contrast", "brightness", "sharpness", "shear_x", "shear_y", "translate_x", "translate_y",
-       "rotate"]
+       "rotate", "hue"]
 RESAMPLE = {"nearest": Image.NEAREST, "bilinear": Image.BILINEAR, "bicubic": Image.BICUBIC}
 FILL = (124, 116, 104)  # timm's img_mean for the ImageNet mean
 
@@ -72,7 +75,7 @@ def cases(op):
             yield arg, resample
 
 
-@pytest.mark.parametrize("op", OPS)
+@pytest.mark.parametrize("op", list(TIMM))
 def test_pil_op_matches_timm(shim, stats, op):
     f = pil_lib(shim)
     rng = np.random.default_rng(OPS.index(op))
@@ -86,3 +89,39 @@ def test_pil_op_matches_timm(shim, stats, op):
                 diff = np.abs(got.astype(int) - want.astype(int))
                 assert diff.max() == 0, (op, arg, resample, (h, w), kind, int(diff.max()),
                                          int(np.count_nonzero(diff)))
+
+
+# torchvision's functional ops on a PIL image, and our pipeline op for each.
+TV_PIL = [
+    ("pil_brightness(factor={})", F.adjust_brightness, [0.0, 0.6, 1.0, 1.37, 1.8]),
+    ("pil_contrast(factor={})", F.adjust_contrast, [0.0, 0.6, 1.0, 1.37, 1.8]),
+    ("pil_color(factor={})", F.adjust_saturation, [0.0, 0.6, 1.0, 1.37, 1.8]),
+    ("pil_hue(factor={})", F.adjust_hue, [-0.5, -0.37, -0.1, -0.002, 0.0, 0.003, 0.05, 0.2, 0.5]),
+    ("pil_solarize(threshold={})", F.solarize, [0, 64, 128, 200, 255]),
+]
+
+
+@pytest.mark.parametrize("text,fn,args", TV_PIL, ids=[t[0].split("(")[0] for t in TV_PIL])
+def test_pil_ops_match_torchvision_on_pil_images(run, stats, text, fn, args):
+    rng = np.random.default_rng(5)
+    for arg in args:
+        for h, w in [(32, 32), (37, 53), (1, 1)]:
+            for kind in KINDS:
+                img = make_image(rng, h, w, kind)
+                got = run(f"decode | crop(top=0, left=0, height={h}, width={w}) | " + text.format(arg), img)
+                want = np.asarray(fn(Image.fromarray(img), arg))
+                stats(f"pil {text.split('(')[0]} vs torchvision PIL").add(got, want)
+                d = np.abs(got.astype(int) - want.astype(int))
+                assert d.max() == 0, (text, arg, (h, w), kind, int(d.max()), int(np.count_nonzero(d)))
+
+
+def test_pil_hue_covers_every_colour(shim):
+    """adjust_hue over all 2^24 colours would be slow: every colour of a
+    64-level cube (262144 pixels) at several factors."""
+    f = pil_lib(shim)
+    v = np.arange(0, 256, 4, dtype=np.uint8)
+    img = np.stack(np.meshgrid(v, v, v, indexing="ij"), -1).reshape(512, 512, 3)
+    for factor in (-0.5, -0.21, 0.001, 0.13, 0.5):
+        got = ours(f, "hue", factor, img)
+        want = np.asarray(F.adjust_hue(Image.fromarray(img), factor))
+        assert np.array_equal(got, want), (factor, int(np.count_nonzero(got != want)))
