@@ -366,6 +366,15 @@ typedef struct ff_batch ff_batch;
  *                                  unknown or malformed section is an error naming
  *                                  its column (timm ignores sections without a
  *                                  number and unknown transform sets).
+ *   single Pillow-semantics ops with explicit arguments (the ops of timm's policies
+ *   and of torchvision's PIL path, docs/pillow-semantics.md):
+ *     pil_autocontrast, pil_equalize, pil_invert, pil_posterize(bits),
+ *     pil_solarize(threshold), pil_solarize_add(add), pil_color(factor) (saturation),
+ *     pil_contrast(factor), pil_brightness(factor), pil_sharpness(factor),
+ *     pil_hue(factor) (-0.5..0.5), and pil_shear_x(shear), pil_shear_y(shear),
+ *     pil_translate_x(pixels), pil_translate_y(pixels) (fractional; Image.transform's
+ *     matrix terms), pil_rotate(angle) (degrees counter-clockwise about the centre),
+ *     each with interpolation=nearest|bilinear|bicubic and fill.
  *   to_dtype(dtype=float32)        x / 255 (ConvertImageDtype; scaling is always on)
  *   normalize(mean, std)           (x / 255 - mean) / std per channel; `imagenet`
  *                                  names (0.485, 0.456, 0.406) / (0.229, 0.224, 0.225)
