@@ -286,6 +286,18 @@ FF_HD static inline void ff__pil_warp_px(const ff__pil_warp *wp, int mode, const
     fx -= 0.5, fy -= 0.5;
     int ix = ff__pil_floor(fx), iy = ff__pil_floor(fy);
     double dx = fx - ix, dy = fy - iy;
+    if (mode == FF__PIL_WARP_BICUBIC && ix >= 1 && ix + 2 < w && iy >= 1 && iy + 2 < h) {
+      /* inside: no clamping (the same sums), the three channels side by side */
+      const uint8_t *r = src + (long)(iy - 1) * stride + (long)(ix - 1) * 3;
+      double rv[4][3];
+      for (int k = 0; k < 4; k++, r += stride)
+        for (int c = 0; c < 3; c++) rv[k][c] = ff__pil_cubic(r[c], r[c + 3], r[c + 6], r[c + 9], dx);
+      for (int c = 0; c < 3; c++) {
+        double v = ff__pil_cubic(rv[0][c], rv[1][c], rv[2][c], rv[3][c], dy);
+        out[c] = v <= 0.0 ? 0 : v >= 255.0 ? 255 : (uint8_t)(int)v;
+      }
+      return;
+    }
     for (int c = 0; c < 3; c++) {
       double v;
       if (mode == FF__PIL_WARP_BILINEAR) {
