@@ -352,7 +352,9 @@ typedef struct ff_batch ff_batch;
  *                                  uniform), mmax, inc, tweights (RandAugment);
  *                                  mstd (AutoAugment); m, w, d, a, mstd (AugMix,
  *                                  whose magnitude is uniform in [0, m] unless
- *                                  mstd is given). The hparams are timm's:
+ *                                  mstd is given); AugMix's b (blended) and the
+ *                                  t3a/t3aw sets (Gaussian blur) are refused.
+ *                                  The hparams are timm's:
  *                                  interpolation random (bilinear or bicubic per
  *                                  op, timm's default) | nearest | bilinear |
  *                                  bicubic (create_transform pins its

@@ -183,7 +183,6 @@ int ff__timm_parse(const char *config, int kind, ff__timm *t, char *why, size_t 
     return -1;
   }
   memcpy(t->config, config, len + 1);
-  int mstd_set = 0;
   for (size_t pos = 0, k = 0; pos <= len; k++) {
     size_t n = strcspn(config + pos, "-");
     const char *sec = config + pos;
@@ -212,7 +211,6 @@ int ff__timm_parse(const char *config, int kind, ff__timm *t, char *why, size_t 
       size_t key = 0;
       while (key < n && !isdigit((unsigned char)sec[key])) key++;
       double v;
-      int ok = 0;
 #define KEY(s) (key == strlen(s) && !strncmp(sec, s, key))
       int is_int = KEY("m") || KEY("n") || KEY("inc") || KEY("mmax") || KEY("w") || KEY("d");
       int known = is_int || KEY("mstd") || KEY("p") || KEY("a");
@@ -223,16 +221,13 @@ int ff__timm_parse(const char *config, int kind, ff__timm *t, char *why, size_t 
         snprintf(why, cap, "unknown section '%.*s' (a key followed by a number; keys: %s)", (int)n, sec, keys[kind]);
         return -1;
       }
-      ok = parse_number(sec + key, n - key, is_int, &v);
-      if (!ok) {
+      if (!parse_number(sec + key, n - key, is_int, &v)) {
         snprintf(why, cap, "'%.*s' needs %s after '%.*s'", (int)n, sec, is_int ? "a whole number" : "a number",
                  (int)key, sec);
         return -1;
       }
-      if (KEY("mstd")) {
-        t->magnitude_std = kind == FF__TIMM_RAND_AUGMENT && v > 100 ? INFINITY : v;
-        mstd_set = 1;
-      } else if (KEY("m")) t->magnitude = v;
+      if (KEY("mstd")) t->magnitude_std = kind == FF__TIMM_RAND_AUGMENT && v > 100 ? INFINITY : v;
+      else if (KEY("m")) t->magnitude = v;
       else if (KEY("n")) t->num_layers = (int)v;
       else if (KEY("p")) t->prob = v;
       else if (KEY("inc")) t->increasing = v != 0;
@@ -255,7 +250,6 @@ int ff__timm_parse(const char *config, int kind, ff__timm *t, char *why, size_t 
     }
     pos += n + 1;
   }
-  (void)mstd_set;
   if (kind == FF__TIMM_RAND_AUGMENT && t->set == FF__TIMM_SET_WEIGHTS && t->num_layers > 15) {
     *column = 0;
     snprintf(why, cap, "tweights draws n ops without replacement from 15: n must be at most 15");
