@@ -33,6 +33,10 @@ PIPELINES = {
     "trivial_augment_wide": _HEAD + "trivial_augment_wide | " + _TAIL,
     "auto_augment": _HEAD + "auto_augment(policy=imagenet) | " + _TAIL,
     "aug_mix": _HEAD + "aug_mix | " + _TAIL,
+    # DeiT's RandAugment (timm, Pillow semantics), as timm's create_transform builds it
+    # with auto_augment="rand-m9-mstd0.5-inc1" and interpolation="bicubic"
+    "timm_rand_augment": _HEAD + 'timm_rand_augment(config="rand-m9-mstd0.5-inc1", interpolation=bicubic, '
+                         "img_mean=(124, 116, 104)) | " + _TAIL,
 }
 
 IMG_EXT = (".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp")
@@ -96,6 +100,15 @@ def tv_transform(pipeline):
     """torchvision's reference recipe for the same pipeline (PIL path: the
     policies run on PIL images, as in references/classification/presets.py)."""
     from torchvision import transforms as T
+    if pipeline == "timm_rand_augment":  # timm's own training transform (needs timm)
+        from timm.data import create_transform
+        import timm.data.auto_augment as taa
+        # Pillow 13's ImageOps.posterize refuses 0 bits, which timm asks for at magnitude 10
+        # (mstd noise reaches it): black, as earlier Pillow gave (and fusionflow gives)
+        for name in ("Posterize", "PosterizeIncreasing", "PosterizeOriginal"):
+            taa.NAME_TO_OP[name] = _posterize_0_black
+        return create_transform(224, is_training=True, auto_augment="rand-m9-mstd0.5-inc1",
+                                interpolation="bicubic", re_prob=0.0)
     policy = {
         "standard": [],
         "rand_augment": [T.RandAugment(num_ops=2, magnitude=9)],
@@ -105,6 +118,12 @@ def tv_transform(pipeline):
     }[pipeline]
     return T.Compose([T.RandomResizedCrop(224), T.RandomHorizontalFlip()] + policy +
                      [T.ToTensor(), T.Normalize(IMAGENET_MEAN, IMAGENET_STD)])
+
+
+def _posterize_0_black(img, bits, **_):
+    import timm.data.auto_augment as taa
+    from PIL import Image
+    return Image.new(img.mode, img.size) if bits == 0 else taa.posterize(img, bits)
 
 
 def _worker_init(_):

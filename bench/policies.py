@@ -4,9 +4,12 @@ DataLoader with the matching transform, and each fusionflow policy against
 fusionflow's pipeline without augmentation (the goal: within 20%).
 
 Runs bench/compare.py once per pipeline (peers alternate inside each run)
-and prints one table. Use /usr/bin/python3 (Debian's torch/torchvision):
+and prints one table. Use /usr/bin/python3 (Debian's torch/torchvision), or
+a Python with timm for the timm_rand_augment row (DeiT's RandAugment: timm's
+create_transform in the DataLoader), e.g. the test venv:
 
     /usr/bin/python3 bench/policies.py --data build/demo-data [compare.py options]
+    $(scripts/test-venv.sh) bench/policies.py --only-pipelines standard,timm_rand_augment
 """
 import json
 import os
@@ -14,13 +17,19 @@ import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-PIPELINES = ["standard", "rand_augment", "trivial_augment_wide", "auto_augment", "aug_mix"]
+PIPELINES = ["standard", "rand_augment", "trivial_augment_wide", "auto_augment", "aug_mix",
+             "timm_rand_augment"]
 
 
 def main():
     extra = sys.argv[1:]
+    names = PIPELINES
+    if "--only-pipelines" in extra:  # a subset, e.g. standard,timm_rand_augment
+        k = extra.index("--only-pipelines")
+        names = extra[k + 1].split(",")
+        del extra[k:k + 2]
     rows = {}
-    for name in PIPELINES:
+    for name in names:
         cmd = [sys.executable, os.path.join(HERE, "compare.py"), "--pipeline", name,
                "--only", "fusionflow,torchvision", "--json"] + extra
         print("policies: " + name, file=sys.stderr, flush=True)
@@ -33,7 +42,7 @@ def main():
     print("\n%-22s %14s %14s %10s %14s" % ("pipeline", "fusionflow/s", "torchvision/s", "ratio",
                                           "vs no policy"))
     print("-" * 78)
-    for name in PIPELINES:
+    for name in names:
         ff, tv = rows[name].get("fusionflow"), rows[name].get("torchvision")
         print("%-22s %14.1f %14.1f %9.2fx %13.0f%%" % (name, ff, tv, ff / tv, 100.0 * ff / base))
     return 0

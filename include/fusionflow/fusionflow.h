@@ -413,6 +413,42 @@ typedef struct ff_batch ff_batch;
  *     posterize(bits), solarize(threshold), autocontrast, equalize, invert.
  *     Consecutive brightness/posterize/solarize/invert/autocontrast/equalize run
  *     as one pass through one composed table (bit-identical to one by one).
+ *   timm_rand_augment(config="rand-m9-mstd0.5-inc1", interpolation=random,
+ *                     img_mean=(128, 128, 128), translate_pct=0.45, translate_const=250)
+ *   timm_auto_augment(config="original-mstd0.5", ...the same hparams)
+ *   timm_aug_mix(config="augmix-m5-w4-d2", ...the same hparams)
+ *                                  timm 1.0's RandAugment, AutoAugment (v0, v0r,
+ *                                  original, originalr) and AugMix
+ *                                  (timm.data.auto_augment) from timm's config
+ *                                  strings: sections m, n, p, mstd (over 100:
+ *                                  uniform), mmax, inc, tweights (RandAugment);
+ *                                  mstd (AutoAugment); m, w, d, a, mstd (AugMix,
+ *                                  whose magnitude is uniform in [0, m] unless
+ *                                  mstd is given); AugMix's b (blended) and the
+ *                                  t3a/t3aw sets (Gaussian blur) are refused.
+ *                                  The hparams are timm's:
+ *                                  interpolation random (bilinear or bicubic per
+ *                                  op, timm's default) | nearest | bilinear |
+ *                                  bicubic (create_transform pins its
+ *                                  interpolation), img_mean the fill (timm's
+ *                                  create_transform gives (124, 116, 104) for the
+ *                                  ImageNet mean). The ops run with Pillow 13's
+ *                                  arithmetic (ImageOps, ImageEnhance,
+ *                                  Image.transform, Image.rotate): bit-exact with
+ *                                  timm's op functions (docs/pillow-semantics.md);
+ *                                  every random choice is drawn when planning. An
+ *                                  unknown or malformed section is an error naming
+ *                                  its column (timm ignores sections without a
+ *                                  number and unknown transform sets).
+ *   single Pillow-semantics ops with explicit arguments (the ops of timm's policies
+ *   and of torchvision's PIL path, docs/pillow-semantics.md):
+ *     pil_autocontrast, pil_equalize, pil_invert, pil_posterize(bits),
+ *     pil_solarize(threshold), pil_solarize_add(add), pil_color(factor) (saturation),
+ *     pil_contrast(factor), pil_brightness(factor), pil_sharpness(factor),
+ *     pil_hue(factor) (-0.5..0.5), and pil_shear_x(shear), pil_shear_y(shear),
+ *     pil_translate_x(pixels), pil_translate_y(pixels) (fractional; Image.transform's
+ *     matrix terms), pil_rotate(angle) (degrees counter-clockwise about the centre),
+ *     each with interpolation=nearest|bilinear|bicubic and fill.
  *   to_dtype(dtype=float32)        x / 255 (ConvertImageDtype; scaling is always on;
  *                                  semantics v2: x * (1 / 255), v2's to_dtype(scale=True))
  *   normalize(mean, std)           (x / 255 - mean) / std per channel; `imagenet`
@@ -767,7 +803,14 @@ FF_API ff_status ff_image_augment_as(const char *path, const char *pipeline, ff_
  *     AugMix: {"op": "aug_mix_begin", "weight": m0 (the original image's share)}, then per
  *       chain {"op": "chain_begin"}, its ops, {"op": "chain_end", "weight": w_i * m1},
  *       then {"op": "aug_mix_end"}; (m0, m1) and the w_i are
- *       the Dirichlet draws (spec 4.4).
+ *       the Dirichlet draws (spec 4.4);
+ *     timm's policies: their Pillow ops, named "pil_" and the op ("pil_rotate",
+ *       "pil_solarize_add", ...) with "arg" as timm's op function receives it (degrees,
+ *       shear factor, pixels, enhance factor, bits, threshold, added value) and for
+ *       the geometric ops "interpolation" ("nearest" | "bilinear" | "bicubic") and
+ *       "fill"; timm's AugMix: {"op": "aug_mix_begin", "weight": 0}, the chains with
+ *       "weight": w_i (the Dirichlet draw), then {"op": "timm_aug_mix_end", "weight": m}
+ *       (the Beta draw: the result is Image.blend(image, mixture, m)).
  * Thread-safe, also while batches are being prepared. Returns FF_OK,
  * FF_EINVAL (index past the data set, json_out NULL, a loader that failed to
  * open), FF_EIO, FF_EDATA, FF_ETOOBIG or FF_ENOMEM (naming the file), with

@@ -27,6 +27,7 @@
 #include "kernels/stage.h"
 #include "ops/augment.h"
 #include "ops/ops.h"
+#include "ops/pil.h"
 
 #define ALIGN(x, a) (((x) + (a)-1) / (a) * (a))
 
@@ -216,6 +217,38 @@ static void lower_aug(walk *w, const ff__aug *a) {
   }
 }
 
+/* A Pillow op (ops/pil.c): table ops as histogram / luma sum → tables →
+ * lookup, the others one stage each. */
+static void lower_pil(walk *w, const ff__pil *p) {
+  int width = w->cur.width, height = w->cur.height;
+  if (width <= 0 || height <= 0) return;
+  void *host;
+  ff__dstage *st;
+  if (ff__pil_has_table(p->op)) {
+    uint64_t hist = aux(w, 3 * 256 * sizeof(uint32_t), &host); /* zeroed with the staging */
+    uint64_t sum = aux(w, sizeof(uint64_t), &host);
+    uint64_t d_op = aux(w, sizeof *p, &host);
+    if (host) memcpy(host, p, sizeof *p);
+    uint64_t luts = aux(w, 3 * 256, &host);
+    if (ff__pil_needs_histogram(p->op)) stage(w, FF__DS_HISTOGRAM, pixels(&w->cur))->a = hist;
+    if (p->op == FF__PIL_CONTRAST) stage(w, FF__DS_PIL_LUMA_SUM, pixels(&w->cur))->a = sum;
+    ff__dstage *b = stage(w, FF__DS_PIL_LUT_BUILD, 3);
+    b->a = hist, b->b = d_op, b->p.pil_lut.luts = luts, b->p.pil_lut.sum = sum;
+    st = stage(w, FF__DS_LUT_APPLY, pixels(&w->cur));
+    st->a = luts;
+  } else if (p->op == FF__PIL_HUE) {
+    st = stage(w, FF__DS_PIL_HUE, pixels(&w->cur));
+    st->p.pil_hue = ff__pil_hue_shift(p->arg);
+  } else if (p->op == FF__PIL_COLOR || p->op == FF__PIL_SHARPNESS) {
+    st = stage(w, p->op == FF__PIL_COLOR ? FF__DS_PIL_COLOR : FF__DS_PIL_SHARPNESS, pixels(&w->cur));
+    st->p.pil_alpha = (float)p->arg;
+  } else {
+    st = stage(w, FF__DS_PIL_WARP, pixels(&w->cur));
+    ff__pil_warp_setup(p, width, height, &st->p.pil_warp);
+  }
+  produce(w, st, width, height);
+}
+
 /* Lowers sample s's plan and output stage (d_out + slot). */
 static void lower(walk *w, const ff__pipeline *pipe, uint64_t image_addr, uint64_t d_out, uint64_t lut_addr) {
   sample *s = w->s;
@@ -271,14 +304,24 @@ static void lower(walk *w, const ff__pipeline *pipe, uint64_t image_addr, uint64
       m->a = mix_addr(w), m->p.mix.weight = st->weight;
       break;
     }
-    case FF__STEP_MIX_END: {
+    case FF__STEP_MIX_END:
+    case FF__STEP_PIL_MIX_END: {
       w->cur = w->kept;
       ff__dstage *m = stage(w, FF__DS_MIX_TRUNC, pixels(&w->kept));
       m->a = mix_addr(w);
+      if (st->kind == FF__STEP_PIL_MIX_END) { /* timm: Image.blend(kept, mixture, m), a third buffer */
+        produce(w, m, w->kept.width, w->kept.height);
+        m = stage(w, FF__DS_PIL_BLEND, pixels(&w->kept));
+        m->src = w->kept, m->a = w->cur.addr, m->p.pil_alpha = st->weight;
+        produce(w, m, w->kept.width, w->kept.height);
+        w->kept_buf = -1;
+        break;
+      }
       w->kept_buf = -1;
       produce(w, m, w->kept.width, w->kept.height);
       break;
     }
+    case FF__STEP_PIL: lower_pil(w, &st->pil); break;
     }
   }
   int f32 = pipe->output == FF__OUTPUT_NCHW_F32;
@@ -437,9 +480,11 @@ static const char *stage_name(int kind) {
       "fusionflow: resize_v",  "fusionflow: affine",    "fusionflow: translate", "fusionflow: color",
       "fusionflow: sharpness", "fusionflow: gray_sum",  "fusionflow: contrast",  "fusionflow: histogram",
       "fusionflow: lut_build", "fusionflow: lut_apply", "fusionflow: mix_scale", "fusionflow: mix_add",
-      "fusionflow: mix_trunc", "fusionflow: out_u8",    "fusionflow: out_f32",   "fusionflow: out_fmt"};
-  _Static_assert(sizeof names / sizeof *names == FF__DS_OUT_FMT + 1, "a name per stage kind");
-  return kind >= 0 && kind <= FF__DS_OUT_FMT ? names[kind] : "fusionflow: stage";
+      "fusionflow: mix_trunc", "fusionflow: out_u8",    "fusionflow: out_f32",   "fusionflow: out_fmt",
+      "fusionflow: pil_warp",  "fusionflow: pil_color", "fusionflow: pil_sharpness", "fusionflow: pil_luma_sum",
+      "fusionflow: pil_lut_build", "fusionflow: pil_blend", "fusionflow: pil_hue"};
+  _Static_assert(sizeof names / sizeof *names == FF__DS_KINDS, "a name per stage kind");
+  return kind >= 0 && kind < FF__DS_KINDS ? names[kind] : "fusionflow: stage";
 }
 
 ff_status ff__dev_batch_submit(ff__dev_batch *b, ff__dstream *s, void *d_out, ff__error *err) {

@@ -27,6 +27,7 @@
 #include "kernels/hd.h"
 #include "kernels/mix.h"
 #include "kernels/out.h"
+#include "kernels/pil.h"
 #include "kernels/pixel.h"
 #include "kernels/resize.h"
 #include "kernels/aug.h"
@@ -53,7 +54,16 @@ typedef enum ff__dstage_kind {
   FF__DS_OUT_U8,    /* dst (packed NHWC slot) = src */
   FF__DS_OUT_F32,   /* dst.addr (NCHW float slot) = tables a (float [3][256]) of src */
   FF__DS_OUT_FMT,   /* dst.addr (slot in the output format p.out) = element bits a (uint32 [3][256]) of src */
+  FF__DS_PIL_WARP,      /* dst = Pillow's affine warp of src (p.pil_warp) */
+  FF__DS_PIL_COLOR,     /* dst = Image.blend(luma(src), src, p.pil_alpha) */
+  FF__DS_PIL_SHARPNESS, /* dst = Image.blend(SMOOTH(src), src, p.pil_alpha) */
+  FF__DS_PIL_LUMA_SUM,  /* *(uint64 *)a += luma of src */
+  FF__DS_PIL_LUT_BUILD, /* element c: table c (uint8 [3][256] at p.pil_lut.luts) of op b (ff__pil) from
+                           histogram a (uint32 [3][256]) and the luma sum p.pil_lut.sum of src */
+  FF__DS_PIL_BLEND,     /* dst = Image.blend(src, the packed image at a, p.pil_alpha) */
+  FF__DS_PIL_HUE,       /* dst = adjust_hue(src) by the shift byte p.pil_hue */
 } ff__dstage_kind;
+#define FF__DS_KINDS (FF__DS_PIL_HUE + 1) /* the number of kinds: the last one + 1 */
 
 /* An RGB uint8 image in device memory. */
 typedef struct ff__dimg {
@@ -94,6 +104,12 @@ typedef struct ff__dstage {
     struct {
       int32_t elem_bytes, planar;
     } out;
+    ff__pil_warp pil_warp;
+    float pil_alpha;
+    uint8_t pil_hue;
+    struct {
+      uint64_t luts, sum;
+    } pil_lut;
   } p;
 } ff__dstage;
 
@@ -279,6 +295,42 @@ FF_HD static inline void ff__dstage_elem(const ff__dstage *st, uint32_t e) {
     ff__out_store(FF__DPTR(const uint32_t, st->a), st->p.out.elem_bytes, st->p.out.planar,
                   (size_t)dst->width * dst->height, e, ff__dimg_px(src, y, x), FF__DPTR(void, dst->addr));
     break;
+  case FF__DS_PIL_WARP:
+    ff__pil_warp_px(&st->p.pil_warp, st->p.pil_warp.mode, FF__DPTR(const uint8_t, src->addr), src->width,
+                    src->height, (long)src->stride, x, y, ff__dimg_px(dst, y, x));
+    break;
+  case FF__DS_PIL_COLOR: {
+    const uint8_t *i = ff__dimg_px(src, y, x);
+    uint8_t *o = ff__dimg_px(dst, y, x), l = ff__pil_luma(i);
+    for (int c = 0; c < 3; c++)
+      o[c] = ff__pil_blend(l, i[c], st->p.pil_alpha);
+    break;
+  }
+  case FF__DS_PIL_SHARPNESS: { /* ops/pil.c's loop, pixel by pixel: the border is copied */
+    const uint8_t *i = ff__dimg_px(src, y, x);
+    uint8_t *o = ff__dimg_px(dst, y, x);
+    int border = y == 0 || x == 0 || y == src->height - 1 || x == src->width - 1;
+    for (int c = 0; c < 3; c++)
+      o[c] = border ? i[c] : ff__pil_blend(ff__pil_smooth(i + c, (long)src->stride), i[c], st->p.pil_alpha);
+    break;
+  }
+  case FF__DS_PIL_HUE: ff__pil_hue_px(ff__dimg_px(src, y, x), st->p.pil_hue, ff__dimg_px(dst, y, x)); break;
+  case FF__DS_PIL_LUMA_SUM:
+    ff__datomic_add_u64(FF__DPTR(uint64_t, st->a), ff__pil_luma(ff__dimg_px(src, sy, sx)));
+    break;
+  case FF__DS_PIL_LUT_BUILD: {
+    const ff__pil *op = FF__DPTR(const ff__pil, st->b);
+    int mean = ff__pil_mean_of(*FF__DPTR(const uint64_t, st->p.pil_lut.sum), (uint64_t)src->width * src->height);
+    ff__pil_table(op, FF__DPTR(const uint32_t, st->a) + e * 256, mean, FF__DPTR(uint8_t, st->p.pil_lut.luts) + e * 256);
+    break;
+  }
+  case FF__DS_PIL_BLEND: {
+    const uint8_t *i = ff__dimg_px(src, y, x), *m = FF__DPTR(const uint8_t, st->a) + (size_t)e * 3;
+    uint8_t *o = ff__dimg_px(dst, y, x);
+    for (int c = 0; c < 3; c++)
+      o[c] = ff__pil_blend(i[c], m[c], st->p.pil_alpha);
+    break;
+  }
   case FF__DS_OUT_F32: {
     const float *t = FF__DPTR(const float, st->a);
     const uint8_t *i = ff__dimg_px(src, y, x);

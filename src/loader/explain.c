@@ -74,6 +74,19 @@ static void put_aug(text *t, const ff__aug *a) {
   put(t, "}");
 }
 
+/* A Pillow op (timm's policies): its name, argument, and for the geometric
+ * ops the resampling filter and the fill. */
+static void put_pil(text *t, const ff__pil *p) {
+  static const char *const resample[] = {"nearest", "bilinear", "bicubic"};
+  put(t, "{\"op\": \"%s\"", ff__cost_name(FF__COST_PIL + (int)p->op));
+  if (p->op != FF__PIL_AUTOCONTRAST && p->op != FF__PIL_EQUALIZE && p->op != FF__PIL_INVERT)
+    put(t, ", \"arg\": %.17g", p->arg);
+  if (ff__pil_is_geometric(p->op))
+    put(t, ", \"interpolation\": \"%s\", \"fill\": [%d, %d, %d]", resample[p->resample], p->fill[0], p->fill[1],
+        p->fill[2]);
+  put(t, "}");
+}
+
 static void put_step(text *t, const ff__step *s) {
   switch (s->kind) {
   case FF__STEP_CROP: put(t, "{\"op\": \"crop\", \"box\": [%d, %d, %d, %d]}", s->x, s->y, s->w, s->h); break;
@@ -87,6 +100,8 @@ static void put_step(text *t, const ff__step *s) {
   case FF__STEP_CHAIN_BEGIN: put(t, "{\"op\": \"chain_begin\"}"); break;
   case FF__STEP_CHAIN_END: put(t, "{\"op\": \"chain_end\", \"weight\": %.9g}", s->weight); break;
   case FF__STEP_MIX_END: put(t, "{\"op\": \"aug_mix_end\"}"); break;
+  case FF__STEP_PIL: put_pil(t, &s->pil); break;
+  case FF__STEP_PIL_MIX_END: put(t, "{\"op\": \"timm_aug_mix_end\", \"weight\": %.9g}", s->weight); break;
   }
 }
 

@@ -6,11 +6,12 @@
 #include "core/error.h"
 #include "core/image.h"
 #include "ops/augment.h"
+#include "ops/pil.h"
 #include "pipeline/pipeline.h"
 
 /* What the per-op costs are kept for: each augmentation op (ff__aug_op
  * values first), then the fused table ops, crop, resize, flips, AugMix's
- * mixing and the output conversion. */
+ * mixing, the output conversion and the Pillow ops (ff__pil_op order). */
 enum {
   FF__COST_LUT = FF__AUG_COUNT,
   FF__COST_CROP,
@@ -18,7 +19,8 @@ enum {
   FF__COST_FLIP,
   FF__COST_MIX,
   FF__COST_OUTPUT,
-  FF__COST_COUNT
+  FF__COST_PIL,                              /* the Pillow ops, one kind per ff__pil_op */
+  FF__COST_COUNT = FF__COST_PIL + FF__PIL_COUNT
 };
 
 /* The name of a cost kind ("rotate", "resize", ...). */

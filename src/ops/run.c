@@ -23,7 +23,10 @@ static const char *const cost_names[FF__COST_COUNT] = {
     "identity",   "shear_x",  "shear_y",   "translate_x", "translate_y", "rotate",
     "brightness", "color",    "contrast",  "sharpness",   "posterize",   "solarize",
     "autocontrast", "equalize", "invert",  "fused_lut",   "crop",        "resize",
-    "flip",       "aug_mix_mixing", "output"};
+    "flip",       "aug_mix_mixing", "output",
+    "pil_autocontrast", "pil_equalize", "pil_invert", "pil_posterize", "pil_solarize", "pil_solarize_add",
+    "pil_color", "pil_contrast", "pil_brightness", "pil_sharpness", "pil_shear_x", "pil_shear_y",
+    "pil_translate_x", "pil_translate_y", "pil_rotate", "pil_hue"};
 
 const char *ff__cost_name(int kind) { return kind >= 0 && kind < FF__COST_COUNT ? cost_names[kind] : "?"; }
 
@@ -252,11 +255,23 @@ ff_status ff__ops_run(const ff__plan *plan, ff__op_scratch *s, ff__image *img, f
       chain_w[chains++] = st->weight;
       break;
     case FF__STEP_MIX_END:
+    case FF__STEP_PIL_MIX_END: {
       kind = FF__COST_MIX;
       out = (ff__image){ff__buf_reserve(&s->image[next], (size_t)img->width * img->height * img->channels),
                         img->width, img->height, img->channels, (size_t)img->width * img->channels};
-      if (out.data) mix_images(kept, m0, chain, chain_w, chains, (size_t)out.width * out.height * out.channels, out.data);
+      size_t n = (size_t)out.width * out.height * out.channels;
+      if (out.data) mix_images(kept, m0, chain, chain_w, chains, n, out.data);
       else status = FF_ENOMEM;
+      if (out.data && st->kind == FF__STEP_PIL_MIX_END) /* timm: Image.blend(image, mixture, m) */
+        for (size_t k = 0; k < n; k++) out.data[k] = ff__pil_blend(kept[k], out.data[k], st->weight);
+      next ^= 1;
+      break;
+    }
+    case FF__STEP_PIL:
+      kind = FF__COST_PIL + (int)st->pil.op;
+      out = (ff__image){ff__buf_reserve(&s->image[next], (size_t)img->width * img->height * img->channels),
+                        img->width, img->height, img->channels, (size_t)img->width * img->channels};
+      status = out.data ? ff__pil_run(&st->pil, img, &out) : FF_ENOMEM;
       next ^= 1;
       break;
     default: return ff__error_set(err, FF_EINTERNAL, "unknown plan step %d", (int)st->kind);

@@ -29,6 +29,8 @@ typedef enum arg_kind {
   ARG_INTERP,      /* ff__aug.bilinear: nearest | bilinear */
   ARG_FILL,        /* ff__aug.has_fill/fill: a number or (r, g, b) in [0, 255] */
   ARG_POLICY,      /* int: imagenet | cifar10 | svhn */
+  ARG_TIMM_CONFIG, /* "text": timm's config string, parsed into op.timm */
+  ARG_PIL_INTERP,  /* op.timm.interpolation: random | nearest | bilinear | bicubic */
 } arg_kind;
 
 typedef struct arg_spec {
@@ -42,13 +44,17 @@ typedef struct arg_spec {
 typedef struct op_spec {
   const char *name;
   ff__op_kind kind;
-  ff__aug_op aug;  /* FF__OP_AUG */
+  int aug;         /* FF__OP_AUG: the ff__aug_op; FF__OP_PIL: the ff__pil_op */
   arg_spec args[8];
 } op_spec;
 
 #define AT(field) offsetof(ff__op, field)
 #define INTERP {"interpolation", ARG_INTERP, 0, 0, 0, 0}
 #define FILL {"fill", ARG_FILL, 0, 0, 0, 0}
+#define TIMM_HPARAMS                                                                  \
+  {"interpolation", ARG_PIL_INTERP, 0, 0, 0, 0}, {"img_mean", ARG_FILL, 0, 0, 0, 0},  \
+      {"translate_pct", ARG_DOUBLE, 0, AT(timm.translate_pct), 0, 1},                 \
+      {"translate_const", ARG_DOUBLE, 0, AT(timm.translate_const), 0, 65535}
 #define BIG 1e9
 
 static const op_spec op_specs[] = {
@@ -102,6 +108,32 @@ static const op_spec op_specs[] = {
       {"alpha", ARG_DOUBLE, 0, AT(alpha), 1e-3, 1e3},
       {"all_ops", ARG_BOOL, 0, AT(all_ops), 0, 0},
       INTERP, FILL}},
+    {"timm_rand_augment", FF__OP_TIMM_RAND_AUGMENT, 0, {{"config", ARG_TIMM_CONFIG, 1, 0, 0, 0}, TIMM_HPARAMS}},
+    {"timm_auto_augment", FF__OP_TIMM_AUTO_AUGMENT, 0, {{"config", ARG_TIMM_CONFIG, 1, 0, 0, 0}, TIMM_HPARAMS}},
+    {"timm_aug_mix", FF__OP_TIMM_AUG_MIX, 0, {{"config", ARG_TIMM_CONFIG, 1, 0, 0, 0}, TIMM_HPARAMS}},
+    /* single Pillow-semantics ops (timm's op functions, torchvision's PIL path) */
+#define PIL_OP(name, op, ...) {name, FF__OP_PIL, op, {__VA_ARGS__}}
+#define PIL_ARG(name, lo, hi) {name, ARG_DOUBLE, 1, AT(pil.arg), lo, hi}
+#define PIL_GEOM(name, lo, hi) PIL_ARG(name, lo, hi), {"interpolation", ARG_PIL_INTERP, 0, 0, 0, 0}, FILL
+    PIL_OP("pil_autocontrast", FF__PIL_AUTOCONTRAST, {0}),
+    PIL_OP("pil_equalize", FF__PIL_EQUALIZE, {0}),
+    PIL_OP("pil_invert", FF__PIL_INVERT, {0}),
+    PIL_OP("pil_posterize", FF__PIL_POSTERIZE, {"bits", ARG_WHOLE, 1, AT(pil.arg), 0, 8}),
+    PIL_OP("pil_solarize", FF__PIL_SOLARIZE, PIL_ARG("threshold", 0, 256)),
+    PIL_OP("pil_solarize_add", FF__PIL_SOLARIZE_ADD, {"add", ARG_WHOLE, 1, AT(pil.arg), 0, 255}),
+    PIL_OP("pil_color", FF__PIL_COLOR, PIL_ARG("factor", 0, 1e6)),
+    PIL_OP("pil_contrast", FF__PIL_CONTRAST, PIL_ARG("factor", 0, 1e6)),
+    PIL_OP("pil_brightness", FF__PIL_BRIGHTNESS, PIL_ARG("factor", 0, 1e6)),
+    PIL_OP("pil_sharpness", FF__PIL_SHARPNESS, PIL_ARG("factor", 0, 1e6)),
+    PIL_OP("pil_shear_x", FF__PIL_SHEAR_X, PIL_GEOM("shear", -100, 100)),
+    PIL_OP("pil_shear_y", FF__PIL_SHEAR_Y, PIL_GEOM("shear", -100, 100)),
+    PIL_OP("pil_translate_x", FF__PIL_TRANSLATE_X, PIL_GEOM("pixels", -65535, 65535)),
+    PIL_OP("pil_translate_y", FF__PIL_TRANSLATE_Y, PIL_GEOM("pixels", -65535, 65535)),
+    PIL_OP("pil_rotate", FF__PIL_ROTATE, PIL_GEOM("angle", -1e6, 1e6)),
+    PIL_OP("pil_hue", FF__PIL_HUE, PIL_ARG("factor", -0.5, 0.5)),
+#undef PIL_OP
+#undef PIL_ARG
+#undef PIL_GEOM
     {"to_dtype", FF__OP_TO_DTYPE, 0, {{"dtype", ARG_DTYPE, 0, 0, 0, 0}, {"scale", ARG_TRUE, 0, 0, 0, 0}}},
     {"normalize", FF__OP_NORMALIZE, 0,
      {{"mean", ARG_RGB, 1, AT(mean), -BIG, BIG}, {"std", ARG_RGB, 1, AT(std), 1e-12, BIG}}},
@@ -144,6 +176,8 @@ typedef struct value {
   int is_tuple;
   double nums[4];
   char name[32];
+  char text[FF__TIMM_CONFIG_MAX + 1]; /* a quoted string, without its quotes */
+  int quoted;
 } value;
 
 static ff_status read_number(lexer *lx, double *out) {
@@ -183,6 +217,16 @@ static ff_status read_value(lexer *lx, value *v) {
   }
   if (isalpha(c)) {
     read_name(lx, v->name, sizeof v->name);
+    return FF_OK;
+  }
+  if (c == '"' || c == '\'') { /* a quoted string: timm's config strings */
+    const char *start = lx->text + lx->pos + 1, *end = strchr(start, c);
+    if (!end) return fail(lx, lx->pos, "%s", "unterminated string");
+    if ((size_t)(end - start) >= sizeof v->text) return fail(lx, lx->pos, "%s", "string too long");
+    memcpy(v->text, start, (size_t)(end - start));
+    v->text[end - start] = 0;
+    v->quoted = 1;
+    lx->pos += (size_t)(end - start) + 2;
     return FF_OK;
   }
   v->count = 1;
@@ -280,6 +324,27 @@ static ff_status set_arg(lexer *lx, ff__op *op, const arg_spec *a, const value *
     }
     op->aug.has_fill = 1;
     return FF_OK;
+  case ARG_TIMM_CONFIG: {
+    char why[160];
+    size_t col = 0;
+    if (!v->quoted) return bad(lx, v, "a quoted config string such as \"rand-m9-mstd0.5-inc1\"");
+    int kind = op->kind == FF__OP_TIMM_RAND_AUGMENT ? FF__TIMM_RAND_AUGMENT
+               : op->kind == FF__OP_TIMM_AUTO_AUGMENT ? FF__TIMM_AUTO_AUGMENT
+                                                      : FF__TIMM_AUG_MIX;
+    if (ff__timm_parse(v->text, kind, &op->timm, why, sizeof why, &col)) return fail(lx, v->column + 1 + col, "%s", why);
+    return FF_OK;
+  }
+  case ARG_PIL_INTERP: {
+    static const char *names[] = {"nearest", "bilinear", "bicubic", "random"};
+    int n = op->kind == FF__OP_PIL ? 3 : 4; /* a single op has no random choice */
+    for (int k = 0; k < n; k++)
+      if (!strcmp(v->name, names[k])) {
+        op->pil.resample = k;
+        op->timm.interpolation = k == 3 ? FF__TIMM_RANDOM_INTERPOLATION : k;
+        return FF_OK;
+      }
+    return bad(lx, v, n == 3 ? "nearest, bilinear or bicubic" : "random, nearest, bilinear or bicubic");
+  }
   case ARG_POLICY: {
     static const char *names[] = {"imagenet", "cifar10", "svhn"};
     for (int k = 0; k < 3; k++)
@@ -298,10 +363,13 @@ static void set_defaults(ff__op *op, const op_spec *spec) {
   op->antialias = 1;
   op->dct_scale = 1;
   for (int c = 0; c < 3; c++) op->mean[c] = 0.0f, op->std[c] = 1.0f;
-  op->aug.op = spec->aug;
+  op->aug.op = spec->kind == FF__OP_AUG ? (ff__aug_op)spec->aug : FF__AUG_IDENTITY;
   op->aug.bilinear = spec->kind == FF__OP_AUG_MIX; /* AugMix defaults to bilinear, the rest to nearest */
   op->num_ops = 2, op->magnitude = 9, op->num_magnitude_bins = 31;
   op->severity = 3, op->mixture_width = 3, op->chain_depth = -1, op->all_ops = 1, op->alpha = 1.0;
+  if (spec->kind >= FF__OP_TIMM_RAND_AUGMENT && spec->kind <= FF__OP_TIMM_AUG_MIX)
+    ff__timm_defaults(spec->kind - FF__OP_TIMM_RAND_AUGMENT, &op->timm);
+  if (spec->kind == FF__OP_PIL) op->pil.op = (ff__pil_op)spec->aug;
 }
 
 static ff_status parse_op(lexer *lx, ff__op *op) {
@@ -362,6 +430,8 @@ static ff_status parse_op(lexer *lx, ff__op *op) {
       snprintf(what, sizeof what, "%s needs the argument '%s'", spec->name, spec->args[k].name);
       return fail(lx, column, "%s", what);
     }
+  if (op->aug.has_fill) /* the timm policies' img_mean, the Pillow ops' fill */
+    for (int c = 0; c < 3; c++) op->timm.fill[c] = op->pil.fill[c] = (uint8_t)lrintf(op->aug.fill[c]);
   if (op->kind == FF__OP_RAND_AUGMENT && op->magnitude >= op->num_magnitude_bins) {
     char what[160];
     snprintf(what, sizeof what, "rand_augment: magnitude must be in [0, %d] (below num_magnitude_bins=%d), got %d",
@@ -402,6 +472,9 @@ static int max_steps(const ff__op *op) {
   case FF__OP_RAND_AUGMENT: return op->num_ops;
   case FF__OP_AUTO_AUGMENT: return 2;
   case FF__OP_AUG_MIX: return 2 + op->mixture_width * (2 + (op->chain_depth > 0 ? op->chain_depth : 3));
+  case FF__OP_TIMM_RAND_AUGMENT:
+  case FF__OP_TIMM_AUTO_AUGMENT:
+  case FF__OP_TIMM_AUG_MIX: return ff__timm_max_steps(&op->timm);
   case FF__OP_DECODE:
   case FF__OP_TO_DTYPE:
   case FF__OP_NORMALIZE: return 0;

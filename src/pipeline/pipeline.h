@@ -13,7 +13,9 @@
 
 #include "codec/codec.h"
 #include "core/error.h"
+#include "kernels/pil.h"
 #include "ops/augment.h"
+#include "pipeline/timm.h"
 
 #define FF__PIPELINE_MAX_OPS 32
 #define FF__PLAN_MAX_STEPS 96
@@ -34,6 +36,10 @@ typedef enum ff__op_kind {
   FF__OP_AUG_MIX,
   FF__OP_TO_DTYPE,
   FF__OP_NORMALIZE,
+  FF__OP_TIMM_RAND_AUGMENT,    /* timm's policies from a config string (op.timm) */
+  FF__OP_TIMM_AUTO_AUGMENT,
+  FF__OP_TIMM_AUG_MIX,
+  FF__OP_PIL,                  /* one Pillow-semantics op with explicit arguments (op.pil) */
 } ff__op_kind;
 
 typedef enum ff__aa_policy { FF__AA_IMAGENET, FF__AA_CIFAR10, FF__AA_SVHN } ff__aa_policy;
@@ -54,6 +60,8 @@ typedef struct ff__op {
   int policy;                                     /* auto_augment: ff__aa_policy */
   int severity, mixture_width, chain_depth, all_ops; /* aug_mix */
   double alpha;
+  ff__timm timm;                                  /* timm_rand_augment, timm_auto_augment, timm_aug_mix */
+  ff__pil pil;                                    /* FF__OP_PIL */
 } ff__op;
 
 typedef enum ff__output {
@@ -132,6 +140,8 @@ typedef enum ff__step_kind {
   FF__STEP_CHAIN_BEGIN,  /* AugMix: start a chain from the kept image */
   FF__STEP_CHAIN_END,    /* AugMix: mix += weight * chain result */
   FF__STEP_MIX_END,      /* AugMix: the image becomes trunc(mix) */
+  FF__STEP_PIL,          /* one Pillow-semantics op (pil) */
+  FF__STEP_PIL_MIX_END,  /* timm's AugMix: the image becomes Image.blend(kept, trunc(mix), weight) */
 } ff__step_kind;
 
 typedef struct ff__step {
@@ -139,7 +149,8 @@ typedef struct ff__step {
   int x, y, w, h;
   int antialias;
   ff__aug aug;
-  float weight;          /* MIX_BEGIN: m0; CHAIN_END: w_i (AugMix, spec 4.4) */
+  ff__pil pil;           /* FF__STEP_PIL */
+  float weight;          /* MIX_BEGIN: m0; CHAIN_END: w_i (AugMix, spec 4.4); PIL_MIX_END: timm's m */
 } ff__step;
 
 /* A DCT-scaled JPEG decode: the decoder returns the region snapped outward

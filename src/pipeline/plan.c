@@ -137,6 +137,15 @@ void ff__plan_make(const ff__pipeline *pipe, uint64_t seed, uint64_t epoch, uint
     case FF__OP_AUG_MIX:
       out->num_steps += ff__policy_plan(op, &rng, (int)h, (int)w, out->steps + out->num_steps);
       break;
+    case FF__OP_PIL:
+      add_step(out, FF__STEP_PIL, 0, 0, w, h, 0);
+      out->steps[out->num_steps - 1].pil = op->pil;
+      break;
+    case FF__OP_TIMM_RAND_AUGMENT:
+    case FF__OP_TIMM_AUTO_AUGMENT:
+    case FF__OP_TIMM_AUG_MIX:
+      out->num_steps += ff__timm_plan(&op->timm, &rng, (int)h, (int)w, out->steps + out->num_steps);
+      break;
     case FF__OP_DECODE:
     case FF__OP_TO_DTYPE:
     case FF__OP_NORMALIZE: break;

@@ -156,21 +156,21 @@ static const sub_op aa_policies[3][25][2] = {
 
 /* A Gamma(alpha, 1) variate (Marsaglia and Tsang, 2000), for the Dirichlet
  * weights of AugMix; planning is host-only, so double and libm are fine. */
-static double uniform_open(ff__philox *rng) {
+double ff__uniform_open(ff__philox *rng) {
   uint64_t x = ((uint64_t)ff__philox_u32(rng) << 32) | ff__philox_u32(rng);
   return ((double)(x >> 11) + 0.5) * (1.0 / 9007199254740992.0);
 }
 
-static double gamma_variate(ff__philox *rng, double alpha) {
-  if (alpha < 1.0) return gamma_variate(rng, alpha + 1.0) * pow(uniform_open(rng), 1.0 / alpha);
+double ff__gamma_variate(ff__philox *rng, double alpha) {
+  if (alpha < 1.0) return ff__gamma_variate(rng, alpha + 1.0) * pow(ff__uniform_open(rng), 1.0 / alpha);
   double d = alpha - 1.0 / 3.0, c = 1.0 / sqrt(9.0 * d);
   for (;;) {
-    double u1 = uniform_open(rng), u2 = uniform_open(rng);
+    double u1 = ff__uniform_open(rng), u2 = ff__uniform_open(rng);
     double x = sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
     double v = 1.0 + c * x;
     if (v <= 0) continue;
     v = v * v * v;
-    double u = uniform_open(rng);
+    double u = ff__uniform_open(rng);
     if (u < 1.0 - 0.0331 * x * x * x * x || log(u) < 0.5 * x * x + d * (1.0 - v + log(v))) return d * v;
   }
 }
@@ -179,9 +179,9 @@ static double gamma_variate(ff__philox *rng, double alpha) {
  * draw is kept at least the smallest normal float, as torch's Dirichlet
  * sampler clamps its gamma draws: for a tiny alpha the draws underflow to 0,
  * which would otherwise make the weights 0/0. */
-static void dirichlet(ff__philox *rng, double alpha, int k, float *out) {
+void ff__dirichlet_f32(ff__philox *rng, double alpha, int k, float *out) {
   double g[16], sum = 0;
-  for (int i = 0; i < k; i++) sum += g[i] = fmax(gamma_variate(rng, alpha), FLT_MIN);
+  for (int i = 0; i < k; i++) sum += g[i] = fmax(ff__gamma_variate(rng, alpha), FLT_MIN);
   for (int i = 0; i < k; i++) out[i] = (float)(g[i] / sum);
 }
 
@@ -223,8 +223,8 @@ int ff__policy_plan(const ff__op *op, ff__philox *rng, int h, int w, ff__step *o
   }
   case FF__OP_AUG_MIX: {
     float m[2], weights[8];
-    dirichlet(rng, op->alpha, 2, m);
-    dirichlet(rng, op->alpha, op->mixture_width, weights);
+    ff__dirichlet_f32(rng, op->alpha, 2, m);
+    ff__dirichlet_f32(rng, op->alpha, op->mixture_width, weights);
     int num_ops = op->all_ops ? 13 : 9;
     ff__step *s = &out[n++];
     memset(s, 0, sizeof *s);

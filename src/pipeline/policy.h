@@ -16,4 +16,13 @@ float ff__linspace_f32(float lo, float hi, int n, int k);
  * out (room for ff__op's bound, see parse.c); returns how many. */
 int ff__policy_plan(const ff__op *op, ff__philox *rng, int h, int w, ff__step *out);
 
+/* A uniform double in (0, 1) from 53 random bits. */
+double ff__uniform_open(ff__philox *rng);
+
+/* A Gamma(alpha, 1) variate (Marsaglia and Tsang, 2000). */
+double ff__gamma_variate(ff__philox *rng, double alpha);
+
+/* Dirichlet(alpha, ..., alpha) of k <= 16 components, as float32. */
+void ff__dirichlet_f32(ff__philox *rng, double alpha, int k, float *out);
+
 #endif

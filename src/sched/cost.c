@@ -135,6 +135,7 @@ double ff__cost_plan_ns(const ff__plan *plan, const ff__image_info *info, const 
       ns += per_pixel(costs, kind) * px;
       break;
     }
+    case FF__STEP_PIL: ns += per_pixel(costs, FF__COST_PIL + (int)st->pil.op) * px; break;
     default: ns += per_pixel(costs, FF__COST_MIX) * px; break; /* AugMix's keeping and mixing */
     }
   }

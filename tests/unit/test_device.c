@@ -83,6 +83,18 @@ static const char *const pipelines[] = {
     "decode | random_resized_crop(size=(28, 36)) | random_horizontal_flip | aug_mix(severity=10, "
     "mixture_width=4, "
     "chain_depth=3, all_ops=false) | normalize(mean=imagenet, std=imagenet)",
+    /* timm's policies (Pillow semantics): every op, each filter */
+    "decode | random_resized_crop(size=32) | timm_rand_augment(config=\"rand-m9-n16-p1.0-mstd0.5-inc1\")",
+    "decode | random_resized_crop(size=(30, 41)) | timm_rand_augment(config=\"rand-m8-n16-p1.0-mstd1\", "
+    "interpolation=nearest, img_mean=(124, 116, 104))",
+    "decode | center_crop(size=(33, 33)) | timm_rand_augment(config=\"rand-m10-n16-p1-mstd101\", "
+    "interpolation=bicubic)",
+    "decode | random_resized_crop(size=32) | timm_auto_augment(config=\"v0-mstd0.5\", translate_const=10)",
+    "decode | random_resized_crop(size=32) | timm_aug_mix(config=\"augmix-m5-w4-d2\") | to_dtype",
+    "decode | center_crop(size=(30, 30)) | pil_hue(factor=-0.3) | pil_color(factor=1.6) | "
+    "pil_contrast(factor=0.4) | pil_brightness(factor=1.2) | pil_solarize(threshold=100)",
+    "decode | center_crop(size=(31, 29)) | pil_rotate(angle=90) | pil_rotate(angle=180, interpolation=bicubic) | "
+    "pil_rotate(angle=-33, fill=(9, 8, 7)) | pil_translate_x(pixels=-3.5, interpolation=bicubic)",
 };
 #define NUM_PIPELINES (sizeof pipelines / sizeof pipelines[0])
 
