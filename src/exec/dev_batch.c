@@ -103,16 +103,24 @@ static uint64_t aux(walk *w, size_t bytes, void **host) {
 static uint64_t tmp_addr(const walk *w) { return w->arena_addr + 3 * ALIGN(w->s->img_bytes, 256); }
 static uint64_t mix_addr(const walk *w) { return tmp_addr(w) + ALIGN(w->s->tmp_bytes, 256); }
 
-static void lower_resize(walk *w, const double *box, int out_w, int out_h, int antialias) {
+/* A resize, or (blur: a FF__STEP_BLUR step) the Gaussian blur as the
+ * resize to the same size through the blur's taps, as ops/geometry.c runs it. */
+static void lower_resize(walk *w, const double *box, int out_w, int out_h, int antialias, const ff__step *blur) {
   int in_w = w->cur.width, in_h = w->cur.height;
   size_t tmp = (size_t)in_h * out_w * 3 * sizeof(float);
   if (!w->emit && tmp > w->s->tmp_bytes) w->s->tmp_bytes = tmp;
-  ff__resize_axis ax = {ff__resize_max_taps(in_w, out_w, antialias), 0, 0, 0};
-  ff__resize_axis ay = {ff__resize_max_taps(in_h, out_h, antialias), 0, 0, 0};
+  ff__resize_axis ax = {blur ? blur->x : ff__resize_max_taps(in_w, out_w, antialias), 0, 0, 0};
+  ff__resize_axis ay = {blur ? blur->y : ff__resize_max_taps(in_h, out_h, antialias), 0, 0, 0};
   void *hx, *hy;
   uint64_t dx = aux(w, ff__resize_axis_bytes(out_w, ax.max_taps), &hx);
   uint64_t dy = aux(w, ff__resize_axis_bytes(out_h, ay.max_taps), &hy);
-  if (w->emit) {
+  if (w->emit && blur) {
+    float k[2 * FF__BLUR_MAX_KSIZE];
+    ff__gauss_kernel1d(blur->x, blur->weight, k);
+    ff__gauss_kernel1d(blur->y, blur->weight, k + blur->x);
+    ff__resize_axis_place(&ax, hx, out_w), ff__resize_axis_gauss(&ax, in_w, k, blur->x);
+    ff__resize_axis_place(&ay, hy, out_h), ff__resize_axis_gauss(&ay, in_h, k + blur->x, blur->y);
+  } else if (w->emit) {
     double whole[4] = {0, 0, in_w, in_h}; /* the box: ops.h, ff__op_resize_box */
     if (!box) box = whole;
     ff__resize_axis_place(&ax, hx, out_w), ff__resize_axis_build_box(&ax, in_w, box[0], box[2], out_w, antialias);
@@ -200,6 +208,12 @@ static void lower_aug(walk *w, const ff__aug *a) {
     produce(w, st, width, height);
     return;
   }
+  case FF__AUG_HUE: {
+    ff__dstage *st = stage(w, FF__DS_HUE, pixels(&w->cur));
+    st->p.mix.weight = (float)a->arg;
+    produce(w, st, width, height);
+    return;
+  }
   case FF__AUG_SHARPNESS: {
     if (width <= 2 || height <= 2) return; /* unchanged (spec 2.10) */
     ff__dstage *st = stage(w, FF__DS_SHARPNESS, pixels(&w->cur));
@@ -209,6 +223,19 @@ static void lower_aug(walk *w, const ff__aug *a) {
   }
   default: return; /* identity; table ops go through lower_lut_run */
   }
+}
+
+/* An erasing box of the float slot out (ops/erase.c's values, from the host). */
+static void lower_erase(walk *w, const ff__step *st, const ff__dimg *out) {
+  size_t n = st->antialias ? (size_t)3 * st->w * st->h : 3;
+  void *host;
+  uint64_t values = aux(w, n * sizeof(float), &host);
+  if (host && st->antialias) ff__erase_normals(st->noise_key, n, host);
+  else if (host) memcpy(host, st->aug.fill, sizeof st->aug.fill);
+  ff__dstage *e = stage(w, FF__DS_ERASE, (uint64_t)st->w * st->h);
+  e->src = (ff__dimg){0, st->w, st->h, 0};
+  e->dst = *out;
+  e->a = values, e->p.crop.x = st->x, e->p.crop.y = st->y, e->p.crop.per_value = st->antialias;
 }
 
 /* Lowers sample s's plan and output stage (d_out + slot). */
@@ -232,9 +259,13 @@ static void lower(walk *w, const ff__pipeline *pipe, uint64_t image_addr, uint64
       break;
     case FF__STEP_RESIZE: {
       const double *box = ff__plan_step_box(plan, i, w->cur.width, w->cur.height);
-      if (box || st->w != w->cur.width || st->h != w->cur.height) lower_resize(w, box, st->w, st->h, st->antialias);
+      if (box || st->w != w->cur.width || st->h != w->cur.height) lower_resize(w, box, st->w, st->h, st->antialias, NULL);
       break;
     }
+    case FF__STEP_BLUR:
+      if (pixels(&w->cur)) lower_resize(w, NULL, w->cur.width, w->cur.height, 0, st);
+      break;
+    case FF__STEP_ERASE: break; /* on the float slot, after the output stage */
     case FF__STEP_HFLIP:
     case FF__STEP_VFLIP: {
       ff__dstage *f = stage(w, FF__DS_FLIP, pixels(&w->cur));
@@ -281,6 +312,8 @@ static void lower(walk *w, const ff__pipeline *pipe, uint64_t image_addr, uint64
   size_t slot_bytes = (size_t)pipe->out_height * pipe->out_width * 3 * (f32 ? sizeof(float) : 1);
   o->dst = (ff__dimg){d_out + (uint64_t)s->slot * slot_bytes, w->cur.width, w->cur.height, 0};
   o->a = lut_addr;
+  for (int i = 0; f32 && i < plan->num_steps; i++) /* random_erasing on the float slot, noise made here */
+    if (plan->steps[i].kind == FF__STEP_ERASE) lower_erase(w, &plan->steps[i], &o->dst);
 }
 
 /* ------------------------------------------------------------ the batch */

@@ -25,6 +25,7 @@
 #include "kernels/affine.h"
 #include "kernels/color.h"
 #include "kernels/hd.h"
+#include "kernels/hue.h"
 #include "kernels/mix.h"
 #include "kernels/pixel.h"
 #include "kernels/resize.h"
@@ -40,6 +41,7 @@ typedef enum ff__dstage_kind {
   FF__DS_TRANSLATE, /* dst = src shifted by (p.affine.tx, ty) whole pixels, fill outside */
   FF__DS_COLOR,     /* dst = blend(src, gray(src), p.blend) */
   FF__DS_SHARPNESS, /* dst = blend(src, smoothed(src), p.blend) */
+  FF__DS_HUE,       /* dst = adjust_hue(src, p.mix.weight) (kernels/hue.h) */
   FF__DS_GRAY_SUM,  /* *(uint64 *)a += sum of gray(src) */
   FF__DS_CONTRAST,  /* dst = blend(src, mean gray (from a), p.blend) */
   FF__DS_HISTOGRAM, /* a (uint32 [3][256]) += per-channel counts of src */
@@ -51,6 +53,9 @@ typedef enum ff__dstage_kind {
   FF__DS_MIX_TRUNC, /* dst = trunc(a) */
   FF__DS_OUT_U8,    /* dst (packed NHWC slot) = src */
   FF__DS_OUT_F32,   /* dst.addr (NCHW float slot) = tables a (float [3][256]) of src */
+  FF__DS_ERASE,     /* the src.width x src.height box at (p.crop.x, p.crop.y) of the NCHW float slot
+                       dst.addr (dst.width x dst.height) = the floats at a: [3] (p.crop.per_value 0)
+                       or [3][box height][box width] (1) */
 } ff__dstage_kind;
 
 /* An RGB uint8 image in device memory. */
@@ -67,7 +72,7 @@ typedef struct ff__dstage {
   uint64_t a, b; /* further buffers, by kind */
   union {
     struct {
-      int32_t x, y;
+      int32_t x, y, per_value;
     } crop;
     struct {
       int32_t horizontal;
@@ -213,6 +218,7 @@ FF_HD static inline void ff__dstage_elem(const ff__dstage *st, uint32_t e) {
     break;
   }
   case FF__DS_SHARPNESS: ff__dsharp_px(src, y, x, st->p.blend, ff__dimg_px(dst, y, x)); break;
+  case FF__DS_HUE: ff__hue_u8(ff__dimg_px(src, y, x), st->p.mix.weight, ff__dimg_px(dst, y, x)); break;
   case FF__DS_GRAY_SUM: {
     const uint8_t *i = ff__dimg_px(src, sy, sx);
     ff__datomic_add_u64(FF__DPTR(uint64_t, st->a), ff__gray_u8(i[0], i[1], i[2]));
@@ -268,6 +274,14 @@ FF_HD static inline void ff__dstage_elem(const ff__dstage *st, uint32_t e) {
     const uint8_t *i = ff__dimg_px(src, y, x);
     uint8_t *o = FF__DPTR(uint8_t, dst->addr) + (size_t)e * 3;
     o[0] = i[0], o[1] = i[1], o[2] = i[2];
+    break;
+  }
+  case FF__DS_ERASE: {
+    const float *v = FF__DPTR(const float, st->a);
+    size_t plane = (size_t)dst->width * dst->height, box = (size_t)src->width * src->height;
+    float *o = FF__DPTR(float, dst->addr) + (size_t)(sy + st->p.crop.y) * dst->width + sx + st->p.crop.x;
+    for (int c = 0; c < 3; c++)
+      o[c * plane] = st->p.crop.per_value ? v[c * box + e] : v[c];
     break;
   }
   case FF__DS_OUT_F32: {
