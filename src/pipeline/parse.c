@@ -36,6 +36,7 @@ typedef enum arg_kind {
   ARG_WEIGHTS,     /* ff__op.choice_p: one weight >= 0 per op of the group */
   ARG_ERASE_VALUE, /* random_erasing value: a number, (r, g, b) or random */
   ARG_ERASE_MODE,  /* random_erasing mode (timm): const | rand | pixel */
+  ARG_PATH,        /* a quoted string: policy_file's path (read by parse_op) */
 } arg_kind;
 
 typedef struct arg_spec {
@@ -145,6 +146,7 @@ static const op_spec op_specs[] = {
       {"mode", ARG_ERASE_MODE, 0, 0, 0, 0},
       {"min_count", ARG_INT, 0, AT(min_count), 1, FF__ERASE_MAX_COUNT},
       {"max_count", ARG_INT, 0, AT(max_count), 1, FF__ERASE_MAX_COUNT}}},
+    {"policy_file", FF__OP_POLICY_FILE, 0, {{"path", ARG_PATH, 1, 0, 0, 0}, INTERP, FILL}},
     {"to_dtype", FF__OP_TO_DTYPE, 0, {{"dtype", ARG_DTYPE, 0, 0, 0, 0}, {"scale", ARG_TRUE, 0, 0, 0, 0}}},
     {"normalize", FF__OP_NORMALIZE, 0,
      {{"mean", ARG_RGB, 1, AT(mean), -BIG, BIG}, {"std", ARG_RGB, 1, AT(std), 1e-12, BIG}}},
@@ -187,6 +189,8 @@ typedef struct value {
   int is_tuple;
   double nums[FF__GROUP_MAX_OPS];
   char name[32];
+  int is_string;
+  char str[1024]; /* a quoted string's characters */
 } value;
 
 static ff_status read_number(lexer *lx, double *out) {
@@ -228,6 +232,15 @@ static ff_status read_value(lexer *lx, value *v) {
     read_name(lx, v->name, sizeof v->name);
     return FF_OK;
   }
+  if (c == '"' || c == '\'') { /* a string, no escapes */
+    const char *start = lx->text + lx->pos + 1, *end = strchr(start, c);
+    if (!end) return fail(lx, lx->pos, "%s", "a string without its closing quote");
+    if ((size_t)(end - start) >= sizeof v->str) return fail(lx, lx->pos, "%s", "a string over 1023 characters");
+    memcpy(v->str, start, (size_t)(end - start));
+    v->is_string = 1;
+    lx->pos += (size_t)(end - start) + 2;
+    return FF_OK;
+  }
   v->count = 1;
   return read_number(lx, &v->nums[0]);
 }
@@ -242,6 +255,13 @@ static ff_status out_of_range(lexer *lx, const value *v, const char *what, doubl
   char want[128];
   snprintf(want, sizeof want, "%s in [%g, %g]", what, lo, hi);
   return bad(lx, v, want);
+}
+
+/* The index of name among n names, or -1. */
+static int name_index(const char *const *names, int n, const char *name) {
+  for (int k = 0; k < n; k++)
+    if (!strcmp(name, names[k])) return k;
+  return -1;
 }
 
 static ff_status set_arg(lexer *lx, ff__op *op, const arg_spec *a, const value *v) {
@@ -324,10 +344,8 @@ static ff_status set_arg(lexer *lx, ff__op *op, const arg_spec *a, const value *
     op->aug.has_fill = 1;
     return FF_OK;
   case ARG_RINTERP: {
-    static const char *names[] = {"bilinear", "bicubic", "random"};
-    for (int k = 0; k < 3; k++)
-      if (!strcmp(v->name, names[k])) return op->interp = k, FF_OK;
-    return bad(lx, v, "bilinear, bicubic or random");
+    static const char *const names[] = {"bilinear", "bicubic", "random"};
+    return (op->interp = name_index(names, 3, v->name)) >= 0 ? FF_OK : bad(lx, v, "bilinear, bicubic or random");
   }
   case ARG_JITTER: {
     /* torchvision ColorJitter._check_input: v gives (centre - v, centre + v), the lower end
@@ -378,16 +396,13 @@ static ff_status set_arg(lexer *lx, ff__op *op, const arg_spec *a, const value *
     for (int c = 0; c < 3; c++) op->erase_value[c] = (float)v->nums[v->count == 3 ? c : 0];
     return FF_OK;
   case ARG_ERASE_MODE: {
-    static const char *names[] = {"const", "rand", "pixel"};
-    for (int k = 0; k < 3; k++)
-      if (!strcmp(v->name, names[k])) return op->erase_mode = k, FF_OK;
-    return bad(lx, v, "const, rand or pixel");
+    static const char *const names[] = {"const", "rand", "pixel"};
+    return (op->erase_mode = name_index(names, 3, v->name)) >= 0 ? FF_OK : bad(lx, v, "const, rand or pixel");
   }
+  case ARG_PATH: return v->is_string ? FF_OK : bad(lx, v, "a quoted path such as \"policy.json\"");
   case ARG_POLICY: {
-    static const char *names[] = {"imagenet", "cifar10", "svhn"};
-    for (int k = 0; k < 3; k++)
-      if (!strcmp(v->name, names[k])) return *(int *)field = k, FF_OK;
-    return bad(lx, v, "imagenet, cifar10 or svhn");
+    static const char *const names[] = {"imagenet", "cifar10", "svhn"};
+    return (*(int *)field = name_index(names, 3, v->name)) >= 0 ? FF_OK : bad(lx, v, "imagenet, cifar10 or svhn");
   }
   }
   return FF_EINTERNAL;
@@ -425,6 +440,7 @@ static int keeps_size(ff__op_kind kind) {
   case FF__OP_TRIVIAL_AUGMENT_WIDE:
   case FF__OP_AUTO_AUGMENT:
   case FF__OP_AUG_MIX:
+  case FF__OP_POLICY_FILE:
   case FF__OP_RANDOM_AUG:
   case FF__OP_COLOR_JITTER:
   case FF__OP_GAUSSIAN_BLUR: return 1;
@@ -516,6 +532,7 @@ static ff_status parse_op(lexer *lx, ff__pipeline *p, int in_group) {
   int group = !three && (spec->kind == FF__OP_RANDOM_APPLY || spec->kind == FF__OP_RANDOM_CHOICE);
   unsigned seen = 0;
   const unsigned list_seen = 1u << 31;
+  char path[1024] = "";
   if (peek(lx) == '(') {
     lx->pos++;
     while (peek(lx) != ')') {
@@ -554,6 +571,7 @@ static ff_status parse_op(lexer *lx, ff__pipeline *p, int in_group) {
       ff_status st = read_value(lx, &v);
       if (st || (st = set_arg(lx, op, &spec->args[k], &v))) return st;
       if (spec->args[k].kind == ARG_WEIGHTS) op->num_ops = v.count, op->num_magnitude_bins = (int)v.column;
+      if (spec->args[k].kind == ARG_PATH) memcpy(path, v.str, sizeof path);
       seen |= 1u << k;
       if (peek(lx) == 0) return fail(lx, lx->pos, "expected %s", "')'");
     }
@@ -565,7 +583,7 @@ static ff_status parse_op(lexer *lx, ff__pipeline *p, int in_group) {
       snprintf(what, sizeof what, "%s needs the argument '%s'", spec->name, spec->args[k].name);
       return fail(lx, column, "%s", what);
     }
-  char what[240] = "";
+  char what[FF__ERRMSG_MAX - 48] = "";
   if (op->kind == FF__OP_RAND_AUGMENT && op->magnitude >= op->num_magnitude_bins)
     snprintf(what, sizeof what, "rand_augment: magnitude must be in [0, %d] (below num_magnitude_bins=%d), got %d",
              op->num_magnitude_bins - 1, op->num_magnitude_bins, op->magnitude);
@@ -595,6 +613,15 @@ static ff_status parse_op(lexer *lx, ff__pipeline *p, int in_group) {
     if (!(seen & (1u << 6))) op->max_count = op->min_count;
     if (!*what && op->max_count < op->min_count)
       snprintf(what, sizeof what, "random_erasing: max_count=%d is below min_count=%d", op->max_count, op->min_count);
+  }
+  if (!*what && op->kind == FF__OP_POLICY_FILE) {
+    for (int i = 0; i < index; i++)
+      if (p->ops[i].kind == FF__OP_POLICY_FILE)
+        snprintf(what, sizeof what, "policy_file: a pipeline has one policy_file (the other at column %d)",
+                 p->ops[i].column);
+    char why[FF__ERRMSG_MAX - 96];
+    if (!*what && ff__policy_file_load(path, &p->policy, why, sizeof why) != FF_OK)
+      snprintf(what, sizeof what, "policy_file: %s", why);
   }
   if (*what) return fail(lx, column, "%s", what);
   if (three) {
@@ -653,6 +680,12 @@ static int max_steps(const ff__pipeline *p, int i) {
     return op->kind == FF__OP_RANDOM_APPLY ? total : most;
   case FF__OP_COLOR_JITTER: return 4;
   case FF__OP_RANDOM_ERASING: return op->max_count;
+  case FF__OP_POLICY_FILE:
+    for (int g = 0; g < p->policy.num_groups; g++) {
+      int n = p->policy.start[g + 1] - p->policy.start[g];
+      most = n > most ? n : most;
+    }
+    return p->policy.layered ? p->policy.num_groups : most;
   case FF__OP_RANDOM_RESIZED_CROP: return 2;
   case FF__OP_RAND_AUGMENT: return op->num_ops;
   case FF__OP_AUTO_AUGMENT: return 2;

@@ -14,6 +14,7 @@
 #include "codec/codec.h"
 #include "core/error.h"
 #include "ops/augment.h"
+#include "pipeline/policy_file.h"
 
 #define FF__PIPELINE_MAX_OPS 32
 #define FF__PLAN_MAX_STEPS 96
@@ -41,6 +42,7 @@ typedef enum ff__op_kind {
   FF__OP_RANDOM_APPLY,         /* the next group_len ops, all with probability p (RandomApply) */
   FF__OP_RANDOM_CHOICE,        /* one of the next group_len ops, op i with weight choice_p[i] (RandomChoice) */
   FF__OP_RANDOM_ERASING,       /* boxes of the normalized float output (RandomErasing, timm's RandomErasing) */
+  FF__OP_POLICY_FILE,          /* the pipeline's policy table (policy_file.h), loaded from a JSON file */
 } ff__op_kind;
 
 /* resize / random_resized_crop interpolation. */
@@ -110,6 +112,7 @@ typedef struct ff__pipeline {
   int peak_column;
   ff__output output;
   float lut[3][256];         /* uint8 → float32 output value per channel (NCHW_F32) */
+  ff__policy_table policy;   /* policy_file's table (one policy_file per pipeline) */
 } ff__pipeline;
 
 /* Parses text. Errors are FF_EPIPELINE with a message

@@ -234,6 +234,9 @@ static int plan_op(const ff__pipeline *pipe, int i, ff__philox *rng, int64_t *hp
     plan_op(pipe, i + 1 + k, rng, &h, &w, out);
     return i + 1 + op->group_len;
   }
+  case FF__OP_POLICY_FILE:
+    out->num_steps += ff__policy_file_plan(&pipe->policy, op, rng, (int)h, (int)w, out->steps + out->num_steps);
+    break;
   case FF__OP_RAND_AUGMENT:
   case FF__OP_TRIVIAL_AUGMENT_WIDE:
   case FF__OP_AUTO_AUGMENT:

@@ -16,4 +16,11 @@ float ff__linspace_f32(float lo, float hi, int n, int k);
  * out (room for ff__op's bound, see parse.c); returns how many. */
 int ff__policy_plan(const ff__op *op, ff__philox *rng, int h, int w, ff__step *out);
 
+/* The same for policy_file (op) with its table t: a sub-policy chosen
+ * uniformly, then for each of its ops a probability and a sign, all drawn
+ * first, as torchvision's AutoAugment draws them; or, layer by layer, one
+ * entry by its probability and its sign (DeepAutoAugment). Magnitude bins
+ * are torchvision's AutoAugment space of t->num_magnitude_bins bins. */
+int ff__policy_file_plan(const ff__policy_table *t, const ff__op *op, ff__philox *rng, int h, int w, ff__step *out);
+
 #endif
