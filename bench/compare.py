@@ -33,6 +33,13 @@ PIPELINES = {
     "trivial_augment_wide": _HEAD + "trivial_augment_wide | " + _TAIL,
     "auto_augment": _HEAD + "auto_augment(policy=imagenet) | " + _TAIL,
     "aug_mix": _HEAD + "aug_mix | " + _TAIL,
+    # DeiT III's 3-Augment and DINO's global view (bicubic crops, as the recipes)
+    "three_augment": "decode | random_resized_crop(size=224, interpolation=bicubic) | random_horizontal_flip | "
+                     "three_augment | " + _TAIL,
+    "dino_global": "decode | random_resized_crop(size=224, scale=(0.4, 1.0), interpolation=bicubic) | "
+                   "random_horizontal_flip | random_apply(p=0.8, [color_jitter(brightness=0.4, contrast=0.4, "
+                   "saturation=0.2, hue=0.1)]) | random_grayscale(p=0.2) | "
+                   "gaussian_blur(kernel_size=23, sigma=(0.1, 2.0)) | " + _TAIL,
 }
 
 IMG_EXT = (".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp")
@@ -92,10 +99,39 @@ def run_fusionflow(args):
 
 # ---------------------------------------------------------------- torchvision
 
+class _PilBlur:
+    """DeiT's and DINO's GaussianBlur: Pillow's blur of a radius uniform in (0.1, 2)."""
+
+    def __call__(self, img):
+        import random
+        from PIL import ImageFilter
+        return img.filter(ImageFilter.GaussianBlur(radius=random.uniform(0.1, 2.0)))
+
+
+class _PilSolarize:
+    """DeiT III's Solarization (ImageOps.solarize, threshold 128)."""
+
+    def __call__(self, img):
+        from PIL import ImageOps
+        return ImageOps.solarize(img)
+
+
 def tv_transform(pipeline):
     """torchvision's reference recipe for the same pipeline (PIL path: the
-    policies run on PIL images, as in references/classification/presets.py)."""
+    policies run on PIL images, as in references/classification/presets.py;
+    3-Augment as DeiT III's new_data_aug_generator, DINO's first global view
+    as its DataAugmentationDINO)."""
     from torchvision import transforms as T
+    tail = [T.ToTensor(), T.Normalize(IMAGENET_MEAN, IMAGENET_STD)]
+    bicubic = T.InterpolationMode.BICUBIC
+    if pipeline == "three_augment":
+        return T.Compose([T.RandomResizedCrop(224, interpolation=bicubic), T.RandomHorizontalFlip(),
+                          T.RandomChoice([T.RandomGrayscale(p=1.0), _PilSolarize(), _PilBlur()]),
+                          T.ColorJitter(0.3, 0.3, 0.3)] + tail)
+    if pipeline == "dino_global":
+        return T.Compose([T.RandomResizedCrop(224, scale=(0.4, 1.0), interpolation=bicubic), T.RandomHorizontalFlip(),
+                          T.RandomApply([T.ColorJitter(0.4, 0.4, 0.2, 0.1)], p=0.8), T.RandomGrayscale(p=0.2),
+                          _PilBlur()] + tail)
     policy = {
         "standard": [],
         "rand_augment": [T.RandAugment(num_ops=2, magnitude=9)],

@@ -6,7 +6,7 @@ fusionflow's pipeline without augmentation (the goal: within 20%).
 Runs bench/compare.py once per pipeline (peers alternate inside each run)
 and prints one table. Use /usr/bin/python3 (Debian's torch/torchvision):
 
-    /usr/bin/python3 bench/policies.py --data build/demo-data [compare.py options]
+    /usr/bin/python3 bench/policies.py --data build/demo-data [--pipelines a,b] [compare.py options]
 """
 import json
 import os
@@ -14,13 +14,19 @@ import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-PIPELINES = ["standard", "rand_augment", "trivial_augment_wide", "auto_augment", "aug_mix"]
+PIPELINES = ["standard", "rand_augment", "trivial_augment_wide", "auto_augment", "aug_mix", "three_augment",
+             "dino_global"]
 
 
 def main():
     extra = sys.argv[1:]
+    names = PIPELINES
+    if "--pipelines" in extra:  # a subset (standard is always run: the baseline)
+        k = extra.index("--pipelines")
+        names = ["standard"] + [n for n in extra[k + 1].split(",") if n != "standard"]
+        extra = extra[:k] + extra[k + 2:]
     rows = {}
-    for name in PIPELINES:
+    for name in names:
         cmd = [sys.executable, os.path.join(HERE, "compare.py"), "--pipeline", name,
                "--only", "fusionflow,torchvision", "--json"] + extra
         print("policies: " + name, file=sys.stderr, flush=True)
@@ -33,7 +39,7 @@ def main():
     print("\n%-22s %14s %14s %10s %14s" % ("pipeline", "fusionflow/s", "torchvision/s", "ratio",
                                           "vs no policy"))
     print("-" * 78)
-    for name in PIPELINES:
+    for name in names:
         ff, tv = rows[name].get("fusionflow"), rows[name].get("torchvision")
         print("%-22s %14.1f %14.1f %9.2fx %13.0f%%" % (name, ff, tv, ff / tv, 100.0 * ff / base))
     return 0
