@@ -24,6 +24,10 @@ FF_HD static inline float ff__clamp01(float v) {
   return v < 1.0f ? v : 1.0f;
 }
 
+/* fmod(x, 1) for finite x: x - trunc(x) is exact (the fraction of a float
+ * is a float), so this is fmodf's value without its library call. */
+FF_HD static inline float ff__fmod1(float x) { return x - truncf(x); }
+
 /* out = adjust_hue(in, hue) for one pixel; hue is the factor rounded to float32. */
 FF_HD static inline void ff__hue_u8(const uint8_t *in, float hue, uint8_t *out) {
   float r = (float)in[0] / 255.0f, g = (float)in[1] / 255.0f, b = (float)in[2] / 255.0f;
@@ -37,8 +41,8 @@ FF_HD static inline void ff__hue_u8(const uint8_t *in, float hue, uint8_t *out) 
   float hr = maxc == r ? bc - gc : 0.0f;
   float hg = maxc == g && maxc != r ? (2.0f + rc) - bc : 0.0f;
   float hb = maxc != g && maxc != r ? (4.0f + gc) - rc : 0.0f;
-  float h = fmodf(((hr + hg) + hb) / 6.0f + 1.0f, 1.0f);
-  h = fmodf(h + hue, 1.0f);
+  float h = ff__fmod1(((hr + hg) + hb) / 6.0f + 1.0f);
+  h = ff__fmod1(h + hue);
   if (h < 0.0f) h = h + 1.0f;
   float h6 = h * 6.0f;
   float fi = floorf(h6);

@@ -18,12 +18,12 @@ void ff__erase_normals(uint64_t key, size_t n, float *out) {
   ff__philox rng;
   ff__philox_init(&rng, key, RNG_ERASE, 0, 0);
   for (size_t i = 0; i < n; i += 2) {
-    /* u1 in (0, 1]: the log stays finite */
-    double u1 = ((double)(ff__philox_u32(&rng) >> 8) + 1.0) / 16777216.0;
-    double u2 = (double)(ff__philox_u32(&rng) >> 8) / 16777216.0;
-    double r = sqrt(-2.0 * log(u1)), t = 6.283185307179586 * u2;
-    out[i] = (float)(r * cos(t));
-    if (i + 1 < n) out[i + 1] = (float)(r * sin(t));
+    /* u1 in (0, 1]: the log stays finite; float32 throughout (the host's libm, on every placement) */
+    float u1 = ((float)(ff__philox_u32(&rng) >> 8) + 1.0f) * (1.0f / 16777216.0f);
+    float u2 = (float)(ff__philox_u32(&rng) >> 8) * (1.0f / 16777216.0f);
+    float r = sqrtf(-2.0f * logf(u1)), t = 6.2831853f * u2;
+    out[i] = r * cosf(t);
+    if (i + 1 < n) out[i + 1] = r * sinf(t);
   }
 }
 
