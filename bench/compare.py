@@ -37,6 +37,13 @@ PIPELINES = {
     # with auto_augment="rand-m9-mstd0.5-inc1" and interpolation="bicubic"
     "timm_rand_augment": _HEAD + 'timm_rand_augment(config="rand-m9-mstd0.5-inc1", interpolation=bicubic, '
                          "img_mean=(124, 116, 104)) | " + _TAIL,
+    # DeiT III's 3-Augment and DINO's global view (bicubic crops, as the recipes)
+    "three_augment": "decode | random_resized_crop(size=224, interpolation=bicubic) | random_horizontal_flip | "
+                     "three_augment | " + _TAIL,
+    "dino_global": "decode | random_resized_crop(size=224, scale=(0.4, 1.0), interpolation=bicubic) | "
+                   "random_horizontal_flip | random_apply(p=0.8, [color_jitter(brightness=0.4, contrast=0.4, "
+                   "saturation=0.2, hue=0.1)]) | random_grayscale(p=0.2) | "
+                   "gaussian_blur(kernel_size=23, sigma=(0.1, 2.0)) | " + _TAIL,
 }
 
 IMG_EXT = (".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp")
@@ -96,9 +103,28 @@ def run_fusionflow(args):
 
 # ---------------------------------------------------------------- torchvision
 
+class _PilBlur:
+    """DeiT's and DINO's GaussianBlur: Pillow's blur of a radius uniform in (0.1, 2)."""
+
+    def __call__(self, img):
+        import random
+        from PIL import ImageFilter
+        return img.filter(ImageFilter.GaussianBlur(radius=random.uniform(0.1, 2.0)))
+
+
+class _PilSolarize:
+    """DeiT III's Solarization (ImageOps.solarize, threshold 128)."""
+
+    def __call__(self, img):
+        from PIL import ImageOps
+        return ImageOps.solarize(img)
+
+
 def tv_transform(pipeline):
     """torchvision's reference recipe for the same pipeline (PIL path: the
-    policies run on PIL images, as in references/classification/presets.py)."""
+    policies run on PIL images, as in references/classification/presets.py;
+    3-Augment as DeiT III's new_data_aug_generator, DINO's first global view
+    as its DataAugmentationDINO)."""
     from torchvision import transforms as T
     if pipeline == "timm_rand_augment":  # timm's own training transform (needs timm)
         from timm.data import create_transform
@@ -109,6 +135,16 @@ def tv_transform(pipeline):
             taa.NAME_TO_OP[name] = _posterize_0_black
         return create_transform(224, is_training=True, auto_augment="rand-m9-mstd0.5-inc1",
                                 interpolation="bicubic", re_prob=0.0)
+    tail = [T.ToTensor(), T.Normalize(IMAGENET_MEAN, IMAGENET_STD)]
+    bicubic = T.InterpolationMode.BICUBIC
+    if pipeline == "three_augment":
+        return T.Compose([T.RandomResizedCrop(224, interpolation=bicubic), T.RandomHorizontalFlip(),
+                          T.RandomChoice([T.RandomGrayscale(p=1.0), _PilSolarize(), _PilBlur()]),
+                          T.ColorJitter(0.3, 0.3, 0.3)] + tail)
+    if pipeline == "dino_global":
+        return T.Compose([T.RandomResizedCrop(224, scale=(0.4, 1.0), interpolation=bicubic), T.RandomHorizontalFlip(),
+                          T.RandomApply([T.ColorJitter(0.4, 0.4, 0.2, 0.1)], p=0.8), T.RandomGrayscale(p=0.2),
+                          _PilBlur()] + tail)
     policy = {
         "standard": [],
         "rand_augment": [T.RandAugment(num_ops=2, magnitude=9)],

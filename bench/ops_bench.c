@@ -32,6 +32,7 @@
 
 #include "core/error.h"
 #include "core/image.h"
+#include "kernels/resize.h"
 #include "ops/augment.h"
 #include "ops/ops.h"
 #include "pipeline/pipeline.h"
@@ -175,6 +176,19 @@ static void fn_output(void *p) {
   ff__op_write_output(b->pipe, b->src, b->batch, 0);
 }
 
+#define HUE 0.1           /* color_jitter(hue=0.1)'s largest factor */
+#define BLUR_SIGMA 1.5f   /* gaussian_blur's sigma, within sigma=(0.1, 2.0) */
+
+static void fn_blur(void *p) {
+  bench *b = p;
+  if (ff__op_gaussian_blur(b->src, b->out_w, b->out_w, BLUR_SIGMA, &b->scratch, &b->dst) != FF_OK) abort();
+}
+
+static void fn_erase(void *p) {
+  bench *b = p;
+  if (ff__op_erase(b->pipe, b->plan, b->batch, 0, &b->scratch) != FF_OK) abort();
+}
+
 static void fn_ops_run(void *p) {
   bench *b = p;
   ff__image img = *b->src; /* ff__ops_run may replace it by a scratch image */
@@ -282,7 +296,7 @@ int main(int argc, char **argv) {
   /* ---- the list of benchmarks */
   typedef struct item {
     const char *name;
-    int kind; /* 0 affine, 1 lut, 2 color, 3 hflip, 4 resize, 5 output, 6 ops_run plan, 7 mix */
+    int kind; /* 0 affine, 1 lut, 2 color, 3 hflip, 4 resize, 5 output, 6 ops_run plan, 7 mix, 8 blur, 9 erase */
     ff__aug aug[3];
     int naug;
     const ff__image *src;
@@ -329,6 +343,17 @@ int main(int argc, char **argv) {
   items[n_items++] = (item){"resize_320x290_to_224_antialias", 4, {{0}}, 0, &img320, 224, 224, 1, NULL};
   items[n_items++] = (item){"resize_320x290_to_224_bilinear", 4, {{0}}, 0, &img320, 224, 224, 0, "antialias=false"};
   items[n_items++] = (item){"resize_150_to_224_upscale", 4, {{0}}, 0, &img150, 224, 224, 1, "antialias=true"};
+  items[n_items++] = (item){"resize_320x290_to_224_bicubic", 4, {{0}}, 0, &img320, 224, 224,
+                            FF__RESIZE_ANTIALIAS | FF__RESIZE_BICUBIC, "antialias=true"};
+  items[n_items++] = (item){"hue", 2, {aug_of(FF__AUG_HUE, HUE, 0)}, 1, &img224, 0, 0, 0, "adjust_hue(0.1)"};
+  items[n_items++] = (item){"grayscale", 2, {aug_of(FF__AUG_COLOR, 0, 0)}, 1, &img224, 0, 0, 0,
+                            "3 channels (color factor 0)"};
+  items[n_items++] = (item){"gaussian_blur_k5", 8, {{0}}, 0, &img224, 5, 0, 0, "sigma 1.5"};
+  items[n_items++] = (item){"gaussian_blur_k23", 8, {{0}}, 0, &img224, 23, 0, 0, "sigma 1.5"};
+  items[n_items++] = (item){"random_erasing_pixel", 9, {{0}}, 0, &img224, 0, 0, 1,
+                            "one 112x90 box of normal noise on the float output"};
+  items[n_items++] = (item){"random_erasing_const", 9, {{0}}, 0, &img224, 0, 0, 0,
+                            "one 112x90 box of a constant on the float output"};
   items[n_items++] = (item){"hflip", 3, {{0}}, 0, &img224, 0, 0, 0, NULL};
   items[n_items++] = (item){"normalize_nchw_f32", 5, {{0}}, 0, &img224, 0, 0, 0, "ff__op_write_output, imagenet"};
   items[n_items++] = (item){"aug_mix_mixing", 7, {{0}}, 0, &img224, 0, 0, 0,
@@ -366,6 +391,12 @@ int main(int argc, char **argv) {
     plan_mix.steps[plan_mix.num_steps++] = (ff__step){.kind = FF__STEP_CHAIN_END, .weight = chain_w[c]};
   }
   plan_mix.steps[plan_mix.num_steps++] = (ff__step){.kind = FF__STEP_MIX_END};
+  static ff__plan plan_erase[2]; /* const, noise */
+  for (int k = 0; k < 2; k++) {
+    plan_erase[k].steps[0] = (ff__step){.kind = FF__STEP_ERASE, .x = 50, .y = 60, .w = 112, .h = 90, .antialias = k,
+                                        .noise_key = 12345};
+    plan_erase[k].num_steps = 1;
+  }
   float *batch = malloc(sizeof(float) * 3 * W * H);
   if (!batch) return 1;
 
@@ -401,6 +432,11 @@ int main(int argc, char **argv) {
     case 6:
       b.plan = &plan_rot;
       t = time_fn(fn_ops_run, &b);
+      break;
+    case 8: t = time_fn(fn_blur, &b); break;
+    case 9:
+      b.pipe = &pipe_norm, b.batch = batch, b.plan = &plan_erase[it->antialias];
+      t = time_fn(fn_erase, &b);
       break;
     default:
       b.plan = &plan_mix;

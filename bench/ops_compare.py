@@ -52,7 +52,12 @@ OPS = [
     "autocontrast", "equalize", "invert", "fused_posterize_solarize_brightness",
     "resize_320x290_to_224_antialias", "resize_320x290_to_224_bilinear", "resize_150_to_224_upscale",
     "hflip", "normalize_nchw_f32", "aug_mix_mixing", "rotate_bilinear_via_ops_run",
+    "resize_320x290_to_224_bicubic", "hue", "grayscale", "gaussian_blur_k5", "gaussian_blur_k23",
+    "random_erasing_pixel", "random_erasing_const",
 ]
+HUE = 0.1
+BLUR_SIGMA = 1.5
+ERASE_BOX = (60, 50, 90, 112)  # top, left, height, width
 
 
 def log(msg):
@@ -162,6 +167,19 @@ def torchvision_peers(imgs):
             mix.add_(w * batch)
         return mix.view(3, 224, 224).to(dtype=torch.uint8)
     peers["aug_mix_mixing"] = mixing
+    peers["resize_320x290_to_224_bicubic"] = lambda: F.resize(t320, [224, 224], InterpolationMode.BICUBIC,
+                                                              antialias=True)
+    peers["hue"] = lambda: F.adjust_hue(t224, HUE)
+    peers["grayscale"] = lambda: F.rgb_to_grayscale(t224, num_output_channels=3)
+    peers["gaussian_blur_k5"] = lambda: F.gaussian_blur(t224, [5, 5], [BLUR_SIGMA, BLUR_SIGMA])
+    peers["gaussian_blur_k23"] = lambda: F.gaussian_blur(t224, [23, 23], [BLUR_SIGMA, BLUR_SIGMA])
+    f224 = F.normalize(F.convert_image_dtype(t224, torch.float32), IMAGENET_MEAN, IMAGENET_STD)
+    top, left, eh, ew = ERASE_BOX
+    peers["random_erasing_pixel"] = lambda: F.erase(f224, top, left, eh, ew,
+                                                    torch.empty([3, eh, ew], dtype=torch.float32).normal_(),
+                                                    inplace=True)
+    peers["random_erasing_const"] = lambda: F.erase(f224, top, left, eh, ew, torch.tensor([0.0])[:, None, None],
+                                                    inplace=True)
     return peers
 
 
@@ -300,6 +318,35 @@ def opencv_peers(imgs):
             mix = cv2.addWeighted(mix, 1.0, img, wt, 0.0, dtype=cv2.CV_32F)
         return mix.astype(np.uint8)   # numpy: truncation, as torch's .to(uint8)
     peers["aug_mix_mixing"] = [("addWeighted(CV_32F) x4+astype", mixing)]
+    peers["resize_320x290_to_224_bicubic"] = [
+        ("resize(INTER_CUBIC)", lambda: cv2.resize(img320, (224, 224), interpolation=cv2.INTER_CUBIC))]
+
+    def hue():
+        hsv = cv2.cvtColor(img, cv2.COLOR_RGB2HSV_FULL)
+        hsv[..., 0] += np.uint8(round(HUE * 256) % 256)  # wraps around as a hue does
+        return cv2.cvtColor(hsv, cv2.COLOR_HSV2RGB_FULL)
+    peers["hue"] = [("cvtColor(HSV_FULL)+add+cvtColor", hue)]
+    peers["grayscale"] = [("cvtColor(GRAY)+cvtColor(GRAY2RGB)",
+                           lambda: cv2.cvtColor(cv2.cvtColor(img, cv2.COLOR_RGB2GRAY), cv2.COLOR_GRAY2RGB))]
+    for k in (5, 23):
+        peers[f"gaussian_blur_k{k}"] = [(f"GaussianBlur({k}x{k}, REFLECT_101)", lambda k=k: cv2.GaussianBlur(
+            img, (k, k), BLUR_SIGMA, borderType=cv2.BORDER_REFLECT_101))]
+    plane = np.zeros((3, h, w), np.float32)
+    top, left, eh, ew = ERASE_BOX
+
+    noise = np.empty((eh, ew), np.float32)
+
+    def erase_noise():
+        for c in range(3):
+            cv2.randn(noise, 0.0, 1.0)
+            plane[c, top:top + eh, left:left + ew] = noise
+        return plane
+    peers["random_erasing_pixel"] = [("randn into the box", erase_noise)]
+
+    def erase_const():
+        plane[:, top:top + eh, left:left + ew] = 0.0
+        return plane
+    peers["random_erasing_const"] = [("numpy slice fill", erase_const)]
     return peers
 
 

@@ -8,8 +8,8 @@ and prints one table. Use /usr/bin/python3 (Debian's torch/torchvision), or
 a Python with timm for the timm_rand_augment row (DeiT's RandAugment: timm's
 create_transform in the DataLoader), e.g. the test venv:
 
-    /usr/bin/python3 bench/policies.py --data build/demo-data [compare.py options]
-    $(scripts/test-venv.sh) bench/policies.py --only-pipelines standard,timm_rand_augment
+    /usr/bin/python3 bench/policies.py --data build/demo-data [--pipelines a,b] [compare.py options]
+    $(scripts/test-venv.sh) bench/policies.py --pipelines timm_rand_augment   (timm's side needs timm)
 """
 import json
 import os
@@ -17,17 +17,17 @@ import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-PIPELINES = ["standard", "rand_augment", "trivial_augment_wide", "auto_augment", "aug_mix",
-             "timm_rand_augment"]
+PIPELINES = ["standard", "rand_augment", "trivial_augment_wide", "auto_augment", "aug_mix", "timm_rand_augment",
+             "three_augment", "dino_global"]
 
 
 def main():
     extra = sys.argv[1:]
     names = PIPELINES
-    if "--only-pipelines" in extra:  # a subset, e.g. standard,timm_rand_augment
-        k = extra.index("--only-pipelines")
-        names = extra[k + 1].split(",")
-        del extra[k:k + 2]
+    if "--pipelines" in extra:  # a subset (standard is always run: the baseline)
+        k = extra.index("--pipelines")
+        names = ["standard"] + [n for n in extra[k + 1].split(",") if n != "standard"]
+        extra = extra[:k] + extra[k + 2:]
     rows = {}
     for name in names:
         cmd = [sys.executable, os.path.join(HERE, "compare.py"), "--pipeline", name,

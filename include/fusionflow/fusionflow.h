@@ -392,10 +392,14 @@ typedef struct ff_batch ff_batch;
  *                                  image gives the zero-padded box of the asked
  *                                  size (torchvision returns wrong sizes there)
  *   center_crop(size)              CenterCrop (zero padding if smaller)
- *   resize(size, antialias=true)   Resize, bilinear; size=N sets the shorter side,
- *                                  size=(H, W) both
- *   random_resized_crop(size, scale=(0.08, 1.0), ratio=(0.75, 1.3333), antialias=true)
- *                                  RandomResizedCrop, bilinear
+ *   resize(size, antialias=true, interpolation=bilinear)
+ *                                  Resize; size=N sets the shorter side, size=(H, W) both
+ *   random_resized_crop(size, scale=(0.08, 1.0), ratio=(0.75, 1.3333), antialias=true,
+ *                       interpolation=bilinear)
+ *                                  RandomResizedCrop. interpolation=bicubic: torchvision's
+ *                                  bicubic with antialias=True (Keys a=-0.5, within one
+ *                                  level); random: timm's choice of bilinear or bicubic,
+ *                                  probability 1/2 each, per sample
  *   random_horizontal_flip(p=0.5), random_vertical_flip(p=0.5)
  *   rand_augment(num_ops=2, magnitude=9, num_magnitude_bins=31, interpolation=nearest, fill)
  *   trivial_augment_wide(num_magnitude_bins=31, interpolation=nearest, fill)
@@ -449,10 +453,44 @@ typedef struct ff_batch ff_batch;
  *     pil_translate_x(pixels), pil_translate_y(pixels) (fractional; Image.transform's
  *     matrix terms), pil_rotate(angle) (degrees counter-clockwise about the centre),
  *     each with interpolation=nearest|bilinear|bicubic and fill.
+ *   torchvision's per-sample transforms (v1 tensor semantics; semantics=v1, the
+ *   default, where the op takes it; semantics=pil is refused by this build):
+ *     color_jitter(brightness=0, contrast=0, saturation=0, hue=0, semantics=v1)
+ *                                  ColorJitter: each a number v (the range around 1, or
+ *                                  0 for hue) or (min, max); the four in randperm order,
+ *                                  hue through HSV exactly as adjust_hue
+ *     grayscale(num_output_channels=3), random_grayscale(p=0.1), hue(factor)
+ *                                  Grayscale (3 channels only: batches are RGB),
+ *                                  RandomGrayscale, adjust_hue
+ *     gaussian_blur(kernel_size, sigma=(0.1, 2.0), semantics=v1)
+ *                                  GaussianBlur: odd sizes up to 255 (N or (width,
+ *                                  height)), sigma drawn per sample; reflect padding;
+ *                                  computed separably, within one level of torchvision
+ *     random_solarize(threshold, p=0.5, semantics=v1), random_posterize(bits, p=0.5),
+ *     random_autocontrast(p=0.5), random_equalize(p=0.5), random_invert(p=0.5),
+ *     random_adjust_sharpness(sharpness_factor, p=0.5)
+ *                                  the Random* transforms: the op when torch.rand(1) < p
+ *     random_apply(p=0.5, [op | op ...]), random_choice([op, op, ...], p=(w, ...))
+ *                                  RandomApply, RandomChoice over ops that keep the
+ *                                  image size (docs/composition.md)
+ *     three_augment(color_jitter=0.3)
+ *                                  DeiT III's 3-Augment (one of grayscale, solarize(128),
+ *                                  gaussian_blur(23, (0.1, 2)); then ColorJitter(j, j, j))
+ *     policy_file(path="policy.json", interpolation=nearest, fill)
+ *                                  sub-policies or DeepAutoAugment layers from a JSON
+ *                                  file, read when the pipeline is parsed
+ *                                  (docs/policy-file.md)
  *   to_dtype(dtype=float32)        x / 255 (ConvertImageDtype; scaling is always on;
  *                                  semantics v2: x * (1 / 255), v2's to_dtype(scale=True))
  *   normalize(mean, std)           (x / 255 - mean) / std per channel; `imagenet`
  *                                  names (0.485, 0.456, 0.406) / (0.229, 0.224, 0.225)
+ *   random_erasing(p=0.5, scale=(0.02, 0.33), ratio=(0.3, 3.3), value=0)
+ *                                  after normalize/to_dtype only: RandomErasing on the
+ *                                  float output (value a number, (r, g, b) or random:
+ *                                  standard normal noise); with mode=const|rand|pixel,
+ *                                  min_count=1, max_count timm's RandomErasing (area
+ *                                  (0.02, 1/3), aspect (0.3, 1/0.3) unless given). The
+ *                                  noise comes from the sample's Philox stream.
  *
  * The scheduler (ff_config.device other than "cpu"): the loader measures the
  * consumer's rate D (from the times between ff_loader_next calls) and the
@@ -791,7 +829,11 @@ FF_API ff_status ff_image_augment_as(const char *path, const char *pipeline, ff_
  *             pixels, which the first resize resamples)};
  *   "steps": [...], in order, each {"op": NAME, ...}:
  *     {"op": "crop", "box": [x, y, width, height]} (current image's pixels, zero padding),
- *     {"op": "resize", "size": [height, width], "antialias": bool},
+ *     {"op": "resize", "size": [height, width], "antialias": bool,
+ *      "interpolation": "bilinear" | "bicubic"},
+ *     {"op": "gaussian_blur", "kernel_size": [width, height], "sigma": s},
+ *     {"op": "erase", "box": [x, y, width, height], "fill": [r, g, b]} or with
+ *      "noise_key": K (the Philox key of its normal noise) — on the float output,
  *     {"op": "horizontal_flip"}, {"op": "vertical_flip"} (only when drawn),
  *     an augmentation op, named as in the pipeline text ("rotate", "solarize", ...) with
  *       "arg": what the op is called with, as torchvision's _apply_op calls it (degrees,

@@ -84,12 +84,12 @@ ff_status ff__sample_decode(ff__worker *w, const ff__pipeline *pipe, const ff__s
 }
 
 ff_status ff__sample_image(ff__worker *w, const ff__pipeline *pipe, const ff__sample_job *job, ff__image *out,
-                           ff__error *err) {
-  ff__plan plan;
-  ff_status st = ff__sample_decode(w, pipe, job, out, &plan, err);
+                           ff__plan *plan_out, ff__error *err) {
+  ff__plan local, *plan = plan_out ? plan_out : &local;
+  ff_status st = ff__sample_decode(w, pipe, job, out, plan, err);
   if (st) return st;
   uint64_t t0 = ff__now_ns();
-  st = ff__ops_run(&plan, &w->ops, out, err);
+  st = ff__ops_run(plan, &w->ops, out, err);
   w->ops_ns += ff__now_ns() - t0;
   if (st && err) { /* the ops do not know the file: name it */
     char reason[FF__ERRMSG_MAX];
@@ -102,7 +102,8 @@ ff_status ff__sample_image(ff__worker *w, const ff__pipeline *pipe, const ff__sa
 ff_status ff__sample_run(ff__worker *w, const ff__pipeline *pipe, const ff__sample_job *job,
                          void *batch_data, int slot, ff__error *err) {
   ff__image img;
-  ff_status st = ff__sample_image(w, pipe, job, &img, err);
+  ff__plan plan;
+  ff_status st = ff__sample_image(w, pipe, job, &img, &plan, err);
   if (!st && (img.width != pipe->out_width || img.height != pipe->out_height))
     st = ff__error_set(err, FF_EINTERNAL, "%s: pipeline gave %dx%d instead of %dx%d", job->path,
                        img.width, img.height, pipe->out_width, pipe->out_height);
@@ -110,6 +111,8 @@ ff_status ff__sample_run(ff__worker *w, const ff__pipeline *pipe, const ff__samp
   uint64_t t0 = ff__now_ns();
   ff__op_write_output(pipe, &img, batch_data, slot);
   uint64_t dt = ff__now_ns() - t0;
+  if (pipe->output == FF__OUTPUT_NCHW_F32 && (st = ff__op_erase(pipe, &plan, batch_data, slot, &w->ops)))
+    return ff__error_set(err, st, "%s: out of memory erasing", job->path);
   w->ops.costs.calls[FF__COST_OUTPUT]++;
   w->ops.costs.pixels[FF__COST_OUTPUT] += (uint64_t)img.width * img.height;
   w->ops.costs.ns[FF__COST_OUTPUT] += dt;

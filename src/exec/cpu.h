@@ -52,10 +52,12 @@ ff_status ff__sample_decode(ff__worker *w, const ff__pipeline *pipe, const ff__s
                             ff__plan *plan, ff__error *err);
 
 /* Reads, decodes and runs the pipeline's steps on one sample; *out is the
- * RGB uint8 result in the worker's memory (valid until its next sample).
+ * RGB uint8 result in the worker's memory (valid until its next sample);
+ * *plan (unless NULL) the sample's plan, whose erasing steps are still to
+ * run on the float output (ops.h, ff__op_erase).
  * Returns FF_OK or FF_EIO / FF_EDATA / FF_ETOOBIG / FF_ENOMEM naming the file. */
 ff_status ff__sample_image(ff__worker *w, const ff__pipeline *pipe, const ff__sample_job *job, ff__image *out,
-                           ff__error *err);
+                           ff__plan *plan, ff__error *err);
 
 /* Reads, decodes and runs the pipeline on one sample, writing it as `slot`
  * of batch_data. Returns FF_OK or FF_EIO / FF_EDATA / FF_ETOOBIG / FF_ENOMEM

@@ -108,16 +108,24 @@ static uint64_t aux(walk *w, size_t bytes, void **host) {
 static uint64_t tmp_addr(const walk *w) { return w->arena_addr + 3 * ALIGN(w->s->img_bytes, 256); }
 static uint64_t mix_addr(const walk *w) { return tmp_addr(w) + ALIGN(w->s->tmp_bytes, 256); }
 
-static void lower_resize(walk *w, const double *box, int out_w, int out_h, int antialias) {
+/* A resize, or (blur: a FF__STEP_BLUR step) the Gaussian blur as the
+ * resize to the same size through the blur's taps, as ops/geometry.c runs it. */
+static void lower_resize(walk *w, const double *box, int out_w, int out_h, int antialias, const ff__step *blur) {
   int in_w = w->cur.width, in_h = w->cur.height;
   size_t tmp = (size_t)in_h * out_w * 3 * sizeof(float);
   if (!w->emit && tmp > w->s->tmp_bytes) w->s->tmp_bytes = tmp;
-  ff__resize_axis ax = {ff__resize_max_taps(in_w, out_w, antialias), 0, 0, 0};
-  ff__resize_axis ay = {ff__resize_max_taps(in_h, out_h, antialias), 0, 0, 0};
+  ff__resize_axis ax = {blur ? blur->x : ff__resize_max_taps(in_w, out_w, antialias), 0, 0, 0};
+  ff__resize_axis ay = {blur ? blur->y : ff__resize_max_taps(in_h, out_h, antialias), 0, 0, 0};
   void *hx, *hy;
   uint64_t dx = aux(w, ff__resize_axis_bytes(out_w, ax.max_taps), &hx);
   uint64_t dy = aux(w, ff__resize_axis_bytes(out_h, ay.max_taps), &hy);
-  if (w->emit) {
+  if (w->emit && blur) {
+    float k[2 * FF__BLUR_MAX_KSIZE];
+    ff__gauss_kernel1d(blur->x, blur->weight, k);
+    ff__gauss_kernel1d(blur->y, blur->weight, k + blur->x);
+    ff__resize_axis_place(&ax, hx, out_w), ff__resize_axis_gauss(&ax, in_w, k, blur->x);
+    ff__resize_axis_place(&ay, hy, out_h), ff__resize_axis_gauss(&ay, in_h, k + blur->x, blur->y);
+  } else if (w->emit) {
     double whole[4] = {0, 0, in_w, in_h}; /* the box: ops.h, ff__op_resize_box */
     if (!box) box = whole;
     ff__resize_axis_place(&ax, hx, out_w), ff__resize_axis_build_box(&ax, in_w, box[0], box[2], out_w, antialias);
@@ -206,6 +214,12 @@ static void lower_aug(walk *w, const ff__aug *a) {
     produce(w, st, width, height);
     return;
   }
+  case FF__AUG_HUE: {
+    ff__dstage *st = stage(w, FF__DS_HUE, pixels(&w->cur));
+    st->p.mix.weight = (float)a->arg;
+    produce(w, st, width, height);
+    return;
+  }
   case FF__AUG_SHARPNESS: {
     if (width <= 2 || height <= 2) return; /* unchanged (spec 2.10) */
     ff__dstage *st = stage(w, FF__DS_SHARPNESS, pixels(&w->cur));
@@ -249,6 +263,19 @@ static void lower_pil(walk *w, const ff__pil *p) {
   produce(w, st, width, height);
 }
 
+/* An erasing box of the float slot out (ops/erase.c's values, from the host). */
+static void lower_erase(walk *w, const ff__step *st, const ff__dimg *out) {
+  size_t n = st->antialias ? (size_t)3 * st->w * st->h : 3;
+  void *host;
+  uint64_t values = aux(w, n * sizeof(float), &host);
+  if (host && st->antialias) ff__erase_normals(st->noise_key, n, host);
+  else if (host) memcpy(host, st->aug.fill, sizeof st->aug.fill);
+  ff__dstage *e = stage(w, FF__DS_ERASE, (uint64_t)st->w * st->h);
+  e->src = (ff__dimg){0, st->w, st->h, 0};
+  e->dst = *out;
+  e->a = values, e->p.crop.x = st->x, e->p.crop.y = st->y, e->p.crop.per_value = st->antialias;
+}
+
 /* Lowers sample s's plan and output stage (d_out + slot). */
 static void lower(walk *w, const ff__pipeline *pipe, uint64_t image_addr, uint64_t d_out, uint64_t lut_addr) {
   sample *s = w->s;
@@ -270,9 +297,13 @@ static void lower(walk *w, const ff__pipeline *pipe, uint64_t image_addr, uint64
       break;
     case FF__STEP_RESIZE: {
       const double *box = ff__plan_step_box(plan, i, w->cur.width, w->cur.height);
-      if (box || st->w != w->cur.width || st->h != w->cur.height) lower_resize(w, box, st->w, st->h, st->antialias);
+      if (box || st->w != w->cur.width || st->h != w->cur.height) lower_resize(w, box, st->w, st->h, st->antialias, NULL);
       break;
     }
+    case FF__STEP_BLUR:
+      if (pixels(&w->cur)) lower_resize(w, NULL, w->cur.width, w->cur.height, 0, st);
+      break;
+    case FF__STEP_ERASE: break; /* on the float slot, after the output stage */
     case FF__STEP_HFLIP:
     case FF__STEP_VFLIP: {
       ff__dstage *f = stage(w, FF__DS_FLIP, pixels(&w->cur));
@@ -330,6 +361,8 @@ static void lower(walk *w, const ff__pipeline *pipe, uint64_t image_addr, uint64
   o->dst = (ff__dimg){d_out + (uint64_t)s->slot * slot_bytes, w->cur.width, w->cur.height, 0};
   o->a = lut_addr; /* the output table: normalize's floats, or the format's element bits */
   if (pipe->out_custom) o->p.out.elem_bytes = pipe->out_elem_bytes, o->p.out.planar = pipe->out_planar;
+  for (int i = 0; f32 && i < plan->num_steps; i++) /* random_erasing on the float slot, noise made here */
+    if (plan->steps[i].kind == FF__STEP_ERASE) lower_erase(w, &plan->steps[i], &o->dst);
 }
 
 /* ------------------------------------------------------------ the batch */
@@ -482,7 +515,8 @@ static const char *stage_name(int kind) {
       "fusionflow: lut_build", "fusionflow: lut_apply", "fusionflow: mix_scale", "fusionflow: mix_add",
       "fusionflow: mix_trunc", "fusionflow: out_u8",    "fusionflow: out_f32",   "fusionflow: out_fmt",
       "fusionflow: pil_warp",  "fusionflow: pil_color", "fusionflow: pil_sharpness", "fusionflow: pil_luma_sum",
-      "fusionflow: pil_lut_build", "fusionflow: pil_blend", "fusionflow: pil_hue"};
+      "fusionflow: pil_lut_build", "fusionflow: pil_blend", "fusionflow: pil_hue", "fusionflow: hue",
+      "fusionflow: erase"};
   _Static_assert(sizeof names / sizeof *names == FF__DS_KINDS, "a name per stage kind");
   return kind >= 0 && kind < FF__DS_KINDS ? names[kind] : "fusionflow: stage";
 }

@@ -21,6 +21,7 @@ typedef enum ff__aug_op {
   FF__AUG_AUTOCONTRAST, /* no arg */
   FF__AUG_EQUALIZE,     /* no arg */
   FF__AUG_INVERT,       /* no arg */
+  FF__AUG_HUE,          /* arg: hue factor in [-0.5, 0.5] (torchvision adjust_hue, kernels/hue.h) */
   FF__AUG_COUNT
 } ff__aug_op;
 

@@ -31,10 +31,32 @@ FF_HD static inline size_t ff__resize_axis_bytes(int n_out, int max_taps) {
   return (size_t)n_out * (sizeof(int) + (size_t)max_taps * (sizeof(int) + sizeof(float)));
 }
 
+/* The filter of a resize, as the `antialias` argument of the functions
+ * below and of the resize steps carries it: FF__RESIZE_ANTIALIAS alone is
+ * torchvision's bilinear with antialias=True; with FF__RESIZE_BICUBIC it is
+ * bicubic with antialias=True (torch's _upsample_bicubic2d_aa: Keys' cubic
+ * with a = -0.5, support 2 scaled by the downscaling factor); 0 is bilinear
+ * without antialias. (Bicubic exists only antialiased.) */
+#define FF__RESIZE_ANTIALIAS 1
+#define FF__RESIZE_BICUBIC 2
+
 FF_HD static inline int ff__resize_max_taps(int n_in, int n_out, int antialias) {
   float scale = (float)n_in / (float)n_out;
   if (!antialias) return 2;
-  return (int)((scale >= 1.0f ? scale : 1.0f) * 2.0f) + 3;
+  float support = (antialias & FF__RESIZE_BICUBIC ? 2.0f : 1.0f) * (scale >= 1.0f ? scale : 1.0f);
+  return (int)(support * 2.0f) + 3;
+}
+
+/* torch's antialias filters at distance x (upsample aa_filter): the tent,
+ * or Keys' cubic convolution with a = -0.5, each operation in float32 in
+ * torch's order. */
+FF_HD static inline float ff__resize_filter(float x, int bicubic) {
+  float ax = x < 0 ? -x : x;
+  if (!bicubic) return ax < 1.0f ? 1.0f - ax : 0.0f;
+  const float a = -0.5f;
+  if (ax < 1.0f) return (((a + 2.0f) * ax - (a + 3.0f)) * ax) * ax + 1.0f;
+  if (ax < 2.0f) return (((a * ax - 5.0f * a) * ax + 8.0f * a) * ax) - 4.0f * a;
+  return 0.0f;
 }
 
 /* Points a (whose max_taps is set) at its tables in mem (ff__resize_axis_bytes). */
@@ -63,12 +85,13 @@ FF_HD static inline void ff__resize_axis_bilinear(ff__resize_axis *a, int n_in, 
   }
 }
 
-/* torch's _upsample_bilinear2d_aa weights (tent filter, renormalised at
- * the borders of the n_in inputs), over the source interval [lo, lo + len). */
+/* torch's _upsample_bilinear2d_aa / _upsample_bicubic2d_aa weights (the
+ * filter renormalised at the borders of the n_in inputs), over the source
+ * interval [lo, lo + len). */
 FF_HD static inline void ff__resize_axis_antialias(ff__resize_axis *a, int n_in, double lo, double len,
-                                                  int n_out) {
+                                                  int n_out, int bicubic) {
   float scale = (float)len / (float)n_out;
-  float support = scale >= 1.0f ? scale : 1.0f;
+  float support = (bicubic ? 2.0f : 1.0f) * (scale >= 1.0f ? scale : 1.0f);
   float invscale = scale >= 1.0f ? 1.0f / scale : 1.0f;
   for (int o = 0; o < n_out; o++) {
     float center = (float)(lo + (double)scale * (o + 0.5));
@@ -82,8 +105,7 @@ FF_HD static inline void ff__resize_axis_antialias(ff__resize_axis *a, int n_in,
     float total = 0.0f;
     for (int t = 0; t < n; t++) {
       float d = ((float)(xmin + t) - center + 0.5f) * invscale;
-      float ad = d < 0 ? -d : d;
-      w[t] = ad < 1.0f ? 1.0f - ad : 0.0f;
+      w[t] = ff__resize_filter(d, bicubic);
       total += w[t];
     }
     for (int t = 0; t < n; t++) {
@@ -100,13 +122,31 @@ FF_HD static inline void ff__resize_axis_antialias(ff__resize_axis *a, int n_in,
 FF_HD static inline void ff__resize_axis_build_box(ff__resize_axis *a, int n_in, double lo, double len,
                                                    int n_out, int antialias) {
   if (antialias)
-    ff__resize_axis_antialias(a, n_in, lo, len, n_out);
+    ff__resize_axis_antialias(a, n_in, lo, len, n_out, antialias & FF__RESIZE_BICUBIC);
   else
     ff__resize_axis_bilinear(a, n_in, lo, len, n_out);
 }
 
 FF_HD static inline void ff__resize_axis_build(ff__resize_axis *a, int n_in, int n_out, int antialias) {
   ff__resize_axis_build_box(a, n_in, 0.0, n_in, n_out, antialias);
+}
+
+/* Gaussian blur along an axis of n pixels as the taps of a resize to the
+ * same size (torchvision gaussian_blur): output o takes k[t] times input
+ * o - ksize/2 + t, mirrored at the borders without repeating the edge
+ * (torch's reflect padding; where torch refuses a pad as large as the
+ * image, the mirroring repeats). max_taps = ksize; k from ff__gauss_kernel1d. */
+FF_HD static inline void ff__resize_axis_gauss(ff__resize_axis *a, int n, const float *k, int ksize) {
+  for (int o = 0; o < n; o++) {
+    for (int t = 0; t < ksize; t++) {
+      int i = o - ksize / 2 + t;
+      while (n > 1 && (i < 0 || i >= n))
+        i = i < 0 ? -i : 2 * (n - 1) - i;
+      a->idx[(size_t)o * ksize + t] = n > 1 ? i : 0;
+      a->w[(size_t)o * ksize + t] = k[t];
+    }
+    a->count[o] = ksize;
+  }
 }
 
 /* Sum of the n taps of one output over x (consecutive taps `step` floats

@@ -25,6 +25,7 @@
 #include "kernels/affine.h"
 #include "kernels/color.h"
 #include "kernels/hd.h"
+#include "kernels/hue.h"
 #include "kernels/mix.h"
 #include "kernels/out.h"
 #include "kernels/pil.h"
@@ -62,8 +63,12 @@ typedef enum ff__dstage_kind {
                            histogram a (uint32 [3][256]) and the luma sum p.pil_lut.sum of src */
   FF__DS_PIL_BLEND,     /* dst = Image.blend(src, the packed image at a, p.pil_alpha) */
   FF__DS_PIL_HUE,       /* dst = adjust_hue(src) by the shift byte p.pil_hue */
+  FF__DS_HUE,       /* dst = adjust_hue(src, p.mix.weight) (kernels/hue.h) */
+  FF__DS_ERASE,     /* the src.width x src.height box at (p.crop.x, p.crop.y) of the NCHW float slot
+                       dst.addr (dst.width x dst.height) = the floats at a: [3] (p.crop.per_value 0)
+                       or [3][box height][box width] (1) */
 } ff__dstage_kind;
-#define FF__DS_KINDS (FF__DS_PIL_HUE + 1) /* the number of kinds: the last one + 1 */
+#define FF__DS_KINDS (FF__DS_ERASE + 1) /* the number of kinds: the last one + 1 */
 
 /* An RGB uint8 image in device memory. */
 typedef struct ff__dimg {
@@ -79,7 +84,7 @@ typedef struct ff__dstage {
   uint64_t a, b; /* further buffers, by kind */
   union {
     struct {
-      int32_t x, y;
+      int32_t x, y, per_value;
     } crop;
     struct {
       int32_t horizontal;
@@ -234,6 +239,7 @@ FF_HD static inline void ff__dstage_elem(const ff__dstage *st, uint32_t e) {
     break;
   }
   case FF__DS_SHARPNESS: ff__dsharp_px(src, y, x, st->p.blend, ff__dimg_px(dst, y, x)); break;
+  case FF__DS_HUE: ff__hue_u8(ff__dimg_px(src, y, x), st->p.mix.weight, ff__dimg_px(dst, y, x)); break;
   case FF__DS_GRAY_SUM: {
     const uint8_t *i = ff__dimg_px(src, sy, sx);
     ff__datomic_add_u64(FF__DPTR(uint64_t, st->a), ff__gray_sem_u8(st->p.blend.v2, i[0], i[1], i[2]));
@@ -329,6 +335,14 @@ FF_HD static inline void ff__dstage_elem(const ff__dstage *st, uint32_t e) {
     uint8_t *o = ff__dimg_px(dst, y, x);
     for (int c = 0; c < 3; c++)
       o[c] = ff__pil_blend(i[c], m[c], st->p.pil_alpha);
+    break;
+  }
+  case FF__DS_ERASE: {
+    const float *v = FF__DPTR(const float, st->a);
+    size_t plane = (size_t)dst->width * dst->height, box = (size_t)src->width * src->height;
+    float *o = FF__DPTR(float, dst->addr) + (size_t)(sy + st->p.crop.y) * dst->width + sx + st->p.crop.x;
+    for (int c = 0; c < 3; c++)
+      o[c * plane] = st->p.crop.per_value ? v[c * box + e] : v[c];
     break;
   }
   case FF__DS_OUT_F32: {

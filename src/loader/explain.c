@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "exec/cpu.h"
+#include "kernels/resize.h"
 #include "loader/loader_internal.h"
 #include "ops/ops.h"
 
@@ -91,7 +92,16 @@ static void put_step(text *t, const ff__step *s) {
   switch (s->kind) {
   case FF__STEP_CROP: put(t, "{\"op\": \"crop\", \"box\": [%d, %d, %d, %d]}", s->x, s->y, s->w, s->h); break;
   case FF__STEP_RESIZE:
-    put(t, "{\"op\": \"resize\", \"size\": [%d, %d], \"antialias\": %s}", s->h, s->w, s->antialias ? "true" : "false");
+    put(t, "{\"op\": \"resize\", \"size\": [%d, %d], \"antialias\": %s, \"interpolation\": \"%s\"}", s->h, s->w,
+        s->antialias ? "true" : "false", s->antialias & FF__RESIZE_BICUBIC ? "bicubic" : "bilinear");
+    break;
+  case FF__STEP_BLUR:
+    put(t, "{\"op\": \"gaussian_blur\", \"kernel_size\": [%d, %d], \"sigma\": %.9g}", s->x, s->y, s->weight);
+    break;
+  case FF__STEP_ERASE:
+    put(t, "{\"op\": \"erase\", \"box\": [%d, %d, %d, %d], ", s->x, s->y, s->w, s->h);
+    if (s->antialias) put(t, "\"noise_key\": %llu}", (unsigned long long)s->noise_key);
+    else put(t, "\"fill\": [%.9g, %.9g, %.9g]}", s->aug.fill[0], s->aug.fill[1], s->aug.fill[2]);
     break;
   case FF__STEP_HFLIP: put(t, "{\"op\": \"horizontal_flip\"}"); break;
   case FF__STEP_VFLIP: put(t, "{\"op\": \"vertical_flip\"}"); break;

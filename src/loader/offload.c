@@ -351,6 +351,8 @@ static ff_status run_on_cpu(const ff__pipeline *pipe, ff__op_scratch *ops, ff__i
     st = ff__error_set(err, FF_EINTERNAL, "%s: pipeline gave %dx%d instead of %dx%d", path, img->width,
                        img->height, pipe->out_width, pipe->out_height);
   if (!st) ff__op_write_output(pipe, img, images, slot);
+  if (!st && pipe->output == FF__OUTPUT_NCHW_F32 && (st = ff__op_erase(pipe, plan, images, slot, ops)))
+    ff__error_set(err, st, "%s: out of memory erasing", path);
   *ops_ns += ff__now_ns() - t0;
   return st;
 }

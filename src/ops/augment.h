@@ -29,7 +29,7 @@ int ff__aug_is_lut(ff__aug_op op);
  * that does not overlap src. */
 void ff__aug_lut_run(const ff__aug *ops, int n, const ff__image *src, ff__image *dst);
 
-/* The other colour ops (color, contrast, sharpness) from src into dst, which
+/* The other colour ops (color, contrast, sharpness, hue) from src into dst, which
  * is src itself (in place) or does not overlap it, as for ff__aug_lut_run;
  * in place, `scratch` holds sharpness's copy of the image (from another
  * image it reads the neighbours from src). Returns FF_OK, FF_ENOMEM, or

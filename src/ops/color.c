@@ -18,6 +18,7 @@
  * bytes as one flat array.
  *
  * The others read more than one value per output: color (the pixel's gray),
+ * hue (the pixel's three channels, through HSV),
  * contrast (the image's mean gray; after that it is a table too) and
  * sharpness (a 3x3 neighbourhood, read from the source, or in place from a
  * copy of the image in the caller's scratch buffer). Their loops run over
@@ -27,6 +28,7 @@
 #include <string.h>
 
 #include "kernels/color.h"
+#include "kernels/hue.h"
 #include "kernels/pixel.h"
 #include "ops/augment.h"
 
@@ -739,6 +741,15 @@ FF_FMA_CLONES static ff_status sharpness(const ff__image *src, const ff__image *
 
 /* ------------------------------------------------------------ entry point */
 
+/* adjust_hue (kernels/hue.h), pixel by pixel: in place reads each pixel before writing it. */
+static void hue(const ff__image *src, const ff__image *dst, float factor) {
+  for (int y = 0; y < src->height; y++) {
+    const uint8_t *p = src->data + (size_t)y * src->stride;
+    uint8_t *q = dst->data + (size_t)y * dst->stride;
+    for (int x = 0; x < src->width; x++) ff__hue_u8(p + 3 * x, factor, q + 3 * x);
+  }
+}
+
 ff_status ff__aug_color(const ff__aug *a, const ff__image *src, ff__image *dst, ff__buf *scratch) {
   if (ff__aug_is_lut(a->op)) {
     ff__aug_lut_run(a, 1, src, dst);
@@ -751,6 +762,12 @@ ff_status ff__aug_color(const ff__aug *a, const ff__image *src, ff__image *dst, 
   case FF__AUG_COLOR: /* one-channel images have no saturation to change */
     if (src->channels == 3)
       saturation(src, dst, w);
+    else
+      copy_rows(src, dst);
+    return FF_OK;
+  case FF__AUG_HUE: /* as torchvision, one-channel images keep their values */
+    if (src->channels == 3)
+      hue(src, dst, (float)a->arg);
     else
       copy_rows(src, dst);
     return FF_OK;

@@ -1,15 +1,20 @@
-/* geometry.c — crop, resize and flips on HWC uint8 images, and the
- * conversion of the finished image into its batch slot.
+/* geometry.c — crop, resize, Gaussian blur and flips on HWC uint8 images,
+ * and the conversion of the finished image into its batch slot.
  *
  * Resize follows torchvision's float32 tensor path exactly (spec 5.3): a
  * separable filter, horizontal pass first into a float32 intermediate, then
  * the vertical pass, rounding half to even once at the end. The tap tables
  * and the accumulation order (torch's, fused steps included) are in
  * kernels/resize.h, shared with the device kernels; results match torch to
- * the last bit but for rare ties. On x86-64 with AVX2/FMA both passes of an
+ * the last bit but for rare ties. Gaussian blur (torchvision gaussian_blur:
+ * its 1-D kernels, reflect padding, rounding half to even) is the same two
+ * passes with the blur's taps on an image of unchanged size: separable,
+ * where torch convolves with the 2-D outer product, so a value can differ
+ * by one level where the two float sums round apart. On x86-64 with AVX2/FMA both passes of an
  * RGB resize run vectorised with exactly the scalar float operations per
  * element (hpass_row_avx2, vpass_row_avx2), and hflip reverses 5-pixel
  * blocks with pshufb. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -173,11 +178,20 @@ __attribute__((target("avx2,fma"))) static void vpass_row_avx2(const float *tmp,
 }
 #endif
 
+/* A resize, or (blur set: kernels[0] along x, [1] along y, ksize[] taps)
+ * a Gaussian blur run as the resize of the image to its own size through
+ * the blur's taps (kernels/resize.h, ff__resize_axis_gauss). */
+typedef struct blur_taps {
+  int ksize[2];
+  const float *kernels[2];
+} blur_taps;
+
 FF_FMA_CLONES static ff_status resize_box(const ff__image *src, const double *box, int out_w, int out_h,
-                                         int antialias, ff__op_scratch *s, ff__image *dst) {
+                                         int antialias, const blur_taps *blur, ff__op_scratch *s,
+                                         ff__image *dst) {
   int c = src->channels, in_w = src->width, in_h = src->height;
-  ff__resize_axis ax = {ff__resize_max_taps(in_w, out_w, antialias), 0, 0, 0};
-  ff__resize_axis ay = {ff__resize_max_taps(in_h, out_h, antialias), 0, 0, 0};
+  ff__resize_axis ax = {blur ? blur->ksize[0] : ff__resize_max_taps(in_w, out_w, antialias), 0, 0, 0};
+  ff__resize_axis ay = {blur ? blur->ksize[1] : ff__resize_max_taps(in_h, out_h, antialias), 0, 0, 0};
   size_t bx = ff__resize_axis_bytes(out_w, ax.max_taps), by = ff__resize_axis_bytes(out_h, ay.max_taps);
 #ifdef FF_HAVE_X86_SIMD
   int vec = c == 3 && in_w < 4096 && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
@@ -190,7 +204,10 @@ FF_FMA_CLONES static ff_status resize_box(const ff__image *src, const double *bo
   if (!wmem || !tmp) return FF_ENOMEM;
   ff__resize_axis_place(&ax, wmem, out_w);
   ff__resize_axis_place(&ay, wmem + bx, out_h);
-  if (box) {
+  if (blur) {
+    ff__resize_axis_gauss(&ax, in_w, blur->kernels[0], blur->ksize[0]);
+    ff__resize_axis_gauss(&ay, in_h, blur->kernels[1], blur->ksize[1]);
+  } else if (box) {
     ff__resize_axis_build_box(&ax, in_w, box[0], box[2], out_w, antialias);
     ff__resize_axis_build_box(&ay, in_h, box[1], box[3], out_h, antialias);
   } else {
@@ -275,7 +292,28 @@ FF_FMA_CLONES static ff_status resize_box(const ff__image *src, const double *bo
  * links under gcc and clang alike only through a plain function. */
 ff_status ff__op_resize_box(const ff__image *src, const double *box, int out_w, int out_h, int antialias,
                             ff__op_scratch *s, ff__image *dst) {
-  return resize_box(src, box, out_w, out_h, antialias, s, dst);
+  return resize_box(src, box, out_w, out_h, antialias, NULL, s, dst);
+}
+
+void ff__gauss_kernel1d(int ksize, float sigma, float *k) {
+  float half = (float)(ksize - 1) * 0.5f, sum = 0.0f;
+  for (int t = 0; t < ksize; t++) {
+    /* torch.linspace(-half, half, ksize): exact half-integers */
+    float x = (float)t - half, xs = x / sigma;
+    k[t] = expf(-0.5f * (xs * xs));
+    sum += k[t];
+  }
+  for (int t = 0; t < ksize; t++) k[t] = k[t] / sum;
+}
+
+ff_status ff__op_gaussian_blur(const ff__image *src, int ksize_x, int ksize_y, float sigma, ff__op_scratch *s,
+                               ff__image *dst) {
+  float k[2 * FF__BLUR_MAX_KSIZE];
+  if (ksize_x < 1 || ksize_y < 1 || ksize_x > FF__BLUR_MAX_KSIZE || ksize_y > FF__BLUR_MAX_KSIZE) return FF_EINVAL;
+  ff__gauss_kernel1d(ksize_x, sigma, k);
+  ff__gauss_kernel1d(ksize_y, sigma, k + ksize_x);
+  blur_taps blur = {{ksize_x, ksize_y}, {k, k + ksize_x}};
+  return resize_box(src, NULL, src->width, src->height, 0, &blur, s, dst);
 }
 
 #ifdef FF_HAVE_X86_SIMD

@@ -17,6 +17,8 @@ enum {
   FF__COST_CROP,
   FF__COST_RESIZE,
   FF__COST_FLIP,
+  FF__COST_BLUR,
+  FF__COST_ERASE,
   FF__COST_MIX,
   FF__COST_OUTPUT,
   FF__COST_PIL,                              /* the Pillow ops, one kind per ff__pil_op */
@@ -59,6 +61,31 @@ ff_status ff__op_resize(const ff__image *src, int out_w, int out_h, int antialia
  * a DCT-scaled decode (pipeline.h, ff__dct_box). */
 ff_status ff__op_resize_box(const ff__image *src, const double *box, int out_w, int out_h, int antialias,
                             ff__op_scratch *s, ff__image *dst);
+
+/* torchvision's _get_gaussian_kernel1d in float32: k[t] = exp(-0.5 *
+ * ((t - (ksize-1)/2) / sigma)^2), normalised to sum 1 (ksize floats). */
+void ff__gauss_kernel1d(int ksize, float sigma, float *k);
+
+/* Gaussian blur of src into dst (src's size, memory set up by the caller,
+ * not overlapping src) with odd kernel sizes ksize_x, ksize_y and standard
+ * deviation sigma (pixels), torchvision gaussian_blur's tensor path
+ * (reflect padding, float32, rounded half to even) computed separably: at
+ * most one level from torchvision. Returns FF_OK, FF_ENOMEM, or FF_EINVAL
+ * for a size outside [1, FF__BLUR_MAX_KSIZE]. */
+ff_status ff__op_gaussian_blur(const ff__image *src, int ksize_x, int ksize_y, float sigma, ff__op_scratch *s,
+                               ff__image *dst);
+
+/* n standard normal float32 values from the Philox stream keyed by key
+ * (Box-Muller in float32, host only): random_erasing's noise, the same on
+ * every placement because the host makes it for the device too. */
+void ff__erase_normals(uint64_t key, size_t n, float *out);
+
+/* Erases the plan's FF__STEP_ERASE boxes in sample `slot` of an NCHW
+ * float32 batch of out_height x out_width samples (torchvision's
+ * RandomErasing / timm's RandomErasing on the normalized tensor), noise in
+ * s->floats; adds the time to s->costs. Returns FF_OK or FF_ENOMEM. */
+ff_status ff__op_erase(const ff__pipeline *pipe, const ff__plan *plan, void *batch_data, int slot,
+                       ff__op_scratch *s);
 
 /* Reverses the columns (hflip) or the rows (vflip) in place. */
 void ff__op_hflip(ff__image *img);

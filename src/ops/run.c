@@ -22,8 +22,8 @@
 static const char *const cost_names[FF__COST_COUNT] = {
     "identity",   "shear_x",  "shear_y",   "translate_x", "translate_y", "rotate",
     "brightness", "color",    "contrast",  "sharpness",   "posterize",   "solarize",
-    "autocontrast", "equalize", "invert",  "fused_lut",   "crop",        "resize",
-    "flip",       "aug_mix_mixing", "output",
+    "autocontrast", "equalize", "invert",  "hue",         "fused_lut",   "crop",
+    "resize",     "flip",     "gaussian_blur", "random_erasing", "aug_mix_mixing", "output",
     "pil_autocontrast", "pil_equalize", "pil_invert", "pil_posterize", "pil_solarize", "pil_solarize_add",
     "pil_color", "pil_contrast", "pil_brightness", "pil_sharpness", "pil_shear_x", "pil_shear_y",
     "pil_translate_x", "pil_translate_y", "pil_rotate", "pil_hue"};
@@ -181,6 +181,7 @@ ff_status ff__ops_run(const ff__plan *plan, ff__op_scratch *s, ff__image *img, f
   int chains = 0;
   for (int i = 0; i < plan->num_steps; i++) {
     const ff__step *st = &plan->steps[i];
+    if (st->kind == FF__STEP_ERASE) break; /* the last steps, on the float output (ff__op_erase) */
     if (st->kind == FF__STEP_AUG && ff__aug_is_noop(&st->aug, img->width, img->height))
       continue; /* nothing to do (nor to count): *img, and whether it is shared, stays */
     uint64_t t0 = ff__now_ns();
@@ -211,6 +212,13 @@ ff_status ff__ops_run(const ff__plan *plan, ff__op_scratch *s, ff__image *img, f
       out = (ff__image){ff__buf_reserve(&s->image[next], (size_t)st->w * st->h * img->channels), st->w, st->h,
                         img->channels, (size_t)st->w * img->channels};
       status = out.data ? ff__op_resize_box(img, box, st->w, st->h, st->antialias, s, &out) : FF_ENOMEM;
+      next ^= 1;
+      break;
+    case FF__STEP_BLUR:
+      kind = FF__COST_BLUR;
+      out = (ff__image){ff__buf_reserve(&s->image[next], (size_t)img->width * img->height * img->channels + 1),
+                        img->width, img->height, img->channels, (size_t)img->width * img->channels};
+      status = out.data ? ff__op_gaussian_blur(img, st->x, st->y, st->weight, s, &out) : FF_ENOMEM;
       next ^= 1;
       break;
     case FF__STEP_HFLIP:

@@ -31,6 +31,14 @@ typedef enum arg_kind {
   ARG_POLICY,      /* int: imagenet | cifar10 | svhn */
   ARG_TIMM_CONFIG, /* "text": timm's config string, parsed into op.timm */
   ARG_PIL_INTERP,  /* op.timm.interpolation: random | nearest | bilinear | bicubic */
+  ARG_RINTERP,     /* resize filter (ff__op.interp): bilinear | bicubic | random */
+  ARG_JITTER,      /* double[2] of ff__op.jitter: v (the range around the centre) or (min, max) in [lo, hi] */
+  ARG_SIGMA,       /* double[2]: s or (min, max), 0 < min <= max <= hi */
+  ARG_SEMANTICS,   /* ff__op.semantics: v1 | pil */
+  ARG_WEIGHTS,     /* ff__op.choice_p: one weight >= 0 per op of the group */
+  ARG_ERASE_VALUE, /* random_erasing value: a number, (r, g, b) or random */
+  ARG_ERASE_MODE,  /* random_erasing mode (timm): const | rand | pixel */
+  ARG_PATH,        /* a quoted string: policy_file's path (read by parse_op) */
 } arg_kind;
 
 typedef struct arg_spec {
@@ -56,6 +64,8 @@ typedef struct op_spec {
       {"translate_pct", ARG_DOUBLE, 0, AT(timm.translate_pct), 0, 1},                 \
       {"translate_const", ARG_DOUBLE, 0, AT(timm.translate_const), 0, 65535}
 #define BIG 1e9
+#define SEMANTICS {"semantics", ARG_SEMANTICS, 0, 0, 0, 0}
+#define RINTERP {"interpolation", ARG_RINTERP, 0, 0, 0, 0}
 
 static const op_spec op_specs[] = {
     {"decode", FF__OP_DECODE, 0, {{"dct_scale", ARG_BOOL, 0, AT(dct_scale), 0, 0}}},
@@ -66,14 +76,14 @@ static const op_spec op_specs[] = {
       {"width", ARG_INT, 1, AT(width), 1, 65535}}},
     {"center_crop", FF__OP_CENTER_CROP, 0, {{"size", ARG_SIZE, 1, AT(size), 1, 65535}}},
     {"resize", FF__OP_RESIZE, 0,
-     {{"size", ARG_SIZE, 1, AT(size), 1, 65535}, {"antialias", ARG_BOOL, 0, AT(antialias), 0, 0}}},
+     {{"size", ARG_SIZE, 1, AT(size), 1, 65535}, {"antialias", ARG_BOOL, 0, AT(antialias), 0, 0}, RINTERP}},
     {"random_resized_crop", FF__OP_RANDOM_RESIZED_CROP, 0,
      {{"size", ARG_SIZE, 1, AT(size), 1, 65535},
       /* a share of the image's area; aspect ratios past 1:100 make crops of a pixel's width on
        * common images, rounding to nothing (torchvision then fails inside resize) */
       {"scale", ARG_RANGE, 0, AT(scale), 0, 1},
       {"ratio", ARG_RANGE, 0, AT(ratio), 0.01 - 1e-12, 100},
-      {"antialias", ARG_BOOL, 0, AT(antialias), 0, 0}}},
+      {"antialias", ARG_BOOL, 0, AT(antialias), 0, 0}, RINTERP}},
     {"random_horizontal_flip", FF__OP_RANDOM_HORIZONTAL_FLIP, 0, {{"p", ARG_DOUBLE, 0, AT(p), 0, 1}}},
     {"random_vertical_flip", FF__OP_RANDOM_VERTICAL_FLIP, 0, {{"p", ARG_DOUBLE, 0, AT(p), 0, 1}}},
     {"identity", FF__OP_AUG, FF__AUG_IDENTITY, {{0}}},
@@ -134,6 +144,41 @@ static const op_spec op_specs[] = {
 #undef PIL_OP
 #undef PIL_ARG
 #undef PIL_GEOM
+    /* torchvision.transforms' per-sample transforms (v1 tensor semantics); defaults are theirs */
+    {"grayscale", FF__OP_AUG, FF__AUG_COLOR, {{"num_output_channels", ARG_INT, 0, AT(channels), 1, 3}}},
+    {"random_grayscale", FF__OP_RANDOM_AUG, FF__AUG_COLOR, {{"p", ARG_DOUBLE, 0, AT(p), 0, 1}}},
+    {"random_solarize", FF__OP_RANDOM_AUG, FF__AUG_SOLARIZE,
+     {{"threshold", ARG_DOUBLE, 1, AT(aug.arg), 0, 255}, {"p", ARG_DOUBLE, 0, AT(p), 0, 1}, SEMANTICS}},
+    {"random_posterize", FF__OP_RANDOM_AUG, FF__AUG_POSTERIZE,
+     {{"bits", ARG_WHOLE, 1, AT(aug.arg), 0, 8}, {"p", ARG_DOUBLE, 0, AT(p), 0, 1}}},
+    {"random_autocontrast", FF__OP_RANDOM_AUG, FF__AUG_AUTOCONTRAST, {{"p", ARG_DOUBLE, 0, AT(p), 0, 1}}},
+    {"random_equalize", FF__OP_RANDOM_AUG, FF__AUG_EQUALIZE, {{"p", ARG_DOUBLE, 0, AT(p), 0, 1}}},
+    {"random_invert", FF__OP_RANDOM_AUG, FF__AUG_INVERT, {{"p", ARG_DOUBLE, 0, AT(p), 0, 1}}},
+    {"random_adjust_sharpness", FF__OP_RANDOM_AUG, FF__AUG_SHARPNESS,
+     {{"sharpness_factor", ARG_DOUBLE, 1, AT(aug.arg), 0, 1e6}, {"p", ARG_DOUBLE, 0, AT(p), 0, 1}}},
+    {"hue", FF__OP_AUG, FF__AUG_HUE, {{"factor", ARG_DOUBLE, 1, AT(aug.arg), -0.5, 0.5}}},
+    {"color_jitter", FF__OP_COLOR_JITTER, 0,
+     {{"brightness", ARG_JITTER, 0, AT(jitter[0]), 0, BIG},
+      {"contrast", ARG_JITTER, 0, AT(jitter[1]), 0, BIG},
+      {"saturation", ARG_JITTER, 0, AT(jitter[2]), 0, BIG},
+      {"hue", ARG_JITTER, 0, AT(jitter[3]), -0.5, 0.5},
+      SEMANTICS}},
+    {"gaussian_blur", FF__OP_GAUSSIAN_BLUR, 0,
+     {{"kernel_size", ARG_SIZE, 1, AT(size), 1, FF__BLUR_MAX_KSIZE},
+      {"sigma", ARG_SIGMA, 0, AT(sigma), 0, 1e6},
+      SEMANTICS}},
+    {"three_augment", FF__OP_RANDOM_CHOICE, 0, {{"color_jitter", ARG_DOUBLE, 0, AT(alpha), 0, BIG}}},
+    {"random_apply", FF__OP_RANDOM_APPLY, 0, {{"p", ARG_DOUBLE, 0, AT(p), 0, 1}}},
+    {"random_choice", FF__OP_RANDOM_CHOICE, 0, {{"p", ARG_WEIGHTS, 0, AT(choice_p), 0, BIG}}},
+    {"random_erasing", FF__OP_RANDOM_ERASING, 0,
+     {{"p", ARG_DOUBLE, 0, AT(p), 0, 1},
+      {"scale", ARG_RANGE, 0, AT(scale), 0, 1},
+      {"ratio", ARG_RANGE, 0, AT(ratio), 1e-3, 1e3},
+      {"value", ARG_ERASE_VALUE, 0, 0, -BIG, BIG},
+      {"mode", ARG_ERASE_MODE, 0, 0, 0, 0},
+      {"min_count", ARG_INT, 0, AT(min_count), 1, FF__ERASE_MAX_COUNT},
+      {"max_count", ARG_INT, 0, AT(max_count), 1, FF__ERASE_MAX_COUNT}}},
+    {"policy_file", FF__OP_POLICY_FILE, 0, {{"path", ARG_PATH, 1, 0, 0, 0}, INTERP, FILL}},
     {"to_dtype", FF__OP_TO_DTYPE, 0, {{"dtype", ARG_DTYPE, 0, 0, 0, 0}, {"scale", ARG_TRUE, 0, 0, 0, 0}}},
     {"normalize", FF__OP_NORMALIZE, 0,
      {{"mean", ARG_RGB, 1, AT(mean), -BIG, BIG}, {"std", ARG_RGB, 1, AT(std), 1e-12, BIG}}},
@@ -174,10 +219,10 @@ typedef struct value {
   size_t column;
   int count; /* numbers read; 0 for a name */
   int is_tuple;
-  double nums[4];
+  double nums[FF__GROUP_MAX_OPS];
   char name[32];
-  char text[FF__TIMM_CONFIG_MAX + 1]; /* a quoted string, without its quotes */
-  int quoted;
+  int is_string;
+  char str[1024]; /* a quoted string's characters */
 } value;
 
 static ff_status read_number(lexer *lx, double *out) {
@@ -203,7 +248,7 @@ static ff_status read_value(lexer *lx, value *v) {
     lx->pos++;
     v->is_tuple = 1;
     for (;;) {
-      if (v->count == 4) return fail(lx, lx->pos, "%s", "too many numbers in a tuple");
+      if (v->count == FF__GROUP_MAX_OPS) return fail(lx, lx->pos, "%s", "too many numbers in a tuple");
       ff_status st = read_number(lx, &v->nums[v->count]);
       if (st) return st;
       v->count++;
@@ -219,13 +264,12 @@ static ff_status read_value(lexer *lx, value *v) {
     read_name(lx, v->name, sizeof v->name);
     return FF_OK;
   }
-  if (c == '"' || c == '\'') { /* a quoted string: timm's config strings */
+  if (c == '"' || c == '\'') { /* a string, no escapes */
     const char *start = lx->text + lx->pos + 1, *end = strchr(start, c);
-    if (!end) return fail(lx, lx->pos, "%s", "unterminated string");
-    if ((size_t)(end - start) >= sizeof v->text) return fail(lx, lx->pos, "%s", "string too long");
-    memcpy(v->text, start, (size_t)(end - start));
-    v->text[end - start] = 0;
-    v->quoted = 1;
+    if (!end) return fail(lx, lx->pos, "%s", "a string without its closing quote");
+    if ((size_t)(end - start) >= sizeof v->str) return fail(lx, lx->pos, "%s", "a string over 1023 characters");
+    memcpy(v->str, start, (size_t)(end - start));
+    v->is_string = 1;
     lx->pos += (size_t)(end - start) + 2;
     return FF_OK;
   }
@@ -243,6 +287,13 @@ static ff_status out_of_range(lexer *lx, const value *v, const char *what, doubl
   char want[128];
   snprintf(want, sizeof want, "%s in [%g, %g]", what, lo, hi);
   return bad(lx, v, want);
+}
+
+/* The index of name among n names, or -1. */
+static int name_index(const char *const *names, int n, const char *name) {
+  for (int k = 0; k < n; k++)
+    if (!strcmp(name, names[k])) return k;
+  return -1;
 }
 
 static ff_status set_arg(lexer *lx, ff__op *op, const arg_spec *a, const value *v) {
@@ -327,11 +378,11 @@ static ff_status set_arg(lexer *lx, ff__op *op, const arg_spec *a, const value *
   case ARG_TIMM_CONFIG: {
     char why[160];
     size_t col = 0;
-    if (!v->quoted) return bad(lx, v, "a quoted config string such as \"rand-m9-mstd0.5-inc1\"");
+    if (!v->is_string) return bad(lx, v, "a quoted config string such as \"rand-m9-mstd0.5-inc1\"");
     int kind = op->kind == FF__OP_TIMM_RAND_AUGMENT ? FF__TIMM_RAND_AUGMENT
                : op->kind == FF__OP_TIMM_AUTO_AUGMENT ? FF__TIMM_AUTO_AUGMENT
                                                       : FF__TIMM_AUG_MIX;
-    if (ff__timm_parse(v->text, kind, &op->timm, why, sizeof why, &col)) return fail(lx, v->column + 1 + col, "%s", why);
+    if (ff__timm_parse(v->str, kind, &op->timm, why, sizeof why, &col)) return fail(lx, v->column + 1 + col, "%s", why);
     return FF_OK;
   }
   case ARG_PIL_INTERP: {
@@ -345,11 +396,66 @@ static ff_status set_arg(lexer *lx, ff__op *op, const arg_spec *a, const value *
       }
     return bad(lx, v, n == 3 ? "nearest, bilinear or bicubic" : "random, nearest, bilinear or bicubic");
   }
+  case ARG_RINTERP: {
+    static const char *const names[] = {"bilinear", "bicubic", "random"};
+    return (op->interp = name_index(names, 3, v->name)) >= 0 ? FF_OK : bad(lx, v, "bilinear, bicubic or random");
+  }
+  case ARG_JITTER: {
+    /* torchvision ColorJitter._check_input: v gives (centre - v, centre + v), the lower end
+     * clipped at 0 for brightness, contrast and saturation (centre 1); hue's centre is 0 */
+    double *range = (double *)field;
+    int is_hue = a->lo < 0, k = (int)((a->offset - AT(jitter)) / sizeof op->jitter[0]);
+    double centre = is_hue ? 0.0 : 1.0;
+    if (is_scalar(v)) {
+      if (v->nums[0] < 0 || (is_hue && v->nums[0] > 0.5))
+        return out_of_range(lx, v, "a non-negative number", 0, is_hue ? 0.5 : BIG);
+      range[0] = centre - v->nums[0], range[1] = centre + v->nums[0];
+      if (!is_hue && range[0] < 0) range[0] = 0;
+    } else if (v->count == 2 && v->nums[0] <= v->nums[1]) {
+      if (v->nums[0] < a->lo || v->nums[1] > a->hi) return out_of_range(lx, v, "the bounds", a->lo, a->hi);
+      range[0] = v->nums[0], range[1] = v->nums[1];
+    } else {
+      return bad(lx, v, "a number or (min, max) with min <= max");
+    }
+    op->jitter_on[k] = !(range[0] == centre && range[1] == centre);
+    return FF_OK;
+  }
+  case ARG_SIGMA: {
+    double *range = (double *)field;
+    if (is_scalar(v)) range[0] = range[1] = v->nums[0];
+    else if (v->count == 2) range[0] = v->nums[0], range[1] = v->nums[1];
+    else return bad(lx, v, "a standard deviation or (min, max)");
+    if (!(range[0] > 0 && range[0] <= range[1] && range[1] <= a->hi))
+      return bad(lx, v, "positive standard deviations with min <= max");
+    return FF_OK;
+  }
+  case ARG_SEMANTICS:
+    if (!strcmp(v->name, "v1")) return op->semantics = FF__OP_SEMANTICS_V1, FF_OK;
+    if (!strcmp(v->name, "pil")) return op->semantics = FF__OP_SEMANTICS_PIL, FF_OK;
+    return bad(lx, v, "v1 or pil");
+  case ARG_WEIGHTS: {
+    double *w = (double *)field, total = 0;
+    if (v->count < 1) return bad(lx, v, "a tuple of weights, one per op");
+    for (int k = 0; k < v->count; k++) {
+      if (!(v->nums[k] >= 0)) return bad(lx, v, "weights >= 0");
+      w[k] = v->nums[k], total += v->nums[k];
+    }
+    if (!(total > 0)) return bad(lx, v, "weights that are not all 0");
+    return FF_OK;
+  }
+  case ARG_ERASE_VALUE:
+    if (!strcmp(v->name, "random")) return op->erase_random = 1, FF_OK;
+    if (v->count != 3 && !is_scalar(v)) return bad(lx, v, "a number, (r, g, b) or random");
+    for (int c = 0; c < 3; c++) op->erase_value[c] = (float)v->nums[v->count == 3 ? c : 0];
+    return FF_OK;
+  case ARG_ERASE_MODE: {
+    static const char *const names[] = {"const", "rand", "pixel"};
+    return (op->erase_mode = name_index(names, 3, v->name)) >= 0 ? FF_OK : bad(lx, v, "const, rand or pixel");
+  }
+  case ARG_PATH: return v->is_string ? FF_OK : bad(lx, v, "a quoted path such as \"policy.json\"");
   case ARG_POLICY: {
-    static const char *names[] = {"imagenet", "cifar10", "svhn"};
-    for (int k = 0; k < 3; k++)
-      if (!strcmp(v->name, names[k])) return *(int *)field = k, FF_OK;
-    return bad(lx, v, "imagenet, cifar10 or svhn");
+    static const char *const names[] = {"imagenet", "cifar10", "svhn"};
+    return (*(int *)field = name_index(names, 3, v->name)) >= 0 ? FF_OK : bad(lx, v, "imagenet, cifar10 or svhn");
   }
   }
   return FF_EINTERNAL;
@@ -359,8 +465,14 @@ static void set_defaults(ff__op *op, const op_spec *spec) {
   op->kind = spec->kind;
   op->scale[0] = 0.08, op->scale[1] = 1.0;
   op->ratio[0] = 3.0 / 4.0, op->ratio[1] = 4.0 / 3.0;
-  op->p = 0.5;
+  op->p = spec->kind == FF__OP_RANDOM_AUG && spec->aug == FF__AUG_COLOR ? 0.1 : 0.5; /* RandomGrayscale: 0.1 */
   op->antialias = 1;
+  op->sigma[0] = 0.1, op->sigma[1] = 2.0;
+  op->channels = 1;
+  op->erase_mode = FF__ERASE_TORCHVISION;
+  op->min_count = 1;
+  if (spec->kind == FF__OP_RANDOM_ERASING) /* RandomErasing's defaults (timm's: 1/3 and 1/0.3, below) */
+    op->scale[0] = 0.02, op->scale[1] = 0.33, op->ratio[0] = 0.3, op->ratio[1] = 3.3;
   op->dct_scale = 1;
   for (int c = 0; c < 3; c++) op->mean[c] = 0.0f, op->std[c] = 1.0f;
   op->aug.op = spec->kind == FF__OP_AUG ? (ff__aug_op)spec->aug : FF__AUG_IDENTITY;
@@ -372,15 +484,85 @@ static void set_defaults(ff__op *op, const op_spec *spec) {
   if (spec->kind == FF__OP_PIL) op->pil.op = (ff__pil_op)spec->aug;
 }
 
-static ff_status parse_op(lexer *lx, ff__op *op) {
+/* Whether an op may stand inside random_apply / random_choice: one that
+ * keeps the image's size (the planner lowers the group without knowing
+ * whether it runs). */
+static int keeps_size(ff__op_kind kind) {
+  switch (kind) {
+  case FF__OP_RANDOM_HORIZONTAL_FLIP:
+  case FF__OP_RANDOM_VERTICAL_FLIP:
+  case FF__OP_AUG:
+  case FF__OP_RAND_AUGMENT:
+  case FF__OP_TRIVIAL_AUGMENT_WIDE:
+  case FF__OP_AUTO_AUGMENT:
+  case FF__OP_AUG_MIX:
+  case FF__OP_POLICY_FILE:
+  case FF__OP_RANDOM_AUG:
+  case FF__OP_COLOR_JITTER:
+  case FF__OP_GAUSSIAN_BLUR: return 1;
+  default: return 0;
+  }
+}
+
+static ff_status parse_op(lexer *lx, ff__pipeline *p, int in_group);
+
+/* The op list of a group: `[op | op ...]` (random_apply: all in order) or
+ * `[op, op, ...]` (random_choice: one of them), appended after the group's
+ * head (p->ops[head]). */
+static ff_status parse_group(lexer *lx, ff__pipeline *p, int head) {
+  int choice = p->ops[head].kind == FF__OP_RANDOM_CHOICE;
+  int sep = choice ? ',' : '|';
+  lx->pos++; /* '[' */
+  for (int n = 1;; n++) {
+    if (n > FF__GROUP_MAX_OPS) return fail(lx, lx->pos, "%s", "too many ops in the group (at most 8)");
+    ff_status st = parse_op(lx, p, 1);
+    if (st) return st;
+    p->ops[head].group_len = n;
+    int c = peek(lx);
+    if (c == ']') break;
+    if (c != sep) return fail(lx, lx->pos, "expected %s", choice ? "',' or ']'" : "'|' or ']'");
+    lx->pos++;
+  }
+  lx->pos++;
+  return FF_OK;
+}
+
+/* three_augment(color_jitter=0.3): DeiT III's 3-Augment (Touvron et al.,
+ * "DeiT III: Revenge of the ViT", 2022; timm/deit's new_data_aug_generator)
+ * after the crop and flip: one of grayscale, solarize (threshold 128) and
+ * Gaussian blur (sigma drawn in (0.1, 2)), then ColorJitter(j, j, j) unless
+ * j is 0. In tensor semantics the blur needs a kernel size where Pillow's
+ * takes a radius: 23 taps, as BYOL and SimCLR use at 224 pixels. */
+static ff_status expand_three_augment(lexer *lx, ff__pipeline *p, int column, double jitter) {
+  char text[512];
+  int n = snprintf(text, sizeof text,
+                   "random_choice([random_grayscale(p=1), random_solarize(threshold=128, p=1), "
+                   "gaussian_blur(kernel_size=23, sigma=(0.1, 2.0))])");
+  if (jitter > 0)
+    snprintf(text + n, sizeof text - (size_t)n, " | color_jitter(brightness=%.17g, contrast=%.17g, saturation=%.17g)",
+             jitter, jitter, jitter);
+  lexer sub = {text, 0, lx->err};
+  int first = p->num_ops;
+  for (;;) {
+    ff_status st = parse_op(&sub, p, 0);
+    if (st) return st;
+    if (peek(&sub) != '|') break;
+    sub.pos++;
+  }
+  for (int i = first; i < p->num_ops; i++) p->ops[i].column = column;
+  return FF_OK;
+}
+
+static ff_status parse_op(lexer *lx, ff__pipeline *p, int in_group) {
   char name[64];
   size_t column = (peek(lx), lx->pos);
+  if (p->num_ops == FF__PIPELINE_MAX_OPS) return fail(lx, column, "%s", "too many ops");
   if (!read_name(lx, name, sizeof name)) return fail(lx, column, "expected %s", "an op name");
   const op_spec *spec = NULL;
   for (size_t i = 0; i < NUM_OP_SPECS; i++)
     if (!strcmp(op_specs[i].name, name)) spec = &op_specs[i];
   if (!spec) {
-    char list[1024] = "";
+    char list[2048] = "";
     for (size_t i = 0; i < NUM_OP_SPECS; i++) {
       strcat(list, i ? ", " : "");
       strcat(list, op_specs[i].name);
@@ -389,10 +571,24 @@ static ff_status parse_op(lexer *lx, ff__op *op) {
     snprintf(what, sizeof what, "unknown op '%s' (ops: %s)", name, list);
     return fail(lx, column, "%s", what);
   }
+  int three = !strcmp(name, "three_augment");
+  if (in_group && (three || !keeps_size(spec->kind))) {
+    char what[256];
+    snprintf(what, sizeof what, "%s cannot be inside random_apply or random_choice (only ops that keep the "
+             "image size, and groups do not nest)", name);
+    return fail(lx, column, "%s", what);
+  }
+  int index = p->num_ops++;
+  ff__op *op = &p->ops[index];
   memset(op, 0, sizeof *op);
   set_defaults(op, spec);
+  if (three) op->alpha = 0.3; /* three_augment's color_jitter */
+  if (spec->kind == FF__OP_RANDOM_CHOICE) op->num_ops = 0;   /* the count of p's weights, once read */
   op->column = (int)column + 1;
+  int group = !three && (spec->kind == FF__OP_RANDOM_APPLY || spec->kind == FF__OP_RANDOM_CHOICE);
   unsigned seen = 0;
+  const unsigned list_seen = 1u << 31;
+  char path[1024] = "";
   if (peek(lx) == '(') {
     lx->pos++;
     while (peek(lx) != ')') {
@@ -403,8 +599,19 @@ static ff_status parse_op(lexer *lx, ff__op *op) {
       }
       char arg[64];
       size_t arg_column = (peek(lx), lx->pos);
+      if (group && peek(lx) == '[') {
+        if (seen & list_seen) return fail(lx, arg_column, "%s", "a group has one list of ops");
+        ff_status st = parse_group(lx, p, index);
+        if (st) return st;
+        op = &p->ops[index];
+        seen |= list_seen;
+        if (peek(lx) == 0) return fail(lx, lx->pos, "expected %s", "')'");
+        continue;
+      }
       if (!isalpha(peek(lx)))
-        return fail(lx, arg_column, "%s", "expected a named argument such as size=224 (arguments are keywords)");
+        return fail(lx, arg_column, "%s",
+                    group ? "expected a named argument such as p=0.5 or the list of ops in [ ]"
+                          : "expected a named argument such as size=224 (arguments are keywords)");
       read_name(lx, arg, sizeof arg);
       int k = 0;
       while (spec->args[k].name && strcmp(spec->args[k].name, arg)) k++;
@@ -419,6 +626,8 @@ static ff_status parse_op(lexer *lx, ff__op *op) {
       value v;
       ff_status st = read_value(lx, &v);
       if (st || (st = set_arg(lx, op, &spec->args[k], &v))) return st;
+      if (spec->args[k].kind == ARG_WEIGHTS) op->num_ops = v.count, op->num_magnitude_bins = (int)v.column;
+      if (spec->args[k].kind == ARG_PATH) memcpy(path, v.str, sizeof path);
       seen |= 1u << k;
       if (peek(lx) == 0) return fail(lx, lx->pos, "expected %s", "')'");
     }
@@ -432,11 +641,61 @@ static ff_status parse_op(lexer *lx, ff__op *op) {
     }
   if (op->aug.has_fill) /* the timm policies' img_mean, the Pillow ops' fill */
     for (int c = 0; c < 3; c++) op->timm.fill[c] = op->pil.fill[c] = (uint8_t)lrintf(op->aug.fill[c]);
-  if (op->kind == FF__OP_RAND_AUGMENT && op->magnitude >= op->num_magnitude_bins) {
-    char what[160];
+  char what[FF__ERRMSG_MAX - 48] = "";
+  if (op->kind == FF__OP_RAND_AUGMENT && op->magnitude >= op->num_magnitude_bins)
     snprintf(what, sizeof what, "rand_augment: magnitude must be in [0, %d] (below num_magnitude_bins=%d), got %d",
              op->num_magnitude_bins - 1, op->num_magnitude_bins, op->magnitude);
-    return fail(lx, column, "%s", what);
+  else if (op->semantics == FF__OP_SEMANTICS_PIL)
+    /* where Pillow-semantics variants dispatch: this build has only torchvision's tensor ops */
+    snprintf(what, sizeof what, "%s: semantics=pil (Pillow's arithmetic) is not built into this library; "
+             "semantics=v1 is torchvision's tensor ops", spec->name);
+  else if (!strcmp(name, "grayscale") && op->channels != 3)
+    snprintf(what, sizeof what, "grayscale: num_output_channels=%d would make %d-channel samples in an RGB batch; "
+             "pass num_output_channels=3", op->channels, op->channels);
+  else if (op->kind == FF__OP_GAUSSIAN_BLUR && (op->size[0] % 2 == 0 || op->size[1] % 2 == 0))
+    snprintf(what, sizeof what, "gaussian_blur: kernel_size must be odd, got (%d, %d)", op->size[0], op->size[1]);
+  else if (op->interp == FF__INTERP_BICUBIC && !op->antialias)
+    snprintf(what, sizeof what, "%s: interpolation=bicubic is built with antialias=true only", spec->name);
+  else if (group && !(seen & list_seen))
+    snprintf(what, sizeof what, "%s needs its ops in [ ]: %s", spec->name,
+             spec->kind == FF__OP_RANDOM_APPLY ? "random_apply(p=0.8, [op | op])" : "random_choice([op, op], p=(0.5, 0.5))");
+  if (!*what && op->kind == FF__OP_RANDOM_ERASING) {
+    int timm = op->erase_mode != FF__ERASE_TORCHVISION;
+    unsigned value = 1u << 3, counts = 3u << 5, scale = 1u << 1, ratio = 1u << 2;
+    if (timm && (seen & value))
+      snprintf(what, sizeof what, "random_erasing: value is torchvision's fill, mode timm's: give one of them");
+    else if (!timm && (seen & counts))
+      snprintf(what, sizeof what, "random_erasing: min_count and max_count are timm's: give a mode as well");
+    if (timm && !(seen & scale)) op->scale[1] = 1.0 / 3.0; /* timm: max_area=1/3, max_aspect=1/min_aspect */
+    if (timm && !(seen & ratio)) op->ratio[1] = 1.0 / op->ratio[0];
+    if (!(seen & (1u << 6))) op->max_count = op->min_count;
+    if (!*what && op->max_count < op->min_count)
+      snprintf(what, sizeof what, "random_erasing: max_count=%d is below min_count=%d", op->max_count, op->min_count);
+  }
+  if (!*what && op->kind == FF__OP_POLICY_FILE) {
+    for (int i = 0; i < index; i++)
+      if (p->ops[i].kind == FF__OP_POLICY_FILE)
+        snprintf(what, sizeof what, "policy_file: a pipeline has one policy_file (the other at column %d)",
+                 p->ops[i].column);
+    char why[FF__ERRMSG_MAX - 96];
+    if (!*what && ff__policy_file_load(path, &p->policy, why, sizeof why) != FF_OK)
+      snprintf(what, sizeof what, "policy_file: %s", why);
+  }
+  if (*what) return fail(lx, column, "%s", what);
+  if (three) {
+    double jitter = op->alpha;
+    p->num_ops--; /* the head is replaced by its expansion */
+    return expand_three_augment(lx, p, (int)column + 1, jitter);
+  }
+  if (op->kind == FF__OP_RANDOM_CHOICE) {
+    int n = op->group_len, weights = op->num_ops;
+    if (weights && weights != n) {
+      snprintf(what, sizeof what, "random_choice: p has %d weights for %d ops", weights, n);
+      return fail(lx, (size_t)op->num_magnitude_bins, "%s", what);
+    }
+    double total = 0;
+    for (int k = 0; k < n; k++) total += weights ? op->choice_p[k] : 1.0;
+    for (int k = 0; k < n; k++) op->choice_p[k] = (weights ? op->choice_p[k] : 1.0) / total;
   }
   return FF_OK;
 }
@@ -465,9 +724,26 @@ static void output_size(ff__pipeline *p, int *out_h, int *out_w) {
   *out_h = (int)h, *out_w = (int)w; /* fixed sizes come from ops' arguments, at most 65535 */
 }
 
-/* The most plan steps an op can produce. */
-static int max_steps(const ff__op *op) {
+/* The most plan steps op i can produce (a group: with its ops). */
+static int max_steps(const ff__pipeline *p, int i) {
+  const ff__op *op = &p->ops[i];
+  int most = 0, total = 0;
   switch (op->kind) {
+  case FF__OP_RANDOM_APPLY:
+  case FF__OP_RANDOM_CHOICE:
+    for (int k = 1; k <= op->group_len; k++) {
+      int n = max_steps(p, i + k);
+      total += n, most = n > most ? n : most;
+    }
+    return op->kind == FF__OP_RANDOM_APPLY ? total : most;
+  case FF__OP_COLOR_JITTER: return 4;
+  case FF__OP_RANDOM_ERASING: return op->max_count;
+  case FF__OP_POLICY_FILE:
+    for (int g = 0; g < p->policy.num_groups; g++) {
+      int n = p->policy.start[g + 1] - p->policy.start[g];
+      most = n > most ? n : most;
+    }
+    return p->policy.layered ? p->policy.num_groups : most;
   case FF__OP_RANDOM_RESIZED_CROP: return 2;
   case FF__OP_RAND_AUGMENT: return op->num_ops;
   case FF__OP_AUTO_AUGMENT: return 2;
@@ -489,6 +765,7 @@ static int max_steps(const ff__op *op) {
  * f32(f32(x - mean) / std) in both. */
 static void output_lut(ff__pipeline *p) {
   const ff__op *last = &p->ops[p->num_ops - 1];
+  while (last->kind == FF__OP_RANDOM_ERASING) last--; /* after normalize or to_dtype (check_whole) */
   p->output = FF__OUTPUT_NHWC_U8;
   if (last->kind != FF__OP_TO_DTYPE && last->kind != FF__OP_NORMALIZE) return;
   p->output = FF__OUTPUT_NCHW_F32;
@@ -506,11 +783,18 @@ static ff_status check_whole(lexer *lx, ff__pipeline *p, int any_size) {
   for (int i = 1; i < p->num_ops; i++) {
     const ff__op *op = &p->ops[i];
     if (op->kind == FF__OP_DECODE) return fail(lx, (size_t)op->column - 1, "%s", "decode may only come first");
-    int last = i == p->num_ops - 1;
-    if ((op->kind == FF__OP_TO_DTYPE || op->kind == FF__OP_NORMALIZE) && !last)
-      return fail(lx, (size_t)op->column - 1, "%s", "to_dtype and normalize must be the last op");
-    if ((steps += max_steps(op)) > FF__PLAN_MAX_STEPS)
+    int tail = 1; /* nothing but random_erasing after op i */
+    for (int k = i + 1; k < p->num_ops; k++) tail &= p->ops[k].kind == FF__OP_RANDOM_ERASING;
+    ff__op_kind before = p->ops[i - 1].kind;
+    if ((op->kind == FF__OP_TO_DTYPE || op->kind == FF__OP_NORMALIZE) && !tail)
+      return fail(lx, (size_t)op->column - 1, "%s", "to_dtype and normalize must be the last op (but for random_erasing)");
+    if (op->kind == FF__OP_RANDOM_ERASING && before != FF__OP_RANDOM_ERASING && before != FF__OP_TO_DTYPE &&
+        before != FF__OP_NORMALIZE)
+      return fail(lx, (size_t)op->column - 1, "%s",
+                  "random_erasing works on the float output: it comes after normalize or to_dtype");
+    if ((steps += max_steps(p, i)) > FF__PLAN_MAX_STEPS)
       return fail(lx, (size_t)op->column - 1, "%s", "the pipeline is too long (too many augmentation steps)");
+    if (op->kind == FF__OP_RANDOM_APPLY || op->kind == FF__OP_RANDOM_CHOICE) i += op->group_len;
   }
   output_size(p, &p->out_height, &p->out_width);
   if (!p->out_height && !any_size)
@@ -527,12 +811,7 @@ static ff_status parse(const char *text, ff__pipeline *out, int any_size, ff__er
   if (!p) return ff__error_set(err, FF_ENOMEM, "out of memory parsing the pipeline");
   ff_status st = FF_OK;
   for (;;) {
-    if (p->num_ops == FF__PIPELINE_MAX_OPS) {
-      st = fail(&lx, lx.pos, "%s", "too many ops");
-      break;
-    }
-    if ((st = parse_op(&lx, &p->ops[p->num_ops]))) break;
-    p->num_ops++;
+    if ((st = parse_op(&lx, p, 0))) break;
     int c = peek(&lx);
     if (c == 0) break;
     if (c != '|') {

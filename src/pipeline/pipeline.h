@@ -16,10 +16,12 @@
 #include "kernels/pil.h"
 #include "ops/augment.h"
 #include "pipeline/timm.h"
+#include "pipeline/policy_file.h"
 
 #define FF__PIPELINE_MAX_OPS 32
 #define FF__PLAN_MAX_STEPS 96
 #define FF__AUG_MIX_MAX_WIDTH 8 /* aug_mix's largest mixture_width */
+#define FF__BLUR_MAX_KSIZE 255  /* gaussian_blur's largest kernel size */
 
 typedef enum ff__op_kind {
   FF__OP_DECODE,
@@ -40,7 +42,36 @@ typedef enum ff__op_kind {
   FF__OP_TIMM_AUTO_AUGMENT,
   FF__OP_TIMM_AUG_MIX,
   FF__OP_PIL,                  /* one Pillow-semantics op with explicit arguments (op.pil) */
+  FF__OP_RANDOM_AUG,           /* op.aug with probability p (random_solarize, random_grayscale, ...) */
+  FF__OP_COLOR_JITTER,
+  FF__OP_GAUSSIAN_BLUR,
+  FF__OP_RANDOM_APPLY,         /* the next group_len ops, all with probability p (RandomApply) */
+  FF__OP_RANDOM_CHOICE,        /* one of the next group_len ops, op i with weight choice_p[i] (RandomChoice) */
+  FF__OP_RANDOM_ERASING,       /* boxes of the normalized float output (RandomErasing, timm's RandomErasing) */
+  FF__OP_POLICY_FILE,          /* the pipeline's policy table (policy_file.h), loaded from a JSON file */
 } ff__op_kind;
+
+/* resize / random_resized_crop interpolation. */
+typedef enum ff__interp {
+  FF__INTERP_BILINEAR,
+  FF__INTERP_BICUBIC,
+  FF__INTERP_RANDOM, /* timm's `random`: bilinear or bicubic, each with probability 1/2, per sample */
+} ff__interp;
+
+/* An op's `semantics=`: torchvision's tensor ops (v1, the default) or
+ * Pillow's arithmetic (pil: not built into this library yet; refused). */
+typedef enum ff__op_semantics { FF__OP_SEMANTICS_V1, FF__OP_SEMANTICS_PIL } ff__op_semantics;
+
+/* random_erasing's fill: torchvision's `value` (erase_mode FF__ERASE_TORCHVISION) or timm's modes. */
+typedef enum ff__erase_mode {
+  FF__ERASE_TORCHVISION = -1, /* one box, area scale * image area; value constant or `random` */
+  FF__ERASE_CONST,            /* timm mode=const: zeros */
+  FF__ERASE_RAND,             /* timm mode=rand: one standard normal value per channel */
+  FF__ERASE_PIXEL,            /* timm mode=pixel: one standard normal value per value */
+} ff__erase_mode;
+#define FF__ERASE_MAX_COUNT 16
+
+#define FF__GROUP_MAX_OPS 8  /* ops in one random_apply / random_choice */
 
 typedef enum ff__aa_policy { FF__AA_IMAGENET, FF__AA_CIFAR10, FF__AA_SVHN } ff__aa_policy;
 
@@ -62,6 +93,18 @@ typedef struct ff__op {
   double alpha;
   ff__timm timm;                                  /* timm_rand_augment, timm_auto_augment, timm_aug_mix */
   ff__pil pil;                                    /* FF__OP_PIL */
+  int interp;              /* resize, random_resized_crop: ff__interp */
+  double jitter[4][2];     /* color_jitter: brightness, contrast, saturation, hue (min, max) */
+  int jitter_on[4];        /* color_jitter: whether each is drawn (torchvision's None otherwise) */
+  double sigma[2];         /* gaussian_blur: (min, max); size[] holds (kernel width, kernel height) */
+  int channels;            /* grayscale: num_output_channels */
+  int semantics;           /* ff__op_semantics */
+  int group_len;           /* random_apply, random_choice: how many of the following ops are the group's */
+  double choice_p[FF__GROUP_MAX_OPS]; /* random_choice: the weights, normalised to sum 1 */
+  int erase_mode;          /* random_erasing: ff__erase_mode */
+  int erase_random;        /* random_erasing (torchvision): value=random, per-value normal noise */
+  float erase_value[3];    /* random_erasing (torchvision): the constant fill per channel */
+  int min_count, max_count; /* random_erasing (timm): boxes per sample */
 } ff__op;
 
 typedef enum ff__output {
@@ -86,6 +129,7 @@ typedef struct ff__pipeline {
   int out_custom;            /* not the default format: the generic writer and device stage */
   uint32_t out_table[3][256];/* per channel and uint8 value: the element's bits (kernels/out.h) */
   int semantics;             /* ff_semantics (0 after parsing: v1), see ff__pipeline_set_semantics */
+  ff__policy_table policy;   /* policy_file's table (one policy_file per pipeline) */
 } ff__pipeline;
 
 /* Sets p's output format from ff_config's output_dtype (ff_output_dtype)
@@ -132,7 +176,7 @@ static inline void ff__resize_shorter_side(int64_t s, int64_t *h, int64_t *w) {
 /* Concrete steps on a uint8 HWC image, in order. */
 typedef enum ff__step_kind {
   FF__STEP_CROP,   /* box (x, y, w, h) in the current image; zero padding outside */
-  FF__STEP_RESIZE, /* to (h, w), bilinear, antialias flag */
+  FF__STEP_RESIZE, /* to (h, w), antialias: the filter (kernels/resize.h, FF__RESIZE_ANTIALIAS | BICUBIC) */
   FF__STEP_HFLIP,
   FF__STEP_VFLIP,
   FF__STEP_AUG,          /* one augmentation op (aug) */
@@ -142,6 +186,9 @@ typedef enum ff__step_kind {
   FF__STEP_MIX_END,      /* AugMix: the image becomes trunc(mix) */
   FF__STEP_PIL,          /* one Pillow-semantics op (pil) */
   FF__STEP_PIL_MIX_END,  /* timm's AugMix: the image becomes Image.blend(kept, trunc(mix), weight) */
+  FF__STEP_BLUR,         /* Gaussian blur, kernel x by y taps, sigma in weight (ops.h, ff__op_gaussian_blur) */
+  FF__STEP_ERASE,        /* box (x, y, w, h) of the float output: aug.fill (antialias 0), or per-value
+                            normal noise from the stream keyed by noise_key (antialias 1); ops.h, ff__op_erase */
 } ff__step_kind;
 
 typedef struct ff__step {
@@ -150,7 +197,8 @@ typedef struct ff__step {
   int antialias;
   ff__aug aug;
   ff__pil pil;           /* FF__STEP_PIL */
-  float weight;          /* MIX_BEGIN: m0; CHAIN_END: w_i (AugMix, spec 4.4); PIL_MIX_END: timm's m */
+  float weight;          /* MIX_BEGIN: m0; CHAIN_END: w_i (AugMix, spec 4.4); PIL_MIX_END: timm's m; BLUR: sigma */
+  uint64_t noise_key;    /* ERASE with noise */
 } ff__step;
 
 /* A DCT-scaled JPEG decode: the decoder returns the region snapped outward

@@ -2,7 +2,9 @@
  *
  * Every random draw of a sample comes, in op order, from its own Philox
  * stream keyed by (seed, epoch, index); a flip always consumes its draw, so
- * one op's outcome never shifts another's. The geometric ops are lowered to
+ * one op's outcome never shifts another's (the Random* ops and groups
+ * likewise draw their coin always; the ops of a group that does not run draw
+ * nothing). The geometric ops are lowered to
  * crop/resize/flip steps on the size known from the header; a leading crop
  * that lies inside the image becomes the decoder's region of interest, and a
  * downscaling resize after it lets the JPEG decoder reduce in the DCT domain
@@ -13,7 +15,9 @@
 #include <string.h>
 
 #include "core/philox.h"
+#include "kernels/resize.h"
 #include "pipeline/pipeline.h"
+#include "ops/ops.h"
 #include "pipeline/policy.h"
 
 /* Python's round(): half to even (the default rounding mode of rint). */
@@ -83,6 +87,177 @@ ff_status ff__plan_check(const ff__plan *plan, const ff__image_info *info, uint6
   return FF_OK;
 }
 
+/* A resize step's filter (kernels/resize.h): timm's `random` draws
+ * bilinear or bicubic with probability 1/2 each (the draw is always made). */
+static int resize_filter(const ff__op *op, ff__philox *rng) {
+  int bicubic = op->interp == FF__INTERP_BICUBIC;
+  if (op->interp == FF__INTERP_RANDOM) bicubic = ff__philox_uniform(rng, 0.0f, 1.0f) >= 0.5f;
+  return op->antialias ? FF__RESIZE_ANTIALIAS | (bicubic ? FF__RESIZE_BICUBIC : 0) : 0;
+}
+
+static void add_aug(ff__plan *plan, const ff__aug *a, int64_t w, int64_t h) {
+  add_step(plan, FF__STEP_AUG, 0, 0, w, h, 0);
+  plan->steps[plan->num_steps - 1].aug = *a;
+}
+
+/* torchvision ColorJitter (v1): fn_idx = randperm(4), then a factor for
+ * each of brightness, contrast, saturation and hue that is set, uniform in
+ * its range (float32), applied in fn_idx's order as adjust_brightness
+ * (blend with black), adjust_contrast, adjust_saturation (blend with the
+ * gray image) and adjust_hue. The permutation is torch's randperm for small
+ * n, a forward Fisher-Yates shuffle, drawn from the sample's stream. */
+static void color_jitter(const ff__op *op, ff__philox *rng, int64_t w, int64_t h, ff__plan *plan) {
+  static const ff__aug_op ops[4] = {FF__AUG_BRIGHTNESS, FF__AUG_CONTRAST, FF__AUG_COLOR, FF__AUG_HUE};
+  int order[4] = {0, 1, 2, 3};
+  for (int i = 0; i < 3; i++) {
+    int j = i + (int)ff__philox_randint(rng, 0, 3 - i);
+    int t = order[i];
+    order[i] = order[j], order[j] = t;
+  }
+  double factor[4];
+  for (int k = 0; k < 4; k++)
+    if (op->jitter_on[k]) factor[k] = ff__philox_uniform(rng, (float)op->jitter[k][0], (float)op->jitter[k][1]);
+  for (int i = 0; i < 4; i++) {
+    int k = order[i];
+    if (!op->jitter_on[k]) continue;
+    ff__aug a = {ops[k], factor[k], 0, 0, {0, 0, 0}, op->aug.v2};
+    add_aug(plan, &a, w, h);
+  }
+}
+
+static uint64_t draw_key(ff__philox *rng) {
+  uint64_t hi = ff__philox_u32(rng);
+  return hi << 32 | ff__philox_u32(rng);
+}
+
+/* One erasing box of about `area` pixels on the h x w output, or none
+ * (10 attempts, as both torchvision and timm make), with its fill. */
+static void erase_box(const ff__op *op, ff__philox *rng, double area, int64_t h, int64_t w, ff__plan *plan) {
+  float log_lo = logf((float)op->ratio[0]), log_hi = logf((float)op->ratio[1]);
+  for (int attempt = 0; attempt < 10; attempt++) {
+    double target = area * ff__philox_uniform(rng, (float)op->scale[0], (float)op->scale[1]);
+    double aspect = expf(ff__philox_uniform(rng, log_lo, log_hi));
+    int64_t eh = (int64_t)round_half_even(sqrt(target * aspect)), ew = (int64_t)round_half_even(sqrt(target / aspect));
+    if (!(eh < h && ew < w)) continue;
+    int top = (int)ff__philox_randint(rng, 0, h - eh), left = (int)ff__philox_randint(rng, 0, w - ew);
+    if (!eh || !ew) return; /* an empty box: nothing to erase */
+    add_step(plan, FF__STEP_ERASE, left, top, ew, eh, 0);
+    ff__step *st = &plan->steps[plan->num_steps - 1];
+    if (op->erase_mode == FF__ERASE_PIXEL || (op->erase_mode == FF__ERASE_TORCHVISION && op->erase_random))
+      st->antialias = 1, st->noise_key = draw_key(rng);
+    else if (op->erase_mode == FF__ERASE_RAND)
+      ff__erase_normals(draw_key(rng), 3, st->aug.fill);
+    else if (op->erase_mode == FF__ERASE_TORCHVISION)
+      memcpy(st->aug.fill, op->erase_value, sizeof st->aug.fill);
+    return;
+  }
+}
+
+/* torchvision RandomErasing.get_params (one box of scale * area, erased
+ * when torch.rand(1) < p), or timm's RandomErasing._erase (when
+ * random.random() <= p: count boxes drawn in [min_count, max_count], each
+ * of scale / count * area). The output size (h x w) is known here. */
+static void random_erasing(const ff__op *op, ff__philox *rng, int64_t h, int64_t w, ff__plan *plan) {
+  float u = ff__philox_uniform(rng, 0.0f, 1.0f);
+  double area = (double)h * (double)w;
+  if (op->erase_mode == FF__ERASE_TORCHVISION) {
+    if (u < op->p) erase_box(op, rng, area, h, w, plan);
+    return;
+  }
+  if (u > op->p) return;
+  int count = op->min_count == op->max_count ? op->min_count : (int)ff__philox_randint(rng, op->min_count, op->max_count);
+  for (int k = 0; k < count; k++) erase_box(op, rng, area / count, h, w, plan);
+}
+
+/* Plans op i of the pipeline on an h x w image; returns the index of the
+ * next op (past a group's ops). */
+static int plan_op(const ff__pipeline *pipe, int i, ff__philox *rng, int64_t *hp, int64_t *wp, ff__plan *out) {
+  const ff__op *op = &pipe->ops[i];
+  int64_t h = *hp, w = *wp;
+  int box[4];
+  switch (op->kind) {
+  case FF__OP_CROP:
+    add_step(out, FF__STEP_CROP, op->left, op->top, op->width, op->height, 0);
+    h = op->height, w = op->width;
+    break;
+  case FF__OP_CENTER_CROP:
+    add_step(out, FF__STEP_CROP, center_offset((int)w, op->size[1]), center_offset((int)h, op->size[0]),
+             op->size[1], op->size[0], 0);
+    h = op->size[0], w = op->size[1];
+    break;
+  case FF__OP_RESIZE: {
+    int64_t nh = op->size[0], nw = op->size[1];
+    if (!nw) { /* size sets the shorter side */
+      nh = h, nw = w;
+      ff__resize_shorter_side(op->size[0], &nh, &nw);
+    }
+    add_step(out, FF__STEP_RESIZE, 0, 0, nw, nh, resize_filter(op, rng));
+    h = nh, w = nw;
+    break;
+  }
+  case FF__OP_RANDOM_RESIZED_CROP:
+    random_resized_crop_box(op, rng, (int)h, (int)w, box);
+    add_step(out, FF__STEP_CROP, box[0], box[1], box[2], box[3], 0);
+    add_step(out, FF__STEP_RESIZE, 0, 0, op->size[1], op->size[0], resize_filter(op, rng));
+    h = op->size[0], w = op->size[1];
+    break;
+  case FF__OP_RANDOM_HORIZONTAL_FLIP:
+  case FF__OP_RANDOM_VERTICAL_FLIP:
+    if (ff__philox_uniform(rng, 0.0f, 1.0f) < op->p)
+      add_step(out, op->kind == FF__OP_RANDOM_HORIZONTAL_FLIP ? FF__STEP_HFLIP : FF__STEP_VFLIP, 0, 0, w, h, 0);
+    break;
+  case FF__OP_AUG:
+    if (op->aug.op != FF__AUG_IDENTITY) add_aug(out, &op->aug, w, h);
+    break;
+  case FF__OP_RANDOM_AUG: /* torchvision's Random* transforms: applied when torch.rand(1) < p */
+    if (ff__philox_uniform(rng, 0.0f, 1.0f) < op->p) add_aug(out, &op->aug, w, h);
+    break;
+  case FF__OP_COLOR_JITTER: color_jitter(op, rng, w, h, out); break;
+  case FF__OP_RANDOM_ERASING: random_erasing(op, rng, h, w, out); break;
+  case FF__OP_GAUSSIAN_BLUR: { /* GaussianBlur.get_params: sigma uniform in (min, max), float32 */
+    float sigma = ff__philox_uniform(rng, (float)op->sigma[0], (float)op->sigma[1]);
+    add_step(out, FF__STEP_BLUR, op->size[0], op->size[1], w, h, 0);
+    ff__step *st = &out->steps[out->num_steps - 1];
+    st->x = op->size[0], st->y = op->size[1], st->weight = sigma;
+    break;
+  }
+  case FF__OP_RANDOM_APPLY: { /* RandomApply: all of the group unless p < torch.rand(1) */
+    int apply = !(op->p < ff__philox_uniform(rng, 0.0f, 1.0f));
+    for (int k = i + 1; apply && k <= i + op->group_len;) k = plan_op(pipe, k, rng, &h, &w, out);
+    return i + 1 + op->group_len;
+  }
+  case FF__OP_RANDOM_CHOICE: { /* RandomChoice: op k with probability choice_p[k] */
+    float u = ff__philox_uniform(rng, 0.0f, 1.0f);
+    double below = 0;
+    int k = 0;
+    while (k < op->group_len - 1 && !(u < (below += op->choice_p[k]))) k++;
+    plan_op(pipe, i + 1 + k, rng, &h, &w, out);
+    return i + 1 + op->group_len;
+  }
+  case FF__OP_POLICY_FILE:
+    out->num_steps += ff__policy_file_plan(&pipe->policy, op, rng, (int)h, (int)w, out->steps + out->num_steps);
+    break;
+  case FF__OP_RAND_AUGMENT:
+  case FF__OP_TRIVIAL_AUGMENT_WIDE:
+  case FF__OP_AUTO_AUGMENT:
+  case FF__OP_AUG_MIX: out->num_steps += ff__policy_plan(op, rng, (int)h, (int)w, out->steps + out->num_steps); break;
+  case FF__OP_PIL:
+    add_step(out, FF__STEP_PIL, 0, 0, w, h, 0);
+    out->steps[out->num_steps - 1].pil = op->pil;
+    break;
+  case FF__OP_TIMM_RAND_AUGMENT:
+  case FF__OP_TIMM_AUTO_AUGMENT:
+  case FF__OP_TIMM_AUG_MIX:
+    out->num_steps += ff__timm_plan(&op->timm, rng, (int)h, (int)w, out->steps + out->num_steps);
+    break;
+  case FF__OP_DECODE:
+  case FF__OP_TO_DTYPE:
+  case FF__OP_NORMALIZE: break;
+  }
+  *hp = h, *wp = w;
+  return i + 1;
+}
+
 void ff__plan_make(const ff__pipeline *pipe, uint64_t seed, uint64_t epoch, uint64_t index,
                    const ff__image_info *info, uint64_t max_pixels, ff__plan *out) {
   ff__philox rng;
@@ -90,67 +265,8 @@ void ff__plan_make(const ff__pipeline *pipe, uint64_t seed, uint64_t epoch, uint
   memset(out, 0, sizeof *out);
   out->decode.max_pixels = max_pixels;
   int64_t h = info->height, w = info->width;
-  int box[4];
-  for (int i = 0; i < pipe->num_ops && h <= INT_MAX && w <= INT_MAX; i++) { /* past int: refused by ff__plan_check */
-    const ff__op *op = &pipe->ops[i];
-    switch (op->kind) {
-    case FF__OP_CROP:
-      add_step(out, FF__STEP_CROP, op->left, op->top, op->width, op->height, 0);
-      h = op->height, w = op->width;
-      break;
-    case FF__OP_CENTER_CROP:
-      add_step(out, FF__STEP_CROP, center_offset((int)w, op->size[1]), center_offset((int)h, op->size[0]),
-               op->size[1], op->size[0], 0);
-      h = op->size[0], w = op->size[1];
-      break;
-    case FF__OP_RESIZE: {
-      int64_t nh = op->size[0], nw = op->size[1];
-      if (!nw) { /* size sets the shorter side */
-        nh = h, nw = w;
-        ff__resize_shorter_side(op->size[0], &nh, &nw);
-      }
-      add_step(out, FF__STEP_RESIZE, 0, 0, nw, nh, op->antialias);
-      h = nh, w = nw;
-      break;
-    }
-    case FF__OP_RANDOM_RESIZED_CROP:
-      random_resized_crop_box(op, &rng, (int)h, (int)w, box);
-      add_step(out, FF__STEP_CROP, box[0], box[1], box[2], box[3], 0);
-      add_step(out, FF__STEP_RESIZE, 0, 0, op->size[1], op->size[0], op->antialias);
-      h = op->size[0], w = op->size[1];
-      break;
-    case FF__OP_RANDOM_HORIZONTAL_FLIP:
-    case FF__OP_RANDOM_VERTICAL_FLIP:
-      if (ff__philox_uniform(&rng, 0.0f, 1.0f) < op->p)
-        add_step(out, op->kind == FF__OP_RANDOM_HORIZONTAL_FLIP ? FF__STEP_HFLIP : FF__STEP_VFLIP,
-                 0, 0, w, h, 0);
-      break;
-    case FF__OP_AUG:
-      if (op->aug.op != FF__AUG_IDENTITY) {
-        add_step(out, FF__STEP_AUG, 0, 0, w, h, 0);
-        out->steps[out->num_steps - 1].aug = op->aug;
-      }
-      break;
-    case FF__OP_RAND_AUGMENT:
-    case FF__OP_TRIVIAL_AUGMENT_WIDE:
-    case FF__OP_AUTO_AUGMENT:
-    case FF__OP_AUG_MIX:
-      out->num_steps += ff__policy_plan(op, &rng, (int)h, (int)w, out->steps + out->num_steps);
-      break;
-    case FF__OP_PIL:
-      add_step(out, FF__STEP_PIL, 0, 0, w, h, 0);
-      out->steps[out->num_steps - 1].pil = op->pil;
-      break;
-    case FF__OP_TIMM_RAND_AUGMENT:
-    case FF__OP_TIMM_AUTO_AUGMENT:
-    case FF__OP_TIMM_AUG_MIX:
-      out->num_steps += ff__timm_plan(&op->timm, &rng, (int)h, (int)w, out->steps + out->num_steps);
-      break;
-    case FF__OP_DECODE:
-    case FF__OP_TO_DTYPE:
-    case FF__OP_NORMALIZE: break;
-    }
-  }
+  for (int i = 0; i < pipe->num_ops && h <= INT_MAX && w <= INT_MAX;) /* past int: refused by ff__plan_check */
+    i = plan_op(pipe, i, &rng, &h, &w, out);
 
   /* Fold a leading in-bounds crop into the decoder's region of interest. */
   int region_w = info->width, region_h = info->height;

@@ -76,17 +76,21 @@ static double bin_magnitude(family f, ff__aug_op op, int k, int n, int h, int w,
   }
 }
 
-/* Appends op with signed magnitude m as torchvision's _apply_op calls it:
- * the factor ops get 1 + m (in double), the others m itself. */
-static void push(ff__step *out, int *n, const ff__op *policy, ff__aug_op op, double m) {
+/* Appends op with its argument arg (push_arg), or with signed magnitude m
+ * as torchvision's _apply_op calls it (push): the factor ops get 1 + m (in
+ * double), the others m itself. */
+static void push_arg(ff__step *out, int *n, const ff__op *policy, ff__aug_op op, double arg) {
   if (op == FF__AUG_IDENTITY) return;
-  double arg = op >= FF__AUG_BRIGHTNESS && op <= FF__AUG_SHARPNESS ? 1.0 + m : m;
   ff__step *s = &out[(*n)++];
   memset(s, 0, sizeof *s);
   s->kind = FF__STEP_AUG;
   s->aug = policy->aug; /* interpolation and fill */
   s->aug.op = op;
   s->aug.arg = arg;
+}
+
+static void push(ff__step *out, int *n, const ff__op *policy, ff__aug_op op, double m) {
+  push_arg(out, n, policy, op, op >= FF__AUG_BRIGHTNESS && op <= FF__AUG_SHARPNESS ? 1.0 + m : m);
 }
 
 static const ff__aug_op wide_ops[14] = {
@@ -183,6 +187,48 @@ void ff__dirichlet_f32(ff__philox *rng, double alpha, int k, float *out) {
   double g[16], sum = 0;
   for (int i = 0; i < k; i++) sum += g[i] = fmax(ff__gamma_variate(rng, alpha), FLT_MIN);
   for (int i = 0; i < k; i++) out[i] = (float)(g[i] / sum);
+}
+
+/* An entry's argument before its sign (v2: transforms.v2's bins). */
+static double entry_arg(const ff__policy_table *t, const ff__policy_entry *e, int h, int w, int v2) {
+  if (e->has_arg) return e->of_size ? e->arg * (e->op == FF__AUG_TRANSLATE_X ? w : h) : e->arg;
+  return e->bin >= 0 ? bin_magnitude(AA, e->op, e->bin, t->num_magnitude_bins, h, w, v2) : 0.0;
+}
+
+/* Appends entry e, negated when `negative` and the entry is signed: an
+ * explicit arg is the op's argument (a factor as it is), a bin's magnitude
+ * goes through push as AutoAugment's does. */
+static void push_entry(const ff__policy_table *t, const ff__policy_entry *e, int negative, const ff__op *op, int h,
+                       int w, ff__step *out, int *n) {
+  double arg = entry_arg(t, e, h, w, op->aug.v2);
+  if ((e->has_arg ? e->random_sign : is_signed(e->op)) && negative) arg = -arg;
+  if (e->has_arg) push_arg(out, n, op, e->op, arg);
+  else push(out, n, op, e->op, arg);
+}
+
+int ff__policy_file_plan(const ff__policy_table *t, const ff__op *op, ff__philox *rng, int h, int w, ff__step *out) {
+  int n = 0;
+  if (!t->layered) {
+    int g = (int)ff__philox_randint(rng, 0, t->num_groups - 1), len = t->start[g + 1] - t->start[g];
+    const ff__policy_entry *sub = &t->entries[t->start[g]];
+    float p[FF__POLICY_MAX_GROUP_OPS];
+    int sign[FF__POLICY_MAX_GROUP_OPS];
+    for (int i = 0; i < len; i++) p[i] = ff__philox_uniform(rng, 0.0f, 1.0f);
+    for (int i = 0; i < len; i++) sign[i] = (int)ff__philox_randint(rng, 0, 1);
+    for (int i = 0; i < len; i++) {
+      if (!(p[i] <= sub[i].p)) continue;
+      push_entry(t, &sub[i], sign[i] == 0, op, h, w, out, &n);
+    }
+    return n;
+  }
+  for (int g = 0; g < t->num_groups; g++) {
+    float u = ff__philox_uniform(rng, 0.0f, 1.0f);
+    int k = t->start[g], end = t->start[g + 1] - 1;
+    double below = 0;
+    while (k < end && !(u < (below += t->entries[k].p))) k++;
+    push_entry(t, &t->entries[k], ff__philox_randint(rng, 0, 1) == 0, op, h, w, out, &n);
+  }
+  return n;
 }
 
 int ff__policy_plan(const ff__op *op, ff__philox *rng, int h, int w, ff__step *out) {

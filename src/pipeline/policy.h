@@ -24,5 +24,11 @@ double ff__gamma_variate(ff__philox *rng, double alpha);
 
 /* Dirichlet(alpha, ..., alpha) of k <= 16 components, as float32. */
 void ff__dirichlet_f32(ff__philox *rng, double alpha, int k, float *out);
+/* The same for policy_file (op) with its table t: a sub-policy chosen
+ * uniformly, then for each of its ops a probability and a sign, all drawn
+ * first, as torchvision's AutoAugment draws them; or, layer by layer, one
+ * entry by its probability and its sign (DeepAutoAugment). Magnitude bins
+ * are torchvision's AutoAugment space of t->num_magnitude_bins bins. */
+int ff__policy_file_plan(const ff__policy_table *t, const ff__op *op, ff__philox *rng, int h, int w, ff__step *out);
 
 #endif

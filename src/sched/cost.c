@@ -123,6 +123,8 @@ double ff__cost_plan_ns(const ff__plan *plan, const ff__image_info *info, const 
       break;
     case FF__STEP_HFLIP:
     case FF__STEP_VFLIP: ns += per_pixel(costs, FF__COST_FLIP) * px; break;
+    case FF__STEP_BLUR: ns += per_pixel(costs, FF__COST_BLUR) * px; break;
+    case FF__STEP_ERASE: ns += per_pixel(costs, FF__COST_ERASE) * (double)st->w * (double)st->h; break;
     case FF__STEP_AUG: {
       if (ff__aug_is_noop(&st->aug, (int)w, (int)h)) break;
       int kind = st->aug.op;

@@ -110,7 +110,7 @@ def test_plan_shows_the_dct_scale_and_the_exact_box(tmp_path):
     assert d["decoded_size"] == [math.ceil((51 + 603) * f) - math.floor(51 * f),
                                  math.ceil((37 + 501) * f) - math.floor(37 * f)]
     assert d["box"] == [51 * f - math.floor(51 * f), 37 * f - math.floor(37 * f), 603 * f, 501 * f]
-    assert plan["steps"] == [{"op": "resize", "size": [224, 224], "antialias": True}]
+    assert plan["steps"] == [{"op": "resize", "size": [224, 224], "antialias": True, "interpolation": "bilinear"}]
 
 
 def test_trivial_augment_wide_draws_follow_torchvision(folder, tmp_path, monkeypatch):

@@ -33,7 +33,7 @@ from conftest import FFError
 STEP_AUG, MIX_BEGIN, CHAIN_BEGIN, CHAIN_END, MIX_END = 4, 5, 6, 7, 8
 OP_NAMES = ["Identity", "ShearX", "ShearY", "TranslateX", "TranslateY", "Rotate", "Brightness",
             "Color", "Contrast", "Sharpness", "Posterize", "Solarize", "AutoContrast", "Equalize",
-            "Invert"]
+            "Invert", "Hue"]
 FACTOR_OPS = {"Brightness", "Color", "Contrast", "Sharpness"}
 SIZES = [(224, 224), (32, 32), (100, 333)]  # (H, W)
 NUM_BINS = [31, 10, 5, 2, 50, 64]

@@ -1,6 +1,7 @@
 /* shim.c — internal entry points exported for the golden tests (ctypes), so
  * that the ops, the planner and the sampler can be compared with torchvision
  * on in-memory images without going through files. Test-only. */
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -44,6 +45,7 @@ SHIM_API int ff_shim_run_pipeline_as(const char *pipeline, int semantics, const 
       st = ff__error_set(&err, FF_EINVAL, "output buffer too small");
     if (!st) {
       ff__op_write_output(&pipe, &img, out, 0);
+      if (pipe.output == FF__OUTPUT_NCHW_F32) st = ff__op_erase(&pipe, &plan, out, 0, &scratch);
       *out_h = pipe.out_height, *out_w = pipe.out_width, *is_float = elem == 4;
     }
   }
@@ -119,8 +121,9 @@ SHIM_API long ff_shim_index(const char *spec, long i, char *path_out, int cap, i
 /* The plan steps of sample (seed, epoch, index) of `pipeline` for an h x w
  * image, as ff__plan_make lowers them (a leading crop inside the image is
  * folded into the decode request and is not among them). For step i:
- * kinds[i] = ff__step_kind, ops[i] = aug.op, args[i] = aug.arg,
- * weights[i] = weight (AugMix). Returns the number of steps (at most cap are
+ * kinds[i] = ff__step_kind, ops[i] = aug.op (a resize: its filter flags,
+ * kernels/resize.h), args[i] = aug.arg (a blur: kernel width * 1000 +
+ * height), weights[i] = weight (AugMix; a blur: sigma). Returns the number of steps (at most cap are
  * written), or the ff_status (negative) of parsing the pipeline. */
 SHIM_API int ff_shim_plan_steps_as(const char *pipeline, int semantics, int h, int w, uint64_t seed,
                                    uint64_t epoch, uint64_t index, int *kinds, int *ops, double *args,
@@ -134,8 +137,9 @@ SHIM_API int ff_shim_plan_steps_as(const char *pipeline, int semantics, int h, i
   ff__plan_make(&pipe, seed, epoch, index, &info, 0, &plan);
   for (int i = 0; i < plan.num_steps && i < cap; i++) {
     if (kinds) kinds[i] = (int)plan.steps[i].kind;
-    if (ops) ops[i] = (int)plan.steps[i].aug.op;
-    if (args) args[i] = plan.steps[i].aug.arg;
+    const ff__step *st = &plan.steps[i];
+    if (ops) ops[i] = st->kind == FF__STEP_RESIZE ? st->antialias : (int)st->aug.op;
+    if (args) args[i] = st->kind == FF__STEP_BLUR ? st->x * 1000 + st->y : st->aug.arg;
     if (weights) weights[i] = plan.steps[i].weight;
   }
   return plan.num_steps;
@@ -150,3 +154,30 @@ SHIM_API int ff_shim_plan_steps(const char *pipeline, int h, int w, uint64_t see
 
 /* Element k of the planner's float32 torch.linspace(lo, hi, n). */
 SHIM_API float ff_shim_linspace(float lo, float hi, int n, int k) { return ff__linspace_f32(lo, hi, n, k); }
+
+/* The erasing boxes (x, y, w, h each) of sample (seed, epoch, index) of
+ * `pipeline` for an h x w image, and in fills[3 * k] the fill of box k
+ * (NaN: per-value noise). Returns how many (at most cap written), or the
+ * ff_status (negative) of parsing. */
+SHIM_API int ff_shim_plan_erase_boxes(const char *pipeline, int h, int w, uint64_t seed, uint64_t epoch,
+                                      uint64_t index, int *boxes, float *fills, int cap) {
+  static __thread ff__pipeline pipe;
+  static __thread ff__plan plan;
+  ff__error err = {0};
+  ff_status st = ff__pipeline_parse_any_size(pipeline, &pipe, &err);
+  if (st) return (int)st;
+  ff__image_info info = {FF__FORMAT_PNG, w, h, 0};
+  ff__plan_make(&pipe, seed, epoch, index, &info, 0, &plan);
+  int n = 0;
+  for (int i = 0; i < plan.num_steps; i++) {
+    const ff__step *s = &plan.steps[i];
+    if (s->kind != FF__STEP_ERASE) continue;
+    if (n < cap) {
+      int box[4] = {s->x, s->y, s->w, s->h};
+      memcpy(boxes + 4 * n, box, sizeof box);
+      for (int c = 0; c < 3; c++) fills[3 * n + c] = s->antialias ? NAN : s->aug.fill[c];
+    }
+    n++;
+  }
+  return n;
+}

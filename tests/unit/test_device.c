@@ -95,6 +95,22 @@ static const char *const pipelines[] = {
     "pil_contrast(factor=0.4) | pil_brightness(factor=1.2) | pil_solarize(threshold=100)",
     "decode | center_crop(size=(31, 29)) | pil_rotate(angle=90) | pil_rotate(angle=180, interpolation=bicubic) | "
     "pil_rotate(angle=-33, fill=(9, 8, 7)) | pil_translate_x(pixels=-3.5, interpolation=bicubic)",
+    /* torchvision's per-sample transforms, bicubic and random interpolation, groups */
+    "decode | random_resized_crop(size=(30, 26), interpolation=bicubic) | hue(factor=0.3)",
+    "decode | resize(size=(50, 41), interpolation=bicubic) | center_crop(size=(20, 24))",
+    "decode | random_resized_crop(size=24, interpolation=random) | color_jitter(brightness=0.4, contrast=0.4, "
+    "saturation=0.4, hue=0.5)",
+    "decode | center_crop(size=(30, 30)) | gaussian_blur(kernel_size=(5, 9), sigma=(0.1, 3)) | to_dtype",
+    "decode | center_crop(size=(3, 40)) | gaussian_blur(kernel_size=7)",
+    "decode | center_crop(size=(30, 30)) | random_grayscale(p=0.5) | random_solarize(threshold=100) | "
+    "random_posterize(bits=2) | random_autocontrast | random_equalize | random_invert | "
+    "random_adjust_sharpness(sharpness_factor=2)",
+    "decode | center_crop(size=(32, 32)) | three_augment",
+    "decode | center_crop(size=(32, 32)) | random_apply(p=0.7, [color_jitter(hue=0.2) | grayscale(num_output_channels=3)])",
+    "decode | random_resized_crop(size=(20, 28)) | normalize(mean=imagenet, std=imagenet) | "
+    "random_erasing(p=0.9, value=random) | random_erasing(p=0.8, value=(1, -2, 0.5))",
+    "decode | random_resized_crop(size=(20, 28)) | to_dtype | random_erasing(p=1, mode=pixel, min_count=1, "
+    "max_count=3) | random_erasing(mode=rand)",
 };
 #define NUM_PIPELINES (sizeof pipelines / sizeof pipelines[0])
 
@@ -152,7 +168,7 @@ static size_t sample_bytes(const ff__pipeline *pipe) {
 }
 
 /* The CPU loader's batch: ops (on a copy: some work in place) then output
- * conversion, sample i in slot N-1-i. */
+ * conversion and erasing, sample i in slot N-1-i. */
 static void cpu_batch(const ff__pipeline *pipe, inputs *in, uint8_t *out) {
   static ff__op_scratch scratch;
   for (int i = 0; i < N; i++) {
@@ -166,6 +182,7 @@ static void cpu_batch(const ff__pipeline *pipe, inputs *in, uint8_t *out) {
     ff__error err = {0};
     if (ff__ops_run(&in->plans[i], &scratch, &img, &err) != FF_OK) fail_msg("CPU ops: %s", err.msg);
     ff__op_write_output(pipe, &img, out, N - 1 - i);
+    if (pipe->output == FF__OUTPUT_NCHW_F32) assert_int_equal(ff__op_erase(pipe, &in->plans[i], out, N - 1 - i, &scratch), FF_OK);
     free(copy);
   }
 }

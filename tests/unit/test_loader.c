@@ -25,6 +25,10 @@
 #define NCHW_PIPELINE                                                                                        \
   "decode | random_resized_crop(size=32) | random_horizontal_flip | normalize(mean=imagenet, std=imagenet)"
 #define NHWC_PIPELINE "decode | random_resized_crop(size=(24, 20)) | random_vertical_flip"
+#define TRANSFORMS_PIPELINE                                                                                  \
+  "decode | random_resized_crop(size=32, interpolation=random) | random_choice([color_jitter(hue=0.3), "     \
+  "gaussian_blur(kernel_size=5), random_grayscale(p=1)]) | normalize(mean=imagenet, std=imagenet) | "       \
+  "random_erasing(value=random)"
 
 enum { CLASSES = 5, PER_CLASS = 10, N = CLASSES * PER_CLASS };
 
@@ -165,6 +169,11 @@ static void batches_do_not_depend_on_threads_or_prefetch_nchw(void **state) {
 static void batches_do_not_depend_on_threads_or_prefetch_nhwc(void **state) {
   (void)state;
   check_threads_and_prefetch_do_not_matter(NHWC_PIPELINE);
+}
+
+static void batches_with_the_transforms_do_not_depend_on_threads_or_prefetch(void **state) {
+  (void)state;
+  check_threads_and_prefetch_do_not_matter(TRANSFORMS_PIPELINE);
 }
 
 /* A batch_size far above the data set's size gives one batch of every
@@ -1137,6 +1146,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(batches_do_not_depend_on_threads_or_prefetch_nchw),
       cmocka_unit_test(batches_do_not_depend_on_threads_or_prefetch_nhwc),
+      cmocka_unit_test(batches_with_the_transforms_do_not_depend_on_threads_or_prefetch),
       cmocka_unit_test(a_batch_size_beyond_the_data_set_gives_one_batch),
       cmocka_unit_test(different_seeds_give_different_batches),
       cmocka_unit_test(different_epochs_give_different_batches),

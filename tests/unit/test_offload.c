@@ -43,6 +43,11 @@
   "decode | random_resized_crop(size=64) | rand_augment(num_ops=2, magnitude=9) | normalize(mean=imagenet, " \
   "std=imagenet)"
 #define NHWC_PIPELINE "decode | random_resized_crop(size=(40, 36)) | random_horizontal_flip | aug_mix"
+/* torchvision's per-sample transforms, groups, bicubic crops and erasing with noise */
+#define TRANSFORMS_PIPELINE                                                                                  \
+  "decode | random_resized_crop(size=48, interpolation=random) | random_apply(p=0.8, [color_jitter("         \
+  "brightness=0.4, contrast=0.4, saturation=0.2, hue=0.1)]) | three_augment | normalize(mean=imagenet, "    \
+  "std=imagenet) | random_erasing(p=0.7, mode=pixel, max_count=2)"
 
 static char source[2048]; /* 120 JPEGs of 80..240 px, 4 classes */
 
@@ -262,6 +267,11 @@ static void batches_do_not_depend_on_placement_nchw(void **state) {
 static void batches_do_not_depend_on_placement_nhwc(void **state) {
   (void)state;
   check_placement_does_not_matter(NHWC_PIPELINE);
+}
+
+static void batches_with_the_transforms_do_not_depend_on_placement(void **state) {
+  (void)state;
+  check_placement_does_not_matter(TRANSFORMS_PIPELINE);
 }
 
 /* Two epochs of a fresh loader (the second one's split predicts each
@@ -959,6 +969,7 @@ int main(void) {
       cmocka_unit_test(slow_consumer_gets_no_device_share),
       cmocka_unit_test(batches_do_not_depend_on_placement_nchw),
       cmocka_unit_test(batches_do_not_depend_on_placement_nhwc),
+      cmocka_unit_test(batches_with_the_transforms_do_not_depend_on_placement),
       cmocka_unit_test(second_epoch_split_by_plan_keeps_batches_identical),
       cmocka_unit_test(share_changed_mid_run_keeps_batches_identical),
       cmocka_unit_test(a_budget_too_small_for_any_microbatch_keeps_everything_on_the_cpu),
