@@ -29,7 +29,7 @@ from test_policy_golden import (Planner, STEP_AUG, check_chi2, check_ks, chi2_on
 torch.set_num_threads(1)
 warnings.filterwarnings("ignore", category=UserWarning, module="torchvision")
 
-STEP_CROP, STEP_RESIZE, STEP_BLUR = 0, 1, 9
+STEP_CROP, STEP_RESIZE, STEP_BLUR = 0, 1, 11  # ff__step_kind (src/pipeline/pipeline.h)
 HUE = 15
 RESIZE_BICUBIC = 2
 KINDS = ("constant", "two_valued", "narrow", "noise", "gradient", "stripes")
