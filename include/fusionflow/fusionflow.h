@@ -345,6 +345,39 @@ typedef struct ff_batch ff_batch;
  *   normalize(mean, std)           (x / 255 - mean) / std per channel; `imagenet`
  *                                  names (0.485, 0.456, 0.406) / (0.229, 0.224, 0.225)
  *
+ * A batch stage may follow normalize (or to_dtype), as the last op:
+ *   mixup_cutmix(mixup_alpha=1.0, cutmix_alpha=0.0, cutmix_minmax, prob=1.0, switch_prob=0.5,
+ *                mode=batch|pair|elem, correct_lam=true, label_smoothing, num_classes=1000,
+ *                convention=timm|torchvision)
+ *     Mixup and CutMix on the assembled float32 batch; the batch then also
+ *     has soft labels (ff_batch_soft_labels, N x num_classes float32).
+ *     Every draw comes from a Philox stream keyed by (seed, epoch, batch
+ *     index): the same batches whatever the threads (ff_loader_mix_plan).
+ *     convention=timm (default) is timm.data.Mixup (timm 1.0): with
+ *     probability prob per batch (mode=batch), per pair of images i and
+ *     N-1-i (pair) or per image (elem), λ ~ Beta(α, α), CutMix instead of
+ *     Mixup with probability switch_prob when both alphas are > 0; image i
+ *     mixes with image N-1-i of the batch (its original); Mixup is
+ *     x * λ + x' * (1 - λ) in float32, CutMix pastes x' into the box of
+ *     side sqrt(1 - λ) times the image's around a uniform centre, clipped
+ *     (or, with cutmix_minmax=(lo, hi), a box of uniform sides in
+ *     [lo, hi) of the image's anywhere inside), λ corrected to the kept
+ *     area when correct_lam or cutmix_minmax; the targets are
+ *     one-hot(label) * λ + one-hot(label') * (1 - λ) with label_smoothing
+ *     (default 0.1: off = s / num_classes, on = 1 - s + off). Batches of
+ *     odd size are refused at open (timm asserts an even batch: set
+ *     drop_last or an even batch_size); one that on_error=skip makes odd
+ *     mixes its middle image with itself.
+ *     convention=torchvision is torchvision.transforms.v2.MixUp / CutMix
+ *     (mode=batch only): image i mixes with image i-1 (the batch rolled by
+ *     one), CutMix's box has half-sides int(sqrt(1 - λ) / 2 * side) around
+ *     a uniform centre, λ always corrected, plain one-hot targets (no
+ *     label_smoothing: give it to the loss); both alphas > 0 behaves as
+ *     RandomChoice([MixUp, CutMix], p=[1 - switch_prob, switch_prob]) and
+ *     prob as RandomApply. A label outside [0, num_classes) fails its batch
+ *     (FF_EDATA naming the file). With output_device the stage runs on the
+ *     host batch before it goes up (the same bytes).
+ *
  * The scheduler (ff_config.device other than "cpu"): the loader measures the
  * consumer's rate D (from the times between ff_loader_next calls) and the
  * CPU pool's capacity C (threads / measured CPU time per sample). While the
@@ -499,6 +532,12 @@ FF_API void ff_batch_images(const ff_batch *batch, ff_tensor *out);
 /* The labels, shape (N,), int64. Valid until the batch is released. */
 FF_API void ff_batch_labels(const ff_batch *batch, ff_tensor *out);
 
+/* The soft labels of a pipeline ending in mixup_cutmix: shape (N,
+ * num_classes) float32, row-major, each row the sample's mixed target (see
+ * mixup_cutmix). Valid until the batch is released; host memory whatever
+ * output_device says. FF_OK, or FF_EINVAL (out zeroed) without the stage. */
+FF_API ff_status ff_batch_soft_labels(const ff_batch *batch, ff_tensor *out);
+
 /* Dataset indices of the batch's samples, N values (for debugging and tests). */
 FF_API const int64_t *ff_batch_sample_indices(const ff_batch *batch);
 
@@ -519,6 +558,8 @@ typedef struct ff_batch_info {
                                unless they run on JPEG engines beside the kernels */
   size_t device_bytes;      /* device memory its microbatch took from the pool, output tensor included */
   double offload_share;     /* the scheduler's share when the batch was split, 0..1 */
+  uint64_t batch_stage_ns;  /* the batch stage (mixup_cutmix) on this batch: draws, soft labels and
+                               images, on the consumer thread in ff_loader_next, ns; 0 without one */
 } ff_batch_info;
 
 /* Fills *out for a held batch. Any thread. */
@@ -560,6 +601,7 @@ typedef struct ff_stats {
                                       for CUDA devices only", or the device's reason (e.g. "nvjpeg not
                                       available: libnvjpeg.so.13: cannot open shared object file ...");
                                       owned by the loader, valid until ff_loader_close */
+  uint64_t batch_stage_ns;   /* the batch stage (mixup_cutmix) on the batches handed out */
 } ff_stats;
 
 /* Fills *out. Any time, from the consumer thread. */
@@ -658,6 +700,23 @@ FF_API ff_status ff_image_augment(const char *path, const char *pipeline, uint64
  * the message on the handle.
  */
 FF_API ff_status ff_loader_plan(ff_loader *loader, uint64_t index, uint64_t epoch, char **json_out);
+
+/*
+ * What the batch stage (mixup_cutmix) draws for batch `batch` of `epoch`
+ * (0 <= batch < ff_loader_num_batches) as a JSON object in *json_out (free
+ * it with ff_free): "convention", "mode", "batch_size" (the batch's size
+ * when none of its samples is skipped), "on_value", "off_value" (the
+ * smoothed one-hot values), "draws" (one for the batch in batch mode, one
+ * per pair i, N-1-i in pair mode, one per image in elem mode), each
+ * {"applied" (the prob draw), "cutmix", "lam_draw" (the Beta draw, 1 when
+ * not applied), "lam" (the targets' λ, area-corrected), and for a CutMix
+ * box "center": [cy, cx] (the box centre drawn), "cut": [h, w] and
+ * "corner": [y, x] (cutmix_minmax's draws), "box": [y0, y1, x0, x1]}, and
+ * "partners" (the image each image mixes with). A pure function of
+ * (seed, epoch, batch). Returns FF_OK, FF_EINVAL (no stage, batch out of
+ * range, json_out NULL) or FF_ENOMEM.
+ */
+FF_API ff_status ff_loader_mix_plan(ff_loader *loader, uint64_t epoch, size_t batch, char **json_out);
 
 /*
  * The same plan for one image file outside any loader, as ff_image_augment

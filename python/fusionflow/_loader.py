@@ -237,7 +237,9 @@ class Loader:
     Each batch is ``(images, labels)``:
         images: ``(N, 3, H, W)`` float32 (pipelines ending in normalize/to_dtype)
             or ``(N, H, W, 3)`` uint8, C-contiguous, on the CPU.
-        labels: ``(N,)`` int64 class indices.
+        labels: ``(N,)`` int64 class indices; with a pipeline ending in the batch
+            stage ``mixup_cutmix(...)``, the mixed soft targets instead:
+            ``(N, num_classes)`` float32, as timm's Mixup returns them.
 
     Zero copy and lifetime: the tensors are views of the loader's ring of
     ``prefetch + 1`` batch buffers. A buffer goes back to the ring when both
@@ -442,6 +444,23 @@ class Loader:
         if epoch is None:
             epoch = self.epoch
         return json.loads(self._open().plan(index, epoch))
+
+    def mix_plan(self, batch, epoch=None):
+        """What the batch stage (``mixup_cutmix`` at the end of the pipeline)
+        draws for batch ``batch`` of ``epoch`` (default: the epoch the next batch
+        comes from): a dict with "convention", "mode", "batch_size", "on_value",
+        "off_value", "draws" (each with "applied", "cutmix", "lam_draw", "lam" and,
+        for a CutMix box, "center", "cut", "corner", "box" as [y0, y1, x0, x1]) and
+        "partners". The keys are those of ff_loader_mix_plan (fusionflow.h).
+
+        Raises: ValueError for a bad batch or epoch, or a pipeline without the stage.
+        """
+        for name, v in (("batch", batch), ("epoch", epoch)):
+            if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 0):
+                raise ValueError(f"fusionflow: mix_plan: {name} must be a non-negative int (got {v!r})")
+        if epoch is None:
+            epoch = self.epoch
+        return json.loads(self._open().mix_plan(epoch, batch))
 
     @property
     def epoch(self):

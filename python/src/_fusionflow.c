@@ -690,6 +690,8 @@ static PyObject *loader_next_body(LoaderObject *self, PyObject *unused) {
   ff_tensor ti, tl;
   ff_batch_images(b, &ti);
   ff_batch_labels(b, &tl);
+  ff_tensor soft;
+  if (ff_batch_soft_labels(b, &soft) == FF_OK) tl = soft; /* mixup_cutmix: (N, num_classes) float32 */
   size_t n = ff_batch_size(b);
   const int64_t *idx = ff_batch_sample_indices(b);
   PyObject *images = images_new(o, b, &ti);
@@ -795,6 +797,21 @@ static PyObject *loader_plan(LoaderObject *self, PyObject *args) {
   Py_END_ALLOW_THREADS
   if (st != FF_OK) return raise_status(st, ff_loader_errmsg(self->core->loader));
   PyObject *text = PyUnicode_DecodeFSDefault(json); /* paths may not be UTF-8 */
+  ff_free(json);
+  return text;
+}
+
+/* The JSON text of ff_loader_mix_plan for (epoch, batch). */
+static PyObject *loader_mix_plan(LoaderObject *self, PyObject *args) {
+  unsigned long long epoch;
+  Py_ssize_t batch;
+  if (!PyArg_ParseTuple(args, "Kn:mix_plan", &epoch, &batch)) return NULL;
+  if (check_open(self)) return NULL;
+  if (batch < 0) return raise_status(FF_EINVAL, "batch must be >= 0");
+  char *json = NULL;
+  ff_status st = ff_loader_mix_plan(self->core->loader, epoch, (size_t)batch, &json);
+  if (st != FF_OK) return raise_status(st, ff_loader_errmsg(self->core->loader));
+  PyObject *text = PyUnicode_FromString(json);
   ff_free(json);
   return text;
 }
@@ -945,6 +962,8 @@ static PyMethodDef loader_methods[] = {
     {"seek", (PyCFunction)loader_seek, METH_VARARGS, "seek(epoch, batch)"},
     {"position", (PyCFunction)loader_position, METH_NOARGS, "position() -> (epoch, batch)"},
     {"plan", (PyCFunction)loader_plan, METH_VARARGS, "plan(index, epoch) -> JSON text of ff_loader_plan"},
+    {"mix_plan", (PyCFunction)loader_mix_plan, METH_VARARGS,
+     "mix_plan(epoch, batch) -> JSON text of ff_loader_mix_plan (the batch stage's draws)"},
     {"stats", (PyCFunction)loader_stats, METH_NOARGS, "stats() -> dict"},
     {"held", (PyCFunction)loader_held, METH_NOARGS, "held() -> batches handed out and still referenced"},
     {NULL, NULL, 0, NULL},

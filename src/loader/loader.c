@@ -446,6 +446,7 @@ static void loader_free(ff_loader *l) {
   for (int i = 0; i < l->ring_size; i++) {
     if (l->ring[i].images) ff__batch_mem_free(l, l->ring[i].images);
     free(l->ring[i].labels);
+    free(l->ring[i].soft_labels);
     free(l->ring[i].sample_indices);
     if (l->ring[i].skip_msg && l->ring[i].replace_msg && l->ring[i].warn_msg) clear_skips(l, &l->ring[i]);
     free(l->ring[i].skip_msg);
@@ -467,6 +468,8 @@ static void loader_free(ff_loader *l) {
   free(l->order[0]);
   free(l->order[1]);
   free(l->perm);
+  ff__mix_plan_free(&l->mix_plan);
+  free(l->mix_scratch);
   ff__index_free(&l->index);
   pthread_mutex_destroy(&l->mu);
   pthread_cond_destroy(&l->work_cv);
@@ -525,11 +528,19 @@ static ff_status loader_start(ff_loader *l) {
     return ff__error_set(err, FF_EEMPTY, "%s: %zu samples for this rank%s, fewer than batch_size %d with drop_last",
                          c->source, l->num_samples, c->sampler_drop_last && l->index.count < (size_t)c->world_size ?
                          " (sampler_drop_last with fewer samples than ranks)" : "", c->batch_size);
+  if (l->pipe.has_mix &&
+      (st = ff__mix_check(&l->pipe.mix, l->pipe.out_height, l->pipe.out_width, c->batch_size,
+                          (int)(l->total_items % bs), l->pipe.ops[l->pipe.num_ops - 1].column, err)))
+    return st;
   if (l->total_items < bs) bs = l->total_items; /* memory for the largest batch there will be */
   l->batch_cap = (int)bs;
 
   size_t elem = l->pipe.output == FF__OUTPUT_NCHW_F32 ? sizeof(float) : 1;
   l->sample_bytes = (size_t)l->pipe.out_height * l->pipe.out_width * 3 * elem;
+  if (l->pipe.has_mix) {
+    if ((st = ff__mix_plan_alloc(&l->mix_plan, l->batch_cap, err))) return st;
+    if (!(l->mix_scratch = malloc(l->sample_bytes))) return ff__error_set(err, FF_ENOMEM, "out of memory");
+  }
   l->ring_size = c->prefetch + 1;
   l->num_threads = c->num_threads;
   l->order[0] = malloc(l->num_samples * sizeof *l->order[0]);
@@ -549,6 +560,8 @@ static ff_status loader_start(ff_loader *l) {
     e->loader = l;
     ff__batch_mem_alloc(l, bs * l->sample_bytes, &e->images);
     e->labels = malloc(bs * sizeof *e->labels);
+    if (l->pipe.has_mix && !(e->soft_labels = malloc(bs * (size_t)l->pipe.mix.num_classes * sizeof(float))))
+      return ff__error_set(err, FF_ENOMEM, "out of memory for soft labels of %zu x %d", bs, l->pipe.mix.num_classes);
     e->sample_indices = malloc(bs * sizeof *e->sample_indices);
     e->skip_msg = calloc(bs, sizeof *e->skip_msg);
     e->replace_msg = calloc(bs, sizeof *e->replace_msg);
@@ -722,6 +735,26 @@ static void hand_out(ff_loader *l, ff_batch *e, int ring_ready, uint64_t t0, uin
   l->stats.offload_share = device_share(l);
 }
 
+/* Mixup/CutMix on the batch just taken: its draws, its images (host
+ * memory, before any upload) and its soft labels. Consumer thread,
+ * unlocked. FF_OK or FF_EDATA (a label past num_classes). */
+static ff_status batch_stage(ff_loader *l, ff_batch *e) {
+  uint64_t t0 = ff__now_ns();
+  int h = l->pipe.out_height, w = l->pipe.out_width, n = (int)e->size;
+  ff__mix_plan_make(&l->pipe.mix, l->cfg.seed, e->epoch, e->index, n, h, w, &l->mix_plan);
+  int bad = ff__mix_targets(&l->mix_plan, l->pipe.mix.num_classes, e->labels, e->soft_labels);
+  if (bad >= 0)
+    return ff__error_set(&l->err, FF_EDATA, "%s: label %lld is not below mixup_cutmix's num_classes=%d",
+                         l->index.paths[e->sample_indices[bad]], (long long)e->labels[bad], l->pipe.mix.num_classes);
+  ff__mix_apply_images(&l->mix_plan, e->images, h, w, l->mix_scratch);
+  uint64_t ns = ff__now_ns() - t0;
+  e->stats.batch_stage_ns = ns;
+  pthread_mutex_lock(&l->mu);
+  l->stats.batch_stage_ns += ns;
+  pthread_mutex_unlock(&l->mu);
+  return FF_OK;
+}
+
 ff_status ff_loader_next(ff_loader *l, ff_batch **out) {
   if (!l->started_threads) return failed_open(l);
   size_t limit = 0, peak = 0;
@@ -778,6 +811,10 @@ ff_status ff_loader_next(ff_loader *l, ff_batch **out) {
   /* Outside the lock: the node's table may take a moment to get. */
   int threads;
   if (pending && ff__coord_report(l->coord, &interval, &threads) == FF_OK) ff__loader_set_active_threads(l, threads);
+  if (!st && l->pipe.has_mix && (st = batch_stage(l, *out))) {
+    ff_batch_release(*out);
+    *out = NULL;
+  }
   if (!st && (st = ff__dev_output_hand_out(l, *out))) {
     ff_batch_release(*out);
     *out = NULL;
@@ -838,6 +875,35 @@ void ff_batch_images(const ff_batch *b, ff_tensor *out) {
     int64_t shape[4] = {n, h, w, 3}, strides[4] = {h * w * 3, w * 3, 3, 1};
     memcpy(out->shape, shape, sizeof shape), memcpy(out->strides, strides, sizeof strides);
   }
+}
+
+ff_status ff_batch_soft_labels(const ff_batch *b, ff_tensor *out) {
+  memset(out, 0, sizeof *out);
+  if (!b->soft_labels) return FF_EINVAL;
+  out->data = b->soft_labels;
+  out->dtype = FF_FLOAT32;
+  out->ndim = 2;
+  out->shape[0] = (int64_t)b->size, out->shape[1] = b->loader->pipe.mix.num_classes;
+  out->strides[0] = out->shape[1], out->strides[1] = 1;
+  return FF_OK;
+}
+
+ff_status ff_loader_mix_plan(ff_loader *l, uint64_t epoch, size_t batch, char **json_out) {
+  if (!l->started_threads) return failed_open(l);
+  if (!json_out) return ff__error_set(&l->err, FF_EINVAL, "json_out is NULL");
+  if (!l->pipe.has_mix) return ff__error_set(&l->err, FF_EINVAL, "the pipeline has no mixup_cutmix stage");
+  if (batch >= l->num_batches)
+    return ff__error_set(&l->err, FF_EINVAL, "batch %zu is past the %zu batches of an epoch", batch, l->num_batches);
+  ff__mix_plan plan;
+  ff_status st = ff__mix_plan_alloc(&plan, l->batch_cap, &l->err);
+  if (st) return st;
+  ff__mix_plan_make(&l->pipe.mix, l->cfg.seed, epoch, batch, batch_count(l, batch), l->pipe.out_height,
+                    l->pipe.out_width, &plan);
+  char *json = ff__mix_plan_json(&l->pipe.mix, &plan);
+  ff__mix_plan_free(&plan);
+  if (!json) return ff__error_set(&l->err, FF_ENOMEM, "out of memory");
+  *json_out = json;
+  return FF_OK;
 }
 
 void ff_batch_labels(const ff_batch *b, ff_tensor *out) {

@@ -37,6 +37,7 @@ struct ff_batch {
   char **warn_msg;       /* per slot: the damage its decoder repaired, or NULL */
   void *images;
   int64_t *labels, *sample_indices;
+  float *soft_labels;    /* batch_cap x num_classes: the batch stage's targets, or NULL without one */
   ff__error error;       /* first error of the batch (on_error=raise) */
   uint64_t gen;          /* the loader's generation when it was split */
   int *slot_order;       /* slots in hand-out order: the device's first, so its microbatch starts early */
@@ -95,6 +96,10 @@ struct ff_loader {
   ff__offload *offload;
 
   ff__trace *trace;      /* NULL unless tracing (trace.c) */
+
+  /* the batch stage (mixup_cutmix), run by the consumer thread as a batch is handed out */
+  ff__mix_plan mix_plan;
+  float *mix_scratch;    /* one image */
 
   ff__device *out_dev;   /* dev_output.c: where batches are handed out, or NULL (host) */
   char out_device_name[64]; /* its name as configured ("cuda:0") */

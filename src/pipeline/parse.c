@@ -29,6 +29,8 @@ typedef enum arg_kind {
   ARG_INTERP,      /* ff__aug.bilinear: nearest | bilinear */
   ARG_FILL,        /* ff__aug.has_fill/fill: a number or (r, g, b) in [0, 255] */
   ARG_POLICY,      /* int: imagenet | cifar10 | svhn */
+  ARG_MIX_MODE,    /* int: batch | pair | elem (ff__mix_mode) */
+  ARG_CONVENTION,  /* int: timm | torchvision (ff__mix_convention) */
 } arg_kind;
 
 typedef struct arg_spec {
@@ -43,7 +45,7 @@ typedef struct op_spec {
   const char *name;
   ff__op_kind kind;
   ff__aug_op aug;  /* FF__OP_AUG */
-  arg_spec args[8];
+  arg_spec args[12];
 } op_spec;
 
 #define AT(field) offsetof(ff__op, field)
@@ -105,6 +107,17 @@ static const op_spec op_specs[] = {
     {"to_dtype", FF__OP_TO_DTYPE, 0, {{"dtype", ARG_DTYPE, 0, 0, 0, 0}, {"scale", ARG_TRUE, 0, 0, 0, 0}}},
     {"normalize", FF__OP_NORMALIZE, 0,
      {{"mean", ARG_RGB, 1, AT(mean), -BIG, BIG}, {"std", ARG_RGB, 1, AT(std), 1e-12, BIG}}},
+    {"mixup_cutmix", FF__OP_MIXUP_CUTMIX, 0,
+     {{"mixup_alpha", ARG_DOUBLE, 0, AT(mix.mixup_alpha), 0, 1e3},
+      {"cutmix_alpha", ARG_DOUBLE, 0, AT(mix.cutmix_alpha), 0, 1e3},
+      {"cutmix_minmax", ARG_RANGE, 0, AT(mix.cutmix_minmax), 0, 1},
+      {"prob", ARG_DOUBLE, 0, AT(mix.prob), 0, 1},
+      {"switch_prob", ARG_DOUBLE, 0, AT(mix.switch_prob), 0, 1},
+      {"mode", ARG_MIX_MODE, 0, AT(mix.mode), 0, 0},
+      {"correct_lam", ARG_BOOL, 0, AT(mix.correct_lam), 0, 0},
+      {"label_smoothing", ARG_DOUBLE, 0, AT(mix.label_smoothing), 0, 1},
+      {"num_classes", ARG_INT, 0, AT(mix.num_classes), 1, 1 << 24},
+      {"convention", ARG_CONVENTION, 0, AT(mix.convention), 0, 0}}},
 };
 #define NUM_OP_SPECS (sizeof op_specs / sizeof op_specs[0])
 
@@ -286,6 +299,14 @@ static ff_status set_arg(lexer *lx, ff__op *op, const arg_spec *a, const value *
       if (!strcmp(v->name, names[k])) return *(int *)field = k, FF_OK;
     return bad(lx, v, "imagenet, cifar10 or svhn");
   }
+  case ARG_MIX_MODE:
+  case ARG_CONVENTION: {
+    static const char *modes[] = {"batch", "pair", "elem", NULL}, *conventions[] = {"timm", "torchvision", NULL};
+    const char **names = a->kind == ARG_MIX_MODE ? modes : conventions;
+    for (int k = 0; names[k]; k++)
+      if (!strcmp(v->name, names[k])) return *(int *)field = k, FF_OK;
+    return bad(lx, v, a->kind == ARG_MIX_MODE ? "batch, pair or elem" : "timm or torchvision");
+  }
   }
   return FF_EINTERNAL;
 }
@@ -302,6 +323,9 @@ static void set_defaults(ff__op *op, const op_spec *spec) {
   op->aug.bilinear = spec->kind == FF__OP_AUG_MIX; /* AugMix defaults to bilinear, the rest to nearest */
   op->num_ops = 2, op->magnitude = 9, op->num_magnitude_bins = 31;
   op->severity = 3, op->mixture_width = 3, op->chain_depth = -1, op->all_ops = 1, op->alpha = 1.0;
+  /* timm.data.Mixup's defaults */
+  op->mix = (ff__mix_params){.mixup_alpha = 1.0, .prob = 1.0, .switch_prob = 0.5, .correct_lam = 1,
+                             .label_smoothing = -1, .num_classes = 1000};
 }
 
 static ff_status parse_op(lexer *lx, ff__op *op) {
@@ -404,7 +428,8 @@ static int max_steps(const ff__op *op) {
   case FF__OP_AUG_MIX: return 2 + op->mixture_width * (2 + (op->chain_depth > 0 ? op->chain_depth : 3));
   case FF__OP_DECODE:
   case FF__OP_TO_DTYPE:
-  case FF__OP_NORMALIZE: return 0;
+  case FF__OP_NORMALIZE:
+  case FF__OP_MIXUP_CUTMIX: return 0;
   default: return 1;
   }
 }
@@ -413,10 +438,23 @@ static ff_status check_whole(lexer *lx, ff__pipeline *p, int any_size) {
   if (p->ops[0].kind != FF__OP_DECODE)
     return fail(lx, (size_t)p->ops[0].column - 1, "expected %s", "'decode' as the first op");
   int steps = 0;
+  /* A batch stage ends the pipeline, after the per-sample ops it mixes the results of. */
+  const ff__op *stage = p->num_ops > 1 && p->ops[p->num_ops - 1].kind == FF__OP_MIXUP_CUTMIX ? &p->ops[p->num_ops - 1] : NULL;
+  int sample_ops = p->num_ops - (stage != NULL);
+  if (stage) {
+    const ff__op *before = &p->ops[sample_ops - 1];
+    if (before->kind != FF__OP_NORMALIZE && before->kind != FF__OP_TO_DTYPE)
+      return fail(lx, (size_t)stage->column - 1, "%s",
+                  "mixup_cutmix mixes float32 batches: put it after normalize (or to_dtype)");
+    p->has_mix = 1;
+    p->mix = stage->mix;
+  }
   for (int i = 1; i < p->num_ops; i++) {
     const ff__op *op = &p->ops[i];
     if (op->kind == FF__OP_DECODE) return fail(lx, (size_t)op->column - 1, "%s", "decode may only come first");
-    int last = i == p->num_ops - 1;
+    if (op->kind == FF__OP_MIXUP_CUTMIX && op != stage)
+      return fail(lx, (size_t)op->column - 1, "%s", "mixup_cutmix is a batch stage: it must be the last op");
+    int last = i == sample_ops - 1;
     if ((op->kind == FF__OP_TO_DTYPE || op->kind == FF__OP_NORMALIZE) && !last)
       return fail(lx, (size_t)op->column - 1, "%s", "to_dtype and normalize must be the last op");
     if ((steps += max_steps(op)) > FF__PLAN_MAX_STEPS)
@@ -427,7 +465,7 @@ static ff_status check_whole(lexer *lx, ff__pipeline *p, int any_size) {
     return fail(lx, strlen(lx->text), "%s",
                 "the output size depends on the image: end with random_resized_crop, center_crop, "
                 "crop or resize(size=(H, W)) so that every sample has the same size");
-  const ff__op *last = &p->ops[p->num_ops - 1];
+  const ff__op *last = &p->ops[sample_ops - 1];
   p->output = FF__OUTPUT_NHWC_U8;
   if (last->kind == FF__OP_TO_DTYPE || last->kind == FF__OP_NORMALIZE) {
     p->output = FF__OUTPUT_NCHW_F32;

@@ -14,6 +14,7 @@
 #include "codec/codec.h"
 #include "core/error.h"
 #include "ops/augment.h"
+#include "ops/batch_mix.h"
 
 #define FF__PIPELINE_MAX_OPS 32
 #define FF__PLAN_MAX_STEPS 96
@@ -34,6 +35,7 @@ typedef enum ff__op_kind {
   FF__OP_AUG_MIX,
   FF__OP_TO_DTYPE,
   FF__OP_NORMALIZE,
+  FF__OP_MIXUP_CUTMIX,         /* the batch stage (op.mix), after normalize/to_dtype */
 } ff__op_kind;
 
 typedef enum ff__aa_policy { FF__AA_IMAGENET, FF__AA_CIFAR10, FF__AA_SVHN } ff__aa_policy;
@@ -54,6 +56,7 @@ typedef struct ff__op {
   int policy;                                     /* auto_augment: ff__aa_policy */
   int severity, mixture_width, chain_depth, all_ops; /* aug_mix */
   double alpha;
+  ff__mix_params mix;      /* mixup_cutmix */
 } ff__op;
 
 typedef enum ff__output {
@@ -68,6 +71,8 @@ typedef struct ff__pipeline {
   uint64_t peak_pixels;      /* the largest fixed size an op produces, and that op's column */
   int peak_column;
   ff__output output;
+  int has_mix;               /* the pipeline ends with the batch stage mixup_cutmix (mix) */
+  ff__mix_params mix;
   float lut[3][256];         /* uint8 → float32 output value per channel (NCHW_F32) */
 } ff__pipeline;
 

@@ -139,7 +139,8 @@ void ff__plan_make(const ff__pipeline *pipe, uint64_t seed, uint64_t epoch, uint
       break;
     case FF__OP_DECODE:
     case FF__OP_TO_DTYPE:
-    case FF__OP_NORMALIZE: break;
+    case FF__OP_NORMALIZE:
+    case FF__OP_MIXUP_CUTMIX: break; /* a batch stage: drawn per batch (ops/batch_mix.h) */
     }
   }
 
