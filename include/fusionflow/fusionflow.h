@@ -257,6 +257,20 @@ typedef struct ff_config {
   int (*device_alloc)(void *ctx, size_t size_bytes, void *stream, void **out);
   void (*device_free)(void *ctx, void *ptr, size_t size_bytes, void *stream);
   void *device_alloc_ctx;
+  /* Repeated augmentation (DeiT's RASampler, timm's RepeatAugSampler with
+   * num_repeats = N and its default selected_round 256 / selected_ratio
+   * world_size): N >= 1 repeats each index of the epoch's permutation N
+   * times in a row before the strided split across ranks (so its copies go
+   * to different ranks), and each rank takes num_selected_samples of them:
+   * floor(n // 256 * 256 / world_size) for n >= 256 samples, else
+   * ceil(n / world_size), at most ceil(n * N / world_size). With
+   * permutation=torch the lists equal RepeatAugSampler's for seed 0 (it
+   * seeds torch.randperm with the epoch; here seed + epoch). Copy r of a
+   * sample draws its own augmentation (keyed by index and r; copy 0 draws
+   * as without repeats); ff_batch_sample_indices shows the copies as the
+   * same index. 0 (default): DistributedSampler's order. Not with
+   * sampler_drop_last (FF_EINVAL). */
+  int repeated_augmentations;
 } ff_config;
 
 /* Fills *cfg with the defaults above. Callers built against an older

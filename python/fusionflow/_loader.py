@@ -197,6 +197,12 @@ class Loader:
             ff_config.device_decode).
         deterministic (bool): bit-identical batches and exact resume whatever the load:
             device decode off whatever ``device_decode`` says.
+        repeated_augmentations (int): N >= 1 orders the epoch as timm's
+            RepeatAugSampler (DeiT's RASampler) with num_repeats=N: each sample
+            N times in a row before the split across ranks, num_selected_samples
+            per rank, each copy with its own augmentation draws; 0 (default):
+            DistributedSampler's order. With ``permutation="torch"`` and seed 0
+            the index lists equal RepeatAugSampler's.
         prefetch (int): batches prepared ahead, >= 1. At most ``prefetch + 1``
             batches can be alive at once (see below).
         num_workers, prefetch_factor, persistent_workers: DataLoader's names,
@@ -266,7 +272,8 @@ class Loader:
                  device="auto", prefetch=2, on_error="raise", rank=None, world_size=None, output="auto",
                  max_image_pixels=_c.DEFAULT_MAX_IMAGE_PIXELS, device_memory_limit_bytes=0, strict_decode=False,
                  allow_empty=False, sampler_drop_last=False, permutation="philox", pin_memory=None,
-                 output_device="cpu", device_decode="auto", deterministic=False, num_workers=None,
+                 output_device="cpu", device_decode="auto", deterministic=False, repeated_augmentations=0,
+                 num_workers=None,
                  prefetch_factor=None, persistent_workers=None, **dataloader_kwargs):
         self._c = None
         num_threads, prefetch = _dataloader_names(num_threads, num_workers, prefetch, prefetch_factor,
@@ -293,6 +300,10 @@ class Loader:
         if output not in _OUTPUTS:
             raise ValueError(f"fusionflow.Loader: output must be one of {', '.join(map(repr, _OUTPUTS))} "
                              f"(got {output!r})")
+        if isinstance(repeated_augmentations, bool) or not isinstance(repeated_augmentations, int) \
+                or not 0 <= repeated_augmentations <= 1 << 16:
+            raise ValueError(f"fusionflow.Loader: repeated_augmentations must be an int in [0, 65536] "
+                             f"(got {repeated_augmentations!r})")
         if not isinstance(pipeline, str):
             raise TypeError(f"fusionflow.Loader: pipeline must be a str (got {type(pipeline).__name__})")
         for name, value in (("batch_size", batch_size), ("prefetch", prefetch), ("seed", seed)):
@@ -342,7 +353,8 @@ class Loader:
                 allow_empty=bool(allow_empty), sampler_drop_last=self.sampler_drop_last,
                 torch_permutation=permutation == "torch",
                 pin_memory=-1 if pin_memory is None else int(pin_memory), output_device=output_device,
-                device_decode=_DEVICE_DECODE[device_decode], deterministic=bool(deterministic))
+                device_decode=_DEVICE_DECODE[device_decode], deterministic=bool(deterministic),
+                repeated_augmentations=repeated_augmentations)
         except _errors.DeviceError as e:
             raise _errors.DeviceUnavailableError(f"fusionflow.Loader(device={device!r}): {e}", e.status) from None
         with _open_lock:

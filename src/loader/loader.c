@@ -93,6 +93,13 @@ static ff_status check_config(ff_config *c, ff__error *err) {
     return ff__error_set(err, FF_EINVAL, "device_decode must be auto, off or on (got %d)", (int)c->device_decode);
   if (!c->device_alloc != !c->device_free)
     return ff__error_set(err, FF_EINVAL, "device_alloc and device_free go together: set both or neither");
+  if (c->struct_size > offsetof(ff_config, repeated_augmentations) &&
+      (c->repeated_augmentations < 0 || c->repeated_augmentations > 1 << 16))
+    return ff__error_set(err, FF_EINVAL, "repeated_augmentations must be in [0, 65536] (got %d)",
+                         c->repeated_augmentations);
+  if (c->repeated_augmentations && c->sampler_drop_last)
+    return ff__error_set(err, FF_EINVAL, "repeated_augmentations takes num_selected_samples per rank "
+                         "(RepeatAugSampler): sampler_drop_last does not apply");
   if (c->permutation != FF_PERMUTATION_PHILOX && c->permutation != FF_PERMUTATION_TORCH)
     return ff__error_set(err, FF_EINVAL, "permutation must be philox or torch (got %d)", (int)c->permutation);
   if (!c->device) c->device = "cpu";
@@ -128,6 +135,12 @@ static void clear_skips(ff_loader *l, ff_batch *e) {
 }
 
 static void compute_order(ff_loader *l, uint64_t epoch) {
+  if (l->cfg.repeated_augmentations) {
+    ff__sampler_ra_indices(l->index.count, l->cfg.shuffle, l->cfg.permutation, l->cfg.seed, epoch, l->cfg.rank,
+                           l->cfg.world_size, l->cfg.repeated_augmentations, l->perm, l->order[epoch & 1],
+                           l->repeat[epoch & 1]);
+    return;
+  }
   ff__sampler_indices(l->index.count, l->cfg.shuffle, l->cfg.permutation, l->cfg.seed, epoch, l->cfg.rank,
                       l->cfg.world_size, l->cfg.sampler_drop_last, l->perm, l->order[epoch & 1]);
 }
@@ -299,11 +312,13 @@ typedef struct worker_arg {
   ff__worker *worker;
 } worker_arg;
 
-/* What a worker needs to run sample `sample` of `epoch`. */
-static ff__sample_job sample_job(const ff_loader *l, uint64_t epoch, int64_t sample) {
+/* What a worker needs to run the sample at position `at` of `epoch`'s order. */
+static ff__sample_job sample_job(const ff_loader *l, uint64_t epoch, size_t at) {
   const ff_config *c = &l->cfg;
+  int64_t sample = l->order[epoch & 1][at];
   return (ff__sample_job){l->index.paths[sample], c->seed, epoch, (uint64_t)sample, c->max_image_pixels,
-                          c->max_jpeg_scans, c->max_metadata_bytes, c->strict_decode};
+                          c->max_jpeg_scans, c->max_metadata_bytes, c->strict_decode,
+                          l->repeat[epoch & 1] ? l->repeat[epoch & 1][at] : 0};
 }
 
 /* The most samples tried in place of one that failed (on_error=replace). */
@@ -324,7 +339,7 @@ static ff_status replace_sample(ff_loader *l, ff__worker *w, ff_batch *e, size_t
   ff_status st = err->status;
   for (size_t k = 1; k <= tries && st; k++) {
     int64_t sample = order[(at + k) % n];
-    ff__sample_job job = sample_job(l, e->epoch, sample);
+    ff__sample_job job = sample_job(l, e->epoch, (at + k) % n);
     st = ff__sample_run(w, &l->pipe, &job, e->images, slot, err);
     if (!st) *used = sample;
   }
@@ -345,9 +360,9 @@ static void *worker_loop(void *p) {
     uint64_t gen = l->gen;
     size_t pos = item % (size_t)l->cfg.batch_size;
     int slot = e->slot_order[pos], placement = e->placement[slot];
-    int64_t sample = l->order[e->epoch & 1][item - pos + (size_t)slot];
-    ff__sample_job job = sample_job(l, e->epoch, sample);
     size_t at = item - pos + (size_t)slot; /* the sample's place in the epoch's order */
+    int64_t sample = l->order[e->epoch & 1][at];
+    ff__sample_job job = sample_job(l, e->epoch, at);
     l->busy++;
     pthread_mutex_unlock(&l->mu);
 
@@ -468,6 +483,8 @@ static void loader_free(ff_loader *l) {
   free(l->order[0]);
   free(l->order[1]);
   free(l->perm);
+  free(l->repeat[0]);
+  free(l->repeat[1]);
   ff__mix_plan_free(&l->mix_plan);
   free(l->mix_scratch);
   ff__index_free(&l->index);
@@ -520,7 +537,9 @@ static ff_status loader_start(ff_loader *l) {
   if (c->permutation == FF_PERMUTATION_TORCH && c->shuffle && l->index.count > FF__TORCH_RANDPERM_MAX_N)
     return ff__error_set(err, FF_EINVAL, "permutation=torch reproduces torch.randperm up to %llu samples, "
                          "not %zu", (unsigned long long)FF__TORCH_RANDPERM_MAX_N, l->index.count);
-  l->num_samples = ff__sampler_num_samples(l->index.count, c->world_size, c->sampler_drop_last);
+  l->num_samples = c->repeated_augmentations
+                       ? ff__sampler_ra_num_samples(l->index.count, c->world_size, c->repeated_augmentations)
+                       : ff__sampler_num_samples(l->index.count, c->world_size, c->sampler_drop_last);
   size_t bs = (size_t)c->batch_size;
   l->num_batches = c->drop_last ? l->num_samples / bs : (l->num_samples + bs - 1) / bs;
   l->total_items = c->drop_last ? l->num_batches * bs : l->num_samples;
@@ -546,6 +565,9 @@ static ff_status loader_start(ff_loader *l) {
   l->order[0] = malloc(l->num_samples * sizeof *l->order[0]);
   l->order[1] = malloc(l->num_samples * sizeof *l->order[1]);
   l->perm = malloc(l->index.count * sizeof *l->perm);
+  for (int k = 0; k < 2 && c->repeated_augmentations; k++)
+    if (!(l->repeat[k] = malloc((l->num_samples ? l->num_samples : 1) * sizeof *l->repeat[k])))
+      return ff__error_set(err, FF_ENOMEM, "out of memory");
   l->ring = calloc((size_t)l->ring_size, sizeof *l->ring);
   l->workers = calloc((size_t)l->num_threads, sizeof *l->workers);
   l->threads = calloc((size_t)l->num_threads, sizeof *l->threads);

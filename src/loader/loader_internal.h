@@ -59,6 +59,7 @@ struct ff_loader {
   size_t num_samples, num_batches, total_items;
   int batch_cap;         /* the most samples a batch holds: batch_size, or the epoch's samples if fewer */
   int64_t *order[2], *perm; /* order[e & 1]: the sample order of epoch e */
+  uint32_t *repeat[2];   /* repeat[e & 1][k]: which copy order[e & 1][k] is (repeated augmentation), or NULL */
 
   pthread_mutex_t mu;
   pthread_cond_t work_cv, ready_cv;

@@ -141,6 +141,11 @@ static inline const double *ff__plan_step_box(const ff__plan *plan, int i, int w
   return i == 0 && d->scale_num > 0 && d->scale_num < 8 && w == d->width && h == d->height ? d->box : NULL;
 }
 
+/* The index a sample's draws are keyed by: its data set index, and for a
+ * repeated copy (repeated augmentation) the copy number above bit 40, so
+ * that copy 0 draws as the sample does without repeats. */
+static inline uint64_t ff__draw_index(uint64_t index, uint32_t repeat) { return index + ((uint64_t)repeat << 40); }
+
 /* Plans sample `index` of `epoch` for an image of info->width x
  * info->height. max_pixels goes into the decode request. */
 void ff__plan_make(const ff__pipeline *pipe, uint64_t seed, uint64_t epoch, uint64_t index,
