@@ -392,6 +392,24 @@ typedef struct ff_batch ff_batch;
  *     (FF_EDATA naming the file). With output_device the stage runs on the
  *     host batch before it goes up (the same bytes).
  *
+ * Views: several views of each sample after one shared decode (DINO's
+ * global and local crops, SimCLR's pairs), as
+ *   "decode || 2 x random_resized_crop(size=224, scale=(0.4, 1)) | random_horizontal_flip
+ *      | normalize(mean=imagenet, std=imagenet)
+ *    || 8 x random_resized_crop(size=96, scale=(0.05, 0.4)) | random_horizontal_flip
+ *      | normalize(mean=imagenet, std=imagenet)"
+ * `||` separates the shared decode from each group of views; `N x` makes
+ * the group N views (one without it). The image is decoded once, whole (no
+ * region or DCT-scaled decode); each group runs as the pipeline
+ * `decode(dct_scale=false) | OPS` on it: every view of a group has the
+ * group's size, groups may differ. View v (counted over the groups in
+ * order) of sample i draws from the sample's stream as index i + v * 2^52
+ * would (view 0 as the sample without views; ff_image_augment with that
+ * index and the group's pipeline gives the view's pixels). A batch holds
+ * one tensor per view (ff_batch_view_images); views run on the CPU (device
+ * and output_device cpu; "auto" stays on the CPU); at most 64 views in 8
+ * groups; mixup_cutmix does not take views.
+ *
  * The scheduler (ff_config.device other than "cpu"): the loader measures the
  * consumer's rate D (from the times between ff_loader_next calls) and the
  * CPU pool's capacity C (threads / measured CPU time per sample). While the
@@ -542,6 +560,17 @@ FF_API uint64_t ff_batch_epoch(const ff_batch *batch);
 /* The images, shape (N, 3, H, W) float32 for NCHW or (N, H, W, 3) uint8 for
  * NHWC, contiguous. Valid until the batch is released. */
 FF_API void ff_batch_images(const ff_batch *batch, ff_tensor *out);
+
+/* Views (a pipeline with `||`, see ff_loader_open): the views per sample,
+ * 1 without views. */
+FF_API size_t ff_loader_num_views(const ff_loader *loader);
+
+/* The images of view `view` (0 <= view < ff_loader_num_views), as
+ * ff_batch_images gives view 0 (which it is): shape (N, 3, H, W) float32 or
+ * (N, H, W, 3) uint8 with the view group's size, contiguous. Valid until
+ * the batch is released. FF_OK, or FF_EINVAL (out zeroed) for a view past
+ * the last. */
+FF_API ff_status ff_batch_view_images(const ff_batch *batch, size_t view, ff_tensor *out);
 
 /* The labels, shape (N,), int64. Valid until the batch is released. */
 FF_API void ff_batch_labels(const ff_batch *batch, ff_tensor *out);

@@ -246,6 +246,8 @@ class Loader:
         labels: ``(N,)`` int64 class indices; with a pipeline ending in the batch
             stage ``mixup_cutmix(...)``, the mixed soft targets instead:
             ``(N, num_classes)`` float32, as timm's Mixup returns them.
+    With views (``decode || 2 x OPS || 8 x OPS``, see fusionflow.h) images is a
+    list of per-view tensors, in view order (DINO's 2 global + 8 local crops).
 
     Zero copy and lifetime: the tensors are views of the loader's ring of
     ``prefetch + 1`` batch buffers. A buffer goes back to the ring when both
@@ -411,6 +413,8 @@ class Loader:
         del answer
         self.last_batch = BatchInfo(epoch, index, indices)
         convert = self._convert
+        if isinstance(images, list):  # views: one tensor per view
+            return [convert(v) for v in images], convert(labels)
         return convert(images), convert(labels)
 
     # -- epochs and resuming ---------------------------------------------------------------

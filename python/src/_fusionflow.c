@@ -696,6 +696,20 @@ static PyObject *loader_next_body(LoaderObject *self, PyObject *unused) {
   size_t n = ff_batch_size(b);
   const int64_t *idx = ff_batch_sample_indices(b);
   PyObject *images = images_new(o, b, &ti);
+  size_t views = ff_loader_num_views(c->loader);
+  if (images && views > 1) { /* views: a list of per-view tensors */
+    PyObject *list = PyList_New((Py_ssize_t)views);
+    if (list) PyList_SET_ITEM(list, 0, images);
+    else Py_DECREF(images);
+    for (size_t v = 1; list && v < views; v++) {
+      ff_tensor tv;
+      ff_batch_view_images(b, v, &tv);
+      PyObject *t = tensor_new(o, &tv);
+      if (!t) Py_CLEAR(list);
+      else PyList_SET_ITEM(list, (Py_ssize_t)v, t);
+    }
+    images = list;
+  }
   PyObject *labels = images ? tensor_new(o, &tl) : NULL;
   PyObject *indices = labels ? PyList_New((Py_ssize_t)n) : NULL;
   for (size_t i = 0; indices && i < n; i++) {

@@ -262,7 +262,12 @@ static void compact(ff_loader *l, ff_batch *e) {
   for (size_t s = 0; s < full; s++) {
     if (e->skip_msg[s]) continue;
     if (n != s) {
-      memmove((char *)e->images + n * l->sample_bytes, (char *)e->images + s * l->sample_bytes, l->sample_bytes);
+      for (int v = 0; v < l->views.num_views; v++) {
+        char *base = (char *)e->images + l->view_offset[v];
+        memmove(base + n * l->view_bytes[v], base + s * l->view_bytes[v], l->view_bytes[v]);
+      }
+      if (!l->views.num_views)
+        memmove((char *)e->images + n * l->sample_bytes, (char *)e->images + s * l->sample_bytes, l->sample_bytes);
       e->labels[n] = e->labels[s];
       e->sample_indices[n] = e->sample_indices[s];
     }
@@ -321,6 +326,14 @@ static ff__sample_job sample_job(const ff_loader *l, uint64_t epoch, size_t at) 
                           l->repeat[epoch & 1] ? l->repeat[epoch & 1][at] : 0};
 }
 
+/* Runs one sample on the CPU into `slot` of e: its pipeline, or its views. Unlocked. */
+static ff_status run_sample(ff_loader *l, ff__worker *w, ff_batch *e, const ff__sample_job *job, int slot,
+                            ff__error *err) {
+  if (l->views.num_groups)
+    return ff__views_run(&l->views, w, &l->view_region[w - l->workers], job, e->images, l->view_offset, slot, err);
+  return ff__sample_run(w, &l->pipe, job, e->images, slot, err);
+}
+
 /* The most samples tried in place of one that failed (on_error=replace). */
 #define MAX_REPLACE_TRIES 1000
 
@@ -340,7 +353,7 @@ static ff_status replace_sample(ff_loader *l, ff__worker *w, ff_batch *e, size_t
   for (size_t k = 1; k <= tries && st; k++) {
     int64_t sample = order[(at + k) % n];
     ff__sample_job job = sample_job(l, e->epoch, (at + k) % n);
-    st = ff__sample_run(w, &l->pipe, &job, e->images, slot, err);
+    st = run_sample(l, w, e, &job, slot, err);
     if (!st) *used = sample;
   }
   return st;
@@ -370,7 +383,7 @@ static void *worker_loop(void *p) {
     ff__offload_took took = {0};
     ff_status st = placement != FF_PLACEMENT_CPU
                        ? ff__offload_sample(l->offload, w, (int)(e - l->ring), &job, slot, placement, &took, &err)
-                       : ff__sample_run(w, &l->pipe, &job, e->images, slot, &err);
+                       : run_sample(l, w, e, &job, slot, &err);
     char *replace_msg = NULL;
     int64_t used = sample; /* the sample whose pixels fill the slot */
     if (st && !took.added && l->cfg.on_error == FF_ON_ERROR_REPLACE) {
@@ -485,6 +498,9 @@ static void loader_free(ff_loader *l) {
   free(l->perm);
   free(l->repeat[0]);
   free(l->repeat[1]);
+  for (int i = 0; i < l->num_threads && l->view_region; i++) ff__buf_free(&l->view_region[i]);
+  free(l->view_region);
+  ff__views_free(&l->views);
   ff__mix_plan_free(&l->mix_plan);
   free(l->mix_scratch);
   ff__index_free(&l->index);
@@ -524,7 +540,18 @@ static void join_node_group(ff_loader *l) {
 static ff_status loader_start(ff_loader *l) {
   ff__error *err = &l->err;
   ff_status st = check_config(&l->cfg, err);
-  if (!st) st = ff__pipeline_parse(l->cfg.pipeline, &l->pipe, err);
+  if (!st) st = ff__views_parse(l->cfg.pipeline, &l->views, err);
+  if (!st && l->views.num_groups) {
+    l->pipe = l->views.pipes[0];
+    if (!strcmp(l->cfg.device, "auto")) l->cfg.device = "cpu"; /* auto may always stay on the CPU */
+    if (strcmp(l->cfg.device, "cpu") || strcmp(l->cfg.output_device, "cpu"))
+      st = ff__error_set(err, FF_EINVAL, "a pipeline with views runs on the CPU: device and output_device must "
+                         "be cpu (got %s, %s)", l->cfg.device, l->cfg.output_device);
+    for (int g = 0; g < l->views.num_groups && !st; g++)
+      if (l->views.pipes[g].peak_pixels > l->pipe.peak_pixels) l->pipe.peak_pixels = l->views.pipes[g].peak_pixels;
+  } else if (!st) {
+    st = ff__pipeline_parse(l->cfg.pipeline, &l->pipe, err);
+  }
   if (!st && l->cfg.max_image_pixels && l->pipe.peak_pixels > l->cfg.max_image_pixels)
     st = ff__error_set(err, FF_EPIPELINE, "pipeline column %d: this op makes images of %llu pixels, over "
                        "max_image_pixels (%llu)", l->pipe.peak_column, (unsigned long long)l->pipe.peak_pixels,
@@ -556,6 +583,18 @@ static ff_status loader_start(ff_loader *l) {
 
   size_t elem = l->pipe.output == FF__OUTPUT_NCHW_F32 ? sizeof(float) : 1;
   l->sample_bytes = (size_t)l->pipe.out_height * l->pipe.out_width * 3 * elem;
+  size_t image_bytes = l->sample_bytes; /* per sample, all views */
+  if (l->views.num_groups) {
+    image_bytes = 0;
+    for (int v = 0; v < l->views.num_views; v++) {
+      const ff__pipeline *p = &l->views.pipes[l->views.group_of[v]];
+      l->view_bytes[v] = (size_t)p->out_height * p->out_width * 3 * (p->output == FF__OUTPUT_NCHW_F32 ? sizeof(float) : 1);
+      l->view_offset[v] = bs * image_bytes;
+      image_bytes += l->view_bytes[v];
+    }
+    if (!(l->view_region = calloc((size_t)c->num_threads, sizeof *l->view_region)))
+      return ff__error_set(err, FF_ENOMEM, "out of memory");
+  }
   if (l->pipe.has_mix) {
     if ((st = ff__mix_plan_alloc(&l->mix_plan, l->batch_cap, err))) return st;
     if (!(l->mix_scratch = malloc(l->sample_bytes))) return ff__error_set(err, FF_ENOMEM, "out of memory");
@@ -580,7 +619,7 @@ static ff_status loader_start(ff_loader *l) {
   for (int i = 0; i < l->ring_size; i++) {
     ff_batch *e = &l->ring[i];
     e->loader = l;
-    ff__batch_mem_alloc(l, bs * l->sample_bytes, &e->images);
+    ff__batch_mem_alloc(l, bs * image_bytes, &e->images);
     e->labels = malloc(bs * sizeof *e->labels);
     if (l->pipe.has_mix && !(e->soft_labels = malloc(bs * (size_t)l->pipe.mix.num_classes * sizeof(float))))
       return ff__error_set(err, FF_ENOMEM, "out of memory for soft labels of %zu x %d", bs, l->pipe.mix.num_classes);
@@ -882,11 +921,15 @@ ff_status ff_batch_wait_on(const ff_batch *b, void *stream) {
   return b->d_images ? ff__device_foreign_wait(b->loader->out_dev, stream, b->ready, NULL) : FF_OK;
 }
 
-void ff_batch_images(const ff_batch *b, ff_tensor *out) {
-  const ff__pipeline *p = &b->loader->pipe;
+size_t ff_loader_num_views(const ff_loader *l) { return l->views.num_groups ? (size_t)l->views.num_views : 1; }
+
+ff_status ff_batch_view_images(const ff_batch *b, size_t view, ff_tensor *out) {
+  const ff_loader *l = b->loader;
+  if (view >= ff_loader_num_views(l)) return memset(out, 0, sizeof *out), FF_EINVAL;
+  const ff__pipeline *p = l->views.num_groups ? &l->views.pipes[l->views.group_of[view]] : &l->pipe;
   int64_t n = (int64_t)b->size, h = p->out_height, w = p->out_width;
   memset(out, 0, sizeof *out);
-  out->data = b->d_images ? b->d_images : b->images;
+  out->data = b->d_images ? b->d_images : (char *)b->images + (l->views.num_groups ? l->view_offset[view] : 0);
   out->ndim = 4;
   if (p->output == FF__OUTPUT_NCHW_F32) {
     out->dtype = FF_FLOAT32, out->layout = FF_NCHW;
@@ -897,7 +940,10 @@ void ff_batch_images(const ff_batch *b, ff_tensor *out) {
     int64_t shape[4] = {n, h, w, 3}, strides[4] = {h * w * 3, w * 3, 3, 1};
     memcpy(out->shape, shape, sizeof shape), memcpy(out->strides, strides, sizeof strides);
   }
+  return FF_OK;
 }
+
+void ff_batch_images(const ff_batch *b, ff_tensor *out) { ff_batch_view_images(b, 0, out); }
 
 ff_status ff_batch_soft_labels(const ff_batch *b, ff_tensor *out) {
   memset(out, 0, sizeof *out);

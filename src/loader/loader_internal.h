@@ -18,6 +18,7 @@
 #include "loader/offload.h"
 #include "loader/trace.h"
 #include "pipeline/pipeline.h"
+#include "pipeline/views.h"
 #include "sched/coord.h"
 #include "sched/policy.h"
 #include "source/source.h"
@@ -98,6 +99,12 @@ struct ff_loader {
 
   ff__trace *trace;      /* NULL unless tracing (trace.c) */
 
+  /* views (pipeline/views.h): num_groups 0 without; pipe is then group 0's pipeline */
+  ff__views views;
+  size_t view_offset[FF__VIEWS_MAX]; /* bytes from a batch's images to view v's (N, ...) tensor */
+  size_t view_bytes[FF__VIEWS_MAX];  /* one image of view v */
+  ff__buf *view_region;  /* per worker: the view's crop, copied out of the shared decode */
+
   /* the batch stage (mixup_cutmix), run by the consumer thread as a batch is handed out */
   ff__mix_plan mix_plan;
   float *mix_scratch;    /* one image */
@@ -108,6 +115,14 @@ struct ff_loader {
   ff__device *host_dev;  /* batch_mem.c: the device whose host allocator gives the ring's pinned
                             images; NULL: ordinary memory */
 };
+
+/* ---- views.c, called by loader.c ---- */
+
+/* Reads and decodes job's file once and runs each of v's views into its
+ * part of images (view k at images + view_offset[k]) as `slot`; region is
+ * the worker's scratch. FF_OK or the sample's error naming the file. */
+ff_status ff__views_run(const ff__views *v, ff__worker *w, ff__buf *region, const ff__sample_job *job,
+                        void *images, const size_t *view_offset, int slot, ff__error *err);
 
 /* ---- batch_mem.c, called by loader.c ---- */
 
