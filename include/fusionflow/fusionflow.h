@@ -770,6 +770,36 @@ FF_API ff_status ff_loader_mix_plan(ff_loader *loader, uint64_t epoch, size_t ba
 FF_API ff_status ff_image_plan(const char *path, const char *pipeline, uint64_t seed, uint64_t epoch,
                                uint64_t index, char **json_out, char *errbuf, size_t errbuf_size);
 
+/*
+ * Training-recipe presets: a published recipe's training data pipeline as
+ * pipeline text (views and the batch stage included) with its sampler
+ * setting. Recipes: "deit", "torchvision-v2", "dino", "simclr",
+ * "resnet-strikes-back-a1" (source: each recipe's `source`). To use one,
+ * set ff_config.pipeline = pipeline and ff_config.repeated_augmentations =
+ * repeated_augmentations (the num_classes=1000 of its mixup_cutmix is
+ * ImageNet's: change it for another data set).
+ */
+typedef struct ff_recipe {
+  const char *name;
+  const char *source;      /* the recipe it follows: paper, script and the settings taken from it */
+  const char *pipeline;    /* pipeline text */
+  int repeated_augmentations; /* ff_config.repeated_augmentations (0: DistributedSampler's order) */
+  const char *needs;       /* the ops and arguments beyond decode/crops/flips/policies/normalize it uses,
+                              comma separated ("" none) */
+} ff_recipe;
+
+/* The i-th recipe (0-based), NULL past the last. Static data. */
+FF_API const ff_recipe *ff_recipe_at(size_t i);
+
+/* The recipe called name, or NULL. Static data. */
+FF_API const ff_recipe *ff_recipe_find(const char *name);
+
+/* Whether this build runs the recipe: FF_OK, or FF_EPIPELINE with
+ * errbuf (may be NULL) saying which ops it needs and the parser's message
+ * ("recipe deit needs ops this build does not have (...): pipeline column
+ * N: unknown op ..."); FF_EINVAL for NULL. Thread-safe. */
+FF_API ff_status ff_recipe_check(const ff_recipe *recipe, char *errbuf, size_t errbuf_size);
+
 /* Frees memory the library allocated for the caller (ff_image_augment, the
  * plans' JSON). NULL does nothing. */
 FF_API void ff_free(void *ptr);

@@ -136,6 +136,36 @@ def _close_all():
 _ON_ERROR = {"raise": 0, "skip": 1, "replace": 2}  # ff_on_error
 
 
+def recipes():
+    """The training-recipe presets: a dict name -> {"source", "pipeline",
+    "repeated_augmentations", "needs", "available"} (see ``fusionflow recipe --list``).
+    A recipe is available when this build has every op its pipeline uses."""
+    return {name: {"source": source, "pipeline": pipeline, "repeated_augmentations": repeats, "needs": needs,
+                   "available": why is None}
+            for name, source, pipeline, repeats, needs, why in _c.recipes()}
+
+
+def recipe_pipeline(name, num_classes=None):
+    """(pipeline, repeated_augmentations) of recipe ``name``, with its mixup_cutmix's
+    num_classes set (the recipes' 1000 is ImageNet's). Raises ValueError for an unknown
+    recipe, :class:`fusionflow.PipelineError` naming the ops a recipe needs that this
+    build lacks."""
+    for rname, _, pipeline, repeats, _, why in _c.recipes():
+        if rname != name:
+            continue
+        if why is not None:
+            raise _errors.PipelineError(why, -2)
+        if num_classes is not None:
+            if isinstance(num_classes, bool) or not isinstance(num_classes, int) or num_classes < 1:
+                raise ValueError(f"fusionflow: num_classes must be a positive int (got {num_classes!r})")
+            if "num_classes=1000" not in pipeline:
+                raise ValueError(f"fusionflow: recipe {name!r} has no batch stage: num_classes does not apply")
+            pipeline = pipeline.replace("num_classes=1000", f"num_classes={num_classes}")
+        return pipeline, repeats
+    names = ", ".join(r[0] for r in _c.recipes())
+    raise ValueError(f"fusionflow: unknown recipe {name!r} (recipes: {names})")
+
+
 class Loader:
     """Batches of augmented images from a folder or a list of files, prepared on a
     pool of C threads and handed out without copying.
@@ -205,6 +235,13 @@ class Loader:
             the index lists equal RepeatAugSampler's.
         prefetch (int): batches prepared ahead, >= 1. At most ``prefetch + 1``
             batches can be alive at once (see below).
+        recipe (str): a training-recipe preset instead of a pipeline ("deit",
+            "torchvision-v2", "dino", "simclr", "resnet-strikes-back-a1": see
+            :func:`fusionflow.recipes` and ``fusionflow recipe NAME``): its pipeline,
+            and its repeated_augmentations unless given; PipelineError naming the
+            ops it needs when this build lacks them.
+        num_classes (int): with recipe=, the classes of its mixup_cutmix (default
+            ImageNet's 1000).
         num_workers, prefetch_factor, persistent_workers: DataLoader's names,
             accepted: ``num_workers`` is ``num_threads`` (0, DataLoader's "in the
             main process", means all cores here); ``prefetch_factor`` counts
@@ -270,14 +307,27 @@ class Loader:
     wait for a batch at once (KeyboardInterrupt) and loses no batch.
     """
 
-    def __init__(self, source, pipeline, batch_size, shuffle=True, drop_last=False, seed=0, num_threads=None,
+    def __init__(self, source, pipeline=None, batch_size=None, shuffle=True, drop_last=False, seed=0, num_threads=None,
                  device="auto", prefetch=2, on_error="raise", rank=None, world_size=None, output="auto",
                  max_image_pixels=_c.DEFAULT_MAX_IMAGE_PIXELS, device_memory_limit_bytes=0, strict_decode=False,
                  allow_empty=False, sampler_drop_last=False, permutation="philox", pin_memory=None,
                  output_device="cpu", device_decode="auto", deterministic=False, repeated_augmentations=0,
                  num_workers=None,
-                 prefetch_factor=None, persistent_workers=None, **dataloader_kwargs):
+                 prefetch_factor=None, persistent_workers=None, recipe=None, num_classes=None,
+                 **dataloader_kwargs):
         self._c = None
+        if batch_size is None:
+            raise TypeError("fusionflow.Loader: batch_size is required")
+        if recipe is not None:
+            if pipeline is not None:
+                raise TypeError("fusionflow.Loader: give a pipeline or a recipe, not both")
+            pipeline, repeats = recipe_pipeline(recipe, num_classes)
+            if repeated_augmentations == 0:
+                repeated_augmentations = repeats
+        elif pipeline is None:
+            raise TypeError("fusionflow.Loader: a pipeline (or recipe=) is required")
+        elif num_classes is not None:
+            raise TypeError("fusionflow.Loader: num_classes= goes with recipe= (a pipeline says it in mixup_cutmix)")
         num_threads, prefetch = _dataloader_names(num_threads, num_workers, prefetch, prefetch_factor,
                                                   dataloader_kwargs)
         if device_decode not in _DEVICE_DECODE:

@@ -1056,7 +1056,26 @@ static PyObject *mod_status_str(PyObject *module, PyObject *arg) {
   return PyUnicode_FromString(ff_status_str((ff_status)v));
 }
 
+/* The recipe presets: a list of (name, source, pipeline, repeated_augmentations, needs, why), why
+ * None when this build runs the recipe, else ff_recipe_check's message. */
+static PyObject *mod_recipes(PyObject *module, PyObject *unused) {
+  (void)module, (void)unused;
+  PyObject *list = PyList_New(0);
+  for (size_t i = 0; list && ff_recipe_at(i); i++) {
+    const ff_recipe *r = ff_recipe_at(i);
+    char why[1024];
+    int ok = ff_recipe_check(r, why, sizeof why) == FF_OK;
+    PyObject *t = Py_BuildValue("(sssisz)", r->name, r->source, r->pipeline, r->repeated_augmentations, r->needs,
+                                ok ? NULL : why);
+    if (!t || PyList_Append(list, t)) Py_CLEAR(list);
+    Py_XDECREF(t);
+  }
+  return list;
+}
+
 static PyMethodDef module_methods[] = {
+    {"recipes", mod_recipes, METH_NOARGS,
+     "recipes() -> [(name, source, pipeline, repeated_augmentations, needs, why_not_runnable or None)]"},
     {"open_loader", (PyCFunction)(void (*)(void))loader_open, METH_VARARGS | METH_KEYWORDS,
      "open_loader(source, pipeline, batch_size=64, shuffle=1, drop_last=0, seed=0, num_threads=0, prefetch=2,\n"
      "            rank=-1, world_size=-1, on_error=0, max_image_pixels=89478485, device=\"cpu\",\n"
