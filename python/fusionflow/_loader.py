@@ -613,6 +613,7 @@ class Loader:
             device_decoder (str): what decodes device-placed samples ("libjpeg-turbo",
                 "nvjpeg-like", "nvjpeg-hardware", "nvjpeg-hybrid") or "none";
                 device_decoder_note (str): why it is "none".
+            batch_stage_ns (int): the mixup_cutmix batch stage (consumer thread, in next()).
             held (int): batches handed out and still referenced.
             op_costs (dict): per kind of op (``"resize"``, ``"fused_lut"``, ...):
                 calls, ns, pixels (ints), ns_per_image, ns_per_pixel (floats).

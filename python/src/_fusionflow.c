@@ -890,7 +890,7 @@ static PyObject *loader_stats_body(LoaderObject *self, PyObject *unused) {
     Py_XDECREF(skipped);
     return NULL;
   }
-  return Py_BuildValue("{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:i,s:N,s:N,s:s,s:K,s:K,s:K,s:n,s:n,s:d,s:K,s:K,s:N,s:s,s:s}",
+  return Py_BuildValue("{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:i,s:N,s:N,s:s,s:K,s:K,s:K,s:n,s:n,s:d,s:K,s:K,s:N,s:s,s:s,s:K}",
                        "batches", (unsigned long long)s.batches,
                        "samples", (unsigned long long)s.samples, "read_ns", (unsigned long long)s.read_ns,
                        "decode_ns", (unsigned long long)s.decode_ns, "ops_ns", (unsigned long long)s.ops_ns,
@@ -903,7 +903,8 @@ static PyObject *loader_stats_body(LoaderObject *self, PyObject *unused) {
                        (Py_ssize_t)s.device_pool_peak_bytes, "offload_share", s.offload_share, "replaced",
                        (unsigned long long)s.replaced, "warnings", (unsigned long long)s.warnings,
                        "warning_samples", warned, "device_decoder", s.device_decoder ? s.device_decoder : "none",
-                       "device_decoder_note", s.device_decoder_note ? s.device_decoder_note : "");
+                       "device_decoder_note", s.device_decoder_note ? s.device_decoder_note : "",
+                       "batch_stage_ns", (unsigned long long)s.batch_stage_ns);
 }
 
 

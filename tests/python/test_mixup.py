@@ -270,3 +270,12 @@ def test_mix_plan_json_is_valid(data):
         assert plan["partners"] == list(range(7, -1, -1))
         assert abs(plan["off_value"] - 0.1 / NUM_CLASSES) < 1e-7
         json.dumps(plan)
+
+
+def test_batches_on_an_output_device_are_the_cpu_batches(data):
+    """With output_device the stage mixes the host batch before it goes up: the same bytes on emu:0."""
+    pipe = stage(mixup_alpha=0.8, cutmix_alpha=1.0, mode="elem")
+    cpu, _ = batches(data, pipe)
+    emu, _ = batches(data, pipe, output_device="emu:0")
+    for (a, ya), (b, yb) in zip(cpu, emu):
+        assert torch.equal(bits(a), bits(b)) and torch.equal(bits(ya), bits(yb))
