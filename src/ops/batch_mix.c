@@ -205,31 +205,20 @@ void ff__mix_plan_make(const ff__mix_params *p, uint64_t seed, uint64_t epoch, u
   double off = smoothing / p->num_classes;
   plan->off_value = (float)off, plan->on_value = (float)(1.0 - smoothing + off);
   plan->rolled = p->convention == FF__MIX_TORCHVISION;
-  if (plan->rolled) {
+  if (plan->rolled || p->mode == FF__MIX_BATCH) { /* one draw for the whole batch */
     ff__mix_draw *d = &plan->draws[0];
     memset(d, 0, sizeof *d);
     plan->num_draws = 1;
     d->lam_draw = 1.0, d->lam = 1.0;
     if ((d->applied = uniform01(&r) < p->prob)) {
       draw_kind(p, &r, d);
-      d->lam_draw = (float)d->lam_draw; /* torch.distributions.Beta on float32 tensors */
+      if (plan->rolled) d->lam_draw = (float)d->lam_draw; /* torch.distributions.Beta on float32 tensors */
       d->lam = d->lam_draw;
-      if (d->cutmix) torchvision_box(&r, h, w, d);
+      if (d->cutmix && plan->rolled) torchvision_box(&r, h, w, d);
+      else if (d->cutmix && d->lam_draw != 1.0) timm_box(p, &r, h, w, 0, d);
     }
-    for (int i = 0; i < n; i++) set_elem(&plan->elems[i], (i + n - 1) % n, d, 0, 1);
-    return;
-  }
-  if (p->mode == FF__MIX_BATCH) {
-    ff__mix_draw *d = &plan->draws[0];
-    memset(d, 0, sizeof *d);
-    plan->num_draws = 1;
-    d->lam_draw = 1.0, d->lam = 1.0;
-    if ((d->applied = uniform01(&r) < p->prob)) {
-      draw_kind(p, &r, d);
-      d->lam = d->lam_draw;
-      if (d->cutmix && d->lam_draw != 1.0) timm_box(p, &r, h, w, 0, d);
-    }
-    for (int i = 0; i < n; i++) set_elem(&plan->elems[i], n - 1 - i, d, 0, 0);
+    for (int i = 0; i < n; i++)
+      set_elem(&plan->elems[i], plan->rolled ? (i + n - 1) % n : n - 1 - i, d, 0, plan->rolled);
     return;
   }
   int m = p->mode == FF__MIX_PAIR ? n / 2 : n;
