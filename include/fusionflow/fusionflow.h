@@ -268,8 +268,8 @@ typedef struct ff_config {
    * seeds torch.randperm with the epoch; here seed + epoch). Copy r of a
    * sample draws its own augmentation (keyed by index and r; copy 0 draws
    * as without repeats); ff_batch_sample_indices shows the copies as the
-   * same index. 0 (default): DistributedSampler's order. Not with
-   * sampler_drop_last (FF_EINVAL). */
+   * same index. 0 (default): DistributedSampler's order; at most 4096.
+   * Not with sampler_drop_last (FF_EINVAL). */
   int repeated_augmentations;
 } ff_config;
 

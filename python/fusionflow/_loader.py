@@ -353,8 +353,8 @@ class Loader:
             raise ValueError(f"fusionflow.Loader: output must be one of {', '.join(map(repr, _OUTPUTS))} "
                              f"(got {output!r})")
         if isinstance(repeated_augmentations, bool) or not isinstance(repeated_augmentations, int) \
-                or not 0 <= repeated_augmentations <= 1 << 16:
-            raise ValueError(f"fusionflow.Loader: repeated_augmentations must be an int in [0, 65536] "
+                or not 0 <= repeated_augmentations <= 4096:
+            raise ValueError(f"fusionflow.Loader: repeated_augmentations must be an int in [0, 4096] "
                              f"(got {repeated_augmentations!r})")
         if not isinstance(pipeline, str):
             raise TypeError(f"fusionflow.Loader: pipeline must be a str (got {type(pipeline).__name__})")

@@ -14,18 +14,4 @@ FF_HD static inline float ff__batch_blend(float x, float y, float a, float b) {
   return p + q;
 }
 
-/* Element k (0 .. 3*h*w - 1) of one image after the stage: dst is the
- * image's original value, src the partner's; kind 1 blends, 2 takes src
- * inside the box [y0, y1) x [x0, x1), 0 keeps dst. */
-FF_HD static inline float ff__batch_mix_at(int kind, float a, float b, int y0, int y1, int x0, int x1, int h, int w,
-                                           long k, float dst, float src) {
-  if (kind == 1) return ff__batch_blend(dst, src, a, b);
-  if (kind == 2) {
-    long plane = (long)h * w, in = k % plane;
-    int y = (int)(in / w), x = (int)(in % w);
-    return y >= y0 && y < y1 && x >= x0 && x < x1 ? src : dst;
-  }
-  return dst;
-}
-
 #endif

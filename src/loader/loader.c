@@ -94,8 +94,8 @@ static ff_status check_config(ff_config *c, ff__error *err) {
   if (!c->device_alloc != !c->device_free)
     return ff__error_set(err, FF_EINVAL, "device_alloc and device_free go together: set both or neither");
   if (c->struct_size > offsetof(ff_config, repeated_augmentations) &&
-      (c->repeated_augmentations < 0 || c->repeated_augmentations > 1 << 16))
-    return ff__error_set(err, FF_EINVAL, "repeated_augmentations must be in [0, 65536] (got %d)",
+      (c->repeated_augmentations < 0 || c->repeated_augmentations > 4096))
+    return ff__error_set(err, FF_EINVAL, "repeated_augmentations must be in [0, 4096] (got %d)",
                          c->repeated_augmentations);
   if (c->repeated_augmentations && c->sampler_drop_last)
     return ff__error_set(err, FF_EINVAL, "repeated_augmentations takes num_selected_samples per rank "
