@@ -33,14 +33,16 @@ ff_status ff__views_run(const ff__views *v, ff__worker *w, ff__buf *region, cons
     int x = r->crop_width ? r->crop_x : 0, y = r->crop_width ? r->crop_y : 0;
     int cw = r->crop_width ? r->crop_width : full.width, ch = r->crop_width ? r->crop_height : full.height;
     uint8_t *dst = ff__buf_reserve(region, (size_t)cw * ch * 3);
-    if (!dst) return ff__error_set(err, FF_ENOMEM, "%s: out of memory for a view of %dx%d", job->path, cw, ch);
+    if (!dst)
+      return ff__error_set(err, FF_ENOMEM, "%s: out of memory for a view of %dx%d", job->path, cw, ch);
     for (int row = 0; row < ch; row++)
-      memcpy(dst + (size_t)row * cw * 3, full.data + (size_t)(y + row) * full.stride + (size_t)x * 3, (size_t)cw * 3);
+      memcpy(dst + (size_t)row * cw * 3, full.data + (size_t)(y + row) * full.stride + (size_t)x * 3,
+             (size_t)cw * 3);
     ff__image img = {dst, cw, ch, 3, (size_t)cw * 3};
     st = ff__ops_run(&plan, &w->ops, &img, err);
     if (!st && (img.width != pipe->out_width || img.height != pipe->out_height))
-      st = ff__error_set(err, FF_EINTERNAL, "%s: view %d gave %dx%d instead of %dx%d", job->path, k, img.width,
-                         img.height, pipe->out_width, pipe->out_height);
+      st = ff__error_set(err, FF_EINTERNAL, "%s: view %d gave %dx%d instead of %dx%d", job->path, k,
+                         img.width, img.height, pipe->out_width, pipe->out_height);
     if (!st) ff__op_write_output(pipe, &img, (char *)images + view_offset[k], slot);
     w->ops_ns += ff__now_ns() - t1;
     if (st) return st;

@@ -26,11 +26,13 @@ ff_status ff__mix_check(const ff__mix_params *p, int h, int w, int batch_size, i
   char fmt[256];
   int minmax = p->cutmix_minmax[1] > 0;
   if (!(p->mixup_alpha > 0) && !(p->cutmix_alpha > 0) && !minmax)
-    return snprintf(fmt, sizeof fmt, "%s%s", pre, "one of mixup_alpha > 0, cutmix_alpha > 0 or cutmix_minmax is needed"),
+    return snprintf(fmt, sizeof fmt, "%s%s", pre,
+                    "one of mixup_alpha > 0, cutmix_alpha > 0 or cutmix_minmax is needed"),
            ff__error_set(err, FF_EPIPELINE, fmt, column);
   if (p->convention == FF__MIX_TORCHVISION) {
     if (p->mode != FF__MIX_BATCH)
-      return snprintf(fmt, sizeof fmt, "%s%s", pre, "convention=torchvision mixes whole batches (mode=batch)"),
+      return snprintf(fmt, sizeof fmt, "%s%s", pre,
+                      "convention=torchvision mixes whole batches (mode=batch)"),
              ff__error_set(err, FF_EPIPELINE, fmt, column);
     if (minmax)
       return snprintf(fmt, sizeof fmt, "%s%s", pre, "cutmix_minmax is timm's (convention=timm)"),
@@ -41,23 +43,26 @@ ff_status ff__mix_check(const ff__mix_params *p, int h, int w, int batch_size, i
                       "(CrossEntropyLoss(label_smoothing=...)); drop label_smoothing"),
              ff__error_set(err, FF_EPIPELINE, fmt, column);
     if (!p->correct_lam)
-      return snprintf(fmt, sizeof fmt, "%s%s", pre, "torchvision's CutMix always corrects λ (correct_lam=true)"),
+      return snprintf(fmt, sizeof fmt, "%s%s", pre,
+                      "torchvision's CutMix always corrects λ (correct_lam=true)"),
              ff__error_set(err, FF_EPIPELINE, fmt, column);
   } else {
     /* timm: assert len(x) % 2 == 0, on every batch */
     if (batch_size % 2 || last_size % 2)
-      return ff__error_set(err, FF_EPIPELINE,
-                           "pipeline column %d: mixup_cutmix: timm's Mixup needs an even batch size (got %s %d%s)",
-                           column, batch_size % 2 ? "batch_size" : "a last batch of", batch_size % 2 ? batch_size : last_size,
-                           batch_size % 2 ? "" : " samples: set drop_last or another batch_size");
+      return ff__error_set(
+          err, FF_EPIPELINE,
+          "pipeline column %d: mixup_cutmix: timm's Mixup needs an even batch size (got %s %d%s)", column,
+          batch_size % 2 ? "batch_size" : "a last batch of", batch_size % 2 ? batch_size : last_size,
+          batch_size % 2 ? "" : " samples: set drop_last or another batch_size");
     if (minmax) { /* numpy's randint(low, high) needs low < high */
       for (int d = 0; d < 2; d++) {
         int side = d ? w : h;
         if ((int)(side * p->cutmix_minmax[0]) >= (int)(side * p->cutmix_minmax[1]))
-          return ff__error_set(err, FF_EPIPELINE,
-                               "pipeline column %d: mixup_cutmix: cutmix_minmax (%g, %g) gives no box size on a "
-                               "side of %d pixels (int(%d * min) must be below int(%d * max))",
-                               column, p->cutmix_minmax[0], p->cutmix_minmax[1], side, side, side);
+          return ff__error_set(
+              err, FF_EPIPELINE,
+              "pipeline column %d: mixup_cutmix: cutmix_minmax (%g, %g) gives no box size on a "
+              "side of %d pixels (int(%d * min) must be below int(%d * max))",
+              column, p->cutmix_minmax[0], p->cutmix_minmax[1], side, side, side);
       }
     }
   }
@@ -123,7 +128,9 @@ static double beta_draw(ff__philox *r, double a) {
   }
 }
 
-static int randint(ff__philox *r, int lo, int hi_excl) { return (int)ff__philox_randint(r, lo, (int64_t)hi_excl - 1); }
+static int randint(ff__philox *r, int lo, int hi_excl) {
+  return (int)ff__philox_randint(r, lo, (int64_t)hi_excl - 1);
+}
 
 static int clip(int v, int lo, int hi) { return v < lo ? lo : v > hi ? hi : v; }
 
@@ -153,7 +160,8 @@ static void timm_box(const ff__mix_params *p, ff__philox *r, int h, int w, int f
   }
   d->box[0] = yl, d->box[1] = yh, d->box[2] = xl, d->box[3] = xh;
   d->lam = d->lam_draw;
-  if (p->correct_lam || p->cutmix_minmax[1] > 0) d->lam = 1.0 - (double)((yh - yl) * (xh - xl)) / (double)(h * w);
+  if (p->correct_lam || p->cutmix_minmax[1] > 0)
+    d->lam = 1.0 - (double)((yh - yl) * (xh - xl)) / (double)(h * w);
   if (f32) d->lam = (float)d->lam;
 }
 
@@ -196,12 +204,13 @@ static void set_elem(ff__mix_elem *e, int partner, const ff__mix_draw *d, int f3
   }
 }
 
-void ff__mix_plan_make(const ff__mix_params *p, uint64_t seed, uint64_t epoch, uint64_t batch, int n, int h, int w,
-                       ff__mix_plan *plan) {
+void ff__mix_plan_make(const ff__mix_params *p, uint64_t seed, uint64_t epoch, uint64_t batch, int n, int h,
+                       int w, ff__mix_plan *plan) {
   ff__philox r;
   ff__philox_init(&r, seed, FF__RNG_BATCH, batch, epoch);
   plan->n = n;
-  double smoothing = p->label_smoothing < 0 ? (p->convention == FF__MIX_TIMM ? 0.1 : 0.0) : p->label_smoothing;
+  double smoothing =
+      p->label_smoothing < 0 ? (p->convention == FF__MIX_TIMM ? 0.1 : 0.0) : p->label_smoothing;
   double off = smoothing / p->num_classes;
   plan->off_value = (float)off, plan->on_value = (float)(1.0 - smoothing + off);
   plan->rolled = p->convention == FF__MIX_TORCHVISION;
@@ -214,8 +223,10 @@ void ff__mix_plan_make(const ff__mix_params *p, uint64_t seed, uint64_t epoch, u
       draw_kind(p, &r, d);
       if (plan->rolled) d->lam_draw = (float)d->lam_draw; /* torch.distributions.Beta on float32 tensors */
       d->lam = d->lam_draw;
-      if (d->cutmix && plan->rolled) torchvision_box(&r, h, w, d);
-      else if (d->cutmix && d->lam_draw != 1.0) timm_box(p, &r, h, w, 0, d);
+      if (d->cutmix && plan->rolled)
+        torchvision_box(&r, h, w, d);
+      else if (d->cutmix && d->lam_draw != 1.0)
+        timm_box(p, &r, h, w, 0, d);
     }
     for (int i = 0; i < n; i++)
       set_elem(&plan->elems[i], plan->rolled ? (i + n - 1) % n : n - 1 - i, d, 0, plan->rolled);
@@ -236,7 +247,8 @@ void ff__mix_plan_make(const ff__mix_params *p, uint64_t seed, uint64_t epoch, u
   static const ff__mix_draw none = {.lam_draw = 1.0, .lam = 1.0};
   for (int i = 0; i < n; i++) {
     int j = n - 1 - i, k = p->mode == FF__MIX_PAIR ? (i < j ? i : j) : i;
-    set_elem(&plan->elems[i], j, k < m ? &plan->draws[k] : &none, 1, 0); /* none: the middle of an odd batch */
+    set_elem(&plan->elems[i], j, k < m ? &plan->draws[k] : &none, 1,
+             0); /* none: the middle of an odd batch */
   }
 }
 
@@ -245,7 +257,8 @@ void ff__mix_plan_make(const ff__mix_params *p, uint64_t seed, uint64_t epoch, u
 static void apply_one(const ff__mix_elem *e, float *dst, const float *src, int h, int w) {
   long plane = (long)h * w;
   if (e->kind == FF__MIX_BLEND) {
-    for (long k = 0; k < 3 * plane; k++) dst[k] = ff__batch_blend(dst[k], src[k], e->a, e->b);
+    for (long k = 0; k < 3 * plane; k++)
+      dst[k] = ff__batch_blend(dst[k], src[k], e->a, e->b);
   } else if (e->kind == FF__MIX_CUT && dst != src) {
     for (int c = 0; c < 3; c++)
       for (int y = e->y0; y < e->y1; y++)
@@ -261,7 +274,8 @@ void ff__mix_apply_images(const ff__mix_plan *plan, float *images, int h, int w,
   if (plan->rolled) {
     /* rolled (torchvision): image i takes image i-1's original; go down from the end */
     memcpy(scratch, images + (size_t)(n - 1) * elems, elems * sizeof *scratch);
-    for (int i = n - 1; i >= 1; i--) apply_one(&plan->elems[i], images + i * elems, images + (i - 1) * elems, h, w);
+    for (int i = n - 1; i >= 1; i--)
+      apply_one(&plan->elems[i], images + i * elems, images + (i - 1) * elems, h, w);
     apply_one(&plan->elems[0], images, scratch, h, w);
     return;
   }
@@ -288,7 +302,8 @@ int ff__mix_targets(const ff__mix_plan *plan, int num_classes, const int64_t *la
     int64_t own = labels[i], other = labels[e->partner];
     float *row = out + (size_t)i * num_classes;
     for (int c = 0; c < num_classes; c++) {
-      float y1 = c == own ? plan->on_value : plan->off_value, y2 = c == other ? plan->on_value : plan->off_value;
+      float y1 = c == own ? plan->on_value : plan->off_value,
+            y2 = c == other ? plan->on_value : plan->off_value;
       row[c] = ff__batch_blend(y1, y2, e->ta, e->tb);
     }
   }
@@ -301,7 +316,8 @@ char *ff__mix_plan_json(const ff__mix_params *p, const ff__mix_plan *plan) {
   char *s = malloc(cap);
   if (!s) return NULL;
 #define PUT(...) len += (size_t)snprintf(s + len, cap - len, __VA_ARGS__)
-  PUT("{\"convention\": \"%s\", \"mode\": \"%s\", \"batch_size\": %d, \"on_value\": %.9g, \"off_value\": %.9g, "
+  PUT("{\"convention\": \"%s\", \"mode\": \"%s\", \"batch_size\": %d, \"on_value\": %.9g, \"off_value\": "
+      "%.9g, "
       "\"draws\": [",
       p->convention == FF__MIX_TIMM ? "timm" : "torchvision", modes[p->mode], plan->n, plan->on_value,
       plan->off_value);
@@ -316,7 +332,8 @@ char *ff__mix_plan_json(const ff__mix_params *p, const ff__mix_plan *plan) {
     PUT("}");
   }
   PUT("], \"partners\": [");
-  for (int i = 0; i < plan->n; i++) PUT("%s%d", i ? ", " : "", plan->elems[i].partner);
+  for (int i = 0; i < plan->n; i++)
+    PUT("%s%d", i ? ", " : "", plan->elems[i].partner);
   PUT("]}");
 #undef PUT
   return s;

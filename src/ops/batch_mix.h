@@ -28,12 +28,12 @@ typedef enum ff__mix_convention { FF__MIX_TIMM, FF__MIX_TORCHVISION } ff__mix_co
 
 typedef struct ff__mix_params {
   double mixup_alpha, cutmix_alpha;
-  double cutmix_minmax[2];  /* (0, 0): none */
+  double cutmix_minmax[2]; /* (0, 0): none */
   double prob, switch_prob;
-  int mode;                 /* ff__mix_mode */
-  int convention;           /* ff__mix_convention */
+  int mode;       /* ff__mix_mode */
+  int convention; /* ff__mix_convention */
   int correct_lam;
-  double label_smoothing;   /* < 0 while unset: the convention's default (timm 0.1, torchvision 0) */
+  double label_smoothing; /* < 0 while unset: the convention's default (timm 0.1, torchvision 0) */
   int num_classes;
 } ff__mix_params;
 
@@ -41,31 +41,31 @@ typedef struct ff__mix_params {
 typedef enum ff__mix_kind { FF__MIX_NONE, FF__MIX_BLEND, FF__MIX_CUT } ff__mix_kind;
 
 typedef struct ff__mix_elem {
-  int partner;           /* the image it takes pixels from (its original, before the stage) */
-  int kind;              /* ff__mix_kind */
-  float a, b;            /* FF__MIX_BLEND: out = x * a + partner * b (float32, each product rounded) */
-  int y0, y1, x0, x1;    /* FF__MIX_CUT: rows [y0, y1), columns [x0, x1) come from the partner */
-  float ta, tb;          /* targets: own one-hot * ta + partner's one-hot * tb */
+  int partner;        /* the image it takes pixels from (its original, before the stage) */
+  int kind;           /* ff__mix_kind */
+  float a, b;         /* FF__MIX_BLEND: out = x * a + partner * b (float32, each product rounded) */
+  int y0, y1, x0, x1; /* FF__MIX_CUT: rows [y0, y1), columns [x0, x1) come from the partner */
+  float ta, tb;       /* targets: own one-hot * ta + partner's one-hot * tb */
 } ff__mix_elem;
 
 /* One draw of the reference (per batch in batch mode, per pair in pair
  * mode, per image in elem mode), as the reference's own code sees it. */
 typedef struct ff__mix_draw {
-  int applied;           /* the prob draw let it mix */
-  int cutmix;            /* CutMix rather than Mixup */
-  double lam_draw;       /* the Beta(alpha, alpha) draw (1 when not applied) */
-  int center[2];         /* CutMix from λ: (cy, cx) (timm: randint(0, H), randint(0, W); torchvision: r_y, r_x) */
-  int cut[2];            /* cutmix_minmax: (cut_h, cut_w) */
-  int corner[2];         /* cutmix_minmax: (yl, xl) */
-  int box[4];            /* (y0, y1, x0, x1) of the pasted region */
-  double lam;            /* the λ of the targets (corrected by the box's area where the reference does) */
+  int applied;     /* the prob draw let it mix */
+  int cutmix;      /* CutMix rather than Mixup */
+  double lam_draw; /* the Beta(alpha, alpha) draw (1 when not applied) */
+  int center[2];   /* CutMix from λ: (cy, cx) (timm: randint(0, H), randint(0, W); torchvision: r_y, r_x) */
+  int cut[2];      /* cutmix_minmax: (cut_h, cut_w) */
+  int corner[2];   /* cutmix_minmax: (yl, xl) */
+  int box[4];      /* (y0, y1, x0, x1) of the pasted region */
+  double lam;      /* the λ of the targets (corrected by the box's area where the reference does) */
 } ff__mix_draw;
 
 typedef struct ff__mix_plan {
   int n, num_draws;
-  int rolled;            /* image i's partner is i-1 (torchvision), else n-1-i (timm) */
-  ff__mix_elem *elems;   /* n */
-  ff__mix_draw *draws;   /* num_draws: 1 (batch), n / 2 (pair), n (elem) */
+  int rolled;          /* image i's partner is i-1 (torchvision), else n-1-i (timm) */
+  ff__mix_elem *elems; /* n */
+  ff__mix_draw *draws; /* num_draws: 1 (batch), n / 2 (pair), n (elem) */
   float on_value, off_value;
 } ff__mix_plan;
 
@@ -81,8 +81,8 @@ void ff__mix_plan_free(ff__mix_plan *plan);
 
 /* Draws the plan of batch `batch` of `epoch` (n images of h x w, n <= the
  * plan's cap) from the Philox stream (seed, FF__RNG_BATCH, batch, epoch). */
-void ff__mix_plan_make(const ff__mix_params *p, uint64_t seed, uint64_t epoch, uint64_t batch, int n, int h, int w,
-                       ff__mix_plan *plan);
+void ff__mix_plan_make(const ff__mix_params *p, uint64_t seed, uint64_t epoch, uint64_t batch, int n, int h,
+                       int w, ff__mix_plan *plan);
 
 /* Applies the plan to n float32 NCHW images of 3 x h x w in place; scratch
  * holds one image. */

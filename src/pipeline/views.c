@@ -37,8 +37,10 @@ ff_status ff__views_parse(const char *text, ff__views *out, ff__error *err) {
   size_t cuts[FF__VIEW_GROUPS_MAX + 1], ncuts = 0, len = strlen(text);
   int depth = 0;
   for (size_t i = 0; i + 1 < len; i++) {
-    if (text[i] == '(' || text[i] == '[') depth++;
-    else if (text[i] == ')' || text[i] == ']') depth--;
+    if (text[i] == '(' || text[i] == '[')
+      depth++;
+    else if (text[i] == ')' || text[i] == ']')
+      depth--;
     else if (!depth && text[i] == '|' && text[i + 1] == '|') {
       if (ncuts == FF__VIEW_GROUPS_MAX)
         return ff__error_set(err, FF_EPIPELINE, "pipeline column %zu: at most %d view groups", i + 1,
@@ -50,25 +52,31 @@ ff_status ff__views_parse(const char *text, ff__views *out, ff__error *err) {
   /* the head: decode, alone */
   char head[64];
   size_t h0 = strspn(text, " \t\n"), hlen = cuts[0] - h0;
-  while (hlen && isspace((unsigned char)text[h0 + hlen - 1])) hlen--;
+  while (hlen && isspace((unsigned char)text[h0 + hlen - 1]))
+    hlen--;
   if (hlen < sizeof head) memcpy(head, text + h0, hlen);
   head[hlen < sizeof head ? hlen : 0] = 0;
   if (strcmp(head, "decode") && strcmp(head, "decode()") && strcmp(head, "decode(dct_scale=false)"))
-    return ff__error_set(err, FF_EPIPELINE, "pipeline column %zu: expected 'decode' alone before the first '||' "
-                         "(the views share one decode of the whole image; each view's ops come after its '||')",
-                         h0 + 1);
+    return ff__error_set(
+        err, FF_EPIPELINE,
+        "pipeline column %zu: expected 'decode' alone before the first '||' "
+        "(the views share one decode of the whole image; each view's ops come after its '||')",
+        h0 + 1);
   out->pipes = calloc(ncuts, sizeof *out->pipes);
   if (!out->pipes) return ff__error_set(err, FF_ENOMEM, "out of memory parsing the views");
   cuts[ncuts] = len;
   for (size_t g = 0; g < ncuts; g++) {
     size_t start = cuts[g] + 2, end = g + 1 < ncuts ? cuts[g + 1] : len;
-    while (start < end && isspace((unsigned char)text[start])) start++;
+    while (start < end && isspace((unsigned char)text[start]))
+      start++;
     int count = 1;
     size_t digits = 0;
-    while (start + digits < end && isdigit((unsigned char)text[start + digits])) digits++;
+    while (start + digits < end && isdigit((unsigned char)text[start + digits]))
+      digits++;
     if (digits) {
       size_t k = start + digits;
-      while (k < end && isspace((unsigned char)text[k])) k++;
+      while (k < end && isspace((unsigned char)text[k]))
+        k++;
       if (k < end && text[k] == 'x' && k + 1 < end && isspace((unsigned char)text[k + 1])) {
         count = atoi(text + start);
         start = k + 1;
@@ -91,14 +99,18 @@ ff_status ff__views_parse(const char *text, ff__views *out, ff__error *err) {
     ff_status st = ff__pipeline_parse(group, &out->pipes[g], err);
     free(group);
     if (!st && out->pipes[g].has_mix)
-      st = ff__error_set(err, FF_EPIPELINE, "pipeline column %zu: mixup_cutmix mixes one image per sample: it "
-                         "does not take views", start + 1);
-    else if (st) st = moved_error(err, start, (int)g);
+      st = ff__error_set(err, FF_EPIPELINE,
+                         "pipeline column %zu: mixup_cutmix mixes one image per sample: it "
+                         "does not take views",
+                         start + 1);
+    else if (st)
+      st = moved_error(err, start, (int)g);
     if (st) {
       ff__views_free(out);
       return st;
     }
-    for (int k = 0; k < count; k++) out->group_of[out->num_views++] = (int)g;
+    for (int k = 0; k < count; k++)
+      out->group_of[out->num_views++] = (int)g;
     out->count[g] = count;
     out->num_groups = (int)g + 1;
   }

@@ -19,11 +19,11 @@
 #define FF__VIEW_GROUPS_MAX 8
 
 typedef struct ff__views {
-  int num_groups;        /* 0: a pipeline without views */
-  int num_views;         /* sum of count[] */
+  int num_groups; /* 0: a pipeline without views */
+  int num_views;  /* sum of count[] */
   int count[FF__VIEW_GROUPS_MAX];
   int group_of[FF__VIEWS_MAX];
-  ff__pipeline *pipes;   /* num_groups, one per group */
+  ff__pipeline *pipes; /* num_groups, one per group */
 } ff__views;
 
 /* Parses text into *out (num_groups 0 when it has no `||`: parse it as one
