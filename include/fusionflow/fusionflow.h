@@ -311,6 +311,20 @@ typedef struct ff_config {
    * ff_semantics). Part of what a batch is: the same seed, epoch and
    * semantics give the same batches; the random draws do not depend on it. */
   ff_semantics semantics;
+  /* Repeated augmentation (DeiT's RASampler, timm's RepeatAugSampler with
+   * num_repeats = N and its default selected_round 256 / selected_ratio
+   * world_size): N >= 1 repeats each index of the epoch's permutation N
+   * times in a row before the strided split across ranks (so its copies go
+   * to different ranks), and each rank takes num_selected_samples of them:
+   * floor(n // 256 * 256 / world_size) for n >= 256 samples, else
+   * ceil(n / world_size), at most ceil(n * N / world_size). With
+   * permutation=torch the lists equal RepeatAugSampler's for seed 0 (it
+   * seeds torch.randperm with the epoch; here seed + epoch). Copy r of a
+   * sample draws its own augmentation (keyed by index and r; copy 0 draws
+   * as without repeats); ff_batch_sample_indices shows the copies as the
+   * same index. 0 (default): DistributedSampler's order; at most 4096.
+   * Not with sampler_drop_last (FF_EINVAL). */
+  int repeated_augmentations;
 } ff_config;
 
 /* ff_config.output_dtype. */
@@ -492,6 +506,57 @@ typedef struct ff_batch ff_batch;
  *                                  (0.02, 1/3), aspect (0.3, 1/0.3) unless given). The
  *                                  noise comes from the sample's Philox stream.
  *
+ * A batch stage may follow normalize (or to_dtype), as the last op:
+ *   mixup_cutmix(mixup_alpha=1.0, cutmix_alpha=0.0, cutmix_minmax, prob=1.0, switch_prob=0.5,
+ *                mode=batch|pair|elem, correct_lam=true, label_smoothing, num_classes=1000,
+ *                convention=timm|torchvision)
+ *     Mixup and CutMix on the assembled float32 batch; the batch then also
+ *     has soft labels (ff_batch_soft_labels, N x num_classes float32).
+ *     Every draw comes from a Philox stream keyed by (seed, epoch, batch
+ *     index): the same batches whatever the threads (ff_loader_mix_plan).
+ *     convention=timm (default) is timm.data.Mixup (timm 1.0): with
+ *     probability prob per batch (mode=batch), per pair of images i and
+ *     N-1-i (pair) or per image (elem), λ ~ Beta(α, α), CutMix instead of
+ *     Mixup with probability switch_prob when both alphas are > 0; image i
+ *     mixes with image N-1-i of the batch (its original); Mixup is
+ *     x * λ + x' * (1 - λ) in float32, CutMix pastes x' into the box of
+ *     side sqrt(1 - λ) times the image's around a uniform centre, clipped
+ *     (or, with cutmix_minmax=(lo, hi), a box of uniform sides in
+ *     [lo, hi) of the image's anywhere inside), λ corrected to the kept
+ *     area when correct_lam or cutmix_minmax; the targets are
+ *     one-hot(label) * λ + one-hot(label') * (1 - λ) with label_smoothing
+ *     (default 0.1: off = s / num_classes, on = 1 - s + off). Batches of
+ *     odd size are refused at open (timm asserts an even batch: set
+ *     drop_last or an even batch_size); one that on_error=skip makes odd
+ *     mixes its middle image with itself.
+ *     convention=torchvision is torchvision.transforms.v2.MixUp / CutMix
+ *     (mode=batch only): image i mixes with image i-1 (the batch rolled by
+ *     one), CutMix's box has half-sides int(sqrt(1 - λ) / 2 * side) around
+ *     a uniform centre, λ always corrected, plain one-hot targets (no
+ *     label_smoothing: give it to the loss); both alphas > 0 behaves as
+ *     RandomChoice([MixUp, CutMix], p=[1 - switch_prob, switch_prob]) and
+ *     prob as RandomApply. A label outside [0, num_classes) fails its batch
+ *     (FF_EDATA naming the file). With output_device the stage runs on the
+ *     host batch before it goes up (the same bytes).
+ *
+ * Views: several views of each sample after one shared decode (DINO's
+ * global and local crops, SimCLR's pairs), as
+ *   "decode || 2 x random_resized_crop(size=224, scale=(0.4, 1)) | random_horizontal_flip
+ *      | normalize(mean=imagenet, std=imagenet)
+ *    || 8 x random_resized_crop(size=96, scale=(0.05, 0.4)) | random_horizontal_flip
+ *      | normalize(mean=imagenet, std=imagenet)"
+ * `||` separates the shared decode from each group of views; `N x` makes
+ * the group N views (one without it). The image is decoded once, whole (no
+ * region or DCT-scaled decode); each group runs as the pipeline
+ * `decode(dct_scale=false) | OPS` on it: every view of a group has the
+ * group's size, groups may differ. View v (counted over the groups in
+ * order) of sample i draws from the sample's stream as index i + v * 2^52
+ * would (view 0 as the sample without views; ff_image_augment with that
+ * index and the group's pipeline gives the view's pixels). A batch holds
+ * one tensor per view (ff_batch_view_images); views run on the CPU (device
+ * and output_device cpu; "auto" stays on the CPU); at most 64 views in 8
+ * groups; mixup_cutmix does not take views.
+ *
  * The scheduler (ff_config.device other than "cpu"): the loader measures the
  * consumer's rate D (from the times between ff_loader_next calls) and the
  * CPU pool's capacity C (threads / measured CPU time per sample). While the
@@ -645,8 +710,25 @@ FF_API uint64_t ff_batch_epoch(const ff_batch *batch);
  * elements, dense. Valid until the batch is released. */
 FF_API void ff_batch_images(const ff_batch *batch, ff_tensor *out);
 
+/* Views (a pipeline with `||`, see ff_loader_open): the views per sample,
+ * 1 without views. */
+FF_API size_t ff_loader_num_views(const ff_loader *loader);
+
+/* The images of view `view` (0 <= view < ff_loader_num_views), as
+ * ff_batch_images gives view 0 (which it is): shape (N, 3, H, W) float32 or
+ * (N, H, W, 3) uint8 with the view group's size, contiguous. Valid until
+ * the batch is released. FF_OK, or FF_EINVAL (out zeroed) for a view past
+ * the last. */
+FF_API ff_status ff_batch_view_images(const ff_batch *batch, size_t view, ff_tensor *out);
+
 /* The labels, shape (N,), int64. Valid until the batch is released. */
 FF_API void ff_batch_labels(const ff_batch *batch, ff_tensor *out);
+
+/* The soft labels of a pipeline ending in mixup_cutmix: shape (N,
+ * num_classes) float32, row-major, each row the sample's mixed target (see
+ * mixup_cutmix). Valid until the batch is released; host memory whatever
+ * output_device says. FF_OK, or FF_EINVAL (out zeroed) without the stage. */
+FF_API ff_status ff_batch_soft_labels(const ff_batch *batch, ff_tensor *out);
 
 /* Dataset indices of the batch's samples, N values (for debugging and tests). */
 FF_API const int64_t *ff_batch_sample_indices(const ff_batch *batch);
@@ -681,6 +763,8 @@ typedef struct ff_batch_info {
                                output_device (only when output_device is not the offload device) */
   uint64_t feeder_cpu_ns;   /* the device feeder thread's CPU time on its microbatch, waits included
                                (they sleep: events are blocking-sync), against device_ns */
+  uint64_t batch_stage_ns;  /* the batch stage (mixup_cutmix) on this batch: draws, soft labels and
+                               images, on the consumer thread in ff_loader_next, ns; 0 without one */
 } ff_batch_info;
 
 /* Fills *out for a held batch. Any thread. */
@@ -742,6 +826,7 @@ typedef struct ff_stats {
   uint64_t device_download_bytes;
   uint64_t host_round_trips;
   uint64_t feeder_cpu_ns;         /* the device feeder thread's CPU time (ff_batch_info.feeder_cpu_ns) */
+  uint64_t batch_stage_ns;   /* the batch stage (mixup_cutmix) on the batches handed out */
 } ff_stats;
 
 /* Fills *out. Any time, from the consumer thread. */
@@ -861,6 +946,23 @@ FF_API ff_status ff_image_augment_as(const char *path, const char *pipeline, ff_
 FF_API ff_status ff_loader_plan(ff_loader *loader, uint64_t index, uint64_t epoch, char **json_out);
 
 /*
+ * What the batch stage (mixup_cutmix) draws for batch `batch` of `epoch`
+ * (0 <= batch < ff_loader_num_batches) as a JSON object in *json_out (free
+ * it with ff_free): "convention", "mode", "batch_size" (the batch's size
+ * when none of its samples is skipped), "on_value", "off_value" (the
+ * smoothed one-hot values), "draws" (one for the batch in batch mode, one
+ * per pair i, N-1-i in pair mode, one per image in elem mode), each
+ * {"applied" (the prob draw), "cutmix", "lam_draw" (the Beta draw, 1 when
+ * not applied), "lam" (the targets' λ, area-corrected), and for a CutMix
+ * box "center": [cy, cx] (the box centre drawn), "cut": [h, w] and
+ * "corner": [y, x] (cutmix_minmax's draws), "box": [y0, y1, x0, x1]}, and
+ * "partners" (the image each image mixes with). A pure function of
+ * (seed, epoch, batch). Returns FF_OK, FF_EINVAL (no stage, batch out of
+ * range, json_out NULL) or FF_ENOMEM.
+ */
+FF_API ff_status ff_loader_mix_plan(ff_loader *loader, uint64_t epoch, size_t batch, char **json_out);
+
+/*
  * The same plan for one image file outside any loader, as ff_image_augment
  * draws it (sample `index` of `epoch` under `seed`; no "label" key).
  * Thread-safe. Returns FF_OK, FF_EPIPELINE, FF_EIO, FF_EDATA, FF_ETOOBIG,
@@ -875,6 +977,35 @@ FF_API ff_status ff_image_plan(const char *path, const char *pipeline, uint64_t 
 FF_API ff_status ff_image_plan_as(const char *path, const char *pipeline, ff_semantics semantics, uint64_t seed,
                                   uint64_t epoch, uint64_t index, char **json_out, char *errbuf,
                                   size_t errbuf_size);
+/*
+ * Training-recipe presets: a published recipe's training data pipeline as
+ * pipeline text (views and the batch stage included) with its sampler
+ * setting. Recipes: "deit", "torchvision-v2", "dino", "simclr",
+ * "resnet-strikes-back-a1" (source: each recipe's `source`). To use one,
+ * set ff_config.pipeline = pipeline and ff_config.repeated_augmentations =
+ * repeated_augmentations (the num_classes=1000 of its mixup_cutmix is
+ * ImageNet's: change it for another data set).
+ */
+typedef struct ff_recipe {
+  const char *name;
+  const char *source;      /* the recipe it follows: paper, script and the settings taken from it */
+  const char *pipeline;    /* pipeline text */
+  int repeated_augmentations; /* ff_config.repeated_augmentations (0: DistributedSampler's order) */
+  const char *needs;       /* the ops and arguments beyond decode/crops/flips/policies/normalize it uses,
+                              comma separated ("" none) */
+} ff_recipe;
+
+/* The i-th recipe (0-based), NULL past the last. Static data. */
+FF_API const ff_recipe *ff_recipe_at(size_t i);
+
+/* The recipe called name, or NULL. Static data. */
+FF_API const ff_recipe *ff_recipe_find(const char *name);
+
+/* Whether this build runs the recipe: FF_OK, or FF_EPIPELINE with
+ * errbuf (may be NULL) saying which ops it needs and the parser's message
+ * ("recipe deit needs ops this build does not have (...): pipeline column
+ * N: unknown op ..."); FF_EINVAL for NULL. Thread-safe. */
+FF_API ff_status ff_recipe_check(const ff_recipe *recipe, char *errbuf, size_t errbuf_size);
 
 /* Frees memory the library allocated for the caller (ff_image_augment, the
  * plans' JSON). NULL does nothing. */

@@ -22,14 +22,14 @@ from . import _fusionflow
 from ._errors import (DecodeError, DeviceError, DeviceUnavailableError, EmptySourceError, Error, InternalError,
                       InvalidArgumentError, LoaderFileNotFoundError, LoaderOSError, OutOfMemoryError, PipelineError)
 from ._fusionflow import Tensor
-from ._loader import BatchInfo, Loader, augment_image
+from ._loader import BatchInfo, Loader, augment_image, recipe_pipeline, recipes
 
 __version__ = "0.1.0"
 library_version = _fusionflow.version()
 """The linked C library's version, "MAJOR.MINOR.PATCH"."""
 
 __all__ = [
-    "Loader", "BatchInfo", "Tensor", "augment_image", "Error", "InvalidArgumentError", "PipelineError",
+    "Loader", "BatchInfo", "Tensor", "augment_image", "recipes", "recipe_pipeline", "Error", "InvalidArgumentError", "PipelineError",
     "DecodeError", "EmptySourceError", "LoaderOSError", "LoaderFileNotFoundError", "OutOfMemoryError",
     "DeviceError", "DeviceUnavailableError", "InternalError", "library_version",
 ]

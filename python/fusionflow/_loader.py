@@ -146,6 +146,36 @@ def _close_all():
 _ON_ERROR = {"raise": 0, "skip": 1, "replace": 2}  # ff_on_error
 
 
+def recipes():
+    """The training-recipe presets: a dict name -> {"source", "pipeline",
+    "repeated_augmentations", "needs", "available"} (see ``fusionflow recipe --list``).
+    A recipe is available when this build has every op its pipeline uses."""
+    return {name: {"source": source, "pipeline": pipeline, "repeated_augmentations": repeats, "needs": needs,
+                   "available": why is None}
+            for name, source, pipeline, repeats, needs, why in _c.recipes()}
+
+
+def recipe_pipeline(name, num_classes=None):
+    """(pipeline, repeated_augmentations) of recipe ``name``, with its mixup_cutmix's
+    num_classes set (the recipes' 1000 is ImageNet's). Raises ValueError for an unknown
+    recipe, :class:`fusionflow.PipelineError` naming the ops a recipe needs that this
+    build lacks."""
+    for rname, _, pipeline, repeats, _, why in _c.recipes():
+        if rname != name:
+            continue
+        if why is not None:
+            raise _errors.PipelineError(why, -2)
+        if num_classes is not None:
+            if isinstance(num_classes, bool) or not isinstance(num_classes, int) or num_classes < 1:
+                raise ValueError(f"fusionflow: num_classes must be a positive int (got {num_classes!r})")
+            if "num_classes=1000" not in pipeline:
+                raise ValueError(f"fusionflow: recipe {name!r} has no batch stage: num_classes does not apply")
+            pipeline = pipeline.replace("num_classes=1000", f"num_classes={num_classes}")
+        return pipeline, repeats
+    names = ", ".join(r[0] for r in _c.recipes())
+    raise ValueError(f"fusionflow: unknown recipe {name!r} (recipes: {names})")
+
+
 class Loader:
     """Batches of augmented images from a folder or a list of files, prepared on a
     pool of C threads and handed out without copying.
@@ -223,8 +253,21 @@ class Loader:
             policies' solarize thresholds differ by one level; v2's native uint8 resize is
             not reproduced -- see fusionflow.h, ff_semantics). The same seed and semantics
             give the same batches; the random draws do not depend on it.
+        repeated_augmentations (int): N >= 1 orders the epoch as timm's
+            RepeatAugSampler (DeiT's RASampler) with num_repeats=N: each sample
+            N times in a row before the split across ranks, num_selected_samples
+            per rank, each copy with its own augmentation draws; 0 (default):
+            DistributedSampler's order. With ``permutation="torch"`` and seed 0
+            the index lists equal RepeatAugSampler's.
         prefetch (int): batches prepared ahead, >= 1. At most ``prefetch + 1``
             batches can be alive at once (see below).
+        recipe (str): a training-recipe preset instead of a pipeline ("deit",
+            "torchvision-v2", "dino", "simclr", "resnet-strikes-back-a1": see
+            :func:`fusionflow.recipes` and ``fusionflow recipe NAME``): its pipeline,
+            and its repeated_augmentations unless given; PipelineError naming the
+            ops it needs when this build lacks them.
+        num_classes (int): with recipe=, the classes of its mixup_cutmix (default
+            ImageNet's 1000).
         num_workers, prefetch_factor, persistent_workers: DataLoader's names,
             accepted: ``num_workers`` is ``num_threads`` (0, DataLoader's "in the
             main process", means all cores here); ``prefetch_factor`` counts
@@ -263,7 +306,11 @@ class Loader:
     Each batch is ``(images, labels)``:
         images: ``(N, 3, H, W)`` float32 (pipelines ending in normalize/to_dtype)
             or ``(N, H, W, 3)`` uint8, C-contiguous, on the CPU.
-        labels: ``(N,)`` int64 class indices.
+        labels: ``(N,)`` int64 class indices; with a pipeline ending in the batch
+            stage ``mixup_cutmix(...)``, the mixed soft targets instead:
+            ``(N, num_classes)`` float32, as timm's Mixup returns them.
+    With views (``decode || 2 x OPS || 8 x OPS``, see fusionflow.h) images is a
+    list of per-view tensors, in view order (DINO's 2 global + 8 local crops).
 
     Zero copy and lifetime: the tensors are views of the loader's ring of
     ``prefetch + 1`` batch buffers. A buffer goes back to the ring when both
@@ -286,14 +333,27 @@ class Loader:
     wait for a batch at once (KeyboardInterrupt) and loses no batch.
     """
 
-    def __init__(self, source, pipeline, batch_size, shuffle=True, drop_last=False, seed=0, num_threads=None,
+    def __init__(self, source, pipeline=None, batch_size=None, shuffle=True, drop_last=False, seed=0, num_threads=None,
                  device="auto", prefetch=2, on_error="raise", rank=None, world_size=None, output="auto",
                  max_image_pixels=_c.DEFAULT_MAX_IMAGE_PIXELS, device_memory_limit_bytes=0, strict_decode=False,
                  allow_empty=False, sampler_drop_last=False, permutation="philox", pin_memory=None,
                  output_device="cpu", device_decode="auto", deterministic=False, dtype=None,
-                 memory_format=None, semantics="v1", num_workers=None,
-                 prefetch_factor=None, persistent_workers=None, **dataloader_kwargs):
+                 memory_format=None, semantics="v1", repeated_augmentations=0, num_workers=None,
+                 prefetch_factor=None, persistent_workers=None, recipe=None, num_classes=None,
+                 **dataloader_kwargs):
         self._c = None
+        if batch_size is None:
+            raise TypeError("fusionflow.Loader: batch_size is required")
+        if recipe is not None:
+            if pipeline is not None:
+                raise TypeError("fusionflow.Loader: give a pipeline or a recipe, not both")
+            pipeline, repeats = recipe_pipeline(recipe, num_classes)
+            if repeated_augmentations == 0:
+                repeated_augmentations = repeats
+        elif pipeline is None:
+            raise TypeError("fusionflow.Loader: a pipeline (or recipe=) is required")
+        elif num_classes is not None:
+            raise TypeError("fusionflow.Loader: num_classes= goes with recipe= (a pipeline says it in mixup_cutmix)")
         num_threads, prefetch = _dataloader_names(num_threads, num_workers, prefetch, prefetch_factor,
                                                   dataloader_kwargs)
         dtype_name = None if dtype is None else str(dtype).replace("torch.", "")
@@ -329,6 +389,10 @@ class Loader:
         if output not in _OUTPUTS:
             raise ValueError(f"fusionflow.Loader: output must be one of {', '.join(map(repr, _OUTPUTS))} "
                              f"(got {output!r})")
+        if isinstance(repeated_augmentations, bool) or not isinstance(repeated_augmentations, int) \
+                or not 0 <= repeated_augmentations <= 4096:
+            raise ValueError(f"fusionflow.Loader: repeated_augmentations must be an int in [0, 4096] "
+                             f"(got {repeated_augmentations!r})")
         if not isinstance(pipeline, str):
             raise TypeError(f"fusionflow.Loader: pipeline must be a str (got {type(pipeline).__name__})")
         for name, value in (("batch_size", batch_size), ("prefetch", prefetch), ("seed", seed)):
@@ -381,7 +445,7 @@ class Loader:
                 pin_memory=-1 if pin_memory is None else int(pin_memory), output_device=output_device,
                 device_decode=_DEVICE_DECODE[device_decode], deterministic=bool(deterministic),
                 output_dtype=_DTYPES[dtype_name], memory_format=_MEMORY_FORMATS[format_name],
-                semantics=semantics_value)
+                semantics=semantics_value, repeated_augmentations=repeated_augmentations)
         except _errors.DeviceError as e:
             raise _errors.DeviceUnavailableError(f"fusionflow.Loader(device={device!r}): {e}", e.status) from None
         with _open_lock:
@@ -462,6 +526,8 @@ class Loader:
         del answer
         self.last_batch = BatchInfo(epoch, index, indices)
         convert = self._convert
+        if isinstance(images, list):  # views: one tensor per view
+            return [convert(v) for v in images], convert(labels)
         return convert(images), convert(labels)
 
     # -- epochs and resuming ---------------------------------------------------------------
@@ -507,6 +573,23 @@ class Loader:
         if epoch is None:
             epoch = self.epoch
         return json.loads(self._open().plan(index, epoch))
+
+    def mix_plan(self, batch, epoch=None):
+        """What the batch stage (``mixup_cutmix`` at the end of the pipeline)
+        draws for batch ``batch`` of ``epoch`` (default: the epoch the next batch
+        comes from): a dict with "convention", "mode", "batch_size", "on_value",
+        "off_value", "draws" (each with "applied", "cutmix", "lam_draw", "lam" and,
+        for a CutMix box, "center", "cut", "corner", "box" as [y0, y1, x0, x1]) and
+        "partners". The keys are those of ff_loader_mix_plan (fusionflow.h).
+
+        Raises: ValueError for a bad batch or epoch, or a pipeline without the stage.
+        """
+        for name, v in (("batch", batch), ("epoch", epoch)):
+            if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 0):
+                raise ValueError(f"fusionflow: mix_plan: {name} must be a non-negative int (got {v!r})")
+        if epoch is None:
+            epoch = self.epoch
+        return json.loads(self._open().mix_plan(epoch, batch))
 
     @property
     def epoch(self):
@@ -603,6 +686,7 @@ class Loader:
             host_round_trips (int): device-prepared samples that went down and up again
                 (output_device another device than the offload device).
             feeder_cpu_ns (int): CPU time of the device feeder thread (its waits sleep).
+            batch_stage_ns (int): the mixup_cutmix batch stage (consumer thread, in next()).
             held (int): batches handed out and still referenced.
             op_costs (dict): per kind of op (``"resize"``, ``"fused_lut"``, ...):
                 calls, ns, pixels (ints), ns_per_image, ns_per_pixel (floats).

@@ -550,20 +550,21 @@ static PyObject *loader_open(PyObject *module, PyObject *args, PyObject *kwargs)
                            "num_threads", "prefetch", "rank",      "world_size", "on_error", "max_image_pixels",
                            "device", "device_memory_limit_bytes", "strict_decode", "allow_empty",
                            "sampler_drop_last", "torch_permutation", "pin_memory", "output_device",
-                           "device_decode", "deterministic", "output_dtype", "memory_format", "semantics", NULL};
+                           "device_decode", "deterministic", "output_dtype", "memory_format", "semantics",
+                           "repeated_augmentations", NULL};
   ff_config cfg;
   ff_config_init(&cfg);
   PyObject *source_obj, *pipeline_obj;
   int on_error = FF_ON_ERROR_RAISE, torch_permutation = 0;
   unsigned long long seed = 0, max_pixels = cfg.max_image_pixels, device_limit = 0;
   int device_decode = FF_DEVICE_DECODE_AUTO, semantics = FF_SEMANTICS_V1;
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O&U|iiiKiiiiiO&sKppppisipiii:open_loader", kwlist,
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O&U|iiiKiiiiiO&sKppppisipiiii:open_loader", kwlist,
                                    PyUnicode_FSConverter, &source_obj, &pipeline_obj, &cfg.batch_size, &cfg.shuffle,
                                    &cfg.drop_last, &seed, &cfg.num_threads, &cfg.prefetch, &cfg.rank,
                                    &cfg.world_size, &on_error, to_u64, &max_pixels, &cfg.device, &device_limit,
                                    &cfg.strict_decode, &cfg.allow_empty, &cfg.sampler_drop_last, &torch_permutation,
                                    &cfg.pin_memory, &cfg.output_device, &device_decode, &cfg.deterministic,
-                                   &cfg.output_dtype, &cfg.memory_format, &semantics))
+                                   &cfg.output_dtype, &cfg.memory_format, &semantics, &cfg.repeated_augmentations))
     return NULL;
   cfg.semantics = (ff_semantics)semantics;
   cfg.permutation = torch_permutation ? FF_PERMUTATION_TORCH : FF_PERMUTATION_PHILOX;
@@ -717,9 +718,25 @@ static PyObject *loader_next_body(LoaderObject *self, PyObject *unused) {
   ff_tensor ti, tl;
   ff_batch_images(b, &ti);
   ff_batch_labels(b, &tl);
+  ff_tensor soft;
+  if (ff_batch_soft_labels(b, &soft) == FF_OK) tl = soft; /* mixup_cutmix: (N, num_classes) float32 */
   size_t n = ff_batch_size(b);
   const int64_t *idx = ff_batch_sample_indices(b);
   PyObject *images = images_new(o, b, &ti);
+  size_t views = ff_loader_num_views(c->loader);
+  if (images && views > 1) { /* views: a list of per-view tensors */
+    PyObject *list = PyList_New((Py_ssize_t)views);
+    if (list) PyList_SetItem(list, 0, images);
+    else Py_DECREF(images);
+    for (size_t v = 1; list && v < views; v++) {
+      ff_tensor tv;
+      ff_batch_view_images(b, v, &tv);
+      PyObject *t = tensor_new(o, &tv);
+      if (!t) Py_CLEAR(list);
+      else PyList_SetItem(list, (Py_ssize_t)v, t);
+    }
+    images = list;
+  }
   PyObject *labels = images ? tensor_new(o, &tl) : NULL;
   PyObject *indices = labels ? PyList_New((Py_ssize_t)n) : NULL;
   for (size_t i = 0; indices && i < n; i++) {
@@ -828,6 +845,21 @@ static PyObject *loader_plan(LoaderObject *self, PyObject *args) {
   return text;
 }
 
+/* The JSON text of ff_loader_mix_plan for (epoch, batch). */
+static PyObject *loader_mix_plan(LoaderObject *self, PyObject *args) {
+  unsigned long long epoch;
+  Py_ssize_t batch;
+  if (!PyArg_ParseTuple(args, "Kn:mix_plan", &epoch, &batch)) return NULL;
+  if (check_open(self)) return NULL;
+  if (batch < 0) return raise_status(FF_EINVAL, "batch must be >= 0");
+  char *json = NULL;
+  ff_status st = ff_loader_mix_plan(self->core->loader, epoch, (size_t)batch, &json);
+  if (st != FF_OK) return raise_status(st, ff_loader_errmsg(self->core->loader));
+  PyObject *text = PyUnicode_FromString(json);
+  ff_free(json);
+  return text;
+}
+
 /* (epoch, batch) of the batch the next next() hands out. */
 static PyObject *loader_position_body(LoaderObject *self, PyObject *unused) {
   (void)unused;
@@ -887,7 +919,7 @@ static PyObject *loader_stats_body(LoaderObject *self, PyObject *unused) {
     Py_XDECREF(skipped);
     return NULL;
   }
-  return Py_BuildValue("{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:i,s:N,s:N,s:s,s:K,s:K,s:K,s:n,s:n,s:d,s:K,s:K,s:N,s:s,s:s,s:K,s:K,s:K,s:K}",
+  return Py_BuildValue("{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:i,s:N,s:N,s:s,s:K,s:K,s:K,s:n,s:n,s:d,s:K,s:K,s:N,s:s,s:s,s:K,s:K,s:K,s:K,s:K}",
                        "batches", (unsigned long long)s.batches,
                        "samples", (unsigned long long)s.samples, "read_ns", (unsigned long long)s.read_ns,
                        "decode_ns", (unsigned long long)s.decode_ns, "ops_ns", (unsigned long long)s.ops_ns,
@@ -904,7 +936,8 @@ static PyObject *loader_stats_body(LoaderObject *self, PyObject *unused) {
                        "output_upload_bytes", (unsigned long long)s.output_upload_bytes,
                        "device_download_bytes", (unsigned long long)s.device_download_bytes,
                        "host_round_trips", (unsigned long long)s.host_round_trips,
-                       "feeder_cpu_ns", (unsigned long long)s.feeder_cpu_ns);
+                       "feeder_cpu_ns", (unsigned long long)s.feeder_cpu_ns,
+                       "batch_stage_ns", (unsigned long long)s.batch_stage_ns);
 }
 
 
@@ -987,6 +1020,8 @@ static PyMethodDef loader_methods[] = {
     {"seek", (PyCFunction)loader_seek, METH_VARARGS, "seek(epoch, batch)"},
     {"position", (PyCFunction)loader_position, METH_NOARGS, "position() -> (epoch, batch)"},
     {"plan", (PyCFunction)loader_plan, METH_VARARGS, "plan(index, epoch) -> JSON text of ff_loader_plan"},
+    {"mix_plan", (PyCFunction)loader_mix_plan, METH_VARARGS,
+     "mix_plan(epoch, batch) -> JSON text of ff_loader_mix_plan (the batch stage's draws)"},
     {"stats", (PyCFunction)loader_stats, METH_NOARGS, "stats() -> dict"},
     {"held", (PyCFunction)loader_held, METH_NOARGS, "held() -> batches handed out and still referenced"},
     {"set_device_free_bytes", (PyCFunction)loader_set_device_free_bytes, METH_VARARGS,
@@ -1074,7 +1109,26 @@ static PyObject *mod_status_str(PyObject *module, PyObject *arg) {
   return PyUnicode_FromString(ff_status_str((ff_status)v));
 }
 
+/* The recipe presets: a list of (name, source, pipeline, repeated_augmentations, needs, why), why
+ * None when this build runs the recipe, else ff_recipe_check's message. */
+static PyObject *mod_recipes(PyObject *module, PyObject *unused) {
+  (void)module, (void)unused;
+  PyObject *list = PyList_New(0);
+  for (size_t i = 0; list && ff_recipe_at(i); i++) {
+    const ff_recipe *r = ff_recipe_at(i);
+    char why[1024];
+    int ok = ff_recipe_check(r, why, sizeof why) == FF_OK;
+    PyObject *t = Py_BuildValue("(sssisz)", r->name, r->source, r->pipeline, r->repeated_augmentations, r->needs,
+                                ok ? NULL : why);
+    if (!t || PyList_Append(list, t)) Py_CLEAR(list);
+    Py_XDECREF(t);
+  }
+  return list;
+}
+
 static PyMethodDef module_methods[] = {
+    {"recipes", mod_recipes, METH_NOARGS,
+     "recipes() -> [(name, source, pipeline, repeated_augmentations, needs, why_not_runnable or None)]"},
     {"open_loader", (PyCFunction)(void (*)(void))loader_open, METH_VARARGS | METH_KEYWORDS,
      "open_loader(source, pipeline, batch_size=64, shuffle=1, drop_last=0, seed=0, num_threads=0, prefetch=2,\n"
      "            rank=-1, world_size=-1, on_error=0, max_image_pixels=89478485, device=\"cpu\",\n"

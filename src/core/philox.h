@@ -21,7 +21,7 @@ typedef struct ff__philox {
 } ff__philox;
 
 /* Streams are separated by domain: */
-enum { FF__RNG_AUGMENT = 0x41554721u, FF__RNG_SHUFFLE = 0x53485546u };
+enum { FF__RNG_AUGMENT = 0x41554721u, FF__RNG_SHUFFLE = 0x53485546u, FF__RNG_BATCH = 0x42415443u };
 
 /* One Philox4x32-10 block: out = Philox(key, ctr). */
 FF_HD static inline void ff__philox4x32_10(const uint32_t key_in[2], const uint32_t ctr_in[4],

@@ -59,7 +59,7 @@ ff_status ff__sample_read(ff__worker *w, const ff__pipeline *pipe, const ff__sam
     st = ff__codec_probe(w->file.data, *size_bytes, job->path, job->max_pixels, &info, err);
     if (!st) {
       w->header = info;
-      ff__plan_make(pipe, job->seed, job->epoch, job->index, &info, job->max_pixels, plan);
+      ff__plan_make(pipe, job->seed, job->epoch, ff__draw_index(job->index, job->repeat), &info, job->max_pixels, plan);
       plan->decode.max_scans = job->max_scans;
       plan->decode.max_metadata_bytes = job->max_metadata_bytes;
       plan->decode.strict = job->strict;

@@ -30,6 +30,8 @@ typedef struct ff__sample_job {
   int max_scans;             /* see ff__decode_req */
   size_t max_metadata_bytes;
   int strict;
+  uint32_t repeat;           /* which copy of the sample (repeated augmentation), 0 .. repeats - 1: keys
+                                its draws together with index */
 } ff__sample_job;
 
 /* Reads the file (a regular file only, opened without blocking) and its

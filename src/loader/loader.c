@@ -95,6 +95,13 @@ static ff_status check_config(ff_config *c, ff__error *err) {
     return ff__error_set(err, FF_EINVAL, "device_decode must be auto, off or on (got %d)", (int)c->device_decode);
   if (!c->device_alloc != !c->device_free)
     return ff__error_set(err, FF_EINVAL, "device_alloc and device_free go together: set both or neither");
+  if (c->struct_size > offsetof(ff_config, repeated_augmentations) &&
+      (c->repeated_augmentations < 0 || c->repeated_augmentations > 4096))
+    return ff__error_set(err, FF_EINVAL, "repeated_augmentations must be in [0, 4096] (got %d)",
+                         c->repeated_augmentations);
+  if (c->repeated_augmentations && c->sampler_drop_last)
+    return ff__error_set(err, FF_EINVAL, "repeated_augmentations takes num_selected_samples per rank "
+                         "(RepeatAugSampler): sampler_drop_last does not apply");
   if (c->permutation != FF_PERMUTATION_PHILOX && c->permutation != FF_PERMUTATION_TORCH)
     return ff__error_set(err, FF_EINVAL, "permutation must be philox or torch (got %d)", (int)c->permutation);
   if (c->semantics != FF_SEMANTICS_V1 && c->semantics != FF_SEMANTICS_V2)
@@ -132,6 +139,12 @@ static void clear_skips(ff_loader *l, ff_batch *e) {
 }
 
 static void compute_order(ff_loader *l, uint64_t epoch) {
+  if (l->cfg.repeated_augmentations) {
+    ff__sampler_ra_indices(l->index.count, l->cfg.shuffle, l->cfg.permutation, l->cfg.seed, epoch, l->cfg.rank,
+                           l->cfg.world_size, l->cfg.repeated_augmentations, l->perm, l->order[epoch & 1],
+                           l->repeat[epoch & 1]);
+    return;
+  }
   ff__sampler_indices(l->index.count, l->cfg.shuffle, l->cfg.permutation, l->cfg.seed, epoch, l->cfg.rank,
                       l->cfg.world_size, l->cfg.sampler_drop_last, l->perm, l->order[epoch & 1]);
 }
@@ -258,8 +271,13 @@ static void compact(ff_loader *l, ff_batch *e) {
   for (size_t s = 0; s < full; s++) {
     if (e->skip_msg[s]) continue;
     if (n != s) {
-      memmove((char *)e->images + n * l->host_sample_bytes, (char *)e->images + s * l->host_sample_bytes,
-              l->host_sample_bytes);
+      for (int v = 0; v < l->views.num_views; v++) {
+        char *base = (char *)e->images + l->view_offset[v];
+        memmove(base + n * l->view_bytes[v], base + s * l->view_bytes[v], l->view_bytes[v]);
+      }
+      if (!l->views.num_views)
+        memmove((char *)e->images + n * l->host_sample_bytes, (char *)e->images + s * l->host_sample_bytes,
+                l->host_sample_bytes);
       e->labels[n] = e->labels[s];
       e->sample_indices[n] = e->sample_indices[s];
       if (e->dev_slot) e->dev_slot[n] = e->dev_slot[s];
@@ -310,11 +328,21 @@ typedef struct worker_arg {
   ff__worker *worker;
 } worker_arg;
 
-/* What a worker needs to run sample `sample` of `epoch`. */
-static ff__sample_job sample_job(const ff_loader *l, uint64_t epoch, int64_t sample) {
+/* What a worker needs to run the sample at position `at` of `epoch`'s order. */
+static ff__sample_job sample_job(const ff_loader *l, uint64_t epoch, size_t at) {
   const ff_config *c = &l->cfg;
+  int64_t sample = l->order[epoch & 1][at];
   return (ff__sample_job){l->index.paths[sample], c->seed, epoch, (uint64_t)sample, c->max_image_pixels,
-                          c->max_jpeg_scans, c->max_metadata_bytes, c->strict_decode};
+                          c->max_jpeg_scans, c->max_metadata_bytes, c->strict_decode,
+                          l->repeat[epoch & 1] ? l->repeat[epoch & 1][at] : 0};
+}
+
+/* Runs one sample on the CPU into `slot` of e: its pipeline, or its views. Unlocked. */
+static ff_status run_sample(ff_loader *l, ff__worker *w, ff_batch *e, const ff__sample_job *job, int slot,
+                            ff__error *err) {
+  if (l->views.num_groups)
+    return ff__views_run(&l->views, w, &l->view_region[w - l->workers], job, e->images, l->view_offset, slot, err);
+  return ff__sample_run(w, &l->host_pipe, job, e->images, slot, err);
 }
 
 /* The most samples tried in place of one that failed (on_error=replace). */
@@ -335,8 +363,8 @@ static ff_status replace_sample(ff_loader *l, ff__worker *w, ff_batch *e, size_t
   ff_status st = err->status;
   for (size_t k = 1; k <= tries && st; k++) {
     int64_t sample = order[(at + k) % n];
-    ff__sample_job job = sample_job(l, e->epoch, sample);
-    st = ff__sample_run(w, &l->host_pipe, &job, e->images, slot, err);
+    ff__sample_job job = sample_job(l, e->epoch, (at + k) % n);
+    st = run_sample(l, w, e, &job, slot, err);
     if (!st) *used = sample;
   }
   return st;
@@ -364,9 +392,9 @@ static void *worker_loop(void *p) {
     uint64_t gen = l->gen;
     size_t pos = item % (size_t)l->cfg.batch_size;
     int slot = e->slot_order[pos], placement = e->placement[slot];
-    int64_t sample = l->order[e->epoch & 1][item - pos + (size_t)slot];
-    ff__sample_job job = sample_job(l, e->epoch, sample);
     size_t at = item - pos + (size_t)slot; /* the sample's place in the epoch's order */
+    int64_t sample = l->order[e->epoch & 1][at];
+    ff__sample_job job = sample_job(l, e->epoch, at);
     l->busy++;
     pthread_mutex_unlock(&l->mu);
 
@@ -374,7 +402,7 @@ static void *worker_loop(void *p) {
     ff__offload_took took = {0};
     ff_status st = placement != FF_PLACEMENT_CPU
                        ? ff__offload_sample(l->offload, w, (int)(e - l->ring), &job, slot, placement, &took, &err)
-                       : ff__sample_run(w, &l->host_pipe, &job, e->images, slot, &err);
+                       : run_sample(l, w, e, &job, slot, &err);
     char *replace_msg = NULL;
     int64_t used = sample; /* the sample whose pixels fill the slot */
     if (st && !took.added && l->cfg.on_error == FF_ON_ERROR_REPLACE) {
@@ -470,6 +498,7 @@ static void loader_free(ff_loader *l) {
   for (int i = 0; i < l->ring_size; i++) {
     if (l->ring[i].images) ff__batch_mem_free(l, l->ring[i].images);
     free(l->ring[i].labels);
+    free(l->ring[i].soft_labels);
     free(l->ring[i].sample_indices);
     if (l->ring[i].skip_msg && l->ring[i].replace_msg && l->ring[i].warn_msg) clear_skips(l, &l->ring[i]);
     free(l->ring[i].skip_msg);
@@ -491,6 +520,13 @@ static void loader_free(ff_loader *l) {
   free(l->order[0]);
   free(l->order[1]);
   free(l->perm);
+  free(l->repeat[0]);
+  free(l->repeat[1]);
+  for (int i = 0; i < l->num_threads && l->view_region; i++) ff__buf_free(&l->view_region[i]);
+  free(l->view_region);
+  ff__views_free(&l->views);
+  ff__mix_plan_free(&l->mix_plan);
+  free(l->mix_scratch);
   ff__index_free(&l->index);
   pthread_mutex_destroy(&l->mu);
   pthread_cond_destroy(&l->work_cv);
@@ -529,9 +565,32 @@ static void join_node_group(ff_loader *l) {
 static ff_status loader_start(ff_loader *l) {
   ff__error *err = &l->err;
   ff_status st = check_config(&l->cfg, err);
-  if (!st) st = ff__pipeline_parse(l->cfg.pipeline, &l->pipe, err);
+  if (!st) st = ff__views_parse(l->cfg.pipeline, &l->views, err);
+  if (!st && l->views.num_groups) {
+    l->pipe = l->views.pipes[0];
+    if (!strcmp(l->cfg.device, "auto")) l->cfg.device = "cpu"; /* auto may always stay on the CPU */
+    if (strcmp(l->cfg.device, "cpu") || strcmp(l->cfg.output_device, "cpu"))
+      st = ff__error_set(err, FF_EINVAL, "a pipeline with views runs on the CPU: device and output_device must "
+                         "be cpu (got %s, %s)", l->cfg.device, l->cfg.output_device);
+    else if (l->cfg.output_dtype != FF_OUTPUT_DTYPE_AUTO || l->cfg.memory_format != FF_MEMORY_FORMAT_AUTO)
+      st = ff__error_set(err, FF_EINVAL, "a pipeline with views hands out each view in its default format: "
+                         "output_dtype and memory_format must be auto");
+    for (int g = 0; g < l->views.num_groups && !st; g++) {
+      ff__pipeline_set_semantics(&l->views.pipes[g], l->cfg.semantics);
+      if (l->views.pipes[g].peak_pixels > l->pipe.peak_pixels) l->pipe.peak_pixels = l->views.pipes[g].peak_pixels;
+    }
+  } else if (!st) {
+    st = ff__pipeline_parse(l->cfg.pipeline, &l->pipe, err);
+  }
   if (!st) ff__pipeline_set_semantics(&l->pipe, l->cfg.semantics);
   if (!st) st = ff__pipeline_set_output(&l->pipe, l->cfg.output_dtype, l->cfg.memory_format, err);
+  if (!st && l->pipe.has_mix && (l->pipe.out_custom || strcmp(l->cfg.output_device, "cpu")))
+    st = ff__error_set(err, FF_EINVAL, "mixup_cutmix mixes the float32 NCHW host batch: output_dtype and "
+                       "memory_format must be auto (or float32, contiguous) and output_device cpu");
+  for (int i = 0; !st && l->pipe.out_custom && i < l->pipe.num_ops; i++)
+    if (l->pipe.ops[i].kind == FF__OP_RANDOM_ERASING)
+      st = ff__error_set(err, FF_EINVAL, "random_erasing (pipeline column %d) writes the float32 NCHW output: "
+                         "output_dtype and memory_format must be auto (or float32, contiguous)", l->pipe.ops[i].column);
   if (!st) ff__dev_output_host_pipe(l);
   if (!st && l->cfg.max_image_pixels && l->pipe.peak_pixels > l->cfg.max_image_pixels)
     st = ff__error_set(err, FF_EPIPELINE, "pipeline column %d: this op makes images of %llu pixels, over "
@@ -545,7 +604,9 @@ static ff_status loader_start(ff_loader *l) {
   if (c->permutation == FF_PERMUTATION_TORCH && c->shuffle && l->index.count > FF__TORCH_RANDPERM_MAX_N)
     return ff__error_set(err, FF_EINVAL, "permutation=torch reproduces torch.randperm up to %llu samples, "
                          "not %zu", (unsigned long long)FF__TORCH_RANDPERM_MAX_N, l->index.count);
-  l->num_samples = ff__sampler_num_samples(l->index.count, c->world_size, c->sampler_drop_last);
+  l->num_samples = c->repeated_augmentations
+                       ? ff__sampler_ra_num_samples(l->index.count, c->world_size, c->repeated_augmentations)
+                       : ff__sampler_num_samples(l->index.count, c->world_size, c->sampler_drop_last);
   size_t bs = (size_t)c->batch_size;
   l->num_batches = c->drop_last ? l->num_samples / bs : (l->num_samples + bs - 1) / bs;
   l->total_items = c->drop_last ? l->num_batches * bs : l->num_samples;
@@ -553,16 +614,38 @@ static ff_status loader_start(ff_loader *l) {
     return ff__error_set(err, FF_EEMPTY, "%s: %zu samples for this rank%s, fewer than batch_size %d with drop_last",
                          c->source, l->num_samples, c->sampler_drop_last && l->index.count < (size_t)c->world_size ?
                          " (sampler_drop_last with fewer samples than ranks)" : "", c->batch_size);
+  if (l->pipe.has_mix &&
+      (st = ff__mix_check(&l->pipe.mix, l->pipe.out_height, l->pipe.out_width, c->batch_size,
+                          (int)(l->total_items % bs), l->pipe.ops[l->pipe.num_ops - 1].column, err)))
+    return st;
   if (l->total_items < bs) bs = l->total_items; /* memory for the largest batch there will be */
   l->batch_cap = (int)bs;
 
   l->sample_bytes = ff__pipeline_sample_bytes(&l->pipe);
   l->host_sample_bytes = ff__pipeline_sample_bytes(&l->host_pipe);
+  size_t image_bytes = l->sample_bytes; /* per sample, all views */
+  if (l->views.num_groups) {
+    image_bytes = 0;
+    for (int v = 0; v < l->views.num_views; v++) {
+      l->view_bytes[v] = ff__pipeline_sample_bytes(&l->views.pipes[l->views.group_of[v]]);
+      l->view_offset[v] = bs * image_bytes;
+      image_bytes += l->view_bytes[v];
+    }
+    if (!(l->view_region = calloc((size_t)c->num_threads, sizeof *l->view_region)))
+      return ff__error_set(err, FF_ENOMEM, "out of memory");
+  }
+  if (l->pipe.has_mix) {
+    if ((st = ff__mix_plan_alloc(&l->mix_plan, l->batch_cap, err))) return st;
+    if (!(l->mix_scratch = malloc(l->sample_bytes))) return ff__error_set(err, FF_ENOMEM, "out of memory");
+  }
   l->ring_size = c->prefetch + 1;
   l->num_threads = c->num_threads;
   l->order[0] = malloc(l->num_samples * sizeof *l->order[0]);
   l->order[1] = malloc(l->num_samples * sizeof *l->order[1]);
   l->perm = malloc(l->index.count * sizeof *l->perm);
+  for (int k = 0; k < 2 && c->repeated_augmentations; k++)
+    if (!(l->repeat[k] = malloc((l->num_samples ? l->num_samples : 1) * sizeof *l->repeat[k])))
+      return ff__error_set(err, FF_ENOMEM, "out of memory");
   l->ring = calloc((size_t)l->ring_size, sizeof *l->ring);
   l->workers = calloc((size_t)l->num_threads, sizeof *l->workers);
   l->threads = calloc((size_t)l->num_threads, sizeof *l->threads);
@@ -575,8 +658,10 @@ static ff_status loader_start(ff_loader *l) {
   for (int i = 0; i < l->ring_size; i++) {
     ff_batch *e = &l->ring[i];
     e->loader = l;
-    ff__batch_mem_alloc(l, bs * l->sample_bytes, &e->images);
+    ff__batch_mem_alloc(l, bs * image_bytes, &e->images);
     e->labels = malloc(bs * sizeof *e->labels);
+    if (l->pipe.has_mix && !(e->soft_labels = malloc(bs * (size_t)l->pipe.mix.num_classes * sizeof(float))))
+      return ff__error_set(err, FF_ENOMEM, "out of memory for soft labels of %zu x %d", bs, l->pipe.mix.num_classes);
     e->sample_indices = malloc(bs * sizeof *e->sample_indices);
     e->skip_msg = calloc(bs, sizeof *e->skip_msg);
     e->replace_msg = calloc(bs, sizeof *e->replace_msg);
@@ -754,6 +839,26 @@ static void hand_out(ff_loader *l, ff_batch *e, int ring_ready, uint64_t t0, uin
   l->stats.offload_share = device_share(l);
 }
 
+/* Mixup/CutMix on the batch just taken: its draws, its images (host
+ * memory, before any upload) and its soft labels. Consumer thread,
+ * unlocked. FF_OK or FF_EDATA (a label past num_classes). */
+static ff_status batch_stage(ff_loader *l, ff_batch *e) {
+  uint64_t t0 = ff__now_ns();
+  int h = l->pipe.out_height, w = l->pipe.out_width, n = (int)e->size;
+  ff__mix_plan_make(&l->pipe.mix, l->cfg.seed, e->epoch, e->index, n, h, w, &l->mix_plan);
+  int bad = ff__mix_targets(&l->mix_plan, l->pipe.mix.num_classes, e->labels, e->soft_labels);
+  if (bad >= 0)
+    return ff__error_set(&l->err, FF_EDATA, "%s: label %lld is not below mixup_cutmix's num_classes=%d",
+                         l->index.paths[e->sample_indices[bad]], (long long)e->labels[bad], l->pipe.mix.num_classes);
+  ff__mix_apply_images(&l->mix_plan, e->images, h, w, l->mix_scratch);
+  uint64_t ns = ff__now_ns() - t0;
+  e->stats.batch_stage_ns = ns;
+  pthread_mutex_lock(&l->mu);
+  l->stats.batch_stage_ns += ns;
+  pthread_mutex_unlock(&l->mu);
+  return FF_OK;
+}
+
 ff_status ff_loader_next(ff_loader *l, ff_batch **out) {
   if (!l->started_threads) return failed_open(l);
   size_t limit = 0, peak = 0;
@@ -810,6 +915,10 @@ ff_status ff_loader_next(ff_loader *l, ff_batch **out) {
   /* Outside the lock: the node's table may take a moment to get. */
   int threads;
   if (pending && ff__coord_report(l->coord, &interval, &threads) == FF_OK) ff__loader_set_active_threads(l, threads);
+  if (!st && l->pipe.has_mix && (st = batch_stage(l, *out))) {
+    ff_batch_release(*out);
+    *out = NULL;
+  }
   if (!st && (st = ff__dev_output_hand_out(l, *out))) {
     ff_batch_release(*out);
     *out = NULL;
@@ -855,11 +964,15 @@ ff_status ff_batch_wait_on(const ff_batch *b, void *stream) {
   return b->d_images ? ff__device_foreign_wait(b->loader->out_dev, stream, b->ready, NULL) : FF_OK;
 }
 
-void ff_batch_images(const ff_batch *b, ff_tensor *out) {
-  const ff__pipeline *p = &b->loader->pipe;
+size_t ff_loader_num_views(const ff_loader *l) { return l->views.num_groups ? (size_t)l->views.num_views : 1; }
+
+ff_status ff_batch_view_images(const ff_batch *b, size_t view, ff_tensor *out) {
+  const ff_loader *l = b->loader;
+  if (view >= ff_loader_num_views(l)) return memset(out, 0, sizeof *out), FF_EINVAL;
+  const ff__pipeline *p = l->views.num_groups ? &l->views.pipes[l->views.group_of[view]] : &l->pipe;
   int64_t n = (int64_t)b->size, h = p->out_height, w = p->out_width;
   memset(out, 0, sizeof *out);
-  out->data = b->d_images ? b->d_images : b->images;
+  out->data = b->d_images ? b->d_images : (char *)b->images + (l->views.num_groups ? l->view_offset[view] : 0);
   out->ndim = 4;
   out->dtype = (ff_dtype)p->out_dtype;
   if (p->out_planar) {
@@ -875,6 +988,38 @@ void ff_batch_images(const ff_batch *b, ff_tensor *out) {
     int64_t shape[4] = {n, h, w, 3}, strides[4] = {h * w * 3, w * 3, 3, 1};
     memcpy(out->shape, shape, sizeof shape), memcpy(out->strides, strides, sizeof strides);
   }
+  return FF_OK;
+}
+
+void ff_batch_images(const ff_batch *b, ff_tensor *out) { ff_batch_view_images(b, 0, out); }
+
+ff_status ff_batch_soft_labels(const ff_batch *b, ff_tensor *out) {
+  memset(out, 0, sizeof *out);
+  if (!b->soft_labels) return FF_EINVAL;
+  out->data = b->soft_labels;
+  out->dtype = FF_FLOAT32;
+  out->ndim = 2;
+  out->shape[0] = (int64_t)b->size, out->shape[1] = b->loader->pipe.mix.num_classes;
+  out->strides[0] = out->shape[1], out->strides[1] = 1;
+  return FF_OK;
+}
+
+ff_status ff_loader_mix_plan(ff_loader *l, uint64_t epoch, size_t batch, char **json_out) {
+  if (!l->started_threads) return failed_open(l);
+  if (!json_out) return ff__error_set(&l->err, FF_EINVAL, "json_out is NULL");
+  if (!l->pipe.has_mix) return ff__error_set(&l->err, FF_EINVAL, "the pipeline has no mixup_cutmix stage");
+  if (batch >= l->num_batches)
+    return ff__error_set(&l->err, FF_EINVAL, "batch %zu is past the %zu batches of an epoch", batch, l->num_batches);
+  ff__mix_plan plan;
+  ff_status st = ff__mix_plan_alloc(&plan, l->batch_cap, &l->err);
+  if (st) return st;
+  ff__mix_plan_make(&l->pipe.mix, l->cfg.seed, epoch, batch, batch_count(l, batch), l->pipe.out_height,
+                    l->pipe.out_width, &plan);
+  char *json = ff__mix_plan_json(&l->pipe.mix, &plan);
+  ff__mix_plan_free(&plan);
+  if (!json) return ff__error_set(&l->err, FF_ENOMEM, "out of memory");
+  *json_out = json;
+  return FF_OK;
 }
 
 void ff_batch_labels(const ff_batch *b, ff_tensor *out) {

@@ -18,6 +18,7 @@
 #include "loader/offload.h"
 #include "loader/trace.h"
 #include "pipeline/pipeline.h"
+#include "pipeline/views.h"
 #include "sched/coord.h"
 #include "sched/policy.h"
 #include "source/source.h"
@@ -37,6 +38,7 @@ struct ff_batch {
   char **warn_msg;       /* per slot: the damage its decoder repaired, or NULL */
   void *images;
   int64_t *labels, *sample_indices;
+  float *soft_labels;    /* batch_cap x num_classes: the batch stage's targets, or NULL without one */
   ff__error error;       /* first error of the batch (on_error=raise) */
   uint64_t gen;          /* the loader's generation when it was split */
   int *slot_order;       /* slots in hand-out order: the device's first, so its microbatch starts early */
@@ -67,6 +69,7 @@ struct ff_loader {
   size_t num_samples, num_batches, total_items;
   int batch_cap;         /* the most samples a batch holds: batch_size, or the epoch's samples if fewer */
   int64_t *order[2], *perm; /* order[e & 1]: the sample order of epoch e */
+  uint32_t *repeat[2];   /* repeat[e & 1][k]: which copy order[e & 1][k] is (repeated augmentation), or NULL */
 
   pthread_mutex_t mu;
   pthread_cond_t work_cv, ready_cv;
@@ -106,6 +109,16 @@ struct ff_loader {
 
   ff__trace *trace;      /* NULL unless tracing (trace.c) */
 
+  /* views (pipeline/views.h): num_groups 0 without; pipe is then group 0's pipeline */
+  ff__views views;
+  size_t view_offset[FF__VIEWS_MAX]; /* bytes from a batch's images to view v's (N, ...) tensor */
+  size_t view_bytes[FF__VIEWS_MAX];  /* one image of view v */
+  ff__buf *view_region;  /* per worker: the view's crop, copied out of the shared decode */
+
+  /* the batch stage (mixup_cutmix), run by the consumer thread as a batch is handed out */
+  ff__mix_plan mix_plan;
+  float *mix_scratch;    /* one image */
+
   ff__device *out_dev;   /* dev_output.c: where batches are handed out, or NULL (host) */
   char out_device_name[64]; /* its name as configured ("cuda:0") */
   ff__dstream *out_stream;
@@ -113,6 +126,14 @@ struct ff_loader {
   ff__device *host_dev;  /* batch_mem.c: the device whose host allocator gives the ring's pinned
                             images; NULL: ordinary memory */
 };
+
+/* ---- views.c, called by loader.c ---- */
+
+/* Reads and decodes job's file once and runs each of v's views into its
+ * part of images (view k at images + view_offset[k]) as `slot`; region is
+ * the worker's scratch. FF_OK or the sample's error naming the file. */
+ff_status ff__views_run(const ff__views *v, ff__worker *w, ff__buf *region, const ff__sample_job *job,
+                        void *images, const size_t *view_offset, int slot, ff__error *err);
 
 /* ---- batch_mem.c, called by loader.c ---- */
 

@@ -23,4 +23,18 @@ size_t ff__sampler_num_samples(size_t n, int world_size, int drop_last);
 void ff__sampler_indices(size_t n, int shuffle, int permutation, uint64_t seed, uint64_t epoch, int rank,
                          int world_size, int drop_last, int64_t *perm, int64_t *out);
 
+/* timm.data.distributed_sampler.RepeatAugSampler (DeiT's RASampler) with
+ * num_repeats = repeats (an integer >= 1) and its default selected_round
+ * (256) and selected_ratio (world_size): the positions per rank. */
+size_t ff__sampler_ra_num_samples(size_t n, int world_size, int repeats);
+
+/* Its index list for `rank` in `epoch`: the permutation as above (torch's
+ * is torch.randperm after manual_seed(seed + epoch); RepeatAugSampler seeds
+ * with the epoch alone, i.e. seed 0), each index repeated `repeats` times in
+ * a row, every world_size-th position from rank (wrapping around), the
+ * first ff__sampler_ra_num_samples. out_repeat[k] gets which copy (0 ..
+ * repeats - 1) out[k] is. `perm` is scratch for n values. */
+void ff__sampler_ra_indices(size_t n, int shuffle, int permutation, uint64_t seed, uint64_t epoch, int rank,
+                            int world_size, int repeats, int64_t *perm, int64_t *out, uint32_t *out_repeat);
+
 #endif

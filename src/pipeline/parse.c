@@ -39,6 +39,8 @@ typedef enum arg_kind {
   ARG_ERASE_VALUE, /* random_erasing value: a number, (r, g, b) or random */
   ARG_ERASE_MODE,  /* random_erasing mode (timm): const | rand | pixel */
   ARG_PATH,        /* a quoted string: policy_file's path (read by parse_op) */
+  ARG_MIX_MODE,    /* int: batch | pair | elem (ff__mix_mode) */
+  ARG_CONVENTION,  /* int: timm | torchvision (ff__mix_convention) */
 } arg_kind;
 
 typedef struct arg_spec {
@@ -53,7 +55,7 @@ typedef struct op_spec {
   const char *name;
   ff__op_kind kind;
   int aug;         /* FF__OP_AUG: the ff__aug_op; FF__OP_PIL: the ff__pil_op */
-  arg_spec args[8];
+  arg_spec args[12];
 } op_spec;
 
 #define AT(field) offsetof(ff__op, field)
@@ -182,6 +184,17 @@ static const op_spec op_specs[] = {
     {"to_dtype", FF__OP_TO_DTYPE, 0, {{"dtype", ARG_DTYPE, 0, 0, 0, 0}, {"scale", ARG_TRUE, 0, 0, 0, 0}}},
     {"normalize", FF__OP_NORMALIZE, 0,
      {{"mean", ARG_RGB, 1, AT(mean), -BIG, BIG}, {"std", ARG_RGB, 1, AT(std), 1e-12, BIG}}},
+    {"mixup_cutmix", FF__OP_MIXUP_CUTMIX, 0,
+     {{"mixup_alpha", ARG_DOUBLE, 0, AT(mix.mixup_alpha), 0, 1e3},
+      {"cutmix_alpha", ARG_DOUBLE, 0, AT(mix.cutmix_alpha), 0, 1e3},
+      {"cutmix_minmax", ARG_RANGE, 0, AT(mix.cutmix_minmax), 0, 1},
+      {"prob", ARG_DOUBLE, 0, AT(mix.prob), 0, 1},
+      {"switch_prob", ARG_DOUBLE, 0, AT(mix.switch_prob), 0, 1},
+      {"mode", ARG_MIX_MODE, 0, AT(mix.mode), 0, 0},
+      {"correct_lam", ARG_BOOL, 0, AT(mix.correct_lam), 0, 0},
+      {"label_smoothing", ARG_DOUBLE, 0, AT(mix.label_smoothing), 0, 1},
+      {"num_classes", ARG_INT, 0, AT(mix.num_classes), 1, 1 << 24},
+      {"convention", ARG_CONVENTION, 0, AT(mix.convention), 0, 0}}},
 };
 #define NUM_OP_SPECS (sizeof op_specs / sizeof op_specs[0])
 
@@ -457,6 +470,14 @@ static ff_status set_arg(lexer *lx, ff__op *op, const arg_spec *a, const value *
     static const char *const names[] = {"imagenet", "cifar10", "svhn"};
     return (*(int *)field = name_index(names, 3, v->name)) >= 0 ? FF_OK : bad(lx, v, "imagenet, cifar10 or svhn");
   }
+  case ARG_MIX_MODE:
+  case ARG_CONVENTION: {
+    static const char *modes[] = {"batch", "pair", "elem", NULL}, *conventions[] = {"timm", "torchvision", NULL};
+    const char **names = a->kind == ARG_MIX_MODE ? modes : conventions;
+    for (int k = 0; names[k]; k++)
+      if (!strcmp(v->name, names[k])) return *(int *)field = k, FF_OK;
+    return bad(lx, v, a->kind == ARG_MIX_MODE ? "batch, pair or elem" : "timm or torchvision");
+  }
   }
   return FF_EINTERNAL;
 }
@@ -482,6 +503,9 @@ static void set_defaults(ff__op *op, const op_spec *spec) {
   if (spec->kind >= FF__OP_TIMM_RAND_AUGMENT && spec->kind <= FF__OP_TIMM_AUG_MIX)
     ff__timm_defaults(spec->kind - FF__OP_TIMM_RAND_AUGMENT, &op->timm);
   if (spec->kind == FF__OP_PIL) op->pil.op = (ff__pil_op)spec->aug;
+  /* timm.data.Mixup's defaults */
+  op->mix = (ff__mix_params){.mixup_alpha = 1.0, .prob = 1.0, .switch_prob = 0.5, .correct_lam = 1,
+                             .label_smoothing = -1, .num_classes = 1000};
 }
 
 /* Whether an op may stand inside random_apply / random_choice: one that
@@ -753,7 +777,8 @@ static int max_steps(const ff__pipeline *p, int i) {
   case FF__OP_TIMM_AUG_MIX: return ff__timm_max_steps(&op->timm);
   case FF__OP_DECODE:
   case FF__OP_TO_DTYPE:
-  case FF__OP_NORMALIZE: return 0;
+  case FF__OP_NORMALIZE:
+  case FF__OP_MIXUP_CUTMIX: return 0;
   default: return 1;
   }
 }
@@ -765,7 +790,8 @@ static int max_steps(const ff__pipeline *p, int i) {
  * f32(f32(x - mean) / std) in both. */
 static void output_lut(ff__pipeline *p) {
   const ff__op *last = &p->ops[p->num_ops - 1];
-  while (last->kind == FF__OP_RANDOM_ERASING) last--; /* after normalize or to_dtype (check_whole) */
+  while (last->kind == FF__OP_RANDOM_ERASING || last->kind == FF__OP_MIXUP_CUTMIX)
+    last--; /* after normalize or to_dtype (check_whole) */
   p->output = FF__OUTPUT_NHWC_U8;
   if (last->kind != FF__OP_TO_DTYPE && last->kind != FF__OP_NORMALIZE) return;
   p->output = FF__OUTPUT_NCHW_F32;
@@ -780,11 +806,25 @@ static ff_status check_whole(lexer *lx, ff__pipeline *p, int any_size) {
   if (p->ops[0].kind != FF__OP_DECODE)
     return fail(lx, (size_t)p->ops[0].column - 1, "expected %s", "'decode' as the first op");
   int steps = 0;
+  /* A batch stage ends the pipeline, after the per-sample ops it mixes the results of. */
+  const ff__op *stage = p->num_ops > 1 && p->ops[p->num_ops - 1].kind == FF__OP_MIXUP_CUTMIX ? &p->ops[p->num_ops - 1] : NULL;
+  int sample_ops = p->num_ops - (stage != NULL);
+  if (stage) {
+    const ff__op *before = &p->ops[sample_ops - 1];
+    while (before > p->ops && before->kind == FF__OP_RANDOM_ERASING) before--; /* erasing works on the floats */
+    if (before->kind != FF__OP_NORMALIZE && before->kind != FF__OP_TO_DTYPE)
+      return fail(lx, (size_t)stage->column - 1, "%s",
+                  "mixup_cutmix mixes float32 batches: put it after normalize (or to_dtype)");
+    p->has_mix = 1;
+    p->mix = stage->mix;
+  }
   for (int i = 1; i < p->num_ops; i++) {
     const ff__op *op = &p->ops[i];
     if (op->kind == FF__OP_DECODE) return fail(lx, (size_t)op->column - 1, "%s", "decode may only come first");
-    int tail = 1; /* nothing but random_erasing after op i */
-    for (int k = i + 1; k < p->num_ops; k++) tail &= p->ops[k].kind == FF__OP_RANDOM_ERASING;
+    if (op->kind == FF__OP_MIXUP_CUTMIX && op != stage)
+      return fail(lx, (size_t)op->column - 1, "%s", "mixup_cutmix is a batch stage: it must be the last op");
+    int tail = 1; /* nothing but random_erasing after op i, up to the batch stage */
+    for (int k = i + 1; k < sample_ops; k++) tail &= p->ops[k].kind == FF__OP_RANDOM_ERASING;
     ff__op_kind before = p->ops[i - 1].kind;
     if ((op->kind == FF__OP_TO_DTYPE || op->kind == FF__OP_NORMALIZE) && !tail)
       return fail(lx, (size_t)op->column - 1, "%s", "to_dtype and normalize must be the last op (but for random_erasing)");

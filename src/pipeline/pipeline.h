@@ -17,6 +17,7 @@
 #include "ops/augment.h"
 #include "pipeline/timm.h"
 #include "pipeline/policy_file.h"
+#include "ops/batch_mix.h"
 
 #define FF__PIPELINE_MAX_OPS 32
 #define FF__PLAN_MAX_STEPS 96
@@ -49,6 +50,7 @@ typedef enum ff__op_kind {
   FF__OP_RANDOM_CHOICE,        /* one of the next group_len ops, op i with weight choice_p[i] (RandomChoice) */
   FF__OP_RANDOM_ERASING,       /* boxes of the normalized float output (RandomErasing, timm's RandomErasing) */
   FF__OP_POLICY_FILE,          /* the pipeline's policy table (policy_file.h), loaded from a JSON file */
+  FF__OP_MIXUP_CUTMIX,         /* the batch stage (op.mix), after normalize/to_dtype */
 } ff__op_kind;
 
 /* resize / random_resized_crop interpolation. */
@@ -105,6 +107,7 @@ typedef struct ff__op {
   int erase_random;        /* random_erasing (torchvision): value=random, per-value normal noise */
   float erase_value[3];    /* random_erasing (torchvision): the constant fill per channel */
   int min_count, max_count; /* random_erasing (timm): boxes per sample */
+  ff__mix_params mix;      /* mixup_cutmix */
 } ff__op;
 
 typedef enum ff__output {
@@ -119,6 +122,8 @@ typedef struct ff__pipeline {
   uint64_t peak_pixels;      /* the largest fixed size an op produces, and that op's column */
   int peak_column;
   ff__output output;
+  int has_mix;               /* the pipeline ends with the batch stage mixup_cutmix (mix) */
+  ff__mix_params mix;
   float lut[3][256];         /* uint8 → float32 output value per channel (NCHW_F32) */
   /* The output format (pipeline/output.c, ff_config.output_dtype and
    * memory_format); out_elem_bytes 0: the default of `output` above. */
@@ -226,6 +231,11 @@ static inline const double *ff__plan_step_box(const ff__plan *plan, int i, int w
   const ff__dct_box *d = &plan->dct;
   return i == 0 && d->scale_num > 0 && d->scale_num < 8 && w == d->width && h == d->height ? d->box : NULL;
 }
+
+/* The index a sample's draws are keyed by: its data set index, and for a
+ * repeated copy (repeated augmentation) the copy number above bit 40, so
+ * that copy 0 draws as the sample does without repeats. */
+static inline uint64_t ff__draw_index(uint64_t index, uint32_t repeat) { return index + ((uint64_t)repeat << 40); }
 
 /* Plans sample `index` of `epoch` for an image of info->width x
  * info->height. max_pixels goes into the decode request. */

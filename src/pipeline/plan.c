@@ -252,7 +252,8 @@ static int plan_op(const ff__pipeline *pipe, int i, ff__philox *rng, int64_t *hp
     break;
   case FF__OP_DECODE:
   case FF__OP_TO_DTYPE:
-  case FF__OP_NORMALIZE: break;
+  case FF__OP_NORMALIZE:
+  case FF__OP_MIXUP_CUTMIX: break; /* a batch stage: drawn per batch (ops/batch_mix.h) */
   }
   *hp = h, *wp = w;
   return i + 1;

@@ -1,0 +1,196 @@
+"""A drop-in for timm's ``timm.data.create_loader``: the same arguments, mapped to a
+fusionflow pipeline, sampler and batch stage, returning a :class:`fusionflow.Loader`.
+
+    from fusionflow.timm import create_loader
+    loader = create_loader("/data/imagenet/train", input_size=224, batch_size=128,
+                           is_training=True, num_workers=8, distributed=True,
+                           num_aug_repeats=3, collate_fn=Mixup(mixup_alpha=0.8, cutmix_alpha=1.0))
+
+What maps to what (timm 1.0's transforms_imagenet_train / transforms_imagenet_eval):
+  training   random_resized_crop(size, scale, ratio) | random_horizontal_flip(p=hflip)
+             | random_vertical_flip(p=vflip) | normalize(mean, std)
+  evaluation resize(floor(size / crop_pct)) | center_crop(size) | normalize(mean, std)
+  num_workers -> num_threads; is_training -> shuffle and drop_last, as timm's DataLoader;
+  distributed -> rank and world size from the environment (torchrun's RANK / WORLD_SIZE);
+  num_aug_repeats -> repeated_augmentations (RepeatAugSampler, distributed training only, as timm);
+  collate_fn = a timm Mixup / FastCollateMixup -> the mixup_cutmix batch stage with its settings
+  (batches then carry soft targets, as Mixup returns them); use_prefetcher with a CUDA device ->
+  output_device (batches handed out on that GPU).
+Arguments that need ops this build lacks (auto_augment, re_prob > 0, colour jitter, grayscale,
+blur, bicubic or random interpolation) and timm features with no counterpart here
+(tf_preprocessing, aug splits, batch-size schedules, ...) are refused with a ValueError that says
+which and why; nothing is silently dropped. The pixels follow torchvision's tensor ops, which
+differ from timm's Pillow resampling by a level or two per pixel (bench/RESULTS.md,
+tests/python/test_timm_loader.py).
+"""
+import math
+import os
+
+from ._loader import Loader
+
+IMAGENET_DEFAULT_MEAN = (0.485, 0.456, 0.406)
+IMAGENET_DEFAULT_STD = (0.229, 0.224, 0.225)
+DEFAULT_CROP_PCT = 0.875
+
+# timm arguments without a counterpart, with the value that means "not used".
+_NOT_SUPPORTED = {
+    "no_aug": (False, "a training pipeline without augmentation: use is_training=False or fusionflow.Loader"),
+    "re_split": (False, "random erasing per augmentation split (AugMix splits) is not supported"),
+    "train_crop_mode": (None, "only RandomResizedCrop (train_crop_mode=None) is supported"),
+    "num_aug_splits": (0, "augmentation splits (AugMix JSD) are not supported"),
+    "crop_border_pixels": (None, "TrimBorder is not supported"),
+    "fp16": (False, "batches are float32 (convert on the device: images.half())"),
+    "tf_preprocessing": (False, "TensorFlow preprocessing is not supported"),
+    "input_size_choices": (None, "variable input sizes are not supported"),
+    "batch_size_choices": (None, "variable batch sizes are not supported"),
+    "batch_choice_weights": (None, "variable batch sizes are not supported"),
+    "batch_schedule_epochs": (None, "batch-size schedules are not supported"),
+    "num_batches": (None, "a fixed batch count is not supported: an epoch is the sampler's"),
+}
+# timm arguments that change nothing here: the loader's threads and epochs are its own.
+_NO_EFFECT = ("use_multi_epochs_loader", "persistent_workers", "worker_seeding", "batch_choice_seed",
+              "batch_choice_schedule", "batch_schedule_spread", "batch_schedule_random_mix")
+
+
+def _size(input_size):
+    if isinstance(input_size, int):
+        return input_size, input_size
+    size = tuple(input_size)
+    if len(size) == 3:
+        if size[0] != 3:
+            raise ValueError(f"fusionflow.timm: input_size {input_size!r}: 3 channels (RGB) only")
+        size = size[1:]
+    if len(size) != 2:
+        raise ValueError(f"fusionflow.timm: input_size must be N, (H, W) or (3, H, W) (got {input_size!r})")
+    return int(size[0]), int(size[1])
+
+
+def _rgb(name, v):
+    v = tuple(float(x) for x in v)
+    if len(v) != 3:
+        raise ValueError(f"fusionflow.timm: {name} must have 3 values (got {v!r})")
+    return "(" + ", ".join(repr(x) for x in v) + ")"
+
+
+def _source(dataset):
+    if isinstance(dataset, (str, bytes, os.PathLike)):
+        return dataset
+    root = getattr(dataset, "root", None)  # torchvision's ImageFolder, timm's ImageDataset keep their folder
+    if isinstance(root, (str, os.PathLike)) and os.path.isdir(root):
+        return root
+    raise TypeError("fusionflow.timm: dataset_or_source must be a folder or list file (or a dataset with .root, "
+                    f"an ImageFolder); got {type(dataset).__name__}")
+
+
+def mixup_stage(mixup):
+    """The mixup_cutmix batch stage text equal to a timm Mixup / FastCollateMixup object."""
+    mode = mixup.mode
+    if mode not in ("batch", "pair", "elem"):
+        raise ValueError(f"fusionflow.timm: Mixup mode {mode!r} is not supported (batch, pair or elem)")
+    if getattr(mixup, "multi_label", False):
+        raise ValueError("fusionflow.timm: multi-label Mixup is not supported")
+    args = [f"mixup_alpha={float(mixup.mixup_alpha)!r}", f"cutmix_alpha={float(mixup.cutmix_alpha)!r}",
+            f"prob={float(mixup.mix_prob)!r}", f"switch_prob={float(mixup.switch_prob)!r}", f"mode={mode}",
+            f"correct_lam={'true' if mixup.correct_lam else 'false'}",
+            f"label_smoothing={float(mixup.label_smoothing)!r}", f"num_classes={int(mixup.num_classes)}"]
+    if mixup.cutmix_minmax is not None:
+        lo, hi = mixup.cutmix_minmax
+        args.insert(2, f"cutmix_minmax=({float(lo)!r}, {float(hi)!r})")
+    if not mixup.mixup_enabled:
+        raise ValueError("fusionflow.timm: this Mixup has mixup_enabled=False: pass collate_fn=None")
+    return "mixup_cutmix(" + ", ".join(args) + ")"
+
+
+def transform_pipeline(input_size, is_training=False, scale=None, ratio=None, hflip=0.5, vflip=0.,
+                       color_jitter=0.4, color_jitter_prob=None, grayscale_prob=0., gaussian_blur_prob=0.,
+                       auto_augment=None, interpolation="bilinear", mean=IMAGENET_DEFAULT_MEAN,
+                       std=IMAGENET_DEFAULT_STD, re_prob=0., re_mode="const", re_count=1, crop_pct=None,
+                       crop_mode=None, dct_scale=False):
+    """The pipeline text of timm's create_transform with these arguments (see the module's
+    docstring for what is refused). dct_scale=True lets JPEGs decode at 1/2, 1/4 or 1/8 scale
+    where the crop allows (faster; the reduction's blur then differs from timm's full decode)."""
+    h, w = _size(input_size)
+    decode = "decode" if dct_scale else "decode(dct_scale=false)"
+    if interpolation not in ("bilinear",):
+        raise ValueError(f"fusionflow.timm: interpolation={interpolation!r} needs an op this build lacks "
+                         "(bicubic / random interpolation): use 'bilinear'")
+    norm = f"normalize(mean={_rgb('mean', mean)}, std={_rgb('std', std)})"
+    if not is_training:
+        if crop_mode not in (None, "center"):
+            raise ValueError(f"fusionflow.timm: crop_mode={crop_mode!r} is not supported (center only)")
+        pct = crop_pct or DEFAULT_CROP_PCT
+        sh, sw = math.floor(h / pct), math.floor(w / pct)
+        resize = f"resize(size={sh})" if sh == sw else f"resize(size=({sh}, {sw}))"
+        if sh != sw:
+            raise ValueError("fusionflow.timm: a non-square eval size keeps the aspect ratio in timm "
+                             "(ResizeKeepRatio), which is not supported")
+        return f"{decode} | {resize} | center_crop(size=({h}, {w})) | {norm}"
+    if auto_augment:
+        raise ValueError(f"fusionflow.timm: auto_augment={auto_augment!r} needs timm's policies "
+                         "(timm_rand_augment / timm_auto_augment / timm_aug_mix), which this build lacks")
+    if color_jitter and (not isinstance(color_jitter, (int, float)) or color_jitter != 0):
+        raise ValueError(f"fusionflow.timm: color_jitter={color_jitter!r} needs the color_jitter op, which this "
+                         "build lacks: pass color_jitter=0 (timm's default is 0.4)")
+    for name, p, op in (("grayscale_prob", grayscale_prob, "random_grayscale"),
+                        ("gaussian_blur_prob", gaussian_blur_prob, "gaussian_blur"),
+                        ("re_prob", re_prob, "random_erasing")):
+        if p:
+            raise ValueError(f"fusionflow.timm: {name}={p!r} needs the {op} op, which this build lacks")
+    del color_jitter_prob, re_mode, re_count  # only with the ops above
+    scale = tuple(scale or (0.08, 1.0))
+    ratio = tuple(ratio or (3. / 4., 4. / 3.))
+    ops = [decode, f"random_resized_crop(size=({h}, {w}), scale=({scale[0]!r}, {scale[1]!r}), "
+                     f"ratio=({ratio[0]!r}, {ratio[1]!r}))"]
+    if hflip > 0:
+        ops.append(f"random_horizontal_flip(p={float(hflip)!r})")
+    if vflip > 0:
+        ops.append(f"random_vertical_flip(p={float(vflip)!r})")
+    ops.append(norm)
+    return " | ".join(ops)
+
+
+def create_loader(dataset_or_source, input_size, batch_size, is_training=False, re_prob=0., re_mode="const",
+                  re_count=1, scale=None, ratio=None, hflip=0.5, vflip=0., color_jitter=0.4,
+                  color_jitter_prob=None, grayscale_prob=0., gaussian_blur_prob=0., auto_augment=None,
+                  num_aug_repeats=0, interpolation="bilinear", mean=IMAGENET_DEFAULT_MEAN,
+                  std=IMAGENET_DEFAULT_STD, num_workers=1, distributed=False, crop_pct=None, crop_mode=None,
+                  collate_fn=None, pin_memory=False, img_dtype=None, device=None, use_prefetcher=True, seed=0,
+                  dct_scale=False, **timm_kwargs):
+    """timm.data.create_loader's arguments (timm 1.0) in, a :class:`fusionflow.Loader` out.
+
+    ``dataset_or_source`` is a folder or list file (or a dataset with ``.root``, such as
+    ImageFolder). ``seed`` (not timm's) seeds the order and every draw; ``dct_scale`` (not
+    timm's) allows DCT-scaled JPEG decodes (see transform_pipeline). Raises ValueError
+    naming any argument that cannot be honoured, TypeError for an unknown one.
+    """
+    for name, value in timm_kwargs.items():
+        if name in _NO_EFFECT:
+            continue
+        if name not in _NOT_SUPPORTED:
+            raise TypeError(f"fusionflow.timm.create_loader() got an unexpected keyword argument {name!r}")
+        default, why = _NOT_SUPPORTED[name]
+        if value != default and not (default is None and value in ((), [])):
+            raise ValueError(f"fusionflow.timm: {name}={value!r}: {why}")
+    if img_dtype is not None and str(img_dtype) not in ("torch.float32", "float32"):
+        raise ValueError(f"fusionflow.timm: img_dtype={img_dtype!r}: batches are float32")
+    pipeline = transform_pipeline(input_size, is_training, scale, ratio, hflip, vflip, color_jitter,
+                                  color_jitter_prob, grayscale_prob, gaussian_blur_prob, auto_augment,
+                                  interpolation, mean, std, re_prob, re_mode, re_count, crop_pct, crop_mode,
+                                  dct_scale)
+    if collate_fn is not None:
+        if not all(hasattr(collate_fn, a) for a in ("mixup_alpha", "cutmix_alpha", "mix_prob", "mode")):
+            raise ValueError("fusionflow.timm: collate_fn must be None or a timm Mixup / FastCollateMixup "
+                             "(batches are assembled by the loader)")
+        pipeline += " | " + mixup_stage(collate_fn)
+    if num_aug_repeats and not (distributed and is_training):
+        raise ValueError("fusionflow.timm: num_aug_repeats needs distributed training, as in timm "
+                         "(RepeatAugSampler)")
+    output_device = "cpu"
+    if use_prefetcher and device is not None and getattr(device, "type", str(device).split(":")[0]) == "cuda":
+        index = getattr(device, "index", None)
+        output_device = f"cuda:{index or 0}"
+    return Loader(os.fspath(_source(dataset_or_source)), pipeline, batch_size=batch_size, shuffle=bool(is_training),
+                  drop_last=bool(is_training), seed=seed, num_threads=max(int(num_workers), 1),
+                  rank=None if distributed else 0, world_size=None if distributed else 1,
+                  repeated_augmentations=int(num_aug_repeats) if is_training else 0,
+                  pin_memory=bool(pin_memory), output_device=output_device, device="cpu")

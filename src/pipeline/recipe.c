@@ -1,0 +1,103 @@
+/* recipe.c — training-recipe presets (ff_recipe_find): each names the
+ * published recipe it follows and expands to a pipeline (views and the
+ * batch stage included) plus the sampler setting. A recipe whose pipeline
+ * needs ops this build lacks says so, naming them (ff_recipe_check): the
+ * table keeps the recipe as published rather than a stand-in with other
+ * ops, and it runs as soon as the build has them. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fusionflow/fusionflow.h"
+#include "pipeline/pipeline.h"
+#include "pipeline/views.h"
+
+#define NORM "normalize(mean=imagenet, std=imagenet)"
+#define DINO_JITTER                                                                                          \
+  "random_horizontal_flip | random_apply(color_jitter(brightness=0.4, contrast=0.4, saturation=0.2, "        \
+  "hue=0.1), p=0.8) | random_grayscale(p=0.2)"
+
+static const ff_recipe recipes[] = {
+    {"deit",
+     "DeiT (Touvron et al., ICML 2021), facebookresearch/deit main.py defaults: timm's create_transform(224, "
+     "is_training, auto_augment=rand-m9-mstd0.5-inc1, interpolation=bicubic, re_prob=0.25, re_mode=pixel), "
+     "Mixup 0.8 / CutMix 1.0 with label smoothing 0.1, RASampler with 3 repeats",
+     "decode | random_resized_crop(size=224, interpolation=bicubic) | random_horizontal_flip"
+     " | timm_rand_augment(config=rand-m9-mstd0.5-inc1, interpolation=bicubic) | " NORM
+     " | random_erasing(p=0.25, mode=pixel, max_count=1)"
+     " | mixup_cutmix(mixup_alpha=0.8, cutmix_alpha=1.0, switch_prob=0.5, mode=batch, label_smoothing=0.1,"
+     " num_classes=1000)",
+     3, "timm_rand_augment, random_erasing, bicubic interpolation"},
+    {"torchvision-v2",
+     "torchvision's reference classification recipe (references/classification, \"How to train "
+     "state-of-the-art "
+     "models using TorchVision's latest primitives\"): train crop 176, TrivialAugmentWide, random erasing "
+     "0.1, "
+     "MixUp 0.2 / CutMix 1.0 (RandomChoice; label smoothing 0.1 in the loss), RASampler with 4 repeats",
+     "decode | random_resized_crop(size=176) | random_horizontal_flip | "
+     "trivial_augment_wide(interpolation=bilinear)"
+     " | " NORM " | random_erasing(p=0.1)"
+     " | mixup_cutmix(mixup_alpha=0.2, cutmix_alpha=1.0, switch_prob=0.5, convention=torchvision, "
+     "num_classes=1000)",
+     4, "random_erasing"},
+    {"dino",
+     "DINO (Caron et al., ICCV 2021), main_dino.py DataAugmentationDINO: 2 global crops 224 (scale 0.4-1; "
+     "blur "
+     "p=1, and blur p=0.1 + solarize p=0.2) and 8 local crops 96 (scale 0.05-0.4, blur p=0.5), bicubic",
+     "decode"
+     " || random_resized_crop(size=224, scale=(0.4, 1), interpolation=bicubic) | " DINO_JITTER
+     " | gaussian_blur(p=1.0, sigma=(0.1, 2.0)) | " NORM
+     " || random_resized_crop(size=224, scale=(0.4, 1), interpolation=bicubic) | " DINO_JITTER
+     " | gaussian_blur(p=0.1, sigma=(0.1, 2.0)) | random_solarize(threshold=128, p=0.2) | " NORM
+     " || 8 x random_resized_crop(size=96, scale=(0.05, 0.4), interpolation=bicubic) | " DINO_JITTER
+     " | gaussian_blur(p=0.5, sigma=(0.1, 2.0)) | " NORM,
+     0,
+     "random_apply, color_jitter, random_grayscale, gaussian_blur, random_solarize, bicubic interpolation"},
+    {"simclr",
+     "SimCLR (Chen et al., ICML 2020), appendix A: 2 views of random crop 224 + flip, colour distortion "
+     "(jitter 0.8/0.8/0.8/0.2 with p=0.8, grayscale p=0.2), Gaussian blur (kernel 10% of the side, p=0.5)",
+     "decode"
+     " || 2 x random_resized_crop(size=224) | random_horizontal_flip"
+     " | random_apply(color_jitter(brightness=0.8, contrast=0.8, saturation=0.8, hue=0.2), p=0.8)"
+     " | random_grayscale(p=0.2) | random_apply(gaussian_blur(kernel_size=23, sigma=(0.1, 2.0)), p=0.5) "
+     "| " NORM,
+     0, "random_apply, color_jitter, random_grayscale, gaussian_blur"},
+    {"resnet-strikes-back-a1",
+     "ResNet strikes back, procedure A1 (Wightman et al., 2021; timm train.py): 224 crops with random "
+     "interpolation, RandAugment rand-m7-mstd0.5-inc1, Mixup 0.2 / CutMix 1.0 without label smoothing (BCE "
+     "loss), 3 repeated augmentations",
+     "decode | random_resized_crop(size=224, interpolation=random) | random_horizontal_flip"
+     " | timm_rand_augment(config=rand-m7-mstd0.5-inc1) | " NORM
+     " | mixup_cutmix(mixup_alpha=0.2, cutmix_alpha=1.0, switch_prob=0.5, label_smoothing=0.0, "
+     "num_classes=1000)",
+     3, "timm_rand_augment, random interpolation"},
+};
+#define NUM_RECIPES (sizeof recipes / sizeof recipes[0])
+
+const ff_recipe *ff_recipe_at(size_t i) { return i < NUM_RECIPES ? &recipes[i] : NULL; }
+
+const ff_recipe *ff_recipe_find(const char *name) {
+  for (size_t i = 0; name && i < NUM_RECIPES; i++)
+    if (!strcmp(recipes[i].name, name)) return &recipes[i];
+  return NULL;
+}
+
+ff_status ff_recipe_check(const ff_recipe *r, char *errbuf, size_t errbuf_size) {
+  if (!r) {
+    if (errbuf && errbuf_size) snprintf(errbuf, errbuf_size, "no such recipe");
+    return FF_EINVAL;
+  }
+  ff__error err = {0};
+  ff__views views;
+  ff_status st = ff__views_parse(r->pipeline, &views, &err);
+  if (!st && !views.num_groups) {
+    ff__pipeline *p = malloc(sizeof *p);
+    st = p ? ff__pipeline_parse(r->pipeline, p, &err) : ff__error_set(&err, FF_ENOMEM, "out of memory");
+    free(p);
+  }
+  ff__views_free(&views);
+  if (st && errbuf && errbuf_size)
+    snprintf(errbuf, errbuf_size, "recipe %s needs ops this build does not have (%s): %s", r->name, r->needs,
+             err.msg);
+  return st;
+}
