@@ -24,7 +24,9 @@ void ff__worker_free(ff__worker *w);
 
 /* What identifies a sample's work: where it is and how it is planned. */
 typedef struct ff__sample_job {
-  const char *path;
+  const char *path;          /* the file, or the name of a member of a shard ("SHARD:MEMBER") in messages */
+  const char *shard;         /* not NULL: the sample is `length` bytes at byte `offset` of this file */
+  uint64_t offset, length;
   uint64_t seed, epoch, index;
   uint64_t max_pixels;       /* the decoded image and every image the steps make */
   int max_scans;             /* see ff__decode_req */

@@ -302,8 +302,11 @@ typedef struct worker_arg {
 /* What a worker needs to run sample `sample` of `epoch`. */
 static ff__sample_job sample_job(const ff_loader *l, uint64_t epoch, int64_t sample) {
   const ff_config *c = &l->cfg;
-  return (ff__sample_job){l->index.paths[sample], c->seed, epoch, (uint64_t)sample, c->max_image_pixels,
-                          c->max_jpeg_scans, c->max_metadata_bytes, c->strict_decode};
+  ff__sample_job job = {.path = l->index.paths[sample], .seed = c->seed, .epoch = epoch, .index = (uint64_t)sample,
+                        .max_pixels = c->max_image_pixels, .max_scans = c->max_jpeg_scans,
+                        .max_metadata_bytes = c->max_metadata_bytes, .strict = c->strict_decode};
+  ff__index_locate(&l->index, (size_t)sample, &job.shard, &job.offset, &job.length);
+  return job;
 }
 
 /* The most samples tried in place of one that failed (on_error=replace). */
@@ -511,6 +514,9 @@ static ff_status loader_start(ff_loader *l) {
                        (unsigned long long)l->cfg.max_image_pixels);
   if (!st) st = env_share(&l->forced_share, err);
   if (!st) st = ff__source_open(l->cfg.source, l->cfg.allow_empty, &l->index, err);
+  if (!st && l->index.num_bad && l->cfg.on_error == FF_ON_ERROR_RAISE) /* shards' members that make no sample */
+    st = ff__error_set(err, FF_EDATA, "%s (%zu problem(s) in the shards; on_error=skip leaves them out and lists "
+                       "them)", l->index.bad[0], l->index.num_bad);
   if (st) return st;
 
   const ff_config *c = &l->cfg;
@@ -543,6 +549,8 @@ static ff_status loader_start(ff_loader *l) {
   if (!l->order[0] || !l->order[1] || !l->perm || !l->ring || !l->workers || !l->threads || !l->skipped ||
       !l->warnings)
     return ff__error_set(err, FF_ENOMEM, "out of memory");
+  for (size_t i = 0; i < l->index.num_bad; i++) /* counted and listed first, as skipped */
+    l->stats.skipped++, keep_msg(l->skipped, &l->skipped_kept, &l->index.bad[i]);
   if ((st = ff__batch_mem_open(l))) return st;
   for (int i = 0; i < l->ring_size; i++) {
     ff_batch *e = &l->ring[i];
