@@ -23,7 +23,7 @@ void ff__worker_free(ff__worker *w) {
 /* Opened with O_NONBLOCK: a FIFO or device named like an image must not
  * block a worker (and with it ff_loader_close); only regular files are read.
  * A shard member is read with pread at its indexed offset. */
-static ff_status read_file(ff__worker *w, const ff__sample_job *job, size_t *size_bytes, ff__error *err) {
+ff_status ff__sample_bytes(ff__worker *w, const ff__sample_job *job, size_t *size_bytes, ff__error *err) {
   const char *path = job->path, *file = job->shard ? job->shard : path;
   int fd = open(file, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0) return ff__error_set(err, FF_EIO, "%s: cannot open: %s", path, strerror(errno));
@@ -57,7 +57,7 @@ ff_status ff__sample_read(ff__worker *w, const ff__pipeline *pipe, const ff__sam
   w->header = (ff__image_info){0};
   w->decoded_pixels = 0;
   w->warning.status = FF_OK;
-  ff_status st = read_file(w, job, size_bytes, err);
+  ff_status st = ff__sample_bytes(w, job, size_bytes, err);
   if (!st) {
     w->read_bytes += *size_bytes;
     ff__image_info info;

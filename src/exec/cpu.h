@@ -34,6 +34,12 @@ typedef struct ff__sample_job {
   int strict;
 } ff__sample_job;
 
+/* Reads the sample's encoded bytes into w->file (*size_bytes of them): the
+ * whole file job->path (a regular file only, opened without blocking), or
+ * job->length bytes at job->offset of job->shard. Returns FF_OK, FF_EIO or
+ * FF_ENOMEM naming job->path. */
+ff_status ff__sample_bytes(ff__worker *w, const ff__sample_job *job, size_t *size_bytes, ff__error *err);
+
 /* Reads the file (a regular file only, opened without blocking) and its
  * header, plans the sample and checks that no step would make an image
  * over max_pixels (read_ns counts it all): what the CPU does for a sample
