@@ -288,6 +288,7 @@ static ff_status scan_shard(const char *shard, const struct stat *sb, shard_scan
   }
   group g = {0};
   char last[FF__PATH_MAX] = "";
+  int damaged = 0;
   struct archive_entry *e;
   uint64_t file_bytes = (uint64_t)sb->st_size;
   for (;;) {
@@ -299,6 +300,18 @@ static ff_status scan_shard(const char *shard, const struct stat *sb, shard_scan
                    last, last[0] ? "'" : "", archive_read_header_position(a), archive_error_string(a));
       break;
     }
+    if (r == ARCHIVE_RETRY || r == ARCHIVE_WARN) {
+      /* a damaged header (RETRY: libarchive goes on at the next block that is a header), or a
+       * header it read with a complaint: members may be lost there; one message per damaged run */
+      if (!damaged)
+        st = add_bad(sc, shard, err, "%s:%s: damaged tar data %s%s%s (byte %" PRId64 "): %s", shard,
+                     last[0] ? last : "(start)", last[0] ? "after member '" : "at its start", last,
+                     last[0] ? "'" : "", archive_read_header_position(a), archive_error_string(a));
+      damaged = 1;
+      if (st) break;
+      if (r == ARCHIVE_RETRY) continue;
+    }
+    damaged = 0;
     if (archive_filter_code(a, 0) != ARCHIVE_FILTER_NONE) {
       st = add_bad(sc, shard, err, "%s: a %s-compressed shard: only uncompressed tar shards are read by offset "
                    "(decompress it, or stream it)", shard, archive_filter_name(a, 0));
