@@ -122,7 +122,8 @@ typedef enum ff_device_decode {
  * and struct_size tells the library which ones the caller knows. */
 typedef struct ff_config {
   size_t struct_size;        /* sizeof(ff_config), set by ff_config_init */
-  const char *source;        /* "imagefolder:DIR", "list:FILE", a folder or a .tsv/.txt file (see ff_loader_open); required */
+  const char *source;        /* "imagefolder:DIR", "list:FILE", "tar:PATTERN", a folder or a .tsv/.txt file (see
+                                ff_loader_open); required */
   const char *pipeline;      /* pipeline text (see below); required */
   int batch_size;            /* samples per batch, >= 1; default 64 */
   int shuffle;               /* nonzero: seeded permutation per epoch; default 1 */
@@ -288,6 +289,47 @@ typedef struct ff_batch ff_batch;
  *                    with '#' are ignored, and so is a UTF-8 byte-order mark at
  *                    the start. A listed path is only read when its sample
  *                    is: one that is missing fails that sample (on_error).
+ *   tar:PATTERN      WebDataset shards (uncompressed tar files; ustar, pax or
+ *                    GNU, read with libarchive). PATTERN is a shard name in
+ *                    WebDataset's brace notation ("train-{000000..001023}.tar",
+ *                    "{a,b}", "{0..10..2}", zero padded when an end has a
+ *                    leading zero: the braceexpand package's rules), several
+ *                    joined by "::", or "@FILE", a file of such names, one per
+ *                    line ('#' comments; text after a TAB ignored, so the
+ *                    manifest of `fusionflow shards make` is one; relative to
+ *                    FILE's folder). Members are grouped into samples as
+ *                    webdataset groups them: the key is the member's path up
+ *                    to the first dot of its basename, consecutive members
+ *                    with one key are one sample, suffixes compared in lower
+ *                    case. A sample is its KEY.jpg, .jpeg, .png or .webp (the
+ *                    first of these when it has several) and its label, the
+ *                    integer text of KEY.cls (as Python's int(): white space,
+ *                    '+', '_' between digits; >= 0). Other members are
+ *                    ignored and counted (`fusionflow shards check`). Samples
+ *                    come in shard order then tar order; the epoch's order,
+ *                    ranks, resume and on_error are those of any source,
+ *                    because each shard is indexed once (every image's data
+ *                    offset and size) and samples are read from it by offset.
+ *                    The index is cached in $FF_CACHE_DIR/tar (default
+ *                    $XDG_CACHE_HOME/fusionflow/tar, else
+ *                    ~/.cache/fusionflow/tar; FF_CACHE_DIR="" turns the cache
+ *                    off) under the shard's real path and is used while the
+ *                    shard's size, modification time and inode are unchanged.
+ *                    A shard member that makes no sample -- a KEY.cls missing
+ *                    or not a non-negative integer, a .cls without an image,
+ *                    a suffix twice in one sample (webdataset raises on it),
+ *                    a key that comes back later in the shard, a member cut
+ *                    off by the end of the file or a damaged header (the
+ *                    rest of the shard, or the members libarchive skips, are
+ *                    lost) -- and a shard that is missing, empty or
+ *                    compressed fail the open with FF_EDATA naming the shard
+ *                    and the member (on_error=raise), or are left out,
+ *                    counted in ff_stats.skipped and listed by
+ *                    ff_loader_skipped (skip, replace). A pattern none of
+ *                    whose names exists is FF_EIO, one that names nothing
+ *                    or is malformed FF_EEMPTY / FF_EINVAL; http://,
+ *                    https:// and pipe: names are FF_EINVAL (see
+ *                    ff_stream_open... for streams).
  *   DIR, FILE        without a kind: a folder is imagefolder:DIR, a regular
  *                    file ending in .tsv or .txt (any case) is list:FILE;
  *                    anything else is FF_EINVAL, a missing path FF_EIO.
@@ -535,7 +577,9 @@ typedef struct ff_stats {
   uint64_t ops_ns;           /* running the ops after decode */
   uint64_t wait_ns;          /* time the consumer waited inside ff_loader_next */
   uint64_t read_bytes;       /* encoded bytes read */
-  uint64_t skipped;          /* samples skipped under on_error=skip */
+  uint64_t skipped;          /* samples skipped under on_error=skip; with a tar: source also, from the open
+                                on (under skip or replace), each shard member or shard that makes no
+                                sample (listed first by ff_loader_skipped) */
   int num_threads;           /* worker threads in use */
   const char *device;        /* the device in use: "cpu", "emu:0", "cuda:0 (NVIDIA H200)"; owned by the loader */
   uint64_t device_samples;   /* samples handed out that the device prepared */

@@ -48,26 +48,11 @@ static const char *const IMAGE_SUFFIXES[] = {"jpg", "jpeg", "png", "webp"};
 #define NUM_IMAGE_SUFFIXES 4
 #define CLS_MAX_BYTES 64 /* a .cls holds one integer */
 
-typedef struct tar_sample {
-  char *member; /* the image member's path */
-  size_t key_len; /* its key is member[0..key_len) */
-  uint64_t offset, size;
-  int64_t label;
-} tar_sample;
-
-/* One shard's part of the index. */
-typedef struct shard_scan {
-  tar_sample *s;
-  size_t n, cap;
-  ff__strlist bad;
-  size_t ignored;
-} shard_scan;
-
-static void scan_free(shard_scan *sc) {
+void ff__tar_shard_free(ff__tar_shard *sc) {
   for (size_t i = 0; i < sc->n; i++) free(sc->s[i].member);
   free(sc->s);
   ff__strlist_free(&sc->bad);
-  *sc = (shard_scan){0};
+  *sc = (ff__tar_shard){0};
 }
 
 /* Out of memory is the one failure that is not a bad member. */
@@ -75,9 +60,9 @@ static ff_status oom(ff__error *err, const char *shard) {
   return ff__error_set(err, FF_ENOMEM, "%s: out of memory indexing the shard", shard);
 }
 
-static ff_status add_bad(shard_scan *sc, const char *shard, ff__error *err, const char *fmt, ...)
+static ff_status add_bad(ff__tar_shard *sc, const char *shard, ff__error *err, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
-static ff_status add_bad(shard_scan *sc, const char *shard, ff__error *err, const char *fmt, ...) {
+static ff_status add_bad(ff__tar_shard *sc, const char *shard, ff__error *err, const char *fmt, ...) {
   char msg[FF__ERRMSG_MAX];
   va_list ap;
   va_start(ap, fmt);
@@ -86,14 +71,14 @@ static ff_status add_bad(shard_scan *sc, const char *shard, ff__error *err, cons
   return ff__strlist_push(&sc->bad, msg) ? oom(err, shard) : FF_OK;
 }
 
-static ff_status add_sample(shard_scan *sc, const char *shard, const tar_sample *t, ff__error *err) {
+static ff_status add_sample(ff__tar_shard *sc, const char *shard, const ff__tar_sample *t, ff__error *err) {
   if (sc->n == sc->cap) {
     size_t cap = sc->cap ? sc->cap * 2 : 256;
-    tar_sample *s = realloc(sc->s, cap * sizeof *s);
+    ff__tar_sample *s = realloc(sc->s, cap * sizeof *s);
     if (!s) return oom(err, shard);
     sc->s = s, sc->cap = cap;
   }
-  tar_sample c = *t;
+  ff__tar_sample c = *t;
   if (!(c.member = strdup(t->member))) return oom(err, shard);
   sc->s[sc->n++] = c;
   return FF_OK;
@@ -133,16 +118,20 @@ typedef struct group {
   char key[FF__PATH_MAX];
   size_t key_len;
   int open;
-  tar_sample image;
+  ff__tar_sample image;
   int image_rank; /* index in IMAGE_SUFFIXES of the image taken; NUM_IMAGE_SUFFIXES: none */
   int has_label;
   int broken;     /* a problem already listed: no sample */
   char image_member[FF__PATH_MAX];
   ff__strlist suffixes;
+  ff__tar_sample_fn fn; /* not NULL: samples go to fn with their image bytes, not into the shard's list */
+  void *ctx;
+  uint8_t *data;        /* fn's mode: the image's bytes (image.size of them) */
+  size_t data_cap;
 } group;
 
 /* Ends the group: a sample, a listed problem, or nothing (only ignored members). */
-static ff_status group_end(group *g, shard_scan *sc, const char *shard, ff__error *err) {
+static ff_status group_end(group *g, ff__tar_shard *sc, const char *shard, ff__error *err) {
   ff_status st = FF_OK;
   if (!g->open) return st;
   int has_image = g->image_rank < NUM_IMAGE_SUFFIXES;
@@ -150,7 +139,7 @@ static ff_status group_end(group *g, shard_scan *sc, const char *shard, ff__erro
   } else if (has_image && g->has_label) {
     g->image.member = g->image_member;
     g->image.key_len = g->key_len;
-    st = add_sample(sc, shard, &g->image, err);
+    st = g->fn ? g->fn(g->ctx, &g->image, g->data, err) : add_sample(sc, shard, &g->image, err);
   } else if (has_image) {
     st = add_bad(sc, shard, err, "%s:%s: no %.*s.cls member (the sample's label)", shard, g->image_member,
                  (int)g->key_len, g->key);
@@ -174,7 +163,7 @@ static void group_start(group *g, const char *path, size_t key_len) {
 
 /* Reads a .cls member's text through libarchive and parses it. */
 static ff_status read_label(struct archive *a, group *g, const char *shard, const char *path, int64_t size,
-                            shard_scan *sc, ff__error *err) {
+                            ff__tar_shard *sc, ff__error *err) {
   char text[CLS_MAX_BYTES + 1];
   if (size > CLS_MAX_BYTES) {
     g->broken = 1;
@@ -198,9 +187,30 @@ static ff_status read_label(struct archive *a, group *g, const char *shard, cons
   return FF_OK;
 }
 
+/* fn's mode: reads the image member's bytes (a stream has no offsets to come back to). */
+static ff_status read_image(struct archive *a, group *g, const char *shard, const char *path, int64_t size,
+                            ff__tar_shard *sc, ff__error *err) {
+  if ((uint64_t)size > g->data_cap) {
+    uint8_t *d = realloc(g->data, (size_t)size);
+    if (!d) return oom(err, shard);
+    g->data = d, g->data_cap = (size_t)size;
+  }
+  int64_t got = 0;
+  while (got < size) {
+    la_ssize_t r = archive_read_data(a, g->data + got, (size_t)(size - got));
+    if (r <= 0) {
+      g->broken = 1;
+      return add_bad(sc, shard, err, "%s:%s: truncated member: %s after %" PRId64 " of its %" PRId64 " bytes", shard,
+                     path, r < 0 ? archive_error_string(a) : "the shard ends", got, size);
+    }
+    got += r;
+  }
+  return FF_OK;
+}
+
 /* One regular member of the shard, in tar order. */
 static ff_status take_member(struct archive *a, group *g, const char *shard, const char *path, uint64_t offset,
-                             int64_t size, shard_scan *sc, ff__error *err) {
+                             int64_t size, ff__tar_shard *sc, ff__error *err) {
   size_t key_len = key_length(path);
   int meta = !strchr(path, '/') && !strncmp(path, "__", 2) && strlen(path) >= 4 &&
              !strcmp(path + strlen(path) - 2, "__");
@@ -231,6 +241,8 @@ static ff_status take_member(struct archive *a, group *g, const char *shard, con
     sc->ignored++;
     return FF_OK;
   }
+  if (g->fn && (st = read_image(a, g, shard, path, size, sc, err))) return st;
+  if (g->broken) return FF_OK;
   if (g->image_rank < NUM_IMAGE_SUFFIXES) sc->ignored++; /* the image it replaces */
   g->image_rank = rank;
   g->image.offset = offset, g->image.size = (uint64_t)size;
@@ -239,7 +251,7 @@ static ff_status take_member(struct archive *a, group *g, const char *shard, con
 }
 
 static int cmp_key(const void *a, const void *b) {
-  const tar_sample *x = *(tar_sample *const *)a, *y = *(tar_sample *const *)b;
+  const ff__tar_sample *x = *(ff__tar_sample *const *)a, *y = *(ff__tar_sample *const *)b;
   size_t n = x->key_len < y->key_len ? x->key_len : y->key_len;
   int c = memcmp(x->member, y->member, n);
   if (c) return c;
@@ -248,15 +260,15 @@ static int cmp_key(const void *a, const void *b) {
 }
 
 /* A key that comes back after other samples: the later samples are left out. */
-static ff_status drop_repeated_keys(shard_scan *sc, const char *shard, ff__error *err) {
+static ff_status drop_repeated_keys(ff__tar_shard *sc, const char *shard, ff__error *err) {
   if (sc->n < 2) return FF_OK;
-  tar_sample **by_key = malloc(sc->n * sizeof *by_key);
+  ff__tar_sample **by_key = malloc(sc->n * sizeof *by_key);
   if (!by_key) return oom(err, shard);
   for (size_t i = 0; i < sc->n; i++) by_key[i] = &sc->s[i];
   qsort(by_key, sc->n, sizeof *by_key, cmp_key);
   ff_status st = FF_OK;
   for (size_t i = 1; i < sc->n && !st; i++) {
-    tar_sample *first = by_key[i - 1], *t = by_key[i];
+    ff__tar_sample *first = by_key[i - 1], *t = by_key[i];
     if (t->key_len != first->key_len || memcmp(t->member, first->member, t->key_len)) continue;
     by_key[i] = first; /* compare what follows with the first of them */
     st = add_bad(sc, shard, err, "%s:%s: duplicate key '%.*s' (a sample with that key is at byte %" PRIu64
@@ -272,25 +284,13 @@ static ff_status drop_repeated_keys(shard_scan *sc, const char *shard, ff__error
   return st;
 }
 
-/* Reads the shard once with libarchive: every sample's data offset, size
- * and label; problems go to sc->bad. */
-static ff_status scan_shard(const char *shard, const struct stat *sb, shard_scan *sc, ff__error *err) {
-  struct archive *a = archive_read_new();
-  if (!a) return oom(err, shard);
-  archive_read_support_format_tar(a);
-  archive_read_support_format_empty(a);
-  archive_read_support_filter_all(a);
-  ff_status st = FF_OK;
-  if (archive_read_open_filename(a, shard, 1 << 16) != ARCHIVE_OK) {
-    st = add_bad(sc, shard, err, "%s: not a readable tar shard: %s", shard, archive_error_string(a));
-    archive_read_free(a);
-    return st;
-  }
-  group g = {0};
+ff_status ff__tar_scan_archive(struct archive *a, const char *shard, uint64_t file_bytes, ff__tar_sample_fn fn,
+                               void *ctx, ff__tar_shard *sc, ff__error *err) {
+  group g = {.fn = fn, .ctx = ctx};
   char last[FF__PATH_MAX] = "";
   int damaged = 0;
+  ff_status st = FF_OK;
   struct archive_entry *e;
-  uint64_t file_bytes = (uint64_t)sb->st_size;
   for (;;) {
     int r = archive_read_next_header(a, &e);
     if (r == ARCHIVE_EOF) break;
@@ -312,7 +312,7 @@ static ff_status scan_shard(const char *shard, const struct stat *sb, shard_scan
       if (r == ARCHIVE_RETRY) continue;
     }
     damaged = 0;
-    if (archive_filter_code(a, 0) != ARCHIVE_FILTER_NONE) {
+    if (file_bytes && archive_filter_code(a, 0) != ARCHIVE_FILTER_NONE) {
       st = add_bad(sc, shard, err, "%s: a %s-compressed shard: only uncompressed tar shards are read by offset "
                    "(decompress it, or stream it)", shard, archive_filter_name(a, 0));
       break;
@@ -326,7 +326,7 @@ static ff_status scan_shard(const char *shard, const struct stat *sb, shard_scan
     }
     int64_t size = archive_entry_size(e);
     uint64_t offset = (uint64_t)archive_filter_bytes(a, 0); /* the data follows the header libarchive consumed */
-    if (size < 0 || offset + (uint64_t)size > file_bytes) {
+    if (size < 0 || (file_bytes && offset + (uint64_t)size > file_bytes)) {
       if (!st && g.open && g.key_len <= strlen(path) && !memcmp(g.key, path, g.key_len)) g.broken = 1;
       st = add_bad(sc, shard, err, "%s:%s: truncated member: its %" PRId64 " bytes from byte %" PRIu64 " run past the "
                    "end of the shard (%" PRIu64 " bytes); the rest of the shard is lost", shard, path, size, offset,
@@ -344,11 +344,39 @@ static ff_status scan_shard(const char *shard, const struct stat *sb, shard_scan
   }
   if (!st) st = group_end(&g, sc, shard, err);
   ff__strlist_free(&g.suffixes);
-  archive_read_free(a);
-  if (!st) st = drop_repeated_keys(sc, shard, err);
+  free(g.data);
+  return st;
+}
+
+ff_status ff__tar_shard_finish(ff__tar_shard *sc, const char *shard, ff__error *err) {
+  ff_status st = drop_repeated_keys(sc, shard, err);
   if (!st && !sc->n && !sc->bad.n)
     st = add_bad(sc, shard, err, "%s: an empty shard (no sample: no image member with a .cls)", shard);
   return st;
+}
+
+struct archive *ff__tar_archive_new(void) {
+  struct archive *a = archive_read_new();
+  if (a) {
+    archive_read_support_format_tar(a);
+    archive_read_support_format_empty(a);
+    archive_read_support_filter_all(a);
+  }
+  return a;
+}
+
+/* Reads the shard once with libarchive: every sample's data offset, size
+ * and label; problems go to sc->bad. */
+static ff_status scan_shard(const char *shard, const struct stat *sb, ff__tar_shard *sc, ff__error *err) {
+  struct archive *a = ff__tar_archive_new();
+  if (!a) return oom(err, shard);
+  ff_status st = FF_OK;
+  if (archive_read_open_filename(a, shard, 1 << 16) != ARCHIVE_OK)
+    st = add_bad(sc, shard, err, "%s: not a readable tar shard: %s", shard, archive_error_string(a));
+  else
+    st = ff__tar_scan_archive(a, shard, sb->st_size ? (uint64_t)sb->st_size : 1, NULL, NULL, sc, err);
+  archive_read_free(a);
+  return st ? st : ff__tar_shard_finish(sc, shard, err);
 }
 
 void ff__tar_cache_dir(char *out, size_t cap) {
@@ -374,7 +402,7 @@ static void stat_line(const struct stat *sb, char *out, size_t cap) {
 }
 
 /* Loads the cached scan of the shard; 0 when there is none or it is stale. */
-static int cache_load(const char *file, const char *real, const struct stat *sb, shard_scan *sc) {
+static int cache_load(const char *file, const char *real, const struct stat *sb, ff__tar_shard *sc) {
   FILE *f = fopen(file, "r");
   if (!f) return 0;
   char *line = NULL, want[128];
@@ -399,7 +427,7 @@ static int cache_load(const char *file, const char *real, const struct stat *sb,
       long long label;
       int used = 0;
       ok = sscanf(line + 2, "%llu\t%llu\t%lld\t%n", &off, &size, &label, &used) == 3 && used && label >= 0;
-      tar_sample t = {line + 2 + used, key_length(line + 2 + used), off, size, label};
+      ff__tar_sample t = {line + 2 + used, key_length(line + 2 + used), off, size, label};
       ok = ok && t.key_len && t.offset + t.size <= (uint64_t)sb->st_size && !add_sample(sc, real, &t, NULL);
     } else {
       ok = 0;
@@ -407,14 +435,14 @@ static int cache_load(const char *file, const char *real, const struct stat *sb,
   }
   free(line);
   fclose(f);
-  if (!ok || !ended) scan_free(sc);
+  if (!ok || !ended) ff__tar_shard_free(sc);
   return ok && ended;
 }
 
 /* Writes the scan (atomically: a temporary file renamed); quietly does
  * nothing when the folder is not writable or a name holds a newline. */
 static void cache_store(const char *dir, const char *file, const char *real, const struct stat *sb,
-                        const shard_scan *sc) {
+                        const ff__tar_shard *sc) {
   for (size_t i = 0; i < sc->n; i++)
     if (strchr(sc->s[i].member, '\n')) return;
   for (size_t i = 0; i < sc->bad.n; i++)
@@ -440,7 +468,7 @@ static void cache_store(const char *dir, const char *file, const char *real, con
 }
 
 /* The scan of one shard: from the cache when it is fresh, else libarchive. */
-static ff_status index_shard(const char *shard, shard_scan *sc, ff__error *err) {
+static ff_status index_shard(const char *shard, ff__tar_shard *sc, ff__error *err) {
   struct stat sb;
   if (stat(shard, &sb) != 0)
     return add_bad(sc, shard, err, "%s: cannot open the shard: %s", shard, strerror(errno));
@@ -480,7 +508,7 @@ ff_status ff__tar_open(const char *pattern, ff__index *out, ff__error *err) {
   if (!st && !found)
     st = ff__error_set(err, FF_EIO, "tar:%s: none of the %zu shard name(s) it expands to exists (the first: '%s')",
                        pattern, shards.n, shards.v[0]);
-  shard_scan *scans = st ? NULL : calloc(shards.n, sizeof *scans);
+  ff__tar_shard *scans = st ? NULL : calloc(shards.n, sizeof *scans);
   if (!st && !scans) st = ff__error_set(err, FF_ENOMEM, "tar:%s: out of memory", pattern);
   size_t total = 0, ignored = 0;
   for (size_t i = 0; i < shards.n && !st; i++) {
@@ -506,7 +534,7 @@ ff_status ff__tar_open(const char *pattern, ff__index *out, ff__error *err) {
   int64_t max_label = -1;
   for (size_t i = 0; i < shards.n && !st; i++)
     for (size_t k = 0; k < scans[i].n && !st; k++) {
-      const tar_sample *t = &scans[i].s[k];
+      const ff__tar_sample *t = &scans[i].s[k];
       size_t n = strlen(shards.v[i]) + strlen(t->member) + 2;
       char *p = malloc(n);
       if (!p) {
@@ -519,7 +547,7 @@ ff_status ff__tar_open(const char *pattern, ff__index *out, ff__error *err) {
       idx.offsets[j] = t->offset, idx.shard_of[j] = (uint32_t)i;
       max_label = t->label > max_label ? t->label : max_label;
     }
-  for (size_t i = 0; scans && i < shards.n; i++) scan_free(&scans[i]);
+  for (size_t i = 0; scans && i < shards.n; i++) ff__tar_shard_free(&scans[i]);
   free(scans);
   if (st) {
     ff__strlist_free(&shards);
