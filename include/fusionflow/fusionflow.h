@@ -258,6 +258,11 @@ typedef struct ff_config {
   int (*device_alloc)(void *ctx, size_t size_bytes, void *stream, void **out);
   void (*device_free)(void *ctx, void *ptr, size_t size_bytes, void *stream);
   void *device_alloc_ctx;
+  /* Streamed tar: sources (http://, https://, pipe:, compressed shards; see ff_loader_open): the
+   * shuffle buffer of each rank's stream, in samples (the encoded bytes of up to this many samples,
+   * plus the batches in flight, are kept in memory); 0 = none (only the shard order is shuffled);
+   * without shuffle neither is. Default 1000. Other sources ignore it. */
+  size_t shuffle_buffer;
 } ff_config;
 
 /* Fills *cfg with the defaults above. Callers built against an older

@@ -33,6 +33,7 @@
 
 #include "core/clock.h"
 #include "loader/loader_internal.h"
+#include "source/stream.h"
 #include "loader/sampler.h"
 
 #define MAX_SKIPPED_KEPT 1000
@@ -56,6 +57,7 @@ void ff_config_init(ff_config *cfg) {
   cfg->device_max_time_share = p.max_device_time;
   cfg->max_jpeg_scans = 500;
   cfg->max_metadata_bytes = (size_t)16 << 20;
+  cfg->shuffle_buffer = 1000;
 }
 
 static int default_threads(void) {
@@ -128,6 +130,7 @@ static void clear_skips(ff_loader *l, ff_batch *e) {
 }
 
 static void compute_order(ff_loader *l, uint64_t epoch) {
+  if (l->stream) return ff__stream_order(l->stream, epoch, l->order[epoch & 1]);
   ff__sampler_indices(l->index.count, l->cfg.shuffle, l->cfg.permutation, l->cfg.seed, epoch, l->cfg.rank,
                       l->cfg.world_size, l->cfg.sampler_drop_last, l->perm, l->order[epoch & 1]);
 }
@@ -136,6 +139,7 @@ static void compute_order(ff_loader *l, uint64_t epoch) {
  * every ring entry the consumer does not hold, computes the order. Locked. */
 static void restart_epoch(ff_loader *l, uint64_t epoch, size_t batch) {
   l->gen++;
+  if (l->stream) ff__stream_restart(l->stream, epoch, batch * (size_t)l->cfg.batch_size); /* waits end now */
   l->busy -= ff__offload_reset(l->offload); /* the feeder must not pick up a stale microbatch */
   while (l->busy) pthread_cond_wait(&l->ready_cv, &l->mu);
   for (int i = 0; i < l->ring_size; i++)
@@ -306,6 +310,7 @@ static ff__sample_job sample_job(const ff_loader *l, uint64_t epoch, int64_t sam
                         .max_pixels = c->max_image_pixels, .max_scans = c->max_jpeg_scans,
                         .max_metadata_bytes = c->max_metadata_bytes, .strict = c->strict_decode};
   ff__index_locate(&l->index, (size_t)sample, &job.shard, &job.offset, &job.length);
+  job.stream = l->stream;
   return job;
 }
 
@@ -470,6 +475,7 @@ static void loader_free(ff_loader *l) {
   free(l->order[0]);
   free(l->order[1]);
   free(l->perm);
+  ff__stream_close(l->stream);
   ff__index_free(&l->index);
   pthread_mutex_destroy(&l->mu);
   pthread_cond_destroy(&l->work_cv);
@@ -523,7 +529,17 @@ static ff_status loader_start(ff_loader *l) {
   if (c->permutation == FF_PERMUTATION_TORCH && c->shuffle && l->index.count > FF__TORCH_RANDPERM_MAX_N)
     return ff__error_set(err, FF_EINVAL, "permutation=torch reproduces torch.randperm up to %llu samples, "
                          "not %zu", (unsigned long long)FF__TORCH_RANDPERM_MAX_N, l->index.count);
-  l->num_samples = ff__sampler_num_samples(l->index.count, c->world_size, c->sampler_drop_last);
+  if (l->index.streamed) {
+    if (c->on_error == FF_ON_ERROR_REPLACE)
+      return ff__error_set(err, FF_EINVAL, "%s: on_error=replace needs random access; streamed shards take "
+                           "on_error=raise or skip", c->source);
+    ff__stream_cfg sc = {c->seed, c->shuffle, c->rank, c->world_size, c->shuffle_buffer,
+                         (size_t)(c->prefetch + 2) * (size_t)c->batch_size, -1, -1};
+    if ((st = ff__stream_open(&l->index, &sc, &l->stream, err))) return st;
+    l->num_samples = ff__stream_num_samples(l->stream);
+  } else {
+    l->num_samples = ff__sampler_num_samples(l->index.count, c->world_size, c->sampler_drop_last);
+  }
   size_t bs = (size_t)c->batch_size;
   l->num_batches = c->drop_last ? l->num_samples / bs : (l->num_samples + bs - 1) / bs;
   l->total_items = c->drop_last ? l->num_batches * bs : l->num_samples;
@@ -629,6 +645,7 @@ void ff_loader_close(ff_loader *l) {
   l->stop = 1;
   pthread_cond_broadcast(&l->work_cv);
   pthread_mutex_unlock(&l->mu);
+  ff__stream_stop(l->stream); /* a worker waiting for a streamed sample returns */
   for (int i = 0; i < l->started_threads; i++) pthread_join(l->threads[i], NULL);
   ff__offload_close(l->offload); /* the device goes now, not when the last batch is released */
   pthread_mutex_lock(&l->mu);

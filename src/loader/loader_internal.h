@@ -53,6 +53,7 @@ struct ff_loader {
   ff_config cfg;
   ff__error err;
   ff__index index;
+  struct ff__stream *stream; /* a streamed index's reader (source/stream.h), or NULL */
   ff__pipeline pipe;
   size_t sample_bytes;   /* one output image */
   size_t num_samples, num_batches, total_items;

@@ -23,6 +23,7 @@ typedef struct ff__index {
   char **bad;            /* members and shards left out of the index, each message naming shard and member */
   size_t num_bad;
   size_t ignored_members; /* members that belong to no sample (WebDataset ignores them too) */
+  int streamed;          /* shards read only from start to end (source/stream.h): offsets is NULL */
 } ff__index;
 
 /* Builds the index of "imagefolder:DIR", "list:FILE" or "tar:PATTERN" (see fusionflow.h);
@@ -34,7 +35,8 @@ typedef struct ff__index {
  * images), FF_ENOMEM. */
 ff_status ff__source_open(const char *spec, int allow_empty, ff__index *out, ff__error *err);
 /* Where sample i's bytes are: *length bytes at byte *offset of file *shard,
- * or (*shard NULL, *offset and *length 0) the whole file paths[i]. */
+ * or (*shard NULL, *offset and *length 0) the whole file paths[i] -- or,
+ * for a streamed index, the stream (ff__stream_take). */
 void ff__index_locate(const ff__index *index, size_t i, const char **shard, uint64_t *offset, uint64_t *length);
 void ff__index_free(ff__index *index);
 

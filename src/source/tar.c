@@ -42,6 +42,7 @@
 #include <unistd.h>
 
 #include "source/shardlist.h"
+#include "source/stream.h"
 
 /* The suffixes that make a sample's image, in the order one is preferred. */
 static const char *const IMAGE_SUFFIXES[] = {"jpg", "jpeg", "png", "webp"};
@@ -485,10 +486,6 @@ static ff_status index_shard(const char *shard, ff__tar_shard *sc, ff__error *er
   return st;
 }
 
-static int is_stream_name(const char *name) {
-  return !strncmp(name, "http://", 7) || !strncmp(name, "https://", 8) || !strncmp(name, "pipe:", 5);
-}
-
 ff_status ff__tar_open(const char *pattern, ff__index *out, ff__error *err) {
   ff__strlist shards = {0}, bad = {0};
   ff_status st = ff__shards_expand(pattern, &shards, err);
@@ -497,13 +494,16 @@ ff_status ff__tar_open(const char *pattern, ff__index *out, ff__error *err) {
     ff__strlist_free(&shards);
     return st;
   }
-  size_t found = 0;
-  for (size_t i = 0; i < shards.n && !st; i++) {
+  size_t found = 0, streamed = 0;
+  for (size_t i = 0; i < shards.n; i++) {
     struct stat sb;
-    if (is_stream_name(shards.v[i]))
-      st = ff__error_set(err, FF_EINVAL, "tar:%s: '%s' is a stream; a tar: source reads local shards (uncompressed "
-                         "tar files) by offset", pattern, shards.v[i]);
-    found += stat(shards.v[i], &sb) == 0;
+    streamed += ff__stream_name(shards.v[i]);
+    found += ff__stream_name(shards.v[i]) || stat(shards.v[i], &sb) == 0;
+  }
+  if (streamed) { /* one stream makes the whole source a stream */
+    st = ff__stream_index(pattern, &shards, out, err);
+    ff__strlist_free(&shards);
+    return st;
   }
   if (!st && !found)
     st = ff__error_set(err, FF_EIO, "tar:%s: none of the %zu shard name(s) it expands to exists (the first: '%s')",
