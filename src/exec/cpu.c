@@ -25,7 +25,8 @@ void ff__worker_free(ff__worker *w) {
  * block a worker (and with it ff_loader_close); only regular files are read.
  * A shard member is read with pread at its indexed offset. */
 ff_status ff__sample_bytes(ff__worker *w, const ff__sample_job *job, size_t *size_bytes, ff__error *err) {
-  if (job->stream) return ff__stream_take(job->stream, job->epoch, (int64_t)job->index, &w->file, size_bytes, err);
+  if (job->stream)
+    return ff__stream_take(job->stream, job->stream_gen, job->epoch, (int64_t)job->index, &w->file, size_bytes, err);
   const char *path = job->path, *file = job->shard ? job->shard : path;
   int fd = open(file, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0) return ff__error_set(err, FF_EIO, "%s: cannot open: %s", path, strerror(errno));

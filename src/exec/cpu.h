@@ -28,6 +28,7 @@ typedef struct ff__sample_job {
   const char *shard;         /* not NULL: the sample is `length` bytes at byte `offset` of this file */
   uint64_t offset, length;
   struct ff__stream *stream; /* not NULL: the sample's bytes come from this stream (source/stream.h) */
+  uint64_t stream_gen;       /* the stream's restart count when the sample was handed out */
   uint64_t seed, epoch, index;
   uint64_t max_pixels;       /* the decoded image and every image the steps make */
   int max_scans;             /* see ff__decode_req */

@@ -141,7 +141,9 @@ static void restart_epoch(ff_loader *l, uint64_t epoch, size_t batch) {
   l->gen++;
   if (l->stream) ff__stream_restart(l->stream, epoch, batch * (size_t)l->cfg.batch_size); /* waits end now */
   l->busy -= ff__offload_reset(l->offload); /* the feeder must not pick up a stale microbatch */
+  l->restarting = 1; /* no worker takes a sample of the old order meanwhile (a stream would not send it) */
   while (l->busy) pthread_cond_wait(&l->ready_cv, &l->mu);
+  l->restarting = 0;
   for (int i = 0; i < l->ring_size; i++)
     if (l->ring[i].state != FF__BUF_HELD) {
       l->ring[i].state = FF__BUF_FREE;
@@ -199,7 +201,7 @@ static void split(ff_loader *l, ff_batch *e) {
 static int take_item(ff_loader *l, int worker, size_t *item, ff_batch **batch) {
   for (;;) {
     if (l->stop) return 0;
-    if (worker >= l->active_threads) {
+    if (worker >= l->active_threads || l->restarting) {
       pthread_cond_wait(&l->work_cv, &l->mu);
       continue;
     }
@@ -311,6 +313,7 @@ static ff__sample_job sample_job(const ff_loader *l, uint64_t epoch, int64_t sam
                         .max_metadata_bytes = c->max_metadata_bytes, .strict = c->strict_decode};
   ff__index_locate(&l->index, (size_t)sample, &job.shard, &job.offset, &job.length);
   job.stream = l->stream;
+  job.stream_gen = l->stream ? ff__stream_gen(l->stream) : 0; /* under the lock, as the restarts */
   return job;
 }
 

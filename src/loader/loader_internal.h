@@ -70,6 +70,7 @@ struct ff_loader {
   struct ff__coord_report_data report; /* what the last batch interval tells the coordinator */
   int report_pending;
   int stop, closed, held;
+  int restarting;        /* restart_epoch waits for the samples in flight: no new one is taken */
   uint64_t gen;
   uint64_t out_epoch, item_epoch; /* the consumer's epoch; the workers' (same or next) */
   size_t next_item, next_out;     /* next sample to take in item_epoch; next batch to hand out */

@@ -390,6 +390,7 @@ struct ff__stream {
   pthread_t thread;
   int started, stop;
   uint64_t gen;         /* bumped by each restart */
+  uint64_t asked;       /* the latest epoch a take asked for since the restart: the reader stays within one of it */
   uint64_t epoch;       /* where the reader is to (re)start, for gen */
   size_t position;
   kept *store;
@@ -482,11 +483,13 @@ static int store_put(ff__stream *s, uint64_t gen, kept k) {
   return ok ? 0 : -1;
 }
 
-ff_status ff__stream_take(ff__stream *s, uint64_t epoch, int64_t sample, ff__buf *buf, size_t *size_bytes,
-                          ff__error *err) {
+uint64_t ff__stream_gen(const ff__stream *s) { return __atomic_load_n(&s->gen, __ATOMIC_RELAXED); }
+
+ff_status ff__stream_take(ff__stream *s, uint64_t gen, uint64_t epoch, int64_t sample, ff__buf *buf,
+                          size_t *size_bytes, ff__error *err) {
   pthread_mutex_lock(&s->mu);
-  uint64_t gen = s->gen;
   ff_status st = FF_END;
+  if (s->gen == gen && epoch > s->asked) s->asked = epoch, pthread_cond_broadcast(&s->cv);
   while (!s->stop && s->gen == gen) {
     size_t i = 0;
     while (i < s->n_kept && !(s->store[i].epoch == epoch && s->store[i].sample == sample)) i++;
@@ -611,8 +614,16 @@ static void *reader_main(void *p) {
     uint64_t gen = s->gen, epoch = s->epoch;
     size_t from = s->position;
     pthread_mutex_unlock(&s->mu);
-    if (order && pos && mine) /* out of memory: nothing is read, every wait ends at close */
-      while (!read_epoch(s, gen, epoch, from, order, pos, mine)) epoch++, from = 0; /* then the next epoch */
+    if (order && pos && mine) { /* out of memory: nothing is read, every wait ends at close */
+      while (!read_epoch(s, gen, epoch, from, order, pos, mine)) { /* then the next epoch, once asked for */
+        epoch++, from = 0;
+        pthread_mutex_lock(&s->mu);
+        while (!s->stop && s->gen == gen && s->asked + 1 < epoch) pthread_cond_wait(&s->cv, &s->mu);
+        int over = s->stop || s->gen != gen;
+        pthread_mutex_unlock(&s->mu);
+        if (over) break;
+      }
+    }
     pthread_mutex_lock(&s->mu);
     while (!s->stop && s->gen == gen) pthread_cond_wait(&s->cv, &s->mu);
   }
@@ -662,7 +673,7 @@ ff_status ff__stream_open(const ff__index *index, const ff__stream_cfg *cfg, ff_
 void ff__stream_restart(ff__stream *s, uint64_t epoch, size_t position) {
   pthread_mutex_lock(&s->mu);
   __atomic_add_fetch(&s->gen, 1, __ATOMIC_RELAXED);
-  s->epoch = epoch, s->position = position;
+  s->epoch = epoch, s->position = position, s->asked = epoch;
   for (size_t i = 0; i < s->n_kept; i++) kept_free(&s->store[i]);
   s->n_kept = 0;
   pthread_cond_broadcast(&s->cv);

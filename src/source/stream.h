@@ -64,12 +64,19 @@ void ff__stream_order(const ff__stream *s, uint64_t epoch, int64_t *out);
  * samples before it. Does not wait. */
 void ff__stream_restart(ff__stream *s, uint64_t epoch, size_t position);
 
+/* The restart count: a sample asked for is tied to it (read it with the
+ * sample's epoch and position, under the lock ff__stream_restart is called
+ * under), so that a take for an order a restart replaced ends at once. */
+uint64_t ff__stream_gen(const ff__stream *s);
+
 /* Waits for sample `sample` of `epoch` and moves its bytes into *buf
- * (*size_bytes of them); each sample is taken once. Returns FF_OK, FF_EIO
- * (its shard failed: the message names the URL or command and the reason),
- * FF_END (given up by a restart or close), FF_ENOMEM. Thread-safe. */
-ff_status ff__stream_take(ff__stream *s, uint64_t epoch, int64_t sample, ff__buf *buf, size_t *size_bytes,
-                          ff__error *err);
+ * (*size_bytes of them); each sample is taken once. The reader reads ahead
+ * into the epoch after the latest one asked for, not further. Returns
+ * FF_OK, FF_EIO (its shard failed: the message names the URL or command and
+ * the reason), FF_END (gen is not ff__stream_gen's any more: a restart, or
+ * a close), FF_ENOMEM. Thread-safe. */
+ff_status ff__stream_take(ff__stream *s, uint64_t gen, uint64_t epoch, int64_t sample, ff__buf *buf,
+                          size_t *size_bytes, ff__error *err);
 
 /* Stops the reader (promptly: a transfer or command in progress is
  * abandoned) and ends every wait in ff__stream_take (FF_END), now and
