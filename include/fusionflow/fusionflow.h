@@ -332,9 +332,37 @@ typedef struct ff_batch ff_batch;
  *                    counted in ff_stats.skipped and listed by
  *                    ff_loader_skipped (skip, replace). A pattern none of
  *                    whose names exists is FF_EIO, one that names nothing
- *                    or is malformed FF_EEMPTY / FF_EINVAL; http://,
- *                    https:// and pipe: names are FF_EINVAL (see
- *                    ff_stream_open... for streams).
+ *                    or is malformed FF_EEMPTY / FF_EINVAL.
+ *                    Streamed shards: when a name is http://URL, https://URL,
+ *                    pipe:COMMAND (run with /bin/sh -c; its standard output
+ *                    is the shard, as WebDataset's pipe:) or a compressed
+ *                    file (.gz .tgz .bz2 .xz .zst .lz4 .lzma), the whole
+ *                    source is read as streams: at open every shard is read
+ *                    once to count its samples and labels (the same grouping
+ *                    and bad-member rules); each epoch then reads the rank's
+ *                    shards from start to end on one reader thread. The
+ *                    order is a two-level shuffle, a pure function of (seed,
+ *                    epoch, rank, world_size) and not of the threads: the
+ *                    shards in a Philox permutation of the epoch, each given
+ *                    to the rank with the fewest samples so far (lowest rank
+ *                    on a tie), the rank's shards one after the other through
+ *                    a shuffle buffer of shuffle_buffer samples (a Philox
+ *                    slot per incoming sample; shuffle=0: shard order, no
+ *                    buffer). Every rank gets the same number of samples,
+ *                    floor((total - (world_size - 1) * largest shard) /
+ *                    world_size), each dropping the rest of its share (its
+ *                    tail; fewer than 1 is FF_EINVAL at open: too few shards
+ *                    for the ranks). ff_loader_seek resumes exactly (the
+ *                    shards wholly before the position are not read again).
+ *                    Network errors (refused or cut connections, HTTP 5xx,
+ *                    408, 429, 30 s without data) are retried 3 times
+ *                    ($FF_STREAM_RETRIES) after 200 ms, doubling
+ *                    ($FF_STREAM_BACKOFF_MS); then the shard's samples not
+ *                    yet read fail (FF_EIO naming the URL, "after retries")
+ *                    under on_error. Other HTTP errors (404) fail at once.
+ *                    on_error=replace is FF_EINVAL for streams. Memory: the
+ *                    encoded bytes of up to shuffle_buffer + (prefetch + 2) *
+ *                    batch_size samples.
  *   DIR, FILE        without a kind: a folder is imagefolder:DIR, a regular
  *                    file ending in .tsv or .txt (any case) is list:FILE;
  *                    anything else is FF_EINVAL, a missing path FF_EIO.
