@@ -190,6 +190,12 @@ static int shards_make(int argc, char **argv) {
     fprintf(stderr, "fusionflow shards make: %s\n", err.msg);
     return 1;
   }
+  if (idx.streamed) { /* its samples come only through a loader's stream */
+    fprintf(stderr, "fusionflow shards make: %s: shards make reads folders, lists and local uncompressed shards; "
+            "decompress or download streamed shards first\n", src);
+    ff__index_free(&idx);
+    return 1;
+  }
   int width = 6;
   for (size_t n = idx.count; n >= 1000000; n /= 10) width++;
   char manifest_path[FF__PATH_MAX + 32];

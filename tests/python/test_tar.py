@@ -274,9 +274,10 @@ def test_missing_shard_and_patterns_naming_nothing(folder, tmp_path):
     raises_naming("tar:", "no shard")
 
 
-def test_compressed_shard_is_refused_clearly(folder, tmp_path):
+def test_compressed_shard_named_tar_is_refused_clearly(folder, tmp_path):
+    """A .gz name is streamed (test_stream.py); a gzip file named .tar cannot be read by offset."""
     _, paths, labels = folder
-    path = str(tmp_path / "c.tar.gz")
+    path = str(tmp_path / "c.tar")
     with tarfile.open(path, "w:gz") as tar:
         with open(paths[0], "rb") as f:
             add_member(tar, "a" + os.path.splitext(paths[0])[1], f.read())
