@@ -149,7 +149,8 @@ typedef enum ff_device_decode {
  * and struct_size tells the library which ones the caller knows. */
 typedef struct ff_config {
   size_t struct_size;        /* sizeof(ff_config), set by ff_config_init */
-  const char *source;        /* "imagefolder:DIR", "list:FILE", a folder or a .tsv/.txt file (see ff_loader_open); required */
+  const char *source;        /* "imagefolder:DIR", "list:FILE", "tar:PATTERN", a folder or a .tsv/.txt file (see
+                                ff_loader_open); required */
   const char *pipeline;      /* pipeline text (see below); required */
   int batch_size;            /* samples per batch, >= 1; default 64 */
   int shuffle;               /* nonzero: seeded permutation per epoch; default 1 */
@@ -325,6 +326,11 @@ typedef struct ff_config {
    * same index. 0 (default): DistributedSampler's order; at most 4096.
    * Not with sampler_drop_last (FF_EINVAL). */
   int repeated_augmentations;
+  /* Streamed tar: sources (http://, https://, pipe:, compressed shards; see ff_loader_open): the
+   * shuffle buffer of each rank's stream, in samples (the encoded bytes of up to this many samples,
+   * plus the batches in flight, are kept in memory); 0 = none (only the shard order is shuffled);
+   * without shuffle neither is. Default 1000. Other sources ignore it. */
+  size_t shuffle_buffer;
 } ff_config;
 
 /* ff_config.output_dtype. */
@@ -372,6 +378,75 @@ typedef struct ff_batch ff_batch;
  *                    with '#' are ignored, and so is a UTF-8 byte-order mark at
  *                    the start. A listed path is only read when its sample
  *                    is: one that is missing fails that sample (on_error).
+ *   tar:PATTERN      WebDataset shards (uncompressed tar files; ustar, pax or
+ *                    GNU, read with libarchive). PATTERN is a shard name in
+ *                    WebDataset's brace notation ("train-{000000..001023}.tar",
+ *                    "{a,b}", "{0..10..2}", zero padded when an end has a
+ *                    leading zero: the braceexpand package's rules), several
+ *                    joined by "::", or "@FILE", a file of such names, one per
+ *                    line ('#' comments; text after a TAB ignored, so the
+ *                    manifest of `fusionflow shards make` is one; relative to
+ *                    FILE's folder). Members are grouped into samples as
+ *                    webdataset groups them: the key is the member's path up
+ *                    to the first dot of its basename, consecutive members
+ *                    with one key are one sample, suffixes compared in lower
+ *                    case. A sample is its KEY.jpg, .jpeg, .png or .webp (the
+ *                    first of these when it has several) and its label, the
+ *                    integer text of KEY.cls (as Python's int(): white space,
+ *                    '+', '_' between digits; >= 0). Other members are
+ *                    ignored and counted (`fusionflow shards check`). Samples
+ *                    come in shard order then tar order; the epoch's order,
+ *                    ranks, resume and on_error are those of any source,
+ *                    because each shard is indexed once (every image's data
+ *                    offset and size) and samples are read from it by offset.
+ *                    The index is cached in $FF_CACHE_DIR/tar (default
+ *                    $XDG_CACHE_HOME/fusionflow/tar, else
+ *                    ~/.cache/fusionflow/tar; FF_CACHE_DIR="" turns the cache
+ *                    off) under the shard's real path and is used while the
+ *                    shard's size, modification time and inode are unchanged.
+ *                    A shard member that makes no sample -- a KEY.cls missing
+ *                    or not a non-negative integer, a .cls without an image,
+ *                    a suffix twice in one sample (webdataset raises on it),
+ *                    a key that comes back later in the shard, a member cut
+ *                    off by the end of the file or a damaged header (the
+ *                    rest of the shard, or the members libarchive skips, are
+ *                    lost) -- and a shard that is missing, empty or
+ *                    compressed fail the open with FF_EDATA naming the shard
+ *                    and the member (on_error=raise), or are left out,
+ *                    counted in ff_stats.skipped and listed by
+ *                    ff_loader_skipped (skip, replace). A pattern none of
+ *                    whose names exists is FF_EIO, one that names nothing
+ *                    or is malformed FF_EEMPTY / FF_EINVAL.
+ *                    Streamed shards: when a name is http://URL, https://URL,
+ *                    pipe:COMMAND (run with /bin/sh -c; its standard output
+ *                    is the shard, as WebDataset's pipe:) or a compressed
+ *                    file (.gz .tgz .bz2 .xz .zst .lz4 .lzma), the whole
+ *                    source is read as streams: at open every shard is read
+ *                    once to count its samples and labels (the same grouping
+ *                    and bad-member rules); each epoch then reads the rank's
+ *                    shards from start to end on one reader thread. The
+ *                    order is a two-level shuffle, a pure function of (seed,
+ *                    epoch, rank, world_size) and not of the threads: the
+ *                    shards in a Philox permutation of the epoch, each given
+ *                    to the rank with the fewest samples so far (lowest rank
+ *                    on a tie), the rank's shards one after the other through
+ *                    a shuffle buffer of shuffle_buffer samples (a Philox
+ *                    slot per incoming sample; shuffle=0: shard order, no
+ *                    buffer). Every rank gets the same number of samples,
+ *                    floor((total - (world_size - 1) * largest shard) /
+ *                    world_size), each dropping the rest of its share (its
+ *                    tail; fewer than 1 is FF_EINVAL at open: too few shards
+ *                    for the ranks). ff_loader_seek resumes exactly (the
+ *                    shards wholly before the position are not read again).
+ *                    Network errors (refused or cut connections, HTTP 5xx,
+ *                    408, 429, 30 s without data) are retried 3 times
+ *                    ($FF_STREAM_RETRIES) after 200 ms, doubling
+ *                    ($FF_STREAM_BACKOFF_MS); then the shard's samples not
+ *                    yet read fail (FF_EIO naming the URL, "after retries")
+ *                    under on_error. Other HTTP errors (404) fail at once.
+ *                    on_error=replace is FF_EINVAL for streams. Memory: the
+ *                    encoded bytes of up to shuffle_buffer + (prefetch + 2) *
+ *                    batch_size samples.
  *   DIR, FILE        without a kind: a folder is imagefolder:DIR, a regular
  *                    file ending in .tsv or .txt (any case) is list:FILE;
  *                    anything else is FF_EINVAL, a missing path FF_EIO.
@@ -797,7 +872,9 @@ typedef struct ff_stats {
   uint64_t ops_ns;           /* running the ops after decode */
   uint64_t wait_ns;          /* time the consumer waited inside ff_loader_next */
   uint64_t read_bytes;       /* encoded bytes read */
-  uint64_t skipped;          /* samples skipped under on_error=skip */
+  uint64_t skipped;          /* samples skipped under on_error=skip; with a tar: source also, from the open
+                                on (under skip or replace), each shard member or shard that makes no
+                                sample (listed first by ff_loader_skipped) */
   int num_threads;           /* worker threads in use */
   const char *device;        /* the device in use: "cpu", "emu:0", "cuda:0 (NVIDIA H200)"; owned by the loader */
   uint64_t device_samples;   /* samples handed out that the device prepared */

@@ -187,8 +187,13 @@ class Loader:
     Args:
         source (str or os.PathLike): ``"imagefolder:DIR"`` (one sub-folder per
             class, as torchvision's ImageFolder), ``"list:FILE"`` (lines
-            ``path<TAB>label``), or a plain path: a folder is taken as
-            ``imagefolder:``, a ``.tsv``/``.txt`` file as ``list:``.
+            ``path<TAB>label``), ``"tar:PATTERN"`` (WebDataset shards:
+            ``"tar:/data/train-{000000..001023}.tar"``, ``"tar:@shards.txt"``,
+            ``"tar:http://host/train-{000..099}.tar"``, ``"tar:pipe:curl -s URL"``;
+            members ``KEY.jpg|jpeg|png|webp`` with ``KEY.cls``; local
+            uncompressed shards are read by offset, the others streamed), or a
+            plain path: a folder is taken as ``imagefolder:``, a ``.tsv``/``.txt``
+            file as ``list:``.
         pipeline (str): the pipeline text, e.g. ``"decode | random_resized_crop(size=224)
             | random_horizontal_flip | normalize(mean=imagenet, std=imagenet)"``.
             Ending in ``normalize`` or ``to_dtype`` gives float32 NCHW images,
@@ -209,6 +214,12 @@ class Loader:
             (computed here: torch is not needed), so a script moving from
             DistributedSampler keeps its sample order.
         seed (int): base seed of the order and of every random draw, 0 <= seed < 2**64.
+        shuffle_buffer (int): streamed ``tar:`` sources (``http://``, ``https://``,
+            ``pipe:`` or compressed shards): the shuffle buffer of each rank's
+            stream in samples (default 1000; 0: only the shard order is
+            shuffled). The order is a pure function of (seed, epoch, rank,
+            world_size); every rank gets the same number of samples. Other
+            sources ignore it.
         num_threads (int or None): worker threads; None or 0 = the CPUs this process may use.
         device (str): where the CPU pool's deficit goes when it cannot keep up
             with the training loop (FusionFlow's cooperative scheduler): ``"cpu"``
@@ -338,7 +349,7 @@ class Loader:
                  max_image_pixels=_c.DEFAULT_MAX_IMAGE_PIXELS, device_memory_limit_bytes=0, strict_decode=False,
                  allow_empty=False, sampler_drop_last=False, permutation="philox", pin_memory=None,
                  output_device="cpu", device_decode="auto", deterministic=False, dtype=None,
-                 memory_format=None, semantics="v1", repeated_augmentations=0, num_workers=None,
+                 memory_format=None, semantics="v1", repeated_augmentations=0, shuffle_buffer=1000, num_workers=None,
                  prefetch_factor=None, persistent_workers=None, recipe=None, num_classes=None,
                  **dataloader_kwargs):
         self._c = None
@@ -409,6 +420,8 @@ class Loader:
         if not 0 <= limit < 1 << 64:
             raise ValueError(f"fusionflow.Loader: max_image_pixels must be in [0, 2**64) or None "
                              f"(got {max_image_pixels})")
+        if isinstance(shuffle_buffer, bool) or not isinstance(shuffle_buffer, int) or not 0 <= shuffle_buffer < 1 << 40:
+            raise ValueError(f"fusionflow.Loader: shuffle_buffer must be an int in [0, 2**40) (got {shuffle_buffer!r})")
         if batch_size > 1 << 30 or prefetch > 1 << 20 or (num_threads or 0) > 1 << 20:
             raise ValueError("fusionflow.Loader: batch_size, prefetch or num_threads is out of range")
 
@@ -445,7 +458,8 @@ class Loader:
                 pin_memory=-1 if pin_memory is None else int(pin_memory), output_device=output_device,
                 device_decode=_DEVICE_DECODE[device_decode], deterministic=bool(deterministic),
                 output_dtype=_DTYPES[dtype_name], memory_format=_MEMORY_FORMATS[format_name],
-                semantics=semantics_value, repeated_augmentations=repeated_augmentations)
+                semantics=semantics_value, repeated_augmentations=repeated_augmentations,
+                shuffle_buffer=shuffle_buffer)
         except _errors.DeviceError as e:
             raise _errors.DeviceUnavailableError(f"fusionflow.Loader(device={device!r}): {e}", e.status) from None
         with _open_lock:

@@ -551,22 +551,25 @@ static PyObject *loader_open(PyObject *module, PyObject *args, PyObject *kwargs)
                            "device", "device_memory_limit_bytes", "strict_decode", "allow_empty",
                            "sampler_drop_last", "torch_permutation", "pin_memory", "output_device",
                            "device_decode", "deterministic", "output_dtype", "memory_format", "semantics",
-                           "repeated_augmentations", NULL};
+                           "repeated_augmentations", "shuffle_buffer", NULL};
   ff_config cfg;
   ff_config_init(&cfg);
   PyObject *source_obj, *pipeline_obj;
   int on_error = FF_ON_ERROR_RAISE, torch_permutation = 0;
   unsigned long long seed = 0, max_pixels = cfg.max_image_pixels, device_limit = 0;
   int device_decode = FF_DEVICE_DECODE_AUTO, semantics = FF_SEMANTICS_V1;
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O&U|iiiKiiiiiO&sKppppisipiiii:open_loader", kwlist,
+  unsigned long long shuffle_buffer = cfg.shuffle_buffer;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O&U|iiiKiiiiiO&sKppppisipiiiiO&:open_loader", kwlist,
                                    PyUnicode_FSConverter, &source_obj, &pipeline_obj, &cfg.batch_size, &cfg.shuffle,
                                    &cfg.drop_last, &seed, &cfg.num_threads, &cfg.prefetch, &cfg.rank,
                                    &cfg.world_size, &on_error, to_u64, &max_pixels, &cfg.device, &device_limit,
                                    &cfg.strict_decode, &cfg.allow_empty, &cfg.sampler_drop_last, &torch_permutation,
                                    &cfg.pin_memory, &cfg.output_device, &device_decode, &cfg.deterministic,
-                                   &cfg.output_dtype, &cfg.memory_format, &semantics, &cfg.repeated_augmentations))
+                                   &cfg.output_dtype, &cfg.memory_format, &semantics, &cfg.repeated_augmentations,
+                                   to_u64, &shuffle_buffer))
     return NULL;
   cfg.semantics = (ff_semantics)semantics;
+  cfg.shuffle_buffer = (size_t)shuffle_buffer;
   cfg.permutation = torch_permutation ? FF_PERMUTATION_TORCH : FF_PERMUTATION_PHILOX;
   cfg.device_decode = (ff_device_decode)device_decode;
   cfg.device_memory_limit_bytes = (size_t)device_limit;
@@ -1135,6 +1138,7 @@ static PyMethodDef module_methods[] = {
      "            device_memory_limit_bytes=0, strict_decode=False, allow_empty=False, sampler_drop_last=False,\n"
      "            torch_permutation=False, pin_memory=-1, output_device=\"cpu\", device_decode=0,\n"
      "            deterministic=False, output_dtype=0, memory_format=0, semantics=0) -> CLoader\n"
+     "            repeated_augmentations=0, shuffle_buffer=1000)\n"
      "            (output_dtype: ff_output_dtype, memory_format: ff_memory_format, semantics: ff_semantics)"},
     {"augment_image", (PyCFunction)(void (*)(void))mod_augment_image, METH_VARARGS | METH_KEYWORDS,
      "augment_image(path, pipeline, seed=0, epoch=0, index=0, semantics=0) -> Tensor (H, W, 3) uint8"},

@@ -30,8 +30,10 @@ static void bench_usage(FILE *f) {
           "decoding and ops (summed over worker threads), and how long the consumer waited.\n"
           "\n"
           "  --source SRC          imagefolder:DIR (one sub-folder per class, as torchvision's\n"
-          "                        ImageFolder) or list:FILE (lines 'path<TAB>label'); a bare\n"
-          "                        folder means imagefolder:, a .tsv/.txt file list:\n"
+          "                        ImageFolder), list:FILE (lines 'path<TAB>label') or\n"
+          "                        tar:PATTERN (WebDataset shards: 'tar:/d/train-{000..099}.tar',\n"
+          "                        'tar:@LIST', 'tar:http://host/s-{0..9}.tar', 'tar:pipe:CMD'); a\n"
+          "                        bare folder means imagefolder:, a .tsv/.txt file list:\n"
           "  --pipeline TEXT       ops separated by '|' (default:\n"
           "                        \"" DEFAULT_PIPELINE "\")\n"
           "  --batch-size N        samples per batch (default 64)\n"
@@ -46,6 +48,8 @@ static void bench_usage(FILE *f) {
           "  --drop-last           drop the last batch of an epoch when it is short (DataLoader's)\n"
           "  --sampler-drop-last   cut each rank's share instead of padding it by repeating the\n"
           "                        start of the order (DistributedSampler's drop_last)\n"
+          "  --shuffle-buffer N    streamed tar: shards (http, pipe:, compressed): shuffle buffer\n"
+          "                        of each rank's stream in samples (default 1000; 0: shard order only)\n"
           "  --permutation P       how an epoch is shuffled: philox (default) or torch\n"
           "                        (torch.randperm seeded with seed + epoch: DistributedSampler's order)\n"
           "  --rank R              shard of this process (default $RANK or 0)\n"
@@ -187,7 +191,7 @@ int ff__cli_bench(int argc, char **argv) {
   enum { O_SOURCE = 256, O_PIPELINE, O_BATCH, O_BATCHES, O_EPOCHS, O_WARMUP, O_THREADS, O_PREFETCH, O_SEED,
          O_NOSHUFFLE, O_DROPLAST, O_RANK, O_WORLD, O_STEP, O_ONERROR, O_MAXPIX, O_JSON, O_DEVICE, O_DEVMEM,
          O_TRACE, O_TRACE_EVENTS, O_PER_BATCH, O_SCANS, O_METADATA, O_STRICT, O_ALLOW_EMPTY, O_SAMPLER_DROPLAST,
-         O_PERMUTATION, O_DEVDECODE, O_DETERMINISTIC, O_OUTDEV, O_DTYPE, O_MEMFMT, O_SEMANTICS };
+         O_PERMUTATION, O_DEVDECODE, O_DETERMINISTIC, O_OUTDEV, O_DTYPE, O_MEMFMT, O_SEMANTICS, O_SHUFFLE_BUFFER };
   static const struct option opts[] = {
       {"source", required_argument, 0, O_SOURCE},     {"pipeline", required_argument, 0, O_PIPELINE},
       {"batch-size", required_argument, 0, O_BATCH},  {"batches", required_argument, 0, O_BATCHES},
@@ -208,6 +212,7 @@ int ff__cli_bench(int argc, char **argv) {
       {"output-device", required_argument, 0, O_OUTDEV}, {"dtype", required_argument, 0, O_DTYPE},
       {"memory-format", required_argument, 0, O_MEMFMT},
       {"semantics", required_argument, 0, O_SEMANTICS},
+      {"shuffle-buffer", required_argument, 0, O_SHUFFLE_BUFFER},
       {0, 0, 0, 0}};
   ff_config cfg;
   ff_config_init(&cfg);
@@ -232,6 +237,10 @@ int ff__cli_bench(int argc, char **argv) {
     case O_NOSHUFFLE: cfg.shuffle = 0; break;
     case O_DROPLAST: cfg.drop_last = 1; break;
     case O_SAMPLER_DROPLAST: cfg.sampler_drop_last = 1; break;
+    case O_SHUFFLE_BUFFER:
+      if (!parse_long(name, optarg, 0, LONG_MAX, &v)) return 2;
+      cfg.shuffle_buffer = (size_t)v;
+      break;
     case O_PERMUTATION:
       if (!strcmp(optarg, "philox")) cfg.permutation = FF_PERMUTATION_PHILOX;
       else if (!strcmp(optarg, "torch")) cfg.permutation = FF_PERMUTATION_TORCH;

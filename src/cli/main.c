@@ -22,6 +22,7 @@ static void usage(FILE *f) {
           "             cores per GPU a pipeline needs, and what offloading to the GPU gains\n"
           "  node       node status GROUP: the loaders sharing this node's cores (node coordinator)\n"
           "  recipe     list the training-recipe presets (--list) or print one: pipeline and sampler\n"
+          "  shards     make WebDataset tar shards from a data set (make), or verify shards (check)\n"
           "  version    print the library version\n"
           "\n"
           "Run 'fusionflow COMMAND --help' for the options of a command.\n");
@@ -37,6 +38,7 @@ int main(int argc, char **argv) {
   if (!strcmp(argv[1], "augment")) return argv[1] = "fusionflow augment", ff__cli_augment(argc - 1, argv + 1);
   if (!strcmp(argv[1], "plan")) return argv[1] = "fusionflow plan", ff__cli_plan(argc - 1, argv + 1);
   if (!strcmp(argv[1], "recipe")) return argv[1] = "fusionflow recipe", ff__cli_recipe(argc - 1, argv + 1);
+  if (!strcmp(argv[1], "shards")) return ff__cli_shards(argc - 1, argv + 1);
   if (!strcmp(argv[1], "sim")) return argv[1] = "fusionflow sim", ff__cli_sim(argc - 1, argv + 1);
   if (!strcmp(argv[1], "node")) return argv[1] = "fusionflow node", ff__cli_node(argc - 1, argv + 1);
   if (!strcmp(argv[1], "version") || !strcmp(argv[1], "--version")) {

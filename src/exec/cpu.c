@@ -6,6 +6,7 @@
 #include "exec/cpu.h"
 
 #include "core/clock.h"
+#include "source/stream.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -21,20 +22,27 @@ void ff__worker_free(ff__worker *w) {
 }
 
 /* Opened with O_NONBLOCK: a FIFO or device named like an image must not
- * block a worker (and with it ff_loader_close); only regular files are read. */
-static ff_status read_file(ff__worker *w, const char *path, size_t *size_bytes, ff__error *err) {
-  int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+ * block a worker (and with it ff_loader_close); only regular files are read.
+ * A shard member is read with pread at its indexed offset. */
+ff_status ff__sample_bytes(ff__worker *w, const ff__sample_job *job, size_t *size_bytes, ff__error *err) {
+  if (job->stream)
+    return ff__stream_take(job->stream, job->stream_gen, job->epoch, (int64_t)job->index, &w->file, size_bytes, err);
+  const char *path = job->path, *file = job->shard ? job->shard : path;
+  int fd = open(file, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0) return ff__error_set(err, FF_EIO, "%s: cannot open: %s", path, strerror(errno));
   struct stat sb;
   ff_status st = FF_OK;
   if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
     st = ff__error_set(err, FF_EIO, "%s: not a regular file", path);
+  } else if (job->shard && job->offset + job->length > (uint64_t)sb.st_size) {
+    st = ff__error_set(err, FF_EIO, "%s: the shard is shorter (%lld bytes) than when it was indexed", path,
+                       (long long)sb.st_size);
   } else {
-    size_t n = (size_t)sb.st_size, got = 0;
+    size_t n = job->shard ? (size_t)job->length : (size_t)sb.st_size, got = 0;
     uint8_t *buf = ff__buf_reserve(&w->file, n ? n : 1);
     if (!buf) st = ff__error_set(err, FF_ENOMEM, "%s: out of memory reading %zu bytes", path, n);
     while (!st && got < n) {
-      ssize_t r = read(fd, buf + got, n - got);
+      ssize_t r = pread(fd, buf + got, n - got, (off_t)(job->offset + got));
       if (r < 0 && errno == EINTR) continue;
       if (r <= 0) st = ff__error_set(err, FF_EIO, "%s: read error: %s", path, r < 0 ? strerror(errno) : "file shrank");
       else got += (size_t)r;
@@ -52,7 +60,7 @@ ff_status ff__sample_read(ff__worker *w, const ff__pipeline *pipe, const ff__sam
   w->header = (ff__image_info){0};
   w->decoded_pixels = 0;
   w->warning.status = FF_OK;
-  ff_status st = read_file(w, job->path, size_bytes, err);
+  ff_status st = ff__sample_bytes(w, job, size_bytes, err);
   if (!st) {
     w->read_bytes += *size_bytes;
     ff__image_info info;

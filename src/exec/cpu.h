@@ -24,7 +24,11 @@ void ff__worker_free(ff__worker *w);
 
 /* What identifies a sample's work: where it is and how it is planned. */
 typedef struct ff__sample_job {
-  const char *path;
+  const char *path;          /* the file, or the name of a member of a shard ("SHARD:MEMBER") in messages */
+  const char *shard;         /* not NULL: the sample is `length` bytes at byte `offset` of this file */
+  uint64_t offset, length;
+  struct ff__stream *stream; /* not NULL: the sample's bytes come from this stream (source/stream.h) */
+  uint64_t stream_gen;       /* the stream's restart count when the sample was handed out */
   uint64_t seed, epoch, index;
   uint64_t max_pixels;       /* the decoded image and every image the steps make */
   int max_scans;             /* see ff__decode_req */
@@ -33,6 +37,13 @@ typedef struct ff__sample_job {
   uint32_t repeat;           /* which copy of the sample (repeated augmentation), 0 .. repeats - 1: keys
                                 its draws together with index */
 } ff__sample_job;
+
+/* Reads the sample's encoded bytes into w->file (*size_bytes of them): the
+ * whole file job->path (a regular file only, opened without blocking),
+ * job->length bytes at job->offset of job->shard, or sample job->index of
+ * epoch job->epoch from job->stream (waiting for it). Returns FF_OK, FF_EIO
+ * or FF_ENOMEM naming job->path (FF_END: a stream gave the sample up). */
+ff_status ff__sample_bytes(ff__worker *w, const ff__sample_job *job, size_t *size_bytes, ff__error *err);
 
 /* Reads the file (a regular file only, opened without blocking) and its
  * header, plans the sample and checks that no step would make an image

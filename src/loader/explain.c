@@ -172,6 +172,7 @@ ff_status ff_loader_plan(ff_loader *l, uint64_t index, uint64_t epoch, char **js
   ff__sample_job job = {.path = l->index.paths[index], .seed = c->seed, .epoch = epoch, .index = index,
                         .max_pixels = c->max_image_pixels, .max_scans = c->max_jpeg_scans,
                         .max_metadata_bytes = c->max_metadata_bytes, .strict = c->strict_decode};
+  ff__index_locate(&l->index, index, &job.shard, &job.offset, &job.length);
   ff__error err = {0}; /* the handle's message is written only on failure */
   ff_status st = plan_json(&l->pipe, &job, l->index.labels[index], json_out, &err);
   if (st) ff__error_set(&l->err, st, "%s", err.msg);

@@ -29,7 +29,8 @@ ff_status ff_image_augment_as(const char *path, const char *pipeline, ff_semanti
   if (!st) {
     ff_config c; /* the loader's default limits: every image the pipeline makes is checked */
     ff_config_init(&c);
-    ff__sample_job job = {path, seed, epoch, index, c.max_image_pixels, c.max_jpeg_scans, c.max_metadata_bytes, 0, 0};
+    ff__sample_job job = {.path = path, .seed = seed, .epoch = epoch, .index = index, .max_pixels = c.max_image_pixels,
+                          .max_scans = c.max_jpeg_scans, .max_metadata_bytes = c.max_metadata_bytes};
     st = ff__sample_image(&w, pipe, &job, &img, NULL, &err);
   }
   if (!st) {

@@ -34,6 +34,7 @@
 
 #include "core/clock.h"
 #include "loader/loader_internal.h"
+#include "source/stream.h"
 #include "loader/sampler.h"
 #include "sched/numa.h"
 
@@ -58,6 +59,7 @@ void ff_config_init(ff_config *cfg) {
   cfg->device_max_time_share = p.max_device_time;
   cfg->max_jpeg_scans = 500;
   cfg->max_metadata_bytes = (size_t)16 << 20;
+  cfg->shuffle_buffer = 1000;
 }
 
 static int default_threads(void) {
@@ -139,6 +141,7 @@ static void clear_skips(ff_loader *l, ff_batch *e) {
 }
 
 static void compute_order(ff_loader *l, uint64_t epoch) {
+  if (l->stream) return ff__stream_order(l->stream, epoch, l->order[epoch & 1]);
   if (l->cfg.repeated_augmentations) {
     ff__sampler_ra_indices(l->index.count, l->cfg.shuffle, l->cfg.permutation, l->cfg.seed, epoch, l->cfg.rank,
                            l->cfg.world_size, l->cfg.repeated_augmentations, l->perm, l->order[epoch & 1],
@@ -153,8 +156,11 @@ static void compute_order(ff_loader *l, uint64_t epoch) {
  * every ring entry the consumer does not hold, computes the order. Locked. */
 static void restart_epoch(ff_loader *l, uint64_t epoch, size_t batch) {
   l->gen++;
+  if (l->stream) ff__stream_restart(l->stream, epoch, batch * (size_t)l->cfg.batch_size); /* waits end now */
   l->busy -= ff__offload_reset(l->offload); /* the feeder must not pick up a stale microbatch */
+  l->restarting = 1; /* no worker takes a sample of the old order meanwhile (a stream would not send it) */
   while (l->busy) pthread_cond_wait(&l->ready_cv, &l->mu);
+  l->restarting = 0;
   for (int i = 0; i < l->ring_size; i++)
     if (l->ring[i].state != FF__BUF_HELD) {
       l->ring[i].state = FF__BUF_FREE;
@@ -213,7 +219,7 @@ static void split(ff_loader *l, ff_batch *e) {
 static int take_item(ff_loader *l, int worker, size_t *item, ff_batch **batch) {
   for (;;) {
     if (l->stop) return 0;
-    if (worker >= l->active_threads) {
+    if (worker >= l->active_threads || l->restarting) {
       pthread_cond_wait(&l->work_cv, &l->mu);
       continue;
     }
@@ -332,9 +338,14 @@ typedef struct worker_arg {
 static ff__sample_job sample_job(const ff_loader *l, uint64_t epoch, size_t at) {
   const ff_config *c = &l->cfg;
   int64_t sample = l->order[epoch & 1][at];
-  return (ff__sample_job){l->index.paths[sample], c->seed, epoch, (uint64_t)sample, c->max_image_pixels,
-                          c->max_jpeg_scans, c->max_metadata_bytes, c->strict_decode,
-                          l->repeat[epoch & 1] ? l->repeat[epoch & 1][at] : 0};
+  ff__sample_job job = {.path = l->index.paths[sample], .seed = c->seed, .epoch = epoch, .index = (uint64_t)sample,
+                        .max_pixels = c->max_image_pixels, .max_scans = c->max_jpeg_scans,
+                        .max_metadata_bytes = c->max_metadata_bytes, .strict = c->strict_decode,
+                        .repeat = l->repeat[epoch & 1] ? l->repeat[epoch & 1][at] : 0};
+  ff__index_locate(&l->index, (size_t)sample, &job.shard, &job.offset, &job.length);
+  job.stream = l->stream;
+  job.stream_gen = l->stream ? ff__stream_gen(l->stream) : 0; /* under the lock, as the restarts */
+  return job;
 }
 
 /* Runs one sample on the CPU into `slot` of e: its pipeline, or its views. Unlocked. */
@@ -527,6 +538,7 @@ static void loader_free(ff_loader *l) {
   ff__views_free(&l->views);
   ff__mix_plan_free(&l->mix_plan);
   free(l->mix_scratch);
+  ff__stream_close(l->stream);
   ff__index_free(&l->index);
   pthread_mutex_destroy(&l->mu);
   pthread_cond_destroy(&l->work_cv);
@@ -598,15 +610,31 @@ static ff_status loader_start(ff_loader *l) {
                        (unsigned long long)l->cfg.max_image_pixels);
   if (!st) st = env_share(&l->forced_share, err);
   if (!st) st = ff__source_open(l->cfg.source, l->cfg.allow_empty, &l->index, err);
+  if (!st && l->index.num_bad && l->cfg.on_error == FF_ON_ERROR_RAISE) /* shards' members that make no sample */
+    st = ff__error_set(err, FF_EDATA, "%s (%zu problem(s) in the shards; on_error=skip leaves them out and lists "
+                       "them)", l->index.bad[0], l->index.num_bad);
   if (st) return st;
 
   const ff_config *c = &l->cfg;
   if (c->permutation == FF_PERMUTATION_TORCH && c->shuffle && l->index.count > FF__TORCH_RANDPERM_MAX_N)
     return ff__error_set(err, FF_EINVAL, "permutation=torch reproduces torch.randperm up to %llu samples, "
                          "not %zu", (unsigned long long)FF__TORCH_RANDPERM_MAX_N, l->index.count);
-  l->num_samples = c->repeated_augmentations
-                       ? ff__sampler_ra_num_samples(l->index.count, c->world_size, c->repeated_augmentations)
-                       : ff__sampler_num_samples(l->index.count, c->world_size, c->sampler_drop_last);
+  if (l->index.streamed) {
+    if (c->on_error == FF_ON_ERROR_REPLACE)
+      return ff__error_set(err, FF_EINVAL, "%s: on_error=replace needs random access; streamed shards take "
+                           "on_error=raise or skip", c->source);
+    if (c->repeated_augmentations)
+      return ff__error_set(err, FF_EINVAL, "%s: repeated_augmentations needs random access; streamed shards "
+                           "are read in their two-level shuffled order", c->source);
+    ff__stream_cfg sc = {c->seed, c->shuffle, c->rank, c->world_size, c->shuffle_buffer,
+                         (size_t)(c->prefetch + 2) * (size_t)c->batch_size, -1, -1};
+    if ((st = ff__stream_open(&l->index, &sc, &l->stream, err))) return st;
+    l->num_samples = ff__stream_num_samples(l->stream);
+  } else {
+    l->num_samples = c->repeated_augmentations
+                         ? ff__sampler_ra_num_samples(l->index.count, c->world_size, c->repeated_augmentations)
+                         : ff__sampler_num_samples(l->index.count, c->world_size, c->sampler_drop_last);
+  }
   size_t bs = (size_t)c->batch_size;
   l->num_batches = c->drop_last ? l->num_samples / bs : (l->num_samples + bs - 1) / bs;
   l->total_items = c->drop_last ? l->num_batches * bs : l->num_samples;
@@ -654,6 +682,8 @@ static ff_status loader_start(ff_loader *l) {
   if (!l->order[0] || !l->order[1] || !l->perm || !l->ring || !l->workers || !l->threads || !l->skipped ||
       !l->warnings)
     return ff__error_set(err, FF_ENOMEM, "out of memory");
+  for (size_t i = 0; i < l->index.num_bad; i++) /* counted and listed first, as skipped */
+    l->stats.skipped++, keep_msg(l->skipped, &l->skipped_kept, &l->index.bad[i]);
   if ((st = ff__batch_mem_open(l))) return st;
   for (int i = 0; i < l->ring_size; i++) {
     ff_batch *e = &l->ring[i];
@@ -735,6 +765,7 @@ void ff_loader_close(ff_loader *l) {
   l->stop = 1;
   pthread_cond_broadcast(&l->work_cv);
   pthread_mutex_unlock(&l->mu);
+  ff__stream_stop(l->stream); /* a worker waiting for a streamed sample returns */
   for (int i = 0; i < l->started_threads; i++) pthread_join(l->threads[i], NULL);
   ff__offload_close(l->offload); /* the device goes now, not when the last batch is released */
   pthread_mutex_lock(&l->mu);

@@ -61,6 +61,7 @@ struct ff_loader {
   ff_config cfg;
   ff__error err;
   ff__index index;
+  struct ff__stream *stream; /* a streamed index's reader (source/stream.h), or NULL */
   ff__pipeline pipe;
   size_t sample_bytes;   /* one output image */
   ff__pipeline host_pipe;   /* how the host writes a sample into the host images: pipe, or with a float
@@ -82,6 +83,7 @@ struct ff_loader {
   int report_pending;
   uint64_t worker_cpu_ns, reported_cpu_ns; /* the workers' CPU time on samples: all, and at the last report */
   int stop, closed, held;
+  int restarting;        /* restart_epoch waits for the samples in flight: no new one is taken */
   uint64_t gen;
   uint64_t out_epoch, item_epoch; /* the consumer's epoch; the workers' (same or next) */
   size_t next_item, next_out;     /* next sample to take in item_epoch; next batch to hand out */

@@ -19,6 +19,7 @@
  * (imagefolder:) or a .tsv/.txt file (list:). Each sample's encoded size
  * comes from stat(). */
 #include "source/source.h"
+#include "source/tar.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -256,7 +257,7 @@ static ff_status open_list(const char *file, builder *b, ff__error *err) {
   return st;
 }
 
-#define SOURCE_KINDS "imagefolder:DIR, list:FILE, a folder, or a .tsv/.txt list file"
+#define SOURCE_KINDS "imagefolder:DIR, list:FILE, tar:PATTERN, a folder, or a .tsv/.txt list file"
 
 static int has_list_extension(const char *path) {
   size_t n = strlen(path);
@@ -286,6 +287,7 @@ ff_status ff__source_open(const char *spec, int allow_empty, ff__index *out, ff_
   if (!spec || !*spec) st = ff__error_set(err, FF_EINVAL, "no source: expected %s", SOURCE_KINDS);
   else if (!strncmp(spec, "imagefolder:", 12)) st = open_imagefolder(spec + 12, allow_empty, &b, &classes, err);
   else if (!strncmp(spec, "list:", 5)) st = open_list(spec + 5, &b, err);
+  else if (!strncmp(spec, "tar:", 4)) return ff__tar_open(spec + 4, out, err);
   else st = open_bare(spec, allow_empty, &b, &classes, err);
   if (st) {
     strvec_free(&b.paths);
@@ -296,8 +298,8 @@ ff_status ff__source_open(const char *spec, int allow_empty, ff__index *out, ff_
   }
   int64_t max_label = -1;
   for (size_t i = 0; i < b.paths.n; i++) max_label = b.labels[i] > max_label ? b.labels[i] : max_label;
-  *out = (ff__index){b.paths.n, b.paths.v, b.sizes, b.labels,
-                     classes.n ? classes.n : (size_t)(max_label + 1), classes.v};
+  *out = (ff__index){.count = b.paths.n, .paths = b.paths.v, .size_bytes = b.sizes, .labels = b.labels,
+                     .num_classes = classes.n ? classes.n : (size_t)(max_label + 1), .class_names = classes.v};
   return FF_OK;
 }
 
@@ -309,5 +311,16 @@ void ff__index_free(ff__index *index) {
   strvec_free(&classes);
   free(index->size_bytes);
   free(index->labels);
+  strvec shards = {index->shards, index->num_shards, 0}, bad = {index->bad, index->num_bad, 0};
+  strvec_free(&shards);
+  strvec_free(&bad);
+  free(index->offsets);
+  free(index->shard_of);
   *index = (ff__index){0};
+}
+
+void ff__index_locate(const ff__index *index, size_t i, const char **shard, uint64_t *offset, uint64_t *length) {
+  *shard = index->offsets ? index->shards[index->shard_of[i]] : NULL;
+  *offset = index->offsets ? index->offsets[i] : 0;
+  *length = index->offsets ? index->size_bytes[i] : 0;
 }

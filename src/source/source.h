@@ -14,9 +14,19 @@ typedef struct ff__index {
   int64_t *labels;
   size_t num_classes;
   char **class_names;    /* imagefolder only (else NULL) */
+  /* tar: sources (else all 0/NULL): sample i is size_bytes[i] bytes at byte
+   * offsets[i] of file shards[shard_of[i]]; paths[i] is "SHARD:MEMBER". */
+  uint64_t *offsets;
+  uint32_t *shard_of;
+  char **shards;
+  size_t num_shards;
+  char **bad;            /* members and shards left out of the index, each message naming shard and member */
+  size_t num_bad;
+  size_t ignored_members; /* members that belong to no sample (WebDataset ignores them too) */
+  int streamed;          /* shards read only from start to end (source/stream.h): offsets is NULL */
 } ff__index;
 
-/* Builds the index of "imagefolder:DIR" or "list:FILE" (see fusionflow.h);
+/* Builds the index of "imagefolder:DIR", "list:FILE" or "tar:PATTERN" (see fusionflow.h);
  * allow_empty: class folders without images keep their labels instead of
  * failing. Samples that cannot be stat'ed are kept with size 0 (they fail
  * when read). Returns FF_OK, FF_EINVAL (unknown kind), FF_EDATA (malformed
@@ -24,6 +34,10 @@ typedef struct ff__index {
  * missing or unreadable), FF_EEMPTY (no sample, or a class folder without
  * images), FF_ENOMEM. */
 ff_status ff__source_open(const char *spec, int allow_empty, ff__index *out, ff__error *err);
+/* Where sample i's bytes are: *length bytes at byte *offset of file *shard,
+ * or (*shard NULL, *offset and *length 0) the whole file paths[i] -- or,
+ * for a streamed index, the stream (ff__stream_take). */
+void ff__index_locate(const ff__index *index, size_t i, const char **shard, uint64_t *offset, uint64_t *length);
 void ff__index_free(ff__index *index);
 
 #endif

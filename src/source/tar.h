@@ -1,0 +1,70 @@
+/* tar.h — WebDataset tar shards as an index of samples read by offset. */
+#ifndef FF_SOURCE_TAR_H
+#define FF_SOURCE_TAR_H
+
+#include "source/shardlist.h"
+#include "source/source.h"
+
+struct archive;
+
+/* Builds the index of "tar:PATTERN" (PATTERN without "tar:"; see
+ * fusionflow.h and ff__shards_expand): each shard is indexed once with
+ * libarchive, the index cached (see ff__tar_cache_dir), and every sample
+ * located by its image member's data offset and size. Members and shards
+ * that cannot make a sample (a missing or non-integer .cls, an image
+ * missing, a duplicate member or key, a truncated or corrupt shard, an
+ * empty or missing shard) are left out and listed in out->bad, each message
+ * naming shard and member; the caller decides whether they fail the open.
+ * Returns FF_OK, FF_EINVAL (a malformed pattern, a streaming URL),
+ * FF_EEMPTY (no sample at all: the message gives the first reason),
+ * FF_EIO (no shard of the pattern exists), FF_ENOMEM. */
+ff_status ff__tar_open(const char *pattern, ff__index *out, ff__error *err);
+
+/* The folder of the shard indexes: $FF_CACHE_DIR, else
+ * $XDG_CACHE_HOME/fusionflow, else $HOME/.cache/fusionflow (with "/tar"
+ * appended); writes "" (no cache) when FF_CACHE_DIR is set but empty or no
+ * folder can be named. */
+void ff__tar_cache_dir(char *out, size_t cap);
+
+/* A sample of a shard: its image member, the data's place and its label. */
+typedef struct ff__tar_sample {
+  char *member;    /* the image member's path */
+  size_t key_len;  /* its key is member[0..key_len) */
+  uint64_t offset; /* byte offset of the data in the (uncompressed) tar */
+  uint64_t size;   /* bytes */
+  int64_t label;
+} ff__tar_sample;
+
+/* What scanning one shard found: its samples (in tar order), the members
+ * that make none (bad: messages naming shard and member), the ignored ones. */
+typedef struct ff__tar_shard {
+  ff__tar_sample *s;
+  size_t n, cap;
+  ff__strlist bad;
+  size_t ignored;
+} ff__tar_shard;
+
+void ff__tar_shard_free(ff__tar_shard *sc);
+
+/* Called for each complete sample with its image's bytes (s->size of them). */
+typedef ff_status (*ff__tar_sample_fn)(void *ctx, const ff__tar_sample *s, const uint8_t *data, ff__error *err);
+
+/* A libarchive reader for shards: tar formats, any compression. NULL when out of memory. */
+struct archive *ff__tar_archive_new(void);
+
+/* Groups the members of the open archive `a` into samples (WebDataset's
+ * rules, see tar.c), `shard` naming it in messages. file_bytes > 0: an
+ * uncompressed file of that size (a member past its end is truncated, a
+ * compressed one refused); 0: a stream. fn NULL: samples are appended to
+ * sc->s (offsets valid for files); else each goes to fn with its bytes, as
+ * it is complete (stream order), and sc->s stays empty. Problems go to
+ * sc->bad, ignored members to sc->ignored. Returns FF_OK, FF_ENOMEM, or
+ * what fn returns. */
+ff_status ff__tar_scan_archive(struct archive *a, const char *shard, uint64_t file_bytes, ff__tar_sample_fn fn,
+                               void *ctx, ff__tar_shard *sc, ff__error *err);
+
+/* After a collecting scan: leaves out the samples whose key came earlier in
+ * the shard (listed in sc->bad), and lists an empty shard. FF_OK or FF_ENOMEM. */
+ff_status ff__tar_shard_finish(ff__tar_shard *sc, const char *shard, ff__error *err);
+
+#endif
