@@ -273,7 +273,12 @@ typedef struct ff_batch ff_batch;
  * Sources
  *   imagefolder:DIR  one sub-folder per class, classes sorted by name and
  *                    numbered from 0 (torchvision.datasets.ImageFolder); files
- *                    with extensions .jpg .jpeg .png (any case), sorted by path;
+ *                    with torchvision's image extensions .jpg .jpeg .png .ppm
+ *                    .bmp .pgm .tif .tiff .webp (any case), sorted by path
+ *                    (other files are left out and counted:
+ *                    ff_stats.source_ignored_files); the decoder goes by the
+ *                    content (JPEG, PNG, WebP, TIFF, PBM/PGM/PPM, BMP), not
+ *                    the extension;
  *                    sub-folders of a class are searched too, links followed
  *                    (os.walk(followlinks=True)) except a link back to a
  *                    folder on its own path (a cycle: not entered). Only
@@ -421,6 +426,17 @@ FF_API size_t ff_loader_num_samples(const ff_loader *loader);
 /* Samples in the source (all ranks). */
 FF_API size_t ff_loader_dataset_size(const ff_loader *loader);
 
+/* Classes of the source: for imagefolder the class folders (torchvision's
+ * ImageFolder.classes, sorted by name; label i is folder i), for the other
+ * kinds the largest label + 1. */
+FF_API size_t ff_loader_num_classes(const ff_loader *loader);
+
+/* The name of class i (0 <= i < ff_loader_num_classes): the class folder's
+ * name for imagefolder (ImageFolder.classes[i]); NULL for the other kinds
+ * (their labels have no names) or i out of range. Owned by the loader, valid
+ * until ff_loader_close. */
+FF_API const char *ff_loader_class_name(const ff_loader *loader, size_t i);
+
 /*
  * Waits for the next batch of the epoch, in order, and hands it out in *out.
  * The batch stays valid until ff_batch_release; at most prefetch + 1 batches
@@ -560,6 +576,9 @@ typedef struct ff_stats {
                                       for CUDA devices only", or the device's reason (e.g. "nvjpeg not
                                       available: libnvjpeg.so.13: cannot open shared object file ...");
                                       owned by the loader, valid until ff_loader_close */
+  uint64_t source_ignored_files; /* imagefolder: files in the class folders left out because their
+                                    extension is not an image's (torchvision's IMG_EXTENSIONS), as
+                                    ImageFolder leaves them out; counted once, at open */
 } ff_stats;
 
 /* Fills *out. Any time, from the consumer thread. */

@@ -146,7 +146,10 @@ class Loader:
 
     Args:
         source (str or os.PathLike): ``"imagefolder:DIR"`` (one sub-folder per
-            class, as torchvision's ImageFolder), ``"list:FILE"`` (lines
+            class, as torchvision's ImageFolder: files with its extensions .jpg
+            .jpeg .png .ppm .bmp .pgm .tif .tiff .webp in any case; other files
+            are left out and counted in ``stats()["source_ignored_files"]``;
+            ``classes`` and ``class_to_idx`` as ImageFolder's), ``"list:FILE"`` (lines
             ``path<TAB>label``), or a plain path: a folder is taken as
             ``imagefolder:``, a ``.tsv``/``.txt`` file as ``list:``.
         pipeline (str): the pipeline text, e.g. ``"decode | random_resized_crop(size=224)
@@ -267,6 +270,7 @@ class Loader:
                  output_device="cpu", device_decode="auto", deterministic=False, num_workers=None,
                  prefetch_factor=None, persistent_workers=None, **dataloader_kwargs):
         self._c = None
+        self._classes = None
         num_threads, prefetch = _dataloader_names(num_threads, num_workers, prefetch, prefetch_factor,
                                                   dataloader_kwargs)
         if device_decode not in _DEVICE_DECODE:
@@ -343,6 +347,7 @@ class Loader:
                 device_decode=_DEVICE_DECODE[device_decode], deterministic=bool(deterministic))
         except _errors.DeviceError as e:
             raise _errors.DeviceUnavailableError(f"fusionflow.Loader(device={device!r}): {e}", e.status) from None
+        self._classes = self._c.classes
         with _open_lock:
             _open_loaders.add(self)
 
@@ -361,6 +366,20 @@ class Loader:
     def dataset_size(self):
         """Samples in the source, all ranks together."""
         return self._open().dataset_size
+
+    @property
+    def classes(self):
+        """The class names, sorted, label i being ``classes[i]`` (torchvision's
+        ``ImageFolder.classes``) for a folder source; None for sources whose
+        labels have no names (list files, Python datasets). Stays readable
+        after close()."""
+        return None if self._classes is None else list(self._classes)
+
+    @property
+    def class_to_idx(self):
+        """``{class name: label}`` (torchvision's ``ImageFolder.class_to_idx``) for a
+        folder source; None for the others."""
+        return None if self._classes is None else {name: i for i, name in enumerate(self._classes)}
 
     @property
     def closed(self):
@@ -529,6 +548,9 @@ class Loader:
                 "nvjpeg-like", "nvjpeg-hardware", "nvjpeg-hybrid") or "none";
                 device_decoder_note (str): why it is "none".
             held (int): batches handed out and still referenced.
+            source_ignored_files (int): files in the class folders of a folder
+                source left out for their extension (not one of torchvision's
+                IMG_EXTENSIONS), as ImageFolder leaves them out.
             op_costs (dict): per kind of op (``"resize"``, ``"fused_lut"``, ...):
                 calls, ns, pixels (ints), ns_per_image, ns_per_pixel (floats).
         """
@@ -615,7 +637,7 @@ def augment_image(path, pipeline, seed=0, epoch=0, index=0, output="numpy"):
     the result before any final ``to_dtype``/``normalize``.
 
     Args:
-        path (str or os.PathLike): a JPEG or PNG file.
+        path (str or os.PathLike): an image file (JPEG, PNG, WebP, TIFF, PBM/PGM/PPM or BMP).
         pipeline (str): pipeline text (need not give a fixed size).
         seed, epoch, index (int): >= 0; ``index`` is the sample's dataset index.
         output (str): ``"numpy"`` (default), ``"torch"`` or ``"dlpack"``.

@@ -473,6 +473,7 @@ typedef struct {
   pid_t pid;   /* the process that opened it: a forked child has no threads */
   size_t num_batches, num_samples, dataset_size;
   int prefetch;
+  PyObject *classes; /* tuple of the class folders' names (imagefolder), or None */
 } LoaderObject;
 
 static PyTypeObject LoaderType;
@@ -518,6 +519,20 @@ static int to_u64(PyObject *obj, void *out) {
   }
   *(unsigned long long *)out = v;
   return 1;
+}
+
+/* The source's class names as a tuple of str (file-system encoding, as
+ * os.scandir gives them), None when its labels have no names. */
+static PyObject *class_names(const ff_loader *loader) {
+  size_t n = ff_loader_num_classes(loader);
+  if (!n || !ff_loader_class_name(loader, 0)) Py_RETURN_NONE;
+  PyObject *t = PyTuple_New((Py_ssize_t)n);
+  for (size_t i = 0; t && i < n; i++) {
+    PyObject *name = PyUnicode_DecodeFSDefault(ff_loader_class_name(loader, i));
+    if (!name) Py_CLEAR(t);
+    else PyTuple_SET_ITEM(t, (Py_ssize_t)i, name);
+  }
+  return t;
 }
 
 static PyObject *loader_open(PyObject *module, PyObject *args, PyObject *kwargs) {
@@ -592,11 +607,19 @@ static PyObject *loader_open(PyObject *module, PyObject *args, PyObject *kwargs)
     return NULL;
   }
   self->core = NULL;
+  self->classes = class_names(loader);
   self->pid = getpid();
   self->num_batches = ff_loader_num_batches(loader);
   self->num_samples = ff_loader_num_samples(loader);
   self->dataset_size = ff_loader_dataset_size(loader);
   self->prefetch = cfg.prefetch;
+  if (!self->classes) {
+    ff_loader_close(loader);
+    c->refs = 1;
+    core_decref(c);
+    Py_DECREF(self);
+    return NULL;
+  }
   int rc = pthread_create(&c->thread, NULL, fetch_main, c);
   if (rc) {
     ff_loader_close(loader);
@@ -749,6 +772,7 @@ static void loader_dealloc(LoaderObject *self) {
     PyObject *r = loader_close(self, NULL);
     Py_XDECREF(r);
   }
+  Py_XDECREF(self->classes);
   PyObject_Free(self);
 }
 
@@ -858,7 +882,7 @@ static PyObject *loader_stats_body(LoaderObject *self, PyObject *unused) {
     Py_XDECREF(skipped);
     return NULL;
   }
-  return Py_BuildValue("{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:i,s:N,s:N,s:s,s:K,s:K,s:K,s:n,s:n,s:d,s:K,s:K,s:N,s:s,s:s}",
+  return Py_BuildValue("{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:i,s:N,s:N,s:s,s:K,s:K,s:K,s:n,s:n,s:d,s:K,s:K,s:N,s:s,s:s,s:K}",
                        "batches", (unsigned long long)s.batches,
                        "samples", (unsigned long long)s.samples, "read_ns", (unsigned long long)s.read_ns,
                        "decode_ns", (unsigned long long)s.decode_ns, "ops_ns", (unsigned long long)s.ops_ns,
@@ -871,7 +895,8 @@ static PyObject *loader_stats_body(LoaderObject *self, PyObject *unused) {
                        (Py_ssize_t)s.device_pool_peak_bytes, "offload_share", s.offload_share, "replaced",
                        (unsigned long long)s.replaced, "warnings", (unsigned long long)s.warnings,
                        "warning_samples", warned, "device_decoder", s.device_decoder ? s.device_decoder : "none",
-                       "device_decoder_note", s.device_decoder_note ? s.device_decoder_note : "");
+                       "device_decoder_note", s.device_decoder_note ? s.device_decoder_note : "",
+                       "source_ignored_files", (unsigned long long)s.source_ignored_files);
 }
 
 
@@ -936,6 +961,11 @@ static PyObject *loader_get_dataset_size(LoaderObject *self, void *unused) {
   (void)unused;
   return PyLong_FromSize_t(self->dataset_size);
 }
+static PyObject *loader_get_classes(LoaderObject *self, void *unused) {
+  (void)unused;
+  Py_INCREF(self->classes);
+  return self->classes;
+}
 
 static PyMethodDef loader_methods[] = {
     {"next", (PyCFunction)loader_next, METH_NOARGS,
@@ -955,6 +985,7 @@ static PyGetSetDef loader_getset[] = {
     {"num_batches", (getter)loader_get_num_batches, NULL, NULL, NULL},
     {"num_samples", (getter)loader_get_num_samples, NULL, NULL, NULL},
     {"dataset_size", (getter)loader_get_dataset_size, NULL, NULL, NULL},
+    {"classes", (getter)loader_get_classes, NULL, "tuple of str (class folders) or None", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 

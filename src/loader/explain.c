@@ -110,7 +110,7 @@ static ff_status plan_json(const ff__pipeline *pipe, const ff__sample_job *job, 
   put(&t, ", \"seed\": %llu, \"epoch\": %llu, \"index\": %llu", (unsigned long long)job->seed,
       (unsigned long long)job->epoch, (unsigned long long)job->index);
   put(&t, ",\n \"image\": {\"format\": \"%s\", \"width\": %d, \"height\": %d}",
-      info.format == FF__FORMAT_JPEG ? "jpeg" : "png", info.width, info.height);
+      ff__format_name(info.format), info.width, info.height);
   const ff__decode_req *d = &plan->decode;
   int rx = d->crop_width ? d->crop_x : 0, ry = d->crop_width ? d->crop_y : 0;
   int rw = d->crop_width ? d->crop_width : info.width, rh = d->crop_width ? d->crop_height : info.height;

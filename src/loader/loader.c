@@ -512,6 +512,7 @@ static ff_status loader_start(ff_loader *l) {
   if (!st) st = env_share(&l->forced_share, err);
   if (!st) st = ff__source_open(l->cfg.source, l->cfg.allow_empty, &l->index, err);
   if (st) return st;
+  l->stats.source_ignored_files = l->index.ignored_files;
 
   const ff_config *c = &l->cfg;
   if (c->permutation == FF_PERMUTATION_TORCH && c->shuffle && l->index.count > FF__TORCH_RANDPERM_MAX_N)

@@ -14,6 +14,7 @@ typedef struct ff__index {
   int64_t *labels;
   size_t num_classes;
   char **class_names;    /* imagefolder only (else NULL) */
+  size_t ignored_files;  /* imagefolder: files in the class folders without an image extension */
 } ff__index;
 
 /* Builds the index of "imagefolder:DIR" or "list:FILE" (see fusionflow.h);
