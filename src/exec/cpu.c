@@ -52,7 +52,10 @@ ff_status ff__sample_read(ff__worker *w, const ff__pipeline *pipe, const ff__sam
   w->header = (ff__image_info){0};
   w->decoded_pixels = 0;
   w->warning.status = FF_OK;
-  ff_status st = read_file(w, job->path, size_bytes, err);
+  w->label = -1;
+  ff_status st = job->reader ? ff__reader_read(job->reader, job->index, &job->hint, job->path, &w->file, size_bytes,
+                                               &w->label, err)
+                             : read_file(w, job->path, size_bytes, err);
   if (!st) {
     w->read_bytes += *size_bytes;
     ff__image_info info;

@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "ops/ops.h"
 #include "pipeline/pipeline.h"
+#include "source/reader.h"
 
 /* A worker's private memory, reused from sample to sample. */
 typedef struct ff__worker {
@@ -18,21 +19,25 @@ typedef struct ff__worker {
   uint64_t decoded_pixels; /* of its last decode (0: none) */
   ff__image_info header; /* of its last sample, once read (width 0: not read) */
   ff__error warning;     /* of its last sample: damage the decoder repaired (status 0: none) */
+  int64_t label;         /* of its last sample, from a reader's source (ff__sample_job.reader); else -1 */
 } ff__worker;
 
 void ff__worker_free(ff__worker *w);
 
 /* What identifies a sample's work: where it is and how it is planned. */
 typedef struct ff__sample_job {
-  const char *path;
+  const char *path;          /* the file, or the sample's name when a reader gives the bytes */
   uint64_t seed, epoch, index;
   uint64_t max_pixels;       /* the decoded image and every image the steps make */
   int max_scans;             /* see ff__decode_req */
   size_t max_metadata_bytes;
   int strict;
+  ff__reader *reader;        /* NULL: read the file at path */
+  ff__read_hint hint;        /* for the reader: the batch the sample is read for */
 } ff__sample_job;
 
-/* Reads the file (a regular file only, opened without blocking) and its
+/* Reads the file (a regular file only, opened without blocking), or the
+ * reader's bytes (w->label gets the label that came with them), and its
  * header, plans the sample and checks that no step would make an image
  * over max_pixels (read_ns counts it all): what the CPU does for a sample
  * the device decodes, and what a plan printout needs. The encoded bytes are

@@ -22,7 +22,7 @@ ff_status ff_image_augment(const char *path, const char *pipeline, uint64_t seed
   if (!st) {
     ff_config c; /* the loader's default limits: every image the pipeline makes is checked */
     ff_config_init(&c);
-    ff__sample_job job = {path, seed, epoch, index, c.max_image_pixels, c.max_jpeg_scans, c.max_metadata_bytes, 0};
+    ff__sample_job job = {path, seed, epoch, index, c.max_image_pixels, c.max_jpeg_scans, c.max_metadata_bytes, 0, NULL, {0}};
     st = ff__sample_image(&w, pipe, &job, &img, &err);
   }
   if (!st) {

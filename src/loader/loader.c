@@ -34,6 +34,7 @@
 #include "core/clock.h"
 #include "loader/loader_internal.h"
 #include "loader/sampler.h"
+#include "source/callback.h"
 
 #define MAX_SKIPPED_KEPT 1000
 #define DEFAULT_TRACE_EVENTS (1u << 18)
@@ -79,7 +80,8 @@ static ff_status env_int(const char *name, int fallback, int *out, ff__error *er
 static ff_status check_config(ff_config *c, ff__error *err) {
   if (c->struct_size < offsetof(ff_config, max_image_pixels) + sizeof c->max_image_pixels)
     return ff__error_set(err, FF_EINVAL, "config.struct_size is %zu: call ff_config_init first", c->struct_size);
-  if (!c->source) return ff__error_set(err, FF_EINVAL, "config.source is required");
+  if (!c->source && !c->source_callbacks)
+    return ff__error_set(err, FF_EINVAL, "config.source (or config.source_callbacks) is required");
   if (!c->pipeline) return ff__error_set(err, FF_EINVAL, "config.pipeline is required");
   if (c->batch_size < 1) return ff__error_set(err, FF_EINVAL, "batch_size must be >= 1 (got %d)", c->batch_size);
   if (c->prefetch < 1) return ff__error_set(err, FF_EINVAL, "prefetch must be >= 1 (got %d)", c->prefetch);
@@ -303,7 +305,7 @@ typedef struct worker_arg {
 static ff__sample_job sample_job(const ff_loader *l, uint64_t epoch, int64_t sample) {
   const ff_config *c = &l->cfg;
   return (ff__sample_job){l->index.paths[sample], c->seed, epoch, (uint64_t)sample, c->max_image_pixels,
-                          c->max_jpeg_scans, c->max_metadata_bytes, c->strict_decode};
+                          c->max_jpeg_scans, c->max_metadata_bytes, c->strict_decode, l->index.reader, {0}};
 }
 
 /* The most samples tried in place of one that failed (on_error=replace). */
@@ -347,6 +349,8 @@ static void *worker_loop(void *p) {
     int slot = e->slot_order[pos], placement = e->placement[slot];
     int64_t sample = l->order[e->epoch & 1][item - pos + (size_t)slot];
     ff__sample_job job = sample_job(l, e->epoch, sample);
+    job.hint = (ff__read_hint){l->order[e->epoch & 1] + (item - pos), (int)e->size,
+                               e->epoch * (l->num_batches + 1) + e->index};
     size_t at = item - pos + (size_t)slot; /* the sample's place in the epoch's order */
     l->busy++;
     pthread_mutex_unlock(&l->mu);
@@ -382,7 +386,7 @@ static void *worker_loop(void *p) {
     w->read_ns = w->decode_ns = w->ops_ns = w->read_bytes = 0;
     add_costs(l, &w->ops.costs);
     if (gen == l->gen) {
-      e->labels[slot] = l->index.labels[used];
+      e->labels[slot] = l->index.labels ? l->index.labels[used] : w->label;
       e->sample_indices[slot] = used;
       if (placement != FF_PLACEMENT_CPU && ff__offload_sample_done(l->offload, (int)(e - l->ring))) l->busy++;
       if (warn_msg) e->warn_msg[slot] = warn_msg, warn_msg = NULL;
@@ -510,7 +514,10 @@ static ff_status loader_start(ff_loader *l) {
                        "max_image_pixels (%llu)", l->pipe.peak_column, (unsigned long long)l->pipe.peak_pixels,
                        (unsigned long long)l->cfg.max_image_pixels);
   if (!st) st = env_share(&l->forced_share, err);
-  if (!st) st = ff__source_open(l->cfg.source, l->cfg.allow_empty, &l->index, err);
+  if (!st && l->cfg.source_callbacks) /* a batch fetch per ring slot, and one to spare per worker */
+    st = ff__callback_source_open(l->cfg.source_callbacks, (size_t)l->cfg.prefetch + 2 + (size_t)l->cfg.num_threads,
+                                  &l->index, err);
+  else if (!st) st = ff__source_open(l->cfg.source, l->cfg.allow_empty, &l->index, err);
   if (st) return st;
   l->stats.source_ignored_files = l->index.ignored_files;
 
@@ -624,6 +631,8 @@ void ff_loader_close(ff_loader *l) {
   pthread_mutex_unlock(&l->mu);
   for (int i = 0; i < l->started_threads; i++) pthread_join(l->threads[i], NULL);
   ff__offload_close(l->offload); /* the device goes now, not when the last batch is released */
+  ff__reader_destroy(l->index.reader); /* no callback after close returns (ff_source_callbacks) */
+  l->index.reader = NULL;
   pthread_mutex_lock(&l->mu);
   l->offload = NULL;
   l->stats.device_decoder = ff__offload_decoder(NULL, &l->stats.device_decoder_note);

@@ -23,6 +23,8 @@
  * comes from stat(). */
 #include "source/source.h"
 
+#include "source/reader.h"
+
 #include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
@@ -310,12 +312,14 @@ ff_status ff__source_open(const char *spec, int allow_empty, ff__index *out, ff_
   int64_t max_label = -1;
   for (size_t i = 0; i < b.paths.n; i++) max_label = b.labels[i] > max_label ? b.labels[i] : max_label;
   *out = (ff__index){b.paths.n, b.paths.v, b.sizes, b.labels,
-                     classes.n ? classes.n : (size_t)(max_label + 1), classes.v, b.ignored};
+                     classes.n ? classes.n : (size_t)(max_label + 1), classes.v, b.ignored, NULL, 0};
   return FF_OK;
 }
 
 void ff__index_free(ff__index *index) {
   if (!index) return;
+  ff__reader_destroy(index->reader);
+  if (index->names_block && index->paths) free(index->paths[0]), index->count = 0;
   strvec paths = {index->paths, index->count, index->count};
   strvec classes = {index->class_names, index->class_names ? index->num_classes : 0, 0};
   strvec_free(&paths);

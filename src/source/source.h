@@ -11,10 +11,12 @@ typedef struct ff__index {
   size_t count;
   char **paths;          /* count paths */
   uint64_t *size_bytes;  /* encoded size of each file */
-  int64_t *labels;
+  int64_t *labels;       /* NULL when the labels come with the bytes (a reader's sources) */
   size_t num_classes;
   char **class_names;    /* imagefolder only (else NULL) */
   size_t ignored_files;  /* imagefolder: files in the class folders without an image extension */
+  struct ff__reader *reader; /* NULL: samples are files at paths; else how to read them (reader.h) */
+  int names_block;       /* paths point into one block at paths[0] (callback sources) */
 } ff__index;
 
 /* Builds the index of "imagefolder:DIR" or "list:FILE" (see fusionflow.h);
