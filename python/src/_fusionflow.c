@@ -45,6 +45,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "ffpy_dataset.h"
 #include "ffpy_dlpack.h"
 #include "fusionflow/fusionflow.h"
 
@@ -90,6 +91,8 @@ typedef struct core {
   ff_status st;
   ff_batch *batch;
   char msg[MSG_MAX];
+  ffpy_dataset *dataset; /* the source, for a Python dataset (else NULL) */
+  int dataset_orphan;    /* under mu: the fetch thread frees dataset after closing the loader */
 } core;
 
 static void core_decref(core *c) {
@@ -133,10 +136,12 @@ static void *fetch_main(void *p) {
     pthread_cond_broadcast(&c->cv);
   }
   ff_batch *unclaimed = take_answer(c);
+  ffpy_dataset *orphan = c->dataset_orphan ? c->dataset : NULL;
   pthread_mutex_unlock(&c->mu);
   give_back(c, unclaimed);
   ff_loader_close(c->loader); /* batches still held stay valid */
   c->loader = NULL;
+  ffpy_dataset_free_without_gil(orphan);
   core_decref(c);
   return NULL;
 }
@@ -535,25 +540,39 @@ static PyObject *class_names(const ff_loader *loader) {
   return t;
 }
 
+/* Closes a loader that was just opened, with the GIL released (its workers
+ * may be waiting for it, fetching from a Python dataset), then frees the
+ * dataset source. */
+static void close_opened(ff_loader *loader, ffpy_dataset *dataset) {
+  ffpy_dataset_closing(dataset);
+  Py_BEGIN_ALLOW_THREADS
+  ff_loader_close(loader);
+  Py_END_ALLOW_THREADS
+  ffpy_dataset_free(dataset);
+}
+
 static PyObject *loader_open(PyObject *module, PyObject *args, PyObject *kwargs) {
   (void)module;
   static char *kwlist[] = {"source",   "pipeline",   "batch_size", "shuffle",          "drop_last", "seed",
                            "num_threads", "prefetch", "rank",      "world_size", "on_error", "max_image_pixels",
                            "device", "device_memory_limit_bytes", "strict_decode", "allow_empty",
                            "sampler_drop_last", "torch_permutation", "pin_memory", "output_device",
-                           "device_decode", "deterministic", NULL};
+                           "device_decode", "deterministic", "dataset", "dataset_size", NULL};
   ff_config cfg;
   ff_config_init(&cfg);
   PyObject *source_obj, *pipeline_obj;
   int on_error = FF_ON_ERROR_RAISE, torch_permutation = 0;
   unsigned long long seed = 0, max_pixels = cfg.max_image_pixels, device_limit = 0;
   int device_decode = FF_DEVICE_DECODE_AUTO;
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O&U|iiiKiiiiiO&sKppppisip:open_loader", kwlist,
+  PyObject *fetcher = Py_None;
+  Py_ssize_t dataset_size = 0;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O&U|iiiKiiiiiO&sKppppisipOn:open_loader", kwlist,
                                    PyUnicode_FSConverter, &source_obj, &pipeline_obj, &cfg.batch_size, &cfg.shuffle,
                                    &cfg.drop_last, &seed, &cfg.num_threads, &cfg.prefetch, &cfg.rank,
                                    &cfg.world_size, &on_error, to_u64, &max_pixels, &cfg.device, &device_limit,
                                    &cfg.strict_decode, &cfg.allow_empty, &cfg.sampler_drop_last, &torch_permutation,
-                                   &cfg.pin_memory, &cfg.output_device, &device_decode, &cfg.deterministic))
+                                   &cfg.pin_memory, &cfg.output_device, &device_decode, &cfg.deterministic,
+                                   &fetcher, &dataset_size))
     return NULL;
   cfg.permutation = torch_permutation ? FF_PERMUTATION_TORCH : FF_PERMUTATION_PHILOX;
   cfg.device_decode = (ff_device_decode)device_decode;
@@ -565,6 +584,16 @@ static PyObject *loader_open(PyObject *module, PyObject *args, PyObject *kwargs)
   }
   cfg.source = PyBytes_AS_STRING(source_obj);
   cfg.pipeline = pipeline;
+  ffpy_dataset *dataset = NULL; /* a Python dataset: `source` names its samples in messages */
+  if (fetcher != Py_None) {
+    ff_source_callbacks *cb;
+    dataset = ffpy_dataset_new(fetcher, dataset_size > 0 ? (size_t)dataset_size : 0, cfg.source, &cb);
+    if (!dataset) {
+      Py_DECREF(source_obj);
+      return NULL;
+    }
+    cfg.source_callbacks = cb;
+  }
   cfg.seed = seed;
   cfg.on_error = (ff_on_error)on_error;
   cfg.max_image_pixels = max_pixels;
@@ -576,16 +605,19 @@ static PyObject *loader_open(PyObject *module, PyObject *args, PyObject *kwargs)
   Py_END_ALLOW_THREADS
   Py_DECREF(source_obj);
   if (st != FF_OK) {
-    if (!loader) return PyErr_NoMemory();
+    if (!loader) {
+      ffpy_dataset_free(dataset);
+      return PyErr_NoMemory();
+    }
     char msg[MSG_MAX];
     snprintf(msg, sizeof msg, "%s", ff_loader_errmsg(loader));
-    ff_loader_close(loader);
+    close_opened(loader, dataset);
     return raise_status(st, msg);
   }
 
   core *c = calloc(1, sizeof *c);
   if (!c) {
-    ff_loader_close(loader);
+    close_opened(loader, dataset);
     return PyErr_NoMemory();
   }
   atomic_init(&c->refs, 2); /* the Loader object and the fetch thread */
@@ -601,7 +633,7 @@ static PyObject *loader_open(PyObject *module, PyObject *args, PyObject *kwargs)
 
   LoaderObject *self = PyObject_New(LoaderObject, &LoaderType);
   if (!self) {
-    ff_loader_close(loader);
+    close_opened(loader, dataset);
     c->refs = 1;
     core_decref(c);
     return NULL;
@@ -614,15 +646,17 @@ static PyObject *loader_open(PyObject *module, PyObject *args, PyObject *kwargs)
   self->dataset_size = ff_loader_dataset_size(loader);
   self->prefetch = cfg.prefetch;
   if (!self->classes) {
-    ff_loader_close(loader);
+    close_opened(loader, dataset);
     c->refs = 1;
     core_decref(c);
     Py_DECREF(self);
     return NULL;
   }
+  c->dataset = dataset;
   int rc = pthread_create(&c->thread, NULL, fetch_main, c);
   if (rc) {
-    ff_loader_close(loader);
+    c->dataset = NULL;
+    close_opened(loader, dataset);
     c->refs = 1;
     core_decref(c);
     Py_DECREF(self);
@@ -751,6 +785,8 @@ static PyObject *loader_close(LoaderObject *self, PyObject *unused) {
   }
   self->core = NULL;
   int in_flight = c->requested;
+  ffpy_dataset_closing(c->dataset); /* a worker must not wait for the GIL from now on */
+  c->dataset_orphan = in_flight;
   c->quit = 1;
   pthread_cond_broadcast(&c->cv);
   pthread_mutex_unlock(&c->mu);
@@ -762,6 +798,8 @@ static PyObject *loader_close(LoaderObject *self, PyObject *unused) {
     Py_BEGIN_ALLOW_THREADS
     pthread_join(c->thread, NULL);
     Py_END_ALLOW_THREADS
+    ffpy_dataset_free(c->dataset); /* the loader is closed: no fetch runs any more */
+    c->dataset = NULL;
   }
   core_decref(c);
   Py_RETURN_NONE;
