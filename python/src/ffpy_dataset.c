@@ -47,7 +47,8 @@ static void drain(ffpy_dataset *d) {
   size_t n = d->n_pending;
   d->pending = NULL, d->n_pending = d->cap_pending = 0;
   pthread_mutex_unlock(&d->mu);
-  for (size_t i = 0; i < n; i++) Py_DECREF(objs[i]);
+  for (size_t i = 0; i < n; i++)
+    Py_DECREF(objs[i]);
   free(objs);
 }
 
@@ -95,7 +96,8 @@ static void take_result(PyObject *r, ff_source_item *it) {
 static void fetch(void *ctx, const uint64_t *indices, size_t n, ff_source_item *items) {
   ffpy_dataset *d = ctx;
   if (atomic_load(&d->closing) || finalizing()) {
-    for (size_t k = 0; k < n; k++) items[k].error = closing_msg;
+    for (size_t k = 0; k < n; k++)
+      items[k].error = closing_msg;
     return;
   }
   PyGILState_STATE gil = PyGILState_Ensure();
@@ -103,8 +105,10 @@ static void fetch(void *ctx, const uint64_t *indices, size_t n, ff_source_item *
   PyObject *list = PyList_New((Py_ssize_t)n);
   for (size_t k = 0; list && k < n; k++) {
     PyObject *i = PyLong_FromUnsignedLongLong(indices[k]);
-    if (!i) Py_CLEAR(list);
-    else PyList_SET_ITEM(list, (Py_ssize_t)k, i);
+    if (!i)
+      Py_CLEAR(list);
+    else
+      PyList_SET_ITEM(list, (Py_ssize_t)k, i);
   }
   PyObject *res = list ? PyObject_CallOneArg(d->fetch, list) : NULL;
   Py_XDECREF(list);
@@ -114,9 +118,11 @@ static void fetch(void *ctx, const uint64_t *indices, size_t n, ff_source_item *
   }
   if (!res) {
     char *why = exception_text();
-    for (size_t k = 0; k < n; k++) items[k].error = k ? copy_text(why) : why;
+    for (size_t k = 0; k < n; k++)
+      items[k].error = k ? copy_text(why) : why;
   }
-  for (size_t k = 0; res && k < n; k++) take_result(PyList_GET_ITEM(res, (Py_ssize_t)k), &items[k]);
+  for (size_t k = 0; res && k < n; k++)
+    take_result(PyList_GET_ITEM(res, (Py_ssize_t)k), &items[k]);
   Py_XDECREF(res);
   PyGILState_Release(gil);
 }
@@ -125,7 +131,8 @@ static void release(void *ctx, ff_source_item *items, size_t n) {
   ffpy_dataset *d = ctx;
   pthread_mutex_lock(&d->mu);
   for (size_t k = 0; k < n; k++) {
-    if (items[k].error && items[k].error != closing_msg && items[k].error != nomem_msg) free((char *)items[k].error);
+    if (items[k].error && items[k].error != closing_msg && items[k].error != nomem_msg)
+      free((char *)items[k].error);
     if (!items[k].handle) continue;
     if (d->n_pending == d->cap_pending) {
       size_t cap = d->cap_pending ? 2 * d->cap_pending : 64;

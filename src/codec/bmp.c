@@ -31,11 +31,14 @@ typedef struct bmp_header {
   uint32_t colors;
 } bmp_header;
 
-static uint32_t le32(const uint8_t *p) { return p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24; }
+static uint32_t le32(const uint8_t *p) {
+  return p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
 static uint16_t le16(const uint8_t *p) { return (uint16_t)(p[0] | p[1] << 8); }
 
 static ff_status read_header(const uint8_t *d, size_t size, const char *name, bmp_header *h, ff__error *err) {
-  if (size < 18 || d[0] != 'B' || d[1] != 'M') return ff__error_set(err, FF_EDATA, "%s: not a BMP image", name);
+  if (size < 18 || d[0] != 'B' || d[1] != 'M')
+    return ff__error_set(err, FF_EDATA, "%s: not a BMP image", name);
   *h = (bmp_header){0};
   h->pixel_offset = le32(d + 10);
   uint32_t hsize = le32(d + 14);
@@ -60,10 +63,12 @@ static ff_status read_header(const uint8_t *d, size_t size, const char *name, bm
   h->height = (int)height;
   h->palette_offset = 14 + hsize;
   if (h->compression == BI_BITFIELDS) {
-    size_t at = hsize >= 52 ? 14 + 40 : 14 + (size_t)hsize; /* masks inside the header, or after a 40-byte one */
+    size_t at =
+        hsize >= 52 ? 14 + 40 : 14 + (size_t)hsize; /* masks inside the header, or after a 40-byte one */
     size_t n = hsize >= 56 ? 4 : 3;
     if (size < at + 4 * n) return ff__error_set(err, FF_EDATA, "%s: truncated BMP bit fields", name);
-    for (size_t i = 0; i < n; i++) h->masks[i] = le32(d + at + 4 * i);
+    for (size_t i = 0; i < n; i++)
+      h->masks[i] = le32(d + at + 4 * i);
     if (hsize < 52) h->palette_offset += 12;
   } else if (h->compression == BI_RLE8 || h->compression == BI_RLE4) {
     return ff__error_set(err, FF_EDATA, "%s: RLE-compressed BMP images are not supported", name);
@@ -75,18 +80,21 @@ static ff_status read_header(const uint8_t *d, size_t size, const char *name, bm
     return ff__error_set(err, FF_EDATA, "%s: unsupported BMP pixel depth %d", name, bits);
   if (bits <= 8) {
     if (!h->colors) h->colors = 1u << bits;
-    if (h->colors > 65536) return ff__error_set(err, FF_EDATA, "%s: BMP palette of %u colors", name, h->colors);
+    if (h->colors > 65536)
+      return ff__error_set(err, FF_EDATA, "%s: BMP palette of %u colors", name, h->colors);
     if (h->palette_offset + (size_t)h->colors * h->palette_entry > size)
       return ff__error_set(err, FF_EDATA, "%s: truncated BMP palette", name);
   }
   if (h->compression == BI_BITFIELDS) {
     static const uint32_t ok32[][4] = {
-        {0xFF0000, 0xFF00, 0xFF, 0},          {0xFF000000, 0xFF0000, 0xFF00, 0}, {0xFF000000, 0xFF00, 0xFF, 0},
-        {0xFF000000, 0xFF0000, 0xFF00, 0xFF}, {0xFF, 0xFF00, 0xFF0000, 0xFF000000}, {0xFF0000, 0xFF00, 0xFF, 0xFF000000},
+        {0xFF0000, 0xFF00, 0xFF, 0},          {0xFF000000, 0xFF0000, 0xFF00, 0},
+        {0xFF000000, 0xFF00, 0xFF, 0},        {0xFF000000, 0xFF0000, 0xFF00, 0xFF},
+        {0xFF, 0xFF00, 0xFF0000, 0xFF000000}, {0xFF0000, 0xFF00, 0xFF, 0xFF000000},
         {0xFF000000, 0xFF00, 0xFF, 0xFF0000}, {0, 0, 0, 0}};
     int ok = 0;
     if (bits == 32)
-      for (size_t i = 0; i < sizeof ok32 / sizeof *ok32; i++) ok |= !memcmp(ok32[i], h->masks, sizeof h->masks);
+      for (size_t i = 0; i < sizeof ok32 / sizeof *ok32; i++)
+        ok |= !memcmp(ok32[i], h->masks, sizeof h->masks);
     if (bits == 32 && !memcmp(h->masks, ok32[7], sizeof h->masks)) /* all zero: BGRA, as Pillow takes it */
       h->masks[0] = 0xFF0000, h->masks[1] = 0xFF00, h->masks[2] = 0xFF;
     if (bits == 24) ok = h->masks[0] == 0xFF0000 && h->masks[1] == 0xFF00 && h->masks[2] == 0xFF;
@@ -133,7 +141,8 @@ ff_status ff__bmp_decode(const uint8_t *data, size_t size_bytes, const char *nam
     return ff__error_set(err, FF_EDATA, "%s: truncated BMP image (the pixel rows end early)", name);
   size_t stride = (size_t)h.width * 3;
   uint8_t *rgb = ff__buf_reserve(pixels, stride * (size_t)h.height);
-  if (!rgb) return ff__error_set(err, FF_ENOMEM, "%s: out of memory for %dx%d pixels", name, h.width, h.height);
+  if (!rgb)
+    return ff__error_set(err, FF_ENOMEM, "%s: out of memory for %dx%d pixels", name, h.width, h.height);
   const uint8_t *pal = data + h.palette_offset;
   int bpp = h.bits / 8;
   for (int y = 0; y < h.height; y++) {

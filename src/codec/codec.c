@@ -37,15 +37,21 @@ static ff_status sniff(const uint8_t *data, size_t size, const char *name, const
                        ff__error *err) {
   if (size == 0) return ff__error_set(err, FF_EDATA, "%s: empty file", name);
   ff__format f = 0;
-  if (starts(data, size, "\xFF\xD8\xFF", 3)) f = FF__FORMAT_JPEG;
-  else if (starts(data, size, "\x89PNG\r\n\x1A\n", 8)) f = FF__FORMAT_PNG;
-  else if (starts(data, size, "RIFF", 4) && size >= 12 && !memcmp(data + 8, "WEBP", 4)) f = FF__FORMAT_WEBP;
-  else if (starts(data, size, "II*\0", 4) || starts(data, size, "MM\0*", 4) || starts(data, size, "II+\0", 4) ||
-           starts(data, size, "MM\0+", 4))
+  if (starts(data, size, "\xFF\xD8\xFF", 3))
+    f = FF__FORMAT_JPEG;
+  else if (starts(data, size, "\x89PNG\r\n\x1A\n", 8))
+    f = FF__FORMAT_PNG;
+  else if (starts(data, size, "RIFF", 4) && size >= 12 && !memcmp(data + 8, "WEBP", 4))
+    f = FF__FORMAT_WEBP;
+  else if (starts(data, size, "II*\0", 4) || starts(data, size, "MM\0*", 4) ||
+           starts(data, size, "II+\0", 4) || starts(data, size, "MM\0+", 4))
     f = FF__FORMAT_TIFF;
-  else if (size >= 2 && data[0] == 'P' && data[1] && strchr("123456fF", data[1])) f = FF__FORMAT_PNM;
-  else if (starts(data, size, "BM", 2)) f = FF__FORMAT_BMP;
-  if (!f) return ff__error_set(err, FF_EDATA, "%s: not an image (JPEG, PNG, WebP, TIFF, PBM/PGM/PPM or BMP)", name);
+  else if (size >= 2 && data[0] == 'P' && data[1] && strchr("123456fF", data[1]))
+    f = FF__FORMAT_PNM;
+  else if (starts(data, size, "BM", 2))
+    f = FF__FORMAT_BMP;
+  if (!f)
+    return ff__error_set(err, FF_EDATA, "%s: not an image (JPEG, PNG, WebP, TIFF, PBM/PGM/PPM or BMP)", name);
   *out = &formats[f - 1];
   return FF_OK;
 }
@@ -54,21 +60,21 @@ const char *ff__format_name(ff__format format) {
   return format >= FF__FORMAT_JPEG && format <= FF__FORMAT_BMP ? formats[format - 1].name : "?";
 }
 
-ff_status ff__codec_probe(const uint8_t *data, size_t size_bytes, const char *name,
-                          uint64_t max_pixels, ff__image_info *out, ff__error *err) {
+ff_status ff__codec_probe(const uint8_t *data, size_t size_bytes, const char *name, uint64_t max_pixels,
+                          ff__image_info *out, ff__error *err) {
   const format_entry *f = NULL;
   ff_status st = sniff(data, size_bytes, name, &f, err);
   return st ? st : f->probe(data, size_bytes, name, max_pixels, out, err);
 }
 
 ff_status ff__codec_decode(const uint8_t *data, size_t size_bytes, const char *name,
-                           const ff__decode_req *req, ff__buf *pixels, ff__image *out,
-                           ff__error *err) {
+                           const ff__decode_req *req, ff__buf *pixels, ff__image *out, ff__error *err) {
   return ff__codec_decode_as(data, size_bytes, name, req, FF__JPEG_EXACT, pixels, out, err);
 }
 
-ff_status ff__codec_decode_as(const uint8_t *data, size_t size_bytes, const char *name, const ff__decode_req *req,
-                              ff__jpeg_variant variant, ff__buf *pixels, ff__image *out, ff__error *err) {
+ff_status ff__codec_decode_as(const uint8_t *data, size_t size_bytes, const char *name,
+                              const ff__decode_req *req, ff__jpeg_variant variant, ff__buf *pixels,
+                              ff__image *out, ff__error *err) {
   const format_entry *f = NULL;
   ff_status st = sniff(data, size_bytes, name, &f, err);
   if (st) return st;

@@ -26,13 +26,15 @@
 #include <string.h>
 
 typedef struct pnm_header {
-  int kind;   /* 1..6: the digit after 'P' */
+  int kind; /* 1..6: the digit after 'P' */
   int width, height;
   int maxval; /* 1 for PBM */
   size_t data_offset;
 } pnm_header;
 
-static int is_space(uint8_t c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'; }
+static int is_space(uint8_t c) {
+  return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f';
+}
 
 /* Skips whitespace and comments from *at. */
 static void skip_space(const uint8_t *data, size_t size, size_t *at) {
@@ -40,7 +42,8 @@ static void skip_space(const uint8_t *data, size_t size, size_t *at) {
     if (is_space(data[*at])) {
       (*at)++;
     } else if (data[*at] == '#') {
-      while (*at < size && data[*at] != '\n' && data[*at] != '\r') (*at)++;
+      while (*at < size && data[*at] != '\n' && data[*at] != '\r')
+        (*at)++;
     } else {
       return;
     }
@@ -53,14 +56,16 @@ static ff_status read_number(const uint8_t *data, size_t size, size_t *at, const
   skip_space(data, size, at);
   int64_t v = 0;
   size_t digits = 0;
-  while (*at < size && data[*at] >= '0' && data[*at] <= '9' && digits <= 10) v = v * 10 + (data[(*at)++] - '0'), digits++;
+  while (*at < size && data[*at] >= '0' && data[*at] <= '9' && digits <= 10)
+    v = v * 10 + (data[(*at)++] - '0'), digits++;
   if (!digits || digits > 10 || v > INT32_MAX || (*at < size && !is_space(data[*at]) && data[*at] != '#'))
     return ff__error_set(err, FF_EDATA, "%s: corrupt Netpbm header: bad %s", name, what);
   *out = (int)v;
   return FF_OK;
 }
 
-static ff_status read_header(const uint8_t *data, size_t size, const char *name, pnm_header *h, ff__error *err) {
+static ff_status read_header(const uint8_t *data, size_t size, const char *name, pnm_header *h,
+                             ff__error *err) {
   if (size < 2 || data[0] != 'P') return ff__error_set(err, FF_EDATA, "%s: not a Netpbm image", name);
   if (data[1] == 'f' || data[1] == 'F')
     return ff__error_set(err, FF_EDATA, "%s: PFM (floating-point Netpbm) images are not supported", name);
@@ -110,8 +115,8 @@ static ff_status decode_raw(const uint8_t *data, size_t size, const pnm_header *
   size_t bps = h->maxval < 256 ? 1 : 2;
   size_t n = (size_t)h->width * (size_t)h->height * (size_t)channels;
   if (size < h->data_offset || (size - h->data_offset) / bps < n)
-    return ff__error_set(err, FF_EDATA, "%s: truncated Netpbm image (%zu bytes of pixel data, %zu needed)", name,
-                         size < h->data_offset ? 0 : size - h->data_offset, n * bps);
+    return ff__error_set(err, FF_EDATA, "%s: truncated Netpbm image (%zu bytes of pixel data, %zu needed)",
+                         name, size < h->data_offset ? 0 : size - h->data_offset, n * bps);
   const uint8_t *p = data + h->data_offset;
   for (size_t i = 0; i < n; i++) {
     unsigned v = bps == 1 ? p[i] : (unsigned)p[2 * i] << 8 | p[2 * i + 1];
@@ -123,8 +128,8 @@ static ff_status decode_raw(const uint8_t *data, size_t size, const pnm_header *
 
 /* ASCII samples (P1, P2, P3): numbers separated by whitespace or comments;
  * P1's digits may also be written without separators. */
-static ff_status decode_plain(const uint8_t *data, size_t size, const pnm_header *h, int channels, uint8_t *dst,
-                              const char *name, ff__error *err) {
+static ff_status decode_plain(const uint8_t *data, size_t size, const pnm_header *h, int channels,
+                              uint8_t *dst, const char *name, ff__error *err) {
   size_t n = (size_t)h->width * (size_t)h->height * (size_t)channels;
   size_t at = h->data_offset;
   for (size_t i = 0; i < n; i++) {
@@ -139,7 +144,8 @@ static ff_status decode_plain(const uint8_t *data, size_t size, const pnm_header
     }
     unsigned v = 0;
     size_t digits = 0;
-    while (at < size && data[at] >= '0' && data[at] <= '9' && digits < 10) v = v * 10 + (unsigned)(data[at++] - '0'), digits++;
+    while (at < size && data[at] >= '0' && data[at] <= '9' && digits < 10)
+      v = v * 10 + (unsigned)(data[at++] - '0'), digits++;
     if (!digits || (at < size && !is_space(data[at]) && data[at] != '#'))
       return ff__error_set(err, FF_EDATA, "%s: corrupt Netpbm data (sample %zu is not a number)", name, i);
     if (v > (unsigned)h->maxval)
@@ -150,15 +156,16 @@ static ff_status decode_plain(const uint8_t *data, size_t size, const pnm_header
 }
 
 /* Raw PBM (P4): rows of bits, most significant first, padded to a byte. */
-static ff_status decode_bits(const uint8_t *data, size_t size, const pnm_header *h, uint8_t *dst, const char *name,
-                             ff__error *err) {
+static ff_status decode_bits(const uint8_t *data, size_t size, const pnm_header *h, uint8_t *dst,
+                             const char *name, ff__error *err) {
   size_t row = ((size_t)h->width + 7) / 8;
   if (size < h->data_offset || (size - h->data_offset) / row < (size_t)h->height)
     return ff__error_set(err, FF_EDATA, "%s: truncated PBM image", name);
   const uint8_t *p = data + h->data_offset;
   for (int y = 0; y < h->height; y++)
     for (int x = 0; x < h->width; x++)
-      dst[(size_t)y * (size_t)h->width + (size_t)x] = (p[(size_t)y * row + (size_t)x / 8] >> (7 - x % 8)) & 1 ? 0 : 255;
+      dst[(size_t)y * (size_t)h->width + (size_t)x] =
+          (p[(size_t)y * row + (size_t)x / 8] >> (7 - x % 8)) & 1 ? 0 : 255;
   return FF_OK;
 }
 
@@ -174,11 +181,15 @@ ff_status ff__pnm_decode(const uint8_t *data, size_t size_bytes, const char *nam
   size_t count = (size_t)h.width * (size_t)h.height;
   /* gray samples first go behind the RGB image's first third, then spread out in place */
   uint8_t *rgb = ff__buf_reserve(pixels, count * 3);
-  if (!rgb) return ff__error_set(err, FF_ENOMEM, "%s: out of memory for %dx%d pixels", name, h.width, h.height);
+  if (!rgb)
+    return ff__error_set(err, FF_ENOMEM, "%s: out of memory for %dx%d pixels", name, h.width, h.height);
   uint8_t *samples = channels == 3 ? rgb : rgb + 2 * count;
-  if (h.kind == 4) st = decode_bits(data, size_bytes, &h, samples, name, err);
-  else if (h.kind <= 3) st = decode_plain(data, size_bytes, &h, channels, samples, name, err);
-  else st = decode_raw(data, size_bytes, &h, channels, samples, name, err);
+  if (h.kind == 4)
+    st = decode_bits(data, size_bytes, &h, samples, name, err);
+  else if (h.kind <= 3)
+    st = decode_plain(data, size_bytes, &h, channels, samples, name, err);
+  else
+    st = decode_raw(data, size_bytes, &h, channels, samples, name, err);
   if (st) return st;
   if (channels == 1) ff__codec_gray_to_rgb(samples, rgb, count);
   size_t stride = (size_t)h.width * 3;

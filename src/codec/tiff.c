@@ -62,7 +62,8 @@ static int on_error(TIFF *tif, void *user, const char *module, const char *fmt, 
   if (!m->failed) {
     char text[256];
     vsnprintf(text, sizeof text, fmt, ap);
-    ff__error_set(m->err, FF_EDATA, "%s: corrupt TIFF: %s%s%s", m->name, module ? module : "", module ? ": " : "", text);
+    ff__error_set(m->err, FF_EDATA, "%s: corrupt TIFF: %s%s%s", m->name, module ? module : "",
+                  module ? ": " : "", text);
     m->failed = 1;
   }
   return 1;
@@ -156,10 +157,12 @@ static void convert_row(const layout *L, const uint8_t *row, uint8_t *dst, int w
   for (int x = 0; x < width; x++, dst += 3) {
     size_t i = (size_t)x * L->spp;
     if (L->photometric == PHOTOMETRIC_RGB) {
-      for (int c = 0; c < 3; c++) dst[c] = (uint8_t)(b == 16 ? sample(row, i + (size_t)c, b) >> 8 : row[i + (size_t)c]);
+      for (int c = 0; c < 3; c++)
+        dst[c] = (uint8_t)(b == 16 ? sample(row, i + (size_t)c, b) >> 8 : row[i + (size_t)c]);
     } else if (L->photometric == PHOTOMETRIC_PALETTE) {
       unsigned v = sample(row, i, b);
-      for (int c = 0; c < 3; c++) dst[c] = (uint8_t)(L->cmap[c][v] >> 8);
+      for (int c = 0; c < 3; c++)
+        dst[c] = (uint8_t)(L->cmap[c][v] >> 8);
     } else {
       unsigned v = sample(row, i, b);
       if (L->photometric == PHOTOMETRIC_MINISWHITE) v = max - v;
@@ -169,10 +172,12 @@ static void convert_row(const layout *L, const uint8_t *row, uint8_t *dst, int w
   }
 }
 
-static ff_status decode_rows(TIFF *tif, memfile *m, const layout *L, int w, int h, uint8_t *rgb, ff__buf *row_buf) {
+static ff_status decode_rows(TIFF *tif, memfile *m, const layout *L, int w, int h, uint8_t *rgb,
+                             ff__buf *row_buf) {
   tmsize_t n = TIFFScanlineSize(tif);
   size_t need = ((size_t)w * L->spp * L->bits + 7) / 8;
-  if (n <= 0 || (size_t)n < need) return m->failed ? FF_EDATA : ff__error_set(m->err, FF_EDATA, "%s: corrupt TIFF (row size)", m->name);
+  if (n <= 0 || (size_t)n < need)
+    return m->failed ? FF_EDATA : ff__error_set(m->err, FF_EDATA, "%s: corrupt TIFF (row size)", m->name);
   uint8_t *row = ff__buf_reserve(row_buf, (size_t)n);
   if (!row) return ff__error_set(m->err, FF_ENOMEM, "%s: out of memory decoding TIFF", m->name);
   for (int y = 0; y < h; y++) {
@@ -186,14 +191,17 @@ static ff_status decode_rows(TIFF *tif, memfile *m, const layout *L, int w, int 
 /* libtiff's RGBA interface: an ABGR raster, then packed to RGB in place. */
 static ff_status decode_rgba(TIFF *tif, memfile *m, int w, int h, uint8_t *raster) {
   char why[1024];
-  if (!TIFFRGBAImageOK(tif, why)) return ff__error_set(m->err, FF_EDATA, "%s: unsupported TIFF: %s", m->name, why);
-  if (!TIFFReadRGBAImageOriented(tif, (uint32_t)w, (uint32_t)h, (uint32_t *)(void *)raster, ORIENTATION_TOPLEFT, 0) ||
+  if (!TIFFRGBAImageOK(tif, why))
+    return ff__error_set(m->err, FF_EDATA, "%s: unsupported TIFF: %s", m->name, why);
+  if (!TIFFReadRGBAImageOriented(tif, (uint32_t)w, (uint32_t)h, (uint32_t *)(void *)raster,
+                                 ORIENTATION_TOPLEFT, 0) ||
       m->failed)
     return m->failed ? FF_EDATA : ff__error_set(m->err, FF_EDATA, "%s: corrupt TIFF", m->name);
   for (size_t i = 0, n = (size_t)w * (size_t)h; i < n; i++) {
     uint32_t px;
     memcpy(&px, raster + 4 * i, 4);
-    raster[3 * i] = (uint8_t)TIFFGetR(px), raster[3 * i + 1] = (uint8_t)TIFFGetG(px), raster[3 * i + 2] = (uint8_t)TIFFGetB(px);
+    raster[3 * i] = (uint8_t)TIFFGetR(px), raster[3 * i + 1] = (uint8_t)TIFFGetG(px),
+               raster[3 * i + 2] = (uint8_t)TIFFGetB(px);
   }
   return FF_OK;
 }

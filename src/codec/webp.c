@@ -47,7 +47,8 @@ ff_status ff__webp_probe(const uint8_t *data, size_t size_bytes, const char *nam
 static ff_status decode_first_frame(const uint8_t *data, size_t size_bytes, const char *name, uint8_t *rgb,
                                     int width, int height, ff__error *err) {
   WebPAnimDecoderOptions opt;
-  if (!WebPAnimDecoderOptionsInit(&opt)) return ff__error_set(err, FF_EINTERNAL, "%s: libwebp version mismatch", name);
+  if (!WebPAnimDecoderOptionsInit(&opt))
+    return ff__error_set(err, FF_EINTERNAL, "%s: libwebp version mismatch", name);
   opt.color_mode = MODE_RGBA;
   opt.use_threads = 0;
   WebPData in = {data, size_bytes};
@@ -57,11 +58,13 @@ static ff_status decode_first_frame(const uint8_t *data, size_t size_bytes, cons
   uint8_t *frame = NULL;
   int timestamp;
   ff_status st = FF_OK;
-  if (!WebPAnimDecoderGetInfo(dec, &info) || (int)info.canvas_width != width || (int)info.canvas_height != height)
+  if (!WebPAnimDecoderGetInfo(dec, &info) || (int)info.canvas_width != width ||
+      (int)info.canvas_height != height)
     st = ff__error_set(err, FF_EDATA, "%s: corrupt animated WebP (canvas size)", name);
   else if (!WebPAnimDecoderGetNext(dec, &frame, &timestamp))
     st = ff__error_set(err, FF_EDATA, "%s: corrupt animated WebP (its first frame does not decode)", name);
-  for (size_t i = 0, n = st ? 0 : (size_t)width * (size_t)height; i < n; i++) memcpy(rgb + 3 * i, frame + 4 * i, 3);
+  for (size_t i = 0, n = st ? 0 : (size_t)width * (size_t)height; i < n; i++)
+    memcpy(rgb + 3 * i, frame + 4 * i, 3);
   WebPAnimDecoderDelete(dec);
   return st;
 }
@@ -69,7 +72,8 @@ static ff_status decode_first_frame(const uint8_t *data, size_t size_bytes, cons
 ff_status ff__webp_decode(const uint8_t *data, size_t size_bytes, const char *name, const ff__decode_req *req,
                           ff__buf *pixels, ff__image *out, ff__error *err) {
   WebPDecoderConfig cfg;
-  if (!WebPInitDecoderConfig(&cfg)) return ff__error_set(err, FF_EINTERNAL, "%s: libwebp version mismatch", name);
+  if (!WebPInitDecoderConfig(&cfg))
+    return ff__error_set(err, FF_EINTERNAL, "%s: libwebp version mismatch", name);
   ff_status st = read_features(data, size_bytes, name, req->max_pixels, &cfg.input, err);
   int w = cfg.input.width, h = cfg.input.height;
   ff__region r;

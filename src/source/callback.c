@@ -20,15 +20,15 @@
 #include <string.h>
 
 typedef struct fetched {
-  uint64_t key;          /* the batch's key; UINT64_MAX: a fetch of one sample */
+  uint64_t key; /* the batch's key; UINT64_MAX: a fetch of one sample */
   size_t n;
   uint64_t *indices;
   ff_source_item *items;
-  unsigned char *taken;  /* per item: copied out, or being copied */
-  size_t left;           /* items not taken */
-  int users;             /* workers copying out of it now */
-  int fetching;          /* the fetch call is running */
-  uint64_t age;          /* when it was made: the oldest goes first */
+  unsigned char *taken; /* per item: copied out, or being copied */
+  size_t left;          /* items not taken */
+  int users;            /* workers copying out of it now */
+  int fetching;         /* the fetch call is running */
+  uint64_t age;         /* when it was made: the oldest goes first */
 } fetched;
 
 struct ff__reader {
@@ -60,9 +60,7 @@ static void fetched_free(const ff__reader *r, fetched *f) {
   free(f->indices), free(f->items), free(f->taken), free(f);
 }
 
-static void run_fetch(const ff__reader *r, fetched *f) {
-  r->cb.fetch(r->cb.ctx, f->indices, f->n, f->items);
-}
+static void run_fetch(const ff__reader *r, fetched *f) { r->cb.fetch(r->cb.ctx, f->indices, f->n, f->items); }
 
 /* Removes cache[i] (locked). */
 static void drop_at(ff__reader *r, size_t i) { r->cache[i] = r->cache[--r->used]; }
@@ -74,7 +72,8 @@ static size_t evict(ff__reader *r, fetched **out, size_t cap) {
   while (r->used >= r->max_batches && n < cap) {
     size_t oldest = r->used;
     for (size_t i = 0; i < r->used; i++)
-      if (!r->cache[i]->users && !r->cache[i]->fetching && (oldest == r->used || r->cache[i]->age < r->cache[oldest]->age))
+      if (!r->cache[i]->users && !r->cache[i]->fetching &&
+          (oldest == r->used || r->cache[i]->age < r->cache[oldest]->age))
         oldest = i;
     if (oldest == r->used) break; /* all busy: go over the bound for a while */
     out[n++] = r->cache[oldest];
@@ -101,12 +100,14 @@ static fetched *batch_fetch(ff__reader *r, const ff__read_hint *hint) {
   f->age = r->clock++;
   f->fetching = 1;
   f->users = 1;
-  for (size_t k = 0; k < f->n; k++) f->indices[k] = (uint64_t)hint->batch[k];
+  for (size_t k = 0; k < f->n; k++)
+    f->indices[k] = (uint64_t)hint->batch[k];
   fetched *gone[4];
   size_t n_gone = evict(r, gone, 4);
   r->cache[r->used++] = f;
   pthread_mutex_unlock(&r->mu);
-  for (size_t i = 0; i < n_gone; i++) fetched_free(r, gone[i]);
+  for (size_t i = 0; i < n_gone; i++)
+    fetched_free(r, gone[i]);
   run_fetch(r, f);
   pthread_mutex_lock(&r->mu);
   f->fetching = 0;
@@ -129,11 +130,12 @@ static ff_status copy_item(const ff_source_item *it, uint64_t index, const char 
   return FF_OK;
 }
 
-ff_status ff__reader_read(ff__reader *r, uint64_t index, const ff__read_hint *hint, const char *name, ff__buf *out,
-                          size_t *size_bytes, int64_t *label, ff__error *err) {
+ff_status ff__reader_read(ff__reader *r, uint64_t index, const ff__read_hint *hint, const char *name,
+                          ff__buf *out, size_t *size_bytes, int64_t *label, ff__error *err) {
   pthread_mutex_lock(&r->mu);
   fetched *f = hint && hint->batch && hint->batch_count > 0 ? batch_fetch(r, hint) : NULL;
-  while (f && f->fetching) pthread_cond_wait(&r->cv, &r->mu);
+  while (f && f->fetching)
+    pthread_cond_wait(&r->cv, &r->mu);
   size_t k = f ? f->n : 0;
   for (size_t i = 0; f && i < f->n && k == f->n; i++)
     if (f->indices[i] == index && !f->taken[i]) k = i;
@@ -162,7 +164,8 @@ ff_status ff__reader_read(ff__reader *r, uint64_t index, const ff__read_hint *hi
 
 void ff__reader_destroy(ff__reader *r) {
   if (!r) return;
-  for (size_t i = 0; i < r->used; i++) fetched_free(r, r->cache[i]);
+  for (size_t i = 0; i < r->used; i++)
+    fetched_free(r, r->cache[i]);
   free(r->cache);
   pthread_mutex_destroy(&r->mu);
   pthread_cond_destroy(&r->cv);
@@ -188,13 +191,15 @@ static ff_status make_names(const char *name, size_t count, ff__index *out, ff__
 ff_status ff__callback_source_open(const ff_source_callbacks *cb, size_t max_batches, ff__index *out,
                                    ff__error *err) {
   if (!cb->fetch) return ff__error_set(err, FF_EINVAL, "source_callbacks.fetch is required");
-  if (!cb->count) return ff__error_set(err, FF_EEMPTY, "source_callbacks: the source holds no sample (count 0)");
+  if (!cb->count)
+    return ff__error_set(err, FF_EEMPTY, "source_callbacks: the source holds no sample (count 0)");
   const char *name = cb->name && *cb->name ? cb->name : "callback";
   *out = (ff__index){.count = cb->count, .names_block = 1};
   ff__reader *r = calloc(1, sizeof *r);
   out->size_bytes = calloc(cb->count, sizeof *out->size_bytes);
-  ff_status st = r && out->size_bytes ? make_names(name, cb->count, out, err)
-                                      : ff__error_set(err, FF_ENOMEM, "out of memory indexing %zu samples", cb->count);
+  ff_status st = r && out->size_bytes
+                     ? make_names(name, cb->count, out, err)
+                     : ff__error_set(err, FF_ENOMEM, "out of memory indexing %zu samples", cb->count);
   if (st) {
     free(r);
     ff__index_free(out);

@@ -29,8 +29,8 @@ typedef struct ff__reader ff__reader;
  * encoded bytes and the label the source gave with them. Thread-safe.
  * Returns FF_OK, FF_EDATA (the source could not give the sample: the message
  * names it and says why), FF_ENOMEM. */
-ff_status ff__reader_read(ff__reader *r, uint64_t index, const ff__read_hint *hint, const char *name, ff__buf *out,
-                          size_t *size_bytes, int64_t *label, ff__error *err);
+ff_status ff__reader_read(ff__reader *r, uint64_t index, const ff__read_hint *hint, const char *name,
+                          ff__buf *out, size_t *size_bytes, int64_t *label, ff__error *err);
 
 /* Gives back everything the reader holds; no read may be running. NULL: nothing. */
 void ff__reader_destroy(ff__reader *r);

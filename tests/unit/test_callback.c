@@ -77,7 +77,8 @@ static void mem_open(memsource *m) {
 }
 
 static void mem_close(memsource *m) {
-  for (int i = 0; i < COUNT; i++) free(m->data[i]);
+  for (int i = 0; i < COUNT; i++)
+    free(m->data[i]);
   pthread_mutex_destroy(&m->mu);
 }
 
@@ -178,7 +179,8 @@ static void test_an_item_error_names_the_sample(void **state) {
   c.on_error = FF_ON_ERROR_SKIP;
   assert_int_equal(ff_loader_open(&c, &l), FF_OK);
   size_t samples = 0;
-  while (ff_loader_next(l, &b) == FF_OK) samples += ff_batch_size(b), ff_batch_release(b);
+  while (ff_loader_next(l, &b) == FF_OK)
+    samples += ff_batch_size(b), ff_batch_release(b);
   assert_int_equal(samples, COUNT - 1);
   assert_non_null(strstr(ff_loader_skipped(l, 0), "mem[9]: KeyError"));
   ff_loader_close(l);

@@ -28,21 +28,24 @@ typedef struct blob {
   size_t size;
 } blob;
 
-static ff_status decode(const uint8_t *data, size_t size, uint64_t max_pixels, ff__image *img, ff__error *err) {
+static ff_status decode(const uint8_t *data, size_t size, uint64_t max_pixels, ff__image *img,
+                        ff__error *err) {
   static ff__buf pixels; /* freed by the last test */
   ff__decode_req req = {.max_pixels = max_pixels};
   return ff__codec_decode(data, size, NAME, &req, &pixels, img, err);
 }
 
 static void pattern(uint8_t *px, size_t n) {
-  for (size_t i = 0; i < n; i++) px[i] = (uint8_t)(i * 7 + i / 13);
+  for (size_t i = 0; i < n; i++)
+    px[i] = (uint8_t)(i * 7 + i / 13);
 }
 
 static blob webp_file(int lossless) {
   uint8_t px[12 * 9 * 3];
   pattern(px, sizeof px);
   blob b;
-  b.size = lossless ? WebPEncodeLosslessRGB(px, 12, 9, 36, &b.data) : WebPEncodeRGB(px, 12, 9, 36, 80, &b.data);
+  b.size =
+      lossless ? WebPEncodeLosslessRGB(px, 12, 9, 36, &b.data) : WebPEncodeRGB(px, 12, 9, 36, 80, &b.data);
   assert_true(b.size > 0);
   return b;
 }
@@ -80,10 +83,11 @@ static blob copy(const char *bytes, size_t n) {
 
 static blob bmp_file(void) {
   /* 3x2, 24 bits, bottom-up, rows padded to 12 bytes */
-  static const char f[] = "BM\x4e\0\0\0\0\0\0\0\x36\0\0\0"
-                          "\x28\0\0\0\x03\0\0\0\x02\0\0\0\x01\0\x18\0\0\0\0\0\x18\0\0\0\x13\x0b\0\0\x13\x0b\0\0\0\0\0\0\0\0\0\0"
-                          "\x01\x02\x03\x04\x05\x06\x07\x08\x09\0\0\0"
-                          "\x0a\x0b\x0c\x0d\x0e\x0f\x10\x11\x12\0\0\0";
+  static const char f[] =
+      "BM\x4e\0\0\0\0\0\0\0\x36\0\0\0"
+      "\x28\0\0\0\x03\0\0\0\x02\0\0\0\x01\0\x18\0\0\0\0\0\x18\0\0\0\x13\x0b\0\0\x13\x0b\0\0\0\0\0\0\0\0\0\0"
+      "\x01\x02\x03\x04\x05\x06\x07\x08\x09\0\0\0"
+      "\x0a\x0b\x0c\x0d\x0e\x0f\x10\x11\x12\0\0\0";
   return copy(f, sizeof f - 1);
 }
 
@@ -132,7 +136,8 @@ static void test_truncated_tiff_fails_cleanly(void **state) {
 
 static void test_truncated_netpbm_and_bmp_fail_cleanly(void **state) {
   (void)state;
-  static const char p6[] = "P6\n# c\n3 2\n255\n\x01\x02\x03\x04\x05\x06\x07\x08\x09\x0a\x0b\x0c\x0d\x0e\x0f\x10\x11\x12";
+  static const char p6[] =
+      "P6\n# c\n3 2\n255\n\x01\x02\x03\x04\x05\x06\x07\x08\x09\x0a\x0b\x0c\x0d\x0e\x0f\x10\x11\x12";
   static const char p3[] = "P3 2 1 1000 0 1 2 999 1000 7\n";
   static const char p4[] = "P4 9 2\n\xff\x80\x01\x00";
   const char *files[] = {p6, p3, p4};
@@ -184,18 +189,19 @@ static void test_bmp_bad_headers_are_named(void **state) {
     ff_status want;
     const char *words;
   } cases[] = {
-      {18, 100000, 4, FF_ETOOBIG, "max_image_pixels"},      /* width: 100000 x 2 over a limit of 1000 */
-      {18, 0, 4, FF_EDATA, "0x2"},                          /* width 0 */
-      {22, 0x80000000u, 4, FF_EDATA, "BMP image of"},       /* height INT32_MIN */
-      {28, 7, 2, FF_EDATA, "pixel depth 7"},                /* bits */
-      {30, 1, 4, FF_EDATA, "RLE"},                          /* RLE8 */
-      {30, 9, 4, FF_EDATA, "compression 9"},                /* unknown */
-      {14, 20, 4, FF_EDATA, "header size 20"},              /* header */
-      {10, 0xFFFFFFF0u, 4, FF_EDATA, "truncated"},          /* pixel offset past the end */
+      {18, 100000, 4, FF_ETOOBIG, "max_image_pixels"}, /* width: 100000 x 2 over a limit of 1000 */
+      {18, 0, 4, FF_EDATA, "0x2"},                     /* width 0 */
+      {22, 0x80000000u, 4, FF_EDATA, "BMP image of"},  /* height INT32_MIN */
+      {28, 7, 2, FF_EDATA, "pixel depth 7"},           /* bits */
+      {30, 1, 4, FF_EDATA, "RLE"},                     /* RLE8 */
+      {30, 9, 4, FF_EDATA, "compression 9"},           /* unknown */
+      {14, 20, 4, FF_EDATA, "header size 20"},         /* header */
+      {10, 0xFFFFFFF0u, 4, FF_EDATA, "truncated"},     /* pixel offset past the end */
   };
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
     blob b = copy((const char *)good.data, good.size);
-    for (size_t k = 0; k < cases[i].width; k++) b.data[cases[i].at + k] = (uint8_t)(cases[i].value >> (8 * k));
+    for (size_t k = 0; k < cases[i].width; k++)
+      b.data[cases[i].at + k] = (uint8_t)(cases[i].value >> (8 * k));
     expect((const char *)b.data, b.size, 1000, cases[i].want, cases[i].words);
     free_blob(&b);
   }
