@@ -706,7 +706,8 @@ class Loader:
 
     def __repr__(self):
         state = "closed" if self.closed else f"{len(self)} batches/epoch"
-        return (f"fusionflow.Loader(source={self.source!r}, batch_size={self.batch_size}, shuffle={self.shuffle}, "
+        source = repr(self.source) if _is_path(self.source) else f"<{type(self.source).__name__} dataset>"
+        return (f"fusionflow.Loader(source={source}, batch_size={self.batch_size}, shuffle={self.shuffle}, "
                 f"drop_last={self.drop_last}, seed={self.seed}, rank={self.rank}, world_size={self.world_size}, "
                 f"{state})")
 

@@ -168,6 +168,13 @@ def test_item_errors_name_the_index_under_each_on_error(folder):
     assert sizes == [6, 6, 6, 3]
 
 
+def test_repr_names_the_dataset_type_not_its_items(folder):
+    root, paths, labels = folder
+    with fusionflow.Loader(items_of(paths, labels), PIPE, batch_size=4) as loader:
+        assert "source=<list dataset>" in repr(loader)
+        assert loader.classes is None and loader.class_to_idx is None
+
+
 def test_sources_that_are_not_datasets_are_refused():
     with pytest.raises(TypeError, match="indexable dataset"):
         fusionflow.Loader(42, PIPE, batch_size=2)
