@@ -354,6 +354,9 @@ typedef struct ff_batch ff_batch;
  *   DIR, FILE        without a kind: a folder is imagefolder:DIR, a regular
  *                    file ending in .tsv or .txt (any case) is list:FILE;
  *                    anything else is FF_EINVAL, a missing path FF_EIO.
+ *   source_callbacks the caller's samples (ff_source_callbacks): count samples
+ *                    named NAME[i] in messages; no fetch is FF_EINVAL, count
+ *                    0 FF_EEMPTY.
  *
  * Pipeline text: ops separated by '|', torchvision names, keyword arguments
  * (arguments must be named), e.g. "decode | random_resized_crop(size=224) |
