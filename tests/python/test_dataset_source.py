@@ -49,6 +49,18 @@ def test_list_of_bytes_equals_the_folder_source_for_any_thread_count(folder):
         assert_same(batches(items_of(paths, labels), num_threads=threads), want)
 
 
+def test_samples_the_device_prepares_are_the_same(folder, monkeypatch):
+    root, paths, labels = folder
+    want = batches(root, epochs=1, device="cpu")
+    monkeypatch.setenv("FF_FORCE_DEVICE_SHARE", "0.5")  # half of every batch to the emulated device
+    assert_same(batches(items_of(paths, labels), epochs=1, device="emu:0"), want)
+    assert_same(batches(items_of(paths, labels), epochs=1, device="emu:0", device_decode="on"), want)
+    with fusionflow.Loader(items_of(paths, labels), PIPE, batch_size=4, device="emu:0", output="numpy") as loader:
+        for _ in loader:
+            pass
+        assert loader.stats()["device_samples"] > 0
+
+
 class CountingDataset:
     """A list of items that records each batch access (torch's __getitems__ protocol)."""
 
