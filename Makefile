@@ -8,6 +8,8 @@
 #   make test CC=clang   the same tests built with clang (in build-clang)
 #   make fuzz   build the fuzz targets with clang's libFuzzer (ASan+UBSan, in
 #               build-fuzz) and run each for FUZZ_SECONDS (default 60)
+#   make wheel  the self-contained wheel of the Python package (cp39-abi3,
+#               manylinux; scripts/wheel.sh), in $(BUILD)/wheel/wheelhouse
 #   make device-carry  the prebuilt set tests/device/run.sh runs on a GPU machine (build-carry/carry)
 # CC=clang (on the command line) builds with that compiler, in build-clang
 # unless BUILD says where: `make test CC=clang`.
@@ -24,7 +26,7 @@ FUZZ_BUILD ?= build-fuzz
 FUZZ_SECONDS ?= 60
 DEMO_PIPELINE = decode | random_resized_crop(size=224) | random_horizontal_flip | normalize(mean=imagenet, std=imagenet)
 
-.PHONY: all deps build test fuzz demo demo-data bench device-carry clean
+.PHONY: all deps build test fuzz demo demo-data bench wheel device-carry clean
 
 all: build
 
@@ -60,6 +62,9 @@ bench: build demo-data
 	$(PYTHON) bench/ops_compare.py --ops-bench $(BUILD)/ops_bench --repeats 3
 	$(PYTHON) bench/compare.py --data $(DEMO_DIR) --cli $(BUILD)/fusionflow --decode-only $(BUILD)/decode_only --repeats 3
 	$(PYTHON) bench/policies.py --data $(DEMO_DIR) --cli $(BUILD)/fusionflow
+
+wheel: deps
+	@scripts/wheel.sh $(BUILD)/wheel
 
 device-carry: deps
 	JOBS=$(JOBS) tests/device/prepare.sh

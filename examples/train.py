@@ -24,7 +24,7 @@ def parse_args(argv=None):
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("--data", default=os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..",
                                                                    "build", "demo-data")),
-                   help="ImageFolder root (one sub-folder per class), by default the demo data of `make demo`")
+                   help="ImageFolder root (one sub-folder per class)")
     p.add_argument("--device", default="cpu",
                    help="fusionflow's offload device: cpu, auto, cuda:N or emu:N")
     p.add_argument("--steps", type=int, default=300, help="training steps (batches)")
@@ -33,7 +33,8 @@ def parse_args(argv=None):
                    help="data threads (fusionflow) or DataLoader workers (--torchvision)")
     p.add_argument("--torch-threads", type=int, default=0, help="torch.set_num_threads for training; 0 = leave")
     p.add_argument("--image-size", type=int, default=64, help="side of the random resized crop, pixels")
-    p.add_argument("--lr", type=float, default=None, help="SGD learning rate; None: 0.1 * batch size / 256")
+    p.add_argument("--lr", type=float, default=argparse.SUPPRESS,
+                   help="SGD learning rate (default: 0.1 * batch size / 256, the linear scaling rule)")
     p.add_argument("--seed", type=int, default=0, help="seed of the data order and augmentation, and of the model")
     p.add_argument("--prefetch", type=int, default=2, help="batches prepared ahead (per worker for --torchvision)")
     p.add_argument("--log-every", type=int, default=20, help="print the loss every N steps")
@@ -104,7 +105,7 @@ def main(argv=None):
     num_classes = len([d for d in os.scandir(args.data) if d.is_dir()])
     model = torchvision.models.resnet18(num_classes=num_classes)
     model.train()
-    lr = args.lr if args.lr is not None else 0.1 * args.batch_size / 256
+    lr = getattr(args, "lr", 0.1 * args.batch_size / 256)
     optimizer = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9, weight_decay=1e-4)
     criterion = torch.nn.CrossEntropyLoss()
 

@@ -660,13 +660,15 @@ typedef struct ff_op_cost {
  * how many there are. Names are static strings. Consumer thread. */
 FF_API size_t ff_loader_op_costs(const ff_loader *loader, ff_op_cost *out, size_t cap);
 
-/* The path and reason of the i-th failed sample, skipped or replaced
- * (0 <= i < stats.skipped + stats.replaced, at most the first 1000 are
- * kept), or NULL. Owned by the loader. */
+/* The path and reason of the i-th distinct failure, skipped or replaced,
+ * or NULL past the last: a file that fails the same way in several epochs is
+ * listed once, so there are at most stats.skipped + stats.replaced (the
+ * samples) and at most 1000 are kept. Owned by the loader. */
 FF_API const char *ff_loader_skipped(const ff_loader *loader, size_t i);
 
-/* The path and damage of the i-th sample decoded with a warning
- * (0 <= i < stats.warnings, at most the first 1000 are kept), e.g.
+/* The path and damage of the i-th distinct sample decoded with a warning
+ * (at most stats.warnings; listed once over epochs; at most the first 1000
+ * are kept), e.g.
  * "x.jpg: Corrupt JPEG data: 12 extraneous bytes before marker 0xd9
  * (decoded anyway)", or NULL. Owned by the loader. */
 FF_API const char *ff_loader_warning(const ff_loader *loader, size_t i);

@@ -209,6 +209,7 @@ def _close_all():
             loader.close()
         except Exception:  # pragma: no cover - best effort at exit
             pass
+    _c._interpreter_exiting()  # a loader still closing in the background must not wait for the GIL now
 
 
 _ON_ERROR = {"raise": 0, "skip": 1, "replace": 2}  # ff_on_error
@@ -639,9 +640,10 @@ class Loader:
             read_bytes (int): encoded bytes read.
             skipped (int): samples skipped under on_error="skip";
             replaced (int): samples replaced under on_error="replace";
-            skipped_samples (list of str): "path: reason" of the first 1000 skipped or replaced.
+            skipped_samples (list of str): "path: reason" of each distinct failure, skipped or replaced
+                (a file failing in several epochs is listed once; at most 1000).
             warnings (int): samples decoded despite corrupt data libjpeg repaired;
-            warning_samples (list of str): "path: damage" of the first 1000.
+            warning_samples (list of str): "path: damage", each listed once (at most 1000).
             num_threads (int): worker threads.
             device (str): the device in use ("cpu", "emu:0", "cuda:0 (NVIDIA H200)").
             device_samples, device_fallbacks (int): samples the device prepared; samples

@@ -34,6 +34,9 @@
  * Errors: a failing call raises the exception that fusionflow._errors builds
  * for (status, library message); the factory is registered by __init__.py. */
 #define PY_SSIZE_T_CLEAN
+#ifndef Py_LIMITED_API
+#define Py_LIMITED_API 0x03090000 /* the stable ABI of CPython 3.9: one abi3 build serves every later CPython */
+#endif
 #include <Python.h>
 
 #include <errno.h>
@@ -199,7 +202,7 @@ typedef struct {
   int dev_type, dev_id; /* DLPack device: kDLCPU 0, or kDLCUDA N (images of a cuda:N output_device) */
 } TensorObject;
 
-static PyTypeObject TensorType;
+static PyTypeObject *TensorType; /* heap types (PyType_FromSpec): the stable ABI has no static ones */
 
 static const char *dtype_name(ff_dtype d) {
   return d == FF_UINT8 ? "uint8" : d == FF_FLOAT32 ? "float32" : "int64";
@@ -208,7 +211,7 @@ static int dtype_bits(ff_dtype d) { return d == FF_UINT8 ? 8 : d == FF_FLOAT32 ?
 
 /* A new Tensor over t's memory, holding one count of o. */
 static PyObject *tensor_new(owner *o, const ff_tensor *t) {
-  TensorObject *self = PyObject_New(TensorObject, &TensorType);
+  TensorObject *self = PyObject_New(TensorObject, TensorType);
   if (!self) return NULL;
   owner_incref(o);
   self->owner = o;
@@ -235,8 +238,10 @@ static PyObject *images_new(owner *o, ff_batch *b, const ff_tensor *t) {
 }
 
 static void tensor_dealloc(TensorObject *self) {
+  PyTypeObject *type = Py_TYPE(self); /* an instance of a heap type holds a reference to it */
   if (self->owner) owner_decref(self->owner);
   PyObject_Free(self);
+  Py_DECREF(type);
 }
 
 typedef struct export_ctx {
@@ -312,7 +317,7 @@ static PyObject *tensor_dlpack(TensorObject *self, PyObject *args, PyObject *kwa
   }
   if (dl_device != Py_None) {
     int type = 0, id = 0;
-    if (!PyTuple_Check(dl_device) || PyTuple_GET_SIZE(dl_device) != 2) {
+    if (!PyTuple_Check(dl_device) || PyTuple_Size(dl_device) != 2) {
       PyErr_SetString(PyExc_TypeError, "__dlpack__: dl_device must be a (device_type, device_id) tuple of ints");
       return NULL;
     }
@@ -369,7 +374,7 @@ static PyObject *int64_tuple(const int64_t *v, int n) {
       Py_DECREF(t);
       return NULL;
     }
-    PyTuple_SET_ITEM(t, i, x);
+    PyTuple_SetItem(t, i, x); /* steals x */
   }
   return t;
 }
@@ -456,19 +461,19 @@ static PyGetSetDef tensor_getset[] = {
     {NULL, NULL, NULL, NULL, NULL},
 };
 
-static PyTypeObject TensorType = {
-    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "fusionflow.Tensor",
-    .tp_basicsize = sizeof(TensorObject),
-    .tp_dealloc = (destructor)tensor_dealloc,
-    .tp_repr = (reprfunc)tensor_repr,
-    .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "A host tensor of fusionflow's memory (a batch's images or labels, or an augmented image).\n\n"
-              "Convert it without copying with torch.from_dlpack(t) or numpy.from_dlpack(t)\n"
-              "(or numpy.asarray(t)); the memory stays valid while this object or anything\n"
-              "made from it is alive.",
-    .tp_methods = tensor_methods,
-    .tp_getset = tensor_getset,
+static PyType_Slot tensor_slots[] = {
+    {Py_tp_dealloc, (void *)tensor_dealloc},
+    {Py_tp_repr, (void *)tensor_repr},
+    {Py_tp_doc, (void *)"A host tensor of fusionflow's memory (a batch's images or labels, or an augmented image).\n\n"
+                "Convert it without copying with torch.from_dlpack(t) or numpy.from_dlpack(t)\n"
+                "(or numpy.asarray(t)); the memory stays valid while this object or anything\n"
+                "made from it is alive."},
+    {Py_tp_methods, tensor_methods},
+    {Py_tp_getset, tensor_getset},
+    {0, NULL},
 };
+
+static PyType_Spec tensor_spec = {"fusionflow.Tensor", sizeof(TensorObject), 0, Py_TPFLAGS_DEFAULT, tensor_slots};
 
 /* ---------------------------------------------------------------- Loader */
 
@@ -481,7 +486,7 @@ typedef struct {
   PyObject *classes; /* tuple of the class folders' names (imagefolder), or None */
 } LoaderObject;
 
-static PyTypeObject LoaderType;
+static PyTypeObject *LoaderType;
 
 static int check_open(LoaderObject *self) {
   if (!self->core) {
@@ -497,23 +502,25 @@ static int check_open(LoaderObject *self) {
   return 0;
 }
 
-/* The UTF-8 of a pipeline text; NULL with ValueError when it holds a NUL
- * (C would read the text only up to it and ignore the rest). */
-static const char *pipeline_text(PyObject *text) {
-  Py_ssize_t n;
-  const char *s = PyUnicode_AsUTF8AndSize(text, &n);
-  if (s && strlen(s) != (size_t)n) {
+/* The UTF-8 of a pipeline text as a new bytes object; NULL with ValueError
+ * when it holds a NUL (C would read the text only up to it and ignore the rest). */
+static PyObject *pipeline_text(PyObject *text) {
+  PyObject *utf8 = PyUnicode_AsUTF8String(text);
+  if (utf8 && strlen(PyBytes_AsString(utf8)) != (size_t)PyBytes_Size(utf8)) {
+    Py_DECREF(utf8);
     PyErr_SetString(PyExc_ValueError, "fusionflow: the pipeline text contains a NUL character");
     return NULL;
   }
-  return s;
+  return utf8;
 }
 
 /* "O&" converter: a Python int in [0, 2**64) into unsigned long long
  * (the "K" format would wrap 2**64 to 0, which means no limit). */
 static int to_u64(PyObject *obj, void *out) {
   if (!PyLong_Check(obj)) {
-    PyErr_Format(PyExc_TypeError, "fusionflow: expected an int (got %s)", Py_TYPE(obj)->tp_name);
+    PyObject *name = PyObject_GetAttrString((PyObject *)Py_TYPE(obj), "__name__");
+    if (name) PyErr_Format(PyExc_TypeError, "fusionflow: expected an int (got %S)", name);
+    Py_XDECREF(name);
     return 0;
   }
   unsigned long long v = PyLong_AsUnsignedLongLong(obj);
@@ -534,8 +541,7 @@ static PyObject *class_names(const ff_loader *loader) {
   PyObject *t = PyTuple_New((Py_ssize_t)n);
   for (size_t i = 0; t && i < n; i++) {
     PyObject *name = PyUnicode_DecodeFSDefault(ff_loader_class_name(loader, i));
-    if (!name) Py_CLEAR(t);
-    else PyTuple_SET_ITEM(t, (Py_ssize_t)i, name);
+    if (!name || PyTuple_SetItem(t, (Py_ssize_t)i, name)) Py_CLEAR(t); /* SetItem takes name, also on failure */
   }
   return t;
 }
@@ -577,19 +583,20 @@ static PyObject *loader_open(PyObject *module, PyObject *args, PyObject *kwargs)
   cfg.permutation = torch_permutation ? FF_PERMUTATION_TORCH : FF_PERMUTATION_PHILOX;
   cfg.device_decode = (ff_device_decode)device_decode;
   cfg.device_memory_limit_bytes = (size_t)device_limit;
-  const char *pipeline = pipeline_text(pipeline_obj);
+  PyObject *pipeline = pipeline_text(pipeline_obj);
   if (!pipeline) {
     Py_DECREF(source_obj);
     return NULL;
   }
-  cfg.source = PyBytes_AS_STRING(source_obj);
-  cfg.pipeline = pipeline;
+  cfg.source = PyBytes_AsString(source_obj);
+  cfg.pipeline = PyBytes_AsString(pipeline);
   ffpy_dataset *dataset = NULL; /* a Python dataset: `source` names its samples in messages */
   if (fetcher != Py_None) {
     ff_source_callbacks *cb;
     dataset = ffpy_dataset_new(fetcher, dataset_size > 0 ? (size_t)dataset_size : 0, cfg.source, &cb);
     if (!dataset) {
       Py_DECREF(source_obj);
+      Py_DECREF(pipeline);
       return NULL;
     }
     cfg.source_callbacks = cb;
@@ -604,6 +611,7 @@ static PyObject *loader_open(PyObject *module, PyObject *args, PyObject *kwargs)
   st = ff_loader_open(&cfg, &loader);
   Py_END_ALLOW_THREADS
   Py_DECREF(source_obj);
+  Py_DECREF(pipeline);
   if (st != FF_OK) {
     if (!loader) {
       ffpy_dataset_free(dataset);
@@ -631,7 +639,7 @@ static PyObject *loader_open(PyObject *module, PyObject *args, PyObject *kwargs)
   c->loader = loader;
   c->ring_size = cfg.prefetch + 1;
 
-  LoaderObject *self = PyObject_New(LoaderObject, &LoaderType);
+  LoaderObject *self = PyObject_New(LoaderObject, LoaderType);
   if (!self) {
     close_opened(loader, dataset);
     c->refs = 1;
@@ -755,7 +763,7 @@ static PyObject *loader_next_body(LoaderObject *self, PyObject *unused) {
   for (size_t i = 0; indices && i < n; i++) {
     PyObject *x = PyLong_FromLongLong(idx[i]);
     if (!x) Py_CLEAR(indices);
-    else PyList_SET_ITEM(indices, (Py_ssize_t)i, x);
+    else PyList_SetItem(indices, (Py_ssize_t)i, x); /* steals x */
   }
   PyObject *r = NULL;
   if (indices)
@@ -806,12 +814,14 @@ static PyObject *loader_close(LoaderObject *self, PyObject *unused) {
 }
 
 static void loader_dealloc(LoaderObject *self) {
+  PyTypeObject *type = Py_TYPE(self);
   if (self->core) {
     PyObject *r = loader_close(self, NULL);
     Py_XDECREF(r);
   }
   Py_XDECREF(self->classes);
   PyObject_Free(self);
+  Py_DECREF(type);
 }
 
 static PyObject *loader_set_epoch_body(LoaderObject *self, PyObject *args) {
@@ -1027,15 +1037,16 @@ static PyGetSetDef loader_getset[] = {
     {NULL, NULL, NULL, NULL, NULL},
 };
 
-static PyTypeObject LoaderType = {
-    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "fusionflow._fusionflow.CLoader",
-    .tp_basicsize = sizeof(LoaderObject),
-    .tp_dealloc = (destructor)loader_dealloc,
-    .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "The C loader under fusionflow.Loader (made by open_loader).",
-    .tp_methods = loader_methods,
-    .tp_getset = loader_getset,
+static PyType_Slot loader_slots[] = {
+    {Py_tp_dealloc, (void *)loader_dealloc},
+    {Py_tp_doc, (void *)"The C loader under fusionflow.Loader (made by open_loader)."},
+    {Py_tp_methods, loader_methods},
+    {Py_tp_getset, loader_getset},
+    {0, NULL},
 };
+
+static PyType_Spec loader_spec = {"fusionflow._fusionflow.CLoader", sizeof(LoaderObject), 0, Py_TPFLAGS_DEFAULT,
+                                  loader_slots};
 
 /* ---------------------------------------------------------------- module */
 
@@ -1047,7 +1058,7 @@ static PyObject *mod_augment_image(PyObject *module, PyObject *args, PyObject *k
   if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O&U|KKK:augment_image", kwlist, PyUnicode_FSConverter, &path_obj,
                                    &pipeline_obj, &seed, &epoch, &index))
     return NULL;
-  const char *pipeline = pipeline_text(pipeline_obj);
+  PyObject *pipeline = pipeline_text(pipeline_obj);
   if (!pipeline) {
     Py_DECREF(path_obj);
     return NULL;
@@ -1057,9 +1068,10 @@ static PyObject *mod_augment_image(PyObject *module, PyObject *args, PyObject *k
   char err[MSG_MAX] = "";
   ff_status st;
   Py_BEGIN_ALLOW_THREADS
-  st = ff_image_augment(PyBytes_AS_STRING(path_obj), pipeline, seed, epoch, index, &pixels, &h, &w, err, sizeof err);
+  st = ff_image_augment(PyBytes_AsString(path_obj), PyBytes_AsString(pipeline), seed, epoch, index, &pixels, &h, &w, err, sizeof err);
   Py_END_ALLOW_THREADS
   Py_DECREF(path_obj);
+  Py_DECREF(pipeline);
   if (st != FF_OK) return raise_status(st, err);
   owner *o = owner_new(NULL, pixels, NULL);
   if (!o) {
@@ -1075,7 +1087,9 @@ static PyObject *mod_augment_image(PyObject *module, PyObject *args, PyObject *k
 static PyObject *mod_set_exception_factory(PyObject *module, PyObject *f) {
   (void)module;
   Py_INCREF(f);
-  Py_XSETREF(exception_factory, f);
+  PyObject *old = exception_factory;
+  exception_factory = f;
+  Py_XDECREF(old);
   Py_RETURN_NONE;
 }
 
@@ -1091,7 +1105,16 @@ static PyObject *mod_status_str(PyObject *module, PyObject *arg) {
   return PyUnicode_FromString(ff_status_str((ff_status)v));
 }
 
+/* _interpreter_exiting(): called at exit (atexit, before finalization): no
+ * worker thread may take the GIL from now on (Python datasets). */
+static PyObject *mod_interpreter_exiting(PyObject *module, PyObject *unused) {
+  (void)module, (void)unused;
+  ffpy_dataset_exiting();
+  Py_RETURN_NONE;
+}
+
 static PyMethodDef module_methods[] = {
+    {"_interpreter_exiting", mod_interpreter_exiting, METH_NOARGS, NULL},
     {"open_loader", (PyCFunction)(void (*)(void))loader_open, METH_VARARGS | METH_KEYWORDS,
      "open_loader(source, pipeline, batch_size=64, shuffle=1, drop_last=0, seed=0, num_threads=0, prefetch=2,\n"
      "            rank=-1, world_size=-1, on_error=0, max_image_pixels=89478485, device=\"cpu\",\n"
@@ -1112,13 +1135,15 @@ static struct PyModuleDef module_def = {
 };
 
 PyMODINIT_FUNC PyInit__fusionflow(void) {
-  if (PyType_Ready(&TensorType) < 0 || PyType_Ready(&LoaderType) < 0) return NULL;
+  TensorType = (PyTypeObject *)PyType_FromSpec(&tensor_spec);
+  LoaderType = (PyTypeObject *)PyType_FromSpec(&loader_spec);
+  if (!TensorType || !LoaderType) return NULL;
   PyObject *m = PyModule_Create(&module_def);
   if (!m) return NULL;
-  Py_INCREF(&TensorType);
-  Py_INCREF(&LoaderType);
-  if (PyModule_AddObject(m, "Tensor", (PyObject *)&TensorType) ||
-      PyModule_AddObject(m, "CLoader", (PyObject *)&LoaderType))
+  Py_INCREF(TensorType);
+  Py_INCREF(LoaderType);
+  if (PyModule_AddObject(m, "Tensor", (PyObject *)TensorType) ||
+      PyModule_AddObject(m, "CLoader", (PyObject *)LoaderType))
     goto fail;
   static const struct {
     const char *name;

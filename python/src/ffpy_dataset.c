@@ -12,7 +12,8 @@
  * thread that holds it, so the Loader closes its ff_loader with the GIL
  * released, and ffpy_dataset_closing first makes new fetches fail without
  * touching Python (a fetch after interpreter finalization has begun does the
- * same: the GIL can no longer be taken then). */
+ * same: the GIL can no longer be taken then). Stable ABI (Py_LIMITED_API
+ * 3.9), as the rest of the extension. */
 #include "ffpy_dataset.h"
 
 #include <pthread.h>
@@ -32,13 +33,11 @@ struct ffpy_dataset {
 static char closing_msg[] = "the loader is closing";
 static char nomem_msg[] = "out of memory";
 
-static int finalizing(void) {
-#if PY_VERSION_HEX >= 0x030D0000
-  return Py_IsFinalizing();
-#else
-  return _Py_IsFinalizing();
-#endif
-}
+static atomic_int exiting; /* the interpreter is shutting down (ffpy_dataset_exiting) */
+
+void ffpy_dataset_exiting(void) { atomic_store(&exiting, 1); }
+
+static int finalizing(void) { return atomic_load(&exiting) || !Py_IsInitialized(); }
 
 /* Drops the queued references (GIL held). */
 static void drain(ffpy_dataset *d) {
@@ -57,40 +56,51 @@ static char *copy_text(const char *s) {
   return t ? t : nomem_msg;
 }
 
+/* The UTF-8 of str(obj) in buf (stable ABI: no PyUnicode_AsUTF8 before 3.10); GIL held. */
+static void utf8_of(PyObject *obj, char *buf, size_t cap) {
+  PyObject *s = obj ? PyObject_Str(obj) : NULL;
+  PyObject *b = s ? PyUnicode_AsUTF8String(s) : NULL;
+  const char *text = b ? PyBytes_AsString(b) : NULL;
+  snprintf(buf, cap, "%s", text ? text : "?");
+  Py_XDECREF(b), Py_XDECREF(s);
+  PyErr_Clear();
+}
+
 /* The current exception as "Type: message" (cleared); GIL held. */
 static char *exception_text(void) {
   PyObject *type, *value, *tb;
   PyErr_Fetch(&type, &value, &tb);
-  PyObject *s = value ? PyObject_Str(value) : NULL;
-  const char *msg = s ? PyUnicode_AsUTF8(s) : NULL;
-  const char *name = type ? ((PyTypeObject *)type)->tp_name : "error";
-  char buf[1024];
-  snprintf(buf, sizeof buf, "%s: %s", name, msg ? msg : "");
-  PyErr_Clear();
-  Py_XDECREF(s), Py_XDECREF(type), Py_XDECREF(value), Py_XDECREF(tb);
+  PyObject *name = type ? PyObject_GetAttrString(type, "__name__") : NULL;
+  char kind[256], msg[760], buf[1024];
+  utf8_of(name, kind, sizeof kind);
+  utf8_of(value, msg, sizeof msg);
+  snprintf(buf, sizeof buf, "%s: %s", kind, msg);
+  Py_XDECREF(name), Py_XDECREF(type), Py_XDECREF(value), Py_XDECREF(tb);
   return copy_text(buf);
 }
 
 /* One result of the fetcher into *it (GIL held). */
 static void take_result(PyObject *r, ff_source_item *it) {
   if (PyUnicode_Check(r)) {
-    const char *s = PyUnicode_AsUTF8(r);
-    it->error = s ? copy_text(s) : exception_text();
+    char text[1024];
+    utf8_of(r, text, sizeof text);
+    it->error = copy_text(text);
     return;
   }
-  if (!PyTuple_Check(r) || PyTuple_GET_SIZE(r) != 2 || !PyBytes_Check(PyTuple_GET_ITEM(r, 0)) ||
-      !PyLong_Check(PyTuple_GET_ITEM(r, 1))) {
+  PyObject *bytes = PyTuple_Check(r) && PyTuple_Size(r) == 2 ? PyTuple_GetItem(r, 0) : NULL;
+  PyObject *label_obj = bytes ? PyTuple_GetItem(r, 1) : NULL;
+  if (!bytes || !PyBytes_Check(bytes) || !label_obj || !PyLong_Check(label_obj)) {
+    PyErr_Clear();
     it->error = copy_text("the fetcher gave something other than (bytes, int) or str");
     return;
   }
-  long long label = PyLong_AsLongLong(PyTuple_GET_ITEM(r, 1));
+  long long label = PyLong_AsLongLong(label_obj);
   if (label == -1 && PyErr_Occurred()) {
     it->error = exception_text();
     return;
   }
-  PyObject *bytes = PyTuple_GET_ITEM(r, 0);
   Py_INCREF(bytes);
-  *it = (ff_source_item){PyBytes_AS_STRING(bytes), (size_t)PyBytes_GET_SIZE(bytes), label, NULL, bytes};
+  *it = (ff_source_item){PyBytes_AsString(bytes), (size_t)PyBytes_Size(bytes), label, NULL, bytes};
 }
 
 static void fetch(void *ctx, const uint64_t *indices, size_t n, ff_source_item *items) {
@@ -105,14 +115,11 @@ static void fetch(void *ctx, const uint64_t *indices, size_t n, ff_source_item *
   PyObject *list = PyList_New((Py_ssize_t)n);
   for (size_t k = 0; list && k < n; k++) {
     PyObject *i = PyLong_FromUnsignedLongLong(indices[k]);
-    if (!i)
-      Py_CLEAR(list);
-    else
-      PyList_SET_ITEM(list, (Py_ssize_t)k, i);
+    if (!i || PyList_SetItem(list, (Py_ssize_t)k, i)) Py_CLEAR(list); /* SetItem takes i, also on failure */
   }
-  PyObject *res = list ? PyObject_CallOneArg(d->fetch, list) : NULL;
+  PyObject *res = list ? PyObject_CallFunctionObjArgs(d->fetch, list, NULL) : NULL;
   Py_XDECREF(list);
-  if (res && (!PyList_Check(res) || PyList_GET_SIZE(res) != (Py_ssize_t)n)) {
+  if (res && (!PyList_Check(res) || PyList_Size(res) != (Py_ssize_t)n)) {
     Py_CLEAR(res);
     PyErr_SetString(PyExc_TypeError, "the fetcher did not give one result per index");
   }
@@ -122,7 +129,7 @@ static void fetch(void *ctx, const uint64_t *indices, size_t n, ff_source_item *
       items[k].error = k ? copy_text(why) : why;
   }
   for (size_t k = 0; res && k < n; k++)
-    take_result(PyList_GET_ITEM(res, (Py_ssize_t)k), &items[k]);
+    take_result(PyList_GetItem(res, (Py_ssize_t)k), &items[k]);
   Py_XDECREF(res);
   PyGILState_Release(gil);
 }

@@ -5,6 +5,9 @@
 #define FFPY_DATASET_H
 
 #define PY_SSIZE_T_CLEAN
+#ifndef Py_LIMITED_API
+#define Py_LIMITED_API 0x03090000 /* the stable ABI, as _fusionflow.c */
+#endif
 #include <Python.h>
 
 #include "fusionflow/fusionflow.h"
@@ -25,6 +28,10 @@ void ffpy_dataset_closing(ffpy_dataset *d);
 /* Frees d once the loader using it is closed (no callback runs any more).
  * With the GIL. NULL: nothing. */
 void ffpy_dataset_free(ffpy_dataset *d);
+
+/* The interpreter is shutting down (its atexit hooks run): from now on no
+ * fetch and no free takes the GIL. */
+void ffpy_dataset_exiting(void);
 
 /* ffpy_dataset_free from a thread without the GIL: takes it for the free,
  * or leaves d (a leak at exit) once the interpreter is finalizing, when the

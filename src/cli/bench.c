@@ -158,6 +158,24 @@ static void report_gpus(void) {
             gpus == 1 ? "" : "s");
 }
 
+/* The bad samples (skipped or replaced) of each epoch the run went through. */
+typedef struct bad_counts {
+  uint64_t *per_epoch;
+  size_t epochs;
+  uint64_t counted; /* the sum of per_epoch */
+} bad_counts;
+
+/* Closes an epoch's count from the loader's running total. */
+static void bad_counts_epoch_end(bad_counts *c, const ff_loader *loader) {
+  ff_stats s;
+  ff_loader_stats(loader, &s);
+  uint64_t *grown = realloc(c->per_epoch, (c->epochs + 1) * sizeof *grown);
+  if (!grown) return; /* the per-epoch split is left out; the totals stay right */
+  c->per_epoch = grown;
+  c->per_epoch[c->epochs++] = s.skipped + s.replaced - c->counted;
+  c->counted = s.skipped + s.replaced;
+}
+
 int ff__cli_bench(int argc, char **argv) {
   enum { O_SOURCE = 256, O_PIPELINE, O_BATCH, O_BATCHES, O_EPOCHS, O_WARMUP, O_THREADS, O_PREFETCH, O_SEED,
          O_NOSHUFFLE, O_DROPLAST, O_RANK, O_WORLD, O_STEP, O_ONERROR, O_MAXPIX, O_JSON, O_DEVICE, O_DEVMEM,
@@ -321,10 +339,12 @@ int ff__cli_bench(int argc, char **argv) {
   long done = -warmup, device_batches = 0;
   double share_sum = 0;
   uint64_t epoch = 0;
+  bad_counts bad = {0};
   while (done < total) {
     ff_batch *b;
     st = ff_loader_next(loader, &b);
     if (st == FF_END) {
+      bad_counts_epoch_end(&bad, loader);
       if (!batches && (long)++epoch == epochs) break;
       ff_loader_set_epoch(loader, epoch);
       continue;
@@ -354,12 +374,14 @@ int ff__cli_bench(int argc, char **argv) {
   total = done < 0 ? 0 : done; /* the batches timed */
   if (bar) fputc('\n', stderr);
   ff_loader_stats(loader, &end);
+  if (end.skipped + end.replaced > bad.counted) bad_counts_epoch_end(&bad, loader); /* the epoch the run ended in */
   size_t trace_kept = 0, trace_dropped = 0;
   if ((!st || st == FF_END) && trace) st = ff_loader_trace_write(loader, trace, &trace_kept, &trace_dropped);
   if (st && st != FF_END) {
     report_error(json, st, ff_loader_errmsg(loader));
     ff_loader_close(loader);
     free(infos);
+    free(bad.per_epoch);
     return 1;
   }
   uint64_t samples = end.samples - base.samples;
@@ -373,10 +395,12 @@ int ff__cli_bench(int argc, char **argv) {
     printf("{\"images_per_s\": %.1f, \"batches\": %ld, \"samples\": %llu, \"elapsed_s\": %.4f, "
            "\"read_s\": %.4f, \"decode_s\": %.4f, \"ops_s\": %.4f, \"wait_s\": %.4f, \"threads\": %d, "
            "\"batch_size\": %d, \"step_ms\": %g, \"read_bytes\": %llu, \"skipped\": %llu, \"replaced\": %llu, "
-           "\"skipped_samples\": [",
+           "\"bad_per_epoch\": [",
            rate, total, (unsigned long long)samples, elapsed, read_s, decode_s, ops_s, wait_s, end.num_threads,
            cfg.batch_size, step_ms, (unsigned long long)(end.read_bytes - base.read_bytes),
            (unsigned long long)end.skipped, (unsigned long long)end.replaced);
+    for (size_t i = 0; i < bad.epochs; i++) printf("%s%llu", i ? ", " : "", (unsigned long long)bad.per_epoch[i]);
+    printf("], \"skipped_samples\": [");
     for (size_t i = 0; ff_loader_skipped(loader, i); i++) {
       if (i) printf(", ");
       json_string(stdout, ff_loader_skipped(loader, i));
@@ -472,8 +496,14 @@ int ff__cli_bench(int argc, char **argv) {
     fprintf(stderr, "trace: %zu events in %s%s\n", trace_kept, trace,
             trace_dropped ? " (capped: later events dropped; raise --trace-events)" : "");
   if ((end.skipped || end.replaced) && !json) {
-    fprintf(stderr, "%s %llu bad samples:\n", end.skipped ? "skipped" : "replaced",
-            (unsigned long long)(end.skipped + end.replaced));
+    size_t files = 0;
+    while (ff_loader_skipped(loader, files)) files++;
+    fprintf(stderr, "%s %llu bad sample%s, %zu distinct failure%s", end.skipped ? "skipped" : "replaced",
+            (unsigned long long)(end.skipped + end.replaced), end.skipped + end.replaced == 1 ? "" : "s", files,
+            files == 1 ? "" : "s");
+    for (size_t i = 0; i < bad.epochs && bad.epochs > 1; i++)
+      fprintf(stderr, "%s epoch %zu: %llu", i ? "," : " (per epoch:", i, (unsigned long long)bad.per_epoch[i]);
+    fprintf(stderr, "%s:\n", bad.epochs > 1 ? ")" : "");
     for (size_t i = 0; ff_loader_skipped(loader, i); i++) fprintf(stderr, "  %s\n", ff_loader_skipped(loader, i));
   }
   if (end.warnings && !json) {
@@ -487,5 +517,6 @@ int ff__cli_bench(int argc, char **argv) {
             (unsigned long long)end.source_ignored_files);
   ff_loader_close(loader);
   free(infos);
+  free(bad.per_epoch);
   return 0;
 }

@@ -8,6 +8,7 @@ int ff__cli_bench(int argc, char **argv);
 int ff__cli_augment(int argc, char **argv);
 int ff__cli_sim(int argc, char **argv);
 int ff__cli_plan(int argc, char **argv);
+int ff__cli_node(int argc, char **argv);
 
 /* Parses the value s of option --opt of `fusionflow cmd` as a decimal
  * integer in [min, max]; on failure says so on stderr and returns 0. */

@@ -20,6 +20,7 @@ static void usage(FILE *f) {
           "             each augmentation op with its magnitude and sign, AugMix weights\n"
           "  sim        simulate a node (cores, GPUs, step time) under the offload policy: how many\n"
           "             cores per GPU a pipeline needs, and what offloading to the GPU gains\n"
+          "  node       node status GROUP: the loaders sharing this node's cores (node coordinator)\n"
           "  version    print the library version\n"
           "\n"
           "Run 'fusionflow COMMAND --help' for the options of a command.\n");
@@ -35,6 +36,7 @@ int main(int argc, char **argv) {
   if (!strcmp(argv[1], "augment")) return argv[1] = "fusionflow augment", ff__cli_augment(argc - 1, argv + 1);
   if (!strcmp(argv[1], "plan")) return argv[1] = "fusionflow plan", ff__cli_plan(argc - 1, argv + 1);
   if (!strcmp(argv[1], "sim")) return argv[1] = "fusionflow sim", ff__cli_sim(argc - 1, argv + 1);
+  if (!strcmp(argv[1], "node")) return argv[1] = "fusionflow node", ff__cli_node(argc - 1, argv + 1);
   if (!strcmp(argv[1], "version") || !strcmp(argv[1], "--version")) {
     printf("fusionflow %s\n", ff_version());
     return 0;

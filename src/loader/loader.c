@@ -29,11 +29,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "core/clock.h"
 #include "loader/loader_internal.h"
 #include "loader/sampler.h"
+#include "sched/numa.h"
 #include "source/callback.h"
 
 #define MAX_SKIPPED_KEPT 1000
@@ -228,8 +230,12 @@ static int take_item(ff_loader *l, int worker, size_t *item, ff_batch **batch) {
 }
 
 /* Moves *msg into list (of at most MAX_SKIPPED_KEPT) or frees it. */
+/* Keeps a sample's message unless the list has it already (a file that fails
+ * in every epoch is listed once) or is full. */
 static void keep_msg(char **list, size_t *kept, char **msg) {
-  if (*kept < MAX_SKIPPED_KEPT) list[(*kept)++] = *msg;
+  int known = 0;
+  for (size_t i = 0; i < *kept && !known; i++) known = !strcmp(list[i], *msg);
+  if (!known && *kept < MAX_SKIPPED_KEPT) list[(*kept)++] = *msg;
   else free(*msg);
   *msg = NULL;
 }
@@ -333,6 +339,14 @@ static ff_status replace_sample(ff_loader *l, ff__worker *w, ff_batch *e, size_t
   return st;
 }
 
+/* The calling thread's CPU time: what the node coordinator hears as busy
+ * (wall time would count the time other processes held the core). */
+static uint64_t thread_cpu_ns(void) {
+  struct timespec ts;
+  if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts)) return 0;
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
 static void *worker_loop(void *p) {
   worker_arg *a = p;
   ff_loader *l = a->loader;
@@ -355,7 +369,7 @@ static void *worker_loop(void *p) {
     l->busy++;
     pthread_mutex_unlock(&l->mu);
 
-    uint64_t t0 = ff__now_ns();
+    uint64_t t0 = ff__now_ns(), cpu0 = thread_cpu_ns();
     ff__offload_took took = {0};
     ff_status st = placement != FF_PLACEMENT_CPU
                        ? ff__offload_sample(l->offload, w, (int)(e - l->ring), &job, slot, placement, &took, &err)
@@ -371,8 +385,10 @@ static void *worker_loop(void *p) {
     }
     char *warn_msg = w->warning.status ? strdup(w->warning.msg) : NULL;
 
+    uint64_t worker_cpu_ns = thread_cpu_ns() - cpu0;
     pthread_mutex_lock(&l->mu);
     l->busy--;
+    l->worker_cpu_ns += worker_cpu_ns;
     uint64_t cpu_ns = w->read_ns + w->decode_ns + w->ops_ns;
     if (l->trace) trace_sample(l, index, w, t0, sample);
     if (!replace_msg) { /* after substitutes the worker's figures mix several samples */
@@ -493,13 +509,14 @@ static ff_status env_share(double *out, ff__error *err) {
 }
 
 /* Loaders of one node (one per GPU, as torchrun starts them) share the
- * node's cores through the coordinator when a group is named: FF_NODE_GROUP,
- * or torchrun's run id (FF_NODE_GROUP=off opts out). Without a group, or if
- * the shared memory cannot be had, the loader runs on its own threads. */
+ * node's cores through the coordinator when they opt in: FF_NODE_GROUP
+ * names the group, or is "auto" for torchrun's run id; unset or "off", the
+ * loader runs on its own threads, as it does if the shared memory cannot
+ * be had. */
 static void join_node_group(ff_loader *l) {
   const char *env = getenv("FF_NODE_GROUP");
   char group[128];
-  if ((env && !strcmp(env, "off")) || !ff__coord_default_group(group, sizeof group)) return;
+  if (!env || !*env || !strcmp(env, "off") || !ff__coord_default_group(group, sizeof group)) return;
   ff__error ignored;
   if (ff__coord_join(group, l->num_threads, &l->coord, &ignored) == FF_OK)
     ff__loader_set_active_threads(l, ff__coord_threads(l->coord));
@@ -597,6 +614,7 @@ static ff_status loader_start(ff_loader *l) {
     }
     l->started_threads++;
   }
+  ff__numa_pin_workers(l->threads, l->num_threads, ff__numa_rank_gpu(c->device)); /* FF_NODE_NUMA=auto */
   join_node_group(l);
   return FF_OK;
 }
@@ -725,8 +743,10 @@ static void hand_out(ff_loader *l, ff_batch *e, int ring_ready, uint64_t t0, uin
   };
   ff__sched_update(&l->sched_params, &l->sched, &o);
   if (l->coord) {
+    double busy_s = (double)(l->worker_cpu_ns - l->reported_cpu_ns) * 1e-9;
+    l->reported_cpu_ns = l->worker_cpu_ns;
     l->report = (ff__coord_report_data){o.wait_s / o.interval_s, (double)ring_ready / l->cfg.prefetch,
-                                         o.cpu_busy_s / (l->active_threads * o.interval_s)};
+                                         busy_s / (l->active_threads * o.interval_s)};
     l->report_pending = 1;
   }
   l->stats.offload_share = device_share(l);
@@ -890,7 +910,10 @@ const char *ff_loader_warning(const ff_loader *l, size_t i) {
 
 void ff__loader_set_active_threads(ff_loader *l, int n) {
   pthread_mutex_lock(&l->mu);
-  l->active_threads = n < 1 ? 1 : n > l->num_threads ? l->num_threads : n;
+  n = n < 1 ? 1 : n > l->num_threads ? l->num_threads : n;
+  /* A mark on the consumer's track where the node coordinator changed the allotment. */
+  if (l->trace && n != l->active_threads) ff__trace_span(l->trace, FF__TRACK_CONSUMER, "threads", ff__now_ns(), 0, "threads", n);
+  l->active_threads = n;
   l->stats.num_threads = l->active_threads;
   pthread_cond_broadcast(&l->work_cv);
   pthread_mutex_unlock(&l->mu);

@@ -68,6 +68,7 @@ struct ff_loader {
   struct ff__coord *coord;             /* the node group this loader lends threads in, or NULL */
   struct ff__coord_report_data report; /* what the last batch interval tells the coordinator */
   int report_pending;
+  uint64_t worker_cpu_ns, reported_cpu_ns; /* the workers' CPU time on samples: all, and at the last report */
   int stop, closed, held;
   uint64_t gen;
   uint64_t out_epoch, item_epoch; /* the consumer's epoch; the workers' (same or next) */

@@ -28,7 +28,20 @@
  * budget. Members with slack lend to members that stall in proportion to
  * their stall; a former borrower keeps what it holds until it shows slack or
  * the lender needs it back (hysteresis), and every move is one thread per
- * report. The segment's lifetime: the first joiner creates it
+ * report. Allotments are guarantees, not caps on the node: a core that no
+ * member uses — the unused part of a slack member's allotment (from its
+ * reported busy share), a quiet member's whole allotment (silent past
+ * quiet_ms and 4 of its batch intervals: its trainer stopped asking, or the
+ * process is stopped), the budget nobody holds — goes at once to the
+ * stalled members as a burst on top of their allotment (ff__coord_burst).
+ * Without that a member with slack keeps a thread that idles while a
+ * stalled peer is capped, and joining the group loses to the OS's own
+ * sharing. A burst is recomputed at every report of its holder, so when a
+ * lender (or a quiet member coming back) needs its cores, it has them at
+ * once (its allotment never left it) and the borrower gives the burst back
+ * at its next batch. The node's budget is the cores the process may use
+ * (CPU affinity and the cgroup's cpu.max quota), or FF_NODE_THREADS. The
+ * segment's lifetime: the first joiner creates it
  * (O_CREAT|O_EXCL, ftruncate, init, then an atomic "ready" flag others wait
  * for, bounded); the last member to leave marks it closed and unlinks it
  * while holding its lock, so a joiner that still opened the old one sees
@@ -41,6 +54,7 @@
 #include <fcntl.h>
 #include <math.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -54,9 +68,10 @@
 #include "core/clock.h"
 
 #define COORD_MAGIC 0x46464344u /* "FFCD" */
-#define COORD_VERSION 1u
+#define COORD_VERSION 2u
 #define COORD_NAME_CAP (FF__COORD_GROUP_MAX + 64)
 #define COORD_ATTACH_TRIES 64
+#define COORD_SIGNAL_NS 1e8 /* the interval a report of weight alpha stands for */
 
 typedef ff__coord_segment coord_shm;
 
@@ -77,14 +92,70 @@ struct ff__coord {
 
 /* ---- parameters ---- */
 
-static int online_cores(void) {
-  long n = sysconf(_SC_NPROCESSORS_ONLN);
-  return n > 0 ? (int)(n > 4096 ? 4096 : n) : 1;
+int ff__coord_cpu_max_cores(const char *text) {
+  char *end;
+  errno = 0;
+  long long quota = strtoll(text, &end, 10);
+  if (end == text || errno || quota <= 0 || *end != ' ') return 0; /* "max", or not a quota */
+  const char *q = end + 1;
+  long long period = strtoll(q, &end, 10);
+  if (end == q || errno || period <= 0 || (*end && *end != '\n')) return 0;
+  long long cores = (quota + period - 1) / period;
+  return cores > 4096 ? 4096 : (int)cores;
+}
+
+/* The tightest cpu.max quota of this process's cgroup v2 and its parents
+ * (0: none, or no cgroup v2). */
+static int cgroup_cores(void) {
+  char line[4096], path[4200];
+  FILE *f = fopen("/proc/self/cgroup", "r");
+  if (!f) return 0;
+  int found = 0;
+  while (fgets(line, sizeof line, f))
+    if (!strncmp(line, "0::", 3)) { /* the v2 hierarchy's entry */
+      found = 1;
+      break;
+    }
+  fclose(f);
+  if (!found) return 0;
+  line[strcspn(line, "\n")] = 0;
+  char *dir = line + 3;
+  int best = 0;
+  for (;;) {
+    snprintf(path, sizeof path, "/sys/fs/cgroup%s/cpu.max", dir);
+    char text[128];
+    FILE *m = fopen(path, "r");
+    if (m) {
+      if (fgets(text, sizeof text, m)) {
+        int n = ff__coord_cpu_max_cores(text);
+        if (n > 0 && (!best || n < best)) best = n;
+      }
+      fclose(m);
+    }
+    char *slash = strrchr(dir, '/');
+    if (!slash || (slash == dir && !dir[1])) break;
+    if (slash == dir)
+      dir[1] = 0; /* the root: "/" */
+    else
+      *slash = 0;
+  }
+  return best;
+}
+
+int ff__coord_node_cores(void) {
+  cpu_set_t set;
+  int n = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 0;
+  if (n <= 0) {
+    long online = sysconf(_SC_NPROCESSORS_ONLN);
+    n = online > 0 ? (int)(online > 4096 ? 4096 : online) : 1;
+  }
+  int quota = cgroup_cores();
+  return quota > 0 && quota < n ? quota : n;
 }
 
 void ff__coord_params_init(ff__coord_params *p) {
   *p = (ff__coord_params){
-      .budget_threads = online_cores(),
+      .budget_threads = ff__coord_node_cores(),
       .min_threads = 1,
       .expected_members = 1,
       .stall_threshold = 0.05,
@@ -94,6 +165,7 @@ void ff__coord_params_init(ff__coord_params *p) {
       .heartbeat_timeout_ms = 5000,
       .lock_timeout_ms = 200,
       .init_timeout_ms = 1000,
+      .quiet_ms = 50,
   };
 }
 
@@ -113,6 +185,7 @@ static void params_normalise(ff__coord_params *p) {
   if (p->heartbeat_timeout_ms < 1) p->heartbeat_timeout_ms = d.heartbeat_timeout_ms;
   if (p->lock_timeout_ms < 1) p->lock_timeout_ms = d.lock_timeout_ms;
   if (p->init_timeout_ms < 1) p->init_timeout_ms = d.init_timeout_ms;
+  if (p->quiet_ms < 1) p->quiet_ms = d.quiet_ms;
 }
 
 /* ---- the pure rebalancing ---- */
@@ -195,6 +268,13 @@ static int split(int amount, const double *w, const int *cap, int *out, int n) {
 
 enum { NEUTRAL, STALLED, SLACK };
 
+static int member_class(const ff__coord_params *p, const ff__coord_member *e) {
+  if (e->quiet) return SLACK;
+  if (e->reports > 0 && e->stall_share > p->stall_threshold) return STALLED;
+  if (e->reports > 0 && e->ring_fill >= p->ring_full && 1.0 - e->busy_share > p->idle_threshold) return SLACK;
+  return NEUTRAL;
+}
+
 void ff__coord_targets(const ff__coord_params *p, ff__coord_member *m, int n) {
   if (n > FF__COORD_MAX_MEMBERS) n = FF__COORD_MAX_MEMBERS;
   int live[FF__COORD_MAX_MEMBERS], k = 0;
@@ -221,16 +301,13 @@ void ff__coord_targets(const ff__coord_params *p, ff__coord_member *m, int n) {
   for (int j = 0; j < k; j++) {
     const ff__coord_member *e = &m[live[j]];
     int mn = member_min(p, e);
-    cls[j] = NEUTRAL;
-    if (e->reports > 0 && e->stall_share > p->stall_threshold)
-      cls[j] = STALLED;
-    else if (e->reports > 0 && e->ring_fill >= p->ring_full && 1.0 - e->busy_share > p->idle_threshold)
-      cls[j] = SLACK;
+    cls[j] = member_class(p, e);
     if (cls[j] == STALLED) {
       want[j] = member_cap(e) - e->fair;
     } else if (cls[j] == SLACK) {
-      /* Keep the threads that would run at most 1 - idle_threshold busy. */
-      double work = (e->threads > 0 ? e->threads : e->fair) * e->busy_share;
+      /* Keep the threads that would run at most 1 - idle_threshold busy
+       * (a quiet member runs none). */
+      double work = e->quiet ? 0 : (e->threads > 0 ? e->threads : e->fair) * e->busy_share;
       int keep = (int)ceil(work / (1.0 - p->idle_threshold) - 1e-9);
       keep = clampi(keep, mn, e->fair);
       spare[j] = e->fair - keep;
@@ -274,6 +351,40 @@ int ff__coord_step(const ff__coord_params *p, ff__coord_member *m, int n, int se
   return me->threads;
 }
 
+void ff__coord_burst(const ff__coord_params *p, ff__coord_member *m, int n) {
+  if (n > FF__COORD_MAX_MEMBERS) n = FF__COORD_MAX_MEMBERS;
+  int live[FF__COORD_MAX_MEMBERS], k = 0;
+  for (int i = 0; i < n; i++)
+    if (m[i].pid) live[k++] = i;
+  if (!k) return;
+  int room[FF__COORD_MAX_MEMBERS], held[FF__COORD_MAX_MEMBERS], hold_out[FF__COORD_MAX_MEMBERS];
+  int grant[FF__COORD_MAX_MEMBERS];
+  double w_hold[FF__COORD_MAX_MEMBERS], w_stall[FF__COORD_MAX_MEMBERS];
+  double used = 0;
+  int held_sum = 0;
+  for (int j = 0; j < k; j++) {
+    const ff__coord_member *e = &m[live[j]];
+    int cls = member_class(p, e), threads = clampi(e->threads, 0, member_cap(e));
+    if (!e->quiet) { /* before its first report nothing is known: all of it */
+      double busy = e->reports > 0 ? (threads + (e->burst > 0 ? e->burst : 0)) * e->busy_share : threads;
+      used += busy < threads ? busy : threads;
+    }
+    room[j] = cls == SLACK ? 0 : member_cap(e) - threads;
+    held[j] = cls == NEUTRAL && e->burst > 0 ? (e->burst < room[j] ? e->burst : room[j]) : 0;
+    held_sum += held[j];
+    w_hold[j] = held[j];
+    w_stall[j] = cls == STALLED ? e->stall_share : 0;
+  }
+  double idle = effective_budget(p, m, n) - used;
+  int pool = idle > 0 ? (int)floor(idle + 0.5) : 0;
+  int kept = split(pool < held_sum ? pool : held_sum, w_hold, held, hold_out, k);
+  for (int j = 0; j < k; j++)
+    room[j] -= hold_out[j];
+  split(pool - kept, w_stall, room, grant, k);
+  for (int j = 0; j < k; j++)
+    m[live[j]].burst = hold_out[j] + grant[j];
+}
+
 void ff__coord_observe(const ff__coord_params *p, ff__coord_member *m, const ff__coord_report_data *r) {
   double stall = clamp01(r->stall_share), fill = clamp01(r->ring_fill), busy = clamp01(r->busy_share);
   double a = p->alpha > 0 && p->alpha <= 1 ? p->alpha : 1;
@@ -294,7 +405,7 @@ void ff__coord_observe(const ff__coord_params *p, ff__coord_member *m, const ff_
 int ff__coord_default_group(char *buf, size_t cap) {
   const char *g = getenv("FF_NODE_GROUP");
   int n = -1;
-  if (g && *g)
+  if (g && *g && strcmp(g, "auto"))
     n = snprintf(buf, cap, "%s", g);
   else if ((g = getenv("TORCHELASTIC_RUN_ID")) && *g)
     n = snprintf(buf, cap, "torchelastic-%s", g);
@@ -415,7 +526,8 @@ static int table_damage(const coord_shm *s, uint64_t now_ns, char *why, size_t c
   else if (!(p->alpha > 0 && p->alpha <= 1))
     bad = "alpha";
   else if (p->heartbeat_timeout_ms < 1 || p->heartbeat_timeout_ms > MAX_MS || p->lock_timeout_ms < 1 ||
-           p->lock_timeout_ms > MAX_MS || p->init_timeout_ms < 1 || p->init_timeout_ms > MAX_MS)
+           p->lock_timeout_ms > MAX_MS || p->init_timeout_ms < 1 || p->init_timeout_ms > MAX_MS ||
+           p->quiet_ms < 1 || p->quiet_ms > MAX_MS)
     bad = "a timeout";
   else if (s->members < 0 || s->members > FF__COORD_MAX_MEMBERS || s->closed > 1)
     bad = "the member count";
@@ -427,7 +539,8 @@ static int table_damage(const coord_shm *s, uint64_t now_ns, char *why, size_t c
     const ff__coord_member *e = &s->slot[i];
     if (!e->pid) continue;
     if (e->pid < 0 || e->max_threads < 1 || e->max_threads > MAX_THREADS || e->threads < 0 ||
-        e->threads > e->max_threads || e->reports < 0 || e->heartbeat_ns > now_ns + 1000000000u ||
+        e->threads > e->max_threads || e->reports < 0 || e->burst < 0 || e->burst > e->max_threads ||
+        (e->quiet != 0 && e->quiet != 1) || e->heartbeat_ns > now_ns + 1000000000u ||
         !in01(e->stall_share) || !in01(e->ring_fill) || !in01(e->busy_share)) {
       snprintf(why, cap, "is damaged (slot %d out of range)", i);
       return 1;
@@ -451,6 +564,14 @@ static ff_status go_alone(ff__coord *c, const char *why, ff__error *err) {
                        c->name, why, c->name);
 }
 
+/* Quiet: its trainer stopped asking for batches (or it is stopped); its
+ * workers park once its ring is full, so its cores are idle. */
+static int is_quiet(const ff__coord_params *p, const ff__coord_member *e, uint64_t now_ns) {
+  uint64_t quiet_ns = (uint64_t)p->quiet_ms * 1000000u, silent = now_ns > e->heartbeat_ns ? now_ns - e->heartbeat_ns : 0;
+  if (quiet_ns < 4 * e->interval_ns) quiet_ns = 4 * e->interval_ns;
+  return silent > quiet_ns;
+}
+
 /* Frees slots whose process is gone or that stayed silent too long (not
  * `self`), and recounts the members. Under the lock. */
 static void reclaim(coord_shm *s, int self, uint64_t pidns, uint64_t now_ns) {
@@ -466,10 +587,12 @@ static void reclaim(coord_shm *s, int self, uint64_t pidns, uint64_t now_ns) {
       if (same_ns && kill(e->pid, 0) == -1 && errno == ESRCH) dead = 1;
       if (now_ns > e->heartbeat_ns && now_ns - e->heartbeat_ns > timeout_ns) dead = 1;
     }
-    if (dead)
+    if (dead) {
       memset(e, 0, sizeof *e);
-    else
-      members++;
+      continue;
+    }
+    members++;
+    e->quiet = i != self && is_quiet(&s->params, e, now_ns);
   }
   s->members = members;
 }
@@ -747,11 +870,23 @@ ff_status ff__coord_report(ff__coord *c, const ff__coord_report_data *r, int *th
     }
   }
   ff__coord_member *me = &s->slot[c->slot];
+  ff__coord_params weighted = s->params;
+  if (me->reports > 0 && now > me->heartbeat_ns) {
+    uint64_t dt = now - me->heartbeat_ns;
+    me->interval_ns = me->interval_ns ? me->interval_ns - me->interval_ns / 4 + dt / 4 : dt;
+    /* A report stands for its interval: one of a member that asks for a
+     * batch a second weighs as ten of one that asks every 100 ms, so that
+     * its signals follow a change in seconds, not in tens of reports. */
+    double w = 1.0 - pow(1.0 - weighted.alpha, (double)dt / COORD_SIGNAL_NS);
+    if (w > weighted.alpha) weighted.alpha = w;
+  }
   me->heartbeat_ns = now;
-  ff__coord_observe(&s->params, me, r);
+  ff__coord_observe(&weighted, me, r);
   reclaim(s, c->slot, c->pidns, now);
   ff__coord_targets(&s->params, s->slot, FF__COORD_MAX_MEMBERS);
-  c->threads = ff__coord_step(&s->params, s->slot, FF__COORD_MAX_MEMBERS, c->slot);
+  int threads = ff__coord_step(&s->params, s->slot, FF__COORD_MAX_MEMBERS, c->slot);
+  ff__coord_burst(&s->params, s->slot, FF__COORD_MAX_MEMBERS);
+  c->threads = clampi(threads + me->burst, 1, c->max_threads);
   coord_unlock(s);
   *threads_out = c->threads;
   return FF_OK;
@@ -773,6 +908,62 @@ ff_status ff__coord_snapshot(ff__coord *c, ff__coord_member *out, int *n_out, ff
   coord_unlock(s);
   if (n_out) *n_out = n;
   return FF_OK;
+}
+
+ff_status ff__coord_peek(const char *group, ff__coord_member *out, int *n_out, ff__coord_params *params_out,
+                         ff__error *err) {
+  char name[COORD_NAME_CAP];
+  if (ff__coord_shm_name(group, name, sizeof name) != FF_OK)
+    return ff__error_set(err, FF_EINVAL, "node coordinator: group name must have 1..%d bytes", FF__COORD_GROUP_MAX - 1);
+  int fd = shm_open(name, O_RDWR, 0); /* the lock is in the segment: taking it writes */
+  if (fd < 0)
+    return ff__error_set(err, FF_EIO, "node coordinator: no group %s on this node (%s: %s)", group, name,
+                         strerror(errno));
+  struct stat st;
+  if (fstat(fd, &st) != 0 || (size_t)st.st_size != sizeof(coord_shm)) {
+    close(fd);
+    return ff__error_set(err, FF_EIO, "node coordinator: %s belongs to another fusionflow build", name);
+  }
+  coord_shm *s = mmap(NULL, sizeof *s, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  close(fd);
+  if (s == MAP_FAILED)
+    return ff__error_set(err, FF_EIO, "node coordinator: cannot map %s: %s", name, strerror(errno));
+  char why[128];
+  ff_status st_out = FF_OK;
+  if (!atomic_load_explicit(&s->ready, memory_order_acquire) || header_damage(s, why, sizeof why)) {
+    st_out = ff__error_set(err, FF_EIO, "node coordinator: %s is not ready or belongs to another build", name);
+  } else if (coord_lock(s, s->params.lock_timeout_ms > 0 && s->params.lock_timeout_ms < 10000 ? s->params.lock_timeout_ms : 200)) {
+    st_out = ff__error_set(err, FF_EIO, "node coordinator: %s stays locked", name);
+  } else {
+    if (table_damage(s, ff__now_ns(), why, sizeof why)) {
+      st_out = ff__error_set(err, FF_EIO, "node coordinator: shared memory %s %s", name, why);
+    } else {
+      int n = 0;
+      uint64_t now = ff__now_ns();
+      for (int i = 0; i < FF__COORD_MAX_MEMBERS; i++)
+        if (s->slot[i].pid) {
+          if (out) {
+            out[n] = s->slot[i];
+            out[n].quiet = is_quiet(&s->params, &s->slot[i], now); /* as of now, not of the last report */
+          }
+          n++;
+        }
+      if (n_out) *n_out = n;
+      if (params_out) *params_out = s->params;
+    }
+    coord_unlock(s);
+  }
+  munmap(s, sizeof *s);
+  return st_out;
+}
+
+const char *ff__coord_member_state(const ff__coord_params *p, const ff__coord_member *m) {
+  if (m->quiet) return "quiet";
+  switch (member_class(p, m)) {
+  case STALLED: return "stalled";
+  case SLACK: return "slack";
+  default: return "neutral";
+  }
 }
 
 void ff__coord_test_hold_lock(ff__coord *c) {

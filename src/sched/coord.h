@@ -26,7 +26,8 @@
 /* Node-wide settings. The member that (re)initialises a segment writes its
  * own; later members run with the segment's (ff__coord_snapshot shows them). */
 typedef struct ff__coord_params {
-  int budget_threads;       /* worker threads for the whole node; default: online cores */
+  int budget_threads;       /* worker threads for the whole node; default: the cores this process
+                               may use (ff__coord_node_cores) */
   int min_threads;          /* every member keeps at least this many (default 1) */
   int expected_members;     /* the fair share divides by max(members, this): with torchrun,
                                LOCAL_WORLD_SIZE, so the first rank does not take the whole
@@ -34,23 +35,39 @@ typedef struct ff__coord_params {
   double stall_threshold;   /* a member stalls when its smoothed stall share exceeds this (0.05) */
   double ring_full;         /* its ring counts as full at this smoothed fill, 0..1 (0.75) */
   double idle_threshold;    /* it has slack when its smoothed idle share (1 - busy) exceeds this (0.25) */
-  double alpha;             /* weight of a new report in the smoothed signals, (0, 1] (0.25) */
+  double alpha;             /* weight of a new report in the smoothed signals, (0, 1] (0.25), per
+                               100 ms of the member's interval: a report after dt weighs
+                               max(alpha, 1 - (1 - alpha)^(dt / 100 ms)) */
   int heartbeat_timeout_ms; /* a member silent this long is reclaimed (5000) */
   int lock_timeout_ms;      /* a report waits at most this long for the table, then the next
                                ones only try it until they get it (200) */
   int init_timeout_ms;      /* how long a joiner waits for another process to create the segment (1000) */
+  int quiet_ms;             /* a member silent longer than this and than 4 of its own batch intervals
+                               is quiet: its trainer stopped consuming (or the process is stopped),
+                               so its workers park and its cores count as idle (50) */
 } ff__coord_params;
 
 /* Fills the defaults above (no environment is read; budget from
- * sysconf(_SC_NPROCESSORS_ONLN)). */
+ * ff__coord_node_cores). */
 void ff__coord_params_init(ff__coord_params *p);
+
+/* The cores this process may use: its CPU affinity (sched_getaffinity),
+ * lowered to the cgroup v2 quota (cpu.max "QUOTA PERIOD", rounded up) of
+ * its cgroup and every parent (/proc/self/cgroup under /sys/fs/cgroup), at
+ * least 1. Online processors are not the node's budget: a container or a
+ * job scheduler may give the trainers fewer. */
+int ff__coord_node_cores(void);
+
+/* The cores a cgroup v2 cpu.max text allows: ceil(QUOTA / PERIOD), or 0 for
+ * "max" (no quota) and text that is not "QUOTA PERIOD". */
+int ff__coord_cpu_max_cores(const char *text);
 
 /* What a loader observed over its last batch interval (between two calls of
  * ff_loader_next). Values outside 0..1 are clamped. */
 typedef struct ff__coord_report_data {
   double stall_share; /* consumer wait / interval: the share of the interval the trainer waited */
   double ring_fill;   /* ready batches / prefetch when the consumer asked */
-  double busy_share;  /* worker busy time / (active threads × interval) */
+  double busy_share;  /* worker CPU time / (active threads × interval): the cores it kept busy */
 } ff__coord_report_data;
 
 /* One slot of the member table. pid 0 marks a free slot. */
@@ -59,11 +76,15 @@ typedef struct ff__coord_member {
   int32_t max_threads;   /* its ceiling: the worker threads it owns */
   int32_t fair;          /* its fair share, set by ff__coord_targets */
   int32_t target;        /* where its allotment is heading, set by ff__coord_targets */
-  int32_t threads;       /* its allotment: the threads it was last told to run */
+  int32_t threads;       /* its allotment: the threads it is guaranteed, within the budget */
   int32_t reports;       /* reports since it joined */
+  int32_t burst;         /* threads beyond its allotment it may run while the node has idle cores,
+                            set by ff__coord_burst: it runs threads + burst */
+  int32_t quiet;         /* 1: silent past quiet_ms and 4 of its intervals (set when others report) */
   uint64_t ticket;       /* unique per join: tells a re-used slot from its previous owner */
   uint64_t pidns;        /* inode of its pid namespace (0: unknown), as pids only compare within one */
   uint64_t heartbeat_ns; /* CLOCK_MONOTONIC of its last report (or join) */
+  uint64_t interval_ns;  /* smoothed time between its reports: its batch interval */
   double stall_share;    /* smoothed signals of ff__coord_report_data */
   double ring_fill;
   double busy_share;
@@ -75,7 +96,8 @@ typedef struct ff__coord_member {
  *     remainder to the lowest slots, clamped to [min, max_threads];
  *   - a member stalls when stall_share > stall_threshold; it has slack when
  *     it does not stall, ring_fill >= ring_full and 1 - busy_share >
- *     idle_threshold; otherwise it is neutral;
+ *     idle_threshold, or when it is quiet (then it keeps only its minimum);
+ *     otherwise it is neutral;
  *   - supply = budget not in fair shares + what members with slack can
  *     spare (fair - the threads that keep their busy share at most
  *     1 - idle_threshold, at least min);
@@ -94,6 +116,23 @@ void ff__coord_targets(const ff__coord_params *p, ff__coord_member *m, int n);
  * threads only shrink when it is told so, which keeps the threads actually
  * running within the budget. Returns the new allotment. */
 int ff__coord_step(const ff__coord_params *p, ff__coord_member *m, int n, int self);
+
+/* Work conservation (call after ff__coord_step): the allotments are what
+ * each member is guaranteed, but a core that no member uses is handed out
+ * at once, not a thread per report. The cores in use are, per member, what
+ * it keeps busy ((threads + burst) × busy_share, at most its allotment:
+ * the measured CPU time, not its class, which a member reporting once a
+ * second updates slowly; all of it before its first report), nothing if it
+ * is quiet. The idle rest of the budget, rounded to whole threads (half up:
+ * like the OS's sharing, a thread that finds half a core is worth running),
+ * goes first to neutral members that held a burst (hysteresis, as for
+ * allotments), then to stalled members in proportion to their stall share,
+ * each up to max_threads - threads; everybody else's burst is 0. Bursts are
+ * not counted in the budget: when a lender needs its cores back, the
+ * borrower's next report sees them in use and its burst shrinks, so the node
+ * is oversubscribed (shared by the OS, as without the coordinator) for at
+ * most one of the borrower's batches. Sets burst of every member. */
+void ff__coord_burst(const ff__coord_params *p, ff__coord_member *m, int n);
 
 /* Folds a report into member `self`'s smoothed signals (the first report is
  * taken as it is). */
@@ -119,8 +158,9 @@ typedef struct ff__coord_segment {
 typedef struct ff__coord ff__coord;
 
 /* The group from the environment, for ranks of one torchrun job to meet:
- * FF_NODE_GROUP, else "torchelastic-<TORCHELASTIC_RUN_ID>", else
- * "port-<MASTER_PORT>". Writes it to buf; returns 1, or 0 if none is set. */
+ * FF_NODE_GROUP (unless "auto"), else "torchelastic-<TORCHELASTIC_RUN_ID>",
+ * else "port-<MASTER_PORT>". Writes it to buf; returns 1, or 0 if none is
+ * set. */
 int ff__coord_default_group(char *buf, size_t cap);
 
 /* The shared memory name of a group: "/fusionflow-<uid>-<group>", with
@@ -150,8 +190,9 @@ ff_status ff__coord_join_params(const char *group, int max_threads, const ff__co
 void ff__coord_leave(ff__coord *c);
 
 /* Records this member's latest observation, reclaims dead members' slots
- * (process gone, or silent past heartbeat_timeout_ms), rebalances and writes
- * to *threads_out the number of worker threads this member should run now
+ * (process gone, or silent past heartbeat_timeout_ms), marks quiet ones,
+ * rebalances and writes to *threads_out the number of worker threads this
+ * member should run now: its allotment plus its burst
  * (min_threads..max_threads). Call it about once per batch. Takes a lock for
  * a few microseconds; if the table stays locked past lock_timeout_ms (a
  * member stopped while holding it), answers the previous allotment without
@@ -163,7 +204,7 @@ void ff__coord_leave(ff__coord *c);
  * *threads_out is untouched). */
 ff_status ff__coord_report(ff__coord *c, const ff__coord_report_data *r, int *threads_out);
 
-/* The allotment of the last join or report. */
+/* The threads to run after the last join or report (allotment + burst). */
 int ff__coord_threads(const ff__coord *c);
 
 /* Copies the live members (compacted, in slot order) into out (room for
@@ -171,6 +212,20 @@ int ff__coord_threads(const ff__coord *c);
  * parameters into *params_out (either may be NULL). For diagnostics and
  * tests. Returns FF_OK, FF_EINVAL or FF_EIO (lock timed out). */
 ff_status ff__coord_snapshot(ff__coord *c, ff__coord_member *out, int *n_out, ff__coord_params *params_out);
+
+/* Reads group's table without joining it (for `fusionflow node status`):
+ * the live members (compacted, in slot order, room for
+ * FF__COORD_MAX_MEMBERS) into out, their count into *n_out, the parameters
+ * into *params_out (either may be NULL). Returns FF_OK, FF_EINVAL (bad
+ * group name) or FF_EIO (no such group on this node for this user, a
+ * segment of another build or damaged, or its lock held past
+ * lock_timeout_ms), the message in err. */
+ff_status ff__coord_peek(const char *group, ff__coord_member *out, int *n_out, ff__coord_params *params_out,
+                         ff__error *err);
+
+/* What the rebalancing makes of member m: "quiet", "stalled", "slack" or
+ * "neutral" (the classes of ff__coord_targets). */
+const char *ff__coord_member_state(const ff__coord_params *p, const ff__coord_member *m);
 
 /* For tests only: takes the table's lock and returns holding it, so that a
  * process can die holding it. */

@@ -174,6 +174,21 @@ offload() { "$BIN/tests/test_offload"; }
 pool() { "$BIN/tests/test_pool"; }
 export -f gpu bit_identity device_check memcheck dlpack_torch device_decode trainer_1 trainer_2 offload pool
 
+# ---- the node benchmark as CPU-only processes (bench/node.py: loaders with the
+# coordinator, off and a static split on the machine's cores, and the CPU
+# trainer stand-in); the dry run only checks that it runs.
+node_bench() {
+  local member
+  for member in "$BIN/node_member" "$BIN/tests/node_member"; do [ -x "$member" ] && break; done
+  [ -x "$member" ] || { echo "no node_member in $BIN (add it to the carry set)"; exit 77; }
+  [ -d "$BIN/data" ] || { echo "no image set in $BIN/data"; exit 77; }
+  local args="--seconds 2"
+  ((DRY)) && args="--seconds 1 --only one-stalled,standin"
+  python3 "$ROOT/bench/node.py" --bin "$(dirname "$member")" --data "$BIN/data" $args --json >"$OUT/node.json" &&
+    python3 "$ROOT/bench/node.py" --print "$OUT/node.json"
+}
+export -f node_bench
+
 step gpu 15 --cuda gpu
 step bit_identity 120 bit_identity
 step device_check 150 device_check
@@ -188,6 +203,7 @@ step trainer_1 120 --cuda trainer_1
 step offload 90 offload
 step trainer_2 120 --cuda trainer_2
 step pool 60 pool
+step node_bench 90 node_bench
 
 record total "$( ((failed)) && echo FAIL || echo PASS)" $((SECONDS - START)) "logs in $OUT"
 exit "$failed"

@@ -250,6 +250,27 @@ def test_on_error_skip_counts_and_lists_bad_files(copy_of):
     assert out["samples"] == 38
 
 
+def test_on_error_skip_over_epochs_lists_each_file_once_with_per_epoch_counts(copy_of):
+    """3 bad files over 2 epochs: 6 samples skipped, 3 distinct failures listed
+    once each, and the count of every epoch."""
+    root = copy_of()
+    bad = [pick(root, ".jpg", 1), pick(root, ".jpg", 2), pick(root, ".png", 1)]
+    for p in bad:
+        p.write_bytes(b"")
+    args = ["--source", f"imagefolder:{root}", "--batch-size", 4, "--threads", 2, "--on-error", "skip",
+            "--epochs", 2]
+    out = bench_json(*args)
+    assert out["skipped"] == 6 and out["bad_per_epoch"] == [3, 3]
+    assert sorted(out["skipped_samples"]) == sorted(set(out["skipped_samples"]))
+    assert len(out["skipped_samples"]) == 3
+    res = bench(*args)
+    assert res.returncode == 0, res.stderr
+    assert "skipped 6 bad samples, 3 distinct failures (per epoch: epoch 0: 3, epoch 1: 3):" in res.stderr
+    listed = [line for line in res.stderr.splitlines() if line.startswith("  ")]
+    for p in bad:
+        assert sum(str(p) in line for line in listed) == 1, res.stderr
+
+
 def test_drop_last_with_fewer_samples_than_ranks_is_refused_clearly(tmp_path, dataset):
     """DistributedSampler gives such a rank no samples: expect a message
     about the rank's samples, not a crash or an out-of-memory."""

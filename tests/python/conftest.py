@@ -22,6 +22,12 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 EXAMPLES = os.path.join(ROOT, "examples")
 
 
+def pytest_configure(config):
+    # Deprecations in the tests or the package fail the run instead of scrolling by.
+    config.addinivalue_line("filterwarnings", "error::pytest.PytestRemovedIn10Warning")
+    config.addinivalue_line("filterwarnings", "error::DeprecationWarning:fusionflow")
+
+
 def have_torch():
     if os.environ.get("FF_TEST_NO_TORCH"):
         return False

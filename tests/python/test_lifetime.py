@@ -99,7 +99,10 @@ def test_torch_tensors_share_the_batch_memory_and_release_it(folder):
 def test_tensors_stay_valid_after_the_loader_is_gone(folder, output, how):
     loader = fusionflow.Loader(folder[0], PIPE, batch_size=4, output=output)
     images, labels = next(iter(loader))
-    keep_images, keep_labels = np.array(images), np.array(labels)
+    # (torch tensors through .numpy(): np.array(tensor) warns under NumPy 2, torch's
+    # __array__ takes no copy argument)
+    copy = (lambda t: t.numpy().copy()) if output == "torch" else np.array
+    keep_images, keep_labels = copy(images), copy(labels)
     if how == "close":
         loader.close()
     else:

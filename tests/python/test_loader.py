@@ -123,7 +123,7 @@ def distributed_sampler(n, world, rank, drop_last):
     return indices[rank:total:world]
 
 
-@pytest.mark.parametrize("shuffle,drop_last,world_size", itertools.product([False, True], [False, True], [1, 2, 3, 4]))
+@pytest.mark.parametrize("shuffle,drop_last,world_size", list(itertools.product([False, True], [False, True], [1, 2, 3, 4])))
 def test_shards_cover_the_epoch_like_distributed_sampler(folder, shuffle, drop_last, world_size):
     root, paths, labels = folder
     n, batch_size = len(paths), 4
@@ -166,7 +166,7 @@ def test_shards_cover_the_epoch_like_distributed_sampler(folder, shuffle, drop_l
 
 @pytest.mark.skipif(not have_torch(), reason="torch is not installed")
 @pytest.mark.parametrize("shuffle,sampler_drop_last,world_size",
-                         itertools.product([False, True], [False, True], [1, 2, 3, 4]))
+                         list(itertools.product([False, True], [False, True], [1, 2, 3, 4])))
 def test_torch_permutation_gives_distributed_samplers_order(folder, shuffle, sampler_drop_last, world_size):
     from torch.utils.data import DistributedSampler
     root, paths, _ = folder

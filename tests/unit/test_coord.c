@@ -16,6 +16,7 @@
 #include <fcntl.h>
 #include <math.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,6 +43,7 @@ static ff__coord_params params(int budget, int expected) {
   p.budget_threads = budget;
   p.expected_members = expected;
   p.heartbeat_timeout_ms = 600000; /* deaths are found by pid unless a test says otherwise */
+  p.quiet_ms = 600000;             /* nobody turns quiet between two scripted reports */
   p.lock_timeout_ms = 10000;
   p.alpha = 1; /* no smoothing: each report stands for itself, so traces can be worked by hand */
   return p;
@@ -274,6 +276,89 @@ static void reports_are_smoothed_so_one_short_wait_lends_nothing(void **state) {
   assert_int_equal(m[0].target, 4);
 }
 
+/* What member self runs after a report: the step, then the bursts. */
+static int running(const ff__coord_params *p, ff__coord_member *m, int self, const ff__coord_report_data *d) {
+  int t = report(p, m, self, d);
+  ff__coord_burst(p, m, FF__COORD_MAX_MEMBERS);
+  return t + m[self].burst;
+}
+
+/* Two loaders on two cores, fair share 1 each: the slow consumer's loader
+ * keeps 10% of its thread busy and has nothing it may lend (its minimum is
+ * 1), so the allotments stay 1 and 1. The core it leaves idle (2 - 1 - 0.1
+ * = 0.9, rounded: 1) is the stalled loader's burst: it runs 2 threads, as
+ * it would without the coordinator. */
+static void a_stalled_member_runs_the_cores_a_slack_one_leaves_idle(void **state) {
+  (void)state;
+  ff__coord_member m[FF__COORD_MAX_MEMBERS] = {0};
+  ff__coord_params p = params(2, 2);
+  table_add(m, 0, 2, 1);
+  table_add(m, 1, 2, 1);
+  const ff__coord_report_data slow = {0, 1, 0.1}, fast = {0.6, 0, 1};
+  for (int r = 0; r < 5; r++) {
+    assert_int_equal(running(&p, m, 1, &slow), 1);
+    assert_int_equal(running(&p, m, 0, &fast), 2);
+    assert_int_equal(m[0].threads, 1); /* the allotment: the burst is not in the budget */
+    assert_int_equal(total(m), 2);
+  }
+  /* The slow loader's workers get busy (60% of its thread): the idle 0.4
+   * core rounds to nothing and the burst is gone at the next report. */
+  const ff__coord_report_data busier = {0, 1, 0.6};
+  assert_int_equal(running(&p, m, 1, &busier), 1);
+  assert_int_equal(running(&p, m, 0, &fast), 1);
+}
+
+/* Neutral members and members with slack get no burst; the idle cores of a
+ * quiet member and the unallotted budget go to the stalled members in
+ * proportion to their stall, within their ceilings; a neutral member that
+ * held a burst keeps it first (hysteresis). */
+static void bursts_go_to_the_stalled_in_proportion_to_their_stall(void **state) {
+  (void)state;
+  ff__coord_member m[FF__COORD_MAX_MEMBERS] = {0};
+  ff__coord_params p = params(12, 4);
+  for (int i = 0; i < 4; i++)
+    table_add(m, i, 12, 3);
+  const ff__coord_report_data s6 = {0.6, 0, 1}, s3 = {0.3, 0, 1};
+  ff__coord_observe(&p, &m[0], &s6);
+  ff__coord_observe(&p, &m[1], &s3);
+  ff__coord_observe(&p, &m[2], &NEUTRAL);
+  ff__coord_observe(&p, &m[3], &STALL);
+  m[3].quiet = 1; /* its 3 threads idle: 3 to split 2 : 1 */
+  ff__coord_burst(&p, m, FF__COORD_MAX_MEMBERS);
+  assert_int_equal(m[0].burst, 2);
+  assert_int_equal(m[1].burst, 1);
+  assert_int_equal(m[2].burst, 0);
+  assert_int_equal(m[3].burst, 0);
+  /* Member 0 stops stalling but its ring is not full: it keeps its 2 before
+   * member 1 may grow. */
+  ff__coord_observe(&p, &m[0], &NEUTRAL);
+  ff__coord_burst(&p, m, FF__COORD_MAX_MEMBERS);
+  assert_int_equal(m[0].burst, 2);
+  assert_int_equal(m[1].burst, 1);
+  m[1].max_threads = 3; /* a ceiling bounds the burst */
+  ff__coord_burst(&p, m, FF__COORD_MAX_MEMBERS);
+  assert_int_equal(m[1].burst, 0);
+}
+
+/* cgroup v2 cpu.max: "QUOTA PERIOD" in microseconds, or "max PERIOD". */
+static void the_cpu_max_quota_rounds_up_to_whole_cores(void **state) {
+  (void)state;
+  assert_int_equal(ff__coord_cpu_max_cores("200000 100000\n"), 2);
+  assert_int_equal(ff__coord_cpu_max_cores("150000 100000"), 2);
+  assert_int_equal(ff__coord_cpu_max_cores("50000 100000\n"), 1);
+  assert_int_equal(ff__coord_cpu_max_cores("max 100000\n"), 0);
+  assert_int_equal(ff__coord_cpu_max_cores("100000"), 0);
+  assert_int_equal(ff__coord_cpu_max_cores("-5 100000"), 0);
+  assert_int_equal(ff__coord_cpu_max_cores(""), 0);
+  int cores = ff__coord_node_cores();
+  cpu_set_t set;
+  assert_int_equal(sched_getaffinity(0, sizeof set, &set), 0);
+  assert_in_range(cores, 1, CPU_COUNT(&set)); /* never above the affinity */
+  ff__coord_params p;
+  ff__coord_params_init(&p);
+  assert_int_equal(p.budget_threads, cores);
+}
+
 /* ---- names ---- */
 
 static void group_names_are_sanitised_and_taken_from_the_environment(void **state) {
@@ -301,6 +386,9 @@ static void group_names_are_sanitised_and_taken_from_the_environment(void **stat
   assert_int_equal(ff__coord_default_group(buf, sizeof buf), 1);
   assert_string_equal(buf, "port-29500");
   setenv("TORCHELASTIC_RUN_ID", "abc", 1);
+  assert_int_equal(ff__coord_default_group(buf, sizeof buf), 1);
+  assert_string_equal(buf, "torchelastic-abc");
+  setenv("FF_NODE_GROUP", "auto", 1); /* the torchrun job's group */
   assert_int_equal(ff__coord_default_group(buf, sizeof buf), 1);
   assert_string_equal(buf, "torchelastic-abc");
   setenv("FF_NODE_GROUP", "mine", 1);
@@ -342,7 +430,8 @@ typedef struct command {
 
 typedef struct answer {
   int status;
-  int threads;
+  int threads; /* what the member runs: allotment + burst */
+  int allot;   /* its allotment (without the burst) */
   int members; /* live members in the table after the request */
   int total;   /* their allotments together */
 } answer;
@@ -390,8 +479,10 @@ static void fill_table_view(ff__coord *c, answer *a) {
   if (ff__coord_snapshot(c, m, &n, NULL) != FF_OK) return;
   a->members = n;
   a->total = 0;
-  for (int i = 0; i < n; i++)
+  for (int i = 0; i < n; i++) {
     a->total += m[i].threads;
+    if (m[i].pid == (int32_t)getpid()) a->allot = m[i].threads;
+  }
 }
 
 static void child_main(int in, int out, const ff__coord_params *p, int max_threads) {
@@ -503,12 +594,18 @@ static void three_processes_move_threads_from_slack_to_stall_and_survive_a_kill(
     assert_int_equal(a.threads, 4);
     assert_int_equal(a.members, i + 1);
   }
-  /* The same trace as the pure test: the processes are asked in turn. */
+  /* The same trace of allotments as the pure test: the processes are asked
+   * in turn. On top of its allotment the stalled member runs the cores the
+   * others leave idle (the lender keeps 20% of its threads busy, the
+   * neutral member 90%): 12 - 5 - 3 x 0.2 - 4 x 0.9 = 2.8, so 3 more in
+   * round 2; then 2.0 (2) and 1.2 (1). */
   static const int want[4][3] = {{4, 3, 4}, {5, 2, 4}, {6, 1, 4}, {7, 1, 4}};
+  static const int runs[4] = {4, 8, 8, 8};
   for (int r = 0; r < 8; r++) {
     answer a = ask(stall, 'R', &STALL), b = ask(slack, 'R', &SLACK), c = ask(neutral, 'R', &NEUTRAL);
     const int *w = want[r < 4 ? r : 3];
-    assert_int_equal(a.threads, w[0]);
+    assert_int_equal(a.allot, w[0]);
+    assert_int_equal(a.threads, runs[r < 4 ? r : 3]);
     assert_int_equal(b.threads, w[1]);
     assert_int_equal(c.threads, w[2]);
     assert_true(a.total <= 12 && b.total <= 12 && c.total <= 12);
@@ -516,19 +613,83 @@ static void three_processes_move_threads_from_slack_to_stall_and_survive_a_kill(
   }
 
   /* kill -9 the neutral member mid-run: its 4 threads return to the pool
-   * and go to the stalled member, one per report (7 + 4 = 11; the lender
-   * keeps its minimum). */
+   * and go to the stalled member's allotment, one per report (7 + 4 = 11;
+   * the lender keeps its minimum), and into its burst at once (12). */
   kill_child(neutral);
   for (int r = 0; r < 8; r++) {
     answer a = ask(stall, 'R', &STALL), b = ask(slack, 'R', &SLACK);
     assert_int_equal(a.status, FF_OK);
-    assert_int_equal(a.threads, r < 4 ? 8 + r : 11);
+    assert_int_equal(a.allot, r < 4 ? 8 + r : 11);
+    assert_int_equal(a.threads, 12);
     assert_int_equal(b.threads, 1);
     assert_int_equal(a.members, 2);
     assert_true(a.total <= 12 && b.total <= 12);
   }
   finish_children();
   assert_false(segment_exists()); /* the last to leave unlinked it */
+}
+
+/* A member whose trainer stops asking for batches (here: it stops
+ * reporting) is quiet once it was silent past quiet_ms (50 ms; its own
+ * interval is a few ms): the stalled peer's next report runs its cores.
+ * Its allotment stays its own: when it reports again it runs it at once and
+ * the peer's burst is gone at the peer's next report. The only timing
+ * assumption is that sleeping 300 ms outlasts 50 ms. */
+static void a_member_that_stops_consuming_releases_its_cores_to_a_stalled_peer(void **state) {
+  (void)state;
+  new_group("quiet");
+  ff__coord_params p = params(4, 2);
+  p.quiet_ms = 50;
+  child *a = spawn(&p, 4), *b = spawn(&p, 4);
+  ask(a, 'J', NULL);
+  ask(b, 'J', NULL);
+  for (int r = 0; r < 3; r++) { /* both hungry: 2 each, no idle core */
+    assert_int_equal(ask(a, 'R', &STALL).threads, 2);
+    assert_int_equal(ask(b, 'R', &STALL).threads, 2);
+  }
+  struct timespec ts = {0, 300000000L};
+  while (nanosleep(&ts, &ts) == -1 && errno == EINTR) {
+  }
+  answer r = ask(a, 'R', &STALL); /* the first report after b went quiet */
+  assert_int_equal(r.threads, 4);
+  assert_int_equal(r.allot, 2);
+  assert_int_equal(r.total, 4);
+  r = ask(b, 'R', &STALL);
+  assert_int_equal(r.threads, 2); /* back: its allotment at once */
+  assert_int_equal(ask(a, 'R', &STALL).threads, 2);
+  finish_children();
+  assert_false(segment_exists());
+}
+
+/* `fusionflow node status` reads the table without joining: the member
+ * count stays, the states and bursts are the members'. */
+static void the_table_can_be_read_without_joining(void **state) {
+  (void)state;
+  new_group("peek");
+  ff__coord_member m[FF__COORD_MAX_MEMBERS];
+  int n = -1;
+  ff__error err = {0};
+  assert_int_equal(ff__coord_peek(group, m, &n, NULL, &err), FF_EIO); /* no such group yet */
+  assert_non_null(strstr(err.msg, group));
+  ff__coord_params p = params(4, 2);
+  child *a = spawn(&p, 4), *b = spawn(&p, 4);
+  ask(a, 'J', NULL);
+  ask(b, 'J', NULL);
+  ask(b, 'R', &SLACK);
+  /* b keeps its 2 (it had nobody to lend to when it reported) but runs
+   * 20% of them: a runs the idle 4 - 2 - 0.4 = 1.6 cores as a burst of 2. */
+  assert_int_equal(ask(a, 'R', &STALL).threads, 4);
+  ff__coord_params got;
+  assert_int_equal(ff__coord_peek(group, m, &n, &got, &err), FF_OK);
+  assert_int_equal(n, 2);
+  assert_int_equal(got.budget_threads, 4);
+  assert_string_equal(ff__coord_member_state(&got, &m[0]), "stalled");
+  assert_string_equal(ff__coord_member_state(&got, &m[1]), "slack");
+  assert_int_equal(m[0].threads, 2);
+  assert_int_equal(m[0].burst, 2);
+  assert_int_equal(ask(a, 'R', &STALL).members, 2);
+  finish_children();
+  assert_false(segment_exists());
 }
 
 static void a_member_that_leaves_frees_its_slot_and_the_group_can_start_again(void **state) {
@@ -540,10 +701,11 @@ static void a_member_that_leaves_frees_its_slot_and_the_group_can_start_again(vo
   assert_int_equal(ask(b, 'J', NULL).threads, 4);
   answer r = ask(b, 'L', NULL);
   assert_int_equal(r.status, FF_OK);
-  for (int i = 0; i < 6; i++) { /* b's share is free: a, stalling, takes it one per report */
+  for (int i = 0; i < 6; i++) { /* b's share is free: a, stalling, runs it at once and owns it in 4 reports */
     r = ask(a, 'R', &STALL);
     assert_int_equal(r.members, 1);
-    assert_int_equal(r.threads, i < 4 ? 5 + i : 8);
+    assert_int_equal(r.allot, i < 4 ? 5 + i : 8);
+    assert_int_equal(r.threads, 8);
   }
   assert_true(segment_exists());
   ask(a, 'L', NULL);
@@ -578,7 +740,8 @@ static void a_silent_member_is_reclaimed_and_rejoins_when_it_reports_again(void 
   for (int i = 0; i < 6; i++) {
     answer r = ask(a, 'R', &STALL);
     assert_int_equal(r.members, 1);
-    assert_int_equal(r.threads, i < 4 ? 5 + i : 8);
+    assert_int_equal(r.allot, i < 4 ? 5 + i : 8);
+    assert_int_equal(r.threads, 8);
   }
   kill(b->pid, SIGCONT);
   answer r = ask(b, 'R', &NEUTRAL);
@@ -630,7 +793,8 @@ static void a_member_holding_the_lock_delays_reports_and_its_death_frees_it(void
   int n = 0;
   assert_int_equal(ff__coord_snapshot(me, m, &n, NULL), FF_OK);
   assert_int_equal(n, 1);
-  assert_int_equal(t, 3); /* the dead member's threads came back */
+  assert_int_equal(t, 4); /* the dead member's cores came back (its allotment: one per report) */
+  assert_int_equal(m[0].threads, 3);
 
   /* Died holding it without a kill: the same. */
   k = spawn(&p, 4);
@@ -694,7 +858,7 @@ static void a_stopped_lock_holder_costs_one_wait_not_one_per_report(void **state
   kill_child(k);
   int t = -1;
   assert_int_equal(ff__coord_report(me, &STALL, &t), FF_OK);
-  assert_int_equal(t, 3); /* the lock is taken again: the dead member's threads came back */
+  assert_int_equal(t, 4); /* the lock is taken again: the dead member's cores came back */
   num_kids = 0;
   ff__coord_leave(me);
   assert_false(segment_exists());
@@ -954,8 +1118,13 @@ int main(void) {
       cmocka_unit_test(every_member_keeps_its_minimum_even_past_the_budget),
       cmocka_unit_test(an_overcommitted_table_gives_back_the_excess_at_once),
       cmocka_unit_test(reports_are_smoothed_so_one_short_wait_lends_nothing),
+      cmocka_unit_test(a_stalled_member_runs_the_cores_a_slack_one_leaves_idle),
+      cmocka_unit_test(bursts_go_to_the_stalled_in_proportion_to_their_stall),
+      cmocka_unit_test(the_cpu_max_quota_rounds_up_to_whole_cores),
       cmocka_unit_test(group_names_are_sanitised_and_taken_from_the_environment),
       cmocka_unit_test(three_processes_move_threads_from_slack_to_stall_and_survive_a_kill),
+      cmocka_unit_test(a_member_that_stops_consuming_releases_its_cores_to_a_stalled_peer),
+      cmocka_unit_test(the_table_can_be_read_without_joining),
       cmocka_unit_test(a_member_that_leaves_frees_its_slot_and_the_group_can_start_again),
       cmocka_unit_test(a_silent_member_is_reclaimed_and_rejoins_when_it_reports_again),
       cmocka_unit_test(a_member_holding_the_lock_delays_reports_and_its_death_frees_it),

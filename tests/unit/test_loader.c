@@ -475,6 +475,15 @@ static void seek_resumes_mid_epoch_bit_identically(void **state) {
   free(whole.bytes), free(tail.bytes);
 }
 
+/* The worker threads a loader opened with c runs at first. */
+static int threads_at_open(const ff_config *c) {
+  ff_loader *l = open_ok(c);
+  ff_stats s;
+  ff_loader_stats(l, &s);
+  ff_loader_close(l);
+  return s.num_threads;
+}
+
 static void node_group_caps_the_threads_and_keeps_batches_identical(void **state) {
   (void)state;
   char group[64];
@@ -495,6 +504,16 @@ static void node_group_caps_the_threads_and_keeps_batches_identical(void **state
   ff_loader_stats(l, &s);
   assert_int_equal(s.num_threads, 2);
   ff_loader_close(l);
+  /* Joining is opt-in: under torchrun without FF_NODE_GROUP the loader
+   * runs alone, with FF_NODE_GROUP=auto it joins the job's group. */
+  unsetenv("FF_NODE_GROUP");
+  setenv("TORCHELASTIC_RUN_ID", group, 1);
+  setenv("FF_NODE_THREADS", "1", 1);
+  assert_int_equal(threads_at_open(&c), 2);
+  setenv("FF_NODE_GROUP", "auto", 1);
+  assert_int_equal(threads_at_open(&c), 1);
+  unsetenv("TORCHELASTIC_RUN_ID");
+  unsetenv("FF_NODE_THREADS");
   unsetenv("FF_NODE_GROUP");
   assert_true(records_equal(&alone, &grouped));
   free(alone.bytes), free(grouped.bytes);

@@ -1,0 +1,247 @@
+#!/usr/bin/env python3
+"""Several trainers on one node: the node coordinator against the OS's own
+sharing and a static split, side by side in one run.
+
+Each trainer is a separate process (as torchrun starts one per GPU), built
+from bench/node_member.c: a loader whose consumer sleeps a given step per
+batch (0: a trainer that always waits), or the CPU trainer stand-in (a fixed
+amount of single-threaded work per step, as a Python training loop's main
+thread). Every scenario runs in three modes:
+
+  coord   FF_NODE_GROUP=<unique>, FF_NODE_THREADS=--cores, each loader owns
+          --cores threads and runs what the coordinator allots it
+  off     FF_NODE_GROUP=off, each loader runs --cores threads, the OS shares
+  static  FF_NODE_GROUP=off, each loader runs --cores / N threads
+
+Scenarios (N = --loaders; even loaders run RandAugment, odd ones a cheap
+crop-flip-normalize pipeline, so per-sample costs are unequal):
+
+  hungry       all trainers always wait, independent
+  lockstep     all always wait, and wait for each other after every batch (DDP)
+  one-stalled  loader 0 always waits, the others consume 1/(4N) of the node's
+               rate each (slack)
+  changing     loader 0 has slack for the first half and always waits in the
+               second, loader 1 the other way round, the rest slack
+  standin      all loaders always wait, beside the trainer stand-in; its step
+               rate is compared with its rate alone (measured first)
+
+Per trainer: images/s, stall share (time waiting for batches / wall) and the
+worker threads it ran on average; per mode: node images/s and CPU use (the
+members' CPU seconds from wait4 / (wall x --cores)) and the machine's busy
+share from /proc/stat (other work on the machine shows there). Nothing but
+the Python standard library is needed:
+
+  /usr/bin/python3 bench/node.py --data build/demo-data --cores 2 --seconds 4 [--repeats 3] [--json]
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+HEAVY = ("decode | random_resized_crop(size=224) | random_horizontal_flip | rand_augment(num_ops=2, magnitude=9) "
+         "| normalize(mean=imagenet, std=imagenet)")
+LIGHT = "decode | random_resized_crop(size=224) | random_horizontal_flip | normalize(mean=imagenet, std=imagenet)"
+SCENARIOS = ["hungry", "lockstep", "one-stalled", "changing", "standin"]
+MODES = ["off", "static", "coord"]
+
+
+def machine_busy():
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:]]
+    idle = v[3] + v[4]
+    return sum(v) - idle, sum(v)
+
+
+def run_members(args, members, mode, tag):
+    """Starts every member, releases them together, returns their JSON and the CPU use."""
+    env = dict(os.environ)
+    n = sum(1 for m in members if "pipeline" in m)
+    if mode == "coord":
+        env["FF_NODE_GROUP"] = "bench-node-%d-%s" % (os.getpid(), tag)
+        env["FF_NODE_THREADS"] = str(args.cores)
+        env["LOCAL_WORLD_SIZE"] = str(n)
+    else:
+        env["FF_NODE_GROUP"] = "off"
+        env.pop("FF_NODE_THREADS", None)
+    threads = args.cores if mode != "static" else max(1, args.cores // max(n, 1))
+    barrier = None
+    lockstep = [m for m in members if m.get("lockstep")]
+    if lockstep:
+        fd, barrier = tempfile.mkstemp(prefix="ff-node-barrier-")
+        os.write(fd, b"\0" * 64)
+        os.close(fd)
+    procs = []
+    for m in members:
+        cmd = [args.member, "--seconds", str(args.seconds)]
+        if "pipeline" in m:
+            cmd += ["--source", "imagefolder:" + args.data, "--pipeline", m["pipeline"], "--threads", str(threads),
+                    "--batch-size", str(args.batch_size), "--steps", m.get("steps", "0"), "--seed", str(len(procs))]
+            if m.get("lockstep"):
+                cmd += ["--lockstep", "%s:%d" % (barrier, len(lockstep))]
+        else:
+            cmd += ["--standin-work", str(m["work"])]
+        procs.append(subprocess.Popen(cmd, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True))
+    time.sleep(1.0)  # every loader opened (and joined) before the clock starts
+    b0, t0 = machine_busy()
+    start = time.monotonic()
+    for p in procs:
+        p.stdin.write("go\n")
+        p.stdin.flush()
+    out, cpu = [], 0.0
+    for p in procs:
+        text = p.stdout.read()
+        _, status, ru = os.wait4(p.pid, 0)
+        p.returncode = os.waitstatus_to_exitcode(status)
+        if p.returncode:
+            sys.exit("bench/node.py: a member failed (exit %d)" % p.returncode)
+        cpu += ru.ru_utime + ru.ru_stime
+        out.append(json.loads(text))
+    wall = time.monotonic() - start
+    b1, t1 = machine_busy()
+    if barrier:
+        os.unlink(barrier)
+    return {"members": out, "cpu_use": cpu / (wall * args.cores), "machine_busy": (b1 - b0) / max(t1 - t0, 1),
+            "threads_each": threads}
+
+
+def scenario_members(name, n, rates, args):
+    pipes = [HEAVY if i % 2 == 0 else LIGHT for i in range(n)]
+    slack_step = []
+    for i in range(n):  # a slack trainer takes 1/(4N) of what the node makes of its pipeline
+        want = rates[pipes[i]] / (4.0 * n)
+        slack_step.append("%.1f" % (1000.0 * args.batch_size / want))
+    half = args.seconds / 2
+    if name == "hungry":
+        return [{"pipeline": p} for p in pipes]
+    if name == "lockstep":
+        return [{"pipeline": p, "lockstep": True} for p in pipes]
+    if name == "one-stalled":
+        return [{"pipeline": pipes[i], "steps": "0" if i == 0 else slack_step[i]} for i in range(n)]
+    if name == "changing":
+        steps = []
+        for i in range(n):
+            if i == 0:
+                steps.append("%s,0@%g" % (slack_step[i], half))
+            elif i == 1:
+                steps.append("0,%s@%g" % (slack_step[i], half))
+            else:
+                steps.append(slack_step[i])
+        return [{"pipeline": pipes[i], "steps": steps[i]} for i in range(n)]
+    if name == "standin":
+        return [{"pipeline": p} for p in pipes] + [{"work": args.standin_work}]
+    raise ValueError(name)
+
+
+def alone_rates(args):
+    """The node's images/s on each pipeline with one loader on every core (the slack rates' base)."""
+    rates = {}
+    for p in (HEAVY, LIGHT):
+        saved = args.seconds
+        args.seconds = 2
+        r = run_members(args, [{"pipeline": p}], "off", "alone")
+        args.seconds = saved
+        rates[p] = r["members"][0]["images_per_s"]
+    return rates
+
+
+def calibrate_standin(args):
+    """Rounds of the stand-in's work for a step of about 10 ms alone."""
+    rounds = 200000
+    r = subprocess.run([args.member, "--standin-work", str(rounds), "--seconds", "0.5"], input="go\n",
+                       capture_output=True, text=True, check=True)
+    rate = json.loads(r.stdout)["steps_per_s"]
+    return max(1000, int(rounds * rate / 100.0))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--data", help="an image folder (scripts/demo-data.py makes one)")
+    ap.add_argument("--print", metavar="FILE", help="print the tables of a --json result and stop")
+    ap.add_argument("--bin", default="build", help="the build folder with node_member (default build)")
+    ap.add_argument("--cores", type=int, default=len(os.sched_getaffinity(0)),
+                    help="the node's cores: FF_NODE_THREADS and each loader's threads (default: this process's)")
+    ap.add_argument("--loaders", type=int, default=2, help="trainers with a loader (default 2)")
+    ap.add_argument("--seconds", type=float, default=4, help="length of each run (default 4)")
+    ap.add_argument("--batch-size", type=int, default=32)
+    ap.add_argument("--repeats", type=int, default=1,
+                    help="runs per mode, the modes in turn; the run of median node images/s is shown (default 1)")
+    ap.add_argument("--only", default=",".join(SCENARIOS), help="scenarios, comma-separated")
+    ap.add_argument("--json", action="store_true", help="print one JSON object")
+    args = ap.parse_args()
+    if args.print:
+        with open(args.print) as f:
+            saved = json.load(f)
+        print(json.dumps(saved["config"]))
+        for name, by_mode in saved["scenarios"].items():
+            print_scenario(name, by_mode, {"steps_per_s": saved["config"]["standin_alone_steps_per_s"]})
+        return
+    if not args.data:
+        ap.error("--data is required")
+    args.member = os.path.join(args.bin, "node_member")
+    args.data = os.path.abspath(args.data)
+    chosen = [s for s in args.only.split(",") if s]
+    for s in chosen:
+        if s not in SCENARIOS:
+            ap.error("unknown scenario %s (known: %s)" % (s, ", ".join(SCENARIOS)))
+
+    rates = alone_rates(args)
+    args.standin_work = calibrate_standin(args)
+    standin_alone = None
+    if "standin" in chosen:
+        standin_alone = run_members(args, [{"work": args.standin_work}], "off", "standin-alone")["members"][0]
+    results = {"config": {"cores": args.cores, "loaders": args.loaders, "seconds": args.seconds,
+                          "batch_size": args.batch_size, "alone_images_per_s": {"heavy": rates[HEAVY],
+                                                                                 "light": rates[LIGHT]},
+                          "standin_alone_steps_per_s": standin_alone and standin_alone["steps_per_s"]},
+               "scenarios": {}}
+    for name in chosen:
+        members = scenario_members(name, args.loaders, rates, args)
+        runs = {mode: [] for mode in MODES}
+        for r in range(args.repeats):  # the modes in turn, so that a change of the machine's load hits all
+            for mode in MODES[r % len(MODES):] + MODES[:r % len(MODES)]:
+                runs[mode].append(run_members(args, members, mode, "%s-%s-%d" % (name, mode, r)))
+        results["scenarios"][name] = {mode: median_run(runs[mode]) for mode in MODES}
+        if not args.json:
+            print_scenario(name, results["scenarios"][name], standin_alone)
+    if args.json:
+        print(json.dumps(results, indent=1))
+
+
+def median_run(runs):
+    """The run of median node throughput (with --repeats 1: the run)."""
+    node = lambda r: sum(m.get("images_per_s", 0) for m in r["members"])
+    ranked = sorted(runs, key=node)
+    chosen = dict(ranked[len(ranked) // 2])
+    chosen["repeats_node_images_per_s"] = [round(node(r), 1) for r in runs]
+    return chosen
+
+
+def print_scenario(name, by_mode, standin_alone):
+    members = by_mode["off"]["members"]
+    loaders = [i for i, m in enumerate(members) if "images_per_s" in m]
+    print("\n%s" % name)
+    print("  %-7s %8s %6s %6s %6s  %s" % ("mode", "node/s", "cpu", "busy", "thr", "per trainer: images/s (stall, threads)"))
+    for mode in MODES:
+        r = by_mode[mode]
+        node = sum(r["members"][i]["images_per_s"] for i in loaders)
+        per = "  ".join("%.0f (%.2f, %.1f)" % (r["members"][i]["images_per_s"], r["members"][i]["stall"],
+                                               r["members"][i]["threads"]) for i in loaders)
+        extra = ""
+        if len(members) > len(loaders):
+            s = r["members"][-1]["steps_per_s"]
+            extra = "  stand-in %.1f steps/s (%.3fx alone)" % (s, s / (standin_alone["steps_per_s"] or 1))
+        print("  %-7s %8.0f %5.0f%% %5.0f%% %6d  %s%s" % (mode, node, 100 * r["cpu_use"], 100 * r["machine_busy"],
+                                                        r["threads_each"], per, extra))
+    c, o, s = (by_mode[m] for m in ("coord", "off", "static"))
+    node = lambda r: sum(r["members"][i]["images_per_s"] for i in loaders)
+    worst_off = min(c["members"][i]["images_per_s"] / max(o["members"][i]["images_per_s"], 1e-9) for i in loaders)
+    worst_static = min(c["members"][i]["images_per_s"] / max(s["members"][i]["images_per_s"], 1e-9) for i in loaders)
+    print("  coord/off: node %.3fx, worst trainer %.3fx; coord/static: node %.3fx, worst trainer %.3fx"
+          % (node(c) / node(o), worst_off, node(c) / node(s), worst_static))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,145 @@
+/* node.c — `fusionflow node status GROUP`: what the node coordinator
+ * (src/sched/coord.c) does right now for the loaders of one node: each
+ * member's process, its allotment (guaranteed threads) and burst (threads
+ * it runs on cores nobody else uses), its fair share and target, and the
+ * signals they come from (stall share, ring fill, busy share, time since
+ * its last report), refreshed every --interval with --watch. It reads the
+ * group's shared memory without joining it. Text on stdout, or one JSON
+ * object per refresh with --json. */
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli/cli.h"
+#include "core/clock.h"
+#include "sched/coord.h"
+
+static void node_usage(FILE *f) {
+  fprintf(f,
+          "usage: fusionflow node status GROUP [--watch] [--interval MS] [--count N] [--json]\n"
+          "\n"
+          "Shows the node coordinator's table of GROUP (FF_NODE_GROUP of the trainers; with\n"
+          "FF_NODE_GROUP=auto under torchrun: torchelastic-<run id>): per member its pid, state\n"
+          "(stalled: its trainer waits; slack: its ring is full and its workers idle; quiet: no\n"
+          "batch asked for lately, or the process is stopped; neutral), threads it runs =\n"
+          "allotment + burst (cores nobody else uses), fair share, target, and the smoothed\n"
+          "signals: stall share, ring fill, busy share (worker CPU time / threads x interval),\n"
+          "batch interval and the time since its last report. Reads the table without joining.\n"
+          "\n"
+          "  --watch         refresh until interrupted (Ctrl-C)\n"
+          "  --interval MS   time between refreshes (default 1000)\n"
+          "  --count N       refresh N times, then stop (implies --watch)\n"
+          "  --json          one JSON object per refresh\n");
+}
+
+static volatile sig_atomic_t interrupted;
+static void on_interrupt(int sig) { (void)sig, interrupted = 1; }
+
+static void print_text(const char *group, const ff__coord_params *p, const ff__coord_member *m, int n,
+                       uint64_t now) {
+  int allotted = 0, running = 0;
+  for (int i = 0; i < n; i++) allotted += m[i].threads, running += m[i].threads + m[i].burst;
+  printf("group %s: %d member%s, budget %d threads (%d allotted, %d running), expected members %d\n", group, n,
+         n == 1 ? "" : "s", p->budget_threads, allotted, running, p->expected_members);
+  printf("%8s  %-8s %5s %5s %5s %5s %6s  %6s %5s %5s %9s %9s\n", "pid", "state", "run", "allot", "burst", "fair",
+         "target", "stall", "ring", "busy", "interval", "last");
+  for (int i = 0; i < n; i++) {
+    const ff__coord_member *e = &m[i];
+    double age_ms = now > e->heartbeat_ns ? (double)(now - e->heartbeat_ns) * 1e-6 : 0;
+    printf("%8d  %-8s %5d %5d %5d %5d %6d  %6.2f %5.2f %5.2f %7.1fms %7.0fms\n", (int)e->pid,
+           ff__coord_member_state(p, e), e->threads + e->burst, e->threads, e->burst, e->fair, e->target,
+           e->stall_share, e->ring_fill, e->busy_share, (double)e->interval_ns * 1e-6, age_ms);
+  }
+}
+
+static void print_json(const char *group, const ff__coord_params *p, const ff__coord_member *m, int n,
+                       uint64_t now) {
+  printf("{\"group\": \"");
+  for (const char *c = group; *c; c++)
+    if (*c == '"' || *c == '\\') printf("\\%c", *c);
+    else if ((unsigned char)*c >= 0x20) putchar(*c);
+  printf("\", \"budget_threads\": %d, \"expected_members\": %d, \"members\": [", p->budget_threads,
+         p->expected_members);
+  for (int i = 0; i < n; i++) {
+    const ff__coord_member *e = &m[i];
+    printf("%s{\"pid\": %d, \"state\": \"%s\", \"threads\": %d, \"allotment\": %d, \"burst\": %d, \"fair\": %d, "
+           "\"target\": %d, \"max_threads\": %d, \"stall_share\": %.4f, \"ring_fill\": %.4f, \"busy_share\": %.4f, "
+           "\"interval_ms\": %.2f, \"last_report_ms\": %.1f, \"reports\": %d}",
+           i ? ", " : "", (int)e->pid, ff__coord_member_state(p, e), e->threads + e->burst, e->threads, e->burst,
+           e->fair, e->target, e->max_threads, e->stall_share, e->ring_fill, e->busy_share,
+           (double)e->interval_ns * 1e-6, now > e->heartbeat_ns ? (double)(now - e->heartbeat_ns) * 1e-6 : 0.0,
+           e->reports);
+  }
+  printf("]}\n");
+}
+
+static int node_status(int argc, char **argv) {
+  enum { O_WATCH = 1, O_INTERVAL, O_COUNT, O_JSON };
+  static const struct option opts[] = {{"watch", no_argument, 0, O_WATCH},
+                                       {"interval", required_argument, 0, O_INTERVAL},
+                                       {"count", required_argument, 0, O_COUNT},
+                                       {"json", no_argument, 0, O_JSON},
+                                       {"help", no_argument, 0, 'h'},
+                                       {0, 0, 0, 0}};
+  int watch = 0, json = 0, c, li;
+  long interval_ms = 1000, count = 0;
+  while ((c = ff__cli_getopt(argc, argv, opts, &li)) != -1) {
+    switch (c) {
+    case O_WATCH: watch = 1; break;
+    case O_INTERVAL:
+      if (!ff__cli_parse_long("node status", "interval", optarg, 10, 3600000, &interval_ms)) return 2;
+      break;
+    case O_COUNT:
+      if (!ff__cli_parse_long("node status", "count", optarg, 1, 1000000000, &count)) return 2;
+      watch = 1;
+      break;
+    case O_JSON: json = 1; break;
+    case 'h': node_usage(stdout); return 0;
+    default: return 2;
+    }
+  }
+  if (optind + 1 != argc) {
+    fprintf(stderr, "%s: expects one GROUP%s\n\n", argv[0], optind < argc ? " (and nothing after it)" : "");
+    node_usage(stderr);
+    return 2;
+  }
+  const char *group = argv[optind];
+  signal(SIGINT, on_interrupt);
+  for (long round = 0; !interrupted; round++) {
+    ff__coord_member m[FF__COORD_MAX_MEMBERS];
+    ff__coord_params p;
+    int n = 0;
+    ff__error err = {0};
+    if (ff__coord_peek(group, m, &n, &p, &err) != FF_OK) {
+      fprintf(stderr, "%s: %s\n", argv[0], err.msg);
+      return 1;
+    }
+    uint64_t now = ff__now_ns();
+    if (json)
+      print_json(group, &p, m, n, now);
+    else
+      print_text(group, &p, m, n, now);
+    fflush(stdout);
+    if (!watch || (count && round + 1 >= count)) break;
+    if (!json) putchar('\n');
+    struct timespec ts = {interval_ms / 1000, (interval_ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL); /* Ctrl-C ends the sleep and the loop */
+  }
+  return 0;
+}
+
+int ff__cli_node(int argc, char **argv) {
+  if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
+    node_usage(argc < 2 ? stderr : stdout);
+    return argc < 2 ? 2 : 0;
+  }
+  if (strcmp(argv[1], "status")) {
+    fprintf(stderr, "%s: unknown subcommand '%s' (known: status)\n\n", argv[0], argv[1]);
+    node_usage(stderr);
+    return 2;
+  }
+  argv[1] = "fusionflow node status";
+  return node_status(argc - 1, argv + 1);
+}
