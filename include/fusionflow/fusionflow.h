@@ -144,13 +144,62 @@ typedef enum ff_device_decode {
   FF_DEVICE_DECODE_ON = 2,   /* whenever the device has a decoder (emu: libjpeg-turbo on the emulator thread) */
 } ff_device_decode;
 
+/* One sample handed in by a callback source (ff_source_callbacks.fetch),
+ * filled by the caller. */
+typedef struct ff_source_item {
+  const void *data;  /* the encoded image (JPEG, PNG, WebP, TIFF, PBM/PGM/PPM or BMP, told apart by
+                        content), size_bytes bytes; must stay valid and unchanged until release is
+                        called with this item; the library only reads it */
+  size_t size_bytes;
+  int64_t label;     /* the sample's label, >= 0 */
+  const char *error; /* NULL when data and label are set; otherwise why the sample cannot be given
+                        (e.g. "IndexError: list index out of range"), valid until release: the
+                        sample fails with FF_EDATA "NAME[INDEX]: error" under on_error */
+  void *handle;      /* the caller's own (e.g. the object that owns data); the library never touches it */
+} ff_source_item;
+
+/* A source of encoded images in the caller's hands (a Python dataset, a
+ * database, an archive the caller reads): sample i of count is whatever
+ * fetch gives for index i. The library asks for the samples of a batch
+ * together, in one call, as the batch is started (a sample it needs again
+ * later, e.g. after a seek or as a substitute, is asked for alone).
+ *
+ * Threads: fetch and release are called from the loader's worker threads
+ * (several at once, for different batches: they must be thread-safe) and
+ * from the thread calling ff_loader_plan, never with a lock of the library
+ * held that the consumer could wait on; they must not call the loader. After
+ * ff_loader_close returns, neither is called again (every fetched item has
+ * been released).
+ *
+ * Ownership: the items' data belongs to the caller. The library copies the
+ * bytes of each item to its worker (once per sample), and then calls release
+ * once for each fetch call's items (all of them, with the same pointer and n,
+ * also those with an error), when every item of it has been copied or will
+ * not be (a seek, close). release must not block on anything a worker thread
+ * may wait for (for Python: it must not take the GIL; defer the reference
+ * drops).
+ *
+ * Determinism: batches depend only on the bytes and labels fetch gives for
+ * each index; a fetch that gives the same for the same index keeps batches
+ * bit-identical whatever the thread count. */
+typedef struct ff_source_callbacks {
+  size_t count; /* samples, >= 1; indices passed to fetch are in [0, count) */
+  /* Fills items[k] for indices[k], k < n (items come zeroed); each item with
+   * data and label, or with error. */
+  void (*fetch)(void *ctx, const uint64_t *indices, size_t n, ff_source_item *items);
+  /* Takes back the items of one fetch call (see Ownership). May be NULL. */
+  void (*release)(void *ctx, ff_source_item *items, size_t n);
+  void *ctx;        /* passed to both */
+  const char *name; /* names the samples in messages: "NAME[INDEX]"; NULL: "callback" */
+} ff_source_callbacks;
+
 /* Loader configuration. Always fill it with ff_config_init() first, then set
  * the fields you need: new fields may be added at the end in later versions,
  * and struct_size tells the library which ones the caller knows. */
 typedef struct ff_config {
   size_t struct_size;        /* sizeof(ff_config), set by ff_config_init */
   const char *source;        /* "imagefolder:DIR", "list:FILE", "tar:PATTERN", a folder or a .tsv/.txt file (see
-                                ff_loader_open); required */
+                                ff_loader_open); required unless source_callbacks is set */
   const char *pipeline;      /* pipeline text (see below); required */
   int batch_size;            /* samples per batch, >= 1; default 64 */
   int shuffle;               /* nonzero: seeded permutation per epoch; default 1 */
@@ -331,6 +380,14 @@ typedef struct ff_config {
    * plus the batches in flight, are kept in memory); 0 = none (only the shard order is shuffled);
    * without shuffle neither is. Default 1000. Other sources ignore it. */
   size_t shuffle_buffer;
+  /* Samples from the caller's callbacks instead of files (see
+   * ff_source_callbacks): when not NULL, the source (copied at open; ctx and
+   * the functions must stay valid until ff_loader_close returns) and
+   * `source` may be NULL. Labels come with the bytes, so
+   * ff_loader_num_classes is 0 and class names are NULL; the scheduler has no
+   * encoded sizes before a sample is read (its cost model learns from the
+   * decodes). Default NULL. */
+  const ff_source_callbacks *source_callbacks;
 } ff_config;
 
 /* ff_config.output_dtype. */
@@ -363,7 +420,12 @@ typedef struct ff_batch ff_batch;
  * Sources
  *   imagefolder:DIR  one sub-folder per class, classes sorted by name and
  *                    numbered from 0 (torchvision.datasets.ImageFolder); files
- *                    with extensions .jpg .jpeg .png (any case), sorted by path;
+ *                    with torchvision's image extensions .jpg .jpeg .png .ppm
+ *                    .bmp .pgm .tif .tiff .webp (any case), sorted by path
+ *                    (other files are left out and counted:
+ *                    ff_stats.source_ignored_files); the decoder goes by the
+ *                    content (JPEG, PNG, WebP, TIFF, PBM/PGM/PPM, BMP), not
+ *                    the extension;
  *                    sub-folders of a class are searched too, links followed
  *                    (os.walk(followlinks=True)) except a link back to a
  *                    folder on its own path (a cycle: not entered). Only
@@ -450,6 +512,9 @@ typedef struct ff_batch ff_batch;
  *   DIR, FILE        without a kind: a folder is imagefolder:DIR, a regular
  *                    file ending in .tsv or .txt (any case) is list:FILE;
  *                    anything else is FF_EINVAL, a missing path FF_EIO.
+ *   source_callbacks the caller's samples (ff_source_callbacks): count samples
+ *                    named NAME[i] in messages; no fetch is FF_EINVAL, count
+ *                    0 FF_EEMPTY.
  *
  * Pipeline text: ops separated by '|', torchvision names, keyword arguments
  * (arguments must be named), e.g. "decode | random_resized_crop(size=224) |
@@ -708,6 +773,17 @@ FF_API size_t ff_loader_num_samples(const ff_loader *loader);
 /* Samples in the source (all ranks). */
 FF_API size_t ff_loader_dataset_size(const ff_loader *loader);
 
+/* Classes of the source: for imagefolder the class folders (torchvision's
+ * ImageFolder.classes, sorted by name; label i is folder i), for list files
+ * the largest label + 1, for callback sources 0 (labels come with the bytes). */
+FF_API size_t ff_loader_num_classes(const ff_loader *loader);
+
+/* The name of class i (0 <= i < ff_loader_num_classes): the class folder's
+ * name for imagefolder (ImageFolder.classes[i]); NULL for the other kinds
+ * (their labels have no names) or i out of range. Owned by the loader, valid
+ * until ff_loader_close. */
+FF_API const char *ff_loader_class_name(const ff_loader *loader, size_t i);
+
 /*
  * Waits for the next batch of the epoch, in order, and hands it out in *out.
  * The batch stays valid until ff_batch_release; at most prefetch + 1 batches
@@ -904,6 +980,9 @@ typedef struct ff_stats {
   uint64_t host_round_trips;
   uint64_t feeder_cpu_ns;         /* the device feeder thread's CPU time (ff_batch_info.feeder_cpu_ns) */
   uint64_t batch_stage_ns;   /* the batch stage (mixup_cutmix) on the batches handed out */
+  uint64_t source_ignored_files; /* imagefolder: files in the class folders left out because their
+                                    extension is not an image's (torchvision's IMG_EXTENSIONS), as
+                                    ImageFolder leaves them out; counted once, at open */
 } ff_stats;
 
 /* Fills *out. Any time, from the consumer thread. */

@@ -3,10 +3,12 @@
 import atexit
 import collections
 import json
+import operator
 import os
 import sys
 import threading
 import weakref
+from collections.abc import Mapping
 
 from . import _errors
 from . import _fusionflow as _c
@@ -70,6 +72,82 @@ def _normalize_source(source):
     """The source as text; the library resolves its kind (a bare folder or .tsv/.txt file too)."""
     text = os.fspath(source)
     return os.fsdecode(text) if isinstance(text, bytes) else text
+
+
+def _is_path(source):
+    return isinstance(source, (str, bytes, os.PathLike))
+
+
+_IMAGE_KEYS = ("image", "img", "jpg", "jpeg", "png", "webp")  # Hugging Face's, then WebDataset's names
+_LABEL_KEYS = ("label", "labels", "cls", "target")
+
+
+class _DatasetFetcher:
+    """Turns a dataset's items into (bytes, label), or a str saying why not, for a
+    list of indices at once: what the library's worker threads ask for, one batch
+    per call (one hold of the GIL). Items are (encoded bytes, int label) pairs, or
+    mappings with an image and a label entry (a Hugging Face row: the image
+    column cast to ``Image(decode=False)`` is ``{"bytes": ..., "path": ...}``)."""
+
+    def __init__(self, dataset, image_key, label_key):
+        self.dataset = dataset
+        self.image_key = image_key
+        self.label_key = label_key
+        self.getitems = getattr(dataset, "__getitems__", None)  # torch's and Hugging Face's batch access
+
+    def __call__(self, indices):
+        items = None
+        if self.getitems is not None and len(indices) > 1:
+            try:
+                items = list(self.getitems(indices))
+            except Exception:  # one of them fails: ask one by one to know which
+                items = None
+            if items is not None and len(items) != len(indices):
+                items = None
+        out = []
+        for k, index in enumerate(indices):
+            try:
+                out.append(self._parse(items[k] if items is not None else self.dataset[index]))
+            except Exception as e:
+                out.append(f"{type(e).__name__}: {e}")
+        return out
+
+    def _key(self, item, wanted, choices, what):
+        if wanted is not None:
+            return item[wanted]
+        for key in choices:
+            if key in item:
+                return item[key]
+        raise KeyError(f"the item has no {what} entry (looked for {', '.join(map(repr, choices))}; "
+                       f"it has {', '.join(map(repr, item))}): pass {what}_key=")
+
+    def _parse(self, item):
+        if isinstance(item, Mapping):
+            data = self._key(item, self.image_key, _IMAGE_KEYS, "image")
+            label = self._key(item, self.label_key, _LABEL_KEYS, "label")
+        elif isinstance(item, (tuple, list)) and len(item) >= 2:
+            data, label = item[0], item[1]
+        else:
+            raise TypeError(f"expected (encoded bytes, label) or a mapping with an image and a label, "
+                            f"got {type(item).__name__}")
+        if isinstance(data, Mapping):  # Hugging Face Image(decode=False)
+            raw, path = data.get("bytes"), data.get("path")
+            if raw is None and path:
+                with open(path, "rb") as f:
+                    raw = f.read()
+            data = raw
+        if isinstance(data, (bytearray, memoryview)):
+            data = bytes(data)
+        if not isinstance(data, bytes):
+            hint = (" (a decoded image: cast the column with datasets.Image(decode=False))"
+                    if type(data).__module__.startswith("PIL") else "")
+            raise TypeError(f"expected the encoded image as bytes, got {type(data).__name__}{hint}")
+        if isinstance(label, bool):
+            raise TypeError("the label is a bool, expected an int")
+        label = operator.index(label.item() if hasattr(label, "item") else label)
+        if label < 0:
+            raise ValueError(f"the label is {label}, expected >= 0")
+        return data, label
 
 
 _DEVICE_DECODE = {"auto": 0, "off": 1, "on": 2}  # ff_device_decode
@@ -141,6 +219,7 @@ def _close_all():
             loader.close()
         except Exception:  # pragma: no cover - best effort at exit
             pass
+    _c._interpreter_exiting()  # a loader still closing in the background must not wait for the GIL now
 
 
 _ON_ERROR = {"raise": 0, "skip": 1, "replace": 2}  # ff_on_error
@@ -185,15 +264,35 @@ class Loader:
     ``num_threads`` is.
 
     Args:
-        source (str or os.PathLike): ``"imagefolder:DIR"`` (one sub-folder per
-            class, as torchvision's ImageFolder), ``"list:FILE"`` (lines
+        source (str, os.PathLike or a dataset): ``"imagefolder:DIR"`` (one sub-folder per
+            class, as torchvision's ImageFolder: files with its extensions .jpg
+            .jpeg .png .ppm .bmp .pgm .tif .tiff .webp in any case; other files
+            are left out and counted in ``stats()["source_ignored_files"]``;
+            ``classes`` and ``class_to_idx`` as ImageFolder's), ``"list:FILE"`` (lines
             ``path<TAB>label``), ``"tar:PATTERN"`` (WebDataset shards:
             ``"tar:/data/train-{000000..001023}.tar"``, ``"tar:@shards.txt"``,
             ``"tar:http://host/train-{000..099}.tar"``, ``"tar:pipe:curl -s URL"``;
             members ``KEY.jpg|jpeg|png|webp`` with ``KEY.cls``; local
             uncompressed shards are read by offset, the others streamed), or a
             plain path: a folder is taken as ``imagefolder:``, a ``.tsv``/``.txt``
-            file as ``list:``.
+            file as ``list:``. Or any
+            indexable with a length whose items hold an encoded image (JPEG,
+            PNG, WebP, TIFF, PBM/PGM/PPM or BMP bytes) and an int label: a list
+            of ``(bytes, label)``, a torch Dataset returning such pairs, a
+            Hugging Face ``datasets.Dataset`` whose image column is cast to
+            ``Image(decode=False)`` (rows ``{"image": {"bytes": ...}, "label": ...}``;
+            a row with only a ``path`` is read from that file). The worker threads
+            ask for a batch's items together, under one hold of the GIL (through
+            ``__getitems__`` when the dataset has it, as Hugging Face's and torch's
+            do), and decode without it. An item that cannot be had (its
+            ``__getitem__`` raises, or it is not bytes and a label) fails that
+            sample as ``dataset[INDEX]: the reason``, under ``on_error``. The
+            batches equal those of an imagefolder of the same images, for the
+            same seed.
+        image_key, label_key (str or None): for items that are mappings, the
+            image and label entries; None looks for ``"image"`` (or ``"img"``,
+            ``"jpg"``, ``"jpeg"``, ``"png"``, ``"webp"``) and ``"label"`` (or
+            ``"labels"``, ``"cls"``, ``"target"``).
         pipeline (str): the pipeline text, e.g. ``"decode | random_resized_crop(size=224)
             | random_horizontal_flip | normalize(mean=imagenet, std=imagenet)"``.
             Ending in ``normalize`` or ``to_dtype`` gives float32 NCHW images,
@@ -351,8 +450,9 @@ class Loader:
                  output_device="cpu", device_decode="auto", deterministic=False, dtype=None,
                  memory_format=None, semantics="v1", repeated_augmentations=0, shuffle_buffer=1000, num_workers=None,
                  prefetch_factor=None, persistent_workers=None, recipe=None, num_classes=None,
-                 **dataloader_kwargs):
+                 image_key=None, label_key=None, **dataloader_kwargs):
         self._c = None
+        self._classes = None
         if batch_size is None:
             raise TypeError("fusionflow.Loader: batch_size is required")
         if recipe is not None:
@@ -425,7 +525,16 @@ class Loader:
         if batch_size > 1 << 30 or prefetch > 1 << 20 or (num_threads or 0) > 1 << 20:
             raise ValueError("fusionflow.Loader: batch_size, prefetch or num_threads is out of range")
 
-        self.source = _normalize_source(source)
+        fetcher, dataset_size = None, 0
+        if _is_path(source):
+            self.source = _normalize_source(source)
+        else:
+            if not (hasattr(source, "__getitem__") and hasattr(source, "__len__")):
+                raise TypeError(f"fusionflow.Loader: source must be a path or an indexable dataset with a "
+                                f"length (got {type(source).__name__})")
+            dataset_size = len(source)
+            fetcher = _DatasetFetcher(source, image_key, label_key)
+            self.source = source
         self.pipeline = pipeline
         self.batch_size = batch_size
         self.shuffle = bool(shuffle)
@@ -448,7 +557,7 @@ class Loader:
         self._convert = _converter(output)
         try:
             self._c = _c.open_loader(
-                self.source, pipeline, batch_size=batch_size, shuffle=int(self.shuffle),
+                "dataset" if fetcher else self.source, pipeline, batch_size=batch_size, shuffle=int(self.shuffle),
                 drop_last=int(self.drop_last), seed=seed, num_threads=num_threads or 0, prefetch=prefetch,
                 rank=-1 if rank is None else rank, world_size=-1 if world_size is None else world_size,
                 on_error=_ON_ERROR[on_error], max_image_pixels=limit, device=device,
@@ -459,9 +568,11 @@ class Loader:
                 device_decode=_DEVICE_DECODE[device_decode], deterministic=bool(deterministic),
                 output_dtype=_DTYPES[dtype_name], memory_format=_MEMORY_FORMATS[format_name],
                 semantics=semantics_value, repeated_augmentations=repeated_augmentations,
-                shuffle_buffer=shuffle_buffer)
+                shuffle_buffer=shuffle_buffer,
+                dataset=fetcher, dataset_size=dataset_size)
         except _errors.DeviceError as e:
             raise _errors.DeviceUnavailableError(f"fusionflow.Loader(device={device!r}): {e}", e.status) from None
+        self._classes = self._c.classes
         with _open_lock:
             _open_loaders.add(self)
 
@@ -480,6 +591,20 @@ class Loader:
     def dataset_size(self):
         """Samples in the source, all ranks together."""
         return self._open().dataset_size
+
+    @property
+    def classes(self):
+        """The class names, sorted, label i being ``classes[i]`` (torchvision's
+        ``ImageFolder.classes``) for a folder source; None for sources whose
+        labels have no names (list files, Python datasets). Stays readable
+        after close()."""
+        return None if self._classes is None else list(self._classes)
+
+    @property
+    def class_to_idx(self):
+        """``{class name: label}`` (torchvision's ``ImageFolder.class_to_idx``) for a
+        folder source; None for the others."""
+        return None if self._classes is None else {name: i for i, name in enumerate(self._classes)}
 
     @property
     def closed(self):
@@ -702,6 +827,9 @@ class Loader:
             feeder_cpu_ns (int): CPU time of the device feeder thread (its waits sleep).
             batch_stage_ns (int): the mixup_cutmix batch stage (consumer thread, in next()).
             held (int): batches handed out and still referenced.
+            source_ignored_files (int): files in the class folders of a folder
+                source left out for their extension (not one of torchvision's
+                IMG_EXTENSIONS), as ImageFolder leaves them out.
             op_costs (dict): per kind of op (``"resize"``, ``"fused_lut"``, ...):
                 calls, ns, pixels (ints), ns_per_image, ns_per_pixel (floats).
         """
@@ -751,7 +879,8 @@ class Loader:
 
     def __repr__(self):
         state = "closed" if self.closed else f"{len(self)} batches/epoch"
-        return (f"fusionflow.Loader(source={self.source!r}, batch_size={self.batch_size}, shuffle={self.shuffle}, "
+        source = repr(self.source) if _is_path(self.source) else f"<{type(self.source).__name__} dataset>"
+        return (f"fusionflow.Loader(source={source}, batch_size={self.batch_size}, shuffle={self.shuffle}, "
                 f"drop_last={self.drop_last}, seed={self.seed}, rank={self.rank}, world_size={self.world_size}, "
                 f"{state})")
 
@@ -788,7 +917,7 @@ def augment_image(path, pipeline, seed=0, epoch=0, index=0, output="numpy", sema
     the result before any final ``to_dtype``/``normalize``.
 
     Args:
-        path (str or os.PathLike): a JPEG or PNG file.
+        path (str or os.PathLike): an image file (JPEG, PNG, WebP, TIFF, PBM/PGM/PPM or BMP).
         pipeline (str): pipeline text (need not give a fixed size).
         seed, epoch, index (int): >= 0; ``index`` is the sample's dataset index.
         output (str): ``"numpy"`` (default), ``"torch"`` or ``"dlpack"``.

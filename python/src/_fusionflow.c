@@ -48,6 +48,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "ffpy_dataset.h"
 #include "ffpy_dlpack.h"
 #include "fusionflow/fusionflow.h"
 
@@ -93,6 +94,8 @@ typedef struct core {
   ff_status st;
   ff_batch *batch;
   char msg[MSG_MAX];
+  ffpy_dataset *dataset; /* the source, for a Python dataset (else NULL) */
+  int dataset_orphan;    /* under mu: the fetch thread frees dataset after closing the loader */
 } core;
 
 static void core_decref(core *c) {
@@ -136,10 +139,12 @@ static void *fetch_main(void *p) {
     pthread_cond_broadcast(&c->cv);
   }
   ff_batch *unclaimed = take_answer(c);
+  ffpy_dataset *orphan = c->dataset_orphan ? c->dataset : NULL;
   pthread_mutex_unlock(&c->mu);
   give_back(c, unclaimed);
   ff_loader_close(c->loader); /* batches still held stay valid */
   c->loader = NULL;
+  ffpy_dataset_free_without_gil(orphan);
   core_decref(c);
   return NULL;
 }
@@ -495,6 +500,7 @@ typedef struct {
   pid_t pid;   /* the process that opened it: a forked child has no threads */
   size_t num_batches, num_samples, dataset_size;
   int prefetch;
+  PyObject *classes; /* tuple of the class folders' names (imagefolder), or None */
 } LoaderObject;
 
 static PyTypeObject *LoaderType;
@@ -544,6 +550,30 @@ static int to_u64(PyObject *obj, void *out) {
   return 1;
 }
 
+/* The source's class names as a tuple of str (file-system encoding, as
+ * os.scandir gives them), None when its labels have no names. */
+static PyObject *class_names(const ff_loader *loader) {
+  size_t n = ff_loader_num_classes(loader);
+  if (!n || !ff_loader_class_name(loader, 0)) Py_RETURN_NONE;
+  PyObject *t = PyTuple_New((Py_ssize_t)n);
+  for (size_t i = 0; t && i < n; i++) {
+    PyObject *name = PyUnicode_DecodeFSDefault(ff_loader_class_name(loader, i));
+    if (!name || PyTuple_SetItem(t, (Py_ssize_t)i, name)) Py_CLEAR(t); /* SetItem takes name, also on failure */
+  }
+  return t;
+}
+
+/* Closes a loader that was just opened, with the GIL released (its workers
+ * may be waiting for it, fetching from a Python dataset), then frees the
+ * dataset source. */
+static void close_opened(ff_loader *loader, ffpy_dataset *dataset) {
+  ffpy_dataset_closing(dataset);
+  Py_BEGIN_ALLOW_THREADS
+  ff_loader_close(loader);
+  Py_END_ALLOW_THREADS
+  ffpy_dataset_free(dataset);
+}
+
 static PyObject *loader_open(PyObject *module, PyObject *args, PyObject *kwargs) {
   (void)module;
   static char *kwlist[] = {"source",   "pipeline",   "batch_size", "shuffle",          "drop_last", "seed",
@@ -551,7 +581,7 @@ static PyObject *loader_open(PyObject *module, PyObject *args, PyObject *kwargs)
                            "device", "device_memory_limit_bytes", "strict_decode", "allow_empty",
                            "sampler_drop_last", "torch_permutation", "pin_memory", "output_device",
                            "device_decode", "deterministic", "output_dtype", "memory_format", "semantics",
-                           "repeated_augmentations", "shuffle_buffer", NULL};
+                           "repeated_augmentations", "shuffle_buffer", "dataset", "dataset_size", NULL};
   ff_config cfg;
   ff_config_init(&cfg);
   PyObject *source_obj, *pipeline_obj;
@@ -559,14 +589,16 @@ static PyObject *loader_open(PyObject *module, PyObject *args, PyObject *kwargs)
   unsigned long long seed = 0, max_pixels = cfg.max_image_pixels, device_limit = 0;
   int device_decode = FF_DEVICE_DECODE_AUTO, semantics = FF_SEMANTICS_V1;
   unsigned long long shuffle_buffer = cfg.shuffle_buffer;
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O&U|iiiKiiiiiO&sKppppisipiiiiO&:open_loader", kwlist,
+  PyObject *fetcher = Py_None;
+  Py_ssize_t dataset_size = 0;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O&U|iiiKiiiiiO&sKppppisipiiiiO&On:open_loader", kwlist,
                                    PyUnicode_FSConverter, &source_obj, &pipeline_obj, &cfg.batch_size, &cfg.shuffle,
                                    &cfg.drop_last, &seed, &cfg.num_threads, &cfg.prefetch, &cfg.rank,
                                    &cfg.world_size, &on_error, to_u64, &max_pixels, &cfg.device, &device_limit,
                                    &cfg.strict_decode, &cfg.allow_empty, &cfg.sampler_drop_last, &torch_permutation,
                                    &cfg.pin_memory, &cfg.output_device, &device_decode, &cfg.deterministic,
                                    &cfg.output_dtype, &cfg.memory_format, &semantics, &cfg.repeated_augmentations,
-                                   to_u64, &shuffle_buffer))
+                                   to_u64, &shuffle_buffer, &fetcher, &dataset_size))
     return NULL;
   cfg.semantics = (ff_semantics)semantics;
   cfg.shuffle_buffer = (size_t)shuffle_buffer;
@@ -580,6 +612,17 @@ static PyObject *loader_open(PyObject *module, PyObject *args, PyObject *kwargs)
   }
   cfg.source = PyBytes_AsString(source_obj);
   cfg.pipeline = PyBytes_AsString(pipeline);
+  ffpy_dataset *dataset = NULL; /* a Python dataset: `source` names its samples in messages */
+  if (fetcher != Py_None) {
+    ff_source_callbacks *cb;
+    dataset = ffpy_dataset_new(fetcher, dataset_size > 0 ? (size_t)dataset_size : 0, cfg.source, &cb);
+    if (!dataset) {
+      Py_DECREF(source_obj);
+      Py_DECREF(pipeline);
+      return NULL;
+    }
+    cfg.source_callbacks = cb;
+  }
   cfg.seed = seed;
   cfg.on_error = (ff_on_error)on_error;
   cfg.max_image_pixels = max_pixels;
@@ -592,16 +635,19 @@ static PyObject *loader_open(PyObject *module, PyObject *args, PyObject *kwargs)
   Py_DECREF(source_obj);
   Py_DECREF(pipeline);
   if (st != FF_OK) {
-    if (!loader) return PyErr_NoMemory();
+    if (!loader) {
+      ffpy_dataset_free(dataset);
+      return PyErr_NoMemory();
+    }
     char msg[MSG_MAX];
     snprintf(msg, sizeof msg, "%s", ff_loader_errmsg(loader));
-    ff_loader_close(loader);
+    close_opened(loader, dataset);
     return raise_status(st, msg);
   }
 
   core *c = calloc(1, sizeof *c);
   if (!c) {
-    ff_loader_close(loader);
+    close_opened(loader, dataset);
     return PyErr_NoMemory();
   }
   atomic_init(&c->refs, 2); /* the Loader object and the fetch thread */
@@ -617,20 +663,30 @@ static PyObject *loader_open(PyObject *module, PyObject *args, PyObject *kwargs)
 
   LoaderObject *self = PyObject_New(LoaderObject, LoaderType);
   if (!self) {
-    ff_loader_close(loader);
+    close_opened(loader, dataset);
     c->refs = 1;
     core_decref(c);
     return NULL;
   }
   self->core = NULL;
+  self->classes = class_names(loader);
   self->pid = getpid();
   self->num_batches = ff_loader_num_batches(loader);
   self->num_samples = ff_loader_num_samples(loader);
   self->dataset_size = ff_loader_dataset_size(loader);
   self->prefetch = cfg.prefetch;
+  if (!self->classes) {
+    close_opened(loader, dataset);
+    c->refs = 1;
+    core_decref(c);
+    Py_DECREF(self);
+    return NULL;
+  }
+  c->dataset = dataset;
   int rc = pthread_create(&c->thread, NULL, fetch_main, c);
   if (rc) {
-    ff_loader_close(loader);
+    c->dataset = NULL;
+    close_opened(loader, dataset);
     c->refs = 1;
     core_decref(c);
     Py_DECREF(self);
@@ -775,6 +831,8 @@ static PyObject *loader_close(LoaderObject *self, PyObject *unused) {
   }
   self->core = NULL;
   int in_flight = c->requested;
+  ffpy_dataset_closing(c->dataset); /* a worker must not wait for the GIL from now on */
+  c->dataset_orphan = in_flight;
   c->quit = 1;
   pthread_cond_broadcast(&c->cv);
   pthread_mutex_unlock(&c->mu);
@@ -786,6 +844,8 @@ static PyObject *loader_close(LoaderObject *self, PyObject *unused) {
     Py_BEGIN_ALLOW_THREADS
     pthread_join(c->thread, NULL);
     Py_END_ALLOW_THREADS
+    ffpy_dataset_free(c->dataset); /* the loader is closed: no fetch runs any more */
+    c->dataset = NULL;
   }
   core_decref(c);
   Py_RETURN_NONE;
@@ -797,6 +857,7 @@ static void loader_dealloc(LoaderObject *self) {
     PyObject *r = loader_close(self, NULL);
     Py_XDECREF(r);
   }
+  Py_XDECREF(self->classes);
   PyObject_Free(self);
   Py_DECREF(type);
 }
@@ -922,7 +983,7 @@ static PyObject *loader_stats_body(LoaderObject *self, PyObject *unused) {
     Py_XDECREF(skipped);
     return NULL;
   }
-  return Py_BuildValue("{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:i,s:N,s:N,s:s,s:K,s:K,s:K,s:n,s:n,s:d,s:K,s:K,s:N,s:s,s:s,s:K,s:K,s:K,s:K,s:K}",
+  return Py_BuildValue("{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:i,s:N,s:N,s:s,s:K,s:K,s:K,s:n,s:n,s:d,s:K,s:K,s:N,s:s,s:s,s:K,s:K,s:K,s:K,s:K,s:K}",
                        "batches", (unsigned long long)s.batches,
                        "samples", (unsigned long long)s.samples, "read_ns", (unsigned long long)s.read_ns,
                        "decode_ns", (unsigned long long)s.decode_ns, "ops_ns", (unsigned long long)s.ops_ns,
@@ -940,7 +1001,8 @@ static PyObject *loader_stats_body(LoaderObject *self, PyObject *unused) {
                        "device_download_bytes", (unsigned long long)s.device_download_bytes,
                        "host_round_trips", (unsigned long long)s.host_round_trips,
                        "feeder_cpu_ns", (unsigned long long)s.feeder_cpu_ns,
-                       "batch_stage_ns", (unsigned long long)s.batch_stage_ns);
+                       "batch_stage_ns", (unsigned long long)s.batch_stage_ns,
+                       "source_ignored_files", (unsigned long long)s.source_ignored_files);
 }
 
 
@@ -1014,6 +1076,11 @@ static PyObject *loader_get_dataset_size(LoaderObject *self, void *unused) {
   (void)unused;
   return PyLong_FromSize_t(self->dataset_size);
 }
+static PyObject *loader_get_classes(LoaderObject *self, void *unused) {
+  (void)unused;
+  Py_INCREF(self->classes);
+  return self->classes;
+}
 
 static PyMethodDef loader_methods[] = {
     {"next", (PyCFunction)loader_next, METH_NOARGS,
@@ -1038,6 +1105,7 @@ static PyGetSetDef loader_getset[] = {
     {"num_batches", (getter)loader_get_num_batches, NULL, NULL, NULL},
     {"num_samples", (getter)loader_get_num_samples, NULL, NULL, NULL},
     {"dataset_size", (getter)loader_get_dataset_size, NULL, NULL, NULL},
+    {"classes", (getter)loader_get_classes, NULL, "tuple of str (class folders) or None", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 
@@ -1129,9 +1197,18 @@ static PyObject *mod_recipes(PyObject *module, PyObject *unused) {
   return list;
 }
 
+/* _interpreter_exiting(): called at exit (atexit, before finalization): no
+ * worker thread may take the GIL from now on (Python datasets). */
+static PyObject *mod_interpreter_exiting(PyObject *module, PyObject *unused) {
+  (void)module, (void)unused;
+  ffpy_dataset_exiting();
+  Py_RETURN_NONE;
+}
+
 static PyMethodDef module_methods[] = {
     {"recipes", mod_recipes, METH_NOARGS,
      "recipes() -> [(name, source, pipeline, repeated_augmentations, needs, why_not_runnable or None)]"},
+    {"_interpreter_exiting", mod_interpreter_exiting, METH_NOARGS, NULL},
     {"open_loader", (PyCFunction)(void (*)(void))loader_open, METH_VARARGS | METH_KEYWORDS,
      "open_loader(source, pipeline, batch_size=64, shuffle=1, drop_last=0, seed=0, num_threads=0, prefetch=2,\n"
      "            rank=-1, world_size=-1, on_error=0, max_image_pixels=89478485, device=\"cpu\",\n"

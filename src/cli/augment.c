@@ -45,9 +45,9 @@ static void augment_usage(FILE *f) {
   fprintf(f,
           "usage: fusionflow augment IN OUT --pipeline TEXT [options]\n"
           "\n"
-          "Runs the pipeline on the image IN (JPEG or PNG) as the loader would for one sample\n"
-          "and writes the result to OUT as PNG (before any final to_dtype/normalize); OUT must\n"
-          "end in .png (or have no extension).\n"
+          "Runs the pipeline on the image IN (JPEG, PNG, WebP, TIFF, PBM/PGM/PPM or BMP) as the\n"
+          "loader would for one sample and writes the result to OUT as PNG (before any final\n"
+          "to_dtype/normalize); OUT must end in .png (or have no extension).\n"
           "\n"
           "  --pipeline TEXT   ops separated by '|', starting with decode, e.g.\n"
           "                    \"decode | random_resized_crop(size=224) | rand_augment(num_ops=2, magnitude=9)\"\n"

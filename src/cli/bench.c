@@ -453,7 +453,8 @@ int ff__cli_bench(int argc, char **argv) {
       if (i) printf(", ");
       json_string(stdout, ff_loader_skipped(loader, i));
     }
-    printf("], \"warnings\": %llu, \"warning_samples\": [", (unsigned long long)end.warnings);
+    printf("], \"ignored_files\": %llu, \"warnings\": %llu, \"warning_samples\": [",
+           (unsigned long long)end.source_ignored_files, (unsigned long long)end.warnings);
     for (size_t i = 0; ff_loader_warning(loader, i); i++) {
       if (i) printf(", ");
       json_string(stdout, ff_loader_warning(loader, i));
@@ -558,6 +559,10 @@ int ff__cli_bench(int argc, char **argv) {
             (unsigned long long)end.warnings);
     for (size_t i = 0; ff_loader_warning(loader, i); i++) fprintf(stderr, "  %s\n", ff_loader_warning(loader, i));
   }
+  if (end.source_ignored_files && !json)
+    fprintf(stderr, "ignored %llu files in the class folders without an image extension (.jpg .jpeg .png .ppm "
+            ".bmp .pgm .tif .tiff .webp), as torchvision's ImageFolder ignores them\n",
+            (unsigned long long)end.source_ignored_files);
   ff_loader_close(loader);
   free(infos);
   free(bad.per_epoch);

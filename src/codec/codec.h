@@ -1,9 +1,13 @@
 /* codec.h — turning encoded bytes into RGB uint8 pixels.
  *
- * JPEG goes through libjpeg-turbo (baseline and progressive; grayscale, CMYK
- * and YCCK converted to RGB), PNG through libspng (8/16-bit, palette, gray;
- * alpha dropped, 16-bit reduced to its high byte as torchvision.io's
- * decode_png + to_dtype(uint8, scale=True) does). A decode
+ * The format is recognised from the bytes (magic numbers), whatever the
+ * file's name says. JPEG goes through libjpeg-turbo (baseline and
+ * progressive; grayscale, CMYK and YCCK converted to RGB), PNG through
+ * libspng (8/16-bit, palette, gray; alpha dropped, 16-bit reduced to its
+ * high byte as torchvision.io's decode_png + to_dtype(uint8, scale=True)
+ * does), WebP through libwebp, TIFF through libtiff, PBM/PGM/PPM and BMP
+ * through small readers of their own (pnm.c, bmp.c); those four give
+ * Pillow's open + convert('RGB') pixels (alpha dropped). A decode
  * request names a region of interest, so that a random crop decodes only the
  * rows and iMCU columns it needs, and may let the JPEG decoder reduce the
  * image by 1/8..7/8 in the DCT domain while the region stays at least
@@ -17,7 +21,17 @@
 #include "core/error.h"
 #include "core/image.h"
 
-typedef enum ff__format { FF__FORMAT_JPEG = 1, FF__FORMAT_PNG = 2 } ff__format;
+typedef enum ff__format {
+  FF__FORMAT_JPEG = 1,
+  FF__FORMAT_PNG = 2,
+  FF__FORMAT_WEBP = 3,
+  FF__FORMAT_TIFF = 4,
+  FF__FORMAT_PNM = 5, /* PBM, PGM, PPM */
+  FF__FORMAT_BMP = 6,
+} ff__format;
+
+/* The format's short name ("jpeg", "png", "webp", "tiff", "pnm", "bmp"). */
+const char *ff__format_name(ff__format format);
 
 typedef struct ff__image_info {
   ff__format format;
@@ -44,7 +58,7 @@ typedef struct ff__decode_req {
 } ff__decode_req;
 
 /* Reads the header only. `name` (the file's path) goes into error messages.
- * Returns FF_OK, FF_EDATA (not a JPEG/PNG, corrupt header), FF_ETOOBIG. */
+ * Returns FF_OK, FF_EDATA (none of the formats above, corrupt header), FF_ETOOBIG. */
 ff_status ff__codec_probe(const uint8_t *data, size_t size_bytes, const char *name,
                           uint64_t max_pixels, ff__image_info *out, ff__error *err);
 
@@ -68,7 +82,7 @@ int ff__jpeg_dct_scale(const ff__decode_req *req, int width, int height, int out
  * truncated although every pixel is there); corrupt
  * entropy data that libjpeg repairs goes to req->warning, or fails under
  * req->strict. Returns FF_OK, FF_EDATA (message names the file and
- * libjpeg's or libspng's reason), FF_ETOOBIG, FF_ENOMEM. */
+ * the decoding library's reason), FF_ETOOBIG, FF_ENOMEM. */
 ff_status ff__codec_decode(const uint8_t *data, size_t size_bytes, const char *name,
                            const ff__decode_req *req, ff__buf *pixels, ff__image *out,
                            ff__error *err);

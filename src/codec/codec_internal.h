@@ -20,4 +20,17 @@ ff_status ff__png_decode(const uint8_t *data, size_t size_bytes, const char *nam
                          const ff__decode_req *req, ff__buf *pixels, ff__image *out,
                          ff__error *err);
 
+/* The formats below share one pair of signatures: probe (header only) and
+ * decode (req's region to RGB8). Each file's opening comment says how its
+ * pixels match Pillow's open + convert('RGB'). */
+#define FF__DECODER_PAIR(fmt)                                                                          \
+  ff_status ff__##fmt##_probe(const uint8_t *data, size_t size_bytes, const char *name, uint64_t max_pixels, \
+                              ff__image_info *out, ff__error *err);                                    \
+  ff_status ff__##fmt##_decode(const uint8_t *data, size_t size_bytes, const char *name,               \
+                               const ff__decode_req *req, ff__buf *pixels, ff__image *out, ff__error *err)
+FF__DECODER_PAIR(webp); /* webp.c: libwebp */
+FF__DECODER_PAIR(tiff); /* tiff.c: libtiff */
+FF__DECODER_PAIR(pnm);  /* pnm.c: PBM/PGM/PPM */
+FF__DECODER_PAIR(bmp);  /* bmp.c: Windows bitmaps */
+
 #endif

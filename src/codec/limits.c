@@ -46,3 +46,10 @@ ff_status ff__codec_damage(const ff__decode_req *req, const char *name, const ch
     ff__error_set(req->warning, FF_EDATA, "%s: %s (decoded anyway)", name, what);
   return FF_OK;
 }
+
+void ff__codec_gray_to_rgb(const uint8_t *gray, uint8_t *rgb, size_t count) {
+  for (size_t i = 0; i < count; i++) {
+    uint8_t g = gray[i]; /* read before the writes, which may reach it */
+    rgb[3 * i] = rgb[3 * i + 1] = rgb[3 * i + 2] = g;
+  }
+}

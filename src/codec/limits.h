@@ -30,4 +30,8 @@ ff_status ff__codec_check_scans(const ff__decode_req *req, int scans, const char
  * first one of the image is kept) and FF_OK is returned. */
 ff_status ff__codec_damage(const ff__decode_req *req, const char *name, const char *what, ff__error *err);
 
+/* Spreads count gray bytes into count RGB pixels (r = g = b). gray may lie
+ * inside rgb at offset 2 * count or later (converted in place, front to back). */
+void ff__codec_gray_to_rgb(const uint8_t *gray, uint8_t *rgb, size_t count);
+
 #endif

@@ -25,6 +25,9 @@ void ff__worker_free(ff__worker *w) {
  * block a worker (and with it ff_loader_close); only regular files are read.
  * A shard member is read with pread at its indexed offset. */
 ff_status ff__sample_bytes(ff__worker *w, const ff__sample_job *job, size_t *size_bytes, ff__error *err) {
+  w->label = -1;
+  if (job->reader)
+    return ff__reader_read(job->reader, job->index, &job->hint, job->path, &w->file, size_bytes, &w->label, err);
   if (job->stream)
     return ff__stream_take(job->stream, job->stream_gen, job->epoch, (int64_t)job->index, &w->file, size_bytes, err);
   const char *path = job->path, *file = job->shard ? job->shard : path;

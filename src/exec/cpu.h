@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "ops/ops.h"
 #include "pipeline/pipeline.h"
+#include "source/reader.h"
 
 /* A worker's private memory, reused from sample to sample. */
 typedef struct ff__worker {
@@ -18,13 +19,15 @@ typedef struct ff__worker {
   uint64_t decoded_pixels; /* of its last decode (0: none) */
   ff__image_info header; /* of its last sample, once read (width 0: not read) */
   ff__error warning;     /* of its last sample: damage the decoder repaired (status 0: none) */
+  int64_t label;         /* of its last sample, from a reader's source (ff__sample_job.reader); else -1 */
 } ff__worker;
 
 void ff__worker_free(ff__worker *w);
 
 /* What identifies a sample's work: where it is and how it is planned. */
 typedef struct ff__sample_job {
-  const char *path;          /* the file, or the name of a member of a shard ("SHARD:MEMBER") in messages */
+  const char *path;          /* the file, the name of a member of a shard ("SHARD:MEMBER") or the sample's
+                                name when a reader gives the bytes, in messages */
   const char *shard;         /* not NULL: the sample is `length` bytes at byte `offset` of this file */
   uint64_t offset, length;
   struct ff__stream *stream; /* not NULL: the sample's bytes come from this stream (source/stream.h) */
@@ -36,16 +39,19 @@ typedef struct ff__sample_job {
   int strict;
   uint32_t repeat;           /* which copy of the sample (repeated augmentation), 0 .. repeats - 1: keys
                                 its draws together with index */
+  ff__reader *reader;        /* not NULL: the reader gives the bytes (and the label) */
+  ff__read_hint hint;        /* for the reader: the batch the sample is read for */
 } ff__sample_job;
 
 /* Reads the sample's encoded bytes into w->file (*size_bytes of them): the
  * whole file job->path (a regular file only, opened without blocking),
- * job->length bytes at job->offset of job->shard, or sample job->index of
- * epoch job->epoch from job->stream (waiting for it). Returns FF_OK, FF_EIO
- * or FF_ENOMEM naming job->path (FF_END: a stream gave the sample up). */
+ * job->length bytes at job->offset of job->shard, sample job->index of
+ * epoch job->epoch from job->stream (waiting for it), or the reader's bytes
+ * (w->label gets the label that came with them; else -1). Returns FF_OK,
+ * FF_EIO or FF_ENOMEM naming job->path (FF_END: a stream gave the sample up). */
 ff_status ff__sample_bytes(ff__worker *w, const ff__sample_job *job, size_t *size_bytes, ff__error *err);
 
-/* Reads the file (a regular file only, opened without blocking) and its
+/* Reads the sample's bytes (ff__sample_bytes) and its
  * header, plans the sample and checks that no step would make an image
  * over max_pixels (read_ns counts it all): what the CPU does for a sample
  * the device decodes, and what a plan printout needs. The encoded bytes are

@@ -123,6 +123,7 @@ static ff_status plan_json(const ff__pipeline *pipe, const ff__sample_job *job, 
   ff__plan *plan = malloc(sizeof *plan);
   ff_status st = plan ? ff__sample_read(&w, pipe, job, &size_bytes, plan, err) : FF_ENOMEM;
   ff__image_info info = w.header;
+  if (label < 0) label = w.label; /* a reader's source gives it with the bytes */
   ff__worker_free(&w);
   if (st) {
     free(plan);
@@ -136,7 +137,7 @@ static ff_status plan_json(const ff__pipeline *pipe, const ff__sample_job *job, 
       (unsigned long long)job->seed, (unsigned long long)job->epoch, (unsigned long long)job->index,
       pipe->semantics == FF_SEMANTICS_V2 ? "v2" : "v1");
   put(&t, ",\n \"image\": {\"format\": \"%s\", \"width\": %d, \"height\": %d}",
-      info.format == FF__FORMAT_JPEG ? "jpeg" : "png", info.width, info.height);
+      ff__format_name(info.format), info.width, info.height);
   const ff__decode_req *d = &plan->decode;
   int rx = d->crop_width ? d->crop_x : 0, ry = d->crop_width ? d->crop_y : 0;
   int rw = d->crop_width ? d->crop_width : info.width, rh = d->crop_width ? d->crop_height : info.height;
@@ -169,12 +170,13 @@ ff_status ff_loader_plan(ff_loader *l, uint64_t index, uint64_t epoch, char **js
     return ff__error_set(&l->err, FF_EINVAL, "sample %llu is past the %zu samples of the data set",
                          (unsigned long long)index, l->index.count);
   const ff_config *c = &l->cfg;
-  ff__sample_job job = {.path = l->index.paths[index], .seed = c->seed, .epoch = epoch, .index = index,
+  ff__sample_job job = {.path = l->index.paths[index], .reader = l->index.reader, .seed = c->seed, .epoch = epoch,
+                        .index = index,
                         .max_pixels = c->max_image_pixels, .max_scans = c->max_jpeg_scans,
                         .max_metadata_bytes = c->max_metadata_bytes, .strict = c->strict_decode};
   ff__index_locate(&l->index, index, &job.shard, &job.offset, &job.length);
   ff__error err = {0}; /* the handle's message is written only on failure */
-  ff_status st = plan_json(&l->pipe, &job, l->index.labels[index], json_out, &err);
+  ff_status st = plan_json(&l->pipe, &job, l->index.labels ? l->index.labels[index] : -1, json_out, &err);
   if (st) ff__error_set(&l->err, st, "%s", err.msg);
   return st;
 }

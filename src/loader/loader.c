@@ -37,6 +37,7 @@
 #include "source/stream.h"
 #include "loader/sampler.h"
 #include "sched/numa.h"
+#include "source/callback.h"
 
 #define MAX_SKIPPED_KEPT 1000
 #define DEFAULT_TRACE_EVENTS (1u << 18)
@@ -83,7 +84,8 @@ static ff_status env_int(const char *name, int fallback, int *out, ff__error *er
 static ff_status check_config(ff_config *c, ff__error *err) {
   if (c->struct_size < offsetof(ff_config, max_image_pixels) + sizeof c->max_image_pixels)
     return ff__error_set(err, FF_EINVAL, "config.struct_size is %zu: call ff_config_init first", c->struct_size);
-  if (!c->source) return ff__error_set(err, FF_EINVAL, "config.source is required");
+  if (!c->source && !c->source_callbacks)
+    return ff__error_set(err, FF_EINVAL, "config.source (or config.source_callbacks) is required");
   if (!c->pipeline) return ff__error_set(err, FF_EINVAL, "config.pipeline is required");
   if (c->batch_size < 1) return ff__error_set(err, FF_EINVAL, "batch_size must be >= 1 (got %d)", c->batch_size);
   if (c->prefetch < 1) return ff__error_set(err, FF_EINVAL, "prefetch must be >= 1 (got %d)", c->prefetch);
@@ -341,7 +343,7 @@ static ff__sample_job sample_job(const ff_loader *l, uint64_t epoch, size_t at) 
   ff__sample_job job = {.path = l->index.paths[sample], .seed = c->seed, .epoch = epoch, .index = (uint64_t)sample,
                         .max_pixels = c->max_image_pixels, .max_scans = c->max_jpeg_scans,
                         .max_metadata_bytes = c->max_metadata_bytes, .strict = c->strict_decode,
-                        .repeat = l->repeat[epoch & 1] ? l->repeat[epoch & 1][at] : 0};
+                        .repeat = l->repeat[epoch & 1] ? l->repeat[epoch & 1][at] : 0, .reader = l->index.reader};
   ff__index_locate(&l->index, (size_t)sample, &job.shard, &job.offset, &job.length);
   job.stream = l->stream;
   job.stream_gen = l->stream ? ff__stream_gen(l->stream) : 0; /* under the lock, as the restarts */
@@ -406,6 +408,8 @@ static void *worker_loop(void *p) {
     size_t at = item - pos + (size_t)slot; /* the sample's place in the epoch's order */
     int64_t sample = l->order[e->epoch & 1][at];
     ff__sample_job job = sample_job(l, e->epoch, at);
+    job.hint = (ff__read_hint){l->order[e->epoch & 1] + (item - pos), (int)e->size,
+                               e->epoch * (l->num_batches + 1) + e->index};
     l->busy++;
     pthread_mutex_unlock(&l->mu);
 
@@ -442,7 +446,7 @@ static void *worker_loop(void *p) {
     w->read_ns = w->decode_ns = w->ops_ns = w->read_bytes = 0;
     add_costs(l, &w->ops.costs);
     if (gen == l->gen) {
-      e->labels[slot] = l->index.labels[used];
+      e->labels[slot] = l->index.labels ? l->index.labels[used] : w->label;
       e->sample_indices[slot] = used;
       if (placement != FF_PLACEMENT_CPU && ff__offload_sample_done(l->offload, (int)(e - l->ring))) l->busy++;
       if (warn_msg) e->warn_msg[slot] = warn_msg, warn_msg = NULL;
@@ -609,11 +613,15 @@ static ff_status loader_start(ff_loader *l) {
                        "max_image_pixels (%llu)", l->pipe.peak_column, (unsigned long long)l->pipe.peak_pixels,
                        (unsigned long long)l->cfg.max_image_pixels);
   if (!st) st = env_share(&l->forced_share, err);
-  if (!st) st = ff__source_open(l->cfg.source, l->cfg.allow_empty, &l->index, err);
+  if (!st && l->cfg.source_callbacks) /* a batch fetch per ring slot, and one to spare per worker */
+    st = ff__callback_source_open(l->cfg.source_callbacks, (size_t)l->cfg.prefetch + 2 + (size_t)l->cfg.num_threads,
+                                  &l->index, err);
+  else if (!st) st = ff__source_open(l->cfg.source, l->cfg.allow_empty, &l->index, err);
   if (!st && l->index.num_bad && l->cfg.on_error == FF_ON_ERROR_RAISE) /* shards' members that make no sample */
     st = ff__error_set(err, FF_EDATA, "%s (%zu problem(s) in the shards; on_error=skip leaves them out and lists "
                        "them)", l->index.bad[0], l->index.num_bad);
   if (st) return st;
+  l->stats.source_ignored_files = l->index.ignored_files;
 
   const ff_config *c = &l->cfg;
   if (c->permutation == FF_PERMUTATION_TORCH && c->shuffle && l->index.count > FF__TORCH_RANDPERM_MAX_N)
@@ -768,6 +776,8 @@ void ff_loader_close(ff_loader *l) {
   ff__stream_stop(l->stream); /* a worker waiting for a streamed sample returns */
   for (int i = 0; i < l->started_threads; i++) pthread_join(l->threads[i], NULL);
   ff__offload_close(l->offload); /* the device goes now, not when the last batch is released */
+  ff__reader_destroy(l->index.reader); /* no callback after close returns (ff_source_callbacks) */
+  l->index.reader = NULL;
   pthread_mutex_lock(&l->mu);
   l->offload = NULL;
   l->stats.device_decoder = ff__offload_decoder(NULL, &l->stats.device_decoder_note);

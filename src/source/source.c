@@ -11,8 +11,11 @@
  * files are indexed (a FIFO named like an image would block its reader); a
  * name whose target cannot be stat'ed (a dangling link, a file deleted
  * meanwhile) is indexed with size 0 and fails when read, under the loader's
- * on_error policy, as torchvision fails at load time. A class folder
- * without images is refused, as ImageFolder refuses it, unless allowed.
+ * on_error policy, as torchvision fails at load time. Images are the names
+ * with torchvision's extensions (IMG_EXTENSIONS, any case); other files in
+ * the class folders are left out as torchvision leaves them, and counted.
+ * A class folder without images is refused, as ImageFolder refuses it,
+ * unless allowed.
  * list:FILE reads `path<TAB>label` lines (a UTF-8 byte-order mark before
  * the first is skipped); a listed path is indexed whatever its state and
  * checked when read. A source given without its kind is a folder
@@ -20,6 +23,8 @@
  * comes from stat(). */
 #include "source/source.h"
 #include "source/tar.h"
+
+#include "source/reader.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -60,9 +65,16 @@ static void strvec_sort(strvec *s) {
   if (s->n) qsort(s->v, s->n, sizeof *s->v, cmp_str);
 }
 
+/* torchvision.datasets.folder.IMG_EXTENSIONS, compared ignoring case as
+ * has_file_allowed_extension does (the decoder then goes by the content). */
+#define IMAGE_EXTENSIONS ".jpg, .jpeg, .png, .ppm, .bmp, .pgm, .tif, .tiff or .webp"
+
 static int is_image_name(const char *name) {
+  static const char *const ext[] = {".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp"};
   const char *dot = strrchr(name, '.');
-  return dot && (!strcasecmp(dot, ".jpg") || !strcasecmp(dot, ".jpeg") || !strcasecmp(dot, ".png"));
+  for (size_t i = 0; dot && i < sizeof ext / sizeof *ext; i++)
+    if (!strcasecmp(dot, ext[i])) return 1;
+  return 0;
 }
 
 static int is_dir(const char *path) {
@@ -77,8 +89,9 @@ static int may_be_image(const char *path) {
   return stat(path, &st) != 0 || S_ISREG(st.st_mode);
 }
 
-/* Lists the entries of dir: sub-folders (following links) or image files. */
-static ff_status list_dir(const char *dir, int want_dirs, strvec *out, ff__error *err) {
+/* Lists the entries of dir: sub-folders (following links) or image files;
+ * with ignored, the other names that are not folders are counted there. */
+static ff_status list_dir(const char *dir, int want_dirs, strvec *out, size_t *ignored, ff__error *err) {
   DIR *d = opendir(dir);
   if (!d) return ff__error_set(err, FF_EIO, "%s: cannot open folder: %s", dir, strerror(errno));
   struct dirent *e;
@@ -88,6 +101,7 @@ static ff_status list_dir(const char *dir, int want_dirs, strvec *out, ff__error
     if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
     snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
     int take = want_dirs ? is_dir(path) : (is_image_name(e->d_name) && may_be_image(path));
+    if (!take && ignored && !is_image_name(e->d_name) && !is_dir(path)) ++*ignored;
     if (take && strvec_push(out, want_dirs ? e->d_name : path))
       st = ff__error_set(err, FF_ENOMEM, "out of memory listing %s", dir);
   }
@@ -128,7 +142,7 @@ static ff_status walk_dirs(const char *root, strvec *out, ff__error *err) {
   for (size_t i = 0; !st && i < out->n; i++) {
     strvec subs = {0};
     char *dir = strdup(out->v[i]);
-    st = dir ? list_dir(dir, 1, &subs, err) : ff__error_set(err, FF_ENOMEM, "out of memory");
+    st = dir ? list_dir(dir, 1, &subs, NULL, err) : ff__error_set(err, FF_ENOMEM, "out of memory");
     for (size_t k = 0; !st && k < subs.n; k++) {
       char path[FF__PATH_MAX];
       snprintf(path, sizeof path, "%s/%s", dir, subs.v[k]);
@@ -157,6 +171,7 @@ typedef struct builder {
   uint64_t *sizes;
   int64_t *labels;
   size_t cap;
+  size_t ignored; /* files of other extensions in the class folders */
 } builder;
 
 /* Adds a sample; one that stat cannot see gets size 0 and fails when read. */
@@ -181,7 +196,7 @@ static ff_status add_sample(builder *b, const char *path, int64_t label, ff__err
 static ff_status open_imagefolder(const char *root, int allow_empty, builder *b, strvec *classes, ff__error *err) {
   if (!is_dir(root))
     return ff__error_set(err, FF_EIO, "imagefolder:%s: %s", root, errno ? strerror(errno) : "not a folder");
-  ff_status st = list_dir(root, 1, classes, err);
+  ff_status st = list_dir(root, 1, classes, NULL, err);
   if (st) return st;
   if (!classes->n)
     return ff__error_set(err, FF_EEMPTY, "imagefolder:%s: no class folders (expected DIR/<class>/<image>)", root);
@@ -195,7 +210,7 @@ static ff_status open_imagefolder(const char *root, int allow_empty, builder *b,
     st = walk_dirs(class_dir, &dirs, err);
     for (size_t d = 0; d < dirs.n && !st; d++) {
       strvec files = {0};
-      st = list_dir(dirs.v[d], 0, &files, err);
+      st = list_dir(dirs.v[d], 0, &files, &b->ignored, err);
       for (size_t f = 0; f < files.n && !st; f++) st = add_sample(b, files.v[f], (int64_t)c, err);
       strvec_free(&files);
     }
@@ -206,10 +221,10 @@ static ff_status open_imagefolder(const char *root, int allow_empty, builder *b,
     }
   }
   if (!st && num_empty == classes->n)
-    return ff__error_set(err, FF_EEMPTY, "imagefolder:%s: no .jpg, .jpeg or .png files in the class folders", root);
+    return ff__error_set(err, FF_EEMPTY, "imagefolder:%s: no " IMAGE_EXTENSIONS " files in the class folders", root);
   if (!st && num_empty && !allow_empty)
     st = ff__error_set(err, FF_EEMPTY,
-                       "imagefolder:%s: %zu class folder(s) without a .jpg, .jpeg or .png file: %s%s (torchvision's "
+                       "imagefolder:%s: %zu class folder(s) without a " IMAGE_EXTENSIONS " file: %s%s (torchvision's "
                        "ImageFolder refuses them too; allow_empty keeps their labels)",
                        root, num_empty, empty, num_empty > 8 ? ", ..." : "");
   return st;
@@ -299,12 +314,15 @@ ff_status ff__source_open(const char *spec, int allow_empty, ff__index *out, ff_
   int64_t max_label = -1;
   for (size_t i = 0; i < b.paths.n; i++) max_label = b.labels[i] > max_label ? b.labels[i] : max_label;
   *out = (ff__index){.count = b.paths.n, .paths = b.paths.v, .size_bytes = b.sizes, .labels = b.labels,
-                     .num_classes = classes.n ? classes.n : (size_t)(max_label + 1), .class_names = classes.v};
+                     .num_classes = classes.n ? classes.n : (size_t)(max_label + 1), .class_names = classes.v,
+                     .ignored_files = b.ignored};
   return FF_OK;
 }
 
 void ff__index_free(ff__index *index) {
   if (!index) return;
+  ff__reader_destroy(index->reader);
+  if (index->names_block && index->paths) free(index->paths[0]), index->count = 0;
   strvec paths = {index->paths, index->count, index->count};
   strvec classes = {index->class_names, index->class_names ? index->num_classes : 0, 0};
   strvec_free(&paths);

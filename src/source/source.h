@@ -11,7 +11,7 @@ typedef struct ff__index {
   size_t count;
   char **paths;          /* count paths */
   uint64_t *size_bytes;  /* encoded size of each file */
-  int64_t *labels;
+  int64_t *labels;       /* NULL when the labels come with the bytes (a reader's sources) */
   size_t num_classes;
   char **class_names;    /* imagefolder only (else NULL) */
   /* tar: sources (else all 0/NULL): sample i is size_bytes[i] bytes at byte
@@ -24,6 +24,9 @@ typedef struct ff__index {
   size_t num_bad;
   size_t ignored_members; /* members that belong to no sample (WebDataset ignores them too) */
   int streamed;          /* shards read only from start to end (source/stream.h): offsets is NULL */
+  size_t ignored_files;  /* imagefolder: files in the class folders without an image extension */
+  struct ff__reader *reader; /* NULL: samples are files at paths; else how to read them (reader.h) */
+  int names_block;       /* paths point into one block at paths[0] (callback sources) */
 } ff__index;
 
 /* Builds the index of "imagefolder:DIR", "list:FILE" or "tar:PATTERN" (see fusionflow.h);

@@ -1,4 +1,5 @@
-/* fuzz_decode.c — encoded bytes through the codec layer (JPEG and PNG) as a
+/* fuzz_decode.c — encoded bytes through the codec layer (every format: JPEG,
+ * PNG, WebP, TIFF, PBM/PGM/PPM, BMP; the seeds hold each) as a
  * worker takes them: the header probe, then the whole image, then a region
  * of interest with DCT scaling, under a pixel limit. Any input must end in
  * FF_OK or a clear error; nothing may crash, leak or read out of bounds. */

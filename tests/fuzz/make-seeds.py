@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Writes the fuzz targets' seed corpus: OUT/<target>/<name>, a few hundred
-bytes each, made afresh at build time (Pillow for the images, a small PNG
-writer of our own for what Pillow cannot write: Adam7 interlacing, 16-bit
-RGB). Usage: make-seeds.py OUT"""
+bytes each, made afresh at build time (Pillow for the images, small writers
+of our own for what Pillow cannot write: Adam7 interlacing, 16-bit RGB PNG,
+16-bit BMP, plain and odd-maxval Netpbm). Usage: make-seeds.py OUT"""
 import io
 import os
 import struct
@@ -93,7 +93,47 @@ def images():
     out["interlaced.png"] = png_raw(7, 5, 2, 8, rows, interlace=1)
     rows16 = [bytes((x * 11 + y) % 256 for x in range(4 * 6)) for y in range(3)]
     out["rgb16.png"] = png_raw(4, 3, 2, 16, rows16)
+    out.update(other_formats())
     return out
+
+
+def bmp_16bit(w, h, masks=None):
+    """A 16-bit BMP (5-5-5 without masks, else BI_BITFIELDS), which Pillow cannot write."""
+    row = (w * 2 + 3) // 4 * 4
+    pixels = b"".join(b"".join(struct.pack("<H", (x * 1234 + y * 77) & 0xFFFF) for x in range(w)).ljust(row, b"\0")
+                      for y in range(h))
+    extra = struct.pack("<3I", *masks) if masks else b""
+    info = struct.pack("<IiiHHIIiiII", 40, w, h, 1, 16, 3 if masks else 0, len(pixels), 0, 0, 0, 0)
+    offset = 14 + len(info) + len(extra)
+    return b"BM" + struct.pack("<IHHI", offset + len(pixels), 0, 0, offset) + info + extra + pixels
+
+
+def other_formats():
+    """WebP, TIFF, PBM/PGM/PPM and BMP: torchvision's other extensions."""
+    anim = [gradient("RGB", 6, 5), gradient("RGB", 6, 5).rotate(90)]
+    return {
+        "lossy.webp": encode(gradient("RGB", 9, 7), "WEBP", quality=80),
+        "lossless-alpha.webp": encode(gradient("RGBA", 5, 4), "WEBP", lossless=True),
+        "anim.webp": encode(anim[0], "WEBP", save_all=True, append_images=anim[1:], duration=10),
+        "rgb.tif": encode(gradient("RGB", 6, 5), "TIFF"),
+        "lzw-gray.tif": encode(gradient("L", 7, 3), "TIFF", compression="tiff_lzw"),
+        "palette.tif": encode(gradient("RGB", 4, 4).convert("P", palette=Image.ADAPTIVE, colors=4), "TIFF"),
+        "bilevel.tif": encode(gradient("1", 9, 2), "TIFF", compression="group4"),
+        "gray16.tif": encode(gradient("L", 3, 3).convert("I;16"), "TIFF"),
+        "ycbcr-jpeg.tif": encode(gradient("RGB", 16, 8), "TIFF", compression="jpeg"),
+        "rgb.ppm": encode(gradient("RGB", 5, 4), "PPM"),
+        "gray.pgm": encode(gradient("L", 4, 3), "PPM"),
+        "bilevel.pbm": encode(gradient("1", 11, 2), "PPM"),
+        "plain.ppm": b"P3\n# plain\n2 2\n1000\n0 1 2 3 4 5\n999 1000 7 8 9 10\n",
+        "plain.pbm": b"P1 3 2 101\n010\n",
+        "gray16.pgm": b"P5 2 1 300\n" + bytes([0, 7, 1, 44]),
+        "rgb.bmp": encode(gradient("RGB", 5, 3), "BMP"),
+        "palette.bmp": encode(gradient("RGB", 5, 3).convert("P", palette=Image.ADAPTIVE, colors=16), "BMP"),
+        "bilevel.bmp": encode(gradient("1", 9, 3), "BMP"),
+        "rgba.bmp": encode(gradient("RGBA", 3, 3), "BMP"),
+        "555.bmp": bmp_16bit(3, 2),
+        "565.bmp": bmp_16bit(3, 2, (0xF800, 0x7E0, 0x1F)),
+    }
 
 
 def write(folder, name, data):

@@ -71,6 +71,16 @@ def test_bench_json_reports_a_full_epoch(dataset):
     assert out["skipped"] == 0 and out["skipped_samples"] == []
 
 
+def test_bench_reports_files_left_out_for_their_extension(copy_of):
+    root = copy_of()
+    for name in ("apple/notes.txt", "Banana/anim.gif", "cherry/scan.jp2"):
+        (root / name).write_bytes(b"not an image")
+    out = bench_json("--source", f"imagefolder:{root}", "--batch-size", 8, "--threads", 2)
+    assert out["ignored_files"] == 3 and out["samples"] == 40
+    res = bench("--source", f"imagefolder:{root}", "--batch-size", 8, "--threads", 2)
+    assert res.returncode == 0 and "ignored 3 files in the class folders" in res.stderr, res.stderr
+
+
 def test_bench_with_uint8_pipeline_and_drop_last(dataset):
     out = bench_json("--source", f"imagefolder:{dataset}", "--batch-size", 6, "--threads", 2,
                      "--drop-last", "--pipeline",

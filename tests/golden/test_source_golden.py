@@ -1,19 +1,13 @@
 """The imagefolder source against torchvision.datasets.ImageFolder: same
 sample order (classes sorted by name, os.walk folders sorted by path, files
-sorted by name), same paths, same labels, same choice of files (.jpg, .jpeg,
-.png in any case)."""
+sorted by name), same paths, same labels, same choice of files (torchvision's
+default IMG_EXTENSIONS, in any case)."""
 import os
 
 import pytest
 from torchvision.datasets import ImageFolder
 
 from conftest import FFError
-
-IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png")
-
-
-def is_image(path):
-    return path.lower().endswith(IMAGE_EXTENSIONS)
 
 
 def touch(path, data=b"\xff\xd8\xff"):
@@ -22,7 +16,7 @@ def touch(path, data=b"\xff\xd8\xff"):
 
 
 def torchvision_index(root):
-    ds = ImageFolder(str(root), loader=lambda p: p, is_valid_file=is_image)
+    ds = ImageFolder(str(root), loader=lambda p: p)  # its default extensions
     return [(p, label) for p, label in ds.samples], ds.classes
 
 
@@ -35,6 +29,9 @@ def make_tricky_tree(root):
         "dog/d 1.jpg", "dog/d_1.jpg", "dog/d-1.jpg", "dog/D.jpg", "dog/sub dir/s.png",
         "Zebra/z.png", "_under/u.jpg", "été/é.jpg", "été/e.jpg", "10class/x.png", "9class/x.png",
         "dog/readme.md", "Zebra/inner/.jpg",
+        "cat/p.ppm", "cat/P2.PPM", "cat/b.bmp", "cat/B.BMP", "dog/g.pgm", "dog/G.Pgm", "dog/t.tif", "dog/T.TIF",
+        "dog/t.tiff", "dog/t2.TiFf", "Zebra/w.webp", "Zebra/W.WEBP", "Zebra/anim.gif", "Zebra/x.jfif",
+        "Zebra/y.jp2", "Zebra/z.tga", "Zebra/s.svg", "Zebra/h.heic", "Zebra/a.avif", "dog/w.webp.bak",
     ]
     for f in files:
         touch(root / f)

@@ -24,7 +24,8 @@ EXAMPLES = os.path.join(ROOT, "examples")
 
 def pytest_configure(config):
     # Deprecations in the tests or the package fail the run instead of scrolling by.
-    config.addinivalue_line("filterwarnings", "error::pytest.PytestRemovedIn10Warning")
+    if hasattr(pytest, "PytestRemovedIn10Warning"):  # pytest >= 9 (Debian's 7 has no such class)
+        config.addinivalue_line("filterwarnings", "error::pytest.PytestRemovedIn10Warning")
     config.addinivalue_line("filterwarnings", "error::DeprecationWarning:fusionflow")
 
 

@@ -628,7 +628,7 @@ static void test_empty_and_foreign_files_fail(void **state) {
   for (size_t i = 0; i < sizeof garbage; i++) garbage[i] = (uint8_t)rng();
   garbage[0] = 'G';
   assert_decode_fails(garbage, 0, FF_EDATA, "empty file");
-  assert_decode_fails(garbage, sizeof garbage, FF_EDATA, "not a JPEG or PNG image");
+  assert_decode_fails(garbage, sizeof garbage, FF_EDATA, "not an image (JPEG, PNG, WebP, TIFF, PBM/PGM/PPM or BMP)");
   const uint8_t soi_only[3] = {0xFF, 0xD8, 0xFF};
   assert_decode_fails(soi_only, sizeof soi_only, FF_EDATA, "truncated JPEG");
 }

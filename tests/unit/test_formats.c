@@ -1,0 +1,247 @@
+/* test_formats.c — hostile and broken WebP, TIFF, PBM/PGM/PPM and BMP
+ * files, encoded here (libwebp, libtiff, or byte by byte): every truncation
+ * of a valid file ends in FF_OK or an error naming the file, headers over
+ * the pixel limit are refused before any pixel memory is taken, and each
+ * malformed header gets its own message. The pixels themselves are checked
+ * against Pillow in tests/golden/test_formats_golden.py. */
+#include <setjmp.h> /* cmocka.h needs these four first */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <tiffio.h>
+#include <webp/encode.h>
+
+#include "codec/codec.h"
+#include "fixtures.h"
+
+#define NAME "set/img_0007.x"
+
+typedef struct blob {
+  uint8_t *data;
+  size_t size;
+} blob;
+
+static ff_status decode(const uint8_t *data, size_t size, uint64_t max_pixels, ff__image *img,
+                        ff__error *err) {
+  static ff__buf pixels; /* freed by the last test */
+  ff__decode_req req = {.max_pixels = max_pixels};
+  return ff__codec_decode(data, size, NAME, &req, &pixels, img, err);
+}
+
+static void pattern(uint8_t *px, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    px[i] = (uint8_t)(i * 7 + i / 13);
+}
+
+static blob webp_file(int lossless) {
+  uint8_t px[12 * 9 * 3];
+  pattern(px, sizeof px);
+  blob b;
+  b.size =
+      lossless ? WebPEncodeLosslessRGB(px, 12, 9, 36, &b.data) : WebPEncodeRGB(px, 12, 9, 36, 80, &b.data);
+  assert_true(b.size > 0);
+  return b;
+}
+
+static blob tiff_file(uint16_t compression) {
+  char path[512];
+  snprintf(path, sizeof path, "%s/t.tif", ff_test_dir("formats-tiff"));
+  TIFF *t = TIFFOpen(path, "w");
+  assert_non_null(t);
+  TIFFSetField(t, TIFFTAG_IMAGEWIDTH, 12);
+  TIFFSetField(t, TIFFTAG_IMAGELENGTH, 9);
+  TIFFSetField(t, TIFFTAG_BITSPERSAMPLE, 8);
+  TIFFSetField(t, TIFFTAG_SAMPLESPERPIXEL, 3);
+  TIFFSetField(t, TIFFTAG_PHOTOMETRIC, PHOTOMETRIC_RGB);
+  TIFFSetField(t, TIFFTAG_PLANARCONFIG, PLANARCONFIG_CONTIG);
+  TIFFSetField(t, TIFFTAG_COMPRESSION, compression);
+  TIFFSetField(t, TIFFTAG_ROWSPERSTRIP, 4);
+  uint8_t row[36];
+  for (uint32_t y = 0; y < 9; y++) {
+    pattern(row, sizeof row);
+    row[0] = (uint8_t)y;
+    assert_int_equal(TIFFWriteScanline(t, row, y, 0), 1);
+  }
+  TIFFClose(t);
+  blob b;
+  b.data = ff_test_read(path, &b.size);
+  return b;
+}
+
+static blob copy(const char *bytes, size_t n) {
+  blob b = {malloc(n), n};
+  memcpy(b.data, bytes, n);
+  return b;
+}
+
+static blob bmp_file(void) {
+  /* 3x2, 24 bits, bottom-up, rows padded to 12 bytes */
+  static const char f[] =
+      "BM\x4e\0\0\0\0\0\0\0\x36\0\0\0"
+      "\x28\0\0\0\x03\0\0\0\x02\0\0\0\x01\0\x18\0\0\0\0\0\x18\0\0\0\x13\x0b\0\0\x13\x0b\0\0\0\0\0\0\0\0\0\0"
+      "\x01\x02\x03\x04\x05\x06\x07\x08\x09\0\0\0"
+      "\x0a\x0b\x0c\x0d\x0e\x0f\x10\x11\x12\0\0\0";
+  return copy(f, sizeof f - 1);
+}
+
+static void free_blob(blob *b) {
+  free(b->data);
+  *b = (blob){0};
+}
+
+/* Every prefix of a valid file: FF_OK or FF_EDATA naming the file, never a crash. */
+static void check_truncations(blob b) {
+  ff__image img;
+  ff__error err;
+  assert_int_equal(decode(b.data, b.size, 0, &img, &err), FF_OK);
+  int failed = 0;
+  for (size_t n = 1; n < b.size; n++) {
+    uint8_t *cut = malloc(n); /* its own allocation, so that ASan sees a read past it */
+    memcpy(cut, b.data, n);
+    ff_status st = decode(cut, n, 0, &img, &err);
+    free(cut);
+    if (st == FF_OK) continue;
+    assert_int_equal(st, FF_EDATA);
+    assert_non_null(strstr(err.msg, NAME));
+    failed++;
+  }
+  assert_true(failed >= (int)b.size / 2); /* most prefixes cannot be images */
+}
+
+static void test_truncated_webp_fails_cleanly(void **state) {
+  (void)state;
+  for (int lossless = 0; lossless < 2; lossless++) {
+    blob b = webp_file(lossless);
+    check_truncations(b);
+    WebPFree(b.data);
+  }
+}
+
+static void test_truncated_tiff_fails_cleanly(void **state) {
+  (void)state;
+  uint16_t kinds[] = {COMPRESSION_NONE, COMPRESSION_LZW, COMPRESSION_ADOBE_DEFLATE, COMPRESSION_PACKBITS};
+  for (size_t i = 0; i < sizeof kinds / sizeof *kinds; i++) {
+    blob b = tiff_file(kinds[i]);
+    check_truncations(b);
+    free_blob(&b);
+  }
+}
+
+static void test_truncated_netpbm_and_bmp_fail_cleanly(void **state) {
+  (void)state;
+  static const char p6[] =
+      "P6\n# c\n3 2\n255\n\x01\x02\x03\x04\x05\x06\x07\x08\x09\x0a\x0b\x0c\x0d\x0e\x0f\x10\x11\x12";
+  static const char p3[] = "P3 2 1 1000 0 1 2 999 1000 7\n";
+  static const char p4[] = "P4 9 2\n\xff\x80\x01\x00";
+  const char *files[] = {p6, p3, p4};
+  size_t sizes[] = {sizeof p6 - 1, sizeof p3 - 1, sizeof p4 - 1};
+  for (size_t i = 0; i < 3; i++) {
+    blob b = copy(files[i], sizes[i]);
+    check_truncations(b);
+    free_blob(&b);
+  }
+  blob b = bmp_file();
+  check_truncations(b);
+  free_blob(&b);
+}
+
+static void expect(const char *bytes, size_t n, uint64_t max_pixels, ff_status want, const char *words) {
+  ff__image img;
+  ff__error err = {0};
+  blob b = copy(bytes, n);
+  ff_status st = decode(b.data, b.size, max_pixels, &img, &err);
+  free_blob(&b);
+  if (st != want || !strstr(err.msg, NAME) || !strstr(err.msg, words))
+    fail_msg("got %d '%s', wanted %d with '%s'", st, err.msg, want, words);
+}
+#define EXPECT(lit, max_pixels, want, words) expect(lit, sizeof lit - 1, max_pixels, want, words)
+
+static void test_netpbm_bad_headers_are_named(void **state) {
+  (void)state;
+  EXPECT("P6 100000 100000 255\n", 89478485, FF_ETOOBIG, "max_image_pixels");
+  EXPECT("P5 3 2 0\n\x01\x02\x03\x04\x05\x06", 0, FF_EDATA, "maxval 0");
+  EXPECT("P5 3 2 70000\n\x01\x02\x03\x04\x05\x06", 0, FF_EDATA, "maxval 70000");
+  EXPECT("P5 0 2 255\n\x01\x02", 0, FF_EDATA, "0x2");
+  EXPECT("P5 12345678901 2 255\n", 0, FF_EDATA, "bad width");
+  EXPECT("P5 3x 2 255\n", 0, FF_EDATA, "bad width");
+  EXPECT("P2 2 1 10 3 11\n", 0, FF_EDATA, "over maxval");
+  EXPECT("P2 2 1 10 3 x\n", 0, FF_EDATA, "not a number");
+  EXPECT("P1 2 1 0 2\n", 0, FF_EDATA, "not 0 or 1");
+  EXPECT("Pf 2 1 -1.0\n", 0, FF_EDATA, "PFM");
+  EXPECT("P7\nWIDTH 1\n", 0, FF_EDATA, "not an image");
+  EXPECT("P6 2 2 255\n\x01\x02\x03", 0, FF_EDATA, "truncated");
+}
+
+static void test_bmp_bad_headers_are_named(void **state) {
+  (void)state;
+  blob good = bmp_file();
+  struct {
+    size_t at;
+    uint32_t value;
+    size_t width; /* bytes to write */
+    ff_status want;
+    const char *words;
+  } cases[] = {
+      {18, 100000, 4, FF_ETOOBIG, "max_image_pixels"}, /* width: 100000 x 2 over a limit of 1000 */
+      {18, 0, 4, FF_EDATA, "0x2"},                     /* width 0 */
+      {22, 0x80000000u, 4, FF_EDATA, "BMP image of"},  /* height INT32_MIN */
+      {28, 7, 2, FF_EDATA, "pixel depth 7"},           /* bits */
+      {30, 1, 4, FF_EDATA, "RLE"},                     /* RLE8 */
+      {30, 9, 4, FF_EDATA, "compression 9"},           /* unknown */
+      {14, 20, 4, FF_EDATA, "header size 20"},         /* header */
+      {10, 0xFFFFFFF0u, 4, FF_EDATA, "truncated"},     /* pixel offset past the end */
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    blob b = copy((const char *)good.data, good.size);
+    for (size_t k = 0; k < cases[i].width; k++)
+      b.data[cases[i].at + k] = (uint8_t)(cases[i].value >> (8 * k));
+    expect((const char *)b.data, b.size, 1000, cases[i].want, cases[i].words);
+    free_blob(&b);
+  }
+  /* a palette that claims more colours than the file holds */
+  blob b = copy((const char *)good.data, good.size);
+  b.data[28] = 8, b.data[46] = 0xFF, b.data[47] = 0xFF, b.data[48] = 0x0F;
+  expect((const char *)b.data, b.size, 0, FF_EDATA, "palette");
+  free_blob(&b);
+  free_blob(&good);
+}
+
+static void test_webp_and_tiff_over_the_pixel_limit_are_refused(void **state) {
+  (void)state;
+  /* a lossless WebP header declaring 16384 x 16384 */
+  static const char vp8l[] = "RIFF\x1a\0\0\0WEBPVP8L\x0d\0\0\0\x2f\xff\xff\xff\x0f\0\0\0\0\0\0\0\0\0";
+  EXPECT(vp8l, 89478485, FF_ETOOBIG, "16384x16384");
+  blob t = tiff_file(COMPRESSION_NONE);
+  ff__image img;
+  ff__error err = {0};
+  assert_int_equal(decode(t.data, t.size, 100, &img, &err), FF_ETOOBIG);
+  assert_non_null(strstr(err.msg, "12x9"));
+  free_blob(&t);
+  EXPECT("II*\0\x08\0\0\0\0\0", 0, FF_EDATA, "TIFF");
+  EXPECT("RIFF\x04\0\0\0WEBPVP8 ", 0, FF_EDATA, "WebP");
+}
+
+static void test_foreign_bytes_name_every_format(void **state) {
+  (void)state;
+  EXPECT("GIF89a....", 0, FF_EDATA, "JPEG, PNG, WebP, TIFF, PBM/PGM/PPM or BMP");
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_truncated_webp_fails_cleanly),
+      cmocka_unit_test(test_truncated_tiff_fails_cleanly),
+      cmocka_unit_test(test_truncated_netpbm_and_bmp_fail_cleanly),
+      cmocka_unit_test(test_netpbm_bad_headers_are_named),
+      cmocka_unit_test(test_bmp_bad_headers_are_named),
+      cmocka_unit_test(test_webp_and_tiff_over_the_pixel_limit_are_refused),
+      cmocka_unit_test(test_foreign_bytes_name_every_format),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
