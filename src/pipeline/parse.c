@@ -496,7 +496,7 @@ static void set_defaults(ff__op *op, const op_spec *spec) {
     op->scale[0] = 0.02, op->scale[1] = 0.33, op->ratio[0] = 0.3, op->ratio[1] = 3.3;
   op->dct_scale = 1;
   for (int c = 0; c < 3; c++) op->mean[c] = 0.0f, op->std[c] = 1.0f;
-  op->aug.op = spec->kind == FF__OP_AUG ? (ff__aug_op)spec->aug : FF__AUG_IDENTITY;
+  op->aug.op = spec->kind == FF__OP_PIL ? FF__AUG_IDENTITY : (ff__aug_op)spec->aug; /* PIL: spec->aug is its ff__pil_op */
   op->aug.bilinear = spec->kind == FF__OP_AUG_MIX; /* AugMix defaults to bilinear, the rest to nearest */
   op->num_ops = 2, op->magnitude = 9, op->num_magnitude_bins = 31;
   op->severity = 3, op->mixture_width = 3, op->chain_depth = -1, op->all_ops = 1, op->alpha = 1.0;

@@ -405,7 +405,7 @@ def test_timm_config_errors_name_the_column_and_the_section(planner, kind, confi
 
 @pytest.mark.parametrize("text,words", [
     ('decode | timm_rand_augment(config=rand)', "quoted config string"),
-    ('decode | timm_rand_augment(config="rand-m9)', "unterminated string"),
+    ('decode | timm_rand_augment(config="rand-m9)', "without its closing quote"),
     ('decode | timm_rand_augment(config="rand", interpolation=lanczos)', "random, nearest, bilinear or bicubic"),
     ('decode | timm_rand_augment()', "needs the argument 'config'"),
     ('decode | timm_aug_mix(config="augmix", img_mean=(1, 2, 300))', "fill values"),

@@ -5,9 +5,9 @@
 #   - `auditwheel show` names a manylinux tag and the extension is abi3;
 #   - every library the installed extension loads (ldd) lies in the wheel's
 #     fusionflow.libs/ or is one that every manylinux system has (glibc's
-#     libc, libm, libpthread, libdl, librt and loader, libgcc_s, zlib, and
-#     libstdc++, which the manylinux policies allow too: libtiff's LERC codec
-#     is C++):
+#     libc, libm, libpthread, libdl, librt, libresolv and loader, libgcc_s,
+#     zlib, and libstdc++, which the manylinux policies allow too: libtiff's
+#     LERC codec is C++, libcurl resolves names through libresolv):
 #     nothing from the -dev packages or the build tree;
 #   - the Python tests (tests/python) pass against it, run from a directory
 #     outside the tree with LD_LIBRARY_PATH and PYTHONPATH unset. NumPy,
@@ -42,7 +42,7 @@ ext=$(ls "$site"/fusionflow/_fusionflow*.so)
 [[ $(basename "$ext") == _fusionflow.abi3.so ]] || fail "the extension is not abi3: $ext"
 foreign=$(env -u LD_LIBRARY_PATH ldd "$ext" | awk '
   /not found/ { print; next }
-  $3 ~ /^\// && $3 !~ /\/fusionflow\.libs\// && $1 !~ /^(libc|libm|libpthread|libdl|librt|libgcc_s|libstdc\+\+|libz|ld-linux-x86-64)\.so/ { print }')
+  $3 ~ /^\// && $3 !~ /\/fusionflow\.libs\// && $1 !~ /^(libc|libm|libpthread|libdl|librt|libresolv|libgcc_s|libstdc\+\+|libz|ld-linux-x86-64)\.so/ { print }')
 [[ -z $foreign ]] || { env -u LD_LIBRARY_PATH ldd "$ext"; fail "the extension loads libraries from outside the wheel: $foreign"; }
 echo "wheel: the extension loads $(env -u LD_LIBRARY_PATH ldd "$ext" | grep -c fusionflow.libs) libraries from fusionflow.libs/ and glibc"
 
