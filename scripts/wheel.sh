@@ -11,8 +11,8 @@
 # 2. `auditwheel repair`: copies the native libraries the extension needs
 #    beyond glibc (libjpeg-turbo, libspng, zlib, ...) into fusionflow.libs/,
 #    points the extension at them, and tags the wheel with the oldest
-#    manylinux baseline its symbols allow (built on Debian 12: glibc 2.34 or
-#    later, see `auditwheel show`).
+#    manylinux baseline its symbols allow (built on Debian 12: glibc 2.36,
+#    from its libarchive; see `auditwheel show`).
 # Prints the repaired wheel's path on stdout; the tools' output goes to stderr.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
