@@ -593,6 +593,7 @@ static ff_status loader_start(ff_loader *l) {
                          "output_dtype and memory_format must be auto");
     for (int g = 0; g < l->views.num_groups && !st; g++) {
       ff__pipeline_set_semantics(&l->views.pipes[g], l->cfg.semantics);
+      st = ff__pipeline_set_output(&l->views.pipes[g], FF_OUTPUT_DTYPE_AUTO, FF_MEMORY_FORMAT_AUTO, err);
       if (l->views.pipes[g].peak_pixels > l->pipe.peak_pixels) l->pipe.peak_pixels = l->views.pipes[g].peak_pixels;
     }
   } else if (!st) {
