@@ -7,21 +7,35 @@ fusionflow pipeline, sampler and batch stage, returning a :class:`fusionflow.Loa
                            num_aug_repeats=3, collate_fn=Mixup(mixup_alpha=0.8, cutmix_alpha=1.0))
 
 What maps to what (timm 1.0's transforms_imagenet_train / transforms_imagenet_eval):
-  training   random_resized_crop(size, scale, ratio) | random_horizontal_flip(p=hflip)
-             | random_vertical_flip(p=vflip) | normalize(mean, std)
-  evaluation resize(floor(size / crop_pct)) | center_crop(size) | normalize(mean, std)
+  training   random_resized_crop(size, scale, ratio, interpolation) | random_horizontal_flip(p=hflip)
+             | random_vertical_flip(p=vflip)
+             | timm_rand_augment / timm_auto_augment / timm_aug_mix (auto_augment "rand-...",
+               "augmix-...", other policy names, with timm's hparams: img_mean from mean,
+               translate_const = int(0.45 * min size), interpolation unless "random", AugMix's
+               translate_pct 0.3; colour jitter then off, as in timm)
+             | color_jitter(b, c, s[, h]) (inside random_apply(p=color_jitter_prob) when given)
+             | random_grayscale(p=grayscale_prob)
+             | random_apply(p=gaussian_blur_prob, [gaussian_blur(kernel_size=23, sigma=(0.1, 2.0))])
+             | normalize(mean, std) | random_erasing(p=re_prob, mode=re_mode, max_count=re_count)
+  evaluation resize(floor(size / crop_pct), interpolation) | center_crop(size) | normalize(mean, std)
+  interpolation: bilinear or bicubic (torchvision's antialiased tensor resampling, where timm uses
+  Pillow's), or random in training (timm's per-sample choice of the two);
   num_workers -> num_threads; is_training -> shuffle and drop_last, as timm's DataLoader;
   distributed -> rank and world size from the environment (torchrun's RANK / WORLD_SIZE);
   num_aug_repeats -> repeated_augmentations (RepeatAugSampler, distributed training only, as timm);
   collate_fn = a timm Mixup / FastCollateMixup -> the mixup_cutmix batch stage with its settings
   (batches then carry soft targets, as Mixup returns them); use_prefetcher with a CUDA device ->
   output_device (batches handed out on that GPU).
-Arguments that need ops this build lacks (auto_augment, re_prob > 0, colour jitter, grayscale,
-blur, bicubic or random interpolation) and timm features with no counterpart here
-(tf_preprocessing, aug splits, batch-size schedules, ...) are refused with a ValueError that says
-which and why; nothing is silently dropped. The pixels follow torchvision's tensor ops, which
-differ from timm's Pillow resampling by a level or two per pixel (bench/RESULTS.md,
-tests/python/test_timm_loader.py).
+How close the pixels come to timm's: the policies are Pillow's arithmetic, bit-exact with timm's
+op functions; the crop's resampling, color_jitter and random_grayscale are torchvision's tensor
+ops, where timm applies Pillow's to its PIL image (a level or two per pixel; colour jitter
+further, as Pillow's ImageEnhance rounds each factor's result to uint8); the Gaussian blur is the
+tensor blur timm's GaussianBlur also runs (within a level); random erasing follows timm's
+RandomErasing with noise from the sample's own stream (tests/python/test_timm_loader.py).
+Refused with a ValueError that says which and why, nothing silently dropped: auto_augment "3a"
+(DeiT III's Pillow 3-Augment), an unknown auto_augment or re_mode, random interpolation at
+evaluation, and timm features with no counterpart here (tf_preprocessing, aug splits,
+batch-size schedules, ...).
 """
 import math
 import os
@@ -111,42 +125,80 @@ def transform_pipeline(input_size, is_training=False, scale=None, ratio=None, hf
     where the crop allows (faster; the reduction's blur then differs from timm's full decode)."""
     h, w = _size(input_size)
     decode = "decode" if dct_scale else "decode(dct_scale=false)"
-    if interpolation not in ("bilinear",):
-        raise ValueError(f"fusionflow.timm: interpolation={interpolation!r} needs an op this build lacks "
-                         "(bicubic / random interpolation): use 'bilinear'")
+    if interpolation not in ("bilinear", "bicubic", "random"):
+        raise ValueError(f"fusionflow.timm: interpolation={interpolation!r} is not supported "
+                         "(bilinear, bicubic, or random in training)")
+    interp = "" if interpolation == "bilinear" else f", interpolation={interpolation}"
     norm = f"normalize(mean={_rgb('mean', mean)}, std={_rgb('std', std)})"
     if not is_training:
         if crop_mode not in (None, "center"):
             raise ValueError(f"fusionflow.timm: crop_mode={crop_mode!r} is not supported (center only)")
+        if interpolation == "random":
+            raise ValueError("fusionflow.timm: interpolation='random' is for training only (as in timm)")
         pct = crop_pct or DEFAULT_CROP_PCT
         sh, sw = math.floor(h / pct), math.floor(w / pct)
-        resize = f"resize(size={sh})" if sh == sw else f"resize(size=({sh}, {sw}))"
         if sh != sw:
             raise ValueError("fusionflow.timm: a non-square eval size keeps the aspect ratio in timm "
                              "(ResizeKeepRatio), which is not supported")
-        return f"{decode} | {resize} | center_crop(size=({h}, {w})) | {norm}"
-    if auto_augment:
-        raise ValueError(f"fusionflow.timm: auto_augment={auto_augment!r} needs timm's policies "
-                         "(timm_rand_augment / timm_auto_augment / timm_aug_mix), which this build lacks")
-    if color_jitter and (not isinstance(color_jitter, (int, float)) or color_jitter != 0):
-        raise ValueError(f"fusionflow.timm: color_jitter={color_jitter!r} needs the color_jitter op, which this "
-                         "build lacks: pass color_jitter=0 (timm's default is 0.4)")
-    for name, p, op in (("grayscale_prob", grayscale_prob, "random_grayscale"),
-                        ("gaussian_blur_prob", gaussian_blur_prob, "gaussian_blur"),
-                        ("re_prob", re_prob, "random_erasing")):
-        if p:
-            raise ValueError(f"fusionflow.timm: {name}={p!r} needs the {op} op, which this build lacks")
-    del color_jitter_prob, re_mode, re_count  # only with the ops above
+        return f"{decode} | resize(size={sh}{interp}) | center_crop(size=({h}, {w})) | {norm}"
     scale = tuple(scale or (0.08, 1.0))
     ratio = tuple(ratio or (3. / 4., 4. / 3.))
     ops = [decode, f"random_resized_crop(size=({h}, {w}), scale=({scale[0]!r}, {scale[1]!r}), "
-                     f"ratio=({ratio[0]!r}, {ratio[1]!r}))"]
+                     f"ratio=({ratio[0]!r}, {ratio[1]!r}){interp})"]
     if hflip > 0:
         ops.append(f"random_horizontal_flip(p={float(hflip)!r})")
     if vflip > 0:
         ops.append(f"random_vertical_flip(p={float(vflip)!r})")
+    if auto_augment:
+        ops.append(_policy(auto_augment, min(h, w), mean, interpolation))
+        color_jitter = None  # timm turns colour jitter off with a policy
+    if color_jitter is not None:
+        jitter = _color_jitter(color_jitter)
+        if jitter and color_jitter_prob is not None:
+            jitter = f"random_apply(p={float(color_jitter_prob)!r}, [{jitter}])"
+        if jitter:
+            ops.append(jitter)
+    if grayscale_prob:
+        ops.append(f"random_grayscale(p={float(grayscale_prob)!r})")
+    if gaussian_blur_prob:  # timm's GaussianBlur(kernel_size=23), torchvision's default sigma
+        ops.append(f"random_apply(p={float(gaussian_blur_prob)!r}, "
+                   "[gaussian_blur(kernel_size=23, sigma=(0.1, 2.0))])")
     ops.append(norm)
+    if re_prob > 0:
+        if re_mode not in ("const", "rand", "pixel"):
+            raise ValueError(f"fusionflow.timm: re_mode={re_mode!r} is not one of timm's (const, rand, pixel)")
+        ops.append(f"random_erasing(p={float(re_prob)!r}, mode={re_mode}, max_count={int(re_count)})")
     return " | ".join(ops)
+
+
+def _color_jitter(cj):
+    """timm's ColorJitter arguments: a scalar means (v, v, v) without hue; 3 or 4 values."""
+    v = (float(cj),) * 3 if isinstance(cj, (int, float)) else tuple(float(x) for x in cj)
+    if len(v) not in (3, 4):
+        raise ValueError(f"fusionflow.timm: color_jitter must be a number or 3 or 4 values (got {cj!r})")
+    if not any(v):
+        return ""
+    names = ("brightness", "contrast", "saturation", "hue")
+    return "color_jitter(" + ", ".join(f"{n}={x!r}" for n, x in zip(names, v)) + ")"
+
+
+def _policy(config, size_min, mean, interpolation):
+    """timm's auto_augment string as the timm_* op with create_transform's hparams."""
+    if not isinstance(config, str):
+        raise ValueError(f"fusionflow.timm: auto_augment must be a string (got {config!r})")
+    if "3a" in config.split("-")[0]:
+        raise ValueError(f"fusionflow.timm: auto_augment={config!r}: timm's 3-Augment is Pillow's; use the "
+                         "three_augment op (torchvision's tensor ops) in a fusionflow pipeline instead")
+    op = ("timm_rand_augment" if config.startswith("rand") else
+          "timm_aug_mix" if config.startswith("augmix") else "timm_auto_augment")
+    img_mean = tuple(min(255, round(255 * float(x))) for x in mean)
+    args = [f'config="{config}"', f"img_mean=({img_mean[0]}, {img_mean[1]}, {img_mean[2]})",
+            f"translate_const={int(size_min * 0.45)}"]
+    if op == "timm_aug_mix":
+        args.append("translate_pct=0.3")
+    if interpolation != "random":
+        args.append(f"interpolation={interpolation}")
+    return f"{op}(" + ", ".join(args) + ")"
 
 
 def create_loader(dataset_or_source, input_size, batch_size, is_training=False, re_prob=0., re_mode="const",

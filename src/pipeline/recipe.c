@@ -13,64 +13,81 @@
 #include "pipeline/views.h"
 
 #define NORM "normalize(mean=imagenet, std=imagenet)"
+/* timm's create_transform hparams for 224 crops with ImageNet's mean:
+ * translate_const = int(224 * 0.45), img_mean = round(255 * mean). */
+#define TIMM_AA_224 "img_mean=(124, 116, 104), translate_const=100"
 #define DINO_JITTER                                                                                          \
-  "random_horizontal_flip | random_apply(color_jitter(brightness=0.4, contrast=0.4, saturation=0.2, "        \
-  "hue=0.1), p=0.8) | random_grayscale(p=0.2)"
+  "random_horizontal_flip | random_apply(p=0.8, [color_jitter(brightness=0.4, contrast=0.4, saturation=0.2, " \
+  "hue=0.1)]) | random_grayscale(p=0.2)"
+/* DINO's PIL GaussianBlur(radius in [0.1, 2]) as torchvision's tensor blur:
+ * kernel 13 spans three sigmas of the largest radius. */
+#define DINO_BLUR "gaussian_blur(kernel_size=13, sigma=(0.1, 2.0))"
 
 static const ff_recipe recipes[] = {
     {"deit",
      "DeiT (Touvron et al., ICML 2021), facebookresearch/deit main.py defaults: timm's create_transform(224, "
-     "is_training, auto_augment=rand-m9-mstd0.5-inc1, interpolation=bicubic, re_prob=0.25, re_mode=pixel), "
-     "Mixup 0.8 / CutMix 1.0 with label smoothing 0.1, RASampler with 3 repeats",
+     "is_training, auto_augment=rand-m9-mstd0.5-inc1, interpolation=bicubic, re_prob=0.25, re_mode=pixel, "
+     "re_count=1; colour jitter off, as timm disables it with RandAugment; RandAugment hparams "
+     "translate_const=100, img_mean=(124, 116, 104)), Mixup 0.8 / CutMix 1.0, prob 1, switch 0.5, batch mode, "
+     "label smoothing 0.1, RASampler with 3 repeats. The crop's bicubic is torchvision's tensor bicubic, "
+     "where timm resizes with Pillow's (RandAugment is Pillow's arithmetic, as timm's)",
      "decode | random_resized_crop(size=224, interpolation=bicubic) | random_horizontal_flip"
-     " | timm_rand_augment(config=rand-m9-mstd0.5-inc1, interpolation=bicubic) | " NORM
+     " | timm_rand_augment(config=\"rand-m9-mstd0.5-inc1\", interpolation=bicubic, " TIMM_AA_224 ") | " NORM
      " | random_erasing(p=0.25, mode=pixel, max_count=1)"
-     " | mixup_cutmix(mixup_alpha=0.8, cutmix_alpha=1.0, switch_prob=0.5, mode=batch, label_smoothing=0.1,"
-     " num_classes=1000)",
-     3, "timm_rand_augment, random_erasing, bicubic interpolation"},
+     " | mixup_cutmix(mixup_alpha=0.8, cutmix_alpha=1.0, prob=1.0, switch_prob=0.5, mode=batch, "
+     "label_smoothing=0.1, num_classes=1000)",
+     3, "timm_rand_augment, random_erasing, bicubic interpolation, mixup_cutmix"},
     {"torchvision-v2",
      "torchvision's reference classification recipe (references/classification, \"How to train "
-     "state-of-the-art "
-     "models using TorchVision's latest primitives\"): train crop 176, TrivialAugmentWide, random erasing "
-     "0.1, "
-     "MixUp 0.2 / CutMix 1.0 (RandomChoice; label smoothing 0.1 in the loss), RASampler with 4 repeats",
+     "state-of-the-art models using TorchVision's latest primitives\", ResNet-50): train crop 176 bilinear, "
+     "TrivialAugmentWide, random erasing 0.1, MixUp 0.2 / CutMix 1.0 (RandomChoice; label smoothing 0.1 in "
+     "the loss), RASampler with 4 repeats (--ra-reps 4)",
      "decode | random_resized_crop(size=176) | random_horizontal_flip | "
      "trivial_augment_wide(interpolation=bilinear)"
      " | " NORM " | random_erasing(p=0.1)"
      " | mixup_cutmix(mixup_alpha=0.2, cutmix_alpha=1.0, switch_prob=0.5, convention=torchvision, "
      "num_classes=1000)",
-     4, "random_erasing"},
+     4, "random_erasing, mixup_cutmix"},
     {"dino",
-     "DINO (Caron et al., ICCV 2021), main_dino.py DataAugmentationDINO: 2 global crops 224 (scale 0.4-1; "
-     "blur "
-     "p=1, and blur p=0.1 + solarize p=0.2) and 8 local crops 96 (scale 0.05-0.4, blur p=0.5), bicubic",
+     "DINO (Caron et al., ICCV 2021), main_dino.py DataAugmentationDINO: 2 global crops 224 (scale 0.4-1, "
+     "bicubic; blur p=1, and blur p=0.1 + solarize p=0.2) and 8 local crops 96 (scale 0.05-0.4, bicubic, blur "
+     "p=0.5), each flip + ColorJitter(0.4, 0.4, 0.2, 0.1) p=0.8 + grayscale p=0.2, ImageNet normalisation. "
+     "DINO blurs and jitters PIL images; this build has no Pillow GaussianBlur (box-blur approximation with "
+     "a radius), so the blur is torchvision's tensor GaussianBlur with sigma = the radius in (0.1, 2) and "
+     "kernel 13, and the jitter, grayscale and solarize are torchvision's tensor ops",
      "decode"
+     " || random_resized_crop(size=224, scale=(0.4, 1), interpolation=bicubic) | " DINO_JITTER " | " DINO_BLUR
+     " | " NORM
      " || random_resized_crop(size=224, scale=(0.4, 1), interpolation=bicubic) | " DINO_JITTER
-     " | gaussian_blur(p=1.0, sigma=(0.1, 2.0)) | " NORM
-     " || random_resized_crop(size=224, scale=(0.4, 1), interpolation=bicubic) | " DINO_JITTER
-     " | gaussian_blur(p=0.1, sigma=(0.1, 2.0)) | random_solarize(threshold=128, p=0.2) | " NORM
+     " | random_apply(p=0.1, [" DINO_BLUR "]) | random_solarize(threshold=128, p=0.2) | " NORM
      " || 8 x random_resized_crop(size=96, scale=(0.05, 0.4), interpolation=bicubic) | " DINO_JITTER
-     " | gaussian_blur(p=0.5, sigma=(0.1, 2.0)) | " NORM,
+     " | random_apply(p=0.5, [" DINO_BLUR "]) | " NORM,
      0,
      "random_apply, color_jitter, random_grayscale, gaussian_blur, random_solarize, bicubic interpolation"},
     {"simclr",
-     "SimCLR (Chen et al., ICML 2020), appendix A: 2 views of random crop 224 + flip, colour distortion "
-     "(jitter 0.8/0.8/0.8/0.2 with p=0.8, grayscale p=0.2), Gaussian blur (kernel 10% of the side, p=0.5)",
+     "SimCLR (Chen et al., ICML 2020), appendix A: 2 views of random crop 224 (scale 0.08-1) + flip, colour "
+     "distortion s=1 (jitter 0.8/0.8/0.8/0.2 with p=0.8, grayscale p=0.2), Gaussian blur p=0.5 with kernel "
+     "23 (10% of the side, reflect padding) and sigma in (0.1, 2); pixels in [0, 1] without mean/std, as "
+     "SimCLR feeds them. The jitter is torchvision's ColorJitter (multiplicative brightness, as the PyTorch "
+     "ports), where SimCLR's TensorFlow code adds a brightness delta",
      "decode"
      " || 2 x random_resized_crop(size=224) | random_horizontal_flip"
-     " | random_apply(color_jitter(brightness=0.8, contrast=0.8, saturation=0.8, hue=0.2), p=0.8)"
-     " | random_grayscale(p=0.2) | random_apply(gaussian_blur(kernel_size=23, sigma=(0.1, 2.0)), p=0.5) "
-     "| " NORM,
+     " | random_apply(p=0.8, [color_jitter(brightness=0.8, contrast=0.8, saturation=0.8, hue=0.2)])"
+     " | random_grayscale(p=0.2) | random_apply(p=0.5, [gaussian_blur(kernel_size=23, sigma=(0.1, 2.0))])"
+     " | to_dtype(dtype=float32)",
      0, "random_apply, color_jitter, random_grayscale, gaussian_blur"},
     {"resnet-strikes-back-a1",
-     "ResNet strikes back, procedure A1 (Wightman et al., 2021; timm train.py): 224 crops with random "
-     "interpolation, RandAugment rand-m7-mstd0.5-inc1, Mixup 0.2 / CutMix 1.0 without label smoothing (BCE "
-     "loss), 3 repeated augmentations",
+     "ResNet strikes back, procedure A1 (Wightman et al., 2021; timm train.py with its A1 arguments): 224 "
+     "crops with random interpolation (timm's train default), RandAugment rand-m7-mstd0.5-inc1 (random "
+     "interpolation; translate_const=100, img_mean=(124, 116, 104)), no random erasing, Mixup 0.2 / CutMix "
+     "1.0, switch 0.5, without label smoothing (BCE loss; its target threshold 0.2 belongs to the loss), 3 "
+     "repeated augmentations. The crop's bicubic is torchvision's tensor bicubic, where timm resizes with "
+     "Pillow's",
      "decode | random_resized_crop(size=224, interpolation=random) | random_horizontal_flip"
-     " | timm_rand_augment(config=rand-m7-mstd0.5-inc1) | " NORM
-     " | mixup_cutmix(mixup_alpha=0.2, cutmix_alpha=1.0, switch_prob=0.5, label_smoothing=0.0, "
-     "num_classes=1000)",
-     3, "timm_rand_augment, random interpolation"},
+     " | timm_rand_augment(config=\"rand-m7-mstd0.5-inc1\", " TIMM_AA_224 ") | " NORM
+     " | mixup_cutmix(mixup_alpha=0.2, cutmix_alpha=1.0, prob=1.0, switch_prob=0.5, mode=batch, "
+     "label_smoothing=0.0, num_classes=1000)",
+     3, "timm_rand_augment, random interpolation, mixup_cutmix"},
 };
 #define NUM_RECIPES (sizeof recipes / sizeof recipes[0])
 

@@ -53,17 +53,7 @@ def test_train_pipeline_matches_create_transform_on_our_draws(data, monkeypatch)
     assert loader.shuffle and loader.drop_last
     ref = timm_data.create_transform(24, is_training=True, color_jitter=0, hflip=0.5, scale=(0.3, 1.0),
                                      interpolation="bilinear")
-    rrc, flip = ref.transforms[0], ref.transforms[1]
-    diffs = []
-    for images, _ in loader:
-        for x, i in zip(images, loader.last_batch.sample_indices):
-            plan = loader.plan(i)
-            bx, by, bw, bh = plan["decode"]["region"]
-            monkeypatch.setattr(type(rrc), "get_params", staticmethod(lambda *a, **k: (by, bx, bh, bw)))
-            flip.p = 1.0 if any(s["op"] == "horizontal_flip" for s in plan["steps"]) else 0.0
-            want = ref(Image.open(paths[i]).convert("RGB"))
-            diffs.append(np.abs(levels(x) - levels(want)).ravel())
-    d = np.concatenate(diffs)
+    d = _compare_on_our_draws(loader, ref, paths, monkeypatch)
     assert d.max() < 1.01 and d.mean() < 0.3  # Pillow's vs torchvision's resampling: a level at most
 
 
@@ -86,11 +76,90 @@ def test_repeats_and_distribution(data, monkeypatch):
         create_loader(data[0], 24, 2, is_training=True, color_jitter=0, num_aug_repeats=3)
 
 
+def _policy_hparams(policy):
+    """The hparams of timm's first op in a RandAugment / AugMixAugment / AutoAugment."""
+    ops = getattr(policy, "ops", None) or policy.policy[0]
+    return ops[0].hparams
+
+
+@pytest.mark.parametrize("config, op", [("rand-m9-mstd0.5-inc1", "timm_rand_augment"),
+                                        ("augmix-m5-w4-d2", "timm_aug_mix"),
+                                        ("original-mstd0.5", "timm_auto_augment")])
+@pytest.mark.parametrize("interpolation", ["bicubic", "random"])
+def test_auto_augment_takes_create_transforms_hparams(config, op, interpolation):
+    ref = timm_data.create_transform(24, is_training=True, auto_augment=config, interpolation=interpolation)
+    names = [type(t).__name__ for t in ref.transforms]
+    assert "ColorJitter" not in names  # timm turns the jitter off with a policy; so do we
+    hp = _policy_hparams(ref.transforms[2])
+    ours = transform_pipeline(24, True, auto_augment=config, interpolation=interpolation)
+    assert "color_jitter" not in ours
+    m = f'{op}(config="{config}", img_mean=({hp["img_mean"][0]}, {hp["img_mean"][1]}, {hp["img_mean"][2]}), ' \
+        f'translate_const={hp["translate_const"]}'
+    if op == "timm_aug_mix":
+        m += f", translate_pct={hp['translate_pct']}"
+    if interpolation == "random":
+        assert "interpolation" not in hp and m + ")" in ours  # the op's default is timm's random choice
+    else:
+        assert m + f", interpolation={interpolation})" in ours
+
+
+def _compare_on_our_draws(loader, ref, paths, monkeypatch, blur=None):
+    rrc, flip = ref.transforms[0], ref.transforms[1]
+    diffs = []
+    for images, _ in loader:
+        for x, i in zip(images, loader.last_batch.sample_indices):
+            plan = loader.plan(i)
+            bx, by, bw, bh = plan["decode"]["region"]
+            monkeypatch.setattr(type(rrc), "get_params", staticmethod(lambda *a, **k: (by, bx, bh, bw)))
+            flip.p = 1.0 if any(s["op"] == "horizontal_flip" for s in plan["steps"]) else 0.0
+            if blur is not None:
+                sigma = [s["sigma"] for s in plan["steps"] if s["op"] == "gaussian_blur"][0]
+                monkeypatch.setattr(type(blur), "get_params", staticmethod(lambda *a, **k: float(sigma)))
+            want = ref(Image.open(paths[i]).convert("RGB"))
+            diffs.append(np.abs(levels(x) - levels(want)).ravel())
+    return np.concatenate(diffs)
+
+
+def test_bicubic_crop_matches_create_transform_on_our_draws(data, monkeypatch):
+    root, paths, _ = data
+    loader = create_loader(root, 24, 2, is_training=True, color_jitter=0, interpolation="bicubic",
+                           scale=(0.3, 1.0), device=torch.device("cpu"), seed=3)
+    assert "interpolation=bicubic" in loader.pipeline
+    ref = timm_data.create_transform(24, is_training=True, color_jitter=0, scale=(0.3, 1.0),
+                                     interpolation="bicubic")
+    d = _compare_on_our_draws(loader, ref, paths, monkeypatch)
+    assert d.max() < 6.01 and d.mean() < 0.3  # Pillow's bicubic vs torchvision's antialiased tensor bicubic
+
+
+def test_grayscale_and_blur_match_create_transform_on_our_draws(data, monkeypatch):
+    root, paths, _ = data
+    kw = dict(color_jitter=0, grayscale_prob=1.0, gaussian_blur_prob=1.0, scale=(0.3, 1.0))
+    loader = create_loader(root, 24, 2, is_training=True, device=torch.device("cpu"), seed=4, **kw)
+    ref = timm_data.create_transform(24, is_training=True, interpolation="bilinear", **kw)
+    blur = [t for t in ref.transforms if type(t).__name__ == "RandomApply"][0].transforms[0]
+    assert type(blur).__name__ == "GaussianBlur" and blur.kernel_size == (23, 23)
+    d = _compare_on_our_draws(loader, ref, paths, monkeypatch, blur=blur)
+    # Pillow's convert("L") (integer luma) and resampling vs the tensor ops; the blur is the same tensor op
+    assert d.max() < 2.01 and d.mean() < 0.7
+
+
+def test_jitter_and_erasing_map_to_the_ops(data):
+    text = transform_pipeline(24, True, color_jitter=(0.4, 0.3, 0.2, 0.1), color_jitter_prob=0.8, re_prob=0.25,
+                              re_mode="pixel", re_count=2)
+    assert ("random_apply(p=0.8, [color_jitter(brightness=0.4, contrast=0.3, saturation=0.2, hue=0.1)])"
+            in text)
+    assert text.endswith("| random_erasing(p=0.25, mode=pixel, max_count=2)")
+    assert "color_jitter(brightness=0.4, contrast=0.4, saturation=0.4)" in transform_pipeline(24, True)
+    loader = create_loader(data[0], 24, 2, is_training=True, re_prob=1.0, re_mode="const",
+                           device=torch.device("cpu"))
+    images, _ = next(iter(loader))
+    assert bool((images == 0).all(dim=1).any())  # timm's const mode erases to 0 after normalize
+
+
 @pytest.mark.parametrize("kwargs, message", [
-    (dict(auto_augment="rand-m9-mstd0.5-inc1"), "timm's policies"),
-    (dict(re_prob=0.25), "random_erasing"),
-    (dict(color_jitter=0.4), "color_jitter"),
-    (dict(interpolation="bicubic"), "bicubic"),
+    (dict(auto_augment="3a"), "3-Augment"),
+    (dict(re_prob=0.25, re_mode="noise"), "re_mode"),
+    (dict(interpolation="nearest"), "interpolation"),
     (dict(tf_preprocessing=True), "TensorFlow"),
     (dict(num_aug_splits=3), "splits"),
 ])
@@ -98,6 +167,8 @@ def test_what_cannot_be_honoured_is_refused(data, kwargs, message):
     kwargs.setdefault("color_jitter", 0)
     with pytest.raises(ValueError, match=message):
         create_loader(data[0], 24, 2, is_training=True, **kwargs)
+    with pytest.raises(ValueError, match="training only"):
+        create_loader(data[0], 24, 2, is_training=False, interpolation="random")
 
 
 def test_unknown_argument_is_a_type_error(data):
