@@ -496,7 +496,7 @@ static void set_defaults(ff__op *op, const op_spec *spec) {
     op->scale[0] = 0.02, op->scale[1] = 0.33, op->ratio[0] = 0.3, op->ratio[1] = 3.3;
   op->dct_scale = 1;
   for (int c = 0; c < 3; c++) op->mean[c] = 0.0f, op->std[c] = 1.0f;
-  op->aug.op = spec->kind == FF__OP_AUG ? (ff__aug_op)spec->aug : FF__AUG_IDENTITY;
+  op->aug.op = spec->kind == FF__OP_AUG || spec->kind == FF__OP_RANDOM_AUG ? (ff__aug_op)spec->aug : FF__AUG_IDENTITY;
   op->aug.bilinear = spec->kind == FF__OP_AUG_MIX; /* AugMix defaults to bilinear, the rest to nearest */
   op->num_ops = 2, op->magnitude = 9, op->num_magnitude_bins = 31;
   op->severity = 3, op->mixture_width = 3, op->chain_depth = -1, op->all_ops = 1, op->alpha = 1.0;
@@ -669,10 +669,9 @@ static ff_status parse_op(lexer *lx, ff__pipeline *p, int in_group) {
   if (op->kind == FF__OP_RAND_AUGMENT && op->magnitude >= op->num_magnitude_bins)
     snprintf(what, sizeof what, "rand_augment: magnitude must be in [0, %d] (below num_magnitude_bins=%d), got %d",
              op->num_magnitude_bins - 1, op->num_magnitude_bins, op->magnitude);
-  else if (op->semantics == FF__OP_SEMANTICS_PIL)
-    /* where Pillow-semantics variants dispatch: this build has only torchvision's tensor ops */
-    snprintf(what, sizeof what, "%s: semantics=pil (Pillow's arithmetic) is not built into this library; "
-             "semantics=v1 is torchvision's tensor ops", spec->name);
+  else if (op->semantics == FF__OP_SEMANTICS_PIL && op->kind == FF__OP_GAUSSIAN_BLUR)
+    snprintf(what, sizeof what, "gaussian_blur: semantics=pil (Pillow's ImageFilter.GaussianBlur) is not built "
+             "into this library; semantics=v1 is torchvision's tensor blur");
   else if (!strcmp(name, "grayscale") && op->channels != 3)
     snprintf(what, sizeof what, "grayscale: num_output_channels=%d would make %d-channel samples in an RGB batch; "
              "pass num_output_channels=3", op->channels, op->channels);
