@@ -36,7 +36,7 @@ PACKAGES=(
   build-essential cmake pkg-config clang libclang-rt-14-dev
   libjpeg62-turbo-dev libspng-dev libcmocka-dev
   libarchive-dev libcurl4-openssl-dev libwebp-dev libtiff-dev
-  libjansson-dev
+  libjansson-dev libdlpack-dev
   python3 python3-dev python3-venv python3-numpy python3-pil python3-pytest
   mate-backgrounds plasma-workspace-wallpapers
 )

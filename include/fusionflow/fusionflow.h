@@ -608,22 +608,28 @@ typedef struct ff_batch ff_batch;
  *     matrix terms), pil_rotate(angle) (degrees counter-clockwise about the centre),
  *     each with interpolation=nearest|bilinear|bicubic and fill.
  *   torchvision's per-sample transforms (v1 tensor semantics; semantics=v1, the
- *   default, where the op takes it; semantics=pil is refused by this build):
+ *   default, where the op takes it; semantics=pil: the same draws, each op with
+ *   Pillow's arithmetic as on a PIL image, docs/pillow-semantics.md):
  *     color_jitter(brightness=0, contrast=0, saturation=0, hue=0, semantics=v1)
  *                                  ColorJitter: each a number v (the range around 1, or
  *                                  0 for hue) or (min, max); the four in randperm order,
- *                                  hue through HSV exactly as adjust_hue
+ *                                  hue through HSV exactly as adjust_hue; semantics=pil:
+ *                                  ImageEnhance Brightness, Contrast, Color and the
+ *                                  PIL hue shift (bit-exact with ColorJitter on a PIL image)
  *     grayscale(num_output_channels=3), random_grayscale(p=0.1), hue(factor)
  *                                  Grayscale (3 channels only: batches are RGB),
  *                                  RandomGrayscale, adjust_hue
  *     gaussian_blur(kernel_size, sigma=(0.1, 2.0), semantics=v1)
  *                                  GaussianBlur: odd sizes up to 255 (N or (width,
  *                                  height)), sigma drawn per sample; reflect padding;
- *                                  computed separably, within one level of torchvision
+ *                                  computed separably, within one level of torchvision;
+ *                                  semantics=pil (ImageFilter.GaussianBlur) is refused:
+ *                                  not built
  *     random_solarize(threshold, p=0.5, semantics=v1), random_posterize(bits, p=0.5),
  *     random_autocontrast(p=0.5), random_equalize(p=0.5), random_invert(p=0.5),
  *     random_adjust_sharpness(sharpness_factor, p=0.5)
- *                                  the Random* transforms: the op when torch.rand(1) < p
+ *                                  the Random* transforms: the op when torch.rand(1) < p;
+ *                                  random_solarize(semantics=pil): ImageOps.solarize
  *     random_apply(p=0.5, [op | op ...]), random_choice([op, op, ...], p=(w, ...))
  *                                  RandomApply, RandomChoice over ops that keep the
  *                                  image size (docs/composition.md)

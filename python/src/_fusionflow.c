@@ -13,8 +13,15 @@
  *           ff_loader at a time (the header's one-consumer rule): the Python
  *           thread touches it only while no request is in flight.
  *   Tensor  a view of one tensor (images, labels, or an augment_image
- *           result) exporting `__dlpack__` / `__dlpack_device__` (DLPack v0.8,
- *           see ffpy_dlpack.h) and, in host memory, `__array_interface__`.
+ *           result) exporting `__dlpack__` / `__dlpack_device__` (the Python
+ *           protocol of DLPack v0.8) and, in host memory, `__array_interface__`.
+ *           The structs are DLPack's own header (<dlpack/dlpack.h>, Debian's
+ *           libdlpack-dev: the unversioned DLManagedTensor, whose layout is the
+ *           same from 0.6 to 0.8). A producer hands a DLManagedTensor to a
+ *           consumer inside a PyCapsule named "dltensor"; the consumer renames
+ *           the capsule "used_dltensor" and calls the deleter exactly once when
+ *           it no longer needs the memory. A capsule nobody consumed still has
+ *           its name "dltensor", and its destructor calls the deleter instead.
  *           Images of a loader with output_device "cuda:N" are kDLCUDA: the
  *           consumer's stream (DLPack's `stream`: 1 the legacy default
  *           stream, also for None, 2 the per-thread default, -1 no wait, else
@@ -48,8 +55,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <dlpack/dlpack.h>
+
 #include "ffpy_dataset.h"
-#include "ffpy_dlpack.h"
 #include "fusionflow/fusionflow.h"
 
 /* How long the Python thread waits before it looks at signals again. */

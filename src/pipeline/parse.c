@@ -669,10 +669,9 @@ static ff_status parse_op(lexer *lx, ff__pipeline *p, int in_group) {
   if (op->kind == FF__OP_RAND_AUGMENT && op->magnitude >= op->num_magnitude_bins)
     snprintf(what, sizeof what, "rand_augment: magnitude must be in [0, %d] (below num_magnitude_bins=%d), got %d",
              op->num_magnitude_bins - 1, op->num_magnitude_bins, op->magnitude);
-  else if (op->semantics == FF__OP_SEMANTICS_PIL)
-    /* where Pillow-semantics variants dispatch: this build has only torchvision's tensor ops */
-    snprintf(what, sizeof what, "%s: semantics=pil (Pillow's arithmetic) is not built into this library; "
-             "semantics=v1 is torchvision's tensor ops", spec->name);
+  else if (op->semantics == FF__OP_SEMANTICS_PIL && op->kind == FF__OP_GAUSSIAN_BLUR)
+    snprintf(what, sizeof what, "gaussian_blur: semantics=pil (Pillow's ImageFilter.GaussianBlur) is not built "
+             "into this library; semantics=v1 is torchvision's tensor blur");
   else if (!strcmp(name, "grayscale") && op->channels != 3)
     snprintf(what, sizeof what, "grayscale: num_output_channels=%d would make %d-channel samples in an RGB batch; "
              "pass num_output_channels=3", op->channels, op->channels);

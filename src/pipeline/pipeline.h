@@ -61,7 +61,8 @@ typedef enum ff__interp {
 } ff__interp;
 
 /* An op's `semantics=`: torchvision's tensor ops (v1, the default) or
- * Pillow's arithmetic (pil: not built into this library yet; refused). */
+ * Pillow's arithmetic (pil: color_jitter and random_solarize plan
+ * FF__STEP_PIL steps with the v1 draws; gaussian_blur refuses it). */
 typedef enum ff__op_semantics { FF__OP_SEMANTICS_V1, FF__OP_SEMANTICS_PIL } ff__op_semantics;
 
 /* random_erasing's fill: torchvision's `value` (erase_mode FF__ERASE_TORCHVISION) or timm's modes. */

@@ -100,14 +100,22 @@ static void add_aug(ff__plan *plan, const ff__aug *a, int64_t w, int64_t h) {
   plan->steps[plan->num_steps - 1].aug = *a;
 }
 
+static void add_pil(ff__plan *plan, const ff__pil *p, int64_t w, int64_t h) {
+  add_step(plan, FF__STEP_PIL, 0, 0, w, h, 0);
+  plan->steps[plan->num_steps - 1].pil = *p;
+}
+
 /* torchvision ColorJitter (v1): fn_idx = randperm(4), then a factor for
  * each of brightness, contrast, saturation and hue that is set, uniform in
  * its range (float32), applied in fn_idx's order as adjust_brightness
  * (blend with black), adjust_contrast, adjust_saturation (blend with the
  * gray image) and adjust_hue. The permutation is torch's randperm for small
- * n, a forward Fisher-Yates shuffle, drawn from the sample's stream. */
+ * n, a forward Fisher-Yates shuffle, drawn from the sample's stream. With
+ * semantics=pil the same draws make Pillow steps: ColorJitter on a PIL
+ * image (ImageEnhance Brightness, Contrast, Color and the HSV hue shift). */
 static void color_jitter(const ff__op *op, ff__philox *rng, int64_t w, int64_t h, ff__plan *plan) {
   static const ff__aug_op ops[4] = {FF__AUG_BRIGHTNESS, FF__AUG_CONTRAST, FF__AUG_COLOR, FF__AUG_HUE};
+  static const ff__pil_op pil_ops[4] = {FF__PIL_BRIGHTNESS, FF__PIL_CONTRAST, FF__PIL_COLOR, FF__PIL_HUE};
   int order[4] = {0, 1, 2, 3};
   for (int i = 0; i < 3; i++) {
     int j = i + (int)ff__philox_randint(rng, 0, 3 - i);
@@ -121,7 +129,9 @@ static void color_jitter(const ff__op *op, ff__philox *rng, int64_t w, int64_t h
     int k = order[i];
     if (!op->jitter_on[k]) continue;
     ff__aug a = {ops[k], factor[k], 0, 0, {0, 0, 0}, op->aug.v2};
-    add_aug(plan, &a, w, h);
+    ff__pil p = {pil_ops[k], factor[k], 0, {0, 0, 0}};
+    if (op->semantics == FF__OP_SEMANTICS_PIL) add_pil(plan, &p, w, h);
+    else add_aug(plan, &a, w, h);
   }
 }
 
@@ -210,7 +220,11 @@ static int plan_op(const ff__pipeline *pipe, int i, ff__philox *rng, int64_t *hp
     if (op->aug.op != FF__AUG_IDENTITY) add_aug(out, &op->aug, w, h);
     break;
   case FF__OP_RANDOM_AUG: /* torchvision's Random* transforms: applied when torch.rand(1) < p */
-    if (ff__philox_uniform(rng, 0.0f, 1.0f) < op->p) add_aug(out, &op->aug, w, h);
+    if (!(ff__philox_uniform(rng, 0.0f, 1.0f) < op->p)) break;
+    if (op->semantics == FF__OP_SEMANTICS_PIL) /* random_solarize on a PIL image: ImageOps.solarize */
+      add_pil(out, &(ff__pil){FF__PIL_SOLARIZE, op->aug.arg, 0, {0, 0, 0}}, w, h);
+    else
+      add_aug(out, &op->aug, w, h);
     break;
   case FF__OP_COLOR_JITTER: color_jitter(op, rng, w, h, out); break;
   case FF__OP_RANDOM_ERASING: random_erasing(op, rng, h, w, out); break;
@@ -241,10 +255,7 @@ static int plan_op(const ff__pipeline *pipe, int i, ff__philox *rng, int64_t *hp
   case FF__OP_TRIVIAL_AUGMENT_WIDE:
   case FF__OP_AUTO_AUGMENT:
   case FF__OP_AUG_MIX: out->num_steps += ff__policy_plan(op, rng, (int)h, (int)w, out->steps + out->num_steps); break;
-  case FF__OP_PIL:
-    add_step(out, FF__STEP_PIL, 0, 0, w, h, 0);
-    out->steps[out->num_steps - 1].pil = op->pil;
-    break;
+  case FF__OP_PIL: add_pil(out, &op->pil, w, h); break;
   case FF__OP_TIMM_RAND_AUGMENT:
   case FF__OP_TIMM_AUTO_AUGMENT:
   case FF__OP_TIMM_AUG_MIX:

@@ -125,3 +125,66 @@ def test_pil_hue_covers_every_colour(shim):
         got = ours(f, "hue", factor, img)
         want = np.asarray(F.adjust_hue(Image.fromarray(img), factor))
         assert np.array_equal(got, want), (factor, int(np.count_nonzero(got != want)))
+
+
+# ---------------------------------------------------------------- semantics=pil
+
+# Our drawn plans of the semantics=pil ops, replayed through torchvision's
+# functional ops on PIL images (ColorJitter and RandomSolarize on a PIL image).
+TV_PIL_STEP = {"brightness": F.adjust_brightness, "contrast": F.adjust_contrast, "color": F.adjust_saturation,
+               "hue": F.adjust_hue, "solarize": F.solarize}
+SEMANTICS_PIL = [
+    "color_jitter(brightness=0.4, contrast=0.4, saturation=0.2, hue=0.1, semantics=pil)",
+    "color_jitter(brightness=(0.5, 1.5), contrast=(0.1, 2.0), hue=(-0.5, 0.5), semantics=pil)",
+    "random_solarize(threshold=128, p=0.5, semantics=pil)",
+    "random_apply(p=0.8, [color_jitter(brightness=0.8, contrast=0.8, saturation=0.8, hue=0.2, semantics=pil)]) | "
+    "random_solarize(threshold=100, p=0.3, semantics=pil)",
+]
+
+
+@pytest.fixture(scope="module")
+def pil_planner(shim):
+    from test_timm_policy_golden import Planner
+    return Planner(shim.lib)
+
+
+@pytest.mark.parametrize("ops", SEMANTICS_PIL)
+def test_semantics_pil_plans_replayed_through_torchvision_on_pil_images(run, stats, pil_planner, ops):
+    from test_timm_policy_golden import PIL
+    rng = np.random.default_rng(17)
+    applied = 0
+    for i in range(60):
+        h, w = (int(x) for x in rng.integers(1, 60, 2))
+        img = make_image(rng, h, w, KINDS[i % len(KINDS)])
+        text = f"decode | crop(top=0, left=0, height={h}, width={w}) | {ops}"
+        steps = pil_planner.steps(text, h, w, seed=7, index=i)
+        want = Image.fromarray(img)
+        for kind, op, arg, _, _ in steps:
+            assert kind == PIL, (text, steps)
+            want = TV_PIL_STEP[op](want, arg)
+        applied += len(steps)
+        got = run(text, img, seed=7, index=i)
+        want = np.asarray(want)
+        stats("semantics=pil plans vs torchvision PIL").add(got, want)
+        d = np.abs(got.astype(int) - want.astype(int))
+        assert d.max() == 0, (ops, i, (h, w), steps, int(d.max()), int(np.count_nonzero(d)))
+    assert applied > 30, applied  # the ops ran on most samples
+
+
+@pytest.mark.parametrize("ops", SEMANTICS_PIL)
+def test_semantics_pil_draws_are_the_tensor_ops_draws(shim, pil_planner, ops):
+    """The same order, factors and coins as semantics=v1: only the arithmetic differs."""
+    from test_policy_golden import Planner as V1Planner, STEP_AUG
+    v1 = V1Planner(shim.lib)
+    v1_name = {"brightness": "Brightness", "contrast": "Contrast", "color": "Color", "hue": "Hue",
+               "solarize": "Solarize"}
+    tail = " | random_horizontal_flip | center_crop(size=32)"  # a later op's draw stays in step
+    for i in range(300):
+        pil = pil_planner.steps(f"decode | {ops}{tail}", 32, 32, seed=5, index=i)
+        tensor = v1.steps(f"decode | {ops.replace('semantics=pil', 'semantics=v1')}{tail}", 32, 32, seed=5, index=i)
+        assert len(pil) == len(tensor), (i, pil, tensor)
+        for p, t in zip(pil, tensor):
+            if t[0] == STEP_AUG:
+                assert (v1_name[p[1]], p[2]) == (t[1], t[2]), (i, pil, tensor)
+            else:
+                assert p[0] == t[0], (i, pil, tensor)
