@@ -382,7 +382,8 @@ static ff_status scan_shard(const char *shard, const struct stat *sb, ff__tar_sh
 
 void ff__tar_cache_dir(char *out, size_t cap) {
   const char *env = getenv("FF_CACHE_DIR"), *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
-  if (env) snprintf(out, cap, env[0] ? "%s/tar" : "", env);
+  if (env && env[0]) snprintf(out, cap, "%s/tar", env);
+  else if (env && cap) out[0] = 0; /* FF_CACHE_DIR="": no cache */
   else if (xdg && xdg[0]) snprintf(out, cap, "%s/fusionflow/tar", xdg);
   else if (home && home[0]) snprintf(out, cap, "%s/.cache/fusionflow/tar", home);
   else if (cap) out[0] = 0;
