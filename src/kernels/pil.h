@@ -251,6 +251,22 @@ FF_HD static inline double ff__pil_cubic(double v1, double v2, double v3, double
   return p1 + d * (p2 + d * (p3 + d * p4));
 }
 
+/* Where output pixel (x, y) of a bilinear or bicubic warp samples: 0 when
+ * the mapped centre lies outside the w x h image (the pixel takes the fill
+ * colour); else 1, with the neighbour (*ix, *iy) at or before the centre
+ * (less half a pixel) and the fractions *dx, *dy past it. */
+FF_HD static inline int ff__pil_warp_at(const ff__pil_warp *wp, int w, int h, int x, int y, int *ix, int *iy,
+                                        double *dx, double *dy) {
+  double xi = x + 0.5, yi = y + 0.5;
+  double fx = wp->a[0] * xi + wp->a[1] * yi + wp->a[2];
+  double fy = wp->a[3] * xi + wp->a[4] * yi + wp->a[5];
+  if (fx < 0.0 || fx >= w || fy < 0.0 || fy >= h) return 0;
+  fx -= 0.5, fy -= 0.5;
+  *ix = ff__pil_floor(fx), *iy = ff__pil_floor(fy);
+  *dx = fx - *ix, *dy = fy - *iy;
+  return 1;
+}
+
 /* Output pixel (x, y) of the warp of src (w x h RGB, stride bytes per row)
  * into out[0..2]; mode is wp->mode (a parameter, so that a loop over one
  * mode compiles to that mode's code alone). */
@@ -279,13 +295,9 @@ FF_HD static inline void ff__pil_warp_px(const ff__pil_warp *wp, int mode, const
     break;
   }
   default: { /* bilinear, bicubic */
-    double xi = x + 0.5, yi = y + 0.5;
-    double fx = wp->a[0] * xi + wp->a[1] * yi + wp->a[2];
-    double fy = wp->a[3] * xi + wp->a[4] * yi + wp->a[5];
-    if (fx < 0.0 || fx >= w || fy < 0.0 || fy >= h) break;
-    fx -= 0.5, fy -= 0.5;
-    int ix = ff__pil_floor(fx), iy = ff__pil_floor(fy);
-    double dx = fx - ix, dy = fy - iy;
+    int ix, iy;
+    double dx, dy;
+    if (!ff__pil_warp_at(wp, w, h, x, y, &ix, &iy, &dx, &dy)) break;
     if (mode == FF__PIL_WARP_BICUBIC && ix >= 1 && ix + 2 < w && iy >= 1 && iy + 2 < h) {
       /* inside: no clamping (the same sums), the three channels side by side */
       const uint8_t *r = src + (long)(iy - 1) * stride + (long)(ix - 1) * 3;

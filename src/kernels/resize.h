@@ -135,14 +135,19 @@ FF_HD static inline void ff__resize_axis_build(ff__resize_axis *a, int n_in, int
  * same size (torchvision gaussian_blur): output o takes k[t] times input
  * o - ksize/2 + t, mirrored at the borders without repeating the edge
  * (torch's reflect padding; where torch refuses a pad as large as the
- * image, the mirroring repeats). max_taps = ksize; k from ff__gauss_kernel1d. */
+ * image, the mirroring repeats). max_taps = ksize; k from ff__gauss_kernel1d.
+ * ff__resize_gauss_index is that mirroring: the input read for position i
+ * of an axis of n pixels. */
+FF_HD static inline int ff__resize_gauss_index(int i, int n) {
+  while (n > 1 && (i < 0 || i >= n))
+    i = i < 0 ? -i : 2 * (n - 1) - i;
+  return n > 1 ? i : 0;
+}
+
 FF_HD static inline void ff__resize_axis_gauss(ff__resize_axis *a, int n, const float *k, int ksize) {
   for (int o = 0; o < n; o++) {
     for (int t = 0; t < ksize; t++) {
-      int i = o - ksize / 2 + t;
-      while (n > 1 && (i < 0 || i >= n))
-        i = i < 0 ? -i : 2 * (n - 1) - i;
-      a->idx[(size_t)o * ksize + t] = n > 1 ? i : 0;
+      a->idx[(size_t)o * ksize + t] = ff__resize_gauss_index(o - ksize / 2 + t, n);
       a->w[(size_t)o * ksize + t] = k[t];
     }
     a->count[o] = ksize;

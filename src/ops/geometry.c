@@ -8,12 +8,17 @@
  * kernels/resize.h, shared with the device kernels; results match torch to
  * the last bit but for rare ties. Gaussian blur (torchvision gaussian_blur:
  * its 1-D kernels, reflect padding, rounding half to even) is the same two
- * passes with the blur's taps on an image of unchanged size: separable,
- * where torch convolves with the 2-D outer product, so a value can differ
- * by one level where the two float sums round apart. On x86-64 with AVX2/FMA both passes of an
- * RGB resize run vectorised with exactly the scalar float operations per
- * element (hpass_row_avx2, vpass_row_avx2), and hflip reverses 5-pixel
- * blocks with pshufb. */
+ * passes with the blur's taps (ff__resize_axis_gauss's, in the same order)
+ * on an image of unchanged size: separable, where torch convolves with the
+ * 2-D outer product, so a value can differ by one level where the two
+ * float sums round apart. Its taps are the same for every pixel, so its
+ * horizontal pass runs over each row extended by the mirrored pixels as
+ * plain contiguous loops, and each output row's vertical pass follows as
+ * soon as its input rows are done, while they are in cache. On x86-64 with
+ * AVX2/FMA the passes run vectorised with exactly the scalar float
+ * operations per element (hpass_row_avx2 for an RGB resize; taps_avx2,
+ * eight independent vectors at a time, for the blur's horizontal pass and
+ * every vertical pass), and hflip reverses 5-pixel blocks with pshufb. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -141,32 +146,56 @@ __attribute__((target("avx2,fma"))) static void hpass_row_avx2(const hpass_table
 #undef X
 #undef W
 }
+/* The sums of n taps over nv (1 or 8) vectors of 8 values from i on:
+ * a[j] = x[0][i+8j..] * w[0], then + x[t][i+8j..] * w[t] in t's order,
+ * fused for n <= 4 (ff__resize_taps_sum's operations per element). nv = 8
+ * gives eight independent sums that hide each one's latency. */
+__attribute__((target("avx2,fma"), always_inline)) static inline void taps_avx2(const float *const *x, const float *w,
+                                                                                 int n, size_t i, int nv, __m256 *a) {
+  const __m256 w0 = _mm256_set1_ps(w[0]);
+  for (int j = 0; j < nv; j++) a[j] = _mm256_mul_ps(_mm256_loadu_ps(x[0] + i + 8 * j), w0);
+  if (n <= 4)
+    for (int t = 1; t < n; t++) {
+      __m256 wt = _mm256_set1_ps(w[t]);
+      for (int j = 0; j < nv; j++) a[j] = _mm256_fmadd_ps(_mm256_loadu_ps(x[t] + i + 8 * j), wt, a[j]);
+    }
+  else
+    for (int t = 1; t < n; t++) {
+      __m256 wt = _mm256_set1_ps(w[t]);
+      for (int j = 0; j < nv; j++) a[j] = _mm256_add_ps(a[j], _mm256_mul_ps(_mm256_loadu_ps(x[t] + i + 8 * j), wt));
+    }
+}
+
+/* The most taps the vectorised passes take (longer sums run scalar). */
+#define SIMD_MAX_TAPS 256
+
 /* One output row of the vertical pass: the scalar loops' float operations
- * per element in their order (first product rounded, then fused for
- * n <= 4, else plain), then ff__round_u8: max(v, 0) (NaN gives 0, as
- * maxps returns its second operand), min(v, 255), convert rounding half to
- * even (the default mode, as rintf), pack. */
+ * per element in their order (taps_avx2), then ff__round_u8: max(v, 0)
+ * (NaN gives 0, as maxps returns its second operand), min(v, 255), convert
+ * rounding half to even (the default mode, as rintf), pack. */
 __attribute__((target("avx2,fma"))) static void vpass_row_avx2(const float *tmp, size_t row_elems,
                                                                 const int *idx, const float *w, int n,
                                                                 uint8_t *out) {
-  const float *x[64];
-  int nt = n < 64 ? n : 64;
+  const float *x[SIMD_MAX_TAPS];
+  int nt = n < SIMD_MAX_TAPS ? n : SIMD_MAX_TAPS;
   for (int t = 0; t < nt; t++) x[t] = tmp + (size_t)idx[t] * row_elems;
   const __m256 zero = _mm256_setzero_ps(), top = _mm256_set1_ps(255.0f);
   size_t i = 0;
-  if (n <= 64)
-    for (; i + 8 <= row_elems; i += 8) {
-      __m256 a = _mm256_mul_ps(_mm256_loadu_ps(x[0] + i), _mm256_set1_ps(w[0]));
-      if (n <= 4)
-        for (int t = 1; t < n; t++) a = _mm256_fmadd_ps(_mm256_loadu_ps(x[t] + i), _mm256_set1_ps(w[t]), a);
-      else
-        for (int t = 1; t < n; t++)
-          a = _mm256_add_ps(a, _mm256_mul_ps(_mm256_loadu_ps(x[t] + i), _mm256_set1_ps(w[t])));
-      a = _mm256_min_ps(_mm256_max_ps(a, zero), top);
-      __m256i v = _mm256_cvtps_epi32(a);
-      __m128i h = _mm_packus_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
-      _mm_storel_epi64((__m128i *)(out + i), _mm_packus_epi16(h, h));
-    }
+#define VPASS_BLOCK(nv)                                                                     \
+  for (; i + 8 * (nv) <= row_elems; i += 8 * (nv)) {                                      \
+    __m256 a[nv];                                                                         \
+    taps_avx2(x, w, n, i, nv, a);                                                         \
+    for (int j = 0; j < (nv); j++) {                                                      \
+      __m256i v = _mm256_cvtps_epi32(_mm256_min_ps(_mm256_max_ps(a[j], zero), top));     \
+      __m128i h = _mm_packus_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1)); \
+      _mm_storel_epi64((__m128i *)(out + i + 8 * j), _mm_packus_epi16(h, h));             \
+    }                                                                                     \
+  }
+  if (n <= SIMD_MAX_TAPS) {
+    VPASS_BLOCK(8)
+    VPASS_BLOCK(1)
+  }
+#undef VPASS_BLOCK
   for (; i < row_elems; i++) {
     float a = tmp[(size_t)idx[0] * row_elems + i] * w[0];
     for (int t = 1; t < n; t++) {
@@ -176,25 +205,74 @@ __attribute__((target("avx2,fma"))) static void vpass_row_avx2(const float *tmp,
     out[i] = ff__round_u8(a);
   }
 }
+
+/* A blur's horizontal pass over one row (blur_hpass_row), vectorised. */
+__attribute__((target("avx2,fma"))) static void blur_hpass_row_avx2(const float *pad, size_t n, int c,
+                                                                     const float *k, int ksize, float *out) {
+  const float *x[SIMD_MAX_TAPS];
+  for (int t = 0; t < ksize; t++) x[t] = pad + (size_t)t * c;
+  size_t i = 0;
+#define HPASS_BLOCK(nv)                                                \
+  for (; i + 8 * (nv) <= n; i += 8 * (nv)) {                         \
+    __m256 a[nv];                                                    \
+    taps_avx2(x, k, ksize, i, nv, a);                                \
+    for (int j = 0; j < (nv); j++) _mm256_storeu_ps(out + i + 8 * j, a[j]); \
+  }
+  HPASS_BLOCK(8)
+  HPASS_BLOCK(1)
+#undef HPASS_BLOCK
+  for (; i < n; i++) {
+    float a = x[0][i] * k[0];
+    for (int t = 1; t < ksize; t++) a = ksize <= 4 ? ff__fma_f32(x[t][i], k[t], a) : a + x[t][i] * k[t];
+    out[i] = a;
+  }
+}
 #endif
 
-/* A resize, or (blur set: kernels[0] along x, [1] along y, ksize[] taps)
- * a Gaussian blur run as the resize of the image to its own size through
- * the blur's taps (kernels/resize.h, ff__resize_axis_gauss). */
-typedef struct blur_taps {
-  int ksize[2];
-  const float *kernels[2];
-} blur_taps;
+/* One output row of the vertical pass: out (row_elems values) from the n
+ * float rows of tmp (row_elems apart) at idx[] with weights w[], first
+ * product rounded, then fused for n <= 4, else plainly; acc: row_elems
+ * floats of room for the scalar loops. */
+FF_FMA_CLONES_NOINLINE static void vpass_row(const float *tmp, size_t row_elems, const int *idx, const float *w,
+                                             int n, int vec, float *restrict acc, uint8_t *restrict out) {
+#ifdef FF_HAVE_X86_SIMD
+  if (vec) {
+    vpass_row_avx2(tmp, row_elems, idx, w, n, out);
+    return;
+  }
+#else
+  (void)vec;
+#endif
+  const float *x0 = tmp + (size_t)idx[0] * row_elems;
+  for (size_t i = 0; i < row_elems; i++) acc[i] = x0[i] * w[0];
+  for (int t = 1; t < n; t++) {
+    const float *xt = tmp + (size_t)idx[t] * row_elems;
+    float wt = w[t];
+    if (n <= 4)
+      for (size_t i = 0; i < row_elems; i++) acc[i] = ff__fma_f32(xt[i], wt, acc[i]);
+    else
+      for (size_t i = 0; i < row_elems; i++) acc[i] = acc[i] + xt[i] * wt;
+  }
+  for (size_t i = 0; i < row_elems; i++) out[i] = ff__round_u8(acc[i]);
+}
+
+/* Whether this CPU runs the AVX2/FMA passes. */
+static int simd_ok(void) {
+#ifdef FF_HAVE_X86_SIMD
+  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+#else
+  return 0;
+#endif
+}
 
 FF_FMA_CLONES static ff_status resize_box(const ff__image *src, const double *box, int out_w, int out_h,
-                                         int antialias, const blur_taps *blur, ff__op_scratch *s,
-                                         ff__image *dst) {
+                                         int antialias, ff__op_scratch *s, ff__image *dst) {
   int c = src->channels, in_w = src->width, in_h = src->height;
-  ff__resize_axis ax = {blur ? blur->ksize[0] : ff__resize_max_taps(in_w, out_w, antialias), 0, 0, 0};
-  ff__resize_axis ay = {blur ? blur->ksize[1] : ff__resize_max_taps(in_h, out_h, antialias), 0, 0, 0};
+  ff__resize_axis ax = {ff__resize_max_taps(in_w, out_w, antialias), 0, 0, 0};
+  ff__resize_axis ay = {ff__resize_max_taps(in_h, out_h, antialias), 0, 0, 0};
   size_t bx = ff__resize_axis_bytes(out_w, ax.max_taps), by = ff__resize_axis_bytes(out_h, ay.max_taps);
+  int vec = c == 3 && in_w < 4096 && simd_ok();
 #ifdef FF_HAVE_X86_SIMD
-  int vec = c == 3 && in_w < 4096 && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
   size_t bh = vec ? hpass_bytes(out_w, ax.max_taps) : 0;
 #else
   size_t bh = 0;
@@ -204,10 +282,7 @@ FF_FMA_CLONES static ff_status resize_box(const ff__image *src, const double *bo
   if (!wmem || !tmp) return FF_ENOMEM;
   ff__resize_axis_place(&ax, wmem, out_w);
   ff__resize_axis_place(&ay, wmem + bx, out_h);
-  if (blur) {
-    ff__resize_axis_gauss(&ax, in_w, blur->kernels[0], blur->ksize[0]);
-    ff__resize_axis_gauss(&ay, in_h, blur->kernels[1], blur->ksize[1]);
-  } else if (box) {
+  if (box) {
     ff__resize_axis_build_box(&ax, in_w, box[0], box[2], out_w, antialias);
     ff__resize_axis_build_box(&ay, in_h, box[1], box[3], out_h, antialias);
   } else {
@@ -260,30 +335,9 @@ FF_FMA_CLONES static ff_status resize_box(const ff__image *src, const double *bo
   /* Vertical pass: float32 rows → uint8, rounding half to even. The taps
    * loop is outside so the inner loops run over whole contiguous rows. */
   size_t row_elems = (size_t)out_w * c;
-  float *acc = tmp + (size_t)in_h * row_elems;
-  for (int o = 0; o < out_h; o++) {
-    const int *idx = ay.idx + (size_t)o * ay.max_taps;
-    const float *w = ay.w + (size_t)o * ay.max_taps;
-    int n = ay.count[o];
-    uint8_t *out = dst->data + (size_t)o * dst->stride;
-#ifdef FF_HAVE_X86_SIMD
-    if (vec) {
-      vpass_row_avx2(tmp, row_elems, idx, w, n, out);
-      continue;
-    }
-#endif
-    const float *x0 = tmp + (size_t)idx[0] * row_elems;
-    for (size_t i = 0; i < row_elems; i++) acc[i] = x0[i] * w[0];
-    for (int t = 1; t < n; t++) {
-      const float *xt = tmp + (size_t)idx[t] * row_elems;
-      float wt = w[t];
-      if (n <= 4)
-        for (size_t i = 0; i < row_elems; i++) acc[i] = ff__fma_f32(xt[i], wt, acc[i]);
-      else
-        for (size_t i = 0; i < row_elems; i++) acc[i] = acc[i] + xt[i] * wt;
-    }
-    for (size_t i = 0; i < row_elems; i++) out[i] = ff__round_u8(acc[i]);
-  }
+  for (int o = 0; o < out_h; o++)
+    vpass_row(tmp, row_elems, ay.idx + (size_t)o * ay.max_taps, ay.w + (size_t)o * ay.max_taps, ay.count[o], vec,
+              tmp + (size_t)in_h * row_elems, dst->data + (size_t)o * dst->stride);
   dst->width = out_w, dst->height = out_h, dst->channels = c;
   return FF_OK;
 }
@@ -292,7 +346,7 @@ FF_FMA_CLONES static ff_status resize_box(const ff__image *src, const double *bo
  * links under gcc and clang alike only through a plain function. */
 ff_status ff__op_resize_box(const ff__image *src, const double *box, int out_w, int out_h, int antialias,
                             ff__op_scratch *s, ff__image *dst) {
-  return resize_box(src, box, out_w, out_h, antialias, NULL, s, dst);
+  return resize_box(src, box, out_w, out_h, antialias, s, dst);
 }
 
 void ff__gauss_kernel1d(int ksize, float sigma, float *k) {
@@ -306,14 +360,77 @@ void ff__gauss_kernel1d(int ksize, float sigma, float *k) {
   for (int t = 0; t < ksize; t++) k[t] = k[t] / sum;
 }
 
+/* The horizontal pass of a blur over one row: out[i] = sum over t of
+ * pad[i + t*c] * k[t] for the n values of the row, pad being the row
+ * extended by the mirrored pixels; the sum in resize's order (first
+ * product rounded, then fused for ksize <= 4, else plainly), as
+ * ff__resize_taps_sum over the blur's taps. Contiguous loops: they
+ * vectorise. */
+FF_FMA_CLONES_NOINLINE static void blur_hpass_row(const float *restrict pad, size_t n, int c, const float *k,
+                                                  int ksize, int vec, float *restrict out) {
+#ifdef FF_HAVE_X86_SIMD
+  if (vec && ksize <= SIMD_MAX_TAPS) {
+    blur_hpass_row_avx2(pad, n, c, k, ksize, out);
+    return;
+  }
+#else
+  (void)vec;
+#endif
+  for (size_t i = 0; i < n; i++) out[i] = pad[i] * k[0];
+  for (int t = 1; t < ksize; t++) {
+    const float *x = pad + (size_t)t * c;
+    float kt = k[t];
+    if (ksize <= 4)
+      for (size_t i = 0; i < n; i++) out[i] = ff__fma_f32(x[i], kt, out[i]);
+    else
+      for (size_t i = 0; i < n; i++) out[i] = out[i] + x[i] * kt;
+  }
+}
+
+/* One row of a blur's input as floats, extended by the mirrored pixels:
+ * pad position j holds input j - ksize/2 (ff__resize_gauss_index). */
+FF_FMA_CLONES_NOINLINE static void blur_pad_row(const uint8_t *restrict in, int w, int c, int ksize,
+                                                float *restrict pad) {
+  int half = ksize / 2;
+  float *mid = pad + (size_t)half * c;
+  for (size_t i = 0; i < (size_t)w * c; i++) mid[i] = (float)in[i];
+  for (int j = 0; j < w + ksize - 1; j++) {
+    if (j == half) j += w; /* past the row itself */
+    if (j >= w + ksize - 1) break;
+    const uint8_t *from = in + (size_t)ff__resize_gauss_index(j - half, w) * c;
+    for (int ch = 0; ch < c; ch++) pad[(size_t)j * c + ch] = (float)from[ch];
+  }
+}
+
 ff_status ff__op_gaussian_blur(const ff__image *src, int ksize_x, int ksize_y, float sigma, ff__op_scratch *s,
                                ff__image *dst) {
   float k[2 * FF__BLUR_MAX_KSIZE];
   if (ksize_x < 1 || ksize_y < 1 || ksize_x > FF__BLUR_MAX_KSIZE || ksize_y > FF__BLUR_MAX_KSIZE) return FF_EINVAL;
   ff__gauss_kernel1d(ksize_x, sigma, k);
   ff__gauss_kernel1d(ksize_y, sigma, k + ksize_x);
-  blur_taps blur = {{ksize_x, ksize_y}, {k, k + ksize_x}};
-  return resize_box(src, NULL, src->width, src->height, 0, &blur, s, dst);
+  int c = src->channels, w = src->width, h = src->height, vec = simd_ok();
+  size_t row_elems = (size_t)w * c, pad_elems = (size_t)(w + ksize_x - 1) * c;
+  /* h rows of the horizontal pass, the padded row, the scalar vertical pass's row */
+  float *tmp = ff__buf_reserve(&s->floats, ((size_t)h * row_elems + pad_elems + row_elems) * sizeof(float));
+  if (!tmp) return FF_ENOMEM;
+  float *pad = tmp + (size_t)h * row_elems, *acc = pad + pad_elems;
+  int idx[FF__BLUR_MAX_KSIZE];
+  for (int y = 0, o = 0; y < h; y++) {
+    blur_pad_row(src->data + (size_t)y * src->stride, w, c, ksize_x, pad);
+    blur_hpass_row(pad, row_elems, c, k, ksize_x, vec, tmp + (size_t)y * row_elems);
+    /* each output row as soon as the rows it reads are done, while they
+     * are still in cache */
+    for (; o < h; o++) {
+      int last = 0;
+      for (int t = 0; t < ksize_y; t++) {
+        idx[t] = ff__resize_gauss_index(o - ksize_y / 2 + t, h);
+        last = idx[t] > last ? idx[t] : last;
+      }
+      if (last > y) break;
+      vpass_row(tmp, row_elems, idx, k + ksize_x, ksize_y, vec, acc, dst->data + (size_t)o * dst->stride);
+    }
+  }
+  return FF_OK;
 }
 
 #ifdef FF_HAVE_X86_SIMD
