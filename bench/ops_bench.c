@@ -1,7 +1,8 @@
 /* ops_bench.c — per-op microbenchmarks of fusionflow's CPU ops on one thread.
  *
  * Calls the internal op functions directly (ff__aug_affine, ff__aug_lut_run,
- * ff__aug_color, ff__op_resize, ff__op_hflip, ff__op_write_output) and, for
+ * ff__aug_color, ff__op_resize, ff__op_hflip, ff__op_write_output,
+ * ff__pil_run) and, for
  * the step runner, ff__ops_run on a planned pipeline and on a hand-made
  * AugMix mixing plan, on a fixed pseudo-random but smooth RGB test image
  * (224x224, plus a 320x290 and a 150x150 one for the resizes). Each op is
@@ -135,6 +136,7 @@ typedef struct bench {
   const ff__pipeline *pipe;
   const ff__plan *plan;
   void *batch;
+  ff__pil pil;
 } bench;
 
 static void restore(bench *b) {
@@ -182,6 +184,11 @@ static void fn_output(void *p) {
 static void fn_blur(void *p) {
   bench *b = p;
   if (ff__op_gaussian_blur(b->src, b->out_w, b->out_w, BLUR_SIGMA, &b->scratch, &b->dst) != FF_OK) abort();
+}
+
+static void fn_pil(void *p) {
+  bench *b = p;
+  if (ff__pil_run(&b->pil, b->src, &b->dst) != FF_OK) abort();
 }
 
 static void fn_erase(void *p) {
@@ -361,8 +368,19 @@ int main(int argc, char **argv) {
   items[n_items++] = (item){"rotate_bilinear_via_ops_run", 6, {{0}}, 0, &img224, 0, 0, 0,
                             "ff__pipeline_parse + ff__plan_make + ff__ops_run, crop view + rotate(20)"};
 
+  /* timm's geometric ops through Pillow's warp (bicubic, bilinear), fill timm's img_mean */
+  static const struct {
+    const char *name;
+    ff__pil_op op;
+    double arg;
+    int resample;
+  } pil_geo[] = {{"pil_rotate_bicubic", FF__PIL_ROTATE, ROTATE, FF__PIL_BICUBIC},
+                 {"pil_rotate_bilinear", FF__PIL_ROTATE, ROTATE, FF__PIL_BILINEAR},
+                 {"pil_shear_x_bicubic", FF__PIL_SHEAR_X, SHEAR, FF__PIL_BICUBIC},
+                 {"pil_shear_x_bilinear", FF__PIL_SHEAR_X, SHEAR, FF__PIL_BILINEAR}};
   if (list) {
     for (int i = 0; i < n_items; i++) printf("%s\n", items[i].name);
+    for (int g = 0; g < 4; g++) printf("%s\n", pil_geo[g].name);
     return 0;
   }
 
@@ -444,6 +462,12 @@ int main(int argc, char **argv) {
       break;
     }
     emit(it->name, t, sub, it->note);
+  }
+  b.src = &img224, b.dst = (ff__image){b.dst.data, W, H, 3, (size_t)W * 3};
+  for (int g = 0; g < 4; g++) {
+    if (!wanted(pil_geo[g].name)) continue;
+    b.pil = (ff__pil){pil_geo[g].op, pil_geo[g].arg, pil_geo[g].resample, {124, 116, 104}};
+    emit(pil_geo[g].name, time_fn(fn_pil, &b), 0, "Pillow semantics, fill (124, 116, 104)");
   }
   printf("%s\n", first ? "{}" : "\n}");
   ff__op_scratch_free(&b.scratch);

@@ -9,7 +9,9 @@ Runs, in one invocation and on the same 224x224 RGB uint8 test image:
                 torchvision.transforms.autoaugment._apply_op with the same magnitudes;
   OpenCV        the nearest cv2 equivalent(s) (cv2.setNumThreads(1)) on the HWC
                 array; where several calls fit, each is timed and the fastest one
-                is compared (the JSON keeps them all).
+                is compared (the JSON keeps them all);
+  Pillow        for the pil_* rows (timm's ops with Pillow's arithmetic), in
+                the torchvision column: Image.rotate / Image.transform(AFFINE).
 Each figure is the median over --runs runs of N calls, N calibrated so that a
 run takes about --target-ms (timeit-style; Python peers include the ~0.1-0.5 us
 of a Python call). fusionflow's in-place ops are reported net of the memcpy that
@@ -55,6 +57,11 @@ OPS = [
     "resize_320x290_to_224_bicubic", "hue", "grayscale", "gaussian_blur_k5", "gaussian_blur_k23",
     "random_erasing_pixel", "random_erasing_const",
 ]
+# timm's geometric ops with Pillow's arithmetic (fusionflow's pil ops; the
+# torchvision column of these rows is Pillow itself, as timm calls it).
+PIL_WARP_OPS = ["pil_rotate_bicubic", "pil_rotate_bilinear", "pil_shear_x_bicubic", "pil_shear_x_bilinear"]
+OPS += PIL_WARP_OPS
+PIL_FILL = (124, 116, 104)  # timm's img_mean
 HUE = 0.1
 BLUR_SIGMA = 1.5
 ERASE_BOX = (60, 50, 90, 112)  # top, left, height, width
@@ -180,6 +187,33 @@ def torchvision_peers(imgs):
                                                     inplace=True)
     peers["random_erasing_const"] = lambda: F.erase(f224, top, left, eh, ew, torch.tensor([0.0])[:, None, None],
                                                     inplace=True)
+    peers.update(pillow_peers(imgs))
+    return peers
+
+
+def pil_warp_matrix(op, w, h):
+    """Pillow's output-to-input matrix of the pil_* row (Image.rotate's, or timm's shear_x)."""
+    if op.startswith("pil_shear_x"):
+        return [1.0, SHEAR, 0.0, 0.0, 1.0, 0.0]
+    r = -math.radians(ROTATE)
+    a = [round(math.cos(r), 15), round(math.sin(r), 15), 0.0, round(-math.sin(r), 15), round(math.cos(r), 15), 0.0]
+    a[2] = a[0] * -w / 2 + a[1] * -h / 2 + w / 2
+    a[5] = a[3] * -w / 2 + a[4] * -h / 2 + h / 2
+    return a
+
+
+def pillow_peers(imgs):
+    """The pil_* rows through Pillow (Image.rotate, Image.transform(AFFINE)), as timm applies them."""
+    from PIL import Image
+    img = Image.fromarray(imgs["224"])
+    peers = {}
+    for op in PIL_WARP_OPS:
+        resample = Image.BICUBIC if op.endswith("bicubic") else Image.BILINEAR
+        if op.startswith("pil_rotate"):
+            peers[op] = lambda r=resample: img.rotate(ROTATE, resample=r, fillcolor=PIL_FILL)
+        else:
+            peers[op] = lambda r=resample, m=pil_warp_matrix(op, 224, 224): img.transform(
+                img.size, Image.AFFINE, m, resample=r, fillcolor=PIL_FILL)
     return peers
 
 
@@ -237,6 +271,14 @@ def opencv_peers(imgs):
                 (lambda m=m, flags=flags: cv2.warpAffine(img, m, (w, h), flags=flags,
                                                          borderMode=cv2.BORDER_CONSTANT, borderValue=0)))]
     peers["rotate_bilinear_via_ops_run"] = peers["rotate_bilinear"]
+    for op in PIL_WARP_OPS:  # Pillow's matrix maps pixel centres: shifted by half a pixel each way
+        a = pil_warp_matrix(op, w, h)
+        m = np.array([[a[0], a[1], a[2] + 0.5 * (a[0] + a[1]) - 0.5],
+                      [a[3], a[4], a[5] + 0.5 * (a[3] + a[4]) - 0.5]], np.float64)
+        interp = cv2.INTER_CUBIC if op.endswith("bicubic") else cv2.INTER_LINEAR
+        peers[op] = [("warpAffine(%s)" % ("INTER_CUBIC" if interp == cv2.INTER_CUBIC else "INTER_LINEAR"),
+                      (lambda m=m, flags=interp | cv2.WARP_INVERSE_MAP: cv2.warpAffine(
+                          img, m, (w, h), flags=flags, borderMode=cv2.BORDER_CONSTANT, borderValue=PIL_FILL)))]
 
     peers["brightness"] = [("LUT", lambda: cv2.LUT(img, brightness_t)),
                            ("convertScaleAbs", lambda: cv2.convertScaleAbs(img, alpha=FACTOR))]
