@@ -513,7 +513,7 @@ static const char *stage_name(int kind) {
       "fusionflow: resize_v",  "fusionflow: affine",    "fusionflow: translate", "fusionflow: color",
       "fusionflow: sharpness", "fusionflow: gray_sum",  "fusionflow: contrast",  "fusionflow: histogram",
       "fusionflow: lut_build", "fusionflow: lut_apply", "fusionflow: mix_scale", "fusionflow: mix_add",
-      "fusionflow: mix_trunc", "fusionflow: out_u8",    "fusionflow: out_f32",   "fusionflow: out_fmt",
+      "fusionflow: mix_trunc", "fusionflow: batch_mix", "fusionflow: out_u8",    "fusionflow: out_f32",   "fusionflow: out_fmt",
       "fusionflow: pil_warp",  "fusionflow: pil_color", "fusionflow: pil_sharpness", "fusionflow: pil_luma_sum",
       "fusionflow: pil_lut_build", "fusionflow: pil_blend", "fusionflow: pil_hue", "fusionflow: hue",
       "fusionflow: erase"};

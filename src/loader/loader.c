@@ -601,9 +601,10 @@ static ff_status loader_start(ff_loader *l) {
   }
   if (!st) ff__pipeline_set_semantics(&l->pipe, l->cfg.semantics);
   if (!st) st = ff__pipeline_set_output(&l->pipe, l->cfg.output_dtype, l->cfg.memory_format, err);
-  if (!st && l->pipe.has_mix && (l->pipe.out_custom || strcmp(l->cfg.output_device, "cpu")))
-    st = ff__error_set(err, FF_EINVAL, "mixup_cutmix mixes the float32 NCHW host batch: output_dtype and "
-                       "memory_format must be auto (or float32, contiguous) and output_device cpu");
+  if (!st && l->pipe.has_mix && l->pipe.out_custom) /* on the host and on the device alike */
+    st = ff__error_set(err, FF_EINVAL, "mixup_cutmix (pipeline column %d) mixes the float32 NCHW batch: "
+                       "output_dtype and memory_format must be auto (or float32, contiguous)",
+                       l->pipe.ops[l->pipe.num_ops - 1].column);
   for (int i = 0; !st && l->pipe.out_custom && i < l->pipe.num_ops; i++)
     if (l->pipe.ops[i].kind == FF__OP_RANDOM_ERASING)
       st = ff__error_set(err, FF_EINVAL, "random_erasing (pipeline column %d) writes the float32 NCHW output: "
@@ -881,9 +882,11 @@ static void hand_out(ff_loader *l, ff_batch *e, int ring_ready, uint64_t t0, uin
   l->stats.offload_share = device_share(l);
 }
 
-/* Mixup/CutMix on the batch just taken: its draws, its images (host
- * memory, before any upload) and its soft labels. Consumer thread,
- * unlocked. FF_OK or FF_EDATA (a label past num_classes). */
+/* Mixup/CutMix on the batch just taken: its draws and its soft labels
+ * (host memory), and its images — here in host memory, or with an output
+ * device on the device batch once it is assembled (dev_output.c queues
+ * the same plan there). Consumer thread, unlocked. FF_OK or FF_EDATA (a
+ * label past num_classes). */
 static ff_status batch_stage(ff_loader *l, ff_batch *e) {
   uint64_t t0 = ff__now_ns();
   int h = l->pipe.out_height, w = l->pipe.out_width, n = (int)e->size;
@@ -892,7 +895,7 @@ static ff_status batch_stage(ff_loader *l, ff_batch *e) {
   if (bad >= 0)
     return ff__error_set(&l->err, FF_EDATA, "%s: label %lld is not below mixup_cutmix's num_classes=%d",
                          l->index.paths[e->sample_indices[bad]], (long long)e->labels[bad], l->pipe.mix.num_classes);
-  ff__mix_apply_images(&l->mix_plan, e->images, h, w, l->mix_scratch);
+  if (!l->out_dev) ff__mix_apply_images(&l->mix_plan, e->images, h, w, l->mix_scratch);
   uint64_t ns = ff__now_ns() - t0;
   e->stats.batch_stage_ns = ns;
   pthread_mutex_lock(&l->mu);

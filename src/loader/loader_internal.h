@@ -55,6 +55,7 @@ struct ff_batch {
    * device converts them (exec/dev_convert.h) through the stage table h_table -> d_table */
   void *d_stage, *d_table, *h_table;
   int *host_positions;   /* batch_cap: the positions converted */
+  void *d_mix, *h_mix;   /* mixup_cutmix on out_dev: the plan's table (exec/dev_mix.h), device and pinned */
 };
 
 struct ff_loader {
