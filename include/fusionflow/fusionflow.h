@@ -306,8 +306,8 @@ typedef struct ff_config {
    * The memory is created on the device's context and stays valid while a
    * batch is held, also after ff_loader_close. */
   int pin_memory;
-  /* Where batches are handed out (the images; labels and indices stay on
-   * the host):
+  /* Where batches are handed out (the images; labels, mixup_cutmix's soft
+   * labels and indices stay on the host):
    *   "cpu"     host memory (default; also NULL)
    *   "cuda:N"  GPU N's memory: at ff_loader_next the batch goes up from
    *             pinned host memory by an asynchronous copy on the loader's
@@ -355,7 +355,8 @@ typedef struct ff_config {
    * shape (N, 3, H, W) with strides (3HW, 1, 3W, 3), torch's channels_last.
    * With an output_device and a float type, the samples the host prepares
    * go up as uint8 (a quarter of float32's bytes) and the device converts
-   * them with the same table (ff_batch_info.output_upload_bytes). */
+   * them with the same table (ff_batch_info.output_upload_bytes); with
+   * random_erasing, which writes the float32 output, they go up as float32. */
   int memory_format;
   /* torchvision.transforms (v1, default) or transforms.v2 arithmetic (see
    * ff_semantics). Part of what a batch is: the same seed, epoch and
@@ -682,8 +683,16 @@ typedef struct ff_batch ff_batch;
  *     label_smoothing: give it to the loss); both alphas > 0 behaves as
  *     RandomChoice([MixUp, CutMix], p=[1 - switch_prob, switch_prob]) and
  *     prob as RandomApply. A label outside [0, num_classes) fails its batch
- *     (FF_EDATA naming the file). With output_device the stage runs on the
- *     host batch before it goes up (the same bytes).
+ *     (FF_EDATA naming the file). With a device output_device ("cuda:N",
+ *     "emu:N") the stage mixes the device batch once every sample is in
+ *     place there (direct aggregation included): the draws and the soft
+ *     labels are made on the host in ff_loader_next, the images are mixed
+ *     by one kernel launch on the batch's stream before its ready event
+ *     (each pair read before written, the same float32 arithmetic: the
+ *     same bytes as output_device cpu). The stage mixes float32 NCHW
+ *     images: output_dtype and memory_format must be auto (or float32,
+ *     contiguous), on the host and on the device alike, else
+ *     ff_loader_open fails with FF_EINVAL naming the stage's column.
  *
  * Views: several views of each sample after one shared decode (DINO's
  * global and local crops, SimCLR's pairs), as
@@ -921,7 +930,10 @@ typedef struct ff_batch_info {
   uint64_t feeder_cpu_ns;   /* the device feeder thread's CPU time on its microbatch, waits included
                                (they sleep: events are blocking-sync), against device_ns */
   uint64_t batch_stage_ns;  /* the batch stage (mixup_cutmix) on this batch: draws, soft labels and
-                               images, on the consumer thread in ff_loader_next, ns; 0 without one */
+                               images, on the consumer thread in ff_loader_next, ns; 0 without one.
+                               With a device output_device the images are mixed on the device (after
+                               ff_loader_next returns, before the ready event): this is the host's
+                               part, draws and soft labels */
 } ff_batch_info;
 
 /* Fills *out for a held batch. Any thread. */

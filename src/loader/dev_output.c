@@ -26,7 +26,9 @@
  * copy, queued in position order on the output stream so no source is
  * overwritten before it is read. With another output device the
  * device-prepared samples come down to the host batch and go up again
- * (counted as host round trips).
+ * (counted as host round trips). The host's samples go up as uint8 for the
+ * device to convert, unless the pipeline erases (random_erasing writes the
+ * float32 output on the host): then as float32.
  *
  * A pipeline ending in mixup_cutmix mixes the device batch: after the
  * upload (and the device's conversion) has put every sample in place, the
@@ -47,10 +49,17 @@ static int uint8_transport(const ff_loader *l) {
   return l->host_pipe.output != l->pipe.output || l->host_pipe.out_custom != l->pipe.out_custom;
 }
 
+/* random_erasing writes the float32 output: a host that erases sends floats. */
+static int erases(const ff__pipeline *p) {
+  for (int i = 0; i < p->num_ops; i++)
+    if (p->ops[i].kind == FF__OP_RANDOM_ERASING) return 1;
+  return 0;
+}
+
 void ff__dev_output_host_pipe(ff_loader *l) {
   const char *out = l->cfg.output_device;
   int on_device = out && (!strncmp(out, "cuda", 4) || !strncmp(out, "emu", 3));
-  if (on_device && (l->pipe.output == FF__OUTPUT_NCHW_F32 || l->pipe.out_custom))
+  if (on_device && (l->pipe.output == FF__OUTPUT_NCHW_F32 || l->pipe.out_custom) && !erases(&l->pipe))
     ff__pipeline_uint8_transport(&l->pipe, &l->host_pipe);
   else
     l->host_pipe = l->pipe;

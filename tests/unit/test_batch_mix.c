@@ -6,7 +6,8 @@
  * cutmix_minmax) and both, whatever the thread count and the share the
  * device prepared (its samples written in place into the device batch, the
  * host's going up as uint8), and with an output device the offload device
- * does not share (its samples going down and up again). The stage really
+ * does not share (its samples going down and up again), random_erasing
+ * before it included (the host's erased floats go up as they are). The stage really
  * mixes (the epoch differs from the one without it), nothing comes down to
  * the host with direct aggregation, and an output format the CPU stage
  * refuses is refused on the device with the same message. */
@@ -111,6 +112,7 @@ static void device_mixed_batches_equal_cpu_mixed_batches(void **state) {
       "mixup_cutmix(mixup_alpha=0.8, convention=torchvision",
       "mixup_cutmix(mixup_alpha=0.5, cutmix_alpha=1.0, convention=torchvision",
       "mixup_cutmix(cutmix_alpha=1.0, convention=torchvision",
+      "random_erasing(p=0.5, value=random) | mixup_cutmix(mixup_alpha=0.8, cutmix_alpha=1.0, mode=elem", /* DeiT's */
   };
   /* (device, output_device, threads, share): direct aggregation at several shares and thread counts, the
    * host alone with device output, and an output device the offload device does not share */
