@@ -10,7 +10,8 @@
  * before it included (the host's erased floats go up as they are). The stage really
  * mixes (the epoch differs from the one without it), nothing comes down to
  * the host with direct aggregation, and an output format the CPU stage
- * refuses is refused on the device with the same message. */
+ * refuses is refused on the device with the same message. The CUDA kernel
+ * likewise on cuda:0 where there is a GPU (skipped without one). */
 #include <setjmp.h> /* cmocka.h needs these four first */
 #include <stdarg.h>
 #include <stddef.h>
@@ -55,8 +56,10 @@ static void append(epoch *ep, const void *data, size_t n) {
   ep->len += n;
 }
 
-static epoch run_epoch(const char *pipeline, const char *device, const char *output_device, int threads,
-                       const char *share) {
+/* One epoch; *skipped (when not NULL) set instead of failing when the
+ * device cannot be opened (no GPU). */
+static epoch run_epoch_or_skip(const char *pipeline, const char *device, const char *output_device, int threads,
+                               const char *share, int *skipped) {
   ff_config c;
   ff_config_init(&c);
   c.source = source;
@@ -71,8 +74,14 @@ static epoch run_epoch(const char *pipeline, const char *device, const char *out
   ff_loader *l = NULL;
   ff_status st = ff_loader_open(&c, &l);
   unsetenv("FF_FORCE_DEVICE_SHARE");
-  if (st) fail_msg("ff_loader_open(%s, %s): %s", device, output_device, ff_loader_errmsg(l));
   epoch ep = {0};
+  if (st == FF_EDEVICE && skipped) {
+    print_message("skipped: %s\n", ff_loader_errmsg(l));
+    ff_loader_close(l);
+    *skipped = 1;
+    return ep;
+  }
+  if (st) fail_msg("ff_loader_open(%s, %s): %s", device, output_device, ff_loader_errmsg(l));
   ff_batch *b;
   while ((st = ff_loader_next(l, &b)) != FF_END) {
     if (st) fail_msg("ff_loader_next: %s", ff_loader_errmsg(l));
@@ -81,7 +90,18 @@ static epoch run_epoch(const char *pipeline, const char *device, const char *out
     ff_tensor t, soft;
     ff_batch_images(b, &t);
     assert_int_equal(t.dtype, FF_FLOAT32);
-    append(&ep, t.data, (size_t)(t.shape[0] * t.shape[1] * t.shape[2] * t.shape[3]) * sizeof(float));
+    size_t bytes = (size_t)(t.shape[0] * t.shape[1] * t.shape[2] * t.shape[3]) * sizeof(float);
+    if (!strncmp(output_device, "cuda", 4)) { /* GPU memory: the test brings it down (emu's is host memory) */
+      void *host = malloc(bytes);
+      ff__error err = {0};
+      assert_non_null(host);
+      if (ff__device_download(l->out_dev, l->out_stream, host, t.data, bytes, &err)) fail_msg("%s", err.msg);
+      ff__device_synchronize(l->out_dev);
+      append(&ep, host, bytes);
+      free(host);
+    } else {
+      append(&ep, t.data, bytes);
+    }
     if (ff_batch_soft_labels(b, &soft) == FF_OK) { /* host memory, whatever output_device says */
       assert_int_equal(soft.shape[0], t.shape[0]);
       assert_int_equal(soft.shape[1], NUM_CLASSES);
@@ -93,9 +113,14 @@ static epoch run_epoch(const char *pipeline, const char *device, const char *out
     ep.batches++, ep.device_samples += bi.device_samples, ep.round_trips += bi.host_round_trips;
     ff_batch_release(b);
   }
-  if (l->out_dev) assert_int_equal(ff__emu_probe(l->out_dev, &ep.counts), FF_OK);
+  if (!strncmp(output_device, "emu", 3)) assert_int_equal(ff__emu_probe(l->out_dev, &ep.counts), FF_OK);
   ff_loader_close(l);
   return ep;
+}
+
+static epoch run_epoch(const char *pipeline, const char *device, const char *output_device, int threads,
+                       const char *share) {
+  return run_epoch_or_skip(pipeline, device, output_device, threads, share, NULL);
 }
 
 static void device_mixed_batches_equal_cpu_mixed_batches(void **state) {
@@ -149,6 +174,35 @@ static void device_mixed_batches_equal_cpu_mixed_batches(void **state) {
   free(plain.bytes);
 }
 
+/* The same on a GPU (the CUDA kernel): skipped without one. */
+static void cuda_mixed_batches_equal_cpu_mixed_batches(void **state) {
+  (void)state;
+  static const char *stages[] = {
+      "mixup_cutmix(mixup_alpha=0.8, cutmix_alpha=1.0, switch_prob=0.5, mode=pair",
+      "mixup_cutmix(mixup_alpha=0.8, cutmix_alpha=1.0, mode=elem",
+      "mixup_cutmix(mixup_alpha=0.5, cutmix_alpha=1.0, convention=torchvision",
+  };
+  static const char *devices[][2] = {{"cuda:0", "cuda:0"}, {"cpu", "cuda:0"}};
+  for (size_t k = 0; k < sizeof stages / sizeof *stages; k++) {
+    char pipeline[512];
+    snprintf(pipeline, sizeof pipeline, "%s | %s, num_classes=%d)", BASE, stages[k], NUM_CLASSES);
+    epoch ref = run_epoch(pipeline, "cpu", "cpu", 2, NULL);
+    for (int d = 0; d < 2; d++) {
+      int skipped = 0;
+      epoch got = run_epoch_or_skip(pipeline, devices[d][0], devices[d][1], 2, "1.0", &skipped);
+      if (skipped) {
+        free(ref.bytes);
+        skip();
+      }
+      assert_int_equal(got.len, ref.len);
+      if (memcmp(got.bytes, ref.bytes, ref.len))
+        fail_msg("%s: %s -> %s: the epoch differs from the CPU's", stages[k], devices[d][0], devices[d][1]);
+      free(got.bytes);
+    }
+    free(ref.bytes);
+  }
+}
+
 static void an_output_format_the_cpu_stage_refuses_is_refused_on_the_device_too(void **state) {
   (void)state;
   const char *outputs[] = {"cpu", "emu:0"};
@@ -175,6 +229,7 @@ static void an_output_format_the_cpu_stage_refuses_is_refused_on_the_device_too(
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(device_mixed_batches_equal_cpu_mixed_batches),
+      cmocka_unit_test(cuda_mixed_batches_equal_cpu_mixed_batches),
       cmocka_unit_test(an_output_format_the_cpu_stage_refuses_is_refused_on_the_device_too),
   };
   return cmocka_run_group_tests(tests, make_dataset, NULL);
