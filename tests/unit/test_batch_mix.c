@@ -10,7 +10,8 @@
  * before it included (the host's erased floats go up as they are). The stage really
  * mixes (the epoch differs from the one without it), nothing comes down to
  * the host with direct aggregation, and an output format the CPU stage
- * refuses is refused on the device with the same message. The CUDA kernel
+ * refuses is refused on the device with the same message; batches that
+ * skipped samples shortened (odd ones too) mix as on the CPU. The CUDA kernel
  * likewise on cuda:0 where there is a GPU (skipped without one). */
 #include <setjmp.h> /* cmocka.h needs these four first */
 #include <stdarg.h>
@@ -42,6 +43,10 @@ static int make_dataset(void **state) {
   return 0;
 }
 
+/* The source and on_error of run_epoch's loaders. */
+static const char *epoch_source = source;
+static int epoch_on_error = FF_ON_ERROR_RAISE;
+
 /* An epoch's bytes: every batch's images then its soft labels. */
 typedef struct epoch {
   uint8_t *bytes;
@@ -62,7 +67,8 @@ static epoch run_epoch_or_skip(const char *pipeline, const char *device, const c
                                const char *share, int *skipped) {
   ff_config c;
   ff_config_init(&c);
-  c.source = source;
+  c.source = epoch_source;
+  c.on_error = epoch_on_error;
   c.pipeline = pipeline;
   c.batch_size = 8; /* 36 samples: 4 batches of 8 and one of 4 (even, as timm asks) */
   c.seed = 23;
@@ -174,6 +180,39 @@ static void device_mixed_batches_equal_cpu_mixed_batches(void **state) {
   free(plain.bytes);
 }
 
+/* Skipped samples (on_error=skip) shorten batches, to odd sizes too (timm
+ * then mixes the middle image with itself): the gaps close on the device
+ * before the stage, which mixes the short batch as the CPU does. */
+static void short_batches_of_skipped_samples_mix_as_on_the_cpu(void **state) {
+  (void)state;
+  char dir[1024], path[1200], skip_source[1100];
+  snprintf(dir, sizeof dir, "%s", ff_test_dir("batch-mix-skip-data"));
+  ff_test_make_imagefolder(dir, 2, 10, 40, 90, 6);
+  const int bad[][2] = {{0, 1}, {0, 6}, {1, 3}}; /* batches of 8, 8, 4 lose 2, 1 and 0 */
+  for (int i = 0; i < 3; i++)
+    ff_test_write(ff_test_imagefolder_path(dir, bad[i][0], bad[i][1], path, sizeof path), "not an image", 12);
+  snprintf(skip_source, sizeof skip_source, "imagefolder:%s", dir);
+  epoch_source = skip_source, epoch_on_error = FF_ON_ERROR_SKIP;
+  static const char *stages[] = {
+      "mixup_cutmix(mixup_alpha=0.8, cutmix_alpha=1.0, mode=elem",
+      "mixup_cutmix(mixup_alpha=0.8, mode=batch",
+      "mixup_cutmix(mixup_alpha=0.5, cutmix_alpha=1.0, convention=torchvision",
+  };
+  for (size_t k = 0; k < sizeof stages / sizeof *stages; k++) {
+    char pipeline[512];
+    snprintf(pipeline, sizeof pipeline, "%s | %s, num_classes=%d)", BASE, stages[k], NUM_CLASSES);
+    epoch ref = run_epoch(pipeline, "cpu", "cpu", 2, NULL);
+    assert_int_equal(ref.len, 17 * (3 * 20 * 28 + NUM_CLASSES) * sizeof(float));
+    epoch got = run_epoch(pipeline, "emu:0", "emu:0", 2, "0.5");
+    assert_true(got.device_samples > 0);
+    assert_true(got.counts.copy_calls[FF__COPY_D2D] > 0); /* the gaps closed on the device */
+    assert_int_equal(got.len, ref.len);
+    if (memcmp(got.bytes, ref.bytes, ref.len)) fail_msg("%s: the short batches differ from the CPU's", stages[k]);
+    free(got.bytes), free(ref.bytes);
+  }
+  epoch_source = source, epoch_on_error = FF_ON_ERROR_RAISE;
+}
+
 /* The same on a GPU (the CUDA kernel): skipped without one. */
 static void cuda_mixed_batches_equal_cpu_mixed_batches(void **state) {
   (void)state;
@@ -229,6 +268,7 @@ static void an_output_format_the_cpu_stage_refuses_is_refused_on_the_device_too(
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(device_mixed_batches_equal_cpu_mixed_batches),
+      cmocka_unit_test(short_batches_of_skipped_samples_mix_as_on_the_cpu),
       cmocka_unit_test(cuda_mixed_batches_equal_cpu_mixed_batches),
       cmocka_unit_test(an_output_format_the_cpu_stage_refuses_is_refused_on_the_device_too),
   };
