@@ -701,10 +701,14 @@ typedef struct ff_batch ff_batch;
  *    || 8 x random_resized_crop(size=96, scale=(0.05, 0.4)) | random_horizontal_flip
  *      | normalize(mean=imagenet, std=imagenet)"
  * `||` separates the shared decode from each group of views; `N x` makes
- * the group N views (one without it). The image is decoded once, whole (no
- * region or DCT-scaled decode); each group runs as the pipeline
- * `decode(dct_scale=false) | OPS` on it: every view of a group has the
- * group's size, groups may differ. View v (counted over the groups in
+ * the group N views (one without it). Every view is planned first, then
+ * the image is decoded once: only the window that holds all the views'
+ * crops when each view starts with a crop inside the image (crop,
+ * center_crop, random_resized_crop), else whole, and without DCT scaling.
+ * The pixels are those of a whole decode; as for one pipeline's region,
+ * damage or truncation below the window goes unnoticed. Each group runs as
+ * the pipeline `decode(dct_scale=false) | OPS` on it: every view of a group
+ * has the group's size, groups may differ. View v (counted over the groups in
  * order) of sample i draws from the sample's stream as index i + v * 2^52
  * would (view 0 as the sample without views; ff_image_augment with that
  * index and the group's pipeline gives the view's pixels). A batch holds

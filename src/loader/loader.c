@@ -354,7 +354,8 @@ static ff__sample_job sample_job(const ff_loader *l, uint64_t epoch, size_t at) 
 static ff_status run_sample(ff_loader *l, ff__worker *w, ff_batch *e, const ff__sample_job *job, int slot,
                             ff__error *err) {
   if (l->views.num_groups)
-    return ff__views_run(&l->views, w, &l->view_region[w - l->workers], job, e->images, l->view_offset, slot, err);
+    return ff__views_run(&l->views, w, &l->view_scratch[w - l->workers], job, e->images, l->view_offset, slot,
+                         err);
   return ff__sample_run(w, &l->host_pipe, job, e->images, slot, err);
 }
 
@@ -537,8 +538,8 @@ static void loader_free(ff_loader *l) {
   free(l->perm);
   free(l->repeat[0]);
   free(l->repeat[1]);
-  for (int i = 0; i < l->num_threads && l->view_region; i++) ff__buf_free(&l->view_region[i]);
-  free(l->view_region);
+  for (int i = 0; i < l->num_threads && l->view_scratch; i++) ff__view_scratch_free(&l->view_scratch[i]);
+  free(l->view_scratch);
   ff__views_free(&l->views);
   ff__mix_plan_free(&l->mix_plan);
   free(l->mix_scratch);
@@ -669,7 +670,7 @@ static ff_status loader_start(ff_loader *l) {
       l->view_offset[v] = bs * image_bytes;
       image_bytes += l->view_bytes[v];
     }
-    if (!(l->view_region = calloc((size_t)c->num_threads, sizeof *l->view_region)))
+    if (!(l->view_scratch = calloc((size_t)c->num_threads, sizeof *l->view_scratch)))
       return ff__error_set(err, FF_ENOMEM, "out of memory");
   }
   if (l->pipe.has_mix) {

@@ -116,7 +116,7 @@ struct ff_loader {
   ff__views views;
   size_t view_offset[FF__VIEWS_MAX]; /* bytes from a batch's images to view v's (N, ...) tensor */
   size_t view_bytes[FF__VIEWS_MAX];  /* one image of view v */
-  ff__buf *view_region;  /* per worker: the view's crop, copied out of the shared decode */
+  struct ff__view_scratch *view_scratch; /* per worker (views.c) */
 
   /* the batch stage (mixup_cutmix), run by the consumer thread as a batch is handed out */
   ff__mix_plan mix_plan;
@@ -132,11 +132,21 @@ struct ff_loader {
 
 /* ---- views.c, called by loader.c ---- */
 
-/* Reads and decodes job's file once and runs each of v's views into its
- * part of images (view k at images + view_offset[k]) as `slot`; region is
- * the worker's scratch. FF_OK or the sample's error naming the file. */
-ff_status ff__views_run(const ff__views *v, ff__worker *w, ff__buf *region, const ff__sample_job *job,
-                        void *images, const size_t *view_offset, int slot, ff__error *err);
+/* A worker's memory for the views of its samples. */
+typedef struct ff__view_scratch {
+  ff__buf plans; /* the sample's plans, one per view */
+  ff__buf crop;  /* the view's crop, copied out of the shared decode */
+} ff__view_scratch;
+
+void ff__view_scratch_free(ff__view_scratch *s);
+
+/* Reads job's file, plans each of v's views, decodes the window they need
+ * once (ff__views_window) and runs each view into its part of images (view
+ * k at images + view_offset[k]) as `slot`; scratch is the worker's. FF_OK
+ * or the sample's error naming the file. */
+ff_status ff__views_run(const ff__views *v, ff__worker *w, ff__view_scratch *scratch,
+                        const ff__sample_job *job, void *images, const size_t *view_offset, int slot,
+                        ff__error *err);
 
 /* ---- batch_mem.c, called by loader.c ---- */
 
