@@ -143,6 +143,7 @@ static const op_spec op_specs[] = {
     PIL_OP("pil_translate_y", FF__PIL_TRANSLATE_Y, PIL_GEOM("pixels", -65535, 65535)),
     PIL_OP("pil_rotate", FF__PIL_ROTATE, PIL_GEOM("angle", -1e6, 1e6)),
     PIL_OP("pil_hue", FF__PIL_HUE, PIL_ARG("factor", -0.5, 0.5)),
+    PIL_OP("pil_gaussian_blur", FF__PIL_GAUSSIAN_BLUR, PIL_ARG("radius", 0, 1e6)),
 #undef PIL_OP
 #undef PIL_ARG
 #undef PIL_GEOM
@@ -166,7 +167,7 @@ static const op_spec op_specs[] = {
       {"hue", ARG_JITTER, 0, AT(jitter[3]), -0.5, 0.5},
       SEMANTICS}},
     {"gaussian_blur", FF__OP_GAUSSIAN_BLUR, 0,
-     {{"kernel_size", ARG_SIZE, 1, AT(size), 1, FF__BLUR_MAX_KSIZE},
+     {{"kernel_size", ARG_SIZE, 0, AT(size), 1, FF__BLUR_MAX_KSIZE}, /* v1 only: checked below */
       {"sigma", ARG_SIGMA, 0, AT(sigma), 0, 1e6},
       SEMANTICS}},
     {"three_augment", FF__OP_RANDOM_CHOICE, 0, {{"color_jitter", ARG_DOUBLE, 0, AT(alpha), 0, BIG}}},
@@ -669,13 +670,17 @@ static ff_status parse_op(lexer *lx, ff__pipeline *p, int in_group) {
   if (op->kind == FF__OP_RAND_AUGMENT && op->magnitude >= op->num_magnitude_bins)
     snprintf(what, sizeof what, "rand_augment: magnitude must be in [0, %d] (below num_magnitude_bins=%d), got %d",
              op->num_magnitude_bins - 1, op->num_magnitude_bins, op->magnitude);
-  else if (op->semantics == FF__OP_SEMANTICS_PIL && op->kind == FF__OP_GAUSSIAN_BLUR)
-    snprintf(what, sizeof what, "gaussian_blur: semantics=pil (Pillow's ImageFilter.GaussianBlur) is not built "
-             "into this library; semantics=v1 is torchvision's tensor blur");
+  else if (op->kind == FF__OP_GAUSSIAN_BLUR && op->semantics == FF__OP_SEMANTICS_PIL && (seen & 1u))
+    snprintf(what, sizeof what, "gaussian_blur: kernel_size has no meaning with semantics=pil (Pillow's "
+             "ImageFilter.GaussianBlur takes only its radius, given as sigma=(min, max)); leave it out");
+  else if (op->kind == FF__OP_GAUSSIAN_BLUR && op->semantics != FF__OP_SEMANTICS_PIL && !(seen & 1u))
+    snprintf(what, sizeof what, "gaussian_blur needs the argument 'kernel_size' (or semantics=pil, Pillow's "
+             "blur, which takes only sigma)");
   else if (!strcmp(name, "grayscale") && op->channels != 3)
     snprintf(what, sizeof what, "grayscale: num_output_channels=%d would make %d-channel samples in an RGB batch; "
              "pass num_output_channels=3", op->channels, op->channels);
-  else if (op->kind == FF__OP_GAUSSIAN_BLUR && (op->size[0] % 2 == 0 || op->size[1] % 2 == 0))
+  else if (op->kind == FF__OP_GAUSSIAN_BLUR && op->semantics != FF__OP_SEMANTICS_PIL &&
+           (op->size[0] % 2 == 0 || op->size[1] % 2 == 0))
     snprintf(what, sizeof what, "gaussian_blur: kernel_size must be odd, got (%d, %d)", op->size[0], op->size[1]);
   else if (op->interp == FF__INTERP_BICUBIC && !op->antialias)
     snprintf(what, sizeof what, "%s: interpolation=bicubic is built with antialias=true only", spec->name);

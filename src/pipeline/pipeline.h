@@ -61,8 +61,9 @@ typedef enum ff__interp {
 } ff__interp;
 
 /* An op's `semantics=`: torchvision's tensor ops (v1, the default) or
- * Pillow's arithmetic (pil: color_jitter and random_solarize plan
- * FF__STEP_PIL steps with the v1 draws; gaussian_blur refuses it). */
+ * Pillow's arithmetic (pil: color_jitter, random_solarize and gaussian_blur
+ * plan FF__STEP_PIL steps with the v1 draws; gaussian_blur's sigma is then
+ * Pillow's radius and it takes no kernel_size). */
 typedef enum ff__op_semantics { FF__OP_SEMANTICS_V1, FF__OP_SEMANTICS_PIL } ff__op_semantics;
 
 /* random_erasing's fill: torchvision's `value` (erase_mode FF__ERASE_TORCHVISION) or timm's modes. */

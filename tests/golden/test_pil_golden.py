@@ -18,7 +18,7 @@ from conftest import make_image
 # ff__pil_op and ff__pil_resample (src/kernels/pil.h)
 OPS = ["autocontrast", "equalize", "invert", "posterize", "solarize", "solarize_add", "color",
        "contrast", "brightness", "sharpness", "shear_x", "shear_y", "translate_x", "translate_y",
-       "rotate", "hue"]
+       "rotate", "hue", "gaussian_blur"]
 RESAMPLE = {"nearest": Image.NEAREST, "bilinear": Image.BILINEAR, "bicubic": Image.BICUBIC}
 FILL = (124, 116, 104)  # timm's img_mean for the ImageNet mean
 

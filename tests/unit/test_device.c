@@ -102,6 +102,10 @@ static const char *const pipelines[] = {
     "saturation=0.4, hue=0.5)",
     "decode | center_crop(size=(30, 30)) | gaussian_blur(kernel_size=(5, 9), sigma=(0.1, 3)) | to_dtype",
     "decode | center_crop(size=(3, 40)) | gaussian_blur(kernel_size=7)",
+    /* Pillow's GaussianBlur: drawn radii, a radius past the image's size, radius 0 (a copy) */
+    "decode | random_resized_crop(size=(29, 34)) | gaussian_blur(sigma=(0.1, 2.0), semantics=pil) | to_dtype",
+    "decode | center_crop(size=(5, 40)) | pil_gaussian_blur(radius=9.5) | pil_gaussian_blur(radius=0) | "
+    "random_apply(p=0.5, [gaussian_blur(sigma=(0.3, 30), semantics=pil)])",
     "decode | center_crop(size=(30, 30)) | random_grayscale(p=0.5) | random_solarize(threshold=100) | "
     "random_posterize(bits=2) | random_autocontrast | random_equalize | random_invert | "
     "random_adjust_sharpness(sharpness_factor=2)",
