@@ -149,7 +149,7 @@ static const op_spec op_specs[] = {
 #undef PIL_GEOM
     /* torchvision.transforms' per-sample transforms (v1 tensor semantics); defaults are theirs */
     {"grayscale", FF__OP_AUG, FF__AUG_COLOR, {{"num_output_channels", ARG_INT, 0, AT(channels), 1, 3}}},
-    {"random_grayscale", FF__OP_RANDOM_AUG, FF__AUG_COLOR, {{"p", ARG_DOUBLE, 0, AT(p), 0, 1}}},
+    {"random_grayscale", FF__OP_RANDOM_AUG, FF__AUG_COLOR, {{"p", ARG_DOUBLE, 0, AT(p), 0, 1}, SEMANTICS}},
     {"random_solarize", FF__OP_RANDOM_AUG, FF__AUG_SOLARIZE,
      {{"threshold", ARG_DOUBLE, 1, AT(aug.arg), 0, 255}, {"p", ARG_DOUBLE, 0, AT(p), 0, 1}, SEMANTICS}},
     {"random_posterize", FF__OP_RANDOM_AUG, FF__AUG_POSTERIZE,
@@ -170,7 +170,7 @@ static const op_spec op_specs[] = {
      {{"kernel_size", ARG_SIZE, 0, AT(size), 1, FF__BLUR_MAX_KSIZE}, /* v1 only: checked below */
       {"sigma", ARG_SIGMA, 0, AT(sigma), 0, 1e6},
       SEMANTICS}},
-    {"three_augment", FF__OP_RANDOM_CHOICE, 0, {{"color_jitter", ARG_DOUBLE, 0, AT(alpha), 0, BIG}}},
+    {"three_augment", FF__OP_RANDOM_CHOICE, 0, {{"color_jitter", ARG_DOUBLE, 0, AT(alpha), 0, BIG}, SEMANTICS}},
     {"random_apply", FF__OP_RANDOM_APPLY, 0, {{"p", ARG_DOUBLE, 0, AT(p), 0, 1}}},
     {"random_choice", FF__OP_RANDOM_CHOICE, 0, {{"p", ARG_WEIGHTS, 0, AT(choice_p), 0, BIG}}},
     {"random_erasing", FF__OP_RANDOM_ERASING, 0,
@@ -552,20 +552,26 @@ static ff_status parse_group(lexer *lx, ff__pipeline *p, int head) {
   return FF_OK;
 }
 
-/* three_augment(color_jitter=0.3): DeiT III's 3-Augment (Touvron et al.,
- * "DeiT III: Revenge of the ViT", 2022; timm/deit's new_data_aug_generator)
- * after the crop and flip: one of grayscale, solarize (threshold 128) and
- * Gaussian blur (sigma drawn in (0.1, 2)), then ColorJitter(j, j, j) unless
- * j is 0. In tensor semantics the blur needs a kernel size where Pillow's
- * takes a radius: 23 taps, as BYOL and SimCLR use at 224 pixels. */
-static ff_status expand_three_augment(lexer *lx, ff__pipeline *p, int column, double jitter) {
+/* three_augment(color_jitter=0.3, semantics=v1): DeiT III's 3-Augment
+ * (Touvron et al., "DeiT III: Revenge of the ViT", 2022; timm/deit's
+ * new_data_aug_generator) after the crop and flip: one of grayscale,
+ * solarize (threshold 128) and Gaussian blur (sigma drawn in (0.1, 2)),
+ * then ColorJitter(j, j, j) unless j is 0. semantics=pil is DeiT III's own:
+ * each op on the PIL image (Grayscale, ImageOps.solarize,
+ * ImageFilter.GaussianBlur with the radius drawn, ColorJitter). In tensor
+ * semantics (v1) the blur needs a kernel size where Pillow's takes a
+ * radius: 23 taps, as BYOL and SimCLR use at 224 pixels. */
+static ff_status expand_three_augment(lexer *lx, ff__pipeline *p, int column, double jitter, int semantics) {
   char text[512];
+  int pil = semantics == FF__OP_SEMANTICS_PIL;
+  const char *sem = pil ? ", semantics=pil" : "";
   int n = snprintf(text, sizeof text,
-                   "random_choice([random_grayscale(p=1), random_solarize(threshold=128, p=1), "
-                   "gaussian_blur(kernel_size=23, sigma=(0.1, 2.0))])");
+                   "random_choice([random_grayscale(p=1%s), random_solarize(threshold=128, p=1%s), %s])", sem, sem,
+                   pil ? "gaussian_blur(sigma=(0.1, 2.0), semantics=pil)"
+                       : "gaussian_blur(kernel_size=23, sigma=(0.1, 2.0))");
   if (jitter > 0)
-    snprintf(text + n, sizeof text - (size_t)n, " | color_jitter(brightness=%.17g, contrast=%.17g, saturation=%.17g)",
-             jitter, jitter, jitter);
+    snprintf(text + n, sizeof text - (size_t)n,
+             " | color_jitter(brightness=%.17g, contrast=%.17g, saturation=%.17g%s)", jitter, jitter, jitter, sem);
   lexer sub = {text, 0, lx->err};
   int first = p->num_ops;
   for (;;) {
@@ -713,7 +719,7 @@ static ff_status parse_op(lexer *lx, ff__pipeline *p, int in_group) {
   if (three) {
     double jitter = op->alpha;
     p->num_ops--; /* the head is replaced by its expansion */
-    return expand_three_augment(lx, p, (int)column + 1, jitter);
+    return expand_three_augment(lx, p, (int)column + 1, jitter, op->semantics);
   }
   if (op->kind == FF__OP_RANDOM_CHOICE) {
     int n = op->group_len, weights = op->num_ops;

@@ -221,8 +221,10 @@ static int plan_op(const ff__pipeline *pipe, int i, ff__philox *rng, int64_t *hp
     break;
   case FF__OP_RANDOM_AUG: /* torchvision's Random* transforms: applied when torch.rand(1) < p */
     if (!(ff__philox_uniform(rng, 0.0f, 1.0f) < op->p)) break;
-    if (op->semantics == FF__OP_SEMANTICS_PIL) /* random_solarize on a PIL image: ImageOps.solarize */
-      add_pil(out, &(ff__pil){FF__PIL_SOLARIZE, op->aug.arg, 0, {0, 0, 0}}, w, h);
+    if (op->semantics == FF__OP_SEMANTICS_PIL) /* on a PIL image: ImageOps.solarize; grayscale is mode "L",
+                                                 the luma, which is ImageEnhance.Color(0) exactly */
+      add_pil(out, &(ff__pil){op->aug.op == FF__AUG_SOLARIZE ? FF__PIL_SOLARIZE : FF__PIL_COLOR, op->aug.arg, 0, {0, 0, 0}},
+              w, h);
     else
       add_aug(out, &op->aug, w, h);
     break;

@@ -66,9 +66,11 @@ def test_pipeline_blur_ops_match_pillow(run, text):
 # ---------------------------------------------------------------- plans replayed through Pillow
 
 # Pillow's functions for the steps of our semantics=pil plans: DINO's GaussianBlur class
-# (img.filter(ImageFilter.GaussianBlur(radius=r))) and torchvision's ops on PIL images.
+# (img.filter(ImageFilter.GaussianBlur(radius=r))) and torchvision's ops on PIL images; a
+# saturation of 0 is the grayscale step, Grayscale(num_output_channels=3) on a PIL image.
 REPLAY = {"gaussian_blur": lambda img, r: img.filter(ImageFilter.GaussianBlur(radius=r)),
-          "brightness": F.adjust_brightness, "contrast": F.adjust_contrast, "color": F.adjust_saturation,
+          "brightness": F.adjust_brightness, "contrast": F.adjust_contrast,
+          "color": lambda img, f: F.rgb_to_grayscale(img, 3) if f == 0 else F.adjust_saturation(img, f),
           "hue": F.adjust_hue, "solarize": F.solarize}
 PIPELINES = [
     "gaussian_blur(sigma=(0.1, 2.0), semantics=pil)",
@@ -78,6 +80,9 @@ PIPELINES = [
     "random_apply(p=0.8, [color_jitter(brightness=0.4, contrast=0.4, saturation=0.2, hue=0.1, semantics=pil)]) | "
     "random_apply(p=0.1, [gaussian_blur(sigma=(0.1, 2.0), semantics=pil)]) | "
     "random_solarize(threshold=128, p=0.2, semantics=pil)",
+    "random_grayscale(p=0.5, semantics=pil)",
+    "three_augment(semantics=pil)",  # DeiT III's 3-Augment
+    "three_augment(color_jitter=0, semantics=pil)",
 ]
 
 
@@ -91,7 +96,7 @@ def pil_planner(shim):
 def test_semantics_pil_blur_plans_replayed_through_pillow(run, stats, pil_planner, ops):
     from test_timm_policy_golden import PIL
     rng = np.random.default_rng(23)
-    blurs = 0
+    applied = 0
     for i in range(60):
         h, w = (int(x) for x in rng.integers(1, 70, 2))
         img = make_image(rng, h, w, KINDS[i % len(KINDS)])
@@ -101,13 +106,13 @@ def test_semantics_pil_blur_plans_replayed_through_pillow(run, stats, pil_planne
         for kind, op, arg, _, _ in steps:
             assert kind == PIL, (text, steps)
             want = REPLAY[op](want, arg)
-            blurs += op == "gaussian_blur"
+        applied += len(steps)
         got = run(text, img, seed=11, index=i)
         want = np.asarray(want)
         stats("gaussian_blur semantics=pil plans vs Pillow").add(got, want)
         d = np.abs(got.astype(int) - want.astype(int))
         assert d.max() == 0, (ops, i, (h, w), steps, int(d.max()), int(np.count_nonzero(d)))
-    assert blurs >= 3, blurs  # the blur ran
+    assert applied >= 5, applied  # the ops ran
 
 
 def test_semantics_pil_radius_is_the_v1_sigma_draw(shim, pil_planner):
@@ -151,6 +156,8 @@ ERRORS = [
     ("decode | gaussian_blur(sigma=(2, 1), semantics=pil) | center_crop(size=8)", 30, "min <= max"),
     ("decode | pil_gaussian_blur(radius=-1) | center_crop(size=8)", 35, "[0, 1e+06]"),
     ("decode | pil_gaussian_blur | center_crop(size=8)", 10, "needs the argument 'radius'"),
+    ("decode | three_augment(semantics=v2) | center_crop(size=8)", 34, "v1 or pil"),
+    ("decode | random_grayscale(semantics=tensor) | center_crop(size=8)", 37, "v1 or pil"),
 ]
 
 

@@ -110,6 +110,7 @@ static const char *const pipelines[] = {
     "random_posterize(bits=2) | random_autocontrast | random_equalize | random_invert | "
     "random_adjust_sharpness(sharpness_factor=2)",
     "decode | center_crop(size=(32, 32)) | three_augment",
+    "decode | center_crop(size=(32, 32)) | three_augment(semantics=pil)",
     "decode | random_resized_crop(size=(28, 30)) | random_apply(p=0.8, [color_jitter(brightness=0.4, contrast=0.4, "
     "saturation=0.2, hue=0.1, semantics=pil)]) | random_solarize(threshold=128, p=0.5, semantics=pil)",
     "decode | center_crop(size=(32, 32)) | random_apply(p=0.7, [color_jitter(hue=0.2) | grayscale(num_output_channels=3)])",
