@@ -3,8 +3,8 @@ against Pillow 13 itself, computed here: the single op at fixed radii (0,
 fractional, DINO's range, radii past the image's size) on RGB and gray
 images of odd sizes; our drawn plans of gaussian_blur(semantics=pil)
 replayed through img.filter(GaussianBlur(r)); the radius draws against the
-recipes' random.uniform; the parser's refusals. All exact
-(docs/pillow-semantics.md)."""
+recipes' random.uniform (the parser's refusals are in
+test_transforms_golden.py's list). All exact (docs/pillow-semantics.md)."""
 import random
 
 import numpy as np
@@ -12,8 +12,8 @@ import pytest
 from PIL import Image, ImageFilter
 import torchvision.transforms.functional as F
 
-from conftest import FFError, make_image
-from test_pil_golden import KINDS, SIZES, ours, pil_lib
+from conftest import make_image
+from test_pil_golden import KINDS, SIZES, ours, pil_lib, pil_planner, replay_plans  # noqa: F401 (a fixture)
 
 RADII = [0, 1e-6, 0.05, 0.1, 0.3, 0.5, 0.9, 1, 1.23, 1.7, 2.0, 2.5, 4.75, 12, 40, 333.3]
 BLUR_SIZES = SIZES + [(3, 97), (224, 224)]
@@ -86,32 +86,10 @@ PIPELINES = [
 ]
 
 
-@pytest.fixture(scope="module")
-def pil_planner(shim):
-    from test_timm_policy_golden import Planner
-    return Planner(shim.lib)
-
-
 @pytest.mark.parametrize("ops", PIPELINES)
 def test_semantics_pil_blur_plans_replayed_through_pillow(run, stats, pil_planner, ops):
-    from test_timm_policy_golden import PIL
-    rng = np.random.default_rng(23)
-    applied = 0
-    for i in range(60):
-        h, w = (int(x) for x in rng.integers(1, 70, 2))
-        img = make_image(rng, h, w, KINDS[i % len(KINDS)])
-        text = f"decode | crop(top=0, left=0, height={h}, width={w}) | {ops}"
-        steps = pil_planner.steps(text, h, w, seed=11, index=i)
-        want = Image.fromarray(img)
-        for kind, op, arg, _, _ in steps:
-            assert kind == PIL, (text, steps)
-            want = REPLAY[op](want, arg)
-        applied += len(steps)
-        got = run(text, img, seed=11, index=i)
-        want = np.asarray(want)
-        stats("gaussian_blur semantics=pil plans vs Pillow").add(got, want)
-        d = np.abs(got.astype(int) - want.astype(int))
-        assert d.max() == 0, (ops, i, (h, w), steps, int(d.max()), int(np.count_nonzero(d)))
+    applied = replay_plans(run, stats, pil_planner, ops, REPLAY, "gaussian_blur semantics=pil plans vs Pillow", 11,
+                           np.random.default_rng(23), max_side=70)
     assert applied >= 5, applied  # the ops ran
 
 
@@ -144,25 +122,3 @@ def test_semantics_pil_radius_follows_dinos_random_uniform(pil_planner):
     theirs = [draw.uniform(0.1, 2.0) for _ in range(4000)]  # DINO's GaussianBlur.__call__
     d, crit = ks_two_sample(ours_r, theirs)
     check_ks("gaussian_blur(semantics=pil) radius vs random.uniform(0.1, 2)", d, crit)
-
-
-# ---------------------------------------------------------------- parser errors
-
-ERRORS = [
-    ("decode | gaussian_blur(kernel_size=23, sigma=(0.1, 2.0), semantics=pil) | center_crop(size=8)", 10,
-     "kernel_size has no meaning with semantics=pil"),
-    ("decode | gaussian_blur(sigma=(0.1, 2.0)) | center_crop(size=8)", 10, "needs the argument 'kernel_size'"),
-    ("decode | gaussian_blur(sigma=0, semantics=pil) | center_crop(size=8)", 30, "positive"),
-    ("decode | gaussian_blur(sigma=(2, 1), semantics=pil) | center_crop(size=8)", 30, "min <= max"),
-    ("decode | pil_gaussian_blur(radius=-1) | center_crop(size=8)", 35, "[0, 1e+06]"),
-    ("decode | pil_gaussian_blur | center_crop(size=8)", 10, "needs the argument 'radius'"),
-    ("decode | three_augment(semantics=v2) | center_crop(size=8)", 34, "v1 or pil"),
-    ("decode | random_grayscale(semantics=tensor) | center_crop(size=8)", 37, "v1 or pil"),
-]
-
-
-@pytest.mark.parametrize("text,column,what", ERRORS)
-def test_blur_parser_errors_name_the_column(shim, text, column, what):
-    with pytest.raises(FFError) as e:
-        shim.run(text, np.zeros((8, 8, 3), np.uint8))
-    assert f"column {column}:" in e.value.message and what in e.value.message, e.value.message

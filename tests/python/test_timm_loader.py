@@ -103,20 +103,25 @@ def test_auto_augment_takes_create_transforms_hparams(config, op, interpolation)
         assert m + f", interpolation={interpolation})" in ours
 
 
-def _compare_on_our_draws(loader, ref, paths, monkeypatch, blur=None):
+def _compare_on_our_draws(loader, ref, paths, monkeypatch, blur=None, inject=None, epochs=1):
+    """Our batches against timm's transform given our crop, flip and blur draws (inject(plan):
+    any further draws to hand timm, with monkeypatch)."""
     rrc, flip = ref.transforms[0], ref.transforms[1]
     diffs = []
-    for images, _ in loader:
-        for x, i in zip(images, loader.last_batch.sample_indices):
-            plan = loader.plan(i)
-            bx, by, bw, bh = plan["decode"]["region"]
-            monkeypatch.setattr(type(rrc), "get_params", staticmethod(lambda *a, **k: (by, bx, bh, bw)))
-            flip.p = 1.0 if any(s["op"] == "horizontal_flip" for s in plan["steps"]) else 0.0
-            if blur is not None:
-                sigma = [s["sigma"] for s in plan["steps"] if s["op"] == "gaussian_blur"][0]
-                monkeypatch.setattr(type(blur), "get_params", staticmethod(lambda *a, **k: float(sigma)))
-            want = ref(Image.open(paths[i]).convert("RGB"))
-            diffs.append(np.abs(levels(x) - levels(want)).ravel())
+    for _ in range(epochs):
+        for images, _ in loader:
+            for x, i in zip(images, loader.last_batch.sample_indices):
+                plan = loader.plan(i)
+                bx, by, bw, bh = plan["decode"]["region"]
+                monkeypatch.setattr(type(rrc), "get_params", staticmethod(lambda *a, **k: (by, bx, bh, bw)))
+                flip.p = 1.0 if any(s["op"] == "horizontal_flip" for s in plan["steps"]) else 0.0
+                if blur is not None:
+                    sigma = [s["sigma"] for s in plan["steps"] if s["op"] == "gaussian_blur"][0]
+                    monkeypatch.setattr(type(blur), "get_params", staticmethod(lambda *a, **k: float(sigma)))
+                if inject is not None:
+                    inject(plan)
+                want = ref(Image.open(paths[i]).convert("RGB"))
+                diffs.append(np.abs(levels(x) - levels(want)).ravel())
     return np.concatenate(diffs)
 
 
@@ -154,25 +159,16 @@ def test_three_augment_3a_matches_create_transform_on_our_draws(data, monkeypatc
     loader = create_loader(root, 24, 2, is_training=True, device=torch.device("cpu"), seed=6, **kw)
     assert "three_augment(color_jitter=0, semantics=pil)" in loader.pipeline
     ref = timm_data.create_transform(24, is_training=True, interpolation="bilinear", **kw)
-    rrc, flip = ref.transforms[0], ref.transforms[1]
-    chosen, diffs = set(), []
-    for _ in range(3):
-        for images, _ in loader:
-            for x, i in zip(images, loader.last_batch.sample_indices):
-                plan = loader.plan(i)
-                bx, by, bw, bh = plan["decode"]["region"]
-                monkeypatch.setattr(type(rrc), "get_params", staticmethod(lambda *a, **k: (by, bx, bh, bw)))
-                flip.p = 1.0 if any(s["op"] == "horizontal_flip" for s in plan["steps"]) else 0.0
-                op = [s for s in plan["steps"] if s["op"].startswith("pil_")]
-                assert len(op) == 1, plan["steps"]
-                k = ["pil_solarize", "pil_color", "pil_gaussian_blur"].index(op[0]["op"])
-                chosen.add(k)
-                monkeypatch.setattr(taa.random, "choice", lambda seq, k=k: seq[k])
-                monkeypatch.setattr(taa.random, "uniform", lambda lo, hi, r=op[0]["arg"]: r)
-                want = ref(Image.open(paths[i]).convert("RGB"))
-                monkeypatch.undo()
-                diffs.append(np.abs(levels(x) - levels(want)).ravel())
-    d = np.concatenate(diffs)
+    chosen = set()
+
+    def inject(plan):  # AutoAugment's random.choice of the sub-policy, GaussianBlurRand's random.uniform
+        op = [s for s in plan["steps"] if s["op"].startswith("pil_")]
+        assert len(op) == 1, plan["steps"]
+        k = ["pil_solarize", "pil_color", "pil_gaussian_blur"].index(op[0]["op"])
+        chosen.add(k)
+        monkeypatch.setattr(taa.random, "choice", lambda seq: seq[k])
+        monkeypatch.setattr(taa.random, "uniform", lambda lo, hi: op[0]["arg"])
+    d = _compare_on_our_draws(loader, ref, paths, monkeypatch, inject=inject, epochs=3)
     assert chosen == {0, 1, 2}
     assert d.max() < 2.01 and d.mean() < 0.7  # the crop's resampling only: the three ops are Pillow's
 
