@@ -35,7 +35,8 @@
 
 #include "kernels/hd.h"
 
-#define FF__PIL_BLUR_PASSES 3 /* ImageFilter.GaussianBlur's passes per axis */
+#define FF__PIL_BLUR_PASSES 3         /* ImageFilter.GaussianBlur's passes per axis */
+#define FF__PIL_BLUR_MAX_RADIUS 1e6   /* the largest radius taken (the box sums stay far from 2^32) */
 
 /* One axis's extended box (ops/pil_blur.c, ff__pil_blur_box, makes it on
  * the host from the radius). */

@@ -63,7 +63,7 @@ static void three_passes(const ff__pil_box *b, const uint8_t *in, size_t in_stri
 }
 
 ff_status ff__pil_blur_run(double radius, const ff__image *src, ff__image *dst, ff__buf *tmp) {
-  if (src->channels != 3 || !(radius >= 0) || !isfinite(radius)) return FF_EINVAL;
+  if (src->channels != 3 || !(radius >= 0 && radius <= FF__PIL_BLUR_MAX_RADIUS)) return FF_EINVAL;
   int w = src->width, h = src->height;
   size_t row = (size_t)w * 3, image = row * (size_t)h, longest = (size_t)(w > h ? w : h) * 3;
   ff__pil_box b = ff__pil_blur_box(radius);

@@ -16,6 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/pil_blur.h"
+
 typedef enum arg_kind {
   ARG_SIZE,        /* int[2]: N or (H, W) */
   ARG_INT,         /* int in [lo, hi] */
@@ -143,7 +145,7 @@ static const op_spec op_specs[] = {
     PIL_OP("pil_translate_y", FF__PIL_TRANSLATE_Y, PIL_GEOM("pixels", -65535, 65535)),
     PIL_OP("pil_rotate", FF__PIL_ROTATE, PIL_GEOM("angle", -1e6, 1e6)),
     PIL_OP("pil_hue", FF__PIL_HUE, PIL_ARG("factor", -0.5, 0.5)),
-    PIL_OP("pil_gaussian_blur", FF__PIL_GAUSSIAN_BLUR, PIL_ARG("radius", 0, 1e6)),
+    PIL_OP("pil_gaussian_blur", FF__PIL_GAUSSIAN_BLUR, PIL_ARG("radius", 0, FF__PIL_BLUR_MAX_RADIUS)),
 #undef PIL_OP
 #undef PIL_ARG
 #undef PIL_GEOM
