@@ -678,7 +678,7 @@ static ff_status parse_op(lexer *lx, ff__pipeline *p, int in_group) {
   if (op->kind == FF__OP_RAND_AUGMENT && op->magnitude >= op->num_magnitude_bins)
     snprintf(what, sizeof what, "rand_augment: magnitude must be in [0, %d] (below num_magnitude_bins=%d), got %d",
              op->num_magnitude_bins - 1, op->num_magnitude_bins, op->magnitude);
-  else if (op->kind == FF__OP_GAUSSIAN_BLUR && op->semantics == FF__OP_SEMANTICS_PIL && (seen & 1u))
+  else if (op->kind == FF__OP_GAUSSIAN_BLUR && op->semantics == FF__OP_SEMANTICS_PIL && (seen & 1u)) /* kernel_size */
     snprintf(what, sizeof what, "gaussian_blur: kernel_size has no meaning with semantics=pil (Pillow's "
              "ImageFilter.GaussianBlur takes only its radius, given as sigma=(min, max)); leave it out");
   else if (op->kind == FF__OP_GAUSSIAN_BLUR && op->semantics != FF__OP_SEMANTICS_PIL && !(seen & 1u))
