@@ -607,7 +607,9 @@ typedef struct ff_batch ff_batch;
  *     pil_hue(factor) (-0.5..0.5), and pil_shear_x(shear), pil_shear_y(shear),
  *     pil_translate_x(pixels), pil_translate_y(pixels) (fractional; Image.transform's
  *     matrix terms), pil_rotate(angle) (degrees counter-clockwise about the centre),
- *     each with interpolation=nearest|bilinear|bicubic and fill.
+ *     each with interpolation=nearest|bilinear|bicubic and fill;
+ *     pil_gaussian_blur(radius) (ImageFilter.GaussianBlur: radius the Gaussian's
+ *     standard deviation in pixels, 0 to 1e6; 0 leaves the image).
  *   torchvision's per-sample transforms (v1 tensor semantics; semantics=v1, the
  *   default, where the op takes it; semantics=pil: the same draws, each op with
  *   Pillow's arithmetic as on a PIL image, docs/pillow-semantics.md):
@@ -617,15 +619,21 @@ typedef struct ff_batch ff_batch;
  *                                  hue through HSV exactly as adjust_hue; semantics=pil:
  *                                  ImageEnhance Brightness, Contrast, Color and the
  *                                  PIL hue shift (bit-exact with ColorJitter on a PIL image)
- *     grayscale(num_output_channels=3), random_grayscale(p=0.1), hue(factor)
+ *     grayscale(num_output_channels=3), random_grayscale(p=0.1, semantics=v1), hue(factor)
  *                                  Grayscale (3 channels only: batches are RGB),
- *                                  RandomGrayscale, adjust_hue
+ *                                  RandomGrayscale, adjust_hue; random_grayscale's
+ *                                  semantics=pil: mode "L" (Pillow's luma)
  *     gaussian_blur(kernel_size, sigma=(0.1, 2.0), semantics=v1)
  *                                  GaussianBlur: odd sizes up to 255 (N or (width,
  *                                  height)), sigma drawn per sample; reflect padding;
- *                                  computed separably, within one level of torchvision;
- *                                  semantics=pil (ImageFilter.GaussianBlur) is refused:
- *                                  not built
+ *                                  computed separably, within one level of torchvision.
+ *                                  semantics=pil: Pillow's ImageFilter.GaussianBlur
+ *                                  (DINO's and DeiT III's blur of a PIL image) with the
+ *                                  radius (Pillow's sigma, pixels) drawn uniformly in
+ *                                  sigma=(min, max), as their random.uniform(min, max);
+ *                                  no kernel_size (refused: Pillow takes none);
+ *                                  bit-exact with Pillow 13 (three extended box passes
+ *                                  per axis, docs/pillow-semantics.md)
  *     random_solarize(threshold, p=0.5, semantics=v1), random_posterize(bits, p=0.5),
  *     random_autocontrast(p=0.5), random_equalize(p=0.5), random_invert(p=0.5),
  *     random_adjust_sharpness(sharpness_factor, p=0.5)
@@ -634,9 +642,11 @@ typedef struct ff_batch ff_batch;
  *     random_apply(p=0.5, [op | op ...]), random_choice([op, op, ...], p=(w, ...))
  *                                  RandomApply, RandomChoice over ops that keep the
  *                                  image size (docs/composition.md)
- *     three_augment(color_jitter=0.3)
+ *     three_augment(color_jitter=0.3, semantics=v1)
  *                                  DeiT III's 3-Augment (one of grayscale, solarize(128),
- *                                  gaussian_blur(23, (0.1, 2)); then ColorJitter(j, j, j))
+ *                                  gaussian_blur(23, (0.1, 2)); then ColorJitter(j, j, j));
+ *                                  semantics=pil: DeiT III's own, each op in Pillow's
+ *                                  arithmetic (its blur ImageFilter.GaussianBlur)
  *     policy_file(path="policy.json", interpolation=nearest, fill)
  *                                  sub-policies or DeepAutoAugment layers from a JSON
  *                                  file, read when the pipeline is parsed

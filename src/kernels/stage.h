@@ -33,6 +33,7 @@
 #include "kernels/mix.h"
 #include "kernels/out.h"
 #include "kernels/pil.h"
+#include "kernels/pil_blur.h"
 #include "kernels/pixel.h"
 #include "kernels/resize.h"
 #include "kernels/aug.h"
@@ -72,6 +73,9 @@ typedef enum ff__dstage_kind {
                            histogram a (uint32 [3][256]) and the luma sum p.pil_lut.sum of src */
   FF__DS_PIL_BLEND,     /* dst = Image.blend(src, the packed image at a, p.pil_alpha) */
   FF__DS_PIL_HUE,       /* dst = adjust_hue(src) by the shift byte p.pil_hue */
+  FF__DS_PIL_BOX_H,     /* element (row y, channel c) = y * 3 + c: one pass of GaussianBlur's box p.pil_box
+                           along the row (kernels/pil_blur.h), src into dst */
+  FF__DS_PIL_BOX_V,     /* element (column x, channel c) = x * 3 + c: the same down the column */
   FF__DS_HUE,       /* dst = adjust_hue(src, p.mix.weight) (kernels/hue.h) */
   FF__DS_ERASE,     /* the src.width x src.height box at (p.crop.x, p.crop.y) of the NCHW float slot
                        dst.addr (dst.width x dst.height) = the floats at a: [3] (p.crop.per_value 0)
@@ -122,6 +126,7 @@ typedef struct ff__dstage {
       int32_t elem_bytes, planar;
     } out;
     ff__pil_warp pil_warp;
+    ff__pil_box pil_box;
     float pil_alpha;
     uint8_t pil_hue;
     struct {
@@ -351,6 +356,17 @@ FF_HD static inline void ff__dstage_elem(const ff__dstage *st, uint32_t e) {
     break;
   }
   case FF__DS_PIL_HUE: ff__pil_hue_px(ff__dimg_px(src, y, x), st->p.pil_hue, ff__dimg_px(dst, y, x)); break;
+  case FF__DS_PIL_BOX_H:
+  case FF__DS_PIL_BOX_V: { /* one line of one channel per element: a thread walks its line */
+    uint32_t acc, line = e / 3, c = e % 3;
+    if (st->kind == FF__DS_PIL_BOX_H)
+      ff__pil_box_pass(&st->p.pil_box, ff__dimg_px(src, (int)line, 0) + c, 3, ff__dimg_px(dst, (int)line, 0) + c, 3,
+                       src->width, 1, &acc);
+    else
+      ff__pil_box_pass(&st->p.pil_box, ff__dimg_px(src, 0, (int)line) + c, (long)src->stride,
+                       ff__dimg_px(dst, 0, (int)line) + c, (long)dst->stride, src->height, 1, &acc);
+    break;
+  }
   case FF__DS_PIL_LUMA_SUM:
     ff__datomic_add_u64(FF__DPTR(uint64_t, st->a), ff__pil_luma(ff__dimg_px(src, sy, sx)));
     break;

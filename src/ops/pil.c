@@ -10,9 +10,10 @@
  * through a per-channel 256-entry table. Color and sharpness blend each
  * value with a per-pixel degenerate (its luma, its SMOOTH-filtered value).
  * The geometric ops sample the source through the warp Pillow would use for
- * the same matrix. Every op reads src and writes a distinct dst; the step
- * runner gives it a fresh buffer. */
+ * the same matrix. GaussianBlur is ops/pil_blur.c's. Every op reads src
+ * and writes a distinct dst; the step runner gives it a fresh buffer. */
 #include "ops/pil.h"
+#include "ops/pil_blur.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -133,6 +134,12 @@ static void sharpness(const ff__image *src, ff__image *dst, float alpha) {
 
 ff_status ff__pil_run(const ff__pil *p, const ff__image *src, ff__image *dst) {
   if (src->channels != 3 || (unsigned)p->op >= FF__PIL_COUNT) return FF_EINVAL;
+  if (p->op == FF__PIL_GAUSSIAN_BLUR) { /* with scratch of its own (the step runner lends its buffer) */
+    ff__buf tmp = {0};
+    ff_status st = ff__pil_blur_run(p->arg, src, dst, &tmp);
+    ff__buf_free(&tmp);
+    return st;
+  }
   int w = src->width, h = src->height;
   uint8_t lut[3][256];
   float alpha = (float)p->arg;
