@@ -77,6 +77,9 @@ static void member_main(int go, int out, const char *group, double step_s) {
   alarm(60); /* never outlive a broken test */
   setenv("FF_NODE_GROUP", group ? group : "off", 1);
   setenv("FF_NODE_THREADS", "2", 1); /* the node of the issue: 2 cores, 2 loaders of 2 threads */
+  /* No core kept for the trainers: the grouped pair runs beside an
+   * ungrouped one, whose threads would take every core a spare wants. */
+  setenv("FF_NODE_TRAINER_CORES", "0", 1);
   ff_config c = loader_config();
   result r = {0, 0, FF_OK};
   ff_loader *l = NULL;
@@ -177,9 +180,10 @@ static void a_stalled_loader_in_a_group_gets_what_the_os_sharing_gives_it(void *
 }
 
 /* A member (a handle in this process) holds the group's whole budget of 2
- * threads when the loader joins, so the loader starts on its minimum, 1;
- * the member leaves, and at its next batch the loader takes the free
- * thread: the trace marks the change on the consumer's track. */
+ * threads when the loader joins, so the loader starts on its minimum, 0
+ * (its spare threads, in SCHED_IDLE, run); the member leaves, and at each
+ * of its next batches the loader takes a free thread: the trace marks the
+ * changes on the consumer's track. */
 static void the_trace_marks_where_the_coordinator_changes_the_threads(void **state) {
   (void)state;
   char group[64], path[4300];
@@ -187,6 +191,7 @@ static void the_trace_marks_where_the_coordinator_changes_the_threads(void **sta
   snprintf(path, sizeof path, "%s/trace.json", ff_test_dir("node-trace"));
   setenv("FF_NODE_GROUP", group, 1);
   setenv("FF_NODE_THREADS", "2", 1);
+  setenv("FF_NODE_TRAINER_CORES", "0", 1); /* the whole budget for the allotments */
   ff__coord *other = NULL;
   ff__error err = {0};
   assert_int_equal(ff__coord_join(group, 2, &other, &err), FF_OK);
@@ -196,7 +201,7 @@ static void the_trace_marks_where_the_coordinator_changes_the_threads(void **sta
   assert_int_equal(ff_loader_open(&c, &l), FF_OK);
   ff_stats s = {0};
   ff_loader_stats(l, &s);
-  assert_int_equal(s.num_threads, 1);
+  assert_int_equal(s.num_threads, 0);
   assert_int_equal(ff_loader_trace_start(l, 0), FF_OK);
   ff__coord_leave(other);
   for (int i = 0; i < 3; i++) { /* the first batch after open is not reported: the second is */
@@ -211,6 +216,7 @@ static void the_trace_marks_where_the_coordinator_changes_the_threads(void **sta
   ff_loader_close(l);
   unsetenv("FF_NODE_GROUP");
   unsetenv("FF_NODE_THREADS");
+  unsetenv("FF_NODE_TRAINER_CORES");
   size_t n = 0;
   char *text = (char *)ff_test_read(path, &n);
   text = realloc(text, n + 1);
