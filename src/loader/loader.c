@@ -585,9 +585,10 @@ static int start_worker(ff_loader *l, int i) {
  * be had. In a group it also starts num_threads spare workers in
  * SCHED_IDLE, for good (an unprivileged process cannot raise a thread's
  * priority back): the coordinator's allotment runs on the guaranteed
- * workers, the rest of its num_threads on spares, which the kernel runs
- * only on cores no normal-priority thread (a trainer's, a peer's allotment)
- * wants. Without spares (SCHED_IDLE refused) it runs its allotment only. */
+ * workers, the spares it grants (ff__coord_spares) on spares, which the
+ * kernel runs only on cores no normal-priority thread (a trainer's, a
+ * peer's allotment) wants. Without spares (SCHED_IDLE refused) it runs its
+ * allotment only. */
 static void join_node_group(ff_loader *l, int gpu) {
   const char *env = getenv("FF_NODE_GROUP");
   char group[128];
@@ -604,8 +605,7 @@ static void join_node_group(ff_loader *l, int gpu) {
     l->num_spares++;
   }
   ff__numa_pin_workers(l->threads + l->num_threads, l->num_spares, gpu);
-  int n = ff__coord_threads(l->coord);
-  ff__loader_set_active_threads(l, n, l->num_threads - n);
+  ff__loader_set_active_threads(l, ff__coord_threads(l->coord), ff__coord_spares(l->coord));
 }
 
 static ff_status loader_start(ff_loader *l) {
@@ -982,7 +982,7 @@ ff_status ff_loader_next(ff_loader *l, ff_batch **out) {
   /* Outside the lock: the node's table may take a moment to get. */
   int threads;
   if (pending && ff__coord_report(l->coord, &interval, &threads) == FF_OK)
-    ff__loader_set_active_threads(l, threads, l->num_threads - threads);
+    ff__loader_set_active_threads(l, threads, ff__coord_spares(l->coord));
   if (!st && l->pipe.has_mix && (st = batch_stage(l, *out))) {
     ff_batch_release(*out);
     *out = NULL;

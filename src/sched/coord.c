@@ -96,6 +96,7 @@ struct ff__coord {
   uint64_t pidns;
   int max_threads;
   int threads;
+  int spares;
   ff__coord_params params; /* this member's wishes, used when it (re)initialises a segment */
   char name[COORD_NAME_CAP];
 };
@@ -289,6 +290,16 @@ static int member_class(const ff__coord_params *p, const ff__coord_member *e) {
   if (e->reports > 0 && e->stall_share > p->stall_threshold) return STALLED;
   if (e->reports > 0 && e->ring_fill >= p->ring_full && 1.0 - e->busy_share > p->idle_threshold) return SLACK;
   return NEUTRAL;
+}
+
+/* The spares member e runs beside `running` threads at normal priority:
+ * the rest of its threads while it stalls or runs none at normal priority,
+ * else none. A sample on a spare waits for a core no normal-priority thread
+ * wants, so spares only serve a trainer that waits anyway, never delay one
+ * that its guaranteed threads keep up with. */
+static int member_spares(const ff__coord_params *p, const ff__coord_member *e, int running) {
+  int room = member_cap(e) - running;
+  return room > 0 && (running == 0 || member_class(p, e) == STALLED) ? room : 0;
 }
 
 void ff__coord_targets(const ff__coord_params *p, ff__coord_member *m, int n) {
@@ -573,6 +584,7 @@ static int table_damage(const coord_shm *s, uint64_t now_ns, char *why, size_t c
 static ff_status go_alone(ff__coord *c, const char *why, ff__error *err) {
   c->alone = 1;
   c->threads = c->max_threads;
+  c->spares = 0;
   fprintf(stderr,
           "fusionflow: node coordinator: shared memory %s %s: this loader runs alone on its %d threads "
           "(remove /dev/shm%s when no trainer runs)\n",
@@ -637,6 +649,7 @@ static int take_slot(coord_shm *s, ff__coord *c, uint64_t now_ns) {
   c->slot = i;
   c->ticket = e->ticket;
   c->threads = e->threads;
+  c->spares = member_spares(&s->params, e, e->threads);
   return i;
 }
 
@@ -908,12 +921,15 @@ ff_status ff__coord_report(ff__coord *c, const ff__coord_report_data *r, int *th
   int threads = ff__coord_step(&s->params, s->slot, FF__COORD_MAX_MEMBERS, c->slot);
   ff__coord_burst(&s->params, s->slot, FF__COORD_MAX_MEMBERS);
   c->threads = clampi(threads + me->burst, 0, c->max_threads);
+  c->spares = member_spares(&s->params, me, c->threads);
   coord_unlock(s);
   *threads_out = c->threads;
   return FF_OK;
 }
 
 int ff__coord_threads(const ff__coord *c) { return c ? c->threads : 0; }
+
+int ff__coord_spares(const ff__coord *c) { return c ? c->spares : 0; }
 
 ff_status ff__coord_snapshot(ff__coord *c, ff__coord_member *out, int *n_out, ff__coord_params *params_out) {
   if (!c || !c->shm || c->pid != getpid()) return FF_EINVAL;

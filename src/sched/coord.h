@@ -210,8 +210,8 @@ void ff__coord_leave(ff__coord *c);
  * rebalances and writes to *threads_out the number of worker threads this
  * member should run now at normal priority: its allotment plus its burst
  * (min_threads..max_threads; 0 when the trainers' cores take the whole
- * budget). Its other max_threads - *threads_out workers run as spares in
- * SCHED_IDLE. Call it about once per batch. Takes a lock for
+ * budget); ff__coord_spares tells how many spares in SCHED_IDLE beside
+ * them. Call it about once per batch. Takes a lock for
  * a few microseconds; if the table stays locked past lock_timeout_ms (a
  * member stopped while holding it), answers the previous allotment without
  * rebalancing, and later reports only try the lock (no wait) until they get
@@ -225,6 +225,12 @@ ff_status ff__coord_report(ff__coord *c, const ff__coord_report_data *r, int *th
 /* The threads to run at normal priority after the last join or report
  * (allotment + burst). */
 int ff__coord_threads(const ff__coord *c);
+
+/* The spare threads to run in SCHED_IDLE beside them: the rest of
+ * max_threads while the member stalls or runs no thread at normal priority,
+ * else 0 (a sample on a spare waits for a core nothing else wants: spares
+ * serve only a trainer that waits anyway). */
+int ff__coord_spares(const ff__coord *c);
 
 /* Copies the live members (compacted, in slot order) into out (room for
  * FF__COORD_MAX_MEMBERS), their count into *n_out and the segment's
