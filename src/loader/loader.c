@@ -223,8 +223,14 @@ static void split(ff_loader *l, ff_batch *e) {
 static int take_item(ff_loader *l, int worker, size_t *item, ff_batch **batch) {
   for (;;) {
     if (l->stop) return 0;
-    int parked = worker < l->num_threads ? worker >= l->active_threads : worker - l->num_threads >= l->active_spares;
-    if (parked || l->restarting) {
+    int spare = worker >= l->num_threads;
+    if (spare && worker - l->num_threads >= l->active_spares) {
+      /* its own wait: woken by every new sample, a spare would take the
+       * lock at idle priority, and hold it wherever the kernel preempts it */
+      pthread_cond_wait(&l->spare_cv, &l->mu);
+      continue;
+    }
+    if ((!spare && worker >= l->active_threads) || l->restarting) {
       pthread_cond_wait(&l->work_cv, &l->mu);
       continue;
     }
@@ -549,6 +555,7 @@ static void loader_free(ff_loader *l) {
   ff__index_free(&l->index);
   pthread_mutex_destroy(&l->mu);
   pthread_cond_destroy(&l->work_cv);
+  pthread_cond_destroy(&l->spare_cv);
   pthread_cond_destroy(&l->ready_cv);
   free(l);
 }
@@ -778,6 +785,7 @@ ff_status ff_loader_open(const ff_config *cfg, ff_loader **out) {
   if (!l) return FF_ENOMEM;
   pthread_mutex_init(&l->mu, NULL);
   pthread_cond_init(&l->work_cv, NULL);
+  pthread_cond_init(&l->spare_cv, NULL);
   pthread_cond_init(&l->ready_cv, NULL);
   snprintf(l->device_name, sizeof l->device_name, "cpu");
   l->stats.device = l->device_name;
@@ -798,6 +806,7 @@ void ff_loader_close(ff_loader *l) {
   pthread_mutex_lock(&l->mu);
   l->stop = 1;
   pthread_cond_broadcast(&l->work_cv);
+  pthread_cond_broadcast(&l->spare_cv);
   pthread_mutex_unlock(&l->mu);
   ff__stream_stop(l->stream); /* a worker waiting for a streamed sample returns */
   for (int i = 0; i < l->started_threads; i++) pthread_join(l->threads[i], NULL);
@@ -1138,6 +1147,7 @@ void ff__loader_set_active_threads(ff_loader *l, int n, int spares) {
   l->active_spares = spares;
   l->stats.num_threads = l->active_threads;
   pthread_cond_broadcast(&l->work_cv);
+  pthread_cond_broadcast(&l->spare_cv);
   pthread_mutex_unlock(&l->mu);
 }
 

@@ -74,6 +74,7 @@ struct ff_loader {
 
   pthread_mutex_t mu;
   pthread_cond_t work_cv, ready_cv;
+  pthread_cond_t spare_cv; /* where parked spares wait (take_item) */
   pthread_t *threads;
   ff__worker *workers;
   int num_threads, started_threads; /* started: the guaranteed workers, then the spares */

@@ -50,7 +50,10 @@
  * unprivileged process cannot): the kernel runs spares only on cores no
  * normal-priority thread wants, at once, so a core a trainer or a peer
  * leaves idle is used without a round of reports, and a trainer that wakes
- * up takes its core back at once. The
+ * up takes its core back at once. A member runs its spares only while it
+ * has no thread at normal priority (ff__coord_spares): a sample on a spare
+ * waits for an idle core, and beside guaranteed threads it would hold back
+ * the batch they could have finished. The
  * segment's lifetime: the first joiner creates it
  * (O_CREAT|O_EXCL, ftruncate, init, then an atomic "ready" flag others wait
  * for, bounded); the last member to leave marks it closed and unlinks it
@@ -167,7 +170,7 @@ int ff__coord_node_cores(void) {
 void ff__coord_params_init(ff__coord_params *p) {
   *p = (ff__coord_params){
       .budget_threads = ff__coord_node_cores(),
-      .min_threads = 0,
+      .min_threads = 1,
       .trainer_cores = 1,
       .expected_members = 1,
       .stall_threshold = 0.05,
@@ -192,6 +195,11 @@ static void params_normalise(ff__coord_params *p) {
   if (p->trainer_cores > 4096) p->trainer_cores = 4096;
   if (p->expected_members < 1) p->expected_members = 1;
   if (p->expected_members > FF__COORD_MAX_MEMBERS) p->expected_members = FF__COORD_MAX_MEMBERS;
+  /* The trainers' cores first: a minimum that does not fit beside them is none
+   * (the loaders run on spares). */
+  if ((long long)p->budget_threads - (long long)p->trainer_cores * p->expected_members <
+      (long long)p->min_threads * p->expected_members)
+    p->min_threads = 0;
   p->stall_threshold = clamp01(p->stall_threshold);
   p->ring_full = clamp01(p->ring_full);
   p->idle_threshold = p->idle_threshold > 0 ? (p->idle_threshold < 0.95 ? p->idle_threshold : 0.95) : 0;
@@ -292,15 +300,15 @@ static int member_class(const ff__coord_params *p, const ff__coord_member *e) {
   return NEUTRAL;
 }
 
-/* The spares member e runs beside `running` threads at normal priority:
- * the rest of its threads while it stalls or runs none at normal priority,
- * else none. A sample on a spare waits for a core no normal-priority thread
- * wants, so spares only serve a trainer that waits anyway, never delay one
- * that its guaranteed threads keep up with. */
-static int member_spares(const ff__coord_params *p, const ff__coord_member *e, int running) {
-  int room = member_cap(e) - running;
-  return room > 0 && (running == 0 || member_class(p, e) == STALLED) ? room : 0;
-}
+/* The spares a member with max_threads `cap` runs beside `running` threads
+ * at normal priority: all of its threads when it runs none at normal
+ * priority, else none. A sample on a spare waits for a core no
+ * normal-priority thread wants: beside guaranteed threads it would hold
+ * back a batch they could have finished (measured: with spares also for
+ * stalled members, a slow trainer beside busy ungrouped peers lost up to a
+ * quarter of its rate), so a member with an allotment grows through bursts
+ * only. */
+static int member_spares(int cap, int running) { return running == 0 ? cap : 0; }
 
 void ff__coord_targets(const ff__coord_params *p, ff__coord_member *m, int n) {
   if (n > FF__COORD_MAX_MEMBERS) n = FF__COORD_MAX_MEMBERS;
@@ -649,7 +657,7 @@ static int take_slot(coord_shm *s, ff__coord *c, uint64_t now_ns) {
   c->slot = i;
   c->ticket = e->ticket;
   c->threads = e->threads;
-  c->spares = member_spares(&s->params, e, e->threads);
+  c->spares = member_spares(c->max_threads, e->threads);
   return i;
 }
 
@@ -921,7 +929,7 @@ ff_status ff__coord_report(ff__coord *c, const ff__coord_report_data *r, int *th
   int threads = ff__coord_step(&s->params, s->slot, FF__COORD_MAX_MEMBERS, c->slot);
   ff__coord_burst(&s->params, s->slot, FF__COORD_MAX_MEMBERS);
   c->threads = clampi(threads + me->burst, 0, c->max_threads);
-  c->spares = member_spares(&s->params, me, c->threads);
+  c->spares = member_spares(c->max_threads, c->threads);
   coord_unlock(s);
   *threads_out = c->threads;
   return FF_OK;

@@ -28,8 +28,9 @@
 typedef struct ff__coord_params {
   int budget_threads;       /* worker threads for the whole node; default: the cores this process
                                may use (ff__coord_node_cores) */
-  int min_threads;          /* every member keeps at least this many in its allotment (default 0: its spare
-                               threads run on the cores nothing else wants) */
+  int min_threads;          /* every member keeps at least this many in its allotment (default 1; a joiner
+                               makes it 0 when the budget less the trainers' cores has less than that
+                               for each expected member: then the loaders run on spares) */
   int trainer_cores;        /* cores kept per member for its trainer's own threads (a Python training
                                loop's main thread, the GPU's launches): the allotments share the budget
                                less trainer_cores x max(members, expected_members), so that the loaders'
@@ -226,10 +227,11 @@ ff_status ff__coord_report(ff__coord *c, const ff__coord_report_data *r, int *th
  * (allotment + burst). */
 int ff__coord_threads(const ff__coord *c);
 
-/* The spare threads to run in SCHED_IDLE beside them: the rest of
- * max_threads while the member stalls or runs no thread at normal priority,
- * else 0 (a sample on a spare waits for a core nothing else wants: spares
- * serve only a trainer that waits anyway). */
+/* The spare threads to run in SCHED_IDLE: all max_threads while the
+ * member runs no thread at normal priority (the trainers' cores take the
+ * budget), else 0 (a sample on a spare waits for a core nothing else
+ * wants, and would hold back a batch the normal-priority threads could
+ * finish). */
 int ff__coord_spares(const ff__coord *c);
 
 /* Copies the live members (compacted, in slot order) into out (room for

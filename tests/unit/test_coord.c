@@ -42,8 +42,7 @@ static ff__coord_params params(int budget, int expected) {
   ff__coord_params_init(&p);
   p.budget_threads = budget;
   p.expected_members = expected;
-  p.trainer_cores = 0; /* the traces below share the whole budget, */
-  p.min_threads = 1;   /* and every member keeps a thread */
+  p.trainer_cores = 0; /* the traces below share the whole budget */
   p.heartbeat_timeout_ms = 600000; /* deaths are found by pid unless a test says otherwise */
   p.quiet_ms = 600000;             /* nobody turns quiet between two scripted reports */
   p.lock_timeout_ms = 10000;

@@ -72,10 +72,18 @@ static ff_config loader_config(void) {
   return c;
 }
 
+typedef struct trainer {
+  const char *group; /* NULL: FF_NODE_GROUP=off */
+  double step_s;
+} trainer;
+
 /* A trainer: opens its loader (in `group`, or with FF_NODE_GROUP=off), waits
  * for the go, then consumes batches for PHASE_S, sleeping step_s after each
  * (its training step), and writes its rate to out. */
-static void member_main(int go, int out, const char *group, double step_s) {
+
+static void member_main(int go, int out, const void *arg) {
+  const char *group = ((const trainer *)arg)->group;
+  double step_s = ((const trainer *)arg)->step_s;
   alarm(60); /* never outlive a broken test */
   setenv("FF_NODE_GROUP", group ? group : "off", 1);
   setenv("FF_NODE_THREADS", "2", 1); /* the node of the issue: 2 cores, 2 loaders of 2 threads */
@@ -115,7 +123,8 @@ typedef struct member {
   int go, out;
 } member;
 
-static member spawn(const char *group, double step_s) {
+/* Forks a member process running body(go, out, arg). */
+static member fork_member(void (*body)(int go, int out, const void *arg), const void *arg) {
   int go[2], out[2];
   assert_int_equal(pipe(go), 0);
   assert_int_equal(pipe(out), 0);
@@ -124,11 +133,16 @@ static member spawn(const char *group, double step_s) {
   if (pid == 0) {
     close(go[1]);
     close(out[0]);
-    member_main(go[0], out[1], group, step_s);
+    body(go[0], out[1], arg);
   }
   close(go[0]);
   close(out[1]);
   return (member){pid, go[1], out[0]};
+}
+
+static member spawn(const char *group, double step_s) {
+  trainer t = {group, step_s};
+  return fork_member(member_main, &t);
 }
 
 static result finish(member *m) {
@@ -182,10 +196,9 @@ static void a_stalled_loader_in_a_group_gets_what_the_os_sharing_gives_it(void *
 }
 
 /* A member (a handle in this process) holds the group's whole budget of 2
- * threads when the loader joins, so the loader starts on its minimum, 0
- * (its spare threads, in SCHED_IDLE, run); the member leaves, and at each
- * of its next batches the loader takes a free thread: the trace marks the
- * changes on the consumer's track. */
+ * threads when the loader joins, so the loader starts on its minimum, 1;
+ * the member leaves, and at its next batch the loader takes the free
+ * thread: the trace marks the change on the consumer's track. */
 static void the_trace_marks_where_the_coordinator_changes_the_threads(void **state) {
   (void)state;
   char group[64], path[4300];
@@ -203,7 +216,7 @@ static void the_trace_marks_where_the_coordinator_changes_the_threads(void **sta
   assert_int_equal(ff_loader_open(&c, &l), FF_OK);
   ff_stats s = {0};
   ff_loader_stats(l, &s);
-  assert_int_equal(s.num_threads, 0);
+  assert_int_equal(s.num_threads, 1);
   assert_int_equal(ff_loader_trace_start(l, 0), FF_OK);
   ff__coord_leave(other);
   for (int i = 0; i < 3; i++) { /* the first batch after open is not reported: the second is */
@@ -228,12 +241,21 @@ static void the_trace_marks_where_the_coordinator_changes_the_threads(void **sta
   free(text);
 }
 
+typedef struct core_side {
+  int cpu;
+  const char *group; /* NULL: FF_NODE_GROUP=off */
+  int loader;        /* 0: the stand-in */
+} core_side;
+
 /* One side of a trainer's core: the trainer stand-in (loader NULL: a
  * single-threaded hash loop, a Python training loop's main thread) or a
  * hungry loader of 2 threads in `group` (or FF_NODE_GROUP=off), pinned to
  * one CPU with the other side; writes its process CPU seconds over PHASE_S
  * after the go. */
-static void core_side_main(int go, int out, int cpu, const char *group, int loader) {
+static void core_side_main(int go, int out, const void *arg) {
+  const core_side *side = arg;
+  int cpu = side->cpu, loader = side->loader;
+  const char *group = side->group;
   alarm(60);
   cpu_set_t one;
   CPU_ZERO(&one);
@@ -272,22 +294,6 @@ static void core_side_main(int go, int out, int cpu, const char *group, int load
   _exit(0);
 }
 
-static member spawn_core_side(int cpu, const char *group, int loader) {
-  int go[2], out[2];
-  assert_int_equal(pipe(go), 0);
-  assert_int_equal(pipe(out), 0);
-  pid_t pid = fork();
-  assert_true(pid >= 0);
-  if (pid == 0) {
-    close(go[1]);
-    close(out[0]);
-    core_side_main(go[0], out[1], cpu, group, loader);
-  }
-  close(go[0]);
-  close(out[1]);
-  return (member){pid, go[1], out[0]};
-}
-
 /* The trainer stand-in and a hungry loader share one core (both pinned to
  * it): the share of the CPU time the trainer gets, once with the loader in
  * a group whose budget of 1 core is the trainer's (FF_NODE_TRAINER_CORES=1:
@@ -306,7 +312,8 @@ static void a_trainer_keeps_its_core_beside_a_grouped_loader(void **state) {
   snprintf(group, sizeof group, "ut-node-core-%d", (int)getpid());
   double share[2];
   for (int grouped = 0; grouped < 2; grouped++) {
-    member m[2] = {spawn_core_side(cpu, NULL, 0), spawn_core_side(cpu, grouped ? group : NULL, 1)};
+    core_side sides[2] = {{cpu, NULL, 0}, {cpu, grouped ? group : NULL, 1}};
+    member m[2] = {fork_member(core_side_main, &sides[0]), fork_member(core_side_main, &sides[1])};
     sleep_s(0.3);
     for (int i = 0; i < 2; i++) {
       assert_int_equal(write(m[i].go, "g", 1), 1);
