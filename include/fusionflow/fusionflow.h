@@ -983,7 +983,9 @@ typedef struct ff_stats {
   uint64_t skipped;          /* samples skipped under on_error=skip; with a tar: source also, from the open
                                 on (under skip or replace), each shard member or shard that makes no
                                 sample (listed first by ff_loader_skipped) */
-  int num_threads;           /* worker threads in use */
+  int num_threads;           /* worker threads in use at normal priority (in a node group: the allotment and
+                                burst of the node coordinator; its spare threads in SCHED_IDLE, which run on
+                                cores nothing else wants, are not counted) */
   const char *device;        /* the device in use: "cpu", "emu:0", "cuda:0 (NVIDIA H200)"; owned by the loader */
   uint64_t device_samples;   /* samples handed out that the device prepared */
   uint64_t device_ns;        /* device time of their microbatches (events: upload to last kernel) */

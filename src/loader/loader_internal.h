@@ -75,10 +75,13 @@ struct ff_loader {
 
   pthread_mutex_t mu;
   pthread_cond_t work_cv, ready_cv;
+  pthread_cond_t spare_cv; /* where parked spares wait (take_item) */
   pthread_t *threads;
   ff__worker *workers;
-  int num_threads, started_threads;
-  int active_threads;    /* workers at or above this index park (ff__loader_set_active_threads) */
+  int num_threads, started_threads; /* started: the guaranteed workers, then the spares */
+  int num_spares;        /* spare workers num_threads.. started in SCHED_IDLE in a node group, or 0 */
+  int active_threads;    /* guaranteed workers at or above this index park (ff__loader_set_active_threads) */
+  int active_spares;     /* spares at or above num_threads + this park */
   struct ff__coord *coord;             /* the node group this loader lends threads in, or NULL */
   struct ff__coord_report_data report; /* what the last batch interval tells the coordinator */
   int report_pending;
@@ -191,11 +194,12 @@ void ff__dev_output_close(ff_loader *l);
 
 /* ---- entry points for other layers ---- */
 
-/* Caps the CPU worker threads that take work at n (clamped to 1 ..
- * num_threads); the workers above park until the cap rises. For the node
- * coordinator (sched/coord), which moves threads between the loaders of one
- * node. Thread-safe. */
-void ff__loader_set_active_threads(ff_loader *l, int n);
+/* Caps the CPU worker threads that take work at n guaranteed ones
+ * (clamped to 1 .. num_threads, or 0 .. when spares run) and `spares` spare
+ * ones (clamped to 0 .. num_spares); the workers above park until the cap
+ * rises. For the node coordinator (sched/coord), which moves threads
+ * between the loaders of one node. Thread-safe. */
+void ff__loader_set_active_threads(ff_loader *l, int n, int spares);
 
 /* Fixes the device share of every following split at share (0..1), or
  * gives it back to the policy (share < 0). The share is still bounded by
