@@ -25,7 +25,7 @@ static void usage(FILE *f) {
           "Simulates N trainers (one per GPU) on a node of --cores cores, each with its own\n"
           "CPU-only loader, in bench/node.py's scenarios, and compares three ways of sharing\n"
           "the cores: coord (the node coordinator: its real rebalancing code, fed the reports\n"
-          "a loader makes, each loader owning --cores threads), off (each loader runs --cores\n"
+          "a loader makes, each loader owning --budget threads), off (each loader runs --cores\n"
           "threads and the OS shares the cores fairly among the runnable threads, modelled as\n"
           "processor sharing) and static (each loader runs cores/N threads).\n"
           "\n"
@@ -37,8 +37,9 @@ static void usage(FILE *f) {
           "\n"
           "node:\n"
           "  --ranks N                 trainers, one loader each (1..64)\n"
-          "  --cores C                 the node's cores, also the coordinator's budget\n"
-          "                            (FF_NODE_THREADS; default 16)\n"
+          "  --cores C                 the node's cores (default 16)\n"
+          "  --budget B                the coordinator's budget, FF_NODE_THREADS (default: --cores;\n"
+          "                            --cores minus 1 leaves a core to the trainer)\n"
           "  --batch-size N            samples per batch (default 32, as bench/node.py)\n"
           "  --prefetch N              batches prepared ahead (default 2)\n"
           "  --seconds S               simulated length of each run (default 10)\n"
@@ -132,11 +133,12 @@ static void print_scenario(const char *name, const ff__sim_node_config *c, const
 }
 
 int ff__cli_sim_node(int argc, char **argv) {
-  enum { O_RANKS = 256, O_CORES, O_BATCH, O_PREFETCH, O_SECONDS, O_WARMUP, O_PROFILE, O_CPU, O_ODDPROF, O_ODDCPU, O_CV,
+  enum { O_RANKS = 256, O_CORES, O_BUDGET, O_BATCH, O_PREFETCH, O_SECONDS, O_WARMUP, O_PROFILE, O_CPU, O_ODDPROF, O_ODDCPU, O_CV,
          O_SCENARIO, O_SEED, O_JSON };
   static const struct option opts[] = {
       {"ranks", required_argument, 0, O_RANKS},
       {"cores", required_argument, 0, O_CORES},
+      {"budget", required_argument, 0, O_BUDGET},
       {"batch-size", required_argument, 0, O_BATCH},
       {"prefetch", required_argument, 0, O_PREFETCH},
       {"seconds", required_argument, 0, O_SECONDS},
@@ -163,6 +165,7 @@ int ff__cli_sim_node(int argc, char **argv) {
     switch (c) {
     case O_RANKS: if (!ff__cli_parse_long("sim", name, optarg, 1, FF__SIM_NODE_MAX_RANKS, &v)) return 2; cfg.ranks = (int)v; break;
     case O_CORES: if (!ff__cli_parse_long("sim", name, optarg, 1, 4096, &v)) return 2; cfg.cores = (int)v; break;
+    case O_BUDGET: if (!ff__cli_parse_long("sim", name, optarg, 1, 4096, &v)) return 2; cfg.budget = (int)v; break;
     case O_BATCH: if (!ff__cli_parse_long("sim", name, optarg, 1, 1 << 16, &v)) return 2; cfg.batch_size = (int)v; break;
     case O_PREFETCH: if (!ff__cli_parse_long("sim", name, optarg, 1, 64, &v)) return 2; cfg.prefetch = (int)v; break;
     case O_SECONDS: if (!ff__cli_parse_double("sim", name, optarg, 1e-3, 1e5, &cfg.seconds)) return 2; break;
@@ -232,12 +235,12 @@ int ff__cli_sim_node(int argc, char **argv) {
     printf("}, \"cpu_cv\": {\"value\": %g, \"source\": \"%s\"}, \"scheduler\": \"assumed: ideal processor "
            "sharing\", \"step\": \"assumed: a sleep, no CPU\"}, \"config\": {\"cores\": %d, \"loaders\": %d, "
            "\"seconds\": %g, \"warmup_s\": %g, \"batch_size\": %d, \"prefetch\": %d, \"seed\": %llu, "
-           "\"standin_alone_steps_per_s\": 1.0}, \"scenarios\": {",
-           cv, cv_src, cfg.cores, cfg.ranks, cfg.seconds, cfg.warmup_s, cfg.batch_size, cfg.prefetch, (unsigned long long)cfg.seed);
+           "\"budget\": %d, \"standin_alone_steps_per_s\": 1.0}, \"scenarios\": {",
+           cv, cv_src, cfg.cores, cfg.ranks, cfg.seconds, cfg.warmup_s, cfg.batch_size, cfg.prefetch, (unsigned long long)cfg.seed, cfg.budget > 0 ? cfg.budget : cfg.cores);
   } else {
-    fprintf(stderr, "fusionflow sim: SIMULATED node, %d trainers, %d cores (the coordinator's budget), batch %d, "
-            "prefetch %d, %g s per run (measured from %g s)\n", cfg.ranks, cfg.cores, cfg.batch_size, cfg.prefetch,
-            cfg.seconds, cfg.warmup_s);
+    fprintf(stderr, "fusionflow sim: SIMULATED node, %d trainers, %d cores (the coordinator's budget %d), batch %d, "
+            "prefetch %d, %g s per run (measured from %g s)\n", cfg.ranks, cfg.cores,
+            cfg.budget > 0 ? cfg.budget : cfg.cores, cfg.batch_size, cfg.prefetch, cfg.seconds, cfg.warmup_s);
     fprintf(stderr, "  even ranks: %.3f ms/sample, %s%s%s\n", even_mean, even_src, even_path ? ", " : "",
             even_path ? even_path : "");
     fprintf(stderr, "  odd ranks:  %.3f ms/sample, %s%s%s\n", odd_mean, odd_src, odd_path ? ", " : "",

@@ -28,7 +28,8 @@
  * threads it answers from then on. The members join at time 0 with their
  * first allotment from ff__coord_targets (the fair share: budget / ranks,
  * as take_slot gives it), budget C (FF_NODE_THREADS) and expected members
- * N (LOCAL_WORLD_SIZE), the other parameters at their defaults. Without
+ * N (LOCAL_WORLD_SIZE), the other parameters at their defaults; a
+ * budget below C (FF_NODE_THREADS = C - 1) leaves a core to the trainer. Without
  * the coordinator each loader runs C threads (`off`) or max(1, C / N)
  * (`static`), as bench/node.py runs them. Costs are drawn from a Philox
  * stream per rank in sample order, so every mode sees the same samples and
@@ -62,6 +63,8 @@ void ff__sim_node_config_init(ff__sim_node_config *c) {
 
 ff_status ff__sim_node_check(const ff__sim_node_config *c, ff__error *err) {
   if (c->cores < 1 || c->cores > 4096) return ff__error_set(err, FF_EINVAL, "cores must be in 1..4096 (got %d)", c->cores);
+  if (c->budget < 0 || c->budget > 4096)
+    return ff__error_set(err, FF_EINVAL, "the budget must be in 0..4096 (got %d)", c->budget);
   if (c->ranks < 1 || c->ranks > FF__SIM_NODE_MAX_RANKS)
     return ff__error_set(err, FF_EINVAL, "ranks must be in 1..%d (got %d)", FF__SIM_NODE_MAX_RANKS, c->ranks);
   if (c->batch_size < 1) return ff__error_set(err, FF_EINVAL, "batch size must be >= 1 (got %d)", c->batch_size);
@@ -269,11 +272,12 @@ static void setup_threads(sim *S) {
   for (int r = 0; r < c->ranks; r++)
     S->l[r].active = each;
   if (S->mode != FF__SIM_NODE_COORD) return;
+  int budget = c->budget > 0 ? c->budget : c->cores;
   ff__coord_params_init(&S->params);
-  S->params.budget_threads = c->cores;
+  S->params.budget_threads = budget;
   S->params.expected_members = c->ranks;
   for (int r = 0; r < c->ranks; r++)
-    S->member[r] = (ff__coord_member){.pid = r + 1, .max_threads = c->cores, .ticket = (uint64_t)r + 1};
+    S->member[r] = (ff__coord_member){.pid = r + 1, .max_threads = budget, .ticket = (uint64_t)r + 1};
   ff__coord_targets(&S->params, S->member, c->ranks);
   for (int r = 0; r < c->ranks; r++)
     S->l[r].active = S->member[r].threads = S->member[r].target;
@@ -326,7 +330,9 @@ static void simulate(sim *S, ff__sim_node_result *out) {
   out->cpu_use = loader_cpu / (span * c->cores);
   out->busy = (loader_cpu + standin_cpu) / (span * c->cores);
   out->standin_rate = standin_cpu / span;
-  out->threads_each = S->mode == FF__SIM_NODE_STATIC ? S->l[0].active : c->cores;
+  out->threads_each = S->mode == FF__SIM_NODE_STATIC ? S->l[0].active
+                      : S->mode == FF__SIM_NODE_COORD && c->budget > 0 ? c->budget
+                                                                        : c->cores;
 }
 
 ff_status ff__sim_node_run(const ff__sim_node_config *c, ff__sim_node_mode m, ff__sim_node_result *out,
@@ -336,7 +342,8 @@ ff_status ff__sim_node_run(const ff__sim_node_config *c, ff__sim_node_mode m, ff
   if (m < 0 || m >= FF__SIM_NODE_NMODES) return ff__error_set(err, FF_EINVAL, "unknown mode %d", (int)m);
   sim S = {.c = c, .mode = m, .ring = c->prefetch + 1};
   S.l = calloc((size_t)c->ranks, sizeof *S.l);
-  S.heap = malloc((size_t)c->ranks * (size_t)c->cores * sizeof *S.heap);
+  int most = c->budget > c->cores ? c->budget : c->cores; /* threads a loader may run */
+  S.heap = malloc((size_t)c->ranks * (size_t)most * sizeof *S.heap);
   int ok = S.l && S.heap;
   for (int r = 0; ok && r < c->ranks; r++) {
     S.l[r].cfg = &c->rank[r];

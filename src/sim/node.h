@@ -21,7 +21,7 @@
 typedef enum ff__sim_node_mode {
   FF__SIM_NODE_OFF = 0, /* each loader runs --cores threads, the OS shares the cores */
   FF__SIM_NODE_STATIC,  /* each loader runs max(1, cores / ranks) threads */
-  FF__SIM_NODE_COORD,   /* each loader owns --cores threads and runs what the coordinator allots it */
+  FF__SIM_NODE_COORD,   /* each loader owns budget threads and runs what the coordinator allots it */
   FF__SIM_NODE_NMODES
 } ff__sim_node_mode;
 
@@ -46,7 +46,9 @@ typedef struct ff__sim_node_rank {
 } ff__sim_node_rank;
 
 typedef struct ff__sim_node_config {
-  int cores;                    /* the node's cores (FF_NODE_THREADS: the coordinator's budget) */
+  int cores;                    /* the node's cores */
+  int budget;                   /* the coordinator's thread budget (FF_NODE_THREADS; 0: cores), and
+                                   the threads each coordinated loader owns */
   int ranks;                    /* trainers, 1..FF__SIM_NODE_MAX_RANKS */
   const ff__sim_node_rank *rank;/* ranks entries */
   int batch_size;               /* samples per batch */
@@ -85,7 +87,8 @@ typedef struct ff__sim_node_result {
   double busy;              /* with the stand-in's: the node's busy share */
   double standin_rate;      /* the stand-in's speed relative to alone (a core of its own): its CPU seconds
                                / the measured time; 0 without one */
-  int threads_each;         /* threads each loader owns: cores (off, coord) or cores / ranks (static) */
+  int threads_each;         /* threads each loader owns: cores (off), the budget (coord) or
+                               cores / ranks (static) */
 } ff__sim_node_result;
 
 /* Checks c; FF_EINVAL with the field named in err. */

@@ -255,7 +255,13 @@ static void bad_config_is_refused(void **state) {
   c.ranks = 2, c.cores = 0;
   assert_int_equal(ff__sim_node_run(&c, FF__SIM_NODE_OFF, &r, &err), FF_EINVAL);
   assert_non_null(strstr(err.msg, "cores"));
-  c.cores = 4;
+  c.cores = 4, c.budget = -1;
+  assert_int_equal(ff__sim_node_run(&c, FF__SIM_NODE_COORD, &r, &err), FF_EINVAL);
+  assert_non_null(strstr(err.msg, "budget"));
+  c.budget = 3; /* a core short of the node: the coordinated loaders own 3 threads each */
+  assert_int_equal(ff__sim_node_run(&c, FF__SIM_NODE_COORD, &r, &err), FF_OK);
+  assert_int_equal(r.threads_each, 3);
+  c.budget = 0;
   rank[1].cpu_s = 0;
   assert_int_equal(ff__sim_node_run(&c, FF__SIM_NODE_OFF, &r, &err), FF_EINVAL);
   assert_non_null(strstr(err.msg, "rank 1"));
