@@ -8,7 +8,6 @@
  * With --ranks it hands over to sim_node.c (several trainers sharing the
  * node's cores).
  * Human text goes to stderr, --json prints one object on stdout. */
-#include <errno.h>
 #include <getopt.h>
 #include <limits.h>
 #include <math.h>
