@@ -610,6 +610,30 @@ static int is_quiet(const ff__coord_params *p, const ff__coord_member *e, uint64
   return silent > quiet_ns;
 }
 
+int ff__coord_rebalance(const ff__coord_params *p, ff__coord_member *m, int n, int self,
+                        const ff__coord_report_data *r, uint64_t now_ns) {
+  if (n > FF__COORD_MAX_MEMBERS) n = FF__COORD_MAX_MEMBERS;
+  ff__coord_member *me = &m[self];
+  ff__coord_params weighted = *p;
+  if (me->reports > 0 && now_ns > me->heartbeat_ns) {
+    uint64_t dt = now_ns - me->heartbeat_ns;
+    me->interval_ns = me->interval_ns ? me->interval_ns - me->interval_ns / 4 + dt / 4 : dt;
+    /* A report stands for its interval: one of a member that asks for a
+     * batch a second weighs as ten of one that asks every 100 ms, so that
+     * its signals follow a change in seconds, not in tens of reports. */
+    double w = 1.0 - pow(1.0 - weighted.alpha, (double)dt / COORD_SIGNAL_NS);
+    if (w > weighted.alpha) weighted.alpha = w;
+  }
+  me->heartbeat_ns = now_ns;
+  ff__coord_observe(&weighted, me, r);
+  for (int i = 0; i < n; i++)
+    if (m[i].pid) m[i].quiet = i != self && is_quiet(p, &m[i], now_ns);
+  ff__coord_targets(p, m, n);
+  int threads = ff__coord_step(p, m, n, self);
+  ff__coord_burst(p, m, n);
+  return clampi(threads + me->burst, 0, member_cap(me));
+}
+
 /* Frees slots whose process is gone or that stayed silent too long (not
  * `self`), and recounts the members. Under the lock. */
 static void reclaim(coord_shm *s, int self, uint64_t pidns, uint64_t now_ns) {
@@ -911,24 +935,8 @@ ff_status ff__coord_report(ff__coord *c, const ff__coord_report_data *r, int *th
       return FF_OK;
     }
   }
-  ff__coord_member *me = &s->slot[c->slot];
-  ff__coord_params weighted = s->params;
-  if (me->reports > 0 && now > me->heartbeat_ns) {
-    uint64_t dt = now - me->heartbeat_ns;
-    me->interval_ns = me->interval_ns ? me->interval_ns - me->interval_ns / 4 + dt / 4 : dt;
-    /* A report stands for its interval: one of a member that asks for a
-     * batch a second weighs as ten of one that asks every 100 ms, so that
-     * its signals follow a change in seconds, not in tens of reports. */
-    double w = 1.0 - pow(1.0 - weighted.alpha, (double)dt / COORD_SIGNAL_NS);
-    if (w > weighted.alpha) weighted.alpha = w;
-  }
-  me->heartbeat_ns = now;
-  ff__coord_observe(&weighted, me, r);
   reclaim(s, c->slot, c->pidns, now);
-  ff__coord_targets(&s->params, s->slot, FF__COORD_MAX_MEMBERS);
-  int threads = ff__coord_step(&s->params, s->slot, FF__COORD_MAX_MEMBERS, c->slot);
-  ff__coord_burst(&s->params, s->slot, FF__COORD_MAX_MEMBERS);
-  c->threads = clampi(threads + me->burst, 0, c->max_threads);
+  c->threads = ff__coord_rebalance(&s->params, s->slot, FF__COORD_MAX_MEMBERS, c->slot, r, now);
   c->spares = member_spares(c->max_threads, c->threads);
   coord_unlock(s);
   *threads_out = c->threads;

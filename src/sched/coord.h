@@ -154,6 +154,17 @@ void ff__coord_burst(const ff__coord_params *p, ff__coord_member *m, int n);
  * taken as it is). */
 void ff__coord_observe(const ff__coord_params *p, ff__coord_member *m, const ff__coord_report_data *r);
 
+/* What ff__coord_report does with the table once dead members are
+ * reclaimed, without shared memory or a clock (the simulator runs it):
+ * member `self` reports r at now_ns (CLOCK_MONOTONIC, or simulated time) —
+ * its heartbeat, its smoothed batch interval and its signals (a report
+ * weighs as its interval, see alpha) — every other live member is marked
+ * quiet or not at now_ns, then ff__coord_targets, ff__coord_step for self
+ * and ff__coord_burst. Returns the threads self should run: its allotment
+ * plus its burst, 1..max_threads. */
+int ff__coord_rebalance(const ff__coord_params *p, ff__coord_member *m, int n, int self,
+                        const ff__coord_report_data *r, uint64_t now_ns);
+
 /* The shared segment's layout (coord.c writes and checks it; visible so that
  * tests can damage one). A member that finds it damaged (a field out of its
  * range) leaves the group and runs alone, with a one-line warning on stderr. */
