@@ -11,9 +11,9 @@ Usage: bench/dataset_source.py --data DIR [--threads 2] [--batches 40] [--repeat
 import argparse
 import os
 import statistics
-import time
 
 import fusionflow
+from _timing import time_batches
 
 PIPE = "decode | random_resized_crop(size=224) | random_horizontal_flip | normalize(mean=imagenet, std=imagenet)"
 
@@ -32,18 +32,8 @@ def rate(source, args):
     """images/s over `batches` batches after 3 warm-up batches."""
     with fusionflow.Loader(source, PIPE, batch_size=64, num_threads=args.threads, device="cpu",
                            output="numpy", seed=0) as loader:
-        it = iter(loader)
-        for _ in range(3):
-            next(it)
-        t0, n = time.perf_counter(), 0
-        for _ in range(args.batches):
-            try:
-                images, labels = next(it)
-            except StopIteration:
-                it = iter(loader)
-                images, labels = next(it)
-            n += len(labels)
-        return n / (time.perf_counter() - t0)
+        n, dt = time_batches(loader, args.batches, 3, lambda batch: len(batch[1]))
+        return n / dt
 
 
 def main():

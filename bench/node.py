@@ -9,7 +9,10 @@ amount of single-threaded work per step, as a Python training loop's main
 thread). Every scenario runs in three modes:
 
   coord   FF_NODE_GROUP=<unique>, FF_NODE_THREADS=--cores, each loader owns
-          --cores threads and runs what the coordinator allots it
+          --cores threads and runs what the coordinator allots it at normal
+          priority, the rest as spares in SCHED_IDLE (FF_NODE_TRAINER_CORES
+          as the environment sets it; default 1 core kept per loader for its
+          trainer: on --cores 2 with 2 loaders every loader thread is a spare)
   off     FF_NODE_GROUP=off, each loader runs --cores threads, the OS shares
   static  FF_NODE_GROUP=off, each loader runs --cores / N threads
 
@@ -23,7 +26,9 @@ crop-flip-normalize pipeline, so per-sample costs are unequal):
   changing     loader 0 has slack for the first half and always waits in the
                second, loader 1 the other way round, the rest slack
   standin      all loaders always wait, beside the trainer stand-in; its step
-               rate is compared with its rate alone (measured first)
+               rate is compared with its rate alone, run as a fourth mode in
+               the rotation of every repeat (the median of the per-repeat
+               ratios is shown)
 
 Per trainer: images/s, stall share (time waiting for batches / wall) and the
 worker threads it ran on average; per mode: node images/s and CPU use (the
@@ -176,7 +181,7 @@ def main():
             saved = json.load(f)
         print(json.dumps(saved["config"]))
         for name, by_mode in saved["scenarios"].items():
-            print_scenario(name, by_mode, {"steps_per_s": saved["config"]["standin_alone_steps_per_s"]})
+            print_scenario(name, by_mode)
         return
     if not args.data:
         ap.error("--data is required")
@@ -189,37 +194,45 @@ def main():
 
     rates = alone_rates(args)
     args.standin_work = calibrate_standin(args)
-    standin_alone = None
-    if "standin" in chosen:
-        standin_alone = run_members(args, [{"work": args.standin_work}], "off", "standin-alone")["members"][0]
     results = {"config": {"cores": args.cores, "loaders": args.loaders, "seconds": args.seconds,
-                          "batch_size": args.batch_size, "alone_images_per_s": {"heavy": rates[HEAVY],
-                                                                                 "light": rates[LIGHT]},
-                          "standin_alone_steps_per_s": standin_alone and standin_alone["steps_per_s"]},
+                          "batch_size": args.batch_size, "repeats": args.repeats,
+                          "alone_images_per_s": {"heavy": rates[HEAVY], "light": rates[LIGHT]},
+                          "load_average": os.getloadavg()},
                "scenarios": {}}
     for name in chosen:
         members = scenario_members(name, args.loaders, rates, args)
-        runs = {mode: [] for mode in MODES}
+        modes = MODES + (["alone"] if name == "standin" else [])
+        runs = {mode: [] for mode in modes}
         for r in range(args.repeats):  # the modes in turn, so that a change of the machine's load hits all
-            for mode in MODES[r % len(MODES):] + MODES[:r % len(MODES)]:
-                runs[mode].append(run_members(args, members, mode, "%s-%s-%d" % (name, mode, r)))
-        results["scenarios"][name] = {mode: median_run(runs[mode]) for mode in MODES}
+            for mode in modes[r % len(modes):] + modes[:r % len(modes)]:
+                alone = mode == "alone"  # the stand-in by itself
+                runs[mode].append(run_members(args, [m for m in members if "work" in m] if alone else members,
+                                              "off" if alone else mode, "%s-%s-%d" % (name, mode, r)))
+        results["scenarios"][name] = {mode: median_run(runs[mode]) for mode in modes}
+        if name == "standin":
+            for mode in MODES:  # per repeat: the stand-in's rate in the mode / alone, in the same rotation
+                ratios = sorted(a["members"][-1]["steps_per_s"] / max(b["members"][0]["steps_per_s"], 1e-9)
+                                for a, b in zip(runs[mode], runs["alone"]))
+                results["scenarios"][name][mode]["standin_ratios"] = [round(x, 3) for x in ratios]
+                results["scenarios"][name][mode]["standin_ratio"] = ratios[len(ratios) // 2]
         if not args.json:
-            print_scenario(name, results["scenarios"][name], standin_alone)
+            print_scenario(name, results["scenarios"][name])
     if args.json:
         print(json.dumps(results, indent=1))
 
 
 def median_run(runs):
-    """The run of median node throughput (with --repeats 1: the run)."""
-    node = lambda r: sum(m.get("images_per_s", 0) for m in r["members"])
+    """The run of median node throughput, or of the stand-in's steps/s when it ran alone (with --repeats 1:
+    the run)."""
+    node = lambda r: sum(m.get("images_per_s", m.get("steps_per_s", 0) if len(r["members"]) == 1 else 0)
+                         for m in r["members"])
     ranked = sorted(runs, key=node)
     chosen = dict(ranked[len(ranked) // 2])
     chosen["repeats_node_images_per_s"] = [round(node(r), 1) for r in runs]
     return chosen
 
 
-def print_scenario(name, by_mode, standin_alone):
+def print_scenario(name, by_mode):
     members = by_mode["off"]["members"]
     loaders = [i for i, m in enumerate(members) if "images_per_s" in m]
     print("\n%s" % name)
@@ -231,10 +244,13 @@ def print_scenario(name, by_mode, standin_alone):
                                                r["members"][i]["threads"]) for i in loaders)
         extra = ""
         if len(members) > len(loaders):
-            s = r["members"][-1]["steps_per_s"]
-            extra = "  stand-in %.1f steps/s (%.3fx alone)" % (s, s / (standin_alone["steps_per_s"] or 1))
+            extra = "  stand-in %.1f steps/s (%.3fx alone, %s)" % (r["members"][-1]["steps_per_s"], r["standin_ratio"],
+                                                                 " ".join("%.2f" % x for x in r["standin_ratios"]))
         print("  %-7s %8.0f %5.0f%% %5.0f%% %6d  %s%s" % (mode, node, 100 * r["cpu_use"], 100 * r["machine_busy"],
                                                         r["threads_each"], per, extra))
+    if "alone" in by_mode:
+        print("  stand-in alone: %.1f steps/s (median of %s)" % (by_mode["alone"]["members"][0]["steps_per_s"],
+                                                              by_mode["alone"]["repeats_node_images_per_s"]))
     c, o, s = (by_mode[m] for m in ("coord", "off", "static"))
     node = lambda r: sum(r["members"][i]["images_per_s"] for i in loaders)
     worst_off = min(c["members"][i]["images_per_s"] / max(o["members"][i]["images_per_s"], 1e-9) for i in loaders)

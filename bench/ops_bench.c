@@ -36,6 +36,7 @@
 #include "kernels/resize.h"
 #include "ops/augment.h"
 #include "ops/ops.h"
+#include "ops/pil_blur.h"
 #include "pipeline/pipeline.h"
 
 /* ------------------------------------------------------------ test images */
@@ -191,6 +192,11 @@ static void fn_pil(void *p) {
   if (ff__pil_run(&b->pil, b->src, &b->dst) != FF_OK) abort();
 }
 
+static void fn_pil_blur(void *p) { /* Pillow's GaussianBlur(radius=1.5) */
+  bench *b = p;
+  if (ff__pil_blur_run(BLUR_SIGMA, b->src, &b->dst, &b->scratch.copy) != FF_OK) abort();
+}
+
 static void fn_erase(void *p) {
   bench *b = p;
   if (ff__op_erase(b->pipe, b->plan, b->batch, 0, &b->scratch) != FF_OK) abort();
@@ -303,7 +309,8 @@ int main(int argc, char **argv) {
   /* ---- the list of benchmarks */
   typedef struct item {
     const char *name;
-    int kind; /* 0 affine, 1 lut, 2 color, 3 hflip, 4 resize, 5 output, 6 ops_run plan, 7 mix, 8 blur, 9 erase */
+    int kind; /* 0 affine, 1 lut, 2 color, 3 hflip, 4 resize, 5 output, 6 ops_run plan, 7 mix, 8 blur, 9 erase,
+                 10 Pillow blur */
     ff__aug aug[3];
     int naug;
     const ff__image *src;
@@ -357,6 +364,8 @@ int main(int argc, char **argv) {
                             "3 channels (color factor 0)"};
   items[n_items++] = (item){"gaussian_blur_k5", 8, {{0}}, 0, &img224, 5, 0, 0, "sigma 1.5"};
   items[n_items++] = (item){"gaussian_blur_k23", 8, {{0}}, 0, &img224, 23, 0, 0, "sigma 1.5"};
+  items[n_items++] = (item){"pil_gaussian_blur_r1.5", 10, {{0}}, 0, &img224, 0, 0, 0,
+                            "Pillow's ImageFilter.GaussianBlur(1.5), gaussian_blur(semantics=pil)"};
   items[n_items++] = (item){"random_erasing_pixel", 9, {{0}}, 0, &img224, 0, 0, 1,
                             "one 112x90 box of normal noise on the float output"};
   items[n_items++] = (item){"random_erasing_const", 9, {{0}}, 0, &img224, 0, 0, 0,
@@ -452,6 +461,7 @@ int main(int argc, char **argv) {
       t = time_fn(fn_ops_run, &b);
       break;
     case 8: t = time_fn(fn_blur, &b); break;
+    case 10: t = time_fn(fn_pil_blur, &b); break;
     case 9:
       b.pipe = &pipe_norm, b.batch = batch, b.plan = &plan_erase[it->antialias];
       t = time_fn(fn_erase, &b);

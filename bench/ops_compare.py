@@ -7,6 +7,8 @@ Runs, in one invocation and on the same 224x224 RGB uint8 test image:
   torchvision   torchvision.transforms.functional on a uint8 CHW tensor
                 (torch.set_num_threads(1)); the policies' ops through
                 torchvision.transforms.autoaugment._apply_op with the same magnitudes;
+                for the pil_* rows Pillow's own op on a PIL image (what torchvision,
+                timm and DINO call on PIL images);
   OpenCV        the nearest cv2 equivalent(s) (cv2.setNumThreads(1)) on the HWC
                 array; where several calls fit, each is timed and the fastest one
                 is compared (the JSON keeps them all);
@@ -55,7 +57,7 @@ OPS = [
     "resize_320x290_to_224_antialias", "resize_320x290_to_224_bilinear", "resize_150_to_224_upscale",
     "hflip", "normalize_nchw_f32", "aug_mix_mixing", "rotate_bilinear_via_ops_run",
     "resize_320x290_to_224_bicubic", "hue", "grayscale", "gaussian_blur_k5", "gaussian_blur_k23",
-    "random_erasing_pixel", "random_erasing_const",
+    "random_erasing_pixel", "random_erasing_const", "pil_gaussian_blur_r1.5",
 ]
 # timm's geometric ops with Pillow's arithmetic (fusionflow's pil ops; the
 # torchvision column of these rows is Pillow itself, as timm calls it).
@@ -187,6 +189,9 @@ def torchvision_peers(imgs):
                                                     inplace=True)
     peers["random_erasing_const"] = lambda: F.erase(f224, top, left, eh, ew, torch.tensor([0.0])[:, None, None],
                                                     inplace=True)
+    from PIL import Image, ImageFilter
+    pil224 = Image.fromarray(imgs["224"])
+    peers["pil_gaussian_blur_r1.5"] = lambda: pil224.filter(ImageFilter.GaussianBlur(radius=BLUR_SIGMA))
     peers.update(pillow_peers(imgs))
     return peers
 
@@ -389,6 +394,13 @@ def opencv_peers(imgs):
         plane[:, top:top + eh, left:left + ew] = 0.0
         return plane
     peers["random_erasing_const"] = [("numpy slice fill", erase_const)]
+    # Pillow's blur is three box passes per axis (3 wide at radius 1.5)
+    peers["pil_gaussian_blur_r1.5"] = [
+        ("GaussianBlur(sigma 1.5, REPLICATE)", lambda: cv2.GaussianBlur(img, (0, 0), BLUR_SIGMA,
+                                                                       borderType=cv2.BORDER_REPLICATE)),
+        ("blur(3x3, REPLICATE) x3", lambda: cv2.blur(cv2.blur(cv2.blur(img, (3, 3), borderType=cv2.BORDER_REPLICATE),
+                                                              (3, 3), borderType=cv2.BORDER_REPLICATE),
+                                                     (3, 3), borderType=cv2.BORDER_REPLICATE))]
     return peers
 
 

@@ -20,7 +20,8 @@ import argparse
 import json
 import os
 import sys
-import time
+
+from _timing import time_batches
 
 NORM = "normalize(mean=imagenet, std=imagenet)"
 MIX = "mixup_cutmix(mixup_alpha=0.8, cutmix_alpha=1.0, label_smoothing=0.1, num_classes={k})"
@@ -29,22 +30,16 @@ MULTI = (f"decode || 2 x random_resized_crop(size=224, scale=(0.4, 1)) | random_
          f" || 8 x random_resized_crop(size=96, scale=(0.05, 0.4)) | random_horizontal_flip | {NORM}")
 
 
+def first_dim(batch):
+    x = batch[0]
+    return (x[0] if isinstance(x, list) else x).shape[0]
+
+
 def run_ff(root, pipeline, args):
     import fusionflow
     with fusionflow.Loader(root, pipeline, batch_size=args.batch_size, num_threads=args.workers, device="cpu",
                            drop_last=True, output="torch") as loader:
-        it = iter(loader)
-        for _ in range(args.warmup):
-            next(it)
-        t0, n = time.perf_counter(), 0
-        for _ in range(args.batches):
-            try:
-                x, _ = next(it)
-            except StopIteration:
-                it = iter(loader)
-                x, _ = next(it)
-            n += (x[0] if isinstance(x, list) else x).shape[0]
-        dt = time.perf_counter() - t0
+        n, dt = time_batches(loader, args.batches, args.warmup, first_dim)
         s = loader.stats()
     prep = s["read_ns"] + s["decode_ns"] + s["ops_ns"] + s["batch_stage_ns"]
     return {"images_per_s": n / dt, "batch_stage_share": s["batch_stage_ns"] / prep if prep else 0.0}
@@ -56,24 +51,9 @@ def run_torch(root, transform, args, mixup=None):
     ds = datasets.ImageFolder(root, transform=transform)
     dl = torch.utils.data.DataLoader(ds, batch_size=args.batch_size, shuffle=True, num_workers=args.workers,
                                      drop_last=True, persistent_workers=True)
-    it = iter(dl)
-
-    def take():
-        nonlocal it
-        try:
-            return next(it)
-        except StopIteration:
-            it = iter(dl)
-            return next(it)
-    for _ in range(args.warmup):
-        take()
-    t0, n = time.perf_counter(), 0
-    for _ in range(args.batches):
-        x, y = take()
-        if mixup:
-            x, y = mixup(x, y)
-        n += (x[0] if isinstance(x, list) else x).shape[0]
-    return {"images_per_s": n / (time.perf_counter() - t0)}
+    step = (lambda batch: mixup(*batch)) if mixup else None
+    n, dt = time_batches(dl, args.batches, args.warmup, first_dim, step=step)
+    return {"images_per_s": n / dt}
 
 
 def main():

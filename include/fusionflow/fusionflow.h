@@ -306,8 +306,8 @@ typedef struct ff_config {
    * The memory is created on the device's context and stays valid while a
    * batch is held, also after ff_loader_close. */
   int pin_memory;
-  /* Where batches are handed out (the images; labels and indices stay on
-   * the host):
+  /* Where batches are handed out (the images; labels, mixup_cutmix's soft
+   * labels and indices stay on the host):
    *   "cpu"     host memory (default; also NULL)
    *   "cuda:N"  GPU N's memory: at ff_loader_next the batch goes up from
    *             pinned host memory by an asynchronous copy on the loader's
@@ -355,7 +355,8 @@ typedef struct ff_config {
    * shape (N, 3, H, W) with strides (3HW, 1, 3W, 3), torch's channels_last.
    * With an output_device and a float type, the samples the host prepares
    * go up as uint8 (a quarter of float32's bytes) and the device converts
-   * them with the same table (ff_batch_info.output_upload_bytes). */
+   * them with the same table (ff_batch_info.output_upload_bytes); with
+   * random_erasing, which writes the float32 output, they go up as float32. */
   int memory_format;
   /* torchvision.transforms (v1, default) or transforms.v2 arithmetic (see
    * ff_semantics). Part of what a batch is: the same seed, epoch and
@@ -606,7 +607,9 @@ typedef struct ff_batch ff_batch;
  *     pil_hue(factor) (-0.5..0.5), and pil_shear_x(shear), pil_shear_y(shear),
  *     pil_translate_x(pixels), pil_translate_y(pixels) (fractional; Image.transform's
  *     matrix terms), pil_rotate(angle) (degrees counter-clockwise about the centre),
- *     each with interpolation=nearest|bilinear|bicubic and fill.
+ *     each with interpolation=nearest|bilinear|bicubic and fill;
+ *     pil_gaussian_blur(radius) (ImageFilter.GaussianBlur: radius the Gaussian's
+ *     standard deviation in pixels, 0 to 1e6; 0 leaves the image).
  *   torchvision's per-sample transforms (v1 tensor semantics; semantics=v1, the
  *   default, where the op takes it; semantics=pil: the same draws, each op with
  *   Pillow's arithmetic as on a PIL image, docs/pillow-semantics.md):
@@ -616,15 +619,21 @@ typedef struct ff_batch ff_batch;
  *                                  hue through HSV exactly as adjust_hue; semantics=pil:
  *                                  ImageEnhance Brightness, Contrast, Color and the
  *                                  PIL hue shift (bit-exact with ColorJitter on a PIL image)
- *     grayscale(num_output_channels=3), random_grayscale(p=0.1), hue(factor)
+ *     grayscale(num_output_channels=3), random_grayscale(p=0.1, semantics=v1), hue(factor)
  *                                  Grayscale (3 channels only: batches are RGB),
- *                                  RandomGrayscale, adjust_hue
+ *                                  RandomGrayscale, adjust_hue; random_grayscale's
+ *                                  semantics=pil: mode "L" (Pillow's luma)
  *     gaussian_blur(kernel_size, sigma=(0.1, 2.0), semantics=v1)
  *                                  GaussianBlur: odd sizes up to 255 (N or (width,
  *                                  height)), sigma drawn per sample; reflect padding;
- *                                  computed separably, within one level of torchvision;
- *                                  semantics=pil (ImageFilter.GaussianBlur) is refused:
- *                                  not built
+ *                                  computed separably, within one level of torchvision.
+ *                                  semantics=pil: Pillow's ImageFilter.GaussianBlur
+ *                                  (DINO's and DeiT III's blur of a PIL image) with the
+ *                                  radius (Pillow's sigma, pixels) drawn uniformly in
+ *                                  sigma=(min, max), as their random.uniform(min, max);
+ *                                  no kernel_size (refused: Pillow takes none);
+ *                                  bit-exact with Pillow 13 (three extended box passes
+ *                                  per axis, docs/pillow-semantics.md)
  *     random_solarize(threshold, p=0.5, semantics=v1), random_posterize(bits, p=0.5),
  *     random_autocontrast(p=0.5), random_equalize(p=0.5), random_invert(p=0.5),
  *     random_adjust_sharpness(sharpness_factor, p=0.5)
@@ -633,9 +642,11 @@ typedef struct ff_batch ff_batch;
  *     random_apply(p=0.5, [op | op ...]), random_choice([op, op, ...], p=(w, ...))
  *                                  RandomApply, RandomChoice over ops that keep the
  *                                  image size (docs/composition.md)
- *     three_augment(color_jitter=0.3)
+ *     three_augment(color_jitter=0.3, semantics=v1)
  *                                  DeiT III's 3-Augment (one of grayscale, solarize(128),
- *                                  gaussian_blur(23, (0.1, 2)); then ColorJitter(j, j, j))
+ *                                  gaussian_blur(23, (0.1, 2)); then ColorJitter(j, j, j));
+ *                                  semantics=pil: DeiT III's own, each op in Pillow's
+ *                                  arithmetic (its blur ImageFilter.GaussianBlur)
  *     policy_file(path="policy.json", interpolation=nearest, fill)
  *                                  sub-policies or DeepAutoAugment layers from a JSON
  *                                  file, read when the pipeline is parsed
@@ -682,8 +693,16 @@ typedef struct ff_batch ff_batch;
  *     label_smoothing: give it to the loss); both alphas > 0 behaves as
  *     RandomChoice([MixUp, CutMix], p=[1 - switch_prob, switch_prob]) and
  *     prob as RandomApply. A label outside [0, num_classes) fails its batch
- *     (FF_EDATA naming the file). With output_device the stage runs on the
- *     host batch before it goes up (the same bytes).
+ *     (FF_EDATA naming the file). With a device output_device ("cuda:N",
+ *     "emu:N") the stage mixes the device batch once every sample is in
+ *     place there (direct aggregation included): the draws and the soft
+ *     labels are made on the host in ff_loader_next, the images are mixed
+ *     by one kernel launch on the batch's stream before its ready event
+ *     (each pair read before written, the same float32 arithmetic: the
+ *     same bytes as output_device cpu). The stage mixes float32 NCHW
+ *     images: output_dtype and memory_format must be auto (or float32,
+ *     contiguous), on the host and on the device alike, else
+ *     ff_loader_open fails with FF_EINVAL naming the stage's column.
  *
  * Views: several views of each sample after one shared decode (DINO's
  * global and local crops, SimCLR's pairs), as
@@ -692,10 +711,14 @@ typedef struct ff_batch ff_batch;
  *    || 8 x random_resized_crop(size=96, scale=(0.05, 0.4)) | random_horizontal_flip
  *      | normalize(mean=imagenet, std=imagenet)"
  * `||` separates the shared decode from each group of views; `N x` makes
- * the group N views (one without it). The image is decoded once, whole (no
- * region or DCT-scaled decode); each group runs as the pipeline
- * `decode(dct_scale=false) | OPS` on it: every view of a group has the
- * group's size, groups may differ. View v (counted over the groups in
+ * the group N views (one without it). Every view is planned first, then
+ * the image is decoded once: only the window that holds all the views'
+ * crops when each view starts with a crop inside the image (crop,
+ * center_crop, random_resized_crop), else whole, and without DCT scaling.
+ * The pixels are those of a whole decode; as for one pipeline's region,
+ * damage or truncation below the window goes unnoticed. Each group runs as
+ * the pipeline `decode(dct_scale=false) | OPS` on it: every view of a group
+ * has the group's size, groups may differ. View v (counted over the groups in
  * order) of sample i draws from the sample's stream as index i + v * 2^52
  * would (view 0 as the sample without views; ff_image_augment with that
  * index and the group's pipeline gives the view's pixels). A batch holds
@@ -921,7 +944,10 @@ typedef struct ff_batch_info {
   uint64_t feeder_cpu_ns;   /* the device feeder thread's CPU time on its microbatch, waits included
                                (they sleep: events are blocking-sync), against device_ns */
   uint64_t batch_stage_ns;  /* the batch stage (mixup_cutmix) on this batch: draws, soft labels and
-                               images, on the consumer thread in ff_loader_next, ns; 0 without one */
+                               images, on the consumer thread in ff_loader_next, ns; 0 without one.
+                               With a device output_device the images are mixed on the device (after
+                               ff_loader_next returns, before the ready event): this is the host's
+                               part, draws and soft labels */
 } ff_batch_info;
 
 /* Fills *out for a held batch. Any thread. */
@@ -957,7 +983,9 @@ typedef struct ff_stats {
   uint64_t skipped;          /* samples skipped under on_error=skip; with a tar: source also, from the open
                                 on (under skip or replace), each shard member or shard that makes no
                                 sample (listed first by ff_loader_skipped) */
-  int num_threads;           /* worker threads in use */
+  int num_threads;           /* worker threads in use at normal priority (in a node group: the allotment and
+                                burst of the node coordinator; its spare threads in SCHED_IDLE, which run on
+                                cores nothing else wants, are not counted) */
   const char *device;        /* the device in use: "cpu", "emu:0", "cuda:0 (NVIDIA H200)"; owned by the loader */
   uint64_t device_samples;   /* samples handed out that the device prepared */
   uint64_t device_ns;        /* device time of their microbatches (events: upload to last kernel) */

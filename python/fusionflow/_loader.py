@@ -340,6 +340,8 @@ class Loader:
             current stream waits for the batch's upload, and the batch's memory is
             reused only after the work queued on that stream when the tensor dies),
             or ``"emu:N"`` (the emulated device; host memory). Same bytes as ``"cpu"``.
+            A pipeline ending in ``mixup_cutmix(...)`` is mixed on the device batch
+            (the same bytes); its soft labels stay CPU tensors, as labels do.
         device_decode (str): whether samples sent to the device may be decoded there
             (placement ``device``): ``"auto"`` (default: on for a CUDA device with nvJPEG),
             ``"off"`` or ``"on"``. nvJPEG's pixels are not libjpeg-turbo's, so with it on
@@ -418,7 +420,8 @@ class Loader:
             or ``(N, H, W, 3)`` uint8, C-contiguous, on the CPU.
         labels: ``(N,)`` int64 class indices; with a pipeline ending in the batch
             stage ``mixup_cutmix(...)``, the mixed soft targets instead:
-            ``(N, num_classes)`` float32, as timm's Mixup returns them.
+            ``(N, num_classes)`` float32, as timm's Mixup returns them (on the CPU,
+            also with an ``output_device``).
     With views (``decode || 2 x OPS || 8 x OPS``, see fusionflow.h) images is a
     list of per-view tensors, in view order (DINO's 2 global + 8 local crops).
 
@@ -825,7 +828,9 @@ class Loader:
             host_round_trips (int): device-prepared samples that went down and up again
                 (output_device another device than the offload device).
             feeder_cpu_ns (int): CPU time of the device feeder thread (its waits sleep).
-            batch_stage_ns (int): the mixup_cutmix batch stage (consumer thread, in next()).
+            batch_stage_ns (int): the mixup_cutmix batch stage (consumer thread, in next();
+                with a device output_device its draws and soft labels: the images are
+                mixed on the device).
             held (int): batches handed out and still referenced.
             source_ignored_files (int): files in the class folders of a folder
                 source left out for their extension (not one of torchvision's

@@ -12,9 +12,13 @@ What maps to what (timm 1.0's transforms_imagenet_train / transforms_imagenet_ev
              | timm_rand_augment / timm_auto_augment / timm_aug_mix (auto_augment "rand-...",
                "augmix-...", other policy names, with timm's hparams: img_mean from mean,
                translate_const = int(0.45 * min size), interpolation unless "random", AugMix's
-               translate_pct 0.3; colour jitter then off, as in timm)
-             | color_jitter(b, c, s[, h]) (inside random_apply(p=color_jitter_prob) when given)
-             | random_grayscale(p=grayscale_prob)
+               translate_pct 0.3; colour jitter then off, as in timm), or for "3a" (timm's
+               3-Augment policy: one of Solarize(128), Desaturate to gray, GaussianBlurRand with
+               the radius uniform in (0.1, 2), on the PIL image)
+               three_augment(color_jitter=0, semantics=pil) (colour jitter stays on, as in timm)
+             | color_jitter(b, c, s[, h], semantics=pil) (inside random_apply(p=color_jitter_prob)
+               when given)
+             | random_grayscale(p=grayscale_prob, semantics=pil)
              | random_apply(p=gaussian_blur_prob, [gaussian_blur(kernel_size=23, sigma=(0.1, 2.0))])
              | normalize(mean, std) | random_erasing(p=re_prob, mode=re_mode, max_count=re_count)
   evaluation resize(floor(size / crop_pct), interpolation) | center_crop(size) | normalize(mean, std)
@@ -26,16 +30,16 @@ What maps to what (timm 1.0's transforms_imagenet_train / transforms_imagenet_ev
   collate_fn = a timm Mixup / FastCollateMixup -> the mixup_cutmix batch stage with its settings
   (batches then carry soft targets, as Mixup returns them); use_prefetcher with a CUDA device ->
   output_device (batches handed out on that GPU).
-How close the pixels come to timm's: the policies are Pillow's arithmetic, bit-exact with timm's
-op functions; the crop's resampling, color_jitter and random_grayscale are torchvision's tensor
-ops, where timm applies Pillow's to its PIL image (a level or two per pixel; colour jitter
-further, as Pillow's ImageEnhance rounds each factor's result to uint8); the Gaussian blur is the
-tensor blur timm's GaussianBlur also runs (within a level); random erasing follows timm's
+How close the pixels come to timm's: the policies, colour jitter, grayscale and 3-Augment are
+Pillow's arithmetic (semantics=pil), bit-exact with what timm applies to its PIL image (its
+torchvision ColorJitter and RandomGrayscale on a PIL image call Pillow); the crop's resampling
+is torchvision's tensor op, where timm's is Pillow's (a level or two per pixel); the Gaussian
+blur of gaussian_blur_prob is the tensor blur, because timm's torchvision GaussianBlur converts
+the PIL image to a tensor and blurs that (within a level); random erasing follows timm's
 RandomErasing with noise from the sample's own stream (tests/python/test_timm_loader.py).
-Refused with a ValueError that says which and why, nothing silently dropped: auto_augment "3a"
-(DeiT III's Pillow 3-Augment), an unknown auto_augment or re_mode, random interpolation at
-evaluation, and timm features with no counterpart here (tf_preprocessing, aug splits,
-batch-size schedules, ...).
+Refused with a ValueError that says which and why, nothing silently dropped: "3a" with magnitude
+noise (mstd), an unknown auto_augment or re_mode, random interpolation at evaluation, and timm
+features with no counterpart here (tf_preprocessing, aug splits, batch-size schedules, ...).
 """
 import math
 import os
@@ -151,7 +155,8 @@ def transform_pipeline(input_size, is_training=False, scale=None, ratio=None, hf
         ops.append(f"random_vertical_flip(p={float(vflip)!r})")
     if auto_augment:
         ops.append(_policy(auto_augment, min(h, w), mean, interpolation))
-        color_jitter = None  # timm turns colour jitter off with a policy
+        if "3a" not in auto_augment:  # timm turns colour jitter off with a policy, but for 3-Augment
+            color_jitter = None
     if color_jitter is not None:
         jitter = _color_jitter(color_jitter)
         if jitter and color_jitter_prob is not None:
@@ -159,8 +164,8 @@ def transform_pipeline(input_size, is_training=False, scale=None, ratio=None, hf
         if jitter:
             ops.append(jitter)
     if grayscale_prob:
-        ops.append(f"random_grayscale(p={float(grayscale_prob)!r})")
-    if gaussian_blur_prob:  # timm's GaussianBlur(kernel_size=23), torchvision's default sigma
+        ops.append(f"random_grayscale(p={float(grayscale_prob)!r}, semantics=pil)")
+    if gaussian_blur_prob:  # timm's GaussianBlur(kernel_size=23), torchvision's default sigma, on a tensor
         ops.append(f"random_apply(p={float(gaussian_blur_prob)!r}, "
                    "[gaussian_blur(kernel_size=23, sigma=(0.1, 2.0))])")
     ops.append(norm)
@@ -179,7 +184,7 @@ def _color_jitter(cj):
     if not any(v):
         return ""
     names = ("brightness", "contrast", "saturation", "hue")
-    return "color_jitter(" + ", ".join(f"{n}={x!r}" for n, x in zip(names, v)) + ")"
+    return "color_jitter(" + ", ".join(f"{n}={x!r}" for n, x in zip(names, v)) + ", semantics=pil)"
 
 
 def _policy(config, size_min, mean, interpolation):
@@ -187,8 +192,12 @@ def _policy(config, size_min, mean, interpolation):
     if not isinstance(config, str):
         raise ValueError(f"fusionflow.timm: auto_augment must be a string (got {config!r})")
     if "3a" in config.split("-")[0]:
-        raise ValueError(f"fusionflow.timm: auto_augment={config!r}: timm's 3-Augment is Pillow's; use the "
-                         "three_augment op (torchvision's tensor ops) in a fusionflow pipeline instead")
+        if config != "3a":
+            raise ValueError(f"fusionflow.timm: auto_augment={config!r}: timm's 3-Augment is supported as '3a' "
+                             "only, without magnitude noise (mstd)")
+        # auto_augment_policy_3a: Solarize(128), Desaturate(1.0) (Color 0: mode L), GaussianBlurRand
+        # (ImageFilter.GaussianBlur, radius uniform in (0.1, 2)), one of them per image, on the PIL image
+        return "three_augment(color_jitter=0, semantics=pil)"
     op = ("timm_rand_augment" if config.startswith("rand") else
           "timm_aug_mix" if config.startswith("augmix") else "timm_auto_augment")
     img_mean = tuple(min(255, round(255 * float(x))) for x in mean)

@@ -22,6 +22,18 @@ int ff__cli_parse_long(const char *cmd, const char *opt, const char *s, long min
   return 1;
 }
 
+int ff__cli_parse_double(const char *cmd, const char *opt, const char *s, double min, double max, double *out) {
+  char *end;
+  errno = 0;
+  double v = strtod(s, &end);
+  if (!*s || *end || errno || !(v >= min && v <= max)) {
+    fprintf(stderr, "fusionflow %s: --%s expects a number in [%g, %g], got '%s'\n", cmd, opt, min, max, s);
+    return 0;
+  }
+  *out = v;
+  return 1;
+}
+
 int ff__cli_parse_semantics(const char *cmd, const char *s, int *out) {
   if (strcmp(s, "v1") && strcmp(s, "v2")) {
     fprintf(stderr, "fusionflow %s: --semantics expects v1 or v2, got '%s'\n", cmd, s);

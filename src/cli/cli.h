@@ -20,6 +20,13 @@ void ff__cli_print_plan(const char *json, int one_line);
 
 int ff__cli_parse_long(const char *cmd, const char *opt, const char *s, long min, long max, long *out);
 
+/* The same for a number (strtod) in [min, max]. */
+int ff__cli_parse_double(const char *cmd, const char *opt, const char *s, double min, double max, double *out);
+
+/* `fusionflow sim --ranks N ...`: several trainers on one node (sim_node.c);
+ * argv as ff__cli_sim's. */
+int ff__cli_sim_node(int argc, char **argv);
+
 /* Parses --semantics' value ("v1" or "v2", an ff_semantics) into *out; on
  * failure says so on stderr and returns 0. */
 int ff__cli_parse_semantics(const char *cmd, const char *s, int *out);

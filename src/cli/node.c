@@ -24,7 +24,9 @@ static void node_usage(FILE *f) {
           "FF_NODE_GROUP=auto under torchrun: torchelastic-<run id>): per member its pid, state\n"
           "(stalled: its trainer waits; slack: its ring is full and its workers idle; quiet: no\n"
           "batch asked for lately, or the process is stopped; neutral), threads it runs =\n"
-          "allotment + burst (cores nobody else uses), fair share, target, and the smoothed\n"
+          "allotment + burst at normal priority (cores nobody else uses; the budget less\n"
+          "FF_NODE_TRAINER_CORES per member, kept for the trainers' own threads: the rest of\n"
+          "a loader's threads are spares in SCHED_IDLE), fair share, target, and the smoothed\n"
           "signals: stall share, ring fill, busy share (worker CPU time / threads x interval),\n"
           "batch interval and the time since its last report. Reads the table without joining.\n"
           "\n"
@@ -41,8 +43,10 @@ static void print_text(const char *group, const ff__coord_params *p, const ff__c
                        uint64_t now) {
   int allotted = 0, running = 0;
   for (int i = 0; i < n; i++) allotted += m[i].threads, running += m[i].threads + m[i].burst;
-  printf("group %s: %d member%s, budget %d threads (%d allotted, %d running), expected members %d\n", group, n,
-         n == 1 ? "" : "s", p->budget_threads, allotted, running, p->expected_members);
+  printf("group %s: %d member%s, budget %d threads, %d guaranteed after %d core%s per trainer (%d allotted, %d "
+         "running; the rest spares in SCHED_IDLE), expected members %d\n", group, n, n == 1 ? "" : "s",
+         p->budget_threads, ff__coord_guaranteed_budget(p, m, n), p->trainer_cores, p->trainer_cores == 1 ? "" : "s",
+         allotted, running, p->expected_members);
   printf("%8s  %-8s %5s %5s %5s %5s %6s  %6s %5s %5s %9s %9s\n", "pid", "state", "run", "allot", "burst", "fair",
          "target", "stall", "ring", "busy", "interval", "last");
   for (int i = 0; i < n; i++) {
@@ -60,8 +64,8 @@ static void print_json(const char *group, const ff__coord_params *p, const ff__c
   for (const char *c = group; *c; c++)
     if (*c == '"' || *c == '\\') printf("\\%c", *c);
     else if ((unsigned char)*c >= 0x20) putchar(*c);
-  printf("\", \"budget_threads\": %d, \"expected_members\": %d, \"members\": [", p->budget_threads,
-         p->expected_members);
+  printf("\", \"budget_threads\": %d, \"trainer_cores\": %d, \"guaranteed_threads\": %d, \"expected_members\": %d, "
+         "\"members\": [", p->budget_threads, p->trainer_cores, ff__coord_guaranteed_budget(p, m, n), p->expected_members);
   for (int i = 0; i < n; i++) {
     const ff__coord_member *e = &m[i];
     printf("%s{\"pid\": %d, \"state\": \"%s\", \"threads\": %d, \"allotment\": %d, \"burst\": %d, \"fair\": %d, "

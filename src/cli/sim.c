@@ -5,8 +5,9 @@
  * number of CPU cores per GPU for which cpu-only and the policy keep the
  * trainers within --max-loss of full speed. Costs come from flags or from a
  * profile (`fusionflow bench --json`, or a list of per-sample costs).
+ * With --ranks it hands over to sim_node.c (several trainers sharing the
+ * node's cores).
  * Human text goes to stderr, --json prints one object on stdout. */
-#include <errno.h>
 #include <getopt.h>
 #include <limits.h>
 #include <math.h>
@@ -25,6 +26,9 @@ static void sim_usage(FILE *f) {
           "CPU cores, with the same offload policy as the runtime, and compares cpu-only,\n"
           "gpu-only, the paper's static split (the largest files of each batch to the GPU)\n"
           "and ours (the adaptive policy). With --plan: how many cores per GPU are needed.\n"
+          "With --ranks N: N trainers sharing the node's cores with the node coordinator,\n"
+          "without it and split statically, as bench/node.py runs them (see\n"
+          "'fusionflow sim --ranks 8 --help').\n"
           "\n"
           "node and training:\n"
           "  --cores C                 CPU cores of the node (default 8)\n"
@@ -78,15 +82,7 @@ static int parse_long(const char *opt, const char *s, long min, long max, long *
 }
 
 static int parse_double(const char *opt, const char *s, double min, double max, double *out) {
-  char *end;
-  errno = 0;
-  double v = strtod(s, &end);
-  if (!*s || *end || errno || !(v >= min && v <= max)) {
-    fprintf(stderr, "fusionflow sim: --%s expects a number in [%g, %g], got '%s'\n", opt, min, max, s);
-    return 0;
-  }
-  *out = v;
-  return 1;
+  return ff__cli_parse_double("sim", opt, s, min, max, out);
 }
 
 static void json_result(const char *name, const ff__sim_result *r, double speedup) {
@@ -328,6 +324,8 @@ int ff__cli_sim(int argc, char **argv) {
       {"decode-on", required_argument, 0, O_DECODEON},
       {"help", no_argument, 0, 'h'},
       {0, 0, 0, 0}};
+  for (int i = 1; i < argc && strcmp(argv[i], "--"); i++)
+    if (!strcmp(argv[i], "--ranks") || !strncmp(argv[i], "--ranks=", 8)) return ff__cli_sim_node(argc, argv);
   ff__sim_config cfg;
   ff__sim_config_init(&cfg);
   cfg.cores = 8;

@@ -28,6 +28,7 @@
 #include "ops/augment.h"
 #include "ops/ops.h"
 #include "ops/pil.h"
+#include "ops/pil_blur.h"
 
 #define ALIGN(x, a) (((x) + (a)-1) / (a) * (a))
 
@@ -232,7 +233,8 @@ static void lower_aug(walk *w, const ff__aug *a) {
 }
 
 /* A Pillow op (ops/pil.c): table ops as histogram / luma sum → tables →
- * lookup, the others one stage each. */
+ * lookup, GaussianBlur as its six passes (nothing for a box of radius 0),
+ * the others one stage each. */
 static void lower_pil(walk *w, const ff__pil *p) {
   int width = w->cur.width, height = w->cur.height;
   if (width <= 0 || height <= 0) return;
@@ -250,6 +252,15 @@ static void lower_pil(walk *w, const ff__pil *p) {
     b->a = hist, b->b = d_op, b->p.pil_lut.luts = luts, b->p.pil_lut.sum = sum;
     st = stage(w, FF__DS_LUT_APPLY, pixels(&w->cur));
     st->a = luts;
+  } else if (p->op == FF__PIL_GAUSSIAN_BLUR) { /* three passes along x, three along y, a launch each */
+    ff__pil_box box = ff__pil_blur_box(p->arg);
+    for (int k = 0; box.on && k < 2 * FF__PIL_BLUR_PASSES; k++) {
+      int along_x = k < FF__PIL_BLUR_PASSES;
+      st = stage(w, along_x ? FF__DS_PIL_BOX_H : FF__DS_PIL_BOX_V, (uint64_t)(along_x ? height : width) * 3);
+      st->p.pil_box = box;
+      produce(w, st, width, height);
+    }
+    return;
   } else if (p->op == FF__PIL_HUE) {
     st = stage(w, FF__DS_PIL_HUE, pixels(&w->cur));
     st->p.pil_hue = ff__pil_hue_shift(p->arg);
@@ -513,9 +524,10 @@ static const char *stage_name(int kind) {
       "fusionflow: resize_v",  "fusionflow: affine",    "fusionflow: translate", "fusionflow: color",
       "fusionflow: sharpness", "fusionflow: gray_sum",  "fusionflow: contrast",  "fusionflow: histogram",
       "fusionflow: lut_build", "fusionflow: lut_apply", "fusionflow: mix_scale", "fusionflow: mix_add",
-      "fusionflow: mix_trunc", "fusionflow: out_u8",    "fusionflow: out_f32",   "fusionflow: out_fmt",
+      "fusionflow: mix_trunc", "fusionflow: batch_mix", "fusionflow: out_u8",    "fusionflow: out_f32",   "fusionflow: out_fmt",
       "fusionflow: pil_warp",  "fusionflow: pil_color", "fusionflow: pil_sharpness", "fusionflow: pil_luma_sum",
-      "fusionflow: pil_lut_build", "fusionflow: pil_blend", "fusionflow: pil_hue", "fusionflow: hue",
+      "fusionflow: pil_lut_build", "fusionflow: pil_blend", "fusionflow: pil_hue", "fusionflow: pil_box_h",
+      "fusionflow: pil_box_v", "fusionflow: hue",
       "fusionflow: erase"};
   _Static_assert(sizeof names / sizeof *names == FF__DS_KINDS, "a name per stage kind");
   return kind >= 0 && kind < FF__DS_KINDS ? names[kind] : "fusionflow: stage";

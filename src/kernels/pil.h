@@ -45,6 +45,7 @@ typedef enum ff__pil_op {
   FF__PIL_TRANSLATE_Y,  /* (1, 0, 0, 0, 1, p) */
   FF__PIL_ROTATE,       /* arg: degrees counter-clockwise about the centre (Image.rotate, expand=False) */
   FF__PIL_HUE,          /* arg: hue factor in [-0.5, 0.5] (torchvision's adjust_hue on a PIL image) */
+  FF__PIL_GAUSSIAN_BLUR, /* arg: radius (ImageFilter.GaussianBlur; kernels/pil_blur.h, ops/pil_blur.c) */
   FF__PIL_COUNT
 } ff__pil_op;
 

@@ -13,7 +13,11 @@
  * (kernels/color.h, affine.h, resize.h, mix.h).
  *
  * Every stage reads its source and writes a distinct destination: nothing
- * runs in place, so AugMix's kept image stays intact without a copy.
+ * runs in place, so AugMix's kept image stays intact without a copy. The
+ * one exception is the batch stage (FF__DS_BATCH_MIX) on the assembled
+ * float32 batch: each of its threads reads every element it writes (an
+ * image's and its partners') before writing any, and no two threads touch
+ * the same element.
  * Addresses are device addresses as integers (the table is built on the
  * host and uploaded as bytes); images are HWC RGB uint8. */
 #ifndef FF_KERNELS_STAGE_H
@@ -29,9 +33,11 @@
 #include "kernels/mix.h"
 #include "kernels/out.h"
 #include "kernels/pil.h"
+#include "kernels/pil_blur.h"
 #include "kernels/pixel.h"
 #include "kernels/resize.h"
 #include "kernels/aug.h"
+#include "kernels/batch_mix.h"
 
 typedef enum ff__dstage_kind {
   FF__DS_NONE,      /* nothing for this sample at this index */
@@ -52,6 +58,10 @@ typedef enum ff__dstage_kind {
   FF__DS_MIX_SCALE, /* a (float, packed) = p.mix.weight * src */
   FF__DS_MIX_ADD,   /* a += p.mix.weight * src */
   FF__DS_MIX_TRUNC, /* dst = trunc(a) */
+  FF__DS_BATCH_MIX, /* in place on the float32 NCHW batch at dst.addr (images of dst.width x dst.height,
+                       count = 3 x width x height elements each): the Mixup/CutMix plans a (ff__mix_elem
+                       [p.batch_mix.n]) of pair (p.batch_mix.i, its flipped partner), or of the whole
+                       batch rolled by one (p.batch_mix.rolled), each element read before any write */
   FF__DS_OUT_U8,    /* dst (packed NHWC slot) = src */
   FF__DS_OUT_F32,   /* dst.addr (NCHW float slot) = tables a (float [3][256]) of src */
   FF__DS_OUT_FMT,   /* dst.addr (slot in the output format p.out) = element bits a (uint32 [3][256]) of src */
@@ -63,6 +73,9 @@ typedef enum ff__dstage_kind {
                            histogram a (uint32 [3][256]) and the luma sum p.pil_lut.sum of src */
   FF__DS_PIL_BLEND,     /* dst = Image.blend(src, the packed image at a, p.pil_alpha) */
   FF__DS_PIL_HUE,       /* dst = adjust_hue(src) by the shift byte p.pil_hue */
+  FF__DS_PIL_BOX_H,     /* element (row y, channel c) = y * 3 + c: one pass of GaussianBlur's box p.pil_box
+                           along the row (kernels/pil_blur.h), src into dst */
+  FF__DS_PIL_BOX_V,     /* element (column x, channel c) = x * 3 + c: the same down the column */
   FF__DS_HUE,       /* dst = adjust_hue(src, p.mix.weight) (kernels/hue.h) */
   FF__DS_ERASE,     /* the src.width x src.height box at (p.crop.x, p.crop.y) of the NCHW float slot
                        dst.addr (dst.width x dst.height) = the floats at a: [3] (p.crop.per_value 0)
@@ -107,9 +120,13 @@ typedef struct ff__dstage {
       float weight;
     } mix;
     struct {
+      int32_t n, i, rolled;
+    } batch_mix;
+    struct {
       int32_t elem_bytes, planar;
     } out;
     ff__pil_warp pil_warp;
+    ff__pil_box pil_box;
     float pil_alpha;
     uint8_t pil_hue;
     struct {
@@ -291,6 +308,24 @@ FF_HD static inline void ff__dstage_elem(const ff__dstage *st, uint32_t e) {
       o[c] = ff__mix_trunc_u8(m[c]);
     break;
   }
+  case FF__DS_BATCH_MIX: { /* timm pairs i, n-1-i (disjoint); torchvision's chain i <- i-1, from the end */
+    const ff__mix_elem *m = FF__DPTR(const ff__mix_elem, st->a);
+    float *img = FF__DPTR(float, dst->addr) + e;
+    size_t step = st->count;
+    int n = st->p.batch_mix.n, plane = dst->width * dst->height;
+    if (st->p.batch_mix.rolled) {
+      float last = img[(size_t)(n - 1) * step];
+      for (int i = n - 1; i >= 1; i--)
+        img[i * step] = ff__batch_mix_value(&m[i], img[i * step], img[(i - 1) * step], dst->width, plane, e);
+      img[0] = ff__batch_mix_value(&m[0], img[0], last, dst->width, plane, e);
+      break;
+    }
+    int i = st->p.batch_mix.i, j = n - 1 - i;
+    float xi = img[i * step], xj = img[j * step];
+    img[i * step] = ff__batch_mix_value(&m[i], xi, xj, dst->width, plane, e);
+    if (j != i) img[j * step] = ff__batch_mix_value(&m[j], xj, xi, dst->width, plane, e);
+    break;
+  }
   case FF__DS_OUT_U8: {
     const uint8_t *i = ff__dimg_px(src, y, x);
     uint8_t *o = FF__DPTR(uint8_t, dst->addr) + (size_t)e * 3;
@@ -321,6 +356,17 @@ FF_HD static inline void ff__dstage_elem(const ff__dstage *st, uint32_t e) {
     break;
   }
   case FF__DS_PIL_HUE: ff__pil_hue_px(ff__dimg_px(src, y, x), st->p.pil_hue, ff__dimg_px(dst, y, x)); break;
+  case FF__DS_PIL_BOX_H:
+  case FF__DS_PIL_BOX_V: { /* one line of one channel per element: a thread walks its line */
+    uint32_t acc, line = e / 3, c = e % 3;
+    if (st->kind == FF__DS_PIL_BOX_H)
+      ff__pil_box_pass(&st->p.pil_box, ff__dimg_px(src, (int)line, 0) + c, 3, ff__dimg_px(dst, (int)line, 0) + c, 3,
+                       src->width, 1, &acc);
+    else
+      ff__pil_box_pass(&st->p.pil_box, ff__dimg_px(src, 0, (int)line) + c, (long)src->stride,
+                       ff__dimg_px(dst, 0, (int)line) + c, (long)dst->stride, src->height, 1, &acc);
+    break;
+  }
   case FF__DS_PIL_LUMA_SUM:
     ff__datomic_add_u64(FF__DPTR(uint64_t, st->a), ff__pil_luma(ff__dimg_px(src, sy, sx)));
     break;

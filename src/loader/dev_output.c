@@ -26,12 +26,22 @@
  * copy, queued in position order on the output stream so no source is
  * overwritten before it is read. With another output device the
  * device-prepared samples come down to the host batch and go up again
- * (counted as host round trips). */
+ * (counted as host round trips). The host's samples go up as uint8 for the
+ * device to convert, unless the pipeline erases (random_erasing writes the
+ * float32 output on the host): then as float32.
+ *
+ * A pipeline ending in mixup_cutmix mixes the device batch: after the
+ * upload (and the device's conversion) has put every sample in place, the
+ * plan the consumer thread drew (loader.c) goes up and one launch mixes
+ * the images in place (exec/dev_mix.h), all on the output stream before
+ * the ready event, so the consumer sees the mixed batch; the soft labels
+ * stay in host memory, as the labels do. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "exec/dev_convert.h"
+#include "exec/dev_mix.h"
 #include "loader/loader_internal.h"
 
 /* Whether the host's samples go up as uint8 for the device to convert. */
@@ -39,10 +49,17 @@ static int uint8_transport(const ff_loader *l) {
   return l->host_pipe.output != l->pipe.output || l->host_pipe.out_custom != l->pipe.out_custom;
 }
 
+/* random_erasing writes the float32 output: a host that erases sends floats. */
+static int erases(const ff__pipeline *p) {
+  for (int i = 0; i < p->num_ops; i++)
+    if (p->ops[i].kind == FF__OP_RANDOM_ERASING) return 1;
+  return 0;
+}
+
 void ff__dev_output_host_pipe(ff_loader *l) {
   const char *out = l->cfg.output_device;
   int on_device = out && (!strncmp(out, "cuda", 4) || !strncmp(out, "emu", 3));
-  if (on_device && (l->pipe.output == FF__OUTPUT_NCHW_F32 || l->pipe.out_custom))
+  if (on_device && (l->pipe.output == FF__OUTPUT_NCHW_F32 || l->pipe.out_custom) && !erases(&l->pipe))
     ff__pipeline_uint8_transport(&l->pipe, &l->host_pipe);
   else
     l->host_pipe = l->pipe;
@@ -76,6 +93,14 @@ ff_status ff__dev_output_open(ff_loader *l) {
                          bytes, err.msg);
     if (!st) st = ff__device_event_create(l->out_dev, &e->ready, &err);
     if (!st) st = ff__device_event_create(l->out_dev, &e->released, &err);
+    if (!st && l->pipe.has_mix) {
+      size_t table = ff__dev_mix_bytes(l->batch_cap);
+      st = ff__device_alloc(l->out_dev, table, &e->d_mix, &err);
+      if (!st) st = ff__device_host_alloc(l->out_dev, table, &e->h_mix, &err);
+      if (st == FF__EBUDGET)
+        st = ff__error_set(&err, FF_EDEVICE, "no device memory for the mixup_cutmix tables of %d batches: %s",
+                           l->ring_size, err.msg);
+    }
     if (st || !uint8_transport(l)) continue;
     size_t table = ff__dev_convert_bytes(l->batch_cap);
     st = ff__device_alloc(l->out_dev, (size_t)l->batch_cap * l->host_sample_bytes, &e->d_stage, &err);
@@ -141,6 +166,9 @@ ff_status ff__dev_output_hand_out(ff_loader *l, ff_batch *e) {
   e->release_pending = 0;
   ff__device_range_push(l->out_dev, "fusionflow: batch to output_device");
   if (!st) st = put_images(l, e, &err);
+  if (!st && l->pipe.has_mix)
+    st = ff__dev_mix(l->out_dev, l->out_stream, &l->mix_plan, l->pipe.out_height, l->pipe.out_width, e->h_mix,
+                     e->d_mix, e->d_images, &err);
   ff__device_range_pop(l->out_dev);
   if (!st) st = ff__device_event_record(l->out_dev, e->ready, l->out_stream, &err);
   pthread_mutex_lock(&l->mu);
@@ -168,7 +196,9 @@ void ff__dev_output_close(ff_loader *l) {
     ff__device_free(l->out_dev, e->d_stage);
     ff__device_free(l->out_dev, e->d_table);
     ff__device_host_free(l->out_dev, e->h_table);
-    e->d_images = e->d_stage = e->d_table = e->h_table = NULL, e->ready = e->released = NULL;
+    ff__device_free(l->out_dev, e->d_mix);
+    ff__device_host_free(l->out_dev, e->h_mix);
+    e->d_images = e->d_stage = e->d_table = e->h_table = e->d_mix = e->h_mix = NULL, e->ready = e->released = NULL;
     e->dev_slot = e->host_positions = NULL;
   }
   ff__device_stream_destroy(l->out_dev, l->out_stream);

@@ -217,11 +217,20 @@ static void split(ff_loader *l, ff_batch *e) {
 }
 
 /* Takes the next sample to run for worker `worker`, or returns 0 when
- * stopping. Workers at or above the active cap park here. Locked. */
+ * stopping. Workers at or above the active cap park here (the guaranteed
+ * ones at active_threads, the spares at num_threads + active_spares).
+ * Locked. */
 static int take_item(ff_loader *l, int worker, size_t *item, ff_batch **batch) {
   for (;;) {
     if (l->stop) return 0;
-    if (worker >= l->active_threads || l->restarting) {
+    int spare = worker >= l->num_threads;
+    if (spare && worker - l->num_threads >= l->active_spares) {
+      /* its own wait: woken by every new sample, a spare would take the
+       * lock at idle priority, and hold it wherever the kernel preempts it */
+      pthread_cond_wait(&l->spare_cv, &l->mu);
+      continue;
+    }
+    if ((!spare && worker >= l->active_threads) || l->restarting) {
       pthread_cond_wait(&l->work_cv, &l->mu);
       continue;
     }
@@ -354,7 +363,8 @@ static ff__sample_job sample_job(const ff_loader *l, uint64_t epoch, size_t at) 
 static ff_status run_sample(ff_loader *l, ff__worker *w, ff_batch *e, const ff__sample_job *job, int slot,
                             ff__error *err) {
   if (l->views.num_groups)
-    return ff__views_run(&l->views, w, &l->view_region[w - l->workers], job, e->images, l->view_offset, slot, err);
+    return ff__views_run(&l->views, w, &l->view_scratch[w - l->workers], job, e->images, l->view_offset, slot,
+                         err);
   return ff__sample_run(w, &l->host_pipe, job, e->images, slot, err);
 }
 
@@ -509,7 +519,7 @@ static void offload_done(void *ctx, const ff__offload_result *r) {
 }
 
 static void loader_free(ff_loader *l) {
-  for (int i = 0; i < l->num_threads && l->workers; i++) ff__worker_free(&l->workers[i]);
+  for (int i = 0; i < 2 * l->num_threads && l->workers; i++) ff__worker_free(&l->workers[i]);
   for (int i = 0; i < l->ring_size; i++) {
     if (l->ring[i].images) ff__batch_mem_free(l, l->ring[i].images);
     free(l->ring[i].labels);
@@ -537,8 +547,8 @@ static void loader_free(ff_loader *l) {
   free(l->perm);
   free(l->repeat[0]);
   free(l->repeat[1]);
-  for (int i = 0; i < l->num_threads && l->view_region; i++) ff__buf_free(&l->view_region[i]);
-  free(l->view_region);
+  for (int i = 0; i < 2 * l->num_threads && l->view_scratch; i++) ff__view_scratch_free(&l->view_scratch[i]);
+  free(l->view_scratch);
   ff__views_free(&l->views);
   ff__mix_plan_free(&l->mix_plan);
   free(l->mix_scratch);
@@ -546,6 +556,7 @@ static void loader_free(ff_loader *l) {
   ff__index_free(&l->index);
   pthread_mutex_destroy(&l->mu);
   pthread_cond_destroy(&l->work_cv);
+  pthread_cond_destroy(&l->spare_cv);
   pthread_cond_destroy(&l->ready_cv);
   free(l);
 }
@@ -564,18 +575,45 @@ static ff_status env_share(double *out, ff__error *err) {
   return FF_OK;
 }
 
+/* Starts worker i. Returns 0 or pthread_create's error. */
+static int start_worker(ff_loader *l, int i) {
+  worker_arg *a = malloc(sizeof *a);
+  if (!a) return ENOMEM;
+  *a = (worker_arg){l, &l->workers[i]};
+  int rc = pthread_create(&l->threads[i], NULL, worker_loop, a);
+  if (rc) free(a);
+  else l->started_threads++;
+  return rc;
+}
+
 /* Loaders of one node (one per GPU, as torchrun starts them) share the
  * node's cores through the coordinator when they opt in: FF_NODE_GROUP
  * names the group, or is "auto" for torchrun's run id; unset or "off", the
  * loader runs on its own threads, as it does if the shared memory cannot
- * be had. */
-static void join_node_group(ff_loader *l) {
+ * be had. In a group it also starts num_threads spare workers in
+ * SCHED_IDLE, for good (an unprivileged process cannot raise a thread's
+ * priority back): the coordinator's allotment runs on the guaranteed
+ * workers, the spares it grants (ff__coord_spares) on spares, which the
+ * kernel runs only on cores no normal-priority thread (a trainer's, a
+ * peer's allotment) wants. Without spares (SCHED_IDLE refused) it runs its
+ * allotment only. */
+static void join_node_group(ff_loader *l, int gpu) {
   const char *env = getenv("FF_NODE_GROUP");
   char group[128];
   if (!env || !*env || !strcmp(env, "off") || !ff__coord_default_group(group, sizeof group)) return;
   ff__error ignored;
-  if (ff__coord_join(group, l->num_threads, &l->coord, &ignored) == FF_OK)
-    ff__loader_set_active_threads(l, ff__coord_threads(l->coord));
+  if (ff__coord_join(group, l->num_threads, &l->coord, &ignored) != FF_OK) return;
+  /* A spare parks from its start (active_spares is 0) until it is in
+   * SCHED_IDLE (thread attributes only take SCHED_OTHER, FIFO and RR); one
+   * the kernel refuses stays parked for good, beyond num_spares. */
+  struct sched_param idle = {0};
+  while (l->num_spares < l->num_threads) {
+    int i = l->num_threads + l->num_spares;
+    if (start_worker(l, i) || pthread_setschedparam(l->threads[i], SCHED_IDLE, &idle)) break;
+    l->num_spares++;
+  }
+  ff__numa_pin_workers(l->threads + l->num_threads, l->num_spares, gpu);
+  ff__loader_set_active_threads(l, ff__coord_threads(l->coord), ff__coord_spares(l->coord));
 }
 
 static ff_status loader_start(ff_loader *l) {
@@ -601,9 +639,10 @@ static ff_status loader_start(ff_loader *l) {
   }
   if (!st) ff__pipeline_set_semantics(&l->pipe, l->cfg.semantics);
   if (!st) st = ff__pipeline_set_output(&l->pipe, l->cfg.output_dtype, l->cfg.memory_format, err);
-  if (!st && l->pipe.has_mix && (l->pipe.out_custom || strcmp(l->cfg.output_device, "cpu")))
-    st = ff__error_set(err, FF_EINVAL, "mixup_cutmix mixes the float32 NCHW host batch: output_dtype and "
-                       "memory_format must be auto (or float32, contiguous) and output_device cpu");
+  if (!st && l->pipe.has_mix && l->pipe.out_custom) /* on the host and on the device alike */
+    st = ff__error_set(err, FF_EINVAL, "mixup_cutmix (pipeline column %d) mixes the float32 NCHW batch: "
+                       "output_dtype and memory_format must be auto (or float32, contiguous)",
+                       l->pipe.ops[l->pipe.num_ops - 1].column);
   for (int i = 0; !st && l->pipe.out_custom && i < l->pipe.num_ops; i++)
     if (l->pipe.ops[i].kind == FF__OP_RANDOM_ERASING)
       st = ff__error_set(err, FF_EINVAL, "random_erasing (pipeline column %d) writes the float32 NCHW output: "
@@ -668,7 +707,7 @@ static ff_status loader_start(ff_loader *l) {
       l->view_offset[v] = bs * image_bytes;
       image_bytes += l->view_bytes[v];
     }
-    if (!(l->view_region = calloc((size_t)c->num_threads, sizeof *l->view_region)))
+    if (!(l->view_scratch = calloc(2 * (size_t)c->num_threads, sizeof *l->view_scratch)))
       return ff__error_set(err, FF_ENOMEM, "out of memory");
   }
   if (l->pipe.has_mix) {
@@ -684,8 +723,9 @@ static ff_status loader_start(ff_loader *l) {
     if (!(l->repeat[k] = malloc((l->num_samples ? l->num_samples : 1) * sizeof *l->repeat[k])))
       return ff__error_set(err, FF_ENOMEM, "out of memory");
   l->ring = calloc((size_t)l->ring_size, sizeof *l->ring);
-  l->workers = calloc((size_t)l->num_threads, sizeof *l->workers);
-  l->threads = calloc((size_t)l->num_threads, sizeof *l->threads);
+  /* num_threads workers, then room for as many spares (join_node_group) */
+  l->workers = calloc(2 * (size_t)l->num_threads, sizeof *l->workers);
+  l->threads = calloc(2 * (size_t)l->num_threads, sizeof *l->threads);
   l->skipped = calloc(MAX_SKIPPED_KEPT, sizeof *l->skipped);
   l->warnings = calloc(MAX_SKIPPED_KEPT, sizeof *l->warnings);
   if (!l->order[0] || !l->order[1] || !l->perm || !l->ring || !l->workers || !l->threads || !l->skipped ||
@@ -731,18 +771,12 @@ static ff_status loader_start(ff_loader *l) {
   restart_epoch(l, 0, 0);
   pthread_mutex_unlock(&l->mu);
   for (int i = 0; i < l->num_threads; i++) {
-    worker_arg *a = malloc(sizeof *a);
-    if (!a) return ff__error_set(err, FF_ENOMEM, "out of memory");
-    *a = (worker_arg){l, &l->workers[i]};
-    int rc = pthread_create(&l->threads[i], NULL, worker_loop, a);
-    if (rc) {
-      free(a);
-      return ff__error_set(err, FF_ENOMEM, "cannot start worker thread: %s", strerror(rc));
-    }
-    l->started_threads++;
+    int rc = start_worker(l, i);
+    if (rc) return ff__error_set(err, FF_ENOMEM, "cannot start worker thread: %s", strerror(rc));
   }
-  ff__numa_pin_workers(l->threads, l->num_threads, ff__numa_rank_gpu(c->device)); /* FF_NODE_NUMA=auto */
-  join_node_group(l);
+  int gpu = ff__numa_rank_gpu(c->device);
+  ff__numa_pin_workers(l->threads, l->num_threads, gpu); /* FF_NODE_NUMA=auto */
+  join_node_group(l, gpu);
   return FF_OK;
 }
 
@@ -753,6 +787,7 @@ ff_status ff_loader_open(const ff_config *cfg, ff_loader **out) {
   if (!l) return FF_ENOMEM;
   pthread_mutex_init(&l->mu, NULL);
   pthread_cond_init(&l->work_cv, NULL);
+  pthread_cond_init(&l->spare_cv, NULL);
   pthread_cond_init(&l->ready_cv, NULL);
   snprintf(l->device_name, sizeof l->device_name, "cpu");
   l->stats.device = l->device_name;
@@ -773,6 +808,7 @@ void ff_loader_close(ff_loader *l) {
   pthread_mutex_lock(&l->mu);
   l->stop = 1;
   pthread_cond_broadcast(&l->work_cv);
+  pthread_cond_broadcast(&l->spare_cv);
   pthread_mutex_unlock(&l->mu);
   ff__stream_stop(l->stream); /* a worker waiting for a streamed sample returns */
   for (int i = 0; i < l->started_threads; i++) pthread_join(l->threads[i], NULL);
@@ -865,7 +901,7 @@ static void hand_out(ff_loader *l, ff_batch *e, int ring_ready, uint64_t t0, uin
        * CPU (as the simulator attributes it) */
       .cpu_busy_s = (double)(b->cpu_ns + b->placement_cpu_ns[FF_PLACEMENT_SPLIT] +
                              b->placement_cpu_ns[FF_PLACEMENT_DEVICE]) * 1e-9,
-      .cpu_threads = l->active_threads,
+      .cpu_threads = l->active_threads + l->active_spares,
       .device_samples = (int)b->device_samples,
       .device_busy_s = (double)b->device_ns * 1e-9,
       .device_ok = ff__offload_usable(l->offload) && !ff__offload_take_refused(l->offload),
@@ -875,15 +911,17 @@ static void hand_out(ff_loader *l, ff_batch *e, int ring_ready, uint64_t t0, uin
     double busy_s = (double)(l->worker_cpu_ns - l->reported_cpu_ns) * 1e-9;
     l->reported_cpu_ns = l->worker_cpu_ns;
     l->report = (ff__coord_report_data){o.wait_s / o.interval_s, (double)ring_ready / l->cfg.prefetch,
-                                         busy_s / (l->active_threads * o.interval_s)};
+                                         busy_s / ((l->active_threads > 0 ? l->active_threads : 1) * o.interval_s)};
     l->report_pending = 1;
   }
   l->stats.offload_share = device_share(l);
 }
 
-/* Mixup/CutMix on the batch just taken: its draws, its images (host
- * memory, before any upload) and its soft labels. Consumer thread,
- * unlocked. FF_OK or FF_EDATA (a label past num_classes). */
+/* Mixup/CutMix on the batch just taken: its draws and its soft labels
+ * (host memory), and its images — here in host memory, or with an output
+ * device on the device batch once it is assembled (dev_output.c queues
+ * the same plan there). Consumer thread, unlocked. FF_OK or FF_EDATA (a
+ * label past num_classes). */
 static ff_status batch_stage(ff_loader *l, ff_batch *e) {
   uint64_t t0 = ff__now_ns();
   int h = l->pipe.out_height, w = l->pipe.out_width, n = (int)e->size;
@@ -892,7 +930,7 @@ static ff_status batch_stage(ff_loader *l, ff_batch *e) {
   if (bad >= 0)
     return ff__error_set(&l->err, FF_EDATA, "%s: label %lld is not below mixup_cutmix's num_classes=%d",
                          l->index.paths[e->sample_indices[bad]], (long long)e->labels[bad], l->pipe.mix.num_classes);
-  ff__mix_apply_images(&l->mix_plan, e->images, h, w, l->mix_scratch);
+  if (!l->out_dev) ff__mix_apply_images(&l->mix_plan, e->images, h, w, l->mix_scratch);
   uint64_t ns = ff__now_ns() - t0;
   e->stats.batch_stage_ns = ns;
   pthread_mutex_lock(&l->mu);
@@ -956,7 +994,8 @@ ff_status ff_loader_next(ff_loader *l, ff_batch **out) {
   pthread_mutex_unlock(&l->mu);
   /* Outside the lock: the node's table may take a moment to get. */
   int threads;
-  if (pending && ff__coord_report(l->coord, &interval, &threads) == FF_OK) ff__loader_set_active_threads(l, threads);
+  if (pending && ff__coord_report(l->coord, &interval, &threads) == FF_OK)
+    ff__loader_set_active_threads(l, threads, ff__coord_spares(l->coord));
   if (!st && l->pipe.has_mix && (st = batch_stage(l, *out))) {
     ff_batch_release(*out);
     *out = NULL;
@@ -1102,14 +1141,17 @@ const char *ff_loader_warning(const ff_loader *l, size_t i) {
   return i < l->warnings_kept ? l->warnings[i] : NULL;
 }
 
-void ff__loader_set_active_threads(ff_loader *l, int n) {
+void ff__loader_set_active_threads(ff_loader *l, int n, int spares) {
   pthread_mutex_lock(&l->mu);
-  n = n < 1 ? 1 : n > l->num_threads ? l->num_threads : n;
+  spares = spares < 0 ? 0 : spares > l->num_spares ? l->num_spares : spares;
+  n = n < (spares ? 0 : 1) ? (spares ? 0 : 1) : n > l->num_threads ? l->num_threads : n;
   /* A mark on the consumer's track where the node coordinator changed the allotment. */
   if (l->trace && n != l->active_threads) ff__trace_span(l->trace, FF__TRACK_CONSUMER, "threads", ff__now_ns(), 0, "threads", n);
   l->active_threads = n;
+  l->active_spares = spares;
   l->stats.num_threads = l->active_threads;
   pthread_cond_broadcast(&l->work_cv);
+  pthread_cond_broadcast(&l->spare_cv);
   pthread_mutex_unlock(&l->mu);
 }
 
@@ -1135,7 +1177,7 @@ ff_status ff_loader_trace_start(ff_loader *l, size_t max_events) {
 ff_status ff_loader_trace_write(ff_loader *l, const char *path, size_t *events, size_t *dropped) {
   if (!l->started_threads) return failed_open(l);
   pthread_mutex_lock(&l->mu);
-  ff_status st = l->trace ? ff__trace_write(l->trace, path, l->num_threads, &l->err)
+  ff_status st = l->trace ? ff__trace_write(l->trace, path, l->num_threads + l->num_spares, &l->err)
                           : ff__error_set(&l->err, FF_EINVAL, "no trace was started (ff_loader_trace_start)");
   size_t kept = 0, lost = 0;
   if (l->trace) ff__trace_counts(l->trace, &kept, &lost);

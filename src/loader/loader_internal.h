@@ -55,6 +55,7 @@ struct ff_batch {
    * device converts them (exec/dev_convert.h) through the stage table h_table -> d_table */
   void *d_stage, *d_table, *h_table;
   int *host_positions;   /* batch_cap: the positions converted */
+  void *d_mix, *h_mix;   /* mixup_cutmix on out_dev: the plan's table (exec/dev_mix.h), device and pinned */
 };
 
 struct ff_loader {
@@ -74,10 +75,13 @@ struct ff_loader {
 
   pthread_mutex_t mu;
   pthread_cond_t work_cv, ready_cv;
+  pthread_cond_t spare_cv; /* where parked spares wait (take_item) */
   pthread_t *threads;
   ff__worker *workers;
-  int num_threads, started_threads;
-  int active_threads;    /* workers at or above this index park (ff__loader_set_active_threads) */
+  int num_threads, started_threads; /* started: the guaranteed workers, then the spares */
+  int num_spares;        /* spare workers num_threads.. started in SCHED_IDLE in a node group, or 0 */
+  int active_threads;    /* guaranteed workers at or above this index park (ff__loader_set_active_threads) */
+  int active_spares;     /* spares at or above num_threads + this park */
   struct ff__coord *coord;             /* the node group this loader lends threads in, or NULL */
   struct ff__coord_report_data report; /* what the last batch interval tells the coordinator */
   int report_pending;
@@ -115,7 +119,7 @@ struct ff_loader {
   ff__views views;
   size_t view_offset[FF__VIEWS_MAX]; /* bytes from a batch's images to view v's (N, ...) tensor */
   size_t view_bytes[FF__VIEWS_MAX];  /* one image of view v */
-  ff__buf *view_region;  /* per worker: the view's crop, copied out of the shared decode */
+  struct ff__view_scratch *view_scratch; /* per worker (views.c) */
 
   /* the batch stage (mixup_cutmix), run by the consumer thread as a batch is handed out */
   ff__mix_plan mix_plan;
@@ -131,11 +135,21 @@ struct ff_loader {
 
 /* ---- views.c, called by loader.c ---- */
 
-/* Reads and decodes job's file once and runs each of v's views into its
- * part of images (view k at images + view_offset[k]) as `slot`; region is
- * the worker's scratch. FF_OK or the sample's error naming the file. */
-ff_status ff__views_run(const ff__views *v, ff__worker *w, ff__buf *region, const ff__sample_job *job,
-                        void *images, const size_t *view_offset, int slot, ff__error *err);
+/* A worker's memory for the views of its samples. */
+typedef struct ff__view_scratch {
+  ff__buf plans; /* the sample's plans, one per view */
+  ff__buf crop;  /* the view's crop, copied out of the shared decode */
+} ff__view_scratch;
+
+void ff__view_scratch_free(ff__view_scratch *s);
+
+/* Reads job's file, plans each of v's views, decodes the window they need
+ * once (ff__views_window) and runs each view into its part of images (view
+ * k at images + view_offset[k]) as `slot`; scratch is the worker's. FF_OK
+ * or the sample's error naming the file. */
+ff_status ff__views_run(const ff__views *v, ff__worker *w, ff__view_scratch *scratch,
+                        const ff__sample_job *job, void *images, const size_t *view_offset, int slot,
+                        ff__error *err);
 
 /* ---- batch_mem.c, called by loader.c ---- */
 
@@ -180,11 +194,12 @@ void ff__dev_output_close(ff_loader *l);
 
 /* ---- entry points for other layers ---- */
 
-/* Caps the CPU worker threads that take work at n (clamped to 1 ..
- * num_threads); the workers above park until the cap rises. For the node
- * coordinator (sched/coord), which moves threads between the loaders of one
- * node. Thread-safe. */
-void ff__loader_set_active_threads(ff_loader *l, int n);
+/* Caps the CPU worker threads that take work at n guaranteed ones
+ * (clamped to 1 .. num_threads, or 0 .. when spares run) and `spares` spare
+ * ones (clamped to 0 .. num_spares); the workers above park until the cap
+ * rises. For the node coordinator (sched/coord), which moves threads
+ * between the loaders of one node. Thread-safe. */
+void ff__loader_set_active_threads(ff_loader *l, int n, int spares);
 
 /* Fixes the device share of every following split at share (0..1), or
  * gives it back to the policy (share < 0). The share is still bounded by

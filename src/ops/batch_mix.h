@@ -14,7 +14,9 @@
  *                box from λ and one random centre, λ always corrected, no
  *                label smoothing (the loss does it).
  * The plan is a pure function of (params, seed, epoch, batch index, batch
- * size, image size); the arithmetic on the pixels is kernels/batch_mix.h. */
+ * size, image size); the arithmetic on the pixels is kernels/batch_mix.h,
+ * the same on the CPU batch (ff__mix_apply_images) and on a device batch
+ * (exec/dev_mix.h). */
 #ifndef FF_OPS_BATCH_MIX_H
 #define FF_OPS_BATCH_MIX_H
 
@@ -22,6 +24,7 @@
 #include <stdint.h>
 
 #include "core/error.h"
+#include "kernels/batch_mix.h" /* ff__mix_elem */
 
 typedef enum ff__mix_mode { FF__MIX_BATCH, FF__MIX_PAIR, FF__MIX_ELEM } ff__mix_mode;
 typedef enum ff__mix_convention { FF__MIX_TIMM, FF__MIX_TORCHVISION } ff__mix_convention;
@@ -36,17 +39,6 @@ typedef struct ff__mix_params {
   double label_smoothing; /* < 0 while unset: the convention's default (timm 0.1, torchvision 0) */
   int num_classes;
 } ff__mix_params;
-
-/* What happens to one image of the batch. */
-typedef enum ff__mix_kind { FF__MIX_NONE, FF__MIX_BLEND, FF__MIX_CUT } ff__mix_kind;
-
-typedef struct ff__mix_elem {
-  int partner;        /* the image it takes pixels from (its original, before the stage) */
-  int kind;           /* ff__mix_kind */
-  float a, b;         /* FF__MIX_BLEND: out = x * a + partner * b (float32, each product rounded) */
-  int y0, y1, x0, x1; /* FF__MIX_CUT: rows [y0, y1), columns [x0, x1) come from the partner */
-  float ta, tb;       /* targets: own one-hot * ta + partner's one-hot * tb */
-} ff__mix_elem;
 
 /* One draw of the reference (per batch in batch mode, per pair in pair
  * mode, per image in elem mode), as the reference's own code sees it. */

@@ -12,9 +12,11 @@
  * The geometric ops sample the source through the warp Pillow would use for
  * the same matrix; on x86-64 with AVX2 the bilinear and bicubic warps
  * compute a pixel's three channels side by side in double lanes, each lane
- * with the scalar code's operations (warp_avx2). Every op reads src and
- * writes a distinct dst; the step runner gives it a fresh buffer. */
+ * with the scalar code's operations (warp_avx2). GaussianBlur is
+ * ops/pil_blur.c's. Every op reads src and writes a distinct dst; the step
+ * runner gives it a fresh buffer. */
 #include "ops/pil.h"
+#include "ops/pil_blur.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -231,6 +233,12 @@ __attribute__((target("avx2"))) static void warp_avx2(const ff__pil_warp *wp, co
 
 ff_status ff__pil_run(const ff__pil *p, const ff__image *src, ff__image *dst) {
   if (src->channels != 3 || (unsigned)p->op >= FF__PIL_COUNT) return FF_EINVAL;
+  if (p->op == FF__PIL_GAUSSIAN_BLUR) { /* with scratch of its own (the step runner lends its buffer) */
+    ff__buf tmp = {0};
+    ff_status st = ff__pil_blur_run(p->arg, src, dst, &tmp);
+    ff__buf_free(&tmp);
+    return st;
+  }
   int w = src->width, h = src->height;
   uint8_t lut[3][256];
   float alpha = (float)p->arg;

@@ -21,7 +21,8 @@ int ff__pil_tables(const ff__pil *p, const ff__image *src, uint8_t lut[3][256]);
 
 /* Runs op p from src into dst (same size, 3 channels, memory distinct from
  * src, data and stride set by the caller). Returns FF_OK, or FF_EINVAL for
- * an image of other than 3 channels or an unknown op. */
+ * an image of other than 3 channels or an unknown op; GaussianBlur returns
+ * ff__pil_blur_run's statuses (its scratch allocated and freed here). */
 ff_status ff__pil_run(const ff__pil *p, const ff__image *src, ff__image *dst);
 
 #endif

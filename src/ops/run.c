@@ -18,6 +18,7 @@
 #include "kernels/mix.h"
 #include "kernels/pixel.h"
 #include "ops/ops.h"
+#include "ops/pil_blur.h"
 
 static const char *const cost_names[FF__COST_COUNT] = {
     "identity",   "shear_x",  "shear_y",   "translate_x", "translate_y", "rotate",
@@ -26,7 +27,7 @@ static const char *const cost_names[FF__COST_COUNT] = {
     "resize",     "flip",     "gaussian_blur", "random_erasing", "aug_mix_mixing", "output",
     "pil_autocontrast", "pil_equalize", "pil_invert", "pil_posterize", "pil_solarize", "pil_solarize_add",
     "pil_color", "pil_contrast", "pil_brightness", "pil_sharpness", "pil_shear_x", "pil_shear_y",
-    "pil_translate_x", "pil_translate_y", "pil_rotate", "pil_hue"};
+    "pil_translate_x", "pil_translate_y", "pil_rotate", "pil_hue", "pil_gaussian_blur"};
 
 const char *ff__cost_name(int kind) { return kind >= 0 && kind < FF__COST_COUNT ? cost_names[kind] : "?"; }
 
@@ -279,7 +280,9 @@ ff_status ff__ops_run(const ff__plan *plan, ff__op_scratch *s, ff__image *img, f
       kind = FF__COST_PIL + (int)st->pil.op;
       out = (ff__image){ff__buf_reserve(&s->image[next], (size_t)img->width * img->height * img->channels),
                         img->width, img->height, img->channels, (size_t)img->width * img->channels};
-      status = out.data ? ff__pil_run(&st->pil, img, &out) : FF_ENOMEM;
+      if (!out.data) status = FF_ENOMEM;
+      else if (st->pil.op == FF__PIL_GAUSSIAN_BLUR) status = ff__pil_blur_run(st->pil.arg, img, &out, &s->copy);
+      else status = ff__pil_run(&st->pil, img, &out);
       next ^= 1;
       break;
     default: return ff__error_set(err, FF_EINTERNAL, "unknown plan step %d", (int)st->kind);

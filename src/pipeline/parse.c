@@ -16,6 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/pil_blur.h"
+
 typedef enum arg_kind {
   ARG_SIZE,        /* int[2]: N or (H, W) */
   ARG_INT,         /* int in [lo, hi] */
@@ -143,12 +145,13 @@ static const op_spec op_specs[] = {
     PIL_OP("pil_translate_y", FF__PIL_TRANSLATE_Y, PIL_GEOM("pixels", -65535, 65535)),
     PIL_OP("pil_rotate", FF__PIL_ROTATE, PIL_GEOM("angle", -1e6, 1e6)),
     PIL_OP("pil_hue", FF__PIL_HUE, PIL_ARG("factor", -0.5, 0.5)),
+    PIL_OP("pil_gaussian_blur", FF__PIL_GAUSSIAN_BLUR, PIL_ARG("radius", 0, FF__PIL_BLUR_MAX_RADIUS)),
 #undef PIL_OP
 #undef PIL_ARG
 #undef PIL_GEOM
     /* torchvision.transforms' per-sample transforms (v1 tensor semantics); defaults are theirs */
     {"grayscale", FF__OP_AUG, FF__AUG_COLOR, {{"num_output_channels", ARG_INT, 0, AT(channels), 1, 3}}},
-    {"random_grayscale", FF__OP_RANDOM_AUG, FF__AUG_COLOR, {{"p", ARG_DOUBLE, 0, AT(p), 0, 1}}},
+    {"random_grayscale", FF__OP_RANDOM_AUG, FF__AUG_COLOR, {{"p", ARG_DOUBLE, 0, AT(p), 0, 1}, SEMANTICS}},
     {"random_solarize", FF__OP_RANDOM_AUG, FF__AUG_SOLARIZE,
      {{"threshold", ARG_DOUBLE, 1, AT(aug.arg), 0, 255}, {"p", ARG_DOUBLE, 0, AT(p), 0, 1}, SEMANTICS}},
     {"random_posterize", FF__OP_RANDOM_AUG, FF__AUG_POSTERIZE,
@@ -166,10 +169,10 @@ static const op_spec op_specs[] = {
       {"hue", ARG_JITTER, 0, AT(jitter[3]), -0.5, 0.5},
       SEMANTICS}},
     {"gaussian_blur", FF__OP_GAUSSIAN_BLUR, 0,
-     {{"kernel_size", ARG_SIZE, 1, AT(size), 1, FF__BLUR_MAX_KSIZE},
+     {{"kernel_size", ARG_SIZE, 0, AT(size), 1, FF__BLUR_MAX_KSIZE}, /* v1 only: checked below */
       {"sigma", ARG_SIGMA, 0, AT(sigma), 0, 1e6},
       SEMANTICS}},
-    {"three_augment", FF__OP_RANDOM_CHOICE, 0, {{"color_jitter", ARG_DOUBLE, 0, AT(alpha), 0, BIG}}},
+    {"three_augment", FF__OP_RANDOM_CHOICE, 0, {{"color_jitter", ARG_DOUBLE, 0, AT(alpha), 0, BIG}, SEMANTICS}},
     {"random_apply", FF__OP_RANDOM_APPLY, 0, {{"p", ARG_DOUBLE, 0, AT(p), 0, 1}}},
     {"random_choice", FF__OP_RANDOM_CHOICE, 0, {{"p", ARG_WEIGHTS, 0, AT(choice_p), 0, BIG}}},
     {"random_erasing", FF__OP_RANDOM_ERASING, 0,
@@ -551,20 +554,26 @@ static ff_status parse_group(lexer *lx, ff__pipeline *p, int head) {
   return FF_OK;
 }
 
-/* three_augment(color_jitter=0.3): DeiT III's 3-Augment (Touvron et al.,
- * "DeiT III: Revenge of the ViT", 2022; timm/deit's new_data_aug_generator)
- * after the crop and flip: one of grayscale, solarize (threshold 128) and
- * Gaussian blur (sigma drawn in (0.1, 2)), then ColorJitter(j, j, j) unless
- * j is 0. In tensor semantics the blur needs a kernel size where Pillow's
- * takes a radius: 23 taps, as BYOL and SimCLR use at 224 pixels. */
-static ff_status expand_three_augment(lexer *lx, ff__pipeline *p, int column, double jitter) {
+/* three_augment(color_jitter=0.3, semantics=v1): DeiT III's 3-Augment
+ * (Touvron et al., "DeiT III: Revenge of the ViT", 2022; timm/deit's
+ * new_data_aug_generator) after the crop and flip: one of grayscale,
+ * solarize (threshold 128) and Gaussian blur (sigma drawn in (0.1, 2)),
+ * then ColorJitter(j, j, j) unless j is 0. semantics=pil is DeiT III's own:
+ * each op on the PIL image (Grayscale, ImageOps.solarize,
+ * ImageFilter.GaussianBlur with the radius drawn, ColorJitter). In tensor
+ * semantics (v1) the blur needs a kernel size where Pillow's takes a
+ * radius: 23 taps, as BYOL and SimCLR use at 224 pixels. */
+static ff_status expand_three_augment(lexer *lx, ff__pipeline *p, int column, double jitter, int semantics) {
   char text[512];
+  int pil = semantics == FF__OP_SEMANTICS_PIL;
+  const char *sem = pil ? ", semantics=pil" : "";
   int n = snprintf(text, sizeof text,
-                   "random_choice([random_grayscale(p=1), random_solarize(threshold=128, p=1), "
-                   "gaussian_blur(kernel_size=23, sigma=(0.1, 2.0))])");
+                   "random_choice([random_grayscale(p=1%s), random_solarize(threshold=128, p=1%s), %s])", sem, sem,
+                   pil ? "gaussian_blur(sigma=(0.1, 2.0), semantics=pil)"
+                       : "gaussian_blur(kernel_size=23, sigma=(0.1, 2.0))");
   if (jitter > 0)
-    snprintf(text + n, sizeof text - (size_t)n, " | color_jitter(brightness=%.17g, contrast=%.17g, saturation=%.17g)",
-             jitter, jitter, jitter);
+    snprintf(text + n, sizeof text - (size_t)n,
+             " | color_jitter(brightness=%.17g, contrast=%.17g, saturation=%.17g%s)", jitter, jitter, jitter, sem);
   lexer sub = {text, 0, lx->err};
   int first = p->num_ops;
   for (;;) {
@@ -669,13 +678,17 @@ static ff_status parse_op(lexer *lx, ff__pipeline *p, int in_group) {
   if (op->kind == FF__OP_RAND_AUGMENT && op->magnitude >= op->num_magnitude_bins)
     snprintf(what, sizeof what, "rand_augment: magnitude must be in [0, %d] (below num_magnitude_bins=%d), got %d",
              op->num_magnitude_bins - 1, op->num_magnitude_bins, op->magnitude);
-  else if (op->semantics == FF__OP_SEMANTICS_PIL && op->kind == FF__OP_GAUSSIAN_BLUR)
-    snprintf(what, sizeof what, "gaussian_blur: semantics=pil (Pillow's ImageFilter.GaussianBlur) is not built "
-             "into this library; semantics=v1 is torchvision's tensor blur");
+  else if (op->kind == FF__OP_GAUSSIAN_BLUR && op->semantics == FF__OP_SEMANTICS_PIL && (seen & 1u)) /* kernel_size */
+    snprintf(what, sizeof what, "gaussian_blur: kernel_size has no meaning with semantics=pil (Pillow's "
+             "ImageFilter.GaussianBlur takes only its radius, given as sigma=(min, max)); leave it out");
+  else if (op->kind == FF__OP_GAUSSIAN_BLUR && op->semantics != FF__OP_SEMANTICS_PIL && !(seen & 1u))
+    snprintf(what, sizeof what, "gaussian_blur needs the argument 'kernel_size' (or semantics=pil, Pillow's "
+             "blur, which takes only sigma)");
   else if (!strcmp(name, "grayscale") && op->channels != 3)
     snprintf(what, sizeof what, "grayscale: num_output_channels=%d would make %d-channel samples in an RGB batch; "
              "pass num_output_channels=3", op->channels, op->channels);
-  else if (op->kind == FF__OP_GAUSSIAN_BLUR && (op->size[0] % 2 == 0 || op->size[1] % 2 == 0))
+  else if (op->kind == FF__OP_GAUSSIAN_BLUR && op->semantics != FF__OP_SEMANTICS_PIL &&
+           (op->size[0] % 2 == 0 || op->size[1] % 2 == 0))
     snprintf(what, sizeof what, "gaussian_blur: kernel_size must be odd, got (%d, %d)", op->size[0], op->size[1]);
   else if (op->interp == FF__INTERP_BICUBIC && !op->antialias)
     snprintf(what, sizeof what, "%s: interpolation=bicubic is built with antialias=true only", spec->name);
@@ -708,7 +721,7 @@ static ff_status parse_op(lexer *lx, ff__pipeline *p, int in_group) {
   if (three) {
     double jitter = op->alpha;
     p->num_ops--; /* the head is replaced by its expansion */
-    return expand_three_augment(lx, p, (int)column + 1, jitter);
+    return expand_three_augment(lx, p, (int)column + 1, jitter, op->semantics);
   }
   if (op->kind == FF__OP_RANDOM_CHOICE) {
     int n = op->group_len, weights = op->num_ops;

@@ -61,8 +61,10 @@ typedef enum ff__interp {
 } ff__interp;
 
 /* An op's `semantics=`: torchvision's tensor ops (v1, the default) or
- * Pillow's arithmetic (pil: color_jitter and random_solarize plan
- * FF__STEP_PIL steps with the v1 draws; gaussian_blur refuses it). */
+ * Pillow's arithmetic (pil: color_jitter, random_solarize, random_grayscale
+ * and gaussian_blur plan FF__STEP_PIL steps with the v1 draws, and
+ * three_augment expands to those; gaussian_blur's sigma is then Pillow's
+ * radius and it takes no kernel_size). */
 typedef enum ff__op_semantics { FF__OP_SEMANTICS_V1, FF__OP_SEMANTICS_PIL } ff__op_semantics;
 
 /* random_erasing's fill: torchvision's `value` (erase_mode FF__ERASE_TORCHVISION) or timm's modes. */
@@ -99,7 +101,8 @@ typedef struct ff__op {
   int interp;              /* resize, random_resized_crop: ff__interp */
   double jitter[4][2];     /* color_jitter: brightness, contrast, saturation, hue (min, max) */
   int jitter_on[4];        /* color_jitter: whether each is drawn (torchvision's None otherwise) */
-  double sigma[2];         /* gaussian_blur: (min, max); size[] holds (kernel width, kernel height) */
+  double sigma[2];         /* gaussian_blur: (min, max) (semantics=pil: the radius); size[] holds (kernel width,
+                              kernel height), v1 only */
   int channels;            /* grayscale: num_output_channels */
   int semantics;           /* ff__op_semantics */
   int group_len;           /* random_apply, random_choice: how many of the following ops are the group's */

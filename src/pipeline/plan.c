@@ -221,8 +221,10 @@ static int plan_op(const ff__pipeline *pipe, int i, ff__philox *rng, int64_t *hp
     break;
   case FF__OP_RANDOM_AUG: /* torchvision's Random* transforms: applied when torch.rand(1) < p */
     if (!(ff__philox_uniform(rng, 0.0f, 1.0f) < op->p)) break;
-    if (op->semantics == FF__OP_SEMANTICS_PIL) /* random_solarize on a PIL image: ImageOps.solarize */
-      add_pil(out, &(ff__pil){FF__PIL_SOLARIZE, op->aug.arg, 0, {0, 0, 0}}, w, h);
+    if (op->semantics == FF__OP_SEMANTICS_PIL) /* on a PIL image: ImageOps.solarize; grayscale is mode "L",
+                                                 the luma, which is ImageEnhance.Color(0) exactly */
+      add_pil(out, &(ff__pil){op->aug.op == FF__AUG_SOLARIZE ? FF__PIL_SOLARIZE : FF__PIL_COLOR, op->aug.arg, 0, {0, 0, 0}},
+              w, h);
     else
       add_aug(out, &op->aug, w, h);
     break;
@@ -230,6 +232,13 @@ static int plan_op(const ff__pipeline *pipe, int i, ff__philox *rng, int64_t *hp
   case FF__OP_RANDOM_ERASING: random_erasing(op, rng, h, w, out); break;
   case FF__OP_GAUSSIAN_BLUR: { /* GaussianBlur.get_params: sigma uniform in (min, max), float32 */
     float sigma = ff__philox_uniform(rng, (float)op->sigma[0], (float)op->sigma[1]);
+    if (op->semantics == FF__OP_SEMANTICS_PIL) {
+      /* ImageFilter.GaussianBlur(radius=sigma) on a PIL image, as DINO's and DeiT III's GaussianBlur
+       * apply it with random.uniform(min, max): the same uniform law, drawn here in float32, which is
+       * what Pillow keeps of the radius (it parses it as a C float) */
+      add_pil(out, &(ff__pil){FF__PIL_GAUSSIAN_BLUR, sigma, 0, {0, 0, 0}}, w, h);
+      break;
+    }
     add_step(out, FF__STEP_BLUR, op->size[0], op->size[1], w, h, 0);
     ff__step *st = &out->steps[out->num_steps - 1];
     st->x = op->size[0], st->y = op->size[1], st->weight = sigma;

@@ -16,12 +16,12 @@
 /* timm's create_transform hparams for 224 crops with ImageNet's mean:
  * translate_const = int(224 * 0.45), img_mean = round(255 * mean). */
 #define TIMM_AA_224 "img_mean=(124, 116, 104), translate_const=100"
+/* DINO transforms PIL images: its jitter, grayscale, blur (ImageFilter.GaussianBlur with
+ * random.uniform(0.1, 2) as the radius) and solarize in Pillow's arithmetic. */
 #define DINO_JITTER                                                                                          \
   "random_horizontal_flip | random_apply(p=0.8, [color_jitter(brightness=0.4, contrast=0.4, saturation=0.2, " \
-  "hue=0.1)]) | random_grayscale(p=0.2)"
-/* DINO's PIL GaussianBlur(radius in [0.1, 2]) as torchvision's tensor blur:
- * kernel 13 spans three sigmas of the largest radius. */
-#define DINO_BLUR "gaussian_blur(kernel_size=13, sigma=(0.1, 2.0))"
+  "hue=0.1, semantics=pil)]) | random_grayscale(p=0.2, semantics=pil)"
+#define DINO_BLUR "gaussian_blur(sigma=(0.1, 2.0), semantics=pil)"
 
 static const ff_recipe recipes[] = {
     {"deit",
@@ -52,14 +52,14 @@ static const ff_recipe recipes[] = {
      "DINO (Caron et al., ICCV 2021), main_dino.py DataAugmentationDINO: 2 global crops 224 (scale 0.4-1, "
      "bicubic; blur p=1, and blur p=0.1 + solarize p=0.2) and 8 local crops 96 (scale 0.05-0.4, bicubic, blur "
      "p=0.5), each flip + ColorJitter(0.4, 0.4, 0.2, 0.1) p=0.8 + grayscale p=0.2, ImageNet normalisation. "
-     "DINO blurs and jitters PIL images; this build has no Pillow GaussianBlur (box-blur approximation with "
-     "a radius), so the blur is torchvision's tensor GaussianBlur with sigma = the radius in (0.1, 2) and "
-     "kernel 13, and the jitter, grayscale and solarize are torchvision's tensor ops",
+     "DINO jitters, grays, blurs (ImageFilter.GaussianBlur, radius uniform in (0.1, 2)) and solarizes PIL "
+     "images: these are Pillow's arithmetic here (semantics=pil), exact; the crop's bicubic is torchvision's "
+     "tensor bicubic, where DINO resizes with Pillow's",
      "decode"
      " || random_resized_crop(size=224, scale=(0.4, 1), interpolation=bicubic) | " DINO_JITTER " | " DINO_BLUR
      " | " NORM
      " || random_resized_crop(size=224, scale=(0.4, 1), interpolation=bicubic) | " DINO_JITTER
-     " | random_apply(p=0.1, [" DINO_BLUR "]) | random_solarize(threshold=128, p=0.2) | " NORM
+     " | random_apply(p=0.1, [" DINO_BLUR "]) | random_solarize(threshold=128, p=0.2, semantics=pil) | " NORM
      " || 8 x random_resized_crop(size=96, scale=(0.05, 0.4), interpolation=bicubic) | " DINO_JITTER
      " | random_apply(p=0.5, [" DINO_BLUR "]) | " NORM,
      0,

@@ -2,7 +2,8 @@
  * each top-level `||` (outside parentheses), the head must be the shared
  * decode, and each group (`N x OPS` or `OPS`) becomes its own pipeline,
  * `decode(dct_scale=false) | OPS`, parsed by parse.c; its errors are moved
- * back to the columns of the original text. */
+ * back to the columns of the original text. The window the views share is
+ * the bounding box of their planned crops. */
 #include "pipeline/views.h"
 
 #include <ctype.h>
@@ -60,7 +61,7 @@ ff_status ff__views_parse(const char *text, ff__views *out, ff__error *err) {
     return ff__error_set(
         err, FF_EPIPELINE,
         "pipeline column %zu: expected 'decode' alone before the first '||' "
-        "(the views share one decode of the whole image; each view's ops come after its '||')",
+        "(the views share one decode of the image; each view's ops come after its '||')",
         h0 + 1);
   out->pipes = calloc(ncuts, sizeof *out->pipes);
   if (!out->pipes) return ff__error_set(err, FF_ENOMEM, "out of memory parsing the views");
@@ -115,4 +116,22 @@ ff_status ff__views_parse(const char *text, ff__views *out, ff__error *err) {
     out->num_groups = (int)g + 1;
   }
   return FF_OK;
+}
+
+void ff__views_window(const ff__plan *plans, int num_views, const ff__image_info *info, ff__decode_req *req) {
+  int x0 = info->width, y0 = info->height, x1 = 0, y1 = 0;
+  for (int k = 0; k < num_views; k++) {
+    const ff__decode_req *r = &plans[k].decode;
+    if (!r->crop_width) { /* this view needs the whole image */
+      x0 = y0 = 0, x1 = info->width, y1 = info->height;
+      break;
+    }
+    if (r->crop_x < x0) x0 = r->crop_x;
+    if (r->crop_y < y0) y0 = r->crop_y;
+    if (r->crop_x + r->crop_width > x1) x1 = r->crop_x + r->crop_width;
+    if (r->crop_y + r->crop_height > y1) y1 = r->crop_y + r->crop_height;
+  }
+  int whole = x0 == 0 && y0 == 0 && x1 == info->width && y1 == info->height;
+  req->crop_x = whole ? 0 : x0, req->crop_y = whole ? 0 : y0;
+  req->crop_width = whole ? 0 : x1 - x0, req->crop_height = whole ? 0 : y1 - y0;
 }

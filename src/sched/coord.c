@@ -40,7 +40,20 @@
  * lender (or a quiet member coming back) needs its cores, it has them at
  * once (its allotment never left it) and the borrower gives the burst back
  * at its next batch. The node's budget is the cores the process may use
- * (CPU affinity and the cgroup's cpu.max quota), or FF_NODE_THREADS. The
+ * (CPU affinity and the cgroup's cpu.max quota), or FF_NODE_THREADS; the
+ * allotments and bursts share it less one core per member
+ * (trainer_cores): the trainer's own thread — a Python training loop,
+ * which launches the GPU's work — must never wait for a loader's thread, so
+ * the threads the coordinator hands out run at normal priority only on the
+ * cores the trainers leave. Every thread a member owns beyond them is a
+ * spare that its loader created in SCHED_IDLE and never raises (an
+ * unprivileged process cannot): the kernel runs spares only on cores no
+ * normal-priority thread wants, at once, so a core a trainer or a peer
+ * leaves idle is used without a round of reports, and a trainer that wakes
+ * up takes its core back at once. A member runs its spares only while it
+ * has no thread at normal priority (ff__coord_spares): a sample on a spare
+ * waits for an idle core, and beside guaranteed threads it would hold back
+ * the batch they could have finished. The
  * segment's lifetime: the first joiner creates it
  * (O_CREAT|O_EXCL, ftruncate, init, then an atomic "ready" flag others wait
  * for, bounded); the last member to leave marks it closed and unlinks it
@@ -68,7 +81,7 @@
 #include "core/clock.h"
 
 #define COORD_MAGIC 0x46464344u /* "FFCD" */
-#define COORD_VERSION 2u
+#define COORD_VERSION 3u
 #define COORD_NAME_CAP (FF__COORD_GROUP_MAX + 64)
 #define COORD_ATTACH_TRIES 64
 #define COORD_SIGNAL_NS 1e8 /* the interval a report of weight alpha stands for */
@@ -86,6 +99,7 @@ struct ff__coord {
   uint64_t pidns;
   int max_threads;
   int threads;
+  int spares;
   ff__coord_params params; /* this member's wishes, used when it (re)initialises a segment */
   char name[COORD_NAME_CAP];
 };
@@ -157,6 +171,7 @@ void ff__coord_params_init(ff__coord_params *p) {
   *p = (ff__coord_params){
       .budget_threads = ff__coord_node_cores(),
       .min_threads = 1,
+      .trainer_cores = 1,
       .expected_members = 1,
       .stall_threshold = 0.05,
       .ring_full = 0.75,
@@ -175,9 +190,16 @@ static void params_normalise(ff__coord_params *p) {
   ff__coord_params d;
   ff__coord_params_init(&d);
   if (p->budget_threads < 1) p->budget_threads = d.budget_threads;
-  if (p->min_threads < 1) p->min_threads = 1;
+  if (p->min_threads < 0) p->min_threads = 0;
+  if (p->trainer_cores < 0) p->trainer_cores = 0;
+  if (p->trainer_cores > 4096) p->trainer_cores = 4096;
   if (p->expected_members < 1) p->expected_members = 1;
   if (p->expected_members > FF__COORD_MAX_MEMBERS) p->expected_members = FF__COORD_MAX_MEMBERS;
+  /* The trainers' cores first: a minimum that does not fit beside them is none
+   * (the loaders run on spares). */
+  if ((long long)p->budget_threads - (long long)p->trainer_cores * p->expected_members <
+      (long long)p->min_threads * p->expected_members)
+    p->min_threads = 0;
   p->stall_threshold = clamp01(p->stall_threshold);
   p->ring_full = clamp01(p->ring_full);
   p->idle_threshold = p->idle_threshold > 0 ? (p->idle_threshold < 0.95 ? p->idle_threshold : 0.95) : 0;
@@ -193,7 +215,7 @@ static void params_normalise(ff__coord_params *p) {
 static int member_cap(const ff__coord_member *m) { return m->max_threads > 1 ? m->max_threads : 1; }
 
 static int member_min(const ff__coord_params *p, const ff__coord_member *m) {
-  int mn = p->min_threads > 1 ? p->min_threads : 1;
+  int mn = p->min_threads > 0 ? p->min_threads : 0;
   return mn < member_cap(m) ? mn : member_cap(m);
 }
 
@@ -207,12 +229,15 @@ static int allotted(const ff__coord_member *m, int n) {
   return sum;
 }
 
-/* The budget, raised to the members' minimums when they do not fit. */
-static int effective_budget(const ff__coord_params *p, const ff__coord_member *m, int n) {
-  int mins = 0;
+int ff__coord_guaranteed_budget(const ff__coord_params *p, const ff__coord_member *m, int n) {
+  if (n > FF__COORD_MAX_MEMBERS) n = FF__COORD_MAX_MEMBERS;
+  int mins = 0, live = 0;
   for (int i = 0; i < n; i++)
-    if (m[i].pid) mins += member_min(p, &m[i]);
-  return p->budget_threads > mins ? p->budget_threads : mins;
+    if (m[i].pid) mins += member_min(p, &m[i]), live++;
+  int shares = live > p->expected_members ? live : p->expected_members;
+  long long left = (long long)p->budget_threads - (long long)(p->trainer_cores > 0 ? p->trainer_cores : 0) * shares;
+  int budget = left > 0 ? (int)left : 0;
+  return budget > mins ? budget : mins;
 }
 
 /* Splits `amount` among n entries in proportion to w (entries with w <= 0
@@ -275,6 +300,16 @@ static int member_class(const ff__coord_params *p, const ff__coord_member *e) {
   return NEUTRAL;
 }
 
+/* The spares a member with max_threads `cap` runs beside `running` threads
+ * at normal priority: all of its threads when it runs none at normal
+ * priority, else none. A sample on a spare waits for a core no
+ * normal-priority thread wants: beside guaranteed threads it would hold
+ * back a batch they could have finished (measured: with spares also for
+ * stalled members, a slow trainer beside busy ungrouped peers lost up to a
+ * quarter of its rate), so a member with an allotment grows through bursts
+ * only. */
+static int member_spares(int cap, int running) { return running == 0 ? cap : 0; }
+
 void ff__coord_targets(const ff__coord_params *p, ff__coord_member *m, int n) {
   if (n > FF__COORD_MAX_MEMBERS) n = FF__COORD_MAX_MEMBERS;
   int live[FF__COORD_MAX_MEMBERS], k = 0;
@@ -282,7 +317,7 @@ void ff__coord_targets(const ff__coord_params *p, ff__coord_member *m, int n) {
     if (m[i].pid) live[k++] = i;
   if (!k) return;
 
-  int budget = effective_budget(p, m, n);
+  int budget = ff__coord_guaranteed_budget(p, m, n);
   int shares = k > p->expected_members ? k : p->expected_members;
   int base = budget / shares, extra = budget % shares, fair_sum = 0;
   for (int j = 0; j < k; j++) {
@@ -337,7 +372,7 @@ void ff__coord_targets(const ff__coord_params *p, ff__coord_member *m, int n) {
 int ff__coord_step(const ff__coord_params *p, ff__coord_member *m, int n, int self) {
   if (n > FF__COORD_MAX_MEMBERS) n = FF__COORD_MAX_MEMBERS;
   ff__coord_member *me = &m[self];
-  int budget = effective_budget(p, m, n), sum = allotted(m, n);
+  int budget = ff__coord_guaranteed_budget(p, m, n), sum = allotted(m, n);
   int t = me->threads;
   if (t > me->target) {
     /* One thread at a time, unless the table is overcommitted (a member
@@ -375,7 +410,7 @@ void ff__coord_burst(const ff__coord_params *p, ff__coord_member *m, int n) {
     w_hold[j] = held[j];
     w_stall[j] = cls == STALLED ? e->stall_share : 0;
   }
-  double idle = effective_budget(p, m, n) - used;
+  double idle = ff__coord_guaranteed_budget(p, m, n) - used;
   int pool = idle > 0 ? (int)floor(idle + 0.5) : 0;
   int kept = split(pool < held_sum ? pool : held_sum, w_hold, held, hold_out, k);
   for (int j = 0; j < k; j++)
@@ -517,8 +552,10 @@ static int table_damage(const coord_shm *s, uint64_t now_ns, char *why, size_t c
   if (header_damage(s, why, cap)) return 1;
   if (p->budget_threads < 1 || p->budget_threads > MAX_THREADS)
     bad = "budget_threads";
-  else if (p->min_threads < 1 || p->min_threads > MAX_THREADS)
+  else if (p->min_threads < 0 || p->min_threads > MAX_THREADS)
     bad = "min_threads";
+  else if (p->trainer_cores < 0 || p->trainer_cores > 4096)
+    bad = "trainer_cores";
   else if (p->expected_members < 1 || p->expected_members > FF__COORD_MAX_MEMBERS)
     bad = "expected_members";
   else if (!in01(p->stall_threshold) || !in01(p->ring_full) || !in01(p->idle_threshold))
@@ -555,6 +592,7 @@ static int table_damage(const coord_shm *s, uint64_t now_ns, char *why, size_t c
 static ff_status go_alone(ff__coord *c, const char *why, ff__error *err) {
   c->alone = 1;
   c->threads = c->max_threads;
+  c->spares = 0;
   fprintf(stderr,
           "fusionflow: node coordinator: shared memory %s %s: this loader runs alone on its %d threads "
           "(remove /dev/shm%s when no trainer runs)\n",
@@ -570,6 +608,30 @@ static int is_quiet(const ff__coord_params *p, const ff__coord_member *e, uint64
   uint64_t quiet_ns = (uint64_t)p->quiet_ms * 1000000u, silent = now_ns > e->heartbeat_ns ? now_ns - e->heartbeat_ns : 0;
   if (quiet_ns < 4 * e->interval_ns) quiet_ns = 4 * e->interval_ns;
   return silent > quiet_ns;
+}
+
+int ff__coord_rebalance(const ff__coord_params *p, ff__coord_member *m, int n, int self,
+                        const ff__coord_report_data *r, uint64_t now_ns) {
+  if (n > FF__COORD_MAX_MEMBERS) n = FF__COORD_MAX_MEMBERS;
+  ff__coord_member *me = &m[self];
+  ff__coord_params weighted = *p;
+  if (me->reports > 0 && now_ns > me->heartbeat_ns) {
+    uint64_t dt = now_ns - me->heartbeat_ns;
+    me->interval_ns = me->interval_ns ? me->interval_ns - me->interval_ns / 4 + dt / 4 : dt;
+    /* A report stands for its interval: one of a member that asks for a
+     * batch a second weighs as ten of one that asks every 100 ms, so that
+     * its signals follow a change in seconds, not in tens of reports. */
+    double w = 1.0 - pow(1.0 - weighted.alpha, (double)dt / COORD_SIGNAL_NS);
+    if (w > weighted.alpha) weighted.alpha = w;
+  }
+  me->heartbeat_ns = now_ns;
+  ff__coord_observe(&weighted, me, r);
+  for (int i = 0; i < n; i++)
+    if (m[i].pid) m[i].quiet = i != self && is_quiet(p, &m[i], now_ns);
+  ff__coord_targets(p, m, n);
+  int threads = ff__coord_step(p, m, n, self);
+  ff__coord_burst(p, m, n);
+  return clampi(threads + me->burst, 0, member_cap(me));
 }
 
 /* Frees slots whose process is gone or that stayed silent too long (not
@@ -613,12 +675,13 @@ static int take_slot(coord_shm *s, ff__coord *c, uint64_t now_ns) {
                           .heartbeat_ns = now_ns};
   s->members++;
   ff__coord_targets(&s->params, s->slot, FF__COORD_MAX_MEMBERS);
-  int pool = effective_budget(&s->params, s->slot, FF__COORD_MAX_MEMBERS) -
+  int pool = ff__coord_guaranteed_budget(&s->params, s->slot, FF__COORD_MAX_MEMBERS) -
              allotted(s->slot, FF__COORD_MAX_MEMBERS);
   e->threads = clampi(e->target < pool ? e->target : pool, member_min(&s->params, e), member_cap(e));
   c->slot = i;
   c->ticket = e->ticket;
   c->threads = e->threads;
+  c->spares = member_spares(c->max_threads, e->threads);
   return i;
 }
 
@@ -801,6 +864,9 @@ ff_status ff__coord_join(const char *group, int max_threads, ff__coord **out, ff
   int v;
   if ((v = env_int("FF_NODE_THREADS", 1, 1 << 20))) p.budget_threads = v;
   if ((v = env_int("LOCAL_WORLD_SIZE", 1, FF__COORD_MAX_MEMBERS))) p.expected_members = v;
+  const char *tc = getenv("FF_NODE_TRAINER_CORES");
+  if (tc && !strcmp(tc, "0")) p.trainer_cores = 0;
+  else if ((v = env_int("FF_NODE_TRAINER_CORES", 1, 4096))) p.trainer_cores = v;
   return ff__coord_join_params(group, max_threads, &p, out, err);
 }
 
@@ -869,30 +935,17 @@ ff_status ff__coord_report(ff__coord *c, const ff__coord_report_data *r, int *th
       return FF_OK;
     }
   }
-  ff__coord_member *me = &s->slot[c->slot];
-  ff__coord_params weighted = s->params;
-  if (me->reports > 0 && now > me->heartbeat_ns) {
-    uint64_t dt = now - me->heartbeat_ns;
-    me->interval_ns = me->interval_ns ? me->interval_ns - me->interval_ns / 4 + dt / 4 : dt;
-    /* A report stands for its interval: one of a member that asks for a
-     * batch a second weighs as ten of one that asks every 100 ms, so that
-     * its signals follow a change in seconds, not in tens of reports. */
-    double w = 1.0 - pow(1.0 - weighted.alpha, (double)dt / COORD_SIGNAL_NS);
-    if (w > weighted.alpha) weighted.alpha = w;
-  }
-  me->heartbeat_ns = now;
-  ff__coord_observe(&weighted, me, r);
   reclaim(s, c->slot, c->pidns, now);
-  ff__coord_targets(&s->params, s->slot, FF__COORD_MAX_MEMBERS);
-  int threads = ff__coord_step(&s->params, s->slot, FF__COORD_MAX_MEMBERS, c->slot);
-  ff__coord_burst(&s->params, s->slot, FF__COORD_MAX_MEMBERS);
-  c->threads = clampi(threads + me->burst, 1, c->max_threads);
+  c->threads = ff__coord_rebalance(&s->params, s->slot, FF__COORD_MAX_MEMBERS, c->slot, r, now);
+  c->spares = member_spares(c->max_threads, c->threads);
   coord_unlock(s);
   *threads_out = c->threads;
   return FF_OK;
 }
 
 int ff__coord_threads(const ff__coord *c) { return c ? c->threads : 0; }
+
+int ff__coord_spares(const ff__coord *c) { return c ? c->spares : 0; }
 
 ff_status ff__coord_snapshot(ff__coord *c, ff__coord_member *out, int *n_out, ff__coord_params *params_out) {
   if (!c || !c->shm || c->pid != getpid()) return FF_EINVAL;

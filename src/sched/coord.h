@@ -28,7 +28,13 @@
 typedef struct ff__coord_params {
   int budget_threads;       /* worker threads for the whole node; default: the cores this process
                                may use (ff__coord_node_cores) */
-  int min_threads;          /* every member keeps at least this many (default 1) */
+  int min_threads;          /* every member keeps at least this many in its allotment (default 1; a joiner
+                               makes it 0 when the budget less the trainers' cores has less than that
+                               for each expected member: then the loaders run on spares) */
+  int trainer_cores;        /* cores kept per member for its trainer's own threads (a Python training
+                               loop's main thread, the GPU's launches): the allotments share the budget
+                               less trainer_cores x max(members, expected_members), so that the loaders'
+                               normal-priority threads never take the trainers' cores (default 1) */
   int expected_members;     /* the fair share divides by max(members, this): with torchrun,
                                LOCAL_WORLD_SIZE, so the first rank does not take the whole
                                budget (default 1) */
@@ -76,7 +82,9 @@ typedef struct ff__coord_member {
   int32_t max_threads;   /* its ceiling: the worker threads it owns */
   int32_t fair;          /* its fair share, set by ff__coord_targets */
   int32_t target;        /* where its allotment is heading, set by ff__coord_targets */
-  int32_t threads;       /* its allotment: the threads it is guaranteed, within the budget */
+  int32_t threads;       /* its allotment: the threads it is guaranteed at normal priority, within the
+                            budget less the trainers' cores; the rest of its max_threads run as spare
+                            threads in SCHED_IDLE, on the cores no normal-priority thread wants */
   int32_t reports;       /* reports since it joined */
   int32_t burst;         /* threads beyond its allotment it may run while the node has idle cores,
                             set by ff__coord_burst: it runs threads + burst */
@@ -90,8 +98,13 @@ typedef struct ff__coord_member {
   double busy_share;
 } ff__coord_member;
 
+/* The budget the allotments share: budget_threads less trainer_cores for
+ * each of max(members, expected_members), at least 0, raised to the live
+ * members' minimums when they do not fit. */
+int ff__coord_guaranteed_budget(const ff__coord_params *p, const ff__coord_member *m, int n);
+
 /* The pure rebalancing, over the n slots of m (free slots skipped).
- * Sets fair and target of every member:
+ * Sets fair and target of every member (budget: ff__coord_guaranteed_budget):
  *   - fair: the budget divided by max(members, expected_members), the
  *     remainder to the lowest slots, clamped to [min, max_threads];
  *   - a member stalls when stall_share > stall_threshold; it has slack when
@@ -123,7 +136,8 @@ int ff__coord_step(const ff__coord_params *p, ff__coord_member *m, int n, int se
  * it keeps busy ((threads + burst) × busy_share, at most its allotment:
  * the measured CPU time, not its class, which a member reporting once a
  * second updates slowly; all of it before its first report), nothing if it
- * is quiet. The idle rest of the budget, rounded to whole threads (half up:
+ * is quiet. The idle rest of the guaranteed budget (the trainers' cores
+ * are never handed out), rounded to whole threads (half up:
  * like the OS's sharing, a thread that finds half a core is worth running),
  * goes first to neutral members that held a burst (hysteresis, as for
  * allotments), then to stalled members in proportion to their stall share,
@@ -131,12 +145,25 @@ int ff__coord_step(const ff__coord_params *p, ff__coord_member *m, int n, int se
  * not counted in the budget: when a lender needs its cores back, the
  * borrower's next report sees them in use and its burst shrinks, so the node
  * is oversubscribed (shared by the OS, as without the coordinator) for at
- * most one of the borrower's batches. Sets burst of every member. */
+ * most one of the borrower's batches. Sets burst of every member. The
+ * cores beyond (the trainers' when they leave them idle, a lender's before
+ * the next report) its spare threads take at once, in SCHED_IDLE. */
 void ff__coord_burst(const ff__coord_params *p, ff__coord_member *m, int n);
 
 /* Folds a report into member `self`'s smoothed signals (the first report is
  * taken as it is). */
 void ff__coord_observe(const ff__coord_params *p, ff__coord_member *m, const ff__coord_report_data *r);
+
+/* What ff__coord_report does with the table once dead members are
+ * reclaimed, without shared memory or a clock (the simulator runs it):
+ * member `self` reports r at now_ns (CLOCK_MONOTONIC, or simulated time) —
+ * its heartbeat, its smoothed batch interval and its signals (a report
+ * weighs as its interval, see alpha) — every other live member is marked
+ * quiet or not at now_ns, then ff__coord_targets, ff__coord_step for self
+ * and ff__coord_burst. Returns the threads self should run: its allotment
+ * plus its burst, 1..max_threads. */
+int ff__coord_rebalance(const ff__coord_params *p, ff__coord_member *m, int n, int self,
+                        const ff__coord_report_data *r, uint64_t now_ns);
 
 /* The shared segment's layout (coord.c writes and checks it; visible so that
  * tests can damage one). A member that finds it damaged (a field out of its
@@ -169,8 +196,9 @@ int ff__coord_default_group(char *buf, size_t cap);
 ff_status ff__coord_shm_name(const char *group, char *buf, size_t cap);
 
 /* Joins `group` (NULL: ff__coord_default_group) with defaults for the
- * parameters, overridden by the environment: FF_NODE_THREADS (budget) and
- * LOCAL_WORLD_SIZE (expected members). max_threads (>= 1): the worker
+ * parameters, overridden by the environment: FF_NODE_THREADS (budget),
+ * FF_NODE_TRAINER_CORES (trainer_cores, 0 included) and LOCAL_WORLD_SIZE
+ * (expected members). max_threads (>= 1): the worker
  * threads this member owns, the most it can ever be told to run. Creates the
  * segment if it does not exist, reinitialises it if every member in it is
  * dead. *out gets the handle; the allotment to start with is
@@ -192,8 +220,10 @@ void ff__coord_leave(ff__coord *c);
 /* Records this member's latest observation, reclaims dead members' slots
  * (process gone, or silent past heartbeat_timeout_ms), marks quiet ones,
  * rebalances and writes to *threads_out the number of worker threads this
- * member should run now: its allotment plus its burst
- * (min_threads..max_threads). Call it about once per batch. Takes a lock for
+ * member should run now at normal priority: its allotment plus its burst
+ * (min_threads..max_threads; 0 when the trainers' cores take the whole
+ * budget); ff__coord_spares tells how many spares in SCHED_IDLE beside
+ * them. Call it about once per batch. Takes a lock for
  * a few microseconds; if the table stays locked past lock_timeout_ms (a
  * member stopped while holding it), answers the previous allotment without
  * rebalancing, and later reports only try the lock (no wait) until they get
@@ -204,8 +234,16 @@ void ff__coord_leave(ff__coord *c);
  * *threads_out is untouched). */
 ff_status ff__coord_report(ff__coord *c, const ff__coord_report_data *r, int *threads_out);
 
-/* The threads to run after the last join or report (allotment + burst). */
+/* The threads to run at normal priority after the last join or report
+ * (allotment + burst). */
 int ff__coord_threads(const ff__coord *c);
+
+/* The spare threads to run in SCHED_IDLE: all max_threads while the
+ * member runs no thread at normal priority (the trainers' cores take the
+ * budget), else 0 (a sample on a spare waits for a core nothing else
+ * wants, and would hold back a batch the normal-priority threads could
+ * finish). */
+int ff__coord_spares(const ff__coord *c);
 
 /* Copies the live members (compacted, in slot order) into out (room for
  * FF__COORD_MAX_MEMBERS), their count into *n_out and the segment's

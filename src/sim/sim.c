@@ -181,19 +181,23 @@ static int add_prep(trainer *t, double a, double b) {
   return 1;
 }
 
+double ff__sim_cost_draw(ff__philox *r, double mean_s, double cv, const double *list, size_t n, size_t *picked) {
+  if (list) {
+    size_t k = (size_t)ff__philox_randint(r, 0, (int64_t)n - 1);
+    if (picked) *picked = k;
+    return list[k];
+  }
+  if (!(cv > 0)) return mean_s;
+  double sig2 = log1p(cv * cv);
+  return mean_s * exp(sqrt(sig2) * normal(r) - 0.5 * sig2);
+}
+
 static void draw_batch(node *nd, trainer *t) {
   const ff__sim_config *c = nd->c;
-  double sig2 = log1p(c->cpu_cv * c->cpu_cv), sig = sqrt(sig2);
   for (int i = 0; i < c->batch_size; i++) {
-    double cost, size;
-    if (c->cpu_list) {
-      size_t k = (size_t)ff__philox_randint(&t->rng, 0, (int64_t)c->list_len - 1);
-      cost = c->cpu_list[k];
-      size = c->size_list ? c->size_list[k] : cost * exp(c->size_noise * normal(&t->rng));
-    } else {
-      cost = c->cpu_cv > 0 ? c->cpu_s * exp(sig * normal(&t->rng) - 0.5 * sig2) : c->cpu_s;
-      size = cost * exp(c->size_noise * normal(&t->rng));
-    }
+    size_t k = 0;
+    double cost = ff__sim_cost_draw(&t->rng, c->cpu_s, c->cpu_cv, c->cpu_list, c->list_len, &k);
+    double size = c->cpu_list && c->size_list ? c->size_list[k] : cost * exp(c->size_noise * normal(&t->rng));
     nd->cost[i] = cost, nd->size[i] = size;
   }
 }

@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "core/error.h"
+#include "core/philox.h"
 
 typedef enum ff__sim_strategy {
   FF__SIM_CPU_ONLY = 0, /* every sample on the CPU pool */
@@ -94,6 +95,12 @@ ff_status ff__sim_best_static(const ff__sim_config *c, ff__sim_result *out, ff__
  * *at (if not NULL) the result at the answer. */
 ff_status ff__sim_cores_needed(const ff__sim_config *c, ff__sim_strategy s, int max_per_gpu, double max_loss,
                                int *cores_per_gpu, ff__sim_result *at, ff__error *err);
+
+/* One sample's CPU cost (seconds on one core) from r: drawn uniformly from
+ * list[0..n) when list is not NULL (*picked, if not NULL, gets the index),
+ * else log-normal with mean mean_s and coefficient of variation cv (mean_s
+ * itself when cv is 0). */
+double ff__sim_cost_draw(ff__philox *r, double mean_s, double cv, const double *list, size_t n, size_t *picked);
 
 /* Per-sample CPU costs read from a profile (see sim.c for the formats). */
 typedef struct ff__sim_profile {

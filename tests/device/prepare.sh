@@ -7,7 +7,7 @@
 #
 # A CUDA build for sm_90 (SASS, with -lineinfo for compute-sanitizer and
 # profiler source lines) in build-carry/build; then build-carry/carry gets
-#   tests/   test_device test_pool test_offload device_check trainer_standin transport
+#   tests/   test_device test_batch_mix test_pool test_offload device_check trainer_standin transport
 #            test_nvjpeg libnvjpeg_stub.so, and the fusionflow CLI and node_member
 #            (bench/node.py's trainer process) beside them
 #   nvjpeg/  libnvjpeg.so.13 from the nvidia-nvjpeg wheel; demo-small/ 300 demo
@@ -27,13 +27,13 @@ LIMIT_BYTES=$((64 << 20))
 
 cmake -S "$ROOT" -B "$BUILD" -DFF_CUDA=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_CUDA_ARCHITECTURES="${FF_CUDA_ARCH:-90}" -DFF_PYTHON="$FF_PYTHON" >/dev/null
-targets="test_device test_pool test_offload device_check trainer_standin transport _fusionflow fusionflow_cli test_nvjpeg
+targets="test_device test_batch_mix test_pool test_offload device_check trainer_standin transport _fusionflow fusionflow_cli test_nvjpeg
          nvjpeg_stub node_member"
 cmake --build "$BUILD" -j "$JOBS" --target $targets
 
 rm -rf "$CARRY"
 mkdir -p "$CARRY/tests" "$CARRY/lib" "$CARRY/python"
-for t in test_device test_pool test_offload device_check trainer_standin transport test_nvjpeg libnvjpeg_stub.so; do
+for t in test_device test_batch_mix test_pool test_offload device_check trainer_standin transport test_nvjpeg libnvjpeg_stub.so; do
   [ -e "$BUILD/tests/$t" ] && cp "$BUILD/tests/$t" "$CARRY/tests/"
 done
 cp "$BUILD/fusionflow" "$BUILD/node_member" "$CARRY/"

@@ -11,7 +11,8 @@
 # default 540 s, under the device machine's 600 s per call): each step gets
 # at most its own budget and never more than what is left; a failing or
 # timed-out step is recorded and the next one runs. Steps in order of
-# value, so a short run still answers the most: bit-identity, memcheck,
+# value, so a short run still answers the most: bit-identity (of the ops,
+# then of the Mixup/CutMix batch stage), memcheck,
 # DLPack into torch, device decode, the trainer stand-in at 1 thread (also
 # its slowdown with the output on the device against host output), the
 # transport (upload GB/s pinned vs pageable, ms per batch with host output
@@ -105,7 +106,7 @@ rebuild() {
   [ -x "$NVCC" ] || { echo "no nvcc here: cannot rebuild"; exit 1; }
   cmake -S "$ROOT" -B "$ROOT/build-device" -DFF_CUDA=ON -DCMAKE_CUDA_COMPILER="$NVCC" \
     -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CUDA_ARCHITECTURES="${FF_CUDA_ARCH:-90}"
-  cmake --build "$ROOT/build-device" -j "$(nproc)" --target test_device test_pool test_offload device_check \
+  cmake --build "$ROOT/build-device" -j "$(nproc)" --target test_device test_batch_mix test_pool test_offload device_check \
     trainer_standin transport _fusionflow node_member
   echo "rebuilt in build-device"
 }
@@ -136,6 +137,17 @@ bit_identity() {
     exit 1
   fi
   echo "every op and policy bit-identical on $( ((DRY)) && echo emu:0 || echo "emu:0 and cuda:0")"
+}
+
+# Mixup/CutMix on the device batch (the CUDA kernel on cuda:0; emu:0 in the
+# dry run) against the CPU-mixed batches, byte for byte.
+batch_mix() {
+  "$BIN/tests/test_batch_mix" || exit 1
+  if ((!DRY)) && grep -q "SKIPPED \] cuda_mixed_batches" "$OUT/batch_mix.log"; then
+    echo "the cuda:0 comparison was skipped: no usable GPU"
+    exit 1
+  fi
+  echo "mixup_cutmix on the device batch bit-identical on $( ((DRY)) && echo emu:0 || echo "emu:0 and cuda:0")"
 }
 
 # Batch 256 at 224x224: bit-identity of every pipeline, images/s, upload
@@ -189,7 +201,7 @@ transport() {
 }
 offload() { "$BIN/tests/test_offload"; }
 pool() { "$BIN/tests/test_pool"; }
-export -f gpu bit_identity device_check memcheck dlpack_torch device_decode trainer_1 trainer_2 transport kernels_plain offload pool
+export -f gpu bit_identity batch_mix device_check memcheck dlpack_torch device_decode trainer_1 trainer_2 transport kernels_plain offload pool
 
 # ---- the node benchmark as CPU-only processes (bench/node.py: loaders with the
 # coordinator, off and a static split on the machine's cores, and the CPU
@@ -208,6 +220,7 @@ export -f node_bench
 
 step gpu 15 --cuda gpu
 step bit_identity 120 bit_identity
+step batch_mix 60 batch_mix
 step device_check 150 device_check
 if (($(left) > 300)); then
   step memcheck 120 --cuda memcheck

@@ -18,7 +18,7 @@ from conftest import make_image
 # ff__pil_op and ff__pil_resample (src/kernels/pil.h)
 OPS = ["autocontrast", "equalize", "invert", "posterize", "solarize", "solarize_add", "color",
        "contrast", "brightness", "sharpness", "shear_x", "shear_y", "translate_x", "translate_y",
-       "rotate", "hue"]
+       "rotate", "hue", "gaussian_blur"]
 RESAMPLE = {"nearest": Image.NEAREST, "bilinear": Image.BILINEAR, "bicubic": Image.BICUBIC}
 FILL = (124, 116, 104)  # timm's img_mean for the ImageNet mean
 
@@ -148,26 +148,34 @@ def pil_planner(shim):
     return Planner(shim.lib)
 
 
-@pytest.mark.parametrize("ops", SEMANTICS_PIL)
-def test_semantics_pil_plans_replayed_through_torchvision_on_pil_images(run, stats, pil_planner, ops):
+def replay_plans(run, stats, planner, ops, fns, name, seed, rng, max_side=60):
+    """Runs `ops` on 60 images of random sizes and checks each output against
+    its plan's Pillow steps replayed through fns[op](image, arg), value for
+    value; returns how many steps ran."""
     from test_timm_policy_golden import PIL
-    rng = np.random.default_rng(17)
     applied = 0
     for i in range(60):
-        h, w = (int(x) for x in rng.integers(1, 60, 2))
+        h, w = (int(x) for x in rng.integers(1, max_side, 2))
         img = make_image(rng, h, w, KINDS[i % len(KINDS)])
         text = f"decode | crop(top=0, left=0, height={h}, width={w}) | {ops}"
-        steps = pil_planner.steps(text, h, w, seed=7, index=i)
+        steps = planner.steps(text, h, w, seed=seed, index=i)
         want = Image.fromarray(img)
         for kind, op, arg, _, _ in steps:
             assert kind == PIL, (text, steps)
-            want = TV_PIL_STEP[op](want, arg)
+            want = fns[op](want, arg)
         applied += len(steps)
-        got = run(text, img, seed=7, index=i)
+        got = run(text, img, seed=seed, index=i)
         want = np.asarray(want)
-        stats("semantics=pil plans vs torchvision PIL").add(got, want)
+        stats(name).add(got, want)
         d = np.abs(got.astype(int) - want.astype(int))
         assert d.max() == 0, (ops, i, (h, w), steps, int(d.max()), int(np.count_nonzero(d)))
+    return applied
+
+
+@pytest.mark.parametrize("ops", SEMANTICS_PIL)
+def test_semantics_pil_plans_replayed_through_torchvision_on_pil_images(run, stats, pil_planner, ops):
+    applied = replay_plans(run, stats, pil_planner, ops, TV_PIL_STEP, "semantics=pil plans vs torchvision PIL",
+                           7, np.random.default_rng(17))
     assert applied > 30, applied  # the ops ran on most samples
 
 

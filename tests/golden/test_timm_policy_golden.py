@@ -33,7 +33,7 @@ from test_policy_golden import (check_chi2, check_ks, chi2_two_sample, ks_one_sa
 MIX_BEGIN, CHAIN_BEGIN, CHAIN_END, PIL, PIL_MIX_END = 5, 6, 7, 9, 10
 PIL_OPS = ["autocontrast", "equalize", "invert", "posterize", "solarize", "solarize_add", "color",
            "contrast", "brightness", "sharpness", "shear_x", "shear_y", "translate_x", "translate_y",
-           "rotate", "hue"]
+           "rotate", "hue", "gaussian_blur"]
 RESAMPLE = [Image.NEAREST, Image.BILINEAR, Image.BICUBIC]
 GEOMETRIC = {"shear_x", "shear_y", "translate_x", "translate_y", "rotate"}
 TIMM_FN = {

@@ -272,9 +272,23 @@ def test_mix_plan_json_is_valid(data):
         json.dumps(plan)
 
 
-def test_an_output_device_is_refused_clearly(data):
-    """The stage mixes the float32 host batch on the consumer thread; a device batch (whose samples the
-    device may write in place) is not mixed: output_device must stay cpu, and the error says so."""
+def test_a_device_batch_is_mixed_as_the_host_batch(data, monkeypatch):
+    """With output_device the stage mixes the device batch (the emulated device here, its samples written in
+    place at share 1): images and soft labels bit-identical to the CPU's; a reduced output dtype is refused as
+    on the host, naming the stage."""
     pipe = stage(mixup_alpha=0.8, cutmix_alpha=1.0, mode="elem")
-    with pytest.raises(fusionflow.InvalidArgumentError, match="mixup_cutmix.*output_device cpu"):
-        batches(data, pipe, output_device="emu:0")
+    ref, _ = batches(data, pipe)
+    got = []
+    monkeypatch.setenv("FF_FORCE_DEVICE_SHARE", "1")
+    with fusionflow.Loader(data, pipe, batch_size=8, seed=7, num_threads=2, device="emu:0", output_device="emu:0",
+                           output="torch") as loader:
+        for x, y in loader:
+            got.append((x.clone(), y.clone()))
+        s = loader.stats()
+        assert s["device_samples"] > 0 and s["device_download_bytes"] == 0
+    monkeypatch.delenv("FF_FORCE_DEVICE_SHARE")
+    assert len(got) == len(ref)
+    for (x, y), (rx, ry) in zip(got, ref):
+        assert torch.equal(bits(x), bits(rx)) and torch.equal(bits(y), bits(ry))
+    with pytest.raises(fusionflow.InvalidArgumentError, match=r"mixup_cutmix \(pipeline column \d+\).*output_dtype"):
+        batches(data, pipe, output_device="emu:0", dtype="bfloat16")

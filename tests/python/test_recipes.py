@@ -27,6 +27,12 @@ def test_the_table_lists_the_recipes():
     assert table["deit"]["repeated_augmentations"] == 3 and "mixup_cutmix(mixup_alpha=0.8" in table["deit"]["pipeline"]
     assert table["dino"]["pipeline"].count("||") == 3 and "|| 8 x random_resized_crop(size=96" in table["dino"]["pipeline"]
     assert table["simclr"]["pipeline"].count("|| 2 x") == 1
+    # DINO transforms PIL images: Pillow's blur (a radius, no kernel size), jitter, grayscale and
+    # solarize; SimCLR's blur is a tensor blur with a kernel of a tenth of the side
+    dino = table["dino"]["pipeline"]
+    assert dino.count("gaussian_blur(sigma=(0.1, 2.0), semantics=pil)") == 3 and "kernel_size" not in dino
+    assert dino.count("semantics=pil") == 10
+    assert "gaussian_blur(kernel_size=23, sigma=(0.1, 2.0))" in table["simclr"]["pipeline"]
 
 
 # The batch each recipe documents: per view (size, count); soft labels with mixup_cutmix.

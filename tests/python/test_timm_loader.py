@@ -103,20 +103,25 @@ def test_auto_augment_takes_create_transforms_hparams(config, op, interpolation)
         assert m + f", interpolation={interpolation})" in ours
 
 
-def _compare_on_our_draws(loader, ref, paths, monkeypatch, blur=None):
+def _compare_on_our_draws(loader, ref, paths, monkeypatch, blur=None, inject=None, epochs=1):
+    """Our batches against timm's transform given our crop, flip and blur draws (inject(plan):
+    any further draws to hand timm, with monkeypatch)."""
     rrc, flip = ref.transforms[0], ref.transforms[1]
     diffs = []
-    for images, _ in loader:
-        for x, i in zip(images, loader.last_batch.sample_indices):
-            plan = loader.plan(i)
-            bx, by, bw, bh = plan["decode"]["region"]
-            monkeypatch.setattr(type(rrc), "get_params", staticmethod(lambda *a, **k: (by, bx, bh, bw)))
-            flip.p = 1.0 if any(s["op"] == "horizontal_flip" for s in plan["steps"]) else 0.0
-            if blur is not None:
-                sigma = [s["sigma"] for s in plan["steps"] if s["op"] == "gaussian_blur"][0]
-                monkeypatch.setattr(type(blur), "get_params", staticmethod(lambda *a, **k: float(sigma)))
-            want = ref(Image.open(paths[i]).convert("RGB"))
-            diffs.append(np.abs(levels(x) - levels(want)).ravel())
+    for _ in range(epochs):
+        for images, _ in loader:
+            for x, i in zip(images, loader.last_batch.sample_indices):
+                plan = loader.plan(i)
+                bx, by, bw, bh = plan["decode"]["region"]
+                monkeypatch.setattr(type(rrc), "get_params", staticmethod(lambda *a, **k: (by, bx, bh, bw)))
+                flip.p = 1.0 if any(s["op"] == "horizontal_flip" for s in plan["steps"]) else 0.0
+                if blur is not None:
+                    sigma = [s["sigma"] for s in plan["steps"] if s["op"] == "gaussian_blur"][0]
+                    monkeypatch.setattr(type(blur), "get_params", staticmethod(lambda *a, **k: float(sigma)))
+                if inject is not None:
+                    inject(plan)
+                want = ref(Image.open(paths[i]).convert("RGB"))
+                diffs.append(np.abs(levels(x) - levels(want)).ravel())
     return np.concatenate(diffs)
 
 
@@ -139,17 +144,45 @@ def test_grayscale_and_blur_match_create_transform_on_our_draws(data, monkeypatc
     blur = [t for t in ref.transforms if type(t).__name__ == "RandomApply"][0].transforms[0]
     assert type(blur).__name__ == "GaussianBlur" and blur.kernel_size == (23, 23)
     d = _compare_on_our_draws(loader, ref, paths, monkeypatch, blur=blur)
-    # Pillow's convert("L") (integer luma) and resampling vs the tensor ops; the blur is the same tensor op
+    # grayscale is Pillow's convert("L") on both sides; the blur is the same tensor op (timm's
+    # torchvision GaussianBlur converts the PIL image to a tensor); the crop's resampling differs
+    assert "random_grayscale(p=1.0, semantics=pil)" in loader.pipeline
     assert d.max() < 2.01 and d.mean() < 0.7
+
+
+def test_three_augment_3a_matches_create_transform_on_our_draws(data, monkeypatch):
+    """timm's auto_augment="3a" on a PIL image (Solarize, Desaturate or GaussianBlurRand):
+    three_augment(semantics=pil), our choice and radius injected into timm's draws."""
+    import timm.data.auto_augment as taa
+    root, paths, _ = data
+    kw = dict(color_jitter=0, auto_augment="3a", scale=(0.3, 1.0))
+    loader = create_loader(root, 24, 2, is_training=True, device=torch.device("cpu"), seed=6, **kw)
+    assert "three_augment(color_jitter=0, semantics=pil)" in loader.pipeline
+    ref = timm_data.create_transform(24, is_training=True, interpolation="bilinear", **kw)
+    chosen = set()
+
+    def inject(plan):  # AutoAugment's random.choice of the sub-policy, GaussianBlurRand's random.uniform
+        op = [s for s in plan["steps"] if s["op"].startswith("pil_")]
+        assert len(op) == 1, plan["steps"]
+        k = ["pil_solarize", "pil_color", "pil_gaussian_blur"].index(op[0]["op"])
+        chosen.add(k)
+        monkeypatch.setattr(taa.random, "choice", lambda seq: seq[k])
+        monkeypatch.setattr(taa.random, "uniform", lambda lo, hi: op[0]["arg"])
+    d = _compare_on_our_draws(loader, ref, paths, monkeypatch, inject=inject, epochs=3)
+    assert chosen == {0, 1, 2}
+    assert d.max() < 2.01 and d.mean() < 0.7  # the crop's resampling only: the three ops are Pillow's
 
 
 def test_jitter_and_erasing_map_to_the_ops(data):
     text = transform_pipeline(24, True, color_jitter=(0.4, 0.3, 0.2, 0.1), color_jitter_prob=0.8, re_prob=0.25,
                               re_mode="pixel", re_count=2)
-    assert ("random_apply(p=0.8, [color_jitter(brightness=0.4, contrast=0.3, saturation=0.2, hue=0.1)])"
-            in text)
+    assert ("random_apply(p=0.8, [color_jitter(brightness=0.4, contrast=0.3, saturation=0.2, hue=0.1, "
+            "semantics=pil)])" in text)
     assert text.endswith("| random_erasing(p=0.25, mode=pixel, max_count=2)")
-    assert "color_jitter(brightness=0.4, contrast=0.4, saturation=0.4)" in transform_pipeline(24, True)
+    assert "color_jitter(brightness=0.4, contrast=0.4, saturation=0.4, semantics=pil)" in transform_pipeline(24, True)
+    # timm keeps the colour jitter on after its 3-Augment policy
+    assert "three_augment(color_jitter=0, semantics=pil) | color_jitter(brightness=0.4" in \
+        transform_pipeline(24, True, auto_augment="3a")
     loader = create_loader(data[0], 24, 2, is_training=True, re_prob=1.0, re_mode="const",
                            device=torch.device("cpu"))
     images, _ = next(iter(loader))
@@ -157,7 +190,7 @@ def test_jitter_and_erasing_map_to_the_ops(data):
 
 
 @pytest.mark.parametrize("kwargs, message", [
-    (dict(auto_augment="3a"), "3-Augment"),
+    (dict(auto_augment="3a-mstd0.5"), "3-Augment"),
     (dict(re_prob=0.25, re_mode="noise"), "re_mode"),
     (dict(interpolation="nearest"), "interpolation"),
     (dict(tf_preprocessing=True), "TensorFlow"),

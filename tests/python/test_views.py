@@ -6,6 +6,7 @@ import pytest
 from conftest import make_folder
 
 np = pytest.importorskip("numpy")
+Image = pytest.importorskip("PIL.Image")
 import fusionflow  # noqa: E402
 
 GLOBAL = "random_resized_crop(size=24, scale=(0.4, 1)) | random_horizontal_flip"
@@ -71,3 +72,114 @@ def test_bad_view_text_is_named(data, text, message):
 def test_views_run_on_the_cpu(data):
     with pytest.raises(fusionflow.InvalidArgumentError, match="views runs on the CPU"):
         fusionflow.Loader(data[0], DINO, batch_size=4, device="emu:0")
+
+
+# ---- the shared decode is the window that holds every view's crop ----------------------------------------
+# Each view must equal its group's pipeline run alone on the whole image: the image decoded whole by
+# Pillow (libjpeg-turbo with the same settings), stored losslessly as PNG, then augment_image on that PNG
+# with the view's draws (they depend on the image's size only). Fixed crops are also compared with
+# Pillow's decode directly.
+
+SIZES = [(61, 47), (37, 53)]  # odd sides; every fixed crop below lies in both
+KINDS = {"420.jpg": {"subsampling": 2}, "444.jpg": {"subsampling": 0}, "422.jpg": {"subsampling": 1},
+         "progressive.jpg": {"progressive": True}, "gray.jpg": {}, "rgb.png": {}}
+
+FIXED = {  # (views, (top, left, height, width))
+    # the window lies inside the image, odd corner, a 1-pixel-wide crop
+    "inside": [(1, (5, 7, 9, 13)), (2, (17, 3, 11, 1))],
+    # the window touches the top and left edges, and the bottom (61x47) or right (37x53) edge
+    "edges": [(1, (0, 0, 1, 5)), (1, (30, 24, 17, 13))],
+}
+RANDOM = {
+    "global+local": ["2 x random_resized_crop(size=16, scale=(0.3, 1)) | random_horizontal_flip",
+                     "3 x random_resized_crop(size=8, scale=(0.01, 0.1)) | random_horizontal_flip"],
+    "small": ["4 x random_resized_crop(size=8, scale=(0.01, 0.06))"],
+    # a view that needs the whole image (a crop reaching outside it pads; a resize first): decoded whole
+    "whole": ["crop(top=-2, left=3, height=9, width=9)", "resize(size=(20, 20))",
+              "crop(top=5, left=7, height=9, width=13)"],
+}
+
+
+def pixels(width, height, seed):
+    y, x = np.mgrid[0:height, 0:width]
+    base = np.stack([x * 255 // (width - 1), y * 255 // (height - 1), ((x // 3 + y // 2) % 2) * 180], axis=-1)
+    noise = np.random.default_rng(seed).integers(0, 60, size=(height, width, 3))
+    return np.clip(base + noise, 0, 255).astype(np.uint8)
+
+
+@pytest.fixture(scope="module")
+def kinds(tmp_path_factory):
+    """JPEGs of each subsampling (and progressive, gray) and a PNG at two odd sizes; returns (root,
+    paths in dataset order, the whole-image decode of each as a PNG)."""
+    tmp = tmp_path_factory.mktemp("window")
+    root, ref = tmp / "data", tmp / "ref"
+    ref.mkdir()
+    paths, refs = [], []
+    for c, (w, h) in enumerate(SIZES):
+        d = root / f"class{c}"
+        d.mkdir(parents=True)
+        for i, (name, kw) in enumerate(sorted(KINDS.items())):
+            img = Image.fromarray(pixels(w, h, 10 * c + i))
+            if name.startswith("gray"):
+                img = img.convert("L")
+            p = d / name
+            img.save(p, quality=90, **kw) if name.endswith(".jpg") else img.save(p)
+            r = ref / f"{c}_{name}.png"
+            Image.open(p).convert("RGB").save(r)
+            paths.append(str(p))
+            refs.append(str(r))
+    return str(root), paths, refs
+
+
+def crop_text(box):
+    return "crop(top=%d, left=%d, height=%d, width=%d)" % box
+
+
+def expand(name):
+    """The view text, each view's ops and, for fixed crops, each view's box."""
+    if name in FIXED:
+        groups = [(n, crop_text(box), box) for n, box in FIXED[name]]
+    else:
+        groups = [(int(g.split(" x ")[0]), g.split(" x ")[1], None) if " x " in g else (1, g, None)
+                  for g in RANDOM[name]]
+    text = "decode || " + " || ".join(f"{n} x {ops}" for n, ops, _ in groups)
+    views = [(ops, box) for n, ops, box in groups for _ in range(n)]
+    return text, views
+
+
+@pytest.mark.parametrize("threads", [1, 3])
+@pytest.mark.parametrize("name", sorted(FIXED) + sorted(RANDOM))
+def test_views_from_the_window_equal_each_view_alone_on_the_whole_image(kinds, name, threads):
+    root, paths, refs = kinds
+    text, views_ops = expand(name)
+    for views, _, indices in run(root, text, threads):
+        for slot, index in enumerate(indices):
+            whole = np.asarray(Image.open(refs[index]))
+            for v, (ops, box) in enumerate(views_ops):
+                alone = fusionflow.augment_image(refs[index], f"decode(dct_scale=false) | {ops}", seed=11,
+                                                 epoch=0, index=index + (v << 52))
+                assert np.array_equal(views[v][slot], alone), (name, paths[index], v)
+                if box:
+                    t, l, h, w = box
+                    assert np.array_equal(views[v][slot], whole[t:t + h, l:l + w]), (name, paths[index], v)
+
+
+def test_rows_below_the_window_are_not_decoded(tmp_path):
+    # A JPEG cut off after its first half: views inside the rows that remain are decoded (and equal
+    # Pillow's decode of the whole file there); a view that needs the lost rows names the truncation.
+    d = tmp_path / "data" / "class0"
+    d.mkdir(parents=True)
+    whole = tmp_path / "whole.jpg"
+    Image.fromarray(pixels(64, 256, 3)).save(whole, quality=90, subsampling=2)
+    data = whole.read_bytes()
+    (d / "cut.jpg").write_bytes(data[:len(data) // 2])
+    ref = np.asarray(Image.open(whole).convert("RGB"))
+    top = "decode || 2 x crop(top=0, left=0, height=16, width=32) || crop(top=9, left=31, height=21, width=33)"
+    with fusionflow.Loader(str(tmp_path / "data"), top, batch_size=1, output="numpy") as loader:
+        views, _ = next(iter(loader))
+        assert np.array_equal(np.array(views[1])[0], ref[0:16, 0:32])
+        assert np.array_equal(np.array(views[2])[0], ref[9:30, 31:64])
+    low = "decode || crop(top=0, left=0, height=16, width=32) || crop(top=230, left=0, height=16, width=32)"
+    with fusionflow.Loader(str(tmp_path / "data"), low, batch_size=1, output="numpy") as loader:
+        with pytest.raises(fusionflow.DecodeError, match="cut.jpg: truncated JPEG"):
+            next(iter(loader))

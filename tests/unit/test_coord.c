@@ -42,6 +42,7 @@ static ff__coord_params params(int budget, int expected) {
   ff__coord_params_init(&p);
   p.budget_threads = budget;
   p.expected_members = expected;
+  p.trainer_cores = 0; /* the traces below share the whole budget */
   p.heartbeat_timeout_ms = 600000; /* deaths are found by pid unless a test says otherwise */
   p.quiet_ms = 600000;             /* nobody turns quiet between two scripted reports */
   p.lock_timeout_ms = 10000;
@@ -338,6 +339,47 @@ static void bursts_go_to_the_stalled_in_proportion_to_their_stall(void **state) 
   m[1].max_threads = 3; /* a ceiling bounds the burst */
   ff__coord_burst(&p, m, FF__COORD_MAX_MEMBERS);
   assert_int_equal(m[1].burst, 0);
+}
+
+/* One core per member stays with its trainer's own thread: 16 cores and 8
+ * ranks leave 8 to the allotments (1 each, stalled or not); 2 cores and 2
+ * ranks leave none (their loaders run on spares only, on the cores the
+ * trainers leave idle); a minimum of 1 each raises it back to 2. The
+ * reserve counts max(members, expected): the first rank of 8 does not take
+ * the other trainers' cores. */
+static void the_allotments_leave_one_core_per_trainer(void **state) {
+  (void)state;
+  ff__coord_member m[FF__COORD_MAX_MEMBERS] = {0};
+  ff__coord_params p = params(16, 8);
+  p.trainer_cores = 1;
+  p.min_threads = 0;
+  for (int i = 0; i < 8; i++)
+    table_add(m, i, 16, 1);
+  assert_int_equal(ff__coord_guaranteed_budget(&p, m, FF__COORD_MAX_MEMBERS), 8);
+  ff__coord_observe(&p, &m[0], &STALL);
+  ff__coord_targets(&p, m, FF__COORD_MAX_MEMBERS);
+  int sum = 0;
+  for (int i = 0; i < 8; i++)
+    sum += m[i].target;
+  assert_int_equal(sum, 8);
+  ff__coord_member one[FF__COORD_MAX_MEMBERS] = {0};
+  table_add(one, 0, 16, 0);
+  assert_int_equal(ff__coord_guaranteed_budget(&p, one, FF__COORD_MAX_MEMBERS), 8); /* 7 more expected */
+  p = params(2, 2);
+  p.trainer_cores = 1;
+  p.min_threads = 0;
+  ff__coord_member two[FF__COORD_MAX_MEMBERS] = {0};
+  table_add(two, 0, 2, 0);
+  table_add(two, 1, 2, 0);
+  assert_int_equal(ff__coord_guaranteed_budget(&p, two, FF__COORD_MAX_MEMBERS), 0);
+  ff__coord_observe(&p, &two[0], &STALL);
+  ff__coord_targets(&p, two, FF__COORD_MAX_MEMBERS);
+  assert_int_equal(two[0].target, 0);
+  assert_int_equal(ff__coord_step(&p, two, FF__COORD_MAX_MEMBERS, 0), 0);
+  ff__coord_burst(&p, two, FF__COORD_MAX_MEMBERS);
+  assert_int_equal(two[0].burst, 0); /* nothing at normal priority: the trainers' cores are not idle cores */
+  p.min_threads = 1;
+  assert_int_equal(ff__coord_guaranteed_budget(&p, two, FF__COORD_MAX_MEMBERS), 2);
 }
 
 /* cgroup v2 cpu.max: "QUOTA PERIOD" in microseconds, or "max PERIOD". */
@@ -1120,6 +1162,7 @@ int main(void) {
       cmocka_unit_test(reports_are_smoothed_so_one_short_wait_lends_nothing),
       cmocka_unit_test(a_stalled_member_runs_the_cores_a_slack_one_leaves_idle),
       cmocka_unit_test(bursts_go_to_the_stalled_in_proportion_to_their_stall),
+      cmocka_unit_test(the_allotments_leave_one_core_per_trainer),
       cmocka_unit_test(the_cpu_max_quota_rounds_up_to_whole_cores),
       cmocka_unit_test(group_names_are_sanitised_and_taken_from_the_environment),
       cmocka_unit_test(three_processes_move_threads_from_slack_to_stall_and_survive_a_kill),

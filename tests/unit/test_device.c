@@ -102,10 +102,15 @@ static const char *const pipelines[] = {
     "saturation=0.4, hue=0.5)",
     "decode | center_crop(size=(30, 30)) | gaussian_blur(kernel_size=(5, 9), sigma=(0.1, 3)) | to_dtype",
     "decode | center_crop(size=(3, 40)) | gaussian_blur(kernel_size=7)",
+    /* Pillow's GaussianBlur: drawn radii, a radius past the image's size, radius 0 (a copy) */
+    "decode | random_resized_crop(size=(29, 34)) | gaussian_blur(sigma=(0.1, 2.0), semantics=pil) | to_dtype",
+    "decode | center_crop(size=(5, 40)) | pil_gaussian_blur(radius=9.5) | pil_gaussian_blur(radius=0) | "
+    "random_apply(p=0.5, [gaussian_blur(sigma=(0.3, 30), semantics=pil)])",
     "decode | center_crop(size=(30, 30)) | random_grayscale(p=0.5) | random_solarize(threshold=100) | "
     "random_posterize(bits=2) | random_autocontrast | random_equalize | random_invert | "
     "random_adjust_sharpness(sharpness_factor=2)",
     "decode | center_crop(size=(32, 32)) | three_augment",
+    "decode | center_crop(size=(32, 32)) | three_augment(semantics=pil)",
     "decode | random_resized_crop(size=(28, 30)) | random_apply(p=0.8, [color_jitter(brightness=0.4, contrast=0.4, "
     "saturation=0.2, hue=0.1, semantics=pil)]) | random_solarize(threshold=128, p=0.5, semantics=pil)",
     "decode | center_crop(size=(32, 32)) | random_apply(p=0.7, [color_jitter(hue=0.2) | grayscale(num_output_channels=3)])",

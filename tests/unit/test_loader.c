@@ -501,6 +501,7 @@ static void node_group_caps_the_threads_and_keeps_batches_identical(void **state
   record alone = record_run(&c, 1), grouped;
   setenv("FF_NODE_GROUP", group, 1);
   setenv("FF_NODE_THREADS", "1", 1); /* the node's budget: one worker thread */
+  setenv("FF_NODE_TRAINER_CORES", "0", 1); /* all of it for the allotment */
   ff_loader *l = open_ok(&c);
   ff_stats s;
   ff_loader_stats(l, &s);
@@ -523,6 +524,7 @@ static void node_group_caps_the_threads_and_keeps_batches_identical(void **state
   assert_int_equal(threads_at_open(&c), 1);
   unsetenv("TORCHELASTIC_RUN_ID");
   unsetenv("FF_NODE_THREADS");
+  unsetenv("FF_NODE_TRAINER_CORES");
   unsetenv("FF_NODE_GROUP");
   assert_true(records_equal(&alone, &grouped));
   free(alone.bytes), free(grouped.bytes);

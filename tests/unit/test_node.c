@@ -16,6 +16,7 @@
 
 #include <errno.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -55,6 +56,7 @@ typedef struct result {
   double images_per_s;
   double threads; /* the worker threads it ran, averaged over its batches */
   int status;
+  double cpu_s; /* the process's CPU seconds over its run */
 } result;
 
 /* Every loader here: RandAugment, 2 threads, a ring of 2. */
@@ -70,15 +72,26 @@ static ff_config loader_config(void) {
   return c;
 }
 
+typedef struct trainer {
+  const char *group; /* NULL: FF_NODE_GROUP=off */
+  double step_s;
+} trainer;
+
 /* A trainer: opens its loader (in `group`, or with FF_NODE_GROUP=off), waits
  * for the go, then consumes batches for PHASE_S, sleeping step_s after each
  * (its training step), and writes its rate to out. */
-static void member_main(int go, int out, const char *group, double step_s) {
+
+static void member_main(int go, int out, const void *arg) {
+  const char *group = ((const trainer *)arg)->group;
+  double step_s = ((const trainer *)arg)->step_s;
   alarm(60); /* never outlive a broken test */
   setenv("FF_NODE_GROUP", group ? group : "off", 1);
   setenv("FF_NODE_THREADS", "2", 1); /* the node of the issue: 2 cores, 2 loaders of 2 threads */
+  /* No core kept for the trainers: the grouped pair runs beside an
+   * ungrouped one, whose threads would take every core a spare wants. */
+  setenv("FF_NODE_TRAINER_CORES", "0", 1);
   ff_config c = loader_config();
-  result r = {0, 0, FF_OK};
+  result r = {0, 0, FF_OK, 0};
   ff_loader *l = NULL;
   r.status = ff_loader_open(&c, &l);
   char byte;
@@ -110,7 +123,8 @@ typedef struct member {
   int go, out;
 } member;
 
-static member spawn(const char *group, double step_s) {
+/* Forks a member process running body(go, out, arg). */
+static member fork_member(void (*body)(int go, int out, const void *arg), const void *arg) {
   int go[2], out[2];
   assert_int_equal(pipe(go), 0);
   assert_int_equal(pipe(out), 0);
@@ -119,15 +133,20 @@ static member spawn(const char *group, double step_s) {
   if (pid == 0) {
     close(go[1]);
     close(out[0]);
-    member_main(go[0], out[1], group, step_s);
+    body(go[0], out[1], arg);
   }
   close(go[0]);
   close(out[1]);
   return (member){pid, go[1], out[0]};
 }
 
+static member spawn(const char *group, double step_s) {
+  trainer t = {group, step_s};
+  return fork_member(member_main, &t);
+}
+
 static result finish(member *m) {
-  result r = {0, 0, FF_EINTERNAL};
+  result r = {0, 0, FF_EINTERNAL, 0};
   struct pollfd pfd = {m->out, POLLIN, 0};
   if (poll(&pfd, 1, 60000) == 1 && read(m->out, &r, sizeof r) != sizeof r) r.status = FF_EINTERNAL;
   close(m->out);
@@ -187,6 +206,7 @@ static void the_trace_marks_where_the_coordinator_changes_the_threads(void **sta
   snprintf(path, sizeof path, "%s/trace.json", ff_test_dir("node-trace"));
   setenv("FF_NODE_GROUP", group, 1);
   setenv("FF_NODE_THREADS", "2", 1);
+  setenv("FF_NODE_TRAINER_CORES", "0", 1); /* the whole budget for the allotments */
   ff__coord *other = NULL;
   ff__error err = {0};
   assert_int_equal(ff__coord_join(group, 2, &other, &err), FF_OK);
@@ -211,6 +231,7 @@ static void the_trace_marks_where_the_coordinator_changes_the_threads(void **sta
   ff_loader_close(l);
   unsetenv("FF_NODE_GROUP");
   unsetenv("FF_NODE_THREADS");
+  unsetenv("FF_NODE_TRAINER_CORES");
   size_t n = 0;
   char *text = (char *)ff_test_read(path, &n);
   text = realloc(text, n + 1);
@@ -220,11 +241,103 @@ static void the_trace_marks_where_the_coordinator_changes_the_threads(void **sta
   free(text);
 }
 
+typedef struct core_side {
+  int cpu;
+  const char *group; /* NULL: FF_NODE_GROUP=off */
+  int loader;        /* 0: the stand-in */
+} core_side;
+
+/* One side of a trainer's core: the trainer stand-in (loader NULL: a
+ * single-threaded hash loop, a Python training loop's main thread) or a
+ * hungry loader of 2 threads in `group` (or FF_NODE_GROUP=off), pinned to
+ * one CPU with the other side; writes its process CPU seconds over PHASE_S
+ * after the go. */
+static void core_side_main(int go, int out, const void *arg) {
+  const core_side *side = arg;
+  int cpu = side->cpu, loader = side->loader;
+  const char *group = side->group;
+  alarm(60);
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  CPU_SET(cpu, &one);
+  result r = {.status = FF_OK};
+  if (sched_setaffinity(0, sizeof one, &one)) r.status = FF_EINTERNAL; /* the workers started later inherit it */
+  setenv("FF_NODE_GROUP", group ? group : "off", 1);
+  setenv("FF_NODE_THREADS", "1", 1);
+  setenv("FF_NODE_TRAINER_CORES", "1", 1);
+  ff_loader *l = NULL;
+  if (loader) {
+    ff_config c = loader_config();
+    if (!r.status) r.status = ff_loader_open(&c, &l);
+  }
+  char byte;
+  if (read(go, &byte, 1) != 1) _exit(1);
+  struct timespec c0, c1;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c0);
+  uint64_t t0 = ff__now_ns();
+  volatile uint64_t x = 1;
+  while (!r.status && (double)(ff__now_ns() - t0) * 1e-9 < PHASE_S / 2) {
+    if (!loader) {
+      for (int i = 0; i < 100000; i++) x = (x ^ (x >> 29)) * 0xff51afd7ed558ccdull;
+      continue;
+    }
+    ff_batch *b;
+    ff_status st = ff_loader_next(l, &b);
+    if (st == FF_END) continue;
+    if ((r.status = st)) break;
+    ff_batch_release(b);
+  }
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c1);
+  r.cpu_s = (double)(c1.tv_sec - c0.tv_sec) + (double)(c1.tv_nsec - c0.tv_nsec) * 1e-9;
+  ff_loader_close(l);
+  if (write(out, &r, sizeof r) != sizeof r) _exit(1);
+  _exit(0);
+}
+
+/* The trainer stand-in and a hungry loader share one core (both pinned to
+ * it): the share of the CPU time the trainer gets, once with the loader in
+ * a group whose budget of 1 core is the trainer's (FF_NODE_TRAINER_CORES=1:
+ * every loader thread is a spare in SCHED_IDLE), once with it ungrouped
+ * (its 2 threads at normal priority: the OS gives the trainer about a third).
+ * A share of CPU time, not a rate: the load of the machine's other CPUs and
+ * processes hits both sides alike. */
+static void a_trainer_keeps_its_core_beside_a_grouped_loader(void **state) {
+  (void)state;
+  cpu_set_t mine;
+  assert_int_equal(sched_getaffinity(0, sizeof mine, &mine), 0);
+  int cpu = 0;
+  while (!CPU_ISSET(cpu, &mine))
+    cpu++;
+  char group[64];
+  snprintf(group, sizeof group, "ut-node-core-%d", (int)getpid());
+  double share[2];
+  for (int grouped = 0; grouped < 2; grouped++) {
+    core_side sides[2] = {{cpu, NULL, 0}, {cpu, grouped ? group : NULL, 1}};
+    member m[2] = {fork_member(core_side_main, &sides[0]), fork_member(core_side_main, &sides[1])};
+    sleep_s(0.3);
+    for (int i = 0; i < 2; i++) {
+      assert_int_equal(write(m[i].go, "g", 1), 1);
+      close(m[i].go);
+    }
+    result r[2];
+    for (int i = 0; i < 2; i++) {
+      r[i] = finish(&m[i]);
+      assert_int_equal(r[i].status, FF_OK);
+    }
+    share[grouped] = r[0].cpu_s / (r[0].cpu_s + r[1].cpu_s + 1e-9);
+  }
+  printf("the trainer's share of its core: %.3f beside a grouped loader, %.3f beside an ungrouped one\n", share[1],
+         share[0]);
+  assert_true(share[1] >= 0.85);
+  assert_true(share[0] <= 0.75); /* the loader did compete for the core */
+}
+
 int main(void) {
   signal(SIGPIPE, SIG_IGN);
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(a_stalled_loader_in_a_group_gets_what_the_os_sharing_gives_it),
       cmocka_unit_test(the_trace_marks_where_the_coordinator_changes_the_threads),
+      cmocka_unit_test(a_trainer_keeps_its_core_beside_a_grouped_loader),
   };
   return cmocka_run_group_tests(tests, setup, NULL);
 }

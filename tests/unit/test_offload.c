@@ -498,10 +498,10 @@ static void active_thread_cap_parks_workers(void **state) {
   ff_config c = config(NHWC_PIPELINE, "cpu", 2);
   run ref = epoch_of(&c, NULL, NULL);
   ff_loader *l = open_with(&c, NULL, NULL);
-  ff__loader_set_active_threads(l, 1);
+  ff__loader_set_active_threads(l, 1, 0);
   run r = consume(l, 0, 0);
   assert_int_equal(r.stats.num_threads, 1);
-  ff__loader_set_active_threads(l, 99); /* clamped to the threads there are */
+  ff__loader_set_active_threads(l, 99, 0); /* clamped to the threads there are */
   ff_stats s;
   ff_loader_stats(l, &s);
   assert_int_equal(s.num_threads, 2);
