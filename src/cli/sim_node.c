@@ -19,27 +19,34 @@
 #include "sim/sim.h"
 
 static void usage(FILE *f) {
+  ff__sim_node_config d;
+  ff__sim_node_config_init(&d);
   fprintf(f,
           "usage: fusionflow sim --ranks N (--profile FILE | --cpu-ms-per-sample MS) [options]\n"
           "\n"
           "Simulates N trainers (one per GPU) on a node of --cores cores, each with its own\n"
           "CPU-only loader, in bench/node.py's scenarios, and compares three ways of sharing\n"
           "the cores: coord (the node coordinator: its real rebalancing code, fed the reports\n"
-          "a loader makes, each loader owning --budget threads), off (each loader runs --cores\n"
-          "threads and the OS shares the cores fairly among the runnable threads, modelled as\n"
-          "processor sharing) and static (each loader runs cores/N threads).\n"
+          "a loader makes, each loader owning --budget threads; the allotments share the budget\n"
+          "less --trainer-cores per trainer, and a loader allotted no thread runs all its threads\n"
+          "as spares in SCHED_IDLE), off (each loader runs --cores threads and the OS shares the\n"
+          "cores fairly among the runnable threads, modelled as processor sharing) and static\n"
+          "(each loader runs cores/N threads). Normal-priority threads (workers, the trainer\n"
+          "stand-in) share the cores first; spares get only the cores they leave.\n"
           "\n"
           "The numbers are simulated. Measured inputs: the per-sample CPU costs, from a profile.\n"
           "Assumed: the OS shares the cores as an ideal fair scheduler (no context-switch,\n"
-          "cache or memory-bandwidth cost), the trainer's step is a sleep (no CPU), the\n"
-          "coordinator's parameters are its defaults, and a profile that has only the mean\n"
-          "cost gets --cpu-cv as its spread.\n"
+          "cache or memory-bandwidth cost; SCHED_IDLE gets nothing beside a runnable normal\n"
+          "thread), the trainer's step is a sleep (no CPU: the cores kept for the trainers idle\n"
+          "unless spares take them), the coordinator's other parameters are its defaults, and a\n"
+          "profile that has only the mean cost gets --cpu-cv as its spread.\n"
           "\n"
           "node:\n"
           "  --ranks N                 trainers, one loader each (1..64)\n"
           "  --cores C                 the node's cores (default 16)\n"
-          "  --budget B                the coordinator's budget, FF_NODE_THREADS (default: --cores;\n"
-          "                            --cores minus 1 leaves a core to the trainer)\n"
+          "  --budget B                the coordinator's budget, FF_NODE_THREADS (default: --cores)\n"
+          "  --trainer-cores T         cores the coordinator keeps per trainer for its own threads,\n"
+          "                            FF_NODE_TRAINER_CORES (0..4096; default %d, the coordinator's)\n"
           "  --batch-size N            samples per batch (default 32, as bench/node.py)\n"
           "  --prefetch N              batches prepared ahead (default 2)\n"
           "  --seconds S               simulated length of each run (default 10)\n"
@@ -62,7 +69,8 @@ static void usage(FILE *f) {
           "  -h, --help                show this help\n"
           "\n"
           "The report goes to stderr; --json prints one JSON object on stdout instead.\n"
-          "Exit status: 0 success, 1 runtime error, 2 usage.\n");
+          "Exit status: 0 success, 1 runtime error, 2 usage.\n",
+          d.trainer_cores);
 }
 
 /* One rank's costs from a profile or a given mean; *source says which,
@@ -99,9 +107,10 @@ static void json_string(const char *s) {
 static void json_mode(const ff__sim_node_config *c, const ff__sim_node_result *r) {
   printf("{\"members\": [");
   for (int i = 0; i < c->ranks; i++)
-    printf("%s{\"images_per_s\": %.1f, \"stall\": %.4f, \"threads\": %.2f, \"cpu_s\": %.3f, \"batches\": %ld}",
-           i ? ", " : "", r->trainer[i].images_per_s, r->trainer[i].stall, r->trainer[i].threads, r->trainer[i].cpu_s,
-           r->trainer[i].batches);
+    printf("%s{\"images_per_s\": %.1f, \"stall\": %.4f, \"threads\": %.2f, \"spares\": %.2f, \"cpu_s\": %.3f, "
+           "\"batches\": %ld}",
+           i ? ", " : "", r->trainer[i].images_per_s, r->trainer[i].stall, r->trainer[i].threads, r->trainer[i].spares,
+           r->trainer[i].cpu_s, r->trainer[i].batches);
   if (c->standin) printf(", {\"steps_per_s\": %.4f}", r->standin_rate);
   printf("], \"cpu_use\": %.4f, \"machine_busy\": %.4f, \"threads_each\": %d}", r->cpu_use, r->busy, r->threads_each);
 }
@@ -133,12 +142,13 @@ static void print_scenario(const char *name, const ff__sim_node_config *c, const
 }
 
 int ff__cli_sim_node(int argc, char **argv) {
-  enum { O_RANKS = 256, O_CORES, O_BUDGET, O_BATCH, O_PREFETCH, O_SECONDS, O_WARMUP, O_PROFILE, O_CPU, O_ODDPROF, O_ODDCPU, O_CV,
+  enum { O_RANKS = 256, O_CORES, O_BUDGET, O_TRAINER, O_BATCH, O_PREFETCH, O_SECONDS, O_WARMUP, O_PROFILE, O_CPU, O_ODDPROF, O_ODDCPU, O_CV,
          O_SCENARIO, O_SEED, O_JSON };
   static const struct option opts[] = {
       {"ranks", required_argument, 0, O_RANKS},
       {"cores", required_argument, 0, O_CORES},
       {"budget", required_argument, 0, O_BUDGET},
+      {"trainer-cores", required_argument, 0, O_TRAINER},
       {"batch-size", required_argument, 0, O_BATCH},
       {"prefetch", required_argument, 0, O_PREFETCH},
       {"seconds", required_argument, 0, O_SECONDS},
@@ -166,6 +176,7 @@ int ff__cli_sim_node(int argc, char **argv) {
     case O_RANKS: if (!ff__cli_parse_long("sim", name, optarg, 1, FF__SIM_NODE_MAX_RANKS, &v)) return 2; cfg.ranks = (int)v; break;
     case O_CORES: if (!ff__cli_parse_long("sim", name, optarg, 1, 4096, &v)) return 2; cfg.cores = (int)v; break;
     case O_BUDGET: if (!ff__cli_parse_long("sim", name, optarg, 1, 4096, &v)) return 2; cfg.budget = (int)v; break;
+    case O_TRAINER: if (!ff__cli_parse_long("sim", name, optarg, 0, 4096, &v)) return 2; cfg.trainer_cores = (int)v; break;
     case O_BATCH: if (!ff__cli_parse_long("sim", name, optarg, 1, 1 << 16, &v)) return 2; cfg.batch_size = (int)v; break;
     case O_PREFETCH: if (!ff__cli_parse_long("sim", name, optarg, 1, 64, &v)) return 2; cfg.prefetch = (int)v; break;
     case O_SECONDS: if (!ff__cli_parse_double("sim", name, optarg, 1e-3, 1e5, &cfg.seconds)) return 2; break;
@@ -233,21 +244,25 @@ int ff__cli_sim_node(int argc, char **argv) {
            odd_mean, odd_src);
     json_string(odd_path);
     printf("}, \"cpu_cv\": {\"value\": %g, \"source\": \"%s\"}, \"scheduler\": \"assumed: ideal processor "
-           "sharing\", \"step\": \"assumed: a sleep, no CPU\"}, \"config\": {\"cores\": %d, \"loaders\": %d, "
-           "\"seconds\": %g, \"warmup_s\": %g, \"batch_size\": %d, \"prefetch\": %d, \"seed\": %llu, "
-           "\"budget\": %d, \"standin_alone_steps_per_s\": 1.0}, \"scenarios\": {",
-           cv, cv_src, cfg.cores, cfg.ranks, cfg.seconds, cfg.warmup_s, cfg.batch_size, cfg.prefetch, (unsigned long long)cfg.seed, cfg.budget > 0 ? cfg.budget : cfg.cores);
+           "sharing, SCHED_IDLE spares on the cores normal-priority threads leave\", \"step\": \"assumed: a sleep, "
+           "no CPU\"}, \"config\": {\"cores\": %d, \"loaders\": %d, \"seconds\": %g, \"warmup_s\": %g, "
+           "\"batch_size\": %d, \"prefetch\": %d, \"seed\": %llu, \"budget\": %d, \"trainer_cores\": %d, "
+           "\"standin_alone_steps_per_s\": 1.0}, \"scenarios\": {",
+           cv, cv_src, cfg.cores, cfg.ranks, cfg.seconds, cfg.warmup_s, cfg.batch_size, cfg.prefetch,
+           (unsigned long long)cfg.seed, cfg.budget > 0 ? cfg.budget : cfg.cores, cfg.trainer_cores);
   } else {
-    fprintf(stderr, "fusionflow sim: SIMULATED node, %d trainers, %d cores (the coordinator's budget %d), batch %d, "
-            "prefetch %d, %g s per run (measured from %g s)\n", cfg.ranks, cfg.cores,
-            cfg.budget > 0 ? cfg.budget : cfg.cores, cfg.batch_size, cfg.prefetch, cfg.seconds, cfg.warmup_s);
+    fprintf(stderr, "fusionflow sim: SIMULATED node, %d trainers, %d cores (the coordinator's budget %d, %d kept "
+            "per trainer), batch %d, prefetch %d, %g s per run (measured from %g s)\n", cfg.ranks, cfg.cores,
+            cfg.budget > 0 ? cfg.budget : cfg.cores, cfg.trainer_cores, cfg.batch_size, cfg.prefetch, cfg.seconds,
+            cfg.warmup_s);
     fprintf(stderr, "  even ranks: %.3f ms/sample, %s%s%s\n", even_mean, even_src, even_path ? ", " : "",
             even_path ? even_path : "");
     fprintf(stderr, "  odd ranks:  %.3f ms/sample, %s%s%s\n", odd_mean, odd_src, odd_path ? ", " : "",
             odd_path ? odd_path : "");
     fprintf(stderr, "  spread of a mean-only cost: cv %g (%s)\n", cv, cv_src);
-    fprintf(stderr, "  assumed: ideal processor sharing of the cores (off), the trainer's step a sleep, "
-            "the coordinator's default parameters\n");
+    fprintf(stderr, "  assumed: ideal processor sharing of the cores, SCHED_IDLE spares only on cores the "
+            "normal-priority threads leave, the trainer's step a sleep, the coordinator's other parameters its "
+            "defaults\n");
     fprintf(stderr, "  busy: the node's busy share with the stand-in; stand-in: its speed over its speed alone\n");
   }
   int printed = 0;

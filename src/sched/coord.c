@@ -186,7 +186,7 @@ void ff__coord_params_init(ff__coord_params *p) {
 
 static double clamp01(double x) { return x > 0 ? (x < 1 ? x : 1) : 0; } /* NaN -> 0 */
 
-static void params_normalise(ff__coord_params *p) {
+void ff__coord_params_normalise(ff__coord_params *p) {
   ff__coord_params d;
   ff__coord_params_init(&d);
   if (p->budget_threads < 1) p->budget_threads = d.budget_threads;
@@ -308,7 +308,7 @@ static int member_class(const ff__coord_params *p, const ff__coord_member *e) {
  * stalled members, a slow trainer beside busy ungrouped peers lost up to a
  * quarter of its rate), so a member with an allotment grows through bursts
  * only. */
-static int member_spares(int cap, int running) { return running == 0 ? cap : 0; }
+int ff__coord_member_spares(int cap, int running) { return running == 0 ? cap : 0; }
 
 void ff__coord_targets(const ff__coord_params *p, ff__coord_member *m, int n) {
   if (n > FF__COORD_MAX_MEMBERS) n = FF__COORD_MAX_MEMBERS;
@@ -681,7 +681,7 @@ static int take_slot(coord_shm *s, ff__coord *c, uint64_t now_ns) {
   c->slot = i;
   c->ticket = e->ticket;
   c->threads = e->threads;
-  c->spares = member_spares(c->max_threads, e->threads);
+  c->spares = ff__coord_member_spares(c->max_threads, e->threads);
   return i;
 }
 
@@ -844,7 +844,7 @@ ff_status ff__coord_join_params(const char *group, int max_threads, const ff__co
     c->params = *params;
   else
     ff__coord_params_init(&c->params);
-  params_normalise(&c->params);
+  ff__coord_params_normalise(&c->params);
   c->pid = getpid();
   c->pidns = pid_namespace();
   c->max_threads = max_threads;
@@ -937,7 +937,7 @@ ff_status ff__coord_report(ff__coord *c, const ff__coord_report_data *r, int *th
   }
   reclaim(s, c->slot, c->pidns, now);
   c->threads = ff__coord_rebalance(&s->params, s->slot, FF__COORD_MAX_MEMBERS, c->slot, r, now);
-  c->spares = member_spares(c->max_threads, c->threads);
+  c->spares = ff__coord_member_spares(c->max_threads, c->threads);
   coord_unlock(s);
   *threads_out = c->threads;
   return FF_OK;

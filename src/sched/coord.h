@@ -57,6 +57,13 @@ typedef struct ff__coord_params {
  * ff__coord_node_cores). */
 void ff__coord_params_init(ff__coord_params *p);
 
+/* What a join does to the parameters it is given: out-of-range values to
+ * their defaults or bounds, and min_threads to 0 when the budget less
+ * trainer_cores x expected_members has less than min_threads for each
+ * expected member (the loaders then run on spares). The simulator applies
+ * it as a join would. */
+void ff__coord_params_normalise(ff__coord_params *p);
+
 /* The cores this process may use: its CPU affinity (sched_getaffinity),
  * lowered to the cgroup v2 quota (cpu.max "QUOTA PERIOD", rounded up) of
  * its cgroup and every parent (/proc/self/cgroup under /sys/fs/cgroup), at
@@ -244,6 +251,11 @@ int ff__coord_threads(const ff__coord *c);
  * wants, and would hold back a batch the normal-priority threads could
  * finish). */
 int ff__coord_spares(const ff__coord *c);
+
+/* The rule ff__coord_spares answers by, for a member owning cap threads
+ * that runs `running` at normal priority (its allotment plus burst, or its
+ * first allotment at join): cap when running is 0, else 0. */
+int ff__coord_member_spares(int cap, int running);
 
 /* Copies the live members (compacted, in slot order) into out (room for
  * FF__COORD_MAX_MEMBERS), their count into *n_out and the segment's

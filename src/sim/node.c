@@ -2,41 +2,55 @@
  * how the node's cores are shared among their loaders with the node
  * coordinator, without it, and split statically.
  *
- * The model. The node has C cores, processor-shared (the operating
- * system's fair scheduler, idealised): while R threads are runnable each
- * runs at min(1, C / R) of a core, so a sample of cost w (seconds on one
- * core) takes w of "virtual time", which advances at that rate; a
- * runnable thread is a worker in the middle of a sample, or the CPU
- * trainer stand-in, which always is. Each rank's loader works as
- * src/loader/loader.c does: a ring of prefetch + 1 batches, the samples
- * taken in order by its active workers (a worker takes the next sample as
- * soon as it is free, if the ring has room for its batch), a batch ready
- * when its last sample is; a worker beyond the active count finishes its
- * sample and parks. The trainer asks for its next batch, waits until it is
- * ready, takes it (releasing it at once, as bench/node_member.c does) and
- * sleeps its step; with lockstep it then waits at a barrier for every
- * other trainer (DDP's all-reduce). At each batch but the first the loader
- * makes the report the runtime makes (loader.c's hand_out): the trainer's
- * wait / the interval since the previous batch, the batches ready when it
- * asked / prefetch, and the CPU time of the samples its workers finished
- * since the last report / (active workers x interval) — CPU time, not wall
- * time, so a loader sharing its cores reports less than full busy. With
- * the coordinator that report goes to ff__coord_rebalance over a member
- * table of the ranks (the code ff__coord_report runs under its lock: the
+ * The model. The node has C cores, shared by two priority classes (the
+ * operating system's scheduler, idealised): while R threads of normal
+ * priority are runnable each runs at min(1, C / R) of a core, and the I
+ * runnable spares (SCHED_IDLE) share what they leave, max(0, C - R) cores,
+ * each at min(1, that / I) (the kernel weighs an idle-class thread at
+ * about 0.3% of a normal one: idealised as nothing). Within a class a
+ * sample of cost w (seconds on one core) takes w of the class's "virtual
+ * time", which advances at its rate. A runnable normal-priority thread is
+ * a worker in the middle of a sample or the CPU trainer stand-in, which
+ * always is; a spare is runnable in the middle of a sample. Each rank's
+ * loader works as src/loader/loader.c does: a ring of prefetch + 1
+ * batches, the samples taken in order by its active workers and active
+ * spares (a worker takes the next sample as soon as it is free, if the
+ * ring has room for its batch), a batch ready when its last sample is; a
+ * worker or spare beyond the active count finishes its sample (a spare's
+ * at idle priority) and parks. The trainer asks for its next batch, waits
+ * until it is ready, takes it (releasing it at once, as
+ * bench/node_member.c does) and sleeps its step; with lockstep it then
+ * waits at a barrier for every other trainer (DDP's all-reduce). At each
+ * batch but the first the loader makes the report the runtime makes
+ * (loader.c's hand_out): the trainer's wait / the interval since the
+ * previous batch, the batches ready when it asked / prefetch, and the CPU
+ * time of the samples its workers and spares finished since the last
+ * report / (max(1, active workers) x interval) — CPU time, not wall time,
+ * so a loader sharing its cores reports less than full busy. With the
+ * coordinator that report goes to ff__coord_rebalance over a member table
+ * of the ranks (the code ff__coord_report runs under its lock: the
  * smoothing, the quiet marking, targets, the one-thread step and the
  * work-conserving bursts), at the simulated time, and the loader runs the
- * threads it answers from then on. The members join at time 0 with their
- * first allotment from ff__coord_targets (the fair share: budget / ranks,
- * as take_slot gives it), budget C (FF_NODE_THREADS) and expected members
- * N (LOCAL_WORLD_SIZE), the other parameters at their defaults; a
- * budget below C (FF_NODE_THREADS = C - 1) leaves a core to the trainer. Without
- * the coordinator each loader runs C threads (`off`) or max(1, C / N)
- * (`static`), as bench/node.py runs them. Costs are drawn from a Philox
- * stream per rank in sample order, so every mode sees the same samples and
- * a run is deterministic. Not modelled: the consumer's own CPU time (its
- * step is a sleep, as in bench/node_member.c), context switches and cache
- * effects of oversubscription, memory bandwidth, the coordinator's lock,
- * and reclaiming dead members (a stopped trainer is quiet, not dead). */
+ * threads it answers at normal priority from then on, and beside them the
+ * spares ff__coord_member_spares grants (the rule of ff__coord_spares: all
+ * its threads while it runs none at normal priority). The members join at
+ * time 0 with their first allotment from ff__coord_targets (the fair
+ * share, as take_slot gives it), budget B (FF_NODE_THREADS, default C),
+ * expected members N (LOCAL_WORLD_SIZE) and trainer_cores T
+ * (FF_NODE_TRAINER_CORES, default 1), normalised as a join normalises them
+ * (ff__coord_params_normalise), the other parameters at their defaults:
+ * the allotments and bursts share B - T x N (ff__coord_guaranteed_budget),
+ * and where that leaves less than a thread per rank every loader thread
+ * is a spare. Without the coordinator each loader runs C threads (`off`)
+ * or max(1, C / N) (`static`), as bench/node.py runs them. Costs are drawn
+ * from a Philox stream per rank in sample order, so every mode sees the
+ * same samples and a run is deterministic. Not modelled: the consumer's
+ * own CPU time (its step is a sleep, as in bench/node_member.c: the cores
+ * the reserve keeps for the trainers do no work unless spares take them;
+ * the stand-in is the one trainer thread that runs), context switches and
+ * cache effects of oversubscription, memory bandwidth, the coordinator's
+ * lock, and reclaiming dead members (a stopped trainer is quiet, not
+ * dead). */
 #include "sim/node.h"
 
 #include <math.h>
@@ -58,13 +72,18 @@ const char *ff__sim_node_mode_name(ff__sim_node_mode m) {
 }
 
 void ff__sim_node_config_init(ff__sim_node_config *c) {
-  *c = (ff__sim_node_config){.cores = 16, .ranks = 8, .batch_size = 32, .prefetch = 2, .seconds = 10};
+  ff__coord_params p;
+  ff__coord_params_init(&p);
+  *c = (ff__sim_node_config){.cores = 16, .ranks = 8, .batch_size = 32, .prefetch = 2, .seconds = 10,
+                             .trainer_cores = p.trainer_cores};
 }
 
 ff_status ff__sim_node_check(const ff__sim_node_config *c, ff__error *err) {
   if (c->cores < 1 || c->cores > 4096) return ff__error_set(err, FF_EINVAL, "cores must be in 1..4096 (got %d)", c->cores);
   if (c->budget < 0 || c->budget > 4096)
     return ff__error_set(err, FF_EINVAL, "the budget must be in 0..4096 (got %d)", c->budget);
+  if (c->trainer_cores < 0 || c->trainer_cores > 4096)
+    return ff__error_set(err, FF_EINVAL, "trainer cores must be in 0..4096 (got %d)", c->trainer_cores);
   if (c->ranks < 1 || c->ranks > FF__SIM_NODE_MAX_RANKS)
     return ff__error_set(err, FF_EINVAL, "ranks must be in 1..%d (got %d)", FF__SIM_NODE_MAX_RANKS, c->ranks);
   if (c->batch_size < 1) return ff__error_set(err, FF_EINVAL, "batch size must be >= 1 (got %d)", c->batch_size);
@@ -97,7 +116,7 @@ ff_status ff__sim_node_check(const ff__sim_node_config *c, ff__error *err) {
   return FF_OK;
 }
 
-/* ---- the runnable samples: a min-heap on virtual finish time ---- */
+/* ---- the runnable samples of a priority class: a min-heap on its virtual finish time ---- */
 
 typedef struct job {
   double vf;  /* virtual time at which it is done */
@@ -139,17 +158,26 @@ static job job_pop(job *h, int *n) {
 
 enum { ASKING, STEPPING, AT_BARRIER, STOPPED };
 
+enum { NORMAL, IDLE, NCLASSES }; /* the workers' priority classes: normal, and the spares' SCHED_IDLE */
+
+typedef struct pclass {
+  job *heap;
+  int n;
+  double vnow, speed; /* its virtual time, and the share of a core each of its runnable threads gets */
+} pclass;
+
 typedef struct loader {
   const ff__sim_node_rank *cfg;
   ff__philox rng;
-  int active, busy;
+  int active, spares;     /* workers at normal priority, spares in SCHED_IDLE */
+  int busy[NCLASSES];     /* of each class, in the middle of a sample */
   long next_item, consumed; /* samples taken, batches handed out */
   int *left;                /* per ring entry (batch % ring): its samples not yet done */
   double worker_cpu, reported_cpu;
   int state;
   double ask_t, step_end, last_out, next_step;
   int has_out, ring_ready;
-  double wait_s, thread_sum, cpu_s; /* measured (from the warm-up on) */
+  double wait_s, thread_sum, spare_sum, cpu_s; /* measured (from the warm-up on) */
   long batches;
 } loader;
 
@@ -158,9 +186,9 @@ typedef struct sim {
   ff__sim_node_mode mode;
   int ring;
   loader *l;
-  job *heap;
-  int njobs, at_barrier;
-  double now, vnow;
+  pclass cls[NCLASSES];
+  int at_barrier;
+  double now;
   ff__coord_params params;
   ff__coord_member member[FF__SIM_NODE_MAX_RANKS];
 } sim;
@@ -177,18 +205,22 @@ static int batch_ready(const sim *S, const loader *L, long b) {
   return L->next_item >= (b + 1) * B && L->left[b % S->ring] == 0;
 }
 
-/* Active workers take samples while the ring has room for their batch. */
+/* Active workers, then active spares, take samples while the ring has
+ * room for their batch. */
 static void refill(sim *S, int r) {
   loader *L = &S->l[r];
   long B = S->c->batch_size;
-  while (L->busy < L->active && L->next_item / B < L->consumed + S->ring) {
-    long b = L->next_item / B;
-    if (L->next_item % B == 0) L->left[b % S->ring] = (int)B;
-    const ff__sim_node_rank *k = L->cfg;
-    double cost = ff__sim_cost_draw(&L->rng, k->cpu_s, k->cpu_cv, k->cpu_list, k->list_len, NULL);
-    job_push(S->heap, &S->njobs, (job){S->vnow + cost, cost, b, r});
-    L->next_item++;
-    L->busy++;
+  for (int k = NORMAL; k < NCLASSES; k++) {
+    pclass *P = &S->cls[k];
+    while (L->busy[k] < (k == NORMAL ? L->active : L->spares) && L->next_item / B < L->consumed + S->ring) {
+      long b = L->next_item / B;
+      if (L->next_item % B == 0) L->left[b % S->ring] = (int)B;
+      const ff__sim_node_rank *q = L->cfg;
+      double cost = ff__sim_cost_draw(&L->rng, q->cpu_s, q->cpu_cv, q->cpu_list, q->list_len, NULL);
+      job_push(P->heap, &P->n, (job){P->vnow + cost, cost, b, r});
+      L->next_item++;
+      L->busy[k]++;
+    }
   }
 }
 
@@ -211,16 +243,19 @@ static void hand_out(sim *S, int r) {
     double interval = S->now - L->last_out;
     if (interval < MIN_INTERVAL_S) interval = MIN_INTERVAL_S;
     ff__coord_report_data rep = {wait / interval, (double)L->ring_ready / c->prefetch,
-                                 (L->worker_cpu - L->reported_cpu) / (L->active * interval)};
+                                 (L->worker_cpu - L->reported_cpu) / ((L->active > 0 ? L->active : 1) * interval)};
     L->reported_cpu = L->worker_cpu;
-    if (S->mode == FF__SIM_NODE_COORD)
+    if (S->mode == FF__SIM_NODE_COORD) {
       L->active = ff__coord_rebalance(&S->params, S->member, c->ranks, r, &rep, (uint64_t)llround(S->now * 1e9));
+      L->spares = ff__coord_member_spares(S->member[r].max_threads, L->active);
+    }
   }
   L->has_out = 1;
   L->last_out = S->now;
   if (S->now >= warm) {
     L->wait_s += S->now - (L->ask_t > warm ? L->ask_t : warm);
     L->thread_sum += L->active;
+    L->spare_sum += L->spares;
     L->batches++;
   }
   if (c->on_handout) c->on_handout(c->ctx, r, L->consumed, S->now, L->active);
@@ -276,11 +311,25 @@ static void setup_threads(sim *S) {
   ff__coord_params_init(&S->params);
   S->params.budget_threads = budget;
   S->params.expected_members = c->ranks;
+  S->params.trainer_cores = c->trainer_cores;
+  ff__coord_params_normalise(&S->params);
   for (int r = 0; r < c->ranks; r++)
     S->member[r] = (ff__coord_member){.pid = r + 1, .max_threads = budget, .ticket = (uint64_t)r + 1};
   ff__coord_targets(&S->params, S->member, c->ranks);
-  for (int r = 0; r < c->ranks; r++)
+  for (int r = 0; r < c->ranks; r++) {
     S->l[r].active = S->member[r].threads = S->member[r].target;
+    S->l[r].spares = ff__coord_member_spares(budget, S->l[r].active);
+  }
+}
+
+/* The share of a core each runnable thread of a class gets: normal
+ * priority (the workers and the stand-in) first, the spares on what is
+ * left. */
+static void share_cores(sim *S) {
+  int cores = S->c->cores, normal = S->cls[NORMAL].n + (S->c->standin ? 1 : 0), idle = S->cls[IDLE].n;
+  double left = normal < cores ? cores - normal : 0;
+  S->cls[NORMAL].speed = normal > cores ? (double)cores / normal : 1.0;
+  S->cls[IDLE].speed = idle > left ? left / idle : 1.0;
 }
 
 static void simulate(sim *S, ff__sim_node_result *out) {
@@ -290,28 +339,37 @@ static void simulate(sim *S, ff__sim_node_result *out) {
     ask(S, &S->l[r]);
   for (;;) {
     settle(S);
-    int runnable = S->njobs + (c->standin ? 1 : 0);
-    double speed = runnable > c->cores ? (double)c->cores / runnable : 1.0;
-    double t_job = S->njobs ? S->now + (S->heap[0].vf - S->vnow) / speed : INFINITY;
-    double t_next = S->now < W ? W : T;
-    if (t_job < t_next) t_next = t_job;
+    share_cores(S);
+    double t_job[NCLASSES], t_next = S->now < W ? W : T;
+    for (int k = NORMAL; k < NCLASSES; k++) {
+      const pclass *P = &S->cls[k];
+      t_job[k] = P->n && P->speed > 0 ? S->now + (P->heap[0].vf - P->vnow) / P->speed : INFINITY;
+      if (t_job[k] < t_next) t_next = t_job[k];
+    }
     for (int r = 0; r < c->ranks; r++)
       if (S->l[r].state == STEPPING && S->l[r].step_end < t_next) t_next = S->l[r].step_end;
     double dt = t_next > S->now ? t_next - S->now : 0;
     if (S->now >= W) {
-      loader_cpu += speed * S->njobs * dt;
-      if (c->standin) standin_cpu += speed * dt;
+      for (int k = NORMAL; k < NCLASSES; k++)
+        loader_cpu += S->cls[k].speed * S->cls[k].n * dt;
+      if (c->standin) standin_cpu += S->cls[NORMAL].speed * dt;
     }
-    S->vnow = t_next == t_job ? S->heap[0].vf : S->vnow + speed * dt;
+    for (int k = NORMAL; k < NCLASSES; k++) {
+      pclass *P = &S->cls[k];
+      P->vnow = t_next == t_job[k] ? P->heap[0].vf : P->vnow + P->speed * dt;
+    }
     S->now = t_next;
     if (S->now >= T) break;
-    while (S->njobs && S->heap[0].vf <= S->vnow) {
-      job j = job_pop(S->heap, &S->njobs);
-      loader *L = &S->l[j.rank];
-      L->left[j.batch % S->ring]--;
-      L->worker_cpu += j.cost;
-      if (S->now >= W) L->cpu_s += j.cost;
-      L->busy--;
+    for (int k = NORMAL; k < NCLASSES; k++) {
+      pclass *P = &S->cls[k];
+      while (P->n && P->heap[0].vf <= P->vnow) {
+        job j = job_pop(P->heap, &P->n);
+        loader *L = &S->l[j.rank];
+        L->left[j.batch % S->ring]--;
+        L->worker_cpu += j.cost;
+        if (S->now >= W) L->cpu_s += j.cost;
+        L->busy[k]--;
+      }
     }
   }
   *out = (ff__sim_node_result){0};
@@ -323,6 +381,7 @@ static void simulate(sim *S, ff__sim_node_result *out) {
     t->images_per_s = (double)L->batches * c->batch_size / span;
     t->stall = L->wait_s / span;
     t->threads = L->batches ? L->thread_sum / L->batches : L->active;
+    t->spares = L->batches ? L->spare_sum / L->batches : L->spares;
     t->cpu_s = L->cpu_s;
     t->batches = L->batches;
     out->node_images_per_s += t->images_per_s;
@@ -343,8 +402,9 @@ ff_status ff__sim_node_run(const ff__sim_node_config *c, ff__sim_node_mode m, ff
   sim S = {.c = c, .mode = m, .ring = c->prefetch + 1};
   S.l = calloc((size_t)c->ranks, sizeof *S.l);
   int most = c->budget > c->cores ? c->budget : c->cores; /* threads a loader may run */
-  S.heap = malloc((size_t)c->ranks * (size_t)most * sizeof *S.heap);
-  int ok = S.l && S.heap;
+  for (int k = NORMAL; k < NCLASSES; k++)
+    S.cls[k].heap = malloc((size_t)c->ranks * (size_t)most * sizeof *S.cls[k].heap);
+  int ok = S.l && S.cls[NORMAL].heap && S.cls[IDLE].heap;
   for (int r = 0; ok && r < c->ranks; r++) {
     S.l[r].cfg = &c->rank[r];
     ff__philox_init(&S.l[r].rng, c->seed, NODE_DOMAIN, (uint64_t)r, 0);
@@ -358,7 +418,7 @@ ff_status ff__sim_node_run(const ff__sim_node_config *c, ff__sim_node_mode m, ff
   }
   for (int r = 0; S.l && r < c->ranks; r++)
     free(S.l[r].left);
-  free(S.l), free(S.heap);
+  free(S.l), free(S.cls[NORMAL].heap), free(S.cls[IDLE].heap);
   return st;
 }
 

@@ -3,9 +3,10 @@
  * CPU-only loader, and of how the node's cores are shared among those
  * loaders: by the node coordinator (the real rebalancing of
  * src/sched/coord.c, ff__coord_rebalance, fed the reports the loader
- * makes), by the operating system alone (`off`: every loader runs all its
- * threads and the cores are processor-shared among the runnable ones) or
- * by a static equal split. It is bench/node.py in simulated time, for
+ * makes, with its trainer-core reserve and its SCHED_IDLE spares), by the
+ * operating system alone (`off`: every loader runs all its threads and the
+ * cores are processor-shared among the runnable ones) or by a static equal
+ * split. It is bench/node.py in simulated time, for
  * nodes this machine is not: the model is described at the top of node.c. */
 #ifndef FF_SIM_NODE_H
 #define FF_SIM_NODE_H
@@ -49,6 +50,8 @@ typedef struct ff__sim_node_config {
   int cores;                    /* the node's cores */
   int budget;                   /* the coordinator's thread budget (FF_NODE_THREADS; 0: cores), and
                                    the threads each coordinated loader owns */
+  int trainer_cores;            /* the coordinator's cores kept per rank for its trainer
+                                   (FF_NODE_TRAINER_CORES, 0..4096; default: the coordinator's, 1) */
   int ranks;                    /* trainers, 1..FF__SIM_NODE_MAX_RANKS */
   const ff__sim_node_rank *rank;/* ranks entries */
   int batch_size;               /* samples per batch */
@@ -68,14 +71,16 @@ typedef struct ff__sim_node_config {
 } ff__sim_node_config;
 
 /* Defaults: 16 cores, 8 ranks, batch 32, prefetch 2, 10 s measured from
- * the start, independent, no stand-in, seed 0; rank must be set. */
+ * the start, independent, no stand-in, trainer_cores as
+ * ff__coord_params_init sets it, seed 0; rank must be set. */
 void ff__sim_node_config_init(ff__sim_node_config *c);
 
 /* Every figure is measured from warmup_s to the end of the run. */
 typedef struct ff__sim_node_trainer {
   double images_per_s; /* samples handed out / the measured time */
   double stall;        /* share of the measured time its trainer waited for batches (not at the barrier) */
-  double threads;      /* worker threads its loader ran, averaged over its batches */
+  double threads;      /* worker threads its loader ran at normal priority, averaged over its batches */
+  double spares;       /* spare threads it ran in SCHED_IDLE (coord only), averaged likewise */
   double cpu_s;        /* CPU seconds its workers spent on the samples they finished */
   long batches;        /* handed out */
 } ff__sim_node_trainer;

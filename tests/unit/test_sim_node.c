@@ -13,6 +13,12 @@
  *   - a trainer that stops asking releases its cores to a stalled peer at
  *     the peer's first report after it turned quiet, and the peer then runs
  *     the whole node;
+ *   - the trainers' cores (trainer_cores per rank) stay out of the
+ *     allotments and bursts: the CPU trainer stand-in keeps its core
+ *     beside hungry loaders, which it does not without the reserve;
+ *   - where the reserve takes the whole budget every loader thread is a
+ *     spare in SCHED_IDLE: the spares run on the cores the stand-in
+ *     leaves, all of them without it, and never beside an allotment;
  *   - runs are deterministic, bad configurations are refused by name.
  * Simulated time only: nothing here depends on this machine's speed. */
 #include <setjmp.h>
@@ -86,7 +92,7 @@ static void a_stalled_rank_gets_at_least_the_static_split(void **state) {
   ff__sim_node_result co = run(&c, FF__SIM_NODE_COORD), st = run(&c, FF__SIM_NODE_STATIC),
                       off = run(&c, FF__SIM_NODE_OFF);
   assert_true(co.trainer[0].images_per_s >= st.trainer[0].images_per_s);
-  assert_true(co.trainer[0].threads > 2.5); /* it borrowed: its fair share is 2 */
+  assert_true(co.trainer[0].threads > 2.5); /* it borrowed: its fair share is (16 - 8 trainers' cores) / 8 = 1 */
   assert_true(st.trainer[0].threads == 2);
   for (int i = 1; i < 8; i++) { /* the trainers with slack keep their rate */
     assert_true(co.trainer[i].images_per_s >= 0.98 * st.trainer[i].images_per_s);
@@ -98,21 +104,28 @@ static void a_stalled_rank_gets_at_least_the_static_split(void **state) {
 
 /* Two loaders on two cores, one trainer needing ~160 images/s (a 200 ms
  * step for batch 32), one always waiting: with `off` the fast loader runs
- * on what the slow one leaves; the coordinator must give it as much once
+ * on what the slow one leaves; the coordinator must give it as much. With
+ * the trainers' cores kept out (trainer_cores 0) it does so by bursts once
  * the slow one's smoothed busy share has settled (over the first second or
  * so the coordinator still counts the slow loader's start, when it filled
- * its ring flat out, as its use: measured from 0 the fast one gets 0.96x). */
+ * its ring flat out, as its use: measured from 0 the fast one gets 0.96x);
+ * with the default reserve the two trainers' cores are the whole budget and
+ * both loaders run every thread as a spare. */
 static void the_fast_loader_gets_what_off_gives_it(void **state) {
   (void)state;
   ff__sim_node_rank rank[2] = {stepping(3.0, 200), hungry(3.0)};
-  ff__sim_node_config c = node(2, 2, rank);
-  c.seconds = 12, c.warmup_s = 2;
-  ff__sim_node_result co = run(&c, FF__SIM_NODE_COORD), off = run(&c, FF__SIM_NODE_OFF),
-                      st = run(&c, FF__SIM_NODE_STATIC);
-  assert_true(co.trainer[1].images_per_s >= 0.98 * off.trainer[1].images_per_s);
-  assert_true(co.trainer[1].images_per_s > 1.2 * st.trainer[1].images_per_s); /* static caps it at one core */
-  assert_true(co.trainer[0].images_per_s >= 0.98 * off.trainer[0].images_per_s); /* the slow one keeps its 160/s */
-  assert_true(fabs(co.trainer[0].images_per_s - 160) < 5);
+  for (int tc = 0; tc <= 1; tc++) {
+    ff__sim_node_config c = node(2, 2, rank);
+    c.seconds = 12, c.warmup_s = 2, c.trainer_cores = tc;
+    ff__sim_node_result co = run(&c, FF__SIM_NODE_COORD), off = run(&c, FF__SIM_NODE_OFF),
+                        st = run(&c, FF__SIM_NODE_STATIC);
+    assert_true(co.trainer[1].images_per_s >= 0.98 * off.trainer[1].images_per_s);
+    assert_true(co.trainer[1].images_per_s > 1.2 * st.trainer[1].images_per_s); /* static caps it at one core */
+    assert_true(co.trainer[0].images_per_s >= 0.98 * off.trainer[0].images_per_s); /* the slow one keeps its 160/s */
+    assert_true(fabs(co.trainer[0].images_per_s - 160) < 5);
+    assert_true(tc ? co.trainer[1].threads == 0 && co.trainer[1].spares == 2
+                   : co.trainer[1].threads > 1.5 && co.trainer[1].spares == 0);
+  }
 }
 
 static void the_loaders_never_use_more_than_the_cores(void **state) {
@@ -152,16 +165,17 @@ static void record(void *ctx, int rank, long batch, double t_s, int threads) {
 }
 
 /* As test_coord.c's case: 4 cores, two loaders of 4 threads, both hungry
- * (2 each); from 1 s on rank 1's trainer stops asking. Once it was silent
- * past quiet_ms (50 ms) and 4 of its batch intervals, rank 0's next report
- * runs all 4 cores (its allotment 2 plus a burst of 2). */
+ * (2 each, no cores kept for the trainers: the release's timing, not the
+ * reserve, is under test); from 1 s on rank 1's trainer stops asking. Once
+ * it was silent past quiet_ms (50 ms) and 4 of its batch intervals, rank
+ * 0's next report runs all 4 cores (its allotment 2 plus a burst of 2). */
 static void a_rank_that_stops_consuming_releases_its_cores(void **state) {
   (void)state;
   ff__sim_node_rank rank[2] = {hungry(2.0), hungry(2.0)};
   rank[1].segments = 2;
   rank[1].seg[1] = (ff__sim_node_segment){1.0, INFINITY};
   ff__sim_node_config c = node(4, 2, rank);
-  c.seconds = 3;
+  c.seconds = 3, c.trainer_cores = 0;
   static handouts h;
   h.n = 0;
   c.on_handout = record, c.ctx = &h;
@@ -192,6 +206,53 @@ static void a_rank_that_stops_consuming_releases_its_cores(void **state) {
   assert_true(waited <= 20); /* a bounded number of the peer's batches */
   /* 4 cores / 2 ms = 2000/s for rank 0 over the last 2 s, against 1000/s before */
   assert_true(r.trainer[0].images_per_s > 1000 * 1.0 / 3 + 2000 * 1.9 / 3);
+}
+
+/* 4 cores, two hungry loaders of 4 threads and the CPU trainer stand-in:
+ * with a core kept per trainer the allotments and bursts share 4 - 2 = 2
+ * threads, so the stand-in runs at its speed alone and the loaders get two
+ * cores; without the reserve they take all four and the stand-in gets 4/5
+ * of a core, and with `off` (9 runnable threads) 4/9. */
+static void the_reserve_keeps_the_standins_core(void **state) {
+  (void)state;
+  ff__sim_node_rank rank[2] = {hungry(2.0), hungry(2.0)};
+  ff__sim_node_config c = node(4, 2, rank);
+  c.standin = 1;
+  assert_int_equal(c.trainer_cores, 1); /* the coordinator's default */
+  ff__sim_node_result kept = run(&c, FF__SIM_NODE_COORD), off = run(&c, FF__SIM_NODE_OFF);
+  c.trainer_cores = 0;
+  ff__sim_node_result none = run(&c, FF__SIM_NODE_COORD);
+  assert_true(kept.standin_rate > 0.999);
+  for (int i = 0; i < 2; i++) {
+    assert_true(kept.trainer[i].threads < 1.05 && kept.trainer[i].spares == 0); /* a burst at the start at most */
+    assert_true(fabs(kept.trainer[i].images_per_s - 500) < 10); /* a core / 2 ms each */
+  }
+  assert_true(fabs(kept.cpu_use - 0.5) < 0.01);
+  assert_true(none.standin_rate < 0.85 && none.cpu_use > 0.75);
+  assert_true(fabs(off.standin_rate - 4.0 / 9) < 0.01);
+}
+
+/* 2 cores, two hungry loaders of 2 threads: a core per trainer leaves the
+ * allotments nothing (min_threads 0, as a join makes it), so every loader
+ * thread is a spare in SCHED_IDLE. Alone the spares run on both cores (the
+ * node's rate, as `off`); beside the stand-in they get only the core it
+ * leaves, and the stand-in keeps its own. */
+static void spares_run_on_the_cores_left(void **state) {
+  (void)state;
+  ff__sim_node_rank rank[2] = {hungry(2.0), hungry(2.0)};
+  ff__sim_node_config c = node(2, 2, rank);
+  ff__sim_node_result alone = run(&c, FF__SIM_NODE_COORD), off = run(&c, FF__SIM_NODE_OFF);
+  c.standin = 1;
+  ff__sim_node_result beside = run(&c, FF__SIM_NODE_COORD), off_beside = run(&c, FF__SIM_NODE_OFF);
+  for (int i = 0; i < 2; i++) {
+    assert_true(alone.trainer[i].threads == 0 && alone.trainer[i].spares == 2);
+    assert_true(beside.trainer[i].threads == 0 && beside.trainer[i].spares == 2);
+  }
+  assert_true(fabs(alone.node_images_per_s - 1000) < 10); /* 2 cores / 2 ms */
+  assert_true(fabs(alone.node_images_per_s / off.node_images_per_s - 1) < 0.01);
+  assert_true(beside.standin_rate > 0.999);
+  assert_true(fabs(beside.node_images_per_s - 500) < 10 && fabs(beside.cpu_use - 0.5) < 0.01);
+  assert_true(off_beside.standin_rate < 0.5); /* 5 runnable threads on 2 cores: 2/5 */
 }
 
 static void same_config_same_result(void **state) {
@@ -258,6 +319,10 @@ static void bad_config_is_refused(void **state) {
   c.cores = 4, c.budget = -1;
   assert_int_equal(ff__sim_node_run(&c, FF__SIM_NODE_COORD, &r, &err), FF_EINVAL);
   assert_non_null(strstr(err.msg, "budget"));
+  c.budget = 0, c.trainer_cores = -1;
+  assert_int_equal(ff__sim_node_run(&c, FF__SIM_NODE_COORD, &r, &err), FF_EINVAL);
+  assert_non_null(strstr(err.msg, "trainer cores"));
+  c.trainer_cores = 1;
   c.budget = 3; /* a core short of the node: the coordinated loaders own 3 threads each */
   assert_int_equal(ff__sim_node_run(&c, FF__SIM_NODE_COORD, &r, &err), FF_OK);
   assert_int_equal(r.threads_each, 3);
@@ -279,7 +344,7 @@ static void cli_prints_every_mode(void **state) {
   char cmd[1024];
   snprintf(cmd, sizeof cmd,
            "%s sim --ranks 4 --cores 8 --cpu-ms-per-sample 3 --odd-cpu-ms-per-sample 1 --seconds 2 "
-           "--scenario one-stalled --json", cli);
+           "--trainer-cores 2 --scenario one-stalled --json", cli);
   FILE *p = popen(cmd, "r");
   assert_non_null(p);
   static char out[65536];
@@ -291,6 +356,8 @@ static void cli_prints_every_mode(void **state) {
   assert_non_null(strstr(out, "\"static\": {"));
   assert_non_null(strstr(out, "\"coord\": {"));
   assert_non_null(strstr(out, "\"source\": \"given\""));
+  assert_non_null(strstr(out, "\"trainer_cores\": 2"));
+  assert_non_null(strstr(out, "\"spares\": "));
   snprintf(cmd, sizeof cmd, "%s sim --ranks 4 --cpu-ms-per-sample 3 --scenario nope 2>&1", cli);
   p = popen(cmd, "r");
   n = fread(out, 1, sizeof out - 1, p);
@@ -306,6 +373,8 @@ int main(void) {
       cmocka_unit_test(the_fast_loader_gets_what_off_gives_it),
       cmocka_unit_test(the_loaders_never_use_more_than_the_cores),
       cmocka_unit_test(a_rank_that_stops_consuming_releases_its_cores),
+      cmocka_unit_test(the_reserve_keeps_the_standins_core),
+      cmocka_unit_test(spares_run_on_the_cores_left),
       cmocka_unit_test(same_config_same_result),
       cmocka_unit_test(scenarios_are_bench_node_py_s),
       cmocka_unit_test(lockstep_trainers_take_batches_together),
