@@ -171,7 +171,7 @@ void ff__coord_params_init(ff__coord_params *p) {
   *p = (ff__coord_params){
       .budget_threads = ff__coord_node_cores(),
       .min_threads = 1,
-      .trainer_cores = 1,
+      .trainer_cores = 0,
       .expected_members = 1,
       .stall_threshold = 0.05,
       .ring_full = 0.75,

@@ -34,7 +34,9 @@ typedef struct ff__coord_params {
   int trainer_cores;        /* cores kept per member for its trainer's own threads (a Python training
                                loop's main thread, the GPU's launches): the allotments share the budget
                                less trainer_cores x max(members, expected_members), so that the loaders'
-                               normal-priority threads never take the trainers' cores (default 1) */
+                               normal-priority threads never take the trainers' cores (default 0: a reserved core
+                               its trainer leaves idle is lent to no one; 1 for trainers whose main thread
+                               is CPU-bound) */
   int expected_members;     /* the fair share divides by max(members, this): with torchrun,
                                LOCAL_WORLD_SIZE, so the first rank does not take the whole
                                budget (default 1) */

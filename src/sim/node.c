@@ -37,7 +37,7 @@
  * time 0 with their first allotment from ff__coord_targets (the fair
  * share, as take_slot gives it), budget B (FF_NODE_THREADS, default C),
  * expected members N (LOCAL_WORLD_SIZE) and trainer_cores T
- * (FF_NODE_TRAINER_CORES, default 1), normalised as a join normalises them
+ * (FF_NODE_TRAINER_CORES, default 0), normalised as a join normalises them
  * (ff__coord_params_normalise), the other parameters at their defaults:
  * the allotments and bursts share B - T x N (ff__coord_guaranteed_budget),
  * and where that leaves less than a thread per rank every loader thread

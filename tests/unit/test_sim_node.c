@@ -218,7 +218,8 @@ static void the_reserve_keeps_the_standins_core(void **state) {
   ff__sim_node_rank rank[2] = {hungry(2.0), hungry(2.0)};
   ff__sim_node_config c = node(4, 2, rank);
   c.standin = 1;
-  assert_int_equal(c.trainer_cores, 1); /* the coordinator's default */
+  assert_int_equal(c.trainer_cores, 0); /* the coordinator's default: no reserve */
+  c.trainer_cores = 1;
   ff__sim_node_result kept = run(&c, FF__SIM_NODE_COORD), off = run(&c, FF__SIM_NODE_OFF);
   c.trainer_cores = 0;
   ff__sim_node_result none = run(&c, FF__SIM_NODE_COORD);
@@ -241,6 +242,7 @@ static void spares_run_on_the_cores_left(void **state) {
   (void)state;
   ff__sim_node_rank rank[2] = {hungry(2.0), hungry(2.0)};
   ff__sim_node_config c = node(2, 2, rank);
+  c.trainer_cores = 1;
   ff__sim_node_result alone = run(&c, FF__SIM_NODE_COORD), off = run(&c, FF__SIM_NODE_OFF);
   c.standin = 1;
   ff__sim_node_result beside = run(&c, FF__SIM_NODE_COORD), off_beside = run(&c, FF__SIM_NODE_OFF);
