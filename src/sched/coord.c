@@ -196,9 +196,12 @@ void ff__coord_params_normalise(ff__coord_params *p) {
   if (p->expected_members < 1) p->expected_members = 1;
   if (p->expected_members > FF__COORD_MAX_MEMBERS) p->expected_members = FF__COORD_MAX_MEMBERS;
   /* The trainers' cores first: a minimum that does not fit beside them is none
-   * (the loaders run on spares). */
-  if ((long long)p->budget_threads - (long long)p->trainer_cores * p->expected_members <
-      (long long)p->min_threads * p->expected_members)
+   * (the loaders run on spares). Without a reserve the minimum stays, even where
+   * the members outnumber the budget: a loader with no normal-priority thread
+   * beside hungry peers would get nothing from its SCHED_IDLE spares. */
+  if (p->trainer_cores > 0 &&
+      (long long)p->budget_threads - (long long)p->trainer_cores * p->expected_members <
+          (long long)p->min_threads * p->expected_members)
     p->min_threads = 0;
   p->stall_threshold = clamp01(p->stall_threshold);
   p->ring_full = clamp01(p->ring_full);

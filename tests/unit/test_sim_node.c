@@ -257,6 +257,21 @@ static void spares_run_on_the_cores_left(void **state) {
   assert_true(off_beside.standin_rate < 0.5); /* 5 runnable threads on 2 cores: 2/5 */
 }
 
+/* More members than cores, no reserve: every member keeps its minimum of one
+ * normal-priority thread (the OS shares the cores among them), so no trainer is
+ * left to spares that hungry peers' threads never let run. */
+static void more_ranks_than_cores_starve_no_one(void **state) {
+  (void)state;
+  ff__sim_node_rank rank[8];
+  for (int i = 0; i < 8; i++) rank[i] = hungry(2.0);
+  ff__sim_node_config c = node(4, 8, rank);
+  ff__sim_node_result r = run(&c, FF__SIM_NODE_COORD), st = run(&c, FF__SIM_NODE_STATIC);
+  for (int i = 0; i < 8; i++) {
+    assert_true(r.trainer[i].threads >= 1);
+    assert_true(r.trainer[i].images_per_s >= 0.5 * st.trainer[i].images_per_s);
+  }
+}
+
 static void same_config_same_result(void **state) {
   (void)state;
   ff__sim_node_rank even = hungry(3.0), odd = hungry(1.0), rank[FF__SIM_NODE_MAX_RANKS];
@@ -377,6 +392,7 @@ int main(void) {
       cmocka_unit_test(a_rank_that_stops_consuming_releases_its_cores),
       cmocka_unit_test(the_reserve_keeps_the_standins_core),
       cmocka_unit_test(spares_run_on_the_cores_left),
+      cmocka_unit_test(more_ranks_than_cores_starve_no_one),
       cmocka_unit_test(same_config_same_result),
       cmocka_unit_test(scenarios_are_bench_node_py_s),
       cmocka_unit_test(lockstep_trainers_take_batches_together),
