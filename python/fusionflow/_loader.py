@@ -368,8 +368,9 @@ class Loader:
         repeated_augmentations (int): N >= 1 orders the epoch as timm's
             RepeatAugSampler (DeiT's RASampler) with num_repeats=N: each sample
             N times in a row before the split across ranks, num_selected_samples
-            per rank, each copy with its own augmentation draws; 0 (default):
-            DistributedSampler's order. With ``permutation="torch"`` and seed 0
+            per rank, each copy with its own augmentation draws; 0:
+            DistributedSampler's order; None (default): 0, or the recipe's
+            setting with recipe=. With ``permutation="torch"`` and seed 0
             the index lists equal RepeatAugSampler's.
         prefetch (int): batches prepared ahead, >= 1. At most ``prefetch + 1``
             batches can be alive at once (see below).
@@ -451,7 +452,7 @@ class Loader:
                  max_image_pixels=_c.DEFAULT_MAX_IMAGE_PIXELS, device_memory_limit_bytes=0, strict_decode=False,
                  allow_empty=False, sampler_drop_last=False, permutation="philox", pin_memory=None,
                  output_device="cpu", device_decode="auto", deterministic=False, dtype=None,
-                 memory_format=None, semantics="v1", repeated_augmentations=0, shuffle_buffer=1000, num_workers=None,
+                 memory_format=None, semantics="v1", repeated_augmentations=None, shuffle_buffer=1000, num_workers=None,
                  prefetch_factor=None, persistent_workers=None, recipe=None, num_classes=None,
                  image_key=None, label_key=None, **dataloader_kwargs):
         self._c = None
@@ -462,12 +463,14 @@ class Loader:
             if pipeline is not None:
                 raise TypeError("fusionflow.Loader: give a pipeline or a recipe, not both")
             pipeline, repeats = recipe_pipeline(recipe, num_classes)
-            if repeated_augmentations == 0:
+            if repeated_augmentations is None:
                 repeated_augmentations = repeats
         elif pipeline is None:
             raise TypeError("fusionflow.Loader: a pipeline (or recipe=) is required")
         elif num_classes is not None:
             raise TypeError("fusionflow.Loader: num_classes= goes with recipe= (a pipeline says it in mixup_cutmix)")
+        if repeated_augmentations is None:
+            repeated_augmentations = 0
         num_threads, prefetch = _dataloader_names(num_threads, num_workers, prefetch, prefetch_factor,
                                                   dataloader_kwargs)
         dtype_name = None if dtype is None else str(dtype).replace("torch.", "")

@@ -871,6 +871,12 @@ static ff_status parse(const char *text, ff__pipeline *out, int any_size, ff__er
       break;
     }
     lx.pos++;
+    if (peek(&lx) == '|') { /* the loader splits views before it parses each one */
+      st = fail(&lx, lx.pos, "%s",
+                "'||' starts a view, and views are made by a loader only: one image here takes one "
+                "view's ops (decode | OPS)");
+      break;
+    }
   }
   if (!st) st = check_whole(&lx, p, any_size);
   if (!st) *out = *p;

@@ -75,6 +75,17 @@ def test_recipe_arguments_are_checked(data):
         fusionflow.Loader(data, "decode | center_crop(size=8)", num_classes=3, batch_size=2)
 
 
+def test_a_recipes_repeats_can_be_turned_off(data):
+    """deit repeats each sample 3 times unless repeated_augmentations is given; 0 turns it off."""
+    def first_batch(**kw):
+        with fusionflow.Loader(data, recipe="deit", num_classes=2, batch_size=6, shuffle=False, device="cpu",
+                               **kw) as loader:
+            next(iter(loader))
+            return list(loader.last_batch.sample_indices)
+    repeated, plain = first_batch(), first_batch(repeated_augmentations=0)
+    assert repeated[0] == repeated[1] == repeated[2] and repeated[3] == repeated[4] == repeated[5]
+    assert len(set(plain)) == 6
+
 def cli():
     return os.environ.get("FF_CLI") or os.path.join(os.path.dirname(fusionflow.__file__), "..", "..", "fusionflow")
 

@@ -155,6 +155,8 @@ static void unknown_op_names_its_column_and_lists_the_ops(void **state) {
   assert_contains(msg, "random_resized_crop");
   assert_contains(msg, "center_crop");
   assert_contains(msg, "normalize");
+  /* a views pipeline given where one image is made: said so, not "unknown op" */
+  assert_contains(parse_fails_at("decode || 2 x center_crop(size=8)", 9), "views are made by a loader only");
 }
 
 static void unknown_argument_names_its_column(void **state) {
