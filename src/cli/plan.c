@@ -25,6 +25,11 @@ static void plan_usage(FILE *f) {
           "  --count K         print samples N .. N+K-1 (default 1)\n"
           "  --epoch E         epoch (default 0)\n"
           "  --seed S          seed (default 0)\n"
+          "  --batch-size B    the training run's batch size (default 1; a sample's plan does not\n"
+          "                    depend on it, but mixup_cutmix checks it: timm's Mixup needs an\n"
+          "                    even one)\n"
+          "  --drop-last       the training run's drop_last (the size of the last batch, which\n"
+          "                    mixup_cutmix checks too)\n"
           "  --semantics v1|v2 torchvision.transforms (v1, default) or transforms.v2 arithmetic\n"
           "                    (v2's solarize thresholds; shown as \"semantics\")\n"
           "  --json            one JSON object per line (JSON Lines) instead of one per block\n"
@@ -35,7 +40,7 @@ static void plan_usage(FILE *f) {
 }
 
 int ff__cli_plan(int argc, char **argv) {
-  enum { O_SOURCE = 1, O_PIPELINE, O_INDEX, O_COUNT, O_EPOCH, O_SEED, O_JSON, O_SEMANTICS };
+  enum { O_SOURCE = 1, O_PIPELINE, O_INDEX, O_COUNT, O_EPOCH, O_SEED, O_JSON, O_SEMANTICS, O_BATCH, O_DROP };
   static const struct option opts[] = {{"source", required_argument, 0, O_SOURCE},
                                        {"pipeline", required_argument, 0, O_PIPELINE},
                                        {"index", required_argument, 0, O_INDEX},
@@ -44,16 +49,18 @@ int ff__cli_plan(int argc, char **argv) {
                                        {"seed", required_argument, 0, O_SEED},
                                        {"json", no_argument, 0, O_JSON},
                                        {"semantics", required_argument, 0, O_SEMANTICS},
+                                       {"batch-size", required_argument, 0, O_BATCH},
+                                       {"drop-last", no_argument, 0, O_DROP},
                                        {"help", no_argument, 0, 'h'},
                                        {0, 0, 0, 0}};
   ff_config cfg;
   ff_config_init(&cfg);
-  long index = -1, count = 1, epoch = 0, seed = 0, v;
+  long index = -1, count = 1, epoch = 0, seed = 0, batch = 1, v;
   int json = 0, c, li = 0, semantics = 0;
   const char *cmd = "fusionflow plan";
   optind = 1;
   while ((c = ff__cli_getopt(argc, argv, opts, &li)) != -1) {
-    const char *name = c > 0 && c <= O_SEMANTICS ? opts[c - 1].name : "";
+    const char *name = c > 0 && c <= O_DROP ? opts[c - 1].name : "";
     switch (c) {
     case O_SOURCE: cfg.source = optarg; break;
     case O_PIPELINE: cfg.pipeline = optarg; break;
@@ -63,6 +70,8 @@ int ff__cli_plan(int argc, char **argv) {
     case O_SEED: if (!ff__cli_parse_long(cmd, name, optarg, 0, LONG_MAX, &v)) return 2; seed = v; break;
     case O_JSON: json = 1; break;
     case O_SEMANTICS: if (!ff__cli_parse_semantics("plan", optarg, &semantics)) return 2; break;
+    case O_BATCH: if (!ff__cli_parse_long(cmd, name, optarg, 1, 1 << 20, &batch)) return 2; break;
+    case O_DROP: cfg.drop_last = 1; break;
     case 'h': plan_usage(stdout); return 0;
     default: return 2; /* ff__cli_getopt said why */
     }
@@ -76,7 +85,7 @@ int ff__cli_plan(int argc, char **argv) {
   }
   cfg.seed = (uint64_t)seed;
   cfg.semantics = (ff_semantics)semantics;
-  cfg.batch_size = 1, cfg.num_threads = 1, cfg.prefetch = 1, cfg.shuffle = 0;
+  cfg.batch_size = (int)batch, cfg.num_threads = 1, cfg.prefetch = 1, cfg.shuffle = 0;
   cfg.rank = 0, cfg.world_size = 1;
   ff_loader *l = NULL;
   ff_status st = ff_loader_open(&cfg, &l);

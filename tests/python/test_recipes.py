@@ -100,3 +100,16 @@ def test_cli_lists_and_prints_recipes():
     assert res.returncode == 0 and "|| 8 x random_resized_crop(size=96" in res.stdout and "status:" in res.stdout
     res = subprocess.run([cli(), "recipe", "nope"], capture_output=True, text=True, timeout=30)
     assert res.returncode == 2 and "unknown recipe 'nope'" in res.stderr and "deit" in res.stderr
+
+
+def test_cli_plans_a_sample_of_a_mixing_recipe(data):
+    """`fusionflow plan` takes the run's batch size, which mixup_cutmix checks (timm's needs an even one)."""
+    if not os.path.exists(cli()):
+        pytest.skip("the fusionflow executable is not next to the package")
+    pipeline = fusionflow.recipes()["deit"]["pipeline"].replace("num_classes=1000", "num_classes=2")
+    base = [cli(), "plan", "--source", f"imagefolder:{data}", "--pipeline", pipeline, "--index", "0"]
+    res = subprocess.run(base, capture_output=True, text=True, timeout=30)
+    assert res.returncode == 2 and "even batch size" in res.stderr and "batch_size 1" in res.stderr
+    res = subprocess.run(base + ["--batch-size", "4"], capture_output=True, text=True, timeout=30)
+    assert res.returncode == 0, res.stderr
+    assert "\"steps\"" in res.stdout and "\"resize\"" in res.stdout
