@@ -22,7 +22,8 @@ static void node_usage(FILE *f) {
           "\n"
           "Shows the node coordinator's table of GROUP (FF_NODE_GROUP of the trainers; with\n"
           "FF_NODE_GROUP=auto under torchrun: torchelastic-<run id>): per member its pid, state\n"
-          "(stalled: its trainer waits; slack: its ring is full and its workers idle; quiet: no\n"
+          "(gone: its process exited or stopped reporting, its slot freed at the next report;\n"
+          "stalled: its trainer waits; slack: its ring is full and its workers idle; quiet: no\n"
           "batch asked for lately, or the process is stopped; neutral), threads it runs =\n"
           "allotment + burst at normal priority (cores nobody else uses; the budget less\n"
           "FF_NODE_TRAINER_CORES per member, kept for the trainers' own threads: the rest of\n"
@@ -53,7 +54,7 @@ static void print_text(const char *group, const ff__coord_params *p, const ff__c
     const ff__coord_member *e = &m[i];
     double age_ms = now > e->heartbeat_ns ? (double)(now - e->heartbeat_ns) * 1e-6 : 0;
     printf("%8d  %-8s %5d %5d %5d %5d %6d  %6.2f %5.2f %5.2f %7.1fms %7.0fms\n", (int)e->pid,
-           ff__coord_member_state(p, e), e->threads + e->burst, e->threads, e->burst, e->fair, e->target,
+           ff__coord_member_state(p, e, now), e->threads + e->burst, e->threads, e->burst, e->fair, e->target,
            e->stall_share, e->ring_fill, e->busy_share, (double)e->interval_ns * 1e-6, age_ms);
   }
 }
@@ -71,7 +72,7 @@ static void print_json(const char *group, const ff__coord_params *p, const ff__c
     printf("%s{\"pid\": %d, \"state\": \"%s\", \"threads\": %d, \"allotment\": %d, \"burst\": %d, \"fair\": %d, "
            "\"target\": %d, \"max_threads\": %d, \"stall_share\": %.4f, \"ring_fill\": %.4f, \"busy_share\": %.4f, "
            "\"interval_ms\": %.2f, \"last_report_ms\": %.1f, \"reports\": %d}",
-           i ? ", " : "", (int)e->pid, ff__coord_member_state(p, e), e->threads + e->burst, e->threads, e->burst,
+           i ? ", " : "", (int)e->pid, ff__coord_member_state(p, e, now), e->threads + e->burst, e->threads, e->burst,
            e->fair, e->target, e->max_threads, e->stall_share, e->ring_fill, e->busy_share,
            (double)e->interval_ns * 1e-6, now > e->heartbeat_ns ? (double)(now - e->heartbeat_ns) * 1e-6 : 0.0,
            e->reports);

@@ -637,22 +637,24 @@ int ff__coord_rebalance(const ff__coord_params *p, ff__coord_member *m, int n, i
   return clampi(threads + me->burst, 0, member_cap(me));
 }
 
+/* Whether member e's process is gone (seen from pid namespace pidns) or
+ * stayed silent past the heartbeat timeout. */
+static int member_gone(const ff__coord_params *p, const ff__coord_member *e, uint64_t pidns, uint64_t now_ns) {
+  uint64_t timeout_ns = (uint64_t)p->heartbeat_timeout_ms * 1000000u;
+  /* pids only mean something within one pid namespace (containers sharing /dev/shm). */
+  int same_ns = !pidns || !e->pidns || e->pidns == pidns;
+  if (same_ns && kill(e->pid, 0) == -1 && errno == ESRCH) return 1;
+  return now_ns > e->heartbeat_ns && now_ns - e->heartbeat_ns > timeout_ns;
+}
+
 /* Frees slots whose process is gone or that stayed silent too long (not
  * `self`), and recounts the members. Under the lock. */
 static void reclaim(coord_shm *s, int self, uint64_t pidns, uint64_t now_ns) {
-  uint64_t timeout_ns = (uint64_t)s->params.heartbeat_timeout_ms * 1000000u;
   int members = 0;
   for (int i = 0; i < FF__COORD_MAX_MEMBERS; i++) {
     ff__coord_member *e = &s->slot[i];
     if (!e->pid) continue;
-    int dead = 0;
-    if (i != self) {
-      /* pids only mean something within one pid namespace (containers sharing /dev/shm). */
-      int same_ns = !pidns || !e->pidns || e->pidns == pidns;
-      if (same_ns && kill(e->pid, 0) == -1 && errno == ESRCH) dead = 1;
-      if (now_ns > e->heartbeat_ns && now_ns - e->heartbeat_ns > timeout_ns) dead = 1;
-    }
-    if (dead) {
+    if (i != self && member_gone(&s->params, e, pidns, now_ns)) {
       memset(e, 0, sizeof *e);
       continue;
     }
@@ -1013,7 +1015,8 @@ ff_status ff__coord_peek(const char *group, ff__coord_member *out, int *n_out, f
   return st_out;
 }
 
-const char *ff__coord_member_state(const ff__coord_params *p, const ff__coord_member *m) {
+const char *ff__coord_member_state(const ff__coord_params *p, const ff__coord_member *m, uint64_t now_ns) {
+  if (member_gone(p, m, pid_namespace(), now_ns)) return "gone";
   if (m->quiet) return "quiet";
   switch (member_class(p, m)) {
   case STALLED: return "stalled";

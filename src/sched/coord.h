@@ -275,9 +275,11 @@ ff_status ff__coord_snapshot(ff__coord *c, ff__coord_member *out, int *n_out, ff
 ff_status ff__coord_peek(const char *group, ff__coord_member *out, int *n_out, ff__coord_params *params_out,
                          ff__error *err);
 
-/* What the rebalancing makes of member m: "quiet", "stalled", "slack" or
+/* What the rebalancing makes of member m at now_ns (ff__now_ns): "gone"
+ * (its process has exited, or it stayed silent past the heartbeat timeout:
+ * the next member's report frees its slot), "quiet", "stalled", "slack" or
  * "neutral" (the classes of ff__coord_targets). */
-const char *ff__coord_member_state(const ff__coord_params *p, const ff__coord_member *m);
+const char *ff__coord_member_state(const ff__coord_params *p, const ff__coord_member *m, uint64_t now_ns);
 
 /* For tests only: takes the table's lock and returns holding it, so that a
  * process can die holding it. */

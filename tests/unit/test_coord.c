@@ -725,11 +725,17 @@ static void the_table_can_be_read_without_joining(void **state) {
   assert_int_equal(ff__coord_peek(group, m, &n, &got, &err), FF_OK);
   assert_int_equal(n, 2);
   assert_int_equal(got.budget_threads, 4);
-  assert_string_equal(ff__coord_member_state(&got, &m[0]), "stalled");
-  assert_string_equal(ff__coord_member_state(&got, &m[1]), "slack");
+  assert_string_equal(ff__coord_member_state(&got, &m[0], ff__now_ns()), "stalled");
+  assert_string_equal(ff__coord_member_state(&got, &m[1], ff__now_ns()), "slack");
   assert_int_equal(m[0].threads, 2);
   assert_int_equal(m[0].burst, 2);
-  assert_int_equal(ask(a, 'R', &STALL).members, 2);
+  /* b killed: the table still holds its slot until a member reports, and says it is gone */
+  kill_child(b);
+  assert_int_equal(ff__coord_peek(group, m, &n, &got, &err), FF_OK);
+  assert_int_equal(n, 2);
+  assert_string_equal(ff__coord_member_state(&got, &m[1], ff__now_ns()), "gone");
+  assert_string_equal(ff__coord_member_state(&got, &m[0], ff__now_ns()), "stalled");
+  assert_int_equal(ask(a, 'R', &STALL).members, 1);
   finish_children();
   assert_false(segment_exists());
 }
