@@ -441,8 +441,11 @@ static ff_status set_arg(lexer *lx, ff__op *op, const arg_spec *a, const value *
     if (is_scalar(v)) range[0] = range[1] = v->nums[0];
     else if (v->count == 2) range[0] = v->nums[0], range[1] = v->nums[1];
     else return bad(lx, v, "a standard deviation or (min, max)");
-    if (!(range[0] > 0 && range[0] <= range[1] && range[1] <= a->hi))
-      return bad(lx, v, "positive standard deviations with min <= max");
+    if (!(range[0] > 0 && range[0] <= range[1] && range[1] <= a->hi)) {
+      char what[96];
+      snprintf(what, sizeof what, "positive standard deviations with min <= max <= %g", a->hi);
+      return bad(lx, v, what);
+    }
     return FF_OK;
   }
   case ARG_SEMANTICS:

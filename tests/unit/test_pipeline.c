@@ -168,6 +168,8 @@ static void rand_augment_magnitude_error_gives_the_allowed_range(void **state) {
   (void)state;
   assert_contains(parse_fails_at("decode | rand_augment(magnitude=50)", 10), "must be in [0, 30]");
   assert_contains(parse_fails_at("decode | rand_augment(magnitude=5, num_magnitude_bins=5)", 10), "[0, 4]");
+  /* a value past the bound names the bound */
+  assert_contains(parse_fails_at("decode | gaussian_blur(kernel_size=5, sigma=1e9)", 45), "max <= 1e+06");
 }
 
 static void missing_equals_names_its_column(void **state) {
