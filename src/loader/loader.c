@@ -694,6 +694,11 @@ static ff_status loader_start(ff_loader *l) {
       (st = ff__mix_check(&l->pipe.mix, l->pipe.out_height, l->pipe.out_width, c->batch_size,
                           (int)(l->total_items % bs), l->pipe.ops[l->pipe.num_ops - 1].column, err)))
     return st;
+  for (size_t i = 0; l->pipe.has_mix && l->index.labels && i < l->index.count; i++) /* labels known now */
+    if (l->index.labels[i] < 0 || l->index.labels[i] >= l->pipe.mix.num_classes)
+      return ff__error_set(err, FF_EPIPELINE, "pipeline column %d: mixup_cutmix: num_classes=%d, but %s has label %lld",
+                           l->pipe.ops[l->pipe.num_ops - 1].column, l->pipe.mix.num_classes, l->index.paths[i],
+                           (long long)l->index.labels[i]);
   if (l->total_items < bs) bs = l->total_items; /* memory for the largest batch there will be */
   l->batch_cap = (int)bs;
 

@@ -8,8 +8,10 @@ Distributions: the loader's draws over many batches against the
 references' own random draws (two-sample Kolmogorov-Smirnov, binomial and
 chi-square bounds at p < 1e-3, on fixed seeds).
 """
+import glob
 import json
 import math
+import os
 
 import pytest
 
@@ -254,10 +256,16 @@ def test_stage_must_follow_normalize(data):
                           batch_size=8, device="cpu")
 
 
-def test_label_past_num_classes_fails_the_batch_naming_the_file(data):
-    with fusionflow.Loader(data, f"{BASE} | mixup_cutmix(num_classes=2)", batch_size=8, shuffle=False,
+def test_label_past_num_classes_is_refused_naming_the_file(data):
+    # a folder's labels are known at open: refused there
+    with pytest.raises(fusionflow.PipelineError, match="num_classes=2, but .*class02.* has label 2"):
+        fusionflow.Loader(data, f"{BASE} | mixup_cutmix(num_classes=2)", batch_size=8, device="cpu")
+    # labels that come with the samples (a Python dataset) fail the batch that holds one
+    items = [(open(p, "rb").read(), i % 3) for i, p in
+             enumerate(sorted(glob.glob(os.path.join(data, "*", "*"))))]
+    with fusionflow.Loader(items, f"{BASE} | mixup_cutmix(num_classes=2)", batch_size=8, shuffle=False,
                            device="cpu") as loader:
-        with pytest.raises(fusionflow.DecodeError, match="class02.*not below mixup_cutmix's num_classes=2"):
+        with pytest.raises(fusionflow.DecodeError, match="label 2 is not below mixup_cutmix's num_classes=2"):
             for _ in loader:
                 pass
 
