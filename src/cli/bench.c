@@ -388,16 +388,19 @@ int ff__cli_bench(int argc, char **argv) {
   double share_sum = 0;
   uint64_t epoch = 0;
   bad_counts bad = {0};
+  int in_epoch = 0; /* a batch taken since the last epoch's end */
   while (done < total) {
     ff_batch *b;
     st = ff_loader_next(loader, &b);
     if (st == FF_END) {
       bad_counts_epoch_end(&bad, loader);
+      in_epoch = 0;
       if (!batches && (long)++epoch == epochs) break;
       ff_loader_set_epoch(loader, epoch);
       continue;
     }
     if (st) break;
+    in_epoch = 1;
     if (done >= 0) {
       ff_batch_info info;
       ff_batch_stats(b, &info);
@@ -422,7 +425,7 @@ int ff__cli_bench(int argc, char **argv) {
   total = done < 0 ? 0 : done; /* the batches timed */
   if (bar) fputc('\n', stderr);
   ff_loader_stats(loader, &end);
-  if (end.skipped + end.replaced > bad.counted) bad_counts_epoch_end(&bad, loader); /* the epoch the run ended in */
+  if (in_epoch || end.skipped + end.replaced > bad.counted) bad_counts_epoch_end(&bad, loader); /* the epoch the run ended in */
   size_t trace_kept = 0, trace_dropped = 0;
   if ((!st || st == FF_END) && trace) st = ff_loader_trace_write(loader, trace, &trace_kept, &trace_dropped);
   if (st && st != FF_END) {

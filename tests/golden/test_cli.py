@@ -271,6 +271,11 @@ def test_on_error_skip_over_epochs_lists_each_file_once_with_per_epoch_counts(co
         assert sum(str(p) in line for line in listed) == 1, res.stderr
 
 
+def test_bad_per_epoch_has_an_entry_for_every_epoch(dataset):
+    """Clean epochs count too, the last one included (the run ends inside it)."""
+    out = bench_json("--source", f"imagefolder:{dataset}", "--batch-size", 8, "--epochs", 3)
+    assert out["bad_per_epoch"] == [0, 0, 0]
+
 def test_drop_last_with_fewer_samples_than_ranks_is_refused_clearly(tmp_path, dataset):
     """DistributedSampler gives such a rank no samples: expect a message
     about the rank's samples, not a crash or an out-of-memory."""
