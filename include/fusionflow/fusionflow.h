@@ -1102,6 +1102,11 @@ FF_API ff_status ff_image_augment_as(const char *path, const char *pipeline, ff_
  *             "decoded_size": [width, height] (the decoded image, pixels at that scale),
  *             "box": [x, y, width, height] (the region in the decoded image, fractional
  *             pixels, which the first resize resamples)};
+ *   with views (`decode || N x OPS ...`), "decode" is the one window decoded for
+ *   all of them (dct_scale 1) and, in place of "steps", "views": [{"view": v,
+ *   "group": g (0-based, in the text's order), "region": [x, y, width, height]
+ *   (the view's crop, full-image pixels), "steps": [...]}, ...] (view 0 draws
+ *   as the sample without views);
  *   "steps": [...], in order, each {"op": NAME, ...}:
  *     {"op": "crop", "box": [x, y, width, height]} (current image's pixels, zero padding),
  *     {"op": "resize", "size": [height, width], "antialias": bool,

@@ -704,7 +704,8 @@ class Loader:
         epoch the next batch comes from), without decoding it: a dict with
         "path", "label", "semantics" ("v1" or "v2"), "image" (format, width, height), "decode" (the region
         decoded, in full-image pixels, its DCT scale, the decoded size and the
-        region's exact box in it) and "steps", each {"op": name, ...}: crop
+        region's exact box in it) and "steps" (with views: "views", a dict per
+        view with its "region" and "steps"), each {"op": name, ...}: crop
         boxes, resizes, the flips drawn, every augmentation op with "arg" (as
         torchvision's _apply_op calls it), "magnitude" and "sign", AugMix's
         weights. The keys are those of ff_loader_plan (fusionflow.h).

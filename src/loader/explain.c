@@ -116,19 +116,42 @@ static void put_step(text *t, const ff__step *s) {
 }
 
 /* The plan of job as a JSON object in *out (malloc'd); label < 0: none. */
-static ff_status plan_json(const ff__pipeline *pipe, const ff__sample_job *job, int64_t label, char **out,
-                           ff__error *err) {
+/* The steps of plan, as the "steps" array. */
+static void put_steps(text *t, const ff__plan *plan, const char *indent) {
+  put(t, "\"steps\": [");
+  for (int i = 0; i < plan->num_steps; i++) {
+    put(t, i ? ",\n%s" : "\n%s", indent);
+    put_step(t, &plan->steps[i]);
+  }
+  put(t, "]");
+}
+
+/* views: NULL or num_groups 0 for a pipeline without views (pipe); else
+ * every view is planned as the loader plans it (pipeline/views.h) and the
+ * decode is the window that holds all their crops. */
+static ff_status plan_json(const ff__pipeline *pipe, const ff__views *views, const ff__sample_job *job,
+                           int64_t label, char **out, ff__error *err) {
+  int n = views && views->num_groups ? views->num_views : 1;
   ff__worker w = {0};
   size_t size_bytes;
-  ff__plan *plan = malloc(sizeof *plan);
-  ff_status st = plan ? ff__sample_read(&w, pipe, job, &size_bytes, plan, err) : FF_ENOMEM;
+  ff__plan *plan = calloc((size_t)n, sizeof *plan);
+  ff_status st = plan ? ff__sample_read(&w, n > 1 ? &views->pipes[views->group_of[0]] : pipe, job, &size_bytes,
+                                        plan, err)
+                      : FF_ENOMEM;
   ff__image_info info = w.header;
   if (label < 0) label = w.label; /* a reader's source gives it with the bytes */
   ff__worker_free(&w);
+  for (int k = 1; k < n && !st; k++) {
+    ff__plan_make(&views->pipes[views->group_of[k]], job->seed, job->epoch,
+                  ff__view_draw_index(job->index, job->repeat, k), &info, job->max_pixels, &plan[k]);
+    st = ff__plan_check(&plan[k], &info, job->max_pixels, job->path, err);
+  }
   if (st) {
     free(plan);
     return st == FF_ENOMEM && !plan ? ff__error_set(err, st, "out of memory planning %s", job->path) : st;
   }
+  ff__decode_req window = plan[0].decode; /* with views, the one decode: their window, never DCT-scaled */
+  if (n > 1) ff__views_window(plan, n, &info, &window);
   text t = {0};
   put(&t, "{\"path\": ");
   put_string(&t, job->path);
@@ -138,22 +161,32 @@ static ff_status plan_json(const ff__pipeline *pipe, const ff__sample_job *job, 
       pipe->semantics == FF_SEMANTICS_V2 ? "v2" : "v1");
   put(&t, ",\n \"image\": {\"format\": \"%s\", \"width\": %d, \"height\": %d}",
       ff__format_name(info.format), info.width, info.height);
-  const ff__decode_req *d = &plan->decode;
+  const ff__decode_req *d = &window;
   int rx = d->crop_width ? d->crop_x : 0, ry = d->crop_width ? d->crop_y : 0;
   int rw = d->crop_width ? d->crop_width : info.width, rh = d->crop_width ? d->crop_height : info.height;
   put(&t, ",\n \"decode\": {\"region\": [%d, %d, %d, %d]", rx, ry, rw, rh);
   const ff__dct_box *b = &plan->dct;
-  if (b->scale_num > 0 && b->scale_num < 8)
+  if (n == 1 && b->scale_num > 0 && b->scale_num < 8)
     put(&t, ", \"dct_scale\": %g, \"decoded_size\": [%d, %d], \"box\": [%.17g, %.17g, %.17g, %.17g]}",
         b->scale_num / 8.0, b->width, b->height, b->box[0], b->box[1], b->box[2], b->box[3]);
   else
     put(&t, ", \"dct_scale\": 1, \"decoded_size\": [%d, %d], \"box\": [0, 0, %d, %d]}", rw, rh, rw, rh);
-  put(&t, ",\n \"steps\": [");
-  for (int i = 0; i < plan->num_steps; i++) {
-    put(&t, i ? ",\n   " : "\n   ");
-    put_step(&t, &plan->steps[i]);
+  if (n == 1) {
+    put(&t, ",\n ");
+    put_steps(&t, plan, "   ");
+  } else {
+    put(&t, ",\n \"views\": [");
+    for (int k = 0; k < n; k++) {
+      const ff__decode_req *r = &plan[k].decode;
+      put(&t, "%s{\"view\": %d, \"group\": %d, \"region\": [%d, %d, %d, %d], ", k ? ",\n   " : "\n   ", k,
+          views->group_of[k], r->crop_width ? r->crop_x : 0, r->crop_width ? r->crop_y : 0,
+          r->crop_width ? r->crop_width : info.width, r->crop_width ? r->crop_height : info.height);
+      put_steps(&t, &plan[k], "     ");
+      put(&t, "}");
+    }
+    put(&t, "]");
   }
-  put(&t, "]}\n");
+  put(&t, "}\n");
   free(plan);
   if (t.oom) {
     free(t.s);
@@ -176,7 +209,7 @@ ff_status ff_loader_plan(ff_loader *l, uint64_t index, uint64_t epoch, char **js
                         .max_metadata_bytes = c->max_metadata_bytes, .strict = c->strict_decode};
   ff__index_locate(&l->index, index, &job.shard, &job.offset, &job.length);
   ff__error err = {0}; /* the handle's message is written only on failure */
-  ff_status st = plan_json(&l->pipe, &job, l->index.labels ? l->index.labels[index] : -1, json_out, &err);
+  ff_status st = plan_json(&l->pipe, &l->views, &job, l->index.labels ? l->index.labels[index] : -1, json_out, &err);
   if (st) ff__error_set(&l->err, st, "%s", err.msg);
   return st;
 }
@@ -199,7 +232,7 @@ ff_status ff_image_plan_as(const char *path, const char *pipeline, ff_semantics 
     ff__sample_job job = {.path = path, .seed = seed, .epoch = epoch, .index = index,
                           .max_pixels = c.max_image_pixels, .max_scans = c.max_jpeg_scans,
                           .max_metadata_bytes = c.max_metadata_bytes};
-    st = plan_json(pipe, &job, -1, json_out, &err);
+    st = plan_json(pipe, NULL, &job, -1, json_out, &err);
   }
   if (st && errbuf && errbuf_size) snprintf(errbuf, errbuf_size, "%s", err.msg);
   free(pipe);

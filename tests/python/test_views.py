@@ -183,3 +183,21 @@ def test_rows_below_the_window_are_not_decoded(tmp_path):
     with fusionflow.Loader(str(tmp_path / "data"), low, batch_size=1, output="numpy") as loader:
         with pytest.raises(fusionflow.DecodeError, match="cut.jpg: truncated JPEG"):
             next(iter(loader))
+
+
+def test_plan_lists_every_view_and_the_window(data):
+    """Loader.plan of a views pipeline: a plan per view (view 0 draws as the sample
+    without views), and one decode of the box that holds every view's region."""
+    with fusionflow.Loader(data[0], DINO, batch_size=4, seed=11, output="numpy") as loader:
+        plan = loader.plan(3)
+    with fusionflow.Loader(data[0], f"decode(dct_scale=false) | {GLOBAL}", batch_size=4, seed=11,
+                           output="numpy") as alone:
+        first = alone.plan(3)
+    views = plan["views"]
+    assert [v["group"] for v in views] == [0, 0, 1, 1, 1] and "steps" not in plan
+    assert views[0]["region"] == first["decode"]["region"] and views[0]["steps"] == first["steps"]
+    boxes = [v["region"] for v in views]
+    x0, y0 = min(b[0] for b in boxes), min(b[1] for b in boxes)
+    x1, y1 = max(b[0] + b[2] for b in boxes), max(b[1] + b[3] for b in boxes)
+    assert plan["decode"]["region"] == [x0, y0, x1 - x0, y1 - y0] and plan["decode"]["dct_scale"] == 1
+    assert len({tuple(b) for b in boxes}) == 5  # each view its own draws
