@@ -36,6 +36,12 @@ static void bench_usage(FILE *f) {
           "                        bare folder means imagefolder:, a .tsv/.txt file list:\n"
           "  --pipeline TEXT       ops separated by '|' (default:\n"
           "                        \"" DEFAULT_PIPELINE "\")\n"
+          "  --recipe NAME         a recipe preset's pipeline and repeated augmentations instead\n"
+          "                        (fusionflow recipe --list)\n"
+          "  --num-classes N       with --recipe: the classes of its mixup_cutmix (default 1000)\n"
+          "  --repeated-augmentations N\n"
+          "                        each sample N times in a row, as timm's RepeatAugSampler\n"
+          "                        (default 0: off; with --recipe, the recipe's)\n"
           "  --batch-size N        samples per batch (default 64)\n"
           "  --batches N           stop after N timed batches (default: one epoch)\n"
           "  --epochs N            run N epochs, to the end of the last (default 1; the warmup\n"
@@ -187,11 +193,34 @@ static void bad_counts_epoch_end(bad_counts *c, const ff_loader *loader) {
   c->counted = s.skipped + s.replaced;
 }
 
+/* Sets cfg's pipeline (into buf) and repeated augmentations from recipe name,
+ * with its mixup_cutmix's num_classes=1000 (ImageNet's) made num_classes when
+ * that is not 0. 0 (after saying why) on a bad combination. */
+static int recipe_pipeline(const char *name, int pipeline_given, int num_classes, char *buf, size_t size,
+                           ff_config *cfg) {
+  const ff_recipe *r = ff_recipe_find(name);
+  char why[512];
+  if (pipeline_given) return fprintf(stderr, "fusionflow bench: give --pipeline or --recipe, not both\n"), 0;
+  if (!r) return fprintf(stderr, "fusionflow bench: unknown recipe '%s' (fusionflow recipe --list)\n", name), 0;
+  if (ff_recipe_check(r, why, sizeof why)) return fprintf(stderr, "fusionflow bench: %s\n", why), 0;
+  const char *at = strstr(r->pipeline, "num_classes=1000");
+  if (num_classes && !at)
+    return fprintf(stderr, "fusionflow bench: recipe '%s' has no batch stage: --num-classes does not apply\n", name), 0;
+  int n = num_classes ? snprintf(buf, size, "%.*snum_classes=%d%s", (int)(at - r->pipeline), r->pipeline, num_classes,
+                                 at + strlen("num_classes=1000"))
+                      : snprintf(buf, size, "%s", r->pipeline);
+  if (n < 0 || (size_t)n >= size) return fprintf(stderr, "fusionflow bench: recipe '%s' is too long\n", name), 0;
+  cfg->pipeline = buf;
+  cfg->repeated_augmentations = r->repeated_augmentations;
+  return 1;
+}
+
 int ff__cli_bench(int argc, char **argv) {
   enum { O_SOURCE = 256, O_PIPELINE, O_BATCH, O_BATCHES, O_EPOCHS, O_WARMUP, O_THREADS, O_PREFETCH, O_SEED,
          O_NOSHUFFLE, O_DROPLAST, O_RANK, O_WORLD, O_STEP, O_ONERROR, O_MAXPIX, O_JSON, O_DEVICE, O_DEVMEM,
          O_TRACE, O_TRACE_EVENTS, O_PER_BATCH, O_SCANS, O_METADATA, O_STRICT, O_ALLOW_EMPTY, O_SAMPLER_DROPLAST,
-         O_PERMUTATION, O_DEVDECODE, O_DETERMINISTIC, O_OUTDEV, O_DTYPE, O_MEMFMT, O_SEMANTICS, O_SHUFFLE_BUFFER };
+         O_PERMUTATION, O_DEVDECODE, O_DETERMINISTIC, O_OUTDEV, O_DTYPE, O_MEMFMT, O_SEMANTICS, O_SHUFFLE_BUFFER, O_RECIPE,
+         O_NUM_CLASSES, O_REPEATS };
   static const struct option opts[] = {
       {"source", required_argument, 0, O_SOURCE},     {"pipeline", required_argument, 0, O_PIPELINE},
       {"batch-size", required_argument, 0, O_BATCH},  {"batches", required_argument, 0, O_BATCHES},
@@ -213,6 +242,8 @@ int ff__cli_bench(int argc, char **argv) {
       {"memory-format", required_argument, 0, O_MEMFMT},
       {"semantics", required_argument, 0, O_SEMANTICS},
       {"shuffle-buffer", required_argument, 0, O_SHUFFLE_BUFFER},
+      {"recipe", required_argument, 0, O_RECIPE},     {"num-classes", required_argument, 0, O_NUM_CLASSES},
+      {"repeated-augmentations", required_argument, 0, O_REPEATS},
       {0, 0, 0, 0}};
   ff_config cfg;
   ff_config_init(&cfg);
@@ -220,13 +251,18 @@ int ff__cli_bench(int argc, char **argv) {
   long batches = 0, epochs = 1, warmup = 0, trace_events = 0, v;
   double step_ms = 0;
   int json = 0, per_batch = 0, c, li = 0;
-  const char *trace = NULL;
+  const char *trace = NULL, *recipe = NULL;
+  long num_classes = 0, repeats = -1;
+  int pipeline_given = 0;
   optind = 1;
   while ((c = ff__cli_getopt(argc, argv, opts, &li)) != -1) {
     const char *name = opts[li].name;
     switch (c) {
     case O_SOURCE: cfg.source = optarg; break;
-    case O_PIPELINE: cfg.pipeline = optarg; break;
+    case O_PIPELINE: cfg.pipeline = optarg, pipeline_given = 1; break;
+    case O_RECIPE: recipe = optarg; break;
+    case O_NUM_CLASSES: if (!parse_long(name, optarg, 1, INT_MAX, &num_classes)) return 2; break;
+    case O_REPEATS: if (!parse_long(name, optarg, 0, 4096, &repeats)) return 2; break;
     case O_BATCH: if (!parse_long(name, optarg, 1, INT_MAX, &v)) return 2; cfg.batch_size = (int)v; break;
     case O_BATCHES: if (!parse_long(name, optarg, 1, LONG_MAX, &batches)) return 2; break;
     case O_EPOCHS: if (!parse_long(name, optarg, 1, LONG_MAX, &epochs)) return 2; break;
@@ -330,6 +366,14 @@ int ff__cli_bench(int argc, char **argv) {
     fprintf(stderr, "fusionflow bench: unexpected argument '%s'\n", argv[optind]);
     return 2;
   }
+  char recipe_text[4096];
+  if (recipe && !recipe_pipeline(recipe, pipeline_given, (int)num_classes, recipe_text, sizeof recipe_text, &cfg))
+    return 2;
+  if (!recipe && num_classes) {
+    fprintf(stderr, "fusionflow bench: --num-classes goes with --recipe (a pipeline says it in mixup_cutmix)\n");
+    return 2;
+  }
+  if (repeats >= 0) cfg.repeated_augmentations = (int)repeats;
   if (!cfg.source) {
     fprintf(stderr, "fusionflow bench: --source is required (imagefolder:DIR, list:FILE, a folder or a .tsv/.txt file)\n\n");
     bench_usage(stderr);

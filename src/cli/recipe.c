@@ -14,7 +14,7 @@ static void usage(FILE *f) {
              "\n"
              "Training-recipe presets: a published recipe's data pipeline (views and the\n"
              "mixup_cutmix batch stage included) and its sampler setting, ready for\n"
-             "--pipeline (bench) or Loader(recipe=NAME).\n"
+             "fusionflow bench --recipe NAME or Loader(recipe=NAME).\n"
              "\n"
              "  --list      one line per recipe: name, whether this build runs it, source\n"
              "  NAME        the recipe: source, pipeline (one op per line), repeated\n"

@@ -1,6 +1,7 @@
 """Recipe presets: the table, Loader(recipe=...), and `fusionflow recipe`.
 Every recipe runs in this build and yields the batch it documents (one
 tensor per view for the multi-crop recipes, soft labels with mixup_cutmix)."""
+import json
 import os
 import subprocess
 
@@ -113,3 +114,27 @@ def test_cli_plans_a_sample_of_a_mixing_recipe(data):
     res = subprocess.run(base + ["--batch-size", "4"], capture_output=True, text=True, timeout=30)
     assert res.returncode == 0, res.stderr
     assert "\"steps\"" in res.stdout and "\"resize\"" in res.stdout
+
+
+def test_cli_bench_runs_a_recipe(data, tmp_path):
+    """`fusionflow bench --recipe`: the preset's pipeline and repeats; bad combinations refused."""
+    if not os.path.exists(cli()):
+        pytest.skip("the fusionflow executable is not next to the package")
+    root = make_folder(str(tmp_path), classes=2, per_class=130, min_size=16, max_size=24)[0]
+    base = [cli(), "bench", "--source", f"imagefolder:{root}", "--batch-size", "32", "--batches", "1"]
+    res = subprocess.run(base + ["--recipe", "deit", "--num-classes", "2"], capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0, res.stderr
+    assert "256 of 260 samples" in res.stderr  # timm's RepeatAugSampler rounds to 256 per rank
+    res = subprocess.run(base + ["--recipe", "deit", "--num-classes", "2", "--repeated-augmentations", "0"],
+                         capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0 and "260 of 260 samples" in res.stderr, res.stderr
+    res = subprocess.run(base + ["--recipe", "deit", "--num-classes", "2", "--json"], capture_output=True, text=True,
+                         timeout=60)
+    assert res.returncode == 0 and "num_classes=2)" in json.loads(res.stdout)["pipeline"], res.stderr
+    base = [cli(), "bench", "--source", f"imagefolder:{data}", "--batch-size", "2", "--batches", "1"]
+    for bad, why in ((["--recipe", "nope"], "unknown recipe 'nope'"),
+                     (["--recipe", "deit", "--pipeline", "decode"], "not both"),
+                     (["--num-classes", "3"], "goes with --recipe"),
+                     (["--recipe", "dino", "--num-classes", "3"], "no batch stage")):
+        res = subprocess.run(base + bad, capture_output=True, text=True, timeout=60)
+        assert res.returncode == 2 and why in res.stderr, (bad, res.stderr)
