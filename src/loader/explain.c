@@ -141,17 +141,13 @@ static ff_status plan_json(const ff__pipeline *pipe, const ff__views *views, con
   ff__image_info info = w.header;
   if (label < 0) label = w.label; /* a reader's source gives it with the bytes */
   ff__worker_free(&w);
-  for (int k = 1; k < n && !st; k++) {
-    ff__plan_make(&views->pipes[views->group_of[k]], job->seed, job->epoch,
-                  ff__view_draw_index(job->index, job->repeat, k), &info, job->max_pixels, &plan[k]);
-    st = ff__plan_check(&plan[k], &info, job->max_pixels, job->path, err);
-  }
+  ff__decode_req window = {0}; /* what is decoded: with views, their one window */
+  if (!st && n > 1) st = ff__views_plan(views, job, &info, plan, &window, err);
+  else if (!st) window = plan[0].decode;
   if (st) {
     free(plan);
     return st == FF_ENOMEM && !plan ? ff__error_set(err, st, "out of memory planning %s", job->path) : st;
   }
-  ff__decode_req window = plan[0].decode; /* with views, the one decode: their window, never DCT-scaled */
-  if (n > 1) ff__views_window(plan, n, &info, &window);
   text t = {0};
   put(&t, "{\"path\": ");
   put_string(&t, job->path);

@@ -143,7 +143,15 @@ typedef struct ff__view_scratch {
 
 void ff__view_scratch_free(ff__view_scratch *s);
 
-/* Reads job's file, plans each of v's views, decodes the window they need
+/* Plans views 1 .. num_views - 1 of job's sample on its header info, each
+ * with its own draws (ff__view_draw_index), beside view 0's plans[0] that
+ * ff__sample_read made, and sets *window to plans[0]'s decode request (its
+ * limits and warning slot) for the window that holds every view's crop
+ * (ff__views_window). FF_OK or ff__plan_check's error naming the file. */
+ff_status ff__views_plan(const ff__views *v, const ff__sample_job *job, const ff__image_info *info, ff__plan *plans,
+                         ff__decode_req *window, ff__error *err);
+
+/* Reads job's file, plans each of v's views (ff__views_plan), decodes the window they need
  * once (ff__views_window) and runs each view into its part of images (view
  * k at images + view_offset[k]) as `slot`; scratch is the worker's. FF_OK
  * or the sample's error naming the file. */

@@ -17,6 +17,19 @@ void ff__view_scratch_free(ff__view_scratch *s) {
   ff__buf_free(&s->crop);
 }
 
+ff_status ff__views_plan(const ff__views *v, const ff__sample_job *job, const ff__image_info *info, ff__plan *plans,
+                         ff__decode_req *window, ff__error *err) {
+  for (int k = 1; k < v->num_views; k++) {
+    ff__plan_make(&v->pipes[v->group_of[k]], job->seed, job->epoch, ff__view_draw_index(job->index, job->repeat, k),
+                  info, job->max_pixels, &plans[k]);
+    ff_status st = ff__plan_check(&plans[k], info, job->max_pixels, job->path, err);
+    if (st) return st;
+  }
+  *window = plans[0].decode;
+  ff__views_window(plans, v->num_views, info, window);
+  return FF_OK;
+}
+
 ff_status ff__views_run(const ff__views *v, ff__worker *w, ff__view_scratch *scratch,
                         const ff__sample_job *job, void *images, const size_t *view_offset, int slot,
                         ff__error *err) {
@@ -28,17 +41,12 @@ ff_status ff__views_run(const ff__views *v, ff__worker *w, ff__view_scratch *scr
   ff_status st = ff__sample_read(w, &v->pipes[v->group_of[0]], job, &size_bytes, &plans[0], err);
   if (st) return st;
   uint64_t t0 = ff__now_ns();
-  for (int k = 1; k < v->num_views && !st; k++) {
-    ff__plan_make(&v->pipes[v->group_of[k]], job->seed, job->epoch,
-                  ff__view_draw_index(job->index, job->repeat, k), &w->header, job->max_pixels, &plans[k]);
-    st = ff__plan_check(&plans[k], &w->header, job->max_pixels, job->path, err);
-  }
+  ff__decode_req req;
+  st = ff__views_plan(v, job, &w->header, plans, &req, err);
   w->read_ns += ff__now_ns() - t0;
   if (st) return st;
 
   t0 = ff__now_ns();
-  ff__decode_req req = plans[0].decode; /* the limits and the warning slot ff__sample_read set */
-  ff__views_window(plans, v->num_views, &w->header, &req);
   req.min_width = req.min_height = 0;
   ff__image win;
   st = ff__codec_decode(w->file.data, size_bytes, job->path, &req, &w->pixels, &win, err);
