@@ -41,8 +41,9 @@
  * once (its allotment never left it) and the borrower gives the burst back
  * at its next batch. The node's budget is the cores the process may use
  * (CPU affinity and the cgroup's cpu.max quota), or FF_NODE_THREADS; the
- * allotments and bursts share it less one core per member
- * (trainer_cores): the trainer's own thread — a Python training loop,
+ * allotments and bursts share it less trainer_cores per member
+ * (FF_NODE_TRAINER_CORES, default 0; 1 for CPU-bound trainers, at the cost
+ * of a core its trainer leaves idle): the trainer's own thread — a Python training loop,
  * which launches the GPU's work — must never wait for a loader's thread, so
  * the threads the coordinator hands out run at normal priority only on the
  * cores the trainers leave. Every thread a member owns beyond them is a
@@ -613,6 +614,12 @@ static int is_quiet(const ff__coord_params *p, const ff__coord_member *e, uint64
   return silent > quiet_ns;
 }
 
+/* Marks the members other than self that stopped asking for batches. */
+static void mark_quiet(const ff__coord_params *p, ff__coord_member *m, int n, int self, uint64_t now_ns) {
+  for (int i = 0; i < n; i++)
+    if (m[i].pid) m[i].quiet = i != self && is_quiet(p, &m[i], now_ns);
+}
+
 int ff__coord_rebalance(const ff__coord_params *p, ff__coord_member *m, int n, int self,
                         const ff__coord_report_data *r, uint64_t now_ns) {
   if (n > FF__COORD_MAX_MEMBERS) n = FF__COORD_MAX_MEMBERS;
@@ -629,8 +636,7 @@ int ff__coord_rebalance(const ff__coord_params *p, ff__coord_member *m, int n, i
   }
   me->heartbeat_ns = now_ns;
   ff__coord_observe(&weighted, me, r);
-  for (int i = 0; i < n; i++)
-    if (m[i].pid) m[i].quiet = i != self && is_quiet(p, &m[i], now_ns);
+  mark_quiet(p, m, n, self, now_ns);
   ff__coord_targets(p, m, n);
   int threads = ff__coord_step(p, m, n, self);
   ff__coord_burst(p, m, n);
@@ -659,7 +665,6 @@ static void reclaim(coord_shm *s, int self, uint64_t pidns, uint64_t now_ns) {
       continue;
     }
     members++;
-    e->quiet = i != self && is_quiet(&s->params, e, now_ns);
   }
   s->members = members;
 }
@@ -679,6 +684,7 @@ static int take_slot(coord_shm *s, ff__coord *c, uint64_t now_ns) {
                           .pidns = c->pidns,
                           .heartbeat_ns = now_ns};
   s->members++;
+  mark_quiet(&s->params, s->slot, FF__COORD_MAX_MEMBERS, i, now_ns);
   ff__coord_targets(&s->params, s->slot, FF__COORD_MAX_MEMBERS);
   int pool = ff__coord_guaranteed_budget(&s->params, s->slot, FF__COORD_MAX_MEMBERS) -
              allotted(s->slot, FF__COORD_MAX_MEMBERS);
