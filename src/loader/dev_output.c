@@ -49,19 +49,11 @@ static int uint8_transport(const ff_loader *l) {
   return l->host_pipe.output != l->pipe.output || l->host_pipe.out_custom != l->pipe.out_custom;
 }
 
-/* random_erasing writes the float32 output: a host that erases sends floats. */
-static int erases(const ff__pipeline *p) {
-  for (int i = 0; i < p->num_ops; i++)
-    if (p->ops[i].kind == FF__OP_RANDOM_ERASING) return 1;
-  return 0;
-}
-
 void ff__dev_output_host_pipe(ff_loader *l) {
   const char *out = l->cfg.output_device;
   int on_device = out && (!strncmp(out, "cuda", 4) || !strncmp(out, "emu", 3));
-  if (on_device && (l->pipe.output == FF__OUTPUT_NCHW_F32 || l->pipe.out_custom) && !erases(&l->pipe))
-    ff__pipeline_uint8_transport(&l->pipe, &l->host_pipe);
-  else
+  if (!on_device || (l->pipe.output != FF__OUTPUT_NCHW_F32 && !l->pipe.out_custom) ||
+      !ff__pipeline_uint8_transport(&l->pipe, &l->host_pipe))
     l->host_pipe = l->pipe;
 }
 

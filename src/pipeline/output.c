@@ -66,10 +66,13 @@ ff_status ff__pipeline_set_output(ff__pipeline *p, int output_dtype, int memory_
   return FF_OK;
 }
 
-void ff__pipeline_uint8_transport(const ff__pipeline *p, ff__pipeline *out) {
+int ff__pipeline_uint8_transport(const ff__pipeline *p, ff__pipeline *out) {
+  for (int i = 0; i < p->num_ops; i++)
+    if (p->ops[i].kind == FF__OP_RANDOM_ERASING) return 0;
   *out = *p;
   out->output = FF__OUTPUT_NHWC_U8;
   ff__pipeline_set_output(out, FF_OUTPUT_DTYPE_AUTO, FF_MEMORY_FORMAT_AUTO, NULL);
+  return 1;
 }
 
 size_t ff__pipeline_sample_bytes(const ff__pipeline *p) {

@@ -147,9 +147,10 @@ typedef struct ff__pipeline {
  * normalize / to_dtype, uint8 with one, an unknown value). */
 ff_status ff__pipeline_set_output(ff__pipeline *p, int output_dtype, int memory_format, ff__error *err);
 
-/* The same pipeline writing NHWC uint8 (what the host uploads for a device
- * to convert: the output stage's input). */
-void ff__pipeline_uint8_transport(const ff__pipeline *p, ff__pipeline *out);
+/* Whether p's samples can travel as NHWC uint8 for a device to convert
+ * (not when an op writes the float32 output: random_erasing), and then, in
+ * *out, the same pipeline writing NHWC uint8 (the output stage's input). */
+int ff__pipeline_uint8_transport(const ff__pipeline *p, ff__pipeline *out);
 
 /* Bytes of one output sample in p's format. */
 size_t ff__pipeline_sample_bytes(const ff__pipeline *p);
