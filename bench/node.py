@@ -44,6 +44,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 HEAVY = ("decode | random_resized_crop(size=224) | random_horizontal_flip | rand_augment(num_ops=2, magnitude=9) "
@@ -96,14 +97,26 @@ def run_members(args, members, mode, tag):
         p.stdin.write("go\n")
         p.stdin.flush()
     out, cpu = [], 0.0
+    stuck = []  # a member still running a minute past its time is stuck: stop them all and say so
+
+    def stop_all():
+        stuck.append(1)
+        for q in procs:
+            q.kill()
+    watchdog = threading.Timer(args.seconds + 60, stop_all)
+    watchdog.start()
     for p in procs:
         text = p.stdout.read()
         _, status, ru = os.wait4(p.pid, 0)
         p.returncode = os.waitstatus_to_exitcode(status)
+        if stuck:
+            sys.exit("bench/node.py: the %s run (%s) did not finish within %g s of its %g s: stopped"
+                     % (tag, mode, args.seconds + 60, args.seconds))
         if p.returncode:
             sys.exit("bench/node.py: a member failed (exit %d)" % p.returncode)
         cpu += ru.ru_utime + ru.ru_stime
         out.append(json.loads(text))
+    watchdog.cancel()
     wall = time.monotonic() - start
     b1, t1 = machine_busy()
     if barrier:

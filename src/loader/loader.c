@@ -234,8 +234,11 @@ static int take_item(ff_loader *l, int worker, size_t *item, ff_batch **batch) {
       pthread_cond_wait(&l->work_cv, &l->mu);
       continue;
     }
-    if (l->next_item == l->total_items && l->item_epoch == l->out_epoch) {
-      compute_order(l, ++l->item_epoch); /* prepare the next epoch ahead */
+    /* Every sample of item_epoch taken and the consumer on it, or already past
+     * its end (it may take a whole epoch the ring held before a worker runs
+     * again): prepare the next epoch. */
+    if (l->next_item == l->total_items && l->item_epoch <= l->out_epoch) {
+      compute_order(l, ++l->item_epoch);
       l->next_item = 0;
     }
     if (l->next_item < l->total_items) {

@@ -89,7 +89,8 @@ struct ff_loader {
   int stop, closed, held;
   int restarting;        /* restart_epoch waits for the samples in flight: no new one is taken */
   uint64_t gen;
-  uint64_t out_epoch, item_epoch; /* the consumer's epoch; the workers' (same or next) */
+  uint64_t out_epoch, item_epoch; /* the consumer's epoch; the workers' (same or next, or the one before
+                                   * with every sample taken, until a worker runs) */
   size_t next_item, next_out;     /* next sample to take in item_epoch; next batch to hand out */
   int busy;              /* samples and microbatches in flight outside the lock */
   ff_batch *ring;

@@ -12,6 +12,7 @@
 #include <cmocka.h>
 
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -453,6 +454,42 @@ static void end_after_the_last_batch_then_the_next_epoch_follows(void **state) {
   assert_false(records_equal(&first, &second));
   ff_loader_close(l);
   free(first.bytes), free(second.bytes), free(expected.bytes);
+}
+
+static void on_alarm(int sig) {
+  (void)sig;
+  static const char msg[] = "the loader stopped making batches: its workers wait for an epoch the consumer passed\n";
+  if (write(2, msg, sizeof msg - 1) < 0) _exit(1);
+  _exit(1);
+}
+
+/* An epoch that fits in the ring whole is prepared ahead while the consumer
+ * is still on the one before; the consumer may then take all of it, and reach
+ * its end, before any worker runs again: the workers must still go on to the
+ * epoch after it. Each round lets the workers fill the ring and wait, then
+ * consumes without pause, so on most rounds they wake only after the end. */
+static void epochs_the_ring_holds_whole_follow_one_another(void **state) {
+  (void)state;
+  ff_config c = base_config(data_source, "decode | resize(size=(8, 8))");
+  c.batch_size = N; /* one batch an epoch; the ring holds prefetch + 1 = 3 */
+  ff_loader *l = open_ok(&c);
+  signal(SIGALRM, on_alarm);
+  alarm(60);
+  uint64_t epoch = 0;
+  for (int round = 0; round < 300; round++) {
+    struct timespec nap = {0, 2000000}; /* 2 ms: the workers prepare the next epoch and wait */
+    nanosleep(&nap, NULL);
+    for (int i = 0; i < 2; i++) {
+      ff_batch *b = NULL;
+      assert_int_equal(ff_loader_next(l, &b), FF_OK);
+      assert_int_equal(ff_batch_epoch(b), epoch);
+      ff_batch_release(b);
+      assert_int_equal(ff_loader_next(l, &b), FF_END);
+      assert_int_equal(ff_loader_set_epoch(l, ++epoch), FF_OK);
+    }
+  }
+  alarm(0);
+  ff_loader_close(l);
 }
 
 static void seek_resumes_mid_epoch_bit_identically(void **state) {
@@ -1161,6 +1198,7 @@ int main(void) {
       cmocka_unit_test(last_batch_is_short_without_drop_last),
       cmocka_unit_test(drop_last_leaves_out_the_short_batch),
       cmocka_unit_test(end_after_the_last_batch_then_the_next_epoch_follows),
+      cmocka_unit_test(epochs_the_ring_holds_whole_follow_one_another),
       cmocka_unit_test(seek_resumes_mid_epoch_bit_identically),
       cmocka_unit_test(node_group_caps_the_threads_and_keeps_batches_identical),
       cmocka_unit_test(stats_count_every_file_read_once),
