@@ -172,6 +172,7 @@ static void restart_epoch(ff_loader *l, uint64_t epoch, size_t batch) {
   compute_order(l, epoch);
   l->next_out = batch;
   l->next_item = batch * (size_t)l->cfg.batch_size;
+  if (l->next_item > l->total_items) l->next_item = l->total_items; /* the end of an epoch with a short last batch */
   l->last_out_ns = 0; /* the ring fills from empty: no interval to judge yet */
   pthread_cond_broadcast(&l->work_cv);
 }

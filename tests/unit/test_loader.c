@@ -458,7 +458,7 @@ static void end_after_the_last_batch_then_the_next_epoch_follows(void **state) {
 
 static void on_alarm(int sig) {
   (void)sig;
-  static const char msg[] = "the loader stopped making batches: its workers wait for an epoch the consumer passed\n";
+  static const char msg[] = "the loader stopped making batches: its workers wait for work that never comes\n";
   if (write(2, msg, sizeof msg - 1) < 0) _exit(1);
   _exit(1);
 }
@@ -490,6 +490,30 @@ static void epochs_the_ring_holds_whole_follow_one_another(void **state) {
   }
   alarm(0);
   ff_loader_close(l);
+}
+
+/* A checkpoint taken after an epoch's last batch resumes there: seeking to
+ * batch num_batches (past a short last batch) ends that epoch at once, and
+ * the next one follows, equal to itself asked for directly. */
+static void seek_to_the_end_of_an_epoch_goes_on_to_the_next(void **state) {
+  (void)state;
+  ff_config c = base_config(data_source, NCHW_PIPELINE); /* 50 samples by 8: the last batch has 2 */
+  ff_loader *l = open_ok(&c);
+  signal(SIGALRM, on_alarm);
+  alarm(60);
+  assert_int_equal(ff_loader_seek(l, 2, ff_loader_num_batches(l)), FF_OK);
+  ff_batch *b = NULL;
+  assert_int_equal(ff_loader_next(l, &b), FF_END);
+  record resumed = {0}, expected = {0};
+  record_epoch(l, &resumed);
+  alarm(0);
+  ff_loader_close(l);
+  l = open_ok(&c);
+  assert_int_equal(ff_loader_set_epoch(l, 3), FF_OK);
+  record_epoch(l, &expected);
+  assert_true(records_equal(&expected, &resumed));
+  ff_loader_close(l);
+  free(resumed.bytes), free(expected.bytes);
 }
 
 static void seek_resumes_mid_epoch_bit_identically(void **state) {
@@ -1200,6 +1224,7 @@ int main(void) {
       cmocka_unit_test(end_after_the_last_batch_then_the_next_epoch_follows),
       cmocka_unit_test(epochs_the_ring_holds_whole_follow_one_another),
       cmocka_unit_test(seek_resumes_mid_epoch_bit_identically),
+      cmocka_unit_test(seek_to_the_end_of_an_epoch_goes_on_to_the_next),
       cmocka_unit_test(node_group_caps_the_threads_and_keeps_batches_identical),
       cmocka_unit_test(stats_count_every_file_read_once),
       cmocka_unit_test(batch_can_be_released_from_another_thread),
