@@ -1179,7 +1179,7 @@ FF_API ff_status ff_image_plan_as(const char *path, const char *pipeline, ff_sem
  * "resnet-strikes-back-a1" (source: each recipe's `source`). To use one,
  * set ff_config.pipeline = pipeline and ff_config.repeated_augmentations =
  * repeated_augmentations (the num_classes=1000 of its mixup_cutmix is
- * ImageNet's: change it for another data set).
+ * ImageNet's: ff_recipe_pipeline sets another).
  */
 typedef struct ff_recipe {
   const char *name;
@@ -1201,6 +1201,27 @@ FF_API const ff_recipe *ff_recipe_find(const char *name);
  * ("recipe deit needs ops this build does not have (...): pipeline column
  * N: unknown op ..."); FF_EINVAL for NULL. Thread-safe. */
 FF_API ff_status ff_recipe_check(const ff_recipe *recipe, char *errbuf, size_t errbuf_size);
+
+/*
+ * The recipe's pipeline text for a data set of num_classes classes: the
+ * num_classes=1000 (ImageNet's) of its mixup_cutmix becomes num_classes;
+ * num_classes 0 gives the text as published. Writes the text and its NUL
+ * into buf when they fit in buf_size bytes, else its first buf_size - 1
+ * bytes and a NUL (snprintf's rule; buf may be NULL when buf_size is 0),
+ * and the text's length in bytes, NUL not counted, into *len_out (may be
+ * NULL) in both cases: *len_out >= buf_size says that buf was too small,
+ * and a first call with buf_size 0 sizes it. Then set ff_config.pipeline
+ * to buf (and repeated_augmentations to the recipe's). Returns FF_OK;
+ * FF_EINVAL for a NULL recipe, a NULL buf with buf_size > 0 or a
+ * num_classes below 0; FF_EPIPELINE for a num_classes above 0 and a recipe
+ * without mixup_cutmix (no batch stage: num_classes does not apply);
+ * FF_EINTERNAL (a bug). buf and *len_out are left as they were on
+ * FF_EINVAL and FF_EPIPELINE.
+ * Writes no message: the caller words it for its own argument (the CLI's
+ * --num-classes, Python's num_classes=). Thread-safe.
+ */
+FF_API ff_status ff_recipe_pipeline(const ff_recipe *recipe, int num_classes, char *buf, size_t buf_size,
+                                    size_t *len_out);
 
 /* Frees memory the library allocated for the caller (ff_image_augment, the
  * plans' JSON). NULL does nothing. */

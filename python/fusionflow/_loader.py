@@ -236,9 +236,11 @@ def recipes():
 
 def recipe_pipeline(name, num_classes=None):
     """(pipeline, repeated_augmentations) of recipe ``name``, with its mixup_cutmix's
-    num_classes set (the recipes' 1000 is ImageNet's). Raises ValueError for an unknown
-    recipe, :class:`fusionflow.PipelineError` naming the ops a recipe needs that this
-    build lacks."""
+    num_classes set (the recipes' 1000 is ImageNet's; None keeps it), by the library's
+    ff_recipe_pipeline, as ``fusionflow bench --recipe NAME --num-classes N``. Raises
+    ValueError for an unknown recipe, a num_classes that is not a positive int, or a
+    num_classes for a recipe without mixup_cutmix (no batch stage);
+    :class:`fusionflow.PipelineError` naming the ops a recipe needs that this build lacks."""
     for rname, _, pipeline, repeats, _, why in _c.recipes():
         if rname != name:
             continue
@@ -247,9 +249,7 @@ def recipe_pipeline(name, num_classes=None):
         if num_classes is not None:
             if isinstance(num_classes, bool) or not isinstance(num_classes, int) or num_classes < 1:
                 raise ValueError(f"fusionflow: num_classes must be a positive int (got {num_classes!r})")
-            if "num_classes=1000" not in pipeline:
-                raise ValueError(f"fusionflow: recipe {name!r} has no batch stage: num_classes does not apply")
-            pipeline = pipeline.replace("num_classes=1000", f"num_classes={num_classes}")
+            pipeline = _c.recipe_pipeline(name, num_classes)  # ValueError: no batch stage
         return pipeline, repeats
     names = ", ".join(r[0] for r in _c.recipes())
     raise ValueError(f"fusionflow: unknown recipe {name!r} (recipes: {names})")

@@ -1205,6 +1205,30 @@ static PyObject *mod_recipes(PyObject *module, PyObject *unused) {
   return list;
 }
 
+/* recipe_pipeline(name, num_classes) -> str: ff_recipe_pipeline's text (num_classes 0: as published);
+ * ValueError for num_classes and a recipe without a batch stage, an unknown name, a num_classes below 0. */
+static PyObject *mod_recipe_pipeline(PyObject *module, PyObject *args) {
+  (void)module;
+  const char *name;
+  int num_classes;
+  size_t len = 0;
+  if (!PyArg_ParseTuple(args, "si", &name, &num_classes)) return NULL;
+  const ff_recipe *r = ff_recipe_find(name);
+  ff_status st = ff_recipe_pipeline(r, num_classes, NULL, 0, &len);
+  if (st == FF_EPIPELINE)
+    return PyErr_Format(PyExc_ValueError, "fusionflow: recipe '%s' has no batch stage: num_classes does not apply",
+                        name);
+  if (st)
+    return PyErr_Format(PyExc_ValueError, "fusionflow: no recipe '%s', or num_classes %d below 0", name,
+                        num_classes);
+  char *text = PyMem_Malloc(len + 1);
+  if (!text) return PyErr_NoMemory();
+  ff_recipe_pipeline(r, num_classes, text, len + 1, NULL); /* FF_OK, as the first call */
+  PyObject *out = PyUnicode_FromStringAndSize(text, (Py_ssize_t)len);
+  PyMem_Free(text);
+  return out;
+}
+
 /* _interpreter_exiting(): called at exit (atexit, before finalization): no
  * worker thread may take the GIL from now on (Python datasets). */
 static PyObject *mod_interpreter_exiting(PyObject *module, PyObject *unused) {
@@ -1216,6 +1240,9 @@ static PyObject *mod_interpreter_exiting(PyObject *module, PyObject *unused) {
 static PyMethodDef module_methods[] = {
     {"recipes", mod_recipes, METH_NOARGS,
      "recipes() -> [(name, source, pipeline, repeated_augmentations, needs, why_not_runnable or None)]"},
+    {"recipe_pipeline", mod_recipe_pipeline, METH_VARARGS,
+     "recipe_pipeline(name, num_classes) -> the recipe's pipeline text, its mixup_cutmix's num_classes set\n"
+     "(0: as published)"},
     {"_interpreter_exiting", mod_interpreter_exiting, METH_NOARGS, NULL},
     {"open_loader", (PyCFunction)(void (*)(void))loader_open, METH_VARARGS | METH_KEYWORDS,
      "open_loader(source, pipeline, batch_size=64, shuffle=1, drop_last=0, seed=0, num_threads=0, prefetch=2,\n"

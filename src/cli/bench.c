@@ -200,16 +200,15 @@ static int recipe_pipeline(const char *name, int pipeline_given, int num_classes
                            ff_config *cfg) {
   const ff_recipe *r = ff_recipe_find(name);
   char why[512];
+  size_t len = 0;
   if (pipeline_given) return fprintf(stderr, "fusionflow bench: give --pipeline or --recipe, not both\n"), 0;
   if (!r) return fprintf(stderr, "fusionflow bench: unknown recipe '%s' (fusionflow recipe --list)\n", name), 0;
   if (ff_recipe_check(r, why, sizeof why)) return fprintf(stderr, "fusionflow bench: %s\n", why), 0;
-  const char *at = strstr(r->pipeline, "num_classes=1000");
-  if (num_classes && !at)
-    return fprintf(stderr, "fusionflow bench: recipe '%s' has no batch stage: --num-classes does not apply\n", name), 0;
-  int n = num_classes ? snprintf(buf, size, "%.*snum_classes=%d%s", (int)(at - r->pipeline), r->pipeline, num_classes,
-                                 at + strlen("num_classes=1000"))
-                      : snprintf(buf, size, "%s", r->pipeline);
-  if (n < 0 || (size_t)n >= size) return fprintf(stderr, "fusionflow bench: recipe '%s' is too long\n", name), 0;
+  if (ff_recipe_pipeline(r, num_classes, buf, size, &len)) /* FF_EPIPELINE: the arguments are valid */
+    return fprintf(stderr, "fusionflow bench: recipe '%s' has no batch stage: --num-classes does not apply\n",
+                   name),
+           0;
+  if (len >= size) return fprintf(stderr, "fusionflow bench: recipe '%s' is too long\n", name), 0;
   cfg->pipeline = buf;
   cfg->repeated_augmentations = r->repeated_augmentations;
   return 1;

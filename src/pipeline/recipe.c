@@ -3,7 +3,9 @@
  * batch stage included) plus the sampler setting. A recipe whose pipeline
  * needs ops this build lacks says so, naming them (ff_recipe_check): the
  * table keeps the recipe as published rather than a stand-in with other
- * ops, and it runs as soon as the build has them. */
+ * ops, and it runs as soon as the build has them. The mixing recipes'
+ * num_classes=1000 is ImageNet's; ff_recipe_pipeline sets it for another
+ * data set, for the CLI (--num-classes) and the Python package alike. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -117,4 +119,18 @@ ff_status ff_recipe_check(const ff_recipe *r, char *errbuf, size_t errbuf_size) 
     snprintf(errbuf, errbuf_size, "recipe %s needs ops this build does not have (%s): %s", r->name, r->needs,
              err.msg);
   return st;
+}
+
+ff_status ff_recipe_pipeline(const ff_recipe *r, int num_classes, char *buf, size_t buf_size,
+                             size_t *len_out) {
+  static const char published[] = "num_classes=1000";
+  if (!r || (!buf && buf_size) || num_classes < 0) return FF_EINVAL;
+  const char *at = strstr(r->pipeline, published);
+  if (num_classes && !at) return FF_EPIPELINE;
+  int n = num_classes ? snprintf(buf, buf_size, "%.*snum_classes=%d%s", (int)(at - r->pipeline), r->pipeline,
+                                 num_classes, at + strlen(published))
+                      : snprintf(buf, buf_size, "%s", r->pipeline);
+  if (n < 0) return FF_EINTERNAL;
+  if (len_out) *len_out = (size_t)n;
+  return FF_OK;
 }

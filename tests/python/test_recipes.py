@@ -138,3 +138,41 @@ def test_cli_bench_runs_a_recipe(data, tmp_path):
                      (["--recipe", "dino", "--num-classes", "3"], "no batch stage")):
         res = subprocess.run(base + bad, capture_output=True, text=True, timeout=60)
         assert res.returncode == 2 and why in res.stderr, (bad, res.stderr)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_the_package_and_the_cli_set_num_classes_alike(data, name):
+    """recipe_pipeline (Loader(recipe=, num_classes=)) and `bench --recipe --num-classes` call one
+    library function: the table's text with ImageNet's num_classes=1000 made 7 (here by hand), the
+    text as published without num_classes, and the same refusals: num_classes for a recipe without
+    mixup_cutmix, a num_classes that is not a positive int."""
+    r = fusionflow.recipes()[name]
+    published = r["pipeline"]
+    mixes = "mixup_cutmix(" in published
+    want = published.replace("num_classes=1000", "num_classes=7") if mixes else None
+    assert fusionflow.recipe_pipeline(name) == (published, r["repeated_augmentations"])
+    if mixes:
+        assert want != published and fusionflow.recipe_pipeline(name, 7) == (want, r["repeated_augmentations"])
+    else:
+        with pytest.raises(ValueError, match=f"recipe '{name}' has no batch stage: num_classes does not apply"):
+            fusionflow.recipe_pipeline(name, 7)
+        with pytest.raises(ValueError, match="no batch stage"):
+            fusionflow.Loader(data, recipe=name, num_classes=7, batch_size=2)
+    for bad in (0, -1, True, "7", 7.0):
+        with pytest.raises(ValueError, match=r"num_classes must be a positive int \(got "):
+            fusionflow.recipe_pipeline(name, bad)
+    if not os.path.exists(cli()):
+        pytest.skip("the fusionflow executable is not next to the package")
+    base = [cli(), "bench", "--source", f"imagefolder:{data}", "--batch-size", "2", "--batches", "1", "--recipe", name,
+            "--repeated-augmentations", "0", "--json"]
+    res = subprocess.run(base + ["--num-classes", "7"], capture_output=True, text=True, timeout=120)
+    if mixes:
+        assert res.returncode == 0 and json.loads(res.stdout)["pipeline"] == want, res.stderr
+    else:
+        assert res.returncode == 2, res.stderr
+        assert f"recipe '{name}' has no batch stage: --num-classes does not apply" in res.stderr
+        res = subprocess.run(base, capture_output=True, text=True, timeout=120)
+        assert res.returncode == 0 and json.loads(res.stdout)["pipeline"] == published, res.stderr
+    for bad in ("0", "-1", "seven"):
+        res = subprocess.run(base + ["--num-classes", bad], capture_output=True, text=True, timeout=60)
+        assert res.returncode == 2 and "--num-classes expects an integer in [1, " in res.stderr, (bad, res.stderr)
