@@ -36,7 +36,9 @@ static uint32_t le32(const uint8_t *p) {
 }
 static uint16_t le16(const uint8_t *p) { return (uint16_t)(p[0] | p[1] << 8); }
 
-static ff_status read_header(const uint8_t *d, size_t size, const char *name, bmp_header *h, ff__error *err) {
+/* Reads and checks the header, max_pixels (0: no limit) included: the shared start of probe and decode. */
+static ff_status read_header(const uint8_t *d, size_t size, const char *name, uint64_t max_pixels, bmp_header *h,
+                             ff__error *err) {
   if (size < 18 || d[0] != 'B' || d[1] != 'M')
     return ff__error_set(err, FF_EDATA, "%s: not a BMP image", name);
   *h = (bmp_header){0};
@@ -107,14 +109,13 @@ static ff_status read_header(const uint8_t *d, size_t size, const char *name, bm
   } else if (bits >= 24) {
     h->masks[0] = 0xFF0000, h->masks[1] = 0xFF00, h->masks[2] = 0xFF;
   }
-  return FF_OK;
+  return ff__codec_check_pixels(name, h->width, h->height, max_pixels, err);
 }
 
 ff_status ff__bmp_probe(const uint8_t *data, size_t size_bytes, const char *name, uint64_t max_pixels,
                         ff__image_info *out, ff__error *err) {
   bmp_header h;
-  ff_status st = read_header(data, size_bytes, name, &h, err);
-  if (!st) st = ff__codec_check_pixels(name, h.width, h.height, max_pixels, err);
+  ff_status st = read_header(data, size_bytes, name, max_pixels, &h, err);
   if (!st) *out = (ff__image_info){FF__FORMAT_BMP, h.width, h.height, 0};
   return st;
 }
@@ -131,8 +132,7 @@ static uint8_t field(uint32_t px, uint32_t mask) {
 ff_status ff__bmp_decode(const uint8_t *data, size_t size_bytes, const char *name, const ff__decode_req *req,
                          ff__buf *pixels, ff__image *out, ff__error *err) {
   bmp_header h;
-  ff_status st = read_header(data, size_bytes, name, &h, err);
-  if (!st) st = ff__codec_check_pixels(name, h.width, h.height, req->max_pixels, err);
+  ff_status st = read_header(data, size_bytes, name, req->max_pixels, &h, err);
   ff__region r;
   if (!st) st = ff__codec_region(req, h.width, h.height, name, &r, err);
   if (st) return st;

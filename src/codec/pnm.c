@@ -64,8 +64,9 @@ static ff_status read_number(const uint8_t *data, size_t size, size_t *at, const
   return FF_OK;
 }
 
-static ff_status read_header(const uint8_t *data, size_t size, const char *name, pnm_header *h,
-                             ff__error *err) {
+/* Reads and checks the header, max_pixels (0: no limit) included: the shared start of probe and decode. */
+static ff_status read_header(const uint8_t *data, size_t size, const char *name, uint64_t max_pixels,
+                             pnm_header *h, ff__error *err) {
   if (size < 2 || data[0] != 'P') return ff__error_set(err, FF_EDATA, "%s: not a Netpbm image", name);
   if (data[1] == 'f' || data[1] == 'F')
     return ff__error_set(err, FF_EDATA, "%s: PFM (floating-point Netpbm) images are not supported", name);
@@ -86,14 +87,13 @@ static ff_status read_header(const uint8_t *data, size_t size, const char *name,
     return ff__error_set(err, FF_EDATA, "%s: Netpbm maxval %d (must be 1..65535)", name, h->maxval);
   if (at >= size) return ff__error_set(err, FF_EDATA, "%s: truncated Netpbm image (no pixel data)", name);
   h->data_offset = at + 1; /* the single whitespace byte after the header */
-  return FF_OK;
+  return ff__codec_check_pixels(name, h->width, h->height, max_pixels, err);
 }
 
 ff_status ff__pnm_probe(const uint8_t *data, size_t size_bytes, const char *name, uint64_t max_pixels,
                         ff__image_info *out, ff__error *err) {
   pnm_header h;
-  ff_status st = read_header(data, size_bytes, name, &h, err);
-  if (!st) st = ff__codec_check_pixels(name, h.width, h.height, max_pixels, err);
+  ff_status st = read_header(data, size_bytes, name, max_pixels, &h, err);
   if (!st) *out = (ff__image_info){FF__FORMAT_PNM, h.width, h.height, 0};
   return st;
 }
@@ -172,8 +172,7 @@ static ff_status decode_bits(const uint8_t *data, size_t size, const pnm_header 
 ff_status ff__pnm_decode(const uint8_t *data, size_t size_bytes, const char *name, const ff__decode_req *req,
                          ff__buf *pixels, ff__image *out, ff__error *err) {
   pnm_header h;
-  ff_status st = read_header(data, size_bytes, name, &h, err);
-  if (!st) st = ff__codec_check_pixels(name, h.width, h.height, req->max_pixels, err);
+  ff_status st = read_header(data, size_bytes, name, req->max_pixels, &h, err);
   ff__region r;
   if (!st) st = ff__codec_region(req, h.width, h.height, name, &r, err);
   if (st) return st;

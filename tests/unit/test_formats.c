@@ -152,16 +152,44 @@ static void test_truncated_netpbm_and_bmp_fail_cleanly(void **state) {
   free_blob(&b);
 }
 
+/* The decode fails with want and words; the probe, which reads the header only, fails the same way or
+ * (for pixel data that is wrong) passes. */
 static void expect(const char *bytes, size_t n, uint64_t max_pixels, ff_status want, const char *words) {
   ff__image img;
-  ff__error err = {0};
+  ff__image_info info;
+  ff__error err = {0}, probe_err = {0};
   blob b = copy(bytes, n);
   ff_status st = decode(b.data, b.size, max_pixels, &img, &err);
+  ff_status probed = ff__codec_probe(b.data, b.size, NAME, max_pixels, &info, &probe_err);
   free_blob(&b);
   if (st != want || !strstr(err.msg, NAME) || !strstr(err.msg, words))
     fail_msg("got %d '%s', wanted %d with '%s'", st, err.msg, want, words);
+  if (probed && (probed != st || strcmp(probe_err.msg, err.msg)))
+    fail_msg("the probe said %d '%s', the decode %d '%s'", probed, probe_err.msg, st, err.msg);
 }
 #define EXPECT(lit, max_pixels, want, words) expect(lit, sizeof lit - 1, max_pixels, want, words)
+
+/* The probe reads the size from the header and checks the pixel limit, as the decode does. */
+static void test_netpbm_and_bmp_probes_read_the_header(void **state) {
+  (void)state;
+  blob bmp = bmp_file(), pgm = copy("P5 5 4 255\n", 11); /* a header without its pixels */
+  const blob files[] = {bmp, pgm};
+  const ff__image_info want[] = {{FF__FORMAT_BMP, 3, 2, 0}, {FF__FORMAT_PNM, 5, 4, 0}};
+  for (int i = 0; i < 2; i++) {
+    ff__image_info info = {0};
+    ff__error err = {0};
+    uint64_t pixels = (uint64_t)want[i].width * (uint64_t)want[i].height;
+    assert_int_equal(ff__codec_probe(files[i].data, files[i].size, NAME, pixels, &info, &err), FF_OK);
+    assert_int_equal(info.format, want[i].format);
+    assert_int_equal(info.width, want[i].width);
+    assert_int_equal(info.height, want[i].height);
+    assert_int_equal(ff__codec_probe(files[i].data, files[i].size, NAME, 5, &info, &err), FF_ETOOBIG);
+    assert_non_null(strstr(err.msg, NAME));
+    assert_non_null(strstr(err.msg, "max_image_pixels"));
+  }
+  free_blob(&bmp);
+  free_blob(&pgm);
+}
 
 static void test_netpbm_bad_headers_are_named(void **state) {
   (void)state;
@@ -238,6 +266,7 @@ int main(void) {
       cmocka_unit_test(test_truncated_webp_fails_cleanly),
       cmocka_unit_test(test_truncated_tiff_fails_cleanly),
       cmocka_unit_test(test_truncated_netpbm_and_bmp_fail_cleanly),
+      cmocka_unit_test(test_netpbm_and_bmp_probes_read_the_header),
       cmocka_unit_test(test_netpbm_bad_headers_are_named),
       cmocka_unit_test(test_bmp_bad_headers_are_named),
       cmocka_unit_test(test_webp_and_tiff_over_the_pixel_limit_are_refused),
