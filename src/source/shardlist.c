@@ -13,24 +13,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-int ff__strlist_push(ff__strlist *l, const char *s) {
-  if (l->n == l->cap) {
-    size_t cap = l->cap ? l->cap * 2 : 16;
-    char **v = realloc(l->v, cap * sizeof *v);
-    if (!v) return -1;
-    l->v = v, l->cap = cap;
-  }
-  if (!(l->v[l->n] = strdup(s))) return -1;
-  l->n++;
-  return 0;
-}
-
-void ff__strlist_free(ff__strlist *l) {
-  for (size_t i = 0; i < l->n; i++) free(l->v[i]);
-  free(l->v);
-  *l = (ff__strlist){0};
-}
-
 /* The position of the '}' closing the '{' at s[open], or 0 when none does. */
 static size_t matching_brace(const char *s, size_t open) {
   int depth = 0;

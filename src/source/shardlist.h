@@ -3,19 +3,8 @@
 #ifndef FF_SOURCE_SHARDLIST_H
 #define FF_SOURCE_SHARDLIST_H
 
-#include <stddef.h>
-
 #include "core/error.h"
-
-/* A list of owned strings. */
-typedef struct ff__strlist {
-  char **v;
-  size_t n, cap;
-} ff__strlist;
-
-/* Appends a copy of s; -1 when out of memory. */
-int ff__strlist_push(ff__strlist *l, const char *s);
-void ff__strlist_free(ff__strlist *l);
+#include "source/strlist.h"
 
 /* The most names one pattern may expand to. */
 #define FF__SHARDS_MAX 10000000

@@ -22,6 +22,7 @@
  * (imagefolder:) or a .tsv/.txt file (list:). Each sample's encoded size
  * comes from stat(). */
 #include "source/source.h"
+#include "source/strlist.h"
 #include "source/tar.h"
 
 #include "source/reader.h"
@@ -33,37 +34,6 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/stat.h>
-
-typedef struct strvec {
-  char **v;
-  size_t n, cap;
-} strvec;
-
-static int strvec_push(strvec *s, const char *str) {
-  if (s->n == s->cap) {
-    size_t cap = s->cap ? s->cap * 2 : 64;
-    char **v = realloc(s->v, cap * sizeof *v);
-    if (!v) return -1;
-    s->v = v, s->cap = cap;
-  }
-  if (!(s->v[s->n] = strdup(str))) return -1;
-  s->n++;
-  return 0;
-}
-
-static void strvec_free(strvec *s) {
-  for (size_t i = 0; i < s->n; i++) free(s->v[i]);
-  free(s->v);
-  *s = (strvec){0};
-}
-
-static int cmp_str(const void *a, const void *b) {
-  return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-static void strvec_sort(strvec *s) {
-  if (s->n) qsort(s->v, s->n, sizeof *s->v, cmp_str);
-}
 
 /* torchvision.datasets.folder.IMG_EXTENSIONS, compared ignoring case as
  * has_file_allowed_extension does (the decoder then goes by the content). */
@@ -91,7 +61,7 @@ static int may_be_image(const char *path) {
 
 /* Lists the entries of dir: sub-folders (following links) or image files;
  * with ignored, the other names that are not folders are counted there. */
-static ff_status list_dir(const char *dir, int want_dirs, strvec *out, size_t *ignored, ff__error *err) {
+static ff_status list_dir(const char *dir, int want_dirs, ff__strlist *out, size_t *ignored, ff__error *err) {
   DIR *d = opendir(dir);
   if (!d) return ff__error_set(err, FF_EIO, "%s: cannot open folder: %s", dir, strerror(errno));
   struct dirent *e;
@@ -102,11 +72,11 @@ static ff_status list_dir(const char *dir, int want_dirs, strvec *out, size_t *i
     snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
     int take = want_dirs ? is_dir(path) : (is_image_name(e->d_name) && may_be_image(path));
     if (!take && ignored && !is_image_name(e->d_name) && !is_dir(path)) ++*ignored;
-    if (take && strvec_push(out, want_dirs ? e->d_name : path))
+    if (take && ff__strlist_push(out, want_dirs ? e->d_name : path))
       st = ff__error_set(err, FF_ENOMEM, "out of memory listing %s", dir);
   }
   closedir(d);
-  if (!st) strvec_sort(out);
+  if (!st) ff__strlist_sort(out);
   return st;
 }
 
@@ -128,19 +98,19 @@ static int on_path(const walk_node *nodes, size_t at, dev_t dev, ino_t ino) {
 
 /* All folders under root (root included), as full paths, sorted: os.walk
  * with followlinks=True, without entering a folder on its own path. */
-static ff_status walk_dirs(const char *root, strvec *out, ff__error *err) {
+static ff_status walk_dirs(const char *root, ff__strlist *out, ff__error *err) {
   struct stat sb;
   if (stat(root, &sb) != 0) return ff__error_set(err, FF_EIO, "%s: %s", root, strerror(errno));
   walk_node *nodes = malloc(sizeof *nodes);
   size_t cap = 1;
-  if (!nodes || strvec_push(out, root)) {
+  if (!nodes || ff__strlist_push(out, root)) {
     free(nodes);
     return ff__error_set(err, FF_ENOMEM, "out of memory");
   }
   nodes[0] = (walk_node){sb.st_dev, sb.st_ino, 0};
   ff_status st = FF_OK;
   for (size_t i = 0; !st && i < out->n; i++) {
-    strvec subs = {0};
+    ff__strlist subs = {0};
     char *dir = strdup(out->v[i]);
     st = dir ? list_dir(dir, 1, &subs, NULL, err) : ff__error_set(err, FF_ENOMEM, "out of memory");
     for (size_t k = 0; !st && k < subs.n; k++) {
@@ -156,18 +126,18 @@ static ff_status walk_dirs(const char *root, strvec *out, ff__error *err) {
         nodes = grown, cap *= 2;
       }
       nodes[out->n] = (walk_node){sb.st_dev, sb.st_ino, i};
-      if (strvec_push(out, path)) st = ff__error_set(err, FF_ENOMEM, "out of memory");
+      if (ff__strlist_push(out, path)) st = ff__error_set(err, FF_ENOMEM, "out of memory");
     }
     free(dir);
-    strvec_free(&subs);
+    ff__strlist_free(&subs);
   }
   free(nodes);
-  if (!st) strvec_sort(out);
+  if (!st) ff__strlist_sort(out);
   return st;
 }
 
 typedef struct builder {
-  strvec paths;
+  ff__strlist paths;
   uint64_t *sizes;
   int64_t *labels;
   size_t cap;
@@ -189,11 +159,11 @@ static ff_status add_sample(builder *b, const char *path, int64_t label, ff__err
   }
   b->sizes[b->paths.n] = (uint64_t)st.st_size;
   b->labels[b->paths.n] = label;
-  if (strvec_push(&b->paths, path)) return ff__error_set(err, FF_ENOMEM, "out of memory indexing");
+  if (ff__strlist_push(&b->paths, path)) return ff__error_set(err, FF_ENOMEM, "out of memory indexing");
   return FF_OK;
 }
 
-static ff_status open_imagefolder(const char *root, int allow_empty, builder *b, strvec *classes, ff__error *err) {
+static ff_status open_imagefolder(const char *root, int allow_empty, builder *b, ff__strlist *classes, ff__error *err) {
   if (!is_dir(root))
     return ff__error_set(err, FF_EIO, "imagefolder:%s: %s", root, errno ? strerror(errno) : "not a folder");
   ff_status st = list_dir(root, 1, classes, NULL, err);
@@ -205,16 +175,16 @@ static ff_status open_imagefolder(const char *root, int allow_empty, builder *b,
   for (size_t c = 0; c < classes->n && !st; c++) {
     char class_dir[FF__PATH_MAX];
     snprintf(class_dir, sizeof class_dir, "%s/%s", root, classes->v[c]);
-    strvec dirs = {0};
+    ff__strlist dirs = {0};
     size_t before = b->paths.n;
     st = walk_dirs(class_dir, &dirs, err);
     for (size_t d = 0; d < dirs.n && !st; d++) {
-      strvec files = {0};
+      ff__strlist files = {0};
       st = list_dir(dirs.v[d], 0, &files, &b->ignored, err);
       for (size_t f = 0; f < files.n && !st; f++) st = add_sample(b, files.v[f], (int64_t)c, err);
-      strvec_free(&files);
+      ff__strlist_free(&files);
     }
-    strvec_free(&dirs);
+    ff__strlist_free(&dirs);
     if (!st && b->paths.n == before && num_empty++ < 8) {
       size_t used = strlen(empty);
       snprintf(empty + used, sizeof empty - used, "%s'%s'", used ? ", " : "", classes->v[c]);
@@ -280,7 +250,7 @@ static int has_list_extension(const char *path) {
 }
 
 /* A source without a kind: a folder is imagefolder:, a .tsv/.txt file list:. */
-static ff_status open_bare(const char *path, int allow_empty, builder *b, strvec *classes, ff__error *err) {
+static ff_status open_bare(const char *path, int allow_empty, builder *b, ff__strlist *classes, ff__error *err) {
   struct stat st;
   if (stat(path, &st)) {
     size_t kind = strspn(path, "abcdefghijklmnopqrstuvwxyz_");
@@ -296,7 +266,7 @@ static ff_status open_bare(const char *path, int allow_empty, builder *b, strvec
 
 ff_status ff__source_open(const char *spec, int allow_empty, ff__index *out, ff__error *err) {
   builder b = {0};
-  strvec classes = {0};
+  ff__strlist classes = {0};
   ff_status st;
   errno = 0;
   if (!spec || !*spec) st = ff__error_set(err, FF_EINVAL, "no source: expected %s", SOURCE_KINDS);
@@ -305,8 +275,8 @@ ff_status ff__source_open(const char *spec, int allow_empty, ff__index *out, ff_
   else if (!strncmp(spec, "tar:", 4)) return ff__tar_open(spec + 4, out, err);
   else st = open_bare(spec, allow_empty, &b, &classes, err);
   if (st) {
-    strvec_free(&b.paths);
-    strvec_free(&classes);
+    ff__strlist_free(&b.paths);
+    ff__strlist_free(&classes);
     free(b.sizes);
     free(b.labels);
     return st;
@@ -323,15 +293,15 @@ void ff__index_free(ff__index *index) {
   if (!index) return;
   ff__reader_destroy(index->reader);
   if (index->names_block && index->paths) free(index->paths[0]), index->count = 0;
-  strvec paths = {index->paths, index->count, index->count};
-  strvec classes = {index->class_names, index->class_names ? index->num_classes : 0, 0};
-  strvec_free(&paths);
-  strvec_free(&classes);
+  ff__strlist paths = {index->paths, index->count, index->count};
+  ff__strlist classes = {index->class_names, index->class_names ? index->num_classes : 0, 0};
+  ff__strlist_free(&paths);
+  ff__strlist_free(&classes);
   free(index->size_bytes);
   free(index->labels);
-  strvec shards = {index->shards, index->num_shards, 0}, bad = {index->bad, index->num_bad, 0};
-  strvec_free(&shards);
-  strvec_free(&bad);
+  ff__strlist shards = {index->shards, index->num_shards, 0}, bad = {index->bad, index->num_bad, 0};
+  ff__strlist_free(&shards);
+  ff__strlist_free(&bad);
   free(index->offsets);
   free(index->shard_of);
   *index = (ff__index){0};
