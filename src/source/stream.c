@@ -295,12 +295,11 @@ static int env_int(const char *name, int fallback) {
 ff_status ff__stream_index(const char *pattern, ff__strlist *shards, ff__index *out, ff__error *err) {
   pthread_once(&curl_once, curl_start);
   int retries = env_int("FF_STREAM_RETRIES", DEFAULT_RETRIES), backoff = env_int("FF_STREAM_BACKOFF_MS", DEFAULT_BACKOFF_MS);
-  ff__tar_shard *scans = calloc(shards->n ? shards->n : 1, sizeof *scans);
-  ff__strlist bad = {0};
+  size_t n = shards->n;
+  ff__tar_shard *scans = calloc(n ? n : 1, sizeof *scans);
   if (!scans) return ff__error_set(err, FF_ENOMEM, "tar:%s: out of memory", pattern);
   ff_status st = FF_OK;
-  size_t total = 0, ignored = 0;
-  for (size_t i = 0; i < shards->n && !st; i++) {
+  for (size_t i = 0; i < n && !st; i++) {
     char why[512] = "";
     int retryable = 0, tries = 0;
     for (;;) {
@@ -319,53 +318,13 @@ ff_status ff__stream_index(const char *pattern, ff__strlist *shards, ff__index *
     } else if (!st) {
       st = ff__tar_shard_finish(&scans[i], shards->v[i], err);
     }
-    total += scans[i].n, ignored += scans[i].ignored;
-    for (size_t k = 0; k < scans[i].bad.n && !st; k++)
-      if (ff__strlist_push(&bad, scans[i].bad.v[k])) st = FF_ENOMEM;
   }
   if (st == FF_ENOMEM) ff__error_set(err, FF_ENOMEM, "tar:%s: out of memory", pattern);
-  if (!st && !total)
-    st = ff__error_set(err, FF_EEMPTY, "tar:%s: no sample in %zu shard(s)%s%s", pattern, shards->n,
-                       bad.n ? "; the first problem: " : "", bad.n ? bad.v[0] : "");
-  ff__index idx = {0};
-  if (!st) {
-    idx.paths = calloc(total, sizeof *idx.paths);
-    idx.size_bytes = malloc(total * sizeof *idx.size_bytes);
-    idx.labels = malloc(total * sizeof *idx.labels);
-    idx.shard_of = malloc(total * sizeof *idx.shard_of);
-    if (!idx.paths || !idx.size_bytes || !idx.labels || !idx.shard_of)
-      st = ff__error_set(err, FF_ENOMEM, "tar:%s: out of memory for %zu samples", pattern, total);
-  }
-  int64_t max_label = -1;
-  for (size_t i = 0; i < shards->n && !st; i++)
-    for (size_t k = 0; k < scans[i].n && !st; k++) {
-      const ff__tar_sample *t = &scans[i].s[k];
-      size_t n = strlen(shards->v[i]) + strlen(t->member) + 2;
-      char *p = malloc(n);
-      if (!p) {
-        st = ff__error_set(err, FF_ENOMEM, "tar:%s: out of memory", pattern);
-        break;
-      }
-      snprintf(p, n, "%s:%s", shards->v[i], t->member);
-      size_t j = idx.count++;
-      idx.paths[j] = p, idx.size_bytes[j] = t->size, idx.labels[j] = t->label, idx.shard_of[j] = (uint32_t)i;
-      max_label = t->label > max_label ? t->label : max_label;
-    }
-  for (size_t i = 0; i < shards->n; i++) ff__tar_shard_free(&scans[i]);
+  if (!st) st = ff__tar_index_build(pattern, shards, scans, 0, out, err);
+  if (!st) out->streamed = 1;
+  for (size_t i = 0; i < n; i++) ff__tar_shard_free(&scans[i]);
   free(scans);
-  if (st) {
-    ff__strlist_free(&bad);
-    ff__index_free(&idx);
-    return st;
-  }
-  idx.num_classes = (size_t)(max_label + 1);
-  idx.shards = shards->v, idx.num_shards = shards->n;
-  *shards = (ff__strlist){0};
-  idx.bad = bad.v, idx.num_bad = bad.n;
-  idx.ignored_members = ignored;
-  idx.streamed = 1;
-  *out = idx;
-  return FF_OK;
+  return st;
 }
 
 /* --------------------------------------------------------------- order */

@@ -487,8 +487,63 @@ static ff_status index_shard(const char *shard, ff__tar_shard *sc, ff__error *er
   return st;
 }
 
+ff_status ff__tar_index_build(const char *pattern, ff__strlist *shards, const ff__tar_shard *scans,
+                              int with_offsets, ff__index *out, ff__error *err) {
+  ff__strlist bad = {0};
+  size_t total = 0, ignored = 0;
+  ff_status st = FF_OK;
+  for (size_t i = 0; i < shards->n && !st; i++) {
+    total += scans[i].n, ignored += scans[i].ignored;
+    for (size_t k = 0; k < scans[i].bad.n && !st; k++)
+      if (ff__strlist_push(&bad, scans[i].bad.v[k]))
+        st = ff__error_set(err, FF_ENOMEM, "tar:%s: out of memory", pattern);
+  }
+  if (!st && !total)
+    st = ff__error_set(err, FF_EEMPTY, "tar:%s: no sample in %zu shard(s)%s%s", pattern, shards->n,
+                       bad.n ? "; the first problem: " : "", bad.n ? bad.v[0] : "");
+  if (!st && shards->n > UINT32_MAX) st = ff__error_set(err, FF_EINVAL, "tar:%s: over 2^32 shards", pattern);
+  ff__index idx = {0};
+  if (!st) {
+    idx.paths = calloc(total, sizeof *idx.paths);
+    idx.size_bytes = malloc(total * sizeof *idx.size_bytes);
+    idx.labels = malloc(total * sizeof *idx.labels);
+    idx.offsets = with_offsets ? malloc(total * sizeof *idx.offsets) : NULL;
+    idx.shard_of = malloc(total * sizeof *idx.shard_of);
+    if (!idx.paths || !idx.size_bytes || !idx.labels || (with_offsets && !idx.offsets) || !idx.shard_of)
+      st = ff__error_set(err, FF_ENOMEM, "tar:%s: out of memory for %zu samples", pattern, total);
+  }
+  int64_t max_label = -1;
+  for (size_t i = 0; i < shards->n && !st; i++)
+    for (size_t k = 0; k < scans[i].n && !st; k++) {
+      const ff__tar_sample *t = &scans[i].s[k];
+      size_t n = strlen(shards->v[i]) + strlen(t->member) + 2;
+      char *p = malloc(n);
+      if (!p) {
+        st = ff__error_set(err, FF_ENOMEM, "tar:%s: out of memory", pattern);
+        break;
+      }
+      snprintf(p, n, "%s:%s", shards->v[i], t->member);
+      size_t j = idx.count++;
+      idx.paths[j] = p, idx.size_bytes[j] = t->size, idx.labels[j] = t->label, idx.shard_of[j] = (uint32_t)i;
+      if (with_offsets) idx.offsets[j] = t->offset;
+      max_label = t->label > max_label ? t->label : max_label;
+    }
+  if (st) {
+    ff__strlist_free(&bad);
+    ff__index_free(&idx);
+    return st;
+  }
+  idx.num_classes = (size_t)(max_label + 1);
+  idx.shards = shards->v, idx.num_shards = shards->n;
+  *shards = (ff__strlist){0};
+  idx.bad = bad.v, idx.num_bad = bad.n;
+  idx.ignored_members = ignored;
+  *out = idx;
+  return FF_OK;
+}
+
 ff_status ff__tar_open(const char *pattern, ff__index *out, ff__error *err) {
-  ff__strlist shards = {0}, bad = {0};
+  ff__strlist shards = {0};
   ff_status st = ff__shards_expand(pattern, &shards, err);
   if (st) {
     if (st == FF_EEMPTY) st = ff__error_set(err, FF_EEMPTY, "tar:%s: the pattern names no shard", pattern);
@@ -511,56 +566,11 @@ ff_status ff__tar_open(const char *pattern, ff__index *out, ff__error *err) {
                        pattern, shards.n, shards.v[0]);
   ff__tar_shard *scans = st ? NULL : calloc(shards.n, sizeof *scans);
   if (!st && !scans) st = ff__error_set(err, FF_ENOMEM, "tar:%s: out of memory", pattern);
-  size_t total = 0, ignored = 0;
-  for (size_t i = 0; i < shards.n && !st; i++) {
-    st = index_shard(shards.v[i], &scans[i], err);
-    total += scans[i].n, ignored += scans[i].ignored;
-    for (size_t k = 0; k < scans[i].bad.n && !st; k++)
-      if (ff__strlist_push(&bad, scans[i].bad.v[k])) st = ff__error_set(err, FF_ENOMEM, "tar:%s: out of memory", pattern);
-  }
-  if (!st && !total)
-    st = ff__error_set(err, FF_EEMPTY, "tar:%s: no sample in %zu shard(s)%s%s", pattern, shards.n,
-                       bad.n ? "; the first problem: " : "", bad.n ? bad.v[0] : "");
-  ff__index idx = {0};
-  if (!st && shards.n > UINT32_MAX) st = ff__error_set(err, FF_EINVAL, "tar:%s: over 2^32 shards", pattern);
-  if (!st) {
-    idx.paths = calloc(total, sizeof *idx.paths);
-    idx.size_bytes = malloc(total * sizeof *idx.size_bytes);
-    idx.labels = malloc(total * sizeof *idx.labels);
-    idx.offsets = malloc(total * sizeof *idx.offsets);
-    idx.shard_of = malloc(total * sizeof *idx.shard_of);
-    if (!idx.paths || !idx.size_bytes || !idx.labels || !idx.offsets || !idx.shard_of)
-      st = ff__error_set(err, FF_ENOMEM, "tar:%s: out of memory for %zu samples", pattern, total);
-  }
-  int64_t max_label = -1;
-  for (size_t i = 0; i < shards.n && !st; i++)
-    for (size_t k = 0; k < scans[i].n && !st; k++) {
-      const ff__tar_sample *t = &scans[i].s[k];
-      size_t n = strlen(shards.v[i]) + strlen(t->member) + 2;
-      char *p = malloc(n);
-      if (!p) {
-        st = ff__error_set(err, FF_ENOMEM, "tar:%s: out of memory", pattern);
-        break;
-      }
-      snprintf(p, n, "%s:%s", shards.v[i], t->member);
-      size_t j = idx.count++;
-      idx.paths[j] = p, idx.size_bytes[j] = t->size, idx.labels[j] = t->label;
-      idx.offsets[j] = t->offset, idx.shard_of[j] = (uint32_t)i;
-      max_label = t->label > max_label ? t->label : max_label;
-    }
-  for (size_t i = 0; scans && i < shards.n; i++) ff__tar_shard_free(&scans[i]);
+  size_t n = shards.n;
+  for (size_t i = 0; i < n && !st; i++) st = index_shard(shards.v[i], &scans[i], err);
+  if (!st) st = ff__tar_index_build(pattern, &shards, scans, 1, out, err);
+  for (size_t i = 0; scans && i < n; i++) ff__tar_shard_free(&scans[i]);
   free(scans);
-  if (st) {
-    ff__strlist_free(&shards);
-    ff__strlist_free(&bad);
-    idx.shards = NULL, idx.num_shards = 0;
-    ff__index_free(&idx);
-    return st;
-  }
-  idx.num_classes = (size_t)(max_label + 1);
-  idx.shards = shards.v, idx.num_shards = shards.n;
-  idx.bad = bad.v, idx.num_bad = bad.n;
-  idx.ignored_members = ignored;
-  *out = idx;
-  return FF_OK;
+  ff__strlist_free(&shards); /* empty when the index took the names */
+  return st;
 }

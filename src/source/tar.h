@@ -67,4 +67,14 @@ ff_status ff__tar_scan_archive(struct archive *a, const char *shard, uint64_t fi
  * the shard (listed in sc->bad), and lists an empty shard. FF_OK or FF_ENOMEM. */
 ff_status ff__tar_shard_finish(ff__tar_shard *sc, const char *shard, ff__error *err);
 
+/* The index of what scans[i] found in shard shards->v[i] (for each name, in
+ * order): each sample's path "SHARD:MEMBER", size, label and shard, its
+ * data offset with with_offsets (file shards; else offsets is NULL), and
+ * every scan's problems in out->bad, pattern naming the source in messages.
+ * On success the index owns the shard names (*shards is emptied); scans
+ * stay the caller's. Returns FF_OK, FF_EEMPTY (no sample: the message gives
+ * the first problem), FF_EINVAL (over 2^32 shards), FF_ENOMEM. */
+ff_status ff__tar_index_build(const char *pattern, ff__strlist *shards, const ff__tar_shard *scans,
+                              int with_offsets, ff__index *out, ff__error *err);
+
 #endif
