@@ -165,6 +165,6 @@ ff_status ff__bmp_decode(const uint8_t *data, size_t size_bytes, const char *nam
       dst[0] = field(px, h.masks[0]), dst[1] = field(px, h.masks[1]), dst[2] = field(px, h.masks[2]);
     }
   }
-  *out = (ff__image){rgb + (size_t)r.y * stride + (size_t)r.x * 3, r.width, r.height, 3, stride};
+  *out = ff__codec_rgb_region(rgb, h.width, &r);
   return FF_OK;
 }

@@ -30,6 +30,11 @@ ff_status ff__codec_region(const ff__decode_req *req, int width, int height, con
   return FF_OK;
 }
 
+ff__image ff__codec_rgb_region(uint8_t *rgb, int width, const ff__region *r) {
+  size_t stride = (size_t)width * 3;
+  return (ff__image){rgb + (size_t)r->y * stride + (size_t)r->x * 3, r->width, r->height, 3, stride};
+}
+
 ff_status ff__codec_check_scans(const ff__decode_req *req, int scans, const char *name, ff__error *err) {
   if (req->max_scans > 0 && scans > req->max_scans)
     return ff__error_set(err, FF_EDATA,

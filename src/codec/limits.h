@@ -22,6 +22,10 @@ ff_status ff__codec_check_pixels(const char *name, int width, int height, uint64
 ff_status ff__codec_region(const ff__decode_req *req, int width, int height, const char *name,
                            ff__region *out, ff__error *err);
 
+/* Region r of the whole RGB8 image at rgb, width pixels wide (rows width * 3
+ * bytes apart): the decoders that decode the whole image hand out its region so. */
+ff__image ff__codec_rgb_region(uint8_t *rgb, int width, const ff__region *r);
+
 /* FF_EDATA naming the file when a JPEG has read more than req->max_scans scans (0 = no limit). */
 ff_status ff__codec_check_scans(const ff__decode_req *req, int scans, const char *name, ff__error *err);
 

@@ -72,8 +72,7 @@ static ff_status decode(spng_ctx *ctx, const uint8_t *data, size_t size_bytes, c
   if (!buf) return ff__error_set(err, FF_ENOMEM, "%s: out of memory for %dx%d pixels", name, w, h);
   rc = spng_decode_image(ctx, buf, size, SPNG_FMT_RGB8, 0);
   if (rc) return png_error(name, rc, req->max_metadata_bytes, err);
-  size_t stride = (size_t)w * 3;
-  *out = (ff__image){buf + (size_t)r.y * stride + (size_t)r.x * 3, r.width, r.height, 3, stride};
+  *out = ff__codec_rgb_region(buf, w, &r);
   return FF_OK;
 }
 

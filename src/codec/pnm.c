@@ -191,7 +191,6 @@ ff_status ff__pnm_decode(const uint8_t *data, size_t size_bytes, const char *nam
     st = decode_raw(data, size_bytes, &h, channels, samples, name, err);
   if (st) return st;
   if (channels == 1) ff__codec_gray_to_rgb(samples, rgb, count);
-  size_t stride = (size_t)h.width * 3;
-  *out = (ff__image){rgb + (size_t)r.y * stride + (size_t)r.x * 3, r.width, r.height, 3, stride};
+  *out = ff__codec_rgb_region(rgb, h.width, &r);
   return FF_OK;
 }

@@ -229,7 +229,6 @@ ff_status ff__tiff_decode(const uint8_t *data, size_t size_bytes, const char *na
     st = decode_rgba(tif, &m, w, h, rgb);
   }
   TIFFClose(tif);
-  size_t stride = (size_t)w * 3;
-  if (!st) *out = (ff__image){rgb + (size_t)r.y * stride + (size_t)r.x * 3, r.width, r.height, 3, stride};
+  if (!st) *out = ff__codec_rgb_region(rgb, w, &r);
   return st;
 }

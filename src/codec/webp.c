@@ -96,6 +96,6 @@ ff_status ff__webp_decode(const uint8_t *data, size_t size_bytes, const char *na
     WebPFreeDecBuffer(&cfg.output);
     if (rc != VP8_STATUS_OK) st = ff__error_set(err, FF_EDATA, "%s: corrupt WebP: %s", name, status_text(rc));
   }
-  if (!st) *out = (ff__image){rgb + (size_t)r.y * stride + (size_t)r.x * 3, r.width, r.height, 3, stride};
+  if (!st) *out = ff__codec_rgb_region(rgb, w, &r);
   return st;
 }
