@@ -61,9 +61,14 @@
  * while holding its lock, so a joiner that still opened the old one sees
  * "closed" and starts over; a segment whose members all died is
  * reinitialised by the next joiner; one whose creator died before "ready"
- * is unlinked after init_timeout_ms and created anew. */
+ * is unlinked after init_timeout_ms and created anew. A group whose last
+ * member died without leaving would never be joined again under its name
+ * (bench runs, tests and jobs pick fresh names), so every join also sweeps
+ * this user's other segments and removes those of groups that are over
+ * (sweep_one: by the same closed-then-unlink protocol, under their lock). */
 #include "sched/coord.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -86,6 +91,8 @@
 #define COORD_NAME_CAP (FF__COORD_GROUP_MAX + 64)
 #define COORD_ATTACH_TRIES 64
 #define COORD_SIGNAL_NS 1e8 /* the interval a report of weight alpha stands for */
+#define COORD_ABANDONED_MS 600000ull /* silent this long, a member is gone to other groups */
+#define COORD_UNREADY_S 60           /* a segment its creator never made ready, older than this, is dead */
 
 typedef ff__coord_segment coord_shm;
 
@@ -707,6 +714,86 @@ static void detach(ff__coord *c) {
   c->shm = NULL;
 }
 
+/* Whether the group of segment s is over for an outsider, under its lock:
+ * it has no member, or each one's process is gone (kill(pid, 0) says ESRCH
+ * within our pid namespace) or silent past COORD_ABANDONED_MS — and every
+ * member stayed silent past the group's own heartbeat timeout, so that a
+ * group whose member just died is left to its own next joiner, which
+ * reinitialises it. A live member that is only silent (a stopped trainer)
+ * keeps the segment. */
+static int abandoned(const coord_shm *s, uint64_t pidns, uint64_t now_ns) {
+  uint64_t timeout_ns = (uint64_t)s->params.heartbeat_timeout_ms * 1000000u;
+  for (int i = 0; i < FF__COORD_MAX_MEMBERS; i++) {
+    const ff__coord_member *e = &s->slot[i];
+    if (!e->pid) continue;
+    uint64_t silent = now_ns > e->heartbeat_ns ? now_ns - e->heartbeat_ns : 0;
+    int same_ns = !pidns || !e->pidns || e->pidns == pidns;
+    int dead = same_ns && kill(e->pid, 0) == -1 && errno == ESRCH;
+    if (silent <= timeout_ns || (!dead && silent <= COORD_ABANDONED_MS * 1000000ull)) return 0;
+  }
+  return 1;
+}
+
+/* Removes the segment `name` of another group of this user if that group is
+ * over: its last member died without leaving (kill -9, a crash, a killed
+ * job), so nobody else would ever unlink it. Safe against a joiner of that
+ * group: the decision is taken under the segment's lock, which is only
+ * tried (a held lock means a live group), and the segment is marked closed
+ * before its name is unlinked, so a joiner that still opened it starts
+ * over, as after the last member's leave. An object left unsized or never
+ * made ready by a creator that died is removed once it is older than
+ * COORD_UNREADY_S; another build's segment (another size or header) is not
+ * judged. */
+static void sweep_one(const char *name, uint64_t pidns) {
+  int fd = shm_open(name, O_RDWR, 0);
+  if (fd < 0) return;
+  struct stat st;
+  if (fstat(fd, &st) != 0 || (st.st_size != 0 && (size_t)st.st_size != sizeof(coord_shm))) {
+    close(fd);
+    return;
+  }
+  int old = time(NULL) - st.st_ctime > COORD_UNREADY_S;
+  coord_shm *s = st.st_size ? mmap(NULL, sizeof *s, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0) : MAP_FAILED;
+  close(fd);
+  if (s == MAP_FAILED) {
+    if (!st.st_size && old) unlink_if_same(name, st.st_ino);
+    return;
+  }
+  char why[128];
+  if (!atomic_load_explicit(&s->ready, memory_order_acquire)) {
+    if (old) unlink_if_same(name, st.st_ino);
+  } else if (!header_damage(s, why, sizeof why) && coord_lock(s, 0) == 0) {
+    uint64_t now = ff__now_ns();
+    if (s->closed) { /* its last member died between closing and unlinking */
+      unlink_if_same(name, st.st_ino);
+    } else if (!table_damage(s, now, why, sizeof why) && (s->members || old) && abandoned(s, pidns, now)) {
+      s->closed = 1;
+      unlink_if_same(name, st.st_ino);
+    }
+    coord_unlock(s);
+  }
+  munmap(s, sizeof *s);
+}
+
+/* Sweeps this user's other groups' segments (/dev/shm/fusionflow-<uid>-*)
+ * for groups that are over (sweep_one): a join is the one moment a process
+ * of the node looks, and a group whose last member died is otherwise left
+ * in /dev/shm for good. */
+static void sweep_abandoned(const char *own, uint64_t pidns) {
+  char prefix[64];
+  int len = snprintf(prefix, sizeof prefix, "fusionflow-%lu-", (unsigned long)getuid());
+  DIR *d = opendir("/dev/shm");
+  if (!d) return;
+  struct dirent *de;
+  while ((de = readdir(d))) {
+    char name[COORD_NAME_CAP];
+    if (strncmp(de->d_name, prefix, (size_t)len) || strlen(de->d_name) + 2 > sizeof name) continue;
+    snprintf(name, sizeof name, "/%s", de->d_name);
+    if (strcmp(name, own)) sweep_one(name, pidns);
+  }
+  closedir(d);
+}
+
 /* Opens (or creates) the segment of c->name and takes a slot. */
 static ff_status attach(ff__coord *c, ff__error *err) {
   const ff__coord_params *p = &c->params;
@@ -865,6 +952,7 @@ ff_status ff__coord_join_params(const char *group, int max_threads, const ff__co
     free(c);
     return st;
   }
+  sweep_abandoned(c->name, c->pidns);
   *out = c;
   return FF_OK;
 }

@@ -210,7 +210,10 @@ ff_status ff__coord_shm_name(const char *group, char *buf, size_t cap);
  * (expected members). max_threads (>= 1): the worker
  * threads this member owns, the most it can ever be told to run. Creates the
  * segment if it does not exist, reinitialises it if every member in it is
- * dead. *out gets the handle; the allotment to start with is
+ * dead, and removes the segments of this user's other groups whose members
+ * all died without leaving (each process gone, or silent for 10 minutes,
+ * and all silent past their group's heartbeat timeout; decided under the
+ * segment's lock, which is only tried). *out gets the handle; the allotment to start with is
  * ff__coord_threads(*out). Returns FF_OK, FF_EINVAL (bad argument, no group,
  * table full: 64 members) or FF_EIO (shared memory failed, or a segment of
  * another build or damaged: then also one line on stderr), the message in

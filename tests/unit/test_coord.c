@@ -449,6 +449,8 @@ static void group_names_are_sanitised_and_taken_from_the_environment(void **stat
 
 static char group[64];
 static char shm_name[256];
+static char made[16][256]; /* the shm names of the current test's groups, unlinked after it */
+static int num_made;
 
 /* A fresh group (and its shm name) per test. */
 static void new_group(const char *tag) {
@@ -456,13 +458,17 @@ static void new_group(const char *tag) {
   snprintf(group, sizeof group, "ut-%s-%d-%d-%llu", tag, (int)getpid(), counter++,
            (unsigned long long)(ff__now_ns() % 1000000007ull));
   assert_int_equal(ff__coord_shm_name(group, shm_name, sizeof shm_name), FF_OK);
+  assert_true(num_made < 16);
+  snprintf(made[num_made++], sizeof made[0], "%s", shm_name);
 }
 
-static int segment_exists(void) {
-  int fd = shm_open(shm_name, O_RDONLY, 0);
+static int shm_exists(const char *name) {
+  int fd = shm_open(name, O_RDONLY, 0);
   if (fd >= 0) close(fd);
   return fd >= 0;
 }
+
+static int segment_exists(void) { return shm_exists(shm_name); }
 
 typedef struct command {
   char op; /* J join, R report, L leave, H hold the lock and die, P hold the lock and pause, X die,
@@ -623,6 +629,20 @@ static void finish_children(void) {
   for (int i = 0; i < num_kids; i++)
     if (kids[i].to >= 0) reap(&kids[i]);
   num_kids = 0;
+}
+
+/* After every test, passed or failed midway: its members still running are
+ * killed and its groups' segments unlinked, so that no run of the tests
+ * leaves shared memory behind. */
+static int teardown(void **state) {
+  (void)state;
+  for (int i = 0; i < num_kids; i++)
+    if (kids[i].to >= 0) kill_child(&kids[i]);
+  num_kids = 0;
+  for (int i = 0; i < num_made; i++)
+    shm_unlink(made[i]);
+  num_made = 0;
+  return 0;
 }
 
 static void three_processes_move_threads_from_slack_to_stall_and_survive_a_kill(void **state) {
@@ -1134,6 +1154,47 @@ static void a_segment_left_unsized_is_replaced_and_a_foreign_one_refused(void **
   shm_unlink(shm_name);
 }
 
+/* A group whose members all died without leaving (kill -9, a crash) is
+ * never joined again under its name (every run picks a fresh one): a join
+ * of any other group removes its segment, once its members stayed silent
+ * past their heartbeat timeout. A group with a live member keeps its
+ * segment, even with that member stopped and as silent. */
+static void a_group_whose_members_died_is_removed_by_the_next_join_of_another(void **state) {
+  (void)state;
+  ff__coord_params p = params(4, 1);
+  p.heartbeat_timeout_ms = 200;
+  new_group("dead");
+  char dead[256];
+  snprintf(dead, sizeof dead, "%s", shm_name);
+  child *k = spawn(&p, 4);
+  assert_int_equal(ask(k, 'J', NULL).status, FF_OK);
+  kill_child(k); /* it never leaves */
+  assert_true(shm_exists(dead));
+
+  new_group("asleep");
+  char stopped[256];
+  snprintf(stopped, sizeof stopped, "%s", shm_name);
+  child *s = spawn(&p, 4);
+  assert_int_equal(ask(s, 'J', NULL).status, FF_OK);
+  assert_int_equal(kill(s->pid, SIGSTOP), 0);
+  struct timespec ts = {0, 500000000L}; /* past the 200 ms heartbeat timeout */
+  while (nanosleep(&ts, &ts) == -1 && errno == EINTR) {
+  }
+
+  new_group("joiner");
+  ff__coord *c = NULL;
+  ff__error err = {0};
+  assert_int_equal(ff__coord_join_params(group, 4, &p, &c, &err), FF_OK);
+  assert_false(shm_exists(dead));
+  assert_true(shm_exists(stopped));
+  ff__coord_leave(c);
+  assert_false(segment_exists());
+
+  assert_int_equal(kill(s->pid, SIGCONT), 0);
+  finish_children(); /* the stopped member leaves, the last of its group */
+  assert_false(shm_exists(stopped));
+}
+
 /* Many members in one process (each handle is a member): the table fills
  * at 64 and the 65th join is refused. */
 static void the_table_holds_64_members(void **state) {
@@ -1157,32 +1218,34 @@ static void the_table_holds_64_members(void **state) {
 int main(void) {
   signal(SIGPIPE, SIG_IGN);
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(fair_share_splits_the_budget_with_the_remainder_to_the_first_slots),
-      cmocka_unit_test(a_member_with_slack_lends_threads_to_a_stalled_one),
-      cmocka_unit_test(stalled_members_share_the_supply_in_proportion_to_their_stall),
-      cmocka_unit_test(no_thread_is_lent_without_a_stall),
-      cmocka_unit_test(a_former_borrower_keeps_its_threads_until_it_shows_slack),
-      cmocka_unit_test(a_lender_gets_its_threads_back_when_it_needs_them),
-      cmocka_unit_test(every_member_keeps_its_minimum_even_past_the_budget),
-      cmocka_unit_test(an_overcommitted_table_gives_back_the_excess_at_once),
-      cmocka_unit_test(reports_are_smoothed_so_one_short_wait_lends_nothing),
-      cmocka_unit_test(a_stalled_member_runs_the_cores_a_slack_one_leaves_idle),
-      cmocka_unit_test(bursts_go_to_the_stalled_in_proportion_to_their_stall),
-      cmocka_unit_test(the_allotments_leave_one_core_per_trainer),
-      cmocka_unit_test(the_cpu_max_quota_rounds_up_to_whole_cores),
-      cmocka_unit_test(group_names_are_sanitised_and_taken_from_the_environment),
-      cmocka_unit_test(three_processes_move_threads_from_slack_to_stall_and_survive_a_kill),
-      cmocka_unit_test(a_member_that_stops_consuming_releases_its_cores_to_a_stalled_peer),
-      cmocka_unit_test(the_table_can_be_read_without_joining),
-      cmocka_unit_test(a_member_that_leaves_frees_its_slot_and_the_group_can_start_again),
-      cmocka_unit_test(a_silent_member_is_reclaimed_and_rejoins_when_it_reports_again),
-      cmocka_unit_test(a_member_holding_the_lock_delays_reports_and_its_death_frees_it),
-      cmocka_unit_test(a_stopped_lock_holder_costs_one_wait_not_one_per_report),
-      cmocka_unit_test(a_damaged_segment_is_left_with_a_warning_not_obeyed),
-      cmocka_unit_test(members_joining_and_leaving_at_once_all_get_answers),
-      cmocka_unit_test(a_segment_of_a_crashed_run_is_reinitialised),
-      cmocka_unit_test(a_segment_left_unsized_is_replaced_and_a_foreign_one_refused),
-      cmocka_unit_test(the_table_holds_64_members),
+      cmocka_unit_test_teardown(fair_share_splits_the_budget_with_the_remainder_to_the_first_slots, teardown),
+      cmocka_unit_test_teardown(a_member_with_slack_lends_threads_to_a_stalled_one, teardown),
+      cmocka_unit_test_teardown(stalled_members_share_the_supply_in_proportion_to_their_stall, teardown),
+      cmocka_unit_test_teardown(no_thread_is_lent_without_a_stall, teardown),
+      cmocka_unit_test_teardown(a_former_borrower_keeps_its_threads_until_it_shows_slack, teardown),
+      cmocka_unit_test_teardown(a_lender_gets_its_threads_back_when_it_needs_them, teardown),
+      cmocka_unit_test_teardown(every_member_keeps_its_minimum_even_past_the_budget, teardown),
+      cmocka_unit_test_teardown(an_overcommitted_table_gives_back_the_excess_at_once, teardown),
+      cmocka_unit_test_teardown(reports_are_smoothed_so_one_short_wait_lends_nothing, teardown),
+      cmocka_unit_test_teardown(a_stalled_member_runs_the_cores_a_slack_one_leaves_idle, teardown),
+      cmocka_unit_test_teardown(bursts_go_to_the_stalled_in_proportion_to_their_stall, teardown),
+      cmocka_unit_test_teardown(the_allotments_leave_one_core_per_trainer, teardown),
+      cmocka_unit_test_teardown(the_cpu_max_quota_rounds_up_to_whole_cores, teardown),
+      cmocka_unit_test_teardown(group_names_are_sanitised_and_taken_from_the_environment, teardown),
+      cmocka_unit_test_teardown(three_processes_move_threads_from_slack_to_stall_and_survive_a_kill,
+                                teardown),
+      cmocka_unit_test_teardown(a_member_that_stops_consuming_releases_its_cores_to_a_stalled_peer, teardown),
+      cmocka_unit_test_teardown(the_table_can_be_read_without_joining, teardown),
+      cmocka_unit_test_teardown(a_member_that_leaves_frees_its_slot_and_the_group_can_start_again, teardown),
+      cmocka_unit_test_teardown(a_silent_member_is_reclaimed_and_rejoins_when_it_reports_again, teardown),
+      cmocka_unit_test_teardown(a_member_holding_the_lock_delays_reports_and_its_death_frees_it, teardown),
+      cmocka_unit_test_teardown(a_stopped_lock_holder_costs_one_wait_not_one_per_report, teardown),
+      cmocka_unit_test_teardown(a_damaged_segment_is_left_with_a_warning_not_obeyed, teardown),
+      cmocka_unit_test_teardown(members_joining_and_leaving_at_once_all_get_answers, teardown),
+      cmocka_unit_test_teardown(a_segment_of_a_crashed_run_is_reinitialised, teardown),
+      cmocka_unit_test_teardown(a_segment_left_unsized_is_replaced_and_a_foreign_one_refused, teardown),
+      cmocka_unit_test_teardown(a_group_whose_members_died_is_removed_by_the_next_join_of_another, teardown),
+      cmocka_unit_test_teardown(the_table_holds_64_members, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
