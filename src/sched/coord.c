@@ -29,8 +29,9 @@
  * their stall; a former borrower keeps what it holds until it shows slack or
  * the lender needs it back (hysteresis), and every move is one thread per
  * report. Allotments are guarantees, not caps on the node: a core that no
- * member uses — the unused part of a slack member's allotment (from its
- * reported busy share), a quiet member's whole allotment (silent past
+ * member uses — a slack member's allotment (it uses its cores now and then,
+ * and its slack absorbs sharing them with the burst when it does), a quiet
+ * member's whole allotment (silent past
  * quiet_ms and 4 of its batch intervals: its trainer stopped asking, or the
  * process is stopped), the budget nobody holds — goes at once to the
  * stalled members as a burst on top of their allotment (ff__coord_burst).
@@ -87,7 +88,7 @@
 #include "core/clock.h"
 
 #define COORD_MAGIC 0x46464344u /* "FFCD" */
-#define COORD_VERSION 3u
+#define COORD_VERSION 4u
 #define COORD_NAME_CAP (FF__COORD_GROUP_MAX + 64)
 #define COORD_ATTACH_TRIES 64
 #define COORD_SIGNAL_NS 1e8 /* the interval a report of weight alpha stands for */
@@ -411,7 +412,7 @@ void ff__coord_burst(const ff__coord_params *p, ff__coord_member *m, int n) {
   for (int j = 0; j < k; j++) {
     const ff__coord_member *e = &m[live[j]];
     int cls = member_class(p, e), threads = clampi(e->threads, 0, member_cap(e));
-    if (!e->quiet) { /* before its first report nothing is known: all of it */
+    if (cls != SLACK) { /* (a quiet member has slack) before its first report nothing is known: all of it */
       double busy = e->reports > 0 ? (threads + (e->burst > 0 ? e->burst : 0)) * e->busy_share : threads;
       used += busy < threads ? busy : threads;
     }
@@ -419,7 +420,7 @@ void ff__coord_burst(const ff__coord_params *p, ff__coord_member *m, int n) {
     held[j] = cls == NEUTRAL && e->burst > 0 ? (e->burst < room[j] ? e->burst : room[j]) : 0;
     held_sum += held[j];
     w_hold[j] = held[j];
-    w_stall[j] = cls == STALLED ? e->stall_share : 0;
+    w_stall[j] = cls == STALLED && e->stall_now > p->stall_threshold ? e->stall_share : 0;
   }
   double idle = ff__coord_guaranteed_budget(p, m, n) - used;
   int pool = idle > 0 ? (int)floor(idle + 0.5) : 0;
@@ -434,6 +435,7 @@ void ff__coord_burst(const ff__coord_params *p, ff__coord_member *m, int n) {
 void ff__coord_observe(const ff__coord_params *p, ff__coord_member *m, const ff__coord_report_data *r) {
   double stall = clamp01(r->stall_share), fill = clamp01(r->ring_fill), busy = clamp01(r->busy_share);
   double a = p->alpha > 0 && p->alpha <= 1 ? p->alpha : 1;
+  m->stall_now = stall;
   if (m->reports <= 0) {
     m->stall_share = stall;
     m->ring_fill = fill;
@@ -588,8 +590,8 @@ static int table_damage(const coord_shm *s, uint64_t now_ns, char *why, size_t c
     if (!e->pid) continue;
     if (e->pid < 0 || e->max_threads < 1 || e->max_threads > MAX_THREADS || e->threads < 0 ||
         e->threads > e->max_threads || e->reports < 0 || e->burst < 0 || e->burst > e->max_threads ||
-        (e->quiet != 0 && e->quiet != 1) || e->heartbeat_ns > now_ns + 1000000000u ||
-        !in01(e->stall_share) || !in01(e->ring_fill) || !in01(e->busy_share)) {
+        (e->quiet != 0 && e->quiet != 1) || e->heartbeat_ns > now_ns + 1000000000u || !in01(e->stall_share) ||
+        !in01(e->ring_fill) || !in01(e->busy_share) || !in01(e->stall_now)) {
       snprintf(why, cap, "is damaged (slot %d out of range)", i);
       return 1;
     }

@@ -105,6 +105,8 @@ typedef struct ff__coord_member {
   double stall_share;    /* smoothed signals of ff__coord_report_data */
   double ring_fill;
   double busy_share;
+  double stall_now; /* its last report's stall share as reported (clamped to 0..1): whether its
+                       trainer waits now, for the bursts */
 } ff__coord_member;
 
 /* The budget the allotments share: budget_threads less trainer_cores for
@@ -145,12 +147,19 @@ int ff__coord_step(const ff__coord_params *p, ff__coord_member *m, int n, int se
  * it keeps busy ((threads + burst) × busy_share, at most its allotment:
  * the measured CPU time, not its class, which a member reporting once a
  * second updates slowly; all of it before its first report), nothing if it
- * is quiet. The idle rest of the guaranteed budget (the trainers' cores
+ * is quiet or has slack: a member with slack uses its cores now and then,
+ * and a burst sized to its average use would leave them idle whenever it
+ * does not (its threads keep normal priority, so when it works the OS
+ * shares those cores, as without the coordinator, and its slack absorbs
+ * it). The idle rest of the guaranteed budget (the trainers' cores
  * are never handed out), rounded to whole threads (half up:
  * like the OS's sharing, a thread that finds half a core is worth running),
  * goes first to neutral members that held a burst (hysteresis, as for
- * allotments), then to stalled members in proportion to their stall share,
- * each up to max_threads - threads; everybody else's burst is 0. Bursts are
+ * allotments), then to stalled members whose last report stalled too
+ * (stall_now > stall_threshold: a trainer that stopped waiting needs no
+ * burst, though its smoothed stall share takes a second to fall) in
+ * proportion to their stall share, each up to max_threads - threads;
+ * everybody else's burst is 0. Bursts are
  * not counted in the budget: when a lender needs its cores back, the
  * borrower's next report sees them in use and its burst shrinks, so the node
  * is oversubscribed (shared by the OS, as without the coordinator) for at

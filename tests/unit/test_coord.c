@@ -286,9 +286,9 @@ static int running(const ff__coord_params *p, ff__coord_member *m, int self, con
 
 /* Two loaders on two cores, fair share 1 each: the slow consumer's loader
  * keeps 10% of its thread busy and has nothing it may lend (its minimum is
- * 1), so the allotments stay 1 and 1. The core it leaves idle (2 - 1 - 0.1
- * = 0.9, rounded: 1) is the stalled loader's burst: it runs 2 threads, as
- * it would without the coordinator. */
+ * 1), so the allotments stay 1 and 1. Its core, which it uses only now and
+ * then, is the stalled loader's burst: it runs 2 threads, as it would
+ * without the coordinator. */
 static void a_stalled_member_runs_the_cores_a_slack_one_leaves_idle(void **state) {
   (void)state;
   ff__coord_member m[FF__COORD_MAX_MEMBERS] = {0};
@@ -302,11 +302,71 @@ static void a_stalled_member_runs_the_cores_a_slack_one_leaves_idle(void **state
     assert_int_equal(m[0].threads, 1); /* the allotment: the burst is not in the budget */
     assert_int_equal(total(m), 2);
   }
-  /* The slow loader's workers get busy (60% of its thread): the idle 0.4
-   * core rounds to nothing and the burst is gone at the next report. */
-  const ff__coord_report_data busier = {0, 1, 0.6};
+  /* The slow loader's workers get busier (60% of its thread): it still has
+   * slack, so its core stays lent (the OS shares it while it works). At 90%
+   * it has none left and counts what it uses: the idle 0.1 core rounds to
+   * nothing and the burst is gone at the next report. */
+  const ff__coord_report_data busier = {0, 1, 0.6}, busy = {0, 1, 0.9};
   assert_int_equal(running(&p, m, 1, &busier), 1);
+  assert_int_equal(running(&p, m, 0, &fast), 2);
+  assert_int_equal(running(&p, m, 1, &busy), 1);
   assert_int_equal(running(&p, m, 0, &fast), 1);
+}
+
+/* A member whose trainer stopped waiting gets no burst from its next
+ * report on, though its smoothed stall share keeps it stalled for a while
+ * (a second at 10 reports a second): the idle cores are not parked with a
+ * loader whose ring fills. */
+static void a_member_that_stopped_waiting_gets_no_burst(void **state) {
+  (void)state;
+  ff__coord_member m[FF__COORD_MAX_MEMBERS] = {0};
+  ff__coord_params p = params(8, 2);
+  p.alpha = 0.25;
+  table_add(m, 0, 8, 4);
+  table_add(m, 1, 8, 4);
+  for (int i = 0; i < 4; i++)
+    ff__coord_observe(&p, &m[0], &STALL);
+  m[1].quiet = 1; /* its 4 cores idle */
+  ff__coord_burst(&p, m, FF__COORD_MAX_MEMBERS);
+  assert_int_equal(m[0].burst, 4);
+  const ff__coord_report_data fed = {0.0, 0.0, 1.0};
+  ff__coord_observe(&p, &m[0], &fed);
+  assert_true(m[0].stall_share > p.stall_threshold); /* still a stalled member */
+  ff__coord_burst(&p, m, FF__COORD_MAX_MEMBERS);
+  assert_int_equal(m[0].burst, 0);
+}
+
+/* Twelve cores over eight hungry ranks: whole threads, 2 to the first four
+ * slots and 1 to the other four, report after report — the budget exactly
+ * (no core left idle, none run twice), differing by at most one, and the
+ * extra always with the same members (the lowest slots). With a core kept
+ * per trainer the 4 left go 1 each to the first four; the others run on
+ * spares. */
+static void twelve_cores_over_eight_ranks_split_two_and_one(void **state) {
+  (void)state;
+  const ff__coord_report_data hungry = {1.0, 0.0, 1.0};
+  for (int reserve = 0; reserve < 2; reserve++) {
+    ff__coord_member m[FF__COORD_MAX_MEMBERS] = {0};
+    ff__coord_params p = params(12, 8);
+    p.trainer_cores = reserve;
+    ff__coord_params_normalise(&p);
+    for (int i = 0; i < 8; i++)
+      table_add(m, i, 12, 0);
+    ff__coord_targets(&p, m, FF__COORD_MAX_MEMBERS);
+    for (int i = 0; i < 8; i++)
+      m[i].threads = m[i].target; /* the first allotments, as the joins take them */
+    for (int r = 0; r < 10; r++) {
+      int sum = 0;
+      for (int i = 0; i < 8; i++) {
+        uint64_t now = (uint64_t)(r * 8 + i + 1) * 10000000u;
+        int t = ff__coord_rebalance(&p, m, FF__COORD_MAX_MEMBERS, i, &hungry, now);
+        assert_int_equal(t, (reserve ? 0 : 1) + (i < 4));
+        sum += t;
+      }
+      assert_int_equal(sum, reserve ? 4 : 12);
+      assert_int_equal(total(m), reserve ? 4 : 12);
+    }
+  }
 }
 
 /* Neutral members and members with slack get no burst; the idle cores of a
@@ -1228,6 +1288,8 @@ int main(void) {
       cmocka_unit_test_teardown(an_overcommitted_table_gives_back_the_excess_at_once, teardown),
       cmocka_unit_test_teardown(reports_are_smoothed_so_one_short_wait_lends_nothing, teardown),
       cmocka_unit_test_teardown(a_stalled_member_runs_the_cores_a_slack_one_leaves_idle, teardown),
+      cmocka_unit_test_teardown(a_member_that_stopped_waiting_gets_no_burst, teardown),
+      cmocka_unit_test_teardown(twelve_cores_over_eight_ranks_split_two_and_one, teardown),
       cmocka_unit_test_teardown(bursts_go_to_the_stalled_in_proportion_to_their_stall, teardown),
       cmocka_unit_test_teardown(the_allotments_leave_one_core_per_trainer, teardown),
       cmocka_unit_test_teardown(the_cpu_max_quota_rounds_up_to_whole_cores, teardown),
