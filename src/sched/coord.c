@@ -450,15 +450,20 @@ void ff__coord_observe(const ff__coord_params *p, ff__coord_member *m, const ff_
 
 /* ---- names and environment ---- */
 
-int ff__coord_default_group(char *buf, size_t cap) {
-  const char *g = getenv("FF_NODE_GROUP");
+int ff__coord_torchrun_group(char *buf, size_t cap) {
+  const char *g;
   int n = -1;
-  if (g && *g && strcmp(g, "auto"))
-    n = snprintf(buf, cap, "%s", g);
-  else if ((g = getenv("TORCHELASTIC_RUN_ID")) && *g)
+  if ((g = getenv("TORCHELASTIC_RUN_ID")) && *g)
     n = snprintf(buf, cap, "torchelastic-%s", g);
   else if ((g = getenv("MASTER_PORT")) && *g)
     n = snprintf(buf, cap, "port-%s", g);
+  return n > 0 && (size_t)n < cap;
+}
+
+int ff__coord_default_group(char *buf, size_t cap) {
+  const char *g = getenv("FF_NODE_GROUP");
+  if (!g || !*g || !strcmp(g, "auto")) return ff__coord_torchrun_group(buf, cap);
+  int n = snprintf(buf, cap, "%s", g);
   return n > 0 && (size_t)n < cap;
 }
 

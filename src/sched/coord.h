@@ -208,6 +208,12 @@ typedef struct ff__coord ff__coord;
  * set. */
 int ff__coord_default_group(char *buf, size_t cap);
 
+/* The group torchrun's ranks meet in with FF_NODE_GROUP=auto, from the
+ * environment: "torchelastic-<TORCHELASTIC_RUN_ID>", else
+ * "port-<MASTER_PORT>". Writes it to buf; returns 1, or 0 if neither is
+ * set (or it does not fit). */
+int ff__coord_torchrun_group(char *buf, size_t cap);
+
 /* The shared memory name of a group: "/fusionflow-<uid>-<group>", with
  * characters other than [A-Za-z0-9._-] replaced by '_'. Returns FF_OK or
  * FF_EINVAL (empty group, or longer than FF__COORD_GROUP_MAX - 1). */

@@ -1255,6 +1255,59 @@ static void a_group_whose_members_died_is_removed_by_the_next_join_of_another(vo
   assert_false(shm_exists(stopped));
 }
 
+/* Runs `fusionflow node status auto --json` (FF_CLI) with env prefixed;
+ * returns its exit status and its stdout and stderr in out. */
+static int status_auto(const char *env, char *out, size_t cap) {
+  char cmd[1024];
+  snprintf(cmd, sizeof cmd, "env -u TORCHELASTIC_RUN_ID -u MASTER_PORT %s %s node status auto --json 2>&1",
+           env, getenv("FF_CLI"));
+  FILE *f = popen(cmd, "r");
+  assert_non_null(f);
+  size_t n = fread(out, 1, cap - 1, f);
+  out[n] = 0;
+  int st = pclose(f);
+  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* `fusionflow node status auto` finds the group that a trainer started by
+ * torchrun joins with FF_NODE_GROUP=auto, from the same environment: the
+ * run id's group, else the master port's; without either it says what it
+ * needs. */
+static void node_status_auto_resolves_the_group_of_a_torchrun_job(void **state) {
+  (void)state;
+  if (!getenv("FF_CLI")) skip();
+  static const char *const vars[] = {"TORCHELASTIC_RUN_ID", "MASTER_PORT"};
+  static const char *const prefixes[] = {"torchelastic-", "port-"};
+  ff__coord_params p = params(4, 1);
+  for (int v = 0; v < 2; v++) {
+    char id[64], env[160], out[4096], want[128];
+    snprintf(id, sizeof id, "ut-auto-%d-%d", (int)getpid(), v);
+    snprintf(group, sizeof group, "%s%s", prefixes[v], id);
+    assert_int_equal(ff__coord_shm_name(group, shm_name, sizeof shm_name), FF_OK);
+    snprintf(made[num_made++], sizeof made[0], "%s", shm_name);
+    setenv(vars[v], id, 1); /* the member resolves its group as the loader does */
+    setenv("FF_NODE_GROUP", "auto", 1);
+    char resolved[FF__COORD_GROUP_MAX];
+    assert_int_equal(ff__coord_default_group(resolved, sizeof resolved), 1);
+    assert_string_equal(resolved, group);
+    unsetenv(vars[v]);
+    unsetenv("FF_NODE_GROUP");
+    child *k = spawn(&p, 4);
+    assert_int_equal(ask(k, 'J', NULL).status, FF_OK);
+    snprintf(env, sizeof env, "%s=%s", vars[v], id);
+    assert_int_equal(status_auto(env, out, sizeof out), 0);
+    snprintf(want, sizeof want, "\"group\": \"%s\"", group);
+    assert_non_null(strstr(out, want));
+    snprintf(want, sizeof want, "\"pid\": %d,", (int)k->pid);
+    assert_non_null(strstr(out, want));
+    finish_children();
+  }
+  char out[4096];
+  assert_int_equal(status_auto("", out, sizeof out), 1);
+  assert_non_null(strstr(out, "TORCHELASTIC_RUN_ID"));
+  assert_non_null(strstr(out, "MASTER_PORT"));
+}
+
 /* Many members in one process (each handle is a member): the table fills
  * at 64 and the 65th join is refused. */
 static void the_table_holds_64_members(void **state) {
@@ -1307,6 +1360,7 @@ int main(void) {
       cmocka_unit_test_teardown(a_segment_of_a_crashed_run_is_reinitialised, teardown),
       cmocka_unit_test_teardown(a_segment_left_unsized_is_replaced_and_a_foreign_one_refused, teardown),
       cmocka_unit_test_teardown(a_group_whose_members_died_is_removed_by_the_next_join_of_another, teardown),
+      cmocka_unit_test_teardown(node_status_auto_resolves_the_group_of_a_torchrun_job, teardown),
       cmocka_unit_test_teardown(the_table_holds_64_members, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
