@@ -727,7 +727,8 @@ static void detach(ff__coord *c) {
  * member stayed silent past the group's own heartbeat timeout, so that a
  * group whose member just died is left to its own next joiner, which
  * reinitialises it. A live member that is only silent (a stopped trainer)
- * keeps the segment. */
+ * keeps the segment for COORD_ABANDONED_MS (the bound also covers a dead
+ * member's pid taken by another process, and other pid namespaces). */
 static int abandoned(const coord_shm *s, uint64_t pidns, uint64_t now_ns) {
   uint64_t timeout_ns = (uint64_t)s->params.heartbeat_timeout_ms * 1000000u;
   for (int i = 0; i < FF__COORD_MAX_MEMBERS; i++) {
