@@ -96,9 +96,10 @@ static barrier *barrier_open(const char *spec, uint32_t *n) {
   return b == MAP_FAILED ? NULL : b;
 }
 
-static void wait_for_start(void) {
+/* Returns 0 when the caller went away before the start. */
+static int wait_for_start(void) {
   char line[16];
-  if (!fgets(line, sizeof line, stdin)) exit(1);
+  return fgets(line, sizeof line, stdin) != NULL;
 }
 
 static uint64_t work(uint64_t rounds, uint64_t x) {
@@ -111,7 +112,7 @@ static uint64_t work(uint64_t rounds, uint64_t x) {
 }
 
 static int standin(uint64_t rounds, double seconds) {
-  wait_for_start();
+  if (!wait_for_start()) return 1;
   double t0 = now_s(), c0 = cpu_s();
   uint64_t x = 1;
   long steps = 0;
@@ -184,7 +185,10 @@ int main(int argc, char **argv) {
     fprintf(stderr, "node_member: %s\n", ff_loader_errmsg(l));
     return 1;
   }
-  wait_for_start();
+  if (!wait_for_start()) {
+    ff_loader_close(l); /* leaves the node's group: its shared memory goes with the last member */
+    return 1;
+  }
   double t0 = now_s(), c0 = cpu_s(), wait = 0, thread_sum = 0;
   long batches = 0, seg_samples[MAX_SEGMENTS] = {0};
   unsigned long long samples = 0;
@@ -205,6 +209,7 @@ int main(int argc, char **argv) {
     }
     if (st) {
       fprintf(stderr, "node_member: %s\n", ff_loader_errmsg(l));
+      ff_loader_close(l);
       return 1;
     }
     size_t n = ff_batch_size(b);
@@ -219,6 +224,9 @@ int main(int argc, char **argv) {
     if (bar && barrier_wait(bar, members, now_s() - t0 >= seconds)) break;
   }
   double wall = now_s() - t0, cpu = cpu_s() - c0;
+  /* Closed before the output: a caller that went away (SIGPIPE on the
+   * write) must not keep the loader from leaving the node's group. */
+  ff_loader_close(l);
   printf("{\"images_per_s\": %.1f, \"samples\": %llu, \"seconds\": %.3f, \"stall\": %.4f, \"cpu_s\": %.3f, "
          "\"threads\": %.2f, \"segments\": [",
          samples / wall, samples, wall, wait / wall, cpu, batches ? thread_sum / batches : 0);
@@ -230,6 +238,5 @@ int main(int argc, char **argv) {
   }
   printf("]}\n");
   fflush(stdout);
-  ff_loader_close(l);
   return 0;
 }

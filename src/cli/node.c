@@ -4,7 +4,9 @@
  * it runs on cores nobody else uses), its fair share and target, and the
  * signals they come from (stall share, ring fill, busy share, time since
  * its last report), refreshed every --interval with --watch. It reads the
- * group's shared memory without joining it. Text on stdout, or one JSON
+ * group's shared memory without joining it. GROUP auto is resolved from the
+ * environment as a trainer started by torchrun resolves FF_NODE_GROUP=auto
+ * (ff__coord_torchrun_group). Text on stdout, or one JSON
  * object per refresh with --json. */
 #include <getopt.h>
 #include <signal.h>
@@ -17,24 +19,26 @@
 #include "sched/coord.h"
 
 static void node_usage(FILE *f) {
-  fprintf(f,
-          "usage: fusionflow node status GROUP [--watch] [--interval MS] [--count N] [--json]\n"
-          "\n"
-          "Shows the node coordinator's table of GROUP (FF_NODE_GROUP of the trainers; with\n"
-          "FF_NODE_GROUP=auto under torchrun: torchelastic-<run id>): per member its pid, state\n"
-          "(gone: its process exited or stopped reporting, its slot freed at the next report;\n"
-          "stalled: its trainer waits; slack: its ring is full and its workers idle; quiet: no\n"
-          "batch asked for lately, or the process is stopped; neutral), threads it runs =\n"
-          "allotment + burst at normal priority (cores nobody else uses; the budget less\n"
-          "FF_NODE_TRAINER_CORES per member, kept for the trainers' own threads: the rest of\n"
-          "a loader's threads are spares in SCHED_IDLE), fair share, target, and the smoothed\n"
-          "signals: stall share, ring fill, busy share (worker CPU time / threads x interval),\n"
-          "batch interval and the time since its last report. Reads the table without joining.\n"
-          "\n"
-          "  --watch         refresh until interrupted (Ctrl-C)\n"
-          "  --interval MS   time between refreshes (default 1000)\n"
-          "  --count N       refresh N times, then stop (implies --watch)\n"
-          "  --json          one JSON object per refresh\n");
+  fprintf(f, "usage: fusionflow node status GROUP [--watch] [--interval MS] [--count N] [--json]\n"
+             "\n"
+             "Shows the node coordinator's table of GROUP (FF_NODE_GROUP of the trainers, or auto:\n"
+             "the group trainers started by torchrun with FF_NODE_GROUP=auto join, resolved as\n"
+             "they do from this environment: torchelastic-<TORCHELASTIC_RUN_ID>, else\n"
+             "port-<MASTER_PORT>): per member its pid, state\n"
+             "(gone: its process exited or stopped reporting, its slot freed at the next report;\n"
+             "stalled: its trainer waits; slack: its ring is full and its workers idle; quiet: no\n"
+             "batch asked for lately, or the process is stopped; neutral), threads it runs =\n"
+             "allotment + burst at normal priority (cores nobody else uses, or that loaders with\n"
+             "slack use now and then; the budget less FF_NODE_TRAINER_CORES per member, kept for\n"
+             "the trainers' own threads: the rest of a loader's threads are spares in SCHED_IDLE),\n"
+             "fair share, target, and the smoothed signals: stall share, ring fill, busy share\n"
+             "(worker CPU time / threads x interval), batch interval and the time since its last\n"
+             "report. Reads the table without joining.\n"
+             "\n"
+             "  --watch         refresh until interrupted (Ctrl-C)\n"
+             "  --interval MS   time between refreshes (default 1000)\n"
+             "  --count N       refresh N times, then stop (implies --watch)\n"
+             "  --json          one JSON object per refresh\n");
 }
 
 static volatile sig_atomic_t interrupted;
@@ -111,6 +115,17 @@ static int node_status(int argc, char **argv) {
     return 2;
   }
   const char *group = argv[optind];
+  char resolved[FF__COORD_GROUP_MAX];
+  if (!strcmp(group, "auto")) {
+    if (!ff__coord_torchrun_group(resolved, sizeof resolved)) {
+      fprintf(stderr,
+              "%s: auto: no torchrun job in this environment (set TORCHELASTIC_RUN_ID or MASTER_PORT as "
+              "the trainers have them, or name the GROUP)\n",
+              argv[0]);
+      return 1;
+    }
+    group = resolved;
+  }
   signal(SIGINT, on_interrupt);
   for (long round = 0; !interrupted; round++) {
     ff__coord_member m[FF__COORD_MAX_MEMBERS];

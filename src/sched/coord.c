@@ -29,8 +29,9 @@
  * their stall; a former borrower keeps what it holds until it shows slack or
  * the lender needs it back (hysteresis), and every move is one thread per
  * report. Allotments are guarantees, not caps on the node: a core that no
- * member uses — the unused part of a slack member's allotment (from its
- * reported busy share), a quiet member's whole allotment (silent past
+ * member uses — a slack member's allotment (it uses its cores now and then,
+ * and its slack absorbs sharing them with the burst when it does), a quiet
+ * member's whole allotment (silent past
  * quiet_ms and 4 of its batch intervals: its trainer stopped asking, or the
  * process is stopped), the budget nobody holds — goes at once to the
  * stalled members as a burst on top of their allotment (ff__coord_burst).
@@ -61,9 +62,14 @@
  * while holding its lock, so a joiner that still opened the old one sees
  * "closed" and starts over; a segment whose members all died is
  * reinitialised by the next joiner; one whose creator died before "ready"
- * is unlinked after init_timeout_ms and created anew. */
+ * is unlinked after init_timeout_ms and created anew. A group whose last
+ * member died without leaving would never be joined again under its name
+ * (bench runs, tests and jobs pick fresh names), so every join also sweeps
+ * this user's other segments and removes those of groups that are over
+ * (sweep_one: by the same closed-then-unlink protocol, under their lock). */
 #include "sched/coord.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -82,10 +88,12 @@
 #include "core/clock.h"
 
 #define COORD_MAGIC 0x46464344u /* "FFCD" */
-#define COORD_VERSION 3u
+#define COORD_VERSION 4u
 #define COORD_NAME_CAP (FF__COORD_GROUP_MAX + 64)
 #define COORD_ATTACH_TRIES 64
 #define COORD_SIGNAL_NS 1e8 /* the interval a report of weight alpha stands for */
+#define COORD_ABANDONED_MS 600000ull /* silent this long, a member is gone to other groups */
+#define COORD_UNREADY_S 60           /* a segment its creator never made ready, older than this, is dead */
 
 typedef ff__coord_segment coord_shm;
 
@@ -404,7 +412,7 @@ void ff__coord_burst(const ff__coord_params *p, ff__coord_member *m, int n) {
   for (int j = 0; j < k; j++) {
     const ff__coord_member *e = &m[live[j]];
     int cls = member_class(p, e), threads = clampi(e->threads, 0, member_cap(e));
-    if (!e->quiet) { /* before its first report nothing is known: all of it */
+    if (cls != SLACK) { /* (a quiet member has slack) before its first report nothing is known: all of it */
       double busy = e->reports > 0 ? (threads + (e->burst > 0 ? e->burst : 0)) * e->busy_share : threads;
       used += busy < threads ? busy : threads;
     }
@@ -412,7 +420,7 @@ void ff__coord_burst(const ff__coord_params *p, ff__coord_member *m, int n) {
     held[j] = cls == NEUTRAL && e->burst > 0 ? (e->burst < room[j] ? e->burst : room[j]) : 0;
     held_sum += held[j];
     w_hold[j] = held[j];
-    w_stall[j] = cls == STALLED ? e->stall_share : 0;
+    w_stall[j] = cls == STALLED && e->stall_now > p->stall_threshold ? e->stall_share : 0;
   }
   double idle = ff__coord_guaranteed_budget(p, m, n) - used;
   int pool = idle > 0 ? (int)floor(idle + 0.5) : 0;
@@ -427,6 +435,7 @@ void ff__coord_burst(const ff__coord_params *p, ff__coord_member *m, int n) {
 void ff__coord_observe(const ff__coord_params *p, ff__coord_member *m, const ff__coord_report_data *r) {
   double stall = clamp01(r->stall_share), fill = clamp01(r->ring_fill), busy = clamp01(r->busy_share);
   double a = p->alpha > 0 && p->alpha <= 1 ? p->alpha : 1;
+  m->stall_now = stall;
   if (m->reports <= 0) {
     m->stall_share = stall;
     m->ring_fill = fill;
@@ -441,15 +450,20 @@ void ff__coord_observe(const ff__coord_params *p, ff__coord_member *m, const ff_
 
 /* ---- names and environment ---- */
 
-int ff__coord_default_group(char *buf, size_t cap) {
-  const char *g = getenv("FF_NODE_GROUP");
+int ff__coord_torchrun_group(char *buf, size_t cap) {
+  const char *g;
   int n = -1;
-  if (g && *g && strcmp(g, "auto"))
-    n = snprintf(buf, cap, "%s", g);
-  else if ((g = getenv("TORCHELASTIC_RUN_ID")) && *g)
+  if ((g = getenv("TORCHELASTIC_RUN_ID")) && *g)
     n = snprintf(buf, cap, "torchelastic-%s", g);
   else if ((g = getenv("MASTER_PORT")) && *g)
     n = snprintf(buf, cap, "port-%s", g);
+  return n > 0 && (size_t)n < cap;
+}
+
+int ff__coord_default_group(char *buf, size_t cap) {
+  const char *g = getenv("FF_NODE_GROUP");
+  if (!g || !*g || !strcmp(g, "auto")) return ff__coord_torchrun_group(buf, cap);
+  int n = snprintf(buf, cap, "%s", g);
   return n > 0 && (size_t)n < cap;
 }
 
@@ -581,8 +595,8 @@ static int table_damage(const coord_shm *s, uint64_t now_ns, char *why, size_t c
     if (!e->pid) continue;
     if (e->pid < 0 || e->max_threads < 1 || e->max_threads > MAX_THREADS || e->threads < 0 ||
         e->threads > e->max_threads || e->reports < 0 || e->burst < 0 || e->burst > e->max_threads ||
-        (e->quiet != 0 && e->quiet != 1) || e->heartbeat_ns > now_ns + 1000000000u ||
-        !in01(e->stall_share) || !in01(e->ring_fill) || !in01(e->busy_share)) {
+        (e->quiet != 0 && e->quiet != 1) || e->heartbeat_ns > now_ns + 1000000000u || !in01(e->stall_share) ||
+        !in01(e->ring_fill) || !in01(e->busy_share) || !in01(e->stall_now)) {
       snprintf(why, cap, "is damaged (slot %d out of range)", i);
       return 1;
     }
@@ -705,6 +719,87 @@ static int owns_slot(const ff__coord *c) {
 static void detach(ff__coord *c) {
   if (c->shm) munmap(c->shm, sizeof *c->shm);
   c->shm = NULL;
+}
+
+/* Whether the group of segment s is over for an outsider, under its lock:
+ * it has no member, or each one's process is gone (kill(pid, 0) says ESRCH
+ * within our pid namespace) or silent past COORD_ABANDONED_MS — and every
+ * member stayed silent past the group's own heartbeat timeout, so that a
+ * group whose member just died is left to its own next joiner, which
+ * reinitialises it. A live member that is only silent (a stopped trainer)
+ * keeps the segment for COORD_ABANDONED_MS (the bound also covers a dead
+ * member's pid taken by another process, and other pid namespaces). */
+static int abandoned(const coord_shm *s, uint64_t pidns, uint64_t now_ns) {
+  uint64_t timeout_ns = (uint64_t)s->params.heartbeat_timeout_ms * 1000000u;
+  for (int i = 0; i < FF__COORD_MAX_MEMBERS; i++) {
+    const ff__coord_member *e = &s->slot[i];
+    if (!e->pid) continue;
+    uint64_t silent = now_ns > e->heartbeat_ns ? now_ns - e->heartbeat_ns : 0;
+    int same_ns = !pidns || !e->pidns || e->pidns == pidns;
+    int dead = same_ns && kill(e->pid, 0) == -1 && errno == ESRCH;
+    if (silent <= timeout_ns || (!dead && silent <= COORD_ABANDONED_MS * 1000000ull)) return 0;
+  }
+  return 1;
+}
+
+/* Removes the segment `name` of another group of this user if that group is
+ * over: its last member died without leaving (kill -9, a crash, a killed
+ * job), so nobody else would ever unlink it. Safe against a joiner of that
+ * group: the decision is taken under the segment's lock, which is only
+ * tried (a held lock means a live group), and the segment is marked closed
+ * before its name is unlinked, so a joiner that still opened it starts
+ * over, as after the last member's leave. An object left unsized or never
+ * made ready by a creator that died is removed once it is older than
+ * COORD_UNREADY_S; another build's segment (another size or header) is not
+ * judged. */
+static void sweep_one(const char *name, uint64_t pidns) {
+  int fd = shm_open(name, O_RDWR, 0);
+  if (fd < 0) return;
+  struct stat st;
+  if (fstat(fd, &st) != 0 || (st.st_size != 0 && (size_t)st.st_size != sizeof(coord_shm))) {
+    close(fd);
+    return;
+  }
+  int old = time(NULL) - st.st_ctime > COORD_UNREADY_S;
+  coord_shm *s = st.st_size ? mmap(NULL, sizeof *s, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0) : MAP_FAILED;
+  close(fd);
+  if (s == MAP_FAILED) {
+    if (!st.st_size && old) unlink_if_same(name, st.st_ino);
+    return;
+  }
+  char why[128];
+  if (!atomic_load_explicit(&s->ready, memory_order_acquire)) {
+    if (old) unlink_if_same(name, st.st_ino);
+  } else if (!header_damage(s, why, sizeof why) && coord_lock(s, 0) == 0) {
+    uint64_t now = ff__now_ns();
+    if (s->closed) { /* its last member died between closing and unlinking */
+      unlink_if_same(name, st.st_ino);
+    } else if (!table_damage(s, now, why, sizeof why) && (s->members || old) && abandoned(s, pidns, now)) {
+      s->closed = 1;
+      unlink_if_same(name, st.st_ino);
+    }
+    coord_unlock(s);
+  }
+  munmap(s, sizeof *s);
+}
+
+/* Sweeps this user's other groups' segments (/dev/shm/fusionflow-<uid>-*)
+ * for groups that are over (sweep_one): a join is the one moment a process
+ * of the node looks, and a group whose last member died is otherwise left
+ * in /dev/shm for good. */
+static void sweep_abandoned(const char *own, uint64_t pidns) {
+  char prefix[64];
+  int len = snprintf(prefix, sizeof prefix, "fusionflow-%lu-", (unsigned long)getuid());
+  DIR *d = opendir("/dev/shm");
+  if (!d) return;
+  struct dirent *de;
+  while ((de = readdir(d))) {
+    char name[COORD_NAME_CAP];
+    if (strncmp(de->d_name, prefix, (size_t)len) || strlen(de->d_name) + 2 > sizeof name) continue;
+    snprintf(name, sizeof name, "/%s", de->d_name);
+    if (strcmp(name, own)) sweep_one(name, pidns);
+  }
+  closedir(d);
 }
 
 /* Opens (or creates) the segment of c->name and takes a slot. */
@@ -865,6 +960,7 @@ ff_status ff__coord_join_params(const char *group, int max_threads, const ff__co
     free(c);
     return st;
   }
+  sweep_abandoned(c->name, c->pidns);
   *out = c;
   return FF_OK;
 }

@@ -105,6 +105,8 @@ typedef struct ff__coord_member {
   double stall_share;    /* smoothed signals of ff__coord_report_data */
   double ring_fill;
   double busy_share;
+  double stall_now; /* its last report's stall share as reported (clamped to 0..1): whether its
+                       trainer waits now, for the bursts */
 } ff__coord_member;
 
 /* The budget the allotments share: budget_threads less trainer_cores for
@@ -145,12 +147,19 @@ int ff__coord_step(const ff__coord_params *p, ff__coord_member *m, int n, int se
  * it keeps busy ((threads + burst) × busy_share, at most its allotment:
  * the measured CPU time, not its class, which a member reporting once a
  * second updates slowly; all of it before its first report), nothing if it
- * is quiet. The idle rest of the guaranteed budget (the trainers' cores
+ * is quiet or has slack: a member with slack uses its cores now and then,
+ * and a burst sized to its average use would leave them idle whenever it
+ * does not (its threads keep normal priority, so when it works the OS
+ * shares those cores, as without the coordinator, and its slack absorbs
+ * it). The idle rest of the guaranteed budget (the trainers' cores
  * are never handed out), rounded to whole threads (half up:
  * like the OS's sharing, a thread that finds half a core is worth running),
  * goes first to neutral members that held a burst (hysteresis, as for
- * allotments), then to stalled members in proportion to their stall share,
- * each up to max_threads - threads; everybody else's burst is 0. Bursts are
+ * allotments), then to stalled members whose last report stalled too
+ * (stall_now > stall_threshold: a trainer that stopped waiting needs no
+ * burst, though its smoothed stall share takes a second to fall) in
+ * proportion to their stall share, each up to max_threads - threads;
+ * everybody else's burst is 0. Bursts are
  * not counted in the budget: when a lender needs its cores back, the
  * borrower's next report sees them in use and its burst shrinks, so the node
  * is oversubscribed (shared by the OS, as without the coordinator) for at
@@ -199,6 +208,12 @@ typedef struct ff__coord ff__coord;
  * set. */
 int ff__coord_default_group(char *buf, size_t cap);
 
+/* The group torchrun's ranks meet in with FF_NODE_GROUP=auto, from the
+ * environment: "torchelastic-<TORCHELASTIC_RUN_ID>", else
+ * "port-<MASTER_PORT>". Writes it to buf; returns 1, or 0 if neither is
+ * set (or it does not fit). */
+int ff__coord_torchrun_group(char *buf, size_t cap);
+
 /* The shared memory name of a group: "/fusionflow-<uid>-<group>", with
  * characters other than [A-Za-z0-9._-] replaced by '_'. Returns FF_OK or
  * FF_EINVAL (empty group, or longer than FF__COORD_GROUP_MAX - 1). */
@@ -210,7 +225,10 @@ ff_status ff__coord_shm_name(const char *group, char *buf, size_t cap);
  * (expected members). max_threads (>= 1): the worker
  * threads this member owns, the most it can ever be told to run. Creates the
  * segment if it does not exist, reinitialises it if every member in it is
- * dead. *out gets the handle; the allotment to start with is
+ * dead, and removes the segments of this user's other groups whose members
+ * all died without leaving (each process gone, or silent for 10 minutes,
+ * and all silent past their group's heartbeat timeout; decided under the
+ * segment's lock, which is only tried). *out gets the handle; the allotment to start with is
  * ff__coord_threads(*out). Returns FF_OK, FF_EINVAL (bad argument, no group,
  * table full: 64 members) or FF_EIO (shared memory failed, or a segment of
  * another build or damaged: then also one line on stderr), the message in

@@ -286,9 +286,9 @@ static int running(const ff__coord_params *p, ff__coord_member *m, int self, con
 
 /* Two loaders on two cores, fair share 1 each: the slow consumer's loader
  * keeps 10% of its thread busy and has nothing it may lend (its minimum is
- * 1), so the allotments stay 1 and 1. The core it leaves idle (2 - 1 - 0.1
- * = 0.9, rounded: 1) is the stalled loader's burst: it runs 2 threads, as
- * it would without the coordinator. */
+ * 1), so the allotments stay 1 and 1. Its core, which it uses only now and
+ * then, is the stalled loader's burst: it runs 2 threads, as it would
+ * without the coordinator. */
 static void a_stalled_member_runs_the_cores_a_slack_one_leaves_idle(void **state) {
   (void)state;
   ff__coord_member m[FF__COORD_MAX_MEMBERS] = {0};
@@ -302,11 +302,71 @@ static void a_stalled_member_runs_the_cores_a_slack_one_leaves_idle(void **state
     assert_int_equal(m[0].threads, 1); /* the allotment: the burst is not in the budget */
     assert_int_equal(total(m), 2);
   }
-  /* The slow loader's workers get busy (60% of its thread): the idle 0.4
-   * core rounds to nothing and the burst is gone at the next report. */
-  const ff__coord_report_data busier = {0, 1, 0.6};
+  /* The slow loader's workers get busier (60% of its thread): it still has
+   * slack, so its core stays lent (the OS shares it while it works). At 90%
+   * it has none left and counts what it uses: the idle 0.1 core rounds to
+   * nothing and the burst is gone at the next report. */
+  const ff__coord_report_data busier = {0, 1, 0.6}, busy = {0, 1, 0.9};
   assert_int_equal(running(&p, m, 1, &busier), 1);
+  assert_int_equal(running(&p, m, 0, &fast), 2);
+  assert_int_equal(running(&p, m, 1, &busy), 1);
   assert_int_equal(running(&p, m, 0, &fast), 1);
+}
+
+/* A member whose trainer stopped waiting gets no burst from its next
+ * report on, though its smoothed stall share keeps it stalled for a while
+ * (a second at 10 reports a second): the idle cores are not parked with a
+ * loader whose ring fills. */
+static void a_member_that_stopped_waiting_gets_no_burst(void **state) {
+  (void)state;
+  ff__coord_member m[FF__COORD_MAX_MEMBERS] = {0};
+  ff__coord_params p = params(8, 2);
+  p.alpha = 0.25;
+  table_add(m, 0, 8, 4);
+  table_add(m, 1, 8, 4);
+  for (int i = 0; i < 4; i++)
+    ff__coord_observe(&p, &m[0], &STALL);
+  m[1].quiet = 1; /* its 4 cores idle */
+  ff__coord_burst(&p, m, FF__COORD_MAX_MEMBERS);
+  assert_int_equal(m[0].burst, 4);
+  const ff__coord_report_data fed = {0.0, 0.0, 1.0};
+  ff__coord_observe(&p, &m[0], &fed);
+  assert_true(m[0].stall_share > p.stall_threshold); /* still a stalled member */
+  ff__coord_burst(&p, m, FF__COORD_MAX_MEMBERS);
+  assert_int_equal(m[0].burst, 0);
+}
+
+/* Twelve cores over eight hungry ranks: whole threads, 2 to the first four
+ * slots and 1 to the other four, report after report — the budget exactly
+ * (no core left idle, none run twice), differing by at most one, and the
+ * extra always with the same members (the lowest slots). With a core kept
+ * per trainer the 4 left go 1 each to the first four; the others run on
+ * spares. */
+static void twelve_cores_over_eight_ranks_split_two_and_one(void **state) {
+  (void)state;
+  const ff__coord_report_data hungry = {1.0, 0.0, 1.0};
+  for (int reserve = 0; reserve < 2; reserve++) {
+    ff__coord_member m[FF__COORD_MAX_MEMBERS] = {0};
+    ff__coord_params p = params(12, 8);
+    p.trainer_cores = reserve;
+    ff__coord_params_normalise(&p);
+    for (int i = 0; i < 8; i++)
+      table_add(m, i, 12, 0);
+    ff__coord_targets(&p, m, FF__COORD_MAX_MEMBERS);
+    for (int i = 0; i < 8; i++)
+      m[i].threads = m[i].target; /* the first allotments, as the joins take them */
+    for (int r = 0; r < 10; r++) {
+      int sum = 0;
+      for (int i = 0; i < 8; i++) {
+        uint64_t now = (uint64_t)(r * 8 + i + 1) * 10000000u;
+        int t = ff__coord_rebalance(&p, m, FF__COORD_MAX_MEMBERS, i, &hungry, now);
+        assert_int_equal(t, (reserve ? 0 : 1) + (i < 4));
+        sum += t;
+      }
+      assert_int_equal(sum, reserve ? 4 : 12);
+      assert_int_equal(total(m), reserve ? 4 : 12);
+    }
+  }
 }
 
 /* Neutral members and members with slack get no burst; the idle cores of a
@@ -449,6 +509,8 @@ static void group_names_are_sanitised_and_taken_from_the_environment(void **stat
 
 static char group[64];
 static char shm_name[256];
+static char made[16][256]; /* the shm names of the current test's groups, unlinked after it */
+static int num_made;
 
 /* A fresh group (and its shm name) per test. */
 static void new_group(const char *tag) {
@@ -456,13 +518,17 @@ static void new_group(const char *tag) {
   snprintf(group, sizeof group, "ut-%s-%d-%d-%llu", tag, (int)getpid(), counter++,
            (unsigned long long)(ff__now_ns() % 1000000007ull));
   assert_int_equal(ff__coord_shm_name(group, shm_name, sizeof shm_name), FF_OK);
+  assert_true(num_made < 16);
+  snprintf(made[num_made++], sizeof made[0], "%s", shm_name);
 }
 
-static int segment_exists(void) {
-  int fd = shm_open(shm_name, O_RDONLY, 0);
+static int shm_exists(const char *name) {
+  int fd = shm_open(name, O_RDONLY, 0);
   if (fd >= 0) close(fd);
   return fd >= 0;
 }
+
+static int segment_exists(void) { return shm_exists(shm_name); }
 
 typedef struct command {
   char op; /* J join, R report, L leave, H hold the lock and die, P hold the lock and pause, X die,
@@ -623,6 +689,20 @@ static void finish_children(void) {
   for (int i = 0; i < num_kids; i++)
     if (kids[i].to >= 0) reap(&kids[i]);
   num_kids = 0;
+}
+
+/* After every test, passed or failed midway: its members still running are
+ * killed and its groups' segments unlinked, so that no run of the tests
+ * leaves shared memory behind. */
+static int teardown(void **state) {
+  (void)state;
+  for (int i = 0; i < num_kids; i++)
+    if (kids[i].to >= 0) kill_child(&kids[i]);
+  num_kids = 0;
+  for (int i = 0; i < num_made; i++)
+    shm_unlink(made[i]);
+  num_made = 0;
+  return 0;
 }
 
 static void three_processes_move_threads_from_slack_to_stall_and_survive_a_kill(void **state) {
@@ -1134,6 +1214,100 @@ static void a_segment_left_unsized_is_replaced_and_a_foreign_one_refused(void **
   shm_unlink(shm_name);
 }
 
+/* A group whose members all died without leaving (kill -9, a crash) is
+ * never joined again under its name (every run picks a fresh one): a join
+ * of any other group removes its segment, once its members stayed silent
+ * past their heartbeat timeout. A group with a live member keeps its
+ * segment, even with that member stopped and as silent. */
+static void a_group_whose_members_died_is_removed_by_the_next_join_of_another(void **state) {
+  (void)state;
+  ff__coord_params p = params(4, 1);
+  p.heartbeat_timeout_ms = 200;
+  new_group("dead");
+  char dead[256];
+  snprintf(dead, sizeof dead, "%s", shm_name);
+  child *k = spawn(&p, 4);
+  assert_int_equal(ask(k, 'J', NULL).status, FF_OK);
+  kill_child(k); /* it never leaves */
+  assert_true(shm_exists(dead));
+
+  new_group("asleep");
+  char stopped[256];
+  snprintf(stopped, sizeof stopped, "%s", shm_name);
+  child *s = spawn(&p, 4);
+  assert_int_equal(ask(s, 'J', NULL).status, FF_OK);
+  assert_int_equal(kill(s->pid, SIGSTOP), 0);
+  struct timespec ts = {0, 500000000L}; /* past the 200 ms heartbeat timeout */
+  while (nanosleep(&ts, &ts) == -1 && errno == EINTR) {
+  }
+
+  new_group("joiner");
+  ff__coord *c = NULL;
+  ff__error err = {0};
+  assert_int_equal(ff__coord_join_params(group, 4, &p, &c, &err), FF_OK);
+  assert_false(shm_exists(dead));
+  assert_true(shm_exists(stopped));
+  ff__coord_leave(c);
+  assert_false(segment_exists());
+
+  assert_int_equal(kill(s->pid, SIGCONT), 0);
+  finish_children(); /* the stopped member leaves, the last of its group */
+  assert_false(shm_exists(stopped));
+}
+
+/* Runs `fusionflow node status auto --json` (FF_CLI) with env prefixed;
+ * returns its exit status and its stdout and stderr in out. */
+static int status_auto(const char *env, char *out, size_t cap) {
+  char cmd[1024];
+  snprintf(cmd, sizeof cmd, "env -u TORCHELASTIC_RUN_ID -u MASTER_PORT %s %s node status auto --json 2>&1",
+           env, getenv("FF_CLI"));
+  FILE *f = popen(cmd, "r");
+  assert_non_null(f);
+  size_t n = fread(out, 1, cap - 1, f);
+  out[n] = 0;
+  int st = pclose(f);
+  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* `fusionflow node status auto` finds the group that a trainer started by
+ * torchrun joins with FF_NODE_GROUP=auto, from the same environment: the
+ * run id's group, else the master port's; without either it says what it
+ * needs. */
+static void node_status_auto_resolves_the_group_of_a_torchrun_job(void **state) {
+  (void)state;
+  if (!getenv("FF_CLI")) skip();
+  static const char *const vars[] = {"TORCHELASTIC_RUN_ID", "MASTER_PORT"};
+  static const char *const prefixes[] = {"torchelastic-", "port-"};
+  ff__coord_params p = params(4, 1);
+  for (int v = 0; v < 2; v++) {
+    char id[64], env[160], out[4096], want[128];
+    snprintf(id, sizeof id, "ut-auto-%d-%d", (int)getpid(), v);
+    snprintf(group, sizeof group, "%s%s", prefixes[v], id);
+    assert_int_equal(ff__coord_shm_name(group, shm_name, sizeof shm_name), FF_OK);
+    snprintf(made[num_made++], sizeof made[0], "%s", shm_name);
+    setenv(vars[v], id, 1); /* the member resolves its group as the loader does */
+    setenv("FF_NODE_GROUP", "auto", 1);
+    char resolved[FF__COORD_GROUP_MAX];
+    assert_int_equal(ff__coord_default_group(resolved, sizeof resolved), 1);
+    assert_string_equal(resolved, group);
+    unsetenv(vars[v]);
+    unsetenv("FF_NODE_GROUP");
+    child *k = spawn(&p, 4);
+    assert_int_equal(ask(k, 'J', NULL).status, FF_OK);
+    snprintf(env, sizeof env, "%s=%s", vars[v], id);
+    assert_int_equal(status_auto(env, out, sizeof out), 0);
+    snprintf(want, sizeof want, "\"group\": \"%s\"", group);
+    assert_non_null(strstr(out, want));
+    snprintf(want, sizeof want, "\"pid\": %d,", (int)k->pid);
+    assert_non_null(strstr(out, want));
+    finish_children();
+  }
+  char out[4096];
+  assert_int_equal(status_auto("", out, sizeof out), 1);
+  assert_non_null(strstr(out, "TORCHELASTIC_RUN_ID"));
+  assert_non_null(strstr(out, "MASTER_PORT"));
+}
+
 /* Many members in one process (each handle is a member): the table fills
  * at 64 and the 65th join is refused. */
 static void the_table_holds_64_members(void **state) {
@@ -1157,32 +1331,37 @@ static void the_table_holds_64_members(void **state) {
 int main(void) {
   signal(SIGPIPE, SIG_IGN);
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(fair_share_splits_the_budget_with_the_remainder_to_the_first_slots),
-      cmocka_unit_test(a_member_with_slack_lends_threads_to_a_stalled_one),
-      cmocka_unit_test(stalled_members_share_the_supply_in_proportion_to_their_stall),
-      cmocka_unit_test(no_thread_is_lent_without_a_stall),
-      cmocka_unit_test(a_former_borrower_keeps_its_threads_until_it_shows_slack),
-      cmocka_unit_test(a_lender_gets_its_threads_back_when_it_needs_them),
-      cmocka_unit_test(every_member_keeps_its_minimum_even_past_the_budget),
-      cmocka_unit_test(an_overcommitted_table_gives_back_the_excess_at_once),
-      cmocka_unit_test(reports_are_smoothed_so_one_short_wait_lends_nothing),
-      cmocka_unit_test(a_stalled_member_runs_the_cores_a_slack_one_leaves_idle),
-      cmocka_unit_test(bursts_go_to_the_stalled_in_proportion_to_their_stall),
-      cmocka_unit_test(the_allotments_leave_one_core_per_trainer),
-      cmocka_unit_test(the_cpu_max_quota_rounds_up_to_whole_cores),
-      cmocka_unit_test(group_names_are_sanitised_and_taken_from_the_environment),
-      cmocka_unit_test(three_processes_move_threads_from_slack_to_stall_and_survive_a_kill),
-      cmocka_unit_test(a_member_that_stops_consuming_releases_its_cores_to_a_stalled_peer),
-      cmocka_unit_test(the_table_can_be_read_without_joining),
-      cmocka_unit_test(a_member_that_leaves_frees_its_slot_and_the_group_can_start_again),
-      cmocka_unit_test(a_silent_member_is_reclaimed_and_rejoins_when_it_reports_again),
-      cmocka_unit_test(a_member_holding_the_lock_delays_reports_and_its_death_frees_it),
-      cmocka_unit_test(a_stopped_lock_holder_costs_one_wait_not_one_per_report),
-      cmocka_unit_test(a_damaged_segment_is_left_with_a_warning_not_obeyed),
-      cmocka_unit_test(members_joining_and_leaving_at_once_all_get_answers),
-      cmocka_unit_test(a_segment_of_a_crashed_run_is_reinitialised),
-      cmocka_unit_test(a_segment_left_unsized_is_replaced_and_a_foreign_one_refused),
-      cmocka_unit_test(the_table_holds_64_members),
+      cmocka_unit_test_teardown(fair_share_splits_the_budget_with_the_remainder_to_the_first_slots, teardown),
+      cmocka_unit_test_teardown(a_member_with_slack_lends_threads_to_a_stalled_one, teardown),
+      cmocka_unit_test_teardown(stalled_members_share_the_supply_in_proportion_to_their_stall, teardown),
+      cmocka_unit_test_teardown(no_thread_is_lent_without_a_stall, teardown),
+      cmocka_unit_test_teardown(a_former_borrower_keeps_its_threads_until_it_shows_slack, teardown),
+      cmocka_unit_test_teardown(a_lender_gets_its_threads_back_when_it_needs_them, teardown),
+      cmocka_unit_test_teardown(every_member_keeps_its_minimum_even_past_the_budget, teardown),
+      cmocka_unit_test_teardown(an_overcommitted_table_gives_back_the_excess_at_once, teardown),
+      cmocka_unit_test_teardown(reports_are_smoothed_so_one_short_wait_lends_nothing, teardown),
+      cmocka_unit_test_teardown(a_stalled_member_runs_the_cores_a_slack_one_leaves_idle, teardown),
+      cmocka_unit_test_teardown(a_member_that_stopped_waiting_gets_no_burst, teardown),
+      cmocka_unit_test_teardown(twelve_cores_over_eight_ranks_split_two_and_one, teardown),
+      cmocka_unit_test_teardown(bursts_go_to_the_stalled_in_proportion_to_their_stall, teardown),
+      cmocka_unit_test_teardown(the_allotments_leave_one_core_per_trainer, teardown),
+      cmocka_unit_test_teardown(the_cpu_max_quota_rounds_up_to_whole_cores, teardown),
+      cmocka_unit_test_teardown(group_names_are_sanitised_and_taken_from_the_environment, teardown),
+      cmocka_unit_test_teardown(three_processes_move_threads_from_slack_to_stall_and_survive_a_kill,
+                                teardown),
+      cmocka_unit_test_teardown(a_member_that_stops_consuming_releases_its_cores_to_a_stalled_peer, teardown),
+      cmocka_unit_test_teardown(the_table_can_be_read_without_joining, teardown),
+      cmocka_unit_test_teardown(a_member_that_leaves_frees_its_slot_and_the_group_can_start_again, teardown),
+      cmocka_unit_test_teardown(a_silent_member_is_reclaimed_and_rejoins_when_it_reports_again, teardown),
+      cmocka_unit_test_teardown(a_member_holding_the_lock_delays_reports_and_its_death_frees_it, teardown),
+      cmocka_unit_test_teardown(a_stopped_lock_holder_costs_one_wait_not_one_per_report, teardown),
+      cmocka_unit_test_teardown(a_damaged_segment_is_left_with_a_warning_not_obeyed, teardown),
+      cmocka_unit_test_teardown(members_joining_and_leaving_at_once_all_get_answers, teardown),
+      cmocka_unit_test_teardown(a_segment_of_a_crashed_run_is_reinitialised, teardown),
+      cmocka_unit_test_teardown(a_segment_left_unsized_is_replaced_and_a_foreign_one_refused, teardown),
+      cmocka_unit_test_teardown(a_group_whose_members_died_is_removed_by_the_next_join_of_another, teardown),
+      cmocka_unit_test_teardown(node_status_auto_resolves_the_group_of_a_torchrun_job, teardown),
+      cmocka_unit_test_teardown(the_table_holds_64_members, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

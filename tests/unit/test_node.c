@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -44,6 +45,11 @@ static int setup(void **state) {
   ff_test_make_imagefolder(root, 2, 48, 80, 120, 5);
   snprintf(source, sizeof source, "imagefolder:%s", root);
   return 0;
+}
+
+/* This run's group of a test: TAG-<pid>. */
+static void group_name(char *buf, size_t cap, const char *tag) {
+  snprintf(buf, cap, "%s-%d", tag, (int)getpid());
 }
 
 static void sleep_s(double s) {
@@ -171,7 +177,7 @@ static result finish(member *m) {
 static void a_stalled_loader_in_a_group_gets_what_the_os_sharing_gives_it(void **state) {
   (void)state;
   char group[64];
-  snprintf(group, sizeof group, "ut-node-%d", (int)getpid());
+  group_name(group, sizeof group, "ut-node");
   /* Under a sanitizer a sample costs several times more: the slow trainer
    * steps longer so that it still leaves most of its core idle. */
   const char *san = getenv("FF_TEST_SANITIZER");
@@ -202,7 +208,7 @@ static void a_stalled_loader_in_a_group_gets_what_the_os_sharing_gives_it(void *
 static void the_trace_marks_where_the_coordinator_changes_the_threads(void **state) {
   (void)state;
   char group[64], path[4300];
-  snprintf(group, sizeof group, "ut-node-trace-%d", (int)getpid());
+  group_name(group, sizeof group, "ut-node-trace");
   snprintf(path, sizeof path, "%s/trace.json", ff_test_dir("node-trace"));
   setenv("FF_NODE_GROUP", group, 1);
   setenv("FF_NODE_THREADS", "2", 1);
@@ -309,7 +315,7 @@ static void a_trainer_keeps_its_core_beside_a_grouped_loader(void **state) {
   while (!CPU_ISSET(cpu, &mine))
     cpu++;
   char group[64];
-  snprintf(group, sizeof group, "ut-node-core-%d", (int)getpid());
+  group_name(group, sizeof group, "ut-node-core");
   double share[2];
   for (int grouped = 0; grouped < 2; grouped++) {
     core_side sides[2] = {{cpu, NULL, 0}, {cpu, grouped ? group : NULL, 1}};
@@ -332,12 +338,25 @@ static void a_trainer_keeps_its_core_beside_a_grouped_loader(void **state) {
   assert_true(share[0] <= 0.75); /* the loader did compete for the core */
 }
 
+/* After every test, passed or failed midway: the groups' segments are
+ * unlinked (a member that outlived its alarm dies without leaving). */
+static int teardown(void **state) {
+  (void)state;
+  static const char *const tags[] = {"ut-node", "ut-node-trace", "ut-node-core"};
+  for (size_t i = 0; i < sizeof tags / sizeof tags[0]; i++) {
+    char group[64], name[256];
+    group_name(group, sizeof group, tags[i]);
+    if (ff__coord_shm_name(group, name, sizeof name) == FF_OK) shm_unlink(name);
+  }
+  return 0;
+}
+
 int main(void) {
   signal(SIGPIPE, SIG_IGN);
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(a_stalled_loader_in_a_group_gets_what_the_os_sharing_gives_it),
-      cmocka_unit_test(the_trace_marks_where_the_coordinator_changes_the_threads),
-      cmocka_unit_test(a_trainer_keeps_its_core_beside_a_grouped_loader),
+      cmocka_unit_test_teardown(a_stalled_loader_in_a_group_gets_what_the_os_sharing_gives_it, teardown),
+      cmocka_unit_test_teardown(the_trace_marks_where_the_coordinator_changes_the_threads, teardown),
+      cmocka_unit_test_teardown(a_trainer_keeps_its_core_beside_a_grouped_loader, teardown),
   };
   return cmocka_run_group_tests(tests, setup, NULL);
 }
