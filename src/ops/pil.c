@@ -225,13 +225,16 @@ __attribute__((target("avx2"))) static void bicubic_avx2(const ff__pil_warp *wp,
  * operations in the same order, so the bytes are the same. A byte p enters
  * as the double 2^52 + p (its bits: the byte under the exponent's), from
  * which p and the differences of two bytes follow exactly. Each lane's two
- * source pixels on a row come in one 8-byte load; a group with a pixel off
- * the interior (or whose read would pass the image's last byte), and the
- * row's last w % 4 pixels, go through ff__pil_warp_px. Where a row's dy is
- * 0 for every pixel (no a3 term: shear_x, whole-pixel translate_y) the
- * second row's sum is left out, and where its dx is (x maps to x:
- * shear_y, translate_y) the products by dx: they add +-0 to a value >= 0,
- * which changes nothing. The image's bytes must fit 32-bit offsets. */
+ * source pixels on a row come in one 8-byte load. A row runs in chunks of
+ * 16 groups: first where each samples (so that the loads' addresses are
+ * ready early), then the sums; a group with a pixel off the interior (or
+ * whose read would pass the image's last byte), and the row's last w % 4
+ * pixels, go through ff__pil_warp_px. Where a row's dy is 0 for every
+ * pixel (no a3 term, whole-pixel a5: shear_x, translate_x, translate_y by
+ * whole pixels) the second row's sum is left out, and where its dx is (x
+ * maps to x: shear_y, translate_y) the products by dx: they add +-0 to a
+ * value >= 0, which changes nothing. The image's bytes must fit 32-bit
+ * offsets. */
 typedef struct bilinear_ctx {
   const ff__pil_warp *wp;
   const uint8_t *data;
@@ -253,64 +256,74 @@ bilinear_row_avx2(const bilinear_ctx *cx, int y, uint8_t *out, const int flat_x,
   /* the last offset whose read of 8 bytes on the row below stays in the image */
   const __m128i vlast = _mm_set1_epi32((int)((long)(h - 1) * stride + 3L * w - 8 - stride));
   const __m256i magic = _mm256_set1_epi64x(0x4330000000000000);
+  __m256i pick[3][2]; /* per 128-bit half (two lanes): channel c of the left (k = 0) or right pixel as 2^52 + p */
+  for (int c = 0; c < 3; c++)
+    for (int k = 0; k < 2; k++) {
+      char l = (char)(c + 3 * k), r = (char)(8 + c + 3 * k);
+      pick[c][k] = _mm256_setr_epi8(l, -1, -1, -1, -1, -1, 6, 7, r, -1, -1, -1, -1, -1, 14, 15, l, -1, -1, -1, -1, -1,
+                                    6, 7, r, -1, -1, -1, -1, -1, 14, 15);
+    }
   const __m128i pack = _mm_setr_epi8(0, 1, 2, 4, 5, 6, 8, 9, 10, 12, 13, 14, -1, -1, -1, -1);
   double yi = y + 0.5;
   const __m256d by = _mm256_set1_pd(wp->a[1] * yi), ey = _mm256_set1_pd(wp->a[4] * yi);
-  int x = 0;
+  enum { GROUPS = 16 };
+  int at[GROUPS][4], ok[GROUPS];
+  __m256d dxs[GROUPS], dys[GROUPS];
   __m256d xi = _mm256_setr_pd(0.5, 1.5, 2.5, 3.5); /* x + 0.5, exactly */
-  for (; x + 4 <= w; x += 4, xi = _mm256_add_pd(xi, four)) {
-    __m256d fx = _mm256_sub_pd(_mm256_add_pd(_mm256_add_pd(_mm256_mul_pd(a0, xi), by), a2), half);
-    __m256d fy = _mm256_sub_pd(_mm256_add_pd(_mm256_add_pd(_mm256_mul_pd(a3, xi), ey), a5), half);
-    __m256d flx = _mm256_floor_pd(fx), fly = _mm256_floor_pd(fy);
-    __m128i ix = _mm256_cvttpd_epi32(flx), iy = _mm256_cvttpd_epi32(fly);
-    __m128i off = _mm_add_epi32(_mm_mullo_epi32(iy, vstride), _mm_add_epi32(_mm_add_epi32(ix, ix), ix));
-    __m128i ok = _mm_and_si128(_mm_and_si128(_mm_cmpgt_epi32(ix, below0), _mm_cmpgt_epi32(wmax, ix)),
-                               _mm_and_si128(_mm_cmpgt_epi32(iy, below0), _mm_cmpgt_epi32(hmax, iy)));
-    ok = _mm_andnot_si128(_mm_cmpgt_epi32(off, vlast), ok);
-    if (_mm_movemask_epi8(ok) != 0xffff) {
-      for (int k = 0; k < 4; k++)
-        ff__pil_warp_px(wp, FF__PIL_WARP_BILINEAR, data, w, h, stride, x + k, y, out + 3 * (x + k));
-      continue;
+  for (int x0 = 0; x0 + 4 <= w; x0 += 4 * GROUPS) {
+    int n = (w - x0) / 4 < GROUPS ? (w - x0) / 4 : GROUPS;
+    for (int k = 0; k < n; k++, xi = _mm256_add_pd(xi, four)) { /* where each group samples */
+      __m256d fx = _mm256_sub_pd(_mm256_add_pd(_mm256_add_pd(_mm256_mul_pd(a0, xi), by), a2), half);
+      __m256d fy = _mm256_sub_pd(_mm256_add_pd(_mm256_add_pd(_mm256_mul_pd(a3, xi), ey), a5), half);
+      __m256d flx = _mm256_floor_pd(fx), fly = _mm256_floor_pd(fy);
+      __m128i ix = _mm256_cvttpd_epi32(flx), iy = _mm256_cvttpd_epi32(fly);
+      __m128i off = _mm_add_epi32(_mm_mullo_epi32(iy, vstride), _mm_add_epi32(_mm_add_epi32(ix, ix), ix));
+      __m128i in = _mm_and_si128(_mm_and_si128(_mm_cmpgt_epi32(ix, below0), _mm_cmpgt_epi32(wmax, ix)),
+                                 _mm_and_si128(_mm_cmpgt_epi32(iy, below0), _mm_cmpgt_epi32(hmax, iy)));
+      ok[k] = _mm_movemask_epi8(_mm_andnot_si128(_mm_cmpgt_epi32(off, vlast), in)) == 0xffff;
+      _mm_storeu_si128((__m128i *)at[k], off);
+      dxs[k] = _mm256_sub_pd(fx, flx), dys[k] = _mm256_sub_pd(fy, fly);
     }
-    __m256d dx = _mm256_sub_pd(fx, flx), dy = _mm256_sub_pd(fy, fly);
-    int at[4];
-    _mm_storeu_si128((__m128i *)at, off);
-    __m256i g[2];
-    for (int r = 0; r < (flat_y ? 1 : 2); r++) { /* bytes 6 and 7 of each lane: the exponent of 2^52 */
-      const uint8_t *d = data + r * stride;
-      __m128i lo = _mm_unpacklo_epi64(_mm_loadl_epi64((const __m128i *)(d + at[0])),
-                                      _mm_loadl_epi64((const __m128i *)(d + at[1])));
-      __m128i hi = _mm_unpacklo_epi64(_mm_loadl_epi64((const __m128i *)(d + at[2])),
-                                      _mm_loadl_epi64((const __m128i *)(d + at[3])));
-      g[r] = _mm256_blend_epi16(_mm256_set_m128i(hi, lo), magic, 0x88);
-    }
-    __m128i px = _mm_setzero_si128();
-    for (int c = 0; c < 3; c++) {
-      /* per 128-bit half (two lanes): channel c of the left (k = 0) or right pixel as 2^52 + p */
-      __m256d v[2];
-      for (int r = 0; r < (flat_y ? 1 : 2); r++) {
-        __m256d p0 = _mm256_castsi256_pd(
-            _mm256_shuffle_epi8(g[r], _mm256_setr_epi8(c, -1, -1, -1, -1, -1, 6, 7, 8 + c, -1, -1, -1, -1, -1, 14,
-                                                       15, c, -1, -1, -1, -1, -1, 6, 7, 8 + c, -1, -1, -1, -1, -1,
-                                                       14, 15)));
-        v[r] = _mm256_sub_pd(p0, two52);
-        if (!flat_x) {
-          __m256d p1 = _mm256_castsi256_pd(_mm256_shuffle_epi8(
-              g[r], _mm256_setr_epi8(3 + c, -1, -1, -1, -1, -1, 6, 7, 11 + c, -1, -1, -1, -1, -1, 14, 15, 3 + c, -1, -1,
-                                     -1, -1, -1, 6, 7, 11 + c, -1, -1, -1, -1, -1, 14, 15)));
-          v[r] = _mm256_add_pd(v[r], _mm256_mul_pd(_mm256_sub_pd(p1, p0), dx));
-        }
+    for (int k = 0; k < n; k++) { /* then the groups' sums, their addresses ready */
+      int x = x0 + 4 * k;
+      if (!ok[k]) {
+        for (int j = 0; j < 4; j++)
+          ff__pil_warp_px(wp, FF__PIL_WARP_BILINEAR, data, w, h, stride, x + j, y, out + 3 * (x + j));
+        continue;
       }
-      __m256d t = flat_y ? v[0] : _mm256_add_pd(v[0], _mm256_mul_pd(_mm256_sub_pd(v[1], v[0]), dy));
-      px = _mm_or_si128(px, _mm_slli_epi32(_mm256_cvttpd_epi32(t), 8 * c));
+      __m256d dx = dxs[k], dy = dys[k];
+      __m256i g[2];
+      for (int r = 0; r < (flat_y ? 1 : 2); r++) { /* bytes 6 and 7 of each lane: the exponent of 2^52 */
+        const uint8_t *d = data + r * stride;
+        __m128i lo = _mm_unpacklo_epi64(_mm_loadl_epi64((const __m128i *)(d + at[k][0])),
+                                        _mm_loadl_epi64((const __m128i *)(d + at[k][1])));
+        __m128i hi = _mm_unpacklo_epi64(_mm_loadl_epi64((const __m128i *)(d + at[k][2])),
+                                        _mm_loadl_epi64((const __m128i *)(d + at[k][3])));
+        g[r] = _mm256_blend_epi16(_mm256_set_m128i(hi, lo), magic, 0x88);
+      }
+      __m128i px = _mm_setzero_si128();
+      for (int c = 0; c < 3; c++) {
+        __m256d v[2];
+        for (int r = 0; r < (flat_y ? 1 : 2); r++) {
+          __m256d p0 = _mm256_castsi256_pd(_mm256_shuffle_epi8(g[r], pick[c][0]));
+          v[r] = _mm256_sub_pd(p0, two52);
+          if (!flat_x) {
+            __m256d p1 = _mm256_castsi256_pd(_mm256_shuffle_epi8(g[r], pick[c][1]));
+            v[r] = _mm256_add_pd(v[r], _mm256_mul_pd(_mm256_sub_pd(p1, p0), dx));
+          }
+        }
+        __m256d t = flat_y ? v[0] : _mm256_add_pd(v[0], _mm256_mul_pd(_mm256_sub_pd(v[1], v[0]), dy));
+        px = _mm_or_si128(px, _mm_slli_epi32(_mm256_cvttpd_epi32(t), 8 * c));
+      }
+      px = _mm_shuffle_epi8(px, pack);
+      uint8_t *o = out + 3 * x;
+      _mm_storel_epi64((__m128i *)o, px);
+      int32_t tail = _mm_extract_epi32(px, 2);
+      memcpy(o + 8, &tail, 4);
     }
-    px = _mm_shuffle_epi8(px, pack);
-    uint8_t *o = out + 3 * x;
-    _mm_storel_epi64((__m128i *)o, px);
-    int32_t tail = _mm_extract_epi32(px, 2);
-    memcpy(o + 8, &tail, 4);
   }
-  for (; x < w; x++) ff__pil_warp_px(wp, FF__PIL_WARP_BILINEAR, data, w, h, stride, x, y, out + 3 * x);
+  for (int x = w / 4 * 4; x < w; x++)
+    ff__pil_warp_px(wp, FF__PIL_WARP_BILINEAR, data, w, h, stride, x, y, out + 3 * x);
 }
 
 __attribute__((target("avx2"))) static void bilinear_avx2(const ff__pil_warp *wp, const ff__image *src,
