@@ -10,12 +10,13 @@
  * through a per-channel 256-entry table. Color and sharpness blend each
  * value with a per-pixel degenerate (its luma, its SMOOTH-filtered value).
  * The geometric ops sample the source through the warp Pillow would use for
- * the same matrix; on x86-64 with AVX2 the bicubic warp computes a pixel's
- * three channels side by side in double lanes (bicubic_avx2), the bilinear
- * one four pixels per double vector, channel by channel (bilinear_avx2),
- * each lane with the scalar code's operations. GaussianBlur is
- * ops/pil_blur.c's. Every op reads src and writes a distinct dst; the step
- * runner gives it a fresh buffer. */
+ * the same matrix; on x86-64 with AVX2 the bicubic warp computes where
+ * four pixels sample per double vector, then a pixel's three channels side
+ * by side in double lanes (bicubic_avx2), the bilinear one four pixels per
+ * double vector, channel by channel (bilinear_avx2), each lane with the
+ * scalar code's operations. GaussianBlur is ops/pil_blur.c's. Every op
+ * reads src and writes a distinct dst; the step runner gives it a fresh
+ * buffer. */
 #include "ops/pil.h"
 #include "ops/pil_blur.h"
 
@@ -188,35 +189,104 @@ __attribute__((target("avx2"))) static inline void store3(__m128i v, uint8_t *ou
   else out[0] = (uint8_t)px, out[1] = (uint8_t)(px >> 8), out[2] = (uint8_t)(px >> 16);
 }
 
+/* Whether every pixel of row y samples at dx = 0 (x maps to x: a0 = 1,
+ * no a1 or a2 term; shear_y, translate_y) or at dy = 0 (no a3 term and a
+ * whole-pixel row: shear_x, translate_x, translate_y by whole pixels). */
+static void row_flat(const ff__pil_warp *wp, int y, int *flat_x, int *flat_y) {
+  const double *a = wp->a;
+  double yi = y + 0.5, fy = a[3] * 0.5 + a[4] * yi + a[5] - 0.5; /* every pixel's when a3 = 0 */
+  *flat_y = a[3] == 0.0 && fy - floor(fy) == 0.0;
+  *flat_x = a[0] == 1.0 && a[1] * yi == 0.0 && a[2] == 0.0;
+}
+
+/* Where the pixels x0 .. x0 + 4*groups - 1 of row y sample, four per
+ * double vector with ff__pil_warp_at's operations: whether inside the
+ * image (in[]), the neighbour at or before (ix[], iy[]) and the fractions
+ * (dx[], dy[]). */
+__attribute__((target("avx2"))) static void warp_at4(const ff__pil_warp *wp, int w, int h, int x0, int y, int groups,
+                                                     uint8_t *in, int *ix, int *iy, double *dx, double *dy) {
+  const __m256d half = _mm256_set1_pd(0.5), zero = _mm256_setzero_pd();
+  double yi = y + 0.5;
+  __m256d by = _mm256_set1_pd(wp->a[1] * yi), ey = _mm256_set1_pd(wp->a[4] * yi);
+  __m256d a0 = _mm256_set1_pd(wp->a[0]), a2 = _mm256_set1_pd(wp->a[2]);
+  __m256d a3 = _mm256_set1_pd(wp->a[3]), a5 = _mm256_set1_pd(wp->a[5]);
+  __m256d xi = _mm256_add_pd(_mm256_set1_pd(x0), _mm256_setr_pd(0.5, 1.5, 2.5, 3.5)); /* x + 0.5, exactly */
+  for (int g = 0; g < groups; g++, xi = _mm256_add_pd(xi, _mm256_set1_pd(4.0))) {
+    __m256d fx = _mm256_add_pd(_mm256_add_pd(_mm256_mul_pd(a0, xi), by), a2);
+    __m256d fy = _mm256_add_pd(_mm256_add_pd(_mm256_mul_pd(a3, xi), ey), a5);
+    __m256d inside = _mm256_and_pd(_mm256_and_pd(_mm256_cmp_pd(fx, zero, _CMP_GE_OQ),
+                                                 _mm256_cmp_pd(fx, _mm256_set1_pd(w), _CMP_LT_OQ)),
+                                   _mm256_and_pd(_mm256_cmp_pd(fy, zero, _CMP_GE_OQ),
+                                                 _mm256_cmp_pd(fy, _mm256_set1_pd(h), _CMP_LT_OQ)));
+    int m = _mm256_movemask_pd(inside);
+    for (int k = 0; k < 4; k++) in[4 * g + k] = (uint8_t)(m >> k & 1);
+    fx = _mm256_sub_pd(fx, half), fy = _mm256_sub_pd(fy, half);
+    __m256d flx = _mm256_floor_pd(fx), fly = _mm256_floor_pd(fy);
+    _mm_storeu_si128((__m128i *)(ix + 4 * g), _mm256_cvttpd_epi32(flx));
+    _mm_storeu_si128((__m128i *)(iy + 4 * g), _mm256_cvttpd_epi32(fly));
+    _mm256_storeu_pd(dx + 4 * g, _mm256_sub_pd(fx, flx));
+    _mm256_storeu_pd(dy + 4 * g, _mm256_sub_pd(fy, fly));
+  }
+}
+
+/* Bicubic: where a row's pixels sample, 64 at a time (warp_at4), then
+ * each pixel. Rows with dy = 0 take the row at iy alone, and rows with
+ * dx = 0 the four bytes of column ix (a cubic at 0 is p1 + 0*(...) =
+ * p1 +- 0: the same byte once clamped). Positions outside the image (or
+ * inside but off the range the int32 coordinates hold: they fail the
+ * interior test) follow ff__pil_warp_at through ff__pil_warp_px. */
 __attribute__((target("avx2"))) static void bicubic_avx2(const ff__pil_warp *wp, const ff__image *src, ff__image *dst) {
+  enum { CHUNK = 64 };
   int w = src->width, h = src->height;
   long stride = (long)src->stride;
   const __m256d zero = _mm256_setzero_pd(), top = _mm256_set1_pd(255.0);
+  uint8_t in[CHUNK];
+  int ixs[CHUNK], iys[CHUNK];
+  double dxs[CHUNK], dys[CHUNK];
   for (int y = 0; y < h; y++) {
     uint8_t *out = dst->data + (size_t)y * dst->stride;
-    for (int x = 0; x < w; x++) {
-      uint8_t *o = out + 3 * x;
-      int ix, iy;
-      double dx, dy;
-      if (!ff__pil_warp_at(wp, w, h, x, y, &ix, &iy, &dx, &dy)) {
-        o[0] = wp->fill[0], o[1] = wp->fill[1], o[2] = wp->fill[2];
-      } else if (ix >= 1 && ix + 2 < w && iy >= 1 && iy + 2 < h) {
-        const uint8_t *r = src->data + (long)(iy - 1) * stride + (long)(ix - 1) * 3;
-        __m256d vx = _mm256_set1_pd(dx);
-        __m256d r0 = cubic_row(r, vx), r1 = cubic_row(r + stride, vx);
-        __m256d r2 = cubic_row(r + 2 * stride, vx), r3 = cubic_row(r + 3 * stride, vx);
-        __m256d a = _mm256_sub_pd(r0, r1);
-        __m256d p3 = _mm256_sub_pd(_mm256_add_pd(_mm256_add_pd(a, a), r2), r3);
-        __m256d p4 = _mm256_add_pd(_mm256_sub_pd(_mm256_sub_pd(r1, r0), r2), r3);
-        __m256d v = cubic_d(r1, _mm256_sub_pd(r2, r0), p3, p4, _mm256_set1_pd(dy));
-        v = _mm256_min_pd(_mm256_max_pd(v, zero), top);
-        store3(_mm256_cvttpd_epi32(v), o, x + 1 < w);
-      } else {
-        ff__pil_warp_px(wp, wp->mode, src->data, w, h, stride, x, y, o);
+    int flat_x, flat_y;
+    row_flat(wp, y, &flat_x, &flat_y);
+    for (int x0 = 0; x0 < w; x0 += CHUNK) {
+      int n = w - x0 < CHUNK ? w - x0 : CHUNK;
+      warp_at4(wp, w, h, x0, y, n / 4, in, ixs, iys, dxs, dys);
+      for (int j = 0; j < n; j++) {
+        int x = x0 + j, ix = ixs[j], iy = iys[j];
+        uint8_t *o = out + 3 * x;
+        if (j >= n / 4 * 4) {
+          ff__pil_warp_px(wp, wp->mode, src->data, w, h, stride, x, y, o);
+        } else if (!in[j]) {
+          o[0] = wp->fill[0], o[1] = wp->fill[1], o[2] = wp->fill[2];
+        } else if (ix >= 1 && ix + 2 < w && iy >= 1 && iy + 2 < h) {
+          const uint8_t *r = src->data + (long)(iy - 1) * stride + (long)(ix - 1) * 3;
+          __m256d vx = _mm256_set1_pd(dxs[j]), v, rv[4];
+          for (int k = flat_y; k < (flat_y ? 2 : 4); k++) {
+            if (flat_x) {
+              int32_t px;
+              memcpy(&px, r + k * stride + 3, 4);
+              rv[k] = _mm256_cvtepi32_pd(_mm_cvtepu8_epi32(_mm_cvtsi32_si128(px)));
+            } else {
+              rv[k] = cubic_row(r + k * stride, vx);
+            }
+          }
+          if (flat_y) {
+            v = rv[1];
+          } else {
+            __m256d a = _mm256_sub_pd(rv[0], rv[1]);
+            __m256d p3 = _mm256_sub_pd(_mm256_add_pd(_mm256_add_pd(a, a), rv[2]), rv[3]);
+            __m256d p4 = _mm256_add_pd(_mm256_sub_pd(_mm256_sub_pd(rv[1], rv[0]), rv[2]), rv[3]);
+            v = cubic_d(rv[1], _mm256_sub_pd(rv[2], rv[0]), p3, p4, _mm256_set1_pd(dys[j]));
+          }
+          v = _mm256_min_pd(_mm256_max_pd(v, zero), top);
+          store3(_mm256_cvttpd_epi32(v), o, x + 1 < w);
+        } else {
+          ff__pil_warp_px(wp, wp->mode, src->data, w, h, stride, x, y, o);
+        }
       }
     }
   }
 }
+
 /* The bilinear warp four output pixels at a time, one per lane of a double
  * vector, channel by channel: the lanes compute ff__pil_warp_at's source
  * position (a0*xi + a1*yi + a2, in that order), its floor and fractions,
@@ -329,11 +399,10 @@ bilinear_row_avx2(const bilinear_ctx *cx, int y, uint8_t *out, const int flat_x,
 __attribute__((target("avx2"))) static void bilinear_avx2(const ff__pil_warp *wp, const ff__image *src,
                                                            ff__image *dst) {
   bilinear_ctx cx = {wp, src->data, src->width, src->height, (long)src->stride};
-  const double *a = wp->a;
   for (int y = 0; y < cx.h; y++) {
     uint8_t *out = dst->data + (size_t)y * dst->stride;
-    double yi = y + 0.5, fy = a[3] * 0.5 + a[4] * yi + a[5] - 0.5; /* every pixel's when a3 = 0 */
-    int flat_y = a[3] == 0.0 && fy - floor(fy) == 0.0, flat_x = a[0] == 1.0 && a[1] * yi == 0.0 && a[2] == 0.0;
+    int flat_x, flat_y;
+    row_flat(wp, y, &flat_x, &flat_y);
     if (flat_y && flat_x) bilinear_row_avx2(&cx, y, out, 1, 1);
     else if (flat_y) bilinear_row_avx2(&cx, y, out, 0, 1);
     else if (flat_x) bilinear_row_avx2(&cx, y, out, 1, 0);
