@@ -229,6 +229,15 @@ __attribute__((target("avx2"))) static void warp_at4(const ff__pil_warp *wp, int
   }
 }
 
+/* One source row's cubic at vx, or (flat_x: dx = 0) its byte at column
+ * ix; r points at the row's pixel ix - 1. */
+__attribute__((target("avx2"))) static inline __m256d bicubic_row_at(const uint8_t *r, int flat_x, __m256d vx) {
+  if (!flat_x) return cubic_row(r, vx);
+  int32_t px;
+  memcpy(&px, r + 3, 4);
+  return _mm256_cvtepi32_pd(_mm_cvtepu8_epi32(_mm_cvtsi32_si128(px)));
+}
+
 /* Bicubic: where a row's pixels sample, 64 at a time (warp_at4), then
  * each pixel. Rows with dy = 0 take the row at iy alone, and rows with
  * dx = 0 the four bytes of column ix (a cubic at 0 is p1 + 0*(...) =
@@ -259,23 +268,16 @@ __attribute__((target("avx2"))) static void bicubic_avx2(const ff__pil_warp *wp,
           o[0] = wp->fill[0], o[1] = wp->fill[1], o[2] = wp->fill[2];
         } else if (ix >= 1 && ix + 2 < w && iy >= 1 && iy + 2 < h) {
           const uint8_t *r = src->data + (long)(iy - 1) * stride + (long)(ix - 1) * 3;
-          __m256d vx = _mm256_set1_pd(dxs[j]), v, rv[4];
-          for (int k = flat_y; k < (flat_y ? 2 : 4); k++) {
-            if (flat_x) {
-              int32_t px;
-              memcpy(&px, r + k * stride + 3, 4);
-              rv[k] = _mm256_cvtepi32_pd(_mm_cvtepu8_epi32(_mm_cvtsi32_si128(px)));
-            } else {
-              rv[k] = cubic_row(r + k * stride, vx);
-            }
-          }
+          __m256d vx = _mm256_set1_pd(dxs[j]), v;
           if (flat_y) {
-            v = rv[1];
+            v = bicubic_row_at(r + stride, flat_x, vx);
           } else {
-            __m256d a = _mm256_sub_pd(rv[0], rv[1]);
-            __m256d p3 = _mm256_sub_pd(_mm256_add_pd(_mm256_add_pd(a, a), rv[2]), rv[3]);
-            __m256d p4 = _mm256_add_pd(_mm256_sub_pd(_mm256_sub_pd(rv[1], rv[0]), rv[2]), rv[3]);
-            v = cubic_d(rv[1], _mm256_sub_pd(rv[2], rv[0]), p3, p4, _mm256_set1_pd(dys[j]));
+            __m256d r0 = bicubic_row_at(r, flat_x, vx), r1 = bicubic_row_at(r + stride, flat_x, vx);
+            __m256d r2 = bicubic_row_at(r + 2 * stride, flat_x, vx), r3 = bicubic_row_at(r + 3 * stride, flat_x, vx);
+            __m256d a = _mm256_sub_pd(r0, r1);
+            __m256d p3 = _mm256_sub_pd(_mm256_add_pd(_mm256_add_pd(a, a), r2), r3);
+            __m256d p4 = _mm256_add_pd(_mm256_sub_pd(_mm256_sub_pd(r1, r0), r2), r3);
+            v = cubic_d(r1, _mm256_sub_pd(r2, r0), p3, p4, _mm256_set1_pd(dys[j]));
           }
           v = _mm256_min_pd(_mm256_max_pd(v, zero), top);
           store3(_mm256_cvttpd_epi32(v), o, x + 1 < w);
