@@ -10,11 +10,13 @@
  * through a per-channel 256-entry table. Color and sharpness blend each
  * value with a per-pixel degenerate (its luma, its SMOOTH-filtered value).
  * The geometric ops sample the source through the warp Pillow would use for
- * the same matrix; on x86-64 with AVX2 the bilinear and bicubic warps
- * compute a pixel's three channels side by side in double lanes, each lane
- * with the scalar code's operations (warp_avx2). GaussianBlur is
- * ops/pil_blur.c's. Every op reads src and writes a distinct dst; the step
- * runner gives it a fresh buffer. */
+ * the same matrix; on x86-64 with AVX2 the bicubic warp computes where
+ * four pixels sample per double vector, then a pixel's three channels side
+ * by side in double lanes (bicubic_avx2), the bilinear one four pixels per
+ * double vector, channel by channel (bilinear_avx2), each lane with the
+ * scalar code's operations. GaussianBlur is ops/pil_blur.c's. Every op
+ * reads src and writes a distinct dst; the step runner gives it a fresh
+ * buffer. */
 #include "ops/pil.h"
 #include "ops/pil_blur.h"
 
@@ -139,8 +141,8 @@ static void sharpness(const ff__image *src, ff__image *dst, float alpha) {
 #include <immintrin.h>
 #define FF_HAVE_X86_SIMD 1
 
-/* The bilinear and bicubic warps with the three channels of a pixel side
- * by side in the lanes of a 4-double vector (the fourth lane is spare):
+/* The bicubic warp with the three channels of a pixel side by side in the
+ * lanes of a 4-double vector (the fourth lane is spare):
  * every lane does exactly the double operations of ff__pil_warp_px's
  * interior case, in its order, so the bytes are the same. Bicubic: for each
  * of the four source rows the 12 bytes of the four neighbours become the
@@ -187,46 +189,226 @@ __attribute__((target("avx2"))) static inline void store3(__m128i v, uint8_t *ou
   else out[0] = (uint8_t)px, out[1] = (uint8_t)(px >> 8), out[2] = (uint8_t)(px >> 16);
 }
 
-__attribute__((target("avx2"))) static void warp_avx2(const ff__pil_warp *wp, const ff__image *src, ff__image *dst) {
-  int w = src->width, h = src->height, bicubic = wp->mode == FF__PIL_WARP_BICUBIC;
+/* Whether every pixel of row y samples at dx = 0 (x maps to x: a0 = 1,
+ * no a1 or a2 term; shear_y, translate_y) or at dy = 0 (no a3 term and a
+ * whole-pixel row: shear_x, translate_x, translate_y by whole pixels). */
+static void row_flat(const ff__pil_warp *wp, int y, int *flat_x, int *flat_y) {
+  const double *a = wp->a;
+  double yi = y + 0.5, fy = a[3] * 0.5 + a[4] * yi + a[5] - 0.5; /* every pixel's when a3 = 0 */
+  *flat_y = a[3] == 0.0 && fy - floor(fy) == 0.0;
+  *flat_x = a[0] == 1.0 && a[1] * yi == 0.0 && a[2] == 0.0;
+}
+
+/* Where the pixels x0 .. x0 + 4*groups - 1 of row y sample, four per
+ * double vector with ff__pil_warp_at's operations: whether inside the
+ * image (in[]), the neighbour at or before (ix[], iy[]) and the fractions
+ * (dx[], dy[]). */
+__attribute__((target("avx2"))) static void warp_at4(const ff__pil_warp *wp, int w, int h, int x0, int y, int groups,
+                                                     uint8_t *in, int *ix, int *iy, double *dx, double *dy) {
+  const __m256d half = _mm256_set1_pd(0.5), zero = _mm256_setzero_pd();
+  double yi = y + 0.5;
+  __m256d by = _mm256_set1_pd(wp->a[1] * yi), ey = _mm256_set1_pd(wp->a[4] * yi);
+  __m256d a0 = _mm256_set1_pd(wp->a[0]), a2 = _mm256_set1_pd(wp->a[2]);
+  __m256d a3 = _mm256_set1_pd(wp->a[3]), a5 = _mm256_set1_pd(wp->a[5]);
+  __m256d xi = _mm256_add_pd(_mm256_set1_pd(x0), _mm256_setr_pd(0.5, 1.5, 2.5, 3.5)); /* x + 0.5, exactly */
+  for (int g = 0; g < groups; g++, xi = _mm256_add_pd(xi, _mm256_set1_pd(4.0))) {
+    __m256d fx = _mm256_add_pd(_mm256_add_pd(_mm256_mul_pd(a0, xi), by), a2);
+    __m256d fy = _mm256_add_pd(_mm256_add_pd(_mm256_mul_pd(a3, xi), ey), a5);
+    __m256d inside = _mm256_and_pd(_mm256_and_pd(_mm256_cmp_pd(fx, zero, _CMP_GE_OQ),
+                                                 _mm256_cmp_pd(fx, _mm256_set1_pd(w), _CMP_LT_OQ)),
+                                   _mm256_and_pd(_mm256_cmp_pd(fy, zero, _CMP_GE_OQ),
+                                                 _mm256_cmp_pd(fy, _mm256_set1_pd(h), _CMP_LT_OQ)));
+    int m = _mm256_movemask_pd(inside);
+    for (int k = 0; k < 4; k++) in[4 * g + k] = (uint8_t)(m >> k & 1);
+    fx = _mm256_sub_pd(fx, half), fy = _mm256_sub_pd(fy, half);
+    __m256d flx = _mm256_floor_pd(fx), fly = _mm256_floor_pd(fy);
+    _mm_storeu_si128((__m128i *)(ix + 4 * g), _mm256_cvttpd_epi32(flx));
+    _mm_storeu_si128((__m128i *)(iy + 4 * g), _mm256_cvttpd_epi32(fly));
+    _mm256_storeu_pd(dx + 4 * g, _mm256_sub_pd(fx, flx));
+    _mm256_storeu_pd(dy + 4 * g, _mm256_sub_pd(fy, fly));
+  }
+}
+
+/* One source row's cubic at vx, or (flat_x: dx = 0) its byte at column
+ * ix; r points at the row's pixel ix - 1. */
+__attribute__((target("avx2"))) static inline __m256d bicubic_row_at(const uint8_t *r, int flat_x, __m256d vx) {
+  if (!flat_x) return cubic_row(r, vx);
+  int32_t px;
+  memcpy(&px, r + 3, 4);
+  return _mm256_cvtepi32_pd(_mm_cvtepu8_epi32(_mm_cvtsi32_si128(px)));
+}
+
+/* Bicubic: where a row's pixels sample, 64 at a time (warp_at4), then
+ * each pixel. Rows with dy = 0 take the row at iy alone, and rows with
+ * dx = 0 the four bytes of column ix (a cubic at 0 is p1 + 0*(...) =
+ * p1 +- 0: the same byte once clamped). Positions outside the image (or
+ * inside but off the range the int32 coordinates hold: they fail the
+ * interior test) follow ff__pil_warp_at through ff__pil_warp_px. */
+__attribute__((target("avx2"))) static void bicubic_avx2(const ff__pil_warp *wp, const ff__image *src, ff__image *dst) {
+  enum { CHUNK = 64 };
+  int w = src->width, h = src->height;
   long stride = (long)src->stride;
   const __m256d zero = _mm256_setzero_pd(), top = _mm256_set1_pd(255.0);
+  uint8_t in[CHUNK];
+  int ixs[CHUNK], iys[CHUNK];
+  double dxs[CHUNK], dys[CHUNK];
   for (int y = 0; y < h; y++) {
     uint8_t *out = dst->data + (size_t)y * dst->stride;
-    for (int x = 0; x < w; x++) {
-      uint8_t *o = out + 3 * x;
-      int ix, iy;
-      double dx, dy;
-      if (!ff__pil_warp_at(wp, w, h, x, y, &ix, &iy, &dx, &dy)) {
-        o[0] = wp->fill[0], o[1] = wp->fill[1], o[2] = wp->fill[2];
-      } else if (bicubic && ix >= 1 && ix + 2 < w && iy >= 1 && iy + 2 < h) {
-        const uint8_t *r = src->data + (long)(iy - 1) * stride + (long)(ix - 1) * 3;
-        __m256d vx = _mm256_set1_pd(dx);
-        __m256d r0 = cubic_row(r, vx), r1 = cubic_row(r + stride, vx);
-        __m256d r2 = cubic_row(r + 2 * stride, vx), r3 = cubic_row(r + 3 * stride, vx);
-        __m256d a = _mm256_sub_pd(r0, r1);
-        __m256d p3 = _mm256_sub_pd(_mm256_add_pd(_mm256_add_pd(a, a), r2), r3);
-        __m256d p4 = _mm256_add_pd(_mm256_sub_pd(_mm256_sub_pd(r1, r0), r2), r3);
-        __m256d v = cubic_d(r1, _mm256_sub_pd(r2, r0), p3, p4, _mm256_set1_pd(dy));
-        v = _mm256_min_pd(_mm256_max_pd(v, zero), top);
-        store3(_mm256_cvttpd_epi32(v), o, x + 1 < w);
-      } else if (!bicubic && ix >= 0 && ix + 1 < w && iy >= 0 && iy + 1 < h) {
-        const uint8_t *r = src->data + (long)iy * stride + (long)ix * 3;
-        __m256d vx = _mm256_set1_pd(dx), v[2];
-        for (int k = 0; k < 2; k++, r += stride) {
-          int32_t lo;
-          uint16_t hi;
-          memcpy(&lo, r, 4), memcpy(&hi, r + 4, 2);
-          __m128i b = _mm_insert_epi16(_mm_cvtsi32_si128(lo), hi, 2);
-          __m128i a = _mm_cvtepu8_epi32(b), c = _mm_cvtepu8_epi32(_mm_srli_si128(b, 3));
-          v[k] = _mm256_add_pd(_mm256_cvtepi32_pd(a), _mm256_mul_pd(_mm256_cvtepi32_pd(_mm_sub_epi32(c, a)), vx));
+    int flat_x, flat_y;
+    row_flat(wp, y, &flat_x, &flat_y);
+    for (int x0 = 0; x0 < w; x0 += CHUNK) {
+      int n = w - x0 < CHUNK ? w - x0 : CHUNK;
+      warp_at4(wp, w, h, x0, y, n / 4, in, ixs, iys, dxs, dys);
+      for (int j = 0; j < n; j++) {
+        int x = x0 + j, ix = ixs[j], iy = iys[j];
+        uint8_t *o = out + 3 * x;
+        if (j >= n / 4 * 4) {
+          ff__pil_warp_px(wp, wp->mode, src->data, w, h, stride, x, y, o);
+        } else if (!in[j]) {
+          o[0] = wp->fill[0], o[1] = wp->fill[1], o[2] = wp->fill[2];
+        } else if (ix >= 1 && ix + 2 < w && iy >= 1 && iy + 2 < h) {
+          const uint8_t *r = src->data + (long)(iy - 1) * stride + (long)(ix - 1) * 3;
+          __m256d vx = _mm256_set1_pd(dxs[j]), v;
+          if (flat_y) {
+            v = bicubic_row_at(r + stride, flat_x, vx);
+          } else {
+            __m256d r0 = bicubic_row_at(r, flat_x, vx), r1 = bicubic_row_at(r + stride, flat_x, vx);
+            __m256d r2 = bicubic_row_at(r + 2 * stride, flat_x, vx), r3 = bicubic_row_at(r + 3 * stride, flat_x, vx);
+            __m256d a = _mm256_sub_pd(r0, r1);
+            __m256d p3 = _mm256_sub_pd(_mm256_add_pd(_mm256_add_pd(a, a), r2), r3);
+            __m256d p4 = _mm256_add_pd(_mm256_sub_pd(_mm256_sub_pd(r1, r0), r2), r3);
+            v = cubic_d(r1, _mm256_sub_pd(r2, r0), p3, p4, _mm256_set1_pd(dys[j]));
+          }
+          v = _mm256_min_pd(_mm256_max_pd(v, zero), top);
+          store3(_mm256_cvttpd_epi32(v), o, x + 1 < w);
+        } else {
+          ff__pil_warp_px(wp, wp->mode, src->data, w, h, stride, x, y, o);
         }
-        __m256d t = _mm256_add_pd(v[0], _mm256_mul_pd(_mm256_sub_pd(v[1], v[0]), _mm256_set1_pd(dy)));
-        store3(_mm256_cvttpd_epi32(t), o, x + 1 < w);
-      } else {
-        ff__pil_warp_px(wp, wp->mode, src->data, w, h, stride, x, y, o);
       }
     }
+  }
+}
+
+/* The bilinear warp four output pixels at a time, one per lane of a double
+ * vector, channel by channel: the lanes compute ff__pil_warp_at's source
+ * position (a0*xi + a1*yi + a2, in that order), its floor and fractions,
+ * and ff__pil_warp_px's interior sums (v1 = p00 + (p01 - p00)*dx, v2 alike
+ * on the row below, v1 + (v2 - v1)*dy, truncated) with the same double
+ * operations in the same order, so the bytes are the same. A byte p enters
+ * as the double 2^52 + p (its bits: the byte under the exponent's), from
+ * which p and the differences of two bytes follow exactly. Each lane's two
+ * source pixels on a row come in one 8-byte load. A row runs in chunks of
+ * 16 groups: first where each samples (so that the loads' addresses are
+ * ready early), then the sums; a group with a pixel off the interior (or
+ * whose read would pass the image's last byte), and the row's last w % 4
+ * pixels, go through ff__pil_warp_px. Where a row's dy is 0 for every
+ * pixel (no a3 term, whole-pixel a5: shear_x, translate_x, translate_y by
+ * whole pixels) the second row's sum is left out, and where its dx is (x
+ * maps to x: shear_y, translate_y) the products by dx: they add +-0 to a
+ * value >= 0, which changes nothing. The image's bytes must fit 32-bit
+ * offsets. */
+typedef struct bilinear_ctx {
+  const ff__pil_warp *wp;
+  const uint8_t *data;
+  int w, h;
+  long stride;
+} bilinear_ctx;
+
+__attribute__((target("avx2"))) static inline __attribute__((always_inline)) void
+bilinear_row_avx2(const bilinear_ctx *cx, int y, uint8_t *out, const int flat_x, const int flat_y) {
+  const ff__pil_warp *wp = cx->wp;
+  const uint8_t *data = cx->data;
+  int w = cx->w, h = cx->h;
+  long stride = cx->stride;
+  const __m256d a0 = _mm256_set1_pd(wp->a[0]), a2 = _mm256_set1_pd(wp->a[2]);
+  const __m256d a3 = _mm256_set1_pd(wp->a[3]), a5 = _mm256_set1_pd(wp->a[5]), half = _mm256_set1_pd(0.5);
+  const __m256d four = _mm256_set1_pd(4.0), two52 = _mm256_set1_pd(4503599627370496.0);
+  const __m128i below0 = _mm_set1_epi32(-1);
+  const __m128i wmax = _mm_set1_epi32(w - 1), hmax = _mm_set1_epi32(h - 1), vstride = _mm_set1_epi32((int)stride);
+  /* the last offset whose read of 8 bytes on the row below stays in the image */
+  const __m128i vlast = _mm_set1_epi32((int)((long)(h - 1) * stride + 3L * w - 8 - stride));
+  const __m256i magic = _mm256_set1_epi64x(0x4330000000000000);
+  __m256i pick[3][2]; /* per 128-bit half (two lanes): channel c of the left (k = 0) or right pixel as 2^52 + p */
+  for (int c = 0; c < 3; c++)
+    for (int k = 0; k < 2; k++) {
+      char l = (char)(c + 3 * k), r = (char)(8 + c + 3 * k);
+      pick[c][k] = _mm256_setr_epi8(l, -1, -1, -1, -1, -1, 6, 7, r, -1, -1, -1, -1, -1, 14, 15, l, -1, -1, -1, -1, -1,
+                                    6, 7, r, -1, -1, -1, -1, -1, 14, 15);
+    }
+  const __m128i pack = _mm_setr_epi8(0, 1, 2, 4, 5, 6, 8, 9, 10, 12, 13, 14, -1, -1, -1, -1);
+  double yi = y + 0.5;
+  const __m256d by = _mm256_set1_pd(wp->a[1] * yi), ey = _mm256_set1_pd(wp->a[4] * yi);
+  enum { GROUPS = 16 };
+  int at[GROUPS][4], ok[GROUPS];
+  __m256d dxs[GROUPS], dys[GROUPS];
+  __m256d xi = _mm256_setr_pd(0.5, 1.5, 2.5, 3.5); /* x + 0.5, exactly */
+  for (int x0 = 0; x0 + 4 <= w; x0 += 4 * GROUPS) {
+    int n = (w - x0) / 4 < GROUPS ? (w - x0) / 4 : GROUPS;
+    for (int k = 0; k < n; k++, xi = _mm256_add_pd(xi, four)) { /* where each group samples */
+      __m256d fx = _mm256_sub_pd(_mm256_add_pd(_mm256_add_pd(_mm256_mul_pd(a0, xi), by), a2), half);
+      __m256d fy = _mm256_sub_pd(_mm256_add_pd(_mm256_add_pd(_mm256_mul_pd(a3, xi), ey), a5), half);
+      __m256d flx = _mm256_floor_pd(fx), fly = _mm256_floor_pd(fy);
+      __m128i ix = _mm256_cvttpd_epi32(flx), iy = _mm256_cvttpd_epi32(fly);
+      __m128i off = _mm_add_epi32(_mm_mullo_epi32(iy, vstride), _mm_add_epi32(_mm_add_epi32(ix, ix), ix));
+      __m128i in = _mm_and_si128(_mm_and_si128(_mm_cmpgt_epi32(ix, below0), _mm_cmpgt_epi32(wmax, ix)),
+                                 _mm_and_si128(_mm_cmpgt_epi32(iy, below0), _mm_cmpgt_epi32(hmax, iy)));
+      ok[k] = _mm_movemask_epi8(_mm_andnot_si128(_mm_cmpgt_epi32(off, vlast), in)) == 0xffff;
+      _mm_storeu_si128((__m128i *)at[k], off);
+      dxs[k] = _mm256_sub_pd(fx, flx), dys[k] = _mm256_sub_pd(fy, fly);
+    }
+    for (int k = 0; k < n; k++) { /* then the groups' sums, their addresses ready */
+      int x = x0 + 4 * k;
+      if (!ok[k]) {
+        for (int j = 0; j < 4; j++)
+          ff__pil_warp_px(wp, FF__PIL_WARP_BILINEAR, data, w, h, stride, x + j, y, out + 3 * (x + j));
+        continue;
+      }
+      __m256d dx = dxs[k], dy = dys[k];
+      __m256i g[2];
+      for (int r = 0; r < (flat_y ? 1 : 2); r++) { /* bytes 6 and 7 of each lane: the exponent of 2^52 */
+        const uint8_t *d = data + r * stride;
+        __m128i lo = _mm_unpacklo_epi64(_mm_loadl_epi64((const __m128i *)(d + at[k][0])),
+                                        _mm_loadl_epi64((const __m128i *)(d + at[k][1])));
+        __m128i hi = _mm_unpacklo_epi64(_mm_loadl_epi64((const __m128i *)(d + at[k][2])),
+                                        _mm_loadl_epi64((const __m128i *)(d + at[k][3])));
+        g[r] = _mm256_blend_epi16(_mm256_set_m128i(hi, lo), magic, 0x88);
+      }
+      __m128i px = _mm_setzero_si128();
+      for (int c = 0; c < 3; c++) {
+        __m256d v[2];
+        for (int r = 0; r < (flat_y ? 1 : 2); r++) {
+          __m256d p0 = _mm256_castsi256_pd(_mm256_shuffle_epi8(g[r], pick[c][0]));
+          v[r] = _mm256_sub_pd(p0, two52);
+          if (!flat_x) {
+            __m256d p1 = _mm256_castsi256_pd(_mm256_shuffle_epi8(g[r], pick[c][1]));
+            v[r] = _mm256_add_pd(v[r], _mm256_mul_pd(_mm256_sub_pd(p1, p0), dx));
+          }
+        }
+        __m256d t = flat_y ? v[0] : _mm256_add_pd(v[0], _mm256_mul_pd(_mm256_sub_pd(v[1], v[0]), dy));
+        px = _mm_or_si128(px, _mm_slli_epi32(_mm256_cvttpd_epi32(t), 8 * c));
+      }
+      px = _mm_shuffle_epi8(px, pack);
+      uint8_t *o = out + 3 * x;
+      _mm_storel_epi64((__m128i *)o, px);
+      int32_t tail = _mm_extract_epi32(px, 2);
+      memcpy(o + 8, &tail, 4);
+    }
+  }
+  for (int x = w / 4 * 4; x < w; x++)
+    ff__pil_warp_px(wp, FF__PIL_WARP_BILINEAR, data, w, h, stride, x, y, out + 3 * x);
+}
+
+__attribute__((target("avx2"))) static void bilinear_avx2(const ff__pil_warp *wp, const ff__image *src,
+                                                           ff__image *dst) {
+  bilinear_ctx cx = {wp, src->data, src->width, src->height, (long)src->stride};
+  for (int y = 0; y < cx.h; y++) {
+    uint8_t *out = dst->data + (size_t)y * dst->stride;
+    int flat_x, flat_y;
+    row_flat(wp, y, &flat_x, &flat_y);
+    if (flat_y && flat_x) bilinear_row_avx2(&cx, y, out, 1, 1);
+    else if (flat_y) bilinear_row_avx2(&cx, y, out, 0, 1);
+    else if (flat_x) bilinear_row_avx2(&cx, y, out, 1, 0);
+    else bilinear_row_avx2(&cx, y, out, 0, 0);
   }
 }
 #endif
@@ -279,8 +461,14 @@ ff_status ff__pil_run(const ff__pil *p, const ff__image *src, ff__image *dst) {
     ff__pil_warp wp;
     ff__pil_warp_setup(p, w, h, &wp);
 #ifdef FF_HAVE_X86_SIMD
-    if ((wp.mode == FF__PIL_WARP_BILINEAR || wp.mode == FF__PIL_WARP_BICUBIC) && __builtin_cpu_supports("avx2")) {
-      warp_avx2(&wp, src, dst);
+    if (wp.mode == FF__PIL_WARP_BICUBIC && __builtin_cpu_supports("avx2")) {
+      bicubic_avx2(&wp, src, dst);
+      return FF_OK;
+    }
+    /* 32-bit gather offsets: 8 bytes past the last row's start plus its pixels */
+    if (wp.mode == FF__PIL_WARP_BILINEAR && __builtin_cpu_supports("avx2") &&
+        (size_t)(h - 1) * src->stride + (size_t)w * 3 + 8 < (size_t)INT32_MAX) {
+      bilinear_avx2(&wp, src, dst);
       return FF_OK;
     }
 #endif
