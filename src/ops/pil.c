@@ -16,6 +16,7 @@
  * ops/pil_blur.c's. Every op reads src and writes a distinct dst; the step
  * runner gives it a fresh buffer. */
 #include "ops/pil.h"
+#include "ops/lut.h"
 #include "ops/pil_blur.h"
 
 #include <math.h>
@@ -243,6 +244,10 @@ ff_status ff__pil_run(const ff__pil *p, const ff__image *src, ff__image *dst) {
   uint8_t lut[3][256];
   float alpha = (float)p->arg;
   if (ff__pil_tables(p, src, lut)) {
+    if (!memcmp(lut[0], lut[1], 256) && !memcmp(lut[0], lut[2], 256)) { /* one table: flat lookups (ops/lut.c) */
+      ff__lut_rows(src->data, src->stride, dst->data, dst->stride, (size_t)h, (size_t)w * 3, lut[0]);
+      return FF_OK;
+    }
     for (int y = 0; y < h; y++) {
       const uint8_t *in = src->data + (size_t)y * src->stride;
       uint8_t *out = dst->data + (size_t)y * dst->stride;
