@@ -15,7 +15,7 @@
  * the composition before it — exactly the histogram of the image it would
  * have seen run one by one, so the result is bit-identical. Without a
  * histogram op all channels share one table and the lookup runs over the
- * bytes as one flat array.
+ * bytes as one flat array (32 bytes per AVX2 step, ops/lut.c).
  *
  * The others read more than one value per output: color (the pixel's gray),
  * hue (the pixel's three channels, through HSV),
@@ -24,8 +24,9 @@
  * copy of the image in the caller's scratch buffer). Their loops run over
  * whole rows with the neighbour offsets and channel counts as constants, so
  * they vectorise; on x86-64 they are also compiled for AVX2 (the results do
- * not change: nothing is fused, -ffp-contract=off), and hue runs eight
- * pixels per AVX2 vector with the scalar code's operations (hue8_avx2). */
+ * not change: nothing is fused, -ffp-contract=off), and hue, color and the
+ * contrast mean's gray sum run eight pixels per AVX2 vector with the scalar
+ * code's operations (hue8_avx2, saturation_avx2, gray_row_sum_avx2). */
 #include <string.h>
 
 #include "kernels/color.h"
