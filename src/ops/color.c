@@ -596,11 +596,20 @@ AVX2_FMA static inline __m256i blend8(ff__blend_w w, __m256 x, __m256 y) {
 
 /* Color (saturation) eight pixels at a time, each read before it is
  * written (in place works); the last pixels of a row one by one. */
-AVX2_FMA static void saturation_avx2(rows r, ff__blend_w w) {
-  size_t pixels = r.bytes / 3;
+/* Eight RGB pixels from their channels' int32 vectors (values 0..255;
+ * packus saturates anything else to 0 or 255) as 24 bytes: a 16- and an
+ * 8-byte store, nothing past them. */
+AVX2_FMA static inline void rgb8_store(uint8_t *q, __m256i r, __m256i g, __m256i b) {
   const __m256i order = _mm256_setr_epi8(0, 4, 8, 1, 5, 9, 2, 6, 10, 3, 7, 11, -1, -1, -1, -1, 0, 4, 8, 1, 5, 9, 2, 6,
                                          10, 3, 7, 11, -1, -1, -1, -1);
-  const __m256i pack = _mm256_setr_epi32(0, 1, 2, 4, 5, 6, 3, 7);
+  __m256i o = _mm256_shuffle_epi8(_mm256_packus_epi16(_mm256_packus_epi32(r, g), _mm256_packus_epi32(b, b)), order);
+  o = _mm256_permutevar8x32_epi32(o, _mm256_setr_epi32(0, 1, 2, 4, 5, 6, 3, 7));
+  _mm_storeu_si128((__m128i *)q, _mm256_castsi256_si128(o));
+  _mm_storel_epi64((__m128i *)(q + 16), _mm256_extracti128_si256(o, 1));
+}
+
+AVX2_FMA static void saturation_avx2(rows r, ff__blend_w w) {
+  size_t pixels = r.bytes / 3;
   for (size_t y = 0; y < r.count; y++) {
     const uint8_t *p = r.src + y * r.src_stride;
     uint8_t *q = r.dst + y * r.dst_stride;
@@ -609,11 +618,7 @@ AVX2_FMA static void saturation_avx2(rows r, ff__blend_w w) {
       __m256 c[3];
       rgb8_load(p + 3 * x, c);
       __m256 g = _mm256_cvtepi32_ps(gray8(c, w.v2));
-      __m256i rg = _mm256_packus_epi32(blend8(w, c[0], g), blend8(w, c[1], g)), b = blend8(w, c[2], g);
-      __m256i o = _mm256_shuffle_epi8(_mm256_packus_epi16(rg, _mm256_packus_epi32(b, b)), order);
-      o = _mm256_permutevar8x32_epi32(o, pack);
-      _mm_storeu_si128((__m128i *)(q + 3 * x), _mm256_castsi256_si128(o));
-      _mm_storel_epi64((__m128i *)(q + 3 * x + 16), _mm256_extracti128_si256(o, 1));
+      rgb8_store(q + 3 * x, blend8(w, c[0], g), blend8(w, c[1], g), blend8(w, c[2], g));
     }
     for (; x < pixels; x++) {
       if (w.v2)
@@ -640,7 +645,6 @@ AVX2_FMA static uint32_t gray_row_sum_avx2(const uint8_t *p, size_t pixels, int 
   *done = x;
   return (uint32_t)_mm_cvtsi128_si32(s);
 }
-#undef AVX2_FMA
 #endif
 
 /* Color (spec 2.8): blend(X, gray(X), f) on RGB pixels (w.v2: v2's). */
@@ -856,13 +860,11 @@ FF_FMA_CLONES static ff_status sharpness(const ff__image *src, const ff__image *
  * its comparisons pick, truncation and floor by vroundps, the branches as
  * masks and blends; a lane's i is (int)fi % 6 for fi in [0, 6]). The eight
  * pixels are read before any is written, so in place works. */
-__attribute__((target("avx2"))) static void hue8_avx2(const uint8_t *in, float hue, uint8_t *out) {
+AVX2_FMA static void hue8_avx2(const uint8_t *in, float hue, uint8_t *out) {
   const __m256 zero = _mm256_setzero_ps(), one = _mm256_set1_ps(1.0f);
   __m256 ch[3];
-  for (int c = 0; c < 3; c++)
-    ch[c] = _mm256_div_ps(_mm256_cvtepi32_ps(_mm256_setr_epi32(in[c], in[3 + c], in[6 + c], in[9 + c], in[12 + c],
-                                                                in[15 + c], in[18 + c], in[21 + c])),
-                          _mm256_set1_ps(255.0f));
+  rgb8_load(in, ch);
+  for (int c = 0; c < 3; c++) ch[c] = _mm256_div_ps(ch[c], _mm256_set1_ps(255.0f));
   __m256 r = ch[0], g = ch[1], b = ch[2];
   __m256 maxc = _mm256_max_ps(_mm256_max_ps(r, g), b), minc = _mm256_min_ps(_mm256_min_ps(r, g), b);
   __m256 eqc = _mm256_cmp_ps(maxc, minc, _CMP_EQ_OQ);
@@ -893,23 +895,23 @@ __attribute__((target("avx2"))) static void hue8_avx2(const uint8_t *in, float h
 #undef CLAMP01
   /* the six cases of (o0, o1, o2): (v,t,p) (q,v,p) (p,v,t) (p,q,v) (t,p,v) (v,p,q) */
   const __m256 *pick[3][6] = {{&v, &q, &p, &p, &t, &v}, {&t, &v, &v, &q, &p, &p}, {&p, &p, &t, &v, &v, &q}};
-  int32_t o[3][8];
+  __m256i o[3]; /* in 0..255 (x in [0, 1]); a NaN's INT_MIN packs to 0, as (uint8_t) takes it */
   for (int c = 0; c < 3; c++) {
     __m256 x = *pick[c][0];
     for (int k = 1; k < 6; k++)
       x = _mm256_blendv_ps(x, *pick[c][k], _mm256_castsi256_ps(_mm256_cmpeq_epi32(i, _mm256_set1_epi32(k))));
-    _mm256_storeu_si256((__m256i *)o[c], _mm256_cvttps_epi32(_mm256_mul_ps(x, _mm256_set1_ps((float)255.999))));
+    o[c] = _mm256_cvttps_epi32(_mm256_mul_ps(x, _mm256_set1_ps((float)255.999)));
   }
-  for (int k = 0; k < 8; k++)
-    out[3 * k] = (uint8_t)o[0][k], out[3 * k + 1] = (uint8_t)o[1][k], out[3 * k + 2] = (uint8_t)o[2][k];
+  rgb8_store(out, o[0], o[1], o[2]);
 }
+#undef AVX2_FMA
 #endif
 
 /* adjust_hue (kernels/hue.h), pixel by pixel (eight at a time with AVX2):
  * in place reads each pixel before writing it. */
 static void hue(const ff__image *src, const ff__image *dst, float factor) {
 #ifdef HAVE_AVX2_HUE
-  int vec = __builtin_cpu_supports("avx2");
+  int vec = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
 #endif
   for (int y = 0; y < src->height; y++) {
     const uint8_t *p = src->data + (size_t)y * src->stride;
