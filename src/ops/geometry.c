@@ -147,8 +147,10 @@ __attribute__((target("avx2,fma"))) static void hpass_row_avx2(const hpass_table
 #undef X
 #undef W
 }
+
 /* Horizontal pass of an RGB resize for filters of more than four taps on
- * average (bicubic, downscaling), eight rows at a time, one row per lane: the block's bytes are transposed (8x8 byte blocks by unpacks) into
+ * average (bicubic, downscaling), eight rows at a time, one row per lane:
+ * the block's bytes are transposed (8x8 byte blocks by unpacks) into
  * col[e] = the eight rows' value e as floats, so that each tap of an output
  * value is one 8-float load times its weight broadcast, as in the vertical
  * pass; the sums, acc[e], are transposed back (8x8 float blocks) into the

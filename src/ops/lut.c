@@ -19,17 +19,20 @@ __attribute__((target("avx2"))) static inline __m256i lookup32(const __m256i tab
   __m256i l1[8], l2[4];
   __m256i b4 = _mm256_slli_epi16(x, 3), b5 = _mm256_slli_epi16(x, 2), b6 = _mm256_slli_epi16(x, 1);
   for (int j = 0; j < 8; j++)
-    l1[j] = _mm256_blendv_epi8(_mm256_shuffle_epi8(tab[2 * j], lo), _mm256_shuffle_epi8(tab[2 * j + 1], lo), b4);
-  for (int j = 0; j < 4; j++) l2[j] = _mm256_blendv_epi8(l1[2 * j], l1[2 * j + 1], b5);
+    l1[j] =
+        _mm256_blendv_epi8(_mm256_shuffle_epi8(tab[2 * j], lo), _mm256_shuffle_epi8(tab[2 * j + 1], lo), b4);
+  for (int j = 0; j < 4; j++)
+    l2[j] = _mm256_blendv_epi8(l1[2 * j], l1[2 * j + 1], b5);
   __m256i a = _mm256_blendv_epi8(l2[0], l2[1], b6), b = _mm256_blendv_epi8(l2[2], l2[3], b6);
   return _mm256_blendv_epi8(a, b, x);
 }
 
 __attribute__((target("avx2"))) static void lut_rows_avx2(const uint8_t *src, size_t src_stride, uint8_t *dst,
-                                                           size_t dst_stride, size_t rows, size_t bytes,
-                                                           const uint8_t t[256]) {
+                                                          size_t dst_stride, size_t rows, size_t bytes,
+                                                          const uint8_t t[256]) {
   __m256i tab[16];
-  for (int j = 0; j < 16; j++) tab[j] = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(t + 16 * j)));
+  for (int j = 0; j < 16; j++)
+    tab[j] = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(t + 16 * j)));
   for (size_t y = 0; y < rows; y++) {
     const uint8_t *p = src + y * src_stride;
     uint8_t *q = dst + y * dst_stride;
@@ -54,8 +57,8 @@ int ff__lut_vectorised(void) {
 #endif
 }
 
-void ff__lut_rows(const uint8_t *src, size_t src_stride, uint8_t *dst, size_t dst_stride, size_t rows, size_t bytes,
-                  const uint8_t t[256]) {
+void ff__lut_rows(const uint8_t *src, size_t src_stride, uint8_t *dst, size_t dst_stride, size_t rows,
+                  size_t bytes, const uint8_t t[256]) {
 #ifdef HAVE_AVX2_LUT
   if (ff__lut_vectorised()) {
     lut_rows_avx2(src, src_stride, dst, dst_stride, rows, bytes, t);
@@ -65,6 +68,7 @@ void ff__lut_rows(const uint8_t *src, size_t src_stride, uint8_t *dst, size_t ds
   for (size_t y = 0; y < rows; y++) {
     const uint8_t *p = src + y * src_stride;
     uint8_t *q = dst + y * dst_stride;
-    for (size_t k = 0; k < bytes; k++) q[k] = t[p[k]];
+    for (size_t k = 0; k < bytes; k++)
+      q[k] = t[p[k]];
   }
 }
