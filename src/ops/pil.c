@@ -7,8 +7,7 @@
  * Three families. Table ops (autocontrast, equalize, invert, posterize,
  * solarize, solarize_add) and the enhance ops whose degenerate image is
  * constant (brightness: black; contrast: the mean luma) map every value
- * through a per-channel 256-entry table (one flat lookup pass, ops/lut.c,
- * where the three tables are the same). Color and sharpness blend each
+ * through a per-channel 256-entry table. Color and sharpness blend each
  * value with a per-pixel degenerate (its luma, its SMOOTH-filtered value).
  * The geometric ops sample the source through the warp Pillow would use for
  * the same matrix; on x86-64 with AVX2 the bilinear and bicubic warps
@@ -17,8 +16,8 @@
  * ops/pil_blur.c's. Every op reads src and writes a distinct dst; the step
  * runner gives it a fresh buffer. */
 #include "ops/pil.h"
-#include "ops/lut.h"
 #include "ops/pil_blur.h"
+#include "ops/lut.h"
 
 #include <math.h>
 #include <stdio.h>
