@@ -15,7 +15,7 @@
  * the composition before it — exactly the histogram of the image it would
  * have seen run one by one, so the result is bit-identical. Without a
  * histogram op all channels share one table and the lookup runs over the
- * bytes as one flat array.
+ * bytes as one flat array (32 bytes per AVX2 step, ops/lut.c).
  *
  * The others read more than one value per output: color (the pixel's gray),
  * hue (the pixel's three channels, through HSV),
@@ -24,14 +24,16 @@
  * copy of the image in the caller's scratch buffer). Their loops run over
  * whole rows with the neighbour offsets and channel counts as constants, so
  * they vectorise; on x86-64 they are also compiled for AVX2 (the results do
- * not change: nothing is fused, -ffp-contract=off), and hue runs eight
- * pixels per AVX2 vector with the scalar code's operations (hue8_avx2). */
+ * not change: nothing is fused, -ffp-contract=off), and hue, color and the
+ * contrast mean's gray sum run eight pixels per AVX2 vector with the scalar
+ * code's operations (hue8_avx2, saturation_avx2, gray_row_sum_avx2). */
 #include <string.h>
 
 #include "kernels/color.h"
 #include "kernels/hue.h"
 #include "kernels/pixel.h"
 #include "ops/augment.h"
+#include "ops/lut.h"
 
 #define MAX_CHANNELS 4
 
@@ -243,6 +245,10 @@ static void apply_table(const ff__image *src, const ff__image *dst, const uint8_
     apply_solarize(r, k);
     return;
   }
+  if (ff__lut_vectorised()) {
+    ff__lut_rows(r.src, r.src_stride, r.dst, r.dst_stride, r.count, r.bytes, t);
+    return;
+  }
   const uint8_t *const same[8] = {t, t, t, t, t, t, t, t};
   for (size_t y = 0; y < r.count; y++) {
     const uint8_t *p = r.src + y * r.src_stride;
@@ -447,6 +453,85 @@ void ff__aug_lut_run(const ff__aug *ops, int n, const ff__image *src, ff__image 
 
 /* ------------------------------------------------------------ color, contrast */
 
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__CUDACC__)
+#define HAVE_AVX2_RGB8 1
+#define AVX2_FMA __attribute__((target("avx2,fma")))
+/* Eight RGB pixels (24 bytes: a 16- and an 8-byte load, nothing past them)
+ * as float vectors of their R, G and B. */
+AVX2_FMA static inline void rgb8_load(const uint8_t *p, __m256 c[3]) {
+  const __m128i v = _mm_loadu_si128((const __m128i *)p), u = _mm_loadl_epi64((const __m128i *)(p + 16));
+  const __m128i from_v[3] = {_mm_setr_epi8(0, 3, 6, 9, 12, 15, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1),
+                             _mm_setr_epi8(1, 4, 7, 10, 13, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1),
+                             _mm_setr_epi8(2, 5, 8, 11, 14, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1)};
+  const __m128i from_u[3] = {_mm_setr_epi8(-1, -1, -1, -1, -1, -1, 2, 5, -1, -1, -1, -1, -1, -1, -1, -1),
+                             _mm_setr_epi8(-1, -1, -1, -1, -1, 0, 3, 6, -1, -1, -1, -1, -1, -1, -1, -1),
+                             _mm_setr_epi8(-1, -1, -1, -1, -1, 1, 4, 7, -1, -1, -1, -1, -1, -1, -1, -1)};
+  for (int k = 0; k < 3; k++)
+    c[k] = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_or_si128(_mm_shuffle_epi8(v, from_v[k]), _mm_shuffle_epi8(u, from_u[k]))));
+}
+
+/* ff__gray_u8 / ff__gray_v2_u8 of eight pixels, truncated, as int32. */
+AVX2_FMA static inline __m256i gray8(const __m256 c[3], int v2) {
+  __m256 sr = _mm256_mul_ps(_mm256_set1_ps((float)0.2989), c[0]);
+  if (v2) return _mm256_cvttps_epi32(_mm256_fmadd_ps(c[2], _mm256_set1_ps((float)0.114),
+                                                     _mm256_fmadd_ps(c[1], _mm256_set1_ps((float)0.587), sr)));
+  __m256 sg = _mm256_mul_ps(_mm256_set1_ps((float)0.587), c[1]);
+  __m256 sb = _mm256_mul_ps(_mm256_set1_ps((float)0.114), c[2]);
+  return _mm256_cvttps_epi32(_mm256_add_ps(_mm256_add_ps(sr, sg), sb));
+}
+
+/* ff__blend_u8 / ff__blend_v2_u8 of eight values with y, as int32: max and
+ * min are ff__clamp_trunc_u8's comparisons (NaN and -0 give +0). */
+AVX2_FMA static inline __m256i blend8(ff__blend_w w, __m256 x, __m256 y) {
+  __m256 ax = _mm256_mul_ps(_mm256_set1_ps(w.a), x);
+  __m256 v = w.v2 ? _mm256_fmadd_ps(y, _mm256_set1_ps(w.b), ax) : _mm256_add_ps(ax, _mm256_mul_ps(_mm256_set1_ps(w.b), y));
+  v = _mm256_min_ps(_mm256_max_ps(v, _mm256_setzero_ps()), _mm256_set1_ps(255.0f));
+  return _mm256_cvttps_epi32(v);
+}
+
+/* Eight RGB pixels from their channels' int32 vectors (values 0..255;
+ * packus saturates anything else to 0 or 255) as 24 bytes: a 16- and an
+ * 8-byte store, nothing past them. */
+AVX2_FMA static inline void rgb8_store(uint8_t *q, __m256i r, __m256i g, __m256i b) {
+  const __m256i order = _mm256_setr_epi8(0, 4, 8, 1, 5, 9, 2, 6, 10, 3, 7, 11, -1, -1, -1, -1, 0, 4, 8, 1, 5, 9, 2, 6,
+                                         10, 3, 7, 11, -1, -1, -1, -1);
+  __m256i o = _mm256_shuffle_epi8(_mm256_packus_epi16(_mm256_packus_epi32(r, g), _mm256_packus_epi32(b, b)), order);
+  o = _mm256_permutevar8x32_epi32(o, _mm256_setr_epi32(0, 1, 2, 4, 5, 6, 3, 7));
+  _mm_storeu_si128((__m128i *)q, _mm256_castsi256_si128(o));
+  _mm_storel_epi64((__m128i *)(q + 16), _mm256_extracti128_si256(o, 1));
+}
+
+/* Color (saturation) on a row's first pixels, eight at a time, each read
+ * before it is written (in place works); returns how many (a multiple of 8). */
+AVX2_FMA static size_t saturation_row_avx2(const uint8_t *p, uint8_t *q, size_t pixels, ff__blend_w w) {
+  size_t x = 0;
+  for (; x + 8 <= pixels; x += 8) {
+    __m256 c[3];
+    rgb8_load(p + 3 * x, c);
+    __m256 g = _mm256_cvtepi32_ps(gray8(c, w.v2));
+    rgb8_store(q + 3 * x, blend8(w, c[0], g), blend8(w, c[1], g), blend8(w, c[2], g));
+  }
+  return x;
+}
+
+/* The sum of the truncated grays of an RGB row's first pixels, eight at a
+ * time (< 2^24 pixels: the int32 lanes cannot overflow); *done: how many. */
+AVX2_FMA static uint32_t gray_row_sum_avx2(const uint8_t *p, size_t pixels, int v2, size_t *done) {
+  __m256i acc = _mm256_setzero_si256();
+  size_t x = 0;
+  for (; x + 8 <= pixels; x += 8) {
+    __m256 c[3];
+    rgb8_load(p + 3 * x, c);
+    acc = _mm256_add_epi32(acc, gray8(c, v2));
+  }
+  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(acc), _mm256_extracti128_si256(acc, 1));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4E));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xB1));
+  *done = x;
+  return (uint32_t)_mm_cvtsi128_si32(s);
+}
+#endif
+
 #ifdef HAVE_VBMI_PATH
 /* The float32 arithmetic of kernels/color.h on 16 lanes, operation for
  * operation (max/min are the same comparisons as ff__clamp_trunc_u8's). */
@@ -593,10 +678,17 @@ static void gray3(rows r, int v2) {
  * inlining, so that each loop is its own), v2's gray and blend. */
 static inline __attribute__((always_inline)) void saturation_rows(rows r, ff__blend_w w, const int v2) {
   size_t pixels = r.bytes / 3;
+#ifdef HAVE_AVX2_RGB8
+  int vec = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+#endif
   for (size_t y = 0; y < r.count; y++) {
     const uint8_t *p = r.src + y * r.src_stride;
     uint8_t *q = r.dst + y * r.dst_stride;
-    for (size_t x = 0; x < pixels; x++) {
+    size_t x = 0;
+#ifdef HAVE_AVX2_RGB8
+    if (vec) x = saturation_row_avx2(p, q, pixels, w);
+#endif
+    for (; x < pixels; x++) {
       uint8_t R = p[3 * x], G = p[3 * x + 1], B = p[3 * x + 2];
       float g = (float)(v2 ? ff__gray_v2_u8(R, G, B) : ff__gray_u8(R, G, B));
       q[3 * x] = v2 ? ff__blend_v2_u8(w, (float)R, g) : ff__blend_u8(w, (float)R, g);
@@ -631,22 +723,29 @@ FF_FMA_CLONES static void saturation(const ff__image *src, const ff__image *dst,
 FF_FMA_CLONES static uint64_t gray_sum(const ff__image *img, int v2) {
   rows r = rows_of(img, img);
   uint64_t sum = 0;
+#ifdef HAVE_AVX2_RGB8
+  int avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+#endif
   for (size_t y = 0; y < r.count; y++) {
     const uint8_t *p = r.src + y * r.src_stride;
     uint32_t row = 0; /* < 2^32: a row is at most 2^24 pixels here */
     if (img->channels == 3) {
       size_t pixels = r.bytes / 3;
+      size_t x = 0;
 #ifdef HAVE_VBMI_PATH
       if (!v2 && have_vbmi()) {
         sum += gray_row_sum_vbmi(p, pixels);
         continue;
       }
 #endif
+#ifdef HAVE_AVX2_RGB8
+      if (avx2) row = gray_row_sum_avx2(p, pixels, v2, &x);
+#endif
       if (v2)
-        for (size_t x = 0; x < pixels; x++)
+        for (; x < pixels; x++)
           row += ff__gray_v2_u8(p[3 * x], p[3 * x + 1], p[3 * x + 2]);
       else
-        for (size_t x = 0; x < pixels; x++)
+        for (; x < pixels; x++)
           row += ff__gray_u8(p[3 * x], p[3 * x + 1], p[3 * x + 2]);
     } else {
       for (size_t k = 0; k < r.bytes; k++)
@@ -810,13 +909,11 @@ FF_FMA_CLONES static ff_status sharpness(const ff__image *src, const ff__image *
  * its comparisons pick, truncation and floor by vroundps, the branches as
  * masks and blends; a lane's i is (int)fi % 6 for fi in [0, 6]). The eight
  * pixels are read before any is written, so in place works. */
-__attribute__((target("avx2"))) static void hue8_avx2(const uint8_t *in, float hue, uint8_t *out) {
+AVX2_FMA static void hue8_avx2(const uint8_t *in, float hue, uint8_t *out) {
   const __m256 zero = _mm256_setzero_ps(), one = _mm256_set1_ps(1.0f);
   __m256 ch[3];
-  for (int c = 0; c < 3; c++)
-    ch[c] = _mm256_div_ps(_mm256_cvtepi32_ps(_mm256_setr_epi32(in[c], in[3 + c], in[6 + c], in[9 + c], in[12 + c],
-                                                                in[15 + c], in[18 + c], in[21 + c])),
-                          _mm256_set1_ps(255.0f));
+  rgb8_load(in, ch);
+  for (int c = 0; c < 3; c++) ch[c] = _mm256_div_ps(ch[c], _mm256_set1_ps(255.0f));
   __m256 r = ch[0], g = ch[1], b = ch[2];
   __m256 maxc = _mm256_max_ps(_mm256_max_ps(r, g), b), minc = _mm256_min_ps(_mm256_min_ps(r, g), b);
   __m256 eqc = _mm256_cmp_ps(maxc, minc, _CMP_EQ_OQ);
@@ -847,23 +944,23 @@ __attribute__((target("avx2"))) static void hue8_avx2(const uint8_t *in, float h
 #undef CLAMP01
   /* the six cases of (o0, o1, o2): (v,t,p) (q,v,p) (p,v,t) (p,q,v) (t,p,v) (v,p,q) */
   const __m256 *pick[3][6] = {{&v, &q, &p, &p, &t, &v}, {&t, &v, &v, &q, &p, &p}, {&p, &p, &t, &v, &v, &q}};
-  int32_t o[3][8];
+  __m256i o[3]; /* in 0..255 (x in [0, 1]); a NaN's INT_MIN packs to 0, as (uint8_t) takes it */
   for (int c = 0; c < 3; c++) {
     __m256 x = *pick[c][0];
     for (int k = 1; k < 6; k++)
       x = _mm256_blendv_ps(x, *pick[c][k], _mm256_castsi256_ps(_mm256_cmpeq_epi32(i, _mm256_set1_epi32(k))));
-    _mm256_storeu_si256((__m256i *)o[c], _mm256_cvttps_epi32(_mm256_mul_ps(x, _mm256_set1_ps((float)255.999))));
+    o[c] = _mm256_cvttps_epi32(_mm256_mul_ps(x, _mm256_set1_ps((float)255.999)));
   }
-  for (int k = 0; k < 8; k++)
-    out[3 * k] = (uint8_t)o[0][k], out[3 * k + 1] = (uint8_t)o[1][k], out[3 * k + 2] = (uint8_t)o[2][k];
+  rgb8_store(out, o[0], o[1], o[2]);
 }
+#undef AVX2_FMA
 #endif
 
 /* adjust_hue (kernels/hue.h), pixel by pixel (eight at a time with AVX2):
  * in place reads each pixel before writing it. */
 static void hue(const ff__image *src, const ff__image *dst, float factor) {
 #ifdef HAVE_AVX2_HUE
-  int vec = __builtin_cpu_supports("avx2");
+  int vec = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
 #endif
   for (int y = 0; y < src->height; y++) {
     const uint8_t *p = src->data + (size_t)y * src->stride;

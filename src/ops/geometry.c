@@ -16,9 +16,10 @@
  * plain contiguous loops, and each output row's vertical pass follows as
  * soon as its input rows are done, while they are in cache. On x86-64 with
  * AVX2/FMA the passes run vectorised with exactly the scalar float
- * operations per element (hpass_row_avx2 for an RGB resize; taps_avx2,
- * eight independent vectors at a time, for the blur's horizontal pass and
- * every vertical pass), and hflip reverses 5-pixel blocks with pshufb. */
+ * operations per element (hpass_block_avx2 for an RGB resize: eight rows
+ * at a time, transposed so that each row is a lane; taps_avx2, eight
+ * independent vectors at a time, for the blur's horizontal pass and every
+ * vertical pass), and hflip reverses 5-pixel blocks with pshufb. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -146,6 +147,96 @@ __attribute__((target("avx2,fma"))) static void hpass_row_avx2(const hpass_table
 #undef X
 #undef W
 }
+
+/* Horizontal pass of an RGB resize for filters of more than four taps on
+ * average (bicubic, downscaling), eight rows at a time, one row per lane:
+ * the block's bytes are transposed (8x8 byte blocks by unpacks) into
+ * col[e] = the eight rows' value e as floats, so that each tap of an output
+ * value is one 8-float load times its weight broadcast, as in the vertical
+ * pass; the sums, acc[e], are transposed back (8x8 float blocks) into the
+ * rows of tmp. Each lane does exactly the scalar sum's float operations in
+ * its order (ff__resize_taps_sum). A last block of fewer than eight rows
+ * repeats its last row in the spare lanes and writes back only its own. */
+typedef struct hpass_block {
+  const ff__resize_axis *ax;
+  int in_w, out_w;
+  float *col; /* [in_w*3][8] */
+  float *acc; /* [out_w*3][8] */
+} hpass_block;
+
+/* Floats of scratch a block needs (col and acc). */
+static size_t hpass_block_floats(int in_w, int out_w) { return ((size_t)in_w + (size_t)out_w) * 3 * 8; }
+
+__attribute__((target("avx2,fma"))) static void hpass_block_avx2(const hpass_block *b, const uint8_t *src, size_t stride,
+                                                                  int rows, float *tmp) {
+  const size_t in_e = (size_t)b->in_w * 3, out_e = (size_t)b->out_w * 3;
+  const uint8_t *r[8];
+  for (int k = 0; k < 8; k++) r[k] = src + (size_t)(k < rows ? k : rows - 1) * stride;
+  size_t e = 0;
+  for (; e + 8 <= in_e; e += 8) {
+    __m128i a[8];
+    for (int k = 0; k < 8; k++) a[k] = _mm_loadl_epi64((const __m128i *)(r[k] + e));
+    __m128i t0 = _mm_unpacklo_epi8(a[0], a[1]), t1 = _mm_unpacklo_epi8(a[2], a[3]);
+    __m128i t2 = _mm_unpacklo_epi8(a[4], a[5]), t3 = _mm_unpacklo_epi8(a[6], a[7]);
+    __m128i u0 = _mm_unpacklo_epi16(t0, t1), u1 = _mm_unpackhi_epi16(t0, t1);
+    __m128i u2 = _mm_unpacklo_epi16(t2, t3), u3 = _mm_unpackhi_epi16(t2, t3);
+    __m128i v[4] = {_mm_unpacklo_epi32(u0, u2), _mm_unpackhi_epi32(u0, u2), _mm_unpacklo_epi32(u1, u3),
+                    _mm_unpackhi_epi32(u1, u3)}; /* v[j]: values e+2j and e+2j+1 of the eight rows */
+    for (int j = 0; j < 4; j++) {
+      _mm256_storeu_ps(b->col + (e + 2 * j) * 8, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(v[j])));
+      _mm256_storeu_ps(b->col + (e + 2 * j + 1) * 8, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(v[j], 8))));
+    }
+  }
+  for (; e < in_e; e++)
+    for (int k = 0; k < 8; k++) b->col[e * 8 + k] = (float)r[k][e];
+
+  const ff__resize_axis *ax = b->ax;
+  for (int o = 0; o < b->out_w; o++) {
+    const int *idx = ax->idx + (size_t)o * ax->max_taps;
+    const float *w = ax->w + (size_t)o * ax->max_taps;
+    int n = ax->count[o];
+    const float *x = b->col + (size_t)idx[0] * 24;
+    __m256 wt = _mm256_set1_ps(w[0]);
+    __m256 s0 = _mm256_mul_ps(_mm256_loadu_ps(x), wt), s1 = _mm256_mul_ps(_mm256_loadu_ps(x + 8), wt);
+    __m256 s2 = _mm256_mul_ps(_mm256_loadu_ps(x + 16), wt);
+    if (n <= 4)
+      for (int t = 1; t < n; t++) {
+        x = b->col + (size_t)idx[t] * 24, wt = _mm256_set1_ps(w[t]);
+        s0 = _mm256_fmadd_ps(_mm256_loadu_ps(x), wt, s0), s1 = _mm256_fmadd_ps(_mm256_loadu_ps(x + 8), wt, s1);
+        s2 = _mm256_fmadd_ps(_mm256_loadu_ps(x + 16), wt, s2);
+      }
+    else
+      for (int t = 1; t < n; t++) {
+        x = b->col + (size_t)idx[t] * 24, wt = _mm256_set1_ps(w[t]);
+        s0 = _mm256_add_ps(s0, _mm256_mul_ps(_mm256_loadu_ps(x), wt));
+        s1 = _mm256_add_ps(s1, _mm256_mul_ps(_mm256_loadu_ps(x + 8), wt));
+        s2 = _mm256_add_ps(s2, _mm256_mul_ps(_mm256_loadu_ps(x + 16), wt));
+      }
+    float *a = b->acc + (size_t)o * 24;
+    _mm256_storeu_ps(a, s0), _mm256_storeu_ps(a + 8, s1), _mm256_storeu_ps(a + 16, s2);
+  }
+
+  for (e = 0; e + 8 <= out_e; e += 8) {
+    const float *a = b->acc + e * 8;
+    __m256 c[8], d[8];
+    for (int k = 0; k < 8; k++) c[k] = _mm256_loadu_ps(a + 8 * k); /* value e+k of the rows */
+    for (int k = 0; k < 8; k += 2) d[k] = _mm256_unpacklo_ps(c[k], c[k + 1]), d[k + 1] = _mm256_unpackhi_ps(c[k], c[k + 1]);
+    for (int k = 0; k < 8; k += 4)
+      for (int j = 0; j < 2; j++) {
+        c[k + 2 * j] = _mm256_shuffle_ps(d[k + j], d[k + j + 2], 0x44);
+        c[k + 2 * j + 1] = _mm256_shuffle_ps(d[k + j], d[k + j + 2], 0xEE);
+      }
+    /* c[k], k < 4: values e..e+3 of row k (low half) and of row k+4 (high half); c[k+4]: values e+4..e+7 */
+    for (int k = 0; k < 4; k++) {
+      d[k] = _mm256_permute2f128_ps(c[k], c[k + 4], 0x20);
+      d[k + 4] = _mm256_permute2f128_ps(c[k], c[k + 4], 0x31);
+    }
+    for (int k = 0; k < rows; k++) _mm256_storeu_ps(tmp + (size_t)k * out_e + e, d[k]);
+  }
+  for (; e < out_e; e++)
+    for (int k = 0; k < rows; k++) tmp[(size_t)k * out_e + e] = b->acc[e * 8 + k];
+}
+
 /* The sums of n taps over nv (1 or 8) vectors of 8 values from i on:
  * a[j] = x[0][i+8j..] * w[0], then + x[t][i+8j..] * w[t] in t's order,
  * fused for n <= 4 (ff__resize_taps_sum's operations per element). nv = 8
@@ -265,36 +356,12 @@ static int simd_ok(void) {
 #endif
 }
 
-FF_FMA_CLONES static ff_status resize_box(const ff__image *src, const double *box, int out_w, int out_h,
-                                         int antialias, ff__op_scratch *s, ff__image *dst) {
+/* The horizontal pass of a resize, row by row (tmp: src's rows of out_w
+ * pixels), with hpass_row_avx2 where ht (hpass_tables) is given;
+ * FF_ENOMEM if a row wider than 4096 pixels finds no memory. */
+FF_FMA_CLONES_NOINLINE static ff_status hpass_rows(const ff__image *src, const ff__resize_axis *ax, int out_w,
+                                                   const void *ht, float *tmp) {
   int c = src->channels, in_w = src->width, in_h = src->height;
-  ff__resize_axis ax = {ff__resize_max_taps(in_w, out_w, antialias), 0, 0, 0};
-  ff__resize_axis ay = {ff__resize_max_taps(in_h, out_h, antialias), 0, 0, 0};
-  size_t bx = ff__resize_axis_bytes(out_w, ax.max_taps), by = ff__resize_axis_bytes(out_h, ay.max_taps);
-  int vec = c == 3 && in_w < 4096 && simd_ok();
-#ifdef FF_HAVE_X86_SIMD
-  size_t bh = vec ? hpass_bytes(out_w, ax.max_taps) : 0;
-#else
-  size_t bh = 0;
-#endif
-  char *wmem = ff__buf_reserve(&s->weights, bx + by + bh);
-  float *tmp = ff__buf_reserve(&s->floats, ((size_t)(in_h + 1) * out_w * c + 8) * sizeof(float)); /* + the SIMD pass's overrun */
-  if (!wmem || !tmp) return FF_ENOMEM;
-  ff__resize_axis_place(&ax, wmem, out_w);
-  ff__resize_axis_place(&ay, wmem + bx, out_h);
-  if (box) {
-    ff__resize_axis_build_box(&ax, in_w, box[0], box[2], out_w, antialias);
-    ff__resize_axis_build_box(&ay, in_h, box[1], box[3], out_h, antialias);
-  } else {
-    ff__resize_axis_build(&ax, in_w, out_w, antialias);
-    ff__resize_axis_build(&ay, in_h, out_h, antialias);
-  }
-#ifdef FF_HAVE_X86_SIMD
-  hpass_tables ht;
-  if (vec) hpass_build(&ht, (void *)(((uintptr_t)(wmem + bx + by) + 31) & ~(uintptr_t)31), &ax, out_w);
-#endif
-
-  /* Horizontal pass: uint8 rows → float32 rows of out_w pixels. */
   float xrow[4096 * 3];
   float *row = in_w <= 4096 ? xrow : NULL;
   float *heap_row = NULL;
@@ -304,15 +371,17 @@ FF_FMA_CLONES static ff_status resize_box(const ff__image *src, const double *bo
     for (int i = 0; i < in_w * c; i++) row[i] = (float)in[i];
     float *out = tmp + (size_t)y * out_w * c;
 #ifdef FF_HAVE_X86_SIMD
-    if (vec) {
-      hpass_row_avx2(&ht, row, out);
+    if (ht) {
+      hpass_row_avx2(ht, row, out);
       continue;
     }
+#else
+    (void)ht;
 #endif
     for (int o = 0; o < out_w; o++) {
-      const int *idx = ax.idx + (size_t)o * ax.max_taps;
-      const float *w = ax.w + (size_t)o * ax.max_taps;
-      int n = ax.count[o];
+      const int *idx = ax->idx + (size_t)o * ax->max_taps;
+      const float *w = ax->w + (size_t)o * ax->max_taps;
+      int n = ax->count[o];
       if (c != 3) {
         for (int ch = 0; ch < c; ch++) out[o * c + ch] = ff__resize_taps_sum(row + ch, (size_t)c, idx, w, n);
         continue;
@@ -331,10 +400,64 @@ FF_FMA_CLONES static ff_status resize_box(const ff__image *src, const double *bo
     }
   }
   free(heap_row);
+  return FF_OK;
+}
+
+FF_FMA_CLONES static ff_status resize_box(const ff__image *src, const double *box, int out_w, int out_h,
+                                         int antialias, ff__op_scratch *s, ff__image *dst) {
+  int c = src->channels, in_w = src->width, in_h = src->height;
+  ff__resize_axis ax = {ff__resize_max_taps(in_w, out_w, antialias), 0, 0, 0};
+  ff__resize_axis ay = {ff__resize_max_taps(in_h, out_h, antialias), 0, 0, 0};
+  size_t bx = ff__resize_axis_bytes(out_w, ax.max_taps), by = ff__resize_axis_bytes(out_h, ay.max_taps);
+  int vec = c == 3 && in_w < 4096 && simd_ok();
+#ifdef FF_HAVE_X86_SIMD
+  size_t bh = vec ? hpass_bytes(out_w, ax.max_taps) : 0;
+#else
+  size_t bh = 0;
+#endif
+  char *wmem = ff__buf_reserve(&s->weights, bx + by + bh);
+  if (!wmem) return FF_ENOMEM;
+  ff__resize_axis_place(&ax, wmem, out_w);
+  ff__resize_axis_place(&ay, wmem + bx, out_h);
+  if (box) {
+    ff__resize_axis_build_box(&ax, in_w, box[0], box[2], out_w, antialias);
+    ff__resize_axis_build_box(&ay, in_h, box[1], box[3], out_h, antialias);
+  } else {
+    ff__resize_axis_build(&ax, in_w, out_w, antialias);
+    ff__resize_axis_build(&ay, in_h, out_h, antialias);
+  }
+  /* Horizontal pass: uint8 rows → float32 rows of out_w pixels, with
+   * AVX2 eight rows at a time where the taps are many (the transposes cost
+   * more than they save on short filters), else a row at a time. */
+  size_t row_elems = (size_t)out_w * c, taps = 0, block = 0;
+  for (int o = 0; o < out_w; o++) taps += (size_t)ax.count[o];
+  const void *row_tables = NULL;
+#ifdef FF_HAVE_X86_SIMD
+  hpass_tables ht;
+  if (vec && taps > (size_t)4 * out_w) {
+    block = hpass_block_floats(in_w, out_w);
+  } else if (vec) {
+    hpass_build(&ht, (void *)(((uintptr_t)(wmem + bx + by) + 31) & ~(uintptr_t)31), &ax, out_w);
+    row_tables = &ht;
+  }
+#endif
+  /* in_h rows of the horizontal pass, one for the scalar vertical pass, the
+   * row pass's overrun or the blocks' transposes */
+  float *tmp = ff__buf_reserve(&s->floats, ((size_t)(in_h + 1) * row_elems + 8 + block) * sizeof(float));
+  if (!tmp) return FF_ENOMEM;
+#ifdef FF_HAVE_X86_SIMD
+  if (block) {
+    float *col = tmp + (size_t)(in_h + 1) * row_elems + 8;
+    hpass_block hb = {&ax, in_w, out_w, col, col + (size_t)in_w * 24};
+    for (int y = 0; y < in_h; y += 8)
+      hpass_block_avx2(&hb, src->data + (size_t)y * src->stride, src->stride, in_h - y < 8 ? in_h - y : 8,
+                       tmp + (size_t)y * row_elems);
+  } else
+#endif
+  if (hpass_rows(src, &ax, out_w, row_tables, tmp)) return FF_ENOMEM;
 
   /* Vertical pass: float32 rows → uint8, rounding half to even. The taps
    * loop is outside so the inner loops run over whole contiguous rows. */
-  size_t row_elems = (size_t)out_w * c;
   for (int o = 0; o < out_h; o++)
     vpass_row(tmp, row_elems, ay.idx + (size_t)o * ay.max_taps, ay.w + (size_t)o * ay.max_taps, ay.count[o], vec,
               tmp + (size_t)in_h * row_elems, dst->data + (size_t)o * dst->stride);

@@ -19,6 +19,7 @@
  * buffer. */
 #include "ops/pil.h"
 #include "ops/pil_blur.h"
+#include "ops/lut.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -425,6 +426,10 @@ ff_status ff__pil_run(const ff__pil *p, const ff__image *src, ff__image *dst) {
   uint8_t lut[3][256];
   float alpha = (float)p->arg;
   if (ff__pil_tables(p, src, lut)) {
+    if (!memcmp(lut[0], lut[1], 256) && !memcmp(lut[0], lut[2], 256)) { /* one table: flat lookups (ops/lut.c) */
+      ff__lut_rows(src->data, src->stride, dst->data, dst->stride, (size_t)h, (size_t)w * 3, lut[0]);
+      return FF_OK;
+    }
     for (int y = 0; y < h; y++) {
       const uint8_t *in = src->data + (size_t)y * src->stride;
       uint8_t *out = dst->data + (size_t)y * dst->stride;
