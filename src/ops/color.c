@@ -514,6 +514,21 @@ AVX2_FMA static size_t saturation_row_avx2(const uint8_t *p, uint8_t *q, size_t 
   return x;
 }
 
+/* Grayscale is color with factor 0, whose blend 0*X + 1*gray (v1) or
+ * fma(gray, 1, 0*X) (v2) is the gray value exactly: the gray in all three
+ * channels, without the blend (the same bytes), on a row's first pixels as
+ * saturation_row_avx2 does. */
+AVX2_FMA static size_t gray_row_avx2(const uint8_t *p, uint8_t *q, size_t pixels, int v2) {
+  size_t x = 0;
+  for (; x + 8 <= pixels; x += 8) {
+    __m256 c[3];
+    rgb8_load(p + 3 * x, c);
+    __m256i g = gray8(c, v2);
+    rgb8_store(q + 3 * x, g, g, g);
+  }
+  return x;
+}
+
 /* The sum of the truncated grays of an RGB row's first pixels, eight at a
  * time (< 2^24 pixels: the int32 lanes cannot overflow); *done: how many. */
 AVX2_FMA static uint32_t gray_row_sum_avx2(const uint8_t *p, size_t pixels, int v2, size_t *done) {
@@ -617,76 +632,20 @@ VBMI_TARGET static uint32_t gray_row_sum_vbmi(const uint8_t *p, size_t pixels) {
 }
 #endif
 
-/* Grayscale is color with factor 0, whose blend 0*X + 1*gray (v1) or
- * fma(gray, 1, 0*X) (v2) is the gray value exactly: the gray in all three
- * channels, without the blend (the same bytes). On x86-64 with AVX2 and
- * FMA, eight pixels at a time with the scalar code's float32 operations
- * (each group read before it is written, so in place works). */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__CUDACC__)
-#define HAVE_AVX2_GRAY 1
-/* Returns the pixels done (a multiple of 8). */
-__attribute__((target("avx2,fma"))) static size_t gray3_avx2(const uint8_t *p, uint8_t *q, size_t pixels, int v2) {
-  /* per 128-bit half (four pixels, from bytes 0 and 12 of the group): channel 0's bytes as int32 */
-  const __m256i pick = _mm256_setr_epi8(0, -1, -1, -1, 3, -1, -1, -1, 6, -1, -1, -1, 9, -1, -1, -1, 4, -1, -1, -1, 7,
-                                        -1, -1, -1, 10, -1, -1, -1, 13, -1, -1, -1);
-  const __m256i one = _mm256_set1_epi32(1);
-  const __m256i rep = _mm256_setr_epi8(0, 0, 0, 4, 4, 4, 8, 8, 8, 12, 12, 12, -1, -1, -1, -1, 0, 0, 0, 4, 4, 4, 8, 8,
-                                       8, 12, 12, 12, -1, -1, -1, -1);
-  const __m256i join = _mm256_setr_epi32(0, 1, 2, 4, 5, 6, 3, 7);
-  const __m256 wr = _mm256_set1_ps((float)0.2989), wg = _mm256_set1_ps((float)0.587), wb = _mm256_set1_ps((float)0.114);
-  size_t x = 0;
-  for (; x + 8 <= pixels; x += 8) {
-    const uint8_t *s = p + 3 * x;
-    __m256i v = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)s)),
-                                        _mm_loadu_si128((const __m128i *)(s + 8)), 1);
-    __m256i ri = _mm256_shuffle_epi8(v, pick);
-    __m256i gi = _mm256_shuffle_epi8(v, _mm256_add_epi8(pick, one));
-    __m256i bi = _mm256_shuffle_epi8(v, _mm256_add_epi8(pick, _mm256_add_epi32(one, one)));
-    __m256 R = _mm256_cvtepi32_ps(ri), G = _mm256_cvtepi32_ps(gi), B = _mm256_cvtepi32_ps(bi), g;
-    if (v2)
-      g = _mm256_fmadd_ps(B, wb, _mm256_fmadd_ps(G, wg, _mm256_mul_ps(wr, R)));
-    else
-      g = _mm256_add_ps(_mm256_add_ps(_mm256_mul_ps(wr, R), _mm256_mul_ps(wg, G)), _mm256_mul_ps(wb, B));
-    __m256i o = _mm256_permutevar8x32_epi32(_mm256_shuffle_epi8(_mm256_cvttps_epi32(g), rep), join);
-    _mm_storeu_si128((__m128i *)(q + 3 * x), _mm256_castsi256_si128(o));
-    _mm_storel_epi64((__m128i *)(q + 3 * x + 16), _mm256_extracti128_si256(o, 1));
-  }
-  return x;
-}
-#endif
-
-static void gray3(rows r, int v2) {
-  size_t pixels = r.bytes / 3;
-#ifdef HAVE_AVX2_GRAY
-  int vec = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-#endif
-  for (size_t y = 0; y < r.count; y++) {
-    const uint8_t *p = r.src + y * r.src_stride;
-    uint8_t *q = r.dst + y * r.dst_stride;
-    size_t x = 0;
-#ifdef HAVE_AVX2_GRAY
-    if (vec) x = gray3_avx2(p, q, pixels, v2);
-#endif
-    for (; x < pixels; x++) {
-      uint8_t g = ff__gray_sem_u8(v2, p[3 * x], p[3 * x + 1], p[3 * x + 2]);
-      q[3 * x] = q[3 * x + 1] = q[3 * x + 2] = g;
-    }
-  }
-}
-
 /* Color on plain rows in v1's arithmetic or, v2 (a constant after
  * inlining, so that each loop is its own), v2's gray and blend. */
 static inline __attribute__((always_inline)) void saturation_rows(rows r, ff__blend_w w, const int v2) {
   size_t pixels = r.bytes / 3;
 #ifdef HAVE_AVX2_RGB8
   int vec = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  int gray = w.a == 0.0f && w.b == 1.0f; /* grayscale: the blend below gives the gray too */
 #endif
   for (size_t y = 0; y < r.count; y++) {
     const uint8_t *p = r.src + y * r.src_stride;
     uint8_t *q = r.dst + y * r.dst_stride;
     size_t x = 0;
 #ifdef HAVE_AVX2_RGB8
-    if (vec) x = saturation_row_avx2(p, q, pixels, w);
+    if (vec) x = gray ? gray_row_avx2(p, q, pixels, v2) : saturation_row_avx2(p, q, pixels, w);
 #endif
     for (; x < pixels; x++) {
       uint8_t R = p[3 * x], G = p[3 * x + 1], B = p[3 * x + 2];
@@ -701,16 +660,12 @@ static inline __attribute__((always_inline)) void saturation_rows(rows r, ff__bl
 /* Color (spec 2.8): blend(X, gray(X), f) on RGB pixels (w.v2: v2's). */
 FF_FMA_CLONES static void saturation(const ff__image *src, const ff__image *dst, ff__blend_w w) {
   rows r = rows_of(src, dst);
-  if (w.a == 0.0f && w.b == 1.0f) {
-    gray3(r, w.v2);
-    return;
-  }
   if (w.v2) {
     saturation_rows(r, w, 1);
     return;
   }
 #ifdef HAVE_VBMI_PATH
-  if (have_vbmi()) {
+  if (have_vbmi() && !(w.a == 0.0f && w.b == 1.0f)) { /* grayscale: the AVX2 gray rows are faster */
     saturation_vbmi(r, w);
     return;
   }
