@@ -60,7 +60,7 @@ static void bench_usage(FILE *f) {
           "                        (torch.randperm seeded with seed + epoch: DistributedSampler's order)\n"
           "  --rank R              shard of this process (default $RANK or 0)\n"
           "  --world-size W        number of shards (default $WORLD_SIZE or 1)\n"
-          "  --step-ms MS          sleep MS milliseconds per batch, standing in for a training step\n"
+          "  --step-ms MS          sleep MS milliseconds (0 to 1e9) per batch, standing in for a training step\n"
           "  --on-error MODE       raise (default): stop at the first bad sample, naming it;\n"
           "                        skip: leave bad samples out, count them and list them;\n"
           "                        replace: put the next good sample in a bad one's place, count\n"
@@ -294,15 +294,7 @@ int ff__cli_bench(int argc, char **argv) {
       break;
     case O_STRICT: cfg.strict_decode = 1; break;
     case O_ALLOW_EMPTY: cfg.allow_empty = 1; break;
-    case O_STEP: {
-      char *end;
-      step_ms = strtod(optarg, &end);
-      if (*end || step_ms < 0) {
-        fprintf(stderr, "fusionflow bench: --step-ms expects milliseconds >= 0, got '%s'\n", optarg);
-        return 2;
-      }
-      break;
-    }
+    case O_STEP: if (!ff__cli_parse_double("bench", name, optarg, 0, 1e9, &step_ms)) return 2; break;
     case O_ONERROR:
       if (!strcmp(optarg, "raise")) cfg.on_error = FF_ON_ERROR_RAISE;
       else if (!strcmp(optarg, "skip")) cfg.on_error = FF_ON_ERROR_SKIP;
