@@ -238,7 +238,8 @@ def recipe_pipeline(name, num_classes=None):
     """(pipeline, repeated_augmentations) of recipe ``name``, with its mixup_cutmix's
     num_classes set (the recipes' 1000 is ImageNet's; None keeps it), by the library's
     ff_recipe_pipeline, as ``fusionflow bench --recipe NAME --num-classes N``. Raises
-    ValueError for an unknown recipe, a num_classes that is not a positive int, or a
+    ValueError for an unknown recipe, a num_classes that is not an int (or numpy
+    integer) in [1, 16777216] (mixup_cutmix's bound), or a
     num_classes for a recipe without mixup_cutmix (no batch stage);
     :class:`fusionflow.PipelineError` naming the ops a recipe needs that this build lacks."""
     for rname, _, pipeline, repeats, _, why in _c.recipes():
@@ -247,9 +248,14 @@ def recipe_pipeline(name, num_classes=None):
         if why is not None:
             raise _errors.PipelineError(why, -2)
         if num_classes is not None:
-            if isinstance(num_classes, bool) or not isinstance(num_classes, int) or num_classes < 1:
-                raise ValueError(f"fusionflow: num_classes must be a positive int (got {num_classes!r})")
-            pipeline = _c.recipe_pipeline(name, num_classes)  # ValueError: no batch stage
+            try:  # ints and what stands for one (__index__: numpy's integers), not bools
+                n = None if isinstance(num_classes, bool) else operator.index(num_classes)
+            except TypeError:
+                n = None
+            if n is None or not 1 <= n <= _c.MAX_NUM_CLASSES:
+                raise ValueError(f"fusionflow: num_classes must be an int in [1, {_c.MAX_NUM_CLASSES}] (mixup_cutmix's "
+                                 f"bound; got {num_classes!r})")
+            pipeline = _c.recipe_pipeline(name, n)  # ValueError: no batch stage
         return pipeline, repeats
     names = ", ".join(r[0] for r in _c.recipes())
     raise ValueError(f"fusionflow: unknown recipe {name!r} (recipes: {names})")
@@ -379,8 +385,8 @@ class Loader:
             :func:`fusionflow.recipes` and ``fusionflow recipe NAME``): its pipeline,
             and its repeated_augmentations unless given; PipelineError naming the
             ops it needs when this build lacks them.
-        num_classes (int): with recipe=, the classes of its mixup_cutmix (default
-            ImageNet's 1000).
+        num_classes (int): with recipe=, the classes of its mixup_cutmix, 1 to
+            16777216 (default ImageNet's 1000).
         num_workers, prefetch_factor, persistent_workers: DataLoader's names,
             accepted: ``num_workers`` is ``num_threads`` (0, DataLoader's "in the
             main process", means all cores here); ``prefetch_factor`` counts

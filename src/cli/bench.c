@@ -38,7 +38,8 @@ static void bench_usage(FILE *f) {
           "                        \"" DEFAULT_PIPELINE "\")\n"
           "  --recipe NAME         a recipe preset's pipeline and repeated augmentations instead\n"
           "                        (fusionflow recipe --list)\n"
-          "  --num-classes N       with --recipe: the classes of its mixup_cutmix (default 1000)\n"
+          "  --num-classes N       with --recipe: the classes of its mixup_cutmix, 1 to 16777216\n"
+          "                        (default 1000)\n"
           "  --repeated-augmentations N\n"
           "                        each sample N times in a row, as timm's RepeatAugSampler\n"
           "                        (default 0: off; with --recipe, the recipe's)\n"
@@ -260,7 +261,7 @@ int ff__cli_bench(int argc, char **argv) {
     case O_SOURCE: cfg.source = optarg; break;
     case O_PIPELINE: cfg.pipeline = optarg, pipeline_given = 1; break;
     case O_RECIPE: recipe = optarg; break;
-    case O_NUM_CLASSES: if (!parse_long(name, optarg, 1, INT_MAX, &num_classes)) return 2; break;
+    case O_NUM_CLASSES: if (!parse_long(name, optarg, 1, FF_MAX_NUM_CLASSES, &num_classes)) return 2; break;
     case O_REPEATS: if (!parse_long(name, optarg, 0, 4096, &repeats)) return 2; break;
     case O_BATCH: if (!parse_long(name, optarg, 1, INT_MAX, &v)) return 2; cfg.batch_size = (int)v; break;
     case O_BATCHES: if (!parse_long(name, optarg, 1, LONG_MAX, &batches)) return 2; break;

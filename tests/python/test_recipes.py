@@ -158,9 +158,14 @@ def test_the_package_and_the_cli_set_num_classes_alike(data, name):
             fusionflow.recipe_pipeline(name, 7)
         with pytest.raises(ValueError, match="no batch stage"):
             fusionflow.Loader(data, recipe=name, num_classes=7, batch_size=2)
-    for bad in (0, -1, True, "7", 7.0):
-        with pytest.raises(ValueError, match=r"num_classes must be a positive int \(got "):
+    for bad in (0, -1, True, "7", 7.0, 2**24 + 1, 2**31, 2**64):
+        with pytest.raises(ValueError,
+                           match=r"num_classes must be an int in \[1, 16777216\] \(mixup_cutmix's bound; got "):
             fusionflow.recipe_pipeline(name, bad)
+    if mixes:  # numpy's integers stand for ints (__index__), up to the bound
+        assert fusionflow.recipe_pipeline(name, numpy.int64(7)) == (want, r["repeated_augmentations"])
+        biggest = published.replace("num_classes=1000", "num_classes=16777216")
+        assert fusionflow.recipe_pipeline(name, numpy.uint32(2**24))[0] == biggest
     if not os.path.exists(cli()):
         pytest.skip("the fusionflow executable is not next to the package")
     base = [cli(), "bench", "--source", f"imagefolder:{data}", "--batch-size", "2", "--batches", "1", "--recipe", name,
@@ -173,6 +178,7 @@ def test_the_package_and_the_cli_set_num_classes_alike(data, name):
         assert f"recipe '{name}' has no batch stage: --num-classes does not apply" in res.stderr
         res = subprocess.run(base, capture_output=True, text=True, timeout=120)
         assert res.returncode == 0 and json.loads(res.stdout)["pipeline"] == published, res.stderr
-    for bad in ("0", "-1", "seven"):
+    for bad in ("0", "-1", "seven", "16777217", "1000000000", "2147483648"):
         res = subprocess.run(base + ["--num-classes", bad], capture_output=True, text=True, timeout=60)
-        assert res.returncode == 2 and "--num-classes expects an integer in [1, " in res.stderr, (bad, res.stderr)
+        assert res.returncode == 2, (bad, res.stderr)
+        assert f"--num-classes expects an integer in [1, 16777216], got '{bad}'" in res.stderr, res.stderr
