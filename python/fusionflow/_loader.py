@@ -692,11 +692,11 @@ class Loader:
         ``for epoch in range(start, n): loader.set_epoch(epoch)`` resumes mid-epoch).
 
         Args:
-            epoch (int): >= 0.
-        Raises: ValueError for a negative epoch.
+            epoch (int): in [0, 2**64) (the library's uint64_t).
+        Raises: ValueError for a negative epoch or one from 2**64 on.
         """
-        if isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 0:
-            raise ValueError(f"fusionflow: set_epoch: epoch must be a non-negative int (got {epoch!r})")
+        if isinstance(epoch, bool) or not isinstance(epoch, int) or not 0 <= epoch < 1 << 64:
+            raise ValueError(f"fusionflow: set_epoch: epoch must be a non-negative int below 2**64 (got {epoch!r})")
         c = self._open()
         if self._resume_epoch is not None and self._resume_epoch == epoch:
             self._resume_epoch = None
@@ -716,12 +716,12 @@ class Loader:
         torchvision's _apply_op calls it), "magnitude" and "sign", AugMix's
         weights. The keys are those of ff_loader_plan (fusionflow.h).
 
-        Raises: ValueError for a bad index or epoch; the loader's errors for
+        Raises: ValueError for a bad index or epoch (each in [0, 2**64)); the loader's errors for
         an unreadable file.
         """
         for name, v in (("index", index), ("epoch", epoch)):
-            if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 0):
-                raise ValueError(f"fusionflow: plan: {name} must be a non-negative int (got {v!r})")
+            if v is not None and (isinstance(v, bool) or not isinstance(v, int) or not 0 <= v < 1 << 64):
+                raise ValueError(f"fusionflow: plan: {name} must be a non-negative int below 2**64 (got {v!r})")
         if epoch is None:
             epoch = self.epoch
         return json.loads(self._open().plan(index, epoch))
@@ -782,8 +782,8 @@ class Loader:
 
         Raises: ValueError when the state was saved with a different seed,
         batch size, shuffle, drop_last, sampler_drop_last, permutation,
-        semantics, world size or data set size, or names a
-        batch past the epoch's end.
+        semantics, world size or data set size, or names an epoch outside
+        [0, 2**64) or a batch past the epoch's end.
         """
         c = self._open()
         mine = self.state_dict()
@@ -797,9 +797,9 @@ class Loader:
         except (KeyError, TypeError, ValueError):
             raise ValueError("fusionflow: load_state_dict: expected a dict from state_dict() with 'epoch' and "
                              f"'batch' (got {state!r:.200})") from None
-        if epoch < 0 or not 0 <= batch <= c.num_batches:
+        if not 0 <= epoch < 1 << 64 or not 0 <= batch <= c.num_batches:
             raise ValueError(f"fusionflow: load_state_dict: position (epoch {epoch}, batch {batch}) is outside "
-                             f"the {c.num_batches} batches of an epoch")
+                             f"epochs [0, 2**64) and the {c.num_batches} batches of an epoch")
         c.seek(epoch, batch)
         self._resume_epoch = epoch
 
