@@ -389,7 +389,11 @@ int ff__cli_bench(int argc, char **argv) {
   ff_loader *loader;
   ff_status st = ff_loader_open(&cfg, &loader);
   if (st) {
-    report_error(json, st, ff_loader_errmsg(loader));
+    char msg[1024];
+    const char *why = ff_loader_errmsg(loader);
+    if (recipe && repeats < 0 && strstr(why, "repeated_augmentations needs random access")) /* a streamed source */
+      snprintf(msg, sizeof msg, "%s (--repeated-augmentations 0 turns the recipe's repeats off)", why), why = msg;
+    report_error(json, st, why);
     ff_loader_close(loader);
     return st == FF_EINVAL || st == FF_EPIPELINE ? 2 : 1;
   }

@@ -1,9 +1,11 @@
 """Recipe presets: the table, Loader(recipe=...), and `fusionflow recipe`.
 Every recipe runs in this build and yields the batch it documents (one
 tensor per view for the multi-crop recipes, soft labels with mixup_cutmix)."""
+import io
 import json
 import os
 import subprocess
+import tarfile
 
 import numpy
 import pytest
@@ -138,6 +140,28 @@ def test_cli_bench_runs_a_recipe(data, tmp_path):
                      (["--recipe", "dino", "--num-classes", "3"], "no batch stage")):
         res = subprocess.run(base + bad, capture_output=True, text=True, timeout=60)
         assert res.returncode == 2 and why in res.stderr, (bad, res.stderr)
+
+
+def test_cli_recipe_on_a_streamed_source_says_how_to_turn_its_repeats_off(tmp_path):
+    """DeiT repeats each sample 3 times, which a streamed (compressed) shard cannot: the CLI's refusal
+    names --repeated-augmentations 0, and with it the recipe runs."""
+    if not os.path.exists(cli()):
+        pytest.skip("the fusionflow executable is not next to the package")
+    _, paths, labels = make_folder(str(tmp_path / "images"), classes=2, per_class=3, min_size=40, max_size=64)
+    shard = tmp_path / "shard.tar.gz"
+    with tarfile.open(shard, "w:gz") as tar:
+        for k, (path, label) in enumerate(zip(paths, labels)):
+            tar.add(path, arcname=f"s{k:03d}{os.path.splitext(path)[1]}")
+            info = tarfile.TarInfo(f"s{k:03d}.cls")
+            info.size = len(str(label))
+            tar.addfile(info, io.BytesIO(str(label).encode()))
+    base = [cli(), "bench", "--source", f"tar:{shard}", "--recipe", "deit", "--num-classes", "2", "--batch-size", "2",
+            "--batches", "1"]
+    res = subprocess.run(base, capture_output=True, text=True, timeout=60)
+    assert res.returncode == 2 and "repeated_augmentations needs random access" in res.stderr, res.stderr
+    assert "(--repeated-augmentations 0 turns the recipe's repeats off)" in res.stderr, res.stderr
+    res = subprocess.run(base + ["--repeated-augmentations", "0"], capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0, res.stderr
 
 
 @pytest.mark.parametrize("name", NAMES)
