@@ -668,7 +668,8 @@ typedef struct ff_batch ff_batch;
  *                mode=batch|pair|elem, correct_lam=true, label_smoothing, num_classes=1000,
  *                convention=timm|torchvision)
  *     Mixup and CutMix on the assembled float32 batch; the batch then also
- *     has soft labels (ff_batch_soft_labels, N x num_classes float32).
+ *     has soft labels (ff_batch_soft_labels, N x num_classes float32);
+ *     num_classes is an integer in [1, FF_MAX_NUM_CLASSES].
  *     Every draw comes from a Philox stream keyed by (seed, epoch, batch
  *     index): the same batches whatever the threads (ff_loader_mix_plan).
  *     convention=timm (default) is timm.data.Mixup (timm 1.0): with
@@ -1202,6 +1203,10 @@ FF_API const ff_recipe *ff_recipe_find(const char *name);
  * N: unknown op ..."); FF_EINVAL for NULL. Thread-safe. */
 FF_API ff_status ff_recipe_check(const ff_recipe *recipe, char *errbuf, size_t errbuf_size);
 
+/* The most classes mixup_cutmix's num_classes takes (2^24: every class
+ * index up to it is exact in float32). */
+#define FF_MAX_NUM_CLASSES (1 << 24)
+
 /*
  * The recipe's pipeline text for a data set of num_classes classes: the
  * num_classes=1000 (ImageNet's) of its mixup_cutmix becomes num_classes;
@@ -1213,7 +1218,7 @@ FF_API ff_status ff_recipe_check(const ff_recipe *recipe, char *errbuf, size_t e
  * and a first call with buf_size 0 sizes it. Then set ff_config.pipeline
  * to buf (and repeated_augmentations to the recipe's). Returns FF_OK;
  * FF_EINVAL for a NULL recipe, a NULL buf with buf_size > 0 or a
- * num_classes below 0; FF_EPIPELINE for a num_classes above 0 and a recipe
+ * num_classes below 0 or above FF_MAX_NUM_CLASSES; FF_EPIPELINE for a num_classes above 0 and a recipe
  * without mixup_cutmix (no batch stage: num_classes does not apply);
  * FF_EINTERNAL (a bug). buf and *len_out are left as they were on
  * FF_EINVAL and FF_EPIPELINE.

@@ -238,7 +238,8 @@ def recipe_pipeline(name, num_classes=None):
     """(pipeline, repeated_augmentations) of recipe ``name``, with its mixup_cutmix's
     num_classes set (the recipes' 1000 is ImageNet's; None keeps it), by the library's
     ff_recipe_pipeline, as ``fusionflow bench --recipe NAME --num-classes N``. Raises
-    ValueError for an unknown recipe, a num_classes that is not a positive int, or a
+    ValueError for an unknown recipe, a num_classes that is not an int (or numpy
+    integer) in [1, 16777216] (mixup_cutmix's bound), or a
     num_classes for a recipe without mixup_cutmix (no batch stage);
     :class:`fusionflow.PipelineError` naming the ops a recipe needs that this build lacks."""
     for rname, _, pipeline, repeats, _, why in _c.recipes():
@@ -247,9 +248,14 @@ def recipe_pipeline(name, num_classes=None):
         if why is not None:
             raise _errors.PipelineError(why, -2)
         if num_classes is not None:
-            if isinstance(num_classes, bool) or not isinstance(num_classes, int) or num_classes < 1:
-                raise ValueError(f"fusionflow: num_classes must be a positive int (got {num_classes!r})")
-            pipeline = _c.recipe_pipeline(name, num_classes)  # ValueError: no batch stage
+            try:  # ints and what stands for one (__index__: numpy's integers), not bools
+                n = None if isinstance(num_classes, bool) else operator.index(num_classes)
+            except TypeError:
+                n = None
+            if n is None or not 1 <= n <= _c.MAX_NUM_CLASSES:
+                raise ValueError(f"fusionflow: num_classes must be an int in [1, {_c.MAX_NUM_CLASSES}] (mixup_cutmix's "
+                                 f"bound; got {num_classes!r})")
+            pipeline = _c.recipe_pipeline(name, n)  # ValueError: no batch stage
         return pipeline, repeats
     names = ", ".join(r[0] for r in _c.recipes())
     raise ValueError(f"fusionflow: unknown recipe {name!r} (recipes: {names})")
@@ -379,8 +385,8 @@ class Loader:
             :func:`fusionflow.recipes` and ``fusionflow recipe NAME``): its pipeline,
             and its repeated_augmentations unless given; PipelineError naming the
             ops it needs when this build lacks them.
-        num_classes (int): with recipe=, the classes of its mixup_cutmix (default
-            ImageNet's 1000).
+        num_classes (int): with recipe=, the classes of its mixup_cutmix, 1 to
+            16777216 (default ImageNet's 1000).
         num_workers, prefetch_factor, persistent_workers: DataLoader's names,
             accepted: ``num_workers`` is ``num_threads`` (0, DataLoader's "in the
             main process", means all cores here); ``prefetch_factor`` counts
@@ -686,11 +692,11 @@ class Loader:
         ``for epoch in range(start, n): loader.set_epoch(epoch)`` resumes mid-epoch).
 
         Args:
-            epoch (int): >= 0.
-        Raises: ValueError for a negative epoch.
+            epoch (int): in [0, 2**64) (the library's uint64_t).
+        Raises: ValueError for a negative epoch or one from 2**64 on.
         """
-        if isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 0:
-            raise ValueError(f"fusionflow: set_epoch: epoch must be a non-negative int (got {epoch!r})")
+        if isinstance(epoch, bool) or not isinstance(epoch, int) or not 0 <= epoch < 1 << 64:
+            raise ValueError(f"fusionflow: set_epoch: epoch must be a non-negative int below 2**64 (got {epoch!r})")
         c = self._open()
         if self._resume_epoch is not None and self._resume_epoch == epoch:
             self._resume_epoch = None
@@ -710,12 +716,12 @@ class Loader:
         torchvision's _apply_op calls it), "magnitude" and "sign", AugMix's
         weights. The keys are those of ff_loader_plan (fusionflow.h).
 
-        Raises: ValueError for a bad index or epoch; the loader's errors for
+        Raises: ValueError for a bad index or epoch (each in [0, 2**64)); the loader's errors for
         an unreadable file.
         """
         for name, v in (("index", index), ("epoch", epoch)):
-            if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 0):
-                raise ValueError(f"fusionflow: plan: {name} must be a non-negative int (got {v!r})")
+            if v is not None and (isinstance(v, bool) or not isinstance(v, int) or not 0 <= v < 1 << 64):
+                raise ValueError(f"fusionflow: plan: {name} must be a non-negative int below 2**64 (got {v!r})")
         if epoch is None:
             epoch = self.epoch
         return json.loads(self._open().plan(index, epoch))
@@ -776,8 +782,8 @@ class Loader:
 
         Raises: ValueError when the state was saved with a different seed,
         batch size, shuffle, drop_last, sampler_drop_last, permutation,
-        semantics, world size or data set size, or names a
-        batch past the epoch's end.
+        semantics, world size or data set size, or names an epoch outside
+        [0, 2**64) or a batch past the epoch's end.
         """
         c = self._open()
         mine = self.state_dict()
@@ -791,9 +797,9 @@ class Loader:
         except (KeyError, TypeError, ValueError):
             raise ValueError("fusionflow: load_state_dict: expected a dict from state_dict() with 'epoch' and "
                              f"'batch' (got {state!r:.200})") from None
-        if epoch < 0 or not 0 <= batch <= c.num_batches:
+        if not 0 <= epoch < 1 << 64 or not 0 <= batch <= c.num_batches:
             raise ValueError(f"fusionflow: load_state_dict: position (epoch {epoch}, batch {batch}) is outside "
-                             f"the {c.num_batches} batches of an epoch")
+                             f"epochs [0, 2**64) and the {c.num_batches} batches of an epoch")
         c.seek(epoch, batch)
         self._resume_epoch = epoch
 

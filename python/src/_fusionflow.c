@@ -1206,7 +1206,8 @@ static PyObject *mod_recipes(PyObject *module, PyObject *unused) {
 }
 
 /* recipe_pipeline(name, num_classes) -> str: ff_recipe_pipeline's text (num_classes 0: as published);
- * ValueError for num_classes and a recipe without a batch stage, an unknown name, a num_classes below 0. */
+ * ValueError for num_classes and a recipe without a batch stage, an unknown name, a num_classes outside
+ * [0, FF_MAX_NUM_CLASSES]. */
 static PyObject *mod_recipe_pipeline(PyObject *module, PyObject *args) {
   (void)module;
   const char *name;
@@ -1219,8 +1220,8 @@ static PyObject *mod_recipe_pipeline(PyObject *module, PyObject *args) {
     return PyErr_Format(PyExc_ValueError, "fusionflow: recipe '%s' has no batch stage: num_classes does not apply",
                         name);
   if (st)
-    return PyErr_Format(PyExc_ValueError, "fusionflow: no recipe '%s', or num_classes %d below 0", name,
-                        num_classes);
+    return PyErr_Format(PyExc_ValueError, "fusionflow: no recipe '%s', or num_classes %d outside [0, %d]", name,
+                        num_classes, FF_MAX_NUM_CLASSES);
   char *text = PyMem_Malloc(len + 1);
   if (!text) return PyErr_NoMemory();
   ff_recipe_pipeline(r, num_classes, text, len + 1, NULL); /* FF_OK, as the first call */
@@ -1294,6 +1295,7 @@ PyMODINIT_FUNC PyInit__fusionflow(void) {
     goto fail;
   }
   if (PyModule_AddStringConstant(m, "DLPACK_VERSION", "0.8")) goto fail;
+  if (PyModule_AddIntConstant(m, "MAX_NUM_CLASSES", FF_MAX_NUM_CLASSES)) goto fail;
   return m;
 fail:
   Py_DECREF(m);

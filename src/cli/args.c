@@ -4,6 +4,7 @@
  * augment --plan). */
 #include <errno.h>
 #include <getopt.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,7 +27,7 @@ int ff__cli_parse_double(const char *cmd, const char *opt, const char *s, double
   char *end;
   errno = 0;
   double v = strtod(s, &end);
-  if (!*s || *end || errno || !(v >= min && v <= max)) {
+  if (!*s || *end || errno || !isfinite(v) || !(v >= min && v <= max)) { /* "inf", "nan" never pass */
     fprintf(stderr, "fusionflow %s: --%s expects a number in [%g, %g], got '%s'\n", cmd, opt, min, max, s);
     return 0;
   }

@@ -38,7 +38,8 @@ static void bench_usage(FILE *f) {
           "                        \"" DEFAULT_PIPELINE "\")\n"
           "  --recipe NAME         a recipe preset's pipeline and repeated augmentations instead\n"
           "                        (fusionflow recipe --list)\n"
-          "  --num-classes N       with --recipe: the classes of its mixup_cutmix (default 1000)\n"
+          "  --num-classes N       with --recipe: the classes of its mixup_cutmix, 1 to 16777216\n"
+          "                        (default 1000)\n"
           "  --repeated-augmentations N\n"
           "                        each sample N times in a row, as timm's RepeatAugSampler\n"
           "                        (default 0: off; with --recipe, the recipe's)\n"
@@ -60,7 +61,7 @@ static void bench_usage(FILE *f) {
           "                        (torch.randperm seeded with seed + epoch: DistributedSampler's order)\n"
           "  --rank R              shard of this process (default $RANK or 0)\n"
           "  --world-size W        number of shards (default $WORLD_SIZE or 1)\n"
-          "  --step-ms MS          sleep MS milliseconds per batch, standing in for a training step\n"
+          "  --step-ms MS          sleep MS milliseconds (0 to 1e9) per batch, standing in for a training step\n"
           "  --on-error MODE       raise (default): stop at the first bad sample, naming it;\n"
           "                        skip: leave bad samples out, count them and list them;\n"
           "                        replace: put the next good sample in a bad one's place, count\n"
@@ -260,7 +261,7 @@ int ff__cli_bench(int argc, char **argv) {
     case O_SOURCE: cfg.source = optarg; break;
     case O_PIPELINE: cfg.pipeline = optarg, pipeline_given = 1; break;
     case O_RECIPE: recipe = optarg; break;
-    case O_NUM_CLASSES: if (!parse_long(name, optarg, 1, INT_MAX, &num_classes)) return 2; break;
+    case O_NUM_CLASSES: if (!parse_long(name, optarg, 1, FF_MAX_NUM_CLASSES, &num_classes)) return 2; break;
     case O_REPEATS: if (!parse_long(name, optarg, 0, 4096, &repeats)) return 2; break;
     case O_BATCH: if (!parse_long(name, optarg, 1, INT_MAX, &v)) return 2; cfg.batch_size = (int)v; break;
     case O_BATCHES: if (!parse_long(name, optarg, 1, LONG_MAX, &batches)) return 2; break;
@@ -294,15 +295,7 @@ int ff__cli_bench(int argc, char **argv) {
       break;
     case O_STRICT: cfg.strict_decode = 1; break;
     case O_ALLOW_EMPTY: cfg.allow_empty = 1; break;
-    case O_STEP: {
-      char *end;
-      step_ms = strtod(optarg, &end);
-      if (*end || step_ms < 0) {
-        fprintf(stderr, "fusionflow bench: --step-ms expects milliseconds >= 0, got '%s'\n", optarg);
-        return 2;
-      }
-      break;
-    }
+    case O_STEP: if (!ff__cli_parse_double("bench", name, optarg, 0, 1e9, &step_ms)) return 2; break;
     case O_ONERROR:
       if (!strcmp(optarg, "raise")) cfg.on_error = FF_ON_ERROR_RAISE;
       else if (!strcmp(optarg, "skip")) cfg.on_error = FF_ON_ERROR_SKIP;
@@ -396,7 +389,11 @@ int ff__cli_bench(int argc, char **argv) {
   ff_loader *loader;
   ff_status st = ff_loader_open(&cfg, &loader);
   if (st) {
-    report_error(json, st, ff_loader_errmsg(loader));
+    char msg[1024];
+    const char *why = ff_loader_errmsg(loader);
+    if (recipe && repeats < 0 && strstr(why, "repeated_augmentations needs random access")) /* a streamed source */
+      snprintf(msg, sizeof msg, "%s (--repeated-augmentations 0 turns the recipe's repeats off)", why), why = msg;
+    report_error(json, st, why);
     ff_loader_close(loader);
     return st == FF_EINVAL || st == FF_EPIPELINE ? 2 : 1;
   }

@@ -20,7 +20,7 @@ void ff__cli_print_plan(const char *json, int one_line);
 
 int ff__cli_parse_long(const char *cmd, const char *opt, const char *s, long min, long max, long *out);
 
-/* The same for a number (strtod) in [min, max]. */
+/* The same for a finite number (strtod) in [min, max]: "inf" and "nan" are refused. */
 int ff__cli_parse_double(const char *cmd, const char *opt, const char *s, double min, double max, double *out);
 
 /* `fusionflow sim --ranks N ...`: several trainers on one node (sim_node.c);

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fusionflow/fusionflow.h"
 #include "kernels/pil_blur.h"
 
 typedef enum arg_kind {
@@ -196,7 +197,7 @@ static const op_spec op_specs[] = {
       {"mode", ARG_MIX_MODE, 0, AT(mix.mode), 0, 0},
       {"correct_lam", ARG_BOOL, 0, AT(mix.correct_lam), 0, 0},
       {"label_smoothing", ARG_DOUBLE, 0, AT(mix.label_smoothing), 0, 1},
-      {"num_classes", ARG_INT, 0, AT(mix.num_classes), 1, 1 << 24},
+      {"num_classes", ARG_INT, 0, AT(mix.num_classes), 1, FF_MAX_NUM_CLASSES},
       {"convention", ARG_CONVENTION, 0, AT(mix.convention), 0, 0}}},
 };
 #define NUM_OP_SPECS (sizeof op_specs / sizeof op_specs[0])
@@ -326,8 +327,12 @@ static ff_status set_arg(lexer *lx, ff__op *op, const arg_spec *a, const value *
     return FF_OK;
   }
   case ARG_INT:
-    if (!is_scalar(v) || !is_int(v->nums[0])) return bad(lx, v, "an integer");
-    if (v->nums[0] < a->lo || v->nums[0] > a->hi) return out_of_range(lx, v, "an integer", a->lo, a->hi);
+    if (!is_scalar(v) || v->nums[0] != floor(v->nums[0])) return bad(lx, v, "an integer");
+    if (v->nums[0] < a->lo || v->nums[0] > a->hi) { /* the bounds as integers: 16777216, not 1.67772e+07 */
+      char want[64];
+      snprintf(want, sizeof want, "an integer in [%.0f, %.0f]", a->lo, a->hi);
+      return bad(lx, v, want);
+    }
     *(int *)field = (int)v->nums[0];
     return FF_OK;
   case ARG_WHOLE:

@@ -124,7 +124,7 @@ ff_status ff_recipe_check(const ff_recipe *r, char *errbuf, size_t errbuf_size) 
 ff_status ff_recipe_pipeline(const ff_recipe *r, int num_classes, char *buf, size_t buf_size,
                              size_t *len_out) {
   static const char published[] = "num_classes=1000";
-  if (!r || (!buf && buf_size) || num_classes < 0) return FF_EINVAL;
+  if (!r || (!buf && buf_size) || num_classes < 0 || num_classes > FF_MAX_NUM_CLASSES) return FF_EINVAL;
   const char *at = strstr(r->pipeline, published);
   if (num_classes && !at) return FF_EPIPELINE;
   int n = num_classes ? snprintf(buf, buf_size, "%.*snum_classes=%d%s", (int)(at - r->pipeline), r->pipeline,

@@ -54,6 +54,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "core/philox.h"
 #include "sched/policy.h"
@@ -545,6 +546,11 @@ static ff_status load_list(const char *path, char *text, ff__sim_profile *out, f
 ff_status ff__sim_profile_load(const char *path, ff__sim_profile *out, ff__error *err) {
   FILE *f = fopen(path, "rb");
   if (!f) return ff__error_set(err, FF_EIO, "%s: %s", path, strerror(errno));
+  struct stat info;
+  if (!fstat(fileno(f), &info) && S_ISDIR(info.st_mode)) { /* fopen opens one; its reads fail */
+    fclose(f);
+    return ff__error_set(err, FF_EIO, "%s: is a directory, not a profile (bench --json output or a cost list)", path);
+  }
   size_t cap = 1 << 16, len = 0;
   char *text = malloc(cap);
   for (;;) {

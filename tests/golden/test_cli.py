@@ -161,6 +161,14 @@ def test_usage_errors_exit_2(dataset):
     assert res.returncode == 2 and "on-error" in res.stderr
 
 
+@pytest.mark.parametrize("value", ["-1", "inf", "-inf", "nan", "1e300", "5ms"])
+def test_step_ms_must_be_finite_milliseconds(dataset, value):
+    """A --step-ms that would never sleep (inf, nan) or whose --json would not be JSON is refused."""
+    res = bench("--source", f"imagefolder:{dataset}", "--step-ms", value, "--json")
+    assert res.returncode == 2 and res.stdout == "", res.stdout
+    assert f"--step-ms expects a number in [0, 1e+09], got '{value}'" in res.stderr, res.stderr
+
+
 def test_bad_pipeline_names_the_column(dataset):
     res = bench("--source", f"imagefolder:{dataset}", "--pipeline", "decode | resize(size=(4, x))")
     assert res.returncode != 0 and "column" in res.stderr

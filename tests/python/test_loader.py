@@ -354,6 +354,21 @@ def test_load_state_dict_refuses_other_settings(folder):
             loader.load_state_dict({"epoch": 0, "batch": 99})
 
 
+def test_epochs_outside_uint64_are_refused_not_wrapped(folder):
+    """The library's epoch is a uint64_t: 2**64 + 5 is refused as -1 is, never taken as epoch 5."""
+    with fusionflow.Loader(folder[0], UINT8_PIPE, batch_size=4) as loader:
+        for epoch in (-1, 2**64, 2**64 + 5):
+            with pytest.raises(ValueError, match=r"set_epoch: epoch must be a non-negative int below 2\*\*64"):
+                loader.set_epoch(epoch)
+            with pytest.raises(ValueError, match=r"outside epochs \[0, 2\*\*64\)"):
+                loader.load_state_dict({"epoch": epoch, "batch": 1})
+            with pytest.raises(ValueError, match=r"plan: epoch must be a non-negative int below 2\*\*64"):
+                loader.plan(0, epoch)
+        assert loader.state_dict()["epoch"] == 0
+        loader.set_epoch(2**64 - 1)
+        assert loader.state_dict()["epoch"] == 2**64 - 1
+
+
 def test_stats_report_the_work(folder):
     root = folder[0]
     with fusionflow.Loader(root, UINT8_PIPE, batch_size=8, num_threads=2, output="numpy") as loader:

@@ -1,9 +1,11 @@
 """Recipe presets: the table, Loader(recipe=...), and `fusionflow recipe`.
 Every recipe runs in this build and yields the batch it documents (one
 tensor per view for the multi-crop recipes, soft labels with mixup_cutmix)."""
+import io
 import json
 import os
 import subprocess
+import tarfile
 
 import numpy
 import pytest
@@ -140,6 +142,28 @@ def test_cli_bench_runs_a_recipe(data, tmp_path):
         assert res.returncode == 2 and why in res.stderr, (bad, res.stderr)
 
 
+def test_cli_recipe_on_a_streamed_source_says_how_to_turn_its_repeats_off(tmp_path):
+    """DeiT repeats each sample 3 times, which a streamed (compressed) shard cannot: the CLI's refusal
+    names --repeated-augmentations 0, and with it the recipe runs."""
+    if not os.path.exists(cli()):
+        pytest.skip("the fusionflow executable is not next to the package")
+    _, paths, labels = make_folder(str(tmp_path / "images"), classes=2, per_class=3, min_size=40, max_size=64)
+    shard = tmp_path / "shard.tar.gz"
+    with tarfile.open(shard, "w:gz") as tar:
+        for k, (path, label) in enumerate(zip(paths, labels)):
+            tar.add(path, arcname=f"s{k:03d}{os.path.splitext(path)[1]}")
+            info = tarfile.TarInfo(f"s{k:03d}.cls")
+            info.size = len(str(label))
+            tar.addfile(info, io.BytesIO(str(label).encode()))
+    base = [cli(), "bench", "--source", f"tar:{shard}", "--recipe", "deit", "--num-classes", "2", "--batch-size", "2",
+            "--batches", "1"]
+    res = subprocess.run(base, capture_output=True, text=True, timeout=60)
+    assert res.returncode == 2 and "repeated_augmentations needs random access" in res.stderr, res.stderr
+    assert "(--repeated-augmentations 0 turns the recipe's repeats off)" in res.stderr, res.stderr
+    res = subprocess.run(base + ["--repeated-augmentations", "0"], capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0, res.stderr
+
+
 @pytest.mark.parametrize("name", NAMES)
 def test_the_package_and_the_cli_set_num_classes_alike(data, name):
     """recipe_pipeline (Loader(recipe=, num_classes=)) and `bench --recipe --num-classes` call one
@@ -158,9 +182,14 @@ def test_the_package_and_the_cli_set_num_classes_alike(data, name):
             fusionflow.recipe_pipeline(name, 7)
         with pytest.raises(ValueError, match="no batch stage"):
             fusionflow.Loader(data, recipe=name, num_classes=7, batch_size=2)
-    for bad in (0, -1, True, "7", 7.0):
-        with pytest.raises(ValueError, match=r"num_classes must be a positive int \(got "):
+    for bad in (0, -1, True, "7", 7.0, 2**24 + 1, 2**31, 2**64):
+        with pytest.raises(ValueError,
+                           match=r"num_classes must be an int in \[1, 16777216\] \(mixup_cutmix's bound; got "):
             fusionflow.recipe_pipeline(name, bad)
+    if mixes:  # numpy's integers stand for ints (__index__), up to the bound
+        assert fusionflow.recipe_pipeline(name, numpy.int64(7)) == (want, r["repeated_augmentations"])
+        biggest = published.replace("num_classes=1000", "num_classes=16777216")
+        assert fusionflow.recipe_pipeline(name, numpy.uint32(2**24))[0] == biggest
     if not os.path.exists(cli()):
         pytest.skip("the fusionflow executable is not next to the package")
     base = [cli(), "bench", "--source", f"imagefolder:{data}", "--batch-size", "2", "--batches", "1", "--recipe", name,
@@ -173,6 +202,7 @@ def test_the_package_and_the_cli_set_num_classes_alike(data, name):
         assert f"recipe '{name}' has no batch stage: --num-classes does not apply" in res.stderr
         res = subprocess.run(base, capture_output=True, text=True, timeout=120)
         assert res.returncode == 0 and json.loads(res.stdout)["pipeline"] == published, res.stderr
-    for bad in ("0", "-1", "seven"):
+    for bad in ("0", "-1", "seven", "16777217", "1000000000", "2147483648"):
         res = subprocess.run(base + ["--num-classes", bad], capture_output=True, text=True, timeout=60)
-        assert res.returncode == 2 and "--num-classes expects an integer in [1, " in res.stderr, (bad, res.stderr)
+        assert res.returncode == 2, (bad, res.stderr)
+        assert f"--num-classes expects an integer in [1, 16777216], got '{bad}'" in res.stderr, res.stderr

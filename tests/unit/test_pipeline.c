@@ -42,6 +42,22 @@ static void assert_contains(const char *text, const char *part) {
 
 /* ---- parsing ---- */
 
+/* An integer argument out of its bounds says them as integers, and a whole
+ * number past them (1e9) is out of bounds, not "not an integer". */
+static void integer_bounds_are_printed_as_integers(void **state) {
+  (void)state;
+  static const char prefix[] = "decode | center_crop(size=8) | normalize(mean=imagenet, std=imagenet) "
+                               "| mixup_cutmix(num_classes=";
+  static const char *values[] = {"16777217", "1000000000", "1e12", "0"};
+  char text[160];
+  for (size_t i = 0; i < sizeof values / sizeof *values; i++) {
+    snprintf(text, sizeof text, "%s%s)", prefix, values[i]);
+    assert_contains(parse_fails_at(text, (int)sizeof prefix), "expected an integer in [1, 16777216]");
+  }
+  snprintf(text, sizeof text, "%s2.5)", prefix);
+  assert_contains(parse_fails_at(text, (int)sizeof prefix), "expected an integer");
+}
+
 /* Ratios and scales whose crops round to nothing (a zero width used to
  * mean "the whole image" to the decoder) are refused, naming the column. */
 static void degenerate_random_resized_crop_ranges_are_refused(void **state) {
@@ -432,6 +448,7 @@ static void a_flip_consumes_its_draw_whatever_its_outcome(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(degenerate_random_resized_crop_ranges_are_refused),
+      cmocka_unit_test(integer_bounds_are_printed_as_integers),
       cmocka_unit_test(reference_pipeline_parses_with_torchvision_defaults),
       cmocka_unit_test(explicit_arguments_override_the_defaults),
       cmocka_unit_test(crop_and_explicit_normalize_values_parse),

@@ -89,6 +89,7 @@ static void bad_arguments_are_refused(void **state) {
   char buf[64] = "untouched";
   size_t len = 99;
   assert_int_equal(ff_recipe_pipeline(deit, -1, buf, sizeof buf, &len), FF_EINVAL);
+  assert_int_equal(ff_recipe_pipeline(deit, FF_MAX_NUM_CLASSES + 1, buf, sizeof buf, &len), FF_EINVAL); /* the parser's bound */
   assert_int_equal(ff_recipe_pipeline(NULL, 7, buf, sizeof buf, &len), FF_EINVAL);
   assert_int_equal(ff_recipe_pipeline(ff_recipe_find("nope"), 0, buf, sizeof buf, &len), FF_EINVAL);
   assert_int_equal(ff_recipe_pipeline(deit, 7, NULL, 8, &len), FF_EINVAL);

@@ -202,6 +202,8 @@ static void bench_profile_gives_the_mean_cost(void **state) {
     assert_int_equal(ff__sim_profile_load(path, &p, &err), FF_EDATA);
   }
   assert_int_equal(ff__sim_profile_load("/nonexistent/ff-profile", &p, &err), FF_EIO);
+  assert_int_equal(ff__sim_profile_load(ff_test_dir("sim_profile"), &p, &err), FF_EIO);
+  assert_non_null(strstr(err.msg, "is a directory"));
 }
 
 static void bad_config_is_refused(void **state) {
