@@ -165,6 +165,25 @@ def test_shards_check_reports_counts_and_damage(dataset, tmp_path):
     assert not report["ok"] and report["manifest_mismatches"] == 1 and report["undecodable"] == 1
 
 
+def test_shards_check_reports_duplicates_and_large_labels(dataset, tmp_path):
+    root, samples = dataset
+    data = open(samples[0][0], "rb").read()
+    shard = tmp_path / "dup.tar"
+    with tarfile.open(shard, "w", format=tarfile.USTAR_FORMAT) as t:
+        for name, payload in [("k0.jpg", data), ("k0.cls", b"0"), ("k1.jpg", data), ("k1.cls", b"1"),
+                              ("k1.cls", b"1"), ("k2.jpg", data), ("k2.cls", b"99999999999999999999")]:
+            info = tarfile.TarInfo(name)
+            info.size = len(payload)
+            t.addfile(info, io.BytesIO(payload))
+    res = cli("shards", "check", shard, "--threads", "1")
+    assert res.returncode == 1 and "OK" not in res.stdout.splitlines()[-1]
+    assert f"BAD {shard}:k1.cls: duplicate member" in res.stdout
+    assert f"BAD {shard}:k2.cls: the label '99999999999999999999' is out of range" in res.stdout
+    import webdataset as wds  # which refuses the repeated member too
+    with pytest.raises(ValueError):
+        list(wds.WebDataset(str(shard), shardshuffle=False))
+
+
 def test_shards_make_refuses_stale_output_and_cleans_up_a_failure(dataset, tmp_path):
     root, samples = dataset
     out = tmp_path / "out"
