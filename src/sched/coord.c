@@ -1104,8 +1104,8 @@ ff_status ff__coord_peek(const char *group, ff__coord_member *out, int *n_out, f
     return ff__error_set(err, FF_EINVAL, "node coordinator: group name must have 1..%d bytes", FF__COORD_GROUP_MAX - 1);
   int fd = shm_open(name, O_RDWR, 0); /* the lock is in the segment: taking it writes */
   if (fd < 0)
-    return ff__error_set(err, FF_EIO, "node coordinator: no group %s on this node (%s: %s)", group, name,
-                         strerror(errno));
+    return ff__error_set(err, errno == ENOENT ? FF_EEMPTY : FF_EIO, "node coordinator: no group %s on this node "
+                         "(%s: %s)", group, name, strerror(errno));
   struct stat st;
   if (fstat(fd, &st) != 0 || (size_t)st.st_size != sizeof(coord_shm)) {
     close(fd);

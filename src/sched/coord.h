@@ -290,8 +290,9 @@ ff_status ff__coord_snapshot(ff__coord *c, ff__coord_member *out, int *n_out, ff
  * the live members (compacted, in slot order, room for
  * FF__COORD_MAX_MEMBERS) into out, their count into *n_out, the parameters
  * into *params_out (either may be NULL). Returns FF_OK, FF_EINVAL (bad
- * group name) or FF_EIO (no such group on this node for this user, a
- * segment of another build or damaged, or its lock held past
+ * group name), FF_EEMPTY (no such group on this node for this user: none
+ * joined it, or its last member left) or FF_EIO (its shared memory cannot
+ * be opened, a segment of another build or damaged, or its lock held past
  * lock_timeout_ms), the message in err. */
 ff_status ff__coord_peek(const char *group, ff__coord_member *out, int *n_out, ff__coord_params *params_out,
                          ff__error *err);

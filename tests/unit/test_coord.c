@@ -791,7 +791,7 @@ static void the_table_can_be_read_without_joining(void **state) {
   ff__coord_member m[FF__COORD_MAX_MEMBERS];
   int n = -1;
   ff__error err = {0};
-  assert_int_equal(ff__coord_peek(group, m, &n, NULL, &err), FF_EIO); /* no such group yet */
+  assert_int_equal(ff__coord_peek(group, m, &n, NULL, &err), FF_EEMPTY); /* no such group yet */
   assert_non_null(strstr(err.msg, group));
   ff__coord_params p = params(4, 2);
   child *a = spawn(&p, 4), *b = spawn(&p, 4);
@@ -1270,6 +1270,30 @@ static int status_auto(const char *env, char *out, size_t cap) {
   return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
+/* `fusionflow node status GROUP --watch` ends with the group: once its last
+ * member left it says so and exits 0. */
+static void node_status_watch_ends_with_the_group(void **state) {
+  (void)state;
+  if (!getenv("FF_CLI")) skip();
+  new_group("watch");
+  ff__coord_params p = params(4, 1);
+  child *k = spawn(&p, 4);
+  assert_int_equal(ask(k, 'J', NULL).status, FF_OK);
+  char cmd[1024], out[8192];
+  snprintf(cmd, sizeof cmd, "%s node status %s --watch --interval 20 2>&1", getenv("FF_CLI"), group);
+  FILE *f = popen(cmd, "r");
+  assert_non_null(f);
+  char line[512];
+  assert_non_null(fgets(line, sizeof line, f)); /* its first table is out */
+  ask(k, 'L', NULL); /* the last member leaves (the command holds the pipes' ends: no EOF ends it) */
+  size_t n = fread(out, 1, sizeof out - 1, f);
+  out[n] = 0;
+  int st = pclose(f);
+  finish_children();
+  if (!WIFEXITED(st) || WEXITSTATUS(st) != 0 || !strstr(out, "ended"))
+    fail_msg("watch: status %d, output '%s'", st, out);
+}
+
 /* `fusionflow node status auto` finds the group that a trainer started by
  * torchrun joins with FF_NODE_GROUP=auto, from the same environment: the
  * run id's group, else the master port's; without either it says what it
@@ -1362,6 +1386,7 @@ int main(void) {
       cmocka_unit_test_teardown(a_segment_left_unsized_is_replaced_and_a_foreign_one_refused, teardown),
       cmocka_unit_test_teardown(a_group_whose_members_died_is_removed_by_the_next_join_of_another, teardown),
       cmocka_unit_test_teardown(node_status_auto_resolves_the_group_of_a_torchrun_job, teardown),
+      cmocka_unit_test_teardown(node_status_watch_ends_with_the_group, teardown),
       cmocka_unit_test_teardown(the_table_holds_64_members, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
