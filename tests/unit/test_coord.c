@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "core/clock.h"
+#include "fixtures.h"
 #include "sched/coord.h"
 
 /* The three scripted demands: the trainer waits half of each interval; the
@@ -1002,26 +1003,6 @@ static ff__coord_segment *map_segment(void) {
   return g;
 }
 
-/* Runs f with stderr going to a file; returns what was written (static). */
-static const char *stderr_of(void (*f)(void *), void *arg) {
-  static char text[1024];
-  char path[] = "/tmp/ff-coord-stderr-XXXXXX";
-  int fd = mkstemp(path);
-  assert_true(fd >= 0);
-  unlink(path);
-  fflush(stderr);
-  int saved = dup(2);
-  dup2(fd, 2);
-  f(arg);
-  fflush(stderr);
-  dup2(saved, 2);
-  close(saved);
-  ssize_t n = pread(fd, text, sizeof text - 1, 0);
-  close(fd);
-  text[n > 0 ? n : 0] = 0;
-  return text;
-}
-
 typedef struct damage_case {
   const char *what;
   void (*damage)(ff__coord_segment *g);
@@ -1094,19 +1075,19 @@ static void a_damaged_segment_is_left_with_a_warning_not_obeyed(void **state) {
     cases[i].damage(g);
 
     join_call j = {0};
-    const char *out = stderr_of(call_join, &j);
+    const char *out = ff_test_stderr_of(call_join, &j);
     if (j.st != FF_EIO) fail_msg("%s: a joiner was not refused (%d)", cases[i].what, j.st);
     assert_null(j.c);
     if (!strstr(j.err.msg, shm_name) || *out) /* its loader says it */
       fail_msg("%s: the joiner is not told in its message alone: '%s' / '%s'", cases[i].what, j.err.msg, out);
 
     report_call r = {me, -1, FF_OK};
-    out = stderr_of(call_report, &r);
+    out = ff_test_stderr_of(call_report, &r);
     assert_int_equal(r.st, FF_OK);
     if (r.threads != 4) fail_msg("%s: the member runs %d threads, not all its 4", cases[i].what, r.threads);
     if (!strstr(out, shm_name) || strchr(out, '\n') != out + strlen(out) - 1)
       fail_msg("%s: no one-line warning for the member: '%s'", cases[i].what, out);
-    out = stderr_of(call_report, &r); /* alone from now on, and said once */
+    out = ff_test_stderr_of(call_report, &r); /* alone from now on, and said once */
     assert_int_equal(r.threads, 4);
     assert_string_equal(out, "");
 

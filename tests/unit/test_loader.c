@@ -591,23 +591,21 @@ static void node_group_caps_the_threads_and_keeps_batches_identical(void **state
   free(alone.bytes), free(grouped.bytes);
 }
 
-/* The threads at open with stderr going to a file; its text in err_text. */
-static int threads_at_open_said(const ff_config *c, char *err_text, size_t cap) {
-  char path[] = "/tmp/ff-loader-stderr-XXXXXX";
-  int fd = mkstemp(path);
-  assert_true(fd >= 0);
-  unlink(path);
-  fflush(stderr);
-  int saved = dup(2);
-  dup2(fd, 2);
-  int threads = threads_at_open(c);
-  fflush(stderr);
-  dup2(saved, 2);
-  close(saved);
-  ssize_t n = pread(fd, err_text, cap - 1, 0);
-  close(fd);
-  err_text[n > 0 ? n : 0] = 0;
-  return threads;
+typedef struct open_call {
+  const ff_config *c;
+  int threads;
+} open_call;
+
+static void call_open(void *arg) {
+  open_call *o = arg;
+  o->threads = threads_at_open(o->c);
+}
+
+/* The threads at open; what it wrote on stderr in said. */
+static int threads_at_open_said(const ff_config *c, char *said, size_t cap) {
+  open_call o = {c, 0};
+  snprintf(said, cap, "%s", ff_test_stderr_of(call_open, &o));
+  return o.threads;
 }
 
 /* A group the loader cannot join, or a setting of the join it cannot take,
