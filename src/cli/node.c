@@ -35,7 +35,8 @@ static void node_usage(FILE *f) {
              "(worker CPU time / threads x interval), batch interval and the time since its last\n"
              "report. Reads the table without joining.\n"
              "\n"
-             "  --watch         refresh until interrupted (Ctrl-C)\n"
+             "  --watch         refresh until interrupted (Ctrl-C) or the group ends (its last\n"
+             "                  member left: said, exit status 0)\n"
              "  --interval MS   time between refreshes (default 1000)\n"
              "  --count N       refresh N times, then stop (implies --watch)\n"
              "  --json          one JSON object per refresh\n");
@@ -132,7 +133,12 @@ static int node_status(int argc, char **argv) {
     ff__coord_params p;
     int n = 0;
     ff__error err = {0};
-    if (ff__coord_peek(group, m, &n, &p, &err) != FF_OK) {
+    ff_status st = ff__coord_peek(group, m, &n, &p, &err);
+    if (st == FF_EEMPTY && round > 0) { /* it was there: its last member left */
+      fprintf(json ? stderr : stdout, "group %s ended: its last member left\n", group);
+      return 0;
+    }
+    if (st != FF_OK) {
       fprintf(stderr, "%s: %s\n", argv[0], err.msg);
       return 1;
     }

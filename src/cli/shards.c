@@ -9,7 +9,10 @@
  * same bytes on every run. A shard is closed before it would pass
  * --shard-size or --shard-samples. The manifest (OUT/manifest.tsv) lists each
  * shard with its sample count and size; it is also a shard list for
- * `tar:@OUT/manifest.tsv`.
+ * `tar:@OUT/manifest.tsv`. OUT must be new or empty (no stale shard of an
+ * earlier run beside these); the manifest is written as manifest.tsv.part
+ * and renamed once every shard is closed, and a failed make removes its
+ * shards, that file and the OUT it created.
  *
  * check indexes the shards as the tar: source does, reports the samples,
  * labels and ignored members of each shard and every member that makes no
@@ -18,6 +21,7 @@
  * bar on a terminal) and lists the images that do not decode. */
 #include <archive.h>
 #include <archive_entry.h>
+#include <dirent.h>
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
@@ -46,6 +50,7 @@ static void shards_usage(FILE *f) {
           "       in lower case) and KEY.cls (the label in decimal), KEY the sample's position\n"
           "       zero-padded. The same source gives byte-identical shards. OUT/manifest.tsv lists\n"
           "       'NAME<TAB>SAMPLES<TAB>BYTES' per shard; 'tar:@OUT/manifest.tsv' reads them back.\n"
+          "       OUT must be new or empty; a make that fails removes what it wrote (no manifest).\n"
           "  --shard-size SIZE   largest shard in bytes: 1G, 1GB, 512M, 65536 (binary multiples;\n"
           "                      default 1G); a sample larger than it gets a shard of its own\n"
           "  --shard-samples N   most samples per shard (default 100000)\n"
@@ -54,7 +59,9 @@ static void shards_usage(FILE *f) {
           "check  indexes the shards of PATTERN (tar:PATTERN or PATTERN: brace notation, '::'\n"
           "       between patterns, @FILE for a list such as a manifest) and reports per shard its\n"
           "       samples, the labels, the members ignored and each member that makes no sample\n"
-          "       (missing or non-integer .cls, duplicates, truncation); with @MANIFEST it\n"
+          "       (missing, non-integer or out-of-range .cls, a member repeated in its sample, also\n"
+          "       as a link, a key that comes back, truncation), which the loader refuses at open\n"
+          "       (on_error=raise) or leaves out with its sample (skip, replace); with @MANIFEST it\n"
           "       compares the counts with the manifest's; then decodes every image (progress\n"
           "       bar on a terminal) and lists those that do not decode.\n"
           "  --threads N         decoding threads (default: the cores this process may use)\n"
@@ -136,6 +143,38 @@ static int image_suffix(const char *path, char *out, size_t cap) {
   return !strcmp(out, "jpg") || !strcmp(out, "jpeg") || !strcmp(out, "png") || !strcmp(out, "webp");
 }
 
+/* OUT must be new or an empty folder, so that no shard of an earlier run
+ * mixes with these; *created: mkdir made it. Returns 1 if so, else 0 with the
+ * reason on stderr. */
+static int out_is_new(const char *out, int *created) {
+  if (mkdir(out, 0777) == 0) return *created = 1;
+  int e = errno;
+  DIR *d = e == EEXIST ? opendir(out) : NULL;
+  if (!d) {
+    fprintf(stderr, "fusionflow shards make: %s: %s\n", out, strerror(e == EEXIST ? errno : e));
+    return 0;
+  }
+  struct dirent *de;
+  while ((de = readdir(d)) && (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))) {
+  }
+  closedir(d);
+  if (de) fprintf(stderr, "fusionflow shards make: %s is not empty (holds %s): shards of an earlier run would mix "
+                  "with these; remove it or name a new folder\n", out, de->d_name);
+  return !de;
+}
+
+/* After a failed make: removes the shards w wrote, the manifest being
+ * written and OUT if this make created it. */
+static void remove_made(const shard_writer *w, const char *part_path, int created) {
+  char path[FF__PATH_MAX + 64];
+  for (unsigned k = 0; k <= w->shard; k++) { /* OUT was empty: each is this make's */
+    snprintf(path, sizeof path, "%s/%s-%06u.tar", w->out, w->prefix, k);
+    unlink(path);
+  }
+  unlink(part_path);
+  if (created) rmdir(w->out);
+}
+
 static int shards_make(int argc, char **argv) {
   enum { O_SIZE = 1, O_SAMPLES, O_PREFIX };
   static const struct option opts[] = {{"shard-size", required_argument, 0, O_SIZE},
@@ -180,10 +219,6 @@ static int shards_make(int argc, char **argv) {
     return 2;
   }
   const char *src = argv[optind], *out = argv[optind + 1];
-  if (mkdir(out, 0777) != 0 && errno != EEXIST) {
-    fprintf(stderr, "fusionflow shards make: %s: %s\n", out, strerror(errno));
-    return 1;
-  }
   ff__index idx;
   ff__error err;
   if (ff__source_open(src, 0, &idx, &err)) {
@@ -196,13 +231,19 @@ static int shards_make(int argc, char **argv) {
     ff__index_free(&idx);
     return 1;
   }
+  int created = 0;
+  if (!out_is_new(out, &created)) {
+    ff__index_free(&idx);
+    return 1;
+  }
   int width = 6;
   for (size_t n = idx.count; n >= 1000000; n /= 10) width++;
-  char manifest_path[FF__PATH_MAX + 32];
+  char manifest_path[FF__PATH_MAX + 32], part_path[FF__PATH_MAX + 40];
   snprintf(manifest_path, sizeof manifest_path, "%s/manifest.tsv", out);
-  shard_writer w = {.out = out, .prefix = prefix, .manifest = fopen(manifest_path, "w")};
+  snprintf(part_path, sizeof part_path, "%s.part", manifest_path); /* renamed once every shard is written */
+  shard_writer w = {.out = out, .prefix = prefix, .manifest = fopen(part_path, "w")};
   int bad = !w.manifest;
-  if (bad) fprintf(stderr, "fusionflow shards make: %s: %s\n", manifest_path, strerror(errno));
+  if (bad) fprintf(stderr, "fusionflow shards make: %s: %s\n", part_path, strerror(errno));
   else fprintf(w.manifest, "# fusionflow shards: %zu samples, %zu classes, from %s\n", idx.count, idx.num_classes, src);
   ff__worker worker = {0};
   int bar = isatty(2);
@@ -239,6 +280,11 @@ static int shards_make(int argc, char **argv) {
   if (!bad) bad = writer_close_shard(&w);
   else if (w.a) archive_write_free(w.a);
   if (w.manifest && fclose(w.manifest) != 0) bad = 1;
+  if (!bad && rename(part_path, manifest_path) != 0) {
+    fprintf(stderr, "fusionflow shards make: %s: %s\n", manifest_path, strerror(errno));
+    bad = 1;
+  }
+  if (bad) remove_made(&w, part_path, created);
   ff__worker_free(&worker);
   if (!bad)
     fprintf(stderr, "shards make: %zu samples in %u shard(s): %s/%s-{%06u..%06u}.tar; manifest %s\n", idx.count,

@@ -603,10 +603,12 @@ static int start_worker(ff_loader *l, int i) {
  * allotment only. */
 static void join_node_group(ff_loader *l, int gpu) {
   const char *env = getenv("FF_NODE_GROUP");
-  char group[128];
-  if (!env || !*env || !strcmp(env, "off") || !ff__coord_default_group(group, sizeof group)) return;
-  ff__error ignored;
-  if (ff__coord_join(group, l->num_threads, &l->coord, &ignored) != FF_OK) return;
+  if (!env || !*env || !strcmp(env, "off")) return;
+  ff__error err = {0};
+  if (ff__coord_join(NULL, l->num_threads, &l->coord, &err) != FF_OK) {
+    fprintf(stderr, "fusionflow: %s: this loader runs alone on its %d threads\n", err.msg, l->num_threads);
+    return;
+  }
   /* A spare parks from its start (active_spares is 0) until it is in
    * SCHED_IDLE (thread attributes only take SCHED_OTHER, FIFO and RR); one
    * the kernel refuses stays parked for good, beyond num_spares. */

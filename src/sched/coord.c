@@ -490,6 +490,20 @@ static int env_int(const char *name, int lo, int hi) {
   return *end || v < lo || v > hi ? 0 : (int)v;
 }
 
+/* An explicit setting of the join: *v gets FF_NODE_... in lo..hi; unset or
+ * empty leaves *v. Returns FF_OK, or FF_EINVAL naming the variable. */
+static ff_status env_setting(const char *name, int lo, int hi, int *v, ff__error *err) {
+  const char *s = getenv(name);
+  if (!s || !*s) return FF_OK;
+  char *end;
+  errno = 0;
+  long x = strtol(s, &end, 10);
+  if (*end || end == s || errno || x < lo || x > hi)
+    return ff__error_set(err, FF_EINVAL, "node coordinator: %s=%s is not an integer in %d..%d", name, s, lo, hi);
+  *v = (int)x;
+  return FF_OK;
+}
+
 static uint64_t pid_namespace(void) {
   struct stat st;
   return stat("/proc/self/ns/pid", &st) == 0 ? (uint64_t)st.st_ino : 0;
@@ -605,13 +619,15 @@ static int table_damage(const coord_shm *s, uint64_t now_ns, char *why, size_t c
 }
 
 /* Gives up on the damaged segment of c: from now on c runs alone on all its
- * threads. Says so on stderr, once per handle (the loader goes on without
- * the group, and nobody else would hear of it). */
+ * threads. A joiner gets the message in err (err not NULL); a member already
+ * in the group hears of it on stderr, once per handle (its loader goes on
+ * without the group, and nobody else would hear of it). */
 static ff_status go_alone(ff__coord *c, const char *why, ff__error *err) {
   c->alone = 1;
   c->threads = c->max_threads;
   c->spares = 0;
-  fprintf(stderr,
+  if (!err) /* a joiner is told in err */
+    fprintf(stderr,
           "fusionflow: node coordinator: shared memory %s %s: this loader runs alone on its %d threads "
           "(remove /dev/shm%s when no trainer runs)\n",
           c->name, why, c->max_threads, c->name);
@@ -934,9 +950,16 @@ ff_status ff__coord_join_params(const char *group, int max_threads, const ff__co
   if (max_threads < 1)
     return ff__error_set(err, FF_EINVAL, "node coordinator: max_threads must be >= 1 (got %d)", max_threads);
   if (!group) {
-    if (!ff__coord_default_group(buf, sizeof buf))
+    const char *env = getenv("FF_NODE_GROUP");
+    if (!ff__coord_default_group(buf, sizeof buf)) {
+      if (env && *env && strcmp(env, "auto"))
+        return ff__error_set(err, FF_EINVAL, "node coordinator: FF_NODE_GROUP: group name must have 1..%d bytes "
+                             "(got %zu)", FF__COORD_GROUP_MAX - 1, strlen(env));
       return ff__error_set(err, FF_EINVAL,
-                           "node coordinator: no group (set FF_NODE_GROUP, or run under torchrun)");
+                           env && *env ? "node coordinator: FF_NODE_GROUP=auto outside a torchrun job (neither "
+                                         "TORCHELASTIC_RUN_ID nor MASTER_PORT is set, or the name is too long)"
+                                       : "node coordinator: no group (set FF_NODE_GROUP, or run under torchrun)");
+    }
     group = buf;
   }
   ff__coord *c = calloc(1, sizeof *c);
@@ -969,11 +992,15 @@ ff_status ff__coord_join(const char *group, int max_threads, ff__coord **out, ff
   ff__coord_params p;
   ff__coord_params_init(&p);
   int v;
-  if ((v = env_int("FF_NODE_THREADS", 1, 1 << 20))) p.budget_threads = v;
+  ff_status st = env_setting("FF_NODE_THREADS", 1, 1 << 20, &p.budget_threads, err);
+  if (!st) st = env_setting("FF_NODE_TRAINER_CORES", 0, 4096, &p.trainer_cores, err);
+  if (st) return st;
   if ((v = env_int("LOCAL_WORLD_SIZE", 1, FF__COORD_MAX_MEMBERS))) p.expected_members = v;
-  const char *tc = getenv("FF_NODE_TRAINER_CORES");
-  if (tc && !strcmp(tc, "0")) p.trainer_cores = 0;
-  else if ((v = env_int("FF_NODE_TRAINER_CORES", 1, 4096))) p.trainer_cores = v;
+  if (p.trainer_cores > 0 && (long long)p.trainer_cores * p.expected_members >= p.budget_threads)
+    fprintf(stderr,
+            "fusionflow: node coordinator: FF_NODE_TRAINER_CORES=%d for each of %d trainer(s) leaves none of the "
+            "node's %d threads to the loaders: they run on their idle-priority spares only\n",
+            p.trainer_cores, p.expected_members, p.budget_threads);
   return ff__coord_join_params(group, max_threads, &p, out, err);
 }
 
@@ -1077,8 +1104,8 @@ ff_status ff__coord_peek(const char *group, ff__coord_member *out, int *n_out, f
     return ff__error_set(err, FF_EINVAL, "node coordinator: group name must have 1..%d bytes", FF__COORD_GROUP_MAX - 1);
   int fd = shm_open(name, O_RDWR, 0); /* the lock is in the segment: taking it writes */
   if (fd < 0)
-    return ff__error_set(err, FF_EIO, "node coordinator: no group %s on this node (%s: %s)", group, name,
-                         strerror(errno));
+    return ff__error_set(err, errno == ENOENT ? FF_EEMPTY : FF_EIO, "node coordinator: no group %s on this node "
+                         "(%s: %s)", group, name, strerror(errno));
   struct stat st;
   if (fstat(fd, &st) != 0 || (size_t)st.st_size != sizeof(coord_shm)) {
     close(fd);

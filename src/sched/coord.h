@@ -230,9 +230,12 @@ ff_status ff__coord_shm_name(const char *group, char *buf, size_t cap);
  * and all silent past their group's heartbeat timeout; decided under the
  * segment's lock, which is only tried). *out gets the handle; the allotment to start with is
  * ff__coord_threads(*out). Returns FF_OK, FF_EINVAL (bad argument, no group,
- * table full: 64 members) or FF_EIO (shared memory failed, or a segment of
- * another build or damaged: then also one line on stderr), the message in
- * err. *out is untouched on failure. */
+ * a group name of FF__COORD_GROUP_MAX bytes or more, FF_NODE_THREADS or
+ * FF_NODE_TRAINER_CORES not an integer in range, table full: 64 members) or
+ * FF_EIO (shared memory failed, or a segment of another build or damaged),
+ * the message (naming the variable or the segment) in err. *out is untouched
+ * on failure. A reserve of FF_NODE_TRAINER_CORES that leaves the loaders no
+ * thread of the budget is allowed, with one line on stderr. */
 ff_status ff__coord_join(const char *group, int max_threads, ff__coord **out, ff__error *err);
 
 /* The same with explicit parameters (NULL: ff__coord_params_init's). */
@@ -287,8 +290,9 @@ ff_status ff__coord_snapshot(ff__coord *c, ff__coord_member *out, int *n_out, ff
  * the live members (compacted, in slot order, room for
  * FF__COORD_MAX_MEMBERS) into out, their count into *n_out, the parameters
  * into *params_out (either may be NULL). Returns FF_OK, FF_EINVAL (bad
- * group name) or FF_EIO (no such group on this node for this user, a
- * segment of another build or damaged, or its lock held past
+ * group name), FF_EEMPTY (no such group on this node for this user: none
+ * joined it, or its last member left) or FF_EIO (its shared memory cannot
+ * be opened, a segment of another build or damaged, or its lock held past
  * lock_timeout_ms), the message in err. */
 ff_status ff__coord_peek(const char *group, ff__coord_member *out, int *n_out, ff__coord_params *params_out,
                          ff__error *err);

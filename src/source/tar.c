@@ -20,8 +20,9 @@
  * its size, modification time and inode, so a second open reads no tar.
  *
  * Problems are per member: a sample without a .cls, with a .cls that is not
- * a non-negative integer, with the same suffix twice (webdataset raises on
- * it) or whose key comes back later in the shard, a member cut off by the
+ * a non-negative integer (or one over INT64_MAX - 1), with the same suffix
+ * twice (webdataset raises on it; also where the second is a link, as tar
+ * writes for a file given twice) or whose key comes back later in the shard, a member cut off by the
  * end of the file, a header libarchive cannot read (the rest of that shard
  * is lost), an empty or compressed shard: each becomes a message in the
  * index's bad list naming the shard and the member, and the loader fails
@@ -96,20 +97,24 @@ static size_t key_length(const char *path) {
 }
 
 /* Python's int() of a .cls member's text, non-negative: digits with
- * optional surrounding white space, an optional '+' and '_' between digits. */
+ * optional surrounding white space, an optional '+' and '_' between digits.
+ * Returns 1, 0 (not such an integer) or -1 (an integer over INT64_MAX - 1:
+ * the class count, label + 1, must fit). */
 static int parse_label(const char *text, int64_t *out) {
   const char *p = text;
   while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r' || *p == '\f' || *p == '\v') p++;
   if (*p == '+') p++;
   int64_t v = 0;
-  int digits = 0;
+  int digits = 0, big = 0;
   for (; (*p >= '0' && *p <= '9') || (*p == '_' && digits && p[1] >= '0' && p[1] <= '9'); p++) {
     if (*p == '_') continue;
-    if (v > (INT64_MAX - 1 - (*p - '0')) / 10) return 0; /* the class count, label + 1, must fit */
-    v = v * 10 + (*p - '0'), digits++;
+    digits++;
+    if (big || v > (INT64_MAX - 1 - (*p - '0')) / 10) big = 1;
+    else v = v * 10 + (*p - '0');
   }
   while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r' || *p == '\f' || *p == '\v') p++;
   if (!digits || *p) return 0;
+  if (big) return -1;
   *out = v;
   return 1;
 }
@@ -179,10 +184,11 @@ static ff_status read_label(struct archive *a, group *g, const char *shard, cons
   }
   text[got] = 0;
   int64_t label;
-  if (memchr(text, 0, (size_t)got) || !parse_label(text, &label)) {
+  int parsed = memchr(text, 0, (size_t)got) ? 0 : parse_label(text, &label);
+  if (parsed != 1) {
     g->broken = 1;
-    return add_bad(sc, shard, err, "%s:%s: the label '%.*s' is not a non-negative integer", shard, path,
-                   (int)strcspn(text, "\r\n"), text);
+    return add_bad(sc, shard, err, "%s:%s: the label '%.*s' is %s", shard, path, (int)strcspn(text, "\r\n"), text,
+                   parsed ? "out of range (0..9223372036854775806)" : "not a non-negative integer");
   }
   g->image.label = label, g->has_label = 1;
   return FF_OK;
@@ -209,6 +215,23 @@ static ff_status read_image(struct archive *a, group *g, const char *shard, cons
   return FF_OK;
 }
 
+/* The member's suffix in lower case (path has a key of key_len bytes). */
+static void member_suffix(const char *path, size_t key_len, char *suffix, size_t cap) {
+  snprintf(suffix, cap, "%s", path + key_len + 1);
+  for (char *c = suffix; *c; c++) *c = (char)(*c >= 'A' && *c <= 'Z' ? *c - 'A' + 'a' : *c);
+}
+
+/* Whether path names a member the open sample already has. */
+static int repeats_member(const group *g, const char *path) {
+  size_t key_len = key_length(path);
+  if (!g->open || !key_len || g->key_len != key_len || memcmp(g->key, path, key_len)) return 0;
+  char suffix[FF__PATH_MAX];
+  member_suffix(path, key_len, suffix, sizeof suffix);
+  for (size_t i = 0; i < g->suffixes.n; i++)
+    if (!strcmp(g->suffixes.v[i], suffix)) return 1;
+  return 0;
+}
+
 /* One regular member of the shard, in tar order. */
 static ff_status take_member(struct archive *a, group *g, const char *shard, const char *path, uint64_t offset,
                              int64_t size, ff__tar_shard *sc, ff__error *err) {
@@ -225,14 +248,12 @@ static ff_status take_member(struct archive *a, group *g, const char *shard, con
     group_start(g, path, key_len);
   }
   char suffix[FF__PATH_MAX];
-  snprintf(suffix, sizeof suffix, "%s", path + key_len + 1);
-  for (char *c = suffix; *c; c++) *c = (char)(*c >= 'A' && *c <= 'Z' ? *c - 'A' + 'a' : *c);
-  for (size_t i = 0; !st && i < g->suffixes.n; i++)
-    if (!strcmp(g->suffixes.v[i], suffix)) {
-      g->broken = 1;
-      return add_bad(sc, shard, err, "%s:%s: duplicate member: sample '%s' already has a .%s (webdataset refuses "
-                     "it too)", shard, path, g->key, suffix);
-    }
+  member_suffix(path, key_len, suffix, sizeof suffix);
+  if (!st && repeats_member(g, path)) {
+    g->broken = 1;
+    return add_bad(sc, shard, err, "%s:%s: duplicate member: sample '%s' already has a .%s (webdataset refuses "
+                   "it too)", shard, path, g->key, suffix);
+  }
   if (!st && ff__strlist_push(&g->suffixes, suffix)) st = oom(err, shard);
   if (st) return st;
   if (!strcmp(suffix, "cls")) return read_label(a, g, shard, path, size, sc, err);
@@ -322,7 +343,15 @@ ff_status ff__tar_scan_archive(struct archive *a, const char *shard, uint64_t fi
     if (!path) path = "";
     snprintf(last, sizeof last, "%s", path);
     if (archive_entry_filetype(e) != AE_IFREG) {
-      if (archive_entry_filetype(e) != AE_IFDIR) sc->ignored++;
+      if (archive_entry_filetype(e) == AE_IFDIR) continue;
+      if (!repeats_member(&g, path)) {
+        sc->ignored++;
+        continue;
+      }
+      g.broken = 1;
+      st = add_bad(sc, shard, err, "%s:%s: duplicate member: a link to a member of sample '%s' under the same name "
+                   "(tar writes one for a file given twice)", shard, path, g.key);
+      if (st) break;
       continue;
     }
     int64_t size = archive_entry_size(e);
@@ -389,7 +418,7 @@ void ff__tar_cache_dir(char *out, size_t cap) {
   else if (cap) out[0] = 0;
 }
 
-#define CACHE_MAGIC "fusionflow-tar-index 1"
+#define CACHE_MAGIC "fusionflow-tar-index 2"
 
 /* The cache file of the shard whose real path is `real`, in `dir`. */
 static void cache_path(const char *dir, const char *real, char *out, size_t cap) {

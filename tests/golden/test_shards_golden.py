@@ -165,6 +165,48 @@ def test_shards_check_reports_counts_and_damage(dataset, tmp_path):
     assert not report["ok"] and report["manifest_mismatches"] == 1 and report["undecodable"] == 1
 
 
+def test_shards_check_reports_duplicates_and_large_labels(dataset, tmp_path):
+    root, samples = dataset
+    data = open(samples[0][0], "rb").read()
+    shard = tmp_path / "dup.tar"
+    with tarfile.open(shard, "w", format=tarfile.USTAR_FORMAT) as t:
+        for name, payload in [("k0.jpg", data), ("k0.cls", b"0"), ("k1.jpg", data), ("k1.cls", b"1"),
+                              ("k1.cls", b"1"), ("k2.jpg", data), ("k2.cls", b"99999999999999999999")]:
+            info = tarfile.TarInfo(name)
+            info.size = len(payload)
+            t.addfile(info, io.BytesIO(payload))
+    res = cli("shards", "check", shard, "--threads", "1")
+    assert res.returncode == 1 and "OK" not in res.stdout.splitlines()[-1]
+    assert f"BAD {shard}:k1.cls: duplicate member" in res.stdout
+    assert f"BAD {shard}:k2.cls: the label '99999999999999999999' is out of range" in res.stdout
+    import webdataset as wds  # which refuses the repeated member too
+    with pytest.raises(ValueError):
+        list(wds.WebDataset(str(shard), shardshuffle=False))
+
+
+def test_shards_make_refuses_stale_output_and_cleans_up_a_failure(dataset, tmp_path):
+    root, samples = dataset
+    out = tmp_path / "out"
+    assert cli("shards", "make", root, out, "--shard-samples", "10").returncode == 0
+    before = sorted(p.name for p in out.iterdir())
+    res = cli("shards", "make", root, out, "--shard-samples", "5")  # would leave shard-000003.. beside
+    assert res.returncode == 1 and str(out) in res.stderr and "not empty" in res.stderr
+    assert sorted(p.name for p in out.iterdir()) == before
+    # a make that fails mid-way (a .pgm the tar: source would not read) leaves nothing
+    Image.new("L", (8, 8)).save(tmp_path / "late.pgm")
+    listing = tmp_path / "list.tsv"
+    listing.write_text("".join(f"{p}\t{c}\n" for p, c in samples[:12]) + f"{tmp_path / 'late.pgm'}\t0\n")
+    res = cli("shards", "make", f"list:{listing}", tmp_path / "failed", "--shard-samples", "5")
+    assert res.returncode == 1 and "late.pgm" in res.stderr
+    assert not (tmp_path / "failed").exists()
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert cli("shards", "make", f"list:{listing}", empty, "--shard-samples", "5").returncode == 1
+    assert empty.is_dir() and not list(empty.iterdir())
+    res = cli("shards", "make", tmp_path / "nonexistent", tmp_path / "o2")
+    assert res.returncode == 1 and not (tmp_path / "o2").exists()
+
+
 def test_shards_cli_usage(tmp_path):
     res = cli("shards", "--help")
     assert res.returncode == 0 and "shards make SRC OUT" in res.stdout and "--shard-size" in res.stdout

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <jpeglib.h>
 
@@ -46,6 +47,28 @@ uint8_t *ff_test_read(const char *path, size_t *size_bytes) {
   fclose(f);
   if (p) *size_bytes = (size_t)n;
   return p;
+}
+
+const char *ff_test_stderr_of(void (*f)(void *), void *arg) {
+  static char text[1024];
+  char path[] = "/tmp/ff-test-stderr-XXXXXX";
+  int fd = mkstemp(path);
+  if (fd < 0) {
+    fprintf(stderr, "cannot create %s: %s\n", path, strerror(errno));
+    abort();
+  }
+  unlink(path);
+  fflush(stderr);
+  int saved = dup(2);
+  dup2(fd, 2);
+  f(arg);
+  fflush(stderr);
+  dup2(saved, 2);
+  close(saved);
+  ssize_t n = pread(fd, text, sizeof text - 1, 0);
+  close(fd);
+  text[n > 0 ? n : 0] = 0;
+  return text;
 }
 
 void ff_test_mkdir(const char *path) {

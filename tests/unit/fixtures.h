@@ -16,6 +16,10 @@ uint8_t *ff_test_read(const char *path, size_t *size_bytes);
 /* mkdir -p path; aborts on failure. */
 void ff_test_mkdir(const char *path);
 
+/* Runs f(arg) with stderr going to a file; returns what was written (up to
+ * 1023 bytes, in a static buffer); aborts if no file can be made. */
+const char *ff_test_stderr_of(void (*f)(void *), void *arg);
+
 /* A small deterministic generator (xorshift32) for sizes and pixels; *state
  * must not be 0 (0 is replaced by a constant). */
 uint32_t ff_test_rand(uint32_t *state);

@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "core/clock.h"
+#include "fixtures.h"
 #include "sched/coord.h"
 
 /* The three scripted demands: the trainer waits half of each interval; the
@@ -791,7 +792,7 @@ static void the_table_can_be_read_without_joining(void **state) {
   ff__coord_member m[FF__COORD_MAX_MEMBERS];
   int n = -1;
   ff__error err = {0};
-  assert_int_equal(ff__coord_peek(group, m, &n, NULL, &err), FF_EIO); /* no such group yet */
+  assert_int_equal(ff__coord_peek(group, m, &n, NULL, &err), FF_EEMPTY); /* no such group yet */
   assert_non_null(strstr(err.msg, group));
   ff__coord_params p = params(4, 2);
   child *a = spawn(&p, 4), *b = spawn(&p, 4);
@@ -1002,26 +1003,6 @@ static ff__coord_segment *map_segment(void) {
   return g;
 }
 
-/* Runs f with stderr going to a file; returns what was written (static). */
-static const char *stderr_of(void (*f)(void *), void *arg) {
-  static char text[1024];
-  char path[] = "/tmp/ff-coord-stderr-XXXXXX";
-  int fd = mkstemp(path);
-  assert_true(fd >= 0);
-  unlink(path);
-  fflush(stderr);
-  int saved = dup(2);
-  dup2(fd, 2);
-  f(arg);
-  fflush(stderr);
-  dup2(saved, 2);
-  close(saved);
-  ssize_t n = pread(fd, text, sizeof text - 1, 0);
-  close(fd);
-  text[n > 0 ? n : 0] = 0;
-  return text;
-}
-
 typedef struct damage_case {
   const char *what;
   void (*damage)(ff__coord_segment *g);
@@ -1067,8 +1048,9 @@ static void call_join(void *arg) {
 }
 
 /* A damaged segment (a field out of range, another build's header) is never
- * obeyed: a member already in it runs alone on all its threads, a joiner is
- * refused, each with one line on stderr naming the segment. */
+ * obeyed: a member already in it runs alone on all its threads, with one
+ * line on stderr naming the segment; a joiner is refused, with a message
+ * naming it. */
 static void a_damaged_segment_is_left_with_a_warning_not_obeyed(void **state) {
   (void)state;
   static const damage_case cases[] = {
@@ -1093,19 +1075,19 @@ static void a_damaged_segment_is_left_with_a_warning_not_obeyed(void **state) {
     cases[i].damage(g);
 
     join_call j = {0};
-    const char *out = stderr_of(call_join, &j);
+    const char *out = ff_test_stderr_of(call_join, &j);
     if (j.st != FF_EIO) fail_msg("%s: a joiner was not refused (%d)", cases[i].what, j.st);
     assert_null(j.c);
-    if (!strstr(out, shm_name) || strchr(out, '\n') != out + strlen(out) - 1)
-      fail_msg("%s: no one-line warning for the joiner: '%s'", cases[i].what, out);
+    if (!strstr(j.err.msg, shm_name) || *out) /* its loader says it */
+      fail_msg("%s: the joiner is not told in its message alone: '%s' / '%s'", cases[i].what, j.err.msg, out);
 
     report_call r = {me, -1, FF_OK};
-    out = stderr_of(call_report, &r);
+    out = ff_test_stderr_of(call_report, &r);
     assert_int_equal(r.st, FF_OK);
     if (r.threads != 4) fail_msg("%s: the member runs %d threads, not all its 4", cases[i].what, r.threads);
     if (!strstr(out, shm_name) || strchr(out, '\n') != out + strlen(out) - 1)
       fail_msg("%s: no one-line warning for the member: '%s'", cases[i].what, out);
-    out = stderr_of(call_report, &r); /* alone from now on, and said once */
+    out = ff_test_stderr_of(call_report, &r); /* alone from now on, and said once */
     assert_int_equal(r.threads, 4);
     assert_string_equal(out, "");
 
@@ -1269,6 +1251,30 @@ static int status_auto(const char *env, char *out, size_t cap) {
   return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
+/* `fusionflow node status GROUP --watch` ends with the group: once its last
+ * member left it says so and exits 0. */
+static void node_status_watch_ends_with_the_group(void **state) {
+  (void)state;
+  if (!getenv("FF_CLI")) skip();
+  new_group("watch");
+  ff__coord_params p = params(4, 1);
+  child *k = spawn(&p, 4);
+  assert_int_equal(ask(k, 'J', NULL).status, FF_OK);
+  char cmd[1024], out[8192];
+  snprintf(cmd, sizeof cmd, "%s node status %s --watch --interval 20 2>&1", getenv("FF_CLI"), group);
+  FILE *f = popen(cmd, "r");
+  assert_non_null(f);
+  char line[512];
+  assert_non_null(fgets(line, sizeof line, f)); /* its first table is out */
+  ask(k, 'L', NULL); /* the last member leaves (the command holds the pipes' ends: no EOF ends it) */
+  size_t n = fread(out, 1, sizeof out - 1, f);
+  out[n] = 0;
+  int st = pclose(f);
+  finish_children();
+  if (!WIFEXITED(st) || WEXITSTATUS(st) != 0 || !strstr(out, "ended"))
+    fail_msg("watch: status %d, output '%s'", st, out);
+}
+
 /* `fusionflow node status auto` finds the group that a trainer started by
  * torchrun joins with FF_NODE_GROUP=auto, from the same environment: the
  * run id's group, else the master port's; without either it says what it
@@ -1361,6 +1367,7 @@ int main(void) {
       cmocka_unit_test_teardown(a_segment_left_unsized_is_replaced_and_a_foreign_one_refused, teardown),
       cmocka_unit_test_teardown(a_group_whose_members_died_is_removed_by_the_next_join_of_another, teardown),
       cmocka_unit_test_teardown(node_status_auto_resolves_the_group_of_a_torchrun_job, teardown),
+      cmocka_unit_test_teardown(node_status_watch_ends_with_the_group, teardown),
       cmocka_unit_test_teardown(the_table_holds_64_members, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -591,6 +591,64 @@ static void node_group_caps_the_threads_and_keeps_batches_identical(void **state
   free(alone.bytes), free(grouped.bytes);
 }
 
+typedef struct open_call {
+  const ff_config *c;
+  int threads;
+} open_call;
+
+static void call_open(void *arg) {
+  open_call *o = arg;
+  o->threads = threads_at_open(o->c);
+}
+
+/* The threads at open; what it wrote on stderr in said. */
+static int threads_at_open_said(const ff_config *c, char *said, size_t cap) {
+  open_call o = {c, 0};
+  snprintf(said, cap, "%s", ff_test_stderr_of(call_open, &o));
+  return o.threads;
+}
+
+/* A group the loader cannot join, or a setting of the join it cannot take,
+ * leaves it alone on its own threads, with one line on stderr that names
+ * the variable; a reserve that leaves the loaders nothing is said too. */
+static void a_node_group_not_joined_is_said_once(void **state) {
+  (void)state;
+  char group[64], longname[201], said[1024];
+  snprintf(group, sizeof group, "test-loader-bad-%d", (int)getpid());
+  memset(longname, 'g', sizeof longname - 1);
+  longname[sizeof longname - 1] = 0;
+  static const struct { const char *group, *var, *value, *named; } cases[] = {
+      {NULL, NULL, NULL, "FF_NODE_GROUP"},
+      {"auto", NULL, NULL, "FF_NODE_GROUP=auto"},
+      {"", "FF_NODE_THREADS", "abc", "FF_NODE_THREADS=abc"},
+      {"", "FF_NODE_THREADS", "-4", "FF_NODE_THREADS=-4"},
+      {"", "FF_NODE_TRAINER_CORES", "abc", "FF_NODE_TRAINER_CORES=abc"},
+  };
+  ff_config c = base_config(data_source, NCHW_PIPELINE);
+  unsetenv("TORCHELASTIC_RUN_ID");
+  unsetenv("MASTER_PORT");
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    setenv("FF_NODE_GROUP", !cases[i].group ? longname : *cases[i].group ? cases[i].group : group, 1);
+    if (cases[i].var) setenv(cases[i].var, cases[i].value, 1);
+    assert_int_equal(threads_at_open_said(&c, said, sizeof said), 2);
+    if (!strstr(said, cases[i].named) || !strstr(said, "runs alone") || strchr(said, '\n') != said + strlen(said) - 1)
+      fail_msg("%s: not one line naming it: '%s'", cases[i].named, said);
+    if (cases[i].var) unsetenv(cases[i].var);
+  }
+  setenv("FF_NODE_GROUP", group, 1);
+  setenv("FF_NODE_THREADS", "2", 1);
+  setenv("FF_NODE_TRAINER_CORES", "100", 1);
+  threads_at_open_said(&c, said, sizeof said);
+  if (!strstr(said, "FF_NODE_TRAINER_CORES=100") || strchr(said, '\n') != said + strlen(said) - 1)
+    fail_msg("a reserve over the budget is not said in one line: '%s'", said);
+  setenv("FF_NODE_TRAINER_CORES", "0", 1);
+  assert_int_equal(threads_at_open_said(&c, said, sizeof said), 2);
+  assert_string_equal(said, ""); /* a good setting says nothing */
+  unsetenv("FF_NODE_THREADS");
+  unsetenv("FF_NODE_TRAINER_CORES");
+  unsetenv("FF_NODE_GROUP");
+}
+
 static void stats_count_every_file_read_once(void **state) {
   (void)state;
   uint64_t total = 0, largest = 0;
@@ -1226,6 +1284,7 @@ int main(void) {
       cmocka_unit_test(seek_resumes_mid_epoch_bit_identically),
       cmocka_unit_test(seek_to_the_end_of_an_epoch_goes_on_to_the_next),
       cmocka_unit_test(node_group_caps_the_threads_and_keeps_batches_identical),
+      cmocka_unit_test(a_node_group_not_joined_is_said_once),
       cmocka_unit_test(stats_count_every_file_read_once),
       cmocka_unit_test(batch_can_be_released_from_another_thread),
       cmocka_unit_test(held_batch_survives_set_epoch),
