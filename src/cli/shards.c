@@ -157,10 +157,12 @@ static int out_is_new(const char *out, int *created) {
   struct dirent *de;
   while ((de = readdir(d)) && (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))) {
   }
+  int empty = !de;
+  if (!empty) /* before closedir, which frees de */
+    fprintf(stderr, "fusionflow shards make: %s is not empty (holds %s): shards of an earlier run would mix "
+            "with these; remove it or name a new folder\n", out, de->d_name);
   closedir(d);
-  if (de) fprintf(stderr, "fusionflow shards make: %s is not empty (holds %s): shards of an earlier run would mix "
-                  "with these; remove it or name a new folder\n", out, de->d_name);
-  return !de;
+  return empty;
 }
 
 /* After a failed make: removes the shards w wrote, the manifest being
