@@ -21,7 +21,7 @@ enum { RNG_ERASE = 0x45524153u };
  * and products (loops that vectorise: IEEE sqrt and products round as the
  * scalar ones), sinf and cosf: the same float32 operations on each value
  * as one pair at a time, in fewer calls. */
-FF_FMA_CLONES void ff__erase_normals(uint64_t key, size_t n, float *out) {
+FF_FMA_CLONES static void normals(uint64_t key, size_t n, float *out) {
   enum { CHUNK = 64 }; /* pairs, an even number: whole blocks */
   ff__philox rng;
   ff__philox_init(&rng, key, RNG_ERASE, 0, 0);
@@ -43,6 +43,10 @@ FF_FMA_CLONES void ff__erase_normals(uint64_t key, size_t n, float *out) {
     if (whole < pairs) out[i + 2 * whole] = r[whole] * c[whole];
   }
 }
+
+/* Multiversioned functions stay static: clang resolves no clone of an
+ * external one called from another file. */
+void ff__erase_normals(uint64_t key, size_t n, float *out) { normals(key, n, out); }
 
 ff_status ff__op_erase(const ff__pipeline *pipe, const ff__plan *plan, void *batch_data, int slot,
                        ff__op_scratch *s) {

@@ -156,8 +156,8 @@ static void run_round(int round, uint32_t *rng) {
   static const char *pipelines[] = {
       "decode | random_resized_crop(size=8) | random_horizontal_flip | normalize(mean=imagenet, std=imagenet)",
       "decode | random_resized_crop(size=8) | normalize(mean=imagenet, std=imagenet) | mixup_cutmix(num_classes=3)",
-      "decode || 2 x random_resized_crop(size=8) | normalize(mean=imagenet, std=imagenet) || "
-      "3 x random_resized_crop(size=4, scale=(0.05, 0.4)) | normalize(mean=imagenet, std=imagenet)",
+      ("decode || 2 x random_resized_crop(size=8) | normalize(mean=imagenet, std=imagenet) || "
+       "3 x random_resized_crop(size=4, scale=(0.05, 0.4)) | normalize(mean=imagenet, std=imagenet)"),
   };
   ff_config c;
   ff_config_init(&c);
