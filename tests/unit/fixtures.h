@@ -16,6 +16,11 @@ uint8_t *ff_test_read(const char *path, size_t *size_bytes);
 /* mkdir -p path; aborts on failure. */
 void ff_test_mkdir(const char *path);
 
+/* Makes SIGALRM (a test's alarm(seconds) against a hang) end the process
+ * with exit status 1 after writing "the loader stopped making batches: ",
+ * what and a newline to stderr; what must stay valid until the alarm. */
+void ff_test_stop_on_alarm(const char *what);
+
 /* Runs f(arg) with stderr going to a file; returns what was written (up to
  * 1023 bytes, in a static buffer); aborts if no file can be made. */
 const char *ff_test_stderr_of(void (*f)(void *), void *arg);

@@ -12,7 +12,6 @@
 #include <cmocka.h>
 
 #include <pthread.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -456,13 +455,6 @@ static void end_after_the_last_batch_then_the_next_epoch_follows(void **state) {
   free(first.bytes), free(second.bytes), free(expected.bytes);
 }
 
-static void on_alarm(int sig) {
-  (void)sig;
-  static const char msg[] = "the loader stopped making batches: its workers wait for work that never comes\n";
-  if (write(2, msg, sizeof msg - 1) < 0) _exit(1);
-  _exit(1);
-}
-
 /* An epoch that fits in the ring whole is prepared ahead while the consumer
  * is still on the one before; the consumer may then take all of it, and reach
  * its end, before any worker runs again: the workers must still go on to the
@@ -473,7 +465,7 @@ static void epochs_the_ring_holds_whole_follow_one_another(void **state) {
   ff_config c = base_config(data_source, "decode | resize(size=(8, 8))");
   c.batch_size = N; /* one batch an epoch; the ring holds prefetch + 1 = 3 */
   ff_loader *l = open_ok(&c);
-  signal(SIGALRM, on_alarm);
+  ff_test_stop_on_alarm("its workers wait for work that never comes");
   alarm(60);
   uint64_t epoch = 0;
   for (int round = 0; round < 300; round++) {
@@ -499,7 +491,7 @@ static void seek_to_the_end_of_an_epoch_goes_on_to_the_next(void **state) {
   (void)state;
   ff_config c = base_config(data_source, NCHW_PIPELINE); /* 50 samples by 8: the last batch has 2 */
   ff_loader *l = open_ok(&c);
-  signal(SIGALRM, on_alarm);
+  ff_test_stop_on_alarm("its workers wait for work that never comes");
   alarm(60);
   assert_int_equal(ff_loader_seek(l, 2, ff_loader_num_batches(l)), FF_OK);
   ff_batch *b = NULL;

@@ -17,7 +17,6 @@
 
 #include <archive.h>
 #include <archive_entry.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,13 +30,6 @@ enum { CLASSES = 3, PER_CLASS = 7, N_GOOD = CLASSES * PER_CLASS, MAX_EPOCH = 6, 
 
 static char folder[1024], folder_source[1300], tar_source[1300], stream_source[1300];
 static char round_desc[512]; /* the round running, for the alarm's message */
-
-static void on_alarm(int sig) {
-  (void)sig;
-  static const char head[] = "the loader stopped making batches in: ";
-  if (write(2, head, sizeof head - 1) < 0 || write(2, round_desc, strlen(round_desc)) < 0) _exit(1);
-  _exit(1);
-}
 
 /* One shard of the folder's good images as KEY.jpg + KEY.cls, written with
  * libarchive (gzip-compressed when gz: then the loader streams it). */
@@ -179,7 +171,7 @@ static void run_round(int round, uint32_t *rng) {
   if (source != 3 && ff_test_rand(rng) % 3 == 0) c.world_size = 2, c.rank = 1;
   snprintf(round_desc, sizeof round_desc,
            "round %d: %s, %s, batch_size %d, %d threads, prefetch %d, drop_last %d, on_error %d, device %s, "
-           "output_device %s, repeated_augmentations %d, rank %d of %d\n",
+           "output_device %s, repeated_augmentations %d, rank %d of %d",
            round, c.source, c.pipeline, c.batch_size, c.num_threads, c.prefetch, c.drop_last, (int)c.on_error,
            c.device ? c.device : "auto", c.output_device ? c.output_device : "cpu", c.repeated_augmentations, c.rank,
            c.world_size);
@@ -222,7 +214,7 @@ static void run_round(int round, uint32_t *rng) {
 
 static void random_call_sequences_keep_the_position_and_the_bytes(void **state) {
   (void)state;
-  signal(SIGALRM, on_alarm);
+  ff_test_stop_on_alarm(round_desc);
   setenv("FF_FORCE_DEVICE_SHARE", "0.5", 1); /* half of each batch on emu:0 where it is the device */
   uint32_t rng = 20261201;
   int rounds = getenv("FF_TEST_SANITIZER") && *getenv("FF_TEST_SANITIZER") ? 16 : 48;
