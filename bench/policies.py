@@ -11,6 +11,7 @@ create_transform in the DataLoader), e.g. the test venv:
     /usr/bin/python3 bench/policies.py --data build/demo-data [--pipelines a,b] [compare.py options]
     $(scripts/test-venv.sh) bench/policies.py --pipelines timm_rand_augment   (timm's side needs timm)
 """
+import argparse
 import importlib.util
 import json
 import os
@@ -22,13 +23,27 @@ PIPELINES = ["standard", "rand_augment", "trivial_augment_wide", "auto_augment",
              "three_augment", "dino_global"]
 
 
+def pipeline_list(text):
+    names = [n for n in text.split(",") if n]
+    unknown = [n for n in names if n not in PIPELINES]
+    if unknown:
+        raise argparse.ArgumentTypeError("unknown pipeline %s (choose from %s)" % (",".join(unknown), ",".join(PIPELINES)))
+    return names
+
+
 def main():
-    extra = sys.argv[1:]
+    ap = argparse.ArgumentParser(
+        allow_abbrev=False,  # compare.py's --pipeline is passed on, not taken for --pipelines
+        description="Every augmentation policy end to end (bench/compare.py once per pipeline, one table).",
+        epilog="Every other option (--data, --cli, --threads, --batch-size, --batches, --warmup, --repeats, "
+               "--timeout, ...) is passed to bench/compare.py: see `bench/compare.py --help`.")
+    ap.add_argument("--pipelines", type=pipeline_list, metavar="A,B",
+                    help="a subset of %s (standard, the baseline, is always run; default: all, less "
+                         "timm_rand_augment in a Python without timm)" % ", ".join(PIPELINES))
+    args, extra = ap.parse_known_args()
     names = PIPELINES
-    if "--pipelines" in extra:  # a subset (standard is always run: the baseline)
-        k = extra.index("--pipelines")
-        names = ["standard"] + [n for n in extra[k + 1].split(",") if n != "standard"]
-        extra = extra[:k] + extra[k + 2:]
+    if args.pipelines is not None:
+        names = ["standard"] + [n for n in args.pipelines if n != "standard"]
     elif importlib.util.find_spec("timm") is None:  # the default set in a Python without timm (make bench)
         names = [n for n in names if n != "timm_rand_augment"]
         print("policies: no timm in this Python: the timm_rand_augment row is left out", file=sys.stderr)
