@@ -47,12 +47,15 @@ static inline float ff__f32_bits(uint32_t u) {
 static inline __attribute__((always_inline)) void
 ff__normals_chunk(const uint32_t key[2], const uint32_t ctr[4], uint32_t chunk, float *out) {
   enum { BLOCKS = FF__NORMALS_CHUNK / 4, PAIRS = FF__NORMALS_CHUNK / 2 };
-  uint32_t u1[PAIRS], u2[PAIRS];
-  for (int b = 0; b < BLOCKS; b++) {
-    uint32_t c[4] = {ctr[0] + chunk * BLOCKS + (uint32_t)b, ctr[1], ctr[2], ctr[3]}, w[4];
-    ff__philox4x32_10(key, c, w);
-    u1[b] = w[0], u2[b] = w[1], u1[BLOCKS + b] = w[2], u2[BLOCKS + b] = w[3];
-  }
+  /* the blocks' words side by side, each round over all of them: pair b
+   * is (c0[b], c1[b]) = u1[b], u2[b]; pair 32 + b is (c2[b], c3[b]) */
+  uint32_t u1[PAIRS], u2[PAIRS], *c0 = u1, *c1 = u2, *c2 = u1 + BLOCKS, *c3 = u2 + BLOCKS;
+  for (int b = 0; b < BLOCKS; b++)
+    c0[b] = ctr[0] + chunk * BLOCKS + (uint32_t)b, c1[b] = ctr[1], c2[b] = ctr[2], c3[b] = ctr[3];
+  uint32_t k0 = key[0], k1 = key[1];
+  for (int round = 0; round < 10; round++, k0 += FF__PHILOX_W0, k1 += FF__PHILOX_W1)
+    for (int b = 0; b < BLOCKS; b++)
+      ff__philox_round(c0 + b, c1 + b, c2 + b, c3 + b, k0, k1);
   for (int j = 0; j < PAIRS; j++) {
     /* radius sqrt(-2 ln u), u = (24 bits + 1) / 2^24 in (0, 1]: up to 5.77.
      * ln u = e ln 2 + ln m, m in [sqrt(1/2), sqrt(2)): ln(1 + x), x = m - 1
