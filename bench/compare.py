@@ -37,6 +37,11 @@ PIPELINES = {
     # with auto_augment="rand-m9-mstd0.5-inc1" and interpolation="bicubic"
     "timm_rand_augment": _HEAD + 'timm_rand_augment(config="rand-m9-mstd0.5-inc1", interpolation=bicubic, '
                          "img_mean=(124, 116, 104)) | " + _TAIL,
+    # DeiT's whole training transform: timm's create_transform with interpolation="random"
+    # (bilinear or bicubic per sample, in the crop and in RandAugment) and re_prob=0.25, re_mode="pixel"
+    "deit": "decode | random_resized_crop(size=224, interpolation=random) | random_horizontal_flip | "
+            'timm_rand_augment(config="rand-m9-mstd0.5-inc1", img_mean=(124, 116, 104)) | ' + _TAIL +
+            " | random_erasing(p=0.25, mode=pixel)",
     # DeiT III's 3-Augment and DINO's global view (bicubic crops, as the recipes)
     "three_augment": "decode | random_resized_crop(size=224, interpolation=bicubic) | random_horizontal_flip | "
                      "three_augment | " + _TAIL,
@@ -126,15 +131,16 @@ def tv_transform(pipeline):
     3-Augment as DeiT III's new_data_aug_generator, DINO's first global view
     as its DataAugmentationDINO)."""
     from torchvision import transforms as T
-    if pipeline == "timm_rand_augment":  # timm's own training transform (needs timm)
+    if pipeline in ("timm_rand_augment", "deit"):  # timm's own training transform (needs timm)
         from timm.data import create_transform
         import timm.data.auto_augment as taa
         # Pillow 13's ImageOps.posterize refuses 0 bits, which timm asks for at magnitude 10
         # (mstd noise reaches it): black, as earlier Pillow gave (and fusionflow gives)
         for name in ("Posterize", "PosterizeIncreasing", "PosterizeOriginal"):
             taa.NAME_TO_OP[name] = _posterize_0_black
+        interpolation, re_prob = ("random", 0.25) if pipeline == "deit" else ("bicubic", 0.0)
         return create_transform(224, is_training=True, auto_augment="rand-m9-mstd0.5-inc1",
-                                interpolation="bicubic", re_prob=0.0)
+                                interpolation=interpolation, re_prob=re_prob, re_mode="pixel")
     tail = [T.ToTensor(), T.Normalize(IMAGENET_MEAN, IMAGENET_STD)]
     bicubic = T.InterpolationMode.BICUBIC
     if pipeline == "three_augment":

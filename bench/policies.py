@@ -5,8 +5,9 @@ fusionflow's pipeline without augmentation (the goal: within 20%).
 
 Runs bench/compare.py once per pipeline (peers alternate inside each run)
 and prints one table. Use /usr/bin/python3 (Debian's torch/torchvision), or
-a Python with timm for the timm_rand_augment row (DeiT's RandAugment: timm's
-create_transform in the DataLoader), e.g. the test venv:
+a Python with timm for the timm_rand_augment and deit rows (DeiT's
+RandAugment, and DeiT's whole training transform with random erasing:
+timm's create_transform in the DataLoader), e.g. the test venv:
 
     /usr/bin/python3 bench/policies.py --data build/demo-data [--pipelines a,b] [compare.py options]
     $(scripts/test-venv.sh) bench/policies.py --pipelines timm_rand_augment   (timm's side needs timm)
@@ -20,7 +21,8 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PIPELINES = ["standard", "rand_augment", "trivial_augment_wide", "auto_augment", "aug_mix", "timm_rand_augment",
-             "three_augment", "dino_global"]
+             "deit", "three_augment", "dino_global"]
+TIMM = ("timm_rand_augment", "deit")  # rows whose torchvision side is timm's create_transform
 
 
 def pipeline_list(text):
@@ -45,8 +47,8 @@ def main():
     if args.pipelines is not None:
         names = ["standard"] + [n for n in args.pipelines if n != "standard"]
     elif importlib.util.find_spec("timm") is None:  # the default set in a Python without timm (make bench)
-        names = [n for n in names if n != "timm_rand_augment"]
-        print("policies: no timm in this Python: the timm_rand_augment row is left out", file=sys.stderr)
+        names = [n for n in names if n not in TIMM]
+        print("policies: no timm in this Python: the %s rows are left out" % " and ".join(TIMM), file=sys.stderr)
     rows = {}
     for name in names:
         cmd = [sys.executable, os.path.join(HERE, "compare.py"), "--pipeline", name,

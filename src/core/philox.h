@@ -23,21 +23,29 @@ typedef struct ff__philox {
 /* Streams are separated by domain: */
 enum { FF__RNG_AUGMENT = 0x41554721u, FF__RNG_SHUFFLE = 0x53485546u, FF__RNG_BATCH = 0x42415443u };
 
+/* The key schedule's increments (Weyl sequence) per round. */
+enum { FF__PHILOX_W0 = 0x9E3779B9u, FF__PHILOX_W1 = 0xBB67AE85u };
+
+/* One Philox4x32 round on the counter words (c0, c1, c2, c3) with the
+ * round's key (k0, k1); a caller making many blocks at once (normals.h)
+ * runs each round over all of them, which vectorises. */
+FF_HD static inline void ff__philox_round(uint32_t *c0, uint32_t *c1, uint32_t *c2, uint32_t *c3, uint32_t k0,
+                                          uint32_t k1) {
+  uint64_t p0 = (uint64_t)0xD2511F53u * *c0, p1 = (uint64_t)0xCD9E8D57u * *c2;
+  uint32_t n0 = (uint32_t)(p1 >> 32) ^ *c1 ^ k0, n2 = (uint32_t)(p0 >> 32) ^ *c3 ^ k1;
+  *c1 = (uint32_t)p1;
+  *c3 = (uint32_t)p0;
+  *c0 = n0;
+  *c2 = n2;
+}
+
 /* One Philox4x32-10 block: out = Philox(key, ctr). */
 FF_HD static inline void ff__philox4x32_10(const uint32_t key_in[2], const uint32_t ctr_in[4],
                                            uint32_t out[4]) {
   uint32_t k0 = key_in[0], k1 = key_in[1];
   uint32_t c0 = ctr_in[0], c1 = ctr_in[1], c2 = ctr_in[2], c3 = ctr_in[3];
-  for (int round = 0; round < 10; round++) {
-    uint64_t p0 = (uint64_t)0xD2511F53u * c0, p1 = (uint64_t)0xCD9E8D57u * c2;
-    uint32_t n0 = (uint32_t)(p1 >> 32) ^ c1 ^ k0, n2 = (uint32_t)(p0 >> 32) ^ c3 ^ k1;
-    c1 = (uint32_t)p1;
-    c3 = (uint32_t)p0;
-    c0 = n0;
-    c2 = n2;
-    k0 += 0x9E3779B9u;
-    k1 += 0xBB67AE85u;
-  }
+  for (int round = 0; round < 10; round++, k0 += FF__PHILOX_W0, k1 += FF__PHILOX_W1)
+    ff__philox_round(&c0, &c1, &c2, &c3, k0, k1);
   out[0] = c0, out[1] = c1, out[2] = c2, out[3] = c3;
 }
 

@@ -76,8 +76,9 @@ ff_status ff__op_gaussian_blur(const ff__image *src, int ksize_x, int ksize_y, f
                                ff__image *dst);
 
 /* n standard normal float32 values from the Philox stream keyed by key
- * (Box-Muller in float32, host only): random_erasing's noise, the same on
- * every placement because the host makes it for the device too. */
+ * (normals.h: Box-Muller in float32 with our own log and sine/cosine, host
+ * only): random_erasing's noise, the same on every host and instruction
+ * set, and on every placement because the host makes it for the device. */
 void ff__erase_normals(uint64_t key, size_t n, float *out);
 
 /* Erases the plan's FF__STEP_ERASE boxes in sample `slot` of an NCHW
