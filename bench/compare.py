@@ -3,6 +3,9 @@
 
 Runs, in one invocation and on the same ImageFolder:
   fusionflow    `fusionflow bench ... --json` (the CLI), parsed from its JSON summary;
+  fusionflow-plain  the same with the standard pipeline (crop, flip, normalize): run
+                beside an augmented --pipeline, it gives the policy's cost as a ratio
+                of two runs taken side by side (not in the default --only);
   torchvision   torch DataLoader over torchvision.datasets.ImageFolder with the
                 equivalent PIL transforms, num_workers = --threads;
   decode-only   bench/decode_only: full libjpeg decode of every file on --threads
@@ -83,10 +86,10 @@ def warm_page_cache(files):
 
 # ---------------------------------------------------------------- fusionflow
 
-def run_fusionflow(args):
+def run_fusionflow(args, pipeline=None):
     cmd = [args.cli, "bench",
            "--source", "imagefolder:" + args.data,
-           "--pipeline", PIPELINES[args.pipeline],
+           "--pipeline", PIPELINES[pipeline or args.pipeline],
            "--batch-size", str(args.batch_size),
            "--batches", str(args.batches),
            "--warmup", str(args.warmup),
@@ -215,8 +218,12 @@ def run_decode_only(args):
 
 # ---------------------------------------------------------------- main
 
-PEERS = [("fusionflow", run_fusionflow), ("torchvision", run_torchvision),
-         ("decode-only", run_decode_only)]
+def run_fusionflow_plain(args):
+    return run_fusionflow(args, "standard")
+
+
+PEERS = [("fusionflow", run_fusionflow), ("fusionflow-plain", run_fusionflow_plain),
+         ("torchvision", run_torchvision), ("decode-only", run_decode_only)]
 
 
 def find_exe(path):
@@ -262,7 +269,7 @@ def main():
     for name, fn in PEERS:
         if name not in wanted:
             continue
-        if name == "fusionflow":
+        if name in ("fusionflow", "fusionflow-plain"):
             exe = find_exe(args.cli)
             if not exe:
                 skipped[name] = "not built (%s)" % args.cli
@@ -303,7 +310,7 @@ def main():
                 log("%s failed: %s" % (name, e))
                 continue
             runs[name].append(res)
-            log("repeat %d/%d  %-12s %9.1f images/s"
+            log("repeat %d/%d  %-16s %9.1f images/s"
                 % (r + 1, args.repeats, name, res["images_per_s"]))
 
     results = {}
@@ -315,22 +322,29 @@ def main():
     tv = results.get("torchvision", {}).get("images_per_s")
     dec = results.get("decode-only", {}).get("images_per_s")
     ff = results.get("fusionflow", {}).get("images_per_s")
+    # the pipeline's rate over the plain one's, per repeat (the two ran side by side), then the median
+    pairs = list(zip(runs.get("fusionflow", []), runs.get("fusionflow-plain", [])))
+    share_of_plain = statistics.median(a["images_per_s"] / b["images_per_s"] for a, b in pairs) if pairs else None
 
     out_stream = sys.stderr if args.json else sys.stdout
-    lines = ["", "%-13s %12s %14s" % ("loader", "images/s", "vs torchvision"),
-             "-" * 41]
+    lines = ["", "%-16s %12s %14s" % ("loader", "images/s", "vs torchvision"),
+             "-" * 44]
     for name, _ in PEERS:
         if name in results:
             rate = results[name]["images_per_s"]
             ratio = "%13.2fx" % (rate / tv) if tv else "%14s" % "-"
-            lines.append("%-13s %12.1f %s" % (name, rate, ratio))
+            lines.append("%-16s %12.1f %s" % (name, rate, ratio))
         else:
             why = skipped.get(name) or errors.get(name) or "not run"
-            lines.append("%-13s %12s   (%s)" % (name, "-", why.splitlines()[0][:60]))
+            lines.append("%-16s %12s   (%s)" % (name, "-", why.splitlines()[0][:60]))
     if ff and dec:
         lines.append("")
         lines.append("fusionflow reaches %.0f%% of the decode-only limit (%.1f images/s)"
                      % (100.0 * ff / dec, dec))
+    if share_of_plain is not None:
+        lines.append("")
+        lines.append("fusionflow runs %s at %.0f%% of the standard pipeline's rate (median of %d side-by-side pairs)"
+                     % (args.pipeline, 100.0 * share_of_plain, len(pairs)))
     print("\n".join(lines), file=out_stream)
 
     if args.json:
@@ -346,6 +360,7 @@ def main():
             "ratio_vs_torchvision": {n: results[n]["images_per_s"] / tv
                                      for n in results} if tv else {},
             "fusionflow_share_of_decode_only": (ff / dec) if ff and dec else None,
+            "fusionflow_share_of_plain": share_of_plain,
         }
         print(json.dumps(doc, indent=2))
     return 1 if errors else 0
