@@ -2,7 +2,7 @@
  * node (one per GPU, as torchrun starts them), each runs its own loader, and
  * a fixed split of the cores leaves one loader stalling its GPU while another
  * idles. The members of a group meet in a POSIX shared memory segment,
- * "/fusionflow-<uid>-<group>" (the group defaults to FF_NODE_GROUP, else the
+ * "/fusionflow-<uid>-<group>" (ff__coord_shm_name; the group defaults to FF_NODE_GROUP, else the
  * torchrun job's TORCHELASTIC_RUN_ID or MASTER_PORT, so that the ranks of a
  * job find each other and tests can pick unique names). The segment holds a
  * node-wide thread budget (default: the node's online cores), a table of 64
@@ -472,14 +472,23 @@ ff_status ff__coord_shm_name(const char *group, char *buf, size_t cap) {
   if (!len || len >= FF__COORD_GROUP_MAX) return FF_EINVAL;
   int n = snprintf(buf, cap, "/fusionflow-%lu-", (unsigned long)getuid());
   if (n < 0 || (size_t)n + len + 1 > cap) return FF_EINVAL;
+  int replaced = 0;
+  uint64_t hash = 14695981039346656037ull; /* 64-bit FNV-1a of the exact name */
   for (size_t i = 0; i < len; i++) {
     char ch = group[i];
     int ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') || ch == '.' ||
              ch == '_' || ch == '-';
     buf[n + i] = ok ? ch : '_';
+    replaced |= !ok;
+    hash = (hash ^ (unsigned char)ch) * 1099511628211ull;
   }
   buf[n + len] = 0;
-  return FF_OK;
+  if (!replaced) return FF_OK;
+  /* "a/b" is not "a_b": a name with a character replaced gets the hash of
+   * the exact name after a '~', which a name kept as it is never holds. */
+  size_t end = (size_t)n + len;
+  int h = snprintf(buf + end, cap - end, "~%016llx", (unsigned long long)hash);
+  return h > 0 && (size_t)h < cap - end ? FF_OK : FF_EINVAL;
 }
 
 static int env_int(const char *name, int lo, int hi) {

@@ -214,9 +214,14 @@ int ff__coord_default_group(char *buf, size_t cap);
  * set (or it does not fit). */
 int ff__coord_torchrun_group(char *buf, size_t cap);
 
-/* The shared memory name of a group: "/fusionflow-<uid>-<group>", with
- * characters other than [A-Za-z0-9._-] replaced by '_'. Returns FF_OK or
- * FF_EINVAL (empty group, or longer than FF__COORD_GROUP_MAX - 1). */
+/* The shared memory name of a group, the one mapping of the loaders and of
+ * `fusionflow node status`: "/fusionflow-<uid>-<group>" for a group of
+ * [A-Za-z0-9._-] only; any other character is replaced by '_' and
+ * "~<16 hex digits>" (the 64-bit FNV-1a hash of the exact name) is
+ * appended, so that distinct groups ("a/b", "a_b", "a b") get distinct
+ * segments. Returns FF_OK or FF_EINVAL (empty group, longer than
+ * FF__COORD_GROUP_MAX - 1, or buf too small; FF__COORD_GROUP_MAX + 64
+ * bytes hold any name). */
 ff_status ff__coord_shm_name(const char *group, char *buf, size_t cap);
 
 /* Joins `group` (NULL: ff__coord_default_group) with defaults for the
