@@ -69,6 +69,7 @@
  * (sweep_one: by the same closed-then-unlink protocol, under their lock). */
 #include "sched/coord.h"
 
+#include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -80,6 +81,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -460,9 +462,13 @@ int ff__coord_torchrun_group(char *buf, size_t cap) {
   return n > 0 && (size_t)n < cap;
 }
 
+int ff__coord_group_off(const char *value) { return !value || !*value || !strcasecmp(value, "off"); }
+
+int ff__coord_group_auto(const char *value) { return value && !strcasecmp(value, "auto"); }
+
 int ff__coord_default_group(char *buf, size_t cap) {
   const char *g = getenv("FF_NODE_GROUP");
-  if (!g || !*g || !strcmp(g, "auto")) return ff__coord_torchrun_group(buf, cap);
+  if (!g || !*g || ff__coord_group_auto(g)) return ff__coord_torchrun_group(buf, cap);
   int n = snprintf(buf, cap, "%s", g);
   return n > 0 && (size_t)n < cap;
 }
@@ -960,8 +966,11 @@ ff_status ff__coord_join_params(const char *group, int max_threads, const ff__co
     return ff__error_set(err, FF_EINVAL, "node coordinator: max_threads must be >= 1 (got %d)", max_threads);
   if (!group) {
     const char *env = getenv("FF_NODE_GROUP");
+    if (env && *env && (isspace((unsigned char)env[0]) || isspace((unsigned char)env[strlen(env) - 1])))
+      return ff__error_set(err, FF_EINVAL, "node coordinator: FF_NODE_GROUP='%s' begins or ends with white space "
+                           "(set it to off, auto or a group name without it)", env);
     if (!ff__coord_default_group(buf, sizeof buf)) {
-      if (env && *env && strcmp(env, "auto"))
+      if (env && *env && !ff__coord_group_auto(env))
         return ff__error_set(err, FF_EINVAL, "node coordinator: FF_NODE_GROUP: group name must have 1..%d bytes "
                              "(got %zu)", FF__COORD_GROUP_MAX - 1, strlen(env));
       return ff__error_set(err, FF_EINVAL,

@@ -202,8 +202,15 @@ typedef struct ff__coord_segment {
 
 typedef struct ff__coord ff__coord;
 
+/* FF_NODE_GROUP's keywords, in any case ("OFF", "Auto"): whether value
+ * turns the coordinator off (NULL, empty or "off": the loader runs on its
+ * own threads) and whether it is "auto" (the torchrun job's group). A value
+ * with white space at either end is neither; ff__coord_join refuses it. */
+int ff__coord_group_off(const char *value);
+int ff__coord_group_auto(const char *value);
+
 /* The group from the environment, for ranks of one torchrun job to meet:
- * FF_NODE_GROUP (unless "auto"), else "torchelastic-<TORCHELASTIC_RUN_ID>",
+ * FF_NODE_GROUP (unless "auto" in any case), else "torchelastic-<TORCHELASTIC_RUN_ID>",
  * else "port-<MASTER_PORT>". Writes it to buf; returns 1, or 0 if none is
  * set. */
 int ff__coord_default_group(char *buf, size_t cap);
@@ -235,7 +242,8 @@ ff_status ff__coord_shm_name(const char *group, char *buf, size_t cap);
  * and all silent past their group's heartbeat timeout; decided under the
  * segment's lock, which is only tried). *out gets the handle; the allotment to start with is
  * ff__coord_threads(*out). Returns FF_OK, FF_EINVAL (bad argument, no group,
- * a group name of FF__COORD_GROUP_MAX bytes or more, FF_NODE_THREADS or
+ * a group name of FF__COORD_GROUP_MAX bytes or more, FF_NODE_GROUP with
+ * white space at either end, FF_NODE_THREADS or
  * FF_NODE_TRAINER_CORES not an integer in range, table full: 64 members) or
  * FF_EIO (shared memory failed, or a segment of another build or damaged),
  * the message (naming the variable or the segment) in err. *out is untouched

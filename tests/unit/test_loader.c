@@ -546,43 +546,6 @@ static int threads_at_open(const ff_config *c) {
   return s.num_threads;
 }
 
-static void node_group_caps_the_threads_and_keeps_batches_identical(void **state) {
-  (void)state;
-  char group[64];
-  snprintf(group, sizeof group, "test-loader-%d", (int)getpid());
-  ff_config c = base_config(data_source, NCHW_PIPELINE);
-  record alone = record_run(&c, 1), grouped;
-  setenv("FF_NODE_GROUP", group, 1);
-  setenv("FF_NODE_THREADS", "1", 1); /* the node's budget: one worker thread */
-  setenv("FF_NODE_TRAINER_CORES", "0", 1); /* all of it for the allotment */
-  ff_loader *l = open_ok(&c);
-  ff_stats s;
-  ff_loader_stats(l, &s);
-  assert_int_equal(s.num_threads, 1); /* of the 2 it owns */
-  ff_loader_close(l);
-  grouped = record_run(&c, 1);
-  unsetenv("FF_NODE_THREADS");
-  setenv("FF_NODE_GROUP", "off", 1);
-  l = open_ok(&c);
-  ff_loader_stats(l, &s);
-  assert_int_equal(s.num_threads, 2);
-  ff_loader_close(l);
-  /* Joining is opt-in: under torchrun without FF_NODE_GROUP the loader
-   * runs alone, with FF_NODE_GROUP=auto it joins the job's group. */
-  unsetenv("FF_NODE_GROUP");
-  setenv("TORCHELASTIC_RUN_ID", group, 1);
-  setenv("FF_NODE_THREADS", "1", 1);
-  assert_int_equal(threads_at_open(&c), 2);
-  setenv("FF_NODE_GROUP", "auto", 1);
-  assert_int_equal(threads_at_open(&c), 1);
-  unsetenv("TORCHELASTIC_RUN_ID");
-  unsetenv("FF_NODE_THREADS");
-  unsetenv("FF_NODE_TRAINER_CORES");
-  unsetenv("FF_NODE_GROUP");
-  assert_true(records_equal(&alone, &grouped));
-  free(alone.bytes), free(grouped.bytes);
-}
-
 typedef struct open_call {
   const ff_config *c;
   int threads;
@@ -600,6 +563,48 @@ static int threads_at_open_said(const ff_config *c, char *said, size_t cap) {
   return o.threads;
 }
 
+static void node_group_caps_the_threads_and_keeps_batches_identical(void **state) {
+  (void)state;
+  char group[64];
+  snprintf(group, sizeof group, "test-loader-%d", (int)getpid());
+  ff_config c = base_config(data_source, NCHW_PIPELINE);
+  record alone = record_run(&c, 1), grouped;
+  setenv("FF_NODE_GROUP", group, 1);
+  setenv("FF_NODE_THREADS", "1", 1); /* the node's budget: one worker thread */
+  setenv("FF_NODE_TRAINER_CORES", "0", 1); /* all of it for the allotment */
+  ff_loader *l = open_ok(&c);
+  ff_stats s;
+  ff_loader_stats(l, &s);
+  assert_int_equal(s.num_threads, 1); /* of the 2 it owns */
+  ff_loader_close(l);
+  grouped = record_run(&c, 1);
+  /* off in any case is off: the loader runs alone, silently, whatever the budget */
+  static const char *const offs[] = {"off", "OFF", "Off", ""};
+  for (size_t i = 0; i < sizeof offs / sizeof offs[0]; i++) {
+    char said[1024];
+    setenv("FF_NODE_GROUP", offs[i], 1);
+    if (threads_at_open_said(&c, said, sizeof said) != 2 || *said)
+      fail_msg("FF_NODE_GROUP='%s' is not off: '%s'", offs[i], said);
+  }
+  unsetenv("FF_NODE_THREADS");
+  /* Joining is opt-in: under torchrun without FF_NODE_GROUP the loader
+   * runs alone, with FF_NODE_GROUP=auto it joins the job's group. */
+  unsetenv("FF_NODE_GROUP");
+  setenv("TORCHELASTIC_RUN_ID", group, 1);
+  setenv("FF_NODE_THREADS", "1", 1);
+  assert_int_equal(threads_at_open(&c), 2);
+  setenv("FF_NODE_GROUP", "auto", 1);
+  assert_int_equal(threads_at_open(&c), 1);
+  setenv("FF_NODE_GROUP", "Auto", 1);
+  assert_int_equal(threads_at_open(&c), 1);
+  unsetenv("TORCHELASTIC_RUN_ID");
+  unsetenv("FF_NODE_THREADS");
+  unsetenv("FF_NODE_TRAINER_CORES");
+  unsetenv("FF_NODE_GROUP");
+  assert_true(records_equal(&alone, &grouped));
+  free(alone.bytes), free(grouped.bytes);
+}
+
 /* A group the loader cannot join, or a setting of the join it cannot take,
  * leaves it alone on its own threads, with one line on stderr that names
  * the variable; a reserve that leaves the loaders nothing is said too. */
@@ -612,6 +617,9 @@ static void a_node_group_not_joined_is_said_once(void **state) {
   static const struct { const char *group, *var, *value, *named; } cases[] = {
       {NULL, NULL, NULL, "FF_NODE_GROUP"},
       {"auto", NULL, NULL, "FF_NODE_GROUP=auto"},
+      {"AUTO", NULL, NULL, "FF_NODE_GROUP=auto"}, /* the keyword in any case */
+      {" off", NULL, NULL, "FF_NODE_GROUP=' off'"},
+      {"off ", NULL, NULL, "FF_NODE_GROUP='off '"},
       {"", "FF_NODE_THREADS", "abc", "FF_NODE_THREADS=abc"},
       {"", "FF_NODE_THREADS", "-4", "FF_NODE_THREADS=-4"},
       {"", "FF_NODE_TRAINER_CORES", "abc", "FF_NODE_TRAINER_CORES=abc"},
