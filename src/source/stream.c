@@ -194,8 +194,19 @@ static int transport_open(transport *t, struct archive *a) {
     posix_spawn_file_actions_t fa;
     posix_spawn_file_actions_init(&fa);
     posix_spawn_file_actions_adddup2(&fa, fds[1], 1);
+    /* SIGPIPE at its default for the command, which the caller may ignore
+     * (Python does): a command cut off by a close then ends silently,
+     * not with "write error: Broken pipe". */
+    posix_spawnattr_t at;
+    sigset_t dfl;
+    posix_spawnattr_init(&at);
+    sigemptyset(&dfl);
+    sigaddset(&dfl, SIGPIPE);
+    posix_spawnattr_setsigdefault(&at, &dfl);
+    posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSIGDEF);
     char *argv[] = {"sh", "-c", (char *)name + 5, NULL};
-    int e = posix_spawn(&t->pid, "/bin/sh", &fa, NULL, argv, environ);
+    int e = posix_spawn(&t->pid, "/bin/sh", &fa, &at, argv, environ);
+    posix_spawnattr_destroy(&at);
     posix_spawn_file_actions_destroy(&fa);
     close(fds[1]);
     if (e) {
@@ -212,20 +223,24 @@ static int transport_open(transport *t, struct archive *a) {
   return 0;
 }
 
-/* Ends the pass; a command that failed makes the pass fail. 0 or -1. */
+/* Ends the pass; a command that failed makes the pass fail. 0 or -1. An
+ * abandoned command (a close, a restart, a failed pass) is stopped before
+ * the pipe is closed, so that it never writes into a closed pipe and says
+ * so: what it says on its own while it runs is its own report. */
 static int transport_close(transport *t, int abandon) {
   int bad = 0;
   if (t->easy) curl_multi_remove_handle(t->multi, t->easy), curl_easy_cleanup(t->easy);
   if (t->multi) curl_multi_cleanup(t->multi);
   free(t->rx);
   t->easy = NULL, t->multi = NULL, t->rx = NULL;
-  if (t->fd >= 0) close(t->fd);
-  t->fd = -1;
+  if (t->fd >= 0 && !(abandon && t->pid > 0)) close(t->fd), t->fd = -1;
   if (t->pid > 0) {
     int status = 0;
     if (abandon) kill(t->pid, SIGKILL);
     while (waitpid(t->pid, &status, 0) < 0 && errno == EINTR) {
     }
+    if (t->fd >= 0) close(t->fd);
+    t->fd = -1;
     if (!abandon && !(WIFEXITED(status) && WEXITSTATUS(status) == 0)) {
       bad = -1;
       if (!t->why[0])

@@ -215,6 +215,26 @@ def test_pipe_and_compressed_shards(shards, tmp_path, monkeypatch):
         run("tar:pipe:exit 3")
 
 
+def test_a_pipe_closed_mid_stream_ends_quietly_and_a_failing_one_still_reports(big_folder, tmp_path, monkeypatch,
+                                                                               capfd):
+    """Closing the loader stops its command: no "Broken pipe" from it (Python
+    ignores SIGPIPE, and its commands inherit that). A command that fails
+    still says so itself and fails its shard."""
+    monkeypatch.delenv("LD_PRELOAD", raising=False)
+    _, paths, _ = big_folder
+    shard = tmp_path / "big.tar"
+    write_shard(shard, paths * 2, 0)  # megabytes: far more than the pipe and the reader's store hold
+    for _ in range(3):
+        with fusionflow.Loader(f"tar:pipe:cat {shard}", PIPELINE, batch_size=2, shuffle=False, num_threads=1,
+                               output="numpy") as loader:
+            next(iter(loader))
+    err = capfd.readouterr().err
+    assert "Broken pipe" not in err and "write error" not in err, err
+    with pytest.raises(fusionflow.Error, match="exited with status 1"):
+        run(f"tar:pipe:cat {tmp_path / 'missing.tar'}")
+    assert "missing.tar: No such file or directory" in capfd.readouterr().err
+
+
 def cutting(name, numbers):
     Handler.requests.clear()
     Handler.cut = {name: set(numbers)}
