@@ -199,17 +199,11 @@ static void bad_counts_epoch_end(bad_counts *c, const ff_loader *loader) {
  * that is not 0. 0 (after saying why) on a bad combination. */
 static int recipe_pipeline(const char *name, int pipeline_given, int num_classes, char *buf, size_t size,
                            ff_config *cfg) {
-  const ff_recipe *r = ff_recipe_find(name);
+  const ff_recipe *r;
   char why[512];
-  size_t len = 0;
   if (pipeline_given) return fprintf(stderr, "fusionflow bench: give --pipeline or --recipe, not both\n"), 0;
-  if (!r) return fprintf(stderr, "fusionflow bench: unknown recipe '%s' (fusionflow recipe --list)\n", name), 0;
+  if (!ff__cli_recipe_pipeline("bench", name, num_classes, buf, size, &r)) return 0;
   if (ff_recipe_check(r, why, sizeof why)) return fprintf(stderr, "fusionflow bench: %s\n", why), 0;
-  if (ff_recipe_pipeline(r, num_classes, buf, size, &len)) /* FF_EPIPELINE: the arguments are valid */
-    return fprintf(stderr, "fusionflow bench: recipe '%s' has no batch stage: --num-classes does not apply\n",
-                   name),
-           0;
-  if (len >= size) return fprintf(stderr, "fusionflow bench: recipe '%s' is too long\n", name), 0;
   cfg->pipeline = buf;
   cfg->repeated_augmentations = r->repeated_augmentations;
   return 1;
@@ -261,7 +255,7 @@ int ff__cli_bench(int argc, char **argv) {
     case O_SOURCE: cfg.source = optarg; break;
     case O_PIPELINE: cfg.pipeline = optarg, pipeline_given = 1; break;
     case O_RECIPE: recipe = optarg; break;
-    case O_NUM_CLASSES: if (!parse_long(name, optarg, 1, FF_MAX_NUM_CLASSES, &num_classes)) return 2; break;
+    case O_NUM_CLASSES: if (!ff__cli_parse_num_classes("bench", optarg, &num_classes)) return 2; break;
     case O_REPEATS: if (!parse_long(name, optarg, 0, 4096, &repeats)) return 2; break;
     case O_BATCH: if (!parse_long(name, optarg, 1, INT_MAX, &v)) return 2; cfg.batch_size = (int)v; break;
     case O_BATCHES: if (!parse_long(name, optarg, 1, LONG_MAX, &batches)) return 2; break;
