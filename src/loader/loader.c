@@ -663,7 +663,9 @@ static ff_status loader_start(ff_loader *l) {
   if (!st && l->cfg.source_callbacks) /* a batch fetch per ring slot, and one to spare per worker */
     st = ff__callback_source_open(l->cfg.source_callbacks, (size_t)l->cfg.prefetch + 2 + (size_t)l->cfg.num_threads,
                                   &l->index, err);
-  else if (!st) st = ff__source_open(l->cfg.source, l->cfg.allow_empty, &l->index, err);
+  else if (!st)
+    st = ff__source_open_watched(l->cfg.source, l->cfg.allow_empty, l->cfg.open_progress, l->cfg.open_progress_ctx,
+                                 &l->index, err);
   if (!st && l->index.num_bad && l->cfg.on_error == FF_ON_ERROR_RAISE) /* shards' members that make no sample */
     st = ff__error_set(err, FF_EDATA, "%s (%zu problem(s) in the shards; on_error=skip leaves them out and lists "
                        "them)", l->index.bad[0], l->index.num_bad);

@@ -44,6 +44,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/clock.h"
 #include "core/philox.h"
 #include "source/tar.h"
 
@@ -307,24 +308,61 @@ static int env_int(const char *name, int fallback) {
 
 /* --------------------------------------------------------------- index */
 
-ff_status ff__stream_index(const char *pattern, ff__strlist *shards, ff__index *out, ff__error *err) {
+/* The open's progress (ff_config.open_progress): told at each attempt's
+ * start (force) and at most every 100 ms in between; once it answers
+ * nonzero, every read in progress is abandoned and the open ends. */
+typedef struct open_watch {
+  ff_open_progress_fn fn;
+  void *ctx;
+  ff_open_progress p;
+  uint64_t start_ns, shard_ns, told_ns;
+  int given_up;
+} open_watch;
+
+static int watch_tell(open_watch *w, int force) {
+  if (!w->fn || w->given_up) return w->given_up;
+  uint64_t now = ff__now_ns();
+  if (!force && now - w->told_ns < 100000000u) return 0;
+  w->told_ns = now;
+  w->p.elapsed_s = (double)(now - w->start_ns) * 1e-9;
+  w->p.shard_s = (double)(now - w->shard_ns) * 1e-9;
+  w->given_up = w->fn(w->ctx, &w->p) != 0;
+  return w->given_up;
+}
+
+static int watch_poll(void *w) { return watch_tell(w, 0); }
+
+ff_status ff__stream_index(const char *pattern, ff__strlist *shards, ff_open_progress_fn progress, void *ctx,
+                           ff__index *out, ff__error *err) {
   pthread_once(&curl_once, curl_start);
   int retries = env_int("FF_STREAM_RETRIES", DEFAULT_RETRIES), backoff = env_int("FF_STREAM_BACKOFF_MS", DEFAULT_BACKOFF_MS);
   size_t n = shards->n;
   ff__tar_shard *scans = calloc(n ? n : 1, sizeof *scans);
   if (!scans) return ff__error_set(err, FF_ENOMEM, "tar:%s: out of memory", pattern);
   ff_status st = FF_OK;
+  open_watch w = {progress, ctx, {.num_shards = n, .max_attempts = 1 + (retries > 0 ? retries : 0)}, ff__now_ns(),
+                  0, 0, 0};
   for (size_t i = 0; i < n && !st; i++) {
     char why[512] = "";
     int retryable = 0, tries = 0;
+    w.shard_ns = ff__now_ns();
+    w.p.shard = shards->v[i], w.p.shard_index = i;
     for (;;) {
       ff__tar_shard_free(&scans[i]);
-      st = read_pass(shards->v[i], NULL, NULL, NULL, NULL, &scans[i], why, sizeof why, &retryable, err);
+      w.p.attempt = tries + 1, w.p.backing_off = 0, w.p.last_error = why;
+      if (watch_tell(&w, 1)) break;
+      st = read_pass(shards->v[i], NULL, NULL, progress ? watch_poll : NULL, &w, &scans[i], why, sizeof why,
+                     &retryable, err);
       tries++;
-      if (st != FF_EIO || !retryable || tries > retries) break;
-      sleep_ms(backoff << (tries - 1));
+      if (w.given_up || st != FF_EIO || !retryable || tries > retries) break;
+      w.p.attempt = tries + 1, w.p.backing_off = 1;
+      watch_tell(&w, 1);
+      for (int waited = 0; waited < backoff << (tries - 1) && !watch_poll(&w); waited += 10) sleep_ms(10);
     }
-    if (st == FF_EIO) {
+    if (w.given_up) {
+      st = ff__error_set(err, FF_EIO, "tar:%s: opening was given up while reading %s (attempt %d of %d)", pattern,
+                         shards->v[i], w.p.attempt, w.p.max_attempts);
+    } else if (st == FF_EIO) {
       ff__tar_shard_free(&scans[i]);
       char msg[FF__ERRMSG_MAX];
       snprintf(msg, sizeof msg, "%s: cannot read the shard: %s%s", shards->v[i], why,

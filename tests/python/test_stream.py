@@ -12,11 +12,17 @@ import gzip
 import http.server
 import io
 import os
+import queue
 import shutil
+import signal
+import socket
+import subprocess
 import tarfile
 import threading
 
 import pytest
+
+from conftest import cli
 
 np = pytest.importorskip("numpy")
 fusionflow = pytest.importorskip("fusionflow")
@@ -233,6 +239,35 @@ def test_a_pipe_closed_mid_stream_ends_quietly_and_a_failing_one_still_reports(b
     with pytest.raises(fusionflow.Error, match="exited with status 1"):
         run(f"tar:pipe:cat {tmp_path / 'missing.tar'}")
     assert "missing.tar: No such file or directory" in capfd.readouterr().err
+
+
+def test_cli_says_what_a_stalled_open_waits_for_and_ctrl_c_ends_it():
+    """A server that takes the connection and never answers: `fusionflow bench` says, once its open
+    has taken 2 s, which shard and attempt it waits for, and Ctrl-C ends it with exit status 130."""
+    if not os.path.exists(cli()):
+        pytest.skip("the fusionflow executable is not next to the package")
+    slow = 60 if os.environ.get("FF_TEST_SANITIZER") else 20
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(8)  # the kernel completes the connection; nobody ever reads or answers
+        url = f"http://127.0.0.1:{listener.getsockname()[1]}/stalled-000.tar"
+        proc = subprocess.Popen([cli(), "bench", "--source", f"tar:{url}", "--batches", "1"],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        lines = queue.Queue()
+        reader = threading.Thread(target=lambda: [lines.put(line) for line in proc.stderr], daemon=True)
+        reader.start()
+        try:
+            line = lines.get(timeout=slow)  # the first line it says is the progress line
+            assert url in line and "shard 1 of 1" in line and "attempt 1 of 4" in line, line
+            proc.send_signal(signal.SIGINT)
+            assert proc.wait(timeout=slow) == 130
+            reader.join(timeout=slow)
+            rest = "".join(lines.queue)
+            assert "interrupted while opening" in rest, rest
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
 
 
 def cutting(name, numbers):

@@ -11,10 +11,13 @@
 
 #include <cmocka.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -1263,6 +1266,66 @@ static void holding_more_than_prefetch_plus_one_batches_is_einval(void **state) 
   ff_loader_close(l);
 }
 
+/* What the progress of a stalled streamed open saw, and when it gives up. */
+typedef struct open_seen {
+  int calls, first_attempt, max_attempts, backing_off;
+  size_t shard_index, num_shards;
+  char shard[256];
+  double last_s;
+} open_seen;
+
+static int give_up_after_half_a_second(void *ctx, const ff_open_progress *p) {
+  open_seen *o = ctx;
+  if (!o->calls++) {
+    o->first_attempt = p->attempt, o->max_attempts = p->max_attempts, o->backing_off = p->backing_off;
+    o->shard_index = p->shard_index, o->num_shards = p->num_shards;
+    snprintf(o->shard, sizeof o->shard, "%s", p->shard);
+  }
+  o->last_s = p->elapsed_s;
+  return p->elapsed_s > 0.5;
+}
+
+/* A server that takes the connection and never answers: the open of a
+ * streamed source tells open_progress which shard and attempt it waits for,
+ * again and again while it waits, and gives up when told to (FF_EIO, the
+ * message naming the shard), long before the 30 s stall timeout. */
+static void a_stalled_streamed_open_tells_its_progress_and_can_be_given_up(void **state) {
+  (void)state;
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  struct sockaddr_in addr = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  socklen_t len = sizeof addr;
+  assert_int_equal(bind(fd, (struct sockaddr *)&addr, sizeof addr), 0);
+  assert_int_equal(listen(fd, 4), 0); /* the kernel completes the connection; nobody reads or answers */
+  assert_int_equal(getsockname(fd, (struct sockaddr *)&addr, &len), 0);
+  char url[128], source[160];
+  snprintf(url, sizeof url, "http://127.0.0.1:%d/stalled-000.tar", ntohs(addr.sin_port));
+  snprintf(source, sizeof source, "tar:%s", url);
+  setenv("FF_STREAM_RETRIES", "2", 1);
+  ff_config c = base_config(source, NCHW_PIPELINE);
+  open_seen seen = {0};
+  c.open_progress = give_up_after_half_a_second, c.open_progress_ctx = &seen;
+  ff_loader *l = NULL;
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  assert_int_equal(ff_loader_open(&c, &l), FF_EIO);
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  double took = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
+  const char *msg = ff_loader_errmsg(l);
+  if (!strstr(msg, url) || !strstr(msg, "given up")) fail_msg("message: '%s'", msg);
+  ff_loader_close(l);
+  unsetenv("FF_STREAM_RETRIES");
+  close(fd);
+  assert_string_equal(seen.shard, url);
+  assert_int_equal(seen.first_attempt, 1);
+  assert_int_equal(seen.max_attempts, 3);
+  assert_int_equal(seen.backing_off, 0);
+  assert_int_equal(seen.shard_index, 0);
+  assert_int_equal(seen.num_shards, 1);
+  assert_true(seen.calls >= 3); /* told again while it waits, not only as the attempt starts */
+  assert_true(seen.last_s > 0.5);
+  assert_true(took < 20); /* given up at once, not after the server's 30 s stall */
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(batches_do_not_depend_on_threads_or_prefetch_nchw),
@@ -1313,6 +1376,7 @@ int main(void) {
       cmocka_unit_test(held_batch_stays_readable_after_close),
       cmocka_unit_test(holding_the_first_batch_does_not_stall_the_epoch),
       cmocka_unit_test(holding_more_than_prefetch_plus_one_batches_is_einval),
+      cmocka_unit_test(a_stalled_streamed_open_tells_its_progress_and_can_be_given_up),
   };
   return cmocka_run_group_tests(tests, make_dataset, NULL);
 }
