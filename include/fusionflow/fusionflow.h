@@ -193,6 +193,23 @@ typedef struct ff_source_callbacks {
   const char *name; /* names the samples in messages: "NAME[INDEX]"; NULL: "callback" */
 } ff_source_callbacks;
 
+/* What the open of a streamed tar: source waits for (ff_config.open_progress):
+ * it reads every shard once, each with up to 1 + $FF_STREAM_RETRIES attempts. */
+typedef struct ff_open_progress {
+  const char *shard;      /* the shard being read: its URL, pipe:COMMAND or path */
+  size_t shard_index;     /* 0-based, of num_shards, in the pattern's order */
+  size_t num_shards;
+  int attempt;            /* 1: the first read of this shard; 2 and on: the retries */
+  int max_attempts;       /* 1 + $FF_STREAM_RETRIES */
+  int backing_off;        /* nonzero: waiting out the backoff before attempt `attempt` */
+  const char *last_error; /* why the previous attempt failed ("" on the first) */
+  double shard_s;         /* seconds since this shard's first attempt began */
+  double elapsed_s;       /* seconds since the open began reading shards */
+} ff_open_progress;
+
+/* Called while an open waits (ff_config.open_progress); nonzero gives the open up. */
+typedef int (*ff_open_progress_fn)(void *ctx, const ff_open_progress *progress);
+
 /* Loader configuration. Always fill it with ff_config_init() first, then set
  * the fields you need: new fields may be added at the end in later versions,
  * and struct_size tells the library which ones the caller knows. */
@@ -389,6 +406,17 @@ typedef struct ff_config {
    * encoded sizes before a sample is read (its cost model learns from the
    * decodes). Default NULL. */
   const ff_source_callbacks *source_callbacks;
+  /* Streamed tar: sources read every shard once at open, and a slow or
+   * stalled server makes that wait, with its retries, for minutes. When not
+   * NULL, ff_loader_open calls open_progress(open_progress_ctx, progress)
+   * on its own thread while it reads them: as each attempt (a shard, a
+   * retry) starts and about every 100 ms while it reads or backs off;
+   * *progress is valid for the call only. A nonzero return gives the open
+   * up at once (the transfer or command in progress abandoned):
+   * ff_loader_open returns FF_EIO, the message naming the shard and "given
+   * up". Other sources never call it. Default NULL. */
+  ff_open_progress_fn open_progress;
+  void *open_progress_ctx;
 } ff_config;
 
 /* ff_config.output_dtype. */

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "fusionflow/fusionflow.h"
 
 int ff__cli_parse_long(const char *cmd, const char *opt, const char *s, long min, long max, long *out) {
   char *end;
@@ -21,6 +22,10 @@ int ff__cli_parse_long(const char *cmd, const char *opt, const char *s, long min
   }
   *out = v;
   return 1;
+}
+
+int ff__cli_parse_num_classes(const char *cmd, const char *s, long *out) {
+  return ff__cli_parse_long(cmd, "num-classes", s, 1, FF_MAX_NUM_CLASSES, out);
 }
 
 int ff__cli_parse_double(const char *cmd, const char *opt, const char *s, double min, double max, double *out) {

@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -101,7 +102,54 @@ static void bench_usage(FILE *f) {
           "\n"
           "The report goes to stderr (with a progress bar on a terminal); --json prints one JSON\n"
           "object on stdout instead, for scripts.\n"
-          "Exit status: 0 success, 1 runtime error (the message names the file or cause), 2 usage.\n");
+          "Opening a streamed source (http://, pipe:, compressed shards) reads every shard once;\n"
+          "when that takes over 2 s, a line on stderr says which shard and attempt it waits for,\n"
+          "and Ctrl-C gives the open up.\n"
+          "Exit status: 0 success, 1 runtime error (the message names the file or cause), 2 usage,\n"
+          "130 interrupted (Ctrl-C) while opening.\n");
+}
+
+/* Ctrl-C while the loader opens a streamed source: the open is given up
+ * (open_progress), the command exits 130. Before a streamed open has begun
+ * (other sources never call open_progress) Ctrl-C ends the command at once,
+ * as it does without the handler. */
+static volatile sig_atomic_t open_interrupted, open_streaming;
+static void on_open_interrupt(int sig) {
+  if (open_streaming) {
+    open_interrupted = 1;
+    return;
+  }
+  signal(sig, SIG_DFL);
+  raise(sig);
+}
+
+typedef struct open_said {
+  size_t shard;
+  int attempt, backing_off;
+  double since_s; /* when this shard, attempt and backoff began */
+  int said;       /* whether they were said */
+  double line_s;  /* when the last line was said; < 0: none yet */
+} open_said;
+
+/* Says on stderr what a slow open waits for: once opening has taken 2 s,
+ * then each wait (a shard's attempt, a backoff) that lasts half a second,
+ * and at least every 10 s. */
+static int on_open_progress(void *ctx, const ff_open_progress *p) {
+  open_said *o = ctx;
+  open_streaming = 1;
+  if (open_interrupted) return 1;
+  if (o->shard != p->shard_index || o->attempt != p->attempt || o->backing_off != p->backing_off)
+    o->shard = p->shard_index, o->attempt = p->attempt, o->backing_off = p->backing_off, o->since_s = p->elapsed_s,
+    o->said = 0;
+  if (p->elapsed_s < 2 ||
+      !(o->line_s < 0 || (!o->said && p->elapsed_s - o->since_s >= 0.5) || p->elapsed_s - o->line_s >= 10))
+    return 0;
+  o->said = 1, o->line_s = p->elapsed_s;
+  fprintf(stderr, "fusionflow bench: opening, %.0f s: shard %zu of %zu, %s, %s attempt %d of %d%s%s%s\n",
+          p->elapsed_s, p->shard_index + 1, p->num_shards, p->shard, p->backing_off ? "backing off before" : "reading,",
+          p->attempt, p->max_attempts, *p->last_error ? " (the last failed: " : "", p->last_error,
+          *p->last_error ? ")" : "");
+  return 0;
 }
 
 /* The subcommand's integer options (cli/args.c). */
@@ -199,17 +247,11 @@ static void bad_counts_epoch_end(bad_counts *c, const ff_loader *loader) {
  * that is not 0. 0 (after saying why) on a bad combination. */
 static int recipe_pipeline(const char *name, int pipeline_given, int num_classes, char *buf, size_t size,
                            ff_config *cfg) {
-  const ff_recipe *r = ff_recipe_find(name);
+  const ff_recipe *r;
   char why[512];
-  size_t len = 0;
   if (pipeline_given) return fprintf(stderr, "fusionflow bench: give --pipeline or --recipe, not both\n"), 0;
-  if (!r) return fprintf(stderr, "fusionflow bench: unknown recipe '%s' (fusionflow recipe --list)\n", name), 0;
+  if (!ff__cli_recipe_pipeline("bench", name, num_classes, buf, size, &r)) return 0;
   if (ff_recipe_check(r, why, sizeof why)) return fprintf(stderr, "fusionflow bench: %s\n", why), 0;
-  if (ff_recipe_pipeline(r, num_classes, buf, size, &len)) /* FF_EPIPELINE: the arguments are valid */
-    return fprintf(stderr, "fusionflow bench: recipe '%s' has no batch stage: --num-classes does not apply\n",
-                   name),
-           0;
-  if (len >= size) return fprintf(stderr, "fusionflow bench: recipe '%s' is too long\n", name), 0;
   cfg->pipeline = buf;
   cfg->repeated_augmentations = r->repeated_augmentations;
   return 1;
@@ -261,7 +303,7 @@ int ff__cli_bench(int argc, char **argv) {
     case O_SOURCE: cfg.source = optarg; break;
     case O_PIPELINE: cfg.pipeline = optarg, pipeline_given = 1; break;
     case O_RECIPE: recipe = optarg; break;
-    case O_NUM_CLASSES: if (!parse_long(name, optarg, 1, FF_MAX_NUM_CLASSES, &num_classes)) return 2; break;
+    case O_NUM_CLASSES: if (!ff__cli_parse_num_classes("bench", optarg, &num_classes)) return 2; break;
     case O_REPEATS: if (!parse_long(name, optarg, 0, 4096, &repeats)) return 2; break;
     case O_BATCH: if (!parse_long(name, optarg, 1, INT_MAX, &v)) return 2; cfg.batch_size = (int)v; break;
     case O_BATCHES: if (!parse_long(name, optarg, 1, LONG_MAX, &batches)) return 2; break;
@@ -387,7 +429,19 @@ int ff__cli_bench(int argc, char **argv) {
   /* Without warm-up the clock includes opening: the workers start there. */
   double t0 = now_s();
   ff_loader *loader;
+  open_said said = {0, 0, 0, 0, 0, -1};
+  struct sigaction interrupt = {0}, before;
+  interrupt.sa_handler = on_open_interrupt; /* no SA_RESTART: a wait in progress ends */
+  sigemptyset(&interrupt.sa_mask);
+  sigaction(SIGINT, &interrupt, &before);
+  cfg.open_progress = on_open_progress, cfg.open_progress_ctx = &said;
   ff_status st = ff_loader_open(&cfg, &loader);
+  sigaction(SIGINT, &before, NULL); /* from here on Ctrl-C ends the run as it always did */
+  if (open_interrupted) {
+    fprintf(stderr, "fusionflow bench: interrupted while opening the source\n");
+    ff_loader_close(loader);
+    return 130;
+  }
   if (st) {
     char msg[1024];
     const char *why = ff_loader_errmsg(loader);

@@ -4,6 +4,8 @@
 #ifndef FF_CLI_CLI_H
 #define FF_CLI_CLI_H
 
+#include <stddef.h>
+
 int ff__cli_bench(int argc, char **argv);
 int ff__cli_augment(int argc, char **argv);
 int ff__cli_sim(int argc, char **argv);
@@ -22,6 +24,20 @@ int ff__cli_parse_long(const char *cmd, const char *opt, const char *s, long min
 
 /* The same for a finite number (strtod) in [min, max]: "inf" and "nan" are refused. */
 int ff__cli_parse_double(const char *cmd, const char *opt, const char *s, double min, double max, double *out);
+
+/* --num-classes (bench --recipe, recipe): the classes of a recipe's
+ * mixup_cutmix, an integer in [1, FF_MAX_NUM_CLASSES] parsed as
+ * ff__cli_parse_long does; on failure says so on stderr and returns 0. */
+int ff__cli_parse_num_classes(const char *cmd, const char *s, long *out);
+
+/* The pipeline text of recipe `name` for num_classes classes (0: as
+ * published) through ff_recipe_pipeline, into buf (size bytes); *recipe_out
+ * (may be NULL) gets the recipe. 1, or 0 after saying why on stderr
+ * ("fusionflow CMD: ..."): an unknown recipe, num_classes for a recipe
+ * without a batch stage, a text too long for buf. */
+struct ff_recipe;
+int ff__cli_recipe_pipeline(const char *cmd, const char *name, int num_classes, char *buf, size_t size,
+                            const struct ff_recipe **recipe_out);
 
 /* `fusionflow sim --ranks N ...`: several trainers on one node (sim_node.c);
  * argv as ff__cli_sim's. */

@@ -117,7 +117,7 @@ static int node_status(int argc, char **argv) {
   }
   const char *group = argv[optind];
   char resolved[FF__COORD_GROUP_MAX];
-  if (!strcmp(group, "auto")) {
+  if (ff__coord_group_auto(group)) {
     if (!ff__coord_torchrun_group(resolved, sizeof resolved)) {
       fprintf(stderr,
               "%s: auto: no torchrun job in this environment (set TORCHELASTIC_RUN_ID or MASTER_PORT as "

@@ -1,6 +1,8 @@
 /* recipe.c — `fusionflow recipe`: lists the training-recipe presets and
- * prints one (its source, pipeline one op per line, sampler setting, and
- * whether this build runs it). */
+ * prints one (its source, pipeline one op per line, for --num-classes
+ * classes as `fusionflow bench --recipe` runs it, sampler setting, and
+ * whether this build runs it); the recipe lookup and pipeline text both
+ * commands share (ff__cli_recipe_pipeline). */
 #include <getopt.h>
 #include <stdio.h>
 #include <string.h>
@@ -10,7 +12,7 @@
 
 static void usage(FILE *f) {
   fprintf(f, "usage: fusionflow recipe --list\n"
-             "       fusionflow recipe NAME\n"
+             "       fusionflow recipe NAME [--num-classes N]\n"
              "\n"
              "Training-recipe presets: a published recipe's data pipeline (views and the\n"
              "mixup_cutmix batch stage included) and its sampler setting, ready for\n"
@@ -19,7 +21,31 @@ static void usage(FILE *f) {
              "  --list      one line per recipe: name, whether this build runs it, source\n"
              "  NAME        the recipe: source, pipeline (one op per line), repeated\n"
              "              augmentations, and the ops it needs that this build lacks\n"
+             "  --num-classes N\n"
+             "              the classes of its mixup_cutmix, 1 to 16777216 (default 1000,\n"
+             "              ImageNet's): the pipeline printed is the one\n"
+             "              fusionflow bench --recipe NAME --num-classes N runs\n"
              "  -h, --help  this text\n");
+}
+
+int ff__cli_recipe_pipeline(const char *cmd, const char *name, int num_classes, char *buf, size_t size,
+                            const ff_recipe **recipe_out) {
+  const ff_recipe *r = ff_recipe_find(name);
+  size_t len = 0;
+  if (!r) {
+    fprintf(stderr, "fusionflow %s: unknown recipe '%s' (recipes:", cmd, name);
+    for (size_t i = 0; ff_recipe_at(i); i++)
+      fprintf(stderr, " %s", ff_recipe_at(i)->name);
+    fprintf(stderr, ")\n");
+    return 0;
+  }
+  if (ff_recipe_pipeline(r, num_classes, buf, size, &len)) /* FF_EPIPELINE: the arguments are valid */
+    return fprintf(stderr, "fusionflow %s: recipe '%s' has no batch stage: --num-classes does not apply\n", cmd,
+                   name),
+           0;
+  if (len >= size) return fprintf(stderr, "fusionflow %s: recipe '%s' is too long\n", cmd, name), 0;
+  if (recipe_out) *recipe_out = r;
+  return 1;
 }
 
 /* The pipeline with a line break before each top-level '|' and '||'. */
@@ -38,17 +64,25 @@ static void print_pipeline(const char *text) {
 }
 
 int ff__cli_recipe(int argc, char **argv) {
-  static const struct option opts[] = {
-      {"list", no_argument, 0, 'l'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+  enum { O_NUM_CLASSES = 256 };
+  static const struct option opts[] = {{"list", no_argument, 0, 'l'},
+                                       {"num-classes", required_argument, 0, O_NUM_CLASSES},
+                                       {"help", no_argument, 0, 'h'},
+                                       {0, 0, 0, 0}};
   int list = 0, c, li;
+  long num_classes = 0;
   while ((c = ff__cli_getopt(argc, argv, opts, &li)) != -1) {
     if (c == 'h') return usage(stdout), 0;
     if (c == 'l')
       list = 1;
-    else
+    else if (c != O_NUM_CLASSES || !ff__cli_parse_num_classes("recipe", optarg, &num_classes))
       return 2;
   }
   char why[1024];
+  if (list && num_classes) {
+    fprintf(stderr, "%s: --num-classes goes with a recipe NAME, not --list\n", argv[0]);
+    return 2;
+  }
   if (list) {
     for (size_t i = 0; ff_recipe_at(i); i++) {
       const ff_recipe *r = ff_recipe_at(i);
@@ -61,16 +95,11 @@ int ff__cli_recipe(int argc, char **argv) {
     fprintf(stderr, "%s: give one recipe NAME or --list\n", argv[0]);
     return 2;
   }
-  const ff_recipe *r = ff_recipe_find(argv[optind]);
-  if (!r) {
-    fprintf(stderr, "%s: unknown recipe '%s' (recipes:", argv[0], argv[optind]);
-    for (size_t i = 0; ff_recipe_at(i); i++)
-      fprintf(stderr, " %s", ff_recipe_at(i)->name);
-    fprintf(stderr, ")\n");
-    return 2;
-  }
+  const ff_recipe *r;
+  char pipeline[4096];
+  if (!ff__cli_recipe_pipeline("recipe", argv[optind], (int)num_classes, pipeline, sizeof pipeline, &r)) return 2;
   printf("%s\n  %s\npipeline:\n", r->name, r->source);
-  print_pipeline(r->pipeline);
+  print_pipeline(pipeline);
   printf("repeated_augmentations: %d\n", r->repeated_augmentations);
   if (ff_recipe_check(r, why, sizeof why))
     printf("status: not runnable in this build: %s\n", why);

@@ -592,7 +592,8 @@ static int start_worker(ff_loader *l, int i) {
 
 /* Loaders of one node (one per GPU, as torchrun starts them) share the
  * node's cores through the coordinator when they opt in: FF_NODE_GROUP
- * names the group, or is "auto" for torchrun's run id; unset or "off", the
+ * names the group, or is "auto" for torchrun's run id; unset, empty or
+ * "off" (ff__coord_group_off: the keywords in any case), the
  * loader runs on its own threads, as it does if the shared memory cannot
  * be had. In a group it also starts num_threads spare workers in
  * SCHED_IDLE, for good (an unprivileged process cannot raise a thread's
@@ -603,7 +604,7 @@ static int start_worker(ff_loader *l, int i) {
  * allotment only. */
 static void join_node_group(ff_loader *l, int gpu) {
   const char *env = getenv("FF_NODE_GROUP");
-  if (!env || !*env || !strcmp(env, "off")) return;
+  if (ff__coord_group_off(env)) return;
   ff__error err = {0};
   if (ff__coord_join(NULL, l->num_threads, &l->coord, &err) != FF_OK) {
     fprintf(stderr, "fusionflow: %s: this loader runs alone on its %d threads\n", err.msg, l->num_threads);
@@ -662,7 +663,9 @@ static ff_status loader_start(ff_loader *l) {
   if (!st && l->cfg.source_callbacks) /* a batch fetch per ring slot, and one to spare per worker */
     st = ff__callback_source_open(l->cfg.source_callbacks, (size_t)l->cfg.prefetch + 2 + (size_t)l->cfg.num_threads,
                                   &l->index, err);
-  else if (!st) st = ff__source_open(l->cfg.source, l->cfg.allow_empty, &l->index, err);
+  else if (!st)
+    st = ff__source_open_watched(l->cfg.source, l->cfg.allow_empty, l->cfg.open_progress, l->cfg.open_progress_ctx,
+                                 &l->index, err);
   if (!st && l->index.num_bad && l->cfg.on_error == FF_ON_ERROR_RAISE) /* shards' members that make no sample */
     st = ff__error_set(err, FF_EDATA, "%s (%zu problem(s) in the shards; on_error=skip leaves them out and lists "
                        "them)", l->index.bad[0], l->index.num_bad);

@@ -2,7 +2,7 @@
  * node (one per GPU, as torchrun starts them), each runs its own loader, and
  * a fixed split of the cores leaves one loader stalling its GPU while another
  * idles. The members of a group meet in a POSIX shared memory segment,
- * "/fusionflow-<uid>-<group>" (the group defaults to FF_NODE_GROUP, else the
+ * "/fusionflow-<uid>-<group>" (ff__coord_shm_name; the group defaults to FF_NODE_GROUP, else the
  * torchrun job's TORCHELASTIC_RUN_ID or MASTER_PORT, so that the ranks of a
  * job find each other and tests can pick unique names). The segment holds a
  * node-wide thread budget (default: the node's online cores), a table of 64
@@ -69,6 +69,7 @@
  * (sweep_one: by the same closed-then-unlink protocol, under their lock). */
 #include "sched/coord.h"
 
+#include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -80,6 +81,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -460,9 +462,13 @@ int ff__coord_torchrun_group(char *buf, size_t cap) {
   return n > 0 && (size_t)n < cap;
 }
 
+int ff__coord_group_off(const char *value) { return !value || !*value || !strcasecmp(value, "off"); }
+
+int ff__coord_group_auto(const char *value) { return value && !strcasecmp(value, "auto"); }
+
 int ff__coord_default_group(char *buf, size_t cap) {
   const char *g = getenv("FF_NODE_GROUP");
-  if (!g || !*g || !strcmp(g, "auto")) return ff__coord_torchrun_group(buf, cap);
+  if (!g || !*g || ff__coord_group_auto(g)) return ff__coord_torchrun_group(buf, cap);
   int n = snprintf(buf, cap, "%s", g);
   return n > 0 && (size_t)n < cap;
 }
@@ -472,14 +478,23 @@ ff_status ff__coord_shm_name(const char *group, char *buf, size_t cap) {
   if (!len || len >= FF__COORD_GROUP_MAX) return FF_EINVAL;
   int n = snprintf(buf, cap, "/fusionflow-%lu-", (unsigned long)getuid());
   if (n < 0 || (size_t)n + len + 1 > cap) return FF_EINVAL;
+  int replaced = 0;
+  uint64_t hash = 14695981039346656037ull; /* 64-bit FNV-1a of the exact name */
   for (size_t i = 0; i < len; i++) {
     char ch = group[i];
     int ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') || ch == '.' ||
              ch == '_' || ch == '-';
     buf[n + i] = ok ? ch : '_';
+    replaced |= !ok;
+    hash = (hash ^ (unsigned char)ch) * 1099511628211ull;
   }
   buf[n + len] = 0;
-  return FF_OK;
+  if (!replaced) return FF_OK;
+  /* "a/b" is not "a_b": a name with a character replaced gets the hash of
+   * the exact name after a '~', which a name kept as it is never holds. */
+  size_t end = (size_t)n + len;
+  int h = snprintf(buf + end, cap - end, "~%016llx", (unsigned long long)hash);
+  return h > 0 && (size_t)h < cap - end ? FF_OK : FF_EINVAL;
 }
 
 static int env_int(const char *name, int lo, int hi) {
@@ -951,8 +966,11 @@ ff_status ff__coord_join_params(const char *group, int max_threads, const ff__co
     return ff__error_set(err, FF_EINVAL, "node coordinator: max_threads must be >= 1 (got %d)", max_threads);
   if (!group) {
     const char *env = getenv("FF_NODE_GROUP");
+    if (env && *env && (isspace((unsigned char)env[0]) || isspace((unsigned char)env[strlen(env) - 1])))
+      return ff__error_set(err, FF_EINVAL, "node coordinator: FF_NODE_GROUP='%s' begins or ends with white space "
+                           "(set it to off, auto or a group name without it)", env);
     if (!ff__coord_default_group(buf, sizeof buf)) {
-      if (env && *env && strcmp(env, "auto"))
+      if (env && *env && !ff__coord_group_auto(env))
         return ff__error_set(err, FF_EINVAL, "node coordinator: FF_NODE_GROUP: group name must have 1..%d bytes "
                              "(got %zu)", FF__COORD_GROUP_MAX - 1, strlen(env));
       return ff__error_set(err, FF_EINVAL,

@@ -202,8 +202,15 @@ typedef struct ff__coord_segment {
 
 typedef struct ff__coord ff__coord;
 
+/* FF_NODE_GROUP's keywords, in any case ("OFF", "Auto"): whether value
+ * turns the coordinator off (NULL, empty or "off": the loader runs on its
+ * own threads) and whether it is "auto" (the torchrun job's group). A value
+ * with white space at either end is neither; ff__coord_join refuses it. */
+int ff__coord_group_off(const char *value);
+int ff__coord_group_auto(const char *value);
+
 /* The group from the environment, for ranks of one torchrun job to meet:
- * FF_NODE_GROUP (unless "auto"), else "torchelastic-<TORCHELASTIC_RUN_ID>",
+ * FF_NODE_GROUP (unless "auto" in any case), else "torchelastic-<TORCHELASTIC_RUN_ID>",
  * else "port-<MASTER_PORT>". Writes it to buf; returns 1, or 0 if none is
  * set. */
 int ff__coord_default_group(char *buf, size_t cap);
@@ -214,9 +221,14 @@ int ff__coord_default_group(char *buf, size_t cap);
  * set (or it does not fit). */
 int ff__coord_torchrun_group(char *buf, size_t cap);
 
-/* The shared memory name of a group: "/fusionflow-<uid>-<group>", with
- * characters other than [A-Za-z0-9._-] replaced by '_'. Returns FF_OK or
- * FF_EINVAL (empty group, or longer than FF__COORD_GROUP_MAX - 1). */
+/* The shared memory name of a group, the one mapping of the loaders and of
+ * `fusionflow node status`: "/fusionflow-<uid>-<group>" for a group of
+ * [A-Za-z0-9._-] only; any other character is replaced by '_' and
+ * "~<16 hex digits>" (the 64-bit FNV-1a hash of the exact name) is
+ * appended, so that distinct groups ("a/b", "a_b", "a b") get distinct
+ * segments. Returns FF_OK or FF_EINVAL (empty group, longer than
+ * FF__COORD_GROUP_MAX - 1, or buf too small; FF__COORD_GROUP_MAX + 64
+ * bytes hold any name). */
 ff_status ff__coord_shm_name(const char *group, char *buf, size_t cap);
 
 /* Joins `group` (NULL: ff__coord_default_group) with defaults for the
@@ -230,7 +242,8 @@ ff_status ff__coord_shm_name(const char *group, char *buf, size_t cap);
  * and all silent past their group's heartbeat timeout; decided under the
  * segment's lock, which is only tried). *out gets the handle; the allotment to start with is
  * ff__coord_threads(*out). Returns FF_OK, FF_EINVAL (bad argument, no group,
- * a group name of FF__COORD_GROUP_MAX bytes or more, FF_NODE_THREADS or
+ * a group name of FF__COORD_GROUP_MAX bytes or more, FF_NODE_GROUP with
+ * white space at either end, FF_NODE_THREADS or
  * FF_NODE_TRAINER_CORES not an integer in range, table full: 64 members) or
  * FF_EIO (shared memory failed, or a segment of another build or damaged),
  * the message (naming the variable or the segment) in err. *out is untouched

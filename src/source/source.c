@@ -265,6 +265,11 @@ static ff_status open_bare(const char *path, int allow_empty, builder *b, ff__st
 }
 
 ff_status ff__source_open(const char *spec, int allow_empty, ff__index *out, ff__error *err) {
+  return ff__source_open_watched(spec, allow_empty, NULL, NULL, out, err);
+}
+
+ff_status ff__source_open_watched(const char *spec, int allow_empty, ff_open_progress_fn progress, void *ctx,
+                                  ff__index *out, ff__error *err) {
   builder b = {0};
   ff__strlist classes = {0};
   ff_status st;
@@ -272,7 +277,7 @@ ff_status ff__source_open(const char *spec, int allow_empty, ff__index *out, ff_
   if (!spec || !*spec) st = ff__error_set(err, FF_EINVAL, "no source: expected %s", SOURCE_KINDS);
   else if (!strncmp(spec, "imagefolder:", 12)) st = open_imagefolder(spec + 12, allow_empty, &b, &classes, err);
   else if (!strncmp(spec, "list:", 5)) st = open_list(spec + 5, &b, err);
-  else if (!strncmp(spec, "tar:", 4)) return ff__tar_open(spec + 4, out, err);
+  else if (!strncmp(spec, "tar:", 4)) return ff__tar_open(spec + 4, progress, ctx, out, err);
   else st = open_bare(spec, allow_empty, &b, &classes, err);
   if (st) {
     ff__strlist_free(&b.paths);

@@ -37,6 +37,12 @@ typedef struct ff__index {
  * missing or unreadable), FF_EEMPTY (no sample, or a class folder without
  * images), FF_ENOMEM. */
 ff_status ff__source_open(const char *spec, int allow_empty, ff__index *out, ff__error *err);
+
+/* ff__source_open telling progress (NULL: none) what a streamed tar: source's
+ * open waits for, and giving it up when progress returns nonzero
+ * (ff_config.open_progress): FF_EIO. */
+ff_status ff__source_open_watched(const char *spec, int allow_empty, ff_open_progress_fn progress, void *ctx,
+                                  ff__index *out, ff__error *err);
 /* Where sample i's bytes are: *length bytes at byte *offset of file *shard,
  * or (*shard NULL, *offset and *length 0) the whole file paths[i] -- or,
  * for a streamed index, the stream (ff__stream_take). */

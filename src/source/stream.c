@@ -44,6 +44,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/clock.h"
 #include "core/philox.h"
 #include "source/tar.h"
 
@@ -194,8 +195,19 @@ static int transport_open(transport *t, struct archive *a) {
     posix_spawn_file_actions_t fa;
     posix_spawn_file_actions_init(&fa);
     posix_spawn_file_actions_adddup2(&fa, fds[1], 1);
+    /* SIGPIPE at its default for the command, which the caller may ignore
+     * (Python does): a command cut off by a close then ends silently,
+     * not with "write error: Broken pipe". */
+    posix_spawnattr_t at;
+    sigset_t dfl;
+    posix_spawnattr_init(&at);
+    sigemptyset(&dfl);
+    sigaddset(&dfl, SIGPIPE);
+    posix_spawnattr_setsigdefault(&at, &dfl);
+    posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSIGDEF);
     char *argv[] = {"sh", "-c", (char *)name + 5, NULL};
-    int e = posix_spawn(&t->pid, "/bin/sh", &fa, NULL, argv, environ);
+    int e = posix_spawn(&t->pid, "/bin/sh", &fa, &at, argv, environ);
+    posix_spawnattr_destroy(&at);
     posix_spawn_file_actions_destroy(&fa);
     close(fds[1]);
     if (e) {
@@ -212,20 +224,24 @@ static int transport_open(transport *t, struct archive *a) {
   return 0;
 }
 
-/* Ends the pass; a command that failed makes the pass fail. 0 or -1. */
+/* Ends the pass; a command that failed makes the pass fail. 0 or -1. An
+ * abandoned command (a close, a restart, a failed pass) is stopped before
+ * the pipe is closed, so that it never writes into a closed pipe and says
+ * so: what it says on its own while it runs is its own report. */
 static int transport_close(transport *t, int abandon) {
   int bad = 0;
   if (t->easy) curl_multi_remove_handle(t->multi, t->easy), curl_easy_cleanup(t->easy);
   if (t->multi) curl_multi_cleanup(t->multi);
   free(t->rx);
   t->easy = NULL, t->multi = NULL, t->rx = NULL;
-  if (t->fd >= 0) close(t->fd);
-  t->fd = -1;
+  if (t->fd >= 0 && !(abandon && t->pid > 0)) close(t->fd), t->fd = -1;
   if (t->pid > 0) {
     int status = 0;
     if (abandon) kill(t->pid, SIGKILL);
     while (waitpid(t->pid, &status, 0) < 0 && errno == EINTR) {
     }
+    if (t->fd >= 0) close(t->fd);
+    t->fd = -1;
     if (!abandon && !(WIFEXITED(status) && WEXITSTATUS(status) == 0)) {
       bad = -1;
       if (!t->why[0])
@@ -292,24 +308,61 @@ static int env_int(const char *name, int fallback) {
 
 /* --------------------------------------------------------------- index */
 
-ff_status ff__stream_index(const char *pattern, ff__strlist *shards, ff__index *out, ff__error *err) {
+/* The open's progress (ff_config.open_progress): told at each attempt's
+ * start (force) and at most every 100 ms in between; once it answers
+ * nonzero, every read in progress is abandoned and the open ends. */
+typedef struct open_watch {
+  ff_open_progress_fn fn;
+  void *ctx;
+  ff_open_progress p;
+  uint64_t start_ns, shard_ns, told_ns;
+  int given_up;
+} open_watch;
+
+static int watch_tell(open_watch *w, int force) {
+  if (!w->fn || w->given_up) return w->given_up;
+  uint64_t now = ff__now_ns();
+  if (!force && now - w->told_ns < 100000000u) return 0;
+  w->told_ns = now;
+  w->p.elapsed_s = (double)(now - w->start_ns) * 1e-9;
+  w->p.shard_s = (double)(now - w->shard_ns) * 1e-9;
+  w->given_up = w->fn(w->ctx, &w->p) != 0;
+  return w->given_up;
+}
+
+static int watch_poll(void *w) { return watch_tell(w, 0); }
+
+ff_status ff__stream_index(const char *pattern, ff__strlist *shards, ff_open_progress_fn progress, void *ctx,
+                           ff__index *out, ff__error *err) {
   pthread_once(&curl_once, curl_start);
   int retries = env_int("FF_STREAM_RETRIES", DEFAULT_RETRIES), backoff = env_int("FF_STREAM_BACKOFF_MS", DEFAULT_BACKOFF_MS);
   size_t n = shards->n;
   ff__tar_shard *scans = calloc(n ? n : 1, sizeof *scans);
   if (!scans) return ff__error_set(err, FF_ENOMEM, "tar:%s: out of memory", pattern);
   ff_status st = FF_OK;
+  open_watch w = {progress, ctx, {.num_shards = n, .max_attempts = 1 + (retries > 0 ? retries : 0)}, ff__now_ns(),
+                  0, 0, 0};
   for (size_t i = 0; i < n && !st; i++) {
     char why[512] = "";
     int retryable = 0, tries = 0;
+    w.shard_ns = ff__now_ns();
+    w.p.shard = shards->v[i], w.p.shard_index = i;
     for (;;) {
       ff__tar_shard_free(&scans[i]);
-      st = read_pass(shards->v[i], NULL, NULL, NULL, NULL, &scans[i], why, sizeof why, &retryable, err);
+      w.p.attempt = tries + 1, w.p.backing_off = 0, w.p.last_error = why;
+      if (watch_tell(&w, 1)) break;
+      st = read_pass(shards->v[i], NULL, NULL, progress ? watch_poll : NULL, &w, &scans[i], why, sizeof why,
+                     &retryable, err);
       tries++;
-      if (st != FF_EIO || !retryable || tries > retries) break;
-      sleep_ms(backoff << (tries - 1));
+      if (w.given_up || st != FF_EIO || !retryable || tries > retries) break;
+      w.p.attempt = tries + 1, w.p.backing_off = 1;
+      watch_tell(&w, 1);
+      for (int waited = 0; waited < backoff << (tries - 1) && !watch_poll(&w); waited += 10) sleep_ms(10);
     }
-    if (st == FF_EIO) {
+    if (w.given_up) {
+      st = ff__error_set(err, FF_EIO, "tar:%s: opening was given up while reading %s (attempt %d of %d)", pattern,
+                         shards->v[i], w.p.attempt, w.p.max_attempts);
+    } else if (st == FF_EIO) {
       ff__tar_shard_free(&scans[i]);
       char msg[FF__ERRMSG_MAX];
       snprintf(msg, sizeof msg, "%s: cannot read the shard: %s%s", shards->v[i], why,

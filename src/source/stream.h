@@ -20,9 +20,13 @@ int ff__stream_name(const char *name);
  * to end (retrying network errors, see ff__stream_open) to count its
  * samples and learn their labels, grouping members as the tar: source does;
  * out->streamed is set. Shards that fail and members that make no sample go
- * to out->bad as for local shards. Returns FF_OK, FF_EEMPTY (no sample),
- * FF_ENOMEM. */
-ff_status ff__stream_index(const char *pattern, ff__strlist *shards, ff__index *out, ff__error *err);
+ * to out->bad as for local shards. progress (may be NULL) is called with
+ * ctx as each attempt starts and about every 100 ms while one reads or
+ * backs off (ff_config.open_progress); nonzero from it abandons the read in
+ * progress and the open. Returns FF_OK, FF_EEMPTY (no sample), FF_EIO
+ * (given up by progress: the message names the shard), FF_ENOMEM. */
+ff_status ff__stream_index(const char *pattern, ff__strlist *shards, ff_open_progress_fn progress, void *ctx,
+                           ff__index *out, ff__error *err);
 
 typedef struct ff__stream ff__stream;
 

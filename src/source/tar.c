@@ -571,7 +571,7 @@ ff_status ff__tar_index_build(const char *pattern, ff__strlist *shards, const ff
   return FF_OK;
 }
 
-ff_status ff__tar_open(const char *pattern, ff__index *out, ff__error *err) {
+ff_status ff__tar_open(const char *pattern, ff_open_progress_fn progress, void *ctx, ff__index *out, ff__error *err) {
   ff__strlist shards = {0};
   ff_status st = ff__shards_expand(pattern, &shards, err);
   if (st) {
@@ -586,7 +586,7 @@ ff_status ff__tar_open(const char *pattern, ff__index *out, ff__error *err) {
     found += ff__stream_name(shards.v[i]) || stat(shards.v[i], &sb) == 0;
   }
   if (streamed) { /* one stream makes the whole source a stream */
-    st = ff__stream_index(pattern, &shards, out, err);
+    st = ff__stream_index(pattern, &shards, progress, ctx, out, err);
     ff__strlist_free(&shards);
     return st;
   }

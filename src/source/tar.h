@@ -17,8 +17,10 @@ struct archive;
  * naming shard and member; the caller decides whether they fail the open.
  * Returns FF_OK, FF_EINVAL (a malformed pattern, a streaming URL),
  * FF_EEMPTY (no sample at all: the message gives the first reason),
- * FF_EIO (no shard of the pattern exists), FF_ENOMEM. */
-ff_status ff__tar_open(const char *pattern, ff__index *out, ff__error *err);
+ * FF_EIO (no shard of the pattern exists, or progress gave a streamed
+ * open up), FF_ENOMEM. progress (may be NULL) is told what the open of
+ * streamed shards waits for (ff__stream_index). */
+ff_status ff__tar_open(const char *pattern, ff_open_progress_fn progress, void *ctx, ff__index *out, ff__error *err);
 
 /* The folder of the shard indexes: $FF_CACHE_DIR, else
  * $XDG_CACHE_HOME/fusionflow, else $HOME/.cache/fusionflow (with "/tar"

@@ -93,3 +93,10 @@ def child_env():
     pkg_parent = os.path.dirname(os.path.dirname(os.path.abspath(fusionflow.__file__)))
     env["PYTHONPATH"] = pkg_parent + os.pathsep + env.get("PYTHONPATH", "")
     return env
+
+
+def cli():
+    """The fusionflow executable: FF_CLI (ctest sets it), else the one next to the build tree's package."""
+    import fusionflow
+
+    return os.environ.get("FF_CLI") or os.path.join(os.path.dirname(fusionflow.__file__), "..", "..", "fusionflow")

@@ -10,7 +10,7 @@ import tarfile
 import numpy
 import pytest
 
-from conftest import make_folder
+from conftest import cli, make_folder
 
 import fusionflow  # noqa: E402
 
@@ -89,10 +89,6 @@ def test_a_recipes_repeats_can_be_turned_off(data):
     assert repeated[0] == repeated[1] == repeated[2] and repeated[3] == repeated[4] == repeated[5]
     assert len(set(plain)) == 6
 
-def cli():
-    return os.environ.get("FF_CLI") or os.path.join(os.path.dirname(fusionflow.__file__), "..", "..", "fusionflow")
-
-
 def test_cli_lists_and_prints_recipes():
     if not os.path.exists(cli()):
         pytest.skip("the fusionflow executable is not next to the package")
@@ -103,6 +99,8 @@ def test_cli_lists_and_prints_recipes():
     assert res.returncode == 0 and "|| 8 x random_resized_crop(size=96" in res.stdout and "status:" in res.stdout
     res = subprocess.run([cli(), "recipe", "nope"], capture_output=True, text=True, timeout=30)
     assert res.returncode == 2 and "unknown recipe 'nope'" in res.stderr and "deit" in res.stderr
+    res = subprocess.run([cli(), "recipe", "--help"], capture_output=True, text=True, timeout=30)
+    assert res.returncode == 0 and "--num-classes N" in res.stdout and "bench --recipe NAME --num-classes N" in res.stdout
 
 
 def test_cli_plans_a_sample_of_a_mixing_recipe(data):
@@ -206,3 +204,18 @@ def test_the_package_and_the_cli_set_num_classes_alike(data, name):
         res = subprocess.run(base + ["--num-classes", bad], capture_output=True, text=True, timeout=60)
         assert res.returncode == 2, (bad, res.stderr)
         assert f"--num-classes expects an integer in [1, 16777216], got '{bad}'" in res.stderr, res.stderr
+    # `fusionflow recipe NAME --num-classes N` prints the pipeline bench runs, and refuses alike
+    recipe = [cli(), "recipe", name]
+    for args, text in (([], published), (["--num-classes", "7"], want)):
+        res = subprocess.run(recipe + args, capture_output=True, text=True, timeout=30)
+        if text is None:
+            assert res.returncode == 2, res.stdout
+            assert f"fusionflow recipe: recipe '{name}' has no batch stage: --num-classes does not apply" in res.stderr
+            continue
+        assert res.returncode == 0, res.stderr
+        lines = res.stdout.split("pipeline:\n")[1].split("repeated_augmentations:")[0].splitlines()
+        assert " ".join(line.strip() for line in lines) == text
+    for bad in ("0", "-1", "seven", "16777217", "2147483648"):
+        res = subprocess.run(recipe + ["--num-classes", bad], capture_output=True, text=True, timeout=30)
+        assert res.returncode == 2, (bad, res.stderr)
+        assert f"fusionflow recipe: --num-classes expects an integer in [1, 16777216], got '{bad}'" in res.stderr

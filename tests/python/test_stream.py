@@ -12,11 +12,17 @@ import gzip
 import http.server
 import io
 import os
+import queue
 import shutil
+import signal
+import socket
+import subprocess
 import tarfile
 import threading
 
 import pytest
+
+from conftest import cli
 
 np = pytest.importorskip("numpy")
 fusionflow = pytest.importorskip("fusionflow")
@@ -213,6 +219,55 @@ def test_pipe_and_compressed_shards(shards, tmp_path, monkeypatch):
             assert np.array_equal(xa, xb)
     with pytest.raises(fusionflow.Error, match="exited with status"):
         run("tar:pipe:exit 3")
+
+
+def test_a_pipe_closed_mid_stream_ends_quietly_and_a_failing_one_still_reports(big_folder, tmp_path, monkeypatch,
+                                                                               capfd):
+    """Closing the loader stops its command: no "Broken pipe" from it (Python
+    ignores SIGPIPE, and its commands inherit that). A command that fails
+    still says so itself and fails its shard."""
+    monkeypatch.delenv("LD_PRELOAD", raising=False)
+    _, paths, _ = big_folder
+    shard = tmp_path / "big.tar"
+    write_shard(shard, paths * 2, 0)  # megabytes: far more than the pipe and the reader's store hold
+    for _ in range(3):
+        with fusionflow.Loader(f"tar:pipe:cat {shard}", PIPELINE, batch_size=2, shuffle=False, num_threads=1,
+                               output="numpy") as loader:
+            next(iter(loader))
+    err = capfd.readouterr().err
+    assert "Broken pipe" not in err and "write error" not in err, err
+    with pytest.raises(fusionflow.Error, match="exited with status 1"):
+        run(f"tar:pipe:cat {tmp_path / 'missing.tar'}")
+    assert "missing.tar: No such file or directory" in capfd.readouterr().err
+
+
+def test_cli_says_what_a_stalled_open_waits_for_and_ctrl_c_ends_it():
+    """A server that takes the connection and never answers: `fusionflow bench` says, once its open
+    has taken 2 s, which shard and attempt it waits for, and Ctrl-C ends it with exit status 130."""
+    if not os.path.exists(cli()):
+        pytest.skip("the fusionflow executable is not next to the package")
+    slow = 60 if os.environ.get("FF_TEST_SANITIZER") else 20
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(8)  # the kernel completes the connection; nobody ever reads or answers
+        url = f"http://127.0.0.1:{listener.getsockname()[1]}/stalled-000.tar"
+        proc = subprocess.Popen([cli(), "bench", "--source", f"tar:{url}", "--batches", "1"],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        lines = queue.Queue()
+        reader = threading.Thread(target=lambda: [lines.put(line) for line in proc.stderr], daemon=True)
+        reader.start()
+        try:
+            line = lines.get(timeout=slow)  # the first line it says is the progress line
+            assert url in line and "shard 1 of 1" in line and "attempt 1 of 4" in line, line
+            proc.send_signal(signal.SIGINT)
+            assert proc.wait(timeout=slow) == 130
+            reader.join(timeout=slow)
+            rest = "".join(lines.queue)
+            assert "interrupted while opening" in rest, rest
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
 
 
 def cutting(name, numbers):

@@ -467,9 +467,22 @@ static void the_cpu_max_quota_rounds_up_to_whole_cores(void **state) {
 static void group_names_are_sanitised_and_taken_from_the_environment(void **state) {
   (void)state;
   char buf[256], want[256];
-  assert_int_equal(ff__coord_shm_name("job 7/a", buf, sizeof buf), FF_OK);
   snprintf(want, sizeof want, "/fusionflow-%lu-job_7_a", (unsigned long)getuid());
-  assert_string_equal(buf, want);
+  assert_int_equal(ff__coord_shm_name("job_7_a", buf, sizeof buf), FF_OK);
+  assert_string_equal(buf, want); /* a plain name is kept as it is */
+  /* Names that sanitise alike stay apart, readable: the sanitised name, '~', a hash. */
+  static const char *const alike[] = {"job 7/a", "job/7/a", "job 7_a", "job_7/a"};
+  char seen[4][256];
+  for (int i = 0; i < 4; i++) {
+    assert_int_equal(ff__coord_shm_name(alike[i], seen[i], sizeof seen[i]), FF_OK);
+    assert_int_equal(strncmp(seen[i], want, strlen(want)), 0);
+    assert_int_equal(seen[i][strlen(want)], '~');
+    assert_int_equal(strlen(seen[i]), strlen(want) + 17);
+    assert_string_not_equal(seen[i], want);
+    for (int j = 0; j < i; j++) assert_string_not_equal(seen[i], seen[j]);
+    assert_int_equal(ff__coord_shm_name(alike[i], buf, sizeof buf), FF_OK);
+    assert_string_equal(buf, seen[i]); /* the same name, the same segment */
+  }
   assert_int_equal(ff__coord_shm_name("", buf, sizeof buf), FF_EINVAL);
   char longname[FF__COORD_GROUP_MAX + 1];
   memset(longname, 'x', sizeof longname - 1);
@@ -1314,6 +1327,36 @@ static void node_status_auto_resolves_the_group_of_a_torchrun_job(void **state) 
   assert_non_null(strstr(out, "MASTER_PORT"));
 }
 
+/* Groups whose names differ only in a character the shared memory name
+ * cannot hold ("a/b", "a_b") are two groups: a member of each is alone in
+ * its own, and `node status` reads each one's own table. */
+static void groups_named_alike_meet_in_distinct_segments(void **state) {
+  (void)state;
+  char slash[80], under[80];
+  new_group("alike");
+  snprintf(under, sizeof under, "%s_x", group);
+  snprintf(slash, sizeof slash, "%s/x", group);
+  ff__coord_params p = params(4, 1);
+  ff__coord *a = NULL, *b = NULL;
+  ff__error err = {0};
+  assert_int_equal(ff__coord_join_params(under, 4, &p, &a, &err), FF_OK);
+  assert_int_equal(ff__coord_join_params(slash, 4, &p, &b, &err), FF_OK);
+  const char *names[2] = {under, slash};
+  for (int i = 0; i < 2; i++) {
+    assert_int_equal(ff__coord_shm_name(names[i], shm_name, sizeof shm_name), FF_OK);
+    snprintf(made[num_made++], sizeof made[0], "%s", shm_name);
+    ff__coord_member m[FF__COORD_MAX_MEMBERS];
+    int n = -1;
+    assert_int_equal(ff__coord_peek(names[i], m, &n, NULL, &err), FF_OK);
+    assert_int_equal(n, 1);
+    assert_int_equal(m[0].threads, 4); /* all of the budget: nobody else is in its group */
+  }
+  ff__coord_leave(a);
+  ff__coord_leave(b);
+  assert_false(segment_exists());
+  assert_int_equal(ff__coord_peek(under, NULL, NULL, NULL, &err), FF_EEMPTY);
+}
+
 /* Many members in one process (each handle is a member): the table fills
  * at 64 and the 65th join is refused. */
 static void the_table_holds_64_members(void **state) {
@@ -1369,6 +1412,7 @@ int main(void) {
       cmocka_unit_test_teardown(node_status_auto_resolves_the_group_of_a_torchrun_job, teardown),
       cmocka_unit_test_teardown(node_status_watch_ends_with_the_group, teardown),
       cmocka_unit_test_teardown(the_table_holds_64_members, teardown),
+      cmocka_unit_test_teardown(groups_named_alike_meet_in_distinct_segments, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -11,10 +11,13 @@
 
 #include <cmocka.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -546,43 +549,6 @@ static int threads_at_open(const ff_config *c) {
   return s.num_threads;
 }
 
-static void node_group_caps_the_threads_and_keeps_batches_identical(void **state) {
-  (void)state;
-  char group[64];
-  snprintf(group, sizeof group, "test-loader-%d", (int)getpid());
-  ff_config c = base_config(data_source, NCHW_PIPELINE);
-  record alone = record_run(&c, 1), grouped;
-  setenv("FF_NODE_GROUP", group, 1);
-  setenv("FF_NODE_THREADS", "1", 1); /* the node's budget: one worker thread */
-  setenv("FF_NODE_TRAINER_CORES", "0", 1); /* all of it for the allotment */
-  ff_loader *l = open_ok(&c);
-  ff_stats s;
-  ff_loader_stats(l, &s);
-  assert_int_equal(s.num_threads, 1); /* of the 2 it owns */
-  ff_loader_close(l);
-  grouped = record_run(&c, 1);
-  unsetenv("FF_NODE_THREADS");
-  setenv("FF_NODE_GROUP", "off", 1);
-  l = open_ok(&c);
-  ff_loader_stats(l, &s);
-  assert_int_equal(s.num_threads, 2);
-  ff_loader_close(l);
-  /* Joining is opt-in: under torchrun without FF_NODE_GROUP the loader
-   * runs alone, with FF_NODE_GROUP=auto it joins the job's group. */
-  unsetenv("FF_NODE_GROUP");
-  setenv("TORCHELASTIC_RUN_ID", group, 1);
-  setenv("FF_NODE_THREADS", "1", 1);
-  assert_int_equal(threads_at_open(&c), 2);
-  setenv("FF_NODE_GROUP", "auto", 1);
-  assert_int_equal(threads_at_open(&c), 1);
-  unsetenv("TORCHELASTIC_RUN_ID");
-  unsetenv("FF_NODE_THREADS");
-  unsetenv("FF_NODE_TRAINER_CORES");
-  unsetenv("FF_NODE_GROUP");
-  assert_true(records_equal(&alone, &grouped));
-  free(alone.bytes), free(grouped.bytes);
-}
-
 typedef struct open_call {
   const ff_config *c;
   int threads;
@@ -600,6 +566,48 @@ static int threads_at_open_said(const ff_config *c, char *said, size_t cap) {
   return o.threads;
 }
 
+static void node_group_caps_the_threads_and_keeps_batches_identical(void **state) {
+  (void)state;
+  char group[64];
+  snprintf(group, sizeof group, "test-loader-%d", (int)getpid());
+  ff_config c = base_config(data_source, NCHW_PIPELINE);
+  record alone = record_run(&c, 1), grouped;
+  setenv("FF_NODE_GROUP", group, 1);
+  setenv("FF_NODE_THREADS", "1", 1); /* the node's budget: one worker thread */
+  setenv("FF_NODE_TRAINER_CORES", "0", 1); /* all of it for the allotment */
+  ff_loader *l = open_ok(&c);
+  ff_stats s;
+  ff_loader_stats(l, &s);
+  assert_int_equal(s.num_threads, 1); /* of the 2 it owns */
+  ff_loader_close(l);
+  grouped = record_run(&c, 1);
+  /* off in any case is off: the loader runs alone, silently, whatever the budget */
+  static const char *const offs[] = {"off", "OFF", "Off", ""};
+  for (size_t i = 0; i < sizeof offs / sizeof offs[0]; i++) {
+    char said[1024];
+    setenv("FF_NODE_GROUP", offs[i], 1);
+    if (threads_at_open_said(&c, said, sizeof said) != 2 || *said)
+      fail_msg("FF_NODE_GROUP='%s' is not off: '%s'", offs[i], said);
+  }
+  unsetenv("FF_NODE_THREADS");
+  /* Joining is opt-in: under torchrun without FF_NODE_GROUP the loader
+   * runs alone, with FF_NODE_GROUP=auto it joins the job's group. */
+  unsetenv("FF_NODE_GROUP");
+  setenv("TORCHELASTIC_RUN_ID", group, 1);
+  setenv("FF_NODE_THREADS", "1", 1);
+  assert_int_equal(threads_at_open(&c), 2);
+  setenv("FF_NODE_GROUP", "auto", 1);
+  assert_int_equal(threads_at_open(&c), 1);
+  setenv("FF_NODE_GROUP", "Auto", 1);
+  assert_int_equal(threads_at_open(&c), 1);
+  unsetenv("TORCHELASTIC_RUN_ID");
+  unsetenv("FF_NODE_THREADS");
+  unsetenv("FF_NODE_TRAINER_CORES");
+  unsetenv("FF_NODE_GROUP");
+  assert_true(records_equal(&alone, &grouped));
+  free(alone.bytes), free(grouped.bytes);
+}
+
 /* A group the loader cannot join, or a setting of the join it cannot take,
  * leaves it alone on its own threads, with one line on stderr that names
  * the variable; a reserve that leaves the loaders nothing is said too. */
@@ -612,6 +620,9 @@ static void a_node_group_not_joined_is_said_once(void **state) {
   static const struct { const char *group, *var, *value, *named; } cases[] = {
       {NULL, NULL, NULL, "FF_NODE_GROUP"},
       {"auto", NULL, NULL, "FF_NODE_GROUP=auto"},
+      {"AUTO", NULL, NULL, "FF_NODE_GROUP=auto"}, /* the keyword in any case */
+      {" off", NULL, NULL, "FF_NODE_GROUP=' off'"},
+      {"off ", NULL, NULL, "FF_NODE_GROUP='off '"},
       {"", "FF_NODE_THREADS", "abc", "FF_NODE_THREADS=abc"},
       {"", "FF_NODE_THREADS", "-4", "FF_NODE_THREADS=-4"},
       {"", "FF_NODE_TRAINER_CORES", "abc", "FF_NODE_TRAINER_CORES=abc"},
@@ -1255,6 +1266,66 @@ static void holding_more_than_prefetch_plus_one_batches_is_einval(void **state) 
   ff_loader_close(l);
 }
 
+/* What the progress of a stalled streamed open saw, and when it gives up. */
+typedef struct open_seen {
+  int calls, first_attempt, max_attempts, backing_off;
+  size_t shard_index, num_shards;
+  char shard[256];
+  double last_s;
+} open_seen;
+
+static int give_up_after_half_a_second(void *ctx, const ff_open_progress *p) {
+  open_seen *o = ctx;
+  if (!o->calls++) {
+    o->first_attempt = p->attempt, o->max_attempts = p->max_attempts, o->backing_off = p->backing_off;
+    o->shard_index = p->shard_index, o->num_shards = p->num_shards;
+    snprintf(o->shard, sizeof o->shard, "%s", p->shard);
+  }
+  o->last_s = p->elapsed_s;
+  return p->elapsed_s > 0.5;
+}
+
+/* A server that takes the connection and never answers: the open of a
+ * streamed source tells open_progress which shard and attempt it waits for,
+ * again and again while it waits, and gives up when told to (FF_EIO, the
+ * message naming the shard), long before the 30 s stall timeout. */
+static void a_stalled_streamed_open_tells_its_progress_and_can_be_given_up(void **state) {
+  (void)state;
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  struct sockaddr_in addr = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  socklen_t len = sizeof addr;
+  assert_int_equal(bind(fd, (struct sockaddr *)&addr, sizeof addr), 0);
+  assert_int_equal(listen(fd, 4), 0); /* the kernel completes the connection; nobody reads or answers */
+  assert_int_equal(getsockname(fd, (struct sockaddr *)&addr, &len), 0);
+  char url[128], source[160];
+  snprintf(url, sizeof url, "http://127.0.0.1:%d/stalled-000.tar", ntohs(addr.sin_port));
+  snprintf(source, sizeof source, "tar:%s", url);
+  setenv("FF_STREAM_RETRIES", "2", 1);
+  ff_config c = base_config(source, NCHW_PIPELINE);
+  open_seen seen = {0};
+  c.open_progress = give_up_after_half_a_second, c.open_progress_ctx = &seen;
+  ff_loader *l = NULL;
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  assert_int_equal(ff_loader_open(&c, &l), FF_EIO);
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  double took = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
+  const char *msg = ff_loader_errmsg(l);
+  if (!strstr(msg, url) || !strstr(msg, "given up")) fail_msg("message: '%s'", msg);
+  ff_loader_close(l);
+  unsetenv("FF_STREAM_RETRIES");
+  close(fd);
+  assert_string_equal(seen.shard, url);
+  assert_int_equal(seen.first_attempt, 1);
+  assert_int_equal(seen.max_attempts, 3);
+  assert_int_equal(seen.backing_off, 0);
+  assert_int_equal(seen.shard_index, 0);
+  assert_int_equal(seen.num_shards, 1);
+  assert_true(seen.calls >= 3); /* told again while it waits, not only as the attempt starts */
+  assert_true(seen.last_s > 0.5);
+  assert_true(took < 20); /* given up at once, not after the server's 30 s stall */
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(batches_do_not_depend_on_threads_or_prefetch_nchw),
@@ -1305,6 +1376,7 @@ int main(void) {
       cmocka_unit_test(held_batch_stays_readable_after_close),
       cmocka_unit_test(holding_the_first_batch_does_not_stall_the_epoch),
       cmocka_unit_test(holding_more_than_prefetch_plus_one_batches_is_einval),
+      cmocka_unit_test(a_stalled_streamed_open_tells_its_progress_and_can_be_given_up),
   };
   return cmocka_run_group_tests(tests, make_dataset, NULL);
 }
