@@ -620,9 +620,12 @@ VBMI_TARGET static void saturation_vbmi(rows r, ff__blend_w w) {
 }
 
 /* Grayscale (saturation with factor 0: the gray in all three channels, as
- * gray_row_avx2) on one RGB row, 16 pixels per step: vpermb splits the 48
- * bytes into planes, and spreads the 16 gray bytes back to 48. */
-VBMI_TARGET static void gray_row_vbmi(const uint8_t *p, uint8_t *q, size_t pixels, __m512i de, __m512i spread) {
+ * gray_row_avx2) on one RGB row, 16 pixels per step: a zero-masking vpermb
+ * per channel takes its 16 bytes from the 48 into int32 lanes, and one
+ * vpermb spreads the low bytes of the 16 gray lanes to 48. */
+VBMI_TARGET static void gray_row_vbmi(const uint8_t *p, uint8_t *q, size_t pixels, const __m512i take[3],
+                                      __m512i spread) {
+  const __mmask64 low = 0x1111111111111111ull; /* byte 0 of each int32 lane */
   for (size_t x = 0; x < pixels; x += 16) {
     size_t n = pixels - x < 16 ? pixels - x : 16;
     __mmask64 m = tail_mask(3 * n);
@@ -632,12 +635,11 @@ VBMI_TARGET static void gray_row_vbmi(const uint8_t *p, uint8_t *q, size_t pixel
                              _mm_loadu_si128((const __m128i *)(p + 3 * x + 32)), 2);
     else
       v = _mm512_maskz_loadu_epi8(m, p + 3 * x);
-    __m512i d = _mm512_permutexvar_epi8(de, v);
-    __m512 R = u8x16_to_ps(_mm512_castsi512_si128(d));
-    __m512 G = u8x16_to_ps(_mm512_extracti32x4_epi32(d, 1));
-    __m512 B = u8x16_to_ps(_mm512_extracti32x4_epi32(d, 2));
-    __m128i g = _mm512_cvtepi32_epi8(_mm512_cvttps_epi32(gray_ps(R, G, B))); /* 0..255: no saturation */
-    __m512i o = _mm512_permutexvar_epi8(spread, _mm512_castsi128_si512(g));
+    __m512 R = _mm512_cvtepi32_ps(_mm512_maskz_permutexvar_epi8(low, take[0], v));
+    __m512 G = _mm512_cvtepi32_ps(_mm512_maskz_permutexvar_epi8(low, take[1], v));
+    __m512 B = _mm512_cvtepi32_ps(_mm512_maskz_permutexvar_epi8(low, take[2], v));
+    __m512i g = _mm512_cvttps_epi32(gray_ps(R, G, B)); /* 0..255 */
+    __m512i o = _mm512_permutexvar_epi8(spread, g);
     if (n == 16) {
       _mm256_storeu_si256((__m256i *)(q + 3 * x), _mm512_castsi512_si256(o));
       _mm_storeu_si128((__m128i *)(q + 3 * x + 32), _mm512_extracti32x4_epi32(o, 2));
@@ -647,11 +649,19 @@ VBMI_TARGET static void gray_row_vbmi(const uint8_t *p, uint8_t *q, size_t pixel
   }
 }
 
-/* vpermb indices: 16 gray bytes to 48, each three times. */
+/* vpermb indices: channel ch of pixel i to byte 4i (take_idx), byte 4i of
+ * 16 int32 lanes to bytes 3i .. 3i + 2 (spread3_idx). */
+VBMI_TARGET static inline __m512i take_idx(int ch) {
+  uint8_t d[64];
+  for (int i = 0; i < 64; i++)
+    d[i] = (uint8_t)(3 * (i / 4) + ch);
+  return _mm512_loadu_si512((const void *)d);
+}
+
 VBMI_TARGET static inline __m512i spread3_idx(void) {
   uint8_t d[64];
   for (int i = 0; i < 64; i++)
-    d[i] = (uint8_t)(i < 48 ? i / 3 : 0);
+    d[i] = (uint8_t)(i < 48 ? 4 * (i / 3) : 0);
   return _mm512_loadu_si512((const void *)d);
 }
 
@@ -661,8 +671,9 @@ VBMI_TARGET static void color_vbmi(rows r, ff__blend_w w) {
     saturation_vbmi(r, w);
     return;
   }
-  __m512i de = deinterleave3_idx(), spread = spread3_idx();
-  for (size_t y = 0; y < r.count; y++) gray_row_vbmi(r.src + y * r.src_stride, r.dst + y * r.dst_stride, r.bytes / 3, de, spread);
+  const __m512i take[3] = {take_idx(0), take_idx(1), take_idx(2)}, spread = spread3_idx();
+  for (size_t y = 0; y < r.count; y++)
+    gray_row_vbmi(r.src + y * r.src_stride, r.dst + y * r.dst_stride, r.bytes / 3, take, spread);
 }
 
 /* gray_sum of one RGB row of `pixels` pixels (< 2^24). */
