@@ -69,7 +69,7 @@ static void box_tail(const ff__pil_box *b, const uint8_t *const *v, long i, long
 #include <immintrin.h>
 #define HAVE_BOX_SIMD 1
 
-/* box_tail's values 16 (AVX-512) or 8 (AVX2) at a time, in uint32 lanes;
+/* box_tail's values 16 at a time, in uint32 lanes (16 or two times 8);
  * they read no byte past v[k] + n. */
 __attribute__((target("avx512f,avx512bw,avx512vl"))) static void box_line_avx512(const ff__pil_box *b,
                                                                                  const uint8_t *const *v, long n,
@@ -97,14 +97,16 @@ __attribute__((target("avx2"))) static void box_line_avx2(const ff__pil_box *b, 
   const __m256i half = _mm256_set1_epi32(1 << 23);
 #define W8(p) _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(p)))
   long i = 0;
-  for (; i + 8 <= n; i += 8) {
-    __m256i a = W8(v[1] + i);
-    for (int k = 2; k <= 2 * r + 1; k++) a = _mm256_add_epi32(a, W8(v[k] + i));
-    __m256i e = _mm256_add_epi32(W8(v[0] + i), W8(v[far] + i));
-    __m256i bulk = _mm256_add_epi32(_mm256_mullo_epi32(a, ww), _mm256_mullo_epi32(e, fw));
-    __m256i o = _mm256_srli_epi32(_mm256_add_epi32(bulk, half), 24); /* 0..255 */
-    __m128i p = _mm_packus_epi32(_mm256_castsi256_si128(o), _mm256_extracti128_si256(o, 1));
-    _mm_storel_epi64((__m128i *)(out + i), _mm_packus_epi16(p, p));
+  for (; i + 16 <= n; i += 16) { /* two vectors a step: the loop over the box costs half as much */
+    __m256i a0 = W8(v[1] + i), a1 = W8(v[1] + i + 8);
+    for (int k = 2; k <= 2 * r + 1; k++) a0 = _mm256_add_epi32(a0, W8(v[k] + i)), a1 = _mm256_add_epi32(a1, W8(v[k] + i + 8));
+    __m256i e0 = _mm256_add_epi32(W8(v[0] + i), W8(v[far] + i));
+    __m256i e1 = _mm256_add_epi32(W8(v[0] + i + 8), W8(v[far] + i + 8));
+    __m256i o0 = _mm256_add_epi32(_mm256_add_epi32(_mm256_mullo_epi32(a0, ww), _mm256_mullo_epi32(e0, fw)), half);
+    __m256i o1 = _mm256_add_epi32(_mm256_add_epi32(_mm256_mullo_epi32(a1, ww), _mm256_mullo_epi32(e1, fw)), half);
+    /* >> 24: 0..255; packus works within 128-bit halves, the permute puts o0's then o1's eight in order */
+    __m256i p = _mm256_permute4x64_epi64(_mm256_packus_epi32(_mm256_srli_epi32(o0, 24), _mm256_srli_epi32(o1, 24)), 0xD8);
+    _mm_storeu_si128((__m128i *)(out + i), _mm_packus_epi16(_mm256_castsi256_si128(p), _mm256_extracti128_si256(p, 1)));
   }
 #undef W8
   box_tail(b, v, i, n, out);
