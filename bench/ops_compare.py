@@ -16,7 +16,11 @@ Runs, in one invocation and on the same 224x224 RGB uint8 test image:
                 the torchvision column: Image.rotate / Image.transform(AFFINE).
 Each figure is the median over --runs runs of N calls, N calibrated so that a
 run takes about --target-ms (timeit-style; Python peers include the ~0.1-0.5 us
-of a Python call). fusionflow's in-place ops are reported net of the memcpy that
+of a Python call). The sides take turns op by op: each round of an op times
+fusionflow (ops_bench --only that op) and then its peers, --rounds rounds per
+op and repeat, so that a drift of the machine moves both sides of a round
+alike; each figure is the median over all rounds, and ff/cv2 the median of the
+rounds' own ratios (the JSON keeps every round's). fusionflow's in-place ops are reported net of the memcpy that
 restores their input (see bench/ops_bench.c). Pin to one core for stable numbers:
   taskset -c 1 /usr/bin/python3 bench/ops_compare.py --ops-bench build/ops_bench --repeats 3
 """
@@ -101,17 +105,24 @@ def time_call(fn, target_s, runs):
 
 # ---------------------------------------------------------------- fusionflow
 
-def run_ops_bench(args, image_dir):
+def run_ops_bench(args, image_dir=None, op=None):
+    """ops_bench's JSON: the timings of op (all of --only without one), or,
+    with image_dir, no timings: it writes the test images there."""
     cmd = [args.ops_bench, "--target-ms", str(args.target_ms), "--runs", str(args.runs)]
     if image_dir:
-        cmd += ["--dump-images", image_dir]
-    if args.only:
+        cmd += ["--list", "--dump-images", image_dir]
+    elif op:
+        cmd += ["--only", op]
+    elif args.only:
         cmd += ["--only", args.only]
     p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                        timeout=args.timeout)
     if p.returncode != 0:
         raise RuntimeError("ops_bench failed (rc %d): %s" % (p.returncode, p.stderr.strip()[-2000:]))
-    return json.loads(p.stdout)
+    if image_dir:
+        return {}
+    got = json.loads(p.stdout)
+    return {op: got[op]} if op and op in got else {} if op else got
 
 
 def load_images(image_dir):
@@ -413,14 +424,17 @@ def main():
     ap.add_argument("--runs", type=int, default=7, help="runs per op; the median is reported")
     ap.add_argument("--repeats", type=int, default=1,
                     help="repeat the whole comparison; the median over repeats is reported")
+    ap.add_argument("--rounds", type=int, default=3,
+                    help="rounds per op and repeat, each fusionflow then its peers back to back; "
+                         "ff/cv2 is the median of the rounds' ratios")
     ap.add_argument("--only", default="", help="comma-separated substrings of op names")
     ap.add_argument("--peers", default="fusionflow,torchvision,opencv")
     ap.add_argument("--timeout", type=float, default=600)
     ap.add_argument("--json", action="store_true",
                     help="print everything as JSON on stdout (the table goes to stderr)")
     args = ap.parse_args()
-    if args.runs < 1 or args.repeats < 1 or args.target_ms <= 0:
-        ap.error("--runs, --repeats and --target-ms must be positive")
+    if args.runs < 1 or args.repeats < 1 or args.rounds < 1 or args.target_ms <= 0:
+        ap.error("--runs, --repeats, --rounds and --target-ms must be positive")
     peers_wanted = {p.strip() for p in args.peers.split(",") if p.strip()}
     target_s = args.target_ms / 1000.0
     only = [s for s in args.only.split(",") if s]
@@ -432,8 +446,7 @@ def main():
     image_dir = tempfile.mkdtemp(prefix="ff-ops-")
     try:
         # ops_bench writes the test images the peers use.
-        log("running %s" % args.ops_bench)
-        ff_runs = [run_ops_bench(args, image_dir)]
+        run_ops_bench(args, image_dir)
         imgs = load_images(image_dir)
     finally:
         shutil.rmtree(image_dir, ignore_errors=True)
@@ -461,26 +474,32 @@ def main():
             for _ in range(3):
                 fn()
 
-    tv_runs, cv_runs = [], []
+    # one dict per round (of every op) for each side; the rounds' ratios per op
+    ff_runs, tv_runs, cv_runs, round_ratios = [], [], [], {}
     for rep in range(args.repeats):
-        if rep:
-            log("repeat %d/%d: running %s" % (rep + 1, args.repeats, args.ops_bench))
-            ff_runs.append(run_ops_bench(args, None))
-        tv = {}
+        for rnd in range(args.rounds):
+            ff_runs.append({}), tv_runs.append({}), cv_runs.append({})
         for op in ops:
-            if op in tv_fns:
-                tv[op] = time_call(tv_fns[op], target_s, args.runs)
-                log("torchvision %-36s %9.2f us" % (op, tv[op]["us"]))
-        cv = {}
-        for op in ops:
-            cands = {}
-            for label, fn in cv_fns.get(op, []):
-                cands[label] = time_call(fn, target_s, args.runs)
-                log("opencv      %-36s %9.2f us  %s" % (op, cands[label]["us"], label))
-            if cands:
-                cv[op] = cands
-        tv_runs.append(tv)
-        cv_runs.append(cv)
+            log("op %s: %d round(s)%s" % (op, args.rounds, ", repeat %d/%d" % (rep + 1, args.repeats)
+                                              if args.repeats > 1 else ""))
+            for rnd in range(args.rounds):
+                k = rep * args.rounds + rnd
+                ff, tv, cv = ff_runs[k], tv_runs[k], cv_runs[k]
+                if "fusionflow" in peers_wanted:
+                    ff.update(run_ops_bench(args, op=op))
+                if op in tv_fns:
+                    tv[op] = time_call(tv_fns[op], target_s, args.runs)
+                    log("torchvision %-36s %9.2f us" % (op, tv[op]["us"]))
+                cands = {}
+                for label, fn in cv_fns.get(op, []):
+                    cands[label] = time_call(fn, target_s, args.runs)
+                    log("opencv      %-36s %9.2f us  %s" % (op, cands[label]["us"], label))
+                if cands:
+                    cv[op] = cands
+                if op in ff and cands:
+                    ratio = ff[op]["us"] / min(c["us"] for c in cands.values())
+                    round_ratios.setdefault(op, []).append(ratio)
+                    log("fusionflow  %-36s %9.2f us  ff/cv2 %.2f (round %d)" % (op, ff[op]["us"], ratio, k + 1))
 
     # the median over the repeats of each op's (and each OpenCV call's) median
     def merge(runs_, keys):
@@ -506,11 +525,12 @@ def main():
         f = ff.get(op, {}).get("us")
         t = tv.get(op, {}).get("us")
         c = cv.get(op, {}).get("us")
-        ratio = f / c if f is not None and c else None
+        ratio = statistics.median(round_ratios[op]) if op in round_ratios else None
         rows.append({"op": op, "fusionflow_us": f, "torchvision_us": t, "opencv_us": c,
                      "opencv_call": cv.get(op, {}).get("call"),
                      "ff_over_opencv": ratio, "ff_over_torchvision": f / t if f is not None and t else None,
-                     "meets_opencv": (ratio <= 1.0) if ratio is not None else None})
+                     "meets_opencv": (ratio <= 1.0) if ratio is not None else None,
+                     "ff_over_opencv_rounds": round_ratios.get(op, [])})
 
     def fmt(v):
         return "%10.1f" % v if v is not None else "%10s" % "-"
@@ -538,6 +558,7 @@ def main():
             except ImportError:
                 versions[mod] = None
         doc = {"config": {"target_ms": args.target_ms, "runs": args.runs, "repeats": args.repeats,
+                          "rounds": args.rounds,
                           "ops_bench": args.ops_bench,
                           "image": "224x224 RGB uint8 (resize sources 320x290, 150x150)",
                           "versions": versions, "affinity": sorted(os.sched_getaffinity(0))},

@@ -26,7 +26,9 @@
  * they vectorise; on x86-64 they are also compiled for AVX2 (the results do
  * not change: nothing is fused, -ffp-contract=off), and hue, color and the
  * contrast mean's gray sum run eight pixels per AVX2 vector with the scalar
- * code's operations (hue8_avx2, saturation_avx2, gray_row_sum_avx2). */
+ * code's operations (hue8_avx2, saturation_avx2, gray_row_sum_avx2), and
+ * with AVX-512 VBMI color, grayscale and the gray sum 16 per vector
+ * (saturation_vbmi, gray_row_vbmi, gray_row_sum_vbmi). */
 #include <string.h>
 
 #include "kernels/color.h"
@@ -617,6 +619,63 @@ VBMI_TARGET static void saturation_vbmi(rows r, ff__blend_w w) {
   }
 }
 
+/* Grayscale (saturation with factor 0: the gray in all three channels, as
+ * gray_row_avx2) on one RGB row, 16 pixels per step: a zero-masking vpermb
+ * per channel takes its 16 bytes from the 48 into int32 lanes, and one
+ * vpermb spreads the low bytes of the 16 gray lanes to 48. */
+VBMI_TARGET static void gray_row_vbmi(const uint8_t *p, uint8_t *q, size_t pixels, const __m512i take[3],
+                                      __m512i spread) {
+  const __mmask64 low = 0x1111111111111111ull; /* byte 0 of each int32 lane */
+  for (size_t x = 0; x < pixels; x += 16) {
+    size_t n = pixels - x < 16 ? pixels - x : 16;
+    __mmask64 m = tail_mask(3 * n);
+    __m512i v; /* masked loads and stores only at the end: they are slow */
+    if (n == 16)
+      v = _mm512_inserti32x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(p + 3 * x))),
+                             _mm_loadu_si128((const __m128i *)(p + 3 * x + 32)), 2);
+    else
+      v = _mm512_maskz_loadu_epi8(m, p + 3 * x);
+    __m512 R = _mm512_cvtepi32_ps(_mm512_maskz_permutexvar_epi8(low, take[0], v));
+    __m512 G = _mm512_cvtepi32_ps(_mm512_maskz_permutexvar_epi8(low, take[1], v));
+    __m512 B = _mm512_cvtepi32_ps(_mm512_maskz_permutexvar_epi8(low, take[2], v));
+    __m512i g = _mm512_cvttps_epi32(gray_ps(R, G, B)); /* 0..255 */
+    __m512i o = _mm512_permutexvar_epi8(spread, g);
+    if (n == 16) {
+      _mm256_storeu_si256((__m256i *)(q + 3 * x), _mm512_castsi512_si256(o));
+      _mm_storeu_si128((__m128i *)(q + 3 * x + 32), _mm512_extracti32x4_epi32(o, 2));
+    } else {
+      _mm512_mask_storeu_epi8(q + 3 * x, m, o);
+    }
+  }
+}
+
+/* vpermb indices: channel ch of pixel i to byte 4i (take_idx), byte 4i of
+ * 16 int32 lanes to bytes 3i .. 3i + 2 (spread3_idx). */
+VBMI_TARGET static inline __m512i take_idx(int ch) {
+  uint8_t d[64];
+  for (int i = 0; i < 64; i++)
+    d[i] = (uint8_t)(3 * (i / 4) + ch);
+  return _mm512_loadu_si512((const void *)d);
+}
+
+VBMI_TARGET static inline __m512i spread3_idx(void) {
+  uint8_t d[64];
+  for (int i = 0; i < 64; i++)
+    d[i] = (uint8_t)(i < 48 ? 4 * (i / 3) : 0);
+  return _mm512_loadu_si512((const void *)d);
+}
+
+/* saturation_vbmi, or gray_row_vbmi for grayscale. */
+VBMI_TARGET static void color_vbmi(rows r, ff__blend_w w) {
+  if (!(w.a == 0.0f && w.b == 1.0f)) {
+    saturation_vbmi(r, w);
+    return;
+  }
+  const __m512i take[3] = {take_idx(0), take_idx(1), take_idx(2)}, spread = spread3_idx();
+  for (size_t y = 0; y < r.count; y++)
+    gray_row_vbmi(r.src + y * r.src_stride, r.dst + y * r.dst_stride, r.bytes / 3, take, spread);
+}
+
 /* gray_sum of one RGB row of `pixels` pixels (< 2^24). */
 VBMI_TARGET static uint32_t gray_row_sum_vbmi(const uint8_t *p, size_t pixels) {
   __m512i de = deinterleave3_idx(), acc = _mm512_setzero_si512();
@@ -665,8 +724,8 @@ FF_FMA_CLONES static void saturation(const ff__image *src, const ff__image *dst,
     return;
   }
 #ifdef HAVE_VBMI_PATH
-  if (have_vbmi() && !(w.a == 0.0f && w.b == 1.0f)) { /* grayscale: the AVX2 gray rows are faster */
-    saturation_vbmi(r, w);
+  if (have_vbmi()) {
+    color_vbmi(r, w);
     return;
   }
 #endif

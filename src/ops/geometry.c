@@ -13,13 +13,15 @@
  * 2-D outer product, so a value can differ by one level where the two
  * float sums round apart. Its taps are the same for every pixel, so its
  * horizontal pass runs over each row extended by the mirrored pixels as
- * plain contiguous loops, and each output row's vertical pass follows as
- * soon as its input rows are done, while they are in cache. On x86-64 with
- * AVX2/FMA the passes run vectorised with exactly the scalar float
- * operations per element (hpass_block_avx2 for an RGB resize: eight rows
- * at a time, transposed so that each row is a lane; taps_avx2, eight
- * independent vectors at a time, for the blur's horizontal pass and every
- * vertical pass), and hflip reverses 5-pixel blocks with pshufb. */
+ * plain contiguous loops into a ring of ksize_y rows, and each output
+ * row's vertical pass follows as soon as its input rows are done, while
+ * they are in the first-level cache. On x86-64 with AVX2/FMA the passes run
+ * vectorised with exactly the scalar float operations per element
+ * (hpass_block_avx2 for an RGB resize: eight rows at a time, transposed so
+ * that each row is a lane; taps_avx2, eight independent vectors at a time,
+ * for the blur's horizontal pass and every vertical pass; with AVX-512,
+ * taps_avx512, 16 values per vector, for the same passes), and hflip
+ * reverses 5-pixel blocks with pshufb. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -257,6 +259,29 @@ __attribute__((target("avx2,fma"), always_inline)) static inline void taps_avx2(
     }
 }
 
+/* The vertical pass's values from i to the end of the row, one at a time. */
+__attribute__((always_inline)) static inline void vpass_tail(const float *tmp, size_t row_elems, const int *idx,
+                                                             const float *w, int n, size_t i, uint8_t *out) {
+  for (; i < row_elems; i++) {
+    float a = tmp[(size_t)idx[0] * row_elems + i] * w[0];
+    for (int t = 1; t < n; t++) {
+      float xt = tmp[(size_t)idx[t] * row_elems + i];
+      a = n <= 4 ? ff__fma_f32(xt, w[t], a) : a + xt * w[t];
+    }
+    out[i] = ff__round_u8(a);
+  }
+}
+
+/* The horizontal pass's values from i to n, one at a time. */
+__attribute__((always_inline)) static inline void hpass_tail(const float *const *x, const float *k, int ksize,
+                                                             size_t i, size_t n, float *out) {
+  for (; i < n; i++) {
+    float a = x[0][i] * k[0];
+    for (int t = 1; t < ksize; t++) a = ksize <= 4 ? ff__fma_f32(x[t][i], k[t], a) : a + x[t][i] * k[t];
+    out[i] = a;
+  }
+}
+
 /* The most taps the vectorised passes take (longer sums run scalar). */
 #define SIMD_MAX_TAPS 256
 
@@ -287,14 +312,7 @@ __attribute__((target("avx2,fma"))) static void vpass_row_avx2(const float *tmp,
     VPASS_BLOCK(1)
   }
 #undef VPASS_BLOCK
-  for (; i < row_elems; i++) {
-    float a = tmp[(size_t)idx[0] * row_elems + i] * w[0];
-    for (int t = 1; t < n; t++) {
-      float xt = tmp[(size_t)idx[t] * row_elems + i];
-      a = n <= 4 ? ff__fma_f32(xt, w[t], a) : a + xt * w[t];
-    }
-    out[i] = ff__round_u8(a);
-  }
+  vpass_tail(tmp, row_elems, idx, w, n, i, out);
 }
 
 /* A blur's horizontal pass over one row (blur_hpass_row), vectorised. */
@@ -312,11 +330,78 @@ __attribute__((target("avx2,fma"))) static void blur_hpass_row_avx2(const float 
   HPASS_BLOCK(8)
   HPASS_BLOCK(1)
 #undef HPASS_BLOCK
-  for (; i < n; i++) {
-    float a = x[0][i] * k[0];
-    for (int t = 1; t < ksize; t++) a = ksize <= 4 ? ff__fma_f32(x[t][i], k[t], a) : a + x[t][i] * k[t];
-    out[i] = a;
+  hpass_tail(x, k, ksize, i, n, out);
+}
+
+/* The same passes 16 values per AVX-512 vector, on CPUs that have it (the
+ * same float operations per element, in the same order: vfmadd is as
+ * fused, vmul and vadd as rounded at 512 bits as at 256), the rest of a row
+ * on the AVX2 code above. */
+#define AVX512_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx2,fma")))
+
+/* taps_avx2 on nv vectors of 16 values from i on. */
+AVX512_TARGET __attribute__((always_inline)) static inline void taps_avx512(const float *const *x, const float *w,
+                                                                            int n, size_t i, int nv, __m512 *a) {
+  const __m512 w0 = _mm512_set1_ps(w[0]);
+  for (int j = 0; j < nv; j++) a[j] = _mm512_mul_ps(_mm512_loadu_ps(x[0] + i + 16 * j), w0);
+  if (n <= 4)
+    for (int t = 1; t < n; t++) {
+      __m512 wt = _mm512_set1_ps(w[t]);
+      for (int j = 0; j < nv; j++) a[j] = _mm512_fmadd_ps(_mm512_loadu_ps(x[t] + i + 16 * j), wt, a[j]);
+    }
+  else
+    for (int t = 1; t < n; t++) {
+      __m512 wt = _mm512_set1_ps(w[t]);
+      for (int j = 0; j < nv; j++) a[j] = _mm512_add_ps(a[j], _mm512_mul_ps(_mm512_loadu_ps(x[t] + i + 16 * j), wt));
+    }
+}
+
+/* vpass_row_avx2, 16 values per vector: the rounding is the same
+ * max, min and cvtps (half to even), then a plain narrowing (0..255). */
+AVX512_TARGET static void vpass_row_avx512(const float *tmp, size_t row_elems, const int *idx, const float *w,
+                                           int n, uint8_t *out) {
+  const float *x[SIMD_MAX_TAPS];
+  for (int t = 0; t < n; t++) x[t] = tmp + (size_t)idx[t] * row_elems;
+  const __m512 zero = _mm512_setzero_ps(), top = _mm512_set1_ps(255.0f);
+  size_t i = 0;
+#define VPASS_BLOCK(nv)                                                                              \
+  for (; i + 16 * (nv) <= row_elems; i += 16 * (nv)) {                                             \
+    __m512 a[nv];                                                                                  \
+    taps_avx512(x, w, n, i, nv, a);                                                                \
+    for (int j = 0; j < (nv); j++)                                                                 \
+      _mm_storeu_si128((__m128i *)(out + i + 16 * j),                                              \
+                       _mm512_cvtepi32_epi8(_mm512_cvtps_epi32(_mm512_min_ps(_mm512_max_ps(a[j], zero), top)))); \
   }
+  VPASS_BLOCK(4)
+  VPASS_BLOCK(1)
+#undef VPASS_BLOCK
+  vpass_tail(tmp, row_elems, idx, w, n, i, out);
+}
+
+/* blur_hpass_row_avx2, 16 values per vector. */
+AVX512_TARGET static void blur_hpass_row_avx512(const float *pad, size_t n, int c, const float *k, int ksize,
+                                                float *out) {
+  const float *x[SIMD_MAX_TAPS];
+  for (int t = 0; t < ksize; t++) x[t] = pad + (size_t)t * c;
+  size_t i = 0;
+#define HPASS_BLOCK(nv)                                                      \
+  for (; i + 16 * (nv) <= n; i += 16 * (nv)) {                             \
+    __m512 a[nv];                                                          \
+    taps_avx512(x, k, ksize, i, nv, a);                                    \
+    for (int j = 0; j < (nv); j++) _mm512_storeu_ps(out + i + 16 * j, a[j]); \
+  }
+  HPASS_BLOCK(4)
+  HPASS_BLOCK(1)
+#undef HPASS_BLOCK
+  hpass_tail(x, k, ksize, i, n, out);
+}
+
+/* out[i] = (float)in[i] for n values, 16 at a time. */
+AVX512_TARGET static void u8_to_f32_avx512(const uint8_t *in, size_t n, float *out) {
+  size_t i = 0;
+  for (; i + 16 <= n; i += 16)
+    _mm512_storeu_ps(out + i, _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(in + i)))));
+  for (; i < n; i++) out[i] = (float)in[i];
 }
 #endif
 
@@ -327,6 +412,10 @@ __attribute__((target("avx2,fma"))) static void blur_hpass_row_avx2(const float 
 FF_FMA_CLONES_NOINLINE static void vpass_row(const float *tmp, size_t row_elems, const int *idx, const float *w,
                                              int n, int vec, float *restrict acc, uint8_t *restrict out) {
 #ifdef FF_HAVE_X86_SIMD
+  if (vec == 2 && n <= SIMD_MAX_TAPS) {
+    vpass_row_avx512(tmp, row_elems, idx, w, n, out);
+    return;
+  }
   if (vec) {
     vpass_row_avx2(tmp, row_elems, idx, w, n, out);
     return;
@@ -347,10 +436,15 @@ FF_FMA_CLONES_NOINLINE static void vpass_row(const float *tmp, size_t row_elems,
   for (size_t i = 0; i < row_elems; i++) out[i] = ff__round_u8(acc[i]);
 }
 
-/* Whether this CPU runs the AVX2/FMA passes. */
-static int simd_ok(void) {
+/* Which passes this CPU runs: 2 the AVX-512 ones, 1 the AVX2/FMA ones, 0
+ * the scalar loops. */
+static int simd_level(void) {
 #ifdef FF_HAVE_X86_SIMD
-  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) return 0;
+  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                 __builtin_cpu_supports("avx512vl")
+             ? 2
+             : 1;
 #else
   return 0;
 #endif
@@ -409,7 +503,7 @@ FF_FMA_CLONES static ff_status resize_box(const ff__image *src, const double *bo
   ff__resize_axis ax = {ff__resize_max_taps(in_w, out_w, antialias), 0, 0, 0};
   ff__resize_axis ay = {ff__resize_max_taps(in_h, out_h, antialias), 0, 0, 0};
   size_t bx = ff__resize_axis_bytes(out_w, ax.max_taps), by = ff__resize_axis_bytes(out_h, ay.max_taps);
-  int vec = c == 3 && in_w < 4096 && simd_ok();
+  int vec = c == 3 && in_w < 4096 ? simd_level() : 0;
 #ifdef FF_HAVE_X86_SIMD
   size_t bh = vec ? hpass_bytes(out_w, ax.max_taps) : 0;
 #else
@@ -493,7 +587,10 @@ FF_FMA_CLONES_NOINLINE static void blur_hpass_row(const float *restrict pad, siz
                                                   int ksize, int vec, float *restrict out) {
 #ifdef FF_HAVE_X86_SIMD
   if (vec && ksize <= SIMD_MAX_TAPS) {
-    blur_hpass_row_avx2(pad, n, c, k, ksize, out);
+    if (vec == 2)
+      blur_hpass_row_avx512(pad, n, c, k, ksize, out);
+    else
+      blur_hpass_row_avx2(pad, n, c, k, ksize, out);
     return;
   }
 #else
@@ -512,11 +609,18 @@ FF_FMA_CLONES_NOINLINE static void blur_hpass_row(const float *restrict pad, siz
 
 /* One row of a blur's input as floats, extended by the mirrored pixels:
  * pad position j holds input j - ksize/2 (ff__resize_gauss_index). */
-FF_FMA_CLONES_NOINLINE static void blur_pad_row(const uint8_t *restrict in, int w, int c, int ksize,
+FF_FMA_CLONES_NOINLINE static void blur_pad_row(const uint8_t *restrict in, int w, int c, int ksize, int vec,
                                                 float *restrict pad) {
   int half = ksize / 2;
   float *mid = pad + (size_t)half * c;
-  for (size_t i = 0; i < (size_t)w * c; i++) mid[i] = (float)in[i];
+#ifdef FF_HAVE_X86_SIMD
+  if (vec == 2)
+    u8_to_f32_avx512(in, (size_t)w * c, mid);
+  else
+#else
+  (void)vec;
+#endif
+    for (size_t i = 0; i < (size_t)w * c; i++) mid[i] = (float)in[i];
   for (int j = 0; j < w + ksize - 1; j++) {
     if (j == half) j += w; /* past the row itself */
     if (j >= w + ksize - 1) break;
@@ -531,18 +635,21 @@ ff_status ff__op_gaussian_blur(const ff__image *src, int ksize_x, int ksize_y, f
   if (ksize_x < 1 || ksize_y < 1 || ksize_x > FF__BLUR_MAX_KSIZE || ksize_y > FF__BLUR_MAX_KSIZE) return FF_EINVAL;
   ff__gauss_kernel1d(ksize_x, sigma, k);
   ff__gauss_kernel1d(ksize_y, sigma, k + ksize_x);
-  int c = src->channels, w = src->width, h = src->height, vec = simd_ok();
+  int c = src->channels, w = src->width, h = src->height, vec = simd_level();
   size_t row_elems = (size_t)w * c, pad_elems = (size_t)(w + ksize_x - 1) * c;
-  /* h rows of the horizontal pass, the padded row, the scalar vertical pass's row */
-  float *tmp = ff__buf_reserve(&s->floats, ((size_t)h * row_elems + pad_elems + row_elems) * sizeof(float));
+  /* The horizontal pass's rows in a ring of `ring` rows (row y in slot y %
+   * ring): an output row reads rows at most ksize_y - 1 before the last
+   * one done, so they stay in the first-level cache. Then the padded row
+   * and the scalar vertical pass's row. */
+  int ring = h < ksize_y ? h : ksize_y;
+  float *tmp = ff__buf_reserve(&s->floats, ((size_t)ring * row_elems + pad_elems + row_elems) * sizeof(float));
   if (!tmp) return FF_ENOMEM;
-  float *pad = tmp + (size_t)h * row_elems, *acc = pad + pad_elems;
+  float *pad = tmp + (size_t)ring * row_elems, *acc = pad + pad_elems;
   int idx[FF__BLUR_MAX_KSIZE];
   for (int y = 0, o = 0; y < h; y++) {
-    blur_pad_row(src->data + (size_t)y * src->stride, w, c, ksize_x, pad);
-    blur_hpass_row(pad, row_elems, c, k, ksize_x, vec, tmp + (size_t)y * row_elems);
-    /* each output row as soon as the rows it reads are done, while they
-     * are still in cache */
+    blur_pad_row(src->data + (size_t)y * src->stride, w, c, ksize_x, vec, pad);
+    blur_hpass_row(pad, row_elems, c, k, ksize_x, vec, tmp + (size_t)(y % ring) * row_elems);
+    /* each output row as soon as the rows it reads are done */
     for (; o < h; o++) {
       int last = 0;
       for (int t = 0; t < ksize_y; t++) {
@@ -550,6 +657,7 @@ ff_status ff__op_gaussian_blur(const ff__image *src, int ksize_x, int ksize_y, f
         last = idx[t] > last ? idx[t] : last;
       }
       if (last > y) break;
+      for (int t = 0; t < ksize_y; t++) idx[t] %= ring;
       vpass_row(tmp, row_elems, idx, k + ksize_x, ksize_y, vec, acc, dst->data + (size_t)o * dst->stride);
     }
   }

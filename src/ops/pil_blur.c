@@ -2,12 +2,19 @@
  * box of each pass from the radius (the host's half of kernels/pil_blur.h,
  * which the device lowering uses too) and the six passes.
  *
- * The arithmetic is integer and per line, so the passes may run in any
- * layout and order of lines: each pass runs down the columns of an image,
- * all the values of a row side by side as lanes, one row step at a time
- * (a loop the compiler vectorises); the passes along x run on the image
- * transposed (as Pillow runs its passes along y), and the result is
- * transposed back. The step runner gives the op a fresh dst; the two
+ * The arithmetic is integer and per line, and a box sum is an integer, so
+ * the passes may run in any layout and order of lines and sum a box in any
+ * order: the bytes are Pillow's. For the boxes of the radii training uses
+ * (box radius r <= BOX_DIRECT_MAX), each output value sums its 2r + 3
+ * inputs directly (box_line, 16 values side by side): the passes along x
+ * run on each row extended by r + 1 copies of its end pixels (Pillow clamps
+ * to the ends), the three one after the other on the row while it is in
+ * the first-level cache; those along y run over whole rows, the rows above
+ * and below the image clamped to its first and last. Larger boxes run
+ * Pillow's running sum (ff__pil_box_pass) down the columns of an image, all
+ * the values of a row side by side as lanes (a loop the compiler
+ * vectorises); the passes along x then run on the image transposed, and the
+ * result is transposed back. The step runner gives the op a fresh dst; the
  * intermediate images come from its scratch buffer. */
 #include "ops/pil_blur.h"
 
@@ -41,6 +48,141 @@ FF_FMA_CLONES_NOINLINE static void pass_rows(const ff__pil_box *b, const uint8_t
   ff__pil_box_pass(b, in, in_along, out, out_along, n, lanes, acc);
 }
 
+/* The largest box radius whose passes sum each box directly. */
+#define BOX_DIRECT_MAX 8
+
+/* One pass of b (radius r <= BOX_DIRECT_MAX) over values i .. n - 1: out[i]
+ * from v[k][i], k = 0 .. 2r + 2, the values at offsets -r - 1 .. r + 1 of
+ * the line: (ww * (v[1] + .. + v[2r + 1]) + fw * (v[0] + v[2r + 2]) + 2^23)
+ * >> 24 in uint32, Pillow's value (kernels/pil_blur.h). */
+static void box_tail(const ff__pil_box *b, const uint8_t *const *v, long i, long n, uint8_t *out) {
+  const int r = b->radius, far = 2 * r + 2;
+  for (; i < n; i++) {
+    uint32_t a = v[1][i];
+    for (int k = 2; k <= 2 * r + 1; k++) a += v[k][i];
+    uint32_t bulk = a * b->ww + ((uint32_t)v[0][i] + (uint32_t)v[far][i]) * b->fw;
+    out[i] = (uint8_t)((bulk + (1u << 23)) >> 24);
+  }
+}
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__CUDACC__)
+#include <immintrin.h>
+#define HAVE_BOX_SIMD 1
+
+/* box_tail's values 16 at a time, in uint32 lanes (16 or two times 8);
+ * they read no byte past v[k] + n. */
+__attribute__((target("avx512f,avx512bw,avx512vl"))) static void box_line_avx512(const ff__pil_box *b,
+                                                                                 const uint8_t *const *v, long n,
+                                                                                 uint8_t *out) {
+  const int r = b->radius, far = 2 * r + 2;
+  const __m512i ww = _mm512_set1_epi32((int)b->ww), fw = _mm512_set1_epi32((int)b->fw);
+  const __m512i half = _mm512_set1_epi32(1 << 23);
+#define W16(p) _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(p)))
+  long i = 0;
+  for (; i + 16 <= n; i += 16) {
+    __m512i a = W16(v[1] + i);
+    for (int k = 2; k <= 2 * r + 1; k++) a = _mm512_add_epi32(a, W16(v[k] + i));
+    __m512i e = _mm512_add_epi32(W16(v[0] + i), W16(v[far] + i));
+    __m512i bulk = _mm512_add_epi32(_mm512_mullo_epi32(a, ww), _mm512_mullo_epi32(e, fw));
+    _mm_storeu_si128((__m128i *)(out + i), _mm512_cvtepi32_epi8(_mm512_srli_epi32(_mm512_add_epi32(bulk, half), 24)));
+  }
+#undef W16
+  box_tail(b, v, i, n, out);
+}
+
+__attribute__((target("avx2"))) static void box_line_avx2(const ff__pil_box *b, const uint8_t *const *v, long n,
+                                                          uint8_t *out) {
+  const int r = b->radius, far = 2 * r + 2;
+  const __m256i ww = _mm256_set1_epi32((int)b->ww), fw = _mm256_set1_epi32((int)b->fw);
+  const __m256i half = _mm256_set1_epi32(1 << 23);
+#define W8(p) _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(p)))
+  long i = 0;
+  for (; i + 16 <= n; i += 16) { /* two vectors a step: the loop over the box costs half as much */
+    __m256i a0 = W8(v[1] + i), a1 = W8(v[1] + i + 8);
+    for (int k = 2; k <= 2 * r + 1; k++) a0 = _mm256_add_epi32(a0, W8(v[k] + i)), a1 = _mm256_add_epi32(a1, W8(v[k] + i + 8));
+    __m256i e0 = _mm256_add_epi32(W8(v[0] + i), W8(v[far] + i));
+    __m256i e1 = _mm256_add_epi32(W8(v[0] + i + 8), W8(v[far] + i + 8));
+    __m256i o0 = _mm256_add_epi32(_mm256_add_epi32(_mm256_mullo_epi32(a0, ww), _mm256_mullo_epi32(e0, fw)), half);
+    __m256i o1 = _mm256_add_epi32(_mm256_add_epi32(_mm256_mullo_epi32(a1, ww), _mm256_mullo_epi32(e1, fw)), half);
+    /* >> 24: 0..255; packus works within 128-bit halves, the permute puts o0's then o1's eight in order */
+    __m256i p = _mm256_permute4x64_epi64(_mm256_packus_epi32(_mm256_srli_epi32(o0, 24), _mm256_srli_epi32(o1, 24)), 0xD8);
+    _mm_storeu_si128((__m128i *)(out + i), _mm_packus_epi16(_mm256_castsi256_si128(p), _mm256_extracti128_si256(p, 1)));
+  }
+#undef W8
+  box_tail(b, v, i, n, out);
+}
+#endif
+
+/* Which box_line runs: 2 AVX-512, 1 AVX2, 0 box_tail alone. */
+static int box_simd(void) {
+#ifdef HAVE_BOX_SIMD
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl"))
+    return 2;
+  return __builtin_cpu_supports("avx2") ? 1 : 0;
+#else
+  return 0;
+#endif
+}
+
+/* One pass of b over a line of n values (box_tail's), vectorised where the
+ * CPU can (simd: box_simd()). */
+static void box_line(const ff__pil_box *b, const uint8_t *const *v, long n, uint8_t *out, int simd) {
+#ifdef HAVE_BOX_SIMD
+  if (simd == 2) {
+    box_line_avx512(b, v, n, out);
+    return;
+  }
+  if (simd == 1) {
+    box_line_avx2(b, v, n, out);
+    return;
+  }
+#else
+  (void)simd;
+#endif
+  box_tail(b, v, 0, n, out);
+}
+
+/* Line buffer ln (w + 2r + 2 pixels): its middle w pixels extended by r + 1
+ * copies of the first and of the last. */
+static void extend_line(uint8_t *ln, int w, int r) {
+  uint8_t *mid = ln + (size_t)(r + 1) * 3, *end = mid + (size_t)w * 3;
+  for (int k = 0; k <= r; k++) {
+    memcpy(ln + (size_t)k * 3, mid, 3);
+    memcpy(end + (size_t)k * 3, end - 3, 3);
+  }
+}
+
+/* The three passes of b along x over each row of src into a (packed rows),
+ * on two line buffers of w + 2r + 2 pixels. */
+static void x_passes_direct(const ff__pil_box *b, const ff__image *src, uint8_t *a, uint8_t *ln0, uint8_t *ln1,
+                            int simd) {
+  int w = src->width, r = b->radius;
+  size_t row = (size_t)w * 3, off = (size_t)(r + 1) * 3;
+  const uint8_t *v0[2 * BOX_DIRECT_MAX + 3], *v1[2 * BOX_DIRECT_MAX + 3];
+  for (int k = 0; k <= 2 * r + 2; k++) v0[k] = ln0 + (size_t)k * 3, v1[k] = ln1 + (size_t)k * 3;
+  for (int y = 0; y < src->height; y++) {
+    memcpy(ln0 + off, src->data + (size_t)y * src->stride, row);
+    extend_line(ln0, w, r);
+    box_line(b, v0, (long)row, ln1 + off, simd);
+    extend_line(ln1, w, r);
+    box_line(b, v1, (long)row, ln0 + off, simd);
+    extend_line(ln0, w, r);
+    box_line(b, v0, (long)row, a + (size_t)y * row, simd);
+  }
+}
+
+/* One pass of b along y: out's rows (out_stride apart) from in's h rows of
+ * `row` bytes (in_stride apart), the rows past either end clamped. */
+static void y_pass_direct(const ff__pil_box *b, const uint8_t *in, size_t in_stride, uint8_t *out,
+                          size_t out_stride, int h, size_t row, int simd) {
+  int r = b->radius;
+  const uint8_t *v[2 * BOX_DIRECT_MAX + 3];
+  for (int y = 0; y < h; y++) {
+    for (int k = 0; k <= 2 * r + 2; k++) v[k] = in + (size_t)ff__pil_box_clamp(y - r - 1 + k, h - 1) * in_stride;
+    box_line(b, v, (long)row, out + (size_t)y * out_stride, simd);
+  }
+}
+
 /* dst (w rows of h pixels, packed) = src (h rows of w pixels) transposed. */
 static void transpose(const uint8_t *src, size_t src_stride, int w, int h, uint8_t *dst) {
   enum { TILE = 32 };
@@ -69,6 +211,18 @@ ff_status ff__pil_blur_run(double radius, const ff__image *src, ff__image *dst, 
   ff__pil_box b = ff__pil_blur_box(radius);
   if (radius == 0 || !b.on || !w || !h) { /* GaussianBlur(0) copies; so does a box of radius 0 */
     for (int y = 0; y < h; y++) memcpy(dst->data + (size_t)y * dst->stride, src->data + (size_t)y * src->stride, row);
+    return FF_OK;
+  }
+  if (b.radius <= BOX_DIRECT_MAX) {
+    size_t line = (size_t)(w + 2 * b.radius + 2) * 3;
+    uint8_t *t = ff__buf_reserve(tmp, 2 * image + 2 * line);
+    if (!t) return FF_ENOMEM;
+    uint8_t *a = t, *c = a + image;
+    int simd = box_simd();
+    x_passes_direct(&b, src, a, c + image, c + image + line, simd);
+    y_pass_direct(&b, a, row, c, row, h, row, simd);
+    y_pass_direct(&b, c, row, a, row, h, row, simd);
+    y_pass_direct(&b, a, row, dst->data, dst->stride, h, row, simd);
     return FF_OK;
   }
   uint8_t *t = ff__buf_reserve(tmp, 2 * image + longest * sizeof(uint32_t) + 16);

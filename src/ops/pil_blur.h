@@ -15,7 +15,7 @@ ff__pil_box ff__pil_blur_box(double radius);
 
 /* GaussianBlur(radius) of src into dst (same size, 3 channels, memory
  * distinct from src; data and stride set by the caller), with tmp as
- * scratch (grown to two images of src's size and a row of sums). Returns
+ * scratch (grown to two images of src's size and two rows). Returns
  * FF_OK, FF_EINVAL for an image of other than 3 channels or a radius outside
  * [0, FF__PIL_BLUR_MAX_RADIUS], FF_ENOMEM when tmp cannot grow. */
 ff_status ff__pil_blur_run(double radius, const ff__image *src, ff__image *dst, ff__buf *tmp);
