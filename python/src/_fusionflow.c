@@ -11,7 +11,11 @@
  *           after the interruption is kept and handed out by the next call, so
  *           nothing is lost. Only one of the two threads calls into the
  *           ff_loader at a time (the header's one-consumer rule): the Python
- *           thread touches it only while no request is in flight.
+ *           thread touches it only while no request is in flight. The open
+ *           itself runs on the Python thread with the GIL released; a
+ *           streamed source's open takes it back every 100 ms or so
+ *           (open_progress) to run the signal handlers, so Ctrl-C gives up
+ *           an open waiting for a stalled server too.
  *   Tensor  a view of one tensor (images, labels, or an augment_image
  *           result) exporting `__dlpack__` / `__dlpack_device__` (the Python
  *           protocol of DLPack v0.8) and, in host memory, `__array_interface__`.
@@ -649,6 +653,7 @@ static PyObject *loader_open(PyObject *module, PyObject *args, PyObject *kwargs)
     return NULL;
   if (progress != Py_None && !PyCallable_Check(progress)) {
     PyErr_SetString(PyExc_TypeError, "fusionflow: open_progress must be callable or None");
+    Py_DECREF(source_obj);
     return NULL;
   }
   cfg.semantics = (ff_semantics)semantics;
