@@ -11,7 +11,11 @@
  *           after the interruption is kept and handed out by the next call, so
  *           nothing is lost. Only one of the two threads calls into the
  *           ff_loader at a time (the header's one-consumer rule): the Python
- *           thread touches it only while no request is in flight.
+ *           thread touches it only while no request is in flight. The open
+ *           itself runs on the Python thread with the GIL released; a
+ *           streamed source's open takes it back every 100 ms or so
+ *           (open_progress) to run the signal handlers, so Ctrl-C gives up
+ *           an open waiting for a stalled server too.
  *   Tensor  a view of one tensor (images, labels, or an augment_image
  *           result) exporting `__dlpack__` / `__dlpack_device__` (the Python
  *           protocol of DLPack v0.8) and, in host memory, `__array_interface__`.
@@ -582,6 +586,44 @@ static void close_opened(ff_loader *loader, ffpy_dataset *dataset) {
   ffpy_dataset_free(dataset);
 }
 
+/* The open of a streamed tar: source (ff_config.open_progress) runs on the
+ * Python thread that opens the loader, with the GIL released; about every
+ * 100 ms each call takes the GIL back for as long as it runs the signal
+ * handlers (PyErr_CheckSignals: Ctrl-C's KeyboardInterrupt, or whatever a
+ * handler raises) and then, when given, hook(progress) with the
+ * ff_open_progress as a dict. An exception from either stays set, gives the
+ * open up, and is what open_loader raises. */
+typedef struct opening {
+  PyThreadState *saved; /* the opening thread's, while the GIL is released */
+  PyObject *hook;       /* callable(dict) or NULL */
+  int raised;           /* an exception is set in the opening thread */
+} opening;
+
+static int on_open_progress(void *ctx, const ff_open_progress *p) {
+  opening *o = ctx;
+  if (o->raised) return 1;
+  PyEval_RestoreThread(o->saved);
+  int raised = PyErr_CheckSignals() < 0;
+  if (!raised && o->hook) {
+    PyObject *shard = PyUnicode_DecodeFSDefault(p->shard), *why = PyUnicode_DecodeFSDefault(p->last_error);
+    PyObject *d = shard && why ? Py_BuildValue("{s:O,s:n,s:n,s:i,s:i,s:O,s:O,s:d,s:d}", "shard", shard,
+                                               "shard_index", (Py_ssize_t)p->shard_index, "num_shards",
+                                               (Py_ssize_t)p->num_shards, "attempt", p->attempt, "max_attempts",
+                                               p->max_attempts, "backing_off", p->backing_off ? Py_True : Py_False,
+                                               "last_error", why, "shard_s", p->shard_s, "elapsed_s", p->elapsed_s)
+                               : NULL;
+    PyObject *r = d ? PyObject_CallFunctionObjArgs(o->hook, d, NULL) : NULL;
+    raised = !r;
+    Py_XDECREF(r);
+    Py_XDECREF(d);
+    Py_XDECREF(why);
+    Py_XDECREF(shard);
+  }
+  o->raised = raised;
+  o->saved = PyEval_SaveThread();
+  return raised;
+}
+
 static PyObject *loader_open(PyObject *module, PyObject *args, PyObject *kwargs) {
   (void)module;
   static char *kwlist[] = {"source",   "pipeline",   "batch_size", "shuffle",          "drop_last", "seed",
@@ -589,7 +631,8 @@ static PyObject *loader_open(PyObject *module, PyObject *args, PyObject *kwargs)
                            "device", "device_memory_limit_bytes", "strict_decode", "allow_empty",
                            "sampler_drop_last", "torch_permutation", "pin_memory", "output_device",
                            "device_decode", "deterministic", "output_dtype", "memory_format", "semantics",
-                           "repeated_augmentations", "shuffle_buffer", "dataset", "dataset_size", NULL};
+                           "repeated_augmentations", "shuffle_buffer", "dataset", "dataset_size", "open_progress",
+                           NULL};
   ff_config cfg;
   ff_config_init(&cfg);
   PyObject *source_obj, *pipeline_obj;
@@ -597,17 +640,22 @@ static PyObject *loader_open(PyObject *module, PyObject *args, PyObject *kwargs)
   unsigned long long seed = 0, max_pixels = cfg.max_image_pixels, device_limit = 0;
   int device_decode = FF_DEVICE_DECODE_AUTO, semantics = FF_SEMANTICS_V1;
   unsigned long long shuffle_buffer = cfg.shuffle_buffer;
-  PyObject *fetcher = Py_None;
+  PyObject *fetcher = Py_None, *progress = Py_None;
   Py_ssize_t dataset_size = 0;
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O&U|iiiKiiiiiO&sKppppisipiiiiO&On:open_loader", kwlist,
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O&U|iiiKiiiiiO&sKppppisipiiiiO&OnO:open_loader", kwlist,
                                    PyUnicode_FSConverter, &source_obj, &pipeline_obj, &cfg.batch_size, &cfg.shuffle,
                                    &cfg.drop_last, &seed, &cfg.num_threads, &cfg.prefetch, &cfg.rank,
                                    &cfg.world_size, &on_error, to_u64, &max_pixels, &cfg.device, &device_limit,
                                    &cfg.strict_decode, &cfg.allow_empty, &cfg.sampler_drop_last, &torch_permutation,
                                    &cfg.pin_memory, &cfg.output_device, &device_decode, &cfg.deterministic,
                                    &cfg.output_dtype, &cfg.memory_format, &semantics, &cfg.repeated_augmentations,
-                                   to_u64, &shuffle_buffer, &fetcher, &dataset_size))
+                                   to_u64, &shuffle_buffer, &fetcher, &dataset_size, &progress))
     return NULL;
+  if (progress != Py_None && !PyCallable_Check(progress)) {
+    PyErr_SetString(PyExc_TypeError, "fusionflow: open_progress must be callable or None");
+    Py_DECREF(source_obj);
+    return NULL;
+  }
   cfg.semantics = (ff_semantics)semantics;
   cfg.shuffle_buffer = (size_t)shuffle_buffer;
   cfg.permutation = torch_permutation ? FF_PERMUTATION_TORCH : FF_PERMUTATION_PHILOX;
@@ -636,12 +684,17 @@ static PyObject *loader_open(PyObject *module, PyObject *args, PyObject *kwargs)
   cfg.max_image_pixels = max_pixels;
 
   ff_loader *loader = NULL;
-  ff_status st;
-  Py_BEGIN_ALLOW_THREADS
-  st = ff_loader_open(&cfg, &loader);
-  Py_END_ALLOW_THREADS
+  opening watch = {NULL, progress != Py_None ? progress : NULL, 0};
+  cfg.open_progress = on_open_progress, cfg.open_progress_ctx = &watch;
+  watch.saved = PyEval_SaveThread();
+  ff_status st = ff_loader_open(&cfg, &loader);
+  PyEval_RestoreThread(watch.saved);
   Py_DECREF(source_obj);
   Py_DECREF(pipeline);
+  if (watch.raised) { /* the open was given up for the exception it left: KeyboardInterrupt, ... */
+    close_opened(loader, dataset);
+    return NULL;
+  }
   if (st != FF_OK) {
     if (!loader) {
       ffpy_dataset_free(dataset);
@@ -1250,9 +1303,11 @@ static PyMethodDef module_methods[] = {
      "            rank=-1, world_size=-1, on_error=0, max_image_pixels=89478485, device=\"cpu\",\n"
      "            device_memory_limit_bytes=0, strict_decode=False, allow_empty=False, sampler_drop_last=False,\n"
      "            torch_permutation=False, pin_memory=-1, output_device=\"cpu\", device_decode=0,\n"
-     "            deterministic=False, output_dtype=0, memory_format=0, semantics=0) -> CLoader\n"
-     "            repeated_augmentations=0, shuffle_buffer=1000)\n"
-     "            (output_dtype: ff_output_dtype, memory_format: ff_memory_format, semantics: ff_semantics)"},
+     "            deterministic=False, output_dtype=0, memory_format=0, semantics=0,\n"
+     "            repeated_augmentations=0, shuffle_buffer=1000, dataset=None, dataset_size=0,\n"
+     "            open_progress=None) -> CLoader\n"
+     "            (output_dtype: ff_output_dtype, memory_format: ff_memory_format, semantics: ff_semantics;\n"
+     "            open_progress: callable(dict of ff_open_progress) while a streamed source opens)"},
     {"augment_image", (PyCFunction)(void (*)(void))mod_augment_image, METH_VARARGS | METH_KEYWORDS,
      "augment_image(path, pipeline, seed=0, epoch=0, index=0, semantics=0) -> Tensor (H, W, 3) uint8"},
     {"_set_exception_factory", mod_set_exception_factory, METH_O, NULL},

@@ -8,7 +8,6 @@
 #include <errno.h>
 #include <getopt.h>
 #include <limits.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -107,49 +106,6 @@ static void bench_usage(FILE *f) {
           "and Ctrl-C gives the open up.\n"
           "Exit status: 0 success, 1 runtime error (the message names the file or cause), 2 usage,\n"
           "130 interrupted (Ctrl-C) while opening.\n");
-}
-
-/* Ctrl-C while the loader opens a streamed source: the open is given up
- * (open_progress), the command exits 130. Before a streamed open has begun
- * (other sources never call open_progress) Ctrl-C ends the command at once,
- * as it does without the handler. */
-static volatile sig_atomic_t open_interrupted, open_streaming;
-static void on_open_interrupt(int sig) {
-  if (open_streaming) {
-    open_interrupted = 1;
-    return;
-  }
-  signal(sig, SIG_DFL);
-  raise(sig);
-}
-
-typedef struct open_said {
-  size_t shard;
-  int attempt, backing_off;
-  double since_s; /* when this shard, attempt and backoff began */
-  int said;       /* whether they were said */
-  double line_s;  /* when the last line was said; < 0: none yet */
-} open_said;
-
-/* Says on stderr what a slow open waits for: once opening has taken 2 s,
- * then each wait (a shard's attempt, a backoff) that lasts half a second,
- * and at least every 10 s. */
-static int on_open_progress(void *ctx, const ff_open_progress *p) {
-  open_said *o = ctx;
-  open_streaming = 1;
-  if (open_interrupted) return 1;
-  if (o->shard != p->shard_index || o->attempt != p->attempt || o->backing_off != p->backing_off)
-    o->shard = p->shard_index, o->attempt = p->attempt, o->backing_off = p->backing_off, o->since_s = p->elapsed_s,
-    o->said = 0;
-  if (p->elapsed_s < 2 ||
-      !(o->line_s < 0 || (!o->said && p->elapsed_s - o->since_s >= 0.5) || p->elapsed_s - o->line_s >= 10))
-    return 0;
-  o->said = 1, o->line_s = p->elapsed_s;
-  fprintf(stderr, "fusionflow bench: opening, %.0f s: shard %zu of %zu, %s, %s attempt %d of %d%s%s%s\n",
-          p->elapsed_s, p->shard_index + 1, p->num_shards, p->shard, p->backing_off ? "backing off before" : "reading,",
-          p->attempt, p->max_attempts, *p->last_error ? " (the last failed: " : "", p->last_error,
-          *p->last_error ? ")" : "");
-  return 0;
 }
 
 /* The subcommand's integer options (cli/args.c). */
@@ -429,16 +385,11 @@ int ff__cli_bench(int argc, char **argv) {
   /* Without warm-up the clock includes opening: the workers start there. */
   double t0 = now_s();
   ff_loader *loader;
-  open_said said = {0, 0, 0, 0, 0, -1};
-  struct sigaction interrupt = {0}, before;
-  interrupt.sa_handler = on_open_interrupt; /* no SA_RESTART: a wait in progress ends */
-  sigemptyset(&interrupt.sa_mask);
-  sigaction(SIGINT, &interrupt, &before);
-  cfg.open_progress = on_open_progress, cfg.open_progress_ctx = &said;
+  ff__cli_opening opening;
+  ff__cli_opening_start(&opening, "fusionflow bench");
+  cfg.open_progress = ff__cli_opening_progress, cfg.open_progress_ctx = &opening;
   ff_status st = ff_loader_open(&cfg, &loader);
-  sigaction(SIGINT, &before, NULL); /* from here on Ctrl-C ends the run as it always did */
-  if (open_interrupted) {
-    fprintf(stderr, "fusionflow bench: interrupted while opening the source\n");
+  if (ff__cli_opening_end(&opening)) {
     ff_loader_close(loader);
     return 130;
   }

@@ -69,8 +69,11 @@ static void shards_usage(FILE *f) {
           "                      bad, undecodable, manifest_mismatches, ok\n"
           "\n"
           "Shard indexes are cached in $FF_CACHE_DIR/tar (default ~/.cache/fusionflow/tar).\n"
+          "Opening streamed shards (http://, pipe:, compressed) reads each one; when that takes\n"
+          "over 2 s, a line on stderr says which shard and attempt it waits for, and Ctrl-C\n"
+          "gives the open up.\n"
           "Exit status: 0 success (check: every shard and image fine), 1 runtime error or a\n"
-          "problem found, 2 usage.\n");
+          "problem found, 2 usage, 130 interrupted (Ctrl-C) while opening.\n");
 }
 
 /* ------------------------------------------------------------------ make */
@@ -223,7 +226,11 @@ static int shards_make(int argc, char **argv) {
   const char *src = argv[optind], *out = argv[optind + 1];
   ff__index idx;
   ff__error err;
-  if (ff__source_open(src, 0, &idx, &err)) {
+  ff__cli_opening opening;
+  ff__cli_opening_start(&opening, "fusionflow shards make");
+  ff_status opened = ff__source_open_watched(src, 0, ff__cli_opening_progress, &opening, &idx, &err);
+  if (ff__cli_opening_end(&opening)) return 130;
+  if (opened) {
     fprintf(stderr, "fusionflow shards make: %s\n", err.msg);
     return 1;
   }
@@ -357,7 +364,11 @@ static int shards_check(int argc, char **argv) {
   snprintf(spec, sizeof spec, "%s%s", strncmp(pattern, "tar:", 4) ? "tar:" : "", pattern);
   ff__index idx;
   ff__error err;
-  if (ff__source_open(spec, 0, &idx, &err)) {
+  ff__cli_opening opening;
+  ff__cli_opening_start(&opening, "fusionflow shards check");
+  ff_status opened = ff__source_open_watched(spec, 0, ff__cli_opening_progress, &opening, &idx, &err);
+  if (ff__cli_opening_end(&opening)) return 130;
+  if (opened) {
     fprintf(stderr, "fusionflow shards check: %s\n", err.msg);
     return 1;
   }
@@ -392,7 +403,14 @@ static int shards_check(int argc, char **argv) {
   cfg.shuffle = 0, cfg.batch_size = 64, cfg.num_threads = (int)threads, cfg.rank = 0, cfg.world_size = 1;
   cfg.on_error = FF_ON_ERROR_SKIP;
   ff_loader *l = NULL;
+  ff__cli_opening_start(&opening, "fusionflow shards check"); /* a streamed source is read again */
+  cfg.open_progress = ff__cli_opening_progress, cfg.open_progress_ctx = &opening;
   ff_status st = ff_loader_open(&cfg, &l);
+  if (ff__cli_opening_end(&opening)) {
+    ff_loader_close(l);
+    free(per_shard), free(per_class), ff__index_free(&idx);
+    return 130;
+  }
   size_t undecodable = 0, index_skipped = idx.num_bad;
   int bar = isatty(2) && !json;
   if (!st) {

@@ -11,18 +11,21 @@ that drops the connection mid-shard (retried), one that keeps dropping it
 import gzip
 import http.server
 import io
+import logging
 import os
 import queue
 import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tarfile
 import threading
+import time
 
 import pytest
 
-from conftest import cli
+from conftest import child_env, cli
 
 np = pytest.importorskip("numpy")
 fusionflow = pytest.importorskip("fusionflow")
@@ -241,33 +244,159 @@ def test_a_pipe_closed_mid_stream_ends_quietly_and_a_failing_one_still_reports(b
     assert "missing.tar: No such file or directory" in capfd.readouterr().err
 
 
-def test_cli_says_what_a_stalled_open_waits_for_and_ctrl_c_ends_it():
-    """A server that takes the connection and never answers: `fusionflow bench` says, once its open
-    has taken 2 s, which shard and attempt it waits for, and Ctrl-C ends it with exit status 130."""
-    if not os.path.exists(cli()):
-        pytest.skip("the fusionflow executable is not next to the package")
-    slow = 60 if os.environ.get("FF_TEST_SANITIZER") else 20
+# Bounds for the waits of a stalled open: the progress line comes after 2 s, Ctrl-C's answer within
+# a second (PROMPT_S allows for a busy machine); under a sanitizer a child starts and stops slower.
+SANITIZED = bool(os.environ.get("FF_TEST_SANITIZER"))
+SLOW_S = 60 if SANITIZED else 20
+PROMPT_S = 10.0 if SANITIZED else 3.0
+
+
+@pytest.fixture
+def stalled_url():
+    """The URL of a shard on a server that takes the connection and never answers."""
     with socket.socket() as listener:
         listener.bind(("127.0.0.1", 0))
         listener.listen(8)  # the kernel completes the connection; nobody ever reads or answers
-        url = f"http://127.0.0.1:{listener.getsockname()[1]}/stalled-000.tar"
-        proc = subprocess.Popen([cli(), "bench", "--source", f"tar:{url}", "--batches", "1"],
-                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-        lines = queue.Queue()
-        reader = threading.Thread(target=lambda: [lines.put(line) for line in proc.stderr], daemon=True)
-        reader.start()
+        yield f"http://127.0.0.1:{listener.getsockname()[1]}/stalled-000.tar"
+
+
+def lines_of(stream):
+    """A queue that gets the lines of stream as they come (read by a thread of its own)."""
+    lines = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(line) for line in stream], daemon=True).start()
+    return lines
+
+
+@pytest.mark.parametrize("command", [["bench", "--source", "tar:URL", "--batches", "1"],
+                                     ["shards", "check", "tar:URL"], ["shards", "make", "tar:URL", "OUT"]],
+                         ids=["bench", "shards-check", "shards-make"])
+def test_cli_says_what_a_stalled_open_waits_for_and_ctrl_c_ends_it(command, stalled_url, tmp_path):
+    """A server that takes the connection and never answers: `fusionflow bench` and `fusionflow shards`
+    say, once their open has taken 2 s, which shard and attempt it waits for, and Ctrl-C ends them
+    with exit status 130."""
+    if not os.path.exists(cli()):
+        pytest.skip("the fusionflow executable is not next to the package")
+    args = [a.replace("URL", stalled_url).replace("OUT", str(tmp_path / "out")) for a in command]
+    name = "fusionflow " + " ".join(command[:2] if command[0] == "shards" else command[:1])
+    proc = subprocess.Popen([cli()] + args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    lines = lines_of(proc.stderr)
+    try:
+        line = lines.get(timeout=SLOW_S)  # the first line it says is the progress line
+        assert line.startswith(name + ": opening, ") and stalled_url in line, line
+        assert "shard 1 of 1" in line and "attempt 1 of 4" in line, line
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=SLOW_S) == 130
+        rest = lines.get(timeout=SLOW_S)
+        assert rest == name + ": interrupted while opening the source\n", rest
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+OPENING_CHILD = """
+import logging, sys
+import fusionflow
+logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s %(message)s")
+try:
+    fusionflow.Loader("tar:" + sys.argv[1], "decode | resize(size=(8, 8))", batch_size=4, output="numpy")
+except KeyboardInterrupt as e:
+    print("KeyboardInterrupt", repr(e.__context__), flush=True)
+    sys.exit(3)
+print("opened", flush=True)
+"""
+
+
+def test_ctrl_c_gives_up_a_loader_waiting_for_a_stalled_server(stalled_url):
+    """A Loader whose open waits for a server that never answers says so through the "fusionflow"
+    logger once it has waited 2 s (INFO, naming the URL, the shard and the attempt), and Ctrl-C
+    ends the wait at once with KeyboardInterrupt from the constructor -- not after the retries'
+    two minutes, and not as a fusionflow error."""
+    proc = subprocess.Popen([sys.executable, "-c", OPENING_CHILD, stalled_url], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=child_env())
+    out, err = lines_of(proc.stdout), lines_of(proc.stderr)
+    try:
         try:
-            line = lines.get(timeout=slow)  # the first line it says is the progress line
-            assert url in line and "shard 1 of 1" in line and "attempt 1 of 4" in line, line
-            proc.send_signal(signal.SIGINT)
-            assert proc.wait(timeout=slow) == 130
-            reader.join(timeout=slow)
-            rest = "".join(lines.queue)
-            assert "interrupted while opening" in rest, rest
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
+            line = err.get(timeout=SLOW_S)
+        except queue.Empty:
+            pytest.fail(f"no progress line in {SLOW_S} s")
+        assert line.startswith("INFO fusionflow fusionflow.Loader: opening, "), line
+        assert f"shard 1 of 1, {stalled_url}, reading, attempt 1 of 4" in line, line
+        sent = time.monotonic()
+        proc.send_signal(signal.SIGINT)
+        answer = out.get(timeout=SLOW_S)
+        answered = time.monotonic() - sent
+        assert answer == "KeyboardInterrupt None\n", answer + "".join(err.queue)
+        assert answered < PROMPT_S, f"KeyboardInterrupt came {answered:.2f} s after SIGINT"
+        assert proc.wait(timeout=SLOW_S) == 3
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+class Deadline(Exception):
+    pass
+
+
+def open_without_a_hook(source):
+    from fusionflow import _fusionflow as c  # the extension directly: no progress hook to run
+
+    return c.open_loader(source, "decode | resize(size=(8, 8))")
+
+
+@pytest.mark.parametrize("open_loader", [
+    lambda source: fusionflow.Loader(source, "decode | resize(size=(8, 8))", batch_size=4, output="numpy"),
+    open_without_a_hook], ids=["Loader", "extension-without-hook"])
+def test_a_signal_handlers_exception_gives_the_open_up(open_loader, stalled_url, monkeypatch):
+    """What a signal handler raises while a Loader opens a streamed source (here a deadline through
+    SIGALRM) gives the open up and is what the constructor raises."""
+    monkeypatch.setenv("FF_STREAM_RETRIES", "0")  # without the abort: 30 s, not two minutes
+
+    def deadline(signum, frame):
+        raise Deadline("opening took too long")
+
+    before = signal.signal(signal.SIGALRM, deadline)
+    try:
+        start = time.monotonic()
+        signal.setitimer(signal.ITIMER_REAL, 0.5)
+        with pytest.raises(Deadline, match="opening took too long"):
+            open_loader("tar:" + stalled_url)
+        took = time.monotonic() - start
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, before)
+    assert took < 0.5 + PROMPT_S, f"the constructor returned {took:.2f} s after it began"
+
+
+def progress(t, shard=0, attempt=1, backing_off=False, last_error=""):
+    return {"shard": f"http://host/s-{shard}.tar", "shard_index": shard, "num_shards": 3, "attempt": attempt,
+            "max_attempts": 4, "backing_off": backing_off, "last_error": last_error, "shard_s": 0.0,
+            "elapsed_s": t}
+
+
+def test_the_progress_log_of_an_open_says_each_wait_once_and_at_least_every_10_s(caplog):
+    """The rule of the progress lines, from the open's calls every 1/8 s: the first once opening has
+    taken 2 s, one for each wait (a shard's attempt, a backoff) once it has lasted half a second, and
+    every 10 s within a long wait; INFO for first attempts, WARNING once a read has failed."""
+    from fusionflow._loader import _OpenProgressLog
+
+    log = _OpenProgressLog()
+    ticks = [progress(k / 8) for k in range(0, 8 * 25)]  # shard 0, first read: 0 to 25 s
+    ticks += [progress(25 + k / 8, attempt=2, backing_off=True, last_error="timed out") for k in range(3)]  # short
+    ticks += [progress(25.375 + k / 8, attempt=2, last_error="timed out") for k in range(8)]  # a retry, 1 s
+    ticks += [progress(26.375 + k / 8, shard=1) for k in range(3)]  # a quick shard: unsaid
+    ticks += [progress(26.75 + k / 8, shard=2) for k in range(8)]
+    with caplog.at_level(logging.INFO, logger="fusionflow"):
+        for p in ticks:
+            log(p)
+    said = [(r.levelname, r.open_progress["elapsed_s"], r.getMessage()) for r in caplog.records]
+    assert [(level, t) for level, t, _ in said] == [("INFO", 2.0), ("INFO", 12.0), ("INFO", 22.0),
+                                                      ("WARNING", 25.875), ("INFO", 27.25)]
+    assert said[0][2] == "fusionflow.Loader: opening, 2 s: shard 1 of 3, http://host/s-0.tar, reading, attempt 1 of 4"
+    assert said[3][2] == ("fusionflow.Loader: opening, 26 s: shard 1 of 3, http://host/s-0.tar, reading, attempt 2 "
+                          "of 4 (the last failed: timed out)")
+    assert said[4][2].endswith("shard 3 of 3, http://host/s-2.tar, reading, attempt 1 of 4")
 
 
 def cutting(name, numbers):
