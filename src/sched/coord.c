@@ -806,7 +806,7 @@ void ff__coord_reserve_decide(const ff__coord_params *p, ff__coord_reserve *r, d
   r->others_last = x;
   r->others_cores = 0.5 * (r->others_cores + x);
   if (r->windows < INT32_MAX) r->windows++;
-  int want = (int)ceil(r->others_cores - 0.15);
+  int want = (int)ceil(r->others_cores - FF__COORD_RESERVE_FREE);
   int cap = p->budget_threads > 1 ? p->budget_threads - 1 : 0;
   want = clampi(want, 0, cap);
   int was = r->cores;

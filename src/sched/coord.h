@@ -24,6 +24,7 @@
 #define FF__COORD_TRAINER_AUTO (-1) /* trainer_cores: the adaptive reserve (FF_NODE_TRAINER_CORES=auto) */
 #define FF__COORD_WINDOW_MS 250     /* the adaptive reserve's measuring window, at least */
 #define FF__COORD_RESERVE_HOLD 4    /* windows the adaptive reserve holds before it drops */
+#define FF__COORD_RESERVE_FREE 0.25 /* cores of the others' use that reserve nothing (see below) */
 
 /* The adaptive trainer reserve (trainer_cores FF__COORD_TRAINER_AUTO): state
  * the coordinator keeps beside the settings, not a setting (a joiner's own
@@ -165,9 +166,12 @@ int ff__coord_guaranteed_budget(const ff__coord_params *p, const ff__coord_membe
  * window's estimate errs both ways, and the smoothing averages the errors)
  * into r->others_cores (half the window's, half the previous; 0 at the
  * start), and sets r->cores to
- * ceil(others_cores - 0.15) (a trainer that gets 0.15 of a core beside hungry
- * loaders is not starved; one that gets 0.4 of it is), capped at
- * budget_threads - 1 so that the loaders always keep a thread. A rise takes
+ * ceil(others_cores - FF__COORD_RESERVE_FREE): the consumer threads of
+ * the loaders' own processes and the kernel's work use a tenth of a core
+ * or so, which is no trainer starved, while a CPU-bound trainer beside
+ * hungry loaders gets 1 / (runnable threads per core) of a core, a third
+ * or more as the coordinator runs them. Capped at budget_threads - 1 so
+ * that the loaders always keep a thread. A rise takes
  * effect at once; a drop only after FF__COORD_RESERVE_HOLD windows in a row
  * that want less (a trainer pausing between steps keeps its core). Counts
  * the window and the changes. */

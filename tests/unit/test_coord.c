@@ -346,7 +346,7 @@ static ff__coord_params auto_params(int budget, int expected) {
 }
 
 /* Windows' measures of the others' cores in, the reserve out: a trainer
- * getting 0.1 of a core keeps nothing, one getting 0.6 a core at once (the
+ * getting 0.2 of a core keeps nothing, one getting 0.6 a core at once (the
  * measure smoothed by halves), which it keeps at a full core of use; when it
  * stops, the reserve drops only after FF__COORD_RESERVE_HOLD windows that
  * want less in a row, and a window that wants it back resets the count. */
@@ -354,18 +354,18 @@ static void the_adaptive_reserve_rounds_the_others_cores_and_holds_before_it_dro
   (void)state;
   ff__coord_params p = auto_params(4, 2);
   ff__coord_reserve r = {0};
-  for (int i = 0; i < 6; i++) ff__coord_reserve_decide(&p, &r, 0.1);
+  for (int i = 0; i < 8; i++) ff__coord_reserve_decide(&p, &r, 0.2);
   assert_int_equal(r.cores, 0);
-  assert_true(fabs(r.others_cores - 0.1) < 0.01);
+  assert_true(fabs(r.others_cores - 0.2) < 0.01);
   ff__coord_reserve_decide(&p, &r, 0.6);
-  assert_int_equal(r.cores, 1); /* (0.1 + 0.6) / 2 = 0.35 > 0.15 */
+  assert_int_equal(r.cores, 1); /* (0.2 + 0.6) / 2 = 0.4 > FF__COORD_RESERVE_FREE */
   for (int i = 0; i < 8; i++) ff__coord_reserve_decide(&p, &r, 1.0);
-  assert_int_equal(r.cores, 1); /* ceil(1 - 0.15) */
+  assert_int_equal(r.cores, 1); /* ceil(1 - FF__COORD_RESERVE_FREE) */
   assert_int_equal(r.changes, 1);
   int windows = 0;
   while (r.cores == 1 && windows < 20) ff__coord_reserve_decide(&p, &r, 0.0), windows++;
-  /* the smoothed measure falls to 0.5, 0.25, 0.125 (wants 0), then three more windows held */
-  assert_int_equal(windows, 3 + FF__COORD_RESERVE_HOLD - 1);
+  /* the smoothed measure falls to 0.5, then 0.25 wants 0, held for three more windows */
+  assert_int_equal(windows, 2 + FF__COORD_RESERVE_HOLD - 1);
   assert_int_equal(r.changes, 2);
   /* a dip shorter than the hold keeps it */
   for (int i = 0; i < 8; i++) ff__coord_reserve_decide(&p, &r, 1.0);
@@ -376,9 +376,9 @@ static void the_adaptive_reserve_rounds_the_others_cores_and_holds_before_it_dro
   assert_int_equal(r.cores, 1);
   /* a measure that errs below zero averages out instead of being raised to it */
   ff__coord_reserve z = {0};
-  for (int i = 0; i < 4; i++) ff__coord_reserve_decide(&p, &z, i % 2 ? 0.3 : -0.3);
+  for (int i = 0; i < 4; i++) ff__coord_reserve_decide(&p, &z, i % 2 ? 0.45 : -0.45);
   assert_int_equal(z.cores, 0);
-  assert_true(z.others_last > 0.29);
+  assert_true(z.others_last > 0.44); /* raised to 0 the smoothed measure would reach 0.28 */
   /* NaN counts as nothing */
   ff__coord_reserve_decide(&p, &z, NAN);
   assert_int_equal(z.cores, 0);
