@@ -90,7 +90,9 @@ typedef struct ff__coord_params {
 void ff__coord_params_init(ff__coord_params *p);
 
 /* What a join does to the parameters it is given: out-of-range values to
- * their defaults or bounds, and min_threads to 0 when the budget less
+ * their defaults or bounds (a negative trainer_cores to
+ * FF__COORD_TRAINER_AUTO), the reserve's state to zero, and min_threads to
+ * 0 when the budget less
  * trainer_cores x expected_members has less than min_threads for each
  * expected member (the loaders then run on spares). The simulator applies
  * it as a join would. */
@@ -353,7 +355,9 @@ void ff__coord_leave(ff__coord *c);
  * (min_threads..max_threads; 0 when the trainers' cores take the whole
  * budget); ff__coord_spares tells how many spares in SCHED_IDLE beside
  * them. Call it about once per batch. Takes a lock for
- * a few microseconds; if the table stays locked past lock_timeout_ms (a
+ * a few microseconds (tens in the report that measures a window: it reads
+ * /proc/stat or cpu.stat under the lock, so that the members' CPU and the
+ * node's are read at one moment); if the table stays locked past lock_timeout_ms (a
  * member stopped while holding it), answers the previous allotment without
  * rebalancing, and later reports only try the lock (no wait) until they get
  * it. A member whose slot was reclaimed (it was silent too long) joins again
