@@ -319,19 +319,29 @@ int ff__coord_reserved(const ff__coord_params *p, const ff__coord_member *m, int
   return fixed < INT32_MAX ? (int)fixed : INT32_MAX;
 }
 
+/* Whether the adaptive reserve leaves less than min_threads (at least one)
+ * per share. */
+static int reserve_starves(const ff__coord_params *p, const ff__coord_member *m, int n) {
+  long long each = p->min_threads > 1 ? p->min_threads : 1;
+  return p->trainer_cores == FF__COORD_TRAINER_AUTO && p->reserve.cores > 0 &&
+         (long long)p->budget_threads - p->reserve.cores < each * member_shares(p, m, n);
+}
+
 /* The parameters the rebalancing runs by: those of the segment, with no
  * minimum while the adaptive reserve leaves less than min_threads per share
  * (the rule ff__coord_params_normalise applies to a fixed reserve once). */
 static ff__coord_params effective(const ff__coord_params *p, const ff__coord_member *m, int n) {
   ff__coord_params q = *p;
-  if (q.trainer_cores == FF__COORD_TRAINER_AUTO && q.reserve.cores > 0 &&
-      (long long)q.budget_threads - q.reserve.cores < (long long)q.min_threads * member_shares(p, m, n))
-    q.min_threads = 0;
+  if (reserve_starves(p, m, n)) q.min_threads = 0;
   return q;
 }
 
 int ff__coord_guaranteed_budget(const ff__coord_params *p, const ff__coord_member *m, int n) {
   if (n > FF__COORD_MAX_MEMBERS) n = FF__COORD_MAX_MEMBERS;
+  /* Too little for a thread each: every member runs on its spares, which
+   * share the cores the trainers leave fairly (a thread to some members
+   * and none to the others would starve those behind the trainers). */
+  if (reserve_starves(p, m, n)) return 0;
   ff__coord_params q = effective(p, m, n);
   int mins = 0;
   for (int i = 0; i < n; i++)

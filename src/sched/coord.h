@@ -158,9 +158,9 @@ int ff__coord_reserved(const ff__coord_params *p, const ff__coord_member *m, int
 /* The budget the allotments share: budget_threads less
  * ff__coord_reserved, at least 0, raised to the live members' minimums when
  * they do not fit. Under an adaptive reserve that leaves less than
- * min_threads per max(members, expected_members), the minimum is 0 (every
- * member may run on spares), as ff__coord_params_normalise makes it for a
- * fixed one. */
+ * min_threads per max(members, expected_members), the minimum is 0 and so
+ * is this budget: every member runs on its spares, as a fixed reserve that
+ * leaves nothing makes them (ff__coord_params_normalise). */
 int ff__coord_guaranteed_budget(const ff__coord_params *p, const ff__coord_member *m, int n);
 
 /* The adaptive reserve's decision, pure: folds one window's measure of the

@@ -398,9 +398,9 @@ static void the_adaptive_reserve_never_takes_the_whole_budget(void **state) {
 }
 
 /* The allotments and bursts share the budget less the reserve; where that
- * leaves less than a thread per member, the minimum is 0 and a member left
- * without a thread runs on its spares (as with a fixed reserve). A fixed
- * reserve ignores the measured one. */
+ * leaves less than a thread per member, every member runs on its spares
+ * (as with a fixed reserve that leaves nothing), which share the cores the
+ * trainers leave. A fixed reserve ignores the measured one. */
 static void the_adaptive_reserve_comes_off_the_guaranteed_budget(void **state) {
   (void)state;
   ff__coord_params p = auto_params(4, 2);
@@ -416,23 +416,26 @@ static void the_adaptive_reserve_comes_off_the_guaranteed_budget(void **state) {
   assert_int_equal(ff__coord_guaranteed_budget(&fixed, m, FF__COORD_MAX_MEMBERS), 4);
   fixed.trainer_cores = 1;
   assert_int_equal(ff__coord_guaranteed_budget(&fixed, m, FF__COORD_MAX_MEMBERS), 2);
-  /* 2 threads, a core reserved: one for the two members, the other on spares */
+  /* 2 threads, a core reserved: less than one each, so both members run on spares */
   ff__coord_params two = auto_params(2, 2);
   two.reserve.cores = 1;
   ff__coord_member t[FF__COORD_MAX_MEMBERS] = {0};
   table_add(t, 0, 2, 1);
   table_add(t, 1, 2, 1);
-  assert_int_equal(ff__coord_guaranteed_budget(&two, t, FF__COORD_MAX_MEMBERS), 1);
+  assert_int_equal(ff__coord_guaranteed_budget(&two, t, FF__COORD_MAX_MEMBERS), 0);
   ff__coord_targets(&two, t, FF__COORD_MAX_MEMBERS);
-  assert_int_equal(t[0].target + t[1].target, 1);
-  for (int i = 0; i < 4; i++) /* the table holds 2 against a budget of 1: the excess goes */
+  assert_int_equal(t[0].target + t[1].target, 0);
+  for (int i = 0; i < 4; i++) /* the table holds 2 against a budget of 0: the excess goes */
     ff__coord_step(&two, t, FF__COORD_MAX_MEMBERS, i % 2);
-  assert_int_equal(total(t), 1);
-  int spare_member = t[0].threads ? 1 : 0;
-  assert_int_equal(t[spare_member].threads, 0);
-  assert_int_equal(ff__coord_member_spares(2, t[spare_member].threads), 2);
+  assert_int_equal(total(t), 0);
+  for (int i = 0; i < 2; i++) assert_int_equal(ff__coord_member_spares(2, t[i].threads), 2);
+  ff__coord_burst(&two, t, FF__COORD_MAX_MEMBERS);
+  assert_int_equal(t[0].burst + t[1].burst, 0);
+  /* 3 threads, a core reserved, 2 members: one each */
+  two.budget_threads = 3;
+  assert_int_equal(ff__coord_guaranteed_budget(&two, t, FF__COORD_MAX_MEMBERS), 2);
   /* no reserve: each keeps its minimum again */
-  two.reserve.cores = 0;
+  two.budget_threads = 2, two.reserve.cores = 0;
   ff__coord_targets(&two, t, FF__COORD_MAX_MEMBERS);
   assert_int_equal(t[0].target, 1);
   assert_int_equal(t[1].target, 1);
