@@ -441,28 +441,36 @@ static void the_adaptive_reserve_comes_off_the_guaranteed_budget(void **state) {
   assert_int_equal(t[1].target, 1);
 }
 
-/* Bursts hand out idle cores of the guaranteed budget only: with a core
- * reserved, two hungry members that use their threads fully (the others'
- * thread taking its share of the cores: their CPU-time busy share reads
- * 3/4) get no burst onto it. */
+/* Bursts hand out idle cores of the guaranteed budget only. 16 threads, a
+ * core reserved for the others (their thread uses a core): 8 hungry members
+ * hold the 15 left and one of them a burst, so 17 threads run on 16 cores
+ * and each reads a busy share of 16/17 in CPU time. Taken as it reads, that
+ * would leave three quarters of a core "idle" and keep the burst on the
+ * reserved core for good; the others' share of the cores is counted, and the
+ * burst goes. Once the others stop (the reserve dropped), the idle cores
+ * are bursts at once. */
 static void bursts_leave_the_reserved_cores_to_the_others(void **state) {
   (void)state;
-  ff__coord_params p = auto_params(4, 2);
+  ff__coord_params p = auto_params(16, 8);
   p.reserve.cores = 1;
   p.reserve.others_cores = 1.0;
   ff__coord_member m[FF__COORD_MAX_MEMBERS] = {0};
-  for (int i = 0; i < 2; i++) {
-    table_add(m, i, 4, i ? 1 : 2);
-    m[i].reports = 5, m[i].stall_share = m[i].stall_now = 0.9, m[i].busy_share = 0.75, m[i].burst = 1;
+  for (int i = 0; i < 8; i++) {
+    table_add(m, i, 16, i == 7 ? 1 : 2);
+    m[i].reports = 5, m[i].stall_share = m[i].stall_now = 0.9, m[i].busy_share = 16.0 / 17;
   }
+  m[0].burst = 1;
   ff__coord_burst(&p, m, FF__COORD_MAX_MEMBERS);
-  assert_int_equal(m[0].burst + m[1].burst, 0);
-  /* once the others stop (the reserve dropped), the idle core is a burst at once */
+  int bursts = 0;
+  for (int i = 0; i < 8; i++) bursts += m[i].burst;
+  assert_int_equal(bursts, 0);
   p.reserve.cores = 0, p.reserve.others_cores = 0;
-  m[1].busy_share = 0.5; /* it ran 2 threads on 1 core */
-  m[0].burst = m[1].burst = 1;
+  for (int i = 0; i < 8; i++) m[i].busy_share = 1.0;
+  m[7].busy_share = 0; /* its one thread idles (an I/O wait): its core is free */
   ff__coord_burst(&p, m, FF__COORD_MAX_MEMBERS);
-  assert_int_equal(m[0].burst + m[1].burst, 1);
+  bursts = 0;
+  for (int i = 0; i < 8; i++) bursts += m[i].burst;
+  assert_int_equal(bursts, 2); /* the core the reserve freed and the idle thread's */
 }
 
 /* The window's measure from fixed inputs: two members each publishing a
