@@ -11,8 +11,10 @@ thread). Every scenario runs in three modes:
   coord   FF_NODE_GROUP=<unique>, FF_NODE_THREADS=--cores, each loader owns
           --cores threads and runs what the coordinator allots it at normal
           priority, the rest as spares in SCHED_IDLE (FF_NODE_TRAINER_CORES
-          as the environment sets it, default 0; with 1, a core kept per loader for
-          its trainer: on --cores 2 with 2 loaders every loader thread is a spare)
+          as the environment sets it, default auto: the cores the node's CPU use
+          beside the loaders' workers measures, such as the stand-in's, are kept off
+          the loaders; with 1, a core kept per loader for its trainer: on --cores 2
+          with 2 loaders every loader thread is a spare)
   off     FF_NODE_GROUP=off, each loader runs --cores threads, the OS shares
   static  FF_NODE_GROUP=off, each loader runs --cores / N threads
 

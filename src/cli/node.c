@@ -29,11 +29,13 @@ static void node_usage(FILE *f) {
              "stalled: its trainer waits; slack: its ring is full and its workers idle; quiet: no\n"
              "batch asked for lately, or the process is stopped; neutral), threads it runs =\n"
              "allotment + burst at normal priority (cores nobody else uses, or that loaders with\n"
-             "slack use now and then; the budget less FF_NODE_TRAINER_CORES per member, kept for\n"
-             "the trainers' own threads: the rest of a loader's threads are spares in SCHED_IDLE),\n"
+             "slack use now and then; the budget less the cores kept for the trainers' own threads:\n"
+             "the rest of a loader's threads are spares in SCHED_IDLE),\n"
              "fair share, target, and the smoothed signals: stall share, ring fill, busy share\n"
              "(worker CPU time / threads x interval), batch interval and the time since its last\n"
-             "report. Reads the table without joining.\n"
+             "report. With FF_NODE_TRAINER_CORES=auto (the default) it shows the CPU the node uses\n"
+             "beside the loaders' workers (the others': trainers, other processes), smoothed, and the\n"
+             "cores kept for them; else the fixed cores per trainer. Reads the table without joining.\n"
              "\n"
              "  --watch         refresh until interrupted (Ctrl-C) or the group ends (its last\n"
              "                  member left: said, exit status 0)\n"
@@ -49,10 +51,18 @@ static void print_text(const char *group, const ff__coord_params *p, const ff__c
                        uint64_t now) {
   int allotted = 0, running = 0;
   for (int i = 0; i < n; i++) allotted += m[i].threads, running += m[i].threads + m[i].burst;
-  printf("group %s: %d member%s, budget %d threads, %d guaranteed after %d core%s per trainer (%d allotted, %d "
-         "running; the rest spares in SCHED_IDLE), expected members %d\n", group, n, n == 1 ? "" : "s",
-         p->budget_threads, ff__coord_guaranteed_budget(p, m, n), p->trainer_cores, p->trainer_cores == 1 ? "" : "s",
-         allotted, running, p->expected_members);
+  int reserved = ff__coord_reserved(p, m, n);
+  printf("group %s: %d member%s, budget %d threads, %d guaranteed after %d core%s kept for the trainers (%d "
+         "allotted, %d running; the rest spares in SCHED_IDLE), expected members %d\n", group, n, n == 1 ? "" : "s",
+         p->budget_threads, ff__coord_guaranteed_budget(p, m, n), reserved, reserved == 1 ? "" : "s", allotted, running,
+         p->expected_members);
+  if (p->trainer_cores == FF__COORD_TRAINER_AUTO)
+    printf("trainers' reserve: auto, others' CPU %.2f cores (last window %.2f, %d windows), %d kept, %d change%s\n",
+           p->reserve.others_cores, p->reserve.others_last, p->reserve.windows, p->reserve.cores, p->reserve.changes,
+           p->reserve.changes == 1 ? "" : "s");
+  else
+    printf("trainers' reserve: %d core%s per trainer (FF_NODE_TRAINER_CORES)\n", p->trainer_cores,
+           p->trainer_cores == 1 ? "" : "s");
   printf("%8s  %-8s %5s %5s %5s %5s %6s  %6s %5s %5s %9s %9s\n", "pid", "state", "run", "allot", "burst", "fair",
          "target", "stall", "ring", "busy", "interval", "last");
   for (int i = 0; i < n; i++) {
@@ -70,8 +80,15 @@ static void print_json(const char *group, const ff__coord_params *p, const ff__c
   for (const char *c = group; *c; c++)
     if (*c == '"' || *c == '\\') printf("\\%c", *c);
     else if ((unsigned char)*c >= 0x20) putchar(*c);
-  printf("\", \"budget_threads\": %d, \"trainer_cores\": %d, \"guaranteed_threads\": %d, \"expected_members\": %d, "
-         "\"members\": [", p->budget_threads, p->trainer_cores, ff__coord_guaranteed_budget(p, m, n), p->expected_members);
+  printf("\", \"budget_threads\": %d, \"trainer_cores\": ", p->budget_threads);
+  if (p->trainer_cores == FF__COORD_TRAINER_AUTO)
+    printf("\"auto\"");
+  else
+    printf("%d", p->trainer_cores);
+  printf(", \"reserve_cores\": %d, \"others_cores\": %.4f, \"others_last_cores\": %.4f, \"reserve_windows\": %d, "
+         "\"reserve_changes\": %d, \"guaranteed_threads\": %d, \"expected_members\": %d, \"members\": [",
+         ff__coord_reserved(p, m, n), p->reserve.others_cores, p->reserve.others_last, p->reserve.windows,
+         p->reserve.changes, ff__coord_guaranteed_budget(p, m, n), p->expected_members);
   for (int i = 0; i < n; i++) {
     const ff__coord_member *e = &m[i];
     printf("%s{\"pid\": %d, \"state\": \"%s\", \"threads\": %d, \"allotment\": %d, \"burst\": %d, \"fair\": %d, "

@@ -15,12 +15,11 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "sched/coord.h"
 #include "sim/node.h"
 #include "sim/sim.h"
 
 static void usage(FILE *f) {
-  ff__sim_node_config d;
-  ff__sim_node_config_init(&d);
   fprintf(f,
           "usage: fusionflow sim --ranks N (--profile FILE | --cpu-ms-per-sample MS) [options]\n"
           "\n"
@@ -45,8 +44,10 @@ static void usage(FILE *f) {
           "  --ranks N                 trainers, one loader each (1..64)\n"
           "  --cores C                 the node's cores (default 16)\n"
           "  --budget B                the coordinator's budget, FF_NODE_THREADS (default: --cores)\n"
-          "  --trainer-cores T         cores the coordinator keeps per trainer for its own threads,\n"
-          "                            FF_NODE_TRAINER_CORES (0..4096; default %d, the coordinator's)\n"
+          "  --trainer-cores T         cores the coordinator keeps for the trainers' own threads,\n"
+          "                            FF_NODE_TRAINER_CORES: auto (the default, the coordinator's:\n"
+          "                            as many as the node's CPU use beside the loaders' workers\n"
+          "                            measures, here the stand-in's) or 0..4096 per trainer\n"
           "  --batch-size N            samples per batch (default 32, as bench/node.py)\n"
           "  --prefetch N              batches prepared ahead (default 2)\n"
           "  --seconds S               simulated length of each run (default 10)\n"
@@ -69,8 +70,7 @@ static void usage(FILE *f) {
           "  -h, --help                show this help\n"
           "\n"
           "The report goes to stderr; --json prints one JSON object on stdout instead.\n"
-          "Exit status: 0 success, 1 runtime error, 2 usage.\n",
-          d.trainer_cores);
+          "Exit status: 0 success, 1 runtime error, 2 usage.\n");
 }
 
 /* One rank's costs from a profile or a given mean; *source says which,
@@ -176,7 +176,14 @@ int ff__cli_sim_node(int argc, char **argv) {
     case O_RANKS: if (!ff__cli_parse_long("sim", name, optarg, 1, FF__SIM_NODE_MAX_RANKS, &v)) return 2; cfg.ranks = (int)v; break;
     case O_CORES: if (!ff__cli_parse_long("sim", name, optarg, 1, 4096, &v)) return 2; cfg.cores = (int)v; break;
     case O_BUDGET: if (!ff__cli_parse_long("sim", name, optarg, 1, 4096, &v)) return 2; cfg.budget = (int)v; break;
-    case O_TRAINER: if (!ff__cli_parse_long("sim", name, optarg, 0, 4096, &v)) return 2; cfg.trainer_cores = (int)v; break;
+    case O_TRAINER:
+      if (!strcmp(optarg, "auto")) {
+        cfg.trainer_cores = FF__COORD_TRAINER_AUTO;
+        break;
+      }
+      if (!ff__cli_parse_long("sim", name, optarg, 0, 4096, &v)) return 2;
+      cfg.trainer_cores = (int)v;
+      break;
     case O_BATCH: if (!ff__cli_parse_long("sim", name, optarg, 1, 1 << 16, &v)) return 2; cfg.batch_size = (int)v; break;
     case O_PREFETCH: if (!ff__cli_parse_long("sim", name, optarg, 1, 64, &v)) return 2; cfg.prefetch = (int)v; break;
     case O_SECONDS: if (!ff__cli_parse_double("sim", name, optarg, 1e-3, 1e5, &cfg.seconds)) return 2; break;
@@ -235,6 +242,11 @@ int ff__cli_sim_node(int argc, char **argv) {
     odd_path = even_path;
   }
   const char *cv_src = even.cpu_list && odd.cpu_list ? "unused (per-sample lists)" : cv_given ? "given" : "assumed";
+  char tc[16]; /* trainer_cores as JSON: "auto" or the number */
+  if (cfg.trainer_cores == FF__COORD_TRAINER_AUTO)
+    snprintf(tc, sizeof tc, "\"auto\"");
+  else
+    snprintf(tc, sizeof tc, "%d", cfg.trainer_cores);
 
   if (json) {
     printf("{\"simulated\": true, \"inputs\": {\"even_cpu_ms_per_sample\": {\"value\": %.6g, \"source\": \"%s\", "
@@ -246,14 +258,15 @@ int ff__cli_sim_node(int argc, char **argv) {
     printf("}, \"cpu_cv\": {\"value\": %g, \"source\": \"%s\"}, \"scheduler\": \"assumed: ideal processor "
            "sharing, SCHED_IDLE spares on the cores normal-priority threads leave\", \"step\": \"assumed: a sleep, "
            "no CPU\"}, \"config\": {\"cores\": %d, \"loaders\": %d, \"seconds\": %g, \"warmup_s\": %g, "
-           "\"batch_size\": %d, \"prefetch\": %d, \"seed\": %llu, \"budget\": %d, \"trainer_cores\": %d, "
+           "\"batch_size\": %d, \"prefetch\": %d, \"seed\": %llu, \"budget\": %d, \"trainer_cores\": %s, "
            "\"standin_alone_steps_per_s\": 1.0}, \"scenarios\": {",
            cv, cv_src, cfg.cores, cfg.ranks, cfg.seconds, cfg.warmup_s, cfg.batch_size, cfg.prefetch,
-           (unsigned long long)cfg.seed, cfg.budget > 0 ? cfg.budget : cfg.cores, cfg.trainer_cores);
+           (unsigned long long)cfg.seed, cfg.budget > 0 ? cfg.budget : cfg.cores, tc);
   } else {
-    fprintf(stderr, "fusionflow sim: SIMULATED node, %d trainers, %d cores (the coordinator's budget %d, %d kept "
-            "per trainer), batch %d, prefetch %d, %g s per run (measured from %g s)\n", cfg.ranks, cfg.cores,
-            cfg.budget > 0 ? cfg.budget : cfg.cores, cfg.trainer_cores, cfg.batch_size, cfg.prefetch, cfg.seconds,
+    fprintf(stderr, "fusionflow sim: SIMULATED node, %d trainers, %d cores (the coordinator's budget %d, trainer "
+            "cores %s), batch %d, prefetch %d, %g s per run (measured from %g s)\n", cfg.ranks, cfg.cores,
+            cfg.budget > 0 ? cfg.budget : cfg.cores, cfg.trainer_cores == FF__COORD_TRAINER_AUTO ? "auto" : tc,
+            cfg.batch_size, cfg.prefetch, cfg.seconds,
             cfg.warmup_s);
     fprintf(stderr, "  even ranks: %.3f ms/sample, %s%s%s\n", even_mean, even_src, even_path ? ", " : "",
             even_path ? even_path : "");

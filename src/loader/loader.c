@@ -925,7 +925,8 @@ static void hand_out(ff_loader *l, ff_batch *e, int ring_ready, uint64_t t0, uin
     double busy_s = (double)(l->worker_cpu_ns - l->reported_cpu_ns) * 1e-9;
     l->reported_cpu_ns = l->worker_cpu_ns;
     l->report = (ff__coord_report_data){o.wait_s / o.interval_s, (double)ring_ready / l->cfg.prefetch,
-                                         busy_s / ((l->active_threads > 0 ? l->active_threads : 1) * o.interval_s)};
+                                         busy_s / ((l->active_threads > 0 ? l->active_threads : 1) * o.interval_s),
+                                         l->worker_cpu_ns};
     l->report_pending = 1;
   }
   l->stats.offload_share = device_share(l);
@@ -951,6 +952,17 @@ static ff_status batch_stage(ff_loader *l, ff_batch *e) {
   l->stats.batch_stage_ns += ns;
   pthread_mutex_unlock(&l->mu);
   return FF_OK;
+}
+
+/* A mark on the consumer's track where the cores the node coordinator
+ * keeps for the trainers changed (the adaptive reserve moves with the
+ * node's CPU use beside the loaders). */
+static void mark_reserve(ff_loader *l, int cores) {
+  pthread_mutex_lock(&l->mu);
+  if (l->trace && cores != l->reserve_cores)
+    ff__trace_span(l->trace, FF__TRACK_CONSUMER, "reserve", ff__now_ns(), 0, "cores", cores);
+  l->reserve_cores = cores;
+  pthread_mutex_unlock(&l->mu);
 }
 
 ff_status ff_loader_next(ff_loader *l, ff_batch **out) {
@@ -1008,8 +1020,10 @@ ff_status ff_loader_next(ff_loader *l, ff_batch **out) {
   pthread_mutex_unlock(&l->mu);
   /* Outside the lock: the node's table may take a moment to get. */
   int threads;
-  if (pending && ff__coord_report(l->coord, &interval, &threads) == FF_OK)
+  if (pending && ff__coord_report(l->coord, &interval, &threads) == FF_OK) {
     ff__loader_set_active_threads(l, threads, ff__coord_spares(l->coord));
+    mark_reserve(l, ff__coord_reserve_cores(l->coord));
+  }
   if (!st && l->pipe.has_mix && (st = batch_stage(l, *out))) {
     ff_batch_release(*out);
     *out = NULL;

@@ -42,12 +42,21 @@
  * once (its allotment never left it) and the borrower gives the burst back
  * at its next batch. The node's budget is the cores the process may use
  * (CPU affinity and the cgroup's cpu.max quota), or FF_NODE_THREADS; the
- * allotments and bursts share it less trainer_cores per member
- * (FF_NODE_TRAINER_CORES, default 0; 1 for CPU-bound trainers, at the cost
- * of a core its trainer leaves idle): the trainer's own thread — a Python training loop,
- * which launches the GPU's work — must never wait for a loader's thread, so
- * the threads the coordinator hands out run at normal priority only on the
- * cores the trainers leave. Every thread a member owns beyond them is a
+ * allotments and bursts share it less the trainers' reserve: the trainer's
+ * own thread — a Python training loop, which launches the GPU's work — must
+ * never wait for a loader's thread, so the threads the coordinator hands
+ * out run at normal priority only on the cores the trainers leave. By
+ * default (FF_NODE_TRAINER_CORES=auto) the reserve is adaptive: every
+ * FF__COORD_WINDOW_MS or more, the reporting member measures the node's busy
+ * CPU (the quota's cgroup, else the affinity's CPUs in /proc/stat) less the
+ * members' worker-thread CPU (each member publishes its cumulative CPU in
+ * its slot; members that left within the window keep theirs), the CPU of
+ * everything else — trainers in the loaders' processes or in others —
+ * and keeps that many cores, rounded with hysteresis
+ * (ff__coord_reserve_decide), out of the allotments and bursts: a
+ * CPU-bound trainer gets its core back within a few batches, and one that
+ * leaves its core idle costs the loaders nothing. An integer N keeps N
+ * cores per member for good instead. Every thread a member owns beyond them is a
  * spare that its loader created in SCHED_IDLE and never raises (an
  * unprivileged process cannot): the kernel runs spares only on cores no
  * normal-priority thread wants, at once, so a core a trainer or a peer
@@ -90,7 +99,7 @@
 #include "core/clock.h"
 
 #define COORD_MAGIC 0x46464344u /* "FFCD" */
-#define COORD_VERSION 4u
+#define COORD_VERSION 5u
 #define COORD_NAME_CAP (FF__COORD_GROUP_MAX + 64)
 #define COORD_ATTACH_TRIES 64
 #define COORD_SIGNAL_NS 1e8 /* the interval a report of weight alpha stands for */
@@ -111,6 +120,7 @@ struct ff__coord {
   int max_threads;
   int threads;
   int spares;
+  int reserve_cores; /* ff__coord_reserved as of the last join or report */
   ff__coord_params params; /* this member's wishes, used when it (re)initialises a segment */
   char name[COORD_NAME_CAP];
 };
@@ -130,8 +140,9 @@ int ff__coord_cpu_max_cores(const char *text) {
 }
 
 /* The tightest cpu.max quota of this process's cgroup v2 and its parents
- * (0: none, or no cgroup v2). */
-static int cgroup_cores(void) {
+ * (0: none, or no cgroup v2); its cgroup's directory into dir_out (cap
+ * bytes) when dir_out is not NULL and there is one. */
+static int cgroup_cores(char *dir_out, size_t cap) {
   char line[4096], path[4200];
   FILE *f = fopen("/proc/self/cgroup", "r");
   if (!f) return 0;
@@ -153,7 +164,10 @@ static int cgroup_cores(void) {
     if (m) {
       if (fgets(text, sizeof text, m)) {
         int n = ff__coord_cpu_max_cores(text);
-        if (n > 0 && (!best || n < best)) best = n;
+        if (n > 0 && (!best || n < best)) {
+          best = n;
+          if (dir_out) snprintf(dir_out, cap, "/sys/fs/cgroup%s", dir);
+        }
       }
       fclose(m);
     }
@@ -167,22 +181,70 @@ static int cgroup_cores(void) {
   return best;
 }
 
-int ff__coord_node_cores(void) {
+static int affinity_cores(void) {
   cpu_set_t set;
   int n = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 0;
   if (n <= 0) {
     long online = sysconf(_SC_NPROCESSORS_ONLN);
     n = online > 0 ? (int)(online > 4096 ? 4096 : online) : 1;
   }
-  int quota = cgroup_cores();
+  return n;
+}
+
+int ff__coord_node_cores(void) {
+  int n = affinity_cores(), quota = cgroup_cores(NULL, 0);
   return quota > 0 && quota < n ? quota : n;
+}
+
+/* The busy CPU of the cgroup whose quota makes the budget (cpu.stat
+ * usage_usec), or of the affinity's CPUs in /proc/stat: the measurement of
+ * the adaptive reserve, the one place it reads the system. */
+int ff__coord_node_busy_ns(uint64_t *out) {
+  char dir[4200], line[512];
+  int quota = cgroup_cores(dir, sizeof dir);
+  if (quota > 0 && quota < affinity_cores()) {
+    char path[4300];
+    snprintf(path, sizeof path, "%s/cpu.stat", dir);
+    FILE *f = fopen(path, "r");
+    unsigned long long usec = 0;
+    int found = 0;
+    if (f) {
+      while (!found && fgets(line, sizeof line, f))
+        found = sscanf(line, "usage_usec %llu", &usec) == 1;
+      fclose(f);
+    }
+    if (found) {
+      *out = (uint64_t)usec * 1000u;
+      return 0;
+    }
+  }
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof set, &set) != 0) return -1;
+  FILE *f = fopen("/proc/stat", "r");
+  if (!f) return -1;
+  long hz = sysconf(_SC_CLK_TCK);
+  unsigned long long ticks = 0;
+  int cpus = 0;
+  while (fgets(line, sizeof line, f)) {
+    unsigned cpu;
+    unsigned long long v[8] = {0}; /* user nice system idle iowait irq softirq steal */
+    if (sscanf(line, "cpu%u %llu %llu %llu %llu %llu %llu %llu %llu", &cpu, &v[0], &v[1], &v[2], &v[3], &v[4], &v[5],
+               &v[6], &v[7]) < 8 || cpu >= CPU_SETSIZE || !CPU_ISSET(cpu, &set))
+      continue;
+    ticks += v[0] + v[1] + v[2] + v[5] + v[6] + v[7];
+    cpus++;
+  }
+  fclose(f);
+  if (!cpus || hz <= 0) return -1;
+  *out = (uint64_t)(ticks * (1000000000ull / (unsigned long long)hz));
+  return 0;
 }
 
 void ff__coord_params_init(ff__coord_params *p) {
   *p = (ff__coord_params){
       .budget_threads = ff__coord_node_cores(),
       .min_threads = 1,
-      .trainer_cores = 0,
+      .trainer_cores = FF__COORD_TRAINER_AUTO,
       .expected_members = 1,
       .stall_threshold = 0.05,
       .ring_full = 0.75,
@@ -202,7 +264,8 @@ void ff__coord_params_normalise(ff__coord_params *p) {
   ff__coord_params_init(&d);
   if (p->budget_threads < 1) p->budget_threads = d.budget_threads;
   if (p->min_threads < 0) p->min_threads = 0;
-  if (p->trainer_cores < 0) p->trainer_cores = 0;
+  if (p->trainer_cores < 0) p->trainer_cores = FF__COORD_TRAINER_AUTO;
+  p->reserve = (ff__coord_reserve){0}; /* measured by the group, never set */
   if (p->trainer_cores > 4096) p->trainer_cores = 4096;
   if (p->expected_members < 1) p->expected_members = 1;
   if (p->expected_members > FF__COORD_MAX_MEMBERS) p->expected_members = FF__COORD_MAX_MEMBERS;
@@ -243,13 +306,49 @@ static int allotted(const ff__coord_member *m, int n) {
   return sum;
 }
 
+/* max(members, expected_members): what the fair shares divide by. */
+static int member_shares(const ff__coord_params *p, const ff__coord_member *m, int n) {
+  int live = 0;
+  for (int i = 0; i < n; i++)
+    live += m[i].pid != 0;
+  return live > p->expected_members ? live : p->expected_members;
+}
+
+int ff__coord_reserved(const ff__coord_params *p, const ff__coord_member *m, int n) {
+  if (n > FF__COORD_MAX_MEMBERS) n = FF__COORD_MAX_MEMBERS;
+  if (p->trainer_cores == FF__COORD_TRAINER_AUTO) return p->reserve.cores > 0 ? p->reserve.cores : 0;
+  long long fixed = (long long)(p->trainer_cores > 0 ? p->trainer_cores : 0) * member_shares(p, m, n);
+  return fixed < INT32_MAX ? (int)fixed : INT32_MAX;
+}
+
+/* Whether the adaptive reserve leaves less than min_threads (at least one)
+ * per share. */
+static int reserve_starves(const ff__coord_params *p, const ff__coord_member *m, int n) {
+  long long each = p->min_threads > 1 ? p->min_threads : 1;
+  return p->trainer_cores == FF__COORD_TRAINER_AUTO && p->reserve.cores > 0 &&
+         (long long)p->budget_threads - p->reserve.cores < each * member_shares(p, m, n);
+}
+
+/* The parameters the rebalancing runs by: those of the segment, with no
+ * minimum while the adaptive reserve leaves less than min_threads per share
+ * (the rule ff__coord_params_normalise applies to a fixed reserve once). */
+static ff__coord_params effective(const ff__coord_params *p, const ff__coord_member *m, int n) {
+  ff__coord_params q = *p;
+  if (reserve_starves(p, m, n)) q.min_threads = 0;
+  return q;
+}
+
 int ff__coord_guaranteed_budget(const ff__coord_params *p, const ff__coord_member *m, int n) {
   if (n > FF__COORD_MAX_MEMBERS) n = FF__COORD_MAX_MEMBERS;
-  int mins = 0, live = 0;
+  /* Too little for a thread each: every member runs on its spares, which
+   * share the cores the trainers leave fairly (a thread to some members
+   * and none to the others would starve those behind the trainers). */
+  if (reserve_starves(p, m, n)) return 0;
+  ff__coord_params q = effective(p, m, n);
+  int mins = 0;
   for (int i = 0; i < n; i++)
-    if (m[i].pid) mins += member_min(p, &m[i]), live++;
-  int shares = live > p->expected_members ? live : p->expected_members;
-  long long left = (long long)p->budget_threads - (long long)(p->trainer_cores > 0 ? p->trainer_cores : 0) * shares;
+    if (m[i].pid) mins += member_min(&q, &m[i]);
+  long long left = (long long)q.budget_threads - ff__coord_reserved(&q, m, n);
   int budget = left > 0 ? (int)left : 0;
   return budget > mins ? budget : mins;
 }
@@ -324,8 +423,9 @@ static int member_class(const ff__coord_params *p, const ff__coord_member *e) {
  * only. */
 int ff__coord_member_spares(int cap, int running) { return running == 0 ? cap : 0; }
 
-void ff__coord_targets(const ff__coord_params *p, ff__coord_member *m, int n) {
+void ff__coord_targets(const ff__coord_params *params, ff__coord_member *m, int n) {
   if (n > FF__COORD_MAX_MEMBERS) n = FF__COORD_MAX_MEMBERS;
+  const ff__coord_params q = effective(params, m, n), *p = &q;
   int live[FF__COORD_MAX_MEMBERS], k = 0;
   for (int i = 0; i < n; i++)
     if (m[i].pid) live[k++] = i;
@@ -383,8 +483,9 @@ void ff__coord_targets(const ff__coord_params *p, ff__coord_member *m, int n) {
   }
 }
 
-int ff__coord_step(const ff__coord_params *p, ff__coord_member *m, int n, int self) {
+int ff__coord_step(const ff__coord_params *params, ff__coord_member *m, int n, int self) {
   if (n > FF__COORD_MAX_MEMBERS) n = FF__COORD_MAX_MEMBERS;
+  const ff__coord_params q = effective(params, m, n), *p = &q;
   ff__coord_member *me = &m[self];
   int budget = ff__coord_guaranteed_budget(p, m, n), sum = allotted(m, n);
   int t = me->threads;
@@ -400,8 +501,9 @@ int ff__coord_step(const ff__coord_params *p, ff__coord_member *m, int n, int se
   return me->threads;
 }
 
-void ff__coord_burst(const ff__coord_params *p, ff__coord_member *m, int n) {
+void ff__coord_burst(const ff__coord_params *params, ff__coord_member *m, int n) {
   if (n > FF__COORD_MAX_MEMBERS) n = FF__COORD_MAX_MEMBERS;
+  const ff__coord_params q = effective(params, m, n), *p = &q;
   int live[FF__COORD_MAX_MEMBERS], k = 0;
   for (int i = 0; i < n; i++)
     if (m[i].pid) live[k++] = i;
@@ -409,13 +511,23 @@ void ff__coord_burst(const ff__coord_params *p, ff__coord_member *m, int n) {
   int room[FF__COORD_MAX_MEMBERS], held[FF__COORD_MAX_MEMBERS], hold_out[FF__COORD_MAX_MEMBERS];
   int grant[FF__COORD_MAX_MEMBERS];
   double w_hold[FF__COORD_MAX_MEMBERS], w_stall[FF__COORD_MAX_MEMBERS];
-  double used = 0;
+  double used = 0, speed = 1;
   int held_sum = 0;
+  if (p->trainer_cores == FF__COORD_TRAINER_AUTO && p->reserve.cores > 0) {
+    /* The others' threads compete with the members' for the cores: a busy
+     * share measured in CPU time is then below what the threads would use
+     * alone, and without this correction the bursts would fill the
+     * reserved cores again, each thread getting budget / demand of a core. */
+    double demand = p->reserve.others_cores > 0 ? p->reserve.others_cores : 0;
+    for (int j = 0; j < k; j++)
+      if (member_class(p, &m[live[j]]) != SLACK) demand += m[live[j]].threads + m[live[j]].burst;
+    if (demand > p->budget_threads) speed = p->budget_threads / demand;
+  }
   for (int j = 0; j < k; j++) {
     const ff__coord_member *e = &m[live[j]];
     int cls = member_class(p, e), threads = clampi(e->threads, 0, member_cap(e));
     if (cls != SLACK) { /* (a quiet member has slack) before its first report nothing is known: all of it */
-      double busy = e->reports > 0 ? (threads + (e->burst > 0 ? e->burst : 0)) * e->busy_share : threads;
+      double busy = e->reports > 0 ? (threads + (e->burst > 0 ? e->burst : 0)) * e->busy_share / speed : threads;
       used += busy < threads ? busy : threads;
     }
     room[j] = cls == SLACK ? 0 : member_cap(e) - threads;
@@ -505,16 +617,23 @@ static int env_int(const char *name, int lo, int hi) {
   return *end || v < lo || v > hi ? 0 : (int)v;
 }
 
-/* An explicit setting of the join: *v gets FF_NODE_... in lo..hi; unset or
- * empty leaves *v. Returns FF_OK, or FF_EINVAL naming the variable. */
-static ff_status env_setting(const char *name, int lo, int hi, int *v, ff__error *err) {
+/* An explicit setting of the join: *v gets FF_NODE_... in lo..hi, or
+ * `word` (when not NULL) gets word_value; unset or empty leaves *v. Returns
+ * FF_OK, or FF_EINVAL naming the variable. */
+static ff_status env_setting(const char *name, int lo, int hi, const char *word, int word_value, int *v,
+                             ff__error *err) {
   const char *s = getenv(name);
   if (!s || !*s) return FF_OK;
+  if (word && !strcmp(s, word)) {
+    *v = word_value;
+    return FF_OK;
+  }
   char *end;
   errno = 0;
   long x = strtol(s, &end, 10);
   if (*end || end == s || errno || x < lo || x > hi)
-    return ff__error_set(err, FF_EINVAL, "node coordinator: %s=%s is not an integer in %d..%d", name, s, lo, hi);
+    return ff__error_set(err, FF_EINVAL, "node coordinator: %s=%s is not %s%s%san integer in %d..%d", name, s,
+                         word ? "\"" : "", word ? word : "", word ? "\" or " : "", lo, hi);
   *v = (int)x;
   return FF_OK;
 }
@@ -601,8 +720,15 @@ static int table_damage(const coord_shm *s, uint64_t now_ns, char *why, size_t c
     bad = "budget_threads";
   else if (p->min_threads < 0 || p->min_threads > MAX_THREADS)
     bad = "min_threads";
-  else if (p->trainer_cores < 0 || p->trainer_cores > 4096)
+  else if ((p->trainer_cores < 0 && p->trainer_cores != FF__COORD_TRAINER_AUTO) || p->trainer_cores > 4096)
     bad = "trainer_cores";
+  else if (p->reserve.cores < 0 || p->reserve.cores >= (p->budget_threads > 1 ? p->budget_threads : 2) ||
+           p->reserve.hold < 0 || p->reserve.hold > FF__COORD_RESERVE_HOLD || p->reserve.windows < 0 ||
+           p->reserve.changes < 0 ||
+           !(p->reserve.others_cores >= -p->budget_threads && p->reserve.others_cores <= p->budget_threads) ||
+           !(p->reserve.others_last >= -p->budget_threads && p->reserve.others_last <= p->budget_threads) ||
+           p->reserve.start_ns > now_ns + 1000000000u)
+    bad = "the trainers' reserve";
   else if (p->expected_members < 1 || p->expected_members > FF__COORD_MAX_MEMBERS)
     bad = "expected_members";
   else if (!in01(p->stall_threshold) || !in01(p->ring_full) || !in01(p->idle_threshold))
@@ -625,7 +751,8 @@ static int table_damage(const coord_shm *s, uint64_t now_ns, char *why, size_t c
     if (e->pid < 0 || e->max_threads < 1 || e->max_threads > MAX_THREADS || e->threads < 0 ||
         e->threads > e->max_threads || e->reports < 0 || e->burst < 0 || e->burst > e->max_threads ||
         (e->quiet != 0 && e->quiet != 1) || e->heartbeat_ns > now_ns + 1000000000u || !in01(e->stall_share) ||
-        !in01(e->ring_fill) || !in01(e->busy_share) || !in01(e->stall_now)) {
+        !in01(e->ring_fill) || !in01(e->busy_share) || !in01(e->stall_now) ||
+        !(e->worker_cores >= 0 && e->worker_cores <= MAX_THREADS) || (e->in_window != 0 && e->in_window != 1)) {
       snprintf(why, cap, "is damaged (slot %d out of range)", i);
       return 1;
     }
@@ -679,6 +806,11 @@ int ff__coord_rebalance(const ff__coord_params *p, ff__coord_member *m, int n, i
     double w = 1.0 - pow(1.0 - weighted.alpha, (double)dt / COORD_SIGNAL_NS);
     if (w > weighted.alpha) weighted.alpha = w;
   }
+  if (me->reports > 0 && now_ns > me->heartbeat_ns && r->worker_cpu_ns >= me->worker_cpu_ns) {
+    double cores = (double)(r->worker_cpu_ns - me->worker_cpu_ns) / (double)(now_ns - me->heartbeat_ns);
+    me->worker_cores = me->reports > 1 ? me->worker_cores + weighted.alpha * (cores - me->worker_cores) : cores;
+  }
+  me->worker_cpu_ns = r->worker_cpu_ns;
   me->heartbeat_ns = now_ns;
   ff__coord_observe(&weighted, me, r);
   mark_quiet(p, m, n, self, now_ns);
@@ -686,6 +818,83 @@ int ff__coord_rebalance(const ff__coord_params *p, ff__coord_member *m, int n, i
   int threads = ff__coord_step(p, m, n, self);
   ff__coord_burst(p, m, n);
   return clampi(threads + me->burst, 0, member_cap(me));
+}
+
+/* ---- the adaptive reserve ---- */
+
+void ff__coord_reserve_decide(const ff__coord_params *p, ff__coord_reserve *r, double others_cores) {
+  /* A window's measure errs both ways (a member's CPU between its reports
+   * is estimated): negative values are kept, so that the smoothing averages
+   * the errors out instead of raising the reserve on them. */
+  double budget = p->budget_threads > 0 ? p->budget_threads : 1;
+  double x = others_cores != others_cores ? 0 : others_cores > -budget ? (others_cores < budget ? others_cores : budget) : -budget;
+  r->others_last = x;
+  r->others_cores = 0.5 * (r->others_cores + x);
+  if (r->windows < INT32_MAX) r->windows++;
+  int want = (int)ceil(r->others_cores - FF__COORD_RESERVE_FREE);
+  int cap = p->budget_threads > 1 ? p->budget_threads - 1 : 0;
+  want = clampi(want, 0, cap);
+  int was = r->cores;
+  if (want >= r->cores) {
+    r->cores = want;
+    r->hold = FF__COORD_RESERVE_HOLD;
+  } else if (r->hold > 1) {
+    r->hold--;
+  } else {
+    r->cores = want;
+    r->hold = FF__COORD_RESERVE_HOLD;
+  }
+  if (r->cores != was && r->changes < INT32_MAX) r->changes++;
+}
+
+int ff__coord_window_due(const ff__coord_params *p, const ff__coord_member *m, int n, uint64_t now_ns) {
+  if (n > FF__COORD_MAX_MEMBERS) n = FF__COORD_MAX_MEMBERS;
+  const ff__coord_reserve *r = &p->reserve;
+  if (p->trainer_cores != FF__COORD_TRAINER_AUTO) return 0;
+  if (!r->start_ns) return 1;
+  /* Each member's CPU since its last report is estimated: a window of two
+   * of its intervals or more keeps that error a fraction of the window. */
+  uint64_t window_ns = FF__COORD_WINDOW_MS * 1000000ull;
+  for (int i = 0; i < n; i++)
+    if (m[i].pid && !m[i].quiet && 2 * m[i].interval_ns > window_ns) window_ns = 2 * m[i].interval_ns;
+  return now_ns > r->start_ns && now_ns - r->start_ns >= window_ns;
+}
+
+/* Member e's worker CPU at now_ns: its last report's, plus its rate since
+ * (none while it is quiet: its workers park). */
+static uint64_t worker_cpu_at(const ff__coord_params *p, const ff__coord_member *e, uint64_t now_ns) {
+  if (now_ns <= e->heartbeat_ns || is_quiet(p, e, now_ns) || !(e->worker_cores > 0)) return e->worker_cpu_ns;
+  return e->worker_cpu_ns + (uint64_t)(e->worker_cores * (double)(now_ns - e->heartbeat_ns));
+}
+
+void ff__coord_measure(ff__coord_params *p, ff__coord_member *m, int n, uint64_t now_ns, uint64_t node_busy_ns) {
+  if (n > FF__COORD_MAX_MEMBERS) n = FF__COORD_MAX_MEMBERS;
+  ff__coord_reserve *r = &p->reserve;
+  int known = 1;
+  double workers = (double)r->departed_ns;
+  for (int i = 0; i < n; i++) {
+    if (!m[i].pid) continue;
+    known &= m[i].in_window;
+    uint64_t cpu = worker_cpu_at(p, &m[i], now_ns);
+    workers += cpu > m[i].window_cpu_ns ? (double)(cpu - m[i].window_cpu_ns) : 0;
+  }
+  if (r->start_ns && known && now_ns > r->start_ns && node_busy_ns >= r->node_busy_ns) {
+    double busy = (double)(node_busy_ns - r->node_busy_ns);
+    ff__coord_reserve_decide(p, r, (busy - workers) / (double)(now_ns - r->start_ns));
+  }
+  r->start_ns = now_ns;
+  r->node_busy_ns = node_busy_ns;
+  r->departed_ns = 0;
+  for (int i = 0; i < n; i++)
+    if (m[i].pid) {
+      m[i].window_cpu_ns = worker_cpu_at(p, &m[i], now_ns);
+      m[i].in_window = m[i].reports >= 2;
+    }
+}
+
+void ff__coord_depart(ff__coord_params *p, const ff__coord_member *e) {
+  if (e->pid && e->in_window && e->worker_cpu_ns > e->window_cpu_ns)
+    p->reserve.departed_ns += e->worker_cpu_ns - e->window_cpu_ns;
 }
 
 /* Whether member e's process is gone (seen from pid namespace pidns) or
@@ -706,6 +915,7 @@ static void reclaim(coord_shm *s, int self, uint64_t pidns, uint64_t now_ns) {
     ff__coord_member *e = &s->slot[i];
     if (!e->pid) continue;
     if (i != self && member_gone(&s->params, e, pidns, now_ns)) {
+      ff__coord_depart(&s->params, e);
       memset(e, 0, sizeof *e);
       continue;
     }
@@ -733,8 +943,10 @@ static int take_slot(coord_shm *s, ff__coord *c, uint64_t now_ns) {
   ff__coord_targets(&s->params, s->slot, FF__COORD_MAX_MEMBERS);
   int pool = ff__coord_guaranteed_budget(&s->params, s->slot, FF__COORD_MAX_MEMBERS) -
              allotted(s->slot, FF__COORD_MAX_MEMBERS);
-  e->threads = clampi(e->target < pool ? e->target : pool, member_min(&s->params, e), member_cap(e));
+  ff__coord_params q = effective(&s->params, s->slot, FF__COORD_MAX_MEMBERS);
+  e->threads = clampi(e->target < pool ? e->target : pool, member_min(&q, e), member_cap(e));
   c->slot = i;
+  c->reserve_cores = ff__coord_reserved(&s->params, s->slot, FF__COORD_MAX_MEMBERS);
   c->ticket = e->ticket;
   c->threads = e->threads;
   c->spares = ff__coord_member_spares(c->max_threads, e->threads);
@@ -1010,8 +1222,9 @@ ff_status ff__coord_join(const char *group, int max_threads, ff__coord **out, ff
   ff__coord_params p;
   ff__coord_params_init(&p);
   int v;
-  ff_status st = env_setting("FF_NODE_THREADS", 1, 1 << 20, &p.budget_threads, err);
-  if (!st) st = env_setting("FF_NODE_TRAINER_CORES", 0, 4096, &p.trainer_cores, err);
+  ff_status st = env_setting("FF_NODE_THREADS", 1, 1 << 20, NULL, 0, &p.budget_threads, err);
+  if (!st)
+    st = env_setting("FF_NODE_TRAINER_CORES", 0, 4096, "auto", FF__COORD_TRAINER_AUTO, &p.trainer_cores, err);
   if (st) return st;
   if ((v = env_int("LOCAL_WORLD_SIZE", 1, FF__COORD_MAX_MEMBERS))) p.expected_members = v;
   if (p.trainer_cores > 0 && (long long)p.trainer_cores * p.expected_members >= p.budget_threads)
@@ -1027,7 +1240,10 @@ void ff__coord_leave(ff__coord *c) {
   coord_shm *s = c->shm;
   /* A forked child holds a copy of the handle but not the membership. */
   if (s && c->pid == getpid() && coord_lock(s, c->params.lock_timeout_ms + 1000) == 0) {
-    if (owns_slot(c)) memset(&s->slot[c->slot], 0, sizeof s->slot[c->slot]);
+    if (owns_slot(c)) {
+      ff__coord_depart(&s->params, &s->slot[c->slot]);
+      memset(&s->slot[c->slot], 0, sizeof s->slot[c->slot]);
+    }
     reclaim(s, -1, c->pidns, ff__now_ns());
     if (!s->members && !s->closed) {
       s->closed = 1;
@@ -1088,7 +1304,11 @@ ff_status ff__coord_report(ff__coord *c, const ff__coord_report_data *r, int *th
     }
   }
   reclaim(s, c->slot, c->pidns, now);
+  uint64_t busy;
+  if (ff__coord_window_due(&s->params, s->slot, FF__COORD_MAX_MEMBERS, now) && ff__coord_node_busy_ns(&busy) == 0)
+    ff__coord_measure(&s->params, s->slot, FF__COORD_MAX_MEMBERS, now, busy);
   c->threads = ff__coord_rebalance(&s->params, s->slot, FF__COORD_MAX_MEMBERS, c->slot, r, now);
+  c->reserve_cores = ff__coord_reserved(&s->params, s->slot, FF__COORD_MAX_MEMBERS);
   c->spares = ff__coord_member_spares(c->max_threads, c->threads);
   coord_unlock(s);
   *threads_out = c->threads;
@@ -1098,6 +1318,8 @@ ff_status ff__coord_report(ff__coord *c, const ff__coord_report_data *r, int *th
 int ff__coord_threads(const ff__coord *c) { return c ? c->threads : 0; }
 
 int ff__coord_spares(const ff__coord *c) { return c ? c->spares : 0; }
+
+int ff__coord_reserve_cores(const ff__coord *c) { return c ? c->reserve_cores : 0; }
 
 ff_status ff__coord_snapshot(ff__coord *c, ff__coord_member *out, int *n_out, ff__coord_params *params_out) {
   if (!c || !c->shm || c->pid != getpid()) return FF_EINVAL;

@@ -21,6 +21,34 @@
 #include "core/error.h"
 
 #define FF__COORD_MAX_MEMBERS 64
+#define FF__COORD_TRAINER_AUTO (-1) /* trainer_cores: the adaptive reserve (FF_NODE_TRAINER_CORES=auto) */
+#define FF__COORD_WINDOW_MS 250     /* the adaptive reserve's measuring window, at least */
+#define FF__COORD_RESERVE_HOLD 4    /* windows the adaptive reserve holds before it drops */
+#define FF__COORD_RESERVE_FREE 0.25 /* cores of the others' use that reserve nothing (see below) */
+
+/* The adaptive trainer reserve (trainer_cores FF__COORD_TRAINER_AUTO): state
+ * the coordinator keeps beside the settings, not a setting (a joiner's own
+ * values are never used; the segment starts it at zero). Every window of at
+ * least FF__COORD_WINDOW_MS, the member whose report closes it measures the
+ * node's CPU demand that is not its loaders' worker threads:
+ *   others = (node busy CPU - the members' worker-thread CPU) / window
+ * in cores (a trainer's main thread, in the loader's process or another, a
+ * GPU's launches, any other process on the budget's CPUs), smooths it and
+ * keeps that many cores out of the allotments and the bursts
+ * (ff__coord_reserve_decide). */
+typedef struct ff__coord_reserve {
+  double others_cores;    /* smoothed others: half of each window's measure, half the previous (a
+                             measure errs both ways: near 0 it may be negative) */
+  double others_last;     /* the last window's measure (cores, -budget_threads..budget_threads) */
+  int32_t cores;          /* the reserve in force: cores kept off the allotments, node-wide */
+  int32_t hold;           /* windows left before the reserve may drop */
+  int32_t windows;        /* windows measured */
+  int32_t changes;        /* times the reserve changed */
+  uint64_t start_ns;      /* CLOCK_MONOTONIC at the window's start (0: none open) */
+  uint64_t node_busy_ns;  /* the node's busy CPU time (ff__coord_node_busy_ns) at the start */
+  uint64_t departed_ns;   /* worker CPU of members that left or were reclaimed within the window */
+} ff__coord_reserve;
+
 #define FF__COORD_GROUP_MAX 128 /* bytes of a group name, NUL included */
 
 /* Node-wide settings. The member that (re)initialises a segment writes its
@@ -31,12 +59,13 @@ typedef struct ff__coord_params {
   int min_threads;          /* every member keeps at least this many in its allotment (default 1; a joiner
                                makes it 0 when the budget less the trainers' cores has less than that
                                for each expected member: then the loaders run on spares) */
-  int trainer_cores;        /* cores kept per member for its trainer's own threads (a Python training
-                               loop's main thread, the GPU's launches): the allotments share the budget
-                               less trainer_cores x max(members, expected_members), so that the loaders'
-                               normal-priority threads never take the trainers' cores (default 0: a reserved core
-                               its trainer leaves idle is lent to no one; 1 for trainers whose main thread
-                               is CPU-bound) */
+  int trainer_cores;        /* cores kept for the trainers' own threads (a Python training loop's main
+                               thread, the GPU's launches), so that the loaders' normal-priority threads
+                               never take them. FF__COORD_TRAINER_AUTO (the default): the adaptive
+                               reserve, as many cores as the node's CPU use beside the loaders' workers
+                               measures (ff__coord_reserve); N >= 0: N fixed per member, the allotments
+                               share the budget less N x max(members, expected_members) (a reserved core
+                               its trainer leaves idle is lent to no one) */
   int expected_members;     /* the fair share divides by max(members, this): with torchrun,
                                LOCAL_WORLD_SIZE, so the first rank does not take the whole
                                budget (default 1) */
@@ -53,6 +82,7 @@ typedef struct ff__coord_params {
   int quiet_ms;             /* a member silent longer than this and than 4 of its own batch intervals
                                is quiet: its trainer stopped consuming (or the process is stopped),
                                so its workers park and its cores count as idle (50) */
+  ff__coord_reserve reserve; /* state, not a setting: the adaptive reserve (trainer_cores auto) */
 } ff__coord_params;
 
 /* Fills the defaults above (no environment is read; budget from
@@ -60,7 +90,9 @@ typedef struct ff__coord_params {
 void ff__coord_params_init(ff__coord_params *p);
 
 /* What a join does to the parameters it is given: out-of-range values to
- * their defaults or bounds, and min_threads to 0 when the budget less
+ * their defaults or bounds (a negative trainer_cores to
+ * FF__COORD_TRAINER_AUTO), the reserve's state to zero, and min_threads to
+ * 0 when the budget less
  * trainer_cores x expected_members has less than min_threads for each
  * expected member (the loaders then run on spares). The simulator applies
  * it as a join would. */
@@ -83,6 +115,9 @@ typedef struct ff__coord_report_data {
   double stall_share; /* consumer wait / interval: the share of the interval the trainer waited */
   double ring_fill;   /* ready batches / prefetch when the consumer asked */
   double busy_share;  /* worker CPU time / (active threads × interval): the cores it kept busy */
+  uint64_t worker_cpu_ns; /* its worker threads' CPU time on samples since the loader started (normal,
+                             burst and spare threads; CLOCK_THREAD_CPUTIME_ID): what the adaptive
+                             reserve does not count as the trainers' */
 } ff__coord_report_data;
 
 /* One slot of the member table. pid 0 marks a free slot. */
@@ -107,12 +142,73 @@ typedef struct ff__coord_member {
   double busy_share;
   double stall_now; /* its last report's stall share as reported (clamped to 0..1): whether its
                        trainer waits now, for the bursts */
+  uint64_t worker_cpu_ns; /* its report's worker_cpu_ns, as of heartbeat_ns */
+  uint64_t window_cpu_ns; /* its worker CPU (estimated) when the reserve's window opened */
+  double worker_cores;    /* smoothed worker CPU per second of its reports: its workers' cores, to
+                             estimate its worker CPU between reports */
+  int32_t in_window;      /* 1: it had reported twice when the window opened (its CPU is known) */
+  int32_t unused;
 } ff__coord_member;
 
-/* The budget the allotments share: budget_threads less trainer_cores for
- * each of max(members, expected_members), at least 0, raised to the live
- * members' minimums when they do not fit. */
+/* The cores kept off the allotments and bursts for the trainers:
+ * trainer_cores x max(members, expected_members) for a fixed reserve, the
+ * adaptive reserve's cores (p->reserve.cores) for FF__COORD_TRAINER_AUTO. */
+int ff__coord_reserved(const ff__coord_params *p, const ff__coord_member *m, int n);
+
+/* The budget the allotments share: budget_threads less
+ * ff__coord_reserved, at least 0, raised to the live members' minimums when
+ * they do not fit. Under an adaptive reserve that leaves less than
+ * min_threads per max(members, expected_members), the minimum is 0 and so
+ * is this budget: every member runs on its spares, as a fixed reserve that
+ * leaves nothing makes them (ff__coord_params_normalise). */
 int ff__coord_guaranteed_budget(const ff__coord_params *p, const ff__coord_member *m, int n);
+
+/* The adaptive reserve's decision, pure: folds one window's measure of the
+ * others' CPU (cores; clamped to -budget_threads..budget_threads: a
+ * window's estimate errs both ways, and the smoothing averages the errors)
+ * into r->others_cores (half the window's, half the previous; 0 at the
+ * start), and sets r->cores to
+ * ceil(others_cores - FF__COORD_RESERVE_FREE): the consumer threads of
+ * the loaders' own processes and the kernel's work use a tenth of a core
+ * or so, which is no trainer starved, while a CPU-bound trainer beside
+ * hungry loaders gets 1 / (runnable threads per core) of a core, a third
+ * or more as the coordinator runs them. Capped at budget_threads - 1 so
+ * that the loaders always keep a thread. A rise takes
+ * effect at once; a drop only after FF__COORD_RESERVE_HOLD windows in a row
+ * that want less (a trainer pausing between steps keeps its core). Counts
+ * the window and the changes. */
+void ff__coord_reserve_decide(const ff__coord_params *p, ff__coord_reserve *r, double others_cores);
+
+/* Whether a report at now_ns should measure (ff__coord_node_busy_ns, then
+ * ff__coord_measure): trainer_cores is FF__COORD_TRAINER_AUTO and no window
+ * is open, or the open one is FF__COORD_WINDOW_MS old and two batch
+ * intervals of every member that is not quiet (over the n slots of m). */
+int ff__coord_window_due(const ff__coord_params *p, const ff__coord_member *m, int n, uint64_t now_ns);
+
+/* Closes the adaptive reserve's window at now_ns and opens the next, pure
+ * (the simulator runs it with the CPU it models): node_busy_ns is the
+ * node's cumulative busy CPU time now. The members' worker CPU at now is
+ * their last report's plus worker_cores x the time since (nothing for a
+ * quiet member: its workers park); with that of members that left within
+ * the window (p->reserve.departed_ns), others = (busy CPU in the window -
+ * the workers' in it) / the window, fed to ff__coord_reserve_decide. A
+ * window is only measured while every live member had reported twice when
+ * it opened (a joiner's CPU before its reports is unknown). */
+void ff__coord_measure(ff__coord_params *p, ff__coord_member *m, int n, uint64_t now_ns, uint64_t node_busy_ns);
+
+/* Member e leaves the table (it left, or was reclaimed) within the reserve's
+ * window: its worker CPU in the window is kept in p->reserve.departed_ns,
+ * so that the members' sum does not drop and count as the others'. */
+void ff__coord_depart(ff__coord_params *p, const ff__coord_member *e);
+
+/* The node's busy CPU time so far, the adaptive reserve's measure, into
+ * *out (ns): where the budget comes from a cgroup v2 cpu.max quota (it is
+ * below the affinity's cores), the usage_usec of that cgroup's cpu.stat
+ * (every process the quota covers); else the non-idle time (user, nice,
+ * system, irq, softirq, steal; /proc/stat's per-CPU lines, USER_HZ ticks) of
+ * the CPUs in this process's affinity mask. Returns 0, or -1 if neither
+ * can be read. */
+int ff__coord_node_busy_ns(uint64_t *out);
 
 /* The pure rebalancing, over the n slots of m (free slots skipped).
  * Sets fair and target of every member (budget: ff__coord_guaranteed_budget):
@@ -178,7 +274,9 @@ void ff__coord_observe(const ff__coord_params *p, ff__coord_member *m, const ff_
  * its heartbeat, its smoothed batch interval and its signals (a report
  * weighs as its interval, see alpha) — every other live member is marked
  * quiet or not at now_ns, then ff__coord_targets, ff__coord_step for self
- * and ff__coord_burst. Returns the threads self should run: its allotment
+ * and ff__coord_burst. Also records r->worker_cpu_ns in self's slot and
+ * folds its rate into worker_cores (the adaptive reserve's measure is the
+ * caller's: ff__coord_measure, before this). Returns the threads self should run: its allotment
  * plus its burst, 1..max_threads. */
 int ff__coord_rebalance(const ff__coord_params *p, ff__coord_member *m, int n, int self,
                         const ff__coord_report_data *r, uint64_t now_ns);
@@ -233,7 +331,8 @@ ff_status ff__coord_shm_name(const char *group, char *buf, size_t cap);
 
 /* Joins `group` (NULL: ff__coord_default_group) with defaults for the
  * parameters, overridden by the environment: FF_NODE_THREADS (budget),
- * FF_NODE_TRAINER_CORES (trainer_cores, 0 included) and LOCAL_WORLD_SIZE
+ * FF_NODE_TRAINER_CORES (trainer_cores: "auto", the default, or an integer,
+ * 0 included) and LOCAL_WORLD_SIZE
  * (expected members). max_threads (>= 1): the worker
  * threads this member owns, the most it can ever be told to run. Creates the
  * segment if it does not exist, reinitialises it if every member in it is
@@ -244,7 +343,7 @@ ff_status ff__coord_shm_name(const char *group, char *buf, size_t cap);
  * ff__coord_threads(*out). Returns FF_OK, FF_EINVAL (bad argument, no group,
  * a group name of FF__COORD_GROUP_MAX bytes or more, FF_NODE_GROUP with
  * white space at either end, FF_NODE_THREADS or
- * FF_NODE_TRAINER_CORES not an integer in range, table full: 64 members) or
+ * FF_NODE_TRAINER_CORES not "auto" or an integer in range, table full: 64 members) or
  * FF_EIO (shared memory failed, or a segment of another build or damaged),
  * the message (naming the variable or the segment) in err. *out is untouched
  * on failure. A reserve of FF_NODE_TRAINER_CORES that leaves the loaders no
@@ -262,12 +361,16 @@ void ff__coord_leave(ff__coord *c);
 
 /* Records this member's latest observation, reclaims dead members' slots
  * (process gone, or silent past heartbeat_timeout_ms), marks quiet ones,
+ * measures the adaptive reserve's window when it is due
+ * (ff__coord_window_due: ff__coord_node_busy_ns and ff__coord_measure),
  * rebalances and writes to *threads_out the number of worker threads this
  * member should run now at normal priority: its allotment plus its burst
  * (min_threads..max_threads; 0 when the trainers' cores take the whole
  * budget); ff__coord_spares tells how many spares in SCHED_IDLE beside
  * them. Call it about once per batch. Takes a lock for
- * a few microseconds; if the table stays locked past lock_timeout_ms (a
+ * a few microseconds (tens in the report that measures a window: it reads
+ * /proc/stat or cpu.stat under the lock, so that the members' CPU and the
+ * node's are read at one moment); if the table stays locked past lock_timeout_ms (a
  * member stopped while holding it), answers the previous allotment without
  * rebalancing, and later reports only try the lock (no wait) until they get
  * it. A member whose slot was reclaimed (it was silent too long) joins again
@@ -280,6 +383,10 @@ ff_status ff__coord_report(ff__coord *c, const ff__coord_report_data *r, int *th
 /* The threads to run at normal priority after the last join or report
  * (allotment + burst). */
 int ff__coord_threads(const ff__coord *c);
+
+/* The cores kept for the trainers (ff__coord_reserved) as of the last join
+ * or report. */
+int ff__coord_reserve_cores(const ff__coord *c);
 
 /* The spare threads to run in SCHED_IDLE: all max_threads while the
  * member runs no thread at normal priority (the trainers' cores take the

@@ -37,11 +37,14 @@
  * time 0 with their first allotment from ff__coord_targets (the fair
  * share, as take_slot gives it), budget B (FF_NODE_THREADS, default C),
  * expected members N (LOCAL_WORLD_SIZE) and trainer_cores T
- * (FF_NODE_TRAINER_CORES, default 0), normalised as a join normalises them
- * (ff__coord_params_normalise), the other parameters at their defaults:
- * the allotments and bursts share B - T x N (ff__coord_guaranteed_budget),
- * and where that leaves less than a thread per rank every loader thread
- * is a spare. Without the coordinator each loader runs C threads (`off`)
+ * (FF_NODE_TRAINER_CORES, default auto), normalised as a join normalises
+ * them (ff__coord_params_normalise), the other parameters at their
+ * defaults: the allotments and bursts share B - T x N
+ * (ff__coord_guaranteed_budget), and where that leaves less than a thread
+ * per rank every loader thread is a spare. With auto the reserve is
+ * measured as the coordinator measures it (ff__coord_measure, when a report
+ * finds its window due), the node's busy CPU being the modelled one: the
+ * workers', the spares' and the stand-in's CPU time. Without the coordinator each loader runs C threads (`off`)
  * or max(1, C / N) (`static`), as bench/node.py runs them. Costs are drawn
  * from a Philox stream per rank in sample order, so every mode sees the
  * same samples and a run is deterministic. Not modelled: the consumer's
@@ -82,8 +85,8 @@ ff_status ff__sim_node_check(const ff__sim_node_config *c, ff__error *err) {
   if (c->cores < 1 || c->cores > 4096) return ff__error_set(err, FF_EINVAL, "cores must be in 1..4096 (got %d)", c->cores);
   if (c->budget < 0 || c->budget > 4096)
     return ff__error_set(err, FF_EINVAL, "the budget must be in 0..4096 (got %d)", c->budget);
-  if (c->trainer_cores < 0 || c->trainer_cores > 4096)
-    return ff__error_set(err, FF_EINVAL, "trainer cores must be in 0..4096 (got %d)", c->trainer_cores);
+  if ((c->trainer_cores < 0 && c->trainer_cores != FF__COORD_TRAINER_AUTO) || c->trainer_cores > 4096)
+    return ff__error_set(err, FF_EINVAL, "trainer cores must be auto or in 0..4096 (got %d)", c->trainer_cores);
   if (c->ranks < 1 || c->ranks > FF__SIM_NODE_MAX_RANKS)
     return ff__error_set(err, FF_EINVAL, "ranks must be in 1..%d (got %d)", FF__SIM_NODE_MAX_RANKS, c->ranks);
   if (c->batch_size < 1) return ff__error_set(err, FF_EINVAL, "batch size must be >= 1 (got %d)", c->batch_size);
@@ -189,6 +192,7 @@ typedef struct sim {
   pclass cls[NCLASSES];
   int at_barrier;
   double now;
+  double busy_cpu; /* the node's busy CPU seconds so far: the workers', the spares' and the stand-in's */
   ff__coord_params params;
   ff__coord_member member[FF__SIM_NODE_MAX_RANKS];
 } sim;
@@ -243,10 +247,14 @@ static void hand_out(sim *S, int r) {
     double interval = S->now - L->last_out;
     if (interval < MIN_INTERVAL_S) interval = MIN_INTERVAL_S;
     ff__coord_report_data rep = {wait / interval, (double)L->ring_ready / c->prefetch,
-                                 (L->worker_cpu - L->reported_cpu) / ((L->active > 0 ? L->active : 1) * interval)};
+                                 (L->worker_cpu - L->reported_cpu) / ((L->active > 0 ? L->active : 1) * interval),
+                                 (uint64_t)llround(L->worker_cpu * 1e9)};
     L->reported_cpu = L->worker_cpu;
     if (S->mode == FF__SIM_NODE_COORD) {
-      L->active = ff__coord_rebalance(&S->params, S->member, c->ranks, r, &rep, (uint64_t)llround(S->now * 1e9));
+      uint64_t now_ns = (uint64_t)llround(S->now * 1e9);
+      if (ff__coord_window_due(&S->params, S->member, c->ranks, now_ns))
+        ff__coord_measure(&S->params, S->member, c->ranks, now_ns, (uint64_t)llround(S->busy_cpu * 1e9));
+      L->active = ff__coord_rebalance(&S->params, S->member, c->ranks, r, &rep, now_ns);
       L->spares = ff__coord_member_spares(S->member[r].max_threads, L->active);
     }
   }
@@ -349,6 +357,9 @@ static void simulate(sim *S, ff__sim_node_result *out) {
     for (int r = 0; r < c->ranks; r++)
       if (S->l[r].state == STEPPING && S->l[r].step_end < t_next) t_next = S->l[r].step_end;
     double dt = t_next > S->now ? t_next - S->now : 0;
+    for (int k = NORMAL; k < NCLASSES; k++)
+      S->busy_cpu += S->cls[k].speed * S->cls[k].n * dt;
+    if (c->standin) S->busy_cpu += S->cls[NORMAL].speed * dt;
     if (S->now >= W) {
       for (int k = NORMAL; k < NCLASSES; k++)
         loader_cpu += S->cls[k].speed * S->cls[k].n * dt;

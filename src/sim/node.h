@@ -51,7 +51,8 @@ typedef struct ff__sim_node_config {
   int budget;                   /* the coordinator's thread budget (FF_NODE_THREADS; 0: cores), and
                                    the threads each coordinated loader owns */
   int trainer_cores;            /* the coordinator's cores kept per rank for its trainer
-                                   (FF_NODE_TRAINER_CORES, 0..4096; default: the coordinator's, 0) */
+                                   (FF_NODE_TRAINER_CORES, 0..4096, or FF__COORD_TRAINER_AUTO: the
+                                   adaptive reserve; default: the coordinator's, auto) */
   int ranks;                    /* trainers, 1..FF__SIM_NODE_MAX_RANKS */
   const ff__sim_node_rank *rank;/* ranks entries */
   int batch_size;               /* samples per batch */

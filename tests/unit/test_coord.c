@@ -34,9 +34,9 @@
 /* The three scripted demands: the trainer waits half of each interval; the
  * ring is full and the workers 80% idle; the ring half full and the workers
  * busy. */
-static const ff__coord_report_data STALL = {0.5, 0.0, 1.0};
-static const ff__coord_report_data SLACK = {0.0, 1.0, 0.2};
-static const ff__coord_report_data NEUTRAL = {0.0, 0.5, 0.9};
+static const ff__coord_report_data STALL = {0.5, 0.0, 1.0, 0};
+static const ff__coord_report_data SLACK = {0.0, 1.0, 0.2, 0};
+static const ff__coord_report_data NEUTRAL = {0.0, 0.5, 0.9, 0};
 
 static ff__coord_params params(int budget, int expected) {
   ff__coord_params p;
@@ -138,7 +138,7 @@ static void stalled_members_share_the_supply_in_proportion_to_their_stall(void *
   ff__coord_params p = params(16, 1);
   for (int i = 0; i < 4; i++)
     table_add(m, i, 16, 4);
-  const ff__coord_report_data s6 = {0.6, 0, 1}, s3 = {0.3, 0, 1}, idle = {0, 1, 0};
+  const ff__coord_report_data s6 = {0.6, 0, 1, 0}, s3 = {0.3, 0, 1, 0}, idle = {0, 1, 0, 0};
   ff__coord_observe(&p, &m[0], &s6);
   ff__coord_observe(&p, &m[1], &s3);
   ff__coord_observe(&p, &m[2], &idle);
@@ -182,7 +182,7 @@ static void a_former_borrower_keeps_its_threads_until_it_shows_slack(void **stat
     assert_int_equal(report(&p, m, 0, &NEUTRAL), 7);
     assert_int_equal(report(&p, m, 1, &SLACK), 1);
   }
-  const ff__coord_report_data idle = {0, 1, 0};
+  const ff__coord_report_data idle = {0, 1, 0, 0};
   static const int want[4][2] = {{6, 2}, {5, 3}, {4, 4}, {4, 4}};
   for (int r = 0; r < 10; r++) {
     /* The smoothed busy share falls from 0.9 toward 0; the member shows slack at once (idle > 0.25). */
@@ -203,7 +203,7 @@ static void a_lender_gets_its_threads_back_when_it_needs_them(void **state) {
   ff__coord_params p = params(12, 3);
   three_members_table(m);
   lend_trace(&p, m);
-  const ff__coord_report_data busy = {0, 0.5, 1.0};
+  const ff__coord_report_data busy = {0, 0.5, 1.0, 0};
   /* The borrower reports first each round, so it learns of the change one
    * round after the lender has reported it. */
   static const int want[5][2] = {{7, 1}, {6, 2}, {5, 3}, {4, 4}, {4, 4}};
@@ -268,7 +268,7 @@ static void reports_are_smoothed_so_one_short_wait_lends_nothing(void **state) {
   ff__coord_params p = params(12, 3);
   p.alpha = 0.25;
   three_members_table(m);
-  const ff__coord_report_data calm = {0, 0.5, 0.9}, blip = {0.16, 0.5, 0.9};
+  const ff__coord_report_data calm = {0, 0.5, 0.9, 0}, blip = {0.16, 0.5, 0.9, 0};
   ff__coord_observe(&p, &m[0], &calm);
   ff__coord_observe(&p, &m[0], &blip);
   assert_float_equal(m[0].stall_share, 0.04, 1e-12);
@@ -296,7 +296,7 @@ static void a_stalled_member_runs_the_cores_a_slack_one_leaves_idle(void **state
   ff__coord_params p = params(2, 2);
   table_add(m, 0, 2, 1);
   table_add(m, 1, 2, 1);
-  const ff__coord_report_data slow = {0, 1, 0.1}, fast = {0.6, 0, 1};
+  const ff__coord_report_data slow = {0, 1, 0.1, 0}, fast = {0.6, 0, 1, 0};
   for (int r = 0; r < 5; r++) {
     assert_int_equal(running(&p, m, 1, &slow), 1);
     assert_int_equal(running(&p, m, 0, &fast), 2);
@@ -307,7 +307,7 @@ static void a_stalled_member_runs_the_cores_a_slack_one_leaves_idle(void **state
    * slack, so its core stays lent (the OS shares it while it works). At 90%
    * it has none left and counts what it uses: the idle 0.1 core rounds to
    * nothing and the burst is gone at the next report. */
-  const ff__coord_report_data busier = {0, 1, 0.6}, busy = {0, 1, 0.9};
+  const ff__coord_report_data busier = {0, 1, 0.6, 0}, busy = {0, 1, 0.9, 0};
   assert_int_equal(running(&p, m, 1, &busier), 1);
   assert_int_equal(running(&p, m, 0, &fast), 2);
   assert_int_equal(running(&p, m, 1, &busy), 1);
@@ -330,11 +330,193 @@ static void a_member_that_stopped_waiting_gets_no_burst(void **state) {
   m[1].quiet = 1; /* its 4 cores idle */
   ff__coord_burst(&p, m, FF__COORD_MAX_MEMBERS);
   assert_int_equal(m[0].burst, 4);
-  const ff__coord_report_data fed = {0.0, 0.0, 1.0};
+  const ff__coord_report_data fed = {0.0, 0.0, 1.0, 0};
   ff__coord_observe(&p, &m[0], &fed);
   assert_true(m[0].stall_share > p.stall_threshold); /* still a stalled member */
   ff__coord_burst(&p, m, FF__COORD_MAX_MEMBERS);
   assert_int_equal(m[0].burst, 0);
+}
+
+/* ---- the adaptive trainer reserve ---- */
+
+static ff__coord_params auto_params(int budget, int expected) {
+  ff__coord_params p = params(budget, expected);
+  p.trainer_cores = FF__COORD_TRAINER_AUTO;
+  return p;
+}
+
+/* Windows' measures of the others' cores in, the reserve out: a trainer
+ * getting 0.2 of a core keeps nothing, one getting 0.6 a core at once (the
+ * measure smoothed by halves), which it keeps at a full core of use; when it
+ * stops, the reserve drops only after FF__COORD_RESERVE_HOLD windows that
+ * want less in a row, and a window that wants it back resets the count. */
+static void the_adaptive_reserve_rounds_the_others_cores_and_holds_before_it_drops(void **state) {
+  (void)state;
+  ff__coord_params p = auto_params(4, 2);
+  ff__coord_reserve r = {0};
+  for (int i = 0; i < 8; i++) ff__coord_reserve_decide(&p, &r, 0.2);
+  assert_int_equal(r.cores, 0);
+  assert_true(fabs(r.others_cores - 0.2) < 0.01);
+  ff__coord_reserve_decide(&p, &r, 0.6);
+  assert_int_equal(r.cores, 1); /* (0.2 + 0.6) / 2 = 0.4 > FF__COORD_RESERVE_FREE */
+  for (int i = 0; i < 8; i++) ff__coord_reserve_decide(&p, &r, 1.0);
+  assert_int_equal(r.cores, 1); /* ceil(1 - FF__COORD_RESERVE_FREE) */
+  assert_int_equal(r.changes, 1);
+  int windows = 0;
+  while (r.cores == 1 && windows < 20) ff__coord_reserve_decide(&p, &r, 0.0), windows++;
+  /* the smoothed measure falls to 0.5, then 0.25 wants 0, held for three more windows */
+  assert_int_equal(windows, 2 + FF__COORD_RESERVE_HOLD - 1);
+  assert_int_equal(r.changes, 2);
+  /* a dip shorter than the hold keeps it */
+  for (int i = 0; i < 8; i++) ff__coord_reserve_decide(&p, &r, 1.0);
+  assert_int_equal(r.cores, 1);
+  for (int i = 0; i < 3; i++) ff__coord_reserve_decide(&p, &r, 0.0);
+  ff__coord_reserve_decide(&p, &r, 1.0);
+  for (int i = 0; i < 3; i++) ff__coord_reserve_decide(&p, &r, 0.0);
+  assert_int_equal(r.cores, 1);
+  /* a measure that errs below zero averages out instead of being raised to it */
+  ff__coord_reserve z = {0};
+  for (int i = 0; i < 4; i++) ff__coord_reserve_decide(&p, &z, i % 2 ? 0.45 : -0.45);
+  assert_int_equal(z.cores, 0);
+  assert_true(z.others_last > 0.44); /* raised to 0 the smoothed measure would reach 0.28 */
+  /* NaN counts as nothing */
+  ff__coord_reserve_decide(&p, &z, NAN);
+  assert_int_equal(z.cores, 0);
+  assert_true(z.others_last == 0);
+}
+
+/* The reserve never takes the whole budget: a busy node keeps the loaders
+ * a thread (budget - 1), and a budget of one thread keeps nothing. */
+static void the_adaptive_reserve_never_takes_the_whole_budget(void **state) {
+  (void)state;
+  ff__coord_params p = auto_params(4, 2), one = auto_params(1, 1);
+  ff__coord_reserve r = {0}, q = {0};
+  for (int i = 0; i < 10; i++) ff__coord_reserve_decide(&p, &r, 64.0), ff__coord_reserve_decide(&one, &q, 8.0);
+  assert_int_equal(r.cores, 3);
+  assert_true(r.others_cores <= 4.0);
+  assert_int_equal(q.cores, 0);
+}
+
+/* The allotments and bursts share the budget less the reserve; where that
+ * leaves less than a thread per member, every member runs on its spares
+ * (as with a fixed reserve that leaves nothing), which share the cores the
+ * trainers leave. A fixed reserve ignores the measured one. */
+static void the_adaptive_reserve_comes_off_the_guaranteed_budget(void **state) {
+  (void)state;
+  ff__coord_params p = auto_params(4, 2);
+  ff__coord_member m[FF__COORD_MAX_MEMBERS] = {0};
+  table_add(m, 0, 4, 2);
+  table_add(m, 1, 4, 2);
+  assert_int_equal(ff__coord_guaranteed_budget(&p, m, FF__COORD_MAX_MEMBERS), 4);
+  p.reserve.cores = 1;
+  assert_int_equal(ff__coord_reserved(&p, m, FF__COORD_MAX_MEMBERS), 1);
+  assert_int_equal(ff__coord_guaranteed_budget(&p, m, FF__COORD_MAX_MEMBERS), 3);
+  ff__coord_params fixed = p;
+  fixed.trainer_cores = 0;
+  assert_int_equal(ff__coord_guaranteed_budget(&fixed, m, FF__COORD_MAX_MEMBERS), 4);
+  fixed.trainer_cores = 1;
+  assert_int_equal(ff__coord_guaranteed_budget(&fixed, m, FF__COORD_MAX_MEMBERS), 2);
+  /* 2 threads, a core reserved: less than one each, so both members run on spares */
+  ff__coord_params two = auto_params(2, 2);
+  two.reserve.cores = 1;
+  ff__coord_member t[FF__COORD_MAX_MEMBERS] = {0};
+  table_add(t, 0, 2, 1);
+  table_add(t, 1, 2, 1);
+  assert_int_equal(ff__coord_guaranteed_budget(&two, t, FF__COORD_MAX_MEMBERS), 0);
+  ff__coord_targets(&two, t, FF__COORD_MAX_MEMBERS);
+  assert_int_equal(t[0].target + t[1].target, 0);
+  for (int i = 0; i < 4; i++) /* the table holds 2 against a budget of 0: the excess goes */
+    ff__coord_step(&two, t, FF__COORD_MAX_MEMBERS, i % 2);
+  assert_int_equal(total(t), 0);
+  for (int i = 0; i < 2; i++) assert_int_equal(ff__coord_member_spares(2, t[i].threads), 2);
+  ff__coord_burst(&two, t, FF__COORD_MAX_MEMBERS);
+  assert_int_equal(t[0].burst + t[1].burst, 0);
+  /* 3 threads, a core reserved, 2 members: one each */
+  two.budget_threads = 3;
+  assert_int_equal(ff__coord_guaranteed_budget(&two, t, FF__COORD_MAX_MEMBERS), 2);
+  /* no reserve: each keeps its minimum again */
+  two.budget_threads = 2, two.reserve.cores = 0;
+  ff__coord_targets(&two, t, FF__COORD_MAX_MEMBERS);
+  assert_int_equal(t[0].target, 1);
+  assert_int_equal(t[1].target, 1);
+}
+
+/* Bursts hand out idle cores of the guaranteed budget only. 16 threads, a
+ * core reserved for the others (their thread uses a core): 8 hungry members
+ * hold the 15 left and one of them a burst, so 17 threads run on 16 cores
+ * and each reads a busy share of 16/17 in CPU time. Taken as it reads, that
+ * would leave three quarters of a core "idle" and keep the burst on the
+ * reserved core for good; the others' share of the cores is counted, and the
+ * burst goes. Once the others stop (the reserve dropped), the idle cores
+ * are bursts at once. */
+static void bursts_leave_the_reserved_cores_to_the_others(void **state) {
+  (void)state;
+  ff__coord_params p = auto_params(16, 8);
+  p.reserve.cores = 1;
+  p.reserve.others_cores = 1.0;
+  ff__coord_member m[FF__COORD_MAX_MEMBERS] = {0};
+  for (int i = 0; i < 8; i++) {
+    table_add(m, i, 16, i == 7 ? 1 : 2);
+    m[i].reports = 5, m[i].stall_share = m[i].stall_now = 0.9, m[i].busy_share = 16.0 / 17;
+  }
+  m[0].burst = 1;
+  ff__coord_burst(&p, m, FF__COORD_MAX_MEMBERS);
+  int bursts = 0;
+  for (int i = 0; i < 8; i++) bursts += m[i].burst;
+  assert_int_equal(bursts, 0);
+  p.reserve.cores = 0, p.reserve.others_cores = 0;
+  for (int i = 0; i < 8; i++) m[i].busy_share = 1.0;
+  m[7].busy_share = 0; /* its one thread idles (an I/O wait): its core is free */
+  ff__coord_burst(&p, m, FF__COORD_MAX_MEMBERS);
+  bursts = 0;
+  for (int i = 0; i < 8; i++) bursts += m[i].burst;
+  assert_int_equal(bursts, 2); /* the core the reserve freed and the idle thread's */
+}
+
+/* The window's measure from fixed inputs: two members each publishing a
+ * quarter second of worker CPU over a quarter second, a node busy for three
+ * quarters: others = 1 core. A member leaving within a window keeps its
+ * share in the sum (else its CPU would count as the others'); a joiner
+ * that had not reported twice when the window opened voids it. */
+static void the_window_measures_the_node_less_the_members_workers(void **state) {
+  (void)state;
+  ff__coord_params p = auto_params(4, 2);
+  ff__coord_member m[FF__COORD_MAX_MEMBERS] = {0};
+  uint64_t t0 = 1000000000ull, w = FF__COORD_WINDOW_MS * 1000000ull, busy = 5000000000ull;
+  for (int i = 0; i < 2; i++) {
+    table_add(m, i, 4, 2);
+    m[i].reports = 3, m[i].heartbeat_ns = t0, m[i].worker_cpu_ns = 7000000000ull, m[i].interval_ns = 10000000;
+  }
+  assert_true(ff__coord_window_due(&p, m, FF__COORD_MAX_MEMBERS, t0));
+  ff__coord_measure(&p, m, FF__COORD_MAX_MEMBERS, t0, busy);
+  assert_int_equal(p.reserve.windows, 0); /* the first opens the window */
+  assert_false(ff__coord_window_due(&p, m, FF__COORD_MAX_MEMBERS, t0 + w - 1));
+  assert_true(ff__coord_window_due(&p, m, FF__COORD_MAX_MEMBERS, t0 + w));
+  for (int i = 0; i < 2; i++) m[i].heartbeat_ns = t0 + w, m[i].worker_cpu_ns += w;
+  ff__coord_measure(&p, m, FF__COORD_MAX_MEMBERS, t0 + w, busy + 3 * w);
+  assert_int_equal(p.reserve.windows, 1);
+  assert_true(fabs(p.reserve.others_last - 1.0) < 1e-6);
+  assert_int_equal(p.reserve.cores, 1);
+  /* member 1 leaves after half a window of work: still no others but the one core */
+  m[1].worker_cpu_ns += w / 2;
+  ff__coord_depart(&p, &m[1]);
+  m[1] = (ff__coord_member){0};
+  m[0].heartbeat_ns = t0 + 2 * w, m[0].worker_cpu_ns += w;
+  ff__coord_measure(&p, m, FF__COORD_MAX_MEMBERS, t0 + 2 * w, busy + 3 * w + w + w / 2 + w);
+  assert_true(fabs(p.reserve.others_last - 1.0) < 1e-6);
+  /* between reports a member's CPU is its rate times the time since */
+  m[0].worker_cores = 2.0;
+  ff__coord_measure(&p, m, FF__COORD_MAX_MEMBERS, t0 + 3 * w, busy + 3 * w + w + w / 2 + w + 3 * w);
+  assert_true(fabs(p.reserve.others_last - 1.0) < 1e-6);
+  /* a joiner voids the window it joined in */
+  int windows = p.reserve.windows;
+  table_add(m, 2, 4, 1);
+  m[2].reports = 1, m[2].heartbeat_ns = t0 + 3 * w;
+  ff__coord_measure(&p, m, FF__COORD_MAX_MEMBERS, t0 + 4 * w, busy + 20 * w);
+  assert_int_equal(p.reserve.windows, windows);
+  /* a fixed reserve measures nothing */
+  p.trainer_cores = 0;
+  assert_false(ff__coord_window_due(&p, m, FF__COORD_MAX_MEMBERS, t0 + 100 * w));
 }
 
 /* Twelve cores over eight hungry ranks: whole threads, 2 to the first four
@@ -345,7 +527,7 @@ static void a_member_that_stopped_waiting_gets_no_burst(void **state) {
  * spares. */
 static void twelve_cores_over_eight_ranks_split_two_and_one(void **state) {
   (void)state;
-  const ff__coord_report_data hungry = {1.0, 0.0, 1.0};
+  const ff__coord_report_data hungry = {1.0, 0.0, 1.0, 0};
   for (int reserve = 0; reserve < 2; reserve++) {
     ff__coord_member m[FF__COORD_MAX_MEMBERS] = {0};
     ff__coord_params p = params(12, 8);
@@ -380,7 +562,7 @@ static void bursts_go_to_the_stalled_in_proportion_to_their_stall(void **state) 
   ff__coord_params p = params(12, 4);
   for (int i = 0; i < 4; i++)
     table_add(m, i, 12, 3);
-  const ff__coord_report_data s6 = {0.6, 0, 1}, s3 = {0.3, 0, 1};
+  const ff__coord_report_data s6 = {0.6, 0, 1, 0}, s3 = {0.3, 0, 1, 0};
   ff__coord_observe(&p, &m[0], &s6);
   ff__coord_observe(&p, &m[1], &s3);
   ff__coord_observe(&p, &m[2], &NEUTRAL);
@@ -941,7 +1123,7 @@ static void a_member_holding_the_lock_delays_reports_and_its_death_frees_it(void
   /* Died holding it without a kill: the same. */
   k = spawn(&p, 4);
   assert_int_equal(ask(k, 'J', NULL).status, FF_OK);
-  command cmd = {'H', {0, 0, 0}};
+  command cmd = {'H', {0, 0, 0, 0}};
   write_all(k->to, &cmd, sizeof cmd);
   reap(k);
   close(k->to);
@@ -1121,7 +1303,7 @@ static void members_joining_and_leaving_at_once_all_get_answers(void **state) {
   ff__coord_params p = params(8, 4);
   for (int i = 0; i < 4; i++)
     spawn(&p, 8);
-  command cmd = {'J', {0, 0, 0}};
+  command cmd = {'J', {0, 0, 0, 0}};
   for (int i = 0; i < 4; i++)
     write_all(kids[i].to, &cmd, sizeof cmd);
   for (int i = 0; i < 4; i++) {
@@ -1157,7 +1339,7 @@ static void a_segment_of_a_crashed_run_is_reinitialised(void **state) {
   ff__coord_params p = params(4, 1);
   child *k = spawn(&p, 4);
   assert_int_equal(ask(k, 'J', NULL).threads, 4);
-  command cmd = {'X', {0, 0, 0}};
+  command cmd = {'X', {0, 0, 0, 0}};
   write_all(k->to, &cmd, sizeof cmd);
   reap(k);
   close(k->to);
@@ -1381,6 +1563,11 @@ int main(void) {
   signal(SIGPIPE, SIG_IGN);
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_teardown(fair_share_splits_the_budget_with_the_remainder_to_the_first_slots, teardown),
+      cmocka_unit_test_teardown(the_adaptive_reserve_rounds_the_others_cores_and_holds_before_it_drops, teardown),
+      cmocka_unit_test_teardown(the_adaptive_reserve_never_takes_the_whole_budget, teardown),
+      cmocka_unit_test_teardown(the_adaptive_reserve_comes_off_the_guaranteed_budget, teardown),
+      cmocka_unit_test_teardown(bursts_leave_the_reserved_cores_to_the_others, teardown),
+      cmocka_unit_test_teardown(the_window_measures_the_node_less_the_members_workers, teardown),
       cmocka_unit_test_teardown(a_member_with_slack_lends_threads_to_a_stalled_one, teardown),
       cmocka_unit_test_teardown(stalled_members_share_the_supply_in_proportion_to_their_stall, teardown),
       cmocka_unit_test_teardown(no_thread_is_lent_without_a_stall, teardown),

@@ -338,11 +338,125 @@ static void a_trainer_keeps_its_core_beside_a_grouped_loader(void **state) {
   assert_true(share[0] <= 0.75); /* the loader did compete for the core */
 }
 
+/* A side of the reserve test, pinned to one CPU: a hungry member (a loader
+ * of 2 threads in `group`, FF_NODE_TRAINER_CORES unset: the default, auto)
+ * consuming batches until the parent writes to its go pipe, or (group
+ * NULL) a busy-spinning process that is no member, until it is killed. */
+typedef struct reserve_side {
+  int cpu;
+  const char *group;
+} reserve_side;
+
+static void reserve_side_main(int go, int out, const void *arg) {
+  const reserve_side *side = arg;
+  alarm(120); /* never outlive a broken test */
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  CPU_SET(side->cpu, &one);
+  if (sched_setaffinity(0, sizeof one, &one)) _exit(1); /* the workers started later inherit it */
+  close(out);
+  if (!side->group) { /* a CPU-bound trainer of another process */
+    volatile uint64_t x = 1;
+    for (;;)
+      x = (x ^ (x >> 29)) * 0xff51afd7ed558ccdull;
+  }
+  setenv("FF_NODE_GROUP", side->group, 1);
+  setenv("FF_NODE_THREADS", "2", 1);
+  unsetenv("FF_NODE_TRAINER_CORES");
+  ff_config c = loader_config();
+  ff_loader *l = NULL;
+  if (ff_loader_open(&c, &l) != FF_OK) _exit(1);
+  for (;;) {
+    struct pollfd pfd = {go, POLLIN, 0};
+    if (poll(&pfd, 1, 0) == 1) break; /* told to stop */
+    ff_batch *b;
+    ff_status st = ff_loader_next(l, &b);
+    if (st == FF_END) continue;
+    if (st) _exit(1);
+    ff_batch_release(b);
+  }
+  ff_loader_close(l);
+  _exit(0);
+}
+
+/* The group's reserve (ff__coord_reserved) and its members' reports so far
+ * (-1: no group yet). */
+static int group_reserve(const char *group, int *reports) {
+  ff__coord_member m[FF__COORD_MAX_MEMBERS];
+  ff__coord_params p;
+  int n = 0;
+  if (ff__coord_peek(group, m, &n, &p, NULL) != FF_OK) return -1;
+  *reports = 0;
+  for (int i = 0; i < n; i++) *reports += m[i].reports;
+  return ff__coord_reserved(&p, m, n);
+}
+
+/* Polls the group until its reserve is `want`; returns the members'
+ * reports it took (-1: not within 60 s or 50000 reports: the test's
+ * batches take about a millisecond each). */
+static int reports_until_reserve(const char *group, int want, int *last_reserve) {
+  int start = -1, reports = 0;
+  uint64_t t0 = ff__now_ns();
+  while ((double)(ff__now_ns() - t0) * 1e-9 < 60) {
+    int r = group_reserve(group, &reports);
+    if (start < 0 && r >= 0) start = reports;
+    *last_reserve = r;
+    if (r == want) return reports - start;
+    if (start >= 0 && reports - start > 50000) break;
+    sleep_s(0.02);
+  }
+  return -1;
+}
+
+/* Two hungry grouped loaders and a busy-spinning process that is no member
+ * (a CPU-bound trainer of its own), all pinned to one CPU so that the rest
+ * of a shared machine's load stays mostly off the measured CPU (the node's
+ * busy CPU is the affinity's; the budget FF_NODE_THREADS=2): with the
+ * default FF_NODE_TRAINER_CORES (auto), the others' CPU the coordinator
+ * measures makes the reserve 1 within a bounded number of the members'
+ * batches, and once the spinner is gone it returns to 0. Asserted on the
+ * reserve the segment reports, not on a rate. */
+static void a_busy_non_member_gets_a_core_reserved_until_it_stops(void **state) {
+  (void)state;
+  cpu_set_t mine;
+  assert_int_equal(sched_getaffinity(0, sizeof mine, &mine), 0);
+  int cpu = CPU_SETSIZE - 1;
+  while (!CPU_ISSET(cpu, &mine))
+    cpu--;
+  char group[64];
+  group_name(group, sizeof group, "ut-node-reserve");
+  reserve_side loader = {cpu, group}, spinner = {cpu, NULL};
+  member m[2] = {fork_member(reserve_side_main, &loader), fork_member(reserve_side_main, &loader)};
+  int reserve = -1;
+  assert_true(reports_until_reserve(group, 0, &reserve) >= 0); /* the group is there */
+  member spin = fork_member(reserve_side_main, &spinner);
+  int up = reports_until_reserve(group, 1, &reserve);
+  kill(spin.pid, SIGKILL);
+  while (waitpid(spin.pid, NULL, 0) < 0 && errno == EINTR) {
+  }
+  close(spin.go);
+  close(spin.out);
+  int down = up >= 0 ? reports_until_reserve(group, 0, &reserve) : -1;
+  for (int i = 0; i < 2; i++) {
+    assert_int_equal(write(m[i].go, "s", 1), 1); /* a byte, not EOF: the other member holds the pipe too */
+    close(m[i].go);
+    int status = 0;
+    while (waitpid(m[i].pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    close(m[i].out);
+    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  }
+  printf("reserve 1 after %d of the members' batches beside the spinner, 0 again %d after it stopped (last %d)\n", up,
+         down, reserve);
+  assert_true(up >= 0);
+  assert_true(down >= 0);
+}
+
 /* After every test, passed or failed midway: the groups' segments are
  * unlinked (a member that outlived its alarm dies without leaving). */
 static int teardown(void **state) {
   (void)state;
-  static const char *const tags[] = {"ut-node", "ut-node-trace", "ut-node-core"};
+  static const char *const tags[] = {"ut-node", "ut-node-trace", "ut-node-core", "ut-node-reserve"};
   for (size_t i = 0; i < sizeof tags / sizeof tags[0]; i++) {
     char group[64], name[256];
     group_name(group, sizeof group, tags[i]);
@@ -357,6 +471,7 @@ int main(void) {
       cmocka_unit_test_teardown(a_stalled_loader_in_a_group_gets_what_the_os_sharing_gives_it, teardown),
       cmocka_unit_test_teardown(the_trace_marks_where_the_coordinator_changes_the_threads, teardown),
       cmocka_unit_test_teardown(a_trainer_keeps_its_core_beside_a_grouped_loader, teardown),
+      cmocka_unit_test_teardown(a_busy_non_member_gets_a_core_reserved_until_it_stops, teardown),
   };
   return cmocka_run_group_tests(tests, setup, NULL);
 }

@@ -34,6 +34,7 @@
 #include <string.h>
 #include <sys/wait.h>
 
+#include "sched/coord.h"
 #include "sim/node.h"
 
 static ff__sim_node_rank hungry(double cpu_ms) {
@@ -242,13 +243,17 @@ static void a_rank_that_stops_consuming_releases_its_cores(void **state) {
  * with a core kept per trainer the allotments and bursts share 4 - 2 = 2
  * threads, so the stand-in runs at its speed alone and the loaders get two
  * cores; without the reserve they take all four and the stand-in gets 4/5
- * of a core, and with `off` (9 runnable threads) 4/9. */
+ * of a core, and with `off` (9 runnable threads) 4/9. The default, the
+ * adaptive reserve, measures the stand-in's core and keeps it: the
+ * stand-in as fast as with the fixed reserve, the loaders on the other
+ * three cores. */
 static void the_reserve_keeps_the_standins_core(void **state) {
   (void)state;
   ff__sim_node_rank rank[2] = {hungry(2.0), hungry(2.0)};
   ff__sim_node_config c = node(4, 2, rank);
   c.standin = 1;
-  assert_int_equal(c.trainer_cores, 0); /* the coordinator's default: no reserve */
+  assert_int_equal(c.trainer_cores, FF__COORD_TRAINER_AUTO); /* the coordinator's default */
+  ff__sim_node_result adaptive = run(&c, FF__SIM_NODE_COORD);
   c.trainer_cores = 1;
   ff__sim_node_result kept = run(&c, FF__SIM_NODE_COORD), off = run(&c, FF__SIM_NODE_OFF);
   c.trainer_cores = 0;
@@ -260,7 +265,28 @@ static void the_reserve_keeps_the_standins_core(void **state) {
   }
   assert_true(fabs(kept.cpu_use - 0.5) < 0.01);
   assert_true(none.standin_rate < 0.85 && none.cpu_use > 0.75);
+  assert_true(adaptive.standin_rate > 0.95);
+  assert_true(adaptive.cpu_use > 0.7 && adaptive.node_images_per_s > 1.4 * kept.node_images_per_s);
   assert_true(fabs(off.standin_rate - 4.0 / 9) < 0.01);
+}
+
+/* bench/node.py's standin scenario on an 8-GPU node (the measured costs),
+ * with the default adaptive reserve: the stand-in at 0.95x its rate alone
+ * or better, and the node's images/s at least 0.98x of what is left beside
+ * a core kept for good (the loaders lose the stand-in's core, no more). */
+static void the_adaptive_reserve_keeps_the_standins_core_on_a_big_node(void **state) {
+  (void)state;
+  ff__sim_node_rank even = hungry(1.621), odd = hungry(1.400), rank[8];
+  for (int cores = 16; cores <= 32; cores *= 2) {
+    ff__sim_node_config c = node(cores, 8, NULL);
+    ff__error err = {0};
+    assert_int_equal(ff__sim_node_scenario("standin", &even, &odd, &c, rank, &err), FF_OK);
+    ff__sim_node_result co = run(&c, FF__SIM_NODE_COORD), off = run(&c, FF__SIM_NODE_OFF);
+    printf("standin, %d cores: stand-in %.3fx alone (off %.3fx), coord/off node %.3fx\n", cores, co.standin_rate,
+           off.standin_rate, co.node_images_per_s / off.node_images_per_s);
+    assert_true(co.standin_rate >= 0.95);
+    assert_true(co.node_images_per_s >= 0.98 * (cores - 1.0) / cores * off.node_images_per_s);
+  }
 }
 
 /* 2 cores, two hungry loaders of 2 threads: a core per trainer leaves the
@@ -366,7 +392,7 @@ static void bad_config_is_refused(void **state) {
   c.cores = 4, c.budget = -1;
   assert_int_equal(ff__sim_node_run(&c, FF__SIM_NODE_COORD, &r, &err), FF_EINVAL);
   assert_non_null(strstr(err.msg, "budget"));
-  c.budget = 0, c.trainer_cores = -1;
+  c.budget = 0, c.trainer_cores = -2;
   assert_int_equal(ff__sim_node_run(&c, FF__SIM_NODE_COORD, &r, &err), FF_EINVAL);
   assert_non_null(strstr(err.msg, "trainer cores"));
   c.trainer_cores = 1;
@@ -422,6 +448,7 @@ int main(void) {
       cmocka_unit_test(the_loaders_never_use_more_than_the_cores),
       cmocka_unit_test(a_rank_that_stops_consuming_releases_its_cores),
       cmocka_unit_test(the_reserve_keeps_the_standins_core),
+      cmocka_unit_test(the_adaptive_reserve_keeps_the_standins_core_on_a_big_node),
       cmocka_unit_test(spares_run_on_the_cores_left),
       cmocka_unit_test(more_ranks_than_cores_starve_no_one),
       cmocka_unit_test(same_config_same_result),
