@@ -585,6 +585,24 @@ VBMI_TARGET static inline __m512i interleave3_idx(void) {
   return _mm512_loadu_si512((const void *)d);
 }
 
+/* The 48 bytes of 16 RGB pixels at p into bytes 0-47 (n < 16: the first
+ * n pixels, masked by m = tail_mask(3n), the rest 0), and back: masked
+ * loads and stores only at a row's end, where they are needed (they are slow). */
+VBMI_TARGET static inline __m512i load_rgb16(const uint8_t *p, size_t n, __mmask64 m) {
+  if (n < 16) return _mm512_maskz_loadu_epi8(m, p);
+  return _mm512_inserti32x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)p)),
+                            _mm_loadu_si128((const __m128i *)(p + 32)), 2);
+}
+
+VBMI_TARGET static inline void store_rgb16(uint8_t *q, size_t n, __mmask64 m, __m512i o) {
+  if (n < 16) {
+    _mm512_mask_storeu_epi8(q, m, o);
+    return;
+  }
+  _mm256_storeu_si256((__m256i *)q, _mm512_castsi512_si256(o));
+  _mm_storeu_si128((__m128i *)(q + 32), _mm512_extracti32x4_epi32(o, 2));
+}
+
 VBMI_TARGET static void saturation_vbmi(rows r, ff__blend_w w) {
   size_t pixels = r.bytes / 3;
   __m512i de = deinterleave3_idx(), in = interleave3_idx();
@@ -594,12 +612,7 @@ VBMI_TARGET static void saturation_vbmi(rows r, ff__blend_w w) {
     for (size_t x = 0; x < pixels; x += 16) {
       size_t n = pixels - x < 16 ? pixels - x : 16;
       __mmask64 m = tail_mask(3 * n);
-      __m512i v; /* masked loads and stores only at the end: they are slow */
-      if (n == 16)
-        v = _mm512_inserti32x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(p + 3 * x))),
-                               _mm_loadu_si128((const __m128i *)(p + 3 * x + 32)), 2);
-      else
-        v = _mm512_maskz_loadu_epi8(m, p + 3 * x);
+      __m512i v = load_rgb16(p + 3 * x, n, m);
       __m512i d = _mm512_permutexvar_epi8(de, v);
       __m512 R = u8x16_to_ps(_mm512_castsi512_si128(d));
       __m512 G = u8x16_to_ps(_mm512_extracti32x4_epi32(d, 1));
@@ -609,12 +622,7 @@ VBMI_TARGET static void saturation_vbmi(rows r, ff__blend_w w) {
       o = _mm512_inserti32x4(o, blend_x16(w, G, g), 1);
       o = _mm512_inserti32x4(o, blend_x16(w, B, g), 2);
       o = _mm512_permutexvar_epi8(in, o);
-      if (n == 16) {
-        _mm256_storeu_si256((__m256i *)(q + 3 * x), _mm512_castsi512_si256(o));
-        _mm_storeu_si128((__m128i *)(q + 3 * x + 32), _mm512_extracti32x4_epi32(o, 2));
-      } else {
-        _mm512_mask_storeu_epi8(q + 3 * x, m, o);
-      }
+      store_rgb16(q + 3 * x, n, m, o);
     }
   }
 }
@@ -629,23 +637,13 @@ VBMI_TARGET static void gray_row_vbmi(const uint8_t *p, uint8_t *q, size_t pixel
   for (size_t x = 0; x < pixels; x += 16) {
     size_t n = pixels - x < 16 ? pixels - x : 16;
     __mmask64 m = tail_mask(3 * n);
-    __m512i v; /* masked loads and stores only at the end: they are slow */
-    if (n == 16)
-      v = _mm512_inserti32x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(p + 3 * x))),
-                             _mm_loadu_si128((const __m128i *)(p + 3 * x + 32)), 2);
-    else
-      v = _mm512_maskz_loadu_epi8(m, p + 3 * x);
+    __m512i v = load_rgb16(p + 3 * x, n, m);
     __m512 R = _mm512_cvtepi32_ps(_mm512_maskz_permutexvar_epi8(low, take[0], v));
     __m512 G = _mm512_cvtepi32_ps(_mm512_maskz_permutexvar_epi8(low, take[1], v));
     __m512 B = _mm512_cvtepi32_ps(_mm512_maskz_permutexvar_epi8(low, take[2], v));
     __m512i g = _mm512_cvttps_epi32(gray_ps(R, G, B)); /* 0..255 */
     __m512i o = _mm512_permutexvar_epi8(spread, g);
-    if (n == 16) {
-      _mm256_storeu_si256((__m256i *)(q + 3 * x), _mm512_castsi512_si256(o));
-      _mm_storeu_si128((__m128i *)(q + 3 * x + 32), _mm512_extracti32x4_epi32(o, 2));
-    } else {
-      _mm512_mask_storeu_epi8(q + 3 * x, m, o);
-    }
+    store_rgb16(q + 3 * x, n, m, o);
   }
 }
 

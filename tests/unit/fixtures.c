@@ -7,10 +7,36 @@
 #include <stdio.h> /* jpeglib.h needs FILE */
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <jpeglib.h>
+
+ff_test_guarded ff_test_guarded_image(int w, int h, size_t stride, uint32_t *rng) {
+  size_t page = (size_t)sysconf(_SC_PAGESIZE), bytes = (size_t)(h - 1) * stride + (size_t)w * 3;
+  size_t body = (bytes + page - 1) / page * page;
+  ff_test_guarded g = {0};
+  g.map_size = body + page;
+  void *m = mmap(NULL, g.map_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (m == MAP_FAILED || mprotect((uint8_t *)m + body, page, PROT_NONE) != 0) {
+    fprintf(stderr, "cannot map a guarded %dx%d image: %s\n", w, h, strerror(errno));
+    abort();
+  }
+  g.map = m;
+  g.data = g.map + body - bytes;
+  for (int y = 0; y < h; y++)
+    for (size_t i = 0; i < (size_t)w * 3; i++) {
+      uint32_t r = ff_test_rand(rng);
+      g.data[(size_t)y * stride + i] = r % 5 == 0 ? (uint8_t)(r >> 8 & 1 ? 255 : 0) : (uint8_t)(r >> 8);
+    }
+  return g;
+}
+
+void ff_test_guarded_free(ff_test_guarded *g) {
+  if (munmap(g->map, g->map_size) != 0) abort();
+  *g = (ff_test_guarded){0};
+}
 
 const char *ff_test_dir(const char *name) {
   static char path[4096];

@@ -29,6 +29,18 @@ const char *ff_test_stderr_of(void (*f)(void *), void *arg);
  * must not be 0 (0 is replaced by a constant). */
 uint32_t ff_test_rand(uint32_t *state);
 
+/* A w x h RGB uint8 image of `stride`-byte rows (stride >= 3w) filled with
+ * noise from *rng (a fifth of the bytes 0 or 255: the values where
+ * filters clip), placed so that its last pixel's last byte is the last
+ * readable byte: the page after it is PROT_NONE, so a kernel that reads
+ * past the image faults. Free with ff_test_guarded_free. */
+typedef struct ff_test_guarded {
+  uint8_t *map, *data; /* the mapping; the image's first byte */
+  size_t map_size;
+} ff_test_guarded;
+ff_test_guarded ff_test_guarded_image(int w, int h, size_t stride, uint32_t *rng);
+void ff_test_guarded_free(ff_test_guarded *g);
+
 /* Encodes a width x height JPEG (libjpeg's compress API, 4:2:0 for colour)
  * of a smooth gradient plus noise, the same bytes for the same arguments.
  * gray: one-channel JPEG. Aborts on failure. */

@@ -20,8 +20,6 @@
 
 #include <stdio.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <unistd.h>
 
 #include "fixtures.h"
 #include "kernels/color.h"
@@ -35,32 +33,6 @@ static const int SIZES[][2] = {{1, 1},   {1, 6},   {6, 1},   {2, 2},   {3, 3},  
                                {8, 8},   {15, 3},  {16, 2},  {17, 9},  {21, 11}, {31, 29},  {33, 47}, {64, 3},
                                {3, 64},  {67, 33}, {97, 61}, {224, 224}, {225, 171}};
 #define N_SIZES (sizeof SIZES / sizeof *SIZES)
-
-/* A w x h RGB source of `stride`-byte rows whose last pixel's last byte is
- * the last readable one: the page after it is PROT_NONE. */
-typedef struct guarded {
-  uint8_t *map, *data;
-  size_t map_size;
-} guarded;
-
-static guarded guarded_image(int w, int h, size_t stride, uint32_t *rng) {
-  size_t page = (size_t)sysconf(_SC_PAGESIZE), bytes = (size_t)(h - 1) * stride + (size_t)w * 3;
-  size_t body = (bytes + page - 1) / page * page;
-  guarded g = {0};
-  g.map_size = body + page;
-  void *m = mmap(NULL, g.map_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  assert_true(m != MAP_FAILED);
-  g.map = m;
-  assert_int_equal(mprotect(g.map + body, page, PROT_NONE), 0);
-  g.data = g.map + body - bytes;
-  /* noise, with runs of 0 and 255 */
-  for (int y = 0; y < h; y++)
-    for (size_t i = 0; i < (size_t)w * 3; i++) {
-      uint32_t r = ff_test_rand(rng);
-      g.data[(size_t)y * stride + i] = r % 5 == 0 ? (uint8_t)(r >> 8 & 1 ? 255 : 0) : (uint8_t)(r >> 8);
-    }
-  return g;
-}
 
 /* Fails at the first byte of got's rows that differs from want's, or at a
  * write to a row's padding (both were filled with 0xA5). */
@@ -80,7 +52,7 @@ static void grayscale_matches_the_per_pixel_gray(void **state) {
     for (int pad = 0; pad < 2; pad++) {
       int w = SIZES[s][0], h = SIZES[s][1];
       size_t stride = (size_t)w * 3 + (size_t)pad * 7, size = (size_t)h * stride;
-      guarded g = guarded_image(w, h, stride, &rng);
+      ff_test_guarded g = ff_test_guarded_image(w, h, stride, &rng);
       uint8_t *got = test_malloc(size), *want = test_malloc(size);
       memset(got, 0xA5, size), memset(want, 0xA5, size);
       for (int y = 0; y < h; y++)
@@ -100,7 +72,7 @@ static void grayscale_matches_the_per_pixel_gray(void **state) {
       expect_same(got, want, w, h, stride, "grayscale in place");
       ff__buf_free(&scratch);
       test_free(got), test_free(want);
-      assert_int_equal(munmap(g.map, g.map_size), 0);
+      ff_test_guarded_free(&g);
     }
 }
 
@@ -140,7 +112,7 @@ static void gaussian_blur_matches_the_scalar_passes(void **state) {
     for (int pad = 0; pad < 2; pad++) {
       int w = SIZES[s][0], h = SIZES[s][1];
       size_t stride = (size_t)w * 3 + (size_t)pad * 5, size = (size_t)h * stride;
-      guarded g = guarded_image(w, h, stride, &rng);
+      ff_test_guarded g = ff_test_guarded_image(w, h, stride, &rng);
       uint8_t *got = test_malloc(size), *want = test_malloc(size);
       float *tmp = test_malloc((size_t)w * h * 3 * sizeof(float));
       ff__op_scratch scratch = {0};
@@ -160,7 +132,7 @@ static void gaussian_blur_matches_the_scalar_passes(void **state) {
       }
       ff__op_scratch_free(&scratch);
       test_free(tmp), test_free(got), test_free(want);
-      assert_int_equal(munmap(g.map, g.map_size), 0);
+      ff_test_guarded_free(&g);
     }
   assert_int_equal(checked, (int)N_SIZES * 2 * 6);
 }
@@ -200,7 +172,7 @@ static void pil_blur_matches_pillows_passes(void **state) {
     for (int pad = 0; pad < 2; pad++) {
       int w = SIZES[s][0], h = SIZES[s][1];
       size_t stride = (size_t)w * 3 + (size_t)pad * 7, size = (size_t)h * stride;
-      guarded g = guarded_image(w, h, stride, &rng);
+      ff_test_guarded g = ff_test_guarded_image(w, h, stride, &rng);
       uint8_t *got = test_malloc(size), *want = test_malloc(size);
       ff__buf scratch = {0};
       for (size_t q = 0; q < sizeof radii / sizeof *radii; q++) {
@@ -217,7 +189,7 @@ static void pil_blur_matches_pillows_passes(void **state) {
       }
       ff__buf_free(&scratch);
       test_free(got), test_free(want);
-      assert_int_equal(munmap(g.map, g.map_size), 0);
+      ff_test_guarded_free(&g);
     }
   assert_int_equal(checked, (int)N_SIZES * 2 * 9);
   assert_true(direct == (int)N_SIZES * 2 * 7 && running == (int)N_SIZES * 2 * 2); /* both paths ran */

@@ -14,31 +14,9 @@
 
 #include <stdio.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <unistd.h>
 
 #include "fixtures.h"
 #include "ops/pil.h"
-
-/* A w x h source of `stride`-byte rows whose last pixel's last byte is the
- * last readable one: the page after it is PROT_NONE. */
-typedef struct guarded {
-  uint8_t *map, *data;
-  size_t map_size;
-} guarded;
-
-static guarded guarded_image(int w, int h, size_t stride) {
-  size_t page = (size_t)sysconf(_SC_PAGESIZE), bytes = (size_t)(h - 1) * stride + (size_t)w * 3;
-  size_t body = (bytes + page - 1) / page * page;
-  guarded g = {0};
-  g.map_size = body + page;
-  void *m = mmap(NULL, g.map_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  assert_true(m != MAP_FAILED);
-  g.map = m;
-  assert_int_equal(mprotect(g.map + body, page, PROT_NONE), 0);
-  g.data = g.map + body - bytes;
-  return g;
-}
 
 /* Runs op p on src through ff__pil_run and through ff__pil_warp_px pixel by
  * pixel; fails at the first differing byte, or at a write to a row's
@@ -89,13 +67,7 @@ static void warps_match_the_per_pixel_kernel(void **state) {
     for (int pad = 0; pad < 2; pad++) {
       int w = sizes[s][0], h = sizes[s][1];
       size_t stride = (size_t)w * 3 + (size_t)pad * 7;
-      guarded g = guarded_image(w, h, stride);
-      /* noise, with runs of 0 and 255 where the cubic overshoots */
-      for (int y = 0; y < h; y++)
-        for (size_t i = 0; i < (size_t)w * 3; i++) {
-          uint32_t r = ff_test_rand(&rng);
-          g.data[(size_t)y * stride + i] = r % 5 == 0 ? (uint8_t)(r >> 8 & 1 ? 255 : 0) : (uint8_t)(r >> 8);
-        }
+      ff_test_guarded g = ff_test_guarded_image(w, h, stride, &rng);
       ff__image src = {g.data, w, h, 3, stride};
       for (size_t o = 0; o < sizeof ops / sizeof *ops; o++)
         for (int a = 0; a < ops[o].count; a++)
@@ -110,7 +82,7 @@ static void warps_match_the_per_pixel_kernel(void **state) {
             check_op(&p, &src, what);
             checked++;
           }
-      assert_int_equal(munmap(g.map, g.map_size), 0);
+      ff_test_guarded_free(&g);
     }
   assert_int_equal(checked, 40 * 49 * 3);
 }
