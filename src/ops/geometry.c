@@ -378,12 +378,107 @@ AVX512_TARGET static void vpass_row_avx512(const float *tmp, size_t row_elems, c
   vpass_tail(tmp, row_elems, idx, w, n, i, out);
 }
 
+/* taps_avx512 for two output rows at once over nv vectors from i on: a
+ * sums the n rows x[0 .. n-1], b the n rows x[1 .. n], each loaded vector
+ * feeding both (each sum's operations and order are taps_avx512's). */
+AVX512_TARGET __attribute__((always_inline)) static inline void taps2_avx512(const float *const *x, const float *w,
+                                                                             int n, size_t i, int nv, __m512 *a,
+                                                                             __m512 *b) {
+  const __m512 w0 = _mm512_set1_ps(w[0]), w1 = _mm512_set1_ps(w[n > 1 ? 1 : 0]);
+  for (int j = 0; j < nv; j++) {
+    __m512 v = _mm512_loadu_ps(x[1] + i + 16 * j);
+    a[j] = _mm512_mul_ps(_mm512_loadu_ps(x[0] + i + 16 * j), w0);
+    b[j] = _mm512_mul_ps(v, w0);
+    if (n > 1) a[j] = n <= 4 ? _mm512_fmadd_ps(v, w1, a[j]) : _mm512_add_ps(a[j], _mm512_mul_ps(v, w1));
+  }
+  for (int t = 2; t <= n; t++) {
+    __m512 wt = _mm512_set1_ps(w[t < n ? t : 0]), wb = _mm512_set1_ps(w[t - 1]);
+    for (int j = 0; j < nv; j++) {
+      __m512 v = _mm512_loadu_ps(x[t] + i + 16 * j);
+      if (t < n) a[j] = n <= 4 ? _mm512_fmadd_ps(v, wt, a[j]) : _mm512_add_ps(a[j], _mm512_mul_ps(v, wt));
+      b[j] = n <= 4 ? _mm512_fmadd_ps(v, wb, b[j]) : _mm512_add_ps(b[j], _mm512_mul_ps(v, wb));
+    }
+  }
+}
+
+/* vpass_row_avx512 for two consecutive output rows whose n rows are
+ * idx[0 .. n-1] and idx[1 .. n] (n + 1 entries): each row of tmp is loaded
+ * once for both; the same bytes as two vpass_row_avx512 calls. */
+AVX512_TARGET static void vpass_rows2_avx512(const float *tmp, size_t row_elems, const int *idx, const float *w,
+                                             int n, uint8_t *out0, uint8_t *out1) {
+  const float *x[SIMD_MAX_TAPS + 1];
+  for (int t = 0; t <= n; t++) x[t] = tmp + (size_t)idx[t] * row_elems;
+  const __m512 zero = _mm512_setzero_ps(), top = _mm512_set1_ps(255.0f);
+  size_t i = 0;
+#define ROUND_U8(v) _mm512_cvtepi32_epi8(_mm512_cvtps_epi32(_mm512_min_ps(_mm512_max_ps(v, zero), top)))
+#define VPASS2_BLOCK(nv, taps)                                                 \
+  for (; i + 16 * (nv) <= row_elems; i += 16 * (nv)) {                       \
+    __m512 a[nv], b[nv];                                                     \
+    taps2_avx512(x, w, taps, i, nv, a, b);                                   \
+    for (int j = 0; j < (nv); j++) {                                         \
+      _mm_storeu_si128((__m128i *)(out0 + i + 16 * j), ROUND_U8(a[j]));      \
+      _mm_storeu_si128((__m128i *)(out1 + i + 16 * j), ROUND_U8(b[j]));      \
+    }                                                                        \
+  }
+  /* the usual blur sizes with their taps known, unrolled */
+  if (n == 3) {
+    VPASS2_BLOCK(4, 3)
+  } else if (n == 5) {
+    VPASS2_BLOCK(4, 5)
+  } else if (n == 7) {
+    VPASS2_BLOCK(4, 7)
+  } else {
+    VPASS2_BLOCK(4, n)
+  }
+  VPASS2_BLOCK(1, n)
+#undef VPASS2_BLOCK
+#undef ROUND_U8
+  vpass_tail(tmp, row_elems, idx, w, n, i, out0);
+  vpass_tail(tmp, row_elems, idx + 1, w, n, i, out1);
+}
+
+/* blur_hpass_row_avx512's vectors from 0 on while the taps' window
+ * ((ksize - 1) * c + 16 values, at most 32) lies in two vectors of pad:
+ * each vector of pad is loaded once, and tap t's values are taken out of it
+ * and the next one by a vpermt2ps (moves only: the floats the loads of
+ * taps_avx512 give, the same sums). Returns where it stopped. */
+AVX512_TARGET __attribute__((always_inline)) static inline size_t blur_hpass_window_avx512(const float *pad,
+                                                                                          size_t n, int c,
+                                                                                          const float *k,
+                                                                                          int ksize, float *out) {
+  const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  __m512i sel[17]; /* (ksize - 1) * c <= 16 */
+  __m512 kt[17];
+  for (int t = 0; t < ksize; t++) sel[t] = _mm512_add_epi32(lane, _mm512_set1_epi32(t * c)), kt[t] = _mm512_set1_ps(k[t]);
+  size_t i = 0, pad_elems = n + (size_t)(ksize - 1) * c;
+  if (pad_elems < 32) return 0;
+  __m512 lo = _mm512_loadu_ps(pad);
+  for (; i + 16 <= n && i + 32 <= pad_elems; i += 16) {
+    __m512 hi = _mm512_loadu_ps(pad + i + 16);
+    __m512 a = _mm512_mul_ps(lo, kt[0]);
+    for (int t = 1; t < ksize; t++) {
+      __m512 v = _mm512_permutex2var_ps(lo, sel[t], hi);
+      a = ksize <= 4 ? _mm512_fmadd_ps(v, kt[t], a) : _mm512_add_ps(a, _mm512_mul_ps(v, kt[t]));
+    }
+    _mm512_storeu_ps(out + i, a);
+    lo = hi;
+  }
+  return i;
+}
+
 /* blur_hpass_row_avx2, 16 values per vector. */
 AVX512_TARGET static void blur_hpass_row_avx512(const float *pad, size_t n, int c, const float *k, int ksize,
                                                 float *out) {
   const float *x[SIMD_MAX_TAPS];
   for (int t = 0; t < ksize; t++) x[t] = pad + (size_t)t * c;
   size_t i = 0;
+  /* the usual blur sizes with their taps known, unrolled */
+  if (c == 3 && ksize == 5)
+    i = blur_hpass_window_avx512(pad, n, 3, k, 5, out);
+  else if (c == 3 && ksize == 3)
+    i = blur_hpass_window_avx512(pad, n, 3, k, 3, out);
+  else if (c == 3 && ksize <= 6)
+    i = blur_hpass_window_avx512(pad, n, 3, k, ksize, out);
 #define HPASS_BLOCK(nv)                                                      \
   for (; i + 16 * (nv) <= n; i += 16 * (nv)) {                             \
     __m512 a[nv];                                                          \
@@ -629,6 +724,17 @@ FF_FMA_CLONES_NOINLINE static void blur_pad_row(const uint8_t *restrict in, int 
   }
 }
 
+/* The rows of the horizontal pass that output row o of a blur of ksize
+ * rows reads (ff__resize_gauss_index), into idx; returns the last done. */
+static int blur_rows(int o, int ksize, int h, int *idx) {
+  int last = 0;
+  for (int t = 0; t < ksize; t++) {
+    idx[t] = ff__resize_gauss_index(o - ksize / 2 + t, h);
+    last = idx[t] > last ? idx[t] : last;
+  }
+  return last;
+}
+
 ff_status ff__op_gaussian_blur(const ff__image *src, int ksize_x, int ksize_y, float sigma, ff__op_scratch *s,
                                ff__image *dst) {
   float k[2 * FF__BLUR_MAX_KSIZE];
@@ -639,24 +745,32 @@ ff_status ff__op_gaussian_blur(const ff__image *src, int ksize_x, int ksize_y, f
   size_t row_elems = (size_t)w * c, pad_elems = (size_t)(w + ksize_x - 1) * c;
   /* The horizontal pass's rows in a ring of `ring` rows (row y in slot y %
    * ring): an output row reads rows at most ksize_y - 1 before the last
-   * one done, so they stay in the first-level cache. Then the padded row
+   * one done, a pair of them ksize_y, so they stay in the first-level
+   * cache. Then the padded row
    * and the scalar vertical pass's row. */
-  int ring = h < ksize_y ? h : ksize_y;
+  int ring = h < ksize_y + 1 ? h : ksize_y + 1;
   float *tmp = ff__buf_reserve(&s->floats, ((size_t)ring * row_elems + pad_elems + row_elems) * sizeof(float));
   if (!tmp) return FF_ENOMEM;
   float *pad = tmp + (size_t)ring * row_elems, *acc = pad + pad_elems;
-  int idx[FF__BLUR_MAX_KSIZE];
+  int idx[FF__BLUR_MAX_KSIZE + 1];
   for (int y = 0, o = 0; y < h; y++) {
     blur_pad_row(src->data + (size_t)y * src->stride, w, c, ksize_x, vec, pad);
     blur_hpass_row(pad, row_elems, c, k, ksize_x, vec, tmp + (size_t)(y % ring) * row_elems);
-    /* each output row as soon as the rows it reads are done */
+    /* each output row as soon as the rows it reads are done; with AVX-512,
+     * away from the mirrored edges, two rows at a time once both can be */
     for (; o < h; o++) {
-      int last = 0;
-      for (int t = 0; t < ksize_y; t++) {
-        idx[t] = ff__resize_gauss_index(o - ksize_y / 2 + t, h);
-        last = idx[t] > last ? idx[t] : last;
+#ifdef FF_HAVE_X86_SIMD
+      int first = o - ksize_y / 2;
+      if (vec == 2 && first >= 0 && first + ksize_y < h) {
+        if (first + ksize_y > y) break;
+        for (int t = 0, r = first % ring; t <= ksize_y; t++, r = r + 1 == ring ? 0 : r + 1) idx[t] = r;
+        vpass_rows2_avx512(tmp, row_elems, idx, k + ksize_x, ksize_y, dst->data + (size_t)o * dst->stride,
+                           dst->data + (size_t)(o + 1) * dst->stride);
+        o++;
+        continue;
       }
-      if (last > y) break;
+#endif
+      if (blur_rows(o, ksize_y, h, idx) > y) break;
       for (int t = 0; t < ksize_y; t++) idx[t] %= ring;
       vpass_row(tmp, row_elems, idx, k + ksize_x, ksize_y, vec, acc, dst->data + (size_t)o * dst->stride);
     }
