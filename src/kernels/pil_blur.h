@@ -49,13 +49,18 @@ typedef struct ff__pil_box {
 
 FF_HD static inline long ff__pil_box_clamp(long v, long last) { return v < 0 ? 0 : v > last ? last : v; }
 
+/* One output value of box b from the sum of the 2r + 1 values of the box
+ * and the sum of the two values r + 1 away (Pillow's rounding). */
+FF_HD static inline uint8_t ff__pil_box_value(const ff__pil_box *b, uint32_t box_sum, uint32_t edge_sum) {
+  return (uint8_t)((box_sum * b->ww + edge_sum * b->fw + (1u << 23)) >> 24);
+}
+
 /* One pass of box b along `lanes` lines side by side: the value of lane l
  * at position x is in[x * in_along + l] (out likewise, with out_along);
  * n positions. acc holds `lanes` running sums. in and out are distinct. */
 FF_HD static inline void ff__pil_box_pass(const ff__pil_box *b, const uint8_t *in, long in_along, uint8_t *out,
                                           long out_along, long n, int lanes, uint32_t *acc) {
   long r = b->radius, last = n - 1, m = r + 1 < n ? r + 1 : n;
-  uint32_t ww = b->ww, fw = b->fw;
   for (int l = 0; l < lanes; l++) { /* the box around x = -1: r + 1 copies of v[0], v[0..r-1] clamped */
     uint32_t a = (uint32_t)(r + 1) * in[l] + (uint32_t)(r + 1 - m) * in[last * in_along + l];
     for (long k = 0; k + 1 < m; k++) a += in[k * in_along + l];
@@ -68,9 +73,8 @@ FF_HD static inline void ff__pil_box_pass(const ff__pil_box *b, const uint8_t *i
     uint8_t *o = out + x * out_along;
     for (int l = 0; l < lanes; l++) {
       uint32_t a = acc[l] + ((uint32_t)enter[l] - (uint32_t)leave[l]);
-      uint32_t bulk = a * ww + ((uint32_t)leave[l] + (uint32_t)far[l]) * fw;
       acc[l] = a;
-      o[l] = (uint8_t)((bulk + (1u << 23)) >> 24);
+      o[l] = ff__pil_box_value(b, a, (uint32_t)leave[l] + (uint32_t)far[l]);
     }
   }
 }

@@ -54,6 +54,15 @@ FF_HD static inline float ff__fma_f32(float a, float b, float c) {
 #define FF_FMA_CLONES_NOINLINE __attribute__((noinline))
 #endif
 
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__CUDACC__)
+/* Whether this CPU runs the host kernels' AVX-512 paths: AVX-512 F, BW
+ * and VL (each path that needs more, VBMI say, checks that too). */
+static inline int ff__cpu_avx512(void) {
+  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+         __builtin_cpu_supports("avx512vl");
+}
+#endif
+
 /* Round half to even and saturate to uint8 (torchvision's round() then
  * cast); NaN gives 0. Branch-free, so loops over it vectorise. */
 FF_HD static inline uint8_t ff__round_u8(float v) {

@@ -85,8 +85,7 @@ static void copy_rows(const ff__image *src, const ff__image *dst) {
 #define HAVE_VBMI_PATH 1
 #define VBMI_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512vbmi")))
 static int have_vbmi(void) {
-  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vbmi");
+  return ff__cpu_avx512() && __builtin_cpu_supports("avx512vbmi");
 }
 
 typedef struct vtab {

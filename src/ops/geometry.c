@@ -536,10 +536,7 @@ FF_FMA_CLONES_NOINLINE static void vpass_row(const float *tmp, size_t row_elems,
 static int simd_level(void) {
 #ifdef FF_HAVE_X86_SIMD
   if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) return 0;
-  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-                 __builtin_cpu_supports("avx512vl")
-             ? 2
-             : 1;
+  return ff__cpu_avx512() ? 2 : 1;
 #else
   return 0;
 #endif

@@ -53,15 +53,13 @@ FF_FMA_CLONES_NOINLINE static void pass_rows(const ff__pil_box *b, const uint8_t
 
 /* One pass of b (radius r <= BOX_DIRECT_MAX) over values i .. n - 1: out[i]
  * from v[k][i], k = 0 .. 2r + 2, the values at offsets -r - 1 .. r + 1 of
- * the line: (ww * (v[1] + .. + v[2r + 1]) + fw * (v[0] + v[2r + 2]) + 2^23)
- * >> 24 in uint32, Pillow's value (kernels/pil_blur.h). */
+ * the line: ff__pil_box_value of v[1] + .. + v[2r + 1] and v[0] + v[2r + 2]. */
 static void box_tail(const ff__pil_box *b, const uint8_t *const *v, long i, long n, uint8_t *out) {
   const int r = b->radius, far = 2 * r + 2;
   for (; i < n; i++) {
     uint32_t a = v[1][i];
     for (int k = 2; k <= 2 * r + 1; k++) a += v[k][i];
-    uint32_t bulk = a * b->ww + ((uint32_t)v[0][i] + (uint32_t)v[far][i]) * b->fw;
-    out[i] = (uint8_t)((bulk + (1u << 23)) >> 24);
+    out[i] = ff__pil_box_value(b, a, (uint32_t)v[0][i] + (uint32_t)v[far][i]);
   }
 }
 
@@ -116,8 +114,7 @@ __attribute__((target("avx2"))) static void box_line_avx2(const ff__pil_box *b, 
 /* Which box_line runs: 2 AVX-512, 1 AVX2, 0 box_tail alone. */
 static int box_simd(void) {
 #ifdef HAVE_BOX_SIMD
-  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl"))
-    return 2;
+  if (ff__cpu_avx512()) return 2;
   return __builtin_cpu_supports("avx2") ? 1 : 0;
 #else
   return 0;
