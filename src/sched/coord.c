@@ -121,6 +121,7 @@ struct ff__coord {
   int threads;
   int spares;
   int reserve_cores; /* ff__coord_reserved as of the last join or report */
+  ff__coord_busy_source busy; /* where the adaptive reserve reads the node's busy CPU */
   ff__coord_params params; /* this member's wishes, used when it (re)initialises a segment */
   char name[COORD_NAME_CAP];
 };
@@ -196,16 +197,20 @@ int ff__coord_node_cores(void) {
   return quota > 0 && quota < n ? quota : n;
 }
 
+void ff__coord_busy_source_init(ff__coord_busy_source *src) {
+  char dir[4200];
+  int quota = cgroup_cores(dir, sizeof dir);
+  src->cpu_stat[0] = 0;
+  if (quota > 0 && quota < affinity_cores()) snprintf(src->cpu_stat, sizeof src->cpu_stat, "%s/cpu.stat", dir);
+}
+
 /* The busy CPU of the cgroup whose quota makes the budget (cpu.stat
  * usage_usec), or of the affinity's CPUs in /proc/stat: the measurement of
  * the adaptive reserve, the one place it reads the system. */
-int ff__coord_node_busy_ns(uint64_t *out) {
-  char dir[4200], line[512];
-  int quota = cgroup_cores(dir, sizeof dir);
-  if (quota > 0 && quota < affinity_cores()) {
-    char path[4300];
-    snprintf(path, sizeof path, "%s/cpu.stat", dir);
-    FILE *f = fopen(path, "r");
+int ff__coord_node_busy_ns(const ff__coord_busy_source *src, uint64_t *out) {
+  char line[512];
+  if (src->cpu_stat[0]) {
+    FILE *f = fopen(src->cpu_stat, "r");
     unsigned long long usec = 0;
     int found = 0;
     if (f) {
@@ -1206,6 +1211,7 @@ ff_status ff__coord_join_params(const char *group, int max_threads, const ff__co
   ff__coord_params_normalise(&c->params);
   c->pid = getpid();
   c->pidns = pid_namespace();
+  ff__coord_busy_source_init(&c->busy);
   c->max_threads = max_threads;
   c->slot = -1;
   ff_status st = attach(c, err);
@@ -1305,7 +1311,7 @@ ff_status ff__coord_report(ff__coord *c, const ff__coord_report_data *r, int *th
   }
   reclaim(s, c->slot, c->pidns, now);
   uint64_t busy;
-  if (ff__coord_window_due(&s->params, s->slot, FF__COORD_MAX_MEMBERS, now) && ff__coord_node_busy_ns(&busy) == 0)
+  if (ff__coord_window_due(&s->params, s->slot, FF__COORD_MAX_MEMBERS, now) && ff__coord_node_busy_ns(&c->busy, &busy) == 0)
     ff__coord_measure(&s->params, s->slot, FF__COORD_MAX_MEMBERS, now, busy);
   c->threads = ff__coord_rebalance(&s->params, s->slot, FF__COORD_MAX_MEMBERS, c->slot, r, now);
   c->reserve_cores = ff__coord_reserved(&s->params, s->slot, FF__COORD_MAX_MEMBERS);

@@ -201,14 +201,23 @@ void ff__coord_measure(ff__coord_params *p, ff__coord_member *m, int n, uint64_t
  * so that the members' sum does not drop and count as the others'. */
 void ff__coord_depart(ff__coord_params *p, const ff__coord_member *e);
 
+/* Where the node's busy CPU is read (ff__coord_busy_source_init decides it
+ * once, at join, as the budget is: the cgroup walk reads a file per level). */
+typedef struct ff__coord_busy_source {
+  char cpu_stat[4300]; /* the quota's cgroup's cpu.stat, or "" for /proc/stat */
+} ff__coord_busy_source;
+
+/* Where the budget comes from a cgroup v2 cpu.max quota (it is below the
+ * affinity's cores), that cgroup's cpu.stat; else /proc/stat. */
+void ff__coord_busy_source_init(ff__coord_busy_source *src);
+
 /* The node's busy CPU time so far, the adaptive reserve's measure, into
- * *out (ns): where the budget comes from a cgroup v2 cpu.max quota (it is
- * below the affinity's cores), the usage_usec of that cgroup's cpu.stat
- * (every process the quota covers); else the non-idle time (user, nice,
+ * *out (ns): from src's cpu.stat, its usage_usec (every process the quota
+ * covers); else (or when it cannot be read) the non-idle time (user, nice,
  * system, irq, softirq, steal; /proc/stat's per-CPU lines, USER_HZ ticks) of
- * the CPUs in this process's affinity mask. Returns 0, or -1 if neither
- * can be read. */
-int ff__coord_node_busy_ns(uint64_t *out);
+ * the CPUs in the calling thread's affinity mask. Returns 0, or -1 if
+ * neither can be read. */
+int ff__coord_node_busy_ns(const ff__coord_busy_source *src, uint64_t *out);
 
 /* The pure rebalancing, over the n slots of m (free slots skipped).
  * Sets fair and target of every member (budget: ff__coord_guaranteed_budget):
