@@ -35,7 +35,10 @@ crop-flip-normalize pipeline, so per-sample costs are unequal):
 Per trainer: images/s, stall share (time waiting for batches / wall) and the
 worker threads it ran on average; per mode: node images/s and CPU use (the
 members' CPU seconds from wait4 / (wall x --cores)) and the machine's busy
-share from /proc/stat (other work on the machine shows there). Nothing but
+share from /proc/stat (other work on the machine shows there); coord/off and
+coord/static for the node and each trainer, as the median over the repeats of
+each repeat's ratio (the modes of a repeat run back to back, so the machine's
+drift between repeats cancels; the JSON keeps every repeat's). Nothing but
 the Python standard library is needed:
 
   /usr/bin/python3 bench/node.py --data build/demo-data --cores 2 --seconds 4 [--repeats 3] [--json]
@@ -226,6 +229,7 @@ def main():
                 runs[mode].append(run_members(args, [m for m in members if "work" in m] if alone else members,
                                               "off" if alone else mode, "%s-%s-%d" % (name, mode, r)))
         results["scenarios"][name] = {mode: median_run(runs[mode]) for mode in modes}
+        results["scenarios"][name]["paired"] = paired_ratios(runs)
         if name == "standin":
             for mode in MODES:  # per repeat: the stand-in's rate in the mode / alone, in the same rotation
                 ratios = sorted(a["members"][-1]["steps_per_s"] / max(b["members"][0]["steps_per_s"], 1e-9)
@@ -249,6 +253,31 @@ def median_run(runs):
     return chosen
 
 
+def median(xs):
+    xs = sorted(xs)
+    return xs[len(xs) // 2] if len(xs) % 2 else 0.5 * (xs[len(xs) // 2 - 1] + xs[len(xs) // 2])
+
+
+def paired_ratios(runs):
+    """coord/off and coord/static from the runs of one repeat (taken minutes apart, two runs differ by
+    the machine's drift as much as by the modes): per repeat, node images/s and each trainer's; the
+    medians over the repeats, and the repeats' ratios."""
+    out = {}
+    for base in ("off", "static"):
+        per_node, per_trainer = [], []
+        for c, b in zip(runs["coord"], runs[base]):
+            loaders = [i for i, m in enumerate(b["members"]) if "images_per_s" in m]
+            node = lambda r: sum(r["members"][i]["images_per_s"] for i in loaders)
+            per_node.append(node(c) / max(node(b), 1e-9))
+            per_trainer.append([c["members"][i]["images_per_s"] / max(b["members"][i]["images_per_s"], 1e-9)
+                                for i in loaders])
+        trainers = [median([t[i] for t in per_trainer]) for i in range(len(per_trainer[0]))]
+        out[base] = {"node": median(per_node), "trainers": trainers, "worst_trainer": min(trainers),
+                     "node_repeats": [round(x, 3) for x in per_node],
+                     "trainer_repeats": [[round(x, 3) for x in t] for t in per_trainer]}
+    return out
+
+
 def print_scenario(name, by_mode):
     members = by_mode["off"]["members"]
     loaders = [i for i, m in enumerate(members) if "images_per_s" in m]
@@ -268,12 +297,15 @@ def print_scenario(name, by_mode):
     if "alone" in by_mode:
         print("  stand-in alone: %.1f steps/s (median of %s)" % (by_mode["alone"]["members"][0]["steps_per_s"],
                                                               by_mode["alone"]["repeats_node_images_per_s"]))
-    c, o, s = (by_mode[m] for m in ("coord", "off", "static"))
-    node = lambda r: sum(r["members"][i]["images_per_s"] for i in loaders)
-    worst_off = min(c["members"][i]["images_per_s"] / max(o["members"][i]["images_per_s"], 1e-9) for i in loaders)
-    worst_static = min(c["members"][i]["images_per_s"] / max(s["members"][i]["images_per_s"], 1e-9) for i in loaders)
-    print("  coord/off: node %.3fx, worst trainer %.3fx; coord/static: node %.3fx, worst trainer %.3fx"
-          % (node(c) / node(o), worst_off, node(c) / node(s), worst_static))
+    paired = by_mode.get("paired")
+    if not paired:  # one run per mode (a simulation's): its ratios
+        paired = paired_ratios({m: [by_mode[m]] for m in MODES})
+    for base in ("off", "static"):
+        r = paired[base]
+        print("  coord/%s: node %.3fx, per trainer %s (worst %.3fx)%s"
+              % (base, r["node"], " ".join("%.3fx" % x for x in r["trainers"]), r["worst_trainer"],
+                 "; medians of the repeats' ratios, node each repeat " + " ".join("%.3f" % x for x in r["node_repeats"])
+                 if len(r["node_repeats"]) > 1 else ""))
 
 
 if __name__ == "__main__":

@@ -140,12 +140,9 @@ int ff__coord_cpu_max_cores(const char *text) {
   return cores > 4096 ? 4096 : (int)cores;
 }
 
-/* The tightest cpu.max quota of this process's cgroup v2 and its parents
- * (0: none, or no cgroup v2); its cgroup's directory into dir_out (cap
- * bytes) when dir_out is not NULL and there is one. */
-static int cgroup_cores(char *dir_out, size_t cap) {
+int ff__coord_cgroup_quota(const char *proc_cgroup, const char *root, char *dir_out, size_t cap) {
   char line[4096], path[4200];
-  FILE *f = fopen("/proc/self/cgroup", "r");
+  FILE *f = fopen(proc_cgroup, "r");
   if (!f) return 0;
   int found = 0;
   while (fgets(line, sizeof line, f))
@@ -159,7 +156,7 @@ static int cgroup_cores(char *dir_out, size_t cap) {
   char *dir = line + 3;
   int best = 0;
   for (;;) {
-    snprintf(path, sizeof path, "/sys/fs/cgroup%s/cpu.max", dir);
+    snprintf(path, sizeof path, "%s%s/cpu.max", root, dir);
     char text[128];
     FILE *m = fopen(path, "r");
     if (m) {
@@ -167,7 +164,7 @@ static int cgroup_cores(char *dir_out, size_t cap) {
         int n = ff__coord_cpu_max_cores(text);
         if (n > 0 && (!best || n < best)) {
           best = n;
-          if (dir_out) snprintf(dir_out, cap, "/sys/fs/cgroup%s", dir);
+          if (dir_out) snprintf(dir_out, cap, "%s%s", root, dir);
         }
       }
       fclose(m);
@@ -180,6 +177,11 @@ static int cgroup_cores(char *dir_out, size_t cap) {
       *slash = 0;
   }
   return best;
+}
+
+/* The tightest quota of this process's cgroup and its parents. */
+static int cgroup_cores(char *dir_out, size_t cap) {
+  return ff__coord_cgroup_quota("/proc/self/cgroup", "/sys/fs/cgroup", dir_out, cap);
 }
 
 static int affinity_cores(void) {

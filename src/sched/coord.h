@@ -105,6 +105,15 @@ void ff__coord_params_normalise(ff__coord_params *p);
  * job scheduler may give the trainers fewer. */
 int ff__coord_node_cores(void);
 
+/* The tightest cgroup v2 quota (ff__coord_cpu_max_cores) of the cgroup
+ * that proc_cgroup (a /proc/PID/cgroup file: its "0::PATH" line) names and
+ * of every parent, their cpu.max files under root (/sys/fs/cgroup):
+ * cores, or 0 (no quota, no v2 entry, nothing readable). The directory of
+ * the cgroup whose quota it is goes to dir_out (cap bytes) when dir_out is
+ * not NULL and there is one. ff__coord_node_cores and the reserve's busy
+ * source read /proc/self/cgroup under /sys/fs/cgroup; tests give a tree. */
+int ff__coord_cgroup_quota(const char *proc_cgroup, const char *root, char *dir_out, size_t cap);
+
 /* The cores a cgroup v2 cpu.max text allows: ceil(QUOTA / PERIOD), or 0 for
  * "max" (no quota) and text that is not "QUOTA PERIOD". */
 int ff__coord_cpu_max_cores(const char *text);

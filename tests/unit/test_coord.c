@@ -644,6 +644,66 @@ static void the_cpu_max_quota_rounds_up_to_whole_cores(void **state) {
   assert_int_equal(p.budget_threads, cores);
 }
 
+static void write_text(const char *dir, const char *name, const char *text) {
+  char path[512];
+  snprintf(path, sizeof path, "%s/%s", dir, name);
+  FILE *f = fopen(path, "w");
+  assert_non_null(f);
+  fputs(text, f);
+  fclose(f);
+}
+
+/* A cgroup v2 tree made in a temporary folder: the job's cgroup /job/rank
+ * has no quota of its own ("max"), its parent /job allows 3 cores and the
+ * root 8. The tightest level wins and its folder is the busy source, whose
+ * cpu.stat usage_usec (every process under the quota) is the node's busy
+ * CPU; a cpu.stat without it, or none, falls back to /proc/stat. */
+static void the_quota_is_the_tightest_of_the_cgroup_and_its_parents(void **state) {
+  (void)state;
+  char root[] = "/tmp/ff-cgroup-XXXXXX", job[64], rank[80], dir[4200];
+  assert_non_null(mkdtemp(root));
+  snprintf(job, sizeof job, "%s/job", root);
+  snprintf(rank, sizeof rank, "%s/rank", job);
+  assert_int_equal(mkdir(job, 0700), 0);
+  assert_int_equal(mkdir(rank, 0700), 0);
+  write_text(root, "cpu.max", "800000 100000\n");
+  write_text(job, "cpu.max", "250000 100000\n");
+  write_text(rank, "cpu.max", "max 100000\n");
+  write_text(root, "self-cgroup", "1:name=systemd:/old\n0::/job/rank\n");
+  char proc[128];
+  snprintf(proc, sizeof proc, "%s/self-cgroup", root);
+  assert_int_equal(ff__coord_cgroup_quota(proc, root, dir, sizeof dir), 3);
+  assert_string_equal(dir, job);
+  write_text(rank, "cpu.max", "100000 100000\n"); /* now the rank's own is the tightest */
+  assert_int_equal(ff__coord_cgroup_quota(proc, root, dir, sizeof dir), 1);
+  assert_string_equal(dir, rank);
+  write_text(root, "self-cgroup", "1:name=systemd:/old\n"); /* no v2 hierarchy */
+  assert_int_equal(ff__coord_cgroup_quota(proc, root, NULL, 0), 0);
+
+  ff__coord_busy_source src;
+  snprintf(src.cpu_stat, sizeof src.cpu_stat, "%s/cpu.stat", job);
+  write_text(job, "cpu.stat", "nr_periods 4\nusage_usec 1234567\nuser_usec 1000000\n");
+  uint64_t busy = 0;
+  assert_int_equal(ff__coord_node_busy_ns(&src, &busy), 0);
+  assert_true(busy == 1234567000ull);
+  write_text(job, "cpu.stat", "user_usec 1000000\n"); /* no usage_usec: /proc/stat's */
+  uint64_t proc_busy = 0;
+  ff__coord_busy_source none = {{0}};
+  assert_int_equal(ff__coord_node_busy_ns(&src, &busy), 0);
+  assert_int_equal(ff__coord_node_busy_ns(&none, &proc_busy), 0);
+  assert_true(busy > 0 && busy <= proc_busy + 1000000000ull && proc_busy <= busy + 1000000000ull);
+
+  static const char *const made[] = {"job/rank/cpu.max", "job/cpu.max", "job/cpu.stat", "cpu.max", "self-cgroup"};
+  for (size_t i = 0; i < sizeof made / sizeof *made; i++) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", root, made[i]);
+    assert_int_equal(unlink(path), 0);
+  }
+  assert_int_equal(rmdir(rank), 0);
+  assert_int_equal(rmdir(job), 0);
+  assert_int_equal(rmdir(root), 0);
+}
+
 /* ---- names ---- */
 
 static void group_names_are_sanitised_and_taken_from_the_environment(void **state) {
@@ -1582,6 +1642,7 @@ int main(void) {
       cmocka_unit_test_teardown(bursts_go_to_the_stalled_in_proportion_to_their_stall, teardown),
       cmocka_unit_test_teardown(the_allotments_leave_one_core_per_trainer, teardown),
       cmocka_unit_test_teardown(the_cpu_max_quota_rounds_up_to_whole_cores, teardown),
+      cmocka_unit_test_teardown(the_quota_is_the_tightest_of_the_cgroup_and_its_parents, teardown),
       cmocka_unit_test_teardown(group_names_are_sanitised_and_taken_from_the_environment, teardown),
       cmocka_unit_test_teardown(three_processes_move_threads_from_slack_to_stall_and_survive_a_kill,
                                 teardown),
