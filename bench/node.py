@@ -259,9 +259,9 @@ def median(xs):
 
 
 def paired_ratios(runs):
-    """coord/off and coord/static from the runs of one repeat (taken minutes apart, two runs differ by
-    the machine's drift as much as by the modes): per repeat, node images/s and each trainer's; the
-    medians over the repeats, and the repeats' ratios."""
+    """coord/off and coord/static, node images/s and each trainer's, within each repeat (its modes run
+    back to back; repeats minutes apart differ by the machine's drift as much as the modes do): the
+    medians over the repeats, and each repeat's ratios."""
     out = {}
     for base in ("off", "static"):
         per_node, per_trainer = [], []
