@@ -8,6 +8,12 @@
  *   x = j + 0.5 - W/2, y = i + 0.5 - H/2                     (exact)
  *   gx = f32(f32(f32(x*a0) + f32(y*a1)) + a2)                (same for gy, b*)
  *   ix = fma(f32(gx + 1), W/2, -0.5)                         (input column)
+ * The grid is torch's bmm of (x, y, 1) by the matrix, which MKL computes
+ * in that order on its AVX2 branch but with the y term fused on its
+ * AVX-512 branch, gx = f32(fma(y, a1, f32(x*a0)) + a2): the grid's `fused`
+ * follows the branch torch's MKL takes on this host (ff__affine_torch_fused),
+ * so that the warp gives the bits torchvision gives here, on the CPU and
+ * on the device alike.
  * then samples it with "zeros" padding, nearest (round half to even) or
  * bilinear (weights and an fma chain in torch's order). With a fill colour
  * torchvision samples an extra all-ones channel with the same weights and
@@ -30,35 +36,56 @@ typedef struct ff__affine_grid {
   float a0, a1, a2; /* f32(f32(m0..m2) / f32(W/2)) */
   float b0, b1, b2; /* f32(f32(m3..m5) / f32(H/2)) */
   float half_w, half_h;
+  int fused; /* 1: the y term is fused, f32(fma(y, a1, f32(x*a0)) + a2) (MKL's AVX-512 branch) */
 } ff__affine_grid;
 
 /* Fills g from the double inverse matrix m (output point → input point in
- * the centred frame, spec 1.3) of a width x height image. */
-FF_HD static inline void ff__affine_grid_make(const double m[6], int width, int height, ff__affine_grid *g) {
+ * the centred frame, spec 1.3) of a width x height image; fused as the
+ * grid's field. */
+FF_HD static inline void ff__affine_grid_make(const double m[6], int width, int height, int fused,
+                                              ff__affine_grid *g) {
   float hw = (float)(0.5 * width), hh = (float)(0.5 * height);
   g->a0 = (float)m[0] / hw, g->a1 = (float)m[1] / hw, g->a2 = (float)m[2] / hw;
   g->b0 = (float)m[3] / hh, g->b1 = (float)m[4] / hh, g->b2 = (float)m[5] / hh;
   g->half_w = hw, g->half_h = hh;
+  g->fused = fused;
 }
 
 /* Centred coordinate of pixel index k on an axis of half size `half`:
  * k + 0.5 - half, exact in float32 for any realistic size. */
 FF_HD static inline float ff__affine_centred(int k, float half) { return ((float)k + 0.5f) - half; }
 
-/* One input coordinate from the two products of step 3, xa = f32(x*a0) and
- * ya = f32(y*a1) (callers may precompute them per column and per row: they
- * are exactly the products the formula takes), the offset a2 and the half
- * size (step 4, torch's fused un-normalisation). */
-FF_HD static inline float ff__affine_coord(float xa, float ya, float off, float half) {
-  float g = (xa + ya) + off;
+/* The y terms of one output row, as two factors each: step 3's sum is
+ * fma(ya, sa, xa) for xa = f32(x*a0). Fused, they are y and a1; else
+ * f32(y*a1) and 1, whose fma is the rounded sum f32(xa + f32(y*a1)). One
+ * formula for both forms, so the callers (and their vector code) have no
+ * branch per pixel. */
+typedef struct ff__affine_row {
+  float ya, sa, yb, sb;
+} ff__affine_row;
+
+FF_HD static inline ff__affine_row ff__affine_row_terms(const ff__affine_grid *g, int i) {
+  float y = ff__affine_centred(i, g->half_h);
+  ff__affine_row r = {y, g->a1, y, g->b1};
+  if (!g->fused) r.ya = y * g->a1, r.sa = 1.0f, r.yb = y * g->b1, r.sb = 1.0f;
+  return r;
+}
+
+/* One input coordinate from the product xa = f32(x*a0) of step 3 (callers
+ * may precompute it per column), the row's factors (ff__affine_row_terms),
+ * the offset a2 and the half size (step 4, torch's fused
+ * un-normalisation). */
+FF_HD static inline float ff__affine_coord(float xa, float ry, float rs, float off, float half) {
+  float g = ff__fma_f32(ry, rs, xa) + off;
   return ff__fma_f32(g + 1.0f, half, -0.5f);
 }
 
 /* Input position (ix, iy) of output pixel (i, j). */
 FF_HD static inline void ff__affine_map(const ff__affine_grid *g, int i, int j, float *ix, float *iy) {
-  float x = ff__affine_centred(j, g->half_w), y = ff__affine_centred(i, g->half_h);
-  *ix = ff__affine_coord(x * g->a0, y * g->a1, g->a2, g->half_w);
-  *iy = ff__affine_coord(x * g->b0, y * g->b1, g->b2, g->half_h);
+  float x = ff__affine_centred(j, g->half_w);
+  ff__affine_row r = ff__affine_row_terms(g, i);
+  *ix = ff__affine_coord(x * g->a0, r.ya, r.sa, g->a2, g->half_w);
+  *iy = ff__affine_coord(x * g->b0, r.yb, r.sb, g->b2, g->half_h);
 }
 
 /* Clamps a coordinate to [-2, size + 1] before it becomes an int: every

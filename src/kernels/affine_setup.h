@@ -107,6 +107,15 @@ static inline int ff__affine_as_shift(const ff__aug *a, int w, int h, int *tx, i
   return 1;
 }
 
+/* Whether torch's affine grid on this host fuses the y term (kernels/affine.h):
+ * torch's bmm runs on MKL, which takes its AVX-512 branch on an Intel CPU
+ * with AVX-512 (F, CD, BW, DQ, VL) unless MKL_CBWR names another branch
+ * than AUTO or MKL_ENABLE_INSTRUCTIONS caps it below AVX512 (either pins
+ * torch's grid and ours to the AVX2 form on every machine); elsewhere its
+ * other branches, which do not fuse (AMD CPUs with AVX-512 have not been
+ * checked). Read once (ops/affine.c). */
+int ff__affine_torch_fused(void);
+
 /* How op a runs on a w x h image. */
 typedef struct ff__affine_setup {
   int translate; /* 1: shift by (tx, ty) whole pixels (content moves right/down) */
@@ -122,7 +131,7 @@ static inline void ff__affine_setup_make(const ff__aug *a, int w, int h, ff__aff
   s->translate = ff__affine_as_shift(a, w, h, &s->tx, &s->ty);
   double m[6];
   ff__affine_op_matrix(a, w, h, m);
-  ff__affine_grid_make(m, w, h, &s->grid);
+  ff__affine_grid_make(m, w, h, ff__affine_torch_fused(), &s->grid);
 }
 
 #endif

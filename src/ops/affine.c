@@ -20,13 +20,37 @@
  * Translations by whole pixels are row copies where that gives the warp's
  * bits (ff__affine_translate_is_exact). */
 #include <math.h>
+#include <stdatomic.h>
+#include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "kernels/affine.h"
 #include "kernels/affine_setup.h"
 #include "ops/augment.h"
 
 #define CHUNK 256 /* output pixels mapped per pass */
+
+/* MKL's names of its AVX-512 branches start with AVX512 (AVX512,
+ * AVX512_E1, ...); MKL_CBWR's value may go on with ",STRICT". */
+static int mkl_avx512(const char *v) { return !strncasecmp(v, "AVX512", 6); }
+
+int ff__affine_torch_fused(void) {
+  static _Atomic int known = -1; /* read once: MKL too reads its settings when it starts */
+  int fused = atomic_load_explicit(&known, memory_order_relaxed);
+  if (fused >= 0) return fused;
+#if defined(__x86_64__) && defined(__GNUC__)
+  fused = __builtin_cpu_is("intel") && ff__cpu_avx512() && __builtin_cpu_supports("avx512cd") &&
+          __builtin_cpu_supports("avx512dq");
+#else
+  fused = 0;
+#endif
+  const char *cbwr = getenv("MKL_CBWR"), *isa = getenv("MKL_ENABLE_INSTRUCTIONS");
+  if (cbwr && *cbwr && strncasecmp(cbwr, "AUTO", 4)) fused = fused && mkl_avx512(cbwr);
+  if (isa && *isa) fused = fused && mkl_avx512(isa);
+  atomic_store_explicit(&known, fused, memory_order_relaxed);
+  return fused;
+}
 
 static void translate(const ff__image *src, ff__image *dst, int tx, int ty, const uint8_t fill[3]) {
   int w = src->width, h = src->height;
@@ -121,8 +145,8 @@ typedef struct chunk8 {
 } chunk8;
 
 /* ff__affine_coord for eight pixels. */
-AVX2 static inline __m256 coord8(__m256 prod, __m256 other, __m256 off, __m256 half) {
-  __m256 g = _mm256_add_ps(_mm256_add_ps(prod, other), off);
+AVX2 static inline __m256 coord8(__m256 prod, __m256 ry, __m256 rs, __m256 off, __m256 half) {
+  __m256 g = _mm256_add_ps(_mm256_fmadd_ps(ry, rs, prod), off);
   return _mm256_fmadd_ps(_mm256_add_ps(g, _mm256_set1_ps(1.0f)), half, _mm256_set1_ps(-0.5f));
 }
 
@@ -133,8 +157,9 @@ AVX2 static inline __m256 coord8(__m256 prod, __m256 other, __m256 off, __m256 h
  * too), so its output is the fill, which uses no weight. v - floor(v) is
  * ix - (float)x0 of map_taps: the floor is an integer float, signed as
  * (float)x0 since v is never -0 (an fma with addend -0.5 cannot give -0). */
-AVX2 static inline void axis8(__m256 prod, __m256 other, __m256 off, __m256 half, __m256i *i0, __m256 *frac) {
-  __m256 v = coord8(prod, other, off, half);
+AVX2 static inline void axis8(__m256 prod, __m256 ry, __m256 rs, __m256 off, __m256 half, __m256i *i0,
+                              __m256 *frac) {
+  __m256 v = coord8(prod, ry, rs, off, half);
   __m256 f = _mm256_floor_ps(v);
   *i0 = _mm256_cvttps_epi32(f);
   *frac = _mm256_sub_ps(v, f);
@@ -143,8 +168,9 @@ AVX2 static inline void axis8(__m256 prod, __m256 other, __m256 off, __m256 half
 /* The mapping pass of row i's n pixels of the band, rounded up to whole
  * groups of eight. */
 AVX2 static void map_taps_avx2(const ff__affine_grid *g, size_t src_stride, int i, int n, chunk8 *c) {
-  float y = ff__affine_centred(i, g->half_h);
-  const __m256 ya = _mm256_set1_ps(y * g->a1), yb = _mm256_set1_ps(y * g->b1);
+  ff__affine_row r = ff__affine_row_terms(g, i);
+  const __m256 ya = _mm256_set1_ps(r.ya), sa = _mm256_set1_ps(r.sa);
+  const __m256 yb = _mm256_set1_ps(r.yb), sb = _mm256_set1_ps(r.sb);
   const __m256 a2 = _mm256_set1_ps(g->a2), b2 = _mm256_set1_ps(g->b2);
   const __m256 half_w = _mm256_set1_ps(g->half_w), half_h = _mm256_set1_ps(g->half_h);
   const __m256 one = _mm256_set1_ps(1.0f);
@@ -152,8 +178,8 @@ AVX2 static void map_taps_avx2(const ff__affine_grid *g, size_t src_stride, int 
   for (int k = 0; k < n; k += 8) {
     __m256i x0, y0;
     __m256 wx, wy;
-    axis8(_mm256_loadu_ps(c->xa + k), ya, a2, half_w, &x0, &wx);
-    axis8(_mm256_loadu_ps(c->xb + k), yb, b2, half_h, &y0, &wy);
+    axis8(_mm256_loadu_ps(c->xa + k), ya, sa, a2, half_w, &x0, &wx);
+    axis8(_mm256_loadu_ps(c->xb + k), yb, sb, b2, half_h, &y0, &wy);
     __m256 ex = _mm256_sub_ps(one, wx), sy = _mm256_sub_ps(one, wy);
     _mm256_storeu_si256((__m256i *)(c->x0 + k), x0), _mm256_storeu_si256((__m256i *)(c->y0 + k), y0);
     _mm256_storeu_ps(c->nw + k, _mm256_mul_ps(sy, ex)), _mm256_storeu_ps(c->ne + k, _mm256_mul_ps(sy, wx));
@@ -365,8 +391,9 @@ AVX2 static void gather_bilinear_avx2(const ff__image *src, const chunk8 *c, int
 /* Whether no step of the mapping can overflow (or meet an infinity or a
  * NaN) before its last — the products and sums stay far below FLT_MAX,
  * NaN coefficients failing the test. Then each coordinate is a monotonic
- * function of the column, as each step (a product by a0 or b0, sums, an
- * fma by a positive half size, each rounded) and the floor are. */
+ * function of the column, as each step (a product by a0 or b0, the fma
+ * that adds the row's term to it, a sum, an fma by a positive half size,
+ * each rounded) and the floor are. */
 static int grid_is_tame(const ff__affine_grid *g, int w, int h) {
   double lim = 1e30;
   return fabs(g->a0) * w + fabs(g->a1) * h + fabs(g->a2) < lim &&
@@ -411,15 +438,15 @@ AVX2 static void warp_bilinear_avx2(const ff__affine_grid *g, const ff__image *s
 
 /* One row's constants for map_nearest8. */
 typedef struct near_row {
-  __m256 ya, yb, a2, b2, half_w, half_h;
+  __m256 ya, sa, yb, sb, a2, b2, half_w, half_h; /* ya, sa, yb, sb: ff__affine_row_terms */
   __m256i last_x, last_y, stride;
 } near_row;
 
 /* The source byte offsets of eight pixels (any for those outside) and the
  * lanes inside (all ones) in *in. */
 AVX2 static inline __m256i map_nearest8(const near_row *r, const float *xa, const float *xb, __m256i *in) {
-  __m256i u = _mm256_cvtps_epi32(coord8(_mm256_loadu_ps(xa), r->ya, r->a2, r->half_w));
-  __m256i v = _mm256_cvtps_epi32(coord8(_mm256_loadu_ps(xb), r->yb, r->b2, r->half_h));
+  __m256i u = _mm256_cvtps_epi32(coord8(_mm256_loadu_ps(xa), r->ya, r->sa, r->a2, r->half_w));
+  __m256i v = _mm256_cvtps_epi32(coord8(_mm256_loadu_ps(xb), r->yb, r->sb, r->b2, r->half_h));
   /* (unsigned)u <= w - 1 and (unsigned)v <= h - 1 */
   *in = _mm256_and_si256(_mm256_cmpeq_epi32(_mm256_min_epu32(u, r->last_x), u),
                          _mm256_cmpeq_epi32(_mm256_min_epu32(v, r->last_y), v));
@@ -481,10 +508,18 @@ AVX2 static void nearest_row_avx2(const ff__affine_grid *g, const ff__image *src
                                   const float *xb, int i, int n, int left, const uint8_t fill[3],
                                   uint8_t *out) {
   int w = src->width, h = src->height;
-  float y = ff__affine_centred(i, g->half_h);
-  near_row r = {_mm256_set1_ps(y * g->a1), _mm256_set1_ps(y * g->b1), _mm256_set1_ps(g->a2),
-                _mm256_set1_ps(g->b2),     _mm256_set1_ps(g->half_w), _mm256_set1_ps(g->half_h),
-                _mm256_set1_epi32(w - 1),  _mm256_set1_epi32(h - 1),  _mm256_set1_epi32((int)src->stride)};
+  ff__affine_row t = ff__affine_row_terms(g, i);
+  near_row r = {_mm256_set1_ps(t.ya),
+                _mm256_set1_ps(t.sa),
+                _mm256_set1_ps(t.yb),
+                _mm256_set1_ps(t.sb),
+                _mm256_set1_ps(g->a2),
+                _mm256_set1_ps(g->b2),
+                _mm256_set1_ps(g->half_w),
+                _mm256_set1_ps(g->half_h),
+                _mm256_set1_epi32(w - 1),
+                _mm256_set1_epi32(h - 1),
+                _mm256_set1_epi32((int)src->stride)};
   const __m256i last = _mm256_set1_epi32((int)((size_t)(h - 1) * src->stride) + (w - 1) * 3);
   const __m256i steps = _mm256_setr_epi32(0, 3, 6, 9, 12, 15, 18, 21);
   const __m256i fill_px = _mm256_set1_epi32(fill[0] | fill[1] << 8 | fill[2] << 16);
@@ -545,12 +580,12 @@ AVX2 static void warp_nearest_avx2(const ff__affine_grid *g, const ff__image *sr
 static inline void map_taps(const ff__affine_grid *g, int i, int j0, int n, int w, int h, int *restrict x0,
                             int *restrict y0, float *restrict nw, float *restrict ne, float *restrict sw,
                             float *restrict se) {
-  float y = ff__affine_centred(i, g->half_h), ya = y * g->a1, yb = y * g->b1;
+  ff__affine_row r = ff__affine_row_terms(g, i);
   float a0 = g->a0, a2 = g->a2, b0 = g->b0, b2 = g->b2, hw = g->half_w, hh = g->half_h;
   for (int k = 0; k < n; k++) {
     float x = ff__affine_centred(j0 + k, hw);
-    float ix = ff__affine_clamp(ff__affine_coord(x * a0, ya, a2, hw), w);
-    float iy = ff__affine_clamp(ff__affine_coord(x * b0, yb, b2, hh), h);
+    float ix = ff__affine_clamp(ff__affine_coord(x * a0, r.ya, r.sa, a2, hw), w);
+    float iy = ff__affine_clamp(ff__affine_coord(x * b0, r.yb, r.sb, b2, hh), h);
     int fx = ff__affine_floor(ix), fy = ff__affine_floor(iy);
     float wx = ix - (float)fx, wy = iy - (float)fy, ex = 1.0f - wx, sy = 1.0f - wy;
     x0[k] = fx, y0[k] = fy;
@@ -591,12 +626,11 @@ static void warp_bilinear(const ff__affine_grid *g, const ff__image *src, ff__im
 
 /* Input positions of output pixels (i, j0 .. j0+n-1). */
 static inline void map_chunk(const ff__affine_grid *g, int i, int j0, int n, float *ix, float *iy) {
-  float y = ff__affine_centred(i, g->half_h);
-  float ya = y * g->a1, yb = y * g->b1;
+  ff__affine_row r = ff__affine_row_terms(g, i);
   for (int k = 0; k < n; k++) {
     float x = ff__affine_centred(j0 + k, g->half_w);
-    ix[k] = ff__affine_coord(x * g->a0, ya, g->a2, g->half_w);
-    iy[k] = ff__affine_coord(x * g->b0, yb, g->b2, g->half_h);
+    ix[k] = ff__affine_coord(x * g->a0, r.ya, r.sa, g->a2, g->half_w);
+    iy[k] = ff__affine_coord(x * g->b0, r.yb, r.sb, g->b2, g->half_h);
   }
 }
 
