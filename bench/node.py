@@ -201,6 +201,9 @@ def main():
             saved = json.load(f)
         print(json.dumps(saved["config"]))
         for name, by_mode in saved["scenarios"].items():
+            for r in by_mode.values():  # the simulator's stand-in steps as it does alone
+                if "standin_alone_steps_per_s" in saved["config"] and "steps_per_s" in r["members"][-1]:
+                    r["standin_ratio"] = r["members"][-1]["steps_per_s"] / saved["config"]["standin_alone_steps_per_s"]
             print_scenario(name, by_mode)
         return
     if not args.data:
@@ -290,8 +293,9 @@ def print_scenario(name, by_mode):
                                                r["members"][i]["threads"]) for i in loaders)
         extra = ""
         if len(members) > len(loaders):
-            extra = "  stand-in %.1f steps/s (%.3fx alone, %s)" % (r["members"][-1]["steps_per_s"], r["standin_ratio"],
-                                                                 " ".join("%.2f" % x for x in r["standin_ratios"]))
+            each = r.get("standin_ratios")  # the simulator's runs are one
+            extra = "  stand-in %.1f steps/s (%.3fx alone%s)" % (r["members"][-1]["steps_per_s"], r["standin_ratio"],
+                                                               ", " + " ".join("%.2f" % x for x in each) if each else "")
         print("  %-7s %8.0f %5.0f%% %5.0f%% %6d  %s%s" % (mode, node, 100 * r["cpu_use"], 100 * r["machine_busy"],
                                                         r["threads_each"], per, extra))
     if "alone" in by_mode:

@@ -29,8 +29,9 @@
  * their stall; a former borrower keeps what it holds until it shows slack or
  * the lender needs it back (hysteresis), and every move is one thread per
  * report. Allotments are guarantees, not caps on the node: a core that no
- * member uses — a slack member's allotment (it uses its cores now and then,
- * and its slack absorbs sharing them with the burst when it does), a quiet
+ * member uses — a slack member's allotment (slack by its smoothed signals
+ * or in its last two reports; it uses its cores now and then, and its
+ * slack absorbs sharing them with the burst when it does), a quiet
  * member's whole allotment (silent past
  * quiet_ms and 4 of its batch intervals: its trainer stopped asking, or the
  * process is stopped), the budget nobody holds — goes at once to the
@@ -99,7 +100,7 @@
 #include "core/clock.h"
 
 #define COORD_MAGIC 0x46464344u /* "FFCD" */
-#define COORD_VERSION 5u
+#define COORD_VERSION 6u
 #define COORD_NAME_CAP (FF__COORD_GROUP_MAX + 64)
 #define COORD_ATTACH_TRIES 64
 #define COORD_SIGNAL_NS 1e8 /* the interval a report of weight alpha stands for */
@@ -412,6 +413,7 @@ static int split(int amount, const double *w, const int *cap, int *out, int n) {
 }
 
 enum { NEUTRAL, STALLED, SLACK };
+enum { SLACK_REPORTS = 2 }; /* reports in a row that had slack: see burst_class */
 
 static int member_class(const ff__coord_params *p, const ff__coord_member *e) {
   if (e->quiet) return SLACK;
@@ -508,10 +510,18 @@ int ff__coord_step(const ff__coord_params *params, ff__coord_member *m, int n, i
   return me->threads;
 }
 
+/* A member's class for the bursts: member_class, but one whose last
+ * SLACK_REPORTS reports each had slack has it now, though its smoothed
+ * signals take a second or more to say so. One report is not enough: a
+ * trainer that waits now and then reads slack between its waits. */
+static int burst_class(const ff__coord_params *p, const ff__coord_member *e) {
+  return e->slack_reports >= SLACK_REPORTS ? SLACK : member_class(p, e);
+}
+
 void ff__coord_burst(const ff__coord_params *params, ff__coord_member *m, int n) {
   if (n > FF__COORD_MAX_MEMBERS) n = FF__COORD_MAX_MEMBERS;
   const ff__coord_params q = effective(params, m, n), *p = &q;
-  int live[FF__COORD_MAX_MEMBERS], k = 0;
+  int live[FF__COORD_MAX_MEMBERS], cls[FF__COORD_MAX_MEMBERS], k = 0;
   for (int i = 0; i < n; i++)
     if (m[i].pid) live[k++] = i;
   if (!k) return;
@@ -520,28 +530,31 @@ void ff__coord_burst(const ff__coord_params *params, ff__coord_member *m, int n)
   double w_hold[FF__COORD_MAX_MEMBERS], w_stall[FF__COORD_MAX_MEMBERS];
   double used = 0, speed = 1;
   int held_sum = 0;
-  if (p->trainer_cores == FF__COORD_TRAINER_AUTO && p->reserve.cores > 0) {
-    /* The others' threads compete with the members' for the cores: a busy
-     * share measured in CPU time is then below what the threads would use
-     * alone, and without this correction the bursts would fill the
-     * reserved cores again, each thread getting budget / demand of a core. */
-    double demand = p->reserve.others_cores > 0 ? p->reserve.others_cores : 0;
-    for (int j = 0; j < k; j++)
-      if (member_class(p, &m[live[j]]) != SLACK) demand += m[live[j]].threads + m[live[j]].burst;
-    if (demand > p->budget_threads) speed = p->budget_threads / demand;
+  /* More threads than cores compete for them (the others' threads too,
+   * under the adaptive reserve): a busy share measured in CPU time is then
+   * below what the threads would use alone, each thread getting budget /
+   * demand of a core, and without this correction the members' shortfalls
+   * would add up to a burst that keeps itself alive. */
+  double demand =
+      p->trainer_cores == FF__COORD_TRAINER_AUTO && p->reserve.others_cores > 0 ? p->reserve.others_cores : 0;
+  for (int j = 0; j < k; j++) {
+    cls[j] = burst_class(p, &m[live[j]]);
+    if (cls[j] != SLACK) demand += m[live[j]].threads + m[live[j]].burst;
   }
+  if (demand > p->budget_threads) speed = p->budget_threads / demand;
   for (int j = 0; j < k; j++) {
     const ff__coord_member *e = &m[live[j]];
-    int cls = member_class(p, e), threads = clampi(e->threads, 0, member_cap(e));
-    if (cls != SLACK) { /* (a quiet member has slack) before its first report nothing is known: all of it */
+    int threads = clampi(e->threads, 0, member_cap(e));
+    /* (a quiet member has slack) before its first report nothing is known: all of it */
+    if (cls[j] != SLACK) {
       double busy = e->reports > 0 ? (threads + (e->burst > 0 ? e->burst : 0)) * e->busy_share / speed : threads;
       used += busy < threads ? busy : threads;
     }
-    room[j] = cls == SLACK ? 0 : member_cap(e) - threads;
-    held[j] = cls == NEUTRAL && e->burst > 0 ? (e->burst < room[j] ? e->burst : room[j]) : 0;
+    room[j] = cls[j] == SLACK ? 0 : member_cap(e) - threads;
+    held[j] = cls[j] == NEUTRAL && e->burst > 0 ? (e->burst < room[j] ? e->burst : room[j]) : 0;
     held_sum += held[j];
     w_hold[j] = held[j];
-    w_stall[j] = cls == STALLED && e->stall_now > p->stall_threshold ? e->stall_share : 0;
+    w_stall[j] = cls[j] == STALLED && e->stall_now > p->stall_threshold ? e->stall_share : 0;
   }
   double idle = ff__coord_guaranteed_budget(p, m, n) - used;
   int pool = idle > 0 ? (int)floor(idle + 0.5) : 0;
@@ -557,6 +570,8 @@ void ff__coord_observe(const ff__coord_params *p, ff__coord_member *m, const ff_
   double stall = clamp01(r->stall_share), fill = clamp01(r->ring_fill), busy = clamp01(r->busy_share);
   double a = p->alpha > 0 && p->alpha <= 1 ? p->alpha : 1;
   m->stall_now = stall;
+  int slack_now = stall <= p->stall_threshold && fill >= p->ring_full && 1.0 - busy > p->idle_threshold;
+  m->slack_reports = !slack_now ? 0 : m->slack_reports < INT32_MAX ? m->slack_reports + 1 : INT32_MAX;
   if (m->reports <= 0) {
     m->stall_share = stall;
     m->ring_fill = fill;
@@ -759,7 +774,8 @@ static int table_damage(const coord_shm *s, uint64_t now_ns, char *why, size_t c
         e->threads > e->max_threads || e->reports < 0 || e->burst < 0 || e->burst > e->max_threads ||
         (e->quiet != 0 && e->quiet != 1) || e->heartbeat_ns > now_ns + 1000000000u || !in01(e->stall_share) ||
         !in01(e->ring_fill) || !in01(e->busy_share) || !in01(e->stall_now) ||
-        !(e->worker_cores >= 0 && e->worker_cores <= MAX_THREADS) || (e->in_window != 0 && e->in_window != 1)) {
+        !(e->worker_cores >= 0 && e->worker_cores <= MAX_THREADS) ||
+        (e->in_window != 0 && e->in_window != 1) || e->slack_reports < 0) {
       snprintf(why, cap, "is damaged (slot %d out of range)", i);
       return 1;
     }

@@ -156,7 +156,8 @@ typedef struct ff__coord_member {
   double worker_cores;    /* smoothed worker CPU per second of its reports: its workers' cores, to
                              estimate its worker CPU between reports */
   int32_t in_window;      /* 1: it had reported twice when the window opened (its CPU is known) */
-  int32_t unused;
+  int32_t slack_reports;  /* its last reports in a row that alone had slack (stall <= stall_threshold,
+                             ring fill >= ring_full, idle > idle_threshold): for the bursts */
 } ff__coord_member;
 
 /* The cores kept off the allotments and bursts for the trainers:
@@ -258,10 +259,16 @@ int ff__coord_step(const ff__coord_params *p, ff__coord_member *m, int n, int se
 /* Work conservation (call after ff__coord_step): the allotments are what
  * each member is guaranteed, but a core that no member uses is handed out
  * at once, not a thread per report. The cores in use are, per member, what
- * it keeps busy ((threads + burst) × busy_share, at most its allotment:
- * the measured CPU time, not its class, which a member reporting once a
- * second updates slowly; all of it before its first report), nothing if it
- * is quiet or has slack: a member with slack uses its cores now and then,
+ * it keeps busy ((threads + burst) × busy_share / speed, at most its
+ * allotment: the measured CPU time, not its class, which a member reporting
+ * once a second updates slowly; all of it before its first report; speed is
+ * budget_threads / the threads that compete, the members' threads and
+ * bursts and under the adaptive reserve the others' cores, when those are
+ * more: a thread that shares a core reads busy below what it would use),
+ * nothing if it is quiet or has slack, smoothed or in each of its last two
+ * reports (its smoothed stall share takes a second or more to fall; one
+ * report is not enough, as a trainer that waits now and then has slack
+ * between its waits): a member with slack uses its cores now and then,
  * and a burst sized to its average use would leave them idle whenever it
  * does not (its threads keep normal priority, so when it works the OS
  * shares those cores, as without the coordinator, and its slack absorbs
@@ -283,7 +290,8 @@ int ff__coord_step(const ff__coord_params *p, ff__coord_member *m, int n, int se
 void ff__coord_burst(const ff__coord_params *p, ff__coord_member *m, int n);
 
 /* Folds a report into member `self`'s smoothed signals (the first report is
- * taken as it is). */
+ * taken as it is), keeps its stall share as stall_now and counts it in
+ * slack_reports (reset to 0 by a report without slack). */
 void ff__coord_observe(const ff__coord_params *p, ff__coord_member *m, const ff__coord_report_data *r);
 
 /* What ff__coord_report does with the table once dead members are

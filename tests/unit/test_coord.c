@@ -314,6 +314,18 @@ static void a_stalled_member_runs_the_cores_a_slack_one_leaves_idle(void **state
   assert_int_equal(running(&p, m, 0, &fast), 1);
 }
 
+/* Two members of 4 threads on a budget of 8, their signals smoothed
+ * (alpha 0.25), member 0's trainer waiting at its 4 reports. */
+static ff__coord_params two_members_one_stalled(ff__coord_member *m) {
+  ff__coord_params p = params(8, 2);
+  p.alpha = 0.25;
+  table_add(m, 0, 8, 4);
+  table_add(m, 1, 8, 4);
+  for (int i = 0; i < 4; i++)
+    ff__coord_observe(&p, &m[0], &STALL);
+  return p;
+}
+
 /* A member whose trainer stopped waiting gets no burst from its next
  * report on, though its smoothed stall share keeps it stalled for a while
  * (a second at 10 reports a second): the idle cores are not parked with a
@@ -321,12 +333,7 @@ static void a_stalled_member_runs_the_cores_a_slack_one_leaves_idle(void **state
 static void a_member_that_stopped_waiting_gets_no_burst(void **state) {
   (void)state;
   ff__coord_member m[FF__COORD_MAX_MEMBERS] = {0};
-  ff__coord_params p = params(8, 2);
-  p.alpha = 0.25;
-  table_add(m, 0, 8, 4);
-  table_add(m, 1, 8, 4);
-  for (int i = 0; i < 4; i++)
-    ff__coord_observe(&p, &m[0], &STALL);
+  ff__coord_params p = two_members_one_stalled(m);
   m[1].quiet = 1; /* its 4 cores idle */
   ff__coord_burst(&p, m, FF__COORD_MAX_MEMBERS);
   assert_int_equal(m[0].burst, 4);
@@ -335,6 +342,63 @@ static void a_member_that_stopped_waiting_gets_no_burst(void **state) {
   assert_true(m[0].stall_share > p.stall_threshold); /* still a stalled member */
   ff__coord_burst(&p, m, FF__COORD_MAX_MEMBERS);
   assert_int_equal(m[0].burst, 0);
+}
+
+/* A member whose trainer waited has a smoothed stall share that takes a
+ * second or more to fall. Once two of its reports in a row had slack its
+ * cores count as idle and go to a stalled peer as a burst; after one such
+ * report they do not (a trainer that waits now and then has slack between
+ * its waits), and a report without slack starts the count again. */
+static void two_reports_with_slack_free_a_members_cores_for_the_bursts(void **state) {
+  (void)state;
+  ff__coord_member m[FF__COORD_MAX_MEMBERS] = {0};
+  ff__coord_params p = two_members_one_stalled(m);
+  for (int i = 0; i < 4; i++)
+    ff__coord_observe(&p, &m[1], &STALL);
+  ff__coord_observe(&p, &m[1], &SLACK);
+  ff__coord_burst(&p, m, FF__COORD_MAX_MEMBERS);
+  assert_int_equal(m[1].slack_reports, 1);
+  assert_int_equal(m[0].burst, 1); /* member 1's smoothed busy share: 4 x 0.8 of its 4 cores in use */
+  ff__coord_observe(&p, &m[1], &SLACK);
+  assert_true(m[1].stall_share > p.stall_threshold); /* still a stalled member by its smoothed signals */
+  ff__coord_burst(&p, m, FF__COORD_MAX_MEMBERS);
+  assert_int_equal(m[0].burst, 4);
+  assert_int_equal(m[1].burst, 0);
+  ff__coord_observe(&p, &m[1], &NEUTRAL);
+  assert_int_equal(m[1].slack_reports, 0);
+}
+
+/* 8 hungry members of 16 threads: each holds 2 but the last, which holds
+ * `last`, and member 0 a burst of 1 on top; each waits and reads a busy
+ * share of 16/17, as 17 threads on 16 cores do. */
+static void hungry_members(ff__coord_member *m, int last) {
+  for (int i = 0; i < 8; i++) {
+    table_add(m, i, 16, i == 7 ? last : 2);
+    m[i].reports = 5, m[i].stall_share = m[i].stall_now = 0.9, m[i].busy_share = 16.0 / 17;
+  }
+  m[0].burst = 1;
+}
+
+/* The bursts of the 8 members after ff__coord_burst. */
+static int bursts_of(const ff__coord_params *p, ff__coord_member *m) {
+  ff__coord_burst(p, m, FF__COORD_MAX_MEMBERS);
+  int bursts = 0;
+  for (int i = 0; i < 8; i++)
+    bursts += m[i].burst;
+  return bursts;
+}
+
+/* 16 threads, no reserve: 8 hungry members hold them and one of them a
+ * burst, so 17 threads run on 16 cores and each reads a busy share of 16/17
+ * in CPU time. Taken as it reads, that would leave 16/17 of a core "idle"
+ * and keep the burst alive for good, its holder taking from the others: the
+ * threads that compete are counted, and the burst goes. */
+static void a_burst_does_not_keep_itself_alive_on_a_full_node(void **state) {
+  (void)state;
+  ff__coord_params p = params(16, 8);
+  ff__coord_member m[FF__COORD_MAX_MEMBERS] = {0};
+  hungry_members(m, 2);
+  assert_int_equal(bursts_of(&p, m), 0);
 }
 
 /* ---- the adaptive trainer reserve ---- */
@@ -455,22 +519,12 @@ static void bursts_leave_the_reserved_cores_to_the_others(void **state) {
   p.reserve.cores = 1;
   p.reserve.others_cores = 1.0;
   ff__coord_member m[FF__COORD_MAX_MEMBERS] = {0};
-  for (int i = 0; i < 8; i++) {
-    table_add(m, i, 16, i == 7 ? 1 : 2);
-    m[i].reports = 5, m[i].stall_share = m[i].stall_now = 0.9, m[i].busy_share = 16.0 / 17;
-  }
-  m[0].burst = 1;
-  ff__coord_burst(&p, m, FF__COORD_MAX_MEMBERS);
-  int bursts = 0;
-  for (int i = 0; i < 8; i++) bursts += m[i].burst;
-  assert_int_equal(bursts, 0);
+  hungry_members(m, 1);
+  assert_int_equal(bursts_of(&p, m), 0);
   p.reserve.cores = 0, p.reserve.others_cores = 0;
   for (int i = 0; i < 8; i++) m[i].busy_share = 1.0;
   m[7].busy_share = 0; /* its one thread idles (an I/O wait): its core is free */
-  ff__coord_burst(&p, m, FF__COORD_MAX_MEMBERS);
-  bursts = 0;
-  for (int i = 0; i < 8; i++) bursts += m[i].burst;
-  assert_int_equal(bursts, 2); /* the core the reserve freed and the idle thread's */
+  assert_int_equal(bursts_of(&p, m), 2); /* the core the reserve freed and the idle thread's */
 }
 
 /* The window's measure from fixed inputs: two members each publishing a
@@ -1610,7 +1664,8 @@ int main(void) {
   signal(SIGPIPE, SIG_IGN);
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_teardown(fair_share_splits_the_budget_with_the_remainder_to_the_first_slots, teardown),
-      cmocka_unit_test_teardown(the_adaptive_reserve_rounds_the_others_cores_and_holds_before_it_drops, teardown),
+      cmocka_unit_test_teardown(the_adaptive_reserve_rounds_the_others_cores_and_holds_before_it_drops,
+                                teardown),
       cmocka_unit_test_teardown(the_adaptive_reserve_never_takes_the_whole_budget, teardown),
       cmocka_unit_test_teardown(the_adaptive_reserve_comes_off_the_guaranteed_budget, teardown),
       cmocka_unit_test_teardown(bursts_leave_the_reserved_cores_to_the_others, teardown),
@@ -1625,6 +1680,8 @@ int main(void) {
       cmocka_unit_test_teardown(reports_are_smoothed_so_one_short_wait_lends_nothing, teardown),
       cmocka_unit_test_teardown(a_stalled_member_runs_the_cores_a_slack_one_leaves_idle, teardown),
       cmocka_unit_test_teardown(a_member_that_stopped_waiting_gets_no_burst, teardown),
+      cmocka_unit_test_teardown(two_reports_with_slack_free_a_members_cores_for_the_bursts, teardown),
+      cmocka_unit_test_teardown(a_burst_does_not_keep_itself_alive_on_a_full_node, teardown),
       cmocka_unit_test_teardown(twelve_cores_over_eight_ranks_split_two_and_one, teardown),
       cmocka_unit_test_teardown(bursts_go_to_the_stalled_in_proportion_to_their_stall, teardown),
       cmocka_unit_test_teardown(the_allotments_leave_one_core_per_trainer, teardown),
