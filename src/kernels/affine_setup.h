@@ -107,14 +107,23 @@ static inline int ff__affine_as_shift(const ff__aug *a, int w, int h, int *tx, i
   return 1;
 }
 
-/* Whether torch's affine grid on this host fuses the y term (kernels/affine.h):
+/* Whether torch's affine grid on this host fuses the y term (kernels/affine.h)
+ * for an image of more than 66 pixels (below, ff__affine_torch_fused_at):
  * torch's bmm runs on MKL, which takes its AVX-512 branch on an Intel CPU
- * with AVX-512 (F, CD, BW, DQ, VL) unless MKL_CBWR names another branch
- * than AUTO or MKL_ENABLE_INSTRUCTIONS caps it below AVX512 (either pins
- * torch's grid and ours to the AVX2 form on every machine); elsewhere its
- * other branches, which do not fuse (AMD CPUs with AVX-512 have not been
- * checked). Read once (ops/affine.c). */
+ * with AVX-512 (F, CD, BW, DQ, VL) unless MKL_ENABLE_INSTRUCTIONS caps it
+ * below AVX512 or MKL_CBWR names a branch that does not fuse (COMPATIBLE,
+ * SSE*, AVX, AVX2 without STRICT: MKL_CBWR=AVX2 pins torch's grid and ours
+ * to the other form on every machine); elsewhere its other branches, which
+ * do not fuse (AMD CPUs with AVX-512 have not been checked). Read once
+ * (ops/affine.c). */
 int ff__affine_torch_fused(void);
+
+/* ff__affine_torch_fused for a w x h image: torch computes a product of
+ * fewer than 400 multiply-adds (3 x 2 per pixel) in its own loop, which
+ * does not fuse, not in MKL. */
+static inline int ff__affine_torch_fused_at(int w, int h) {
+  return 6.0 * w * h >= 400 && ff__affine_torch_fused();
+}
 
 /* How op a runs on a w x h image. */
 typedef struct ff__affine_setup {
@@ -131,7 +140,7 @@ static inline void ff__affine_setup_make(const ff__aug *a, int w, int h, ff__aff
   s->translate = ff__affine_as_shift(a, w, h, &s->tx, &s->ty);
   double m[6];
   ff__affine_op_matrix(a, w, h, m);
-  ff__affine_grid_make(m, w, h, ff__affine_torch_fused(), &s->grid);
+  ff__affine_grid_make(m, w, h, ff__affine_torch_fused_at(w, h), &s->grid);
 }
 
 #endif
