@@ -460,6 +460,8 @@ void ff__coord_targets(const ff__coord_params *params, ff__coord_member *m, int 
     const ff__coord_member *e = &m[live[j]];
     int mn = member_min(p, e);
     cls[j] = member_class(p, e);
+    /* one whose last reports had slack asks for no more, though its smoothed stall share says so */
+    if (cls[j] == STALLED && e->slack_reports >= SLACK_REPORTS) cls[j] = NEUTRAL;
     if (cls[j] == STALLED) {
       want[j] = member_cap(e) - e->fair;
     } else if (cls[j] == SLACK) {
@@ -530,13 +532,15 @@ void ff__coord_burst(const ff__coord_params *params, ff__coord_member *m, int n)
   double w_hold[FF__COORD_MAX_MEMBERS], w_stall[FF__COORD_MAX_MEMBERS];
   double used = 0, speed = 1;
   int held_sum = 0;
-  /* More threads than cores compete for them (the others' threads too,
-   * under the adaptive reserve): a busy share measured in CPU time is then
+  /* More threads than cores compete for them (the others' threads too:
+   * the measured others' cores under the adaptive reserve, the reserved
+   * cores under a fixed one): a busy share measured in CPU time is then
    * below what the threads would use alone, each thread getting budget /
    * demand of a core, and without this correction the members' shortfalls
    * would add up to a burst that keeps itself alive. */
-  double demand =
-      p->trainer_cores == FF__COORD_TRAINER_AUTO && p->reserve.others_cores > 0 ? p->reserve.others_cores : 0;
+  double demand = p->trainer_cores != FF__COORD_TRAINER_AUTO ? ff__coord_reserved(p, m, n)
+                  : p->reserve.others_cores > 0              ? p->reserve.others_cores
+                                                             : 0;
   for (int j = 0; j < k; j++) {
     cls[j] = burst_class(p, &m[live[j]]);
     if (cls[j] != SLACK) demand += m[live[j]].threads + m[live[j]].burst;

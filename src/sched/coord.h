@@ -233,7 +233,9 @@ int ff__coord_node_busy_ns(const ff__coord_busy_source *src, uint64_t *out);
  * Sets fair and target of every member (budget: ff__coord_guaranteed_budget):
  *   - fair: the budget divided by max(members, expected_members), the
  *     remainder to the lowest slots, clamped to [min, max_threads];
- *   - a member stalls when stall_share > stall_threshold; it has slack when
+ *   - a member stalls when stall_share > stall_threshold, unless its last
+ *     two reports each had slack (slack_reports: it asks for no more while
+ *     its smoothed stall share falls); it has slack when
  *     it does not stall, ring_fill >= ring_full and 1 - busy_share >
  *     idle_threshold, or when it is quiet (then it keeps only its minimum);
  *     otherwise it is neutral;
@@ -263,8 +265,9 @@ int ff__coord_step(const ff__coord_params *p, ff__coord_member *m, int n, int se
  * allotment: the measured CPU time, not its class, which a member reporting
  * once a second updates slowly; all of it before its first report; speed is
  * budget_threads / the threads that compete, the members' threads and
- * bursts and under the adaptive reserve the others' cores, when those are
- * more: a thread that shares a core reads busy below what it would use),
+ * bursts and the others' cores (measured under the adaptive reserve, the
+ * reserved ones under a fixed reserve), when those are more: a thread
+ * that shares a core reads busy below what it would use),
  * nothing if it is quiet or has slack, smoothed or in each of its last two
  * reports (its smoothed stall share takes a second or more to fall; one
  * report is not enough, as a trainer that waits now and then has slack

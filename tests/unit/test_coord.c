@@ -368,22 +368,40 @@ static void two_reports_with_slack_free_a_members_cores_for_the_bursts(void **st
   assert_int_equal(m[1].slack_reports, 0);
 }
 
-/* 8 hungry members of 16 threads: each holds 2 but the last, which holds
- * `last`, and member 0 a burst of 1 on top; each waits and reads a busy
- * share of 16/17, as 17 threads on 16 cores do. */
-static void hungry_members(ff__coord_member *m, int last) {
-  for (int i = 0; i < 8; i++) {
-    table_add(m, i, 16, i == 7 ? last : 2);
+/* Nor does such a member borrow more: member 1 has slack and could lend
+ * 2 of its 4 threads, member 0's trainer waited but its last two reports
+ * had slack, so its target stays its fair share (6 while it stalls). */
+static void two_reports_with_slack_end_the_borrowing(void **state) {
+  (void)state;
+  ff__coord_member m[FF__COORD_MAX_MEMBERS] = {0};
+  ff__coord_params p = two_members_one_stalled(m);
+  for (int i = 0; i < 4; i++)
+    ff__coord_observe(&p, &m[1], &SLACK);
+  ff__coord_targets(&p, m, FF__COORD_MAX_MEMBERS);
+  assert_int_equal(m[0].target, 6);
+  ff__coord_observe(&p, &m[0], &SLACK);
+  ff__coord_observe(&p, &m[0], &SLACK);
+  assert_true(m[0].stall_share > p.stall_threshold);
+  ff__coord_targets(&p, m, FF__COORD_MAX_MEMBERS);
+  assert_int_equal(m[0].target, 4);
+}
+
+/* n hungry members of 16 threads: each holds `threads` but the last, which
+ * holds `last`, and member 0 a burst of 1 on top; each waits and reads a
+ * busy share of 16/17, as 17 threads on 16 cores do. */
+static void hungry_members(ff__coord_member *m, int n, int threads, int last) {
+  for (int i = 0; i < n; i++) {
+    table_add(m, i, 16, i == n - 1 ? last : threads);
     m[i].reports = 5, m[i].stall_share = m[i].stall_now = 0.9, m[i].busy_share = 16.0 / 17;
   }
   m[0].burst = 1;
 }
 
-/* The bursts of the 8 members after ff__coord_burst. */
+/* The members' bursts after ff__coord_burst. */
 static int bursts_of(const ff__coord_params *p, ff__coord_member *m) {
   ff__coord_burst(p, m, FF__COORD_MAX_MEMBERS);
   int bursts = 0;
-  for (int i = 0; i < 8; i++)
+  for (int i = 0; i < FF__COORD_MAX_MEMBERS; i++)
     bursts += m[i].burst;
   return bursts;
 }
@@ -397,7 +415,14 @@ static void a_burst_does_not_keep_itself_alive_on_a_full_node(void **state) {
   (void)state;
   ff__coord_params p = params(16, 8);
   ff__coord_member m[FF__COORD_MAX_MEMBERS] = {0};
-  hungry_members(m, 2);
+  hungry_members(m, 8, 2, 2);
+  assert_int_equal(bursts_of(&p, m), 0);
+  /* A fixed reserve of a core per member: 4 members hold the 12 cores
+   * left and one of them a burst; with the trainers' 4 threads 17 compete
+   * again, and the reserved cores are counted as busy. */
+  p.trainer_cores = 1, p.expected_members = 4;
+  memset(m, 0, sizeof m);
+  hungry_members(m, 4, 3, 3);
   assert_int_equal(bursts_of(&p, m), 0);
 }
 
@@ -519,7 +544,7 @@ static void bursts_leave_the_reserved_cores_to_the_others(void **state) {
   p.reserve.cores = 1;
   p.reserve.others_cores = 1.0;
   ff__coord_member m[FF__COORD_MAX_MEMBERS] = {0};
-  hungry_members(m, 1);
+  hungry_members(m, 8, 2, 1);
   assert_int_equal(bursts_of(&p, m), 0);
   p.reserve.cores = 0, p.reserve.others_cores = 0;
   for (int i = 0; i < 8; i++) m[i].busy_share = 1.0;
@@ -1681,6 +1706,7 @@ int main(void) {
       cmocka_unit_test_teardown(a_stalled_member_runs_the_cores_a_slack_one_leaves_idle, teardown),
       cmocka_unit_test_teardown(a_member_that_stopped_waiting_gets_no_burst, teardown),
       cmocka_unit_test_teardown(two_reports_with_slack_free_a_members_cores_for_the_bursts, teardown),
+      cmocka_unit_test_teardown(two_reports_with_slack_end_the_borrowing, teardown),
       cmocka_unit_test_teardown(a_burst_does_not_keep_itself_alive_on_a_full_node, teardown),
       cmocka_unit_test_teardown(twelve_cores_over_eight_ranks_split_two_and_one, teardown),
       cmocka_unit_test_teardown(bursts_go_to_the_stalled_in_proportion_to_their_stall, teardown),
