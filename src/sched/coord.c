@@ -415,10 +415,19 @@ static int split(int amount, const double *w, const int *cap, int *out, int n) {
 enum { NEUTRAL, STALLED, SLACK };
 enum { SLACK_REPORTS = 2 }; /* reports in a row that had slack: see burst_class */
 
+/* Whether signals (smoothed, or one report's) say a member has slack: its
+ * trainer does not wait, its ring is full and its workers idle. */
+static int has_slack(const ff__coord_params *p, double stall, double fill, double busy) {
+  return stall <= p->stall_threshold && fill >= p->ring_full && 1.0 - busy > p->idle_threshold;
+}
+
+/* Whether each of a member's last SLACK_REPORTS reports had slack. */
+static int slack_lately(const ff__coord_member *e) { return e->slack_reports >= SLACK_REPORTS; }
+
 static int member_class(const ff__coord_params *p, const ff__coord_member *e) {
   if (e->quiet) return SLACK;
   if (e->reports > 0 && e->stall_share > p->stall_threshold) return STALLED;
-  if (e->reports > 0 && e->ring_fill >= p->ring_full && 1.0 - e->busy_share > p->idle_threshold) return SLACK;
+  if (e->reports > 0 && has_slack(p, e->stall_share, e->ring_fill, e->busy_share)) return SLACK;
   return NEUTRAL;
 }
 
@@ -461,7 +470,7 @@ void ff__coord_targets(const ff__coord_params *params, ff__coord_member *m, int 
     int mn = member_min(p, e);
     cls[j] = member_class(p, e);
     /* one whose last reports had slack asks for no more, though its smoothed stall share says so */
-    if (cls[j] == STALLED && e->slack_reports >= SLACK_REPORTS) cls[j] = NEUTRAL;
+    if (cls[j] == STALLED && slack_lately(e)) cls[j] = NEUTRAL;
     if (cls[j] == STALLED) {
       want[j] = member_cap(e) - e->fair;
     } else if (cls[j] == SLACK) {
@@ -517,7 +526,7 @@ int ff__coord_step(const ff__coord_params *params, ff__coord_member *m, int n, i
  * signals take a second or more to say so. One report is not enough: a
  * trainer that waits now and then reads slack between its waits. */
 static int burst_class(const ff__coord_params *p, const ff__coord_member *e) {
-  return e->slack_reports >= SLACK_REPORTS ? SLACK : member_class(p, e);
+  return slack_lately(e) ? SLACK : member_class(p, e);
 }
 
 void ff__coord_burst(const ff__coord_params *params, ff__coord_member *m, int n) {
@@ -574,8 +583,9 @@ void ff__coord_observe(const ff__coord_params *p, ff__coord_member *m, const ff_
   double stall = clamp01(r->stall_share), fill = clamp01(r->ring_fill), busy = clamp01(r->busy_share);
   double a = p->alpha > 0 && p->alpha <= 1 ? p->alpha : 1;
   m->stall_now = stall;
-  int slack_now = stall <= p->stall_threshold && fill >= p->ring_full && 1.0 - busy > p->idle_threshold;
-  m->slack_reports = !slack_now ? 0 : m->slack_reports < INT32_MAX ? m->slack_reports + 1 : INT32_MAX;
+  m->slack_reports = !has_slack(p, stall, fill, busy) ? 0
+                     : m->slack_reports < INT32_MAX   ? m->slack_reports + 1
+                                                      : INT32_MAX;
   if (m->reports <= 0) {
     m->stall_share = stall;
     m->ring_fill = fill;
