@@ -42,7 +42,7 @@ static int is_one_of(const char *name, size_t len, const char *const *list) {
  * 1 fused, 0 not, -1 the setting does not decide (unset, or a value MKL
  * ignores: names are case-sensitive). MKL_ENABLE_INSTRUCTIONS decides
  * first; MKL_CBWR is "[BRANCH=]NAME[,STRICT]", and its AVX2 branch fuses
- * only when strict. */
+ * only when strict. On an AMD CPU with AVX-512 (Zen 4) no setting fused. */
 static int mkl_setting_fuses(const char *isa, const char *cbwr) {
   static const char *const isa_fused[] = {"AVX512", "AVX512_E1", "AVX512_E2", "AVX512_E3", "AVX512_E4", 0};
   static const char *const isa_plain[] = {"SSE4_2", "AVX", "AVX2", "AVX2_E1", 0};
