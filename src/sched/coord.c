@@ -866,7 +866,7 @@ void ff__coord_reserve_decide(const ff__coord_params *p, ff__coord_reserve *r, d
   double budget = p->budget_threads > 0 ? p->budget_threads : 1;
   double x = others_cores != others_cores ? 0 : others_cores > -budget ? (others_cores < budget ? others_cores : budget) : -budget;
   r->others_last = x;
-  r->others_cores = 0.5 * (r->others_cores + x);
+  r->others_cores = r->windows > 0 ? 0.5 * (r->others_cores + x) : x;
   if (r->windows < INT32_MAX) r->windows++;
   int want = (int)ceil(r->others_cores - FF__COORD_RESERVE_FREE);
   int cap = p->budget_threads > 1 ? p->budget_threads - 1 : 0;
@@ -889,6 +889,12 @@ int ff__coord_window_due(const ff__coord_params *p, const ff__coord_member *m, i
   const ff__coord_reserve *r = &p->reserve;
   if (p->trainer_cores != FF__COORD_TRAINER_AUTO) return 0;
   if (!r->start_ns) return 1;
+  /* A window opened before a member had reported twice is void: reopen it
+   * as soon as every member has (at start, and after a join). */
+  int void_window = 0, known_now = 1;
+  for (int i = 0; i < n; i++)
+    if (m[i].pid) void_window |= !m[i].in_window, known_now &= m[i].reports >= 2;
+  if (void_window && known_now) return 1;
   /* Each member's CPU since its last report is estimated: a window of two
    * of its intervals or more keeps that error a fraction of the window. */
   uint64_t window_ns = FF__COORD_WINDOW_MS * 1000000ull;

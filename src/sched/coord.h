@@ -176,8 +176,8 @@ int ff__coord_guaranteed_budget(const ff__coord_params *p, const ff__coord_membe
 /* The adaptive reserve's decision, pure: folds one window's measure of the
  * others' CPU (cores; clamped to -budget_threads..budget_threads: a
  * window's estimate errs both ways, and the smoothing averages the errors)
- * into r->others_cores (half the window's, half the previous; 0 at the
- * start), and sets r->cores to
+ * into r->others_cores (half the window's, half the previous; the first
+ * window's alone), and sets r->cores to
  * ceil(others_cores - FF__COORD_RESERVE_FREE): the consumer threads of
  * the loaders' own processes and the kernel's work use a tenth of a core
  * or so, which is no trainer starved, while a CPU-bound trainer beside
@@ -191,8 +191,10 @@ void ff__coord_reserve_decide(const ff__coord_params *p, ff__coord_reserve *r, d
 
 /* Whether a report at now_ns should measure (ff__coord_node_busy_ns, then
  * ff__coord_measure): trainer_cores is FF__COORD_TRAINER_AUTO and no window
- * is open, or the open one is FF__COORD_WINDOW_MS old and two batch
- * intervals of every member that is not quiet (over the n slots of m). */
+ * is open, or the open one is void (a member had not reported twice when it
+ * opened) and every member has now, or it is FF__COORD_WINDOW_MS old and
+ * two batch intervals of every member that is not quiet (over the n slots
+ * of m). */
 int ff__coord_window_due(const ff__coord_params *p, const ff__coord_member *m, int n, uint64_t now_ns);
 
 /* Closes the adaptive reserve's window at now_ns and opens the next, pure

@@ -436,7 +436,7 @@ static ff__coord_params auto_params(int budget, int expected) {
 
 /* Windows' measures of the others' cores in, the reserve out: a trainer
  * getting 0.2 of a core keeps nothing, one getting 0.6 a core at once (the
- * measure smoothed by halves), which it keeps at a full core of use; when it
+ * measure smoothed by halves after the first window), which it keeps at a full core of use; when it
  * stops, the reserve drops only after FF__COORD_RESERVE_HOLD windows that
  * want less in a row, and a window that wants it back resets the count. */
 static void the_adaptive_reserve_rounds_the_others_cores_and_holds_before_it_drops(void **state) {
@@ -463,6 +463,12 @@ static void the_adaptive_reserve_rounds_the_others_cores_and_holds_before_it_dro
   ff__coord_reserve_decide(&p, &r, 1.0);
   for (int i = 0; i < 3; i++) ff__coord_reserve_decide(&p, &r, 0.0);
   assert_int_equal(r.cores, 1);
+  /* the first window's measure is taken whole, not halved with a 0 before
+   * it: half a core of use keeps a core from the first window on */
+  ff__coord_reserve f = {0};
+  ff__coord_reserve_decide(&p, &f, 0.5);
+  assert_int_equal(f.cores, 1);
+  assert_true(fabs(f.others_cores - 0.5) < 1e-9);
   /* a measure that errs below zero averages out instead of being raised to it */
   ff__coord_reserve z = {0};
   for (int i = 0; i < 4; i++) ff__coord_reserve_decide(&p, &z, i % 2 ? 0.45 : -0.45);
@@ -587,12 +593,19 @@ static void the_window_measures_the_node_less_the_members_workers(void **state) 
   m[0].worker_cores = 2.0;
   ff__coord_measure(&p, m, FF__COORD_MAX_MEMBERS, t0 + 3 * w, busy + 3 * w + w + w / 2 + w + 3 * w);
   assert_true(fabs(p.reserve.others_last - 1.0) < 1e-6);
-  /* a joiner voids the window it joined in */
+  /* a joiner voids the window it joined in, which reopens at once when it
+   * has reported twice, not a whole window later */
   int windows = p.reserve.windows;
   table_add(m, 2, 4, 1);
   m[2].reports = 1, m[2].heartbeat_ns = t0 + 3 * w;
   ff__coord_measure(&p, m, FF__COORD_MAX_MEMBERS, t0 + 4 * w, busy + 20 * w);
   assert_int_equal(p.reserve.windows, windows);
+  assert_false(ff__coord_window_due(&p, m, FF__COORD_MAX_MEMBERS, t0 + 4 * w + 1));
+  m[2].reports = 2;
+  assert_true(ff__coord_window_due(&p, m, FF__COORD_MAX_MEMBERS, t0 + 4 * w + 1));
+  ff__coord_measure(&p, m, FF__COORD_MAX_MEMBERS, t0 + 4 * w + 1, busy + 20 * w);
+  assert_int_equal(p.reserve.windows, windows);
+  assert_false(ff__coord_window_due(&p, m, FF__COORD_MAX_MEMBERS, t0 + 4 * w + 2));
   /* a fixed reserve measures nothing */
   p.trainer_cores = 0;
   assert_false(ff__coord_window_due(&p, m, FF__COORD_MAX_MEMBERS, t0 + 100 * w));
