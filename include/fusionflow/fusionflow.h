@@ -205,6 +205,9 @@ typedef struct ff_open_progress {
   const char *last_error; /* why the previous attempt failed ("" on the first) */
   double shard_s;         /* seconds since this shard's first attempt began */
   double elapsed_s;       /* seconds since the open began reading shards */
+  int due;                /* nonzero: a line is due by the rule fusionflow's CLI and Python package say
+                             them by: once the open has taken 2 s, then when a wait (a shard's attempt,
+                             a backoff) has lasted 0.5 s, and at least every 10 s within one */
 } ff_open_progress;
 
 /* Called while an open waits (ff_config.open_progress); nonzero gives the open up. */

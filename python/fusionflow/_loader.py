@@ -209,32 +209,17 @@ def _env_int(name, fallback):
 _log = logging.getLogger("fusionflow")
 
 
-class _OpenProgressLog:
+def _log_open_progress(p):
     """Says through the "fusionflow" logger what the open of a streamed source waits for
-    (the C extension calls it with each ff_open_progress as a dict, about every 100 ms):
-    once opening has taken 2 s, then for each wait (a shard's attempt, a backoff) that
-    lasts half a second, and at least every 10 s. INFO while a shard's first read goes on,
-    WARNING once one has failed (retries, backoffs); the record's ``open_progress`` is the
-    dict."""
-
-    def __init__(self):
-        self.wait = None  # (shard_index, attempt, backing_off) of the current wait
-        self.since = 0.0  # when it began, seconds into the open
-        self.said = False  # whether it was said
-        self.line = None  # when the last line was said
-
-    def __call__(self, p):
-        now = p["elapsed_s"]
-        wait = (p["shard_index"], p["attempt"], p["backing_off"])
-        if wait != self.wait:
-            self.wait, self.since, self.said = wait, now, False
-        if now < 2 or not (self.line is None or (not self.said and now - self.since >= 0.5)
-                           or now - self.line >= 10):
-            return
-        self.said, self.line = True, now
+    (the C extension calls it with each ff_open_progress as a dict, about every 100 ms),
+    whenever the open says a line is due (``due``: once opening has taken 2 s, then for
+    each wait that lasts half a second, and at least every 10 s). INFO while a shard's
+    first read goes on, WARNING once one has failed (retries, backoffs); the record's
+    ``open_progress`` is the dict."""
+    if p["due"]:
         failed = f" (the last failed: {p['last_error']})" if p["last_error"] else ""
         _log.log(logging.WARNING if p["attempt"] > 1 else logging.INFO,
-                 "fusionflow.Loader: opening, %.0f s: shard %d of %d, %s, %s attempt %d of %d%s", now,
+                 "fusionflow.Loader: opening, %.0f s: shard %d of %d, %s, %s attempt %d of %d%s", p["elapsed_s"],
                  p["shard_index"] + 1, p["num_shards"], p["shard"],
                  "backing off before" if p["backing_off"] else "reading,", p["attempt"], p["max_attempts"], failed,
                  extra={"open_progress": p})
@@ -493,8 +478,8 @@ class Loader:
     shows these), at WARNING once a read has failed. Each record's ``open_progress``
     attribute is a dict of ``shard`` (its URL, ``pipe:COMMAND`` or path),
     ``shard_index`` (from 0), ``num_shards``, ``attempt``, ``max_attempts``,
-    ``backing_off``, ``last_error`` ("" on a first attempt), ``shard_s`` and
-    ``elapsed_s`` (seconds). Ctrl-C gives the open up within a fraction of a second and
+    ``backing_off``, ``last_error`` ("" on a first attempt), ``shard_s``, ``elapsed_s``
+    (seconds) and ``due`` (True: this call's line is said). Ctrl-C gives the open up within a fraction of a second and
     the constructor raises KeyboardInterrupt; so does any exception a signal handler
     raises (signals reach only the main thread), e.g. a deadline through
     ``signal.alarm``.
@@ -634,7 +619,7 @@ class Loader:
                 output_dtype=_DTYPES[dtype_name], memory_format=_MEMORY_FORMATS[format_name],
                 semantics=semantics_value, repeated_augmentations=repeated_augmentations,
                 shuffle_buffer=shuffle_buffer,
-                dataset=fetcher, dataset_size=dataset_size, open_progress=_OpenProgressLog())
+                dataset=fetcher, dataset_size=dataset_size, open_progress=_log_open_progress)
         except _errors.DeviceError as e:
             raise _errors.DeviceUnavailableError(f"fusionflow.Loader(device={device!r}): {e}", e.status) from None
         self._classes = self._c.classes

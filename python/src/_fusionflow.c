@@ -606,12 +606,14 @@ static int on_open_progress(void *ctx, const ff_open_progress *p) {
   int raised = PyErr_CheckSignals() < 0;
   if (!raised && o->hook) {
     PyObject *shard = PyUnicode_DecodeFSDefault(p->shard), *why = PyUnicode_DecodeFSDefault(p->last_error);
-    PyObject *d = shard && why ? Py_BuildValue("{s:O,s:n,s:n,s:i,s:i,s:O,s:O,s:d,s:d}", "shard", shard,
-                                               "shard_index", (Py_ssize_t)p->shard_index, "num_shards",
-                                               (Py_ssize_t)p->num_shards, "attempt", p->attempt, "max_attempts",
-                                               p->max_attempts, "backing_off", p->backing_off ? Py_True : Py_False,
-                                               "last_error", why, "shard_s", p->shard_s, "elapsed_s", p->elapsed_s)
-                               : NULL;
+    PyObject *d =
+        shard && why
+            ? Py_BuildValue("{s:O,s:n,s:n,s:i,s:i,s:O,s:O,s:d,s:d,s:O}", "shard", shard, "shard_index",
+                            (Py_ssize_t)p->shard_index, "num_shards", (Py_ssize_t)p->num_shards, "attempt",
+                            p->attempt, "max_attempts", p->max_attempts, "backing_off",
+                            p->backing_off ? Py_True : Py_False, "last_error", why, "shard_s", p->shard_s,
+                            "elapsed_s", p->elapsed_s, "due", p->due ? Py_True : Py_False)
+            : NULL;
     PyObject *r = d ? PyObject_CallFunctionObjArgs(o->hook, d, NULL) : NULL;
     raised = !r;
     Py_XDECREF(r);

@@ -61,20 +61,15 @@ int ff__cli_getopt(int argc, char **argv, const struct option *opts, int *li);
  * (opening.c): ff__cli_opening_start(&o, "fusionflow CMD") before it, the
  * open with ff__cli_opening_progress as ff_config.open_progress (or
  * ff__source_open_watched's progress) and &o as its context, then
- * ff__cli_opening_end(&o) whatever the open returned. Once the open has
- * taken 2 s, lines "fusionflow CMD: opening, ..." on stderr say which shard
- * and attempt it waits for; Ctrl-C during a streamed open gives it up.
+ * ff__cli_opening_end(&o) whatever the open returned. Lines "fusionflow
+ * CMD: opening, ..." on stderr say which shard and attempt it waits for,
+ * when the open says one is due (ff_open_progress.due); Ctrl-C during a streamed open gives it up.
  * ff__cli_opening_end restores Ctrl-C's handler and returns 1, after saying
  * "interrupted while opening the source", when Ctrl-C gave the open up (the
  * command then exits 130), else 0. */
 typedef struct ff__cli_opening {
   const char *cmd;
   struct sigaction before; /* SIGINT's handler before the open */
-  size_t shard;
-  int attempt, backing_off;
-  double since_s; /* when this shard, attempt and backoff began */
-  int said;       /* whether they were said */
-  double line_s;  /* when the last line was said; < 0: none yet */
 } ff__cli_opening;
 void ff__cli_opening_start(ff__cli_opening *o, const char *cmd);
 int ff__cli_opening_progress(void *ctx, const ff_open_progress *p);

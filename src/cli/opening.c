@@ -1,6 +1,6 @@
 /* opening.c — what the subcommands do while an open reads a streamed tar:
  * source (ff_config.open_progress): say on stderr which shard and attempt
- * it waits for once it has taken 2 s, and let Ctrl-C give it up. bench
+ * it waits for when a line is due, and let Ctrl-C give it up. bench
  * (ff_loader_open) and shards (ff__source_open_watched and ff_loader_open)
  * bracket each open with ff__cli_opening_start and ff__cli_opening_end and
  * pass ff__cli_opening_progress with the ff__cli_opening as its context.
@@ -26,7 +26,7 @@ static void on_open_interrupt(int sig) {
 }
 
 void ff__cli_opening_start(ff__cli_opening *o, const char *cmd) {
-  *o = (ff__cli_opening){.cmd = cmd, .line_s = -1};
+  *o = (ff__cli_opening){.cmd = cmd};
   open_interrupted = 0, open_streaming = 0;
   struct sigaction interrupt = {0};
   interrupt.sa_handler = on_open_interrupt; /* no SA_RESTART: a wait in progress ends */
@@ -34,19 +34,12 @@ void ff__cli_opening_start(ff__cli_opening *o, const char *cmd) {
   sigaction(SIGINT, &interrupt, &o->before);
 }
 
-/* A line once opening has taken 2 s, then for each wait (a shard's attempt,
- * a backoff) that lasts half a second, and at least every 10 s. */
+/* A line whenever the open says one is due (ff_open_progress.due). */
 int ff__cli_opening_progress(void *ctx, const ff_open_progress *p) {
   ff__cli_opening *o = ctx;
   open_streaming = 1;
   if (open_interrupted) return 1;
-  if (o->shard != p->shard_index || o->attempt != p->attempt || o->backing_off != p->backing_off)
-    o->shard = p->shard_index, o->attempt = p->attempt, o->backing_off = p->backing_off, o->since_s = p->elapsed_s,
-    o->said = 0;
-  if (p->elapsed_s < 2 ||
-      !(o->line_s < 0 || (!o->said && p->elapsed_s - o->since_s >= 0.5) || p->elapsed_s - o->line_s >= 10))
-    return 0;
-  o->said = 1, o->line_s = p->elapsed_s;
+  if (!p->due) return 0;
   fprintf(stderr, "%s: opening, %.0f s: shard %zu of %zu, %s, %s attempt %d of %d%s%s%s\n", o->cmd, p->elapsed_s,
           p->shard_index + 1, p->num_shards, p->shard, p->backing_off ? "backing off before" : "reading,", p->attempt,
           p->max_attempts, *p->last_error ? " (the last failed: " : "", p->last_error, *p->last_error ? ")" : "");

@@ -309,15 +309,27 @@ static int env_int(const char *name, int fallback) {
 /* --------------------------------------------------------------- index */
 
 /* The open's progress (ff_config.open_progress): told at each attempt's
- * start (force) and at most every 100 ms in between; once it answers
- * nonzero, every read in progress is abandoned and the open ends. */
+ * start (force) and at most every 100 ms in between, with whether a line
+ * is due (ff__open_rule_due); once it answers nonzero, every read in
+ * progress is abandoned and the open ends. */
 typedef struct open_watch {
   ff_open_progress_fn fn;
   void *ctx;
   ff_open_progress p;
+  ff__open_rule rule;
   uint64_t start_ns, shard_ns, told_ns;
   int given_up;
 } open_watch;
+
+int ff__open_rule_due(ff__open_rule *r, const ff_open_progress *p) {
+  double now = p->elapsed_s;
+  if (r->shard != p->shard_index || r->attempt != p->attempt || r->backing_off != p->backing_off)
+    r->shard = p->shard_index, r->attempt = p->attempt, r->backing_off = p->backing_off, r->since_s = now,
+    r->said = 0;
+  if (now < 2 || !(!r->lines || (!r->said && now - r->since_s >= 0.5) || now - r->line_s >= 10)) return 0;
+  r->said = 1, r->lines++, r->line_s = now;
+  return 1;
+}
 
 static int watch_tell(open_watch *w, int force) {
   if (!w->fn || w->given_up) return w->given_up;
@@ -326,6 +338,7 @@ static int watch_tell(open_watch *w, int force) {
   w->told_ns = now;
   w->p.elapsed_s = (double)(now - w->start_ns) * 1e-9;
   w->p.shard_s = (double)(now - w->shard_ns) * 1e-9;
+  w->p.due = ff__open_rule_due(&w->rule, &w->p);
   w->given_up = w->fn(w->ctx, &w->p) != 0;
   return w->given_up;
 }
@@ -340,8 +353,10 @@ ff_status ff__stream_index(const char *pattern, ff__strlist *shards, ff_open_pro
   ff__tar_shard *scans = calloc(n ? n : 1, sizeof *scans);
   if (!scans) return ff__error_set(err, FF_ENOMEM, "tar:%s: out of memory", pattern);
   ff_status st = FF_OK;
-  open_watch w = {progress, ctx, {.num_shards = n, .max_attempts = 1 + (retries > 0 ? retries : 0)}, ff__now_ns(),
-                  0, 0, 0};
+  open_watch w = {.fn = progress,
+                  .ctx = ctx,
+                  .p = {.num_shards = n, .max_attempts = 1 + (retries > 0 ? retries : 0)},
+                  .start_ns = ff__now_ns()};
   for (size_t i = 0; i < n && !st; i++) {
     char why[512] = "";
     int retryable = 0, tries = 0;

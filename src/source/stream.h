@@ -25,6 +25,20 @@ int ff__stream_name(const char *name);
  * backs off (ff_config.open_progress); nonzero from it abandons the read in
  * progress and the open. Returns FF_OK, FF_EEMPTY (no sample), FF_EIO
  * (given up by progress: the message names the shard), FF_ENOMEM. */
+/* When a progress line is due (ff_open_progress.due), from the calls of an
+ * open: a wait is a shard, attempt and backoff; a line is due once the
+ * open has taken 2 s, at each wait's first call once it has lasted 0.5 s,
+ * and 10 s after the last line within a long wait. Start from zeros. */
+typedef struct ff__open_rule {
+  size_t shard;
+  int attempt, backing_off; /* the current wait (attempt 0: none yet) */
+  double since_s;           /* when it began, seconds into the open */
+  int said;                 /* whether a line said it */
+  int lines;                /* lines due so far */
+  double line_s;            /* when the last one was */
+} ff__open_rule;
+int ff__open_rule_due(ff__open_rule *r, const ff_open_progress *p);
+
 ff_status ff__stream_index(const char *pattern, ff__strlist *shards, ff_open_progress_fn progress, void *ctx,
                            ff__index *out, ff__error *err);
 

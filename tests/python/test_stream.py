@@ -369,34 +369,29 @@ def test_a_signal_handlers_exception_gives_the_open_up(open_loader, stalled_url,
     assert took < 0.5 + PROMPT_S, f"the constructor returned {took:.2f} s after it began"
 
 
-def progress(t, shard=0, attempt=1, backing_off=False, last_error=""):
+def progress(t, shard=0, attempt=1, backing_off=False, last_error="", due=True):
     return {"shard": f"http://host/s-{shard}.tar", "shard_index": shard, "num_shards": 3, "attempt": attempt,
             "max_attempts": 4, "backing_off": backing_off, "last_error": last_error, "shard_s": 0.0,
-            "elapsed_s": t}
+            "elapsed_s": t, "due": due}
 
 
-def test_the_progress_log_of_an_open_says_each_wait_once_and_at_least_every_10_s(caplog):
-    """The rule of the progress lines, from the open's calls every 1/8 s: the first once opening has
-    taken 2 s, one for each wait (a shard's attempt, a backoff) once it has lasted half a second, and
-    every 10 s within a long wait; INFO for first attempts, WARNING once a read has failed."""
-    from fusionflow._loader import _OpenProgressLog
+def test_the_progress_log_of_an_open_says_the_lines_that_are_due(caplog):
+    """A record for each call the open marks due (the rule is the library's: test_tar_index), none for
+    the others; INFO for first attempts, WARNING once a read has failed, the dict on the record."""
+    from fusionflow._loader import _log_open_progress
 
-    log = _OpenProgressLog()
-    ticks = [progress(k / 8) for k in range(0, 8 * 25)]  # shard 0, first read: 0 to 25 s
-    ticks += [progress(25 + k / 8, attempt=2, backing_off=True, last_error="timed out") for k in range(3)]  # short
-    ticks += [progress(25.375 + k / 8, attempt=2, last_error="timed out") for k in range(8)]  # a retry, 1 s
-    ticks += [progress(26.375 + k / 8, shard=1) for k in range(3)]  # a quick shard: unsaid
-    ticks += [progress(26.75 + k / 8, shard=2) for k in range(8)]
+    ticks = [progress(1.875, due=False), progress(2.0), progress(2.125, due=False),
+             progress(25.875, attempt=2, last_error="timed out"), progress(26.0, attempt=2, due=False),
+             progress(27.25, shard=2)]
     with caplog.at_level(logging.INFO, logger="fusionflow"):
         for p in ticks:
-            log(p)
+            _log_open_progress(p)
     said = [(r.levelname, r.open_progress["elapsed_s"], r.getMessage()) for r in caplog.records]
-    assert [(level, t) for level, t, _ in said] == [("INFO", 2.0), ("INFO", 12.0), ("INFO", 22.0),
-                                                      ("WARNING", 25.875), ("INFO", 27.25)]
+    assert [(level, t) for level, t, _ in said] == [("INFO", 2.0), ("WARNING", 25.875), ("INFO", 27.25)]
     assert said[0][2] == "fusionflow.Loader: opening, 2 s: shard 1 of 3, http://host/s-0.tar, reading, attempt 1 of 4"
-    assert said[3][2] == ("fusionflow.Loader: opening, 26 s: shard 1 of 3, http://host/s-0.tar, reading, attempt 2 "
+    assert said[1][2] == ("fusionflow.Loader: opening, 26 s: shard 1 of 3, http://host/s-0.tar, reading, attempt 2 "
                           "of 4 (the last failed: timed out)")
-    assert said[4][2].endswith("shard 3 of 3, http://host/s-2.tar, reading, attempt 1 of 4")
+    assert said[2][2].endswith("shard 3 of 3, http://host/s-2.tar, reading, attempt 1 of 4")
 
 
 def cutting(name, numbers):

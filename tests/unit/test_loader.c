@@ -1268,7 +1268,7 @@ static void holding_more_than_prefetch_plus_one_batches_is_einval(void **state) 
 
 /* What the progress of a stalled streamed open saw, and when it gives up. */
 typedef struct open_seen {
-  int calls, first_attempt, max_attempts, backing_off;
+  int calls, due, first_attempt, max_attempts, backing_off;
   size_t shard_index, num_shards;
   char shard[256];
   double last_s;
@@ -1282,12 +1282,13 @@ static int give_up_after_half_a_second(void *ctx, const ff_open_progress *p) {
     snprintf(o->shard, sizeof o->shard, "%s", p->shard);
   }
   o->last_s = p->elapsed_s;
+  o->due += p->due != 0;
   return p->elapsed_s > 0.5;
 }
 
 /* A server that takes the connection and never answers: the open of a
  * streamed source tells open_progress which shard and attempt it waits for,
- * again and again while it waits, and gives up when told to (FF_EIO, the
+ * again and again while it waits (no line due yet), and gives up when told to (FF_EIO, the
  * message naming the shard), long before the 30 s stall timeout. */
 static void a_stalled_streamed_open_tells_its_progress_and_can_be_given_up(void **state) {
   (void)state;
@@ -1322,6 +1323,7 @@ static void a_stalled_streamed_open_tells_its_progress_and_can_be_given_up(void 
   assert_int_equal(seen.shard_index, 0);
   assert_int_equal(seen.num_shards, 1);
   assert_true(seen.calls >= 3); /* told again while it waits, not only as the attempt starts */
+  assert_int_equal(seen.due, 0); /* no line is due in an open's first 2 s */
   assert_true(seen.last_s > 0.5);
   assert_true(took < 20); /* given up at once, not after the server's 30 s stall */
 }
