@@ -434,6 +434,32 @@ static ff__coord_params auto_params(int budget, int expected) {
   return p;
 }
 
+/* 16 cores, a core reserved, 8 hungry members: 15 threads, so one member
+ * has a thread fewer than the others. Which one moves a place each window
+ * of the adaptive reserve, so that over 8 windows each is short once (for
+ * good to the last slot, that member ran at half its peers' rate). */
+static void the_member_a_thread_short_changes_each_window(void **state) {
+  (void)state;
+  ff__coord_params p = auto_params(16, 8);
+  p.reserve.cores = 1;
+  ff__coord_member m[FF__COORD_MAX_MEMBERS] = {0};
+  hungry_members(m, 8, 2, 2);
+  int short_of[8] = {0};
+  for (int w = 0; w < 8; w++) {
+    p.reserve.windows = w + 1;
+    ff__coord_targets(&p, m, FF__COORD_MAX_MEMBERS);
+    int sum = 0, shorts = 0;
+    for (int i = 0; i < 8; i++) {
+      sum += m[i].fair;
+      if (m[i].fair == 1) short_of[i]++, shorts++;
+    }
+    assert_int_equal(sum, 15);
+    assert_int_equal(shorts, 1);
+  }
+  for (int i = 0; i < 8; i++)
+    assert_int_equal(short_of[i], 1);
+}
+
 /* Windows' measures of the others' cores in, the reserve out: a trainer
  * getting 0.2 of a core keeps nothing, one getting 0.6 a core at once (the
  * measure smoothed by halves after the first window), which it keeps at a full core of use; when it
@@ -1705,6 +1731,7 @@ int main(void) {
       cmocka_unit_test_teardown(the_adaptive_reserve_rounds_the_others_cores_and_holds_before_it_drops,
                                 teardown),
       cmocka_unit_test_teardown(the_adaptive_reserve_never_takes_the_whole_budget, teardown),
+      cmocka_unit_test_teardown(the_member_a_thread_short_changes_each_window, teardown),
       cmocka_unit_test_teardown(the_adaptive_reserve_comes_off_the_guaranteed_budget, teardown),
       cmocka_unit_test_teardown(bursts_leave_the_reserved_cores_to_the_others, teardown),
       cmocka_unit_test_teardown(the_window_measures_the_node_less_the_members_workers, teardown),
