@@ -234,10 +234,11 @@ int ff__coord_node_busy_ns(const ff__coord_busy_source *src, uint64_t *out);
 /* The pure rebalancing, over the n slots of m (free slots skipped).
  * Sets fair and target of every member (budget: ff__coord_guaranteed_budget):
  *   - fair: the budget divided by max(members, expected_members), the
- *     remainder to as many members in turn (from the live member at place
- *     reserve.windows modulo the shares on: it moves each window of the
- *     adaptive reserve, and stays at the lowest slots under a fixed one),
- *     clamped to [min, max_threads];
+ *     remainder to as many shares in turn, from place reserve.windows
+ *     modulo the shares on (it moves each window of the adaptive reserve,
+ *     and stays at the lowest slots under a fixed one; a place without a
+ *     live member leaves its thread to the free budget), clamped to
+ *     [min, max_threads];
  *   - a member stalls when stall_share > stall_threshold, unless its last
  *     two reports each had slack (slack_reports: it asks for no more while
  *     its smoothed stall share falls); it has slack when

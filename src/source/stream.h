@@ -16,19 +16,10 @@
  * local file named as compressed (.gz .tgz .bz2 .xz .zst .lz4 .lzma). */
 int ff__stream_name(const char *name);
 
-/* Builds the index of the streamed shards: reads each shard once from start
- * to end (retrying network errors, see ff__stream_open) to count its
- * samples and learn their labels, grouping members as the tar: source does;
- * out->streamed is set. Shards that fail and members that make no sample go
- * to out->bad as for local shards. progress (may be NULL) is called with
- * ctx as each attempt starts and about every 100 ms while one reads or
- * backs off (ff_config.open_progress); nonzero from it abandons the read in
- * progress and the open. Returns FF_OK, FF_EEMPTY (no sample), FF_EIO
- * (given up by progress: the message names the shard), FF_ENOMEM. */
 /* When a progress line is due (ff_open_progress.due), from the calls of an
  * open: a wait is a shard, attempt and backoff; a line is due once the
  * open has taken 2 s, at each wait's first call once it has lasted 0.5 s,
- * and 10 s after the last line within a long wait. Start from zeros. */
+ * and whenever 10 s have passed since the last line. Start from zeros. */
 typedef struct ff__open_rule {
   size_t shard;
   int attempt, backing_off; /* the current wait (attempt 0: none yet) */
@@ -39,6 +30,15 @@ typedef struct ff__open_rule {
 } ff__open_rule;
 int ff__open_rule_due(ff__open_rule *r, const ff_open_progress *p);
 
+/* Builds the index of the streamed shards: reads each shard once from start
+ * to end (retrying network errors, see ff__stream_open) to count its
+ * samples and learn their labels, grouping members as the tar: source does;
+ * out->streamed is set. Shards that fail and members that make no sample go
+ * to out->bad as for local shards. progress (may be NULL) is called with
+ * ctx as each attempt starts and about every 100 ms while one reads or
+ * backs off (ff_config.open_progress); nonzero from it abandons the read in
+ * progress and the open. Returns FF_OK, FF_EEMPTY (no sample), FF_EIO
+ * (given up by progress: the message names the shard), FF_ENOMEM. */
 ff_status ff__stream_index(const char *pattern, ff__strlist *shards, ff_open_progress_fn progress, void *ctx,
                            ff__index *out, ff__error *err);
 
