@@ -479,10 +479,10 @@ class Loader:
     attribute is a dict of ``shard`` (its URL, ``pipe:COMMAND`` or path),
     ``shard_index`` (from 0), ``num_shards``, ``attempt``, ``max_attempts``,
     ``backing_off``, ``last_error`` ("" on a first attempt), ``shard_s``, ``elapsed_s``
-    (seconds) and ``due`` (True: this call's line is said). Ctrl-C gives the open up within a fraction of a second and
-    the constructor raises KeyboardInterrupt; so does any exception a signal handler
-    raises (signals reach only the main thread), e.g. a deadline through
-    ``signal.alarm``.
+    (seconds) and ``due`` (True: this call's line is said). Ctrl-C gives the open up
+    within a fraction of a second and the constructor raises KeyboardInterrupt; so does
+    any exception a signal handler raises (signals reach only the main thread), e.g. a
+    deadline through ``signal.alarm``.
 
     Closing: ``close()``, ``with Loader(...) as loader:``, garbage collection
     and interpreter exit all stop the threads. ``break`` leaves the loader

@@ -63,7 +63,8 @@ int ff__cli_getopt(int argc, char **argv, const struct option *opts, int *li);
  * ff__source_open_watched's progress) and &o as its context, then
  * ff__cli_opening_end(&o) whatever the open returned. Lines "fusionflow
  * CMD: opening, ..." on stderr say which shard and attempt it waits for,
- * when the open says one is due (ff_open_progress.due); Ctrl-C during a streamed open gives it up.
+ * when the open says one is due (ff_open_progress.due); Ctrl-C during a
+ * streamed open gives it up.
  * ff__cli_opening_end restores Ctrl-C's handler and returns 1, after saying
  * "interrupted while opening the source", when Ctrl-C gave the open up (the
  * command then exits 130), else 0. */

@@ -455,7 +455,7 @@ void ff__coord_targets(const ff__coord_params *params, ff__coord_member *m, int 
   /* The remainder goes to `extra` members in turn, one place further each
    * window of the adaptive reserve: for good to the lowest slots, it would
    * leave one hungry member a thread short of its peers for the whole run. */
-  int turn = p->reserve.windows > 0 ? p->reserve.windows % shares : 0;
+  int turn = p->reserve.windows % shares;
   for (int j = 0; j < k; j++) {
     ff__coord_member *e = &m[live[j]];
     e->fair = clampi(base + ((j - turn + shares) % shares < extra), member_min(p, e), member_cap(e));

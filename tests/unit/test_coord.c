@@ -462,9 +462,10 @@ static void the_member_a_thread_short_changes_each_window(void **state) {
 
 /* Windows' measures of the others' cores in, the reserve out: a trainer
  * getting 0.2 of a core keeps nothing, one getting 0.6 a core at once (the
- * measure smoothed by halves after the first window), which it keeps at a full core of use; when it
- * stops, the reserve drops only after FF__COORD_RESERVE_HOLD windows that
- * want less in a row, and a window that wants it back resets the count. */
+ * measure smoothed by halves after the first window), which it keeps at a
+ * full core of use; when it stops, the reserve drops only after
+ * FF__COORD_RESERVE_HOLD windows that want less in a row, and a window that
+ * wants it back resets the count. */
 static void the_adaptive_reserve_rounds_the_others_cores_and_holds_before_it_drops(void **state) {
   (void)state;
   ff__coord_params p = auto_params(4, 2);

@@ -93,38 +93,39 @@ static void no_sample_is_refused_with_the_first_problem(void **state) {
   ff__strlist_free(&shards);
 }
 
-/* Feeds the rule one call of shard `shard`, attempt `attempt` at t s; returns whether a line is due. */
-static int due_at(ff__open_rule *r, double t, size_t shard, int attempt, int backing_off) {
-  ff_open_progress p = {.shard = "s.tar",
-                        .shard_index = shard,
-                        .num_shards = 3,
-                        .attempt = attempt,
-                        .max_attempts = 4,
-                        .backing_off = backing_off,
-                        .last_error = "",
-                        .elapsed_s = t};
-  return ff__open_rule_due(r, &p);
-}
-
 /* When an open's progress line is due, from calls every 1/8 s: the first
  * once the open has taken 2 s, then every 10 s within a long wait, one for
  * each wait (an attempt, a backoff) once it has lasted half a second, and
  * none for a wait shorter than that. */
 static void a_progress_line_is_due_at_2_s_each_long_wait_and_every_10_s(void **state) {
   (void)state;
+  static const struct {
+    double start;
+    int calls;
+    size_t shard;
+    int attempt, backing_off;
+  } waits[] = {
+      {0, 8 * 25, 0, 1, 0}, /* shard 0, first read: 0 to 25 s */
+      {25, 3, 0, 2, 1},     /* a backoff of 3/8 s: unsaid */
+      {25.375, 8, 0, 2, 0}, /* the retry, 1 s */
+      {26.375, 3, 1, 1, 0}, /* a quick shard: unsaid */
+      {26.75, 8, 2, 1, 0},
+  };
   ff__open_rule r = {0};
   double due[8];
   int n = 0;
-  for (int k = 0; k < 8 * 25; k++) /* shard 0, first read: 0 to 25 s */
-    if (due_at(&r, k / 8.0, 0, 1, 0) && n < 8) due[n++] = k / 8.0;
-  for (int k = 0; k < 3; k++) /* a backoff of 3/8 s: unsaid */
-    if (due_at(&r, 25 + k / 8.0, 0, 2, 1) && n < 8) due[n++] = 25 + k / 8.0;
-  for (int k = 0; k < 8; k++) /* the retry, 1 s */
-    if (due_at(&r, 25.375 + k / 8.0, 0, 2, 0) && n < 8) due[n++] = 25.375 + k / 8.0;
-  for (int k = 0; k < 3; k++) /* a quick shard: unsaid */
-    if (due_at(&r, 26.375 + k / 8.0, 1, 1, 0) && n < 8) due[n++] = 26.375 + k / 8.0;
-  for (int k = 0; k < 8; k++)
-    if (due_at(&r, 26.75 + k / 8.0, 2, 1, 0) && n < 8) due[n++] = 26.75 + k / 8.0;
+  for (size_t w = 0; w < sizeof waits / sizeof *waits; w++)
+    for (int k = 0; k < waits[w].calls; k++) {
+      ff_open_progress p = {.shard = "s.tar",
+                            .shard_index = waits[w].shard,
+                            .num_shards = 3,
+                            .attempt = waits[w].attempt,
+                            .max_attempts = 4,
+                            .backing_off = waits[w].backing_off,
+                            .last_error = "",
+                            .elapsed_s = waits[w].start + k / 8.0};
+      if (ff__open_rule_due(&r, &p) && n < 8) due[n++] = p.elapsed_s;
+    }
   const double want[] = {2.0, 12.0, 22.0, 25.875, 27.25};
   assert_int_equal(n, 5);
   for (int i = 0; i < n; i++)
