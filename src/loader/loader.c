@@ -447,6 +447,7 @@ static void *worker_loop(void *p) {
     pthread_mutex_lock(&l->mu);
     l->busy--;
     l->worker_cpu_ns += worker_cpu_ns;
+    ff__coord_publish_cpu(l->coord, l->worker_cpu_ns); /* for the node's reserve: its CPU between reports */
     uint64_t cpu_ns = w->read_ns + w->decode_ns + w->ops_ns;
     if (l->trace) trace_sample(l, index, w, t0, sample);
     if (!replace_msg) { /* after substitutes the worker's figures mix several samples */
@@ -606,10 +607,14 @@ static void join_node_group(ff_loader *l, int gpu) {
   const char *env = getenv("FF_NODE_GROUP");
   if (ff__coord_group_off(env)) return;
   ff__error err = {0};
-  if (ff__coord_join(NULL, l->num_threads, &l->coord, &err) != FF_OK) {
+  ff__coord *coord;
+  if (ff__coord_join(NULL, l->num_threads, &coord, &err) != FF_OK) {
     fprintf(stderr, "fusionflow: %s: this loader runs alone on its %d threads\n", err.msg, l->num_threads);
     return;
   }
+  pthread_mutex_lock(&l->mu); /* the workers, already running, publish to it under the lock */
+  l->coord = coord;
+  pthread_mutex_unlock(&l->mu);
   /* A spare parks from its start (active_spares is 0) until it is in
    * SCHED_IDLE (thread attributes only take SCHED_OTHER, FIFO and RR); one
    * the kernel refuses stays parked for good, beyond num_spares. */
@@ -817,8 +822,11 @@ ff_status ff_loader_open(const ff_config *cfg, ff_loader **out) {
 
 void ff_loader_close(ff_loader *l) {
   if (!l) return;
-  ff__coord_leave(l->coord); /* the threads go back to the node's pool first */
+  pthread_mutex_lock(&l->mu); /* the workers publish to the handle under the lock */
+  ff__coord *coord = l->coord;
   l->coord = NULL;
+  pthread_mutex_unlock(&l->mu);
+  ff__coord_leave(coord); /* the threads go back to the node's pool first */
   pthread_mutex_lock(&l->mu);
   l->stop = 1;
   pthread_cond_broadcast(&l->work_cv);

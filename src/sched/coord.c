@@ -49,9 +49,10 @@
  * out run at normal priority only on the cores the trainers leave. By
  * default (FF_NODE_TRAINER_CORES=auto) the reserve is adaptive: every
  * FF__COORD_WINDOW_MS or more, the reporting member measures the node's busy
- * CPU (the quota's cgroup, else the affinity's CPUs in /proc/stat) less the
- * members' worker-thread CPU (each member publishes its cumulative CPU in
- * its slot; members that left within the window keep theirs), the CPU of
+ * CPU (the quota's cgroup, else the affinity's CPUs in /proc/stat, steal
+ * left out) less the members' worker-thread CPU (each member's workers
+ * publish its cumulative CPU beside its slot after every sample, without
+ * the lock; members that left within the window keep theirs), the CPU of
  * everything else — trainers in the loaders' processes or in others —
  * and keeps that many cores, rounded with hysteresis
  * (ff__coord_reserve_decide), out of the allotments and bursts: a
@@ -100,7 +101,7 @@
 #include "core/clock.h"
 
 #define COORD_MAGIC 0x46464344u /* "FFCD" */
-#define COORD_VERSION 6u
+#define COORD_VERSION 7u
 #define COORD_NAME_CAP (FF__COORD_GROUP_MAX + 64)
 #define COORD_ATTACH_TRIES 64
 #define COORD_SIGNAL_NS 1e8 /* the interval a report of weight alpha stands for */
@@ -122,6 +123,8 @@ struct ff__coord {
   int threads;
   int spares;
   int reserve_cores; /* ff__coord_reserved as of the last join or report */
+  pthread_mutex_t pub_mu;     /* held by a report or the leave (they may remap shm or move slot) and by
+                                 ff__coord_publish_cpu, which only tries it */
   ff__coord_busy_source busy; /* where the adaptive reserve reads the node's busy CPU */
   ff__coord_params params; /* this member's wishes, used when it (re)initialises a segment */
   char name[COORD_NAME_CAP];
@@ -207,12 +210,39 @@ void ff__coord_busy_source_init(ff__coord_busy_source *src) {
   if (quota > 0 && quota < affinity_cores()) snprintf(src->cpu_stat, sizeof src->cpu_stat, "%s/cpu.stat", dir);
 }
 
+int ff__coord_proc_stat_busy_ns(const char *path, uint64_t *out) {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof set, &set) != 0) return -1;
+  FILE *f = fopen(path, "r");
+  if (!f) return -1;
+  char line[512];
+  long hz = sysconf(_SC_CLK_TCK);
+  unsigned long long ticks = 0;
+  int cpus = 0;
+  while (fgets(line, sizeof line, f)) {
+    unsigned cpu;
+    unsigned long long v[7] = {0}; /* user nice system idle iowait irq softirq */
+    /* per-CPU lines only: %u would read the total line's "cpu  <user ticks>" as a CPU number */
+    if (strncmp(line, "cpu", 3) || !isdigit((unsigned char)line[3]) ||
+        sscanf(line, "cpu%u %llu %llu %llu %llu %llu %llu %llu", &cpu, &v[0], &v[1], &v[2], &v[3], &v[4],
+               &v[5], &v[6]) < 8 ||
+        cpu >= CPU_SETSIZE || !CPU_ISSET(cpu, &set))
+      continue;
+    ticks += v[0] + v[1] + v[2] + v[5] + v[6];
+    cpus++;
+  }
+  fclose(f);
+  if (!cpus || hz <= 0) return -1;
+  *out = (uint64_t)(ticks * (1000000000ull / (unsigned long long)hz));
+  return 0;
+}
+
 /* The busy CPU of the cgroup whose quota makes the budget (cpu.stat
  * usage_usec), or of the affinity's CPUs in /proc/stat: the measurement of
  * the adaptive reserve, the one place it reads the system. */
 int ff__coord_node_busy_ns(const ff__coord_busy_source *src, uint64_t *out) {
-  char line[512];
   if (src->cpu_stat[0]) {
+    char line[512];
     FILE *f = fopen(src->cpu_stat, "r");
     unsigned long long usec = 0;
     int found = 0;
@@ -226,26 +256,7 @@ int ff__coord_node_busy_ns(const ff__coord_busy_source *src, uint64_t *out) {
       return 0;
     }
   }
-  cpu_set_t set;
-  if (sched_getaffinity(0, sizeof set, &set) != 0) return -1;
-  FILE *f = fopen("/proc/stat", "r");
-  if (!f) return -1;
-  long hz = sysconf(_SC_CLK_TCK);
-  unsigned long long ticks = 0;
-  int cpus = 0;
-  while (fgets(line, sizeof line, f)) {
-    unsigned cpu;
-    unsigned long long v[8] = {0}; /* user nice system idle iowait irq softirq steal */
-    if (sscanf(line, "cpu%u %llu %llu %llu %llu %llu %llu %llu %llu", &cpu, &v[0], &v[1], &v[2], &v[3], &v[4], &v[5],
-               &v[6], &v[7]) < 8 || cpu >= CPU_SETSIZE || !CPU_ISSET(cpu, &set))
-      continue;
-    ticks += v[0] + v[1] + v[2] + v[5] + v[6] + v[7];
-    cpus++;
-  }
-  fclose(f);
-  if (!cpus || hz <= 0) return -1;
-  *out = (uint64_t)(ticks * (1000000000ull / (unsigned long long)hz));
-  return 0;
+  return ff__coord_proc_stat_busy_ns("/proc/stat", out);
 }
 
 void ff__coord_params_init(ff__coord_params *p) {
@@ -910,6 +921,7 @@ int ff__coord_window_due(const ff__coord_params *p, const ff__coord_member *m, i
 /* Member e's worker CPU at now_ns: its last report's, plus its rate since
  * (none while it is quiet: its workers park). */
 static uint64_t worker_cpu_at(const ff__coord_params *p, const ff__coord_member *e, uint64_t now_ns) {
+  if (e->cpu_now_ns >= e->worker_cpu_ns && e->cpu_now_ns) return e->cpu_now_ns; /* published: known */
   if (now_ns <= e->heartbeat_ns || is_quiet(p, e, now_ns) || !(e->worker_cores > 0)) return e->worker_cpu_ns;
   return e->worker_cpu_ns + (uint64_t)(e->worker_cores * (double)(now_ns - e->heartbeat_ns));
 }
@@ -940,8 +952,8 @@ void ff__coord_measure(ff__coord_params *p, ff__coord_member *m, int n, uint64_t
 }
 
 void ff__coord_depart(ff__coord_params *p, const ff__coord_member *e) {
-  if (e->pid && e->in_window && e->worker_cpu_ns > e->window_cpu_ns)
-    p->reserve.departed_ns += e->worker_cpu_ns - e->window_cpu_ns;
+  uint64_t cpu = e->cpu_now_ns > e->worker_cpu_ns ? e->cpu_now_ns : e->worker_cpu_ns;
+  if (e->pid && e->in_window && cpu > e->window_cpu_ns) p->reserve.departed_ns += cpu - e->window_cpu_ns;
 }
 
 /* Whether member e's process is gone (seen from pid namespace pidns) or
@@ -954,6 +966,19 @@ static int member_gone(const ff__coord_params *p, const ff__coord_member *e, uin
   return now_ns > e->heartbeat_ns && now_ns - e->heartbeat_ns > timeout_ns;
 }
 
+/* Slot i's published worker CPU into its cpu_now_ns (under the lock). */
+static void read_published(coord_shm *s, int i) {
+  s->slot[i].cpu_now_ns = atomic_load_explicit(&s->worker_cpu_now[i], memory_order_relaxed);
+}
+
+/* Frees slot i (under the lock), its published CPU with it. */
+static void free_slot(coord_shm *s, int i) {
+  read_published(s, i);
+  ff__coord_depart(&s->params, &s->slot[i]);
+  memset(&s->slot[i], 0, sizeof s->slot[i]);
+  atomic_store_explicit(&s->worker_cpu_now[i], 0, memory_order_relaxed);
+}
+
 /* Frees slots whose process is gone or that stayed silent too long (not
  * `self`), and recounts the members. Under the lock. */
 static void reclaim(coord_shm *s, int self, uint64_t pidns, uint64_t now_ns) {
@@ -962,8 +987,7 @@ static void reclaim(coord_shm *s, int self, uint64_t pidns, uint64_t now_ns) {
     ff__coord_member *e = &s->slot[i];
     if (!e->pid) continue;
     if (i != self && member_gone(&s->params, e, pidns, now_ns)) {
-      ff__coord_depart(&s->params, e);
-      memset(e, 0, sizeof *e);
+      free_slot(s, i);
       continue;
     }
     members++;
@@ -980,6 +1004,7 @@ static int take_slot(coord_shm *s, ff__coord *c, uint64_t now_ns) {
     i++;
   if (i == FF__COORD_MAX_MEMBERS) return -1;
   ff__coord_member *e = &s->slot[i];
+  atomic_store_explicit(&s->worker_cpu_now[i], 0, memory_order_relaxed);
   *e = (ff__coord_member){.pid = (int32_t)c->pid,
                           .max_threads = c->max_threads,
                           .ticket = ++s->next_ticket,
@@ -1241,7 +1266,12 @@ ff_status ff__coord_join_params(const char *group, int max_threads, const ff__co
   }
   ff__coord *c = calloc(1, sizeof *c);
   if (!c) return ff__error_set(err, FF_ENOMEM, "node coordinator: out of memory");
+  if (pthread_mutex_init(&c->pub_mu, NULL) != 0) {
+    free(c);
+    return ff__error_set(err, FF_ENOMEM, "node coordinator: cannot create a mutex");
+  }
   if (ff__coord_shm_name(group, c->name, sizeof c->name) != FF_OK) {
+    pthread_mutex_destroy(&c->pub_mu);
     free(c);
     return ff__error_set(err, FF_EINVAL, "node coordinator: group name must have 1..%d bytes",
                          FF__COORD_GROUP_MAX - 1);
@@ -1258,6 +1288,7 @@ ff_status ff__coord_join_params(const char *group, int max_threads, const ff__co
   c->slot = -1;
   ff_status st = attach(c, err);
   if (st != FF_OK) {
+    pthread_mutex_destroy(&c->pub_mu);
     free(c);
     return st;
   }
@@ -1285,13 +1316,13 @@ ff_status ff__coord_join(const char *group, int max_threads, ff__coord **out, ff
 
 void ff__coord_leave(ff__coord *c) {
   if (!c) return;
+  /* A forked child holds a copy of the handle (and of pub_mu, maybe held
+   * by a thread it does not have) but not the membership. */
+  int own = c->pid == getpid();
+  if (own) pthread_mutex_lock(&c->pub_mu);
   coord_shm *s = c->shm;
-  /* A forked child holds a copy of the handle but not the membership. */
-  if (s && c->pid == getpid() && coord_lock(s, c->params.lock_timeout_ms + 1000) == 0) {
-    if (owns_slot(c)) {
-      ff__coord_depart(&s->params, &s->slot[c->slot]);
-      memset(&s->slot[c->slot], 0, sizeof s->slot[c->slot]);
-    }
+  if (s && own && coord_lock(s, c->params.lock_timeout_ms + 1000) == 0) {
+    if (owns_slot(c)) free_slot(s, c->slot);
     reclaim(s, -1, c->pidns, ff__now_ns());
     if (!s->members && !s->closed) {
       s->closed = 1;
@@ -1300,6 +1331,10 @@ void ff__coord_leave(ff__coord *c) {
     coord_unlock(s);
   }
   detach(c);
+  if (own) {
+    pthread_mutex_unlock(&c->pub_mu);
+    pthread_mutex_destroy(&c->pub_mu);
+  }
   free(c);
 }
 
@@ -1312,16 +1347,16 @@ static int report_lock(ff__coord *c) {
   return rc;
 }
 
-ff_status ff__coord_report(ff__coord *c, const ff__coord_report_data *r, int *threads_out) {
-  if (!c || !r || !threads_out || c->pid != getpid()) return FF_EINVAL;
+/* ff__coord_report with c->pub_mu held. */
+static void report_held(ff__coord *c, const ff__coord_report_data *r, int *threads_out) {
   if (c->alone || (!c->shm && attach(c, NULL) != FF_OK)) { /* a previous re-attach failed */
     *threads_out = c->threads;
-    return FF_OK;
+    return;
   }
   coord_shm *s = c->shm;
   if (report_lock(c) != 0) {
     *threads_out = c->threads;
-    return FF_OK;
+    return;
   }
   uint64_t now = ff__now_ns();
   if (s->closed) {
@@ -1331,7 +1366,7 @@ ff_status ff__coord_report(ff__coord *c, const ff__coord_report_data *r, int *th
     detach(c);
     if (attach(c, NULL) != FF_OK || report_lock(c) != 0) {
       *threads_out = c->threads;
-      return FF_OK;
+      return;
     }
     s = c->shm;
   }
@@ -1341,26 +1376,44 @@ ff_status ff__coord_report(ff__coord *c, const ff__coord_report_data *r, int *th
     detach(c);
     go_alone(c, why, NULL);
     *threads_out = c->threads;
-    return FF_OK;
+    return;
   }
   if (!owns_slot(c)) {
     reclaim(s, -1, c->pidns, now);
     if (take_slot(s, c, now) < 0) {
       coord_unlock(s);
       *threads_out = c->threads;
-      return FF_OK;
+      return;
     }
   }
   reclaim(s, c->slot, c->pidns, now);
   uint64_t busy;
-  if (ff__coord_window_due(&s->params, s->slot, FF__COORD_MAX_MEMBERS, now) && ff__coord_node_busy_ns(&c->busy, &busy) == 0)
+  if (ff__coord_window_due(&s->params, s->slot, FF__COORD_MAX_MEMBERS, now) &&
+      ff__coord_node_busy_ns(&c->busy, &busy) == 0) {
+    for (int i = 0; i < FF__COORD_MAX_MEMBERS; i++)
+      if (s->slot[i].pid) read_published(s, i);
     ff__coord_measure(&s->params, s->slot, FF__COORD_MAX_MEMBERS, now, busy);
+  }
   c->threads = ff__coord_rebalance(&s->params, s->slot, FF__COORD_MAX_MEMBERS, c->slot, r, now);
   c->reserve_cores = ff__coord_reserved(&s->params, s->slot, FF__COORD_MAX_MEMBERS);
   c->spares = ff__coord_member_spares(c->max_threads, c->threads);
   coord_unlock(s);
   *threads_out = c->threads;
+}
+
+ff_status ff__coord_report(ff__coord *c, const ff__coord_report_data *r, int *threads_out) {
+  if (!c || !r || !threads_out || c->pid != getpid()) return FF_EINVAL;
+  pthread_mutex_lock(&c->pub_mu);
+  report_held(c, r, threads_out);
+  pthread_mutex_unlock(&c->pub_mu);
   return FF_OK;
+}
+
+void ff__coord_publish_cpu(ff__coord *c, uint64_t worker_cpu_ns) {
+  if (!c || c->pid != getpid() || pthread_mutex_trylock(&c->pub_mu) != 0) return;
+  if (!c->alone && c->shm && owns_slot(c))
+    atomic_store_explicit(&c->shm->worker_cpu_now[c->slot], worker_cpu_ns, memory_order_relaxed);
+  pthread_mutex_unlock(&c->pub_mu);
 }
 
 int ff__coord_threads(const ff__coord *c) { return c ? c->threads : 0; }

@@ -155,6 +155,8 @@ typedef struct ff__coord_member {
   uint64_t window_cpu_ns; /* its worker CPU (estimated) when the reserve's window opened */
   double worker_cores;    /* smoothed worker CPU per second of its reports: its workers' cores, to
                              estimate its worker CPU between reports */
+  uint64_t cpu_now_ns;    /* its workers' CPU as they published it (ff__coord_publish_cpu), read when
+                             the reserve's window closes; 0: none published (the estimate instead) */
   int32_t in_window;      /* 1: it had reported twice when the window opened (its CPU is known) */
   int32_t slack_reports;  /* its last reports in a row that alone had slack (stall <= stall_threshold,
                              ring fill >= ring_full, idle > idle_threshold): for the bursts */
@@ -200,8 +202,12 @@ int ff__coord_window_due(const ff__coord_params *p, const ff__coord_member *m, i
 /* Closes the adaptive reserve's window at now_ns and opens the next, pure
  * (the simulator runs it with the CPU it models): node_busy_ns is the
  * node's cumulative busy CPU time now. The members' worker CPU at now is
- * their last report's plus worker_cores x the time since (nothing for a
- * quiet member: its workers park); with that of members that left within
+ * what their workers published (cpu_now_ns, which the caller reads in
+ * first), else their last report's plus worker_cores x the time since
+ * (nothing for a quiet member: its workers park): that estimate misses a
+ * member whose workers got more of the cores after its last report (a
+ * peer's parked), by up to a core or more a window, and a reserve rises on
+ * one window; with that of members that left within
  * the window (p->reserve.departed_ns), others = (busy CPU in the window -
  * the workers' in it) / the window, fed to ff__coord_reserve_decide. A
  * window is only measured while every live member had reported twice when
@@ -225,11 +231,18 @@ void ff__coord_busy_source_init(ff__coord_busy_source *src);
 
 /* The node's busy CPU time so far, the adaptive reserve's measure, into
  * *out (ns): from src's cpu.stat, its usage_usec (every process the quota
- * covers); else (or when it cannot be read) the non-idle time (user, nice,
- * system, irq, softirq, steal; /proc/stat's per-CPU lines, USER_HZ ticks) of
- * the CPUs in the calling thread's affinity mask. Returns 0, or -1 if
- * neither can be read. */
+ * covers); else (or when it cannot be read) ff__coord_proc_stat_busy_ns of
+ * /proc/stat. Returns 0, or -1 if neither can be read. */
 int ff__coord_node_busy_ns(const ff__coord_busy_source *src, uint64_t *out);
+
+/* The time the CPUs in the calling thread's affinity mask ran something
+ * (user, nice, system, irq, softirq) in the per-CPU lines of a file in
+ * /proc/stat's format at path (USER_HZ ticks), into *out (ns). Not steal:
+ * on a virtual machine that is the time the host ran others while a vCPU
+ * wanted to run, no trainer's work, and counting it would keep cores
+ * off the loaders for nobody (the members' CPU times leave it out too).
+ * Returns 0, or -1 if the file cannot be read or has no such line. */
+int ff__coord_proc_stat_busy_ns(const char *path, uint64_t *out);
 
 /* The pure rebalancing, over the n slots of m (free slots skipped).
  * Sets fair and target of every member (budget: ff__coord_guaranteed_budget):
@@ -331,6 +344,10 @@ typedef struct ff__coord_segment {
   uint64_t next_ticket;
   ff__coord_params params; /* the node-wide settings */
   ff__coord_member slot[FF__COORD_MAX_MEMBERS];
+  /* each slot's worker CPU (ns) as of its member's last finished sample,
+   * stored by that member's workers without the lock, relaxed (0 until
+   * then: a slot taken or freed clears it) */
+  _Atomic uint64_t worker_cpu_now[FF__COORD_MAX_MEMBERS];
 } ff__coord_segment;
 
 typedef struct ff__coord ff__coord;
@@ -418,6 +435,15 @@ ff_status ff__coord_report(ff__coord *c, const ff__coord_report_data *r, int *th
 /* The threads to run at normal priority after the last join or report
  * (allotment + burst). */
 int ff__coord_threads(const ff__coord *c);
+
+/* Publishes this member's worker CPU (its workers' CPU time on samples
+ * since the loader started, ns, as ff__coord_report_data.worker_cpu_ns
+ * counts it) in its slot for the adaptive reserve's measure, without the
+ * segment's lock: a worker calls it after each sample. Skipped (the next
+ * call publishes the sum) while a report of this handle changes its
+ * mapping or slot; does nothing for NULL, a handle of another process, one
+ * that runs alone or holds no slot. Thread-safe with ff__coord_report. */
+void ff__coord_publish_cpu(ff__coord *c, uint64_t worker_cpu_ns);
 
 /* The cores kept for the trainers (ff__coord_reserved) as of the last join
  * or report. */

@@ -44,8 +44,10 @@
  * per rank every loader thread is a spare. With auto the reserve is
  * measured as the coordinator measures it (ff__coord_measure, when a report
  * finds its window due), the node's busy CPU being the modelled one: the
- * workers', the spares' and the stand-in's CPU time. Without the coordinator each loader runs C threads (`off`)
- * or max(1, C / N) (`static`), as bench/node.py runs them. Costs are drawn
+ * workers', the spares' and the stand-in's CPU time, and each loader's
+ * worker CPU the one its workers published at their last finished sample.
+ * Without the coordinator each loader runs C threads (`off`) or
+ * max(1, C / N) (`static`), as bench/node.py runs them. Costs are drawn
  * from a Philox stream per rank in sample order, so every mode sees the
  * same samples and a run is deterministic. Not modelled: the consumer's
  * own CPU time (its step is a sleep, as in bench/node_member.c: the cores
@@ -378,6 +380,8 @@ static void simulate(sim *S, ff__sim_node_result *out) {
         loader *L = &S->l[j.rank];
         L->left[j.batch % S->ring]--;
         L->worker_cpu += j.cost;
+        if (S->mode == FF__SIM_NODE_COORD) /* published, as a worker does after each sample */
+          S->member[j.rank].cpu_now_ns = (uint64_t)llround(L->worker_cpu * 1e9);
         if (S->now >= W) L->cpu_s += j.cost;
         L->busy[k]--;
       }

@@ -18,6 +18,7 @@
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -638,6 +639,35 @@ static void the_window_measures_the_node_less_the_members_workers(void **state) 
   assert_false(ff__coord_window_due(&p, m, FF__COORD_MAX_MEMBERS, t0 + 100 * w));
 }
 
+/* Between its reports a member's CPU is estimated from its rate, which
+ * misses a member whose workers got more of the cores since (a peer's
+ * parked): one that reported half a window ago at a core and ran two since
+ * would read as half a core of others' CPU, a core kept for nobody. What
+ * its workers published is its CPU: no others, no reserve. */
+static void the_published_worker_cpu_replaces_the_estimate(void **state) {
+  (void)state;
+  uint64_t t0 = 1000000000ull, w = FF__COORD_WINDOW_MS * 1000000ull, busy = 5000000000ull,
+           cpu = 7000000000ull;
+  for (int published = 0; published < 2; published++) {
+    ff__coord_params p = auto_params(4, 2);
+    ff__coord_member m[FF__COORD_MAX_MEMBERS] = {0};
+    for (int i = 0; i < 2; i++) {
+      table_add(m, i, 4, 2);
+      m[i].reports = 3, m[i].heartbeat_ns = t0, m[i].worker_cpu_ns = cpu, m[i].interval_ns = 10000000;
+      m[i].worker_cores = 1.0;
+    }
+    ff__coord_measure(&p, m, FF__COORD_MAX_MEMBERS, t0, busy);        /* opens the window */
+    m[0].heartbeat_ns = t0 + w, m[0].worker_cpu_ns = cpu + w;         /* a core, reported at the close */
+    m[1].heartbeat_ns = t0 + w / 2, m[1].worker_cpu_ns = cpu + w / 2; /* a core, then two unreported */
+    if (published) m[0].cpu_now_ns = cpu + w, m[1].cpu_now_ns = cpu + w / 2 + w;
+    ff__coord_measure(&p, m, FF__COORD_MAX_MEMBERS, t0 + w, busy + w + w / 2 + w);
+    double others = published ? 0.0 : 0.5;
+    if (fabs(p.reserve.others_last - others) > 1e-6)
+      fail_msg("published %d: others %.3f cores, not %.3f", published, p.reserve.others_last, others);
+    assert_int_equal(p.reserve.cores, published ? 0 : 1);
+  }
+}
+
 /* Twelve cores over eight hungry ranks: whole threads, 2 to the first four
  * slots and 1 to the other four, report after report — the budget exactly
  * (no core left idle, none run twice), differing by at most one, and the
@@ -808,6 +838,44 @@ static void the_quota_is_the_tightest_of_the_cgroup_and_its_parents(void **state
   snprintf(src.cpu_stat, sizeof src.cpu_stat, "%s/gone/cpu.stat", job); /* no cpu.stat: /proc/stat's */
   assert_int_equal(ff__coord_node_busy_ns(&src, &busy), 0);
   assert_true(busy > 0 && busy <= proc_busy + 1000000000ull && proc_busy <= busy + 1000000000ull);
+}
+
+/* /proc/stat's busy time counts user, nice, system, irq and softirq of the
+ * CPUs in the affinity mask: not idle, iowait or a virtual machine's steal
+ * (another guest's time), nor the total line or CPUs outside the mask. */
+static void the_busy_time_of_proc_stat_leaves_out_steal(void **state) {
+  (void)state;
+  char dir[4096], path[4200], text[65536];
+  snprintf(dir, sizeof dir, "%s", ff_test_dir("coord-stat"));
+  snprintf(path, sizeof path, "%s/stat", dir);
+  cpu_set_t set;
+  assert_int_equal(sched_getaffinity(0, sizeof set, &set), 0);
+  for (int steal = 0; steal <= 9000; steal += 9000) {
+    size_t len = (size_t)snprintf(text, sizeof text, "cpu  900 90 180 9000 450 27 63 %d 0 0\n", steal);
+    int cpus = 0, outside = -1;
+    for (int c = 0; c < CPU_SETSIZE && len + 100 < sizeof text; c++) {
+      if (!CPU_ISSET(c, &set)) {
+        if (outside < 0) outside = c;
+        continue;
+      }
+      len +=
+          (size_t)snprintf(text + len, sizeof text - len, "cpu%d 100 10 20 1000 50 3 7 %d 0 0\n", c, steal);
+      cpus++;
+    }
+    if (outside >= 0 && len + 100 < sizeof text)
+      len += (size_t)snprintf(text + len, sizeof text - len, "cpu%d 5000 0 0 0 0 0 0 0 0 0\n", outside);
+    snprintf(text + len, sizeof text - len, "intr 12345\nctxt 678\n");
+    put(dir, "stat", text);
+    uint64_t busy = 0;
+    assert_int_equal(ff__coord_proc_stat_busy_ns(path, &busy), 0);
+    assert_true(busy == 140ull * (uint64_t)cpus * (1000000000ull / (uint64_t)sysconf(_SC_CLK_TCK)));
+  }
+  uint64_t busy = 7;
+  put(dir, "stat", "cpu  1 2 3 4 5 6 7 8 0 0\nintr 1\n"); /* no per-CPU line (the total is not cpu1) */
+  assert_int_equal(ff__coord_proc_stat_busy_ns(path, &busy), -1);
+  snprintf(path, sizeof path, "%s/none", dir);
+  assert_int_equal(ff__coord_proc_stat_busy_ns(path, &busy), -1);
+  assert_true(busy == 7);
 }
 
 /* ---- names ---- */
@@ -1364,6 +1432,43 @@ static ff__coord_segment *map_segment(void) {
   return g;
 }
 
+/* A member's workers publish their CPU in its slot of the segment, where
+ * the report that measures a window reads it. A handle of another process
+ * publishes nothing. */
+static void a_member_publishes_its_worker_cpu_in_its_slot(void **state) {
+  (void)state;
+  new_group("publish");
+  ff__coord_params q = auto_params(4, 2);
+  ff__coord *me = NULL;
+  ff__error err = {0};
+  assert_int_equal(ff__coord_join_params(group, 4, &q, &me, &err), FF_OK);
+  ff__coord_segment *g = map_segment();
+  int slot = -1;
+  for (int i = 0; i < FF__COORD_MAX_MEMBERS; i++)
+    if (g->slot[i].pid == (int32_t)getpid()) slot = i;
+  assert_true(slot >= 0);
+  assert_true(atomic_load(&g->worker_cpu_now[slot]) == 0);
+  ff__coord_publish_cpu(me, 123456789ull);
+  assert_true(atomic_load(&g->worker_cpu_now[slot]) == 123456789ull);
+  ff__coord_publish_cpu(NULL, 5); /* no handle: nothing */
+  pid_t kid = fork();
+  if (kid == 0) { /* a forked child holds a copy of the handle, not the membership */
+    ff__coord_publish_cpu(me, 1);
+    _exit(0);
+  }
+  int status = 0;
+  assert_int_equal(waitpid(kid, &status, 0), kid);
+  assert_true(atomic_load(&g->worker_cpu_now[slot]) == 123456789ull);
+  int threads = -1, n = 0;
+  ff__coord_member seen[FF__COORD_MAX_MEMBERS];
+  assert_int_equal(ff__coord_report(me, &STALL, &threads), FF_OK); /* the first report opens a window */
+  assert_int_equal(ff__coord_snapshot(me, seen, &n, NULL), FF_OK);
+  assert_int_equal(n, 1);
+  assert_true(seen[0].cpu_now_ns == 123456789ull);
+  ff__coord_leave(me);
+  munmap(g, sizeof *g);
+}
+
 typedef struct damage_case {
   const char *what;
   void (*damage)(ff__coord_segment *g);
@@ -1736,6 +1841,8 @@ int main(void) {
       cmocka_unit_test_teardown(the_adaptive_reserve_comes_off_the_guaranteed_budget, teardown),
       cmocka_unit_test_teardown(bursts_leave_the_reserved_cores_to_the_others, teardown),
       cmocka_unit_test_teardown(the_window_measures_the_node_less_the_members_workers, teardown),
+      cmocka_unit_test_teardown(the_published_worker_cpu_replaces_the_estimate, teardown),
+      cmocka_unit_test_teardown(a_member_publishes_its_worker_cpu_in_its_slot, teardown),
       cmocka_unit_test_teardown(a_member_with_slack_lends_threads_to_a_stalled_one, teardown),
       cmocka_unit_test_teardown(stalled_members_share_the_supply_in_proportion_to_their_stall, teardown),
       cmocka_unit_test_teardown(no_thread_is_lent_without_a_stall, teardown),
@@ -1754,6 +1861,7 @@ int main(void) {
       cmocka_unit_test_teardown(the_allotments_leave_one_core_per_trainer, teardown),
       cmocka_unit_test_teardown(the_cpu_max_quota_rounds_up_to_whole_cores, teardown),
       cmocka_unit_test_teardown(the_quota_is_the_tightest_of_the_cgroup_and_its_parents, teardown),
+      cmocka_unit_test_teardown(the_busy_time_of_proc_stat_leaves_out_steal, teardown),
       cmocka_unit_test_teardown(group_names_are_sanitised_and_taken_from_the_environment, teardown),
       cmocka_unit_test_teardown(three_processes_move_threads_from_slack_to_stall_and_survive_a_kill,
                                 teardown),
