@@ -918,10 +918,17 @@ int ff__coord_window_due(const ff__coord_params *p, const ff__coord_member *m, i
   return now_ns > r->start_ns && now_ns - r->start_ns >= window_ns;
 }
 
-/* Member e's worker CPU at now_ns: its last report's, plus its rate since
- * (none while it is quiet: its workers park). */
+/* Whether member e's published worker CPU (cpu_now_ns, as last read in)
+ * is at least as new as its last report's. */
+static int cpu_published(const ff__coord_member *e) {
+  return e->cpu_now_ns && e->cpu_now_ns >= e->worker_cpu_ns;
+}
+
+/* Member e's worker CPU at now_ns: what its workers published, else its
+ * last report's plus its rate since (none while it is quiet: its workers
+ * park). */
 static uint64_t worker_cpu_at(const ff__coord_params *p, const ff__coord_member *e, uint64_t now_ns) {
-  if (e->cpu_now_ns >= e->worker_cpu_ns && e->cpu_now_ns) return e->cpu_now_ns; /* published: known */
+  if (cpu_published(e)) return e->cpu_now_ns;
   if (now_ns <= e->heartbeat_ns || is_quiet(p, e, now_ns) || !(e->worker_cores > 0)) return e->worker_cpu_ns;
   return e->worker_cpu_ns + (uint64_t)(e->worker_cores * (double)(now_ns - e->heartbeat_ns));
 }
@@ -952,7 +959,7 @@ void ff__coord_measure(ff__coord_params *p, ff__coord_member *m, int n, uint64_t
 }
 
 void ff__coord_depart(ff__coord_params *p, const ff__coord_member *e) {
-  uint64_t cpu = e->cpu_now_ns > e->worker_cpu_ns ? e->cpu_now_ns : e->worker_cpu_ns;
+  uint64_t cpu = cpu_published(e) ? e->cpu_now_ns : e->worker_cpu_ns;
   if (e->pid && e->in_window && cpu > e->window_cpu_ns) p->reserve.departed_ns += cpu - e->window_cpu_ns;
 }
 
