@@ -19,29 +19,33 @@
 #include "sched/coord.h"
 
 static void node_usage(FILE *f) {
-  fprintf(f, "usage: fusionflow node status GROUP [--watch] [--interval MS] [--count N] [--json]\n"
-             "\n"
-             "Shows the node coordinator's table of GROUP (FF_NODE_GROUP of the trainers, or auto:\n"
-             "the group trainers started by torchrun with FF_NODE_GROUP=auto join, resolved as\n"
-             "they do from this environment: torchelastic-<TORCHELASTIC_RUN_ID>, else\n"
-             "port-<MASTER_PORT>): per member its pid, state\n"
-             "(gone: its process exited or stopped reporting, its slot freed at the next report;\n"
-             "stalled: its trainer waits; slack: its ring is full and its workers idle; quiet: no\n"
-             "batch asked for lately, or the process is stopped; neutral), threads it runs =\n"
-             "allotment + burst at normal priority (cores nobody else uses, or that loaders with\n"
-             "slack use now and then; the budget less the cores kept for the trainers' own threads:\n"
-             "the rest of a loader's threads are spares in SCHED_IDLE),\n"
-             "fair share, target, and the smoothed signals: stall share, ring fill, busy share\n"
-             "(worker CPU time / threads x interval), batch interval and the time since its last\n"
-             "report. With FF_NODE_TRAINER_CORES=auto (the default) it shows the CPU the node uses\n"
-             "beside the loaders' workers (the others': trainers, other processes), smoothed, and the\n"
-             "cores kept for them; else the fixed cores per trainer. Reads the table without joining.\n"
-             "\n"
-             "  --watch         refresh until interrupted (Ctrl-C) or the group ends (its last\n"
-             "                  member left: said, exit status 0)\n"
-             "  --interval MS   time between refreshes (default 1000)\n"
-             "  --count N       refresh N times, then stop (implies --watch)\n"
-             "  --json          one JSON object per refresh\n");
+  fprintf(f,
+          "usage: fusionflow node status GROUP [--watch] [--interval MS] [--count N] [--json]\n"
+          "\n"
+          "Shows the node coordinator's table of GROUP (FF_NODE_GROUP of the trainers, or auto:\n"
+          "the group trainers started by torchrun with FF_NODE_GROUP=auto join, resolved as\n"
+          "they do from this environment: torchelastic-<TORCHELASTIC_RUN_ID>, else\n"
+          "port-<MASTER_PORT>): per member its pid, state\n"
+          "(gone: its process exited or stopped reporting, its slot freed at the next report;\n"
+          "stalled: its trainer waits; slack: its ring is full and its workers idle; quiet: no\n"
+          "batch asked for lately, or the process is stopped; neutral), threads it runs =\n"
+          "allotment + burst at normal priority (cores nobody else uses, or that loaders with\n"
+          "slack use now and then; the budget less the cores kept for the trainers' own threads:\n"
+          "the rest of a loader's threads are spares in SCHED_IDLE),\n"
+          "fair share, target, and the smoothed signals: stall share, ring fill, busy share\n"
+          "(worker CPU time / threads x interval), batch interval and the time since its last\n"
+          "report, and its live cores (the CPU its workers published after each sample, over\n"
+          "the last %d ms or more up to the group's last report; - before any). With\n"
+          "FF_NODE_TRAINER_CORES=auto (the default) it shows the CPU the node uses beside the\n"
+          "loaders' workers (the others': trainers, other processes), smoothed, and the cores\n"
+          "kept for them; else the fixed cores per trainer. Reads the table without joining.\n"
+          "\n"
+          "  --watch         refresh until interrupted (Ctrl-C) or the group ends (its last\n"
+          "                  member left: said, exit status 0)\n"
+          "  --interval MS   time between refreshes (default 1000)\n"
+          "  --count N       refresh N times, then stop (implies --watch)\n"
+          "  --json          one JSON object per refresh\n",
+          FF__COORD_LIVE_MS);
 }
 
 static volatile sig_atomic_t interrupted;
@@ -63,14 +67,16 @@ static void print_text(const char *group, const ff__coord_params *p, const ff__c
   else
     printf("trainers' reserve: %d core%s per trainer (FF_NODE_TRAINER_CORES)\n", p->trainer_cores,
            p->trainer_cores == 1 ? "" : "s");
-  printf("%8s  %-8s %5s %5s %5s %5s %6s  %6s %5s %5s %9s %9s\n", "pid", "state", "run", "allot", "burst", "fair",
-         "target", "stall", "ring", "busy", "interval", "last");
+  printf("%8s  %-8s %5s %5s %5s %5s %6s  %6s %5s %5s %9s %9s %6s\n", "pid", "state", "run", "allot", "burst",
+         "fair", "target", "stall", "ring", "busy", "interval", "last", "live");
   for (int i = 0; i < n; i++) {
     const ff__coord_member *e = &m[i];
     double age_ms = now > e->heartbeat_ns ? (double)(now - e->heartbeat_ns) * 1e-6 : 0;
-    printf("%8d  %-8s %5d %5d %5d %5d %6d  %6.2f %5.2f %5.2f %7.1fms %7.0fms\n", (int)e->pid,
+    char live[16] = "-";
+    if (e->live_span_ns) snprintf(live, sizeof live, "%.2f", e->live_cores);
+    printf("%8d  %-8s %5d %5d %5d %5d %6d  %6.2f %5.2f %5.2f %7.1fms %7.0fms %6s\n", (int)e->pid,
            ff__coord_member_state(p, e, now), e->threads + e->burst, e->threads, e->burst, e->fair, e->target,
-           e->stall_share, e->ring_fill, e->busy_share, (double)e->interval_ns * 1e-6, age_ms);
+           e->stall_share, e->ring_fill, e->busy_share, (double)e->interval_ns * 1e-6, age_ms, live);
   }
 }
 
@@ -91,13 +97,19 @@ static void print_json(const char *group, const ff__coord_params *p, const ff__c
          p->reserve.changes, ff__coord_guaranteed_budget(p, m, n), p->expected_members);
   for (int i = 0; i < n; i++) {
     const ff__coord_member *e = &m[i];
-    printf("%s{\"pid\": %d, \"state\": \"%s\", \"threads\": %d, \"allotment\": %d, \"burst\": %d, \"fair\": %d, "
-           "\"target\": %d, \"max_threads\": %d, \"stall_share\": %.4f, \"ring_fill\": %.4f, \"busy_share\": %.4f, "
-           "\"interval_ms\": %.2f, \"last_report_ms\": %.1f, \"reports\": %d}",
-           i ? ", " : "", (int)e->pid, ff__coord_member_state(p, e, now), e->threads + e->burst, e->threads, e->burst,
-           e->fair, e->target, e->max_threads, e->stall_share, e->ring_fill, e->busy_share,
-           (double)e->interval_ns * 1e-6, now > e->heartbeat_ns ? (double)(now - e->heartbeat_ns) * 1e-6 : 0.0,
-           e->reports);
+    printf(
+        "%s{\"pid\": %d, \"state\": \"%s\", \"threads\": %d, \"allotment\": %d, \"burst\": %d, \"fair\": %d, "
+        "\"target\": %d, \"max_threads\": %d, \"stall_share\": %.4f, \"ring_fill\": %.4f, \"busy_share\": "
+        "%.4f, "
+        "\"interval_ms\": %.2f, \"last_report_ms\": %.1f, \"reports\": %d, \"live_cores\": ",
+        i ? ", " : "", (int)e->pid, ff__coord_member_state(p, e, now), e->threads + e->burst, e->threads,
+        e->burst, e->fair, e->target, e->max_threads, e->stall_share, e->ring_fill, e->busy_share,
+        (double)e->interval_ns * 1e-6, now > e->heartbeat_ns ? (double)(now - e->heartbeat_ns) * 1e-6 : 0.0,
+        e->reports);
+    if (e->live_span_ns)
+      printf("%.4f}", e->live_cores);
+    else
+      printf("null}");
   }
   printf("]}\n");
 }

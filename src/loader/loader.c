@@ -447,7 +447,7 @@ static void *worker_loop(void *p) {
     pthread_mutex_lock(&l->mu);
     l->busy--;
     l->worker_cpu_ns += worker_cpu_ns;
-    ff__coord_publish_cpu(l->coord, l->worker_cpu_ns); /* for the node's reserve: its CPU between reports */
+    ff__coord_publish_cpu(l->coord, l->worker_cpu_ns); /* its CPU between reports: the reserve, live cores */
     uint64_t cpu_ns = w->read_ns + w->decode_ns + w->ops_ns;
     if (l->trace) trace_sample(l, index, w, t0, sample);
     if (!replace_msg) { /* after substitutes the worker's figures mix several samples */
@@ -911,7 +911,10 @@ static void hand_out(ff_loader *l, ff_batch *e, int ring_ready, uint64_t t0, uin
   }
   uint64_t last = l->last_out_ns;
   l->last_out_ns = now;
-  if (!last) return; /* the first batch after open or a restart: waiting for it is no stall */
+  if (!last) { /* the first batch after open or a restart: waiting for it is no stall */
+    l->reported_cpu_ns = l->worker_cpu_ns; /* and the next report's busy share is of its interval only */
+    return;
+  }
   ff__sched_obs o = {
       .interval_s = (double)(now - last) * 1e-9,
       .wait_s = (double)b->wait_ns * 1e-9,

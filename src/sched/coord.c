@@ -35,7 +35,9 @@
  * member's whole allotment (silent past
  * quiet_ms and 4 of its batch intervals: its trainer stopped asking, or the
  * process is stopped), the budget nobody holds — goes at once to the
- * stalled members as a burst on top of their allotment (ff__coord_burst).
+ * stalled members as a burst on top of their allotment (ff__coord_burst),
+ * and so do the cores of a member whose workers, by the CPU they publish,
+ * parked since its last report.
  * Without that a member with slack keeps a thread that idles while a
  * stalled peer is capped, and joining the group loses to the OS's own
  * sharing. A burst is recomputed at every report of its holder, so when a
@@ -101,7 +103,7 @@
 #include "core/clock.h"
 
 #define COORD_MAGIC 0x46464344u /* "FFCD" */
-#define COORD_VERSION 7u
+#define COORD_VERSION 8u
 #define COORD_NAME_CAP (FF__COORD_GROUP_MAX + 64)
 #define COORD_ATTACH_TRIES 64
 #define COORD_SIGNAL_NS 1e8 /* the interval a report of weight alpha stands for */
@@ -573,16 +575,26 @@ void ff__coord_burst(const ff__coord_params *params, ff__coord_member *m, int n)
   for (int j = 0; j < k; j++) {
     const ff__coord_member *e = &m[live[j]];
     int threads = clampi(e->threads, 0, member_cap(e));
-    /* (a quiet member has slack) before its first report nothing is known: all of it */
-    if (cls[j] != SLACK) {
-      double busy = e->reports > 0 ? (threads + (e->burst > 0 ? e->burst : 0)) * e->busy_share / speed : threads;
-      used += busy < threads ? busy : threads;
-    }
-    room[j] = cls[j] == SLACK ? 0 : member_cap(e) - threads;
+    double running = threads + (e->burst > 0 ? e->burst : 0);
+    /* what its workers did since its last report, where that is known: a
+     * member whose ring filled up parks its workers at once, but its
+     * reports say so only a batch or two later */
+    int now_known = e->live_span_ns > 0 && e->live_at_ns > e->heartbeat_ns;
+    double busy = now_known ? e->live_cores / speed
+                  : e->reports > 0
+                      ? running * e->busy_share / speed
+                      : threads; /* (a quiet member has slack) before its first report: all of it */
+    if (cls[j] != SLACK) used += busy < threads ? busy : threads;
+    /* one whose threads wait for work now needs no more of them */
+    int idles = now_known && busy < running * (1.0 - p->idle_threshold);
+    room[j] = cls[j] == SLACK || idles ? 0 : member_cap(e) - threads;
     held[j] = cls[j] == NEUTRAL && e->burst > 0 ? (e->burst < room[j] ? e->burst : room[j]) : 0;
     held_sum += held[j];
     w_hold[j] = held[j];
-    w_stall[j] = cls[j] == STALLED && e->stall_now > p->stall_threshold ? e->stall_share : 0;
+    /* its trainer waits now, or it holds a burst and found no batch ready (a hungry trainer
+     * whose batch was nearly done keeps its burst) */
+    int waits = e->stall_now > p->stall_threshold || (e->burst > 0 && e->fill_now == 0);
+    w_stall[j] = cls[j] == STALLED && waits ? e->stall_share : 0;
   }
   double idle = ff__coord_guaranteed_budget(p, m, n) - used;
   int pool = idle > 0 ? (int)floor(idle + 0.5) : 0;
@@ -594,10 +606,29 @@ void ff__coord_burst(const ff__coord_params *params, ff__coord_member *m, int n)
     m[live[j]].burst = hold_out[j] + grant[j];
 }
 
+void ff__coord_live(ff__coord_member *m, int n, uint64_t now_ns) {
+  if (n > FF__COORD_MAX_MEMBERS) n = FF__COORD_MAX_MEMBERS;
+  for (int i = 0; i < n; i++) {
+    ff__coord_member *e = &m[i];
+    if (!e->pid || !e->cpu_now_ns) continue;
+    if (!e->live_at_ns || now_ns < e->live_at_ns || e->cpu_now_ns < e->live_cpu_ns) {
+      e->live_cpu_ns = e->cpu_now_ns, e->live_at_ns = now_ns, e->live_span_ns = 0;
+      continue;
+    }
+    uint64_t span = now_ns - e->live_at_ns;
+    if (span < FF__COORD_LIVE_MS * 1000000ull) continue;
+    /* a sample published is counted whole when it ends: a short span can
+     * read more cores than the member has */
+    double cores = (double)(e->cpu_now_ns - e->live_cpu_ns) / (double)span;
+    e->live_cores = cores < member_cap(e) ? cores : member_cap(e);
+    e->live_span_ns = span, e->live_cpu_ns = e->cpu_now_ns, e->live_at_ns = now_ns;
+  }
+}
+
 void ff__coord_observe(const ff__coord_params *p, ff__coord_member *m, const ff__coord_report_data *r) {
   double stall = clamp01(r->stall_share), fill = clamp01(r->ring_fill), busy = clamp01(r->busy_share);
   double a = p->alpha > 0 && p->alpha <= 1 ? p->alpha : 1;
-  m->stall_now = stall;
+  m->stall_now = stall, m->fill_now = fill;
   m->slack_reports = !has_slack(p, stall, fill, busy) ? 0
                      : m->slack_reports < INT32_MAX   ? m->slack_reports + 1
                                                       : INT32_MAX;
@@ -802,9 +833,10 @@ static int table_damage(const coord_shm *s, uint64_t now_ns, char *why, size_t c
     if (e->pid < 0 || e->max_threads < 1 || e->max_threads > MAX_THREADS || e->threads < 0 ||
         e->threads > e->max_threads || e->reports < 0 || e->burst < 0 || e->burst > e->max_threads ||
         (e->quiet != 0 && e->quiet != 1) || e->heartbeat_ns > now_ns + 1000000000u || !in01(e->stall_share) ||
-        !in01(e->ring_fill) || !in01(e->busy_share) || !in01(e->stall_now) ||
+        !in01(e->ring_fill) || !in01(e->busy_share) || !in01(e->stall_now) || !in01(e->fill_now) ||
         !(e->worker_cores >= 0 && e->worker_cores <= MAX_THREADS) ||
-        (e->in_window != 0 && e->in_window != 1) || e->slack_reports < 0) {
+        (e->in_window != 0 && e->in_window != 1) || e->slack_reports < 0 ||
+        !(e->live_cores >= 0 && e->live_cores <= e->max_threads)) {
       snprintf(why, cap, "is damaged (slot %d out of range)", i);
       return 1;
     }
@@ -868,6 +900,7 @@ int ff__coord_rebalance(const ff__coord_params *p, ff__coord_member *m, int n, i
   mark_quiet(p, m, n, self, now_ns);
   ff__coord_targets(p, m, n);
   int threads = ff__coord_step(p, m, n, self);
+  ff__coord_live(m, n, now_ns);
   ff__coord_burst(p, m, n);
   return clampi(threads + me->burst, 0, member_cap(me));
 }
@@ -1394,13 +1427,12 @@ static void report_held(ff__coord *c, const ff__coord_report_data *r, int *threa
     }
   }
   reclaim(s, c->slot, c->pidns, now);
+  for (int i = 0; i < FF__COORD_MAX_MEMBERS; i++) /* for the reserve's measure and the live cores */
+    if (s->slot[i].pid) read_published(s, i);
   uint64_t busy;
   if (ff__coord_window_due(&s->params, s->slot, FF__COORD_MAX_MEMBERS, now) &&
-      ff__coord_node_busy_ns(&c->busy, &busy) == 0) {
-    for (int i = 0; i < FF__COORD_MAX_MEMBERS; i++)
-      if (s->slot[i].pid) read_published(s, i);
+      ff__coord_node_busy_ns(&c->busy, &busy) == 0)
     ff__coord_measure(&s->params, s->slot, FF__COORD_MAX_MEMBERS, now, busy);
-  }
   c->threads = ff__coord_rebalance(&s->params, s->slot, FF__COORD_MAX_MEMBERS, c->slot, r, now);
   c->reserve_cores = ff__coord_reserved(&s->params, s->slot, FF__COORD_MAX_MEMBERS);
   c->spares = ff__coord_member_spares(c->max_threads, c->threads);

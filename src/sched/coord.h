@@ -25,6 +25,7 @@
 #define FF__COORD_WINDOW_MS 250     /* the adaptive reserve's measuring window, at least */
 #define FF__COORD_RESERVE_HOLD 4    /* windows the adaptive reserve holds before it drops */
 #define FF__COORD_RESERVE_FREE 0.25 /* cores of the others' use that reserve nothing (see below) */
+#define FF__COORD_LIVE_MS 50        /* the shortest span a member's live cores are measured over */
 
 /* The adaptive trainer reserve (trainer_cores FF__COORD_TRAINER_AUTO): state
  * the coordinator keeps beside the settings, not a setting (a joiner's own
@@ -151,15 +152,22 @@ typedef struct ff__coord_member {
   double busy_share;
   double stall_now; /* its last report's stall share as reported (clamped to 0..1): whether its
                        trainer waits now, for the bursts */
+  double fill_now;  /* its last report's ring fill as reported: 0, no batch was ready when its
+                       trainer asked, for the bursts */
   uint64_t worker_cpu_ns; /* its report's worker_cpu_ns, as of heartbeat_ns */
   uint64_t window_cpu_ns; /* its worker CPU (estimated) when the reserve's window opened */
   double worker_cores;    /* smoothed worker CPU per second of its reports: its workers' cores, to
                              estimate its worker CPU between reports */
-  uint64_t cpu_now_ns;    /* its workers' CPU as they published it (ff__coord_publish_cpu), read when
-                             the reserve's window closes; 0: none published (the estimate instead) */
+  uint64_t cpu_now_ns;    /* its workers' CPU as they published it (ff__coord_publish_cpu), read at
+                             every report; 0: none published (the estimate instead) */
   int32_t in_window;      /* 1: it had reported twice when the window opened (its CPU is known) */
   int32_t slack_reports;  /* its last reports in a row that alone had slack (stall <= stall_threshold,
                              ring fill >= ring_full, idle > idle_threshold): for the bursts */
+  uint64_t live_cpu_ns;   /* its published worker CPU (cpu_now_ns) when live_cores was last measured */
+  uint64_t live_at_ns;    /* when (0: not yet) */
+  uint64_t live_span_ns;  /* the span live_cores covers (0: none measured yet) */
+  double live_cores;      /* its workers' cores over that span, from what they published: whether they
+                             run now, at any member's report, not as of its own last one */
 } ff__coord_member;
 
 /* The cores kept off the allotments and bursts for the trainers:
@@ -277,12 +285,25 @@ void ff__coord_targets(const ff__coord_params *p, ff__coord_member *m, int n);
  * running within the budget. Returns the new allotment. */
 int ff__coord_step(const ff__coord_params *p, ff__coord_member *m, int n, int self);
 
+/* Measures every member's live cores (call at every report, after
+ * reading in what the workers published, cpu_now_ns): once its last
+ * measure is FF__COORD_LIVE_MS old or more, the published worker CPU since
+ * / the time since, at most its max_threads, into live_cores and
+ * live_span_ns. A member that has published nothing is skipped; its first
+ * publication, or one that went back (a re-used slot), starts a span. */
+void ff__coord_live(ff__coord_member *m, int n, uint64_t now_ns);
+
 /* Work conservation (call after ff__coord_step): the allotments are what
  * each member is guaranteed, but a core that no member uses is handed out
  * at once, not a thread per report. The cores in use are, per member, what
- * it keeps busy ((threads + burst) × busy_share / speed, at most its
- * allotment: the measured CPU time, not its class, which a member reporting
- * once a second updates slowly; all of it before its first report; speed is
+ * it keeps busy: its live cores / speed where they were measured after its
+ * last report (ff__coord_live: a member whose trainer stopped waiting fills
+ * its ring and parks its workers at once, its reports say so a batch or
+ * two later, and until then its cores idled while a stalled peer was
+ * capped), else (threads + burst) × busy_share / speed; at most its
+ * allotment (the measured CPU time, not its class, which a member reporting
+ * once a second updates slowly; all of it before its first report unless
+ * its live cores are known); speed is
  * budget_threads / the threads that compete, the members' threads and
  * bursts and the others' cores (measured under the adaptive reserve, the
  * reserved ones under a fixed reserve), when those are more: a thread
@@ -300,9 +321,12 @@ int ff__coord_step(const ff__coord_params *p, ff__coord_member *m, int n, int se
  * goes first to neutral members that held a burst (hysteresis, as for
  * allotments), then to stalled members whose last report stalled too
  * (stall_now > stall_threshold: a trainer that stopped waiting needs no
- * burst, though its smoothed stall share takes a second to fall) in
- * proportion to their stall share, each up to max_threads - threads;
- * everybody else's burst is 0. Bursts are
+ * burst, though its smoothed stall share takes a second to fall), or that
+ * hold a burst and found no batch ready at their last report (fill_now 0:
+ * a hungry trainer whose batch was nearly done waited less than that), in
+ * proportion to their stall share, each up to max_threads - threads (none
+ * to a member whose live cores / speed are below (threads + burst) ×
+ * (1 - idle_threshold): its threads wait for work); everybody else's burst is 0. Bursts are
  * not counted in the budget: when a lender needs its cores back, the
  * borrower's next report sees them in use and its burst shrinks, so the node
  * is oversubscribed (shared by the OS, as without the coordinator) for at
@@ -312,7 +336,8 @@ int ff__coord_step(const ff__coord_params *p, ff__coord_member *m, int n, int se
 void ff__coord_burst(const ff__coord_params *p, ff__coord_member *m, int n);
 
 /* Folds a report into member `self`'s smoothed signals (the first report is
- * taken as it is), keeps its stall share as stall_now and counts it in
+ * taken as it is), keeps its stall share and ring fill as stall_now and
+ * fill_now and counts it in
  * slack_reports (reset to 0 by a report without slack). */
 void ff__coord_observe(const ff__coord_params *p, ff__coord_member *m, const ff__coord_report_data *r);
 
@@ -321,8 +346,8 @@ void ff__coord_observe(const ff__coord_params *p, ff__coord_member *m, const ff_
  * member `self` reports r at now_ns (CLOCK_MONOTONIC, or simulated time) —
  * its heartbeat, its smoothed batch interval and its signals (a report
  * weighs as its interval, see alpha) — every other live member is marked
- * quiet or not at now_ns, then ff__coord_targets, ff__coord_step for self
- * and ff__coord_burst. Also records r->worker_cpu_ns in self's slot and
+ * quiet or not at now_ns, then ff__coord_targets, ff__coord_step for self,
+ * ff__coord_live and ff__coord_burst. Also records r->worker_cpu_ns in self's slot and
  * folds its rate into worker_cores (the adaptive reserve's measure is the
  * caller's: ff__coord_measure, before this). Returns the threads self should run: its allotment
  * plus its burst, 1..max_threads. */

@@ -327,10 +327,12 @@ static ff__coord_params two_members_one_stalled(ff__coord_member *m) {
   return p;
 }
 
-/* A member whose trainer stopped waiting gets no burst from its next
- * report on, though its smoothed stall share keeps it stalled for a while
- * (a second at 10 reports a second): the idle cores are not parked with a
- * loader whose ring fills. */
+/* A member whose trainer stopped waiting (a batch was ready when it asked)
+ * gets no burst from its next report on, though its smoothed stall share
+ * keeps it stalled for a while (a second at 10 reports a second): the idle
+ * cores are not parked with a loader whose ring fills. One whose trainer
+ * waited under the stall threshold for a batch that was not ready yet is
+ * still hungry and keeps its burst. */
 static void a_member_that_stopped_waiting_gets_no_burst(void **state) {
   (void)state;
   ff__coord_member m[FF__COORD_MAX_MEMBERS] = {0};
@@ -338,11 +340,75 @@ static void a_member_that_stopped_waiting_gets_no_burst(void **state) {
   m[1].quiet = 1; /* its 4 cores idle */
   ff__coord_burst(&p, m, FF__COORD_MAX_MEMBERS);
   assert_int_equal(m[0].burst, 4);
-  const ff__coord_report_data fed = {0.0, 0.0, 1.0, 0};
+  const ff__coord_report_data nearly = {0.02, 0.0, 1.0, 0};
+  ff__coord_observe(&p, &m[0], &nearly);
+  ff__coord_burst(&p, m, FF__COORD_MAX_MEMBERS);
+  assert_int_equal(m[0].burst, 4);
+  const ff__coord_report_data fed = {0.0, 0.5, 1.0, 0};
   ff__coord_observe(&p, &m[0], &fed);
   assert_true(m[0].stall_share > p.stall_threshold); /* still a stalled member */
   ff__coord_burst(&p, m, FF__COORD_MAX_MEMBERS);
   assert_int_equal(m[0].burst, 0);
+  /* a burst it no longer holds is granted only to a trainer that waits */
+  ff__coord_observe(&p, &m[0], &nearly);
+  ff__coord_burst(&p, m, FF__COORD_MAX_MEMBERS);
+  assert_int_equal(m[0].burst, 0);
+}
+
+/* Member 1 (4 threads, busy 90% at its last report) fills its ring and
+ * parks its workers just after that report: the CPU they publish stops
+ * growing, and at member 0's next report (stalled, 4 threads) its 4 cores
+ * are idle (8 - 4 - 0 = 4) and go to member 0 as a burst, instead of a
+ * batch or two later when member 1's own reports say so (4 x 0.9 = 3.6 in
+ * use: 0.4 idle rounds to nothing). Member 1 itself gets no burst while its
+ * threads wait for work. A span under FF__COORD_LIVE_MS measures nothing,
+ * and live cores measured before the member's last report are not used. */
+static void a_member_whose_workers_parked_since_its_report_frees_its_cores_at_once(void **state) {
+  (void)state;
+  ff__coord_member m[FF__COORD_MAX_MEMBERS] = {0};
+  ff__coord_params p = params(8, 2);
+  table_add(m, 0, 8, 4);
+  table_add(m, 1, 8, 4);
+  ff__coord_observe(&p, &m[0], &STALL);
+  const ff__coord_report_data busy = {0.2, 0.0, 0.9, 0};
+  ff__coord_observe(&p, &m[1], &busy);
+  const uint64_t ms = 1000000, t = 1000 * ms, cpu = 5000 * ms;
+  m[0].heartbeat_ns = m[1].heartbeat_ns = t;
+  m[1].burst = 1;
+  ff__coord_burst(&p, m, FF__COORD_MAX_MEMBERS);
+  assert_int_equal(m[0].burst, 0);
+  assert_int_equal(m[1].burst, 0);
+  /* the first publication starts the span; 49 ms later it is too short */
+  m[1].cpu_now_ns = cpu;
+  ff__coord_live(m, FF__COORD_MAX_MEMBERS, t + 1 * ms);
+  ff__coord_live(m, FF__COORD_MAX_MEMBERS, t + 50 * ms);
+  assert_int_equal(m[1].live_span_ns, 0);
+  ff__coord_burst(&p, m, FF__COORD_MAX_MEMBERS);
+  assert_int_equal(m[0].burst, 0);
+  /* 60 ms with nothing published: its workers parked */
+  ff__coord_live(m, FF__COORD_MAX_MEMBERS, t + 61 * ms);
+  assert_true(m[1].live_span_ns == 60 * ms && m[1].live_cores == 0);
+  m[1].burst = 1;
+  ff__coord_burst(&p, m, FF__COORD_MAX_MEMBERS);
+  assert_int_equal(m[0].burst, 4);
+  assert_int_equal(m[1].burst, 0);
+  /* busy on its 4 threads over the next 100 ms: nothing idles */
+  m[1].cpu_now_ns = cpu + 400 * ms;
+  ff__coord_live(m, FF__COORD_MAX_MEMBERS, t + 161 * ms);
+  assert_true(fabs(m[1].live_cores - 4.0) < 1e-9);
+  ff__coord_burst(&p, m, FF__COORD_MAX_MEMBERS);
+  assert_int_equal(m[0].burst, 0);
+  /* parked again, then it reports: its report is newer than the live cores */
+  ff__coord_live(m, FF__COORD_MAX_MEMBERS, t + 261 * ms);
+  assert_true(m[1].live_cores == 0);
+  m[1].heartbeat_ns = t + 262 * ms;
+  ff__coord_burst(&p, m, FF__COORD_MAX_MEMBERS);
+  assert_int_equal(m[0].burst, 0);
+  /* a re-used slot's counter that went back starts a new span */
+  m[1].cpu_now_ns = 3 * ms;
+  ff__coord_live(m, FF__COORD_MAX_MEMBERS, t + 400 * ms);
+  assert_int_equal(m[1].live_span_ns, 0);
+  assert_int_equal(m[1].live_cpu_ns, 3 * ms);
 }
 
 /* A member whose trainer waited has a smoothed stall share that takes a
@@ -1853,6 +1919,8 @@ int main(void) {
       cmocka_unit_test_teardown(reports_are_smoothed_so_one_short_wait_lends_nothing, teardown),
       cmocka_unit_test_teardown(a_stalled_member_runs_the_cores_a_slack_one_leaves_idle, teardown),
       cmocka_unit_test_teardown(a_member_that_stopped_waiting_gets_no_burst, teardown),
+      cmocka_unit_test_teardown(a_member_whose_workers_parked_since_its_report_frees_its_cores_at_once,
+                                teardown),
       cmocka_unit_test_teardown(two_reports_with_slack_free_a_members_cores_for_the_bursts, teardown),
       cmocka_unit_test_teardown(two_reports_with_slack_end_the_borrowing, teardown),
       cmocka_unit_test_teardown(a_burst_does_not_keep_itself_alive_on_a_full_node, teardown),
