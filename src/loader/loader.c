@@ -446,7 +446,7 @@ static void *worker_loop(void *p) {
     uint64_t worker_cpu_ns = thread_cpu_ns() - cpu0;
     pthread_mutex_lock(&l->mu);
     l->busy--;
-    l->worker_cpu_ns += worker_cpu_ns;
+    l->worker_cpu_ns += worker_cpu_ns, l->worker_samples++;
     ff__coord_publish_cpu(l->coord, l->worker_cpu_ns); /* its CPU between reports: the reserve, live cores */
     uint64_t cpu_ns = w->read_ns + w->decode_ns + w->ops_ns;
     if (l->trace) trace_sample(l, index, w, t0, sample);
@@ -935,9 +935,10 @@ static void hand_out(ff_loader *l, ff_batch *e, int ring_ready, uint64_t t0, uin
   if (l->coord) {
     double busy_s = (double)(l->worker_cpu_ns - l->reported_cpu_ns) * 1e-9;
     l->reported_cpu_ns = l->worker_cpu_ns;
-    l->report = (ff__coord_report_data){o.wait_s / o.interval_s, (double)ring_ready / l->cfg.prefetch,
-                                         busy_s / ((l->active_threads > 0 ? l->active_threads : 1) * o.interval_s),
-                                         l->worker_cpu_ns};
+    l->report =
+        (ff__coord_report_data){o.wait_s / o.interval_s, (double)ring_ready / l->cfg.prefetch,
+                                busy_s / ((l->active_threads > 0 ? l->active_threads : 1) * o.interval_s),
+                                l->worker_cpu_ns, l->worker_samples};
     l->report_pending = 1;
   }
   l->stats.offload_share = device_share(l);

@@ -86,6 +86,7 @@ struct ff_loader {
   struct ff__coord_report_data report; /* what the last batch interval tells the coordinator */
   int report_pending;
   uint64_t worker_cpu_ns, reported_cpu_ns; /* the workers' CPU time on samples: all, and at the last report */
+  uint64_t worker_samples;                 /* the samples the workers finished */
   int reserve_cores; /* the node coordinator's cores kept for the trainers, as of the last report */
   int stop, closed, held;
   int restarting;        /* restart_epoch waits for the samples in flight: no new one is taken */

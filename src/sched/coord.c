@@ -579,14 +579,15 @@ void ff__coord_burst(const ff__coord_params *params, ff__coord_member *m, int n)
     /* what its workers did since its last report, where that is known: a
      * member whose ring filled up parks its workers at once, but its
      * reports say so only a batch or two later */
-    int now_known = e->live_span_ns > 0 && e->live_at_ns > e->heartbeat_ns;
+    int now_known = e->live_span_ns > 0 && e->live_at_ns - e->live_span_ns >= e->heartbeat_ns;
     double busy = now_known ? e->live_cores / speed
                   : e->reports > 0
                       ? running * e->busy_share / speed
                       : threads; /* (a quiet member has slack) before its first report: all of it */
     if (cls[j] != SLACK) used += busy < threads ? busy : threads;
-    /* one whose threads wait for work now needs no more of them */
-    int idles = now_known && busy < running * (1.0 - p->idle_threshold);
+    /* one whose threads wait for work now needs no more of them (compared with what it runs: a
+     * burst written by another's report starts at its own next one) */
+    int idles = now_known && busy < (e->running > 0 ? e->running : running) * (1.0 - p->idle_threshold);
     room[j] = cls[j] == SLACK || idles ? 0 : member_cap(e) - threads;
     held[j] = cls[j] == NEUTRAL && e->burst > 0 ? (e->burst < room[j] ? e->burst : room[j]) : 0;
     held_sum += held[j];
@@ -606,19 +607,24 @@ void ff__coord_burst(const ff__coord_params *params, ff__coord_member *m, int n)
     m[live[j]].burst = hold_out[j] + grant[j];
 }
 
+/* Starts member e's live span at now_ns (its published CPU as of now). */
+static void live_restart(ff__coord_member *e, uint64_t now_ns) {
+  e->live_cpu_ns = e->cpu_now_ns, e->live_at_ns = now_ns, e->live_span_ns = 0;
+}
+
 void ff__coord_live(ff__coord_member *m, int n, uint64_t now_ns) {
   if (n > FF__COORD_MAX_MEMBERS) n = FF__COORD_MAX_MEMBERS;
   for (int i = 0; i < n; i++) {
     ff__coord_member *e = &m[i];
-    if (!e->pid || !e->cpu_now_ns) continue;
+    if (!e->pid || !e->cpu_now_ns || !e->worker_samples) continue;
     if (!e->live_at_ns || now_ns < e->live_at_ns || e->cpu_now_ns < e->live_cpu_ns) {
-      e->live_cpu_ns = e->cpu_now_ns, e->live_at_ns = now_ns, e->live_span_ns = 0;
+      live_restart(e, now_ns);
       continue;
     }
-    uint64_t span = now_ns - e->live_at_ns;
-    if (span < FF__COORD_LIVE_MS * 1000000ull) continue;
-    /* a sample published is counted whole when it ends: a short span can
-     * read more cores than the member has */
+    uint64_t span = now_ns - e->live_at_ns, sample_ns = e->worker_cpu_ns / e->worker_samples;
+    if (span < FF__COORD_LIVE_MS * 1000000ull || span / FF__COORD_LIVE_SAMPLES < sample_ns) continue;
+    /* a sample published is counted whole when it ends: a span can read
+     * more cores than the member has */
     double cores = (double)(e->cpu_now_ns - e->live_cpu_ns) / (double)span;
     e->live_cores = cores < member_cap(e) ? cores : member_cap(e);
     e->live_span_ns = span, e->live_cpu_ns = e->cpu_now_ns, e->live_at_ns = now_ns;
@@ -836,7 +842,8 @@ static int table_damage(const coord_shm *s, uint64_t now_ns, char *why, size_t c
         !in01(e->ring_fill) || !in01(e->busy_share) || !in01(e->stall_now) || !in01(e->fill_now) ||
         !(e->worker_cores >= 0 && e->worker_cores <= MAX_THREADS) ||
         (e->in_window != 0 && e->in_window != 1) || e->slack_reports < 0 ||
-        !(e->live_cores >= 0 && e->live_cores <= e->max_threads)) {
+        !(e->live_cores >= 0 && e->live_cores <= e->max_threads) || e->live_at_ns > now_ns + 1000000000u ||
+        e->live_span_ns > e->live_at_ns || e->running < 0 || e->running > e->max_threads) {
       snprintf(why, cap, "is damaged (slot %d out of range)", i);
       return 1;
     }
@@ -895,14 +902,17 @@ int ff__coord_rebalance(const ff__coord_params *p, ff__coord_member *m, int n, i
     me->worker_cores = me->reports > 1 ? me->worker_cores + weighted.alpha * (cores - me->worker_cores) : cores;
   }
   me->worker_cpu_ns = r->worker_cpu_ns;
+  me->worker_samples = r->worker_samples;
   me->heartbeat_ns = now_ns;
+  if (me->cpu_now_ns) live_restart(me, now_ns); /* its report says how it runs now */
   ff__coord_observe(&weighted, me, r);
   mark_quiet(p, m, n, self, now_ns);
   ff__coord_targets(p, m, n);
   int threads = ff__coord_step(p, m, n, self);
   ff__coord_live(m, n, now_ns);
   ff__coord_burst(p, m, n);
-  return clampi(threads + me->burst, 0, member_cap(me));
+  me->running = clampi(threads + me->burst, 0, member_cap(me));
+  return me->running;
 }
 
 /* ---- the adaptive reserve ---- */

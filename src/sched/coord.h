@@ -26,6 +26,7 @@
 #define FF__COORD_RESERVE_HOLD 4    /* windows the adaptive reserve holds before it drops */
 #define FF__COORD_RESERVE_FREE 0.25 /* cores of the others' use that reserve nothing (see below) */
 #define FF__COORD_LIVE_MS 50        /* the shortest span a member's live cores are measured over */
+#define FF__COORD_LIVE_SAMPLES 8    /* ... and its mean sample CPU times this many, at least */
 
 /* The adaptive trainer reserve (trainer_cores FF__COORD_TRAINER_AUTO): state
  * the coordinator keeps beside the settings, not a setting (a joiner's own
@@ -128,6 +129,7 @@ typedef struct ff__coord_report_data {
   uint64_t worker_cpu_ns; /* its worker threads' CPU time on samples since the loader started (normal,
                              burst and spare threads; CLOCK_THREAD_CPUTIME_ID): what the adaptive
                              reserve does not count as the trainers' */
+  uint64_t worker_samples; /* the samples those threads finished since the loader started */
 } ff__coord_report_data;
 
 /* One slot of the member table. pid 0 marks a free slot. */
@@ -152,9 +154,11 @@ typedef struct ff__coord_member {
   double busy_share;
   double stall_now; /* its last report's stall share as reported (clamped to 0..1): whether its
                        trainer waits now, for the bursts */
-  double fill_now;  /* its last report's ring fill as reported: 0, no batch was ready when its
-                       trainer asked, for the bursts */
+  double fill_now;  /* its last report's ring fill as reported (clamped to 0..1): 0, no batch was
+                       ready when its trainer asked, for the bursts */
   uint64_t worker_cpu_ns; /* its report's worker_cpu_ns, as of heartbeat_ns */
+  uint64_t worker_samples; /* its report's worker_samples: worker_cpu_ns / worker_samples is its mean
+                              sample CPU */
   uint64_t window_cpu_ns; /* its worker CPU (estimated) when the reserve's window opened */
   double worker_cores;    /* smoothed worker CPU per second of its reports: its workers' cores, to
                              estimate its worker CPU between reports */
@@ -168,6 +172,8 @@ typedef struct ff__coord_member {
   uint64_t live_span_ns;  /* the span live_cores covers (0: none measured yet) */
   double live_cores;      /* its workers' cores over that span, from what they published: whether they
                              run now, at any member's report, not as of its own last one */
+  int32_t running;        /* the threads its last report answered (allotment + burst): what it runs
+                             until its next one, whatever the others' reports write in burst */
 } ff__coord_member;
 
 /* The cores kept off the allotments and bursts for the trainers:
@@ -287,17 +293,23 @@ int ff__coord_step(const ff__coord_params *p, ff__coord_member *m, int n, int se
 
 /* Measures every member's live cores (call at every report, after
  * reading in what the workers published, cpu_now_ns): once its last
- * measure is FF__COORD_LIVE_MS old or more, the published worker CPU since
- * / the time since, at most its max_threads, into live_cores and
- * live_span_ns. A member that has published nothing is skipped; its first
- * publication, or one that went back (a re-used slot), starts a span. */
+ * measure is FF__COORD_LIVE_MS and FF__COORD_LIVE_SAMPLES of its mean
+ * sample CPU old or more, the published worker CPU since / the time since,
+ * at most its max_threads, into live_cores and live_span_ns. A sample's CPU
+ * is published when it ends, so each thread's share is off by up to one
+ * sample in the span: an eighth of a core at most, below the idle threshold,
+ * and a member whose samples take long is measured over a longer span. A
+ * member that has published nothing, or reported no sample yet, is
+ * skipped; its first publication, one that went back (a re-used slot),
+ * and its own report (ff__coord_rebalance: a measure is of the time since
+ * its report) start a span. */
 void ff__coord_live(ff__coord_member *m, int n, uint64_t now_ns);
 
 /* Work conservation (call after ff__coord_step): the allotments are what
  * each member is guaranteed, but a core that no member uses is handed out
  * at once, not a thread per report. The cores in use are, per member, what
- * it keeps busy: its live cores / speed where they were measured after its
- * last report (ff__coord_live: a member whose trainer stopped waiting fills
+ * it keeps busy: its live cores / speed where they were measured over a
+ * span that began at or after its last report (ff__coord_live: a member whose trainer stopped waiting fills
  * its ring and parks its workers at once, its reports say so a batch or
  * two later, and until then its cores idled while a stalled peer was
  * capped), else (threads + burst) × busy_share / speed; at most its
@@ -324,9 +336,10 @@ void ff__coord_live(ff__coord_member *m, int n, uint64_t now_ns);
  * burst, though its smoothed stall share takes a second to fall), or that
  * hold a burst and found no batch ready at their last report (fill_now 0:
  * a hungry trainer whose batch was nearly done waited less than that), in
- * proportion to their stall share, each up to max_threads - threads (none
- * to a member whose live cores / speed are below (threads + burst) ×
- * (1 - idle_threshold): its threads wait for work); everybody else's burst is 0. Bursts are
+ * proportion to their stall share, each up to max_threads - threads;
+ * everybody else's burst is 0. A member whose live cores / speed are below
+ * the threads it runs (running: its last report's answer) × (1 -
+ * idle_threshold) holds and gets none: its threads wait for work. Bursts are
  * not counted in the budget: when a lender needs its cores back, the
  * borrower's next report sees them in use and its burst shrinks, so the node
  * is oversubscribed (shared by the OS, as without the coordinator) for at
@@ -347,10 +360,11 @@ void ff__coord_observe(const ff__coord_params *p, ff__coord_member *m, const ff_
  * its heartbeat, its smoothed batch interval and its signals (a report
  * weighs as its interval, see alpha) — every other live member is marked
  * quiet or not at now_ns, then ff__coord_targets, ff__coord_step for self,
- * ff__coord_live and ff__coord_burst. Also records r->worker_cpu_ns in self's slot and
+ * ff__coord_live and ff__coord_burst. Also records r->worker_cpu_ns and
+ * r->worker_samples in self's slot, starts its live span, and
  * folds its rate into worker_cores (the adaptive reserve's measure is the
  * caller's: ff__coord_measure, before this). Returns the threads self should run: its allotment
- * plus its burst, 1..max_threads. */
+ * plus its burst, 1..max_threads, also kept as its running. */
 int ff__coord_rebalance(const ff__coord_params *p, ff__coord_member *m, int n, int self,
                         const ff__coord_report_data *r, uint64_t now_ns);
 
@@ -463,7 +477,8 @@ int ff__coord_threads(const ff__coord *c);
 
 /* Publishes this member's worker CPU (its workers' CPU time on samples
  * since the loader started, ns, as ff__coord_report_data.worker_cpu_ns
- * counts it) in its slot for the adaptive reserve's measure, without the
+ * counts it) in its slot for the adaptive reserve's measure and the live
+ * cores (ff__coord_live), without the
  * segment's lock: a worker calls it after each sample. Skipped (the next
  * call publishes the sum) while a report of this handle changes its
  * mapping or slot; does nothing for NULL, a handle of another process, one

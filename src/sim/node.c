@@ -25,12 +25,13 @@
  * (loader.c's hand_out): the trainer's wait / the interval since the
  * previous batch, the batches ready when it asked / prefetch, and the CPU
  * time of the samples its workers and spares finished since the last
- * report / (max(1, active workers) x interval) — CPU time, not wall time,
- * so a loader sharing its cores reports less than full busy. With the
+ * report (or the first batch) / (max(1, active workers) x interval) — CPU
+ * time, not wall time, so a loader sharing its cores reports less than
+ * full busy — and its workers' CPU and samples so far. With the
  * coordinator that report goes to ff__coord_rebalance over a member table
  * of the ranks (the code ff__coord_report runs under its lock: the
- * smoothing, the quiet marking, targets, the one-thread step and the
- * work-conserving bursts), at the simulated time, and the loader runs the
+ * smoothing, the quiet marking, targets, the one-thread step, the live
+ * cores and the work-conserving bursts), at the simulated time, and the loader runs the
  * threads it answers at normal priority from then on, and beside them the
  * spares ff__coord_member_spares grants (the rule of ff__coord_spares: all
  * its threads while it runs none at normal priority). The members join at
@@ -179,6 +180,7 @@ typedef struct loader {
   long next_item, consumed; /* samples taken, batches handed out */
   int *left;                /* per ring entry (batch % ring): its samples not yet done */
   double worker_cpu, reported_cpu;
+  long worker_samples; /* samples its workers and spares finished */
   int state;
   double ask_t, step_end, last_out, next_step;
   int has_out, ring_ready;
@@ -249,8 +251,9 @@ static void hand_out(sim *S, int r) {
     double interval = S->now - L->last_out;
     if (interval < MIN_INTERVAL_S) interval = MIN_INTERVAL_S;
     ff__coord_report_data rep = {wait / interval, (double)L->ring_ready / c->prefetch,
-                                 (L->worker_cpu - L->reported_cpu) / ((L->active > 0 ? L->active : 1) * interval),
-                                 (uint64_t)llround(L->worker_cpu * 1e9)};
+                                 (L->worker_cpu - L->reported_cpu) /
+                                     ((L->active > 0 ? L->active : 1) * interval),
+                                 (uint64_t)llround(L->worker_cpu * 1e9), (uint64_t)L->worker_samples};
     L->reported_cpu = L->worker_cpu;
     if (S->mode == FF__SIM_NODE_COORD) {
       uint64_t now_ns = (uint64_t)llround(S->now * 1e9);
@@ -259,6 +262,8 @@ static void hand_out(sim *S, int r) {
       L->active = ff__coord_rebalance(&S->params, S->member, c->ranks, r, &rep, now_ns);
       L->spares = ff__coord_member_spares(S->member[r].max_threads, L->active);
     }
+  } else {
+    L->reported_cpu = L->worker_cpu; /* the first batch: the next report's busy share is of its interval */
   }
   L->has_out = 1;
   L->last_out = S->now;
@@ -379,7 +384,7 @@ static void simulate(sim *S, ff__sim_node_result *out) {
         job j = job_pop(P->heap, &P->n);
         loader *L = &S->l[j.rank];
         L->left[j.batch % S->ring]--;
-        L->worker_cpu += j.cost;
+        L->worker_cpu += j.cost, L->worker_samples++;
         if (S->mode == FF__SIM_NODE_COORD) /* published, as a worker does after each sample */
           S->member[j.rank].cpu_now_ns = (uint64_t)llround(L->worker_cpu * 1e9);
         if (S->now >= W) L->cpu_s += j.cost;

@@ -35,9 +35,9 @@
 /* The three scripted demands: the trainer waits half of each interval; the
  * ring is full and the workers 80% idle; the ring half full and the workers
  * busy. */
-static const ff__coord_report_data STALL = {0.5, 0.0, 1.0, 0};
-static const ff__coord_report_data SLACK = {0.0, 1.0, 0.2, 0};
-static const ff__coord_report_data NEUTRAL = {0.0, 0.5, 0.9, 0};
+static const ff__coord_report_data STALL = {0.5, 0.0, 1.0, 0, 0};
+static const ff__coord_report_data SLACK = {0.0, 1.0, 0.2, 0, 0};
+static const ff__coord_report_data NEUTRAL = {0.0, 0.5, 0.9, 0, 0};
 
 static ff__coord_params params(int budget, int expected) {
   ff__coord_params p;
@@ -139,7 +139,7 @@ static void stalled_members_share_the_supply_in_proportion_to_their_stall(void *
   ff__coord_params p = params(16, 1);
   for (int i = 0; i < 4; i++)
     table_add(m, i, 16, 4);
-  const ff__coord_report_data s6 = {0.6, 0, 1, 0}, s3 = {0.3, 0, 1, 0}, idle = {0, 1, 0, 0};
+  const ff__coord_report_data s6 = {0.6, 0, 1, 0, 0}, s3 = {0.3, 0, 1, 0, 0}, idle = {0, 1, 0, 0, 0};
   ff__coord_observe(&p, &m[0], &s6);
   ff__coord_observe(&p, &m[1], &s3);
   ff__coord_observe(&p, &m[2], &idle);
@@ -183,7 +183,7 @@ static void a_former_borrower_keeps_its_threads_until_it_shows_slack(void **stat
     assert_int_equal(report(&p, m, 0, &NEUTRAL), 7);
     assert_int_equal(report(&p, m, 1, &SLACK), 1);
   }
-  const ff__coord_report_data idle = {0, 1, 0, 0};
+  const ff__coord_report_data idle = {0, 1, 0, 0, 0};
   static const int want[4][2] = {{6, 2}, {5, 3}, {4, 4}, {4, 4}};
   for (int r = 0; r < 10; r++) {
     /* The smoothed busy share falls from 0.9 toward 0; the member shows slack at once (idle > 0.25). */
@@ -204,7 +204,7 @@ static void a_lender_gets_its_threads_back_when_it_needs_them(void **state) {
   ff__coord_params p = params(12, 3);
   three_members_table(m);
   lend_trace(&p, m);
-  const ff__coord_report_data busy = {0, 0.5, 1.0, 0};
+  const ff__coord_report_data busy = {0, 0.5, 1.0, 0, 0};
   /* The borrower reports first each round, so it learns of the change one
    * round after the lender has reported it. */
   static const int want[5][2] = {{7, 1}, {6, 2}, {5, 3}, {4, 4}, {4, 4}};
@@ -269,7 +269,7 @@ static void reports_are_smoothed_so_one_short_wait_lends_nothing(void **state) {
   ff__coord_params p = params(12, 3);
   p.alpha = 0.25;
   three_members_table(m);
-  const ff__coord_report_data calm = {0, 0.5, 0.9, 0}, blip = {0.16, 0.5, 0.9, 0};
+  const ff__coord_report_data calm = {0, 0.5, 0.9, 0, 0}, blip = {0.16, 0.5, 0.9, 0, 0};
   ff__coord_observe(&p, &m[0], &calm);
   ff__coord_observe(&p, &m[0], &blip);
   assert_float_equal(m[0].stall_share, 0.04, 1e-12);
@@ -297,7 +297,7 @@ static void a_stalled_member_runs_the_cores_a_slack_one_leaves_idle(void **state
   ff__coord_params p = params(2, 2);
   table_add(m, 0, 2, 1);
   table_add(m, 1, 2, 1);
-  const ff__coord_report_data slow = {0, 1, 0.1, 0}, fast = {0.6, 0, 1, 0};
+  const ff__coord_report_data slow = {0, 1, 0.1, 0, 0}, fast = {0.6, 0, 1, 0, 0};
   for (int r = 0; r < 5; r++) {
     assert_int_equal(running(&p, m, 1, &slow), 1);
     assert_int_equal(running(&p, m, 0, &fast), 2);
@@ -308,7 +308,7 @@ static void a_stalled_member_runs_the_cores_a_slack_one_leaves_idle(void **state
    * slack, so its core stays lent (the OS shares it while it works). At 90%
    * it has none left and counts what it uses: the idle 0.1 core rounds to
    * nothing and the burst is gone at the next report. */
-  const ff__coord_report_data busier = {0, 1, 0.6, 0}, busy = {0, 1, 0.9, 0};
+  const ff__coord_report_data busier = {0, 1, 0.6, 0, 0}, busy = {0, 1, 0.9, 0, 0};
   assert_int_equal(running(&p, m, 1, &busier), 1);
   assert_int_equal(running(&p, m, 0, &fast), 2);
   assert_int_equal(running(&p, m, 1, &busy), 1);
@@ -340,11 +340,11 @@ static void a_member_that_stopped_waiting_gets_no_burst(void **state) {
   m[1].quiet = 1; /* its 4 cores idle */
   ff__coord_burst(&p, m, FF__COORD_MAX_MEMBERS);
   assert_int_equal(m[0].burst, 4);
-  const ff__coord_report_data nearly = {0.02, 0.0, 1.0, 0};
+  const ff__coord_report_data nearly = {0.02, 0.0, 1.0, 0, 0};
   ff__coord_observe(&p, &m[0], &nearly);
   ff__coord_burst(&p, m, FF__COORD_MAX_MEMBERS);
   assert_int_equal(m[0].burst, 4);
-  const ff__coord_report_data fed = {0.0, 0.5, 1.0, 0};
+  const ff__coord_report_data fed = {0.0, 0.5, 1.0, 0, 0};
   ff__coord_observe(&p, &m[0], &fed);
   assert_true(m[0].stall_share > p.stall_threshold); /* still a stalled member */
   ff__coord_burst(&p, m, FF__COORD_MAX_MEMBERS);
@@ -355,14 +355,15 @@ static void a_member_that_stopped_waiting_gets_no_burst(void **state) {
   assert_int_equal(m[0].burst, 0);
 }
 
-/* Member 1 (4 threads, busy 90% at its last report) fills its ring and
- * parks its workers just after that report: the CPU they publish stops
- * growing, and at member 0's next report (stalled, 4 threads) its 4 cores
- * are idle (8 - 4 - 0 = 4) and go to member 0 as a burst, instead of a
- * batch or two later when member 1's own reports say so (4 x 0.9 = 3.6 in
- * use: 0.4 idle rounds to nothing). Member 1 itself gets no burst while its
- * threads wait for work. A span under FF__COORD_LIVE_MS measures nothing,
- * and live cores measured before the member's last report are not used. */
+/* Member 1 (4 threads, busy 90% at its last report, 5 ms per sample) fills
+ * its ring and parks its workers just after that report: the CPU they
+ * publish stops growing, and at member 0's next report (stalled, 4
+ * threads) its 4 cores are idle (8 - 4 - 0 = 4) and go to member 0 as a
+ * burst, instead of a batch or two later when member 1's own reports say
+ * so (4 x 0.9 = 3.6 in use: 0.4 idle rounds to nothing). Member 1 itself
+ * gets no burst while its threads wait for work. A span under
+ * FF__COORD_LIVE_MS measures nothing, and live cores measured over a span
+ * that began before the member's last report are not used. */
 static void a_member_whose_workers_parked_since_its_report_frees_its_cores_at_once(void **state) {
   (void)state;
   ff__coord_member m[FF__COORD_MAX_MEMBERS] = {0};
@@ -370,11 +371,12 @@ static void a_member_whose_workers_parked_since_its_report_frees_its_cores_at_on
   table_add(m, 0, 8, 4);
   table_add(m, 1, 8, 4);
   ff__coord_observe(&p, &m[0], &STALL);
-  const ff__coord_report_data busy = {0.2, 0.0, 0.9, 0};
+  const ff__coord_report_data busy = {0.2, 0.0, 0.9, 0, 0};
   ff__coord_observe(&p, &m[1], &busy);
   const uint64_t ms = 1000000, t = 1000 * ms, cpu = 5000 * ms;
   m[0].heartbeat_ns = m[1].heartbeat_ns = t;
-  m[1].burst = 1;
+  m[1].worker_cpu_ns = cpu, m[1].worker_samples = 1000;
+  m[1].burst = 1, m[1].running = 5;
   ff__coord_burst(&p, m, FF__COORD_MAX_MEMBERS);
   assert_int_equal(m[0].burst, 0);
   assert_int_equal(m[1].burst, 0);
@@ -409,6 +411,42 @@ static void a_member_whose_workers_parked_since_its_report_frees_its_cores_at_on
   ff__coord_live(m, FF__COORD_MAX_MEMBERS, t + 400 * ms);
   assert_int_equal(m[1].live_span_ns, 0);
   assert_int_equal(m[1].live_cpu_ns, 3 * ms);
+}
+
+/* Live cores are compared with the threads a member runs, not with the
+ * burst another member's report wrote in its slot (it starts that at its
+ * own next report): member 1 (2 threads, neutral) runs 2, busy on both,
+ * and keeps the burst of 2 it holds (hysteresis) though 2 < (2 + 2) x
+ * 0.75. Its samples take 20 ms: a span under 8 of them (160 ms) measures
+ * nothing. And its own report starts a new span (ff__coord_rebalance). */
+static void live_cores_are_weighed_against_what_a_member_runs(void **state) {
+  (void)state;
+  ff__coord_member m[FF__COORD_MAX_MEMBERS] = {0};
+  ff__coord_params p = params(8, 2);
+  table_add(m, 0, 8, 4);
+  table_add(m, 1, 8, 2);
+  ff__coord_observe(&p, &m[0], &STALL);
+  ff__coord_observe(&p, &m[1], &NEUTRAL);
+  const uint64_t ms = 1000000, t = 1000 * ms, cpu = 2000 * ms;
+  m[1].worker_cpu_ns = cpu, m[1].worker_samples = 100, m[1].heartbeat_ns = t;
+  m[1].cpu_now_ns = cpu;
+  ff__coord_live(m, FF__COORD_MAX_MEMBERS, t);
+  m[1].cpu_now_ns = cpu + 200 * ms;
+  ff__coord_live(m, FF__COORD_MAX_MEMBERS, t + 100 * ms);
+  assert_int_equal(m[1].live_span_ns, 0); /* 100 ms < 8 x 20 ms */
+  m[1].cpu_now_ns = cpu + 400 * ms;
+  ff__coord_live(m, FF__COORD_MAX_MEMBERS, t + 200 * ms);
+  assert_true(m[1].live_span_ns == 200 * ms && fabs(m[1].live_cores - 2.0) < 1e-9);
+  m[1].running = 2, m[1].burst = 2;
+  ff__coord_burst(&p, m, FF__COORD_MAX_MEMBERS);
+  assert_int_equal(m[1].burst, 2);
+  assert_int_equal(m[0].burst, 0);
+  /* its report restarts the span: the live cores of before it are not used */
+  const ff__coord_report_data busy = {0.0, 0.5, 0.9, cpu + 400 * ms, 120};
+  ff__coord_rebalance(&p, m, FF__COORD_MAX_MEMBERS, 1, &busy, t + 210 * ms);
+  assert_int_equal(m[1].live_span_ns, 0);
+  assert_int_equal(m[1].live_at_ns, t + 210 * ms);
+  assert_int_equal(m[1].running, m[1].threads + m[1].burst);
 }
 
 /* A member whose trainer waited has a smoothed stall share that takes a
@@ -742,7 +780,7 @@ static void the_published_worker_cpu_replaces_the_estimate(void **state) {
  * spares. */
 static void twelve_cores_over_eight_ranks_split_two_and_one(void **state) {
   (void)state;
-  const ff__coord_report_data hungry = {1.0, 0.0, 1.0, 0};
+  const ff__coord_report_data hungry = {1.0, 0.0, 1.0, 0, 0};
   for (int reserve = 0; reserve < 2; reserve++) {
     ff__coord_member m[FF__COORD_MAX_MEMBERS] = {0};
     ff__coord_params p = params(12, 8);
@@ -777,7 +815,7 @@ static void bursts_go_to_the_stalled_in_proportion_to_their_stall(void **state) 
   ff__coord_params p = params(12, 4);
   for (int i = 0; i < 4; i++)
     table_add(m, i, 12, 3);
-  const ff__coord_report_data s6 = {0.6, 0, 1, 0}, s3 = {0.3, 0, 1, 0};
+  const ff__coord_report_data s6 = {0.6, 0, 1, 0, 0}, s3 = {0.3, 0, 1, 0, 0};
   ff__coord_observe(&p, &m[0], &s6);
   ff__coord_observe(&p, &m[1], &s3);
   ff__coord_observe(&p, &m[2], &NEUTRAL);
@@ -1423,7 +1461,7 @@ static void a_member_holding_the_lock_delays_reports_and_its_death_frees_it(void
   /* Died holding it without a kill: the same. */
   k = spawn(&p, 4);
   assert_int_equal(ask(k, 'J', NULL).status, FF_OK);
-  command cmd = {'H', {0, 0, 0, 0}};
+  command cmd = {'H', {0, 0, 0, 0, 0}};
   write_all(k->to, &cmd, sizeof cmd);
   reap(k);
   close(k->to);
@@ -1640,7 +1678,7 @@ static void members_joining_and_leaving_at_once_all_get_answers(void **state) {
   ff__coord_params p = params(8, 4);
   for (int i = 0; i < 4; i++)
     spawn(&p, 8);
-  command cmd = {'J', {0, 0, 0, 0}};
+  command cmd = {'J', {0, 0, 0, 0, 0}};
   for (int i = 0; i < 4; i++)
     write_all(kids[i].to, &cmd, sizeof cmd);
   for (int i = 0; i < 4; i++) {
@@ -1676,7 +1714,7 @@ static void a_segment_of_a_crashed_run_is_reinitialised(void **state) {
   ff__coord_params p = params(4, 1);
   child *k = spawn(&p, 4);
   assert_int_equal(ask(k, 'J', NULL).threads, 4);
-  command cmd = {'X', {0, 0, 0, 0}};
+  command cmd = {'X', {0, 0, 0, 0, 0}};
   write_all(k->to, &cmd, sizeof cmd);
   reap(k);
   close(k->to);
@@ -1921,6 +1959,7 @@ int main(void) {
       cmocka_unit_test_teardown(a_member_that_stopped_waiting_gets_no_burst, teardown),
       cmocka_unit_test_teardown(a_member_whose_workers_parked_since_its_report_frees_its_cores_at_once,
                                 teardown),
+      cmocka_unit_test_teardown(live_cores_are_weighed_against_what_a_member_runs, teardown),
       cmocka_unit_test_teardown(two_reports_with_slack_free_a_members_cores_for_the_bursts, teardown),
       cmocka_unit_test_teardown(two_reports_with_slack_end_the_borrowing, teardown),
       cmocka_unit_test_teardown(a_burst_does_not_keep_itself_alive_on_a_full_node, teardown),
