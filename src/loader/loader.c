@@ -1187,11 +1187,15 @@ void ff__loader_set_active_threads(ff_loader *l, int n, int spares) {
   n = n < (spares ? 0 : 1) ? (spares ? 0 : 1) : n > l->num_threads ? l->num_threads : n;
   /* A mark on the consumer's track where the node coordinator changed the allotment. */
   if (l->trace && n != l->active_threads) ff__trace_span(l->trace, FF__TRACK_CONSUMER, "threads", ff__now_ns(), 0, "threads", n);
+  /* Only the workers a raise lets run are woken: a spare woken at every
+   * report takes the lock at idle priority, and where the kernel preempts
+   * it there (beside busy threads a SCHED_IDLE thread waits for an idle
+   * core) the workers and the trainer wait for it, up to hundreds of ms. */
+  if (n > l->active_threads) pthread_cond_broadcast(&l->work_cv);
+  if (spares > l->active_spares) pthread_cond_broadcast(&l->spare_cv);
   l->active_threads = n;
   l->active_spares = spares;
   l->stats.num_threads = l->active_threads;
-  pthread_cond_broadcast(&l->work_cv);
-  pthread_cond_broadcast(&l->spare_cv);
   pthread_mutex_unlock(&l->mu);
 }
 
