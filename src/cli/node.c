@@ -97,19 +97,17 @@ static void print_json(const char *group, const ff__coord_params *p, const ff__c
          p->reserve.changes, ff__coord_guaranteed_budget(p, m, n), p->expected_members);
   for (int i = 0; i < n; i++) {
     const ff__coord_member *e = &m[i];
+    char live[32] = "null";
+    if (e->live_span_ns) snprintf(live, sizeof live, "%.4f", e->live_cores);
     printf(
         "%s{\"pid\": %d, \"state\": \"%s\", \"threads\": %d, \"allotment\": %d, \"burst\": %d, \"fair\": %d, "
         "\"target\": %d, \"max_threads\": %d, \"stall_share\": %.4f, \"ring_fill\": %.4f, \"busy_share\": "
         "%.4f, "
-        "\"interval_ms\": %.2f, \"last_report_ms\": %.1f, \"reports\": %d, \"live_cores\": ",
+        "\"interval_ms\": %.2f, \"last_report_ms\": %.1f, \"reports\": %d, \"live_cores\": %s}",
         i ? ", " : "", (int)e->pid, ff__coord_member_state(p, e, now), e->threads + e->burst, e->threads,
         e->burst, e->fair, e->target, e->max_threads, e->stall_share, e->ring_fill, e->busy_share,
         (double)e->interval_ns * 1e-6, now > e->heartbeat_ns ? (double)(now - e->heartbeat_ns) * 1e-6 : 0.0,
-        e->reports);
-    if (e->live_span_ns)
-      printf("%.4f}", e->live_cores);
-    else
-      printf("null}");
+        e->reports, live);
   }
   printf("]}\n");
 }

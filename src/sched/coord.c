@@ -575,19 +575,19 @@ void ff__coord_burst(const ff__coord_params *params, ff__coord_member *m, int n)
   for (int j = 0; j < k; j++) {
     const ff__coord_member *e = &m[live[j]];
     int threads = clampi(e->threads, 0, member_cap(e));
-    double running = threads + (e->burst > 0 ? e->burst : 0);
+    double with_burst = threads + (e->burst > 0 ? e->burst : 0);
     /* what its workers did since its last report, where that is known: a
      * member whose ring filled up parks its workers at once, but its
      * reports say so only a batch or two later */
     int now_known = e->live_span_ns > 0 && e->live_at_ns - e->live_span_ns >= e->heartbeat_ns;
     double busy = now_known ? e->live_cores / speed
                   : e->reports > 0
-                      ? running * e->busy_share / speed
+                      ? with_burst * e->busy_share / speed
                       : threads; /* (a quiet member has slack) before its first report: all of it */
     if (cls[j] != SLACK) used += busy < threads ? busy : threads;
     /* one whose threads wait for work now needs no more of them (compared with what it runs: a
      * burst written by another's report starts at its own next one) */
-    int idles = now_known && busy < (e->running > 0 ? e->running : running) * (1.0 - p->idle_threshold);
+    int idles = now_known && busy < (e->running > 0 ? e->running : with_burst) * (1.0 - p->idle_threshold);
     room[j] = cls[j] == SLACK || idles ? 0 : member_cap(e) - threads;
     held[j] = cls[j] == NEUTRAL && e->burst > 0 ? (e->burst < room[j] ? e->burst : room[j]) : 0;
     held_sum += held[j];
