@@ -101,9 +101,9 @@ static void print_json(const char *group, const ff__coord_params *p, const ff__c
     if (e->live_span_ns) snprintf(live, sizeof live, "%.4f", e->live_cores);
     printf(
         "%s{\"pid\": %d, \"state\": \"%s\", \"threads\": %d, \"allotment\": %d, \"burst\": %d, \"fair\": %d, "
-        "\"target\": %d, \"max_threads\": %d, \"stall_share\": %.4f, \"ring_fill\": %.4f, \"busy_share\": "
-        "%.4f, "
-        "\"interval_ms\": %.2f, \"last_report_ms\": %.1f, \"reports\": %d, \"live_cores\": %s}",
+        "\"target\": %d, \"max_threads\": %d, \"stall_share\": %.4f, \"ring_fill\": %.4f, "
+        "\"busy_share\": %.4f, \"interval_ms\": %.2f, \"last_report_ms\": %.1f, \"reports\": %d, "
+        "\"live_cores\": %s}",
         i ? ", " : "", (int)e->pid, ff__coord_member_state(p, e, now), e->threads + e->burst, e->threads,
         e->burst, e->fair, e->target, e->max_threads, e->stall_share, e->ring_fill, e->busy_share,
         (double)e->interval_ns * 1e-6, now > e->heartbeat_ns ? (double)(now - e->heartbeat_ns) * 1e-6 : 0.0,
