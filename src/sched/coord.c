@@ -556,7 +556,7 @@ void ff__coord_burst(const ff__coord_params *params, ff__coord_member *m, int n)
   int room[FF__COORD_MAX_MEMBERS], held[FF__COORD_MAX_MEMBERS], hold_out[FF__COORD_MAX_MEMBERS];
   int grant[FF__COORD_MAX_MEMBERS];
   double w_hold[FF__COORD_MAX_MEMBERS], w_stall[FF__COORD_MAX_MEMBERS];
-  double used = 0, speed = 1;
+  double used = 0, speed = 1, left_idle = 0; /* left_idle: the cores neutral members' workers leave */
   int held_sum = 0;
   /* More threads than cores compete for them (the others' threads too:
    * the measured others' cores under the adaptive reserve, the reserved
@@ -580,11 +580,15 @@ void ff__coord_burst(const ff__coord_params *params, ff__coord_member *m, int n)
      * member whose ring filled up parks its workers at once, but its
      * reports say so only a batch or two later */
     int now_known = e->live_span_ns > 0 && e->live_at_ns - e->live_span_ns >= e->heartbeat_ns;
-    double busy = now_known ? e->live_cores / speed
+    /* a neutral member whose trainer does not wait now has all it needs: what its workers use is its
+     * demand, the sharing slows it without raising it */
+    double share = cls[j] == NEUTRAL && e->stall_now <= p->stall_threshold ? 1 : speed;
+    double busy = now_known ? e->live_cores / share
                   : e->reports > 0
-                      ? with_burst * e->busy_share / speed
+                      ? with_burst * e->busy_share / share
                       : threads; /* (a quiet member has slack) before its first report: all of it */
     if (cls[j] != SLACK) used += busy < threads ? busy : threads;
+    if (cls[j] == NEUTRAL && busy < threads) left_idle += threads - busy;
     /* one whose threads wait for work now needs no more of them (compared with what it runs: a
      * burst written by another's report starts at its own next one) */
     int idles = now_known && busy < (e->running > 0 ? e->running : with_burst) * (1.0 - p->idle_threshold);
@@ -600,9 +604,18 @@ void ff__coord_burst(const ff__coord_params *params, ff__coord_member *m, int n)
   double idle = ff__coord_guaranteed_budget(p, m, n) - used;
   int pool = idle > 0 ? (int)floor(idle + 0.5) : 0;
   int kept = split(pool < held_sum ? pool : held_sum, w_hold, held, hold_out, k);
-  for (int j = 0; j < k; j++)
+  int waiting = 0;
+  for (int j = 0; j < k; j++) {
     room[j] -= hold_out[j];
-  split(pool - kept, w_stall, room, grant, k);
+    waiting += w_stall[j] > 0 && room[j] > 0;
+  }
+  /* each a thread, which the OS lets run in the idle moments; not where cores are kept for the trainers,
+   * whose threads it would share them with */
+  if (left_idle > 0 && pool - kept < waiting && ff__coord_reserved(p, m, n) == 0)
+    for (int j = 0; j < k; j++)
+      grant[j] = w_stall[j] > 0 && room[j] > 0;
+  else
+    split(pool - kept, w_stall, room, grant, k);
   for (int j = 0; j < k; j++)
     m[live[j]].burst = hold_out[j] + grant[j];
 }

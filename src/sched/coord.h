@@ -337,9 +337,18 @@ void ff__coord_live(ff__coord_member *m, int n, uint64_t now_ns);
  * hold a burst and found no batch ready at their last report (fill_now 0:
  * a hungry trainer whose batch was nearly done waited less than that), in
  * proportion to their stall share, each up to max_threads - threads;
- * everybody else's burst is 0. A member whose live cores / speed are below
- * the threads it runs (running: its last report's answer) × (1 -
- * idle_threshold) holds and gets none: its threads wait for work. Bursts are
+ * while neutral members leave part of their threads idle (cheaper ranks
+ * waiting for their peers at a DDP barrier) and the rest is less than a
+ * thread for each of those stalled members, each of them gets one thread
+ * instead, unless cores are kept for the trainers (it would share theirs):
+ * the OS lets it run in those idle moments, and a thread for one rank
+ * alone would leave the others setting the pace of a lockstep;
+ * everybody else's burst is 0. A neutral member whose trainer did not wait
+ * at its last report counts its live cores as they are, not divided by the
+ * speed: the sharing slows its workers without raising what it needs.
+ * A member whose live cores / speed are below the threads it runs
+ * (running: its last report's answer) × (1 - idle_threshold) holds and
+ * gets none: its threads wait for work. Bursts are
  * not counted in the budget: when a lender needs its cores back, the
  * borrower's next report sees them in use and its burst shrinks, so the node
  * is oversubscribed (shared by the OS, as without the coordinator) for at

@@ -306,13 +306,63 @@ static void a_stalled_member_runs_the_cores_a_slack_one_leaves_idle(void **state
   }
   /* The slow loader's workers get busier (60% of its thread): it still has
    * slack, so its core stays lent (the OS shares it while it works). At 90%
-   * it has none left and counts what it uses: the idle 0.1 core rounds to
-   * nothing and the burst is gone at the next report. */
-  const ff__coord_report_data busier = {0, 1, 0.6, 0, 0}, busy = {0, 1, 0.9, 0, 0};
+   * it has none left and counts what it uses; the idle 0.1 core rounds to
+   * nothing, but a stalled member that waits still runs a second thread,
+   * as the OS would let it in those idle moments. When the slow loader's
+   * thread is busy all the time, nothing is idle and the burst is gone at
+   * the next report. */
+  const ff__coord_report_data busier = {0, 1, 0.6, 0, 0}, busy = {0, 1, 0.9, 0, 0}, full = {0, 1, 1, 0, 0};
   assert_int_equal(running(&p, m, 1, &busier), 1);
   assert_int_equal(running(&p, m, 0, &fast), 2);
   assert_int_equal(running(&p, m, 1, &busy), 1);
+  assert_int_equal(running(&p, m, 0, &fast), 2);
+  assert_int_equal(running(&p, m, 1, &full), 1);
   assert_int_equal(running(&p, m, 0, &fast), 1);
+}
+
+/* Four members in lockstep on a budget of 8 (2 threads each), as DDP runs
+ * them: members 0 and 2 have the costlier pipeline and their trainers wait
+ * for data; members 1 and 3 keep up and wait for their peers at the
+ * barrier, their workers busy 90% of the time. The 0.4 core they leave
+ * idle rounds to no thread, and one thread for one of the stalled members
+ * would leave the other setting the pace: each stalled member that waits
+ * gets one thread. Beside those bursts 10 threads compete for 8 cores, yet
+ * members 1 and 3 still need only what their workers use (their trainers
+ * do not wait), so the bursts stay. Once every member waits for data
+ * nothing is idle and no one gets a burst. Not where cores are kept for
+ * the trainers. */
+static void in_lockstep_every_stalled_member_runs_the_idle_moments(void **state) {
+  (void)state;
+  ff__coord_member m[FF__COORD_MAX_MEMBERS] = {0};
+  ff__coord_params p = params(8, 4);
+  for (int i = 0; i < 4; i++)
+    table_add(m, i, 8, 2);
+  const ff__coord_report_data costly = {0.3, 0, 1, 0, 0}, keeps_up = {0, 0.9, 0.9, 0, 0};
+  for (int r = 0; r < 3; r++) {
+    assert_int_equal(running(&p, m, 1, &keeps_up), 2);
+    assert_int_equal(running(&p, m, 3, &keeps_up), 2);
+    assert_int_equal(running(&p, m, 0, &costly), 3);
+    assert_int_equal(running(&p, m, 2, &costly), 3);
+    assert_int_equal(m[1].burst + m[3].burst, 0);
+    assert_int_equal(total(m), 8); /* the allotments: the bursts are not in the budget */
+  }
+  assert_int_equal(running(&p, m, 1, &costly), 3); /* member 3 still leaves idle moments */
+  assert_int_equal(running(&p, m, 3, &costly), 2);
+  for (int i = 0; i < 4; i++)
+    assert_int_equal(m[i].burst, 0);
+  /* With a core kept for each trainer (12 cores, 8 guaranteed) the thread
+   * would share a trainer's core: the stalled members run their allotment. */
+  ff__coord_member q[FF__COORD_MAX_MEMBERS] = {0};
+  p = params(12, 4);
+  p.trainer_cores = 1;
+  for (int i = 0; i < 4; i++)
+    table_add(q, i, 12, 2);
+  for (int r = 0; r < 3; r++) {
+    assert_int_equal(running(&p, q, 1, &keeps_up), 2);
+    assert_int_equal(running(&p, q, 3, &keeps_up), 2);
+    assert_int_equal(running(&p, q, 0, &costly), 2);
+    assert_int_equal(running(&p, q, 2, &costly), 2);
+  }
 }
 
 /* Two members of 4 threads on a budget of 8, their signals smoothed
@@ -1956,6 +2006,7 @@ int main(void) {
       cmocka_unit_test_teardown(an_overcommitted_table_gives_back_the_excess_at_once, teardown),
       cmocka_unit_test_teardown(reports_are_smoothed_so_one_short_wait_lends_nothing, teardown),
       cmocka_unit_test_teardown(a_stalled_member_runs_the_cores_a_slack_one_leaves_idle, teardown),
+      cmocka_unit_test_teardown(in_lockstep_every_stalled_member_runs_the_idle_moments, teardown),
       cmocka_unit_test_teardown(a_member_that_stopped_waiting_gets_no_burst, teardown),
       cmocka_unit_test_teardown(a_member_whose_workers_parked_since_its_report_frees_its_cores_at_once,
                                 teardown),
