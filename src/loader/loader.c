@@ -482,7 +482,10 @@ static void *worker_loop(void *p) {
     }
     free(replace_msg);
     free(warn_msg);
-    pthread_cond_broadcast(&l->ready_cv);
+    /* the consumer waits for a batch to be ready, a restart for no sample in flight: a wake-up per
+     * sample would take the trainer's thread off its core for nothing dozens of times a batch */
+    if ((gen == l->gen && e->state == FF__BUF_READY) || (l->restarting && !l->busy))
+      pthread_cond_broadcast(&l->ready_cv);
   }
   pthread_mutex_unlock(&l->mu);
   return NULL;
