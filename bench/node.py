@@ -29,8 +29,16 @@ crop-flip-normalize pipeline, so per-sample costs are unequal):
                second, loader 1 the other way round, the rest slack
   standin      all loaders always wait, beside the trainer stand-in; its step
                rate is compared with its rate alone, run as a fourth mode in
-               the rotation of every repeat (the median of the per-repeat
-               ratios is shown)
+               the rotation of every repeat, and with its rate beside busy
+               cores (a fifth mode, alone-busy: a copy of it on every other
+               core, so that it has a core to itself while the others work,
+               the most any sharing of the cores can give it where the
+               cores slow each other down: shared caches and memory, SMT
+               siblings, the host's power budget); the same from 1 s into
+               the run on (the steady state, the start-up left out); and its
+               CPU share (CPU seconds / wall: what the sharing gave it), over
+               the run and from 1 s on; the medians of the per-repeat ratios
+               are shown
 
 Per trainer: images/s, stall share (time waiting for batches / wall) and the
 worker threads it ran on average; per mode: node images/s and CPU use (the
@@ -64,6 +72,24 @@ def machine_busy():
         v = [int(x) for x in f.readline().split()[1:]]
     idle = v[3] + v[4]
     return sum(v) - idle, sum(v)
+
+
+def standin_rate(run, steady=False):
+    """The stand-ins' mean steps/s in a run: over the whole run, or (steady) from 1 s on (None in runs
+    shorter than 2 s)."""
+    rates = []
+    for m in run["members"]:
+        if "steps_per_s" in m:
+            rates.append(m.get("from_1s", {}).get("steps_per_s") if steady else m["steps_per_s"])
+    return None if None in rates else sum(rates) / len(rates)
+
+
+def standin_cpu_share(run, steady=False):
+    """The stand-in's CPU seconds / wall (the last member's), over the whole run or from 1 s on (None in
+    runs shorter than 2 s)."""
+    m = run["members"][-1]
+    part = m.get("from_1s") if steady else m
+    return part["cpu_s"] / part["seconds"] if part else None
 
 
 def run_members(args, members, mode, tag):
@@ -224,21 +250,31 @@ def main():
                "scenarios": {}}
     for name in chosen:
         members = scenario_members(name, args.loaders, rates, args)
-        modes = MODES + (["alone"] if name == "standin" else [])
+        modes = MODES + (["alone", "alone-busy"] if name == "standin" else [])
         runs = {mode: [] for mode in modes}
         for r in range(args.repeats):  # the modes in turn, so that a change of the machine's load hits all
             for mode in modes[r % len(modes):] + modes[:r % len(modes)]:
-                alone = mode == "alone"  # the stand-in by itself
-                runs[mode].append(run_members(args, [m for m in members if "work" in m] if alone else members,
-                                              "off" if alone else mode, "%s-%s-%d" % (name, mode, r)))
+                standins = [m for m in members if "work" in m]  # by itself, or a copy on every core
+                who = {"alone": standins, "alone-busy": standins * args.cores}.get(mode, members)
+                runs[mode].append(run_members(args, who, "off" if mode.startswith("alone") else mode,
+                                              "%s-%s-%d" % (name, mode, r)))
         results["scenarios"][name] = {mode: median_run(runs[mode]) for mode in modes}
         results["scenarios"][name]["paired"] = paired_ratios(runs)
         if name == "standin":
-            for mode in MODES:  # per repeat: the stand-in's rate in the mode / alone, in the same rotation
-                ratios = sorted(a["members"][-1]["steps_per_s"] / max(b["members"][0]["steps_per_s"], 1e-9)
-                                for a, b in zip(runs[mode], runs["alone"]))
-                results["scenarios"][name][mode]["standin_ratios"] = [round(x, 3) for x in ratios]
-                results["scenarios"][name][mode]["standin_ratio"] = ratios[len(ratios) // 2]
+            for mode in MODES:  # per repeat: the stand-in in the mode against alone, in the same rotation
+                out = results["scenarios"][name][mode]
+                for key, base, steady in (("standin_ratio", "alone", False), ("standin_busy_ratio", "alone-busy", False),
+                                          ("standin_steady_busy_ratio", "alone-busy", True)):
+                    pairs = [(standin_rate(a, steady), standin_rate(b, steady)) for a, b in zip(runs[mode], runs[base])]
+                    if any(x is None for pair in pairs for x in pair):
+                        continue  # runs shorter than 2 s have no steady rate
+                    ratios = sorted(x / max(y, 1e-9) for x, y in pairs)
+                    out[key + "s"] = [round(x, 3) for x in ratios]
+                    out[key] = ratios[len(ratios) // 2]
+                for key, steady in (("standin_cpu_share", False), ("standin_steady_cpu_share", True)):
+                    shares = [standin_cpu_share(a, steady) for a in runs[mode]]
+                    if None not in shares:
+                        out[key] = median(shares)
         if not args.json:
             print_scenario(name, results["scenarios"][name])
     if args.json:
@@ -246,10 +282,10 @@ def main():
 
 
 def median_run(runs):
-    """The run of median node throughput, or of the stand-in's steps/s when it ran alone (with --repeats 1:
-    the run)."""
-    node = lambda r: sum(m.get("images_per_s", m.get("steps_per_s", 0) if len(r["members"]) == 1 else 0)
-                         for m in r["members"])
+    """The run of median node throughput, or of the stand-ins' steps/s when they ran without loaders (with
+    --repeats 1: the run)."""
+    node = lambda r: (sum(m.get("images_per_s", 0) for m in r["members"]) if "images_per_s" in r["members"][0]
+                      else standin_rate(r))
     ranked = sorted(runs, key=node)
     chosen = dict(ranked[len(ranked) // 2])
     chosen["repeats_node_images_per_s"] = [round(node(r), 1) for r in runs]
@@ -291,16 +327,27 @@ def print_scenario(name, by_mode):
         node = sum(r["members"][i]["images_per_s"] for i in loaders)
         per = "  ".join("%.0f (%.2f, %.1f)" % (r["members"][i]["images_per_s"], r["members"][i]["stall"],
                                                r["members"][i]["threads"]) for i in loaders)
-        extra = ""
-        if len(members) > len(loaders):
-            each = r.get("standin_ratios")  # the simulator's runs are one
-            extra = "  stand-in %.1f steps/s (%.3fx alone%s)" % (r["members"][-1]["steps_per_s"], r["standin_ratio"],
-                                                               ", " + " ".join("%.2f" % x for x in each) if each else "")
-        print("  %-7s %8.0f %5.0f%% %5.0f%% %6d  %s%s" % (mode, node, 100 * r["cpu_use"], 100 * r["machine_busy"],
-                                                        r["threads_each"], per, extra))
-    if "alone" in by_mode:
-        print("  stand-in alone: %.1f steps/s (median of %s)" % (by_mode["alone"]["members"][0]["steps_per_s"],
-                                                              by_mode["alone"]["repeats_node_images_per_s"]))
+        print("  %-7s %8.0f %5.0f%% %5.0f%% %6d  %s" % (mode, node, 100 * r["cpu_use"], 100 * r["machine_busy"],
+                                                      r["threads_each"], per))
+    if len(members) > len(loaders):  # the stand-in's; each ratio the median of the repeats' (in brackets)
+        print("  stand-in %7s  %-24s %-24s %-24s %s" % ("steps/s", "x alone", "x alone-busy", "x alone-busy from 1 s",
+                                                          "cpu share (from 1 s)"))
+        for mode in MODES:
+            r = by_mode[mode]
+            cols = []
+            for key in ("standin_ratio", "standin_busy_ratio", "standin_steady_busy_ratio"):
+                each = r.get(key + "s")  # the simulator's runs are one
+                cols.append("%.3f%s" % (r[key], " [" + " ".join("%.2f" % x for x in each) + "]" if each else "")
+                            if key in r else "-")
+            share = "%.3f" % r["standin_cpu_share"] if "standin_cpu_share" in r else "-"
+            if "standin_steady_cpu_share" in r:
+                share += " (%.3f)" % r["standin_steady_cpu_share"]
+            print("  %-8s %7.1f  %-24s %-24s %-24s %s" % (mode, r["members"][-1]["steps_per_s"], cols[0], cols[1],
+                                                           cols[2], share))
+    for mode in ("alone", "alone-busy"):
+        if mode in by_mode:
+            print("  stand-in %s: %.1f steps/s (median of %s)" % (mode, standin_rate(by_mode[mode]),
+                                                                  by_mode[mode]["repeats_node_images_per_s"]))
     paired = by_mode.get("paired")
     if not paired:  # one run per mode (a simulation's): its ratios
         paired = paired_ratios({m: [by_mode[m]] for m in MODES})

@@ -19,7 +19,10 @@
  *
  * The stand-in does a fixed amount of single-threaded work per step (N
  * rounds of an integer hash: a Python training loop's main thread) and
- * prints its steps/s. Environment: FF_NODE_GROUP and FF_NODE_THREADS as
+ * prints its steps/s, its CPU seconds, its steps in each whole second of
+ * the run, and (from_1s, in runs of 2 s or more) its steps/s and CPU
+ * seconds from the end of its first step 1 s or more into the run: the
+ * steady state, the start-up left out. Environment: FF_NODE_GROUP and FF_NODE_THREADS as
  * for any loader. */
 #include <errno.h>
 #include <fcntl.h>
@@ -38,6 +41,7 @@
 #include "fusionflow/fusionflow.h"
 
 #define MAX_SEGMENTS 16
+#define MAX_SECONDS 3600 /* the stand-in counts its steps in each second of the run up to this */
 
 static double now_s(void) {
   struct timespec ts;
@@ -114,15 +118,26 @@ static uint64_t work(uint64_t rounds, uint64_t x) {
 static int standin(uint64_t rounds, double seconds) {
   if (!wait_for_start()) return 1;
   double t0 = now_s(), c0 = cpu_s();
+  double mark_t = 0, mark_cpu = 0; /* at the end of the first step that ended 1 s or more into the run */
   uint64_t x = 1;
-  long steps = 0;
+  long steps = 0, mark_steps = 0, each_second[MAX_SECONDS] = {0};
   while (now_s() - t0 < seconds) {
     x = work(rounds, x);
     steps++;
+    double t = now_s() - t0;
+    if ((int)t < MAX_SECONDS) each_second[(int)t]++;
+    if (t >= 1 && !mark_steps) mark_t = t, mark_cpu = cpu_s() - c0, mark_steps = steps;
   }
-  double wall = now_s() - t0;
-  printf("{\"steps_per_s\": %.3f, \"steps\": %ld, \"seconds\": %.3f, \"cpu_s\": %.3f, \"check\": %llu}\n",
-         steps / wall, steps, wall, cpu_s() - c0, (unsigned long long)(x & 0xffff));
+  double wall = now_s() - t0, cpu = cpu_s() - c0;
+  printf("{\"steps_per_s\": %.3f, \"steps\": %ld, \"seconds\": %.3f, \"cpu_s\": %.3f, \"check\": %llu, "
+         "\"steps_each_second\": [",
+         steps / wall, steps, wall, cpu, (unsigned long long)(x & 0xffff));
+  for (int i = 0; i < (int)seconds && i < MAX_SECONDS; i++) printf("%s%ld", i ? ", " : "", each_second[i]);
+  printf("]");
+  if (mark_steps && seconds >= 2) /* the steady state, the start-up left out (a second of it at least) */
+    printf(", \"from_1s\": {\"steps_per_s\": %.3f, \"seconds\": %.3f, \"cpu_s\": %.3f}",
+           (steps - mark_steps) / (wall - mark_t), wall - mark_t, cpu - mark_cpu);
+  printf("}\n");
   return 0;
 }
 
