@@ -252,10 +252,11 @@ def main():
         members = scenario_members(name, args.loaders, rates, args)
         modes = MODES + (["alone", "alone-busy"] if name == "standin" else [])
         runs = {mode: [] for mode in modes}
+        standins = [m for m in members if "work" in m]
+        alone_members = {"alone": standins, "alone-busy": standins * args.cores}  # by itself, or a copy on every core
         for r in range(args.repeats):  # the modes in turn, so that a change of the machine's load hits all
             for mode in modes[r % len(modes):] + modes[:r % len(modes)]:
-                standins = [m for m in members if "work" in m]  # by itself, or a copy on every core
-                who = {"alone": standins, "alone-busy": standins * args.cores}.get(mode, members)
+                who = alone_members.get(mode, members)
                 runs[mode].append(run_members(args, who, "off" if mode.startswith("alone") else mode,
                                               "%s-%s-%d" % (name, mode, r)))
         results["scenarios"][name] = {mode: median_run(runs[mode]) for mode in modes}
