@@ -16,6 +16,7 @@
 
 #include <errno.h>
 #include <poll.h>
+#include <pthread.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
@@ -344,11 +345,26 @@ static void a_trainer_keeps_its_core_beside_a_grouped_loader(void **state) {
 /* A side of the reserve test, pinned to one CPU: a hungry member (a loader
  * of 2 threads in `group`, FF_NODE_TRAINER_CORES unset: the default, auto)
  * consuming batches until the parent writes to its go pipe, or (group
- * NULL) a busy-spinning process that is no member, until it is killed. */
+ * NULL) a process of SPINNER_THREADS busy-spinning threads that is no
+ * member, until it is killed. */
 typedef struct reserve_side {
   int cpu;
   const char *group;
 } reserve_side;
+
+/* The spinner's threads: as many as the two members' workers at most, so
+ * that the CPU's fair share gives it about half the CPU (a first window
+ * measured 0.6 cores), well above the FF__COORD_RESERVE_FREE the reserve
+ * leaves unreserved. A single thread beside the workers measured 0.29-0.31:
+ * a little more contention kept the reserve at 0. */
+#define SPINNER_THREADS 4
+
+static void *spin(void *arg) {
+  volatile uint64_t x = 1;
+  for (;;)
+    x = (x ^ (x >> 29)) * 0xff51afd7ed558ccdull;
+  return arg;
+}
 
 static void reserve_side_main(int go, int out, const void *arg) {
   const reserve_side *side = arg;
@@ -359,9 +375,10 @@ static void reserve_side_main(int go, int out, const void *arg) {
   if (sched_setaffinity(0, sizeof one, &one)) _exit(1); /* the workers started later inherit it */
   close(out);
   if (!side->group) { /* a CPU-bound trainer of another process */
-    volatile uint64_t x = 1;
-    for (;;)
-      x = (x ^ (x >> 29)) * 0xff51afd7ed558ccdull;
+    pthread_t t;
+    for (int i = 1; i < SPINNER_THREADS; i++)
+      if (pthread_create(&t, NULL, spin, NULL)) _exit(1);
+    spin(NULL);
   }
   setenv("FF_NODE_GROUP", side->group, 1);
   setenv("FF_NODE_THREADS", "2", 1);
