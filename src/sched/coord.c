@@ -103,7 +103,7 @@
 #include "core/clock.h"
 
 #define COORD_MAGIC 0x46464344u /* "FFCD" */
-#define COORD_VERSION 8u
+#define COORD_VERSION 9u
 #define COORD_NAME_CAP (FF__COORD_GROUP_MAX + 64)
 #define COORD_ATTACH_TRIES 64
 #define COORD_SIGNAL_NS 1e8 /* the interval a report of weight alpha stands for */
@@ -546,6 +546,18 @@ static int burst_class(const ff__coord_params *p, const ff__coord_member *e) {
   return slack_lately(e) ? SLACK : member_class(p, e);
 }
 
+double ff__coord_speed(const ff__coord_params *params, const ff__coord_member *m, int n) {
+  if (n > FF__COORD_MAX_MEMBERS) n = FF__COORD_MAX_MEMBERS;
+  const ff__coord_params q = effective(params, m, n), *p = &q;
+  double demand = p->trainer_cores != FF__COORD_TRAINER_AUTO ? ff__coord_reserved(p, m, n)
+                  : p->reserve.others_cores > 0              ? p->reserve.others_cores
+                                                             : 0;
+  for (int i = 0; i < n; i++)
+    if (m[i].pid && burst_class(p, &m[i]) != SLACK)
+      demand += m[i].running > 0 ? m[i].running : m[i].threads + m[i].burst;
+  return demand > p->budget_threads ? p->budget_threads / demand : 1;
+}
+
 void ff__coord_burst(const ff__coord_params *params, ff__coord_member *m, int n) {
   if (n > FF__COORD_MAX_MEMBERS) n = FF__COORD_MAX_MEMBERS;
   const ff__coord_params q = effective(params, m, n), *p = &q;
@@ -556,22 +568,10 @@ void ff__coord_burst(const ff__coord_params *params, ff__coord_member *m, int n)
   int room[FF__COORD_MAX_MEMBERS], held[FF__COORD_MAX_MEMBERS], hold_out[FF__COORD_MAX_MEMBERS];
   int grant[FF__COORD_MAX_MEMBERS];
   double w_hold[FF__COORD_MAX_MEMBERS], w_stall[FF__COORD_MAX_MEMBERS];
-  double used = 0, speed = 1, left_idle = 0; /* left_idle: the cores neutral members' workers leave */
+  double used = 0, left_idle = 0; /* left_idle: the cores neutral members' workers leave */
   int held_sum = 0;
-  /* More threads than cores compete for them (the others' threads too:
-   * the measured others' cores under the adaptive reserve, the reserved
-   * cores under a fixed one): a busy share measured in CPU time is then
-   * below what the threads would use alone, each thread getting budget /
-   * demand of a core, and without this correction the members' shortfalls
-   * would add up to a burst that keeps itself alive. */
-  double demand = p->trainer_cores != FF__COORD_TRAINER_AUTO ? ff__coord_reserved(p, m, n)
-                  : p->reserve.others_cores > 0              ? p->reserve.others_cores
-                                                             : 0;
-  for (int j = 0; j < k; j++) {
+  for (int j = 0; j < k; j++)
     cls[j] = burst_class(p, &m[live[j]]);
-    if (cls[j] != SLACK) demand += m[live[j]].threads + m[live[j]].burst;
-  }
-  if (demand > p->budget_threads) speed = p->budget_threads / demand;
   for (int j = 0; j < k; j++) {
     const ff__coord_member *e = &m[live[j]];
     int threads = clampi(e->threads, 0, member_cap(e));
@@ -580,9 +580,12 @@ void ff__coord_burst(const ff__coord_params *params, ff__coord_member *m, int n)
      * member whose ring filled up parks its workers at once, but its
      * reports say so only a batch or two later */
     int now_known = e->live_span_ns > 0 && e->live_at_ns - e->live_span_ns >= e->heartbeat_ns;
-    /* a neutral member whose trainer does not wait now has all it needs: what its workers use is its
+    /* what its workers would use alone: the measure over the speed when it was taken (one taken under
+     * a burst that has ended since reads low, and read as idle cores it would call the next burst);
+     * a neutral member whose trainer does not wait now has all it needs: what its workers use is its
      * demand, the sharing slows it without raising it */
-    double share = cls[j] == NEUTRAL && e->stall_now <= p->stall_threshold ? 1 : speed;
+    double then = now_known ? e->live_speed : e->busy_speed;
+    double share = cls[j] == NEUTRAL && e->stall_now <= p->stall_threshold ? 1 : then > 0 ? then : 1;
     double busy = now_known ? e->live_cores / share
                   : e->reports > 0
                       ? with_burst * e->busy_share / share
@@ -625,21 +628,25 @@ static void live_restart(ff__coord_member *e, uint64_t now_ns) {
   e->live_cpu_ns = e->cpu_now_ns, e->live_at_ns = now_ns, e->live_span_ns = 0;
 }
 
-void ff__coord_live(ff__coord_member *m, int n, uint64_t now_ns) {
+void ff__coord_live(const ff__coord_params *p, ff__coord_member *m, int n, uint64_t now_ns) {
   if (n > FF__COORD_MAX_MEMBERS) n = FF__COORD_MAX_MEMBERS;
+  double speed = ff__coord_speed(p, m, n);
   for (int i = 0; i < n; i++) {
     ff__coord_member *e = &m[i];
-    if (!e->pid || !e->cpu_now_ns || !e->worker_samples) continue;
+    if (!e->pid || !e->cpu_now_ns) continue;
     if (!e->live_at_ns || now_ns < e->live_at_ns || e->cpu_now_ns < e->live_cpu_ns) {
       live_restart(e, now_ns);
       continue;
     }
-    uint64_t span = now_ns - e->live_at_ns, sample_ns = e->worker_cpu_ns / e->worker_samples;
+    /* before it reports a sample its mean is unknown: FF__COORD_LIVE_MS alone */
+    uint64_t span = now_ns - e->live_at_ns;
+    uint64_t sample_ns = e->worker_samples ? e->worker_cpu_ns / e->worker_samples : 0;
     if (span < FF__COORD_LIVE_MS * 1000000ull || span / FF__COORD_LIVE_SAMPLES < sample_ns) continue;
     /* a sample published is counted whole when it ends: a span can read
      * more cores than the member has */
     double cores = (double)(e->cpu_now_ns - e->live_cpu_ns) / (double)span;
     e->live_cores = cores < member_cap(e) ? cores : member_cap(e);
+    e->live_speed = speed;
     e->live_span_ns = span, e->live_cpu_ns = e->cpu_now_ns, e->live_at_ns = now_ns;
   }
 }
@@ -856,7 +863,8 @@ static int table_damage(const coord_shm *s, uint64_t now_ns, char *why, size_t c
         !(e->worker_cores >= 0 && e->worker_cores <= MAX_THREADS) ||
         (e->in_window != 0 && e->in_window != 1) || e->slack_reports < 0 ||
         !(e->live_cores >= 0 && e->live_cores <= e->max_threads) || e->live_at_ns > now_ns + 1000000000u ||
-        e->live_span_ns > e->live_at_ns || e->running < 0 || e->running > e->max_threads) {
+        e->live_span_ns > e->live_at_ns || e->running < 0 || e->running > e->max_threads ||
+        !in01(e->busy_speed) || !in01(e->live_speed)) {
       snprintf(why, cap, "is damaged (slot %d out of range)", i);
       return 1;
     }
@@ -885,6 +893,11 @@ static ff_status go_alone(ff__coord *c, const char *why, ff__error *err) {
 /* Quiet: its trainer stopped asking for batches (or it is stopped); its
  * workers park once its ring is full, so its cores are idle. */
 static int is_quiet(const ff__coord_params *p, const ff__coord_member *e, uint64_t now_ns) {
+  /* before its first report its trainer may not have asked yet: whether its workers make its
+   * first batches or filled its ring and parked, its live cores say (ff__coord_live) */
+  if (e->reports == 0)
+    return e->live_span_ns > 0 &&
+           e->live_cores < clampi(e->threads, 1, member_cap(e)) * (1.0 - p->idle_threshold);
   uint64_t quiet_ns = (uint64_t)p->quiet_ms * 1000000u, silent = now_ns > e->heartbeat_ns ? now_ns - e->heartbeat_ns : 0;
   if (quiet_ns < 4 * e->interval_ns) quiet_ns = 4 * e->interval_ns;
   return silent > quiet_ns;
@@ -901,9 +914,14 @@ int ff__coord_rebalance(const ff__coord_params *p, ff__coord_member *m, int n, i
   if (n > FF__COORD_MAX_MEMBERS) n = FF__COORD_MAX_MEMBERS;
   ff__coord_member *me = &m[self];
   ff__coord_params weighted = *p;
+  double speed = ff__coord_speed(p, m, n); /* as it ran since its last report */
+  /* Until its second report measures a batch interval, the time from its
+   * join to its first report (its first batches) stands for one: its
+   * silence is then weighed against that, not against quiet_ms alone. */
+  if (me->reports == 0 && now_ns > me->heartbeat_ns) me->interval_ns = now_ns - me->heartbeat_ns;
   if (me->reports > 0 && now_ns > me->heartbeat_ns) {
     uint64_t dt = now_ns - me->heartbeat_ns;
-    me->interval_ns = me->interval_ns ? me->interval_ns - me->interval_ns / 4 + dt / 4 : dt;
+    me->interval_ns = me->reports > 1 ? me->interval_ns - me->interval_ns / 4 + dt / 4 : dt;
     /* A report stands for its interval: one of a member that asks for a
      * batch a second weighs as ten of one that asks every 100 ms, so that
      * its signals follow a change in seconds, not in tens of reports. */
@@ -914,6 +932,7 @@ int ff__coord_rebalance(const ff__coord_params *p, ff__coord_member *m, int n, i
     double cores = (double)(r->worker_cpu_ns - me->worker_cpu_ns) / (double)(now_ns - me->heartbeat_ns);
     me->worker_cores = me->reports > 1 ? me->worker_cores + weighted.alpha * (cores - me->worker_cores) : cores;
   }
+  me->busy_speed = me->reports > 0 ? me->busy_speed + weighted.alpha * (speed - me->busy_speed) : speed;
   me->worker_cpu_ns = r->worker_cpu_ns;
   me->worker_samples = r->worker_samples;
   me->heartbeat_ns = now_ns;
@@ -922,7 +941,7 @@ int ff__coord_rebalance(const ff__coord_params *p, ff__coord_member *m, int n, i
   mark_quiet(p, m, n, self, now_ns);
   ff__coord_targets(p, m, n);
   int threads = ff__coord_step(p, m, n, self);
-  ff__coord_live(m, n, now_ns);
+  ff__coord_live(p, m, n, now_ns);
   ff__coord_burst(p, m, n);
   me->running = clampi(threads + me->burst, 0, member_cap(me));
   return me->running;

@@ -83,7 +83,10 @@ typedef struct ff__coord_params {
   int init_timeout_ms;      /* how long a joiner waits for another process to create the segment (1000) */
   int quiet_ms;             /* a member silent longer than this and than 4 of its own batch intervals
                                is quiet: its trainer stopped consuming (or the process is stopped),
-                               so its workers park and its cores count as idle (50) */
+                               so its workers park and its cores count as idle (50); one that has not
+                               reported yet is when its live cores (ff__coord_live) are below its
+                               threads x (1 - idle_threshold), whatever its silence: its workers make
+                               its trainer's first batches, or filled its ring and parked */
   ff__coord_reserve reserve; /* state, not a setting: the adaptive reserve (trainer_cores auto) */
 } ff__coord_params;
 
@@ -148,7 +151,8 @@ typedef struct ff__coord_member {
   uint64_t ticket;       /* unique per join: tells a re-used slot from its previous owner */
   uint64_t pidns;        /* inode of its pid namespace (0: unknown), as pids only compare within one */
   uint64_t heartbeat_ns; /* CLOCK_MONOTONIC of its last report (or join) */
-  uint64_t interval_ns;  /* smoothed time between its reports: its batch interval */
+  uint64_t interval_ns;  /* smoothed time between its reports: its batch interval (after its first
+                            report only, the time from its join to that report) */
   double stall_share;    /* smoothed signals of ff__coord_report_data */
   double ring_fill;
   double busy_share;
@@ -174,6 +178,10 @@ typedef struct ff__coord_member {
                              run now, at any member's report, not as of its own last one */
   int32_t running;        /* the threads its last report answered (allotment + burst): what it runs
                              until its next one, whatever the others' reports write in burst */
+  double busy_speed;      /* smoothed, as busy_share: the speed (ff__coord_speed) at its reports, the
+                             share of a core each competing thread got while its busy share was
+                             measured (0: none yet, taken as 1) */
+  double live_speed;      /* the speed when live_cores was measured */
 } ff__coord_member;
 
 /* The cores kept off the allotments and bursts for the trainers:
@@ -298,28 +306,40 @@ int ff__coord_step(const ff__coord_params *p, ff__coord_member *m, int n, int se
  * at most its max_threads, into live_cores and live_span_ns. A sample's CPU
  * is published when it ends, so each thread's share is off by up to one
  * sample in the span: an eighth of a core at most, below the idle threshold,
- * and a member whose samples take long is measured over a longer span. A
- * member that has published nothing, or reported no sample yet, is
- * skipped; its first publication, one that went back (a re-used slot),
+ * and a member whose samples take long is measured over a longer span
+ * (before it reported a sample, over FF__COORD_LIVE_MS: its workers make
+ * its first batches, or filled its ring and parked, before its first
+ * report says which). A member that has published nothing is skipped; its
+ * first publication, one that went back (a re-used slot),
  * and its own report (ff__coord_rebalance: a measure is of the time since
- * its report) start a span. */
-void ff__coord_live(ff__coord_member *m, int n, uint64_t now_ns);
+ * its report) start a span. A measure keeps the speed (ff__coord_speed) of
+ * the table as it stands, in live_speed. */
+void ff__coord_live(const ff__coord_params *p, ff__coord_member *m, int n, uint64_t now_ns);
+
+/* The share of a core each thread that competes for the budget gets:
+ * budget_threads / the threads that compete, those the members run
+ * (running, before a member's first report its threads and burst; not
+ * those of members with slack, see ff__coord_burst) and the others' cores
+ * (measured under the adaptive reserve, the reserved ones under a fixed
+ * reserve), when those are more; else 1. A thread that shares a core uses
+ * that share of the CPU time it would use alone. */
+double ff__coord_speed(const ff__coord_params *p, const ff__coord_member *m, int n);
 
 /* Work conservation (call after ff__coord_step): the allotments are what
  * each member is guaranteed, but a core that no member uses is handed out
  * at once, not a thread per report. The cores in use are, per member, what
- * it keeps busy: its live cores / speed where they were measured over a
+ * it keeps busy: its live cores / live_speed where they were measured over a
  * span that began at or after its last report (ff__coord_live: a member whose trainer stopped waiting fills
  * its ring and parks its workers at once, its reports say so a batch or
  * two later, and until then its cores idled while a stalled peer was
- * capped), else (threads + burst) × busy_share / speed; at most its
+ * capped), else (threads + burst) × busy_share / busy_speed; at most its
  * allotment (the measured CPU time, not its class, which a member reporting
  * once a second updates slowly; all of it before its first report unless
- * its live cores are known); speed is
- * budget_threads / the threads that compete, the members' threads and
- * bursts and the others' cores (measured under the adaptive reserve, the
- * reserved ones under a fixed reserve), when those are more: a thread
- * that shares a core reads busy below what it would use),
+ * its live cores are known). Each measure is divided by the speed
+ * (ff__coord_speed) it was taken at: a thread that shared a core read busy
+ * below what it would use, and a measure taken under a burst that has
+ * ended since would read the cores the burst took as idle and call the
+ * next burst;
  * nothing if it is quiet or has slack, smoothed or in each of its last two
  * reports (its smoothed stall share takes a second or more to fall; one
  * report is not enough, as a trainer that waits now and then has slack
@@ -344,9 +364,9 @@ void ff__coord_live(ff__coord_member *m, int n, uint64_t now_ns);
  * the OS lets it run in those idle moments, and a thread for one rank
  * alone would leave the others setting the pace of a lockstep;
  * everybody else's burst is 0. A neutral member whose trainer did not wait
- * at its last report counts its live cores as they are, not divided by the
+ * at its last report counts its measure as it is, not divided by the
  * speed: the sharing slows its workers without raising what it needs.
- * A member whose live cores / speed are below the threads it runs
+ * A member whose live cores / live_speed are below the threads it runs
  * (running: its last report's answer) × (1 - idle_threshold) holds and
  * gets none: its threads wait for work. Bursts are
  * not counted in the budget: when a lender needs its cores back, the

@@ -432,13 +432,13 @@ static void a_member_whose_workers_parked_since_its_report_frees_its_cores_at_on
   assert_int_equal(m[1].burst, 0);
   /* the first publication starts the span; 49 ms later it is too short */
   m[1].cpu_now_ns = cpu;
-  ff__coord_live(m, FF__COORD_MAX_MEMBERS, t + 1 * ms);
-  ff__coord_live(m, FF__COORD_MAX_MEMBERS, t + 50 * ms);
+  ff__coord_live(&p, m, FF__COORD_MAX_MEMBERS, t + 1 * ms);
+  ff__coord_live(&p, m, FF__COORD_MAX_MEMBERS, t + 50 * ms);
   assert_int_equal(m[1].live_span_ns, 0);
   ff__coord_burst(&p, m, FF__COORD_MAX_MEMBERS);
   assert_int_equal(m[0].burst, 0);
   /* 60 ms with nothing published: its workers parked */
-  ff__coord_live(m, FF__COORD_MAX_MEMBERS, t + 61 * ms);
+  ff__coord_live(&p, m, FF__COORD_MAX_MEMBERS, t + 61 * ms);
   assert_true(m[1].live_span_ns == 60 * ms && m[1].live_cores == 0);
   m[1].burst = 1;
   ff__coord_burst(&p, m, FF__COORD_MAX_MEMBERS);
@@ -446,19 +446,19 @@ static void a_member_whose_workers_parked_since_its_report_frees_its_cores_at_on
   assert_int_equal(m[1].burst, 0);
   /* busy on its 4 threads over the next 100 ms: nothing idles */
   m[1].cpu_now_ns = cpu + 400 * ms;
-  ff__coord_live(m, FF__COORD_MAX_MEMBERS, t + 161 * ms);
+  ff__coord_live(&p, m, FF__COORD_MAX_MEMBERS, t + 161 * ms);
   assert_true(fabs(m[1].live_cores - 4.0) < 1e-9);
   ff__coord_burst(&p, m, FF__COORD_MAX_MEMBERS);
   assert_int_equal(m[0].burst, 0);
   /* parked again, then it reports: its report is newer than the live cores */
-  ff__coord_live(m, FF__COORD_MAX_MEMBERS, t + 261 * ms);
+  ff__coord_live(&p, m, FF__COORD_MAX_MEMBERS, t + 261 * ms);
   assert_true(m[1].live_cores == 0);
   m[1].heartbeat_ns = t + 262 * ms;
   ff__coord_burst(&p, m, FF__COORD_MAX_MEMBERS);
   assert_int_equal(m[0].burst, 0);
   /* a re-used slot's counter that went back starts a new span */
   m[1].cpu_now_ns = 3 * ms;
-  ff__coord_live(m, FF__COORD_MAX_MEMBERS, t + 400 * ms);
+  ff__coord_live(&p, m, FF__COORD_MAX_MEMBERS, t + 400 * ms);
   assert_int_equal(m[1].live_span_ns, 0);
   assert_int_equal(m[1].live_cpu_ns, 3 * ms);
 }
@@ -480,12 +480,12 @@ static void live_cores_are_weighed_against_what_a_member_runs(void **state) {
   const uint64_t ms = 1000000, t = 1000 * ms, cpu = 2000 * ms;
   m[1].worker_cpu_ns = cpu, m[1].worker_samples = 100, m[1].heartbeat_ns = t;
   m[1].cpu_now_ns = cpu;
-  ff__coord_live(m, FF__COORD_MAX_MEMBERS, t);
+  ff__coord_live(&p, m, FF__COORD_MAX_MEMBERS, t);
   m[1].cpu_now_ns = cpu + 200 * ms;
-  ff__coord_live(m, FF__COORD_MAX_MEMBERS, t + 100 * ms);
+  ff__coord_live(&p, m, FF__COORD_MAX_MEMBERS, t + 100 * ms);
   assert_int_equal(m[1].live_span_ns, 0); /* 100 ms < 8 x 20 ms */
   m[1].cpu_now_ns = cpu + 400 * ms;
-  ff__coord_live(m, FF__COORD_MAX_MEMBERS, t + 200 * ms);
+  ff__coord_live(&p, m, FF__COORD_MAX_MEMBERS, t + 200 * ms);
   assert_true(m[1].live_span_ns == 200 * ms && fabs(m[1].live_cores - 2.0) < 1e-9);
   m[1].running = 2, m[1].burst = 2;
   ff__coord_burst(&p, m, FF__COORD_MAX_MEMBERS);
@@ -543,13 +543,18 @@ static void two_reports_with_slack_end_the_borrowing(void **state) {
 
 /* n hungry members of 16 threads: each holds `threads` but the last, which
  * holds `last`, and member 0 a burst of 1 on top; each waits and reads a
- * busy share of 16/17, as 17 threads on 16 cores do. */
-static void hungry_members(ff__coord_member *m, int n, int threads, int last) {
+ * busy share of 16/17, as 17 threads on 16 cores do, measured at the speed
+ * of the table as it stands (the budget of p over the threads that
+ * compete). */
+static void hungry_members(const ff__coord_params *p, ff__coord_member *m, int n, int threads, int last) {
   for (int i = 0; i < n; i++) {
     table_add(m, i, 16, i == n - 1 ? last : threads);
     m[i].reports = 5, m[i].stall_share = m[i].stall_now = 0.9, m[i].busy_share = 16.0 / 17;
   }
   m[0].burst = 1;
+  double speed = ff__coord_speed(p, m, FF__COORD_MAX_MEMBERS);
+  for (int i = 0; i < n; i++)
+    m[i].busy_speed = speed;
 }
 
 /* The members' bursts after ff__coord_burst. */
@@ -570,15 +575,119 @@ static void a_burst_does_not_keep_itself_alive_on_a_full_node(void **state) {
   (void)state;
   ff__coord_params p = params(16, 8);
   ff__coord_member m[FF__COORD_MAX_MEMBERS] = {0};
-  hungry_members(m, 8, 2, 2);
+  hungry_members(&p, m, 8, 2, 2);
+  assert_float_equal(m[0].busy_speed, 16.0 / 17, 1e-12);
   assert_int_equal(bursts_of(&p, m), 0);
   /* A fixed reserve of a core per member: 4 members hold the 12 cores
    * left and one of them a burst; with the trainers' 4 threads 17 compete
    * again, and the reserved cores are counted as busy. */
   p.trainer_cores = 1, p.expected_members = 4;
   memset(m, 0, sizeof m);
-  hungry_members(m, 4, 3, 3);
+  hungry_members(&p, m, 4, 3, 3);
+  assert_float_equal(m[0].busy_speed, 16.0 / 17, 1e-12);
   assert_int_equal(bursts_of(&p, m), 0);
+}
+
+/* Two members of 2 threads on 2 cores, a thread each, that joined at t. */
+static ff__coord_params two_joined_at(ff__coord_member *m, uint64_t t) {
+  for (int i = 0; i < 2; i++)
+    table_add(m, i, 2, 1), m[i].heartbeat_ns = t;
+  return params(2, 2);
+}
+
+/* A trainer that waits all the time for batches its workers make at full speed. */
+static const ff__coord_report_data HUNGRY = {1.0, 0.0, 1.0, 0, 0};
+
+/* Two hungry members on two cores, a thread each. Member 0 runs a burst
+ * on top (a moment ago member 1's workers idled), so 3 threads share the 2
+ * cores and each member reads a busy share of 2/3 in CPU time. Member 1's
+ * report ends the burst (nothing is idle), and member 0 runs it until its
+ * own report. Measured so, the busy shares read what the threads use at
+ * 2/3 of a core each, not a third of a core idle: taken against the table
+ * of after the burst (2 threads on 2 cores), they would add up to 2/3 of a
+ * core idle, a thread (rounded half up), and the bursts would go back and
+ * forth between the members for as long as their smoothed busy shares
+ * remember the burst. */
+static void a_busy_share_measured_under_a_burst_does_not_call_the_next(void **state) {
+  (void)state;
+  ff__coord_member m[FF__COORD_MAX_MEMBERS] = {0};
+  const uint64_t ms = 1000000, t = 1000 * ms;
+  ff__coord_params p = two_joined_at(m, t);
+  const ff__coord_report_data shared = {1.0, 0.0, 2.0 / 3, 0, 0};
+  assert_int_equal(ff__coord_rebalance(&p, m, FF__COORD_MAX_MEMBERS, 0, &HUNGRY, t + 100 * ms), 1);
+  assert_int_equal(ff__coord_rebalance(&p, m, FF__COORD_MAX_MEMBERS, 1, &HUNGRY, t + 101 * ms), 1);
+  m[0].burst = 1, m[0].running = 2;
+  assert_float_equal(ff__coord_speed(&p, m, FF__COORD_MAX_MEMBERS), 2.0 / 3, 1e-12);
+  assert_int_equal(ff__coord_rebalance(&p, m, FF__COORD_MAX_MEMBERS, 1, &shared, t + 200 * ms), 1);
+  assert_int_equal(m[0].burst, 0);
+  assert_int_equal(ff__coord_rebalance(&p, m, FF__COORD_MAX_MEMBERS, 0, &shared, t + 201 * ms), 1);
+  assert_float_equal(m[0].busy_speed, 2.0 / 3, 1e-12);
+  assert_float_equal(m[1].busy_speed, 2.0 / 3, 1e-12);
+  assert_int_equal(ff__coord_rebalance(&p, m, FF__COORD_MAX_MEMBERS, 1, &HUNGRY, t + 300 * ms), 1);
+  /* the same busy shares taken as measured at full speed: the burst the
+   * correction prevents */
+  m[0].busy_share = m[1].busy_share = 2.0 / 3;
+  m[0].busy_speed = m[1].busy_speed = 1;
+  assert_int_equal(bursts_of(&p, m), 1);
+}
+
+/* Before its first report, a member's live cores say whether its workers
+ * make its first batches or filled its ring and parked (its trainer
+ * consumes slowly): FF__COORD_LIVE_MS of them suffice, its mean sample
+ * being unknown. Parked, it is quiet and its core goes to the stalled
+ * peer. */
+static void before_its_first_report_a_members_live_cores_say_whether_it_works(void **state) {
+  (void)state;
+  ff__coord_member m[FF__COORD_MAX_MEMBERS] = {0};
+  const uint64_t ms = 1000000, t = 1000 * ms;
+  ff__coord_params p = two_joined_at(m, t);
+  m[1].cpu_now_ns = 5 * ms; /* its workers published their first sample */
+  assert_int_equal(ff__coord_rebalance(&p, m, FF__COORD_MAX_MEMBERS, 0, &HUNGRY, t + 100 * ms), 1);
+  m[1].cpu_now_ns += 60 * ms; /* busy on its thread */
+  assert_int_equal(ff__coord_rebalance(&p, m, FF__COORD_MAX_MEMBERS, 0, &HUNGRY, t + 160 * ms), 1);
+  assert_true(m[1].live_span_ns == 60 * ms && fabs(m[1].live_cores - 1.0) < 1e-9);
+  assert_false(m[1].quiet);
+  /* nothing published over the next 60 ms: parked */
+  assert_int_equal(ff__coord_rebalance(&p, m, FF__COORD_MAX_MEMBERS, 0, &HUNGRY, t + 220 * ms), 2);
+  assert_int_equal(ff__coord_rebalance(&p, m, FF__COORD_MAX_MEMBERS, 0, &HUNGRY, t + 280 * ms), 2);
+  assert_true(m[1].quiet);
+}
+
+/* A member that has not reported yet is not quiet after quiet_ms (50 ms
+ * here), however long it is silent: its trainer may wait for its first
+ * batches, and whether its workers make them or parked its live cores say
+ * (above; none are measured here), so that a peer's first reports do not
+ * burst into the cores of a member whose workers run. Until its second
+ * report, the time from its join to its first report stands for its batch
+ * interval: silent 4 of those, it is quiet. */
+static void a_member_is_not_quiet_before_its_batch_interval_is_known(void **state) {
+  (void)state;
+  ff__coord_member m[FF__COORD_MAX_MEMBERS] = {0};
+  ff__coord_params p = params(2, 2);
+  p.quiet_ms = 50;
+  const uint64_t ms = 1000000, t = 1000 * ms;
+  for (int i = 0; i < 2; i++)
+    table_add(m, i, 2, 1), m[i].heartbeat_ns = t;
+  ff__coord_rebalance(&p, m, FF__COORD_MAX_MEMBERS, 0, &HUNGRY, t + 200 * ms);
+  assert_false(m[1].quiet); /* silent 200 ms since it joined */
+  assert_int_equal(m[0].running, 1);
+  ff__coord_rebalance(&p, m, FF__COORD_MAX_MEMBERS, 1, &HUNGRY, t + 300 * ms);
+  assert_int_equal(m[1].interval_ns, 300 * ms);
+  ff__coord_rebalance(&p, m, FF__COORD_MAX_MEMBERS, 0, &HUNGRY, t + 1000 * ms);
+  assert_false(m[1].quiet); /* silent 700 ms, under 4 x 300 */
+  assert_int_equal(m[0].running, 1);
+  ff__coord_rebalance(&p, m, FF__COORD_MAX_MEMBERS, 0, &HUNGRY, t + 1600 * ms);
+  assert_true(m[1].quiet); /* silent 1300 ms */
+  assert_int_equal(m[0].running, 2);
+  /* its second report measures its interval */
+  ff__coord_rebalance(&p, m, FF__COORD_MAX_MEMBERS, 1, &HUNGRY, t + 1700 * ms);
+  assert_int_equal(m[1].interval_ns, 1400 * ms);
+  /* a new member that has not reported in 10 s is not quiet (it is gone
+   * after the heartbeat timeout, 600 s here) */
+  table_add(m, 1, 2, 1), m[1].heartbeat_ns = t + 1700 * ms;
+  ff__coord_rebalance(&p, m, FF__COORD_MAX_MEMBERS, 0, &HUNGRY, t + 11700 * ms);
+  assert_false(m[1].quiet);
+  assert_int_equal(m[0].running, 1);
 }
 
 /* ---- the adaptive trainer reserve ---- */
@@ -598,7 +707,7 @@ static void the_member_a_thread_short_changes_each_window(void **state) {
   ff__coord_params p = auto_params(16, 8);
   p.reserve.cores = 1;
   ff__coord_member m[FF__COORD_MAX_MEMBERS] = {0};
-  hungry_members(m, 8, 2, 2);
+  hungry_members(&p, m, 8, 2, 2);
   int short_of[8] = {0};
   for (int w = 0; w < 8; w++) {
     p.reserve.windows = w + 1;
@@ -732,10 +841,11 @@ static void bursts_leave_the_reserved_cores_to_the_others(void **state) {
   p.reserve.cores = 1;
   p.reserve.others_cores = 1.0;
   ff__coord_member m[FF__COORD_MAX_MEMBERS] = {0};
-  hungry_members(m, 8, 2, 1);
+  hungry_members(&p, m, 8, 2, 1);
+  assert_float_equal(m[0].busy_speed, 16.0 / 17, 1e-12);
   assert_int_equal(bursts_of(&p, m), 0);
   p.reserve.cores = 0, p.reserve.others_cores = 0;
-  for (int i = 0; i < 8; i++) m[i].busy_share = 1.0;
+  for (int i = 0; i < 8; i++) m[i].busy_share = 1.0, m[i].busy_speed = 1; /* measured since */
   m[7].busy_share = 0; /* its one thread idles (an I/O wait): its core is free */
   assert_int_equal(bursts_of(&p, m), 2); /* the core the reserve freed and the idle thread's */
 }
@@ -830,7 +940,6 @@ static void the_published_worker_cpu_replaces_the_estimate(void **state) {
  * spares. */
 static void twelve_cores_over_eight_ranks_split_two_and_one(void **state) {
   (void)state;
-  const ff__coord_report_data hungry = {1.0, 0.0, 1.0, 0, 0};
   for (int reserve = 0; reserve < 2; reserve++) {
     ff__coord_member m[FF__COORD_MAX_MEMBERS] = {0};
     ff__coord_params p = params(12, 8);
@@ -845,7 +954,7 @@ static void twelve_cores_over_eight_ranks_split_two_and_one(void **state) {
       int sum = 0;
       for (int i = 0; i < 8; i++) {
         uint64_t now = (uint64_t)(r * 8 + i + 1) * 10000000u;
-        int t = ff__coord_rebalance(&p, m, FF__COORD_MAX_MEMBERS, i, &hungry, now);
+        int t = ff__coord_rebalance(&p, m, FF__COORD_MAX_MEMBERS, i, &HUNGRY, now);
         assert_int_equal(t, (reserve ? 0 : 1) + (i < 4));
         sum += t;
       }
@@ -2011,6 +2120,9 @@ int main(void) {
       cmocka_unit_test_teardown(a_member_whose_workers_parked_since_its_report_frees_its_cores_at_once,
                                 teardown),
       cmocka_unit_test_teardown(live_cores_are_weighed_against_what_a_member_runs, teardown),
+      cmocka_unit_test_teardown(a_busy_share_measured_under_a_burst_does_not_call_the_next, teardown),
+      cmocka_unit_test_teardown(a_member_is_not_quiet_before_its_batch_interval_is_known, teardown),
+      cmocka_unit_test_teardown(before_its_first_report_a_members_live_cores_say_whether_it_works, teardown),
       cmocka_unit_test_teardown(two_reports_with_slack_free_a_members_cores_for_the_bursts, teardown),
       cmocka_unit_test_teardown(two_reports_with_slack_end_the_borrowing, teardown),
       cmocka_unit_test_teardown(a_burst_does_not_keep_itself_alive_on_a_full_node, teardown),
