@@ -663,11 +663,9 @@ static void before_its_first_report_a_members_live_cores_say_whether_it_works(vo
 static void a_member_is_not_quiet_before_its_batch_interval_is_known(void **state) {
   (void)state;
   ff__coord_member m[FF__COORD_MAX_MEMBERS] = {0};
-  ff__coord_params p = params(2, 2);
-  p.quiet_ms = 50;
   const uint64_t ms = 1000000, t = 1000 * ms;
-  for (int i = 0; i < 2; i++)
-    table_add(m, i, 2, 1), m[i].heartbeat_ns = t;
+  ff__coord_params p = two_joined_at(m, t);
+  p.quiet_ms = 50;
   ff__coord_rebalance(&p, m, FF__COORD_MAX_MEMBERS, 0, &HUNGRY, t + 200 * ms);
   assert_false(m[1].quiet); /* silent 200 ms since it joined */
   assert_int_equal(m[0].running, 1);
