@@ -585,13 +585,17 @@ void ff__coord_burst(const ff__coord_params *params, ff__coord_member *m, int n)
      * a neutral member whose trainer does not wait now has all it needs: what its workers use is its
      * demand, the sharing slows it without raising it */
     double then = now_known ? e->live_speed : e->busy_speed;
-    double share = cls[j] == NEUTRAL && e->stall_now <= p->stall_threshold ? 1 : then > 0 ? then : 1;
+    /* so is one whose smoothed stall share still says it stalls, while its trainer took its last batch
+     * without waiting from a full ring (at a change of demand: its workers refill the ring and park) */
+    int ahead = e->stall_now <= p->stall_threshold &&
+                (cls[j] == NEUTRAL || (cls[j] == STALLED && e->fill_now >= p->ring_full));
+    double share = ahead ? 1 : then > 0 ? then : 1;
     double busy = now_known ? e->live_cores / share
                   : e->reports > 0
                       ? with_burst * e->busy_share / share
                       : threads; /* (a quiet member has slack) before its first report: all of it */
     if (cls[j] != SLACK) used += busy < threads ? busy : threads;
-    if (cls[j] == NEUTRAL && busy < threads) left_idle += threads - busy;
+    if ((cls[j] == NEUTRAL || ahead) && busy < threads) left_idle += threads - busy;
     /* one whose threads wait for work now needs no more of them (compared with what it runs: a
      * burst written by another's report starts at its own next one) */
     int idles = now_known && busy < (e->running > 0 ? e->running : with_burst) * (1.0 - p->idle_threshold);

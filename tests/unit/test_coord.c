@@ -688,6 +688,42 @@ static void a_member_is_not_quiet_before_its_batch_interval_is_known(void **stat
   assert_int_equal(m[0].running, 1);
 }
 
+/* Member 1's trainer was hungry and now steps every 457 ms (its demand
+ * changed mid-run); member 0's trainer waits and runs a burst on member
+ * 1's core. Member 1's first report after the change says its trainer took
+ * the batch at once from a full ring, but its smoothed stall share (signals
+ * smoothed, alpha 0.25 per 100 ms) still says it stalls. Its workers make
+ * the batch that replaces the one taken, using 0.6 of a core while the
+ * burst shares its core (3 threads on 2): that is all it needs, as the
+ * sharing only slows a batch its trainer does not wait for. Taken as 0.6 at
+ * 2/3 speed (0.9 of a core) it would leave nothing idle and end the burst
+ * until a later span found its workers parked. Where its trainer waited
+ * for that batch, it does need its core, and the burst goes. */
+static void a_member_refilling_a_full_ring_after_its_trainer_slowed_leaves_the_burst(void **state) {
+  (void)state;
+  const uint64_t ms = 1000000, t = 1000 * ms, cpu = 2000 * ms; /* 2 ms per sample */
+  const ff__coord_report_data took_from_full = {0.0, 1.0, 0.9, cpu, 1000}, waited = {0.3, 0.0, 1.0, cpu, 1000};
+  const ff__coord_report_data *report1[2] = {&took_from_full, &waited};
+  const int expected[2] = {2, 1};
+  for (int c = 0; c < 2; c++) {
+    ff__coord_member m[FF__COORD_MAX_MEMBERS] = {0};
+    ff__coord_params p = two_joined_at(m, t);
+    p.alpha = 0.25;
+    for (int r = 1; r <= 10; r++) {
+      ff__coord_rebalance(&p, m, FF__COORD_MAX_MEMBERS, 0, &HUNGRY, t + (uint64_t)r * 50 * ms);
+      ff__coord_rebalance(&p, m, FF__COORD_MAX_MEMBERS, 1, &HUNGRY, t + (uint64_t)r * 50 * ms + ms);
+    }
+    m[0].burst = 1, m[0].running = 2; /* granted while member 1's workers parked */
+    const uint64_t t1 = t + 958 * ms;
+    m[1].cpu_now_ns = cpu;
+    assert_int_equal(ff__coord_rebalance(&p, m, FF__COORD_MAX_MEMBERS, 1, report1[c], t1), 1);
+    assert_true(m[1].stall_share > p.stall_threshold);
+    m[1].cpu_now_ns = cpu + 36 * ms; /* 0.6 of a core over the next 60 ms */
+    assert_int_equal(ff__coord_rebalance(&p, m, FF__COORD_MAX_MEMBERS, 0, &HUNGRY, t1 + 60 * ms), expected[c]);
+    assert_true(m[1].live_span_ns == 60 * ms && fabs(m[1].live_cores - 0.6) < 1e-9);
+  }
+}
+
 /* ---- the adaptive trainer reserve ---- */
 
 static ff__coord_params auto_params(int budget, int expected) {
@@ -2121,6 +2157,7 @@ int main(void) {
       cmocka_unit_test_teardown(a_busy_share_measured_under_a_burst_does_not_call_the_next, teardown),
       cmocka_unit_test_teardown(a_member_is_not_quiet_before_its_batch_interval_is_known, teardown),
       cmocka_unit_test_teardown(before_its_first_report_a_members_live_cores_say_whether_it_works, teardown),
+      cmocka_unit_test_teardown(a_member_refilling_a_full_ring_after_its_trainer_slowed_leaves_the_burst, teardown),
       cmocka_unit_test_teardown(two_reports_with_slack_free_a_members_cores_for_the_bursts, teardown),
       cmocka_unit_test_teardown(two_reports_with_slack_end_the_borrowing, teardown),
       cmocka_unit_test_teardown(a_burst_does_not_keep_itself_alive_on_a_full_node, teardown),
