@@ -231,7 +231,13 @@ static int take_item(ff_loader *l, int worker, size_t *item, ff_batch **batch) {
       pthread_cond_wait(&l->spare_cv, &l->mu);
       continue;
     }
-    if ((!spare && worker >= l->active_threads) || l->restarting) {
+    if (!spare && worker >= l->active_threads) {
+      /* its own wait too: woken with the others by every batch freed, it
+       * would contend for the lock with the consumer that freed it */
+      pthread_cond_wait(&l->park_cv, &l->mu);
+      continue;
+    }
+    if (l->restarting) {
       pthread_cond_wait(&l->work_cv, &l->mu);
       continue;
     }
@@ -565,6 +571,7 @@ static void loader_free(ff_loader *l) {
   pthread_mutex_destroy(&l->mu);
   pthread_cond_destroy(&l->work_cv);
   pthread_cond_destroy(&l->spare_cv);
+  pthread_cond_destroy(&l->park_cv);
   pthread_cond_destroy(&l->ready_cv);
   free(l);
 }
@@ -810,6 +817,7 @@ ff_status ff_loader_open(const ff_config *cfg, ff_loader **out) {
   pthread_mutex_init(&l->mu, NULL);
   pthread_cond_init(&l->work_cv, NULL);
   pthread_cond_init(&l->spare_cv, NULL);
+  pthread_cond_init(&l->park_cv, NULL);
   pthread_cond_init(&l->ready_cv, NULL);
   snprintf(l->device_name, sizeof l->device_name, "cpu");
   l->stats.device = l->device_name;
@@ -834,6 +842,7 @@ void ff_loader_close(ff_loader *l) {
   l->stop = 1;
   pthread_cond_broadcast(&l->work_cv);
   pthread_cond_broadcast(&l->spare_cv);
+  pthread_cond_broadcast(&l->park_cv);
   pthread_mutex_unlock(&l->mu);
   ff__stream_stop(l->stream); /* a worker waiting for a streamed sample returns */
   for (int i = 0; i < l->started_threads; i++) pthread_join(l->threads[i], NULL);
@@ -1194,7 +1203,7 @@ void ff__loader_set_active_threads(ff_loader *l, int n, int spares) {
    * report takes the lock at idle priority, and where the kernel preempts
    * it there (beside busy threads a SCHED_IDLE thread waits for an idle
    * core) the workers and the trainer wait for it, up to hundreds of ms. */
-  if (n > l->active_threads) pthread_cond_broadcast(&l->work_cv);
+  if (n > l->active_threads) pthread_cond_broadcast(&l->park_cv);
   if (spares > l->active_spares) pthread_cond_broadcast(&l->spare_cv);
   l->active_threads = n;
   l->active_spares = spares;

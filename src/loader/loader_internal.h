@@ -76,6 +76,7 @@ struct ff_loader {
   pthread_mutex_t mu;
   pthread_cond_t work_cv, ready_cv;
   pthread_cond_t spare_cv; /* where parked spares wait (take_item) */
+  pthread_cond_t park_cv;  /* where guaranteed workers above active_threads wait (take_item) */
   pthread_t *threads;
   ff__worker *workers;
   int num_threads, started_threads; /* started: the guaranteed workers, then the spares */
