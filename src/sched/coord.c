@@ -951,6 +951,20 @@ int ff__coord_rebalance(const ff__coord_params *p, ff__coord_member *m, int n, i
   return me->running;
 }
 
+static void measure_if_due(ff__coord_params *p, ff__coord_member *m, int n, uint64_t now_ns, ff__coord_busy_fn busy,
+                           void *ctx) {
+  uint64_t busy_ns;
+  if (ff__coord_window_due(p, m, n, now_ns) && busy(ctx, &busy_ns) == 0) ff__coord_measure(p, m, n, now_ns, busy_ns);
+}
+
+int ff__coord_take_report(ff__coord_params *p, ff__coord_member *m, int n, int self,
+                          const ff__coord_report_data *r, uint64_t now_ns, ff__coord_busy_fn busy, void *ctx) {
+  measure_if_due(p, m, n, now_ns, busy, ctx);
+  int threads = ff__coord_rebalance(p, m, n, self, r, now_ns);
+  measure_if_due(p, m, n, now_ns, busy, ctx);
+  return threads;
+}
+
 /* ---- the adaptive reserve ---- */
 
 void ff__coord_reserve_decide(const ff__coord_params *p, ff__coord_reserve *r, double others_cores) {
@@ -1433,6 +1447,8 @@ static int report_lock(ff__coord *c) {
   return rc;
 }
 
+static int node_busy(void *src, uint64_t *out) { return ff__coord_node_busy_ns(src, out); }
+
 /* ff__coord_report with c->pub_mu held. */
 static void report_held(ff__coord *c, const ff__coord_report_data *r, int *threads_out) {
   if (c->alone || (!c->shm && attach(c, NULL) != FF_OK)) { /* a previous re-attach failed */
@@ -1475,11 +1491,7 @@ static void report_held(ff__coord *c, const ff__coord_report_data *r, int *threa
   reclaim(s, c->slot, c->pidns, now);
   for (int i = 0; i < FF__COORD_MAX_MEMBERS; i++) /* for the reserve's measure and the live cores */
     if (s->slot[i].pid) read_published(s, i);
-  uint64_t busy;
-  if (ff__coord_window_due(&s->params, s->slot, FF__COORD_MAX_MEMBERS, now) &&
-      ff__coord_node_busy_ns(&c->busy, &busy) == 0)
-    ff__coord_measure(&s->params, s->slot, FF__COORD_MAX_MEMBERS, now, busy);
-  c->threads = ff__coord_rebalance(&s->params, s->slot, FF__COORD_MAX_MEMBERS, c->slot, r, now);
+  c->threads = ff__coord_take_report(&s->params, s->slot, FF__COORD_MAX_MEMBERS, c->slot, r, now, node_busy, &c->busy);
   c->reserve_cores = ff__coord_reserved(&s->params, s->slot, FF__COORD_MAX_MEMBERS);
   c->spares = ff__coord_member_spares(c->max_threads, c->threads);
   coord_unlock(s);

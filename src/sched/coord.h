@@ -391,11 +391,26 @@ void ff__coord_observe(const ff__coord_params *p, ff__coord_member *m, const ff_
  * quiet or not at now_ns, then ff__coord_targets, ff__coord_step for self,
  * ff__coord_live and ff__coord_burst. Also records r->worker_cpu_ns and
  * r->worker_samples in self's slot, starts its live span, and
- * folds its rate into worker_cores (the adaptive reserve's measure is the
- * caller's: ff__coord_measure, before this). Returns the threads self should run: its allotment
+ * folds its rate into worker_cores (the adaptive reserve's measure is
+ * ff__coord_take_report's). Returns the threads self should run: its allotment
  * plus its burst, 1..max_threads, also kept as its running. */
 int ff__coord_rebalance(const ff__coord_params *p, ff__coord_member *m, int n, int self,
                         const ff__coord_report_data *r, uint64_t now_ns);
+
+/* Reads the node's cumulative busy CPU time into *out (ns): 0, or -1 when
+ * it cannot be read (ff__coord_node_busy_ns; the simulator's modelled one). */
+typedef int (*ff__coord_busy_fn)(void *ctx, uint64_t *out);
+
+/* A report of member self at now_ns, as ff__coord_report runs it under the
+ * lock and the simulator without one: the adaptive reserve's window is
+ * measured when due (ff__coord_window_due, ff__coord_measure with busy(ctx)'s
+ * reading), so that the reserve it sets applies to this report's answer; then
+ * ff__coord_rebalance; then the window is opened if this report made it
+ * measurable (a void window waits for every member's second report: the one
+ * that brings the last opens it now, not at the next report, which comes a
+ * batch later). Returns ff__coord_rebalance's threads. */
+int ff__coord_take_report(ff__coord_params *p, ff__coord_member *m, int n, int self,
+                          const ff__coord_report_data *r, uint64_t now_ns, ff__coord_busy_fn busy, void *ctx);
 
 /* The shared segment's layout (coord.c writes and checks it; visible so that
  * tests can damage one). A member that finds it damaged (a field out of its
@@ -481,10 +496,10 @@ void ff__coord_leave(ff__coord *c);
 
 /* Records this member's latest observation, reclaims dead members' slots
  * (process gone, or silent past heartbeat_timeout_ms), marks quiet ones,
- * measures the adaptive reserve's window when it is due
- * (ff__coord_window_due: ff__coord_node_busy_ns and ff__coord_measure),
- * rebalances and writes to *threads_out the number of worker threads this
- * member should run now at normal priority: its allotment plus its burst
+ * measures the adaptive reserve's window when it is due and rebalances
+ * (ff__coord_take_report, with ff__coord_node_busy_ns) and writes to
+ * *threads_out the number of worker threads this member should run now at
+ * normal priority: its allotment plus its burst
  * (min_threads..max_threads; 0 when the trainers' cores take the whole
  * budget); ff__coord_spares tells how many spares in SCHED_IDLE beside
  * them. Call it about once per batch. Takes a lock for

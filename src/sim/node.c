@@ -241,6 +241,12 @@ static void ask(sim *S, loader *L) {
     L->ring_ready += batch_ready(S, L, b);
 }
 
+/* The node's busy CPU as modelled (ff__coord_busy_fn). */
+static int busy_ns(void *ctx, uint64_t *out) {
+  *out = (uint64_t)llround(((sim *)ctx)->busy_cpu * 1e9);
+  return 0;
+}
+
 /* Batch L->consumed goes out now: the report, the coordinator's answer,
  * then the trainer's step. */
 static void hand_out(sim *S, int r) {
@@ -257,9 +263,7 @@ static void hand_out(sim *S, int r) {
     L->reported_cpu = L->worker_cpu;
     if (S->mode == FF__SIM_NODE_COORD) {
       uint64_t now_ns = (uint64_t)llround(S->now * 1e9);
-      if (ff__coord_window_due(&S->params, S->member, c->ranks, now_ns))
-        ff__coord_measure(&S->params, S->member, c->ranks, now_ns, (uint64_t)llround(S->busy_cpu * 1e9));
-      L->active = ff__coord_rebalance(&S->params, S->member, c->ranks, r, &rep, now_ns);
+      L->active = ff__coord_take_report(&S->params, S->member, c->ranks, r, &rep, now_ns, busy_ns, S);
       L->spares = ff__coord_member_spares(S->member[r].max_threads, L->active);
     }
   } else {

@@ -937,6 +937,49 @@ static void the_window_measures_the_node_less_the_members_workers(void **state) 
   assert_false(ff__coord_window_due(&p, m, FF__COORD_MAX_MEMBERS, t0 + 100 * w));
 }
 
+static int fake_busy(void *ctx, uint64_t *out) {
+  *out = *(const uint64_t *)ctx;
+  return 0;
+}
+
+/* At start a window is void until every member has reported twice: the
+ * report that brings the last member's second opens it at once, and the
+ * first window closes FF__COORD_WINDOW_MS after that report, not after the
+ * next one (a batch later, tens of ms at start). A stand-in trainer
+ * starting beside the loaders gets its core that much sooner. */
+static void the_report_that_makes_the_window_measurable_opens_it(void **state) {
+  (void)state;
+  ff__coord_params p = auto_params(2, 2);
+  ff__coord_member m[FF__COORD_MAX_MEMBERS] = {0};
+  uint64_t ms = 1000000ull, t = 1000 * ms, busy = 0, cpu[2] = {0, 0};
+  for (int i = 0; i < 2; i++)
+    table_add(m, i, 2, 1), m[i].heartbeat_ns = t - 1000 * ms; /* joined a second ago */
+  /* each ms: both cores busy, half a core of each member's workers (a core of others) */
+  int order[] = {0, 0, 1, 1}; /* member 1's second report is the last one the window waits for */
+  for (int k = 0; k < 4; k++) {
+    t += ms, busy += 2 * ms, cpu[0] += ms / 2, cpu[1] += ms / 2;
+    ff__coord_report_data r = HUNGRY;
+    r.worker_cpu_ns = cpu[order[k]];
+    ff__coord_take_report(&p, m, FF__COORD_MAX_MEMBERS, order[k], &r, t, fake_busy, &busy);
+  }
+  uint64_t opened = t;
+  assert_int_equal(p.reserve.start_ns, opened); /* by that report */
+  assert_true(m[0].in_window && m[1].in_window);
+  uint64_t first = FF__COORD_WINDOW_MS * ms;
+  for (int k = 0; k < 400 && p.reserve.windows == 0; k++) {
+    t += ms, busy += 2 * ms, cpu[0] += ms / 2, cpu[1] += ms / 2;
+    ff__coord_report_data r = HUNGRY;
+    r.worker_cpu_ns = cpu[k % 2];
+    ff__coord_take_report(&p, m, FF__COORD_MAX_MEMBERS, k % 2, &r, t, fake_busy, &busy);
+  }
+  assert_int_equal(p.reserve.windows, 1);
+  if (t - opened < first || t - opened > first + ms) /* closed by the first report after it ended */
+    fail_msg("the first window closed %.1f ms after it opened, not %.1f", (double)(t - opened) / 1e6,
+             (double)first / 1e6);
+  if (fabs(p.reserve.others_last - 1.0) > 0.05) fail_msg("others %.3f cores, not 1", p.reserve.others_last);
+  assert_int_equal(p.reserve.cores, 1);
+}
+
 /* Between its reports a member's CPU is estimated from its rate, which
  * misses a member whose workers got more of the cores since (a peer's
  * parked): one that reported half a window ago at a core and ran two since
@@ -2138,6 +2181,7 @@ int main(void) {
       cmocka_unit_test_teardown(the_adaptive_reserve_comes_off_the_guaranteed_budget, teardown),
       cmocka_unit_test_teardown(bursts_leave_the_reserved_cores_to_the_others, teardown),
       cmocka_unit_test_teardown(the_window_measures_the_node_less_the_members_workers, teardown),
+      cmocka_unit_test_teardown(the_report_that_makes_the_window_measurable_opens_it, teardown),
       cmocka_unit_test_teardown(the_published_worker_cpu_replaces_the_estimate, teardown),
       cmocka_unit_test_teardown(a_member_publishes_its_worker_cpu_in_its_slot, teardown),
       cmocka_unit_test_teardown(a_member_with_slack_lends_threads_to_a_stalled_one, teardown),
