@@ -405,10 +405,13 @@ typedef int (*ff__coord_busy_fn)(void *ctx, uint64_t *out);
  * lock and the simulator without one: the adaptive reserve's window is
  * measured when due (ff__coord_window_due, ff__coord_measure with busy(ctx)'s
  * reading), so that the reserve it sets applies to this report's answer; then
- * ff__coord_rebalance; then the window is opened if this report made it
- * measurable (a void window waits for every member's second report: the one
- * that brings the last opens it now, not at the next report, which comes a
- * batch later). Returns ff__coord_rebalance's threads. */
+ * ff__coord_rebalance; then ff__coord_window_due is asked again, so that a
+ * window this report made measurable opens now (a void window waits for
+ * every member's second report: the one that brings the last opens it now,
+ * not at the next report, which comes a batch later); a window that is due
+ * only because this report shortened its member's batch interval is measured
+ * there too, its reserve applying from the next report. Returns
+ * ff__coord_rebalance's threads. */
 int ff__coord_take_report(ff__coord_params *p, ff__coord_member *m, int n, int self,
                           const ff__coord_report_data *r, uint64_t now_ns, ff__coord_busy_fn busy, void *ctx);
 
