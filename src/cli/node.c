@@ -34,8 +34,9 @@ static void node_usage(FILE *f) {
           "the rest of a loader's threads are spares in SCHED_IDLE),\n"
           "fair share, target, and the smoothed signals: stall share, ring fill, busy share\n"
           "(worker CPU time / threads x interval), batch interval and the time since its last\n"
-          "report, and its live cores (the CPU its workers published after each sample, over\n"
-          "the last %d ms or more up to the group's last report; - before any). With\n"
+          "report, its live cores (the CPU its workers published after each sample, over\n"
+          "the last %d ms or more up to the group's last report; - before any) and whether its\n"
+          "workers are parked now (every one waits for work: its ring is full). With\n"
           "FF_NODE_TRAINER_CORES=auto (the default) it shows the CPU the node uses beside the\n"
           "loaders' workers (the others': trainers, other processes), smoothed, and the cores\n"
           "kept for them; else the fixed cores per trainer. Reads the table without joining.\n"
@@ -67,16 +68,17 @@ static void print_text(const char *group, const ff__coord_params *p, const ff__c
   else
     printf("trainers' reserve: %d core%s per trainer (FF_NODE_TRAINER_CORES)\n", p->trainer_cores,
            p->trainer_cores == 1 ? "" : "s");
-  printf("%8s  %-8s %5s %5s %5s %5s %6s  %6s %5s %5s %9s %9s %6s\n", "pid", "state", "run", "allot", "burst",
-         "fair", "target", "stall", "ring", "busy", "interval", "last", "live");
+  printf("%8s  %-8s %5s %5s %5s %5s %6s  %6s %5s %5s %9s %9s %6s %6s\n", "pid", "state", "run", "allot", "burst",
+         "fair", "target", "stall", "ring", "busy", "interval", "last", "live", "parked");
   for (int i = 0; i < n; i++) {
     const ff__coord_member *e = &m[i];
     double age_ms = now > e->heartbeat_ns ? (double)(now - e->heartbeat_ns) * 1e-6 : 0;
     char live[16] = "-";
     if (e->live_span_ns) snprintf(live, sizeof live, "%.2f", e->live_cores);
-    printf("%8d  %-8s %5d %5d %5d %5d %6d  %6.2f %5.2f %5.2f %7.1fms %7.0fms %6s\n", (int)e->pid,
+    printf("%8d  %-8s %5d %5d %5d %5d %6d  %6.2f %5.2f %5.2f %7.1fms %7.0fms %6s %6s\n", (int)e->pid,
            ff__coord_member_state(p, e, now), e->threads + e->burst, e->threads, e->burst, e->fair, e->target,
-           e->stall_share, e->ring_fill, e->busy_share, (double)e->interval_ns * 1e-6, age_ms, live);
+           e->stall_share, e->ring_fill, e->busy_share, (double)e->interval_ns * 1e-6, age_ms, live,
+           e->parked ? "yes" : "no");
   }
 }
 
@@ -103,11 +105,11 @@ static void print_json(const char *group, const ff__coord_params *p, const ff__c
         "%s{\"pid\": %d, \"state\": \"%s\", \"threads\": %d, \"allotment\": %d, \"burst\": %d, \"fair\": %d, "
         "\"target\": %d, \"max_threads\": %d, \"stall_share\": %.4f, \"ring_fill\": %.4f, "
         "\"busy_share\": %.4f, \"interval_ms\": %.2f, \"last_report_ms\": %.1f, \"reports\": %d, "
-        "\"live_cores\": %s}",
+        "\"live_cores\": %s, \"parked\": %s}",
         i ? ", " : "", (int)e->pid, ff__coord_member_state(p, e, now), e->threads + e->burst, e->threads,
         e->burst, e->fair, e->target, e->max_threads, e->stall_share, e->ring_fill, e->busy_share,
         (double)e->interval_ns * 1e-6, now > e->heartbeat_ns ? (double)(now - e->heartbeat_ns) * 1e-6 : 0.0,
-        e->reports, live);
+        e->reports, live, e->parked ? "true" : "false");
   }
   printf("]}\n");
 }

@@ -263,9 +263,13 @@ static int take_item(ff_loader *l, int worker, size_t *item, ff_batch **batch) {
       if (e && e->state == FF__BUF_FILLING) {
         *item = l->next_item++;
         *batch = e;
+        if (l->parked) l->parked = 0, ff__coord_publish_cpu(l->coord, l->worker_cpu_ns, 0);
         return 1;
       }
     }
+    /* nothing to take and nothing in flight: the ring is full, and the node's other loaders may
+     * have these cores at their next report */
+    if (!l->busy && !l->parked) l->parked = 1, ff__coord_publish_cpu(l->coord, l->worker_cpu_ns, 1);
     pthread_cond_wait(&l->work_cv, &l->mu);
   }
 }
@@ -453,7 +457,7 @@ static void *worker_loop(void *p) {
     pthread_mutex_lock(&l->mu);
     l->busy--;
     l->worker_cpu_ns += worker_cpu_ns, l->worker_samples++;
-    ff__coord_publish_cpu(l->coord, l->worker_cpu_ns); /* its CPU between reports: the reserve, live cores */
+    ff__coord_publish_cpu(l->coord, l->worker_cpu_ns, 0); /* its CPU between reports: the reserve, live cores */
     uint64_t cpu_ns = w->read_ns + w->decode_ns + w->ops_ns;
     if (l->trace) trace_sample(l, index, w, t0, sample);
     if (!replace_msg) { /* after substitutes the worker's figures mix several samples */

@@ -96,6 +96,7 @@ struct ff_loader {
                                    * with every sample taken, until a worker runs) */
   size_t next_item, next_out;     /* next sample to take in item_epoch; next batch to hand out */
   int busy;              /* samples and microbatches in flight outside the lock */
+  int parked;            /* 1: published to the node coordinator that every worker waits for work */
   ff_batch *ring;
   int ring_size;
 

@@ -103,7 +103,7 @@
 #include "core/clock.h"
 
 #define COORD_MAGIC 0x46464344u /* "FFCD" */
-#define COORD_VERSION 9u
+#define COORD_VERSION 10u
 #define COORD_NAME_CAP (FF__COORD_GROUP_MAX + 64)
 #define COORD_ATTACH_TRIES 64
 #define COORD_SIGNAL_NS 1e8 /* the interval a report of weight alpha stands for */
@@ -590,7 +590,8 @@ void ff__coord_burst(const ff__coord_params *params, ff__coord_member *m, int n)
     int ahead = e->stall_now <= p->stall_threshold &&
                 (cls[j] == NEUTRAL || (cls[j] == STALLED && e->fill_now >= p->ring_full));
     double share = ahead ? 1 : then > 0 ? then : 1;
-    double busy = now_known ? e->live_cores / share
+    double busy = e->parked ? 0 /* its workers wait for work: none of its cores is used now */
+                  : now_known ? e->live_cores / share
                   : e->reports > 0
                       ? with_burst * e->busy_share / share
                       : threads; /* (a quiet member has slack) before its first report: all of it */
@@ -598,7 +599,8 @@ void ff__coord_burst(const ff__coord_params *params, ff__coord_member *m, int n)
     if ((cls[j] == NEUTRAL || ahead) && busy < threads) left_idle += threads - busy;
     /* one whose threads wait for work now needs no more of them (compared with what it runs: a
      * burst written by another's report starts at its own next one) */
-    int idles = now_known && busy < (e->running > 0 ? e->running : with_burst) * (1.0 - p->idle_threshold);
+    int idles = e->parked ||
+                (now_known && busy < (e->running > 0 ? e->running : with_burst) * (1.0 - p->idle_threshold));
     room[j] = cls[j] == SLACK || idles ? 0 : member_cap(e) - threads;
     held[j] = cls[j] == NEUTRAL && e->burst > 0 ? (e->burst < room[j] ? e->burst : room[j]) : 0;
     held_sum += held[j];
@@ -898,10 +900,11 @@ static ff_status go_alone(ff__coord *c, const char *why, ff__error *err) {
  * workers park once its ring is full, so its cores are idle. */
 static int is_quiet(const ff__coord_params *p, const ff__coord_member *e, uint64_t now_ns) {
   /* before its first report its trainer may not have asked yet: whether its workers make its
-   * first batches or filled its ring and parked, its live cores say (ff__coord_live) */
+   * first batches or filled its ring and parked, they publish (parked), or its live cores say
+   * (ff__coord_live) */
   if (e->reports == 0)
-    return e->live_span_ns > 0 &&
-           e->live_cores < clampi(e->threads, 1, member_cap(e)) * (1.0 - p->idle_threshold);
+    return e->parked || (e->live_span_ns > 0 &&
+                         e->live_cores < clampi(e->threads, 1, member_cap(e)) * (1.0 - p->idle_threshold));
   uint64_t quiet_ns = (uint64_t)p->quiet_ms * 1000000u, silent = now_ns > e->heartbeat_ns ? now_ns - e->heartbeat_ns : 0;
   if (quiet_ns < 4 * e->interval_ns) quiet_ns = 4 * e->interval_ns;
   return silent > quiet_ns;
@@ -1066,9 +1069,16 @@ static int member_gone(const ff__coord_params *p, const ff__coord_member *e, uin
   return now_ns > e->heartbeat_ns && now_ns - e->heartbeat_ns > timeout_ns;
 }
 
-/* Slot i's published worker CPU into its cpu_now_ns (under the lock). */
+/* Slot i's published worker CPU and parked into its member (under the lock). */
 static void read_published(coord_shm *s, int i) {
   s->slot[i].cpu_now_ns = atomic_load_explicit(&s->worker_cpu_now[i], memory_order_relaxed);
+  s->slot[i].parked = atomic_load_explicit(&s->workers_parked[i], memory_order_relaxed) != 0;
+}
+
+/* Clears what slot i's workers published (a slot taken or freed). */
+static void clear_published(coord_shm *s, int i) {
+  atomic_store_explicit(&s->worker_cpu_now[i], 0, memory_order_relaxed);
+  atomic_store_explicit(&s->workers_parked[i], 0, memory_order_relaxed);
 }
 
 /* Frees slot i (under the lock), its published CPU with it. */
@@ -1076,7 +1086,7 @@ static void free_slot(coord_shm *s, int i) {
   read_published(s, i);
   ff__coord_depart(&s->params, &s->slot[i]);
   memset(&s->slot[i], 0, sizeof s->slot[i]);
-  atomic_store_explicit(&s->worker_cpu_now[i], 0, memory_order_relaxed);
+  clear_published(s, i);
 }
 
 /* Frees slots whose process is gone or that stayed silent too long (not
@@ -1104,7 +1114,7 @@ static int take_slot(coord_shm *s, ff__coord *c, uint64_t now_ns) {
     i++;
   if (i == FF__COORD_MAX_MEMBERS) return -1;
   ff__coord_member *e = &s->slot[i];
-  atomic_store_explicit(&s->worker_cpu_now[i], 0, memory_order_relaxed);
+  clear_published(s, i);
   *e = (ff__coord_member){.pid = (int32_t)c->pid,
                           .max_threads = c->max_threads,
                           .ticket = ++s->next_ticket,
@@ -1506,10 +1516,12 @@ ff_status ff__coord_report(ff__coord *c, const ff__coord_report_data *r, int *th
   return FF_OK;
 }
 
-void ff__coord_publish_cpu(ff__coord *c, uint64_t worker_cpu_ns) {
+void ff__coord_publish_cpu(ff__coord *c, uint64_t worker_cpu_ns, int parked) {
   if (!c || c->pid != getpid() || pthread_mutex_trylock(&c->pub_mu) != 0) return;
-  if (!c->alone && c->shm && owns_slot(c))
+  if (!c->alone && c->shm && owns_slot(c)) {
     atomic_store_explicit(&c->shm->worker_cpu_now[c->slot], worker_cpu_ns, memory_order_relaxed);
+    atomic_store_explicit(&c->shm->workers_parked[c->slot], parked != 0, memory_order_relaxed);
+  }
   pthread_mutex_unlock(&c->pub_mu);
 }
 
@@ -1567,9 +1579,10 @@ ff_status ff__coord_peek(const char *group, ff__coord_member *out, int *n_out, f
       uint64_t now = ff__now_ns();
       for (int i = 0; i < FF__COORD_MAX_MEMBERS; i++)
         if (s->slot[i].pid) {
-          if (out) {
+          if (out) { /* parked and quiet as of now, not of the last report */
             out[n] = s->slot[i];
-            out[n].quiet = is_quiet(&s->params, &s->slot[i], now); /* as of now, not of the last report */
+            out[n].parked = atomic_load_explicit(&s->workers_parked[i], memory_order_relaxed) != 0;
+            out[n].quiet = is_quiet(&s->params, &out[n], now);
           }
           n++;
         }

@@ -84,9 +84,10 @@ typedef struct ff__coord_params {
   int quiet_ms;             /* a member silent longer than this and than 4 of its own batch intervals
                                is quiet: its trainer stopped consuming (or the process is stopped),
                                so its workers park and its cores count as idle (50); one that has not
-                               reported yet is when its live cores (ff__coord_live) are below its
-                               threads x (1 - idle_threshold), whatever its silence: its workers make
-                               its trainer's first batches, or filled its ring and parked */
+                               reported yet is when its workers published that they parked, or its
+                               live cores (ff__coord_live) are below its threads x (1 -
+                               idle_threshold), whatever its silence: its workers make its trainer's
+                               first batches, or filled its ring and parked */
   ff__coord_reserve reserve; /* state, not a setting: the adaptive reserve (trainer_cores auto) */
 } ff__coord_params;
 
@@ -168,6 +169,8 @@ typedef struct ff__coord_member {
                              estimate its worker CPU between reports */
   uint64_t cpu_now_ns;    /* its workers' CPU as they published it (ff__coord_publish_cpu), read at
                              every report; 0: none published (the estimate instead) */
+  int32_t parked;         /* 1: as its workers published at every report's read, each waits for work
+                             (its ring is full): it uses no core now, before a live span can say so */
   int32_t in_window;      /* 1: it had reported twice when the window opened (its CPU is known) */
   int32_t slack_reports;  /* its last reports in a row that alone had slack (stall <= stall_threshold,
                              ring fill >= ring_full, idle > idle_threshold): for the bursts */
@@ -328,7 +331,10 @@ double ff__coord_speed(const ff__coord_params *p, const ff__coord_member *m, int
 /* Work conservation (call after ff__coord_step): the allotments are what
  * each member is guaranteed, but a core that no member uses is handed out
  * at once, not a thread per report. The cores in use are, per member, what
- * it keeps busy: its live cores / live_speed where they were measured over a
+ * it keeps busy: none while its workers are parked (they published so as
+ * the last of them found its ring full, ff__coord_publish_cpu: known at
+ * once, where a live span takes FF__COORD_LIVE_MS or more), else its live
+ * cores / live_speed where they were measured over a
  * span that began at or after its last report (ff__coord_live: a member whose trainer stopped waiting fills
  * its ring and parks its workers at once, its reports say so a batch or
  * two later, and until then its cores idled while a stalled peer was
@@ -366,9 +372,9 @@ double ff__coord_speed(const ff__coord_params *p, const ff__coord_member *m, int
  * everybody else's burst is 0. A neutral member whose trainer did not wait
  * at its last report counts its measure as it is, not divided by the
  * speed: the sharing slows its workers without raising what it needs.
- * A member whose live cores / live_speed are below the threads it runs
- * (running: its last report's answer) × (1 - idle_threshold) holds and
- * gets none: its threads wait for work. Bursts are
+ * A member whose workers are parked, or whose live cores / live_speed are
+ * below the threads it runs (running: its last report's answer) × (1 -
+ * idle_threshold), holds and gets none: its threads wait for work. Bursts are
  * not counted in the budget: when a lender needs its cores back, the
  * borrower's next report sees them in use and its burst shrinks, so the node
  * is oversubscribed (shared by the OS, as without the coordinator) for at
@@ -434,6 +440,7 @@ typedef struct ff__coord_segment {
    * stored by that member's workers without the lock, relaxed (0 until
    * then: a slot taken or freed clears it) */
   _Atomic uint64_t worker_cpu_now[FF__COORD_MAX_MEMBERS];
+  _Atomic uint32_t workers_parked[FF__COORD_MAX_MEMBERS]; /* likewise, each slot's parked (0 or 1) */
 } ff__coord_segment;
 
 typedef struct ff__coord ff__coord;
@@ -525,12 +532,15 @@ int ff__coord_threads(const ff__coord *c);
 /* Publishes this member's worker CPU (its workers' CPU time on samples
  * since the loader started, ns, as ff__coord_report_data.worker_cpu_ns
  * counts it) in its slot for the adaptive reserve's measure and the live
- * cores (ff__coord_live), without the
- * segment's lock: a worker calls it after each sample. Skipped (the next
- * call publishes the sum) while a report of this handle changes its
- * mapping or slot; does nothing for NULL, a handle of another process, one
- * that runs alone or holds no slot. Thread-safe with ff__coord_report. */
-void ff__coord_publish_cpu(ff__coord *c, uint64_t worker_cpu_ns);
+ * cores (ff__coord_live), and whether its workers are parked (1: every one
+ * waits for work, its ring being full; 0: one runs a sample), without the
+ * segment's lock: a worker calls it after each sample (parked 0), and as it
+ * parks the last or wakes the first (the loader's lock orders the calls).
+ * Skipped (the next call publishes the sum; a sample's end clears a parked
+ * that stayed) while a report of this handle changes its mapping or slot;
+ * does nothing for NULL, a handle of another process, one that runs alone
+ * or holds no slot. Thread-safe with ff__coord_report. */
+void ff__coord_publish_cpu(ff__coord *c, uint64_t worker_cpu_ns, int parked);
 
 /* The cores kept for the trainers (ff__coord_reserved) as of the last join
  * or report. */
@@ -556,7 +566,7 @@ ff_status ff__coord_snapshot(ff__coord *c, ff__coord_member *out, int *n_out, ff
 
 /* Reads group's table without joining it (for `fusionflow node status`):
  * the live members (compacted, in slot order, room for
- * FF__COORD_MAX_MEMBERS) into out, their count into *n_out, the parameters
+ * FF__COORD_MAX_MEMBERS; parked and quiet as of now) into out, their count into *n_out, the parameters
  * into *params_out (either may be NULL). Returns FF_OK, FF_EINVAL (bad
  * group name), FF_EEMPTY (no such group on this node for this user: none
  * joined it, or its last member left) or FF_EIO (its shared memory cannot

@@ -214,7 +214,9 @@ static int batch_ready(const sim *S, const loader *L, long b) {
 }
 
 /* Active workers, then active spares, take samples while the ring has
- * room for their batch. */
+ * room for their batch; with the coordinator the loader publishes whether
+ * its workers are parked (none has a sample, the ring has no room), as
+ * loader.c's do. */
 static void refill(sim *S, int r) {
   loader *L = &S->l[r];
   long B = S->c->batch_size;
@@ -230,6 +232,8 @@ static void refill(sim *S, int r) {
       L->busy[k]++;
     }
   }
+  if (S->mode == FF__SIM_NODE_COORD)
+    S->member[r].parked = !L->busy[NORMAL] && !L->busy[IDLE] && L->next_item / B >= L->consumed + S->ring;
 }
 
 static void ask(sim *S, loader *L) {

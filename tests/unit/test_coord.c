@@ -653,6 +653,36 @@ static void before_its_first_report_a_members_live_cores_say_whether_it_works(vo
   assert_true(m[1].quiet);
 }
 
+/* Workers that wait for work say so (ff__coord_publish_cpu's parked): a
+ * member whose ring is full lends its cores at a peer's next report,
+ * before a live span (50 ms at least) could measure them idle. Member 1
+ * has not reported: its workers published a sample, then parked, and
+ * hungry member 0 runs a burst at once; when they run again, member 0
+ * gives it back at its next report. After member 1's first report (neutral:
+ * its trainer does not wait, its workers busy on its thread) the same
+ * holds. */
+static void a_member_whose_workers_parked_lends_its_cores_before_a_live_span_says_so(void **state) {
+  (void)state;
+  ff__coord_member m[FF__COORD_MAX_MEMBERS] = {0};
+  const uint64_t ms = 1000000, t = 1000 * ms;
+  ff__coord_params p = two_joined_at(m, t);
+  m[1].cpu_now_ns = 5 * ms;
+  assert_int_equal(ff__coord_rebalance(&p, m, FF__COORD_MAX_MEMBERS, 0, &HUNGRY, t + 100 * ms), 1);
+  m[1].parked = 1;
+  assert_int_equal(ff__coord_rebalance(&p, m, FF__COORD_MAX_MEMBERS, 0, &HUNGRY, t + 101 * ms), 2);
+  assert_true(m[1].quiet);
+  assert_int_equal(m[1].live_span_ns, 0); /* no span measured: the parked flag alone */
+  m[1].parked = 0, m[1].cpu_now_ns += ms;
+  assert_int_equal(ff__coord_rebalance(&p, m, FF__COORD_MAX_MEMBERS, 0, &HUNGRY, t + 102 * ms), 1);
+  const ff__coord_report_data working = {0.0, 0.5, 1.0, 0, 0};
+  assert_int_equal(ff__coord_rebalance(&p, m, FF__COORD_MAX_MEMBERS, 1, &working, t + 110 * ms), 1);
+  assert_int_equal(ff__coord_rebalance(&p, m, FF__COORD_MAX_MEMBERS, 0, &HUNGRY, t + 111 * ms), 1);
+  m[1].parked = 1;
+  assert_int_equal(ff__coord_rebalance(&p, m, FF__COORD_MAX_MEMBERS, 0, &HUNGRY, t + 112 * ms), 2);
+  m[1].parked = 0;
+  assert_int_equal(ff__coord_rebalance(&p, m, FF__COORD_MAX_MEMBERS, 0, &HUNGRY, t + 113 * ms), 1);
+}
+
 /* A member that has not reported yet is not quiet after quiet_ms (50 ms
  * here), however long it is silent: its trainer may wait for its first
  * batches, and whether its workers make them or parked its live cores say
@@ -1788,23 +1818,26 @@ static void a_member_publishes_its_worker_cpu_in_its_slot(void **state) {
     if (g->slot[i].pid == (int32_t)getpid()) slot = i;
   assert_true(slot >= 0);
   assert_true(atomic_load(&g->worker_cpu_now[slot]) == 0);
-  ff__coord_publish_cpu(me, 123456789ull);
+  ff__coord_publish_cpu(me, 123456789ull, 1);
   assert_true(atomic_load(&g->worker_cpu_now[slot]) == 123456789ull);
-  ff__coord_publish_cpu(NULL, 5); /* no handle: nothing */
+  assert_true(atomic_load(&g->workers_parked[slot]) == 1);
+  ff__coord_publish_cpu(NULL, 5, 1); /* no handle: nothing */
   pid_t kid = fork();
   if (kid == 0) { /* a forked child holds a copy of the handle, not the membership */
-    ff__coord_publish_cpu(me, 1);
+    ff__coord_publish_cpu(me, 1, 0);
     _exit(0);
   }
   int status = 0;
   assert_int_equal(waitpid(kid, &status, 0), kid);
   assert_true(atomic_load(&g->worker_cpu_now[slot]) == 123456789ull);
+  assert_true(atomic_load(&g->workers_parked[slot]) == 1);
   int threads = -1, n = 0;
   ff__coord_member seen[FF__COORD_MAX_MEMBERS];
   assert_int_equal(ff__coord_report(me, &STALL, &threads), FF_OK); /* the first report opens a window */
   assert_int_equal(ff__coord_snapshot(me, seen, &n, NULL), FF_OK);
   assert_int_equal(n, 1);
   assert_true(seen[0].cpu_now_ns == 123456789ull);
+  assert_int_equal(seen[0].parked, 1);
   ff__coord_leave(me);
   munmap(g, sizeof *g);
 }
@@ -2201,6 +2234,7 @@ int main(void) {
       cmocka_unit_test_teardown(a_busy_share_measured_under_a_burst_does_not_call_the_next, teardown),
       cmocka_unit_test_teardown(a_member_is_not_quiet_before_its_batch_interval_is_known, teardown),
       cmocka_unit_test_teardown(before_its_first_report_a_members_live_cores_say_whether_it_works, teardown),
+      cmocka_unit_test_teardown(a_member_whose_workers_parked_lends_its_cores_before_a_live_span_says_so, teardown),
       cmocka_unit_test_teardown(a_member_refilling_a_full_ring_after_its_trainer_slowed_leaves_the_burst, teardown),
       cmocka_unit_test_teardown(two_reports_with_slack_free_a_members_cores_for_the_bursts, teardown),
       cmocka_unit_test_teardown(two_reports_with_slack_end_the_borrowing, teardown),

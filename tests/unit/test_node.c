@@ -251,6 +251,44 @@ static void the_trace_marks_where_the_coordinator_changes_the_threads(void **sta
   free(text);
 }
 
+/* A loader whose ring is full says so: its workers publish that they
+ * parked (ff__coord_publish_cpu), and a hungry peer (a handle in this
+ * process) gets the loader's core at its next report, before a live span
+ * (FF__COORD_LIVE_MS or more) could measure it idle. */
+static void a_loader_with_a_full_ring_lends_its_core_at_a_peers_next_report(void **state) {
+  (void)state;
+  char group[64];
+  group_name(group, sizeof group, "ut-node-parked");
+  setenv("FF_NODE_GROUP", group, 1);
+  setenv("FF_NODE_THREADS", "2", 1);
+  setenv("FF_NODE_TRAINER_CORES", "0", 1); /* the whole budget for the allotments */
+  ff__coord *peer = NULL;
+  ff__error err = {0};
+  assert_int_equal(ff__coord_join(group, 2, &peer, &err), FF_OK);
+  ff_config c = loader_config();
+  ff_loader *l = NULL;
+  assert_int_equal(ff_loader_open(&c, &l), FF_OK);
+  int parked = 0, n = 0;
+  ff__coord_member m[FF__COORD_MAX_MEMBERS];
+  uint64_t t0 = ff__now_ns();
+  while (!parked && (double)(ff__now_ns() - t0) * 1e-9 < 60) { /* its workers fill the ring */
+    if (ff__coord_peek(group, m, &n, NULL, NULL) == FF_OK)
+      for (int i = 0; i < n; i++) parked |= m[i].parked;
+    if (!parked) sleep_s(0.01);
+  }
+  assert_true(parked);
+  const ff__coord_report_data hungry = {1.0, 0.0, 1.0, 0, 0};
+  int threads = 0;
+  assert_int_equal(ff__coord_report(peer, &hungry, &threads), FF_OK);
+  assert_int_equal(ff__coord_report(peer, &hungry, &threads), FF_OK);
+  assert_int_equal(threads, 2);
+  ff_loader_close(l);
+  ff__coord_leave(peer);
+  unsetenv("FF_NODE_GROUP");
+  unsetenv("FF_NODE_THREADS");
+  unsetenv("FF_NODE_TRAINER_CORES");
+}
+
 typedef struct core_side {
   int cpu;
   const char *group; /* NULL: FF_NODE_GROUP=off */
@@ -490,6 +528,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_teardown(a_stalled_loader_in_a_group_gets_what_the_os_sharing_gives_it, teardown),
       cmocka_unit_test_teardown(the_trace_marks_where_the_coordinator_changes_the_threads, teardown),
+      cmocka_unit_test_teardown(a_loader_with_a_full_ring_lends_its_core_at_a_peers_next_report, teardown),
       cmocka_unit_test_teardown(a_trainer_keeps_its_core_beside_a_grouped_loader, teardown),
       cmocka_unit_test_teardown(a_busy_non_member_gets_a_core_reserved_until_it_stops, teardown),
   };
