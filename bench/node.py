@@ -45,9 +45,11 @@ worker threads it ran on average; per mode: node images/s and CPU use (the
 members' CPU seconds from wait4 / (wall x --cores)) and the machine's busy
 share from /proc/stat (other work on the machine shows there); coord/off and
 coord/static for the node and each trainer, as the median over the repeats of
-each repeat's ratio (the modes of a repeat run back to back, so the machine's
-drift between repeats cancels; the JSON keeps every repeat's). Nothing but
-the Python standard library is needed:
+each repeat's ratio. A repeat runs the modes in turn and then back in the
+reverse order, and each mode counts as the mean of its two runs: the modes of
+a repeat run back to back, so the machine's drift between repeats cancels, and
+a drift within the repeat weighs every mode alike (the JSON keeps every
+repeat's ratios). Nothing but the Python standard library is needed:
 
   /usr/bin/python3 bench/node.py --data build/demo-data --cores 2 --seconds 4 [--repeats 3] [--json]
 """
@@ -218,7 +220,8 @@ def main():
     ap.add_argument("--seconds", type=float, default=4, help="length of each run (default 4)")
     ap.add_argument("--batch-size", type=int, default=32)
     ap.add_argument("--repeats", type=int, default=1,
-                    help="runs per mode, the modes in turn; the run of median node images/s is shown (default 1)")
+                    help="repeats, each the modes in turn and back (2 runs per mode); the repeat of median node "
+                         "images/s is shown (default 1)")
     ap.add_argument("--only", default=",".join(SCENARIOS), help="scenarios, comma-separated")
     ap.add_argument("--json", action="store_true", help="print one JSON object")
     args = ap.parse_args()
@@ -254,11 +257,15 @@ def main():
         runs = {mode: [] for mode in modes}
         standins = [m for m in members if "work" in m]
         alone_members = {"alone": standins, "alone-busy": standins * args.cores}  # by itself, or a copy on every core
-        for r in range(args.repeats):  # the modes in turn, so that a change of the machine's load hits all
-            for mode in modes[r % len(modes):] + modes[:r % len(modes)]:
+        for r in range(args.repeats):  # the modes in turn and back, so that a change of the machine's load hits all
+            order = modes[r % len(modes):] + modes[:r % len(modes)]
+            both = {mode: [] for mode in modes}
+            for i, mode in enumerate(order + order[::-1]):
                 who = alone_members.get(mode, members)
-                runs[mode].append(run_members(args, who, "off" if mode.startswith("alone") else mode,
-                                              "%s-%s-%d" % (name, mode, r)))
+                both[mode].append(run_members(args, who, "off" if mode.startswith("alone") else mode,
+                                              "%s-%s-%d-%d" % (name, mode, r, i)))
+            for mode in modes:
+                runs[mode].append(mean_run(both[mode]))
         results["scenarios"][name] = {mode: median_run(runs[mode]) for mode in modes}
         results["scenarios"][name]["paired"] = paired_ratios(runs)
         if name == "standin":
@@ -280,6 +287,22 @@ def main():
             print_scenario(name, results["scenarios"][name])
     if args.json:
         print(json.dumps(results, indent=1))
+
+
+def mean_run(runs):
+    """One record for a mode's runs in a repeat: each number the mean of theirs, so that the ratio of two
+    modes' records is the ratio of their sums (a list or key that differs between the runs is the first's)."""
+    def mean(xs):
+        x = xs[0]
+        if isinstance(x, dict):
+            return {k: mean([y[k] for y in xs]) for k in x if all(isinstance(y, dict) and k in y for y in xs)}
+        if isinstance(x, list):
+            same = all(isinstance(y, list) and len(y) == len(x) for y in xs)
+            return [mean(list(v)) for v in zip(*xs)] if same else x
+        if isinstance(x, (int, float)) and not isinstance(x, bool) and all(isinstance(y, (int, float)) for y in xs):
+            return sum(xs) / len(xs)
+        return x
+    return mean(runs)
 
 
 def median_run(runs):

@@ -241,7 +241,7 @@ step kernels_plain 90 kernels_plain
 step offload 90 offload
 step trainer_2 120 --cuda trainer_2
 step pool 60 pool
-step node_bench 90 node_bench
+step node_bench 150 node_bench
 
 record total "$( ((failed)) && echo FAIL || echo PASS)" $((SECONDS - START)) "logs in $OUT"
 exit "$failed"
