@@ -205,6 +205,20 @@ static void a_stalled_loader_in_a_group_gets_what_the_os_sharing_gives_it(void *
   assert_true(r[2].images_per_s >= 0.9 * r[0].images_per_s);
 }
 
+/* The environment a loader opened in this process joins `group` by: a
+ * budget of 2 threads, all of it for the allotments; NULL clears it. */
+static void join_env(const char *group) {
+  if (!group) {
+    unsetenv("FF_NODE_GROUP");
+    unsetenv("FF_NODE_THREADS");
+    unsetenv("FF_NODE_TRAINER_CORES");
+    return;
+  }
+  setenv("FF_NODE_GROUP", group, 1);
+  setenv("FF_NODE_THREADS", "2", 1);
+  setenv("FF_NODE_TRAINER_CORES", "0", 1);
+}
+
 /* A member (a handle in this process) holds the group's whole budget of 2
  * threads when the loader joins, so the loader starts on its minimum, 1;
  * the member leaves, and at its next batch the loader takes the free
@@ -214,9 +228,7 @@ static void the_trace_marks_where_the_coordinator_changes_the_threads(void **sta
   char group[64], path[4300];
   group_name(group, sizeof group, "ut-node-trace");
   snprintf(path, sizeof path, "%s/trace.json", ff_test_dir("node-trace"));
-  setenv("FF_NODE_GROUP", group, 1);
-  setenv("FF_NODE_THREADS", "2", 1);
-  setenv("FF_NODE_TRAINER_CORES", "0", 1); /* the whole budget for the allotments */
+  join_env(group);
   ff__coord *other = NULL;
   ff__error err = {0};
   assert_int_equal(ff__coord_join(group, 2, &other, &err), FF_OK);
@@ -239,9 +251,7 @@ static void the_trace_marks_where_the_coordinator_changes_the_threads(void **sta
   size_t kept = 0, dropped = 0;
   assert_int_equal(ff_loader_trace_write(l, path, &kept, &dropped), FF_OK);
   ff_loader_close(l);
-  unsetenv("FF_NODE_GROUP");
-  unsetenv("FF_NODE_THREADS");
-  unsetenv("FF_NODE_TRAINER_CORES");
+  join_env(NULL);
   size_t n = 0;
   char *text = (char *)ff_test_read(path, &n);
   text = realloc(text, n + 1);
@@ -259,9 +269,7 @@ static void a_loader_with_a_full_ring_lends_its_core_at_a_peers_next_report(void
   (void)state;
   char group[64];
   group_name(group, sizeof group, "ut-node-parked");
-  setenv("FF_NODE_GROUP", group, 1);
-  setenv("FF_NODE_THREADS", "2", 1);
-  setenv("FF_NODE_TRAINER_CORES", "0", 1); /* the whole budget for the allotments */
+  join_env(group);
   ff__coord *peer = NULL;
   ff__error err = {0};
   assert_int_equal(ff__coord_join(group, 2, &peer, &err), FF_OK);
@@ -284,9 +292,7 @@ static void a_loader_with_a_full_ring_lends_its_core_at_a_peers_next_report(void
   assert_int_equal(threads, 2);
   ff_loader_close(l);
   ff__coord_leave(peer);
-  unsetenv("FF_NODE_GROUP");
-  unsetenv("FF_NODE_THREADS");
-  unsetenv("FF_NODE_TRAINER_CORES");
+  join_env(NULL);
 }
 
 typedef struct core_side {
