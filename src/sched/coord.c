@@ -1069,10 +1069,15 @@ static int member_gone(const ff__coord_params *p, const ff__coord_member *e, uin
   return now_ns > e->heartbeat_ns && now_ns - e->heartbeat_ns > timeout_ns;
 }
 
+/* Whether slot i's workers published that they are parked, as of now. */
+static int32_t parked_now(coord_shm *s, int i) {
+  return atomic_load_explicit(&s->workers_parked[i], memory_order_relaxed) != 0;
+}
+
 /* Slot i's published worker CPU and parked into its member (under the lock). */
 static void read_published(coord_shm *s, int i) {
   s->slot[i].cpu_now_ns = atomic_load_explicit(&s->worker_cpu_now[i], memory_order_relaxed);
-  s->slot[i].parked = atomic_load_explicit(&s->workers_parked[i], memory_order_relaxed) != 0;
+  s->slot[i].parked = parked_now(s, i);
 }
 
 /* Clears what slot i's workers published (a slot taken or freed). */
@@ -1581,7 +1586,7 @@ ff_status ff__coord_peek(const char *group, ff__coord_member *out, int *n_out, f
         if (s->slot[i].pid) {
           if (out) { /* parked and quiet as of now, not of the last report */
             out[n] = s->slot[i];
-            out[n].parked = atomic_load_explicit(&s->workers_parked[i], memory_order_relaxed) != 0;
+            out[n].parked = parked_now(s, i);
             out[n].quiet = is_quiet(&s->params, &out[n], now);
           }
           n++;
