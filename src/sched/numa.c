@@ -4,9 +4,11 @@
 #include "sched/numa.h"
 
 #include <dirent.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 int ff__numa_parse_cpulist(const char *text, cpu_set_t *set) {
   CPU_ZERO(set);
@@ -95,9 +97,21 @@ int ff__numa_rank_gpu(const char *device) {
   return r && *r ? atoi(r) : 0;
 }
 
-int ff__numa_pin_workers(const pthread_t *threads, int n, int ordinal) {
+int ff__numa_wanted(void) {
   const char *mode = getenv("FF_NODE_NUMA");
-  if (!mode || strcmp(mode, "auto")) return -1;
+  if (!mode || !*mode || !strcasecmp(mode, "off")) return 0;
+  return strcasecmp(mode, "auto") ? -1 : 1;
+}
+
+int ff__numa_pin_workers(const pthread_t *threads, int n, int ordinal) {
+  int wanted = ff__numa_wanted();
+  if (wanted < 0) {
+    static atomic_int told;
+    if (!atomic_exchange(&told, 1))
+      fprintf(stderr, "fusionflow: FF_NODE_NUMA='%s' is neither auto nor off: the workers are not pinned\n",
+              getenv("FF_NODE_NUMA"));
+  }
+  if (wanted <= 0) return -1;
   cpu_set_t near, mine;
   int node;
   if (!ff__numa_gpu_cpus("/sys", ordinal, &near, &node) || sched_getaffinity(0, sizeof mine, &mine)) return -1;

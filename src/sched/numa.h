@@ -26,11 +26,16 @@ int ff__numa_parse_cpulist(const char *text, cpu_set_t *set);
  * be determined. */
 int ff__numa_gpu_cpus(const char *root, int ordinal, cpu_set_t *set, int *node_out);
 
+/* FF_NODE_NUMA: 1 for auto, 0 unset, empty or off, -1 any other value
+ * (either word in any case). */
+int ff__numa_wanted(void);
+
 /* FF_NODE_NUMA=auto: pins the n worker threads to the CPUs near CUDA device
  * `ordinal` that this process may use, leaving out the CPU the calling
  * thread (the trainer's, which launches the GPU's work) runs on while
  * others remain. Returns the node it pinned to, or -1 when it did nothing
- * (FF_NODE_NUMA unset or off, no GPU, no node, no usable CPU there). */
+ * (FF_NODE_NUMA unset or off, no GPU, no node, no usable CPU there; any
+ * other value it names on stderr once per process). */
 int ff__numa_pin_workers(const pthread_t *threads, int n, int ordinal);
 
 /* The CUDA ordinal of this rank's GPU: N of device "cuda:N", else

@@ -93,11 +93,21 @@ static void the_rank_s_gpu_is_the_device_s_or_the_local_rank_s(void **state) {
 }
 
 /* Only FF_NODE_NUMA=auto pins; where the machine has no NVIDIA GPU (or its
- * node is unknown) it pins nothing and says so by returning -1. */
+ * node is unknown) it pins nothing and says so by returning -1. A value
+ * that is neither auto nor off pins nothing either. */
 static void pinning_is_opt_in_and_skips_without_a_gpu(void **state) {
   (void)state;
   pthread_t self = pthread_self();
   unsetenv("FF_NODE_NUMA");
+  assert_int_equal(ff__numa_wanted(), 0);
+  assert_int_equal(ff__numa_pin_workers(&self, 1, 0), -1);
+  const char *values[] = {"off", "OFF", "", "auto", "Auto", "on", "1", "bogus"};
+  const int wanted[] = {0, 0, 0, 1, 1, -1, -1, -1};
+  for (int i = 0; i < 8; i++) {
+    setenv("FF_NODE_NUMA", values[i], 1);
+    assert_int_equal(ff__numa_wanted(), wanted[i]);
+  }
+  setenv("FF_NODE_NUMA", "on", 1);
   assert_int_equal(ff__numa_pin_workers(&self, 1, 0), -1);
   cpu_set_t s;
   if (ff__numa_gpu_cpus("/sys", 0, &s, NULL)) {
