@@ -127,8 +127,11 @@ def run_members(args, members, mode, tag):
     b0, t0 = machine_busy()
     start = time.monotonic()
     for p in procs:
-        p.stdin.write("go\n")
-        p.stdin.flush()
+        try:
+            p.stdin.write("go\n")
+            p.stdin.flush()
+        except BrokenPipeError:
+            pass  # it exited at its start (it said why on stderr): its status ends the run below
     out, cpu = [], 0.0
     stuck = []  # a member still running a minute past its time is stuck: stop them all and say so
 
@@ -209,36 +212,59 @@ def calibrate_standin(args):
     return max(1000, int(rounds * rate / 100.0))
 
 
+def at_least(lo, kind=int):
+    """An argparse type: a number of `kind`, lo or more."""
+    def parse(text):
+        try:
+            x = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError("%r is not a number" % text)
+        if not x >= lo:
+            raise argparse.ArgumentTypeError("%s is below %g" % (text, lo))
+        return x
+    return parse
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data", help="an image folder (scripts/demo-data.py makes one)")
     ap.add_argument("--print", metavar="FILE", help="print the tables of a --json result and stop")
     ap.add_argument("--bin", default="build", help="the build folder with node_member (default build)")
-    ap.add_argument("--cores", type=int, default=len(os.sched_getaffinity(0)),
+    ap.add_argument("--cores", type=at_least(1), default=len(os.sched_getaffinity(0)),
                     help="the node's cores: FF_NODE_THREADS and each loader's threads (default: this process's)")
-    ap.add_argument("--loaders", type=int, default=2, help="trainers with a loader (default 2)")
-    ap.add_argument("--seconds", type=float, default=4, help="length of each run (default 4)")
-    ap.add_argument("--batch-size", type=int, default=32)
-    ap.add_argument("--repeats", type=int, default=1,
+    ap.add_argument("--loaders", type=at_least(2), default=2, help="trainers with a loader, 2 or more (default 2)")
+    ap.add_argument("--seconds", type=at_least(0.5, float), default=4,
+                    help="length of each run, 0.5 or more (default 4; the stand-in's steady rate needs 2)")
+    ap.add_argument("--batch-size", type=at_least(1), default=32)
+    ap.add_argument("--repeats", type=at_least(1), default=1,
                     help="repeats, each the modes in turn and back (2 runs per mode); the repeat of median node "
                          "images/s is shown (default 1)")
     ap.add_argument("--only", default=",".join(SCENARIOS), help="scenarios, comma-separated")
     ap.add_argument("--json", action="store_true", help="print one JSON object")
     args = ap.parse_args()
     if args.print:
-        with open(args.print) as f:
-            saved = json.load(f)
-        print(json.dumps(saved["config"]))
-        for name, by_mode in saved["scenarios"].items():
+        try:
+            with open(args.print) as f:
+                saved = json.load(f)
+            config, scenarios = saved["config"], dict(saved["scenarios"])
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            ap.error("--print %s: not the output of bench/node.py --json or fusionflow sim --json (%s)"
+                     % (args.print, e))
+        print(json.dumps(config))
+        for name, by_mode in scenarios.items():
             for r in by_mode.values():  # the simulator's stand-in steps as it does alone
-                if "standin_alone_steps_per_s" in saved["config"] and "steps_per_s" in r["members"][-1]:
-                    r["standin_ratio"] = r["members"][-1]["steps_per_s"] / saved["config"]["standin_alone_steps_per_s"]
+                if "standin_alone_steps_per_s" in config and "steps_per_s" in r["members"][-1]:
+                    r["standin_ratio"] = r["members"][-1]["steps_per_s"] / config["standin_alone_steps_per_s"]
             print_scenario(name, by_mode)
         return
     if not args.data:
         ap.error("--data is required")
     args.member = os.path.join(args.bin, "node_member")
+    if not os.access(args.member, os.X_OK):
+        ap.error("--bin %s: no node_member there (make build makes it in build)" % args.bin)
     args.data = os.path.abspath(args.data)
+    if not os.path.isdir(args.data):
+        ap.error("--data %s: not a folder (scripts/demo-data.py makes one)" % args.data)
     chosen = [s for s in args.only.split(",") if s]
     for s in chosen:
         if s not in SCENARIOS:
