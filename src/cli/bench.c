@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -104,6 +105,10 @@ static void bench_usage(FILE *f) {
           "Opening a streamed source (http://, pipe:, compressed shards) reads every shard once;\n"
           "when that takes over 2 s, a line on stderr says which shard and attempt it waits for,\n"
           "and Ctrl-C gives the open up.\n"
+          "Several trainers on one node: FF_NODE_GROUP=NAME (and FF_NODE_THREADS, the node's\n"
+          "cores) makes the loaders of NAME share the node's cores through its coordinator\n"
+          "(README, Offloading to the GPU: several trainers on one node); `fusionflow node status\n"
+          "NAME` shows it live.\n"
           "Exit status: 0 success, 1 runtime error (the message names the file or cause), 2 usage,\n"
           "130 interrupted (Ctrl-C) while opening.\n");
 }
@@ -410,13 +415,17 @@ int ff__cli_bench(int argc, char **argv) {
   int bar = isatty(2);
   ff_stats base = {0}, end;
   ff_loader_stats(loader, &end);
+  /* in a node group the coordinator moves the threads: the count is the latest, not the run's */
+  const char *group = getenv("FF_NODE_GROUP");
+  if (group && (!*group || !strcasecmp(group, "off"))) group = NULL;
   if (!json || bar)
     fprintf(stderr,
             "fusionflow bench: %zu of %zu samples (rank %d), %ld batch%s of %d per epoch, %ld timed after %ld "
-            "untimed warm-up, %d thread%s\n",
+            "untimed warm-up, %d thread%s%s%s%s\n",
             ff_loader_num_samples(loader), ff_loader_dataset_size(loader), cfg.rank < 0 ? 0 : cfg.rank, per_epoch,
             per_epoch == 1 ? "" : "es", cfg.batch_size, total, warmup, end.num_threads,
-            end.num_threads == 1 ? "" : "s");
+            end.num_threads == 1 ? "" : "s", group ? " at normal priority to start, node group FF_NODE_GROUP=" : "",
+            group ? group : "", group ? " (its coordinator moves them)" : "");
 
   ff_batch_info *infos = per_batch && json ? calloc((size_t)total, sizeof *infos) : NULL;
   if (per_batch && json && !infos) {
@@ -569,11 +578,12 @@ int ff__cli_bench(int argc, char **argv) {
   } else {
     double work = read_s + decode_s + ops_s;
     fprintf(stderr,
-            "%.1f images/s  (%llu images in %.2f s, %ld timed batches, %d threads)\n"
-            "worker time, summed over the %d threads: read %.2f s (%.0f%%), decode %.2f s (%.0f%%), "
+            "%.1f images/s  (%llu images in %.2f s, %ld timed batches, %d thread%s%s)\n"
+            "worker time, summed over the worker threads: read %.2f s (%.0f%%), decode %.2f s (%.0f%%), "
             "ops %.2f s (%.0f%%)\n"
             "consumer waited %.2f s (%.0f%% of the run)%s\n",
-            rate, (unsigned long long)samples, elapsed, total, end.num_threads, end.num_threads, read_s,
+            rate, (unsigned long long)samples, elapsed, total, end.num_threads, end.num_threads == 1 ? "" : "s",
+            group ? " at normal priority at the end" : "", read_s,
             work > 0 ? 100 * read_s / work : 0, decode_s, work > 0 ? 100 * decode_s / work : 0, ops_s,
             work > 0 ? 100 * ops_s / work : 0, wait_s, elapsed > 0 ? 100 * wait_s / elapsed : 0,
             step_ms > 0 ? ": the training step's stall"

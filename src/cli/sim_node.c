@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "cli/cli.h"
 #include "sched/coord.h"
@@ -177,11 +178,14 @@ int ff__cli_sim_node(int argc, char **argv) {
     case O_CORES: if (!ff__cli_parse_long("sim", name, optarg, 1, 4096, &v)) return 2; cfg.cores = (int)v; break;
     case O_BUDGET: if (!ff__cli_parse_long("sim", name, optarg, 1, 4096, &v)) return 2; cfg.budget = (int)v; break;
     case O_TRAINER:
-      if (!strcmp(optarg, "auto")) {
+      if (!strcasecmp(optarg, "auto")) {
         cfg.trainer_cores = FF__COORD_TRAINER_AUTO;
         break;
       }
-      if (!ff__cli_parse_long("sim", name, optarg, 0, 4096, &v)) return 2;
+      if (!ff__cli_parse_long("sim", name, optarg, 0, 4096, &v)) {
+        fprintf(stderr, "fusionflow sim: --trainer-cores also takes auto (the default)\n");
+        return 2;
+      }
       cfg.trainer_cores = (int)v;
       break;
     case O_BATCH: if (!ff__cli_parse_long("sim", name, optarg, 1, 1 << 16, &v)) return 2; cfg.batch_size = (int)v; break;
