@@ -34,16 +34,17 @@ static void node_usage(FILE *f) {
           "the rest of a loader's threads are spares in SCHED_IDLE),\n"
           "fair share, target, and the smoothed signals: stall share, ring fill, busy share\n"
           "(worker CPU time / threads x interval), batch interval and the time since its last\n"
-          "report, its live cores (the CPU its workers published after each sample, over\n"
-          "the last %d ms or more up to the group's last report; - before any) and whether its\n"
+          "report, its workers' cores (the CPU they published after each sample, over the\n"
+          "last %d ms or more up to the group's last report where its own reports come further\n"
+          "apart, else smoothed over its reports; - before its second report) and whether its\n"
           "workers are parked now (every one waits for work: its ring is full). With\n"
           "FF_NODE_TRAINER_CORES=auto (the default) it shows the CPU the node uses beside the\n"
           "loaders' workers (the others': trainers, other processes), smoothed, and the cores\n"
           "kept for them; else the fixed cores per trainer. Reads the table without joining.\n"
           "\n"
           "  --watch         refresh until interrupted (Ctrl-C) or the group ends (its last\n"
-          "                  member left: said, exit status 0)\n"
-          "  --interval MS   time between refreshes (default 1000)\n"
+          "                  member left, or every member is gone: said, exit status 0)\n"
+          "  --interval MS   time between refreshes with --watch (10..3600000, default 1000)\n"
           "  --count N       refresh N times, then stop (implies --watch)\n"
           "  --json          one JSON object per refresh\n",
           FF__COORD_LIVE_MS);
@@ -52,15 +53,38 @@ static void node_usage(FILE *f) {
 static volatile sig_atomic_t interrupted;
 static void on_interrupt(int sig) { (void)sig, interrupted = 1; }
 
+/* Copies the members not gone (the coordinator frees their slots at the
+ * next report) into out; returns their count. */
+static int live_members(const ff__coord_params *p, const ff__coord_member *m, int n, uint64_t now,
+                        ff__coord_member *out) {
+  int k = 0;
+  for (int i = 0; i < n; i++)
+    if (strcmp(ff__coord_member_state(p, &m[i], now), "gone")) out[k++] = m[i];
+  return k;
+}
+
+/* Its workers' cores: the live measure where one was taken (its reports far
+ * apart), else the smoothed one of its reports; negative before either. */
+static double worker_cores(const ff__coord_member *e) {
+  if (e->live_span_ns) return e->live_cores;
+  return e->reports >= 2 ? e->worker_cores : -1;
+}
+
 static void print_text(const char *group, const ff__coord_params *p, const ff__coord_member *m, int n,
                        uint64_t now) {
-  int allotted = 0, running = 0;
-  for (int i = 0; i < n; i++) allotted += m[i].threads, running += m[i].threads + m[i].burst;
-  int reserved = ff__coord_reserved(p, m, n);
-  printf("group %s: %d member%s, budget %d threads, %d guaranteed after %d core%s kept for the trainers (%d "
-         "allotted, %d running; the rest spares in SCHED_IDLE), expected members %d\n", group, n, n == 1 ? "" : "s",
-         p->budget_threads, ff__coord_guaranteed_budget(p, m, n), reserved, reserved == 1 ? "" : "s", allotted, running,
-         p->expected_members);
+  ff__coord_member alive[FF__COORD_MAX_MEMBERS];
+  int k = live_members(p, m, n, now, alive), allotted = 0, running = 0;
+  for (int i = 0; i < k; i++) allotted += alive[i].threads, running += alive[i].threads + alive[i].burst;
+  int reserved = ff__coord_reserved(p, alive, k), guaranteed = ff__coord_guaranteed_budget(p, alive, k);
+  printf("group %s: %d member%s", group, k, k == 1 ? "" : "s");
+  if (k < n) printf(" (and %d gone)", n - k);
+  printf(", budget %d thread%s, %d guaranteed%s after %d core%s kept for the trainers (%d allotted, %d running; "
+         "the rest spares in SCHED_IDLE), expected members %d%s\n", p->budget_threads,
+         p->budget_threads == 1 ? "" : "s", guaranteed,
+         guaranteed > 0 && guaranteed > p->budget_threads - reserved ? " (each member's minimum: over the budget)"
+                                                                       : "",
+         reserved, reserved == 1 ? "" : "s", allotted, running, p->expected_members,
+         p->expected_members == 1 && k > 1 ? " (LOCAL_WORLD_SIZE unset: the members count as they come)" : "");
   if (p->trainer_cores == FF__COORD_TRAINER_AUTO)
     printf("trainers' reserve: auto, others' CPU %.2f cores (last window %.2f, %d windows), %d kept, %d change%s\n",
            p->reserve.others_cores, p->reserve.others_last, p->reserve.windows, p->reserve.cores, p->reserve.changes,
@@ -69,12 +93,12 @@ static void print_text(const char *group, const ff__coord_params *p, const ff__c
     printf("trainers' reserve: %d core%s per trainer (FF_NODE_TRAINER_CORES)\n", p->trainer_cores,
            p->trainer_cores == 1 ? "" : "s");
   printf("%8s  %-8s %5s %5s %5s %5s %6s  %6s %5s %5s %9s %9s %6s %6s\n", "pid", "state", "run", "allot", "burst",
-         "fair", "target", "stall", "ring", "busy", "interval", "last", "live", "parked");
+         "fair", "target", "stall", "ring", "busy", "interval", "last", "cores", "parked");
   for (int i = 0; i < n; i++) {
     const ff__coord_member *e = &m[i];
     double age_ms = now > e->heartbeat_ns ? (double)(now - e->heartbeat_ns) * 1e-6 : 0;
     char live[16] = "-";
-    if (e->live_span_ns) snprintf(live, sizeof live, "%.2f", e->live_cores);
+    if (worker_cores(e) >= 0) snprintf(live, sizeof live, "%.2f", worker_cores(e));
     printf("%8d  %-8s %5d %5d %5d %5d %6d  %6.2f %5.2f %5.2f %7.1fms %7.0fms %6s %6s\n", (int)e->pid,
            ff__coord_member_state(p, e, now), e->threads + e->burst, e->threads, e->burst, e->fair, e->target,
            e->stall_share, e->ring_fill, e->busy_share, (double)e->interval_ns * 1e-6, age_ms, live,
@@ -84,6 +108,8 @@ static void print_text(const char *group, const ff__coord_params *p, const ff__c
 
 static void print_json(const char *group, const ff__coord_params *p, const ff__coord_member *m, int n,
                        uint64_t now) {
+  ff__coord_member alive[FF__COORD_MAX_MEMBERS];
+  int k = live_members(p, m, n, now, alive);
   printf("{\"group\": \"");
   for (const char *c = group; *c; c++)
     if (*c == '"' || *c == '\\') printf("\\%c", *c);
@@ -95,21 +121,22 @@ static void print_json(const char *group, const ff__coord_params *p, const ff__c
     printf("%d", p->trainer_cores);
   printf(", \"reserve_cores\": %d, \"others_cores\": %.4f, \"others_last_cores\": %.4f, \"reserve_windows\": %d, "
          "\"reserve_changes\": %d, \"guaranteed_threads\": %d, \"expected_members\": %d, \"members\": [",
-         ff__coord_reserved(p, m, n), p->reserve.others_cores, p->reserve.others_last, p->reserve.windows,
-         p->reserve.changes, ff__coord_guaranteed_budget(p, m, n), p->expected_members);
+         ff__coord_reserved(p, alive, k), p->reserve.others_cores, p->reserve.others_last, p->reserve.windows,
+         p->reserve.changes, ff__coord_guaranteed_budget(p, alive, k), p->expected_members);
   for (int i = 0; i < n; i++) {
     const ff__coord_member *e = &m[i];
-    char live[32] = "null";
+    char live[32] = "null", cores[32] = "null";
     if (e->live_span_ns) snprintf(live, sizeof live, "%.4f", e->live_cores);
+    if (worker_cores(e) >= 0) snprintf(cores, sizeof cores, "%.4f", worker_cores(e));
     printf(
         "%s{\"pid\": %d, \"state\": \"%s\", \"threads\": %d, \"allotment\": %d, \"burst\": %d, \"fair\": %d, "
         "\"target\": %d, \"max_threads\": %d, \"stall_share\": %.4f, \"ring_fill\": %.4f, "
         "\"busy_share\": %.4f, \"interval_ms\": %.2f, \"last_report_ms\": %.1f, \"reports\": %d, "
-        "\"live_cores\": %s, \"parked\": %s}",
+        "\"worker_cores\": %s, \"live_cores\": %s, \"parked\": %s}",
         i ? ", " : "", (int)e->pid, ff__coord_member_state(p, e, now), e->threads + e->burst, e->threads,
         e->burst, e->fair, e->target, e->max_threads, e->stall_share, e->ring_fill, e->busy_share,
         (double)e->interval_ns * 1e-6, now > e->heartbeat_ns ? (double)(now - e->heartbeat_ns) * 1e-6 : 0.0,
-        e->reports, live, e->parked ? "true" : "false");
+        e->reports, cores, live, e->parked ? "true" : "false");
   }
   printf("]}\n");
 }
@@ -172,6 +199,12 @@ static int node_status(int argc, char **argv) {
       return 1;
     }
     uint64_t now = ff__now_ns();
+    ff__coord_member alive[FF__COORD_MAX_MEMBERS];
+    if (watch && round > 0 && n && !live_members(&p, m, n, now, alive)) { /* died without leaving */
+      fprintf(json ? stderr : stdout, "group %s ended: its members are gone (the next join of a group on this node "
+              "removes its shared memory)\n", group);
+      return 0;
+    }
     if (json)
       print_json(group, &p, m, n, now);
     else

@@ -290,14 +290,6 @@ void ff__coord_params_normalise(ff__coord_params *p) {
   if (p->trainer_cores > 4096) p->trainer_cores = 4096;
   if (p->expected_members < 1) p->expected_members = 1;
   if (p->expected_members > FF__COORD_MAX_MEMBERS) p->expected_members = FF__COORD_MAX_MEMBERS;
-  /* The trainers' cores first: a minimum that does not fit beside them is none
-   * (the loaders run on spares). Without a reserve the minimum stays, even where
-   * the members outnumber the budget: a loader with no normal-priority thread
-   * beside hungry peers would get nothing from its SCHED_IDLE spares. */
-  if (p->trainer_cores > 0 &&
-      (long long)p->budget_threads - (long long)p->trainer_cores * p->expected_members <
-          (long long)p->min_threads * p->expected_members)
-    p->min_threads = 0;
   p->stall_threshold = clamp01(p->stall_threshold);
   p->ring_full = clamp01(p->ring_full);
   p->idle_threshold = p->idle_threshold > 0 ? (p->idle_threshold < 0.95 ? p->idle_threshold : 0.95) : 0;
@@ -351,11 +343,18 @@ static int reserve_starves(const ff__coord_params *p, const ff__coord_member *m,
 }
 
 /* The parameters the rebalancing runs by: those of the segment, with no
- * minimum while the adaptive reserve leaves less than min_threads per share
- * (the rule ff__coord_params_normalise applies to a fixed reserve once). */
+ * minimum while the trainers' cores leave less than min_threads per share
+ * (the loaders run on spares; a fixed reserve counts the members live now,
+ * who may outnumber the expected ones). Without a reserve the minimum stays,
+ * even where the members outnumber the budget: a loader with no
+ * normal-priority thread beside hungry peers would get nothing from its
+ * SCHED_IDLE spares. */
 static ff__coord_params effective(const ff__coord_params *p, const ff__coord_member *m, int n) {
   ff__coord_params q = *p;
-  if (reserve_starves(p, m, n)) q.min_threads = 0;
+  if (reserve_starves(p, m, n) ||
+      (p->trainer_cores > 0 && (long long)p->budget_threads - ff__coord_reserved(p, m, n) <
+                                   (long long)p->min_threads * member_shares(p, m, n)))
+    q.min_threads = 0;
   return q;
 }
 
@@ -731,21 +730,22 @@ static int env_int(const char *name, int lo, int hi) {
   return *end || v < lo || v > hi ? 0 : (int)v;
 }
 
-/* An explicit setting of the join: *v gets FF_NODE_... in lo..hi, or
- * `word` (when not NULL) gets word_value; unset or empty leaves *v. Returns
- * FF_OK, or FF_EINVAL naming the variable. */
+/* An explicit setting of the join: *v gets FF_NODE_... in lo..hi (digits
+ * only, no white space), or `word` (when not NULL, in any case) gets
+ * word_value; unset or empty leaves *v. Returns FF_OK, or FF_EINVAL naming
+ * the variable. */
 static ff_status env_setting(const char *name, int lo, int hi, const char *word, int word_value, int *v,
                              ff__error *err) {
   const char *s = getenv(name);
   if (!s || !*s) return FF_OK;
-  if (word && !strcmp(s, word)) {
+  if (word && !strcasecmp(s, word)) {
     *v = word_value;
     return FF_OK;
   }
   char *end;
   errno = 0;
   long x = strtol(s, &end, 10);
-  if (*end || end == s || errno || x < lo || x > hi)
+  if (*end || end == s || isspace((unsigned char)*s) || errno || x < lo || x > hi)
     return ff__error_set(err, FF_EINVAL, "node coordinator: %s=%s is not %s%s%san integer in %d..%d", name, s,
                          word ? "\"" : "", word ? word : "", word ? "\" or " : "", lo, hi);
   *v = (int)x;
@@ -799,10 +799,30 @@ static int coord_lock(coord_shm *s, int timeout_ms) {
 
 static void coord_unlock(coord_shm *s) { pthread_mutex_unlock(&s->lock); }
 
+/* shm_open that never blocks: /dev/shm is writable by every user, and a
+ * FIFO left under a segment's name would hang an open for reading. */
+static int open_shm(const char *name, int flags, mode_t mode) { return shm_open(name, flags | O_NONBLOCK, mode); }
+
+/* Writes to why what makes the object behind st no segment of this user's
+ * (0: it is one): a FIFO, a device or another user's file under the name. */
+static int foreign(const struct stat *st, char *why, size_t cap) {
+  if (!S_ISREG(st->st_mode)) {
+    snprintf(why, cap, "is %s, not shared memory",
+             S_ISFIFO(st->st_mode) ? "a FIFO" : S_ISDIR(st->st_mode) ? "a directory" : S_ISSOCK(st->st_mode) ? "a socket"
+             : S_ISCHR(st->st_mode) || S_ISBLK(st->st_mode) ? "a device" : "not a regular file");
+    return 1;
+  }
+  if (st->st_uid != geteuid()) {
+    snprintf(why, cap, "belongs to another user (uid %lu)", (unsigned long)st->st_uid);
+    return 1;
+  }
+  return 0;
+}
+
 /* Unlinks the name only while it still names segment `ino`: never a newer
  * segment that someone created meanwhile. */
 static void unlink_if_same(const char *name, ino_t ino) {
-  int fd = shm_open(name, O_RDONLY, 0);
+  int fd = open_shm(name, O_RDONLY, 0);
   if (fd < 0) return;
   struct stat st;
   int same = fstat(fd, &st) == 0 && st.st_ino == ino;
@@ -888,12 +908,11 @@ static ff_status go_alone(ff__coord *c, const char *why, ff__error *err) {
   c->spares = 0;
   if (!err) /* a joiner is told in err */
     fprintf(stderr,
-          "fusionflow: node coordinator: shared memory %s %s: this loader runs alone on its %d threads "
-          "(remove /dev/shm%s when no trainer runs)\n",
-          c->name, why, c->max_threads, c->name);
-  return ff__error_set(err, FF_EIO,
-                       "node coordinator: shared memory %s %s (remove /dev/shm%s when no trainer runs)",
-                       c->name, why, c->name);
+          "fusionflow: node coordinator: /dev/shm%s %s: this loader runs alone on its %d thread%s "
+          "(remove it when no trainer runs)\n",
+          c->name, why, c->max_threads, c->max_threads == 1 ? "" : "s");
+  return ff__error_set(err, FF_EIO, "node coordinator: /dev/shm%s %s (remove it when no trainer runs)", c->name,
+                       why);
 }
 
 /* Quiet: its trainer stopped asking for batches (or it is stopped); its
@@ -1183,10 +1202,12 @@ static int abandoned(const coord_shm *s, uint64_t pidns, uint64_t now_ns) {
  * COORD_UNREADY_S; another build's segment (another size or header) is not
  * judged. */
 static void sweep_one(const char *name, uint64_t pidns) {
-  int fd = shm_open(name, O_RDWR, 0);
+  int fd = open_shm(name, O_RDWR, 0);
   if (fd < 0) return;
   struct stat st;
-  if (fstat(fd, &st) != 0 || (st.st_size != 0 && (size_t)st.st_size != sizeof(coord_shm))) {
+  char why[128];
+  if (fstat(fd, &st) != 0 || foreign(&st, why, sizeof why) ||
+      (st.st_size != 0 && (size_t)st.st_size != sizeof(coord_shm))) {
     close(fd);
     return;
   }
@@ -1197,7 +1218,6 @@ static void sweep_one(const char *name, uint64_t pidns) {
     if (!st.st_size && old) unlink_if_same(name, st.st_ino);
     return;
   }
-  char why[128];
   if (!atomic_load_explicit(&s->ready, memory_order_acquire)) {
     if (old) unlink_if_same(name, st.st_ino);
   } else if (!header_damage(s, why, sizeof why) && coord_lock(s, 0) == 0) {
@@ -1237,12 +1257,12 @@ static ff_status attach(ff__coord *c, ff__error *err) {
   const ff__coord_params *p = &c->params;
   for (int attempt = 0; attempt < COORD_ATTACH_TRIES; attempt++) {
     if (attempt) sleep_ms(1);
-    int fd = shm_open(c->name, O_RDWR | O_CREAT | O_EXCL, 0600), created = fd >= 0;
+    int fd = open_shm(c->name, O_RDWR | O_CREAT | O_EXCL, 0600), created = fd >= 0;
     if (!created) {
       if (errno != EEXIST)
         return ff__error_set(err, FF_EIO, "node coordinator: cannot create shared memory %s: %s", c->name,
                              strerror(errno));
-      fd = shm_open(c->name, O_RDWR, 0);
+      fd = open_shm(c->name, O_RDWR, 0);
       if (fd < 0 && errno == ENOENT) continue; /* the last member just unlinked it */
       if (fd < 0)
         return ff__error_set(err, FF_EIO, "node coordinator: cannot open shared memory %s: %s", c->name,
@@ -1256,6 +1276,11 @@ static ff_status attach(ff__coord *c, ff__error *err) {
     }
 
     struct stat st = {0};
+    char why[128];
+    if (fstat(fd, &st) == 0 && foreign(&st, why, sizeof why)) {
+      close(fd);
+      return go_alone(c, why, err);
+    }
     uint64_t deadline = ff__now_ns() + (uint64_t)p->init_timeout_ms * 1000000u;
     while (fstat(fd, &st) == 0 && st.st_size == 0 && ff__now_ns() < deadline)
       sleep_ms(1);
@@ -1271,7 +1296,6 @@ static ff_status attach(ff__coord *c, ff__error *err) {
     }
     if ((size_t)st.st_size != sizeof(coord_shm)) {
       close(fd);
-      char why[96];
       snprintf(why, sizeof why, "belongs to another fusionflow build (%lld bytes)", (long long)st.st_size);
       return go_alone(c, why, err);
     }
@@ -1307,7 +1331,6 @@ static ff_status attach(ff__coord *c, ff__error *err) {
         unlink_if_same(c->name, st.st_ino);
         continue;
       }
-      char why[128];
       if (header_damage(s, why, sizeof why)) {
         detach(c);
         return go_alone(c, why, err);
@@ -1333,7 +1356,6 @@ static ff_status attach(ff__coord *c, ff__error *err) {
       continue;
     }
     uint64_t now = ff__now_ns();
-    char why[128];
     if (table_damage(s, now, why, sizeof why)) {
       coord_unlock(s);
       detach(c);
@@ -1412,6 +1434,36 @@ ff_status ff__coord_join_params(const char *group, int max_threads, const ff__co
   return FF_OK;
 }
 
+static const char *trainer_cores_text(int trainer_cores, char *buf, size_t cap) {
+  if (trainer_cores == FF__COORD_TRAINER_AUTO) return "auto";
+  snprintf(buf, cap, "%d", trainer_cores);
+  return buf;
+}
+
+/* Tells on stderr, once at the join, where the group runs by settings
+ * other than this process's (its first member's are the group's), and
+ * where the trainers' cores leave the loaders no thread. */
+static void warn_settings(ff__coord *c) {
+  ff__coord_params g;
+  int n = 0;
+  if (ff__coord_snapshot(c, NULL, &n, &g) != FF_OK) return;
+  const ff__coord_params *w = &c->params;
+  char a[16], b[16];
+  if (g.budget_threads != w->budget_threads || g.trainer_cores != w->trainer_cores ||
+      g.expected_members != w->expected_members)
+    fprintf(stderr,
+            "fusionflow: node coordinator: the group runs with FF_NODE_THREADS=%d, FF_NODE_TRAINER_CORES=%s and "
+            "LOCAL_WORLD_SIZE=%d, as the member that started it set them, not with this process's %d, %s and %d\n",
+            g.budget_threads, trainer_cores_text(g.trainer_cores, a, sizeof a), g.expected_members,
+            w->budget_threads, trainer_cores_text(w->trainer_cores, b, sizeof b), w->expected_members);
+  int shares = n > g.expected_members ? n : g.expected_members;
+  if (g.trainer_cores > 0 && (long long)g.trainer_cores * shares >= g.budget_threads)
+    fprintf(stderr,
+            "fusionflow: node coordinator: FF_NODE_TRAINER_CORES=%d for each of %d trainer%s leaves none of the "
+            "node's %d threads to the loaders: they run on their idle-priority spares only\n",
+            g.trainer_cores, shares, shares == 1 ? "" : "s", g.budget_threads);
+}
+
 ff_status ff__coord_join(const char *group, int max_threads, ff__coord **out, ff__error *err) {
   ff__coord_params p;
   ff__coord_params_init(&p);
@@ -1421,12 +1473,9 @@ ff_status ff__coord_join(const char *group, int max_threads, ff__coord **out, ff
     st = env_setting("FF_NODE_TRAINER_CORES", 0, 4096, "auto", FF__COORD_TRAINER_AUTO, &p.trainer_cores, err);
   if (st) return st;
   if ((v = env_int("LOCAL_WORLD_SIZE", 1, FF__COORD_MAX_MEMBERS))) p.expected_members = v;
-  if (p.trainer_cores > 0 && (long long)p.trainer_cores * p.expected_members >= p.budget_threads)
-    fprintf(stderr,
-            "fusionflow: node coordinator: FF_NODE_TRAINER_CORES=%d for each of %d trainer(s) leaves none of the "
-            "node's %d threads to the loaders: they run on their idle-priority spares only\n",
-            p.trainer_cores, p.expected_members, p.budget_threads);
-  return ff__coord_join_params(group, max_threads, &p, out, err);
+  st = ff__coord_join_params(group, max_threads, &p, out, err);
+  if (st == FF_OK) warn_settings(*out);
+  return st;
 }
 
 void ff__coord_leave(ff__coord *c) {
@@ -1557,12 +1606,21 @@ ff_status ff__coord_peek(const char *group, ff__coord_member *out, int *n_out, f
   char name[COORD_NAME_CAP];
   if (ff__coord_shm_name(group, name, sizeof name) != FF_OK)
     return ff__error_set(err, FF_EINVAL, "node coordinator: group name must have 1..%d bytes", FF__COORD_GROUP_MAX - 1);
-  int fd = shm_open(name, O_RDWR, 0); /* the lock is in the segment: taking it writes */
+  int fd = open_shm(name, O_RDWR, 0); /* the lock is in the segment: taking it writes */
   if (fd < 0)
     return ff__error_set(err, errno == ENOENT ? FF_EEMPTY : FF_EIO, "node coordinator: no group %s on this node "
                          "(%s: %s)", group, name, strerror(errno));
   struct stat st;
-  if (fstat(fd, &st) != 0 || (size_t)st.st_size != sizeof(coord_shm)) {
+  char why[128] = "";
+  if (fstat(fd, &st) != 0)
+    snprintf(why, sizeof why, "cannot be read (%s)", strerror(errno));
+  else
+    foreign(&st, why, sizeof why);
+  if (*why) {
+    close(fd);
+    return ff__error_set(err, FF_EIO, "node coordinator: /dev/shm%s %s", name, why);
+  }
+  if ((size_t)st.st_size != sizeof(coord_shm)) {
     close(fd);
     return ff__error_set(err, FF_EIO, "node coordinator: %s belongs to another fusionflow build", name);
   }
@@ -1570,7 +1628,6 @@ ff_status ff__coord_peek(const char *group, ff__coord_member *out, int *n_out, f
   close(fd);
   if (s == MAP_FAILED)
     return ff__error_set(err, FF_EIO, "node coordinator: cannot map %s: %s", name, strerror(errno));
-  char why[128];
   ff_status st_out = FF_OK;
   if (!atomic_load_explicit(&s->ready, memory_order_acquire) || header_damage(s, why, sizeof why)) {
     st_out = ff__error_set(err, FF_EIO, "node coordinator: %s is not ready or belongs to another build", name);
@@ -1578,7 +1635,7 @@ ff_status ff__coord_peek(const char *group, ff__coord_member *out, int *n_out, f
     st_out = ff__error_set(err, FF_EIO, "node coordinator: %s stays locked", name);
   } else {
     if (table_damage(s, ff__now_ns(), why, sizeof why)) {
-      st_out = ff__error_set(err, FF_EIO, "node coordinator: shared memory %s %s", name, why);
+      st_out = ff__error_set(err, FF_EIO, "node coordinator: /dev/shm%s %s", name, why);
     } else {
       int n = 0;
       uint64_t now = ff__now_ns();

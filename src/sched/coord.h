@@ -97,11 +97,8 @@ void ff__coord_params_init(ff__coord_params *p);
 
 /* What a join does to the parameters it is given: out-of-range values to
  * their defaults or bounds (a negative trainer_cores to
- * FF__COORD_TRAINER_AUTO), the reserve's state to zero, and min_threads to
- * 0 when the budget less
- * trainer_cores x expected_members has less than min_threads for each
- * expected member (the loaders then run on spares). The simulator applies
- * it as a join would. */
+ * FF__COORD_TRAINER_AUTO) and the reserve's state to zero. The simulator
+ * applies it as a join would. */
 void ff__coord_params_normalise(ff__coord_params *p);
 
 /* The cores this process may use: its CPU affinity (sched_getaffinity),
@@ -194,10 +191,10 @@ int ff__coord_reserved(const ff__coord_params *p, const ff__coord_member *m, int
 
 /* The budget the allotments share: budget_threads less
  * ff__coord_reserved, at least 0, raised to the live members' minimums when
- * they do not fit. Under an adaptive reserve that leaves less than
- * min_threads per max(members, expected_members), the minimum is 0 and so
- * is this budget: every member runs on its spares, as a fixed reserve that
- * leaves nothing makes them (ff__coord_params_normalise). */
+ * they do not fit. Where the reserve leaves less than min_threads per
+ * max(members, expected_members), the minimum is 0: under an adaptive
+ * reserve so is this budget (every member runs on its spares); a fixed one
+ * shares what it leaves, and a member given no thread runs on its spares. */
 int ff__coord_guaranteed_budget(const ff__coord_params *p, const ff__coord_member *m, int n);
 
 /* The adaptive reserve's decision, pure: folds one window's measure of the

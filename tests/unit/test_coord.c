@@ -1106,9 +1106,9 @@ static void bursts_go_to_the_stalled_in_proportion_to_their_stall(void **state) 
 /* One core per member stays with its trainer's own thread: 16 cores and 8
  * ranks leave 8 to the allotments (1 each, stalled or not); 2 cores and 2
  * ranks leave none (their loaders run on spares only, on the cores the
- * trainers leave idle); a minimum of 1 each raises it back to 2. The
- * reserve counts max(members, expected): the first rank of 8 does not take
- * the other trainers' cores. */
+ * trainers leave idle), whatever the minimum, and also where only 1 member
+ * was expected (LOCAL_WORLD_SIZE unset). The reserve counts max(members,
+ * expected): the first rank of 8 does not take the other trainers' cores. */
 static void the_allotments_leave_one_core_per_trainer(void **state) {
   (void)state;
   ff__coord_member m[FF__COORD_MAX_MEMBERS] = {0};
@@ -1141,7 +1141,14 @@ static void the_allotments_leave_one_core_per_trainer(void **state) {
   ff__coord_burst(&p, two, FF__COORD_MAX_MEMBERS);
   assert_int_equal(two[0].burst, 0); /* nothing at normal priority: the trainers' cores are not idle cores */
   p.min_threads = 1;
-  assert_int_equal(ff__coord_guaranteed_budget(&p, two, FF__COORD_MAX_MEMBERS), 2);
+  assert_int_equal(ff__coord_guaranteed_budget(&p, two, FF__COORD_MAX_MEMBERS), 0);
+  p = params(2, 1);
+  p.trainer_cores = 1;
+  ff__coord_params_normalise(&p);
+  assert_int_equal(ff__coord_reserved(&p, two, FF__COORD_MAX_MEMBERS), 2);
+  assert_int_equal(ff__coord_guaranteed_budget(&p, two, FF__COORD_MAX_MEMBERS), 0);
+  ff__coord_targets(&p, two, FF__COORD_MAX_MEMBERS);
+  assert_int_equal(two[0].target + two[1].target, 0);
 }
 
 /* cgroup v2 cpu.max: "QUOTA PERIOD" in microseconds, or "max PERIOD". */
@@ -2035,6 +2042,39 @@ static void a_segment_left_unsized_is_replaced_and_a_foreign_one_refused(void **
   shm_unlink(shm_name);
 }
 
+/* /dev/shm is writable by every user: a FIFO under a group's name (an
+ * open for reading would wait for a writer for good) or another user's
+ * file is refused at once, by a join and by `node status`, with the reason. */
+static void a_fifo_or_another_users_file_under_the_name_is_refused_at_once(void **state) {
+  (void)state;
+  new_group("fifo");
+  char path[300];
+  snprintf(path, sizeof path, "/dev/shm%s", shm_name);
+  assert_int_equal(mkfifo(path, 0600), 0);
+  alarm(20); /* a join that blocks fails the test instead of hanging it */
+  ff__coord_params p = params(4, 1);
+  ff__coord *c = NULL;
+  ff__error err = {0};
+  assert_int_equal(ff__coord_join_params(group, 4, &p, &c, &err), FF_EIO);
+  assert_null(c);
+  assert_non_null(strstr(err.msg, "is a FIFO, not shared memory"));
+  assert_int_equal(ff__coord_peek(group, NULL, NULL, NULL, &err), FF_EIO);
+  assert_non_null(strstr(err.msg, "is a FIFO, not shared memory"));
+  alarm(0);
+  assert_int_equal(unlink(path), 0);
+
+  int fd = shm_open(shm_name, O_RDWR | O_CREAT | O_EXCL, 0666);
+  assert_true(fd >= 0);
+  int chowned = fchown(fd, getuid() + 1, (gid_t)-1) == 0; /* only a privileged test run can */
+  close(fd);
+  if (chowned) {
+    assert_int_equal(ff__coord_join_params(group, 4, &p, &c, &err), FF_EIO);
+    assert_null(c);
+    assert_non_null(strstr(err.msg, "belongs to another user"));
+  }
+  shm_unlink(shm_name);
+}
+
 /* A group whose members all died without leaving (kill -9, a crash) is
  * never joined again under its name (every run picks a fresh one): a join
  * of any other group removes its segment, once its members stayed silent
@@ -2112,6 +2152,30 @@ static void node_status_watch_ends_with_the_group(void **state) {
   finish_children();
   if (!WIFEXITED(st) || WEXITSTATUS(st) != 0 || !strstr(out, "ended"))
     fail_msg("watch: status %d, output '%s'", st, out);
+
+  /* a group whose members were killed ends too, and its header counts no one */
+  new_group("watch-killed");
+  k = spawn(&p, 4);
+  assert_int_equal(ask(k, 'J', NULL).status, FF_OK);
+  snprintf(cmd, sizeof cmd, "%s node status %s --watch --interval 20 2>&1", getenv("FF_CLI"), group);
+  f = popen(cmd, "r");
+  assert_non_null(f);
+  assert_non_null(fgets(line, sizeof line, f));
+  assert_non_null(strstr(line, ": 1 member,"));
+  kill_child(k);
+  n = fread(out, 1, sizeof out - 1, f);
+  out[n] = 0;
+  st = pclose(f);
+  if (!WIFEXITED(st) || WEXITSTATUS(st) != 0 || !strstr(out, "members are gone"))
+    fail_msg("watch after a kill: status %d, output '%s'", st, out);
+  snprintf(cmd, sizeof cmd, "%s node status %s 2>&1", getenv("FF_CLI"), group);
+  f = popen(cmd, "r");
+  assert_non_null(f);
+  n = fread(out, 1, sizeof out - 1, f);
+  out[n] = 0;
+  pclose(f);
+  if (!strstr(out, ": 0 members (and 1 gone),"))
+    fail_msg("status after a kill: '%s'", out);
 }
 
 /* `fusionflow node status auto` finds the group that a trainer started by
@@ -2258,6 +2322,7 @@ int main(void) {
       cmocka_unit_test_teardown(members_joining_and_leaving_at_once_all_get_answers, teardown),
       cmocka_unit_test_teardown(a_segment_of_a_crashed_run_is_reinitialised, teardown),
       cmocka_unit_test_teardown(a_segment_left_unsized_is_replaced_and_a_foreign_one_refused, teardown),
+      cmocka_unit_test_teardown(a_fifo_or_another_users_file_under_the_name_is_refused_at_once, teardown),
       cmocka_unit_test_teardown(a_group_whose_members_died_is_removed_by_the_next_join_of_another, teardown),
       cmocka_unit_test_teardown(node_status_auto_resolves_the_group_of_a_torchrun_job, teardown),
       cmocka_unit_test_teardown(node_status_watch_ends_with_the_group, teardown),

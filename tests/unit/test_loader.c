@@ -626,6 +626,7 @@ static void a_node_group_not_joined_is_said_once(void **state) {
       {"", "FF_NODE_THREADS", "abc", "FF_NODE_THREADS=abc"},
       {"", "FF_NODE_THREADS", "-4", "FF_NODE_THREADS=-4"},
       {"", "FF_NODE_TRAINER_CORES", "abc", "FF_NODE_TRAINER_CORES=abc"},
+      {"", "FF_NODE_THREADS", " 2", "FF_NODE_THREADS= 2"}, /* digits only */
   };
   ff_config c = base_config(data_source, NCHW_PIPELINE);
   unsetenv("TORCHELASTIC_RUN_ID");
@@ -647,6 +648,15 @@ static void a_node_group_not_joined_is_said_once(void **state) {
   setenv("FF_NODE_TRAINER_CORES", "0", 1);
   assert_int_equal(threads_at_open_said(&c, said, sizeof said), 2);
   assert_string_equal(said, ""); /* a good setting says nothing */
+  /* a joiner whose settings differ from the group's is told that the group's apply */
+  setenv("FF_NODE_TRAINER_CORES", "Auto", 1);
+  ff_loader *first = open_ok(&c);
+  setenv("FF_NODE_THREADS", "3", 1);
+  threads_at_open_said(&c, said, sizeof said);
+  if (!strstr(said, "runs with FF_NODE_THREADS=2, FF_NODE_TRAINER_CORES=auto") || !strstr(said, "not with this "
+      "process's 3, auto") || strchr(said, '\n') != said + strlen(said) - 1)
+    fail_msg("a joiner's other settings are not said in one line: '%s'", said);
+  ff_loader_close(first);
   unsetenv("FF_NODE_THREADS");
   unsetenv("FF_NODE_TRAINER_CORES");
   unsetenv("FF_NODE_GROUP");
