@@ -103,7 +103,7 @@
 #include "core/clock.h"
 
 #define COORD_MAGIC 0x46464344u /* "FFCD" */
-#define COORD_VERSION 10u
+#define COORD_VERSION 11u /* 11: the segment keeps min_threads as asked; the rebalancing drops it where the reserve leaves too little */
 #define COORD_NAME_CAP (FF__COORD_GROUP_MAX + 64)
 #define COORD_ATTACH_TRIES 64
 #define COORD_SIGNAL_NS 1e8 /* the interval a report of weight alpha stands for */
