@@ -55,6 +55,7 @@ repeat's ratios). Nothing but the Python standard library is needed:
 """
 import argparse
 import json
+import math
 import os
 import subprocess
 import sys
@@ -218,6 +219,8 @@ def at_least(lo, kind=int):
         try:
             x = kind(text)
         except ValueError:
+            x = math.nan
+        if not math.isfinite(x):
             raise argparse.ArgumentTypeError("%r is not a number" % text)
         if not x >= lo:
             raise argparse.ArgumentTypeError("%s is below %g" % (text, lo))
@@ -246,16 +249,21 @@ def main():
         try:
             with open(args.print) as f:
                 saved = json.load(f)
-            config, scenarios = saved["config"], dict(saved["scenarios"])
-        except (OSError, ValueError, KeyError, TypeError) as e:
-            ap.error("--print %s: not the output of bench/node.py --json or fusionflow sim --json (%s)"
-                     % (args.print, e))
-        print(json.dumps(config))
-        for name, by_mode in scenarios.items():
-            for r in by_mode.values():  # the simulator's stand-in steps as it does alone
-                if "standin_alone_steps_per_s" in config and "steps_per_s" in r["members"][-1]:
-                    r["standin_ratio"] = r["members"][-1]["steps_per_s"] / config["standin_alone_steps_per_s"]
-            print_scenario(name, by_mode)
+        except OSError as e:
+            ap.error("--print: %s" % e)
+        except ValueError as e:
+            ap.error("--print %s: not JSON (%s)" % (args.print, e))
+        try:
+            config = saved["config"]
+            print(json.dumps(config))
+            for name, by_mode in saved["scenarios"].items():
+                for r in by_mode.values():  # the simulator's stand-in steps as it does alone
+                    if "standin_alone_steps_per_s" in config and "steps_per_s" in r["members"][-1]:
+                        r["standin_ratio"] = r["members"][-1]["steps_per_s"] / config["standin_alone_steps_per_s"]
+                print_scenario(name, by_mode)
+        except (KeyError, TypeError, AttributeError, IndexError, ValueError) as e:
+            ap.error("--print %s: not the output of bench/node.py --json or fusionflow sim --json (%s: %s)"
+                     % (args.print, type(e).__name__, e))
         return
     if not args.data:
         ap.error("--data is required")

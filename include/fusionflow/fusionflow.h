@@ -1049,6 +1049,10 @@ typedef struct ff_stats {
   uint64_t source_ignored_files; /* imagefolder: files in the class folders left out because their
                                     extension is not an image's (torchvision's IMG_EXTENSIONS), as
                                     ImageFolder leaves them out; counted once, at open */
+  const char *node_group;    /* the node group whose coordinator sets num_threads (FF_NODE_GROUP; auto
+                                resolved to the torchrun job's), or "" when the loader runs alone (no
+                                group, or it could not join and said why on stderr); owned by the
+                                loader, valid until ff_loader_close */
 } ff_stats;
 
 /* Fills *out. Any time, from the consumer thread. */

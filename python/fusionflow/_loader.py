@@ -883,6 +883,8 @@ class Loader:
             source_ignored_files (int): files in the class folders of a folder
                 source left out for their extension (not one of torchvision's
                 IMG_EXTENSIONS), as ImageFolder leaves them out.
+            node_group (str): the node group whose coordinator sets num_threads
+                (FF_NODE_GROUP, auto resolved), or "" when the loader runs alone.
             op_costs (dict): per kind of op (``"resize"``, ``"fused_lut"``, ...):
                 calls, ns, pixels (ints), ns_per_image, ns_per_pixel (floats).
         """

@@ -1046,7 +1046,7 @@ static PyObject *loader_stats_body(LoaderObject *self, PyObject *unused) {
     Py_XDECREF(skipped);
     return NULL;
   }
-  return Py_BuildValue("{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:i,s:N,s:N,s:s,s:K,s:K,s:K,s:n,s:n,s:d,s:K,s:K,s:N,s:s,s:s,s:K,s:K,s:K,s:K,s:K,s:K}",
+  return Py_BuildValue("{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:i,s:N,s:N,s:s,s:K,s:K,s:K,s:n,s:n,s:d,s:K,s:K,s:N,s:s,s:s,s:K,s:K,s:K,s:K,s:K,s:K,s:s}",
                        "batches", (unsigned long long)s.batches,
                        "samples", (unsigned long long)s.samples, "read_ns", (unsigned long long)s.read_ns,
                        "decode_ns", (unsigned long long)s.decode_ns, "ops_ns", (unsigned long long)s.ops_ns,
@@ -1065,7 +1065,8 @@ static PyObject *loader_stats_body(LoaderObject *self, PyObject *unused) {
                        "host_round_trips", (unsigned long long)s.host_round_trips,
                        "feeder_cpu_ns", (unsigned long long)s.feeder_cpu_ns,
                        "batch_stage_ns", (unsigned long long)s.batch_stage_ns,
-                       "source_ignored_files", (unsigned long long)s.source_ignored_files);
+                       "source_ignored_files", (unsigned long long)s.source_ignored_files,
+                       "node_group", s.node_group ? s.node_group : "");
 }
 
 

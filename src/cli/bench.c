@@ -11,7 +11,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -416,15 +415,14 @@ int ff__cli_bench(int argc, char **argv) {
   ff_stats base = {0}, end;
   ff_loader_stats(loader, &end);
   /* in a node group the coordinator moves the threads: the count is the latest, not the run's */
-  const char *group = getenv("FF_NODE_GROUP");
-  if (group && (!*group || !strcasecmp(group, "off"))) group = NULL;
+  const char *group = *end.node_group ? end.node_group : NULL;
   if (!json || bar)
     fprintf(stderr,
             "fusionflow bench: %zu of %zu samples (rank %d), %ld batch%s of %d per epoch, %ld timed after %ld "
             "untimed warm-up, %d thread%s%s%s%s\n",
             ff_loader_num_samples(loader), ff_loader_dataset_size(loader), cfg.rank < 0 ? 0 : cfg.rank, per_epoch,
             per_epoch == 1 ? "" : "es", cfg.batch_size, total, warmup, end.num_threads,
-            end.num_threads == 1 ? "" : "s", group ? " at normal priority to start, node group FF_NODE_GROUP=" : "",
+            end.num_threads == 1 ? "" : "s", group ? " at normal priority to start, in node group " : "",
             group ? group : "", group ? " (its coordinator moves them)" : "");
 
   ff_batch_info *infos = per_batch && json ? calloc((size_t)total, sizeof *infos) : NULL;

@@ -43,7 +43,7 @@ static void node_usage(FILE *f) {
           "kept for them; else the fixed cores per trainer. Reads the table without joining.\n"
           "\n"
           "  --watch         refresh until interrupted (Ctrl-C) or the group ends (its last\n"
-          "                  member left, or every member is gone: said, exit status 0)\n"
+          "                  member left, or every member exited: said, exit status 0)\n"
           "  --interval MS   time between refreshes with --watch (10..3600000, default 1000)\n"
           "  --count N       refresh N times, then stop (implies --watch)\n"
           "  --json          one JSON object per refresh\n",
@@ -78,13 +78,15 @@ static void print_text(const char *group, const ff__coord_params *p, const ff__c
   int reserved = ff__coord_reserved(p, alive, k), guaranteed = ff__coord_guaranteed_budget(p, alive, k);
   printf("group %s: %d member%s", group, k, k == 1 ? "" : "s");
   if (k < n) printf(" (and %d gone)", n - k);
-  printf(", budget %d thread%s, %d guaranteed%s after %d core%s kept for the trainers (%d allotted, %d running; "
-         "the rest spares in SCHED_IDLE), expected members %d%s\n", p->budget_threads,
-         p->budget_threads == 1 ? "" : "s", guaranteed,
-         guaranteed > 0 && guaranteed > p->budget_threads - reserved ? " (each member's minimum: over the budget)"
-                                                                       : "",
-         reserved, reserved == 1 ? "" : "s", allotted, running, p->expected_members,
-         p->expected_members == 1 && k > 1 ? " (LOCAL_WORLD_SIZE unset: the members count as they come)" : "");
+  printf(", budget %d thread%s, %d guaranteed after %d core%s kept for the trainers (%d allotted, %d running; "
+         "the rest spares in SCHED_IDLE), expected members %d%s%s\n", p->budget_threads,
+         p->budget_threads == 1 ? "" : "s", guaranteed, reserved, reserved == 1 ? "" : "s", allotted, running,
+         p->expected_members,
+         p->expected_members < k ? " (LOCAL_WORLD_SIZE, 1 when unset; fewer than the members, who count as they come)"
+                                 : "",
+         guaranteed > 0 && guaranteed > p->budget_threads - reserved
+             ? "; each member's minimum of a thread takes the guaranteed threads over the budget"
+             : "");
   if (p->trainer_cores == FF__COORD_TRAINER_AUTO)
     printf("trainers' reserve: auto, others' CPU %.2f cores (last window %.2f, %d windows), %d kept, %d change%s\n",
            p->reserve.others_cores, p->reserve.others_last, p->reserve.windows, p->reserve.cores, p->reserve.changes,
@@ -199,10 +201,12 @@ static int node_status(int argc, char **argv) {
       return 1;
     }
     uint64_t now = ff__now_ns();
-    ff__coord_member alive[FF__COORD_MAX_MEMBERS];
-    if (watch && round > 0 && n && !live_members(&p, m, n, now, alive)) { /* died without leaving */
-      fprintf(json ? stderr : stdout, "group %s ended: its members are gone (the next join of a group on this node "
-              "removes its shared memory)\n", group);
+    int exited = 0; /* stopped members (Ctrl-Z, a debugger) go silent, and come back */
+    for (int i = 0; i < n; i++) exited += ff__coord_member_exited(&m[i]);
+    if (watch && round > 0 && n && exited == n) { /* died without leaving */
+      fprintf(json ? stderr : stdout, "group %s ended: its members exited without leaving (a join of any group on "
+              "this node removes its shared memory once they were silent %d ms)\n", group,
+              p.heartbeat_timeout_ms);
       return 0;
     }
     if (json)

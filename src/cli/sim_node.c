@@ -182,10 +182,11 @@ int ff__cli_sim_node(int argc, char **argv) {
         cfg.trainer_cores = FF__COORD_TRAINER_AUTO;
         break;
       }
-      if (!ff__cli_parse_long("sim", name, optarg, 0, 4096, &v)) {
-        fprintf(stderr, "fusionflow sim: --trainer-cores also takes auto (the default)\n");
+      if (!*optarg || strspn(optarg, "0123456789") != strlen(optarg) || strlen(optarg) > 4 || atoi(optarg) > 4096) {
+        fprintf(stderr, "fusionflow sim: --trainer-cores expects auto or an integer in [0, 4096], got '%s'\n", optarg);
         return 2;
       }
+      v = atoi(optarg);
       cfg.trainer_cores = (int)v;
       break;
     case O_BATCH: if (!ff__cli_parse_long("sim", name, optarg, 1, 1 << 16, &v)) return 2; cfg.batch_size = (int)v; break;

@@ -623,7 +623,8 @@ static void join_node_group(ff_loader *l, int gpu) {
   ff__error err = {0};
   ff__coord *coord;
   if (ff__coord_join(NULL, l->num_threads, &coord, &err) != FF_OK) {
-    fprintf(stderr, "fusionflow: %s: this loader runs alone on its %d threads\n", err.msg, l->num_threads);
+    fprintf(stderr, "fusionflow: %s: this loader runs alone on its %d thread%s\n", err.msg, l->num_threads,
+            l->num_threads == 1 ? "" : "s");
     return;
   }
   pthread_mutex_lock(&l->mu); /* the workers, already running, publish to it under the lock */
@@ -1174,6 +1175,7 @@ void ff_loader_stats(const ff_loader *l, ff_stats *out) {
   pthread_mutex_unlock((pthread_mutex_t *)&l->mu);
   /* the pool's figures now, not as of the last batch */
   ff__offload_pool(l->offload, &out->device_pool_limit_bytes, &out->device_pool_peak_bytes);
+  out->node_group = ff__coord_group(l->coord);
 }
 
 size_t ff_loader_op_costs(const ff_loader *l, ff_op_cost *out, size_t cap) {

@@ -130,6 +130,7 @@ struct ff__coord {
   ff__coord_busy_source busy; /* where the adaptive reserve reads the node's busy CPU */
   ff__coord_params params; /* this member's wishes, used when it (re)initialises a segment */
   char name[COORD_NAME_CAP];
+  char group[FF__COORD_GROUP_MAX]; /* the group's name as the member gave it (auto resolved) */
 };
 
 /* ---- parameters ---- */
@@ -745,8 +746,8 @@ static ff_status env_setting(const char *name, int lo, int hi, const char *word,
   char *end;
   errno = 0;
   long x = strtol(s, &end, 10);
-  if (*end || end == s || isspace((unsigned char)*s) || errno || x < lo || x > hi)
-    return ff__error_set(err, FF_EINVAL, "node coordinator: %s=%s is not %s%s%san integer in %d..%d", name, s,
+  if (*end || !isdigit((unsigned char)*s) || errno || x < lo || x > hi)
+    return ff__error_set(err, FF_EINVAL, "node coordinator: %s='%s' is not %s%s%san integer in %d..%d", name, s,
                          word ? "\"" : "", word ? word : "", word ? "\" or " : "", lo, hi);
   *v = (int)x;
   return FF_OK;
@@ -801,19 +802,21 @@ static void coord_unlock(coord_shm *s) { pthread_mutex_unlock(&s->lock); }
 
 /* shm_open that never blocks: /dev/shm is writable by every user, and a
  * FIFO left under a segment's name would hang an open for reading. */
-static int open_shm(const char *name, int flags, mode_t mode) { return shm_open(name, flags | O_NONBLOCK, mode); }
+static int open_shm(const char *name, int flags, mode_t mode) {
+  return shm_open(name, flags | O_NONBLOCK | O_NOCTTY, mode);
+}
 
 /* Writes to why what makes the object behind st no segment of this user's
  * (0: it is one): a FIFO, a device or another user's file under the name. */
 static int foreign(const struct stat *st, char *why, size_t cap) {
   if (!S_ISREG(st->st_mode)) {
     snprintf(why, cap, "is %s, not shared memory",
-             S_ISFIFO(st->st_mode) ? "a FIFO" : S_ISDIR(st->st_mode) ? "a directory" : S_ISSOCK(st->st_mode) ? "a socket"
-             : S_ISCHR(st->st_mode) || S_ISBLK(st->st_mode) ? "a device" : "not a regular file");
+             S_ISFIFO(st->st_mode) ? "a FIFO" : S_ISCHR(st->st_mode) || S_ISBLK(st->st_mode) ? "a device"
+                                                                                           : "no regular file");
     return 1;
   }
-  if (st->st_uid != geteuid()) {
-    snprintf(why, cap, "belongs to another user (uid %lu)", (unsigned long)st->st_uid);
+  if (st->st_uid != getuid() && st->st_uid != geteuid()) {
+    snprintf(why, cap, "belongs to another user, uid %lu", (unsigned long)st->st_uid);
     return 1;
   }
   return 0;
@@ -898,21 +901,21 @@ static int table_damage(const coord_shm *s, uint64_t now_ns, char *why, size_t c
   return 0;
 }
 
+static const char REMOVE_IT[] = "remove it when no trainer runs";
+
 /* Gives up on the damaged segment of c: from now on c runs alone on all its
- * threads. A joiner gets the message in err (err not NULL); a member already
- * in the group hears of it on stderr, once per handle (its loader goes on
- * without the group, and nobody else would hear of it). */
-static ff_status go_alone(ff__coord *c, const char *why, ff__error *err) {
+ * threads. why says what is wrong, advice what to do about it. A joiner
+ * gets the message in err (err not NULL); a member already in the group
+ * hears of it on stderr, once per handle (its loader goes on without the
+ * group, and nobody else would hear of it). */
+static ff_status go_alone(ff__coord *c, const char *why, const char *advice, ff__error *err) {
   c->alone = 1;
   c->threads = c->max_threads;
   c->spares = 0;
   if (!err) /* a joiner is told in err */
-    fprintf(stderr,
-          "fusionflow: node coordinator: /dev/shm%s %s: this loader runs alone on its %d thread%s "
-          "(remove it when no trainer runs)\n",
-          c->name, why, c->max_threads, c->max_threads == 1 ? "" : "s");
-  return ff__error_set(err, FF_EIO, "node coordinator: /dev/shm%s %s (remove it when no trainer runs)", c->name,
-                       why);
+    fprintf(stderr, "fusionflow: node coordinator: /dev/shm%s %s (%s): this loader runs alone on its %d thread%s\n",
+            c->name, why, advice, c->max_threads, c->max_threads == 1 ? "" : "s");
+  return ff__error_set(err, FF_EIO, "node coordinator: /dev/shm%s %s (%s)", c->name, why, advice);
 }
 
 /* Quiet: its trainer stopped asking for batches (or it is stopped); its
@@ -1080,11 +1083,19 @@ void ff__coord_depart(ff__coord_params *p, const ff__coord_member *e) {
 
 /* Whether member e's process is gone (seen from pid namespace pidns) or
  * stayed silent past the heartbeat timeout. */
+/* Whether member e's process is gone, as a process of pid namespace pidns
+ * sees (pids only mean something within one pid namespace: containers
+ * sharing /dev/shm). */
+static int exited(const ff__coord_member *e, uint64_t pidns) {
+  int same_ns = !pidns || !e->pidns || e->pidns == pidns;
+  return same_ns && kill(e->pid, 0) == -1 && errno == ESRCH;
+}
+
+int ff__coord_member_exited(const ff__coord_member *e) { return e && e->pid && exited(e, pid_namespace()); }
+
 static int member_gone(const ff__coord_params *p, const ff__coord_member *e, uint64_t pidns, uint64_t now_ns) {
   uint64_t timeout_ns = (uint64_t)p->heartbeat_timeout_ms * 1000000u;
-  /* pids only mean something within one pid namespace (containers sharing /dev/shm). */
-  int same_ns = !pidns || !e->pidns || e->pidns == pidns;
-  if (same_ns && kill(e->pid, 0) == -1 && errno == ESRCH) return 1;
+  if (exited(e, pidns)) return 1;
   return now_ns > e->heartbeat_ns && now_ns - e->heartbeat_ns > timeout_ns;
 }
 
@@ -1184,9 +1195,7 @@ static int abandoned(const coord_shm *s, uint64_t pidns, uint64_t now_ns) {
     const ff__coord_member *e = &s->slot[i];
     if (!e->pid) continue;
     uint64_t silent = now_ns > e->heartbeat_ns ? now_ns - e->heartbeat_ns : 0;
-    int same_ns = !pidns || !e->pidns || e->pidns == pidns;
-    int dead = same_ns && kill(e->pid, 0) == -1 && errno == ESRCH;
-    if (silent <= timeout_ns || (!dead && silent <= COORD_ABANDONED_MS * 1000000ull)) return 0;
+    if (silent <= timeout_ns || (!exited(e, pidns) && silent <= COORD_ABANDONED_MS * 1000000ull)) return 0;
   }
   return 1;
 }
@@ -1260,13 +1269,13 @@ static ff_status attach(ff__coord *c, ff__error *err) {
     int fd = open_shm(c->name, O_RDWR | O_CREAT | O_EXCL, 0600), created = fd >= 0;
     if (!created) {
       if (errno != EEXIST)
-        return ff__error_set(err, FF_EIO, "node coordinator: cannot create shared memory %s: %s", c->name,
+        return ff__error_set(err, FF_EIO, "node coordinator: cannot create /dev/shm%s: %s", c->name,
                              strerror(errno));
       fd = open_shm(c->name, O_RDWR, 0);
       if (fd < 0 && errno == ENOENT) continue; /* the last member just unlinked it */
       if (fd < 0)
-        return ff__error_set(err, FF_EIO, "node coordinator: cannot open shared memory %s: %s", c->name,
-                             strerror(errno));
+        return ff__error_set(err, FF_EIO, "node coordinator: cannot open /dev/shm%s: %s (set FF_NODE_GROUP to "
+                             "another name)", c->name, strerror(errno));
     } else if (ftruncate(fd, sizeof(coord_shm)) != 0) {
       int e = errno;
       close(fd);
@@ -1279,7 +1288,7 @@ static ff_status attach(ff__coord *c, ff__error *err) {
     char why[128];
     if (fstat(fd, &st) == 0 && foreign(&st, why, sizeof why)) {
       close(fd);
-      return go_alone(c, why, err);
+      return go_alone(c, why, "set FF_NODE_GROUP to another name", err);
     }
     uint64_t deadline = ff__now_ns() + (uint64_t)p->init_timeout_ms * 1000000u;
     while (fstat(fd, &st) == 0 && st.st_size == 0 && ff__now_ns() < deadline)
@@ -1297,7 +1306,7 @@ static ff_status attach(ff__coord *c, ff__error *err) {
     if ((size_t)st.st_size != sizeof(coord_shm)) {
       close(fd);
       snprintf(why, sizeof why, "belongs to another fusionflow build (%lld bytes)", (long long)st.st_size);
-      return go_alone(c, why, err);
+      return go_alone(c, why, REMOVE_IT, err);
     }
     coord_shm *s = mmap(NULL, sizeof *s, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     close(fd);
@@ -1333,7 +1342,7 @@ static ff_status attach(ff__coord *c, ff__error *err) {
       }
       if (header_damage(s, why, sizeof why)) {
         detach(c);
-        return go_alone(c, why, err);
+        return go_alone(c, why, REMOVE_IT, err);
       }
     }
 
@@ -1359,7 +1368,7 @@ static ff_status attach(ff__coord *c, ff__error *err) {
     if (table_damage(s, now, why, sizeof why)) {
       coord_unlock(s);
       detach(c);
-      return go_alone(c, why, err);
+      return go_alone(c, why, REMOVE_IT, err);
     }
     reclaim(s, -1, c->pidns, now);
     if (!s->members) { /* new, or every member of a crashed run is dead: start afresh */
@@ -1369,7 +1378,7 @@ static ff_status attach(ff__coord *c, ff__error *err) {
     if (take_slot(s, c, now) < 0) {
       coord_unlock(s);
       detach(c);
-      return ff__error_set(err, FF_EINVAL, "node coordinator: group %s is full (%d members)", c->name,
+      return ff__error_set(err, FF_EINVAL, "node coordinator: group %s is full (%d members)", c->group,
                            FF__COORD_MAX_MEMBERS);
     }
     coord_unlock(s);
@@ -1413,6 +1422,7 @@ ff_status ff__coord_join_params(const char *group, int max_threads, const ff__co
     return ff__error_set(err, FF_EINVAL, "node coordinator: group name must have 1..%d bytes",
                          FF__COORD_GROUP_MAX - 1);
   }
+  snprintf(c->group, sizeof c->group, "%s", group);
   if (params)
     c->params = *params;
   else
@@ -1434,28 +1444,40 @@ ff_status ff__coord_join_params(const char *group, int max_threads, const ff__co
   return FF_OK;
 }
 
+static int is_set(const char *name) {
+  const char *s = getenv(name);
+  return s && *s;
+}
+
 static const char *trainer_cores_text(int trainer_cores, char *buf, size_t cap) {
   if (trainer_cores == FF__COORD_TRAINER_AUTO) return "auto";
   snprintf(buf, cap, "%d", trainer_cores);
   return buf;
 }
 
-/* Tells on stderr, once at the join, where the group runs by settings
- * other than this process's (its first member's are the group's), and
- * where the trainers' cores leave the loaders no thread. */
-static void warn_settings(ff__coord *c) {
+/* Tells on stderr, once at the join, which of this process's settings the
+ * group does not use (those it set: the member that started the group set
+ * the group's), and where the trainers' cores leave the loaders no thread. */
+static void warn_settings(ff__coord *c, int set_threads, int set_trainer, int set_expected) {
   ff__coord_params g;
   int n = 0;
   if (ff__coord_snapshot(c, NULL, &n, &g) != FF_OK) return;
   const ff__coord_params *w = &c->params;
-  char a[16], b[16];
-  if (g.budget_threads != w->budget_threads || g.trainer_cores != w->trainer_cores ||
-      g.expected_members != w->expected_members)
-    fprintf(stderr,
-            "fusionflow: node coordinator: the group runs with FF_NODE_THREADS=%d, FF_NODE_TRAINER_CORES=%s and "
-            "LOCAL_WORLD_SIZE=%d, as the member that started it set them, not with this process's %d, %s and %d\n",
-            g.budget_threads, trainer_cores_text(g.trainer_cores, a, sizeof a), g.expected_members,
-            w->budget_threads, trainer_cores_text(w->trainer_cores, b, sizeof b), w->expected_members);
+  char said[256] = "", a[16], b[16];
+  size_t len = 0;
+  if (set_threads && g.budget_threads != w->budget_threads)
+    len += (size_t)snprintf(said + len, sizeof said - len, ", FF_NODE_THREADS=%d (the group's: %d)",
+                            w->budget_threads, g.budget_threads);
+  if (set_trainer && g.trainer_cores != w->trainer_cores && len < sizeof said)
+    len += (size_t)snprintf(said + len, sizeof said - len, ", FF_NODE_TRAINER_CORES=%s (the group's: %s)",
+                            trainer_cores_text(w->trainer_cores, a, sizeof a),
+                            trainer_cores_text(g.trainer_cores, b, sizeof b));
+  if (set_expected && g.expected_members != w->expected_members && len < sizeof said)
+    snprintf(said + len, sizeof said - len, ", LOCAL_WORLD_SIZE=%d (the group's: %d)", w->expected_members,
+             g.expected_members);
+  if (*said)
+    fprintf(stderr, "fusionflow: node coordinator: group %s keeps the settings of the member that started it, "
+            "not this process's %s\n", c->group, said + 2);
   int shares = n > g.expected_members ? n : g.expected_members;
   if (g.trainer_cores > 0 && (long long)g.trainer_cores * shares >= g.budget_threads)
     fprintf(stderr,
@@ -1474,7 +1496,7 @@ ff_status ff__coord_join(const char *group, int max_threads, ff__coord **out, ff
   if (st) return st;
   if ((v = env_int("LOCAL_WORLD_SIZE", 1, FF__COORD_MAX_MEMBERS))) p.expected_members = v;
   st = ff__coord_join_params(group, max_threads, &p, out, err);
-  if (st == FF_OK) warn_settings(*out);
+  if (st == FF_OK) warn_settings(*out, is_set("FF_NODE_THREADS"), is_set("FF_NODE_TRAINER_CORES"), v != 0);
   return st;
 }
 
@@ -1540,7 +1562,7 @@ static void report_held(ff__coord *c, const ff__coord_report_data *r, int *threa
   if (table_damage(s, now, why, sizeof why)) {
     coord_unlock(s);
     detach(c);
-    go_alone(c, why, NULL);
+    go_alone(c, why, REMOVE_IT, NULL);
     *threads_out = c->threads;
     return;
   }
@@ -1581,6 +1603,8 @@ void ff__coord_publish_cpu(ff__coord *c, uint64_t worker_cpu_ns, int parked) {
 
 int ff__coord_threads(const ff__coord *c) { return c ? c->threads : 0; }
 
+const char *ff__coord_group(const ff__coord *c) { return c && !c->alone ? c->group : ""; }
+
 int ff__coord_spares(const ff__coord *c) { return c ? c->spares : 0; }
 
 int ff__coord_reserve_cores(const ff__coord *c) { return c ? c->reserve_cores : 0; }
@@ -1607,9 +1631,10 @@ ff_status ff__coord_peek(const char *group, ff__coord_member *out, int *n_out, f
   if (ff__coord_shm_name(group, name, sizeof name) != FF_OK)
     return ff__error_set(err, FF_EINVAL, "node coordinator: group name must have 1..%d bytes", FF__COORD_GROUP_MAX - 1);
   int fd = open_shm(name, O_RDWR, 0); /* the lock is in the segment: taking it writes */
+  if (fd < 0 && errno == ENOENT)
+    return ff__error_set(err, FF_EEMPTY, "node coordinator: no group %s on this node (no /dev/shm%s)", group, name);
   if (fd < 0)
-    return ff__error_set(err, errno == ENOENT ? FF_EEMPTY : FF_EIO, "node coordinator: no group %s on this node "
-                         "(%s: %s)", group, name, strerror(errno));
+    return ff__error_set(err, FF_EIO, "node coordinator: cannot open /dev/shm%s: %s", name, strerror(errno));
   struct stat st;
   char why[128] = "";
   if (fstat(fd, &st) != 0)

@@ -526,6 +526,15 @@ ff_status ff__coord_report(ff__coord *c, const ff__coord_report_data *r, int *th
  * (allotment + burst). */
 int ff__coord_threads(const ff__coord *c);
 
+/* The name of c's group (FF_NODE_GROUP, auto resolved), or "" for NULL and
+ * for a handle that left a damaged segment to run alone. */
+const char *ff__coord_group(const ff__coord *c);
+
+/* Whether member m's process has exited (as this process's pid namespace
+ * sees it; a member of another namespace never has): unlike a member gone
+ * silent past the heartbeat timeout, it will never report again. */
+int ff__coord_member_exited(const ff__coord_member *m);
+
 /* Publishes this member's worker CPU (its workers' CPU time on samples
  * since the loader started, ns, as ff__coord_report_data.worker_cpu_ns
  * counts it) in its slot for the adaptive reserve's measure and the live

@@ -2166,7 +2166,7 @@ static void node_status_watch_ends_with_the_group(void **state) {
   n = fread(out, 1, sizeof out - 1, f);
   out[n] = 0;
   st = pclose(f);
-  if (!WIFEXITED(st) || WEXITSTATUS(st) != 0 || !strstr(out, "members are gone"))
+  if (!WIFEXITED(st) || WEXITSTATUS(st) != 0 || !strstr(out, "members exited"))
     fail_msg("watch after a kill: status %d, output '%s'", st, out);
   snprintf(cmd, sizeof cmd, "%s node status %s 2>&1", getenv("FF_CLI"), group);
   f = popen(cmd, "r");

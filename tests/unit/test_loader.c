@@ -623,10 +623,11 @@ static void a_node_group_not_joined_is_said_once(void **state) {
       {"AUTO", NULL, NULL, "FF_NODE_GROUP=auto"}, /* the keyword in any case */
       {" off", NULL, NULL, "FF_NODE_GROUP=' off'"},
       {"off ", NULL, NULL, "FF_NODE_GROUP='off '"},
-      {"", "FF_NODE_THREADS", "abc", "FF_NODE_THREADS=abc"},
-      {"", "FF_NODE_THREADS", "-4", "FF_NODE_THREADS=-4"},
-      {"", "FF_NODE_TRAINER_CORES", "abc", "FF_NODE_TRAINER_CORES=abc"},
-      {"", "FF_NODE_THREADS", " 2", "FF_NODE_THREADS= 2"}, /* digits only */
+      {"", "FF_NODE_THREADS", "abc", "FF_NODE_THREADS='abc'"},
+      {"", "FF_NODE_THREADS", "-4", "FF_NODE_THREADS='-4'"},
+      {"", "FF_NODE_TRAINER_CORES", "abc", "FF_NODE_TRAINER_CORES='abc'"},
+      {"", "FF_NODE_THREADS", " 2", "FF_NODE_THREADS=' 2'"}, /* digits only */
+      {"", "FF_NODE_THREADS", "+2", "FF_NODE_THREADS='+2'"},
   };
   ff_config c = base_config(data_source, NCHW_PIPELINE);
   unsetenv("TORCHELASTIC_RUN_ID");
@@ -650,12 +651,18 @@ static void a_node_group_not_joined_is_said_once(void **state) {
   assert_string_equal(said, ""); /* a good setting says nothing */
   /* a joiner whose settings differ from the group's is told that the group's apply */
   setenv("FF_NODE_TRAINER_CORES", "Auto", 1);
+  setenv("FF_NODE_THREADS", "7", 1);
   ff_loader *first = open_ok(&c);
   setenv("FF_NODE_THREADS", "3", 1);
   threads_at_open_said(&c, said, sizeof said);
-  if (!strstr(said, "runs with FF_NODE_THREADS=2, FF_NODE_TRAINER_CORES=auto") || !strstr(said, "not with this "
-      "process's 3, auto") || strchr(said, '\n') != said + strlen(said) - 1)
+  if (!strstr(said, "not this process's FF_NODE_THREADS=3 (the group's: 7)\n") ||
+      strchr(said, '\n') != said + strlen(said) - 1)
     fail_msg("a joiner's other settings are not said in one line: '%s'", said);
+  ff_stats st;
+  ff_loader_stats(first, &st);
+  assert_string_equal(st.node_group, group);
+  unsetenv("FF_NODE_THREADS"); /* the default (the cores it may use) is no setting of its own */
+  assert_string_equal(ff_test_stderr_of(call_open, &(open_call){&c, 0}), "");
   ff_loader_close(first);
   unsetenv("FF_NODE_THREADS");
   unsetenv("FF_NODE_TRAINER_CORES");
