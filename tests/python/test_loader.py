@@ -378,6 +378,17 @@ def test_stats_report_the_work(folder):
     assert s["decode_ns"] > 0 and s["read_bytes"] > 0 and s["skipped"] == 0 and s["held"] == 0
     assert "resize" in s["op_costs"] and s["op_costs"]["resize"]["calls"] >= 21
     assert s["op_costs"]["resize"]["ns_per_image"] > 0
+    assert s["node_group"] == ""
+
+
+def test_stats_name_the_node_group_the_loader_joined(folder, monkeypatch):
+    group = "pytest-stats-%d" % os.getpid()
+    monkeypatch.setenv("FF_NODE_GROUP", group)
+    monkeypatch.setenv("FF_NODE_THREADS", "2")
+    with fusionflow.Loader(folder[0], UINT8_PIPE, batch_size=8, num_threads=2, output="numpy") as loader:
+        collect(loader)
+        assert loader.stats()["node_group"] == group
+    assert not os.path.exists("/dev/shm/fusionflow-%d-%s" % (os.getuid(), group))  # the last member's close removes it
 
 
 def test_list_source_and_path_sources(folder, tmp_path):
