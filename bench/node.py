@@ -218,10 +218,12 @@ def at_least(lo, kind=int):
     def parse(text):
         try:
             x = kind(text)
+            if not math.isfinite(x):
+                raise ValueError
         except ValueError:
-            x = math.nan
-        if not math.isfinite(x):
             raise argparse.ArgumentTypeError("%r is not a number" % text)
+        except OverflowError:
+            raise argparse.ArgumentTypeError("%s is too large" % text)
         if not x >= lo:
             raise argparse.ArgumentTypeError("%s is below %g" % (text, lo))
         return x

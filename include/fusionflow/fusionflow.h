@@ -1051,8 +1051,9 @@ typedef struct ff_stats {
                                     ImageFolder leaves them out; counted once, at open */
   const char *node_group;    /* the node group whose coordinator sets num_threads (FF_NODE_GROUP; auto
                                 resolved to the torchrun job's), or "" when the loader runs alone (no
-                                group, or it could not join and said why on stderr); owned by the
-                                loader, valid until ff_loader_close */
+                                group, it could not join, or it left a damaged group's shared memory
+                                later: it said why on stderr); owned by the loader, valid until
+                                ff_loader_close */
 } ff_stats;
 
 /* Fills *out. Any time, from the consumer thread. */

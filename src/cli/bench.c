@@ -497,9 +497,11 @@ int ff__cli_bench(int argc, char **argv) {
   if (json) {
     printf("{\"images_per_s\": %.1f, \"batches\": %ld, \"samples\": %llu, \"elapsed_s\": %.4f, "
            "\"read_s\": %.4f, \"decode_s\": %.4f, \"ops_s\": %.4f, \"wait_s\": %.4f, \"threads\": %d, "
-           "\"batch_size\": %d, \"step_ms\": %g, \"read_bytes\": %llu, \"skipped\": %llu, \"replaced\": %llu, "
+           "\"node_group\": ",
+           rate, total, (unsigned long long)samples, elapsed, read_s, decode_s, ops_s, wait_s, end.num_threads);
+    json_string(stdout, end.node_group);
+    printf(", \"batch_size\": %d, \"step_ms\": %g, \"read_bytes\": %llu, \"skipped\": %llu, \"replaced\": %llu, "
            "\"bad_per_epoch\": [",
-           rate, total, (unsigned long long)samples, elapsed, read_s, decode_s, ops_s, wait_s, end.num_threads,
            cfg.batch_size, step_ms, (unsigned long long)(end.read_bytes - base.read_bytes),
            (unsigned long long)end.skipped, (unsigned long long)end.replaced);
     for (size_t i = 0; i < bad.epochs; i++) printf("%s%llu", i ? ", " : "", (unsigned long long)bad.per_epoch[i]);

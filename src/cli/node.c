@@ -78,15 +78,12 @@ static void print_text(const char *group, const ff__coord_params *p, const ff__c
   int reserved = ff__coord_reserved(p, alive, k), guaranteed = ff__coord_guaranteed_budget(p, alive, k);
   printf("group %s: %d member%s", group, k, k == 1 ? "" : "s");
   if (k < n) printf(" (and %d gone)", n - k);
-  printf(", budget %d thread%s, %d guaranteed after %d core%s kept for the trainers (%d allotted, %d running; "
-         "the rest spares in SCHED_IDLE), expected members %d%s%s\n", p->budget_threads,
-         p->budget_threads == 1 ? "" : "s", guaranteed, reserved, reserved == 1 ? "" : "s", allotted, running,
-         p->expected_members,
-         p->expected_members < k ? " (LOCAL_WORLD_SIZE, 1 when unset; fewer than the members, who count as they come)"
-                                 : "",
-         guaranteed > 0 && guaranteed > p->budget_threads - reserved
-             ? "; each member's minimum of a thread takes the guaranteed threads over the budget"
-             : "");
+  printf(", budget %d thread%s, %d guaranteed%s after %d core%s kept for the trainers (%d allotted, %d running; "
+         "the rest spares in SCHED_IDLE), expected members %d%s\n", p->budget_threads,
+         p->budget_threads == 1 ? "" : "s", guaranteed,
+         guaranteed > 0 && guaranteed > p->budget_threads - reserved ? " (a thread each: over the budget)" : "",
+         reserved, reserved == 1 ? "" : "s", allotted, running, p->expected_members,
+         p->expected_members < k ? " (LOCAL_WORLD_SIZE; the members beyond count as they come)" : "");
   if (p->trainer_cores == FF__COORD_TRAINER_AUTO)
     printf("trainers' reserve: auto, others' CPU %.2f cores (last window %.2f, %d windows), %d kept, %d change%s\n",
            p->reserve.others_cores, p->reserve.others_last, p->reserve.windows, p->reserve.cores, p->reserve.changes,
@@ -201,9 +198,9 @@ static int node_status(int argc, char **argv) {
       return 1;
     }
     uint64_t now = ff__now_ns();
-    int exited = 0; /* stopped members (Ctrl-Z, a debugger) go silent, and come back */
-    for (int i = 0; i < n; i++) exited += ff__coord_member_exited(&m[i]);
-    if (watch && round > 0 && n && exited == n) { /* died without leaving */
+    int over = 0; /* stopped members (Ctrl-Z, a debugger) go silent, and come back */
+    for (int i = 0; i < n; i++) over += ff__coord_member_over(&m[i], now);
+    if (watch && round > 0 && n && over == n) { /* died without leaving */
       fprintf(json ? stderr : stdout, "group %s ended: its members exited without leaving (a join of any group on "
               "this node removes its shared memory once they were silent %d ms)\n", group,
               p.heartbeat_timeout_ms);

@@ -11,6 +11,8 @@
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
+#include <ctype.h>
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -182,11 +184,13 @@ int ff__cli_sim_node(int argc, char **argv) {
         cfg.trainer_cores = FF__COORD_TRAINER_AUTO;
         break;
       }
-      if (!*optarg || strspn(optarg, "0123456789") != strlen(optarg) || strlen(optarg) > 4 || atoi(optarg) > 4096) {
+      char *end;
+      errno = 0;
+      v = strtol(optarg, &end, 10);
+      if (!isdigit((unsigned char)*optarg) || *end || errno || v > 4096) {
         fprintf(stderr, "fusionflow sim: --trainer-cores expects auto or an integer in [0, 4096], got '%s'\n", optarg);
         return 2;
       }
-      v = atoi(optarg);
       cfg.trainer_cores = (int)v;
       break;
     case O_BATCH: if (!ff__cli_parse_long("sim", name, optarg, 1, 1 << 16, &v)) return 2; cfg.batch_size = (int)v; break;

@@ -810,9 +810,9 @@ static int open_shm(const char *name, int flags, mode_t mode) {
  * (0: it is one): a FIFO, a device or another user's file under the name. */
 static int foreign(const struct stat *st, char *why, size_t cap) {
   if (!S_ISREG(st->st_mode)) {
-    snprintf(why, cap, "is %s, not shared memory",
+    snprintf(why, cap, S_ISFIFO(st->st_mode) || S_ISCHR(st->st_mode) || S_ISBLK(st->st_mode) ? "is %s, not shared memory" : "is %s",
              S_ISFIFO(st->st_mode) ? "a FIFO" : S_ISCHR(st->st_mode) || S_ISBLK(st->st_mode) ? "a device"
-                                                                                           : "no regular file");
+                                                                                           : "not a regular file");
     return 1;
   }
   if (st->st_uid != getuid() && st->st_uid != geteuid()) {
@@ -1081,8 +1081,6 @@ void ff__coord_depart(ff__coord_params *p, const ff__coord_member *e) {
   if (e->pid && e->in_window && cpu > e->window_cpu_ns) p->reserve.departed_ns += cpu - e->window_cpu_ns;
 }
 
-/* Whether member e's process is gone (seen from pid namespace pidns) or
- * stayed silent past the heartbeat timeout. */
 /* Whether member e's process is gone, as a process of pid namespace pidns
  * sees (pids only mean something within one pid namespace: containers
  * sharing /dev/shm). */
@@ -1091,8 +1089,14 @@ static int exited(const ff__coord_member *e, uint64_t pidns) {
   return same_ns && kill(e->pid, 0) == -1 && errno == ESRCH;
 }
 
-int ff__coord_member_exited(const ff__coord_member *e) { return e && e->pid && exited(e, pid_namespace()); }
+int ff__coord_member_over(const ff__coord_member *e, uint64_t now_ns) {
+  if (!e || !e->pid) return 0;
+  return exited(e, pid_namespace()) ||
+         (now_ns > e->heartbeat_ns && now_ns - e->heartbeat_ns > COORD_ABANDONED_MS * 1000000ull);
+}
 
+/* Whether member e's process is gone (seen from pid namespace pidns) or
+ * stayed silent past the heartbeat timeout. */
 static int member_gone(const ff__coord_params *p, const ff__coord_member *e, uint64_t pidns, uint64_t now_ns) {
   uint64_t timeout_ns = (uint64_t)p->heartbeat_timeout_ms * 1000000u;
   if (exited(e, pidns)) return 1;

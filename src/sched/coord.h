@@ -527,13 +527,16 @@ ff_status ff__coord_report(ff__coord *c, const ff__coord_report_data *r, int *th
 int ff__coord_threads(const ff__coord *c);
 
 /* The name of c's group (FF_NODE_GROUP, auto resolved), or "" for NULL and
- * for a handle that left a damaged segment to run alone. */
+ * for a handle that left a damaged segment to run alone. From the thread
+ * that reports (no lock: a report may set the latter). */
 const char *ff__coord_group(const ff__coord *c);
 
-/* Whether member m's process has exited (as this process's pid namespace
- * sees it; a member of another namespace never has): unlike a member gone
- * silent past the heartbeat timeout, it will never report again. */
-int ff__coord_member_exited(const ff__coord_member *m);
+/* Whether member m is over at now_ns (CLOCK_MONOTONIC): its process exited
+ * (as this process's pid namespace sees it), or it stayed silent the
+ * 10 minutes after which a join of any group removes its segment. A
+ * stopped member (Ctrl-Z, a debugger), silent past the heartbeat timeout
+ * only, is not: it reports again once continued. */
+int ff__coord_member_over(const ff__coord_member *m, uint64_t now_ns);
 
 /* Publishes this member's worker CPU (its workers' CPU time on samples
  * since the loader started, ns, as ff__coord_report_data.worker_cpu_ns
