@@ -103,7 +103,7 @@
 #include "core/clock.h"
 
 #define COORD_MAGIC 0x46464344u /* "FFCD" */
-#define COORD_VERSION 11u /* 11: the segment keeps min_threads as asked; the rebalancing drops it where the reserve leaves too little */
+#define COORD_VERSION 11u /* 11: min_threads as asked; the rebalancing drops it where the reserve leaves none */
 #define COORD_NAME_CAP (FF__COORD_GROUP_MAX + 64)
 #define COORD_ATTACH_TRIES 64
 #define COORD_SIGNAL_NS 1e8 /* the interval a report of weight alpha stands for */
@@ -810,9 +810,10 @@ static int open_shm(const char *name, int flags, mode_t mode) {
  * (0: it is one): a FIFO, a device or another user's file under the name. */
 static int foreign(const struct stat *st, char *why, size_t cap) {
   if (!S_ISREG(st->st_mode)) {
-    snprintf(why, cap, S_ISFIFO(st->st_mode) || S_ISCHR(st->st_mode) || S_ISBLK(st->st_mode) ? "is %s, not shared memory" : "is %s",
-             S_ISFIFO(st->st_mode) ? "a FIFO" : S_ISCHR(st->st_mode) || S_ISBLK(st->st_mode) ? "a device"
-                                                                                           : "not a regular file");
+    int device = S_ISCHR(st->st_mode) || S_ISBLK(st->st_mode);
+    snprintf(why, cap, "is %s", S_ISFIFO(st->st_mode) ? "a FIFO, not shared memory"
+                                : device              ? "a device, not shared memory"
+                                                      : "not a regular file");
     return 1;
   }
   if (st->st_uid != getuid() && st->st_uid != geteuid()) {
