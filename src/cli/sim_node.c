@@ -11,8 +11,6 @@
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
-#include <ctype.h>
-#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -184,11 +182,8 @@ int ff__cli_sim_node(int argc, char **argv) {
         cfg.trainer_cores = FF__COORD_TRAINER_AUTO;
         break;
       }
-      char *end;
-      errno = 0;
-      v = strtol(optarg, &end, 10);
-      if (!isdigit((unsigned char)*optarg) || *end || errno || v > 4096) {
-        fprintf(stderr, "fusionflow sim: --trainer-cores expects auto or an integer in [0, 4096], got '%s'\n", optarg);
+      if (!ff__cli_parse_long("sim", name, optarg, 0, 4096, &v)) {
+        fprintf(stderr, "fusionflow sim: --trainer-cores also takes auto (the default)\n");
         return 2;
       }
       cfg.trainer_cores = (int)v;

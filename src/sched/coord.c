@@ -1090,10 +1090,16 @@ static int exited(const ff__coord_member *e, uint64_t pidns) {
   return same_ns && kill(e->pid, 0) == -1 && errno == ESRCH;
 }
 
-int ff__coord_member_over(const ff__coord_member *e, uint64_t now_ns) {
-  if (!e || !e->pid) return 0;
-  return exited(e, pid_namespace()) ||
+/* Whether member e is over: its process exited, or it stayed silent past
+ * COORD_ABANDONED_MS (a stopped member only silent past the heartbeat
+ * timeout is not). */
+static int over(const ff__coord_member *e, uint64_t pidns, uint64_t now_ns) {
+  return exited(e, pidns) ||
          (now_ns > e->heartbeat_ns && now_ns - e->heartbeat_ns > COORD_ABANDONED_MS * 1000000ull);
+}
+
+int ff__coord_member_over(const ff__coord_member *e, uint64_t now_ns) {
+  return e && e->pid && over(e, pid_namespace(), now_ns);
 }
 
 /* Whether member e's process is gone (seen from pid namespace pidns) or
@@ -1200,7 +1206,7 @@ static int abandoned(const coord_shm *s, uint64_t pidns, uint64_t now_ns) {
     const ff__coord_member *e = &s->slot[i];
     if (!e->pid) continue;
     uint64_t silent = now_ns > e->heartbeat_ns ? now_ns - e->heartbeat_ns : 0;
-    if (silent <= timeout_ns || (!exited(e, pidns) && silent <= COORD_ABANDONED_MS * 1000000ull)) return 0;
+    if (silent <= timeout_ns || !over(e, pidns, now_ns)) return 0;
   }
   return 1;
 }
