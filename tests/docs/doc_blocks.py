@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
 """Runs every code block of README.md, python/README.md and docs/*.md, so that the docs
-cannot rot, and checks their relative links (and those of CHANGELOG.md and bench/RESULTS.md).
+cannot rot, and checks their relative links (and those of CHANGELOG.md and bench/*.md).
 
 Blocks are taken from the Markdown by their fence's language:
   sh, bash   run by bash -e -o pipefail in the page's working folder
   python     run in this interpreter (its own globals, the page's folder as cwd)
   c          compiled against include/ (-std=c17 -Wall -Wextra -Werror); one with a main()
-             is linked with the built library and run with the demo data as argv[1]
+             is linked with the built library (--lib-dir) and run with the demo data as argv[1]
   pipeline   pipeline text, checked by `fusionflow plan` on the demo data
   json       parsed
   other      (text, none) not code: left alone
@@ -18,8 +18,7 @@ Each page gets its own working folder under --work, laid out as the repository r
 ImageFolder: 3 classes of 8 JPEGs, not the 2,000-photo set) and photo.jpg. Blocks of a page
 run in order in that folder, so a block may use what an earlier one wrote.
 
-Usage: doc_blocks.py --root SRC --cli FUSIONFLOW --work DIR [--lib-dir DIR] [--compile-only-c]
-       [--timeout S] [FILE.md ...]
+Usage: doc_blocks.py --root SRC --cli FUSIONFLOW --work DIR [--lib-dir DIR] [--timeout S] [FILE.md ...]
 Also checks that docs/img/throughput.svg is bench/RESULTS.md's table (scripts/doc-pictures.py
 --check). Exit status 0 when every block ran (or was checked), every link resolves and the
 chart is current, else 1.
@@ -198,7 +197,7 @@ def run_c(block, folder, args, timeout):
         f.write(block.text)
     cc = [os.environ.get("CC", "cc"), "-std=c17", "-Wall", "-Wextra", "-Werror",
           "-I", os.path.join(args.root, "include"), src]
-    link = "int main(" in block.text and not block.no_run and not args.compile_only_c and args.lib_dir
+    link = "int main(" in block.text and not block.no_run and args.lib_dir
     exe = os.path.join(folder, f"block{block.line}")
     cmd = cc + (["-o", exe, "-L", args.lib_dir, "-lfusionflow", f"-Wl,-rpath,{args.lib_dir}"] if link
                 else ["-fsyntax-only"])
@@ -251,14 +250,14 @@ def main():
     ap.add_argument("--cli", required=True, help="the built fusionflow")
     ap.add_argument("--work", required=True, help="a scratch folder (emptied first)")
     ap.add_argument("--lib-dir", help="the folder of the built libfusionflow.so (C blocks are linked and run)")
-    ap.add_argument("--compile-only-c", action="store_true", help="compile C blocks, do not link or run them")
     ap.add_argument("--timeout", type=int, default=30, help="seconds a block may take (default 30)")
     ap.add_argument("pages", nargs="*", help="Markdown files relative to --root (default: all)")
     args = ap.parse_args()
     root = os.path.abspath(args.root)
     args.root = root
-    pages = args.pages or (["README.md", "python/README.md", "CHANGELOG.md", "bench/RESULTS.md"]
-                           + sorted("docs/" + f for f in os.listdir(os.path.join(root, "docs")) if f.endswith(".md")))
+    docs = sorted("docs/" + f for f in os.listdir(os.path.join(root, "docs")) if f.endswith(".md"))
+    pages = args.pages or (["README.md", "python/README.md", "CHANGELOG.md", "bench/README.md",
+                            "bench/RESULTS.md"] + docs)
     shutil.rmtree(args.work, ignore_errors=True)
     os.makedirs(args.work)
     data = os.path.join(os.path.abspath(args.work), "demo-data")
