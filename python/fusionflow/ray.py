@@ -7,7 +7,8 @@
              pipeline="decode | random_resized_crop(size=224) | random_horizontal_flip"
                       " | normalize(mean=imagenet, std=imagenet)",
              seed=0, epoch=0, source=f"imagefolder:{root}"),
-         concurrency=4, num_cpus=2, batch_size=64)                      # 4 actors of 2 threads
+         compute=ray.data.ActorPoolStrategy(size=4), num_cpus=2,        # 4 actors of 2 threads
+         batch_size=64)
     # rows: image (224, 224, 3) uint8, label int64, index int64
 
 Each actor decodes and augments its batches in the C library on ``num_cpus``
@@ -155,8 +156,9 @@ class Augment:
     """A Ray Data ``map_batches`` callable class: each row's encoded image through ``pipeline``.
 
     Use it as ``ds.map_batches(fusionflow.ray.Augment, fn_constructor_kwargs={...},
-    concurrency=N, num_cpus=threads, batch_size=B)``: N actors, each running the C library
-    on ``threads`` threads. The rows it takes:
+    compute=ray.data.ActorPoolStrategy(size=N), num_cpus=threads, batch_size=B)`` (before Ray
+    2.51: ``concurrency=N``): N actors, each running the C library on ``threads`` threads. The
+    rows it takes:
 
     - ``ray.data.read_binary_files(ROOT, include_paths=True)``: ``bytes`` and ``path``;
     - ``ray.data.read_webdataset(SHARDS, decoder=None)``: ``__url__``, ``__key__`` and the raw
