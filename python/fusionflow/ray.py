@@ -141,6 +141,9 @@ def _tar_key(member):
 
 
 def _columns(batch):
+    """A batch in any of map_batches' formats as {column: sequence}."""
+    if hasattr(batch, "column_names") and hasattr(batch, "column"):  # batch_format="pyarrow"
+        return {c: batch.column(c).to_pylist() for c in batch.column_names}
     if hasattr(batch, "columns") and hasattr(batch, "to_numpy"):  # batch_format="pandas"
         return {c: batch[c].to_numpy() for c in batch.columns}
     return dict(batch)

@@ -11,7 +11,6 @@ import io
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tarfile
 import tempfile
@@ -20,7 +19,7 @@ import numpy as np
 import pytest
 
 import fusionflow
-from conftest import EXAMPLES, ROOT, have_torch
+from conftest import EXAMPLES, demo_folder, have_torch
 
 if os.environ.get("FF_TEST_SANITIZER"):  # before Ray's own libraries load under the preloaded runtime
     pytest.skip("Ray's processes would inherit the sanitizer runtime preloaded for the instrumented extension; "
@@ -51,12 +50,7 @@ def cluster(tmp_path_factory):
 @pytest.fixture(scope="module")
 def demo(tmp_path_factory):
     """A few images of the demo data set (scripts/demo-data.py), an ImageFolder with absolute paths."""
-    out = str(tmp_path_factory.mktemp("demo"))
-    r = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "demo-data.py"), out, "--count", "12",
-                        "--classes", "3", "--jobs", "2"], capture_output=True, text=True, timeout=600)
-    if r.returncode != 0:
-        pytest.skip(f"no demo data on this machine: {r.stderr.strip()[-200:]}")
-    return out
+    return demo_folder(str(tmp_path_factory.mktemp("demo")))
 
 
 def class_folders(root):
