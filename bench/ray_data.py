@@ -28,7 +28,10 @@ images/s: images over the pass's wall time, actor and task start included. CPU Â
 image: the CPU time (user + system) of the driver and every process under it (the
 Ray cluster: raylet, GCS, workers, actors), polled from /proc every 50 ms over the
 pass, divided by the images; Ray's idle CPU per second is given apart (it is in
-every pass's figure too).
+every pass's figure too). Stage CPU: Ray Data's own per-operator figure (the process
+CPU of the task or actor while it made each block, its threads included) per image:
+the read (read_images decodes there) and the map_batches stage. Ratios: each pass
+against the torchvision-docs pass of the same round, median and range over rounds.
 Object-store bytes per image: the size of the materialised output blocks (and of the
 input rows: encoded bytes vs read_images' decoded arrays) over the folder's first 256
 files.
@@ -159,17 +162,31 @@ def loader_batches(args):
             yield {"image": images}
 
 
+def stage_cpu_s(ds):
+    """{operator: CPU seconds} of an executed dataset, from Ray Data's own stats: the
+    process CPU time of the task or actor while it made each block (threads included)."""
+    out, todo = {}, [ds._get_stats_summary()]
+    while todo:
+        summary = todo.pop()
+        for op in summary.operators_stats:
+            if op.cpu_time:
+                out[op.operator_name] = out.get(op.operator_name, 0.0) + op.cpu_time.sum
+        todo.extend(summary.parents)
+    return out
+
+
 def one_pass(name, args):
     meter, t0 = CpuMeter(os.getpid()), time.perf_counter()
-    if name == "loader":
-        batches = loader_batches(args)
-    else:
-        batches = dataset(name, args).iter_batches(batch_size=args.batch_size, batch_format="numpy")
+    ds = None if name == "loader" else dataset(name, args)
+    batches = loader_batches(args) if ds is None else ds.iter_batches(batch_size=args.batch_size,
+                                                                       batch_format="numpy")
     n = 0
     for batch in batches:
         n += len(batch["image"])
     wall, cpu = time.perf_counter() - t0, meter.seconds()
-    return {"images": n, "wall_s": wall, "images_per_s": n / wall, "cpu_us_per_image": 1e6 * cpu / n, "cpu_s": cpu}
+    stages = {} if ds is None else {op: 1e6 * s / n for op, s in stage_cpu_s(ds).items()}
+    return {"images": n, "wall_s": wall, "images_per_s": n / wall, "cpu_us_per_image": 1e6 * cpu / n, "cpu_s": cpu,
+            "stage_cpu_us_per_image": stages}
 
 
 def store_bytes(name, args, count=256):
@@ -228,17 +245,27 @@ def main(argv=None):
     base = names[0]
     result = {"cpus": args.cpus, "size": args.size, "rounds": args.rounds, "idle_cpu_per_s": idle,
               "loadavg_before": load0, "loadavg_after": load1, "configs": {}}
-    print(f"{'configuration':20s} {'images/s':>18s} {'vs ' + base:>10s} {'CPU us/image':>22s} "
-          f"{'store B/image out':>18s} {'in':>10s}")
+    print(f"{'configuration':20s} {'images/s':>18s} {'vs ' + base:>22s} {'CPU us/image':>20s} "
+          f"{'read, map us/image':>20s} {'store B/image out':>18s} {'in':>8s}")
     for name in names:
         ips = [x["images_per_s"] for x in runs[name]]
         cpu = [x["cpu_us_per_image"] for x in runs[name]]
-        ratio = statistics.median(ips) / statistics.median([x["images_per_s"] for x in runs[base]])
+        ratios = [x["images_per_s"] / b["images_per_s"] for x, b in zip(runs[name], runs[base])]
+        stages = {}
+        for x in runs[name]:
+            for op, us in x["stage_cpu_us_per_image"].items():
+                stages.setdefault(op, []).append(us)
+        read = [statistics.median(v) for op, v in stages.items() if op.startswith("Read")]
+        work = [statistics.median(v) for op, v in stages.items() if op.startswith("MapBatches")]
         result["configs"][name] = {"runs": runs[name], **sizes[name], "images_per_s": statistics.median(ips),
-                                   "cpu_us_per_image": statistics.median(cpu), "speedup": ratio}
-        print(f"{name:20s} {statistics.median(ips):8.1f} ({min(ips):.0f}-{max(ips):.0f}) {ratio:9.2f}x "
-              f"{statistics.median(cpu):10.0f} ({min(cpu):.0f}-{max(cpu):.0f}) "
-              f"{sizes[name]['out_bytes_per_image']:18.0f} {sizes[name]['in_bytes_per_image']:10.0f}")
+                                   "cpu_us_per_image": statistics.median(cpu), "ratio": statistics.median(ratios),
+                                   "ratio_range": [min(ratios), max(ratios)],
+                                   "stage_cpu_us_per_image": {op: statistics.median(v) for op, v in stages.items()}}
+        stage_text = f"{read[0]:.0f}, {work[0]:.0f}" if read and work else "-"
+        print(f"{name:20s} {statistics.median(ips):7.1f} ({min(ips):.0f}-{max(ips):.0f}) "
+              f"{statistics.median(ratios):7.2f}x ({min(ratios):.2f}-{max(ratios):.2f}) "
+              f"{statistics.median(cpu):8.0f} ({min(cpu):.0f}-{max(cpu):.0f}) {stage_text:>20s} "
+              f"{sizes[name]['out_bytes_per_image']:18.0f} {sizes[name]['in_bytes_per_image']:8.0f}")
     print(f"Ray's idle CPU: {1e3 * idle:.0f} ms per second; load average {load0[0]:.1f} before, "
           f"{load1[0]:.1f} after")
     if args.json:

@@ -15,6 +15,7 @@ before the epoch starts, and the Augment actors of that epoch read it.
 """
 import argparse
 import json
+import math
 import os
 import sys
 import time
@@ -111,8 +112,16 @@ def main(argv=None):
 
     import fusionflow.ray
 
-    if not ray.is_initialized():
+    if not ray.is_initialized() and args.address:
         ray.init(address=args.address)
+    elif not ray.is_initialized():
+        # A local cluster with CPUs for everything at once (trainer workers, Augment actors, the
+        # read tasks), more than the cores if need be, or Ray Data would wait for CPUs forever.
+        need = math.ceil(args.workers * args.worker_cpus + args.augment_actors * args.augment_threads + 1)
+        cores = len(os.sched_getaffinity(0))
+        if need > cores:
+            print(f"ray_train.py: a local cluster of {need} CPUs on {cores} cores", flush=True)
+        ray.init(num_cpus=max(need, cores))
     num_classes = len([d for d in os.scandir(data) if d.is_dir()])
     pipeline = (f"decode | random_resized_crop(size={args.image_size}) | random_horizontal_flip"
                 " | normalize(mean=imagenet, std=imagenet)")
