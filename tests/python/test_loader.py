@@ -278,6 +278,10 @@ def test_device_decode_on_emu_is_the_cpus_decode_and_reports_its_decoder(folder,
         got = collect(loader)
         stats = loader.stats()
     assert stats["device_decoder"] == "libjpeg-turbo" and stats["device_samples"] > 0
+    # the JPEGs decoded by the device's decoder (the emulator's libjpeg-turbo), the PNGs by the workers
+    jpegs = sum(p.endswith(".jpg") for p in folder[1])
+    assert stats["decoders"] == "libjpeg-turbo" and stats["device_decodes"] == jpegs
+    assert stats["cpu_decodes"] == stats["samples"] - jpegs and stats["device_decode_failures"] == 0
     assert len(got) == len(want)
     for (a, la, _), (b, lb, _) in zip(got, want):
         np.testing.assert_array_equal(a, b)

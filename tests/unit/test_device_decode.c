@@ -18,7 +18,6 @@
 
 #include <cmocka.h>
 
-#include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -84,19 +83,6 @@ static ff_loader *open_stub(const ff_config *c, int hardware) {
   return l;
 }
 
-/* The stub's counter `name`; it stays loaded while a loader holds it. */
-static long stub_count(const char *name) {
-  void *lib = dlopen(getenv("FF_NVJPEG_STUB"), RTLD_NOW | RTLD_LOCAL);
-  assert_non_null(lib);
-  long (*fn)(void) = NULL;
-  void *sym = dlsym(lib, name);
-  memcpy(&fn, &sym, sizeof fn);
-  assert_non_null(fn);
-  long v = fn();
-  dlclose(lib);
-  return v;
-}
-
 /* One epoch: each batch's status and message, or a hash of its pixels and
  * its size, one line each, into out (cap bytes). */
 static void epoch_outcomes(ff_loader *l, char *out, size_t cap) {
@@ -129,31 +115,52 @@ static void cpu_outcomes(ff_config c, char *out, size_t cap) {
   ff_loader_close(l);
 }
 
+/* An epoch of c on the CPU and one on the stub's backend (hardware or hybrid). */
+typedef struct outcome {
+  ff_config c;
+  int hardware;
+  char want[4096], got[4096]; /* the CPU's epoch, the device's */
+  ff_stats s;                 /* the device run's, its strings copied below */
+  char decoder[64], note[512], decoders[64];
+} outcome;
+
+static void run_device(void *arg) {
+  outcome *o = arg;
+  ff_loader *l = open_stub(&o->c, o->hardware);
+  epoch_outcomes(l, o->got, sizeof o->got);
+  ff_loader_stats(l, &o->s);
+  snprintf(o->decoder, sizeof o->decoder, "%s", o->s.device_decoder);
+  snprintf(o->note, sizeof o->note, "%s", o->s.device_decoder_note);
+  snprintf(o->decoders, sizeof o->decoders, "%s", o->s.decoders);
+  ff_loader_close(l);
+}
+
+static void compare(const ff_config *c, int hardware, outcome *o) {
+  o->c = *c, o->hardware = hardware;
+  cpu_outcomes(*c, o->want, sizeof o->want);
+  run_device(o);
+}
+
 static void a_corrupt_file_fails_as_on_the_cpu_and_the_rest_decode_on_the_device(void **state) {
   (void)state;
   const char *src = dataset("decode-corrupt", 24);
   for (int skip = 0; skip < 2; skip++) {
     ff_config c = config(src, "emu:0?decode=libnvjpeg", 8);
     c.on_error = skip ? FF_ON_ERROR_SKIP : FF_ON_ERROR_RAISE;
-    char want[4096], got[4096];
-    cpu_outcomes(c, want, sizeof want);
-    ff_loader *l = open_stub(&c, 1);
-    epoch_outcomes(l, got, sizeof got);
-    ff_stats s;
-    ff_loader_stats(l, &s);
-    assert_string_equal(got, want);
-    assert_non_null(strstr(want, skip ? "ok 7" : "005.jpg")); /* the first batch: skipped, or its error */
-    assert_string_equal(s.device_decoder, "nvjpeg-hardware");
+    outcome o;
+    compare(&c, 1, &o);
+    assert_string_equal(o.got, o.want);
+    assert_non_null(strstr(o.want, skip ? "ok 7" : "005.jpg")); /* the first batch: skipped, or its error */
+    assert_string_equal(o.decoder, "nvjpeg-hardware");
     if (skip) { /* the two other batches whole; the first with 7 samples (a failed batch is not handed out) */
-      assert_int_equal(s.device_decode_failures, 1); /* found alone */
-      assert_int_equal(s.device_decode_failed_batches, 1);
-      assert_int_equal(s.skipped, 1);
-      assert_int_equal(s.samples, 23);
-      assert_int_equal(s.device_decodes, 23); /* the corrupt one's batch mates on the device */
-      assert_string_equal(s.decoders, "nvjpeg-hardware");
-      assert_int_equal(s.cpu_decodes, 0); /* the corrupt file was tried by a worker and failed there */
+      assert_int_equal(o.s.device_decode_failures, 1); /* found alone */
+      assert_int_equal(o.s.device_decode_failed_batches, 1);
+      assert_int_equal(o.s.skipped, 1);
+      assert_int_equal(o.s.samples, 23);
+      assert_int_equal(o.s.device_decodes, 23); /* the corrupt one's batch mates on the device */
+      assert_string_equal(o.decoders, "nvjpeg-hardware");
+      assert_int_equal(o.s.cpu_decodes, 0); /* the corrupt file was tried by a worker and failed there */
     }
-    ff_loader_close(l);
   }
 }
 
@@ -162,21 +169,16 @@ static void an_image_the_decoder_fails_is_decoded_by_a_worker(void **state) {
   const char *src = dataset("decode-odd", 24);
   ff_config c = config(src, "emu:0?decode=libnvjpeg", 8);
   c.on_error = FF_ON_ERROR_SKIP;
-  char want[4096], got[4096];
-  cpu_outcomes(c, want, sizeof want);
   setenv("FF_STUB_NVJPEG_FAIL", "width:77", 1); /* file ODD fails any batch it is in */
-  ff_loader *l = open_stub(&c, 1);
-  epoch_outcomes(l, got, sizeof got);
-  ff_stats s;
-  ff_loader_stats(l, &s);
-  ff_loader_close(l);
+  outcome o;
+  compare(&c, 1, &o);
   unsetenv("FF_STUB_NVJPEG_FAIL");
-  assert_string_equal(got, want);
-  assert_int_equal(s.device_decode_failures, 2); /* ODD, and the corrupt file in batch 0 */
-  assert_int_equal(s.device_decode_failed_batches, 2);
-  assert_int_equal(s.device_decodes, 22);
-  assert_int_equal(s.cpu_decodes, 1);
-  assert_string_equal(s.decoders, "nvjpeg-hardware+libjpeg-turbo");
+  assert_string_equal(o.got, o.want);
+  assert_int_equal(o.s.device_decode_failures, 2); /* ODD, and the corrupt file in batch 0 */
+  assert_int_equal(o.s.device_decode_failed_batches, 2);
+  assert_int_equal(o.s.device_decodes, 22);
+  assert_int_equal(o.s.cpu_decodes, 1);
+  assert_string_equal(o.decoders, "nvjpeg-hardware+libjpeg-turbo");
 }
 
 /* The device's decode of 8 (hardware) or 64 (hybrid) files of the data
@@ -207,9 +209,9 @@ static void decode_files(const char *src, int hardware, int n, ff_status *status
     jobs[i].dst_bytes = ff__device_decode_bytes(d, &jobs[i].info, &jobs[i].req);
     assert_int_equal(ff__device_alloc(d, jobs[i].dst_bytes, &jobs[i].d_dst, &err), FF_OK);
   }
-  *calls = stub_count("nvjpegStubBatches");
+  *calls = ff_test_nvjpeg_stub_count("nvjpegStubBatches");
   assert_int_equal(ff__device_decode(d, s, 0, jobs, n, calls_failed, &err), FF_OK);
-  *calls = stub_count("nvjpegStubBatches") - *calls;
+  *calls = ff_test_nvjpeg_stub_count("nvjpegStubBatches") - *calls;
   assert_int_equal(ff__device_event_record(d, e, s, &err), FF_OK);
   assert_int_equal(ff__device_event_wait(d, e, &err), FF_OK);
   for (int i = 0; i < n; i++) {
@@ -237,35 +239,16 @@ static void a_failed_batch_is_halved_until_the_failing_image_is_alone(void **sta
   for (int i = 0; i < 64; i++) assert_int_equal(status[i], FF_EDATA);
   assert_int_equal(failed, 1);
   assert_int_equal(calls, 1);
-  assert_int_equal(stub_count("nvjpegStubSmallHybridBatches"), 0);
-}
-
-/* What a run of a decoder that fails every batch prints on stderr. */
-typedef struct failing_run {
-  ff_config c;
-  char got[4096];
-  ff_stats s;
-  char decoder[64], note[512];
-} failing_run;
-
-static void run_failing(void *arg) {
-  failing_run *r = arg;
-  ff_loader *l = open_stub(&r->c, 0);
-  epoch_outcomes(l, r->got, sizeof r->got);
-  ff_loader_stats(l, &r->s);
-  snprintf(r->decoder, sizeof r->decoder, "%s", r->s.device_decoder);
-  snprintf(r->note, sizeof r->note, "%s", r->s.device_decoder_note);
-  ff_loader_close(l);
+  assert_int_equal(ff_test_nvjpeg_stub_count("nvjpegStubSmallHybridBatches"), 0);
 }
 
 static void a_decoder_that_fails_every_batch_is_turned_off_and_the_workers_decode(void **state) {
   (void)state;
   const char *src = dataset("decode-failing", 8 * 51);
-  failing_run r = {.c = config(src, "emu:0?decode=libnvjpeg", 51)}; /* the hybrid backend takes 51 */
-  r.c.on_error = FF_ON_ERROR_SKIP, r.c.pipeline = FULL_SIZE_PIPELINE;
-  char want[4096];
-  cpu_outcomes(r.c, want, sizeof want);
-  ff_config cpu = r.c;
+  outcome o = {.c = config(src, "emu:0?decode=libnvjpeg", 51)}; /* the hybrid backend takes 51 */
+  o.c.on_error = FF_ON_ERROR_SKIP, o.c.pipeline = FULL_SIZE_PIPELINE;
+  cpu_outcomes(o.c, o.want, sizeof o.want);
+  ff_config cpu = o.c;
   cpu.device = "cpu";
   ff_loader *l = NULL;
   assert_int_equal(ff_loader_open(&cpu, &l), FF_OK);
@@ -275,26 +258,26 @@ static void a_decoder_that_fails_every_batch_is_turned_off_and_the_workers_decod
   ff_loader_stats(l, &base);
   ff_loader_close(l);
   setenv("FF_STUB_NVJPEG_FAIL", "batch", 1);
-  const char *err = ff_test_stderr_of(run_failing, &r);
+  const char *err = ff_test_stderr_of(run_device, &o);
   unsetenv("FF_STUB_NVJPEG_FAIL");
-  assert_string_equal(r.got, want);
-  assert_string_equal(r.decoder, "none");
-  assert_non_null(strstr(r.note, "nvjpeg-hybrid turned off after 3 batches"));
-  assert_non_null(strstr(r.note, "EXECUTION_FAILED"));
+  assert_string_equal(o.got, o.want);
+  assert_string_equal(o.decoder, "none");
+  assert_non_null(strstr(o.note, "nvjpeg-hybrid turned off after 3 batches"));
+  assert_non_null(strstr(o.note, "EXECUTION_FAILED"));
   /* one line, once */
   const char *line = strstr(err, "device decode is off for the rest of the run");
   assert_non_null(line);
   assert_null(strstr(line + 1, "device decode is off"));
   /* three in a row turn it off; batches already on their way fail too */
-  assert_true(r.s.device_decode_failed_batches >= 3 && r.s.device_decode_failed_batches <= 3 + 3);
-  assert_int_equal(r.s.device_decodes, 0);
-  assert_string_equal(r.s.decoders, "libjpeg-turbo");
+  assert_true(o.s.device_decode_failed_batches >= 3 && o.s.device_decode_failed_batches <= 3 + 3);
+  assert_int_equal(o.s.device_decodes, 0);
+  assert_string_equal(o.decoders, "libjpeg-turbo");
   /* every image decoded by the workers, as many per worker as without a device */
-  assert_int_equal(r.s.samples, base.samples);
-  assert_int_equal(r.s.num_threads, base.num_threads);
-  assert_int_equal(r.s.cpu_decodes, base.cpu_decodes);
-  assert_int_equal(r.s.cpu_decodes, r.s.samples);
-  assert_true(r.s.device_fallbacks >= 3 * 50); /* the first three batches went back, less the corrupt file */
+  assert_int_equal(o.s.samples, base.samples);
+  assert_int_equal(o.s.num_threads, base.num_threads);
+  assert_int_equal(o.s.cpu_decodes, base.cpu_decodes);
+  assert_int_equal(o.s.cpu_decodes, o.s.samples);
+  assert_true(o.s.device_fallbacks >= 3 * 50); /* the first three batches went back, less the corrupt file */
 }
 
 static void the_hybrid_backend_decodes_only_batches_of_more_than_50(void **state) {
@@ -303,29 +286,24 @@ static void the_hybrid_backend_decodes_only_batches_of_more_than_50(void **state
   for (int big = 0; big < 2; big++) {
     ff_config c = config(src, "emu:0?decode=libnvjpeg", big ? 64 : 32);
     c.on_error = FF_ON_ERROR_SKIP, c.pipeline = FULL_SIZE_PIPELINE;
-    char want[4096], got[4096];
-    cpu_outcomes(c, want, sizeof want);
-    long small = stub_count("nvjpegStubSmallHybridBatches");
-    ff_loader *l = open_stub(&c, 0);
-    epoch_outcomes(l, got, sizeof got);
-    ff_stats s;
-    ff_loader_stats(l, &s);
-    small = stub_count("nvjpegStubSmallHybridBatches") - small;
-    ff_loader_close(l);
-    assert_string_equal(got, want);
-    assert_string_equal(s.device_decoder, "nvjpeg-hybrid"); /* no support call refused it */
-    assert_int_equal(small, 0);                              /* never 50 or fewer on the hybrid backend */
+    long small = ff_test_nvjpeg_stub_count("nvjpegStubSmallHybridBatches");
+    outcome o;
+    compare(&c, 0, &o);
+    small = ff_test_nvjpeg_stub_count("nvjpegStubSmallHybridBatches") - small;
+    assert_string_equal(o.got, o.want);
+    assert_string_equal(o.decoder, "nvjpeg-hybrid"); /* no support call refused it */
+    assert_int_equal(small, 0);                       /* never 50 or fewer on the hybrid backend */
     if (big) { /* 64 a batch: on the device; the corrupt file's batch cannot be halved (32 < 51): all back */
-      assert_int_equal(s.device_decodes, 64);
-      assert_int_equal(s.device_decode_failures, 64);
-      assert_int_equal(s.device_decode_failed_batches, 1);
-      assert_int_equal(s.device_decode_small_batches, 0);
-      assert_string_equal(s.decoders, "nvjpeg-hybrid+libjpeg-turbo");
+      assert_int_equal(o.s.device_decodes, 64);
+      assert_int_equal(o.s.device_decode_failures, 64);
+      assert_int_equal(o.s.device_decode_failed_batches, 1);
+      assert_int_equal(o.s.device_decode_small_batches, 0);
+      assert_string_equal(o.decoders, "nvjpeg-hybrid+libjpeg-turbo");
     } else { /* 32 a batch: the workers decode them, the device runs the ops */
-      assert_int_equal(s.device_decodes, 0);
-      assert_int_equal(s.device_decode_small_batches, 4);
-      assert_int_equal(s.placement_samples[FF_PLACEMENT_SPLIT], 127);
-      assert_string_equal(s.decoders, "libjpeg-turbo");
+      assert_int_equal(o.s.device_decodes, 0);
+      assert_int_equal(o.s.device_decode_small_batches, 4);
+      assert_int_equal(o.s.placement_samples[FF_PLACEMENT_SPLIT], 127);
+      assert_string_equal(o.decoders, "libjpeg-turbo");
     }
   }
 }
@@ -343,15 +321,10 @@ static void the_hardware_scale_factor_gives_the_cpus_dct_scaled_pixels(void **st
   snprintf(src, sizeof src, "imagefolder:%s", dir);
   ff_config c = config(src, "emu:0?decode=libnvjpeg", 8);
   c.pipeline = "decode(dct_scale=true) | random_resized_crop(size=16, scale=(0.5, 1.0))";
-  char want[4096], got[4096];
-  cpu_outcomes(c, want, sizeof want);
-  ff_loader *l = open_stub(&c, 1);
-  epoch_outcomes(l, got, sizeof got);
-  ff_stats s;
-  ff_loader_stats(l, &s);
-  ff_loader_close(l);
-  assert_int_equal(s.device_decodes, 16);
-  assert_string_equal(got, want);
+  outcome o;
+  compare(&c, 1, &o);
+  assert_int_equal(o.s.device_decodes, 16);
+  assert_string_equal(o.got, o.want);
 }
 
 int main(void) {

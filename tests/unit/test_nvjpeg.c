@@ -18,7 +18,6 @@
 
 #include <cmocka.h>
 
-#include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -130,19 +129,6 @@ static void the_handle_takes_its_memory_through_our_allocators(void **state) {
   ff__error err;
   assert_int_equal(open_lib(getenv("FF_NVJPEG_STUB"), &c, &n, &err), FF_EBUDGET);
   assert_non_null(strstr(err.msg, "ALLOCATOR_FAILURE"));
-}
-
-/* The stub's counter `name` (it stays loaded while the test holds it). */
-static long stub_count(const char *name) {
-  void *lib = dlopen(getenv("FF_NVJPEG_STUB"), RTLD_NOW | RTLD_LOCAL);
-  assert_non_null(lib);
-  long (*fn)(void) = NULL;
-  void *sym = dlsym(lib, name);
-  memcpy(&fn, &sym, sizeof fn);
-  assert_non_null(fn);
-  long v = fn();
-  dlclose(lib);
-  return v;
 }
 
 static int takes(ff__nvjpeg *n, const uint8_t *data, size_t size, const ff__nvjpeg_image *region, const char **why) {
@@ -286,11 +272,11 @@ static void each_slot_has_its_state_preallocated_once(void **state) {
   for (int hw = 0; hw < 2; hw++) {
     counter c = {0};
     ff__nvjpeg *n = open_stub(&c, hw);
-    long before = stub_count("nvjpegStubPreAllocations");
+    long before = ff_test_nvjpeg_stub_count("nvjpegStubPreAllocations");
     ff__error err;
     for (int round = 0; round < 3; round++)
       for (int slot = 0; slot < 2; slot++) assert_int_equal(ff__nvjpeg_decode(n, slot, &im, 1, NULL, &err), FF_OK);
-    assert_int_equal(stub_count("nvjpegStubPreAllocations") - before, hw ? 2 : 0);
+    assert_int_equal(ff_test_nvjpeg_stub_count("nvjpegStubPreAllocations") - before, hw ? 2 : 0);
     ff__nvjpeg_close(n);
   }
   free(dst), free(jpg);
