@@ -10,7 +10,8 @@
  * waits, no host wait), and with host output the download of its slots on
  * the download stream once its stages have; then it takes the next entry.
  * So one microbatch decodes while the one before runs its stages and the
- * one before that downloads, and the host lowers the next meanwhile. The
+ * one before that downloads (FEED_DEPTH on the device at once, which also
+ * bounds what a close waits for), and the host lowers the next meanwhile. The
  * completer waits for the entries in flight, oldest first (blocking-sync
  * events: the wait sleeps), gives their device memory back and reports
  * them. Host output goes through two output tensors in turn: the stages of
@@ -37,6 +38,7 @@
 #define MAX_BACKOFF_BATCHES 64
 #define DEVICE_MAX_ERRORS 3
 #define DECODE_MAX_FAILURES 3
+#define FEED_DEPTH 3 /* microbatches on the device at once: one decoding, one in its stages, one downloading */
 
 /* The calling thread's CPU time. */
 static uint64_t thread_cpu_ns(void) {
@@ -341,7 +343,8 @@ static void *feeder_main(void *arg) {
   ff__offload *o = arg;
   pthread_mutex_lock(&o->mu);
   for (;;) {
-    while (!o->stop && !o->count) pthread_cond_wait(&o->feed_cv, &o->mu);
+    while (!o->stop && (!o->count || o->flight_count + o->finishing >= FEED_DEPTH))
+      pthread_cond_wait(&o->feed_cv, &o->mu);
     if (o->stop) break;
     int entry_no = o->queue[o->head];
     o->head = (o->head + 1) % o->cfg.entries, o->count--;
@@ -365,9 +368,12 @@ static void *completer_main(void *arg) {
     if (!o->flight_count) break;
     int entry_no = o->flight[o->flight_head];
     o->flight_head = (o->flight_head + 1) % o->cfg.entries, o->flight_count--;
+    o->finishing = 1; /* still on the device until its report: done() may hand the entry out again */
     pthread_mutex_unlock(&o->mu);
     finish_entry(o, entry_no);
     pthread_mutex_lock(&o->mu);
+    o->finishing = 0;
+    pthread_cond_signal(&o->feed_cv); /* room for the next */
   }
   pthread_mutex_unlock(&o->mu);
   return NULL;

@@ -80,6 +80,7 @@ struct ff__offload {
   entry *entries;
   int *queue, head, count; /* entries whose microbatch is complete, cfg.entries from head */
   int *flight, flight_head, flight_count; /* entries on the device, oldest first */
+  int finishing;           /* the completer is reporting one (popped from flight) */
   /* host output: two tensors of batch_cap output samples, used in turn; each
    * is free again for the stages once out_free (recorded after its download) has passed */
   void *d_out[2];
