@@ -98,7 +98,8 @@ static void queue_decodes(ff__offload *o, int entry_no, entry *e) {
   ff_status st = ff__device_event_record(o->dev, e->decode_start, o->s_decode, &err);
   if (!st) st = ff__device_decode(o->dev, o->s_decode, entry_no, e->jobs, n, &calls_failed, &err);
   e->host_decode_ns = thread_cpu_ns() - t0;
-  if (!st) st = ff__device_event_record(o->dev, e->decoded, o->s_decode, &err);
+  if (!st && (st = ff__device_event_record(o->dev, e->decoded, o->s_decode, &err)))
+    ff__device_synchronize(o->dev); /* queued, but no event to wait for: nothing may write the jobs after */
   ff__device_range_pop(o->dev);
   e->r.decode_batch_failed = calls_failed > 0;
   e->num_jobs = n; /* their memory goes back only once e->decoded has passed */
