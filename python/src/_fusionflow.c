@@ -1223,6 +1223,35 @@ static PyObject *mod_augment_image(PyObject *module, PyObject *args, PyObject *k
   return r;
 }
 
+/* ff_image_plan_as: what augment_image draws for that sample, as JSON text (fusionflow.check replays it). */
+static PyObject *mod_image_plan(PyObject *module, PyObject *args, PyObject *kwargs) {
+  (void)module;
+  static char *kwlist[] = {"path", "pipeline", "seed", "epoch", "index", "semantics", NULL};
+  PyObject *path_obj, *pipeline_obj;
+  unsigned long long seed = 0, epoch = 0, index = 0;
+  int semantics = FF_SEMANTICS_V1;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O&U|KKKi:image_plan", kwlist, PyUnicode_FSConverter, &path_obj,
+                                   &pipeline_obj, &seed, &epoch, &index, &semantics))
+    return NULL;
+  PyObject *pipeline = pipeline_text(pipeline_obj);
+  if (!pipeline) {
+    Py_DECREF(path_obj);
+    return NULL;
+  }
+  char *json = NULL, err[MSG_MAX] = "";
+  ff_status st;
+  Py_BEGIN_ALLOW_THREADS
+  st = ff_image_plan_as(PyBytes_AsString(path_obj), PyBytes_AsString(pipeline), (ff_semantics)semantics, seed, epoch,
+                        index, &json, err, sizeof err);
+  Py_END_ALLOW_THREADS
+  Py_DECREF(path_obj);
+  Py_DECREF(pipeline);
+  if (st != FF_OK) return raise_status(st, err);
+  PyObject *r = PyUnicode_FromString(json);
+  ff_free(json);
+  return r;
+}
+
 static PyObject *mod_set_exception_factory(PyObject *module, PyObject *f) {
   (void)module;
   Py_INCREF(f);
@@ -1313,6 +1342,8 @@ static PyMethodDef module_methods[] = {
      "            open_progress: callable(dict of ff_open_progress) while a streamed source opens)"},
     {"augment_image", (PyCFunction)(void (*)(void))mod_augment_image, METH_VARARGS | METH_KEYWORDS,
      "augment_image(path, pipeline, seed=0, epoch=0, index=0, semantics=0) -> Tensor (H, W, 3) uint8"},
+    {"image_plan", (PyCFunction)(void (*)(void))mod_image_plan, METH_VARARGS | METH_KEYWORDS,
+     "image_plan(path, pipeline, seed=0, epoch=0, index=0, semantics=0) -> JSON text of ff_image_plan_as"},
     {"_set_exception_factory", mod_set_exception_factory, METH_O, NULL},
     {"version", mod_version, METH_NOARGS, "version() -> the linked library's 'MAJOR.MINOR.PATCH'"},
     {"status_str", mod_status_str, METH_O, "status_str(status) -> the library's name of a status"},

@@ -17,6 +17,7 @@ int ff__cli_node(int argc, char **argv);
 int ff__cli_recipe(int argc, char **argv);
 int ff__cli_shards(int argc, char **argv);
 int ff__cli_ops(int argc, char **argv);
+int ff__cli_check(int argc, char **argv);
 
 /* Parses the value s of option --opt of `fusionflow cmd` as a decimal
  * integer in [min, max]; on failure says so on stderr and returns 0. */

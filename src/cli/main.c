@@ -1,5 +1,6 @@
 /* main.c — the `fusionflow` executable: subcommand dispatch.
- * Exit status: 0 success, 1 runtime error, 2 usage. */
+ * Exit status: 0 success, 1 runtime error, 2 usage (check: 1 also when the
+ * pixels differ, 3 when the check cannot run). */
 #include <stdio.h>
 #include <string.h>
 
@@ -21,7 +22,7 @@ static int version(int argc, char **argv) {
 
 static const command commands[] = {
     {"bench", ff__cli_bench, "fusionflow bench"},       {"augment", ff__cli_augment, "fusionflow augment"},
-    {"plan", ff__cli_plan, "fusionflow plan"},          
+    {"plan", ff__cli_plan, "fusionflow plan"},          {"check", ff__cli_check, "fusionflow check"},
     {"ops", ff__cli_ops, "fusionflow ops"},             {"sim", ff__cli_sim, "fusionflow sim"},
     {"node", ff__cli_node, "fusionflow node"},          {"recipe", ff__cli_recipe, "fusionflow recipe"},
     {"shards", ff__cli_shards, "fusionflow shards"},    {"version", version, "fusionflow version"},
@@ -40,7 +41,9 @@ static void usage(FILE *f) {
           "  augment    run a pipeline on one image and write the result (or a grid of draws) as PNG\n"
           "  plan       print what the loader draws for a sample: region, DCT scale, boxes, flips,\n"
           "             each augmentation op with its magnitude and sign, AugMix weights\n"
-
+          "  check      run a pipeline on a sample of your files through fusionflow and through\n"
+          "             torchvision (or timm) with the same draws, and report the largest pixel\n"
+          "             difference per op and per image\n"
           "  ops        list the pipeline ops with a line each; ops NAME: one op's arguments\n"
           "  sim        simulate a node (cores, GPUs, step time) under the offload policy: how many\n"
           "             cores per GPU a pipeline needs, and what offloading to the GPU gains; with\n"
@@ -52,13 +55,13 @@ static void usage(FILE *f) {
           "  version    print the library version\n"
           "\n"
           "Run 'fusionflow COMMAND --help' for the options of a command.\n"
-          "Exit status: 0 success, 1 runtime error, 2 usage.\n");
+          "Exit status: 0 success, 1 runtime error, 2 usage (check: see its --help).\n");
 }
 
 int main(int argc, char **argv) {
   if (argc < 2)
     return ff__cli_usage_error("fusionflow", NULL,
-                               "expects a COMMAND: bench, augment, plan, ops, sim, node, recipe, shards "
+                               "expects a COMMAND: bench, augment, plan, check, ops, sim, node, recipe, shards "
                                "or version");
   if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
     usage(stdout);

@@ -1,10 +1,14 @@
 """The fusionflow executable as a user meets it: a usage mistake is one line
 on stderr with the nearest command, option or op name and the help command
 that explains it (and that command works); `fusionflow ops` lists the
-parser's ops; a run on the CPU says nothing of CUDA unless asked."""
+parser's ops; a run on the CPU says nothing of CUDA unless asked; `fusionflow
+check` end to end against torchvision (exit 0 when exact, 1 when not, 3
+without torchvision)."""
+import json
 import os
 import re
 import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -58,6 +62,10 @@ USAGE_ERRORS = [
     (["shards", "make", "only-src"], "fusionflow shards make", "expects SRC and OUT"),
     (["recipe"], "fusionflow recipe", "give one recipe NAME or --list"),
     (["ops", "normalise"], "fusionflow ops", "unknown op 'normalise' (did you mean 'normalize'?)"),
+    (["check"], "fusionflow check", "--source is required"),
+    (["check", "--source", "x", "--pipeline", "decode", "--against", "pillow"], "fusionflow check",
+     "--against expects torchvision or timm"),
+    (["check", "--source", "x", "--pipline", "decode"], "fusionflow check", "(did you mean '--pipeline'?)"),
 ]
 
 
@@ -78,7 +86,8 @@ def test_usage_error_is_one_line_naming_its_help_and_the_help_answers(args, help
 
 
 def test_unknown_recipe_names_the_nearest_and_the_list():
-    for args in (["recipe", "deit3"], ["bench", "--source", "x", "--recipe", "deit3"]):
+    for args in (["recipe", "deit3"], ["bench", "--source", "x", "--recipe", "deit3"],
+                 ["check", "--source", "x", "--recipe", "deit3"]):
         res = cli(*args)
         assert res.returncode == 2 and res.stderr.endswith(
             "unknown recipe 'deit3' (did you mean 'deit'?); see 'fusionflow recipe --list'\n"), res.stderr
@@ -97,7 +106,7 @@ def test_every_command_in_the_top_help_has_its_own_help():
     top = cli("--help")
     assert top.returncode == 0
     commands = re.findall(r"^  ([a-z]+) ", top.stdout, re.M)
-    assert {"bench", "augment", "plan", "ops", "sim", "node", "recipe", "shards", "version"} <= set(commands)
+    assert {"bench", "augment", "plan", "check", "ops", "sim", "node", "recipe", "shards", "version"} <= set(commands)
     for c in commands:
         if c == "version":
             assert cli("version").stdout.startswith("fusionflow ")
@@ -160,3 +169,59 @@ def test_cpu_bench_says_nothing_of_cuda_unless_asked(jpegs):
     assert asked.returncode == 0 and len(said) == 1, asked.stderr
     if said[0].startswith("device: none"):  # no GPU here: auto says so, with the CUDA executor's reason
         assert "auto found no usable GPU" in said[0] and ("CUDA" in said[0] or "nvcc" in said[0])
+
+
+def check(*args, env=None, timeout=300):
+    return cli("check", "--python", sys.executable, *args, env=env, timeout=timeout)
+
+
+def test_check_exact_pipeline_reports_zero_and_exits_0(jpegs):
+    res = check("--source", jpegs, "--samples", "4", "--pipeline",
+                "decode(dct_scale=false) | random_resized_crop(size=24) | random_horizontal_flip | "
+                "normalize(mean=imagenet, std=imagenet)")
+    assert res.returncode == 0, res.stderr
+    out = res.stdout.splitlines()
+    assert out[0].startswith("fusionflow check: 4 of 6 images of ") and "against torchvision" in out[0]
+    rows = [line for line in out if re.match(r"(decode|random_|loader output)", line)]
+    assert len(rows) == 4 and all(re.search(r"\s0 (levels|float)\s+0 of 4$", r) for r in rows), out
+    assert out[-1].startswith("verdict: IDENTICAL: all 4 images equal torchvision's output pixel for pixel")
+
+
+def test_check_dct_scaled_decode_reports_the_difference_and_exits_1(jpegs):
+    res = check("--source", jpegs, "--samples", "3", "--json", "--pipeline",
+                "decode(dct_scale=true) | resize(size=24) | center_crop(size=24)")
+    assert res.returncode == 1, res.stderr
+    r = json.loads(res.stdout)
+    ops = {row["op"]: row for row in r["ops"]}
+    assert ops["decode(dct_scale=true)"]["max_diff"] == 0  # the full image, alone, decodes exactly
+    assert ops["resize(size=24)"]["max_diff"] > 0 and ops["resize(size=24)"]["images_differing"] == 3
+    assert ops["loader output"]["max_diff"] > 0
+    assert all(im["first_op"] == "resize(size=24)" and im["dct_scale"] < 1 for im in r["images"])
+    assert not r["identical"] and r["verdict"].startswith("DIFFERENT: 3 of 3 images differ from torchvision")
+    assert "decode(dct_scale=false) gives torchvision's pixels" in r["verdict"]
+
+
+def test_check_without_torchvision_is_one_line_naming_pip(jpegs, tmp_path):
+    stub = tmp_path / "torchvision"
+    stub.mkdir()
+    (stub / "__init__.py").write_text("raise ModuleNotFoundError(\"No module named 'torchvision'\", "
+                                      "name='torchvision')\n")
+    res = check("--source", jpegs, "--pipeline", "decode | center_crop(size=8)",
+                env={"PYTHONPATH": f"{tmp_path}:{os.environ.get('PYTHONPATH', '')}"})
+    assert res.returncode == 3 and res.stdout == ""
+    assert len(res.stderr.splitlines()) == 1, res.stderr
+    assert res.stderr.startswith("fusionflow check: --against torchvision needs torchvision in ")
+    assert "pip install torch torchvision" in res.stderr
+
+
+def test_check_in_a_python_without_fusionflow_says_how_to_install_it(jpegs, tmp_path):
+    """A copy of the executable outside the build tree does not find the staged package."""
+    copy = tmp_path / "fusionflow"
+    copy.write_bytes(open(CLI, "rb").read())
+    copy.chmod(0o755)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    res = subprocess.run([str(copy), "check", "--python", sys.executable, "--source", str(jpegs), "--pipeline",
+                          "decode"], capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path)
+    if res.returncode != 3 or "cannot import fusionflow" not in res.stderr:
+        pytest.skip(f"{sys.executable} has a fusionflow package installed")
+    assert len(res.stderr.splitlines()) == 1 and "pip install ./python" in res.stderr
