@@ -18,7 +18,7 @@ pid=$!
 trap 'kill "$pid" 2>/dev/null; exit 130' INT TERM
 next=$every
 while kill -0 "$pid" 2>/dev/null; do
-  sleep 1
+  sleep 0.2
   if ((SECONDS - start >= next)); then
     next=$((next + every))
     last=$(grep -E '^\[ *[0-9]+%\]' "$log" 2>/dev/null | tail -1 | cut -c1-90)
