@@ -365,12 +365,13 @@ static int keeps_size(ff__op_kind kind) {
 /* "resize has no argument 'sise' (did you mean 'size'?; its arguments: size, antialias, interpolation)". */
 static void unknown_argument(const ff__op_spec *spec, const char *arg, char *what, size_t size) {
   const char *near = ff__nearest_name(arg, strlen(arg), spec->args, FF__OP_MAX_ARGS, sizeof spec->args[0], NULL);
-  int n = snprintf(what, size, "%s has no argument '%s' (%s%s%s", spec->name, arg, near ? "did you mean '" : "",
-                   near ? near : "", near ? "'?; " : "");
-  if (!spec->args[0].name) n += snprintf(what + n, size - (size_t)n, "it takes none)");
-  for (int k = 0; k < FF__OP_MAX_ARGS && spec->args[k].name && (size_t)n < size; k++)
-    n += snprintf(what + n, size - (size_t)n, "%s%s%s", k ? ", " : "its arguments: ", spec->args[k].name,
-                  k + 1 < FF__OP_MAX_ARGS && spec->args[k + 1].name ? "" : ")");
+  size_t n = 0;
+  n += (size_t)snprintf(what, size, "%s has no argument '%s' (%s%s%s", spec->name, arg,
+                        near ? "did you mean '" : "", near ? near : "", near ? "'?; " : "");
+  if (n < size && !spec->args[0].name) n += (size_t)snprintf(what + n, size - n, "it takes none)");
+  for (int k = 0; k < FF__OP_MAX_ARGS && spec->args[k].name && n < size; k++) /* n >= size: cut short */
+    n += (size_t)snprintf(what + n, size - n, "%s%s%s", k ? ", " : "its arguments: ", spec->args[k].name,
+                          k + 1 < FF__OP_MAX_ARGS && spec->args[k + 1].name ? "" : ")");
 }
 
 static ff_status parse_op(lexer *lx, ff__pipeline *p, int in_group);
