@@ -18,11 +18,9 @@
 #include <string.h>
 
 #include "fusionflow/fusionflow.h"
-#include "kernels/pil_blur.h"
 #include "core/nearest.h"
 #include "pipeline/op_table.h"
 
-#define AT(field) offsetof(ff__op, field)
 #define BIG 1e9
 
 typedef struct lexer {
@@ -248,7 +246,7 @@ static ff_status set_arg(lexer *lx, ff__op *op, const ff__arg_spec *a, const val
     /* torchvision ColorJitter._check_input: v gives (centre - v, centre + v), the lower end
      * clipped at 0 for brightness, contrast and saturation (centre 1); hue's centre is 0 */
     double *range = (double *)field;
-    int is_hue = a->lo < 0, k = (int)((a->offset - AT(jitter)) / sizeof op->jitter[0]);
+    int is_hue = a->lo < 0, k = (int)((a->offset - offsetof(ff__op, jitter)) / sizeof op->jitter[0]);
     double centre = is_hue ? 0.0 : 1.0;
     if (is_scalar(v)) {
       if (v->nums[0] < 0 || (is_hue && v->nums[0] > 0.5))
