@@ -35,11 +35,15 @@ int ff__cli_recipe_pipeline(const char *cmd, const char *name, int num_classes, 
   size_t len = 0;
   if (!r) {
     const char *names[64];
+    char list[512] = "";
     size_t n = 0;
-    for (; n < 64 && ff_recipe_at(n); n++) names[n] = ff_recipe_at(n)->name;
+    for (; n < 64 && ff_recipe_at(n); n++) {
+      names[n] = ff_recipe_at(n)->name;
+      snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", n ? ", " : "", names[n]);
+    }
     const char *near = ff__nearest_name(name, strlen(name), names, n, sizeof names[0], NULL);
-    fprintf(stderr, "fusionflow %s: unknown recipe '%s'%s%s%s; see 'fusionflow recipe --list'\n", cmd, name,
-            near ? " (did you mean '" : "", near ? near : "", near ? "'?)" : "");
+    fprintf(stderr, "fusionflow %s: unknown recipe '%s' (%s%s%s); see 'fusionflow recipe --list'\n", cmd, name,
+            near ? "did you mean '" : "recipes: ", near ? near : list, near ? "'?" : "");
     return 0;
   }
   if (ff_recipe_pipeline(r, num_classes, buf, size, &len)) /* FF_EPIPELINE: the arguments are valid */
