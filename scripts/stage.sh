@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Runs one long stage of a make target with its output in a log, and says on
 # stderr that it started, how long it has run every 30 s (with the log's last
-# progress line, such as CMake's "[ 45%] Building C object ..."), and how
-# long it took:
+# progress line: make's "[ 45%] Building C object ...", Ninja's "[12/80] ...",
+# also indented as pip -v shows them), and how long it took:
 #   scripts/stage.sh NAME LOG COMMAND [ARGS...]
 # On failure: the log's last 40 lines, and the command's exit status.
 set -uo pipefail
@@ -21,7 +21,7 @@ while kill -0 "$pid" 2>/dev/null; do
   sleep 0.2
   if ((SECONDS - start >= next)); then
     next=$((next + every))
-    last=$(grep -E '^\[ *[0-9]+%\]' "$log" 2>/dev/null | tail -1 | cut -c1-90)
+    last=$(grep -E '^ *\[ *[0-9]+(%|/[0-9]+)\]' "$log" 2>/dev/null | tail -1 | sed 's/^ *//' | cut -c1-90)
     echo "$name: $(elapsed)${last:+, $last}" >&2
   fi
 done
