@@ -1179,7 +1179,9 @@ FF_API ff_status ff_image_augment_as(const char *path, const char *pipeline, ff_
  *     {"op": "gaussian_blur", "kernel_size": [width, height], "sigma": s},
  *     {"op": "erase", "box": [x, y, width, height], "fill": [r, g, b]} or with
  *      "noise_key": K (the Philox key of its normal noise) — on the float output,
- *     {"op": "horizontal_flip"}, {"op": "vertical_flip"} (only when drawn),
+ *     {"op": "horizontal_flip"}, {"op": "vertical_flip"} (a flip drawn), and where a
+ *      random_*_flip's draw said no, {"op": "horizontal_flip", "applied": false}
+ *      (not a step: a replay skips it; "applied" appears only there),
  *     an augmentation op, named as in the pipeline text ("rotate", "solarize", ...) with
  *       "arg": what the op is called with, as torchvision's _apply_op calls it (degrees,
  *       pixels, shear coefficient, factor 1 + m, bits, threshold); for the signed ops

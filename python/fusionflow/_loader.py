@@ -750,7 +750,7 @@ class Loader:
         decoded, in full-image pixels, its DCT scale, the decoded size and the
         region's exact box in it) and "steps" (with views: "views", a dict per
         view with its "region" and "steps"), each {"op": name, ...}: crop
-        boxes, resizes, the flips drawn, every augmentation op with "arg" (as
+        boxes, resizes, the flips (one not drawn: ``"applied": False``, nothing to do), every augmentation op with "arg" (as
         torchvision's _apply_op calls it), "magnitude" and "sign", AugMix's
         weights. The keys are those of ff_loader_plan (fusionflow.h).
 
