@@ -561,18 +561,24 @@ typedef struct ff_batch ff_batch;
  * policies' magnitude tables follow torch 2.x's linspace, which differs from
  * torch 1.13's in the last bit of some bins, e.g. TrivialAugmentWide's
  * translate bin 15 of 31 is 15 px on torch 2.x, 16 on 1.13):
- *   decode(dct_scale=true)         JPEG (libjpeg-turbo, as Pillow decodes it; CMYK
+ *   decode(dct_scale=false)        JPEG (libjpeg-turbo, as Pillow decodes it; CMYK
  *                                  read as Adobe's inverted inks, with or without
  *                                  the Adobe marker, as Pillow and torchvision.io
  *                                  do) or PNG (libspng; 16-bit samples keep their
  *                                  high byte, as torchvision.io.decode_png +
- *                                  to_dtype(uint8, scale=True)) to RGB uint8.
- *                                  With dct_scale the JPEG decoder reduces the image
- *                                  by 1/2, 1/4 or 1/8 in the DCT domain when a later
- *                                  crop is still at least the target size; the
- *                                  crop's exact box is then resampled from the
- *                                  reduced image (so only the reduction's blur
- *                                  differs from torchvision, bench/RESULTS.md).
+ *                                  to_dtype(uint8, scale=True)) to RGB uint8; only
+ *                                  the region a leading crop needs is decoded (the
+ *                                  same pixels). By default the bits torchvision
+ *                                  gives. dct_scale=true (an opt-in): the JPEG
+ *                                  decoder reduces the image by 1/2, 1/4 or 1/8 in
+ *                                  the DCT domain when the following resize still
+ *                                  gets at least its target size, and the crop's
+ *                                  exact box is resampled from the reduced image:
+ *                                  faster, and no longer torchvision's pixels (the
+ *                                  reduction's blur: 46 dB PSNR on the reduced
+ *                                  draws of the demo data, about 5% less CPU time
+ *                                  for the standard training pipeline: bench/
+ *                                  RESULTS.md, "DCT-scaled vs exact decode").
  *   crop(top, left, height, width) functional.crop, zero padding outside the image;
  *                                  a box wholly or partly left of or above the
  *                                  image gives the zero-padded box of the asked

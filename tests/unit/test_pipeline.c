@@ -86,7 +86,7 @@ static void reference_pipeline_parses_with_torchvision_defaults(void **state) {
                            "normalize(mean=imagenet, std=imagenet)");
   assert_int_equal(p.num_ops, 4);
   assert_int_equal(p.ops[0].kind, FF__OP_DECODE);
-  assert_int_equal(p.ops[0].dct_scale, 1);
+  assert_int_equal(p.ops[0].dct_scale, 0); /* exact by default: DCT scaling is an opt-in */
   const ff__op *rrc = &p.ops[1];
   assert_int_equal(rrc->kind, FF__OP_RANDOM_RESIZED_CROP);
   assert_int_equal(rrc->column, 10);
@@ -109,9 +109,9 @@ static void reference_pipeline_parses_with_torchvision_defaults(void **state) {
 
 static void explicit_arguments_override_the_defaults(void **state) {
   (void)state;
-  ff__pipeline p = pipe_ok("decode(dct_scale=false)|random_resized_crop(size=(32, 48), scale=(0.5, 0.75), "
+  ff__pipeline p = pipe_ok("decode(dct_scale=true)|random_resized_crop(size=(32, 48), scale=(0.5, 0.75), "
                            "ratio=[1, 2], antialias=false)|random_vertical_flip(p=0.25)");
-  assert_int_equal(p.ops[0].dct_scale, 0);
+  assert_int_equal(p.ops[0].dct_scale, 1);
   const ff__op *rrc = &p.ops[1];
   assert_int_equal(rrc->size[0], 32);
   assert_int_equal(rrc->size[1], 48);
