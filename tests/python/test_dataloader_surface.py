@@ -212,13 +212,11 @@ def test_timms_set_loader_epoch_reaches_the_loader(folder):
     """timm's train.py _set_loader_epoch: dataset.set_epoch if it has one, then
     batch_sampler.set_epoch if it has one, else sampler.set_epoch."""
     with loader_on(folder) as loader:
-        epoch = 6
-        if hasattr(loader.dataset, "set_epoch"):
-            loader.dataset.set_epoch(epoch)
-        if hasattr(loader.batch_sampler, "set_epoch"):
-            loader.batch_sampler.set_epoch(epoch)
-        elif hasattr(loader.sampler, "set_epoch"):
-            loader.sampler.set_epoch(epoch)
+        assert not hasattr(loader.dataset, "set_epoch")  # an ImageFolder has none either
+        assert not hasattr(loader.batch_sampler, "set_epoch")  # so timm falls through to the sampler
+        reached = [obj for obj in (loader.batch_sampler, loader.sampler) if hasattr(obj, "set_epoch")][:1]
+        assert reached == [loader.sampler]
+        reached[0].set_epoch(6)
         assert loader.epoch == 6
         next(iter(loader))
         assert loader.last_batch.epoch == 6
