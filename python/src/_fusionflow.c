@@ -995,11 +995,11 @@ static PyObject *loader_sample_info(LoaderObject *self, PyObject *args) {
   Py_ssize_t i;
   if (!PyArg_ParseTuple(args, "n:sample_info", &i)) return NULL;
   if (check_open(self)) return NULL;
-  if (i < 0) return raise_status(FF_EINVAL, "the sample index must be >= 0");
+  if (i < 0) return ffpy_raise_status(FF_EINVAL, "the sample index must be >= 0");
   const char *path = NULL;
   int64_t label = -1;
   ff_status st = ff_loader_sample_info(self->core->loader, (size_t)i, &path, &label);
-  if (st != FF_OK) return raise_status(st, ff_loader_errmsg(self->core->loader));
+  if (st != FF_OK) return ffpy_raise_status(st, ff_loader_errmsg(self->core->loader));
   return Py_BuildValue("(NL)", PyUnicode_DecodeFSDefault(path), (long long)label);
 }
 
@@ -1010,7 +1010,7 @@ static PyObject *loader_sample_images(LoaderObject *self, PyObject *args) {
   unsigned long long epoch;
   if (!PyArg_ParseTuple(args, "nK:sample_images", &i, &epoch)) return NULL;
   if (check_open(self)) return NULL;
-  if (i < 0) return raise_status(FF_EINVAL, "the sample index must be >= 0");
+  if (i < 0) return ffpy_raise_status(FF_EINVAL, "the sample index must be >= 0");
   ff_loader *l = self->core->loader;
   size_t views = ff_loader_num_views(l);
   ff_tensor *t = calloc(views, sizeof *t);
@@ -1022,7 +1022,7 @@ static PyObject *loader_sample_images(LoaderObject *self, PyObject *args) {
   Py_END_ALLOW_THREADS
   if (st != FF_OK) {
     free(t);
-    return raise_status(st, ff_loader_errmsg(l));
+    return ffpy_raise_status(st, ff_loader_errmsg(l));
   }
   owner *o = owner_new(NULL, t[0].data, NULL);
   if (!o) {
@@ -1055,7 +1055,7 @@ static PyObject *loader_epoch_order(LoaderObject *self, PyObject *args) {
   Py_END_ALLOW_THREADS
   if (st != FF_OK) {
     free(order);
-    return raise_status(st, ff_loader_errmsg(self->core->loader));
+    return ffpy_raise_status(st, ff_loader_errmsg(self->core->loader));
   }
   PyObject *list = PyList_New((Py_ssize_t)n);
   for (size_t k = 0; list && k < n; k++) {
@@ -1073,7 +1073,7 @@ static PyObject *loader_set_mix_enabled(LoaderObject *self, PyObject *args) {
   if (!PyArg_ParseTuple(args, "p:set_mix_enabled", &enabled)) return NULL;
   if (check_open(self)) return NULL;
   ff_status st = ff_loader_set_mix_enabled(self->core->loader, enabled);
-  if (st != FF_OK) return raise_status(st, ff_loader_errmsg(self->core->loader));
+  if (st != FF_OK) return ffpy_raise_status(st, ff_loader_errmsg(self->core->loader));
   Py_RETURN_NONE;
 }
 
