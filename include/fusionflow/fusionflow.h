@@ -324,7 +324,8 @@ typedef struct ff_config {
    *       is none)
    *    0  ordinary memory
    * The memory is created on the device's context and stays valid while a
-   * batch is held, also after ff_loader_close. */
+   * batch is held, also after ff_loader_close. A consumer that copies it
+   * asynchronously fences before each ff_loader_next (ff_loader_fence). */
   int pin_memory;
   /* Where batches are handed out (the images; labels, mixup_cutmix's soft
    * labels and indices stay on the host):
@@ -893,6 +894,54 @@ FF_API ff_status ff_batch_sync(const ff_batch *batch);
  * batches, the same as ff_batch_release. */
 FF_API void ff_batch_release_after(ff_batch *batch, void *stream);
 
+/*
+ * Keeps released host batches from being refilled while the consumer's
+ * asynchronous copies still read them.
+ *
+ * A host batch in pinned memory (ff_config.pin_memory) is copied to a GPU
+ * asynchronously: torch's images.cuda(non_blocking=True) is a
+ * cudaMemcpyAsync that only queues the copy, and PyTorch records no event
+ * for pinned memory it did not allocate. Releasing the batch right after
+ * (its tensors die) would let the workers refill its memory before the copy
+ * has read it: the GPU would get pixels of a later batch. Call
+ * ff_loader_fence with the stream the copies are queued on right before
+ * each ff_loader_next and before ff_loader_close. It records an event on
+ * `stream`, after every copy queued there so far; each host batch released
+ * since the previous fence (or, when ff_loader_next came first, since the
+ * fence before that) is refilled only once that event has completed. From
+ * the first fence on, a released host batch is held back until the next
+ * fence (so a consumer that fences keeps fencing); a batch released between
+ * a fence and the ff_loader_next that follows takes that fence. A copy
+ * made on another stream must be ordered before the fence on `stream`
+ * (cudaStreamWaitEvent, torch's current_stream().wait_stream(side)) before
+ * the next ff_loader_next. The workers wait for the event only when they
+ * need the memory (sleeping, one of them at a time; ff_stats.fence_wait_ns).
+ *
+ *   stream  (in) where the copies were queued: a cudaStream_t of the device
+ *           that pinned the host batches (ff_loader_pinned_device), NULL
+ *           its legacy default stream (torch's default stream); on "emu:N"
+ *           NULL (the emulator's default stream) or a stream of that
+ *           emulator.
+ *
+ * Nothing to do, FF_OK at once: host batches in ordinary memory (a copy
+ * from pageable memory has read it when the copy call returns) and batches
+ * on an output_device (ff_batch_release_after orders those). Thread-safety:
+ * the consumer's thread, or any one thread while another waits inside
+ * ff_loader_next (a binding that fetches on a helper thread fences on the
+ * thread that queues the copies). Returns FF_OK, FF_EINVAL (NULL loader or
+ * one that failed to open), FF_EDEVICE (the event could not be recorded,
+ * e.g. a stream of another device: message; the batches released since the
+ * last fence stay held back until a fence succeeds or ff_loader_next),
+ * FF_ENOMEM. ff_stats.fences counts the fences recorded.
+ */
+FF_API ff_status ff_loader_fence(ff_loader *loader, void *stream);
+
+/* The device whose host allocator holds the ring's host batches: "cuda:0",
+ * "emu:0" (pinned memory; see ff_config.pin_memory), or "cpu" (ordinary
+ * memory). Owned by the loader, valid until ff_loader_close; NULL gives
+ * "cpu". Any thread. */
+FF_API const char *ff_loader_pinned_device(const ff_loader *loader);
+
 typedef enum ff_dtype { FF_UINT8 = 0, FF_FLOAT32 = 1, FF_INT64 = 2, FF_BFLOAT16 = 3, FF_FLOAT16 = 4 } ff_dtype;
 typedef enum ff_layout { FF_NHWC = 0, FF_NCHW = 1 } ff_layout;
 
@@ -1054,6 +1103,9 @@ typedef struct ff_stats {
                                 group, it could not join, or it left a damaged group's shared memory
                                 later: it said why on stderr); owned by the loader, valid until
                                 ff_loader_close */
+  uint64_t fences;           /* events recorded by ff_loader_fence */
+  uint64_t fence_wait_ns;    /* time a worker slept until a released batch's copies had read it (one
+                                worker at a time; the others wait for it) */
 } ff_stats;
 
 /* Fills *out. Any time, from the consumer thread. */

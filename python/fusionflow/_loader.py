@@ -209,6 +209,26 @@ def _env_int(name, fallback):
 _log = logging.getLogger("fusionflow")
 
 
+def _copy_stream(torch, index, side_streams):
+    """The cudaStream_t (an int) on GPU ``index`` that every copy queued so far on
+    torch's current stream is ordered before: the current stream itself when it is
+    on that device, else a side stream of ``index`` (kept in ``side_streams``) made
+    to wait for it, since an event is recorded on a stream of its own device.
+    None when torch has not initialised CUDA (no copy can have been queued); CUDA
+    is never initialised here."""
+    cuda = torch.cuda
+    if not cuda.is_initialized():
+        return None
+    current = cuda.current_stream()
+    if current.device.index == index:
+        return current.cuda_stream
+    side = side_streams.get(index)
+    if side is None:
+        side = side_streams[index] = cuda.Stream(device=index)
+    side.wait_stream(current)
+    return side.cuda_stream
+
+
 def _log_open_progress(p):
     """Says through the "fusionflow" logger what the open of a streamed source waits for
     (the C extension calls it with each ff_open_progress as a dict, about every 100 ms),
@@ -462,6 +482,16 @@ class Loader:
     ``numpy.array(images)``). A training loop that drops each batch before
     fetching the next (the usual ``for`` loop) holds one.
 
+    Copies to the GPU: host batches in pinned memory (``pin_memory``) can be
+    copied asynchronously, ``images.cuda(non_blocking=True)``, which only queues
+    the copy on torch's current stream. So that the loader does not refill a
+    batch's memory before such a copy has read it, every ``next`` (and
+    ``close()``) records an event on torch's current stream once torch has
+    initialised CUDA (ff_loader_fence), and a batch dropped before it is refilled
+    only after that event has completed. A copy made on another stream must be
+    joined to the current one (``torch.cuda.current_stream().wait_stream(side)``)
+    before the next iteration; see docs/gpu-copies.md.
+
     Raises (from the constructor): :class:`fusionflow.PipelineError` (bad pipeline
     text, with the column), ValueError / :class:`fusionflow.InvalidArgumentError`
     (bad argument), FileNotFoundError / OSError (source missing or unreadable),
@@ -604,6 +634,7 @@ class Loader:
         self.last_batch = None
         self._resume_epoch = None
         self._iterations = 0
+        self._side_streams = {}  # device index -> torch.cuda.Stream (_copy_stream)
         self._convert = _converter(output)
         try:
             self._c = _c.open_loader(
@@ -703,12 +734,29 @@ class Loader:
             return
         core.set_device_free_bytes(int(spare))
 
+    def _fence_stream(self, core):
+        """The stream to fence (ff_loader_fence) before the next batch: where
+        the trainer's copies of host batches are queued. For batches pinned by
+        a CUDA device, torch's current stream (a side stream of that device
+        joined to it when the current device is another); while torch is not
+        imported or has not initialised CUDA, no copy of torch's can be queued
+        yet and the device's default stream (0) stands in, so that fencing is
+        on from the first batch (torch is never imported, nor its CUDA state
+        initialised, here). Pinned by the emulator: its default stream (0).
+        Ordinary memory: None (nothing to fence)."""
+        dev = core.pinned_device
+        if not dev.startswith(("cuda:", "emu:")):
+            return None
+        torch = sys.modules.get("torch") if dev.startswith("cuda:") else None
+        stream = None if torch is None else _copy_stream(torch, int(dev[5:]), self._side_streams)
+        return 0 if stream is None else stream
+
     def _next_batch(self, iteration):
         if iteration != self._iterations:
             raise RuntimeError("fusionflow: another iteration over this loader started; this iterator is done")
         core = self._open()
         self._tell_device_memory(core)
-        answer = core.next()
+        answer = core.next(self._fence_stream(core))
         if answer is None:
             return None
         images, labels, indices, epoch, index = answer
@@ -911,7 +959,7 @@ class Loader:
         """
         c, self._c = self._c, None
         if c is not None:
-            c.close()
+            c.close(self._fence_stream(c))
         with _open_lock:
             _open_loaders.discard(self)
 

@@ -513,6 +513,7 @@ typedef struct {
   size_t num_batches, num_samples, dataset_size;
   int prefetch;
   PyObject *classes; /* tuple of the class folders' names (imagefolder), or None */
+  char pinned_device[32]; /* ff_loader_pinned_device */
 } LoaderObject;
 
 static PyTypeObject *LoaderType;
@@ -738,6 +739,7 @@ static PyObject *loader_open(PyObject *module, PyObject *args, PyObject *kwargs)
   self->num_samples = ff_loader_num_samples(loader);
   self->dataset_size = ff_loader_dataset_size(loader);
   self->prefetch = cfg.prefetch;
+  snprintf(self->pinned_device, sizeof self->pinned_device, "%s", ff_loader_pinned_device(loader));
   if (!self->classes) {
     close_opened(loader, dataset);
     c->refs = 1;
@@ -800,10 +802,30 @@ static void drop_answer(core *c) {
   give_back(c, b);
 }
 
-static PyObject *loader_next_body(LoaderObject *self, PyObject *unused) {
-  (void)unused;
+/* ff_loader_fence on the consumer's stream handle (a Python int: a
+ * cudaStream_t, 0 the legacy default stream), on this thread: the one that
+ * queued the copies. Safe while the fetch thread waits in ff_loader_next.
+ * 0, or -1 with the exception set. */
+static int fence(core *c, PyObject *stream) {
+  void *handle = PyLong_AsVoidPtr(stream);
+  if (!handle && PyErr_Occurred()) return -1;
+  ff_status st;
+  Py_BEGIN_ALLOW_THREADS
+  st = ff_loader_fence(c->loader, handle);
+  Py_END_ALLOW_THREADS
+  if (st != FF_OK) {
+    raise_status(st, ff_loader_errmsg(c->loader));
+    return -1;
+  }
+  return 0;
+}
+
+static PyObject *loader_next_body(LoaderObject *self, PyObject *args) {
+  PyObject *stream = Py_None;
+  if (!PyArg_ParseTuple(args, "|O:next", &stream)) return NULL;
   if (check_open(self)) return NULL;
   core *c = self->core;
+  if (stream != Py_None && fence(c, stream)) return NULL;
   pthread_mutex_lock(&c->mu);
   if (!c->requested && !c->done) {
     c->requested = 1;
@@ -877,14 +899,20 @@ static PyObject *loader_next_body(LoaderObject *self, PyObject *unused) {
   return r;
 }
 
-static PyObject *loader_close(LoaderObject *self, PyObject *unused) {
-  (void)unused;
+static PyObject *loader_close(LoaderObject *self, PyObject *args) {
+  PyObject *stream = Py_None;
+  if (args && !PyArg_ParseTuple(args, "|O:close", &stream)) return NULL;
   core *c = self->core;
   if (!c) Py_RETURN_NONE;
   if (self->pid != getpid()) { /* forked child: the threads are not here; leave it */
     self->core = NULL;
     Py_RETURN_NONE;
   }
+  pthread_mutex_lock(&c->mu);
+  int consuming = c->consuming;
+  pthread_mutex_unlock(&c->mu);
+  /* the batches released so far are refilled only after the copies queued before now */
+  if (stream != Py_None && !consuming && fence(c, stream)) PyErr_Clear(); /* closing anyway */
   pthread_mutex_lock(&c->mu);
   if (c->consuming) { /* its wait would outlive the core */
     pthread_mutex_unlock(&c->mu);
@@ -1046,7 +1074,7 @@ static PyObject *loader_stats_body(LoaderObject *self, PyObject *unused) {
     Py_XDECREF(skipped);
     return NULL;
   }
-  return Py_BuildValue("{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:i,s:N,s:N,s:s,s:K,s:K,s:K,s:n,s:n,s:d,s:K,s:K,s:N,s:s,s:s,s:K,s:K,s:K,s:K,s:K,s:K,s:s}",
+  return Py_BuildValue("{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:i,s:N,s:N,s:s,s:K,s:K,s:K,s:n,s:n,s:d,s:K,s:K,s:N,s:s,s:s,s:K,s:K,s:K,s:K,s:K,s:K,s:s,s:K,s:K}",
                        "batches", (unsigned long long)s.batches,
                        "samples", (unsigned long long)s.samples, "read_ns", (unsigned long long)s.read_ns,
                        "decode_ns", (unsigned long long)s.decode_ns, "ops_ns", (unsigned long long)s.ops_ns,
@@ -1066,7 +1094,8 @@ static PyObject *loader_stats_body(LoaderObject *self, PyObject *unused) {
                        "feeder_cpu_ns", (unsigned long long)s.feeder_cpu_ns,
                        "batch_stage_ns", (unsigned long long)s.batch_stage_ns,
                        "source_ignored_files", (unsigned long long)s.source_ignored_files,
-                       "node_group", s.node_group ? s.node_group : "");
+                       "node_group", s.node_group ? s.node_group : "", "fences", (unsigned long long)s.fences,
+                       "fence_wait_ns", (unsigned long long)s.fence_wait_ns);
 }
 
 
@@ -1140,6 +1169,10 @@ static PyObject *loader_get_dataset_size(LoaderObject *self, void *unused) {
   (void)unused;
   return PyLong_FromSize_t(self->dataset_size);
 }
+static PyObject *loader_get_pinned_device(LoaderObject *self, void *unused) {
+  (void)unused;
+  return PyUnicode_FromString(self->pinned_device);
+}
 static PyObject *loader_get_classes(LoaderObject *self, void *unused) {
   (void)unused;
   Py_INCREF(self->classes);
@@ -1147,9 +1180,11 @@ static PyObject *loader_get_classes(LoaderObject *self, void *unused) {
 }
 
 static PyMethodDef loader_methods[] = {
-    {"next", (PyCFunction)loader_next, METH_NOARGS,
-     "next() -> (images, labels, sample_indices, epoch, batch) or None at the end of the epoch"},
-    {"close", (PyCFunction)loader_close, METH_NOARGS, "close(): stop and join the threads; idempotent"},
+    {"next", (PyCFunction)loader_next, METH_VARARGS,
+     "next(stream=None) -> (images, labels, sample_indices, epoch, batch) or None at the end of the epoch;\n"
+     "a stream (int: a cudaStream_t of pinned_device, 0 its default stream) is fenced first (ff_loader_fence)"},
+    {"close", (PyCFunction)loader_close, METH_VARARGS,
+     "close(stream=None): fence on stream (as next), stop and join the threads; idempotent"},
     {"set_epoch", (PyCFunction)loader_set_epoch, METH_VARARGS, "set_epoch(epoch)"},
     {"seek", (PyCFunction)loader_seek, METH_VARARGS, "seek(epoch, batch)"},
     {"position", (PyCFunction)loader_position, METH_NOARGS, "position() -> (epoch, batch)"},
@@ -1170,6 +1205,8 @@ static PyGetSetDef loader_getset[] = {
     {"num_samples", (getter)loader_get_num_samples, NULL, NULL, NULL},
     {"dataset_size", (getter)loader_get_dataset_size, NULL, NULL, NULL},
     {"classes", (getter)loader_get_classes, NULL, "tuple of str (class folders) or None", NULL},
+    {"pinned_device", (getter)loader_get_pinned_device, NULL,
+     "the device that pinned the host batches (\"cuda:0\", \"emu:0\"), or \"cpu\" (ff_loader_pinned_device)", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 

@@ -146,8 +146,8 @@ ff_status ff__device_stream_wait(ff__device *d, ff__dstream *s, ff__devent *e, f
 /* A consumer's streams: the handle of one of ours as a consumer sees it
  * (cuda: its cudaStream_t; emu: the ff__dstream), and making a consumer's
  * stream (given by such a handle; cuda: any cudaStream_t of the device, 0
- * the legacy default stream) wait for e, or recording e on it. FF_OK or
- * FF_EDEVICE. */
+ * the legacy default stream; emu: NULL the emulator's default stream) wait
+ * for e, or recording e on it. FF_OK or FF_EDEVICE. */
 void *ff__device_stream_handle(ff__device *d, ff__dstream *s);
 ff_status ff__device_foreign_wait(ff__device *d, void *handle, ff__devent *e, ff__error *err);
 ff_status ff__device_foreign_record(ff__device *d, ff__devent *e, void *handle, ff__error *err);

@@ -119,6 +119,12 @@ ff_status ff__emu_probe(ff__device *d, ff__emu_counts *out); /* FF_EINVAL when d
 int ff__emu_host_owns(ff__device *d, const void *ptr);
 /* How many waits of stream s on event e were queued. */
 int ff__emu_waited(ff__device *d, const ff__dstream *s, const ff__devent *e);
+/* A gate a test opens by hand: after hold, work queued behind a wait on e
+ * (ff__device_stream_wait, ff__device_foreign_wait) does not run, and e
+ * does not complete, until signal — as if e were recorded on a stream that
+ * has not got there yet (a trainer's, busy). */
+void ff__emu_event_hold(ff__device *d, ff__devent *e);
+void ff__emu_event_signal(ff__device *d, ff__devent *e);
 /* The calling thread's current emulated device (-1: none), and setting it
  * (as a program that made a device current would). */
 int ff__emu_current_device(void);

@@ -90,6 +90,7 @@ typedef struct emu {
   pthread_mutex_t lock;
   pthread_cond_t work, done;
   emu_stream *streams;
+  emu_stream *null_stream; /* what a consumer's NULL stream handle names (cuda: the legacy default stream) */
   uint64_t pending; /* commands queued and not yet completed, over all streams */
   int stop, next_id;
   uint32_t rng;
@@ -475,10 +476,19 @@ static ff_status emu_stream_wait(void *impl, void *stream, void *event, ff__erro
   return submit(impl, stream, (emu_cmd){.kind = CMD_WAIT, .event = event}, err);
 }
 
-/* A consumer's stream on emu is one of the emulator's own streams. */
+/* A consumer's stream on emu is one of the emulator's own streams; NULL
+ * names the emulator's default stream, as 0 names CUDA's legacy one. */
 static void *emu_stream_handle(void *impl, void *stream) {
   (void)impl;
   return stream;
+}
+
+static ff_status emu_foreign_wait(void *impl, void *handle, void *event, ff__error *err) {
+  return emu_stream_wait(impl, handle ? handle : ((emu *)impl)->null_stream, event, err);
+}
+
+static ff_status emu_foreign_record(void *impl, void *event, void *handle, ff__error *err) {
+  return emu_event_record(impl, event, handle ? handle : ((emu *)impl)->null_stream, err);
 }
 
 /* FF_EDEVICE (once) when a launch before the event's record failed. Locked. */
@@ -563,8 +573,8 @@ static const ff__device_backend emu_backend = {
     .stream_destroy = emu_stream_destroy,
     .stream_wait = emu_stream_wait,
     .stream_handle = emu_stream_handle,
-    .foreign_wait = emu_stream_wait,
-    .foreign_record = emu_event_record,
+    .foreign_wait = emu_foreign_wait,
+    .foreign_record = emu_foreign_record,
     .copy = emu_copy,
     .download_batch = emu_download_batch,
     .event_create = emu_event_create,
@@ -591,6 +601,25 @@ int ff__emu_waited(ff__device *d, const ff__dstream *s, const ff__devent *e) {
          m->waits[i].event_id == ((const emu_event *)e)->id;
   pthread_mutex_unlock(&m->lock);
   return n;
+}
+
+void ff__emu_event_hold(ff__device *d, ff__devent *e) {
+  emu *m = ff__device_impl(d, &emu_backend);
+  if (!m) return;
+  pthread_mutex_lock(&m->lock);
+  ((emu_event *)e)->recorded++; /* a record no stream has reached: waits queued from now on block */
+  pthread_mutex_unlock(&m->lock);
+}
+
+void ff__emu_event_signal(ff__device *d, ff__devent *e) {
+  emu *m = ff__device_impl(d, &emu_backend);
+  if (!m) return;
+  pthread_mutex_lock(&m->lock);
+  emu_event *ev = (emu_event *)e;
+  ev->reached = ev->recorded, ev->time_ns = ff__now_ns();
+  pthread_cond_signal(&m->work);     /* the waits on it can run */
+  pthread_cond_broadcast(&m->done);  /* and the host's waits return */
+  pthread_mutex_unlock(&m->lock);
 }
 
 int ff__emu_host_owns(ff__device *d, const void *ptr) {
@@ -689,6 +718,12 @@ ff_status ff__emu_open(int ordinal, const char *query, const ff__device_options 
   m->fail_alloc_after = alloc_after, m->alloc_error_at = alloc_error_at, m->fail_kernel_at = kernel_at;
   atomic_init(&m->misplaced_calls, 0);
   atomic_init(&m->device_switches, 0);
+  if (!(m->null_stream = calloc(1, sizeof *m->null_stream))) {
+    free(m);
+    return ff__error_set(err, FF_ENOMEM, "emu:%d: out of memory", ordinal);
+  }
+  m->null_stream->id = ++m->next_id;
+  m->streams = m->null_stream; /* freed with the others at close */
   pthread_mutex_init(&m->lock, NULL);
   pthread_cond_init(&m->work, NULL);
   pthread_cond_init(&m->done, NULL);
@@ -696,6 +731,7 @@ ff_status ff__emu_open(int ordinal, const char *query, const ff__device_options 
     pthread_cond_destroy(&m->work);
     pthread_cond_destroy(&m->done);
     pthread_mutex_destroy(&m->lock);
+    free(m->null_stream);
     free(m);
     return ff__error_set(err, FF_ENOMEM, "emu:%d: cannot start the emulator thread", ordinal);
   }

@@ -188,9 +188,10 @@ static ff_batch *entry_of(ff_loader *l, uint64_t epoch, size_t b) {
   return NULL;
 }
 
+/* A free entry whose memory no copy of the consumer still reads (fence.c). Locked. */
 static ff_batch *free_entry(ff_loader *l) {
   for (int i = 0; i < l->ring_size; i++)
-    if (l->ring[i].state == FF__BUF_FREE) return &l->ring[i];
+    if (l->ring[i].state == FF__BUF_FREE && ff__fence_clear(l, &l->ring[i])) return &l->ring[i];
   return NULL;
 }
 
@@ -267,6 +268,7 @@ static int take_item(ff_loader *l, int worker, size_t *item, ff_batch **batch) {
         return 1;
       }
     }
+    if (ff__fence_sleep(l)) continue; /* a free entry waits for the consumer's copies */
     /* nothing to take and nothing in flight: the ring is full, and the node's other loaders may
      * have these cores at their next report */
     if (!l->busy && !l->parked) l->parked = 1, ff__coord_publish_cpu(l->coord, l->worker_cpu_ns, 1);
@@ -537,6 +539,7 @@ static void offload_done(void *ctx, const ff__offload_result *r) {
 }
 
 static void loader_free(ff_loader *l) {
+  ff__fence_free(l); /* the consumer's copies read the images to the end */
   for (int i = 0; i < 2 * l->num_threads && l->workers; i++) ff__worker_free(&l->workers[i]);
   for (int i = 0; i < l->ring_size; i++) {
     if (l->ring[i].images) ff__batch_mem_free(l, l->ring[i].images);
@@ -1002,6 +1005,7 @@ ff_status ff_loader_next(ff_loader *l, ff_batch **out) {
   ff_status st = FF_OK;
   pthread_mutex_lock(&l->mu);
   if (l->offload) l->stats.device_pool_limit_bytes = limit, l->stats.device_pool_peak_bytes = peak;
+  ff__fence_next(l);
   int ring_ready = ready_batches(l);
   for (;;) {
     if (l->next_out == l->num_batches) { /* the workers are on the next epoch already */
@@ -1077,6 +1081,7 @@ void ff_batch_release_after(ff_batch *b, void *stream) {
   ff__dev_output_release(l, b, stream);
   pthread_mutex_lock(&l->mu);
   b->state = FF__BUF_FREE;
+  ff__fence_released(l, b);
   int last = --l->held == 0 && l->closed;
   pthread_cond_broadcast(&l->work_cv);
   pthread_mutex_unlock(&l->mu);
