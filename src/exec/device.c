@@ -475,8 +475,8 @@ void ff__device_range_pop(ff__device *d) {
   if (d && d->o.be->range_pop) d->o.be->range_pop();
 }
 
-ff_status ff__device_launch_stages(ff__device *d, ff__dstream *s, const void *d_table, int n, int stride,
-                                   int k, uint32_t max_count, ff__error *err) {
+ff_status ff__device_launch_stages(ff__device *d, ff__dstream *s, const void *d_table, int n, int kind,
+                                   uint32_t max_count, ff__error *err) {
   if (n <= 0 || !max_count) return FF_OK;
-  GUARDED(d, err, d->o.be->launch(d->o.impl, s, d_table, n, stride, k, max_count, err));
+  GUARDED(d, err, d->o.be->launch(d->o.impl, s, d_table, n, kind, max_count, err));
 }

@@ -174,11 +174,13 @@ void ff__device_range_pop(ff__device *d);
 /* Waits for all work queued on the device (error paths and shutdown). */
 void ff__device_synchronize(ff__device *d);
 
-/* Launches stage index k of the stage table d_table (device memory,
- * n samples x stride ff__dstage records): every element of every sample's
- * stage k (max_count: the largest count among them). FF_OK or FF_EDEVICE. */
-ff_status ff__device_launch_stages(ff__device *d, ff__dstream *s, const void *d_table, int n, int stride,
-                                   int k, uint32_t max_count, ff__error *err);
+/* Launches n stage records of one kind, packed at d_table (device memory:
+ * n ff__dstage records of kind `kind`; a record of another kind, e.g. an
+ * FF__DS_NONE placeholder, does nothing): every element of each (max_count:
+ * the largest count among them), in the kind's shape
+ * (kernels/stage_block.h; cuda: a kernel per kind). FF_OK or FF_EDEVICE. */
+ff_status ff__device_launch_stages(ff__device *d, ff__dstream *s, const void *d_table, int n, int kind,
+                                   uint32_t max_count, ff__error *err);
 
 /* ---- the decoder ---- */
 

@@ -64,8 +64,8 @@ typedef struct ff__device_backend {
   ff_status (*event_query)(void *impl, void *event, int *done, ff__error *err);
   ff_status (*event_wait)(void *impl, void *event, ff__error *err);
   ff_status (*event_elapsed_ms)(void *impl, void *start, void *end, float *ms, ff__error *err);
-  ff_status (*launch)(void *impl, void *stream, const void *d_table, int n, int stride, int k,
-                      uint32_t max_count, ff__error *err);
+  ff_status (*launch)(void *impl, void *stream, const void *d_table, int n, int kind, uint32_t max_count,
+                      ff__error *err);
   /* The backend's own decoder (exec/device.h; emu); decoder NULL or
    * returning NULL: none. */
   const char *(*decoder)(void *impl, const char **why);
@@ -113,6 +113,7 @@ typedef struct ff__emu_counts {
   unsigned long copy_calls[3];
   unsigned long long copy_bytes[3];
   unsigned long trims; /* mem_trim calls (the pool gave memory back to a shrinking budget) */
+  unsigned long shape_launches[4]; /* launches by shape (kernels/stage_block.h's ff__dshape) */
 } ff__emu_counts;
 ff_status ff__emu_probe(ff__device *d, ff__emu_counts *out); /* FF_EINVAL when d is not emu */
 /* Whether ptr is a live allocation of d's host allocator (d emu). */

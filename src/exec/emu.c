@@ -10,9 +10,11 @@
  * opt.emu_delay_us) adds a random delay of up to that many microseconds
  * before each command, so completion comes late too. An event completes
  * when the thread passes its last record; which stream waited on which
- * event is recorded (ff__emu_waited). A launch runs ff__dstage_elem — the
- * function each CUDA thread runs — for every element of every sample's
- * stage, so the emulator computes what the kernels compute, bit for bit.
+ * event is recorded (ff__emu_waited). A launch runs the CUDA kernel of its
+ * kind block after block with the functions each CUDA thread runs
+ * (ff__dstage_elem_as, and for the block-wide sums, histograms and table
+ * builds kernels/stage_block.h's), so the emulator computes what the
+ * kernels compute, bit for bit, fast paths included.
  * "Device" memory is host memory counted against a fixed size (2 GiB, or
  * `?mem=`), so the pool's budget behaves as on a GPU: over it the device
  * says out of memory (FF__EBUDGET). Faults can be injected — raw
@@ -45,7 +47,7 @@
 #include "core/bytes.h"
 #include "core/clock.h"
 #include "exec/device_impl.h"
-#include "kernels/stage.h"
+#include "kernels/stage_block.h"
 
 enum { CMD_COPY, CMD_LAUNCH, CMD_RECORD, CMD_WAIT, CMD_DECODE };
 
@@ -63,7 +65,7 @@ typedef struct emu_cmd {
   void *dst;
   const void *src;
   size_t size_bytes;
-  int n, stride, k;
+  int n, stage_kind; /* launch: records, and their kind */
   unsigned launch_no;
   emu_event *event;
   ff__device_decode_job *job;
@@ -103,6 +105,7 @@ typedef struct emu {
   size_t num_host, cap_host;
   atomic_ulong misplaced_calls, device_switches;
   atomic_ulong copy_calls[3], trims;
+  atomic_ulong shape_launches[FF__DSHAPES];
   atomic_ullong copy_bytes[3];
   ff__jpeg_variant variant; /* the decoder's arithmetic */
   ff__buf decoded;          /* the emulator thread's decode buffer */
@@ -162,12 +165,76 @@ static emu_stream *pick(emu *m) {
   return NULL;
 }
 
-FF_FMA_CLONES static void run_launch(const emu_cmd *c) {
+/* A sum stage block by block: each block's terms, then its total once. */
+static inline void run_sum(const ff__dstage *st, int kind) {
+  for (uint32_t b0 = 0; b0 < st->count; b0 += FF__DBLOCK) {
+    unsigned long long part = 0;
+    for (uint32_t e = b0; e < st->count && e - b0 < FF__DBLOCK; e++)
+      part += ff__dstage_sum_term(st, kind, e);
+    if (part) *FF__DPTR(uint64_t, st->a) += part;
+  }
+}
+
+/* A histogram block by block: each block's own counts, then the non-zero ones added. */
+static inline void run_histogram(const ff__dstage *st) {
+  uint32_t local[3 * 256], *out = FF__DPTR(uint32_t, st->a);
+  for (uint32_t b0 = 0; b0 < st->count; b0 += FF__DBLOCK) {
+    memset(local, 0, sizeof local);
+    for (uint32_t e = b0; e < st->count && e - b0 < FF__DBLOCK; e++) {
+      const uint8_t *p = ff__dstage_src_px(st, e);
+      for (int c = 0; c < 3; c++) local[c * 256 + p[c]]++;
+    }
+    for (int i = 0; i < 3 * 256; i++)
+      if (local[i]) out[i] += local[i];
+  }
+}
+
+/* The table builder's block, its 256 threads one step at a time: for each
+ * channel and op, the histogram pushed through the tables so far, its
+ * lowest, highest, total and running counts, then every entry. */
+static inline void run_lut_build(const ff__dstage *st) {
+  const ff__aug *ops = FF__DPTR(const ff__aug, st->b);
+  const uint32_t *hist = FF__DPTR(const uint32_t, st->a);
+  uint8_t lut[256], t[256];
+  unsigned long long now[256], scan[256];
+  for (int c = 0; c < 3; c++) {
+    for (int v = 0; v < 256; v++) lut[v] = (uint8_t)v;
+    for (int i = 0; i < st->p.lut.n; i++) {
+      int lo = 256, hi = -1;
+      unsigned long long total = 0;
+      if (ff__lut_needs_histogram(ops[i].op)) {
+        memset(now, 0, sizeof now);
+        for (int v = 0; v < 256; v++) now[lut[v]] += hist[c * 256 + v];
+        for (int v = 0; v < 256; v++) {
+          if (now[v]) lo = v < lo ? v : lo, hi = v > hi ? v : hi;
+          total += now[v];
+          scan[v] = now[v] + (v ? scan[v - 1] : 0);
+        }
+      }
+      for (int v = 0; v < 256; v++) t[v] = ff__lut_block_entry(&ops[i], v, now, scan, lo, hi, total);
+      for (int v = 0; v < 256; v++) lut[v] = t[lut[v]];
+    }
+    memcpy(FF__DPTR(uint8_t, st->p.lut.luts) + c * 256, lut, 256);
+  }
+}
+
+/* A launch as the CUDA backend runs it (kernels/stage_block.h): its
+ * blocks one after another, with the functions its kernels call. */
+FF_FMA_CLONES static void run_launch(emu *m, const emu_cmd *c) {
   const ff__dstage *table = c->src;
+  ff__dshape shape = ff__dstage_shape(c->stage_kind, 1);
+  atomic_fetch_add(&m->shape_launches[shape], 1);
   for (int s = 0; s < c->n; s++) {
-    const ff__dstage *st = &table[(size_t)s * c->stride + c->k];
-    for (uint32_t e = 0; e < st->count; e++)
-      ff__dstage_elem(st, e);
+    const ff__dstage *st = &table[s];
+    if (st->kind != c->stage_kind) continue; /* a placeholder (FF__DS_NONE) */
+    if (shape == FF__SHAPE_SUM)
+      run_sum(st, st->kind);
+    else if (shape == FF__SHAPE_HISTOGRAM)
+      run_histogram(st);
+    else if (shape == FF__SHAPE_LUT_BUILD)
+      run_lut_build(st);
+    else
+      for (uint32_t e = 0; e < st->count; e++) ff__dstage_elem_as(st, c->stage_kind, e);
   }
 }
 
@@ -218,7 +285,7 @@ static void *emu_main(void *arg) {
     else if (c.kind == CMD_LAUNCH && c.launch_no == m->fail_kernel_at)
       fault = 1;
     else if (c.kind == CMD_LAUNCH)
-      run_launch(&c);
+      run_launch(m, &c);
     else if (c.kind == CMD_DECODE)
       run_decode(m, c.job);
     uint64_t now = ff__now_ns();
@@ -536,11 +603,10 @@ static ff_status emu_event_elapsed_ms(void *impl, void *start, void *end, float 
   return FF_OK;
 }
 
-static ff_status emu_launch(void *impl, void *stream, const void *d_table, int n, int stride, int k,
-                            uint32_t max_count, ff__error *err) {
+static ff_status emu_launch(void *impl, void *stream, const void *d_table, int n, int kind, uint32_t max_count,
+                            ff__error *err) {
   (void)max_count;
-  return submit(impl, stream, (emu_cmd){.kind = CMD_LAUNCH, .src = d_table, .n = n, .stride = stride, .k = k},
-                err);
+  return submit(impl, stream, (emu_cmd){.kind = CMD_LAUNCH, .src = d_table, .n = n, .stage_kind = kind}, err);
 }
 
 static const char *emu_decoder(void *impl, const char **why) {
@@ -641,6 +707,7 @@ ff_status ff__emu_probe(ff__device *d, ff__emu_counts *out) {
                           .trims = atomic_load(&m->trims)};
   for (int k = 0; k < 3; k++)
     out->copy_calls[k] = atomic_load(&m->copy_calls[k]), out->copy_bytes[k] = atomic_load(&m->copy_bytes[k]);
+  for (int k = 0; k < FF__DSHAPES; k++) out->shape_launches[k] = atomic_load(&m->shape_launches[k]);
   return FF_OK;
 }
 
