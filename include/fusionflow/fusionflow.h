@@ -353,7 +353,9 @@ typedef struct ff_config {
    * (as an exhausted budget does; with output_device the open fails). stream
    * is NULL: the memory must be usable on any stream when it returns.
    * device_free gets what device_alloc gave with its size_bytes, once none of
-   * the loader's work uses it (stream NULL). Called on the loader's threads
+   * the loader's work uses it (stream NULL): checked at each batch, so it may
+   * come a batch after the loader gave the block up; the loader never waits
+   * for its own streams to hand a block back. Called on the loader's threads
    * (feeder, consumer) with ctx = device_alloc_ctx, one call at a time per
    * device; they must not wait for an interpreter lock another thread may
    * hold (Python's GIL). */
@@ -1034,20 +1036,23 @@ typedef struct ff_batch_info {
 /* Fills *out for a held batch. Any thread. */
 FF_API void ff_batch_stats(const ff_batch *batch, ff_batch_info *out);
 
-/* The device memory the trainer can spare, as its framework sees it, for
- * the offload device's budget: PyTorch's
- *   torch.cuda.mem_get_info()[0] + torch.cuda.memory_reserved()
- *     - torch.cuda.memory_allocated()
- * (free memory plus what its caching allocator holds unused), in bytes,
- * read on the consumer thread before ff_loader_next (the Python Loader does
- * this itself when torch has initialised CUDA). From then on the budget is
- * min(device_memory_limit_bytes, what the loader holds + free_bytes -
- * device_headroom_bytes) instead of being computed from cudaMemGetInfo,
- * which counts the framework's cached memory as used; when the figure
+/* Caps the device memory the offload device's budget may count as free,
+ * in bytes: what the trainer wants to leave the loader, read on the
+ * consumer thread before ff_loader_next. The budget is
+ * min(device_memory_limit_bytes, what the loader holds + free -
+ * device_headroom_bytes), free being the device's free memory
+ * (cudaMemGetInfo, torch.cuda.mem_get_info()[0]), re-read about once per
+ * batch, and at most free_bytes from this call on. Memory a framework
+ * caches unused (PyTorch's memory_reserved() - memory_allocated()) is not
+ * free: the framework holds it and the loader cannot get it; it becomes
+ * free only once the framework releases it (torch.cuda.empty_cache(); the
+ * Python Loader does that when release_torch_cache=True and the budget
+ * refused work, see ff_stats.device_budget_refusals). When the figure
  * shrinks, the loader hands its cached device memory back at once
- * (cudaMemPoolTrimTo) and sends work to the CPU until it fits. -1 goes
- * back to the device's own figure. Consumer thread. FF_OK (also without a
- * device: nothing to do), FF_EDEVICE. */
+ * (cudaMemPoolTrimTo, or the caller's device_free once the loader's work
+ * is done with it) and sends work to the CPU until it fits. -1 removes the
+ * cap. Consumer thread. FF_OK (also without a device: nothing to do),
+ * FF_EDEVICE. */
 FF_API ff_status ff_loader_set_device_free_bytes(ff_loader *loader, int64_t free_bytes);
 
 /* Loader statistics since open. Times are summed over worker threads.
@@ -1106,6 +1111,9 @@ typedef struct ff_stats {
   uint64_t fences;           /* events recorded by ff_loader_fence */
   uint64_t fence_wait_ns;    /* time a worker slept until a released batch's copies had read it (one
                                 worker at a time; the others wait for it) */
+  uint64_t device_budget_refusals; /* times the device memory budget said no: batches of which it admitted
+                                      no sample the scheduler wanted on the device, and microbatches the
+                                      pool or the device refused for memory (their samples ran on the CPU) */
 } ff_stats;
 
 /* Fills *out. Any time, from the consumer thread. */

@@ -8,6 +8,7 @@ import operator
 import os
 import sys
 import threading
+import time
 import weakref
 from collections.abc import Mapping
 
@@ -209,6 +210,24 @@ def _env_int(name, fallback):
 _log = logging.getLogger("fusionflow")
 
 
+_EMPTY_CACHE_EVERY_S = 10.0
+
+
+def _empty_cache_due(torch, refusals, state, now):
+    """Whether to release torch's cache now (Loader.release_torch_cache): the
+    budget refused work since the last look (``refusals``, the count, grew past
+    state["refusals"]), torch is imported and has initialised CUDA, and the last
+    release (state["at"]) is _EMPTY_CACHE_EVERY_S old. Updates state."""
+    grew = refusals > state["refusals"]
+    state["refusals"] = refusals
+    if not grew or torch is None or not torch.cuda.is_initialized():
+        return False
+    if state["at"] is not None and now - state["at"] < _EMPTY_CACHE_EVERY_S:
+        return False
+    state["at"] = now
+    return True
+
+
 def _copy_stream(torch, index, side_streams):
     """The cudaStream_t (an int) on GPU ``index`` that every copy queued so far on
     torch's current stream is ordered before: the current stream itself when it is
@@ -375,7 +394,16 @@ class Loader:
             device that cannot be opened raises
             :class:`fusionflow.DeviceUnavailableError` (a ValueError).
         device_memory_limit_bytes (int): the most device memory the loader may
-            hold; 0 = the free memory less a headroom for training.
+            hold; 0 = the free memory less a headroom for training. Free means
+            free on the device (``torch.cuda.mem_get_info()[0]``): memory torch's
+            caching allocator holds unused is torch's, not the loader's.
+        release_torch_cache (bool): when the device memory budget refused work
+            (``stats()["device_budget_refusals"]`` grew) and torch has initialised
+            CUDA, call ``torch.cuda.empty_cache()`` before the next batch (at most
+            every 10 s), so that what torch caches unused becomes free for the
+            loader. Costs the trainer fresh ``cudaMalloc`` calls for memory it
+            needs again; default False (the loader then takes only free memory).
+            See docs/device-memory.md.
         pin_memory (bool or None): host batches in pinned (page-locked) memory,
             so that ``images.cuda(non_blocking=True)`` is truly asynchronous
             (DataLoader's pin_memory). None (default): when ``device`` is a CUDA
@@ -528,7 +556,7 @@ class Loader:
                  output_device="cpu", device_decode="auto", deterministic=False, dtype=None,
                  memory_format=None, semantics="v1", repeated_augmentations=None, shuffle_buffer=1000, num_workers=None,
                  prefetch_factor=None, persistent_workers=None, recipe=None, num_classes=None,
-                 image_key=None, label_key=None, **dataloader_kwargs):
+                 image_key=None, label_key=None, release_torch_cache=False, **dataloader_kwargs):
         self._c = None
         self._classes = None
         if batch_size is None:
@@ -635,6 +663,8 @@ class Loader:
         self._resume_epoch = None
         self._iterations = 0
         self._side_streams = {}  # device index -> torch.cuda.Stream (_copy_stream)
+        self.release_torch_cache = bool(release_torch_cache)
+        self._cache_state = {"refusals": 0, "at": None}  # _empty_cache_due
         self._convert = _converter(output)
         try:
             self._c = _c.open_loader(
@@ -712,27 +742,19 @@ class Loader:
         self._iterations += 1
         return _EpochIterator(self, self._iterations)
 
-    def _tell_device_memory(self, core):
-        """Hands the library PyTorch's view of spare device memory, on the
-        consumer thread (ff_loader_set_device_free_bytes): free memory plus what
-        torch's caching allocator holds unused, so that the loader's budget
-        counts that memory as available and shrinks (trimming its pool) when
-        the trainer takes it. Only when torch is imported and has initialised
-        CUDA on the loader's device; otherwise the library reads the device."""
-        torch = sys.modules.get("torch")
-        dev = self.device
-        if torch is None or not (dev.startswith("cuda") or dev == "auto"):
+    def _release_torch_cache(self, core):
+        """release_torch_cache=True: when the device memory budget said no since
+        the last batch (ff_stats.device_budget_refusals grew) and torch has
+        initialised CUDA, torch.cuda.empty_cache() hands what torch caches unused
+        to the device, where the loader's budget finds it at the next batch; at
+        most once every _EMPTY_CACHE_EVERY_S seconds. Never by default: the
+        budget counts only memory the device has free, and what torch caches
+        is torch's."""
+        if not self.release_torch_cache:
             return
-        try:
-            cuda = torch.cuda
-            if not cuda.is_initialized():
-                return
-            index = int(dev.split(":", 1)[1]) if ":" in dev else cuda.current_device()
-            free, _ = cuda.mem_get_info(index)
-            spare = free + cuda.memory_reserved(index) - cuda.memory_allocated(index)
-        except (RuntimeError, ValueError, AttributeError):
-            return
-        core.set_device_free_bytes(int(spare))
+        refusals = core.budget_refusals()
+        if _empty_cache_due(sys.modules.get("torch"), refusals, self._cache_state, time.monotonic()):
+            sys.modules["torch"].cuda.empty_cache()
 
     def _fence_stream(self, core):
         """The stream to fence (ff_loader_fence) before the next batch: where
@@ -755,7 +777,7 @@ class Loader:
         if iteration != self._iterations:
             raise RuntimeError("fusionflow: another iteration over this loader started; this iterator is done")
         core = self._open()
-        self._tell_device_memory(core)
+        self._release_torch_cache(core)
         answer = core.next(self._fence_stream(core))
         if answer is None:
             return None
@@ -910,6 +932,12 @@ class Loader:
             device_samples, device_fallbacks (int): samples the device prepared; samples
                 meant for it that the CPU prepared after a refusal or a device error.
             device_ns (int): device time of the microbatches.
+            device_budget_refusals (int): times the device memory budget said no
+                (a batch it admitted no device sample of, or a microbatch refused
+                for memory); see release_torch_cache.
+            fences (int), fence_wait_ns (int): events recorded after the trainer's
+                copies of host batches (one per next() when the batches are pinned),
+                and the time a worker waited for one (see "Copies to the GPU").
             device_pool_limit_bytes, device_pool_peak_bytes (int): the device memory
                 budget now, and the most the loader held.
             offload_share (float): the scheduler's current device share, 0..1.

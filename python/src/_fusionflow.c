@@ -1074,7 +1074,7 @@ static PyObject *loader_stats_body(LoaderObject *self, PyObject *unused) {
     Py_XDECREF(skipped);
     return NULL;
   }
-  return Py_BuildValue("{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:i,s:N,s:N,s:s,s:K,s:K,s:K,s:n,s:n,s:d,s:K,s:K,s:N,s:s,s:s,s:K,s:K,s:K,s:K,s:K,s:K,s:s,s:K,s:K}",
+  return Py_BuildValue("{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:i,s:N,s:N,s:s,s:K,s:K,s:K,s:n,s:n,s:d,s:K,s:K,s:N,s:s,s:s,s:K,s:K,s:K,s:K,s:K,s:K,s:s,s:K,s:K,s:K}",
                        "batches", (unsigned long long)s.batches,
                        "samples", (unsigned long long)s.samples, "read_ns", (unsigned long long)s.read_ns,
                        "decode_ns", (unsigned long long)s.decode_ns, "ops_ns", (unsigned long long)s.ops_ns,
@@ -1095,7 +1095,8 @@ static PyObject *loader_stats_body(LoaderObject *self, PyObject *unused) {
                        "batch_stage_ns", (unsigned long long)s.batch_stage_ns,
                        "source_ignored_files", (unsigned long long)s.source_ignored_files,
                        "node_group", s.node_group ? s.node_group : "", "fences", (unsigned long long)s.fences,
-                       "fence_wait_ns", (unsigned long long)s.fence_wait_ns);
+                       "fence_wait_ns", (unsigned long long)s.fence_wait_ns, "device_budget_refusals",
+                       (unsigned long long)s.device_budget_refusals);
 }
 
 
@@ -1142,6 +1143,15 @@ CONSUMER_CALL(loader_stats)
 static PyObject *loader_held(LoaderObject *self, PyObject *unused) {
   (void)unused;
   return PyLong_FromLong(self->core ? atomic_load(&self->core->held) : 0);
+}
+
+/* ff_stats.device_budget_refusals alone: cheap enough for every batch. */
+static PyObject *loader_budget_refusals(LoaderObject *self, PyObject *unused) {
+  (void)unused;
+  if (check_open(self)) return NULL;
+  ff_stats s;
+  ff_loader_stats(self->core->loader, &s);
+  return PyLong_FromUnsignedLongLong(s.device_budget_refusals);
 }
 
 static PyObject *loader_set_device_free_bytes(LoaderObject *self, PyObject *args) {
@@ -1194,8 +1204,10 @@ static PyMethodDef loader_methods[] = {
     {"stats", (PyCFunction)loader_stats, METH_NOARGS, "stats() -> dict"},
     {"held", (PyCFunction)loader_held, METH_NOARGS, "held() -> batches handed out and still referenced"},
     {"set_device_free_bytes", (PyCFunction)loader_set_device_free_bytes, METH_VARARGS,
-     "set_device_free_bytes(n): the device memory the trainer can spare, in bytes (-1: the device's own "
-     "figure); ff_loader_set_device_free_bytes"},
+     "set_device_free_bytes(n): at most n bytes of the device's free memory count for the budget (-1: no "
+     "cap); ff_loader_set_device_free_bytes"},
+    {"budget_refusals", (PyCFunction)loader_budget_refusals, METH_NOARGS,
+     "budget_refusals() -> ff_stats.device_budget_refusals"},
     {NULL, NULL, 0, NULL},
 };
 

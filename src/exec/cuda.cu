@@ -29,9 +29,14 @@
  *   (cudaThreadExchangeStreamCaptureMode), so our calls on the feeder thread
  *   cannot invalidate a CUDA graph the trainer captures on its own.
  * - Events are blocking-sync: waiting sleeps instead of spinning a core.
- * - Memory is stream-ordered, from a memory pool of our own
- *   (cudaMallocFromPoolAsync / cudaFreeAsync on an internal stream that
- *   first waits for our streams), never cudaFree, which stalls the GPU.
+ * - Memory is stream-ordered, from a memory pool of our own, never
+ *   cudaFree, which stalls the GPU: frees (cudaFreeAsync) on an internal
+ *   stream that first waits for our streams, allocations
+ *   (cudaMallocFromPoolAsync) on another that waits for nothing, reusing
+ *   only memory whose free has completed, and nothing waits for the frees:
+ *   our streams may wait for the trainer's (a released batch), and a wait
+ *   behind them would block whichever thread allocates or trims — the
+ *   trainer's own in next().
  * - Only cudaErrorMemoryAllocation is "out of memory" (FF__EBUDGET); any
  *   other failure is a device error.
  * - Streams are non-blocking (never serialised with the default stream);
@@ -232,8 +237,9 @@ typedef struct cuda_dev {
   pthread_mutex_t lock;
   stream_node *streams;
   cudaMemPool_t mem_pool;
-  cudaStream_t mem_stream; /* allocations and frees are ordered on it */
-  cudaEvent_t mem_done;    /* blocking-sync: an allocation is usable once it completes */
+  cudaStream_t mem_stream;   /* frees are ordered on it, after our streams' work */
+  cudaStream_t alloc_stream; /* allocations, after nothing: waiting for one never waits for a free */
+  cudaEvent_t mem_done, alloc_done; /* blocking-sync */
   int tuned;               /* shared-memory histograms and sums (FF_DEVICE_KERNELS != plain) */
 } cuda_dev;
 
@@ -273,10 +279,13 @@ static void cu_synchronize(void *impl) {
   for (stream_node *n = d->streams; n; n = n->next)
     sync_stream(n->s, n->done);
   sync_stream(d->mem_stream, d->mem_done);
+  sync_stream(d->alloc_stream, d->alloc_done);
   pthread_mutex_unlock(&d->lock);
 }
 
 static void release(cuda_dev *d) {
+  if (d->alloc_done) cudaEventDestroy(d->alloc_done);
+  if (d->alloc_stream) cudaStreamDestroy(d->alloc_stream);
   if (d->mem_done) cudaEventDestroy(d->mem_done);
   if (d->mem_stream) cudaStreamDestroy(d->mem_stream);
   if (d->mem_pool) cudaMemPoolDestroy(d->mem_pool);
@@ -294,11 +303,16 @@ static void cu_close(void *impl) {
   free(d);
 }
 
+/* On the allocation stream, which waits for nothing: the pool reuses only
+ * memory whose free has completed (internal dependencies are off), so the
+ * wait for the allocation never waits for a free queued behind our streams'
+ * work, which may wait for a consumer's stream — the trainer's, whose
+ * thread may be the one allocating or waiting for the pool's lock. */
 static ff_status cu_mem_alloc(void *impl, size_t size_bytes, void **out, ff__error *err) {
   cuda_dev *d = (cuda_dev *)impl;
   pthread_mutex_lock(&d->lock);
-  cudaError_t e = cudaMallocFromPoolAsync(out, size_bytes, d->mem_pool, d->mem_stream);
-  if (e == cudaSuccess) e = sync_stream(d->mem_stream, d->mem_done); /* usable on every stream */
+  cudaError_t e = cudaMallocFromPoolAsync(out, size_bytes, d->mem_pool, d->alloc_stream);
+  if (e == cudaSuccess) e = sync_stream(d->alloc_stream, d->alloc_done); /* usable on every stream */
   pthread_mutex_unlock(&d->lock);
   if (e == cudaSuccess) return FF_OK;
   if (e == cudaErrorMemoryAllocation) {
@@ -308,16 +322,31 @@ static ff_status cu_mem_alloc(void *impl, size_t size_bytes, void **out, ff__err
   return fail(err, d, "cudaMallocFromPoolAsync", e);
 }
 
+/* Makes the memory stream wait for the work queued on each of our streams
+ * so far. Under d->lock. */
+static void mem_stream_after_ours(cuda_dev *d) {
+  for (stream_node *n = d->streams; n; n = n->next)
+    if (cudaEventRecord(n->done, n->s) == cudaSuccess) cudaStreamWaitEvent(d->mem_stream, n->done, 0);
+}
+
 /* Freed on the memory stream once every one of our streams' work queued so
  * far is done (the pool hands back only blocks nobody uses, but kernels
- * that used them may still be in flight). */
+ * that used them may still be in flight). Waits for nothing. */
 static void cu_mem_free(void *impl, void *ptr) {
   cuda_dev *d = (cuda_dev *)impl;
   pthread_mutex_lock(&d->lock);
-  for (stream_node *n = d->streams; n; n = n->next)
-    if (cudaEventRecord(n->done, n->s) == cudaSuccess) cudaStreamWaitEvent(d->mem_stream, n->done, 0);
+  mem_stream_after_ours(d);
   cudaFreeAsync(ptr, d->mem_stream);
   pthread_mutex_unlock(&d->lock);
+}
+
+static ff_status cu_retire_record(void *impl, void *event, ff__error *err) {
+  cuda_dev *d = (cuda_dev *)impl;
+  pthread_mutex_lock(&d->lock);
+  mem_stream_after_ours(d);
+  cudaError_t e = cudaEventRecord((cudaEvent_t)event, d->mem_stream);
+  pthread_mutex_unlock(&d->lock);
+  return e == cudaSuccess ? FF_OK : fail(err, d, "cudaEventRecord (retire)", e);
 }
 
 static ff_status cu_mem_info(void *impl, size_t *free_bytes, size_t *total_bytes) {
@@ -326,14 +355,11 @@ static ff_status cu_mem_info(void *impl, size_t *free_bytes, size_t *total_bytes
   return cudaMemGetInfo(free_bytes, total_bytes) == cudaSuccess ? FF_OK : FF_EDEVICE;
 }
 
-/* The frees queued on the memory stream done, what they released goes back
- * to the device (a trainer on the same GPU can take it). */
-static void cu_mem_trim(void *impl) {
-  cuda_dev *d = (cuda_dev *)impl;
-  pthread_mutex_lock(&d->lock);
-  if (sync_stream(d->mem_stream, d->mem_done) == cudaSuccess) cudaMemPoolTrimTo(d->mem_pool, 0);
-  pthread_mutex_unlock(&d->lock);
-}
+/* What the completed frees released goes back to the device (a trainer on
+ * the same GPU can take it); frees still behind our streams' work go at a
+ * later trim or memory query. No wait: the caller may be the trainer's
+ * thread, and our streams may wait for its stream. */
+static void cu_mem_trim(void *impl) { cudaMemPoolTrimTo(((cuda_dev *)impl)->mem_pool, 0); }
 
 static ff_status cu_host_alloc(void *impl, size_t size_bytes, void **out, ff__error *err) {
   cuda_dev *d = (cuda_dev *)impl;
@@ -505,6 +531,7 @@ static ff__device_backend make_backend(void) {
   b.host_alloc = cu_host_alloc, b.host_free = cu_host_free;
   b.stream_create = cu_stream_create, b.stream_destroy = cu_stream_destroy, b.stream_wait = cu_stream_wait;
   b.stream_handle = cu_stream_handle, b.foreign_wait = cu_foreign_wait, b.foreign_record = cu_foreign_record;
+  b.retire_record = cu_retire_record;
   b.copy = cu_copy, b.download_batch = cu_download_batch, b.event_create = cu_event_create, b.event_destroy = cu_event_destroy;
   b.event_record = cu_event_record, b.event_query = cu_event_query, b.event_wait = cu_event_wait;
   b.event_elapsed_ms = cu_event_elapsed_ms, b.launch = cu_launch;
@@ -591,12 +618,20 @@ extern "C" ff_status ff__cuda_open(int ordinal, const ff__device_options *opt, f
   pp.allocType = cudaMemAllocationTypePinned;
   pp.location.type = cudaMemLocationTypeDevice;
   pp.location.id = ordinal;
+  int no_deps = 0; /* an allocation reuses only memory whose free has completed (cu_mem_alloc) */
   cudaError_t e;
   if ((e = cudaGetDeviceProperties(&prop, ordinal)) != cudaSuccess ||
       (e = cudaMemGetInfo(&free_bytes, &total_bytes)) != cudaSuccess ||
       (e = cudaMemPoolCreate(&d->mem_pool, &pp)) != cudaSuccess ||
+      (e = cudaMemPoolSetAttribute(d->mem_pool, cudaMemPoolReuseAllowInternalDependencies, &no_deps)) !=
+          cudaSuccess ||
+      (e = cudaMemPoolSetAttribute(d->mem_pool, cudaMemPoolReuseFollowEventDependencies, &no_deps)) !=
+          cudaSuccess ||
       (e = cudaStreamCreateWithFlags(&d->mem_stream, cudaStreamNonBlocking)) != cudaSuccess ||
+      (e = cudaStreamCreateWithFlags(&d->alloc_stream, cudaStreamNonBlocking)) != cudaSuccess ||
       (e = cudaEventCreateWithFlags(&d->mem_done, cudaEventBlockingSync | cudaEventDisableTiming)) !=
+          cudaSuccess ||
+      (e = cudaEventCreateWithFlags(&d->alloc_done, cudaEventBlockingSync | cudaEventDisableTiming)) !=
           cudaSuccess) {
     st = ff__error_set(err, FF_EDEVICE, "cuda:%d: cannot open: %s; use emu:0 or cpu", ordinal,
                        cudaGetErrorString(e));

@@ -102,11 +102,11 @@ ff_status ff__device_query(ff__device *d, ff__device_info *out, ff__error *err);
  * The pool's figures after that go to *pool_out (may be NULL). */
 ff_status ff__device_refresh(ff__device *d, ff__pool_stats *pool_out, ff__error *err);
 
-/* Takes free_bytes as the device's free memory from now on — the trainer's
- * view of what it can spare (torch: mem_get_info free + memory_reserved -
- * memory_allocated) — instead of the backend's own query; -1 goes back to
- * that. The limit follows at once; when it shrinks the pool hands cached
- * blocks back and trims (cudaMemPoolTrimTo). FF_OK or FF_EDEVICE. */
+/* Takes at most free_bytes as the device's free memory from now on — the
+ * trainer's view of what it can spare — and never more than the backend's
+ * own query says is free; -1 goes back to that alone. The limit follows at
+ * once; when it shrinks the pool hands cached blocks back and trims
+ * (cudaMemPoolTrimTo). FF_OK or FF_EDEVICE. */
 ff_status ff__device_set_free(ff__device *d, int64_t free_bytes, ff__error *err);
 
 /* Device memory from the pool: FF_OK, FF__EBUDGET (not now: over budget or

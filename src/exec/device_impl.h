@@ -52,6 +52,10 @@ typedef struct ff__device_backend {
   void *(*stream_handle)(void *impl, void *stream);
   ff_status (*foreign_wait)(void *impl, void *handle, void *event, ff__error *err);
   ff_status (*foreign_record)(void *impl, void *event, void *handle, ff__error *err);
+  /* Records event so that it completes once the work queued on every one of
+   * our streams so far has (a consumer's streams not included). Waits for
+   * nothing itself. */
+  ff_status (*retire_record)(void *impl, void *event, ff__error *err);
   /* An asynchronous copy; kind is an ff__copy_kind. */
   ff_status (*copy)(void *impl, void *stream, void *dst, const void *src, size_t size_bytes, int kind,
                     ff__error *err);

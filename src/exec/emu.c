@@ -49,7 +49,7 @@
 #include "exec/device_impl.h"
 #include "kernels/stage_block.h"
 
-enum { CMD_COPY, CMD_LAUNCH, CMD_RECORD, CMD_WAIT, CMD_DECODE };
+enum { CMD_COPY, CMD_LAUNCH, CMD_RECORD, CMD_WAIT, CMD_DECODE, CMD_WAIT_STREAM };
 
 typedef struct emu_event {
   int id;
@@ -65,11 +65,12 @@ typedef struct emu_cmd {
   void *dst;
   const void *src;
   size_t size_bytes;
-  int n, stage_kind; /* launch: records, and their kind */
+  int n, stage_kind; /* launch: records, and their kind; wait_stream: n is the stream's id */
   unsigned launch_no;
   emu_event *event;
   ff__device_decode_job *job;
-  uint64_t event_no; /* record: this record's number; wait: the record waited for */
+  uint64_t event_no; /* record: this record's number; wait: the record waited for; wait_stream: the
+                        stream's commands that must have completed */
 } emu_cmd;
 
 typedef struct emu_stream {
@@ -77,6 +78,7 @@ typedef struct emu_stream {
   emu_cmd *queue; /* ring of cap commands from head */
   size_t head, count, cap;
   int running; /* the thread is executing its head */
+  uint64_t queued, completed; /* commands queued on it, and completed, since it was made */
   int failed;  /* a launch failed since the last record */
   char fault_msg[128];
   struct emu_stream *next;
@@ -93,6 +95,7 @@ typedef struct emu {
   pthread_cond_t work, done;
   emu_stream *streams;
   emu_stream *null_stream; /* what a consumer's NULL stream handle names (cuda: the legacy default stream) */
+  emu_stream *retire;      /* retire records wait here for every stream's work (emu_retire_record) */
   uint64_t pending; /* commands queued and not yet completed, over all streams */
   int stop, next_id;
   uint32_t rng;
@@ -147,9 +150,14 @@ static uint32_t next_rand(emu *m) {
   return m->rng;
 }
 
-static int can_run(const emu_stream *s) {
+static int can_run(const emu *m, const emu_stream *s) {
   if (!s->count || s->running) return 0;
   const emu_cmd *c = &s->queue[s->head];
+  if (c->kind == CMD_WAIT_STREAM) { /* a stream destroyed since has finished its work */
+    for (const emu_stream *t = m->streams; t; t = t->next)
+      if (t->id == c->n) return t->completed >= c->event_no;
+    return 1;
+  }
   return c->kind != CMD_WAIT || c->event->reached >= c->event_no;
 }
 
@@ -157,11 +165,11 @@ static int can_run(const emu_stream *s) {
 static emu_stream *pick(emu *m) {
   unsigned runnable = 0;
   for (emu_stream *s = m->streams; s; s = s->next)
-    runnable += (unsigned)can_run(s);
+    runnable += (unsigned)can_run(m, s);
   if (!runnable) return NULL;
   unsigned k = next_rand(m) % runnable;
   for (emu_stream *s = m->streams; s; s = s->next)
-    if (can_run(s) && !k--) return s;
+    if (can_run(m, s) && !k--) return s;
   return NULL;
 }
 
@@ -302,7 +310,7 @@ static void *emu_main(void *arg) {
         memcpy(c.event->fault_msg, s->fault_msg, sizeof s->fault_msg);
       }
     }
-    s->head = (s->head + 1) % s->cap, s->count--, s->running = 0;
+    s->head = (s->head + 1) % s->cap, s->count--, s->running = 0, s->completed++;
     m->pending--;
     pthread_cond_broadcast(&m->done);
   }
@@ -310,16 +318,12 @@ static void *emu_main(void *arg) {
   return NULL;
 }
 
-static ff_status submit(emu *m, emu_stream *s, emu_cmd c, ff__error *err) {
-  check_current(m);
-  pthread_mutex_lock(&m->lock);
+/* Queues c on s. Locked. */
+static ff_status enqueue(emu *m, emu_stream *s, emu_cmd c, ff__error *err) {
   if (s->count == s->cap) {
     size_t cap = s->cap ? 2 * s->cap : 64;
     emu_cmd *q = malloc(cap * sizeof *q);
-    if (!q) {
-      pthread_mutex_unlock(&m->lock);
-      return ff__error_set(err, FF_ENOMEM, "emu:%d: out of memory queueing work", m->ordinal);
-    }
+    if (!q) return ff__error_set(err, FF_ENOMEM, "emu:%d: out of memory queueing work", m->ordinal);
     for (size_t i = 0; i < s->count; i++)
       q[i] = s->queue[(s->head + i) % s->cap];
     free(s->queue);
@@ -332,19 +336,24 @@ static ff_status submit(emu *m, emu_stream *s, emu_cmd c, ff__error *err) {
     if (m->num_waits == m->cap_waits) {
       size_t cap = m->cap_waits ? 2 * m->cap_waits : 64;
       emu_wait_rec *w = realloc(m->waits, cap * sizeof *w);
-      if (!w) {
-        pthread_mutex_unlock(&m->lock);
-        return ff__error_set(err, FF_ENOMEM, "emu:%d: out of memory queueing work", m->ordinal);
-      }
+      if (!w) return ff__error_set(err, FF_ENOMEM, "emu:%d: out of memory queueing work", m->ordinal);
       m->waits = w, m->cap_waits = cap;
     }
     m->waits[m->num_waits++] = (emu_wait_rec){s->id, c.event->id};
   }
   s->queue[(s->head + s->count++) % s->cap] = c;
+  s->queued++;
   m->pending++;
   pthread_cond_signal(&m->work);
-  pthread_mutex_unlock(&m->lock);
   return FF_OK;
+}
+
+static ff_status submit(emu *m, emu_stream *s, emu_cmd c, ff__error *err) {
+  check_current(m);
+  pthread_mutex_lock(&m->lock);
+  ff_status st = enqueue(m, s, c, err);
+  pthread_mutex_unlock(&m->lock);
+  return st;
 }
 
 /* ------------------------------------------------------------ backend */
@@ -543,6 +552,21 @@ static ff_status emu_stream_wait(void *impl, void *stream, void *event, ff__erro
   return submit(impl, stream, (emu_cmd){.kind = CMD_WAIT, .event = event}, err);
 }
 
+/* event completes once every stream's work queued so far has: a wait for
+ * each stream's count of commands, on the retire stream, then the record. */
+static ff_status emu_retire_record(void *impl, void *event, ff__error *err) {
+  emu *m = impl;
+  check_current(m);
+  pthread_mutex_lock(&m->lock);
+  ff_status st = FF_OK;
+  for (emu_stream *s = m->streams; s && !st; s = s->next)
+    if (s != m->retire && s != m->null_stream && s->queued > s->completed) /* ours, not a consumer's */
+      st = enqueue(m, m->retire, (emu_cmd){.kind = CMD_WAIT_STREAM, .n = s->id, .event_no = s->queued}, err);
+  if (!st) st = enqueue(m, m->retire, (emu_cmd){.kind = CMD_RECORD, .event = event}, err);
+  pthread_mutex_unlock(&m->lock);
+  return st;
+}
+
 /* A consumer's stream on emu is one of the emulator's own streams; NULL
  * names the emulator's default stream, as 0 names CUDA's legacy one. */
 static void *emu_stream_handle(void *impl, void *stream) {
@@ -641,6 +665,7 @@ static const ff__device_backend emu_backend = {
     .stream_handle = emu_stream_handle,
     .foreign_wait = emu_foreign_wait,
     .foreign_record = emu_foreign_record,
+    .retire_record = emu_retire_record,
     .copy = emu_copy,
     .download_batch = emu_download_batch,
     .event_create = emu_event_create,
@@ -785,12 +810,14 @@ ff_status ff__emu_open(int ordinal, const char *query, const ff__device_options 
   m->fail_alloc_after = alloc_after, m->alloc_error_at = alloc_error_at, m->fail_kernel_at = kernel_at;
   atomic_init(&m->misplaced_calls, 0);
   atomic_init(&m->device_switches, 0);
-  if (!(m->null_stream = calloc(1, sizeof *m->null_stream))) {
-    free(m);
+  m->null_stream = calloc(1, sizeof *m->null_stream);
+  m->retire = calloc(1, sizeof *m->retire);
+  if (!m->null_stream || !m->retire) {
+    free(m->null_stream), free(m->retire), free(m);
     return ff__error_set(err, FF_ENOMEM, "emu:%d: out of memory", ordinal);
   }
-  m->null_stream->id = ++m->next_id;
-  m->streams = m->null_stream; /* freed with the others at close */
+  m->null_stream->id = ++m->next_id, m->retire->id = ++m->next_id;
+  m->streams = m->null_stream, m->null_stream->next = m->retire; /* freed with the others at close */
   pthread_mutex_init(&m->lock, NULL);
   pthread_cond_init(&m->work, NULL);
   pthread_cond_init(&m->done, NULL);
@@ -798,7 +825,7 @@ ff_status ff__emu_open(int ordinal, const char *query, const ff__device_options 
     pthread_cond_destroy(&m->work);
     pthread_cond_destroy(&m->done);
     pthread_mutex_destroy(&m->lock);
-    free(m->null_stream);
+    free(m->null_stream), free(m->retire);
     free(m);
     return ff__error_set(err, FF_ENOMEM, "emu:%d: cannot start the emulator thread", ordinal);
   }

@@ -1180,6 +1180,7 @@ void ff_loader_stats(const ff_loader *l, ff_stats *out) {
   pthread_mutex_unlock((pthread_mutex_t *)&l->mu);
   /* the pool's figures now, not as of the last batch */
   ff__offload_pool(l->offload, &out->device_pool_limit_bytes, &out->device_pool_peak_bytes);
+  out->device_budget_refusals = ff__offload_budget_refusals(l->offload);
   out->node_group = ff__coord_group(l->coord);
 }
 

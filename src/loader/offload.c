@@ -97,6 +97,7 @@ struct ff__offload {
   int device_off;          /* offload stopped for good (errors) */
   int backoff, backoff_len;/* splits left without offload after a refusal; the next refusal's length */
   int refused;             /* the device refused work since the last ff__offload_take_refused */
+  uint64_t budget_refusals;/* splits the memory budget admitted nothing of, microbatches the pool refused */
   ff__cost_model cost;
   uint64_t *headers;       /* each sample's header once seen (ff__cost_header_pack), 0: not yet */
   uint64_t *split_sizes;   /* batch_cap: scratch of the split */
@@ -324,7 +325,7 @@ int ff__offload_split(ff__offload *o, int entry_no, void *images, uint64_t epoch
     size_t out_bytes = o->d_out ? 0 : out_bytes_of(o, e);
     size_t avail = o->device_free_bytes > out_bytes ? o->device_free_bytes - out_bytes : 0;
     k = ff__cost_split(&o->cost, o->split_saving, o->split_sizes, n, k, avail, placement);
-    if (!k) o->refused = 1;
+    if (!k) o->refused = 1, o->budget_refusals++;
     if (k && ff__dev_batch_begin(e->mb, e->d_direct ? o->cfg.pipe : o->cfg.host_pipe, NULL)) {
       memset(placement, FF_PLACEMENT_CPU, (size_t)n);
       k = 0;
@@ -470,6 +471,14 @@ void ff__offload_refresh(ff__offload *o, size_t *limit_bytes, size_t *peak_bytes
   o->device_free_bytes = ok && pool.limit_bytes > pool.used_bytes ? pool.limit_bytes - pool.used_bytes : 0;
   pthread_mutex_unlock(&o->mu);
   if (ok) *limit_bytes = pool.limit_bytes, *peak_bytes = pool.peak_bytes;
+}
+
+uint64_t ff__offload_budget_refusals(ff__offload *o) {
+  if (!o) return 0;
+  pthread_mutex_lock(&o->mu);
+  uint64_t n = o->budget_refusals;
+  pthread_mutex_unlock(&o->mu);
+  return n;
 }
 
 void ff__offload_pool(ff__offload *o, size_t *limit_bytes, size_t *peak_bytes) {
@@ -710,7 +719,7 @@ static void account_device(ff__offload *o, ff_status device_status) {
   if (!device_status) {
     o->device_errors = 0, o->backoff_len = 0;
   } else if (device_status == FF__EBUDGET) {
-    o->refused = 1;
+    o->refused = 1, o->budget_refusals++;
     o->backoff_len = o->backoff_len ? 2 * o->backoff_len : 2;
     if (o->backoff_len > MAX_BACKOFF_BATCHES) o->backoff_len = MAX_BACKOFF_BATCHES;
     o->backoff = o->backoff_len;

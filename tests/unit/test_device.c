@@ -18,9 +18,13 @@
 
 #include <cmocka.h>
 
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "exec/dev_batch.h"
 #include "exec/device.h"
@@ -481,6 +485,83 @@ static void every_call_runs_on_the_device_and_leaves_the_threads_current_device(
   free_inputs(&in);
 }
 
+/* ---- the caller's allocator and a busy consumer ---- */
+
+static int hook_allocs, hook_frees;
+
+static int counting_alloc(void *ctx, size_t size_bytes, void *stream, void **out) {
+  (void)ctx, (void)stream;
+  hook_allocs++;
+  *out = aligned_alloc(256, (size_bytes + 255) / 256 * 256);
+  return *out == NULL;
+}
+
+static void counting_free(void *ctx, void *ptr, size_t size_bytes, void *stream) {
+  (void)ctx, (void)size_bytes, (void)stream;
+  hook_frees++;
+  free(ptr);
+}
+
+typedef struct gate {
+  ff__device *d;
+  ff__devent *e;
+  atomic_int opened;
+} gate;
+
+static void *open_gate_in_2s(void *arg) {
+  gate *g = arg;
+  struct timespec t = {2, 0};
+  nanosleep(&t, NULL);
+  atomic_store(&g->opened, 1);
+  ff__emu_event_signal(g->d, g->e);
+  return NULL;
+}
+
+/* One of our streams waits for a consumer's (as the output stream waits for
+ * a released batch's): shrinking the budget hands a cached block back to
+ * the caller's allocator only once that stream is done with it, and the
+ * call that shrinks it (the trainer's thread, in next()) does not wait for
+ * the consumer's stream; it used to synchronise our streams. */
+static void giving_memory_back_never_waits_for_a_busy_consumer(void **state) {
+  (void)state;
+  ff_test_stop_on_alarm("giving memory back waited for the consumer's stream");
+  alarm(60);
+  hook_allocs = hook_frees = 0;
+  ff__device_options opt;
+  ff__device_options_init(&opt);
+  opt.alloc_hook = counting_alloc, opt.free_hook = counting_free;
+  opt.headroom_bytes = 1 << 20; /* a budget of what is free less 1 MiB */
+  ff__device *d = open_dev("emu:0", &opt);
+  ff__error err = {0};
+  gate g = {d, NULL, 0};
+  ff__dstream *ours;
+  void *block;
+  assert_int_equal(ff__device_event_create(d, &g.e, &err), FF_OK);
+  assert_int_equal(ff__device_stream_create(d, &ours, &err), FF_OK);
+  ff__emu_event_hold(d, g.e); /* the consumer's stream is busy */
+  assert_int_equal(ff__device_stream_wait(d, ours, g.e, &err), FF_OK);
+  assert_int_equal(ff__device_alloc(d, 1 << 16, &block, &err), FF_OK);
+  ff__device_free(d, block); /* cached */
+  assert_int_equal(hook_allocs, 1);
+  pthread_t opener;
+  assert_int_equal(pthread_create(&opener, NULL, open_gate_in_2s, &g), 0);
+  assert_int_equal(ff__device_set_free(d, 0, &err), FF_OK); /* the budget shrinks to nothing */
+  ff__device_info info;
+  assert_int_equal(ff__device_query(d, &info, &err), FF_OK);
+  assert_int_equal(info.pool.reserved_bytes, 0);            /* the block was given up */
+  assert_int_equal(atomic_load(&g.opened), 0);              /* returned while the consumer was busy */
+  assert_int_equal(hook_frees, 0);                          /* ours may still use it */
+  pthread_join(opener, NULL);
+  ff__device_synchronize(d); /* our stream, and the retire event after it */
+  assert_int_equal(ff__device_refresh(d, NULL, &err), FF_OK);
+  assert_int_equal(hook_frees, 1); /* back once our stream was past it */
+  ff__device_stream_destroy(d, ours);
+  ff__device_event_destroy(d, g.e);
+  ff__device_close(d);
+  assert_int_equal(hook_frees, hook_allocs);
+  alarm(0);
+}
+
 static void an_allocation_error_that_is_not_out_of_memory_is_a_device_error(void **state) {
   (void)state;
   ff__device_options opt;
@@ -675,6 +756,7 @@ int main(void) {
       cmocka_unit_test(emu_streams_complete_out_of_order_unless_one_waits_for_the_other),
       cmocka_unit_test(every_call_runs_on_the_device_and_leaves_the_threads_current_device),
       cmocka_unit_test(an_allocation_error_that_is_not_out_of_memory_is_a_device_error),
+      cmocka_unit_test(giving_memory_back_never_waits_for_a_busy_consumer),
       cmocka_unit_test(auto_picks_the_current_device_else_the_local_rank),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
