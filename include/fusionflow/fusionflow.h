@@ -758,8 +758,10 @@ typedef struct ff_batch ff_batch;
  * would (view 0 as the sample without views; ff_image_augment with that
  * index and the group's pipeline gives the view's pixels). A batch holds
  * one tensor per view (ff_batch_view_images); views run on the CPU (device
- * and output_device cpu; "auto" stays on the CPU); at most 64 views in 8
- * groups; mixup_cutmix does not take views.
+ * cpu; "auto" stays on the CPU), and with an output_device ("cuda:N",
+ * "emu:N") each view's tensor goes up to it in one copy after the batch is
+ * assembled (the same bytes); at most 64 views in 8 groups; mixup_cutmix
+ * does not take views.
  *
  * The scheduler (ff_config.device other than "cpu"): the loader measures the
  * consumer's rate D (from the times between ff_loader_next calls) and the
@@ -979,9 +981,10 @@ FF_API size_t ff_loader_num_views(const ff_loader *loader);
 
 /* The images of view `view` (0 <= view < ff_loader_num_views), as
  * ff_batch_images gives view 0 (which it is): shape (N, 3, H, W) float32 or
- * (N, H, W, 3) uint8 with the view group's size, contiguous. Valid until
- * the batch is released. FF_OK, or FF_EINVAL (out zeroed) for a view past
- * the last. */
+ * (N, H, W, 3) uint8 with the view group's size, contiguous, in the
+ * memory ff_batch_device names (after the batch's ready event on a
+ * device). Valid until the batch is released. FF_OK, or FF_EINVAL (out
+ * zeroed) for a view past the last. */
 FF_API ff_status ff_batch_view_images(const ff_batch *batch, size_t view, ff_tensor *out);
 
 /* The labels, shape (N,), int64. Valid until the batch is released. */

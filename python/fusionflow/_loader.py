@@ -498,7 +498,9 @@ class Loader:
             ``(N, num_classes)`` float32, as timm's Mixup returns them (on the CPU,
             also with an ``output_device``).
     With views (``decode || 2 x OPS || 8 x OPS``, see fusionflow.h) images is a
-    list of per-view tensors, in view order (DINO's 2 global + 8 local crops).
+    list of per-view tensors, in view order (DINO's 2 global + 8 local crops),
+    prepared on the CPU (``device="cpu"``) and, with an ``output_device``, each
+    in the device's memory.
 
     Zero copy and lifetime: the tensors are views of the loader's ring of
     ``prefetch + 1`` batch buffers. A buffer goes back to the ring when both

@@ -875,7 +875,7 @@ static PyObject *loader_next_body(LoaderObject *self, PyObject *args) {
     for (size_t v = 1; list && v < views; v++) {
       ff_tensor tv;
       ff_batch_view_images(b, v, &tv);
-      PyObject *t = tensor_new(o, &tv);
+      PyObject *t = images_new(o, b, &tv); /* on the batch's device, as view 0 */
       if (!t) Py_CLEAR(list);
       else PyList_SetItem(list, (Py_ssize_t)v, t);
     }

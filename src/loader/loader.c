@@ -653,9 +653,9 @@ static ff_status loader_start(ff_loader *l) {
   if (!st && l->views.num_groups) {
     l->pipe = l->views.pipes[0];
     if (!strcmp(l->cfg.device, "auto")) l->cfg.device = "cpu"; /* auto may always stay on the CPU */
-    if (strcmp(l->cfg.device, "cpu") || strcmp(l->cfg.output_device, "cpu"))
-      st = ff__error_set(err, FF_EINVAL, "a pipeline with views runs on the CPU: device and output_device must "
-                         "be cpu (got %s, %s)", l->cfg.device, l->cfg.output_device);
+    if (strcmp(l->cfg.device, "cpu"))
+      st = ff__error_set(err, FF_EINVAL, "a pipeline with views runs on the CPU: device must be cpu (got %s; "
+                         "output_device may be a GPU)", l->cfg.device);
     else if (l->cfg.output_dtype != FF_OUTPUT_DTYPE_AUTO || l->cfg.memory_format != FF_MEMORY_FORMAT_AUTO)
       st = ff__error_set(err, FF_EINVAL, "a pipeline with views hands out each view in its default format: "
                          "output_dtype and memory_format must be auto");
@@ -1115,7 +1115,7 @@ ff_status ff_batch_view_images(const ff_batch *b, size_t view, ff_tensor *out) {
   const ff__pipeline *p = l->views.num_groups ? &l->views.pipes[l->views.group_of[view]] : &l->pipe;
   int64_t n = (int64_t)b->size, h = p->out_height, w = p->out_width;
   memset(out, 0, sizeof *out);
-  out->data = b->d_images ? b->d_images : (char *)b->images + (l->views.num_groups ? l->view_offset[view] : 0);
+  out->data = (char *)(b->d_images ? b->d_images : b->images) + (l->views.num_groups ? l->view_offset[view] : 0);
   out->ndim = 4;
   out->dtype = (ff_dtype)p->out_dtype;
   if (p->out_planar) {
