@@ -919,7 +919,10 @@ FF_API void ff_batch_release_after(ff_batch *batch, void *stream);
  * made on another stream must be ordered before the fence on `stream`
  * (cudaStreamWaitEvent, torch's current_stream().wait_stream(side)) before
  * the next ff_loader_next. The workers wait for the event only when they
- * need the memory (sleeping, one of them at a time; ff_stats.fence_wait_ns).
+ * need the memory (sleeping, one of them at a time; ff_stats.fence_wait_ns),
+ * and the ring's memory is freed (ff_loader_close, or the last release
+ * after it) only once every fence's event has completed: a copy still
+ * queued on `stream` then delays the close.
  *
  *   stream  (in) where the copies were queued: a cudaStream_t of the device
  *           that pinned the host batches (ff_loader_pinned_device), NULL
