@@ -1,6 +1,7 @@
 /* _fusionflow.c — the C extension under the `fusionflow` Python package: a thin
  * layer over the public header (include/fusionflow/fusionflow.h) and nothing
- * else of the library.
+ * else of the library (but for the tests' stand-in for a trainer's late GPU
+ * copy on the emulator: ffpy_late_copy.c).
  *
  * Three objects:
  *   Loader  one ff_loader plus a "fetch thread". The consumer's wait for the
@@ -62,6 +63,7 @@
 #include <dlpack/dlpack.h>
 
 #include "ffpy_dataset.h"
+#include "ffpy_late_copy.h"
 #include "fusionflow/fusionflow.h"
 
 /* How long the Python thread waits before it looks at signals again. */
@@ -1250,6 +1252,11 @@ static PyObject *loader_budget_refusals(LoaderObject *self, PyObject *unused) {
   return PyLong_FromUnsignedLongLong(s.device_budget_refusals);
 }
 
+static PyObject *loader_late_copy(LoaderObject *self, PyObject *args) {
+  if (check_open(self)) return NULL;
+  return ffpy_late_copy_queue(self->core->loader, args);
+}
+
 static PyObject *loader_set_device_free_bytes(LoaderObject *self, PyObject *args) {
   long long free_bytes;
   if (!PyArg_ParseTuple(args, "L:set_device_free_bytes", &free_bytes)) return NULL;
@@ -1309,6 +1316,8 @@ static PyMethodDef loader_methods[] = {
     {"set_device_free_bytes", (PyCFunction)loader_set_device_free_bytes, METH_VARARGS,
      "set_device_free_bytes(n): at most n bytes of the device's free memory count for the budget (-1: no "
      "cap); ff_loader_set_device_free_bytes"},
+    {"_late_copy", (PyCFunction)loader_late_copy, METH_VARARGS,
+     "_late_copy(address, nbytes) -> a late copy on the emulator, for tests (ffpy_late_copy.h)"},
     {"budget_refusals", (PyCFunction)loader_budget_refusals, METH_NOARGS,
      "budget_refusals() -> ff_stats.device_budget_refusals"},
     {NULL, NULL, 0, NULL},
@@ -1520,7 +1529,7 @@ PyMODINIT_FUNC PyInit__fusionflow(void) {
   Py_INCREF(TensorType);
   Py_INCREF(LoaderType);
   if (PyModule_AddObject(m, "Tensor", (PyObject *)TensorType) ||
-      PyModule_AddObject(m, "CLoader", (PyObject *)LoaderType))
+      PyModule_AddObject(m, "CLoader", (PyObject *)LoaderType) || PyModule_AddFunctions(m, ffpy_late_copy_methods))
     goto fail;
   static const struct {
     const char *name;

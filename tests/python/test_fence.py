@@ -1,18 +1,24 @@
 """Fencing the trainer's asynchronous copies of host batches (ff_loader_fence).
 
 Without a GPU the C side runs on the emulated device (tests/unit/test_fence.c
-shows a late copy reading its own batch); here: every next() and close() of a
-loader whose batches are pinned fences, through the extension, and the batches
-stay the same; which stream the Python side fences, from torch's state, with
-a stand-in for torch (no GPU needed), without importing torch or initialising
+shows a late copy reading its own batch); here: the documented training loop
+``images = images.cuda(non_blocking=True)``, with a stand-in for ``.cuda``
+that queues the copy on the emulator behind a gate that opens late (a busy
+trainer's stream), reads the batch it was queued from, and without fences the
+same late copy reads a later batch; every next() and close() of a loader whose
+batches are pinned fences, through the extension, and the batches stay the
+same; which stream the Python side fences, from torch's state, with a
+stand-in for torch (no GPU needed), without importing torch or initialising
 its CUDA state.
 """
 import sys
+import threading
 import types
 
 import pytest
 
 import fusionflow
+from fusionflow import _fusionflow as _c
 from fusionflow import _loader
 
 from conftest import make_folder
@@ -45,6 +51,82 @@ def test_pinned_batches_are_fenced_at_every_next_and_the_same(folder):
         assert pinned.stats()["fences"] == 2 * (len(pinned) + 1)
         assert plain.stats()["fences"] == 0
         assert pinned.stats()["fence_wait_ns"] >= 0
+
+
+GATE_S = 0.25  # how late each stand-in copy runs: far longer than a batch of these images takes
+
+
+class LateCopies:
+    """A trainer's GPU copies where no GPU is: each copy of a host batch is
+    queued on the loader's emulator behind a gate that opens GATE_S later, and
+    the emulator's default stream (what the loader fences for emu) waits for
+    it, as torch's current stream would for a copy queued on it."""
+
+    def __init__(self, core):
+        self.core, self.copies, self.timers = core, [], []
+
+    def queue(self, address, nbytes):
+        copy = self.core._late_copy(address, nbytes)
+        timer = threading.Timer(GATE_S, _c._late_copy_open, (copy,))
+        timer.start()
+        self.copies.append(copy)
+        self.timers.append(timer)
+        return copy
+
+    def results(self):
+        for timer in self.timers:
+            timer.join()
+        return [_c._late_copy_read(copy) for copy in self.copies]
+
+
+def test_the_non_blocking_copy_loop_reads_the_batch_each_copy_was_queued_from(folder, monkeypatch):
+    torch = pytest.importorskip("torch")
+    kw = dict(pipeline=PIPELINE, batch_size=4, seed=5, prefetch=1, num_threads=2, output="torch")
+    with fusionflow.Loader(folder, device="cpu", pin_memory=False, **kw) as plain:
+        want = [images.numpy().tobytes() for images, _ in plain]
+    with fusionflow.Loader(folder, device="emu:0", pin_memory=True, **kw) as loader:
+        late = LateCopies(loader._c)
+
+        def cuda(tensor, non_blocking=False):
+            assert non_blocking and tensor.is_contiguous()
+            return late.queue(tensor.data_ptr(), tensor.numel() * tensor.element_size())
+
+        monkeypatch.setattr(torch.Tensor, "cuda", cuda)
+        for images, labels in loader:  # the loop of README.md and docs/gpu-copies.md; 5 batches, 2 buffers
+            images = images.cuda(non_blocking=True)
+        got = late.results()
+        stats, batches = loader.stats(), len(loader)
+    assert len(got) == len(want) == batches == 5
+    assert [i for i, (a, b) in enumerate(zip(got, want)) if a != b] == []  # no copy read a refilled buffer
+    assert stats["fences"] >= len(got)
+    assert stats["fence_wait_ns"] > 0  # the workers did wait for copies: the refills were due before them
+
+
+def test_without_fences_a_late_copy_reads_a_later_batch(folder):
+    """What the fences prevent, with the same stand-in: a consumer that never
+    fences (next() without a stream) releases batch 0; batch 2 goes into its
+    memory before the late copy of batch 0 runs."""
+    np = pytest.importorskip("numpy")
+    with fusionflow.Loader(folder, pipeline=PIPELINE, batch_size=4, seed=5, prefetch=1, num_threads=2,
+                           device="emu:0", pin_memory=True, output="numpy") as loader:
+        core = loader._c
+        first = np.asarray(core.next()[0])
+        address, want = first.__array_interface__["data"][0], first.tobytes()
+        copy = core._late_copy(address, first.nbytes)  # its gate opens below, by hand
+        del first  # batch 0 released
+        core.next()  # batch 1, dropped at once
+        third = np.asarray(core.next()[0])
+        assert third.__array_interface__["data"][0] == address  # batch 2 in batch 0's memory
+        _c._late_copy_open(copy)
+        got = _c._late_copy_read(copy)
+        assert got == third.tobytes() != want
+        assert loader.stats()["fences"] == 0
+
+
+def test_a_late_copy_needs_an_emulator(folder):
+    with fusionflow.Loader(folder, pipeline=PIPELINE, batch_size=4, device="cpu", output="numpy") as loader:
+        with pytest.raises(ValueError, match="emulated device"):
+            loader._c._late_copy(0, 16)
 
 
 def test_close_fences_and_batches_outlive_it(folder):
