@@ -57,6 +57,16 @@ extern "C" {
 /* "MAJOR.MINOR.PATCH" of the library that is linked (may differ from the header). */
 FF_API const char *ff_version(void);
 
+/* The widest instruction set the CPU ops' vector paths use in this process:
+ * "avx512" (AVX-512 F, BW and VL), "avx2" (AVX2 with FMA) or "scalar" (none
+ * of them; also on CPUs other than x86-64). It is the CPU's own, capped by
+ * the environment variable FF_CPU_ISA ("scalar", "avx2" or "avx512"), read
+ * once, at the first use of an op or of this function; an unknown value is
+ * named on stderr and ignored. Every path gives the same bytes: the cap
+ * changes the speed only (it lets a test run one process on another path
+ * than its peers). Static string. */
+FF_API const char *ff_cpu_isa(void);
+
 /* Status codes. Errors are grouped by kind; a caller that only needs the kind
  * compares ranges: -1..-9 invalid argument, -10..-19 input data, -20..-29 I/O,
  * -30..-39 memory, -40..-49 device, -90..-99 internal. */

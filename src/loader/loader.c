@@ -33,6 +33,7 @@
 #include <unistd.h>
 
 #include "core/clock.h"
+#include "core/cpu.h"
 #include "loader/loader_internal.h"
 #include "source/stream.h"
 #include "loader/sampler.h"
@@ -61,12 +62,6 @@ void ff_config_init(ff_config *cfg) {
   cfg->max_jpeg_scans = 500;
   cfg->max_metadata_bytes = (size_t)16 << 20;
   cfg->shuffle_buffer = 1000;
-}
-
-static int default_threads(void) {
-  cpu_set_t set;
-  if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0) return CPU_COUNT(&set);
-  return 1;
 }
 
 static ff_status env_int(const char *name, int fallback, int *out, ff__error *err) {
@@ -125,7 +120,7 @@ static ff_status check_config(ff_config *c, ff__error *err) {
   if (c->rank >= c->world_size)
     return ff__error_set(err, FF_EINVAL, "rank must be in [0, world_size) (got rank %d, world_size %d)", c->rank,
                          c->world_size);
-  if (!c->num_threads) c->num_threads = default_threads();
+  if (!c->num_threads) c->num_threads = ff__cpu_cores();
   return FF_OK;
 }
 

@@ -67,7 +67,7 @@ int ff__affine_torch_fused(void) {
   int fused = atomic_load_explicit(&known, memory_order_relaxed);
   if (fused >= 0) return fused;
 #if defined(__x86_64__) && defined(__GNUC__)
-  fused = __builtin_cpu_is("intel") && ff__cpu_avx512() && __builtin_cpu_supports("avx512cd") &&
+  fused = __builtin_cpu_is("intel") && ff__cpu_has_avx512() && __builtin_cpu_supports("avx512cd") &&
           __builtin_cpu_supports("avx512dq");
 #else
   fused = 0;
@@ -630,7 +630,7 @@ static void warp_bilinear(const ff__affine_grid *g, const ff__image *src, ff__im
     for (int c = 0; c < 3; c++) fill_u8[c] = ff__affine_fill_u8(fill[c]);
 #ifdef HAVE_AVX2_PATH
   /* its tap offsets are 32-bit */
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+  if (ff__cpu_avx2() &&
       (size_t)h * src->stride <= INT32_MAX) {
     warp_bilinear_avx2(g, src, dst, fill, v2, fill_u8);
     return;
@@ -666,7 +666,7 @@ static void warp_nearest(const ff__affine_grid *g, const ff__image *src, ff__ima
   int w = src->width, h = src->height;
 #ifdef HAVE_AVX2_PATH
   /* its source offsets are 32-bit */
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+  if (ff__cpu_avx2() &&
       (size_t)h * src->stride <= INT32_MAX) {
     warp_nearest_avx2(g, src, dst, fill);
     return;

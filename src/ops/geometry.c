@@ -535,7 +535,7 @@ FF_FMA_CLONES_NOINLINE static void vpass_row(const float *tmp, size_t row_elems,
  * the scalar loops. */
 static int simd_level(void) {
 #ifdef FF_HAVE_X86_SIMD
-  if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) return 0;
+  if (!ff__cpu_avx2()) return 0;
   return ff__cpu_avx512() ? 2 : 1;
 #else
   return 0;
@@ -800,7 +800,7 @@ __attribute__((target("ssse3"))) static void hflip_rgb_row_ssse3(uint8_t *row, i
 void ff__op_hflip(ff__image *img) {
   int c = img->channels;
 #ifdef FF_HAVE_X86_SIMD
-  if (c == 3 && img->width <= 4096 && __builtin_cpu_supports("ssse3")) {
+  if (c == 3 && img->width <= 4096 && ff__isa_allows(FF__ISA_AVX2) && __builtin_cpu_supports("ssse3")) {
     uint8_t tmp[4096 * 3 + 16];
     for (int y = 0; y < img->height; y++) hflip_rgb_row_ssse3(img->data + (size_t)y * img->stride, img->width, tmp);
     return;

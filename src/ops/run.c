@@ -154,7 +154,7 @@ FF_FMA_CLONES static void mix_images(const uint8_t *x, float m0, const uint8_t *
   float acc[BLOCK];
   size_t done = 0;
 #ifdef HAVE_AVX512_MIX
-  if (__builtin_cpu_supports("avx512f")) done = mix_images_avx512(x, m0, chain, w, width, n, out);
+  if (ff__cpu_avx512()) done = mix_images_avx512(x, m0, chain, w, width, n, out);
 #endif
   for (size_t b = done; b < n; b += BLOCK) {
     size_t m = n - b < BLOCK ? n - b : BLOCK;
