@@ -87,9 +87,10 @@ ff_status ff__sample_decode(ff__worker *w, const ff__pipeline *pipe, const ff__s
   size_t size_bytes;
   ff_status st = ff__sample_read(w, pipe, job, &size_bytes, plan, err);
   if (st) return st;
-  uint64_t t0 = ff__now_ns();
+  uint64_t t0 = ff__now_ns(), cpu0 = ff__thread_cpu_ns();
   st = ff__codec_decode(w->file.data, size_bytes, job->path, &plan->decode, &w->pixels, out, err);
   w->decode_ns += ff__now_ns() - t0;
+  w->decode_cpu_ns += ff__thread_cpu_ns() - cpu0;
   if (!st) w->decoded_pixels = (uint64_t)out->width * (uint64_t)out->height;
   return st;
 }

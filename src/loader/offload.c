@@ -479,13 +479,6 @@ void ff__offload_pool(ff__offload *o, size_t *limit_bytes, size_t *peak_bytes) {
 
 /* ------------------------------------------------------------ the feeder */
 
-/* The calling thread's CPU time. */
-static uint64_t thread_cpu_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 /* What the host spent in one device decode call, for the cost model. */
 typedef struct host_decode {
   uint64_t host_ns;    /* the feeder's CPU time in the call (nvJPEG hybrid: its Huffman phase) */
@@ -514,10 +507,10 @@ static void decode_on_device(ff__offload *o, entry *e, ff__offload_result *r, ho
     o->jobs[n] = job, o->job_of[n++] = i;
   }
   ff__device_range_push(o->dev, "fusionflow: device decode");
-  uint64_t t0 = thread_cpu_ns(); /* nvJPEG's host phase runs inside the call; the wait is idle */
+  uint64_t t0 = ff__thread_cpu_ns(); /* nvJPEG's host phase runs inside the call; the wait is idle */
   ff_status st = n ? ff__device_event_record(o->dev, o->decode_start, o->stream, &err) : FF_OK;
   if (!st && n) st = ff__device_decode(o->dev, o->stream, o->jobs, n, &err);
-  uint64_t host = thread_cpu_ns() - t0;
+  uint64_t host = ff__thread_cpu_ns() - t0;
   if (!st && n) st = ff__device_event_record(o->dev, o->decoded, o->stream, &err);
   if (!st && n) st = ff__device_event_wait(o->dev, o->decoded, &err);
   ff__device_range_pop(o->dev);
@@ -733,7 +726,7 @@ static void *feeder_main(void *arg) {
 
     entry *e = &o->entries[entry_no];
     ff__offload_result r = {.entry = entry_no, .start_ns = ff__now_ns(), .decode_fallbacks = e->decode_fallbacks};
-    uint64_t cpu0 = thread_cpu_ns();
+    uint64_t cpu0 = ff__thread_cpu_ns();
     int added = 0;
     for (int s = 0; s < o->cfg.batch_cap; s++) added += e->placement[s] != NOT_ADDED;
     host_decode hd = {0};
@@ -754,7 +747,7 @@ static void *feeder_main(void *arg) {
     if (r.device_bytes) /* what it needed, also when the pool refused it */
       ff__cost_observe_device(&o->cost, e->encoded_bytes, r.device_bytes - out_bytes_of(o, e));
     pthread_mutex_unlock(&o->mu);
-    r.end_ns = ff__now_ns(), r.feeder_cpu_ns = thread_cpu_ns() - cpu0;
+    r.end_ns = ff__now_ns(), r.feeder_cpu_ns = ff__thread_cpu_ns() - cpu0;
     o->cfg.done(o->cfg.ctx, &r);
     pthread_mutex_lock(&o->mu);
   }
