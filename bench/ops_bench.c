@@ -341,7 +341,7 @@ static double resize_value_taps(int in_w, int in_h, int out_w, int out_h, int an
   double sum[2] = {0, 0};
   for (int axis = 0; axis < 2; axis++) {
     int n_in = axis ? in_h : in_w, n_out = axis ? out_h : out_w;
-    ff__resize_axis a = {ff__resize_max_taps(n_in, n_out, antialias), 0, 0, 0};
+    ff__resize_axis a = {ff__resize_max_taps(n_in, n_out, antialias), 0, 0, 0, 0, 0};
     void *mem = malloc(ff__resize_axis_bytes(n_out, a.max_taps));
     if (!mem) abort();
     ff__resize_axis_place(&a, mem, n_out);

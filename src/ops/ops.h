@@ -51,16 +51,23 @@ void ff__op_scratch_free(ff__op_scratch *s);
 ff_status ff__op_crop(const ff__image *src, int x, int y, int w, int h, ff__buf *mem,
                       ff__image *dst);
 
-/* Bilinear resize of src to out_w x out_h into dst (whose memory the caller
- * sets up), with or without antialias (torchvision resize, spec 5.3). */
-ff_status ff__op_resize(const ff__image *src, int out_w, int out_h, int antialias,
-                        ff__op_scratch *s, ff__image *dst);
+/* Resize of src to out_w x out_h into dst (whose memory the caller sets
+ * up) with `filter` (kernels/resize.h: FF__RESIZE_ANTIALIAS, _BICUBIC,
+ * _UINT8; 0 is bilinear without antialias): torchvision resize, spec 5.3
+ * (ops/resize.c). */
+ff_status ff__op_resize(const ff__image *src, int out_w, int out_h, int filter, ff__op_scratch *s, ff__image *dst);
 
 /* The same resize of the source box (x, y, width, height in fractional
  * pixels of src, inside it; NULL: the whole of src): the exact region after
- * a DCT-scaled decode (pipeline.h, ff__dct_box). */
-ff_status ff__op_resize_box(const ff__image *src, const double *box, int out_w, int out_h, int antialias,
+ * a DCT-scaled decode (pipeline.h, ff__dct_box); hflip: the result's
+ * columns reversed (a resize then a horizontal flip, in one pass). */
+ff_status ff__op_resize_box(const ff__image *src, const double *box, int out_w, int out_h, int filter, int hflip,
                             ff__op_scratch *s, ff__image *dst);
+
+/* ff__op_resize_box into three planes (R, G, B) of out_w x out_h bytes,
+ * one after the other at planes, for an output stage that writes planes. */
+ff_status ff__op_resize_planar(const ff__image *src, const double *box, int out_w, int out_h, int filter, int hflip,
+                               ff__op_scratch *s, uint8_t *planes);
 
 /* torchvision's _get_gaussian_kernel1d in float32: k[t] = exp(-0.5 *
  * ((t - (ksize-1)/2) / sigma)^2), normalised to sum 1 (ksize floats). */
@@ -111,10 +118,14 @@ int ff__aug_is_noop(const ff__aug *a, int width, int height);
  * Returns FF_OK or FF_ENOMEM. */
 ff_status ff__ops_run(const ff__plan *plan, ff__op_scratch *s, ff__image *img, ff__error *err);
 
-/* Writes img (out_height x out_width RGB) as sample `slot` of a batch buffer:
- * NHWC uint8 rows, or NCHW float32 through the pipeline's per-channel table
- * (to_dtype / normalize). */
-void ff__op_write_output(const ff__pipeline *pipe, const ff__image *img, void *batch_data,
-                         int slot);
+/* Writes img (out_height x out_width RGB) as sample `slot` of a batch buffer
+ * in the pipeline's output format: NHWC uint8 rows, or each value through
+ * the pipeline's per-channel table (to_dtype / normalize: float32,
+ * bfloat16, float16) in NCHW planes or NHWC (ops/output.c). */
+void ff__op_write_output(const ff__pipeline *pipe, const ff__image *img, void *batch_data, int slot);
+
+/* The same from three planes of out_width x out_height values (R, G, B one
+ * after the other, as ff__op_resize_planar writes them). */
+void ff__op_write_output_planar(const ff__pipeline *pipe, const uint8_t *planes, void *batch_data, int slot);
 
 #endif

@@ -212,7 +212,7 @@ ff_status ff__ops_run(const ff__plan *plan, ff__op_scratch *s, ff__image *img, f
       if (!box && st->w == img->width && st->h == img->height) break;
       out = (ff__image){ff__buf_reserve(&s->image[next], (size_t)st->w * st->h * img->channels), st->w, st->h,
                         img->channels, (size_t)st->w * img->channels};
-      status = out.data ? ff__op_resize_box(img, box, st->w, st->h, st->antialias, s, &out) : FF_ENOMEM;
+      status = out.data ? ff__op_resize_box(img, box, st->w, st->h, st->antialias, 0, s, &out) : FF_ENOMEM;
       next ^= 1;
       break;
     case FF__STEP_BLUR:
