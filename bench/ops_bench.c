@@ -238,17 +238,22 @@ static void fn_memcpy_cold(void *p) {
   memcpy(b->cold + (size_t)cold_slot(b) * b->slot_bytes, b->warm, b->slot_bytes);
 }
 
-/* The standard pipeline after its decode, as a worker runs it: the plan's
- * steps on the decoded image, then the output into the slot. */
+/* The standard pipeline after its decode, as a worker runs it (exec/cpu.c
+ * ff__sample_run): the plan's steps on the decoded image, then the output
+ * into the slot, the last resize and flip left to the output stage. */
 static void fn_pipeline_cold(void *p) {
   bench *b = p;
   ff__image img = *b->src;
   ff__error err;
-  if (ff__ops_run(b->plan, &b->scratch, &img, &err) != FF_OK) {
+  int tail = ff__ops_output_tail(b->plan, b->pipe);
+  uint64_t output_ns;
+  if (ff__ops_run_until(b->plan, tail >= 0 ? tail : b->plan->num_steps, &b->scratch, &img, &err) != FF_OK) {
     fprintf(stderr, "ops_bench: %s\n", err.msg);
     abort();
   }
-  ff__op_write_output(b->pipe, &img, b->cold, cold_slot(b));
+  if (tail < 0) ff__op_write_output(b->pipe, &img, b->cold, cold_slot(b));
+  else if (ff__ops_resize_to_output(b->pipe, b->plan, tail, &b->scratch, &img, b->cold, cold_slot(b), &output_ns))
+    abort();
 }
 
 #define HUE 0.1           /* color_jitter(hue=0.1)'s largest factor */

@@ -120,24 +120,65 @@ AVX512 static const uint8_t *values_avx512(const ff__output_src *s, int c, size_
   return buf;
 }
 
-AVX512 void ff__output_planes_avx512(const uint32_t table[3][256], int elem, const ff__output_src *src, void *dst,
-                                     int stream) {
-  size_t n = (size_t)src->w * src->h, per = (size_t)(64 / elem); /* elements per vector */
-  uint8_t buf[CHUNK + 64] __attribute__((aligned(64)));
-  uint8_t bt[4][256] __attribute__((aligned(64)));
-  uint8_t order[64]; /* the index's bytes in the order the unpacks take them */
+/* The index's bytes in the order the unpacks below take them, so that
+ * the elements come out in order. */
+AVX512 static __m512i unpack_order(int elem) {
+  uint8_t order[64];
   for (int i = 0; i < 64; i++) {
     int lane = i / 16, j = i % 16;
     order[i] = (uint8_t)(elem == 4 ? 16 * (j / 4) + 4 * lane + j % 4 : elem == 2 ? 32 * (j / 8) + 8 * lane + j % 8 : i);
   }
-  const __m512i perm = _mm512_loadu_si512(order);
+  return _mm512_loadu_si512(order);
+}
+
+/* The elements of the q (<= 64) values idx (in order) stored at o: byte
+ * position b of each from the byte table t[b] (4 vectors of 64 entries),
+ * streaming where a whole vector goes to an aligned place. */
+AVX512 __attribute__((always_inline)) static inline void lut_store(const __m512i t[4][4], int elem, __m512i perm,
+                                                                   __m512i idx, size_t q, char *o, int stream) {
+  size_t per = (size_t)(64 / elem); /* elements per vector */
+  if (elem > 1) idx = _mm512_permutexvar_epi8(perm, idx);
+  __mmask64 top = _mm512_movepi8_mask(idx);
+  __m512i by[4], out[4];
+  for (int b = 0; b < elem; b++)
+    by[b] = _mm512_mask_blend_epi8(top, _mm512_permutex2var_epi8(t[b][0], idx, t[b][1]),
+                                   _mm512_permutex2var_epi8(t[b][2], idx, t[b][3]));
+  if (elem == 4) {
+    __m512i lo01 = _mm512_unpacklo_epi8(by[0], by[1]), hi01 = _mm512_unpackhi_epi8(by[0], by[1]);
+    __m512i lo23 = _mm512_unpacklo_epi8(by[2], by[3]), hi23 = _mm512_unpackhi_epi8(by[2], by[3]);
+    out[0] = _mm512_unpacklo_epi16(lo01, lo23), out[1] = _mm512_unpackhi_epi16(lo01, lo23);
+    out[2] = _mm512_unpacklo_epi16(hi01, hi23), out[3] = _mm512_unpackhi_epi16(hi01, hi23);
+  } else if (elem == 2) {
+    out[0] = _mm512_unpacklo_epi8(by[0], by[1]), out[1] = _mm512_unpackhi_epi8(by[0], by[1]);
+  } else {
+    out[0] = by[0];
+  }
+  for (int r = 0; r < elem; r++) {
+    size_t have = q > r * per ? q - r * per : 0; /* elements of this vector to store */
+    char *p = o + 64 * r;
+    if (have >= per && stream && !((uintptr_t)p & 63)) _mm512_stream_si512((__m512i *)p, out[r]);
+    else if (have >= per) _mm512_storeu_si512(p, out[r]);
+    else if (have) _mm512_mask_storeu_epi8(p, (1ull << (have * elem)) - 1, out[r]);
+  }
+}
+
+AVX512 static void load_tables(const uint8_t bt[4][256], int elem, __m512i t[4][4]) {
+  for (int b = 0; b < elem; b++)
+    for (int k = 0; k < 4; k++) t[b][k] = _mm512_load_si512(bt[b] + 64 * k);
+}
+
+AVX512 void ff__output_planes_avx512(const uint32_t table[3][256], int elem, const ff__output_src *src, void *dst,
+                                     int stream) {
+  size_t n = (size_t)src->w * src->h;
+  uint8_t buf[CHUNK + 64] __attribute__((aligned(64)));
+  uint8_t bt[4][256] __attribute__((aligned(64)));
+  const __m512i perm = unpack_order(elem);
   for (int c = 0; c < 3; c++) {
     char *d = (char *)dst + (size_t)c * n * elem;
     for (int b = 0; b < elem; b++)
       for (int v = 0; v < 256; v++) bt[b][v] = (uint8_t)(table[c][v] >> (8 * b));
     __m512i t[4][4];
-    for (int b = 0; b < elem; b++)
-      for (int k = 0; k < 4; k++) t[b][k] = _mm512_load_si512(bt[b] + 64 * k);
+    load_tables(bt, elem, t);
     size_t head = stream ? head_of(d, elem, n, 64) : 0;
     lookup(table[c], elem, values_scalar(src, c, 0, head, buf), head, d);
     for (size_t i = head; i < n; i += CHUNK) {
@@ -146,29 +187,7 @@ AVX512 void ff__output_planes_avx512(const uint32_t table[3][256], int elem, con
       for (size_t j = 0; j < k; j += 64) {
         size_t q = k - j < 64 ? k - j : 64;
         __m512i idx = _mm512_maskz_loadu_epi8(q == 64 ? ~0ull : (1ull << q) - 1, v + j);
-        if (elem > 1) idx = _mm512_permutexvar_epi8(perm, idx);
-        __mmask64 top = _mm512_movepi8_mask(idx);
-        __m512i by[4], out[4];
-        for (int b = 0; b < elem; b++)
-          by[b] = _mm512_mask_blend_epi8(top, _mm512_permutex2var_epi8(t[b][0], idx, t[b][1]),
-                                         _mm512_permutex2var_epi8(t[b][2], idx, t[b][3]));
-        if (elem == 4) {
-          __m512i lo01 = _mm512_unpacklo_epi8(by[0], by[1]), hi01 = _mm512_unpackhi_epi8(by[0], by[1]);
-          __m512i lo23 = _mm512_unpacklo_epi8(by[2], by[3]), hi23 = _mm512_unpackhi_epi8(by[2], by[3]);
-          out[0] = _mm512_unpacklo_epi16(lo01, lo23), out[1] = _mm512_unpackhi_epi16(lo01, lo23);
-          out[2] = _mm512_unpacklo_epi16(hi01, hi23), out[3] = _mm512_unpackhi_epi16(hi01, hi23);
-        } else if (elem == 2) {
-          out[0] = _mm512_unpacklo_epi8(by[0], by[1]), out[1] = _mm512_unpackhi_epi8(by[0], by[1]);
-        } else {
-          out[0] = by[0];
-        }
-        char *o = d + (i + j) * elem;
-        for (int r = 0; r < elem; r++) {
-          size_t have = q > r * per ? q - r * per : 0; /* elements of this vector to store */
-          if (have >= per && stream) _mm512_stream_si512((__m512i *)(o + 64 * r), out[r]);
-          else if (have >= per) _mm512_storeu_si512(o + 64 * r, out[r]);
-          else if (have) _mm512_mask_storeu_epi8(o + 64 * r, (1ull << (have * elem)) - 1, out[r]);
-        }
+        lut_store(t, elem, perm, idx, q, d + (i + j) * elem, stream);
       }
     }
   }

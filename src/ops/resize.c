@@ -24,13 +24,31 @@
 
 #define ALIGN64(p) ((void *)(((uintptr_t)(p) + 63) & ~(uintptr_t)63))
 
-/* Where the output goes: interleaved rows (rows, stride) or three planes
- * of out_w x out_h (planes). */
+/* Where the output goes: interleaved rows (rows, stride) or three planes of
+ * out_w x out_h (planes). */
 typedef struct dest {
   uint8_t *rows;
   size_t stride;
   uint8_t *planes;
 } dest;
+
+/* Output row r, as three planes of w values, to d. */
+static void deliver(const dest *d, int w, int h, int r, uint8_t *const row[3]) {
+  if (d->planes) {
+    for (int c = 0; c < 3; c++)
+      if (row[c] != d->planes + ((size_t)c * h + r) * w) memcpy(d->planes + ((size_t)c * h + r) * w, row[c], (size_t)w);
+  } else {
+    uint8_t *dst = d->rows + (size_t)r * d->stride;
+#ifdef FF__RESIZE_SIMD
+    if (ff__cpu_avx512() && __builtin_cpu_supports("avx512vbmi")) {
+      const uint8_t *const in[3] = {row[0], row[1], row[2]};
+      ff__resize_interleave_avx512(in, w, dst);
+      return;
+    }
+#endif
+    for (int p = 0; p < w; p++) dst[3 * p] = row[0][p], dst[3 * p + 1] = row[1][p], dst[3 * p + 2] = row[2][p];
+  }
+}
 
 /* The vector path this CPU takes: 2 AVX-512, 1 AVX2, 0 none. */
 static int vector_level(void) {
@@ -51,11 +69,6 @@ static void taps_span(const ff__resize_axis *a, int r, int *lo, int *hi) {
   }
 }
 
-static void put(const dest *d, int out_w, int out_h, int r, int p, int c, int channels, uint8_t v) {
-  if (d->planes) d->planes[((size_t)c * out_h + r) * out_w + p] = v;
-  else d->rows[(size_t)r * d->stride + (size_t)p * channels + c] = v;
-}
-
 /* The reference: the horizontal pass of rows y0 .. y1 into tmp (float32,
  * or uint8 for the fixed point), then the vertical pass. */
 static ff_status resize_scalar(const ff__image *src, const ff__resize_axis *ax, ff__resize_axis *ay, int out_w,
@@ -67,9 +80,10 @@ static ff_status resize_scalar(const ff__image *src, const ff__resize_axis *ax, 
     y0 = lo < y0 ? lo : y0, y1 = hi > y1 ? hi : y1;
   }
   if (y1 < y0) return FF_OK;
-  size_t row_elems = (size_t)out_w * c, elem = fixed ? 1 : sizeof(float);
-  void *tmp = ff__buf_reserve(&s->floats, (size_t)(y1 - y0 + 1) * row_elems * elem);
+  size_t row_elems = (size_t)out_w * c, elem = fixed ? 1 : sizeof(float), rows = (size_t)(y1 - y0 + 1);
+  char *tmp = ff__buf_reserve(&s->floats, rows * row_elems * elem + row_elems);
   if (!tmp) return FF_ENOMEM;
+  uint8_t *out = (uint8_t *)tmp + rows * row_elems * elem; /* one output row, channel after channel */
   for (int y = y0; y <= y1; y++) {
     const uint8_t *in = src->data + (size_t)y * src->stride;
     for (int o = 0; o < out_w; o++) {
@@ -89,11 +103,17 @@ static ff_status resize_scalar(const ff__image *src, const ff__resize_axis *ax, 
     int n = ay->count[r], plain = ff__resize_plain_taps(ay->rule, n);
     for (int p = 0; p < out_w; p++) {
       size_t at = (size_t)(hflip ? out_w - 1 - p : p) * c;
-      for (int ch = 0; ch < c; ch++) {
-        uint8_t v = fixed ? ff__resize_taps_fixed((const uint8_t *)tmp + at + ch, row_elems, idx, w, n, ay->precision)
-                          : ff__round_u8(ff__resize_taps_sum((const float *)tmp + at + ch, row_elems, idx, w, n, plain));
-        put(d, out_w, out_h, r, p, ch, c, v);
-      }
+      for (int ch = 0; ch < c; ch++)
+        out[(size_t)ch * out_w + p] =
+            fixed ? ff__resize_taps_fixed((const uint8_t *)tmp + at + ch, row_elems, idx, w, n, ay->precision)
+                  : ff__round_u8(ff__resize_taps_sum((const float *)tmp + at + ch, row_elems, idx, w, n, plain));
+    }
+    if (c == 3) {
+      uint8_t *row[3] = {out, out + out_w, out + 2 * (size_t)out_w};
+      deliver(d, out_w, out_h, r, row);
+    } else { /* other channel counts: interleaved rows only */
+      for (int p = 0; p < out_w; p++)
+        for (int ch = 0; ch < c; ch++) d->rows[(size_t)r * d->stride + (size_t)p * c + ch] = out[(size_t)ch * out_w + p];
     }
   }
   return FF_OK;
@@ -219,15 +239,7 @@ static ff_status resize_vector(const ff__image *src, const ff__resize_axis *ax, 
     int plain = ff__resize_plain_taps(ay->rule, n);
     if (level == 2) ff__resize_vrow_avx512(rows, n, w, plain, h.out_pad, out_w, o);
     else ff__resize_vrow_avx2(rows, n, w, plain, h.out_pad, out_w, o);
-    if (!d->planes) {
-      uint8_t *dst = d->rows + (size_t)r * d->stride;
-      const uint8_t *co[3] = {o[0], o[1], o[2]};
-      if (level == 2 && __builtin_cpu_supports("avx512vbmi")) {
-        ff__resize_interleave_avx512(co, out_w, dst);
-      } else {
-        for (int p = 0; p < out_w; p++) dst[3 * p] = o[0][p], dst[3 * p + 1] = o[1][p], dst[3 * p + 2] = o[2][p];
-      }
-    }
+    deliver(d, out_w, out_h, r, o);
   }
   return FF_OK;
 }
