@@ -537,8 +537,16 @@ int ff__cli_bench(int argc, char **argv) {
     json_string(stdout, end.device_decoder);
     printf(", \"device_decoder_note\": ");
     json_string(stdout, end.device_decoder_note);
-    printf(", \"device_decode_fallbacks\": %llu, \"placements\": {",
+    printf(", \"device_decode_fallbacks\": %llu, \"decoders\": ",
            (unsigned long long)(end.device_decode_fallbacks - base.device_decode_fallbacks));
+    json_string(stdout, end.decoders);
+    printf(", \"cpu_decodes\": %llu, \"device_decodes\": %llu, \"device_decode_failures\": %llu, "
+           "\"device_decode_failed_batches\": %llu, \"device_decode_small_batches\": %llu, \"placements\": {",
+           (unsigned long long)(end.cpu_decodes - base.cpu_decodes),
+           (unsigned long long)(end.device_decodes - base.device_decodes),
+           (unsigned long long)(end.device_decode_failures - base.device_decode_failures),
+           (unsigned long long)(end.device_decode_failed_batches - base.device_decode_failed_batches),
+           (unsigned long long)(end.device_decode_small_batches - base.device_decode_small_batches));
     static const char *const placement_names[FF_PLACEMENTS] = {"cpu", "split", "device"};
     for (int p = 0; p < FF_PLACEMENTS; p++) {
       uint64_t n = end.placement_samples[p] - base.placement_samples[p];
@@ -597,6 +605,15 @@ int ff__cli_bench(int argc, char **argv) {
             work > 0 ? 100 * ops_s / work : 0, wait_s, elapsed > 0 ? 100 * wait_s / elapsed : 0,
             step_ms > 0 ? ": the training step's stall"
                         : ": expected, the consumer only waits (--step-ms N stands in for a training step)");
+    if (strcmp(end.device, "cpu"))
+      fprintf(stderr, "decoders: %s (%llu images on the CPU workers, %llu on the device%s%s)\n", end.decoders,
+              (unsigned long long)(end.cpu_decodes - base.cpu_decodes),
+              (unsigned long long)(end.device_decodes - base.device_decodes),
+              strcmp(end.device_decoder, "none") ? "" : "; device decode off: ",
+              strcmp(end.device_decoder, "none") ? "" : end.device_decoder_note);
+    else  /* a CPU run names no device (the JSON keeps every field) */
+      fprintf(stderr, "decoders: %s (%llu images)\n", end.decoders,
+              (unsigned long long)(end.cpu_decodes - base.cpu_decodes));
     if (strcmp(end.device, "cpu"))
       fprintf(stderr, "device %s: %.0f%% of the samples (%llu), %.2f s device time, %llu fell back to the CPU; "
               "pool peak %.1f of %.1f MiB\n", end.device, 100 * device_share, (unsigned long long)dev_samples,
