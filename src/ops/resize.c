@@ -207,31 +207,53 @@ static ff_status resize_vector(const ff__image *src, const ff__resize_axis *ax, 
   size_t recs = hpass_records(ax, out_w, hflip, lanes);
   ff__hpass h;
   hpass_build(&h, ax, out_w, hflip, lanes, recs, tables);
-  int slots = ay->max_taps + 1;
+  /* the ring: the rows an output reads, one more for a row done ahead (row y in slot y % slots) */
+  int slots = ay->max_taps + 2;
+  int last = 0; /* the last input row any output reads */
+  for (int r = 0; r < out_h; r++) {
+    int lo, hi;
+    taps_span(ay, r, &lo, &hi);
+    last = hi > last ? hi : last;
+  }
   size_t in_plane = ((size_t)in_w + FF__RESIZE_PLANE_PAD + 15) & ~(size_t)15, ring_row = (size_t)3 * h.out_pad;
-  size_t floats = 3 * in_plane + (size_t)slots * ring_row + (size_t)h.out_pad; /* + 3 byte rows for interleaving */
-  float *mem = ff__buf_reserve(&s->floats, floats * sizeof(float) + 64);
+  /* two input rows' planes, the ring, 3 byte rows for interleaving, each input row's slot */
+  size_t floats = 6 * in_plane + (size_t)slots * ring_row + (size_t)h.out_pad;
+  float *mem = ff__buf_reserve(&s->floats, floats * sizeof(float) + 64 + (size_t)src->height * sizeof(int));
   if (!mem) return FF_ENOMEM;
-  float *in = ALIGN64(mem), *ring = in + 3 * in_plane;
+  float *in = ALIGN64(mem), *ring = in + 6 * in_plane;
   uint8_t *rows8 = (uint8_t *)(ring + (size_t)slots * ring_row);
-  float *planes[3] = {in, in + in_plane, in + 2 * in_plane};
-  for (int c = 0; c < 3; c++) memset(planes[c] + in_w, 0, (in_plane - (size_t)in_w) * sizeof(float));
-  const float *cin[3] = {planes[0], planes[1], planes[2]};
-  int next = 0; /* the next input row the horizontal pass does */
+  int *slot_of = (int *)(rows8 + 4 * (size_t)h.out_pad);
+  for (int y = 0, k = 0; y < src->height; y++, k = k + 1 == slots ? 0 : k + 1) slot_of[y] = k;
+  float *planes[6];
+  const float *cin[6];
+  for (int c = 0; c < 6; c++) {
+    cin[c] = planes[c] = in + (size_t)c * in_plane;
+    memset(planes[c] + in_w, 0, (in_plane - (size_t)in_w) * sizeof(float));
+  }
+  int next = 0, pairs = level == 2; /* the next input row the horizontal pass does; whether two at a time */
+  for (int b = 0; b < h.blocks; b++) pairs &= h.block[b].wide == 2;
   for (int r = 0; r < out_h; r++) {
     int lo, hi, n = ay->count[r];
     taps_span(ay, r, &lo, &hi);
     if (next < lo) next = lo; /* rows no output reads */
-    for (; next <= hi; next++) {
-      float *slot = ring + (size_t)(next % slots) * ring_row;
-      float *out[3] = {slot, slot + h.out_pad, slot + 2 * (size_t)h.out_pad};
-      const uint8_t *row = src->data + (size_t)next * src->stride;
-      if (level == 2) ff__resize_planes_avx512(row, in_w, planes), ff__resize_hrow_avx512(&h, cin, out);
-      else ff__resize_planes_avx2(row, in_w, planes), ff__resize_hrow_avx2(&h, cin, out);
+    while (next <= hi) { /* with AVX-512 and narrow windows two rows at a time, one ahead if a later output reads it */
+      int two = pairs && next + 1 <= last;
+      float *out[6];
+      for (int j = 0; j <= two; j++) {
+        float *slot = ring + (size_t)slot_of[next + j] * ring_row;
+        for (int c = 0; c < 3; c++) out[3 * j + c] = slot + (size_t)c * h.out_pad;
+        const uint8_t *row = src->data + (size_t)(next + j) * src->stride;
+        if (level == 2) ff__resize_planes_avx512(row, in_w, planes + 3 * j);
+        else ff__resize_planes_avx2(row, in_w, planes);
+      }
+      if (two) ff__resize_hrow2_avx512(&h, cin, out);
+      else if (level == 2) ff__resize_hrow_avx512(&h, cin, out);
+      else ff__resize_hrow_avx2(&h, cin, out);
+      next += 1 + two;
     }
     const float *rows[FF__RESIZE_MAX_VTAPS];
     const int *idx = ay->idx + (size_t)r * ay->max_taps;
-    for (int t = 0; t < n; t++) rows[t] = ring + (size_t)(idx[t] % slots) * ring_row;
+    for (int t = 0; t < n; t++) rows[t] = ring + (size_t)slot_of[idx[t]] * ring_row;
     uint8_t *o[3];
     for (int c = 0; c < 3; c++)
       o[c] = d->planes ? d->planes + ((size_t)c * out_h + r) * out_w : rows8 + (size_t)c * h.out_pad;

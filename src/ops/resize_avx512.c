@@ -13,7 +13,33 @@ AVX512 static inline __m512 u8x16_ps(const uint8_t *p) {
   return _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)p)));
 }
 
+/* With VBMI: 16 pixels (48 bytes, one masked load) a step, each plane's
+ * 16 bytes picked out by one byte permute. */
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512vbmi"))) static void planes_vbmi(const uint8_t *row, int w,
+                                                                                          float *const planes[3]) {
+  __m512i pick[3];
+  for (int k = 0; k < 3; k++) {
+    uint8_t b[64] = {0};
+    for (int l = 0; l < 16; l++) b[l] = (uint8_t)(3 * l + k);
+    pick[k] = _mm512_loadu_si512(b);
+  }
+  int p = 0;
+  for (; p + 16 <= w; p += 16) {
+    __m512i v = _mm512_maskz_loadu_epi8(0xFFFFFFFFFFFFull, row + (size_t)p * 3);
+    for (int k = 0; k < 3; k++) {
+      __m128i b = _mm512_castsi512_si128(_mm512_permutexvar_epi8(pick[k], v));
+      _mm512_storeu_ps(planes[k] + p, _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(b)));
+    }
+  }
+  for (; p < w; p++)
+    for (int k = 0; k < 3; k++) planes[k][p] = (float)row[(size_t)p * 3 + k];
+}
+
 AVX512 void ff__resize_planes_avx512(const uint8_t *row, int w, float *const planes[3]) {
+  if (__builtin_cpu_supports("avx512vbmi")) {
+    planes_vbmi(row, w, planes);
+    return;
+  }
   /* plane k's lane l is value 3l + k of the 48: out of (a, b) below 32, out of c above */
   __m512i idx[3], idx_c[3];
   __mmask16 from_c[3];
@@ -92,6 +118,63 @@ AVX512 __attribute__((always_inline)) static inline void hblock(const ff__hpass 
     }
   }
   _mm512_store_ps(out[0] + at, a0), _mm512_store_ps(out[1] + at, a1), _mm512_store_ps(out[2] + at, a2);
+}
+
+/* A block of 16 output pixels of two rows at once (a 2-vector window):
+ * each tap's index and weight serve both. */
+AVX512 __attribute__((always_inline)) static inline void hblock2(const ff__hpass *h, const ff__hblock *k,
+                                                                 const float *const in[6], float *const out[6],
+                                                                 size_t at, const int MIXED) {
+  __m512 lo[6], hi[6], a[6];
+  for (int c = 0; c < 6; c++) lo[c] = _mm512_loadu_ps(in[c] + k->base), hi[c] = _mm512_loadu_ps(in[c] + k->base + 16);
+  const int32_t *ip = h->idx + (size_t)k->rec * 16;
+  const float *wp = h->w + (size_t)k->rec * 16;
+  __m512i iv = _mm512_load_si512(ip);
+  __m512 wv = _mm512_load_ps(wp);
+  for (int c = 0; c < 6; c++) a[c] = _mm512_mul_ps(_mm512_permutex2var_ps(lo[c], iv, hi[c]), wv);
+  int t = 1;
+  if (!MIXED) {
+    for (; t <= k->plain; t++) {
+      iv = _mm512_load_si512(ip + 16 * t), wv = _mm512_load_ps(wp + 16 * t);
+      for (int c = 0; c < 6; c++) a[c] = _mm512_add_ps(a[c], _mm512_mul_ps(_mm512_permutex2var_ps(lo[c], iv, hi[c]), wv));
+    }
+    for (; t < k->taps; t++) {
+      iv = _mm512_load_si512(ip + 16 * t), wv = _mm512_load_ps(wp + 16 * t);
+      for (int c = 0; c < 6; c++) a[c] = _mm512_fmadd_ps(_mm512_permutex2var_ps(lo[c], iv, hi[c]), wv, a[c]);
+    }
+  } else {
+    for (; t < k->taps; t++) {
+      iv = _mm512_load_si512(ip + 16 * t), wv = _mm512_load_ps(wp + 16 * t);
+      __mmask16 fuse = (__mmask16)h->fuse[k->rec + t], add = (__mmask16)~fuse;
+      for (int c = 0; c < 6; c++) {
+        __m512 x = _mm512_permutex2var_ps(lo[c], iv, hi[c]);
+        a[c] = _mm512_mask3_fmadd_ps(x, wv, _mm512_mask_add_ps(a[c], add, a[c], _mm512_mul_ps(x, wv)), fuse);
+      }
+    }
+  }
+  for (int c = 0; c < 6; c++) _mm512_store_ps(out[c] + at, a[c]);
+}
+
+AVX512 void ff__resize_hrow2_avx512(const ff__hpass *h, const float *const in[6], float *const out[6]) {
+  for (int b = 0; b < h->blocks; b++) {
+    const ff__hblock *k = &h->block[b];
+    size_t at = (size_t)b * 16;
+    if (k->wide == 2 && k->plain >= 0) {
+      hblock2(h, k, in, out, at, 0);
+    } else if (k->wide == 2) {
+      hblock2(h, k, in, out, at, 1);
+    } else {
+      for (int r = 0; r < 2; r++) {
+        int mixed = k->plain < 0;
+        const float *const *i = in + 3 * r;
+        float *const *o = out + 3 * r;
+        if (k->wide == 4 && !mixed) hblock(h, k, i, o, at, 4, 0);
+        else if (k->wide == 4) hblock(h, k, i, o, at, 4, 1);
+        else if (!mixed) hblock(h, k, i, o, at, 0, 0);
+        else hblock(h, k, i, o, at, 0, 1);
+      }
+    }
+  }
 }
 
 AVX512 void ff__resize_hrow_avx512(const ff__hpass *h, const float *const in[3], float *const out[3]) {

@@ -52,6 +52,8 @@ void ff__resize_planes_avx2(const uint8_t *row, int w, float *const planes[3]);
 /* The horizontal pass of one row: in[c] the input planes, out[c] the
  * out_pad floats of each output plane. */
 void ff__resize_hrow_avx512(const ff__hpass *h, const float *const in[3], float *const out[3]);
+/* The same for two rows: in[3 * r + c], out[3 * r + c] for row r. */
+void ff__resize_hrow2_avx512(const ff__hpass *h, const float *const in[6], float *const out[6]);
 void ff__resize_hrow_avx2(const ff__hpass *h, const float *const in[3], float *const out[3]);
 
 /* The vertical pass of one output row over n rows of the horizontal pass
