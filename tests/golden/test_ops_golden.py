@@ -233,6 +233,34 @@ def test_resize_shorter_side_then_center_crop_equals_torchvision(run, stats, ant
     assert st.share < RESIZE_MAX_SHARE and (st.differing == 0 or not antialias)
 
 
+# A 7x8 window of a 770x687 photograph (its green channel) whose resize(size=256)
+# output value (241, 178) is a rounding tie in torch's float arithmetic,
+# 177.5: torchvision rounds it to 178. Summing the taps in another order
+# than torch (every product rounded, the filter's multiply-add unfused) gave 177.
+TIE_SIZE, TIE_AT, TIE_OUT = (770, 687), (647, 475), (241, 178)
+TIE_WINDOW = [[190, 192, 192, 188, 184, 173, 167, 160], [197, 195, 194, 190, 185, 172, 164, 159],
+              [197, 195, 194, 189, 180, 167, 157, 149], [196, 195, 193, 185, 174, 159, 149, 141],
+              [189, 188, 186, 177, 165, 149, 142, 137], [176, 175, 173, 167, 156, 142, 136, 132],
+              [168, 166, 165, 161, 151, 139, 133, 126]]
+
+
+def test_resize_rounding_tie_of_a_photograph_equals_torchvision(run, stats):
+    """The evaluation resize on the one tie `fusionflow check` found in the demo set."""
+    st = stats("resize(256) rounding tie")
+    img = np.full(TIE_SIZE + (3,), 128, np.uint8)
+    (y, x), (oy, ox) = TIE_AT, TIE_OUT
+    img[y:y + 7, x:x + 8, :] = np.array(TIE_WINDOW, np.uint8)[:, :, None]
+    t = chw(img)
+    exact = TF.resize(t.float(), 256, interpolation=InterpolationMode.BILINEAR, antialias=True)
+    assert exact[:, oy, ox].tolist() == [177.5] * 3  # the case is still a tie in the reference
+    want = hwc(TF.resize(t, 256, interpolation=InterpolationMode.BILINEAR, antialias=True))
+    p = "decode | resize(size=256) | center_crop(size=(286, 256))"  # the whole resized image
+    got = run(p, img)
+    assert got[oy, ox].tolist() == [178] * 3
+    check([f for f in [compare_uint8(st, "tie 770x687", p, got, want, max_diff=0)] if f])
+    assert st.differing == 0
+
+
 # ---------------------------------------------------------------- flips
 
 @pytest.mark.parametrize("op,tf", [("random_horizontal_flip", TF.hflip),
