@@ -36,7 +36,7 @@
  * spares ff__coord_member_spares grants (the rule of ff__coord_spares: all
  * its threads while it runs none at normal priority). The members join at
  * time 0 with their first allotment from ff__coord_targets (the fair
- * share, as take_slot gives it), budget B (FF_NODE_THREADS, default C),
+ * share, as a join gives it), budget B (FF_NODE_THREADS, default C),
  * expected members N (LOCAL_WORLD_SIZE) and trainer_cores T
  * (FF_NODE_TRAINER_CORES, default auto), normalised as a join normalises
  * them (ff__coord_params_normalise), the other parameters at their
@@ -64,7 +64,7 @@
 #include <string.h>
 
 #include "core/philox.h"
-#include "sched/coord.h"
+#include "sched/coord_policy.h"
 #include "sim/sim.h"
 
 #define NODE_DOMAIN 0x4e4f4445u /* "NODE": the node simulator's Philox streams */
