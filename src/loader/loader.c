@@ -833,7 +833,12 @@ ff_status ff_loader_open(const ff_config *cfg, ff_loader **out) {
   ff_config_init(&l->cfg);
   size_t n = cfg->struct_size < sizeof l->cfg ? cfg->struct_size : sizeof l->cfg;
   memcpy(&l->cfg, cfg, n);
-  return loader_start(l);
+  ff_status st = loader_start(l);
+  if (st == FF_ENOMEM) { /* out of memory gives no handle (the header's promise) */
+    ff_loader_close(l);
+    *out = NULL;
+  }
+  return st;
 }
 
 void ff_loader_close(ff_loader *l) {
