@@ -538,7 +538,7 @@ static void offload_done(void *ctx, const ff__offload_result *r) {
 
 static void loader_free(ff_loader *l) {
   for (int i = 0; i < 2 * l->num_threads && l->workers; i++) ff__worker_free(&l->workers[i]);
-  for (int i = 0; i < l->ring_size; i++) {
+  for (int i = 0; l->ring && i < l->ring_size; i++) { /* ring_size is set before the ring is made */
     if (l->ring[i].images) ff__batch_mem_free(l, l->ring[i].images);
     free(l->ring[i].labels);
     free(l->ring[i].soft_labels);
