@@ -63,7 +63,7 @@ static int may_be_image(const char *path) {
  * with ignored, the other names that are not folders are counted there. */
 static ff_status list_dir(const char *dir, int want_dirs, ff__strlist *out, size_t *ignored, ff__error *err) {
   DIR *d = opendir(dir);
-  if (!d) return ff__error_set(err, FF_EIO, "%s: cannot open folder: %s", dir, strerror(errno));
+  if (!d) return ff__error_set(err, ff__errno_status(errno), "%s: cannot open folder: %s", dir, strerror(errno));
   struct dirent *e;
   char path[FF__PATH_MAX];
   ff_status st = FF_OK;
