@@ -202,7 +202,7 @@ static ff_status open_imagefolder(const char *root, int allow_empty, builder *b,
 
 static ff_status open_list(const char *file, builder *b, ff__error *err) {
   FILE *f = fopen(file, "r");
-  if (!f) return ff__error_set(err, FF_EIO, "list:%s: %s", file, strerror(errno));
+  if (!f) return ff__error_set(err, ff__errno_status(errno), "list:%s: %s", file, strerror(errno));
   char base[FF__PATH_MAX];
   snprintf(base, sizeof base, "%s", file);
   char *slash = strrchr(base, '/');
@@ -211,7 +211,8 @@ static ff_status open_list(const char *file, builder *b, ff__error *err) {
   char *line = NULL;
   size_t cap = 0;
   ff_status st = FF_OK;
-  for (size_t lineno = 1; !st && getline(&line, &cap, f) >= 0; lineno++) {
+  size_t lineno = 1;
+  for (; !st && getline(&line, &cap, f) >= 0; lineno++) {
     line[strcspn(line, "\r\n")] = 0;
     if (lineno == 1 && !strncmp(line, "\xEF\xBB\xBF", 3)) memmove(line, line + 3, strlen(line + 3) + 1); /* UTF-8 BOM */
     if (!line[0] || line[0] == '#') continue;
@@ -236,8 +237,10 @@ static ff_status open_list(const char *file, builder *b, ff__error *err) {
     snprintf(path, sizeof path, "%s%s", line[0] == '/' ? "" : base, line);
     st = add_sample(b, path, label, err);
   }
+  int failed = !st && !feof(f), why = errno; /* getline failed before the end: memory, or a read error */
   free(line);
   fclose(f);
+  if (failed) return ff__error_set(err, ff__errno_status(why), "list:%s:%zu: %s", file, lineno, strerror(why));
   if (!st && !b->paths.n) st = ff__error_set(err, FF_EEMPTY, "list:%s: no samples", file);
   return st;
 }
