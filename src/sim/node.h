@@ -7,7 +7,7 @@
  * operating system alone (`off`: every loader runs all its threads and the
  * cores are processor-shared among the runnable ones) or by a static equal
  * split. It is bench/node.py in simulated time, for
- * nodes this machine is not: the model is described at the top of node.c. */
+ * nodes this machine is not: docs/node-coordinator.md describes the model. */
 #ifndef FF_SIM_NODE_H
 #define FF_SIM_NODE_H
 
