@@ -65,20 +65,22 @@ def unit_of(obj, src):
     raise ValueError("%s: not an object of src/ nor of a header" % obj)
 
 
-def read_symbols(obj, nm):
-    """(defined global symbols, undefined symbols) of an object, from `nm -P`."""
-    out = subprocess.run([nm, "-P", obj], check=True, capture_output=True, text=True).stdout
-    defined, undefined = set(), set()
+def read_symbols(objects, nm):
+    """{object: (defined global symbols, undefined symbols)}, from one `nm -P -A` of them all."""
+    out = subprocess.run([nm, "-P", "-A"] + objects, check=True, capture_output=True, text=True).stdout
+    table = {obj: (set(), set()) for obj in objects}
     for line in out.splitlines():
-        parts = line.split()
-        if len(parts) < 2:
+        obj, _, rest = line.partition(": ")
+        parts = rest.split()
+        if obj not in table or len(parts) < 2:
             continue
         name, kind = parts[0], parts[1]
+        defined, undefined = table[obj]
         if kind in ("U", "w", "v"):
             undefined.add(name)
         elif kind in "TDBRCGSWVI" and kind.isupper():
             defined.add(name)
-    return defined, undefined
+    return table
 
 
 def sccs(nodes, edges):
@@ -230,9 +232,8 @@ def main():
     with open(args.objects) as f:
         objects = [line.strip() for line in re.split(r"[\n;]", f.read()) if line.strip()]
     units = {}
-    for obj in objects:
+    for obj, (defined, undefined) in read_symbols(objects, args.nm).items():
         unit = unit_of(obj, args.src)
-        defined, undefined = read_symbols(obj, args.nm)
         d, u = units.get(unit, (set(), set()))
         units[unit] = (d | defined, u | undefined)
     failures, notes = check(units, layers, known)
