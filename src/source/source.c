@@ -20,7 +20,9 @@
  * the first is skipped); a listed path is indexed whatever its state and
  * checked when read. A source given without its kind is a folder
  * (imagefolder:) or a .tsv/.txt file (list:). Each sample's encoded size
- * comes from stat(). */
+ * comes from stat().
+ * tar:PATTERN goes to tar.c (file shards, read by offset) or, when a shard
+ * is streamed, to stream.c; the index itself is source/index.h's. */
 #include "source/source.h"
 #include "source/shardlist.h"
 #include "source/stream.h"
