@@ -705,7 +705,7 @@ static PyObject *loader_open(PyObject *module, PyObject *args, PyObject *kwargs)
   if (st != FF_OK) {
     if (!loader) { /* out of memory: no handle */
       ffpy_dataset_free(dataset);
-      return raise_status(st, ff_loader_errmsg(NULL));
+      return ffpy_raise_status(st, ff_loader_errmsg(NULL));
     }
     char msg[MSG_MAX];
     snprintf(msg, sizeof msg, "%s", ff_loader_errmsg(loader));
