@@ -149,8 +149,8 @@ def pack(args):
 
     files = sorted(os.path.relpath(p, stage) for p in (os.path.join(d, n) for d, _, ns in os.walk(top) for n in ns))
     sizes = {f: os.path.getsize(os.path.join(stage, f)) for f in files}
-    commit = subprocess.run(["git", "-C", os.path.dirname(os.path.abspath(__file__)), "rev-parse", "--short", "HEAD"],
-                            capture_output=True, text=True).stdout.strip() or "unknown"
+    commit = subprocess.run(["git", "-C", os.path.dirname(os.path.abspath(__file__)), "describe", "--always",
+                             "--dirty"], capture_output=True, text=True).stdout.strip() or "unknown"
     cache = os.path.join(build, "CMakeCache.txt")
     flags = {}
     if os.path.isfile(cache):
