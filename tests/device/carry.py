@@ -281,10 +281,11 @@ def check(args):
                 problems.append("%s cannot import the carried extension: %s" % (py, r.stderr.strip()[-400:]))
             else:
                 imported.append("Python " + r.stdout.split()[0])
-        print("carry: %s: %.1f MiB compressed (limit %d), %.1f MiB unpacked; libraries resolve within the carry "
-              "and glibc/libstdc++/libgcc_s; needs up to %s and %s; the extension imports in %s"
-              % (args.archive, size / 2**20, args.limit_mib, unpacked / 2**20, glibc, glibcxx,
-                 ", ".join(imported) or "no Python given"))
+        print("carry: %s: %.1f MiB compressed (limit %d), %.1f MiB unpacked; %s; needs up to %s and %s; the "
+              "extension imports in %s" % (args.archive, size / 2**20, args.limit_mib, unpacked / 2**20,
+                                           "%d problem(s) below" % len(problems) if problems else
+                                           "every library is in the carry or glibc's, libstdc++, libgcc_s",
+                                           glibc, glibcxx, ", ".join(imported) or "no Python given"))
     finally:
         shutil.rmtree(work, ignore_errors=True)
     for p in problems:
