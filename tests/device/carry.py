@@ -23,8 +23,9 @@ check (also pack --check, with --python's Python): ARCHIVE is at most --limit-mi
   dynamic loader's rules with nothing else on the path (DT_RPATH up the
   chain of loaders, DT_RUNPATH for the object's own needs alone); the real
   loader agrees (ldd of each program: every other library from the carry);
-  the programs run and the extension imports in each --python with no
-  LD_LIBRARY_PATH. Prints the sizes and the glibc/libstdc++ versions needed.
+  the programs run; the extension is the one abi3 file, links no libpython,
+  needs no CPython name outside the stable ABI, and imports in each --python
+  with no LD_LIBRARY_PATH (so it loads in any CPython >= 3.9, 3.12 too). Prints the sizes and the glibc/libstdc++ versions needed.
 Exit 0, 1 on a failed check, 2 on bad arguments.
 """
 import argparse
@@ -43,6 +44,16 @@ PROGRAMS = ["test_device", "test_batch_mix", "test_pool", "test_offload", "test_
             "transport", "trainer_standin", "make_images", "node_member", "fusionflow"]
 OPTIONAL = {"trainer_standin"}  # built only with CUDA
 STUBS = ["libnvjpeg_stub.so"]
+# CPython's private names that its stable ABI nonetheless exports (Misc/stable_abi.toml): an abi3 extension
+# may need these and still load in every later CPython; any other _Py name may be gone in the next one.
+STABLE_PRIVATE = {
+    "_PyArg_Parse_SizeT", "_PyArg_ParseTuple_SizeT", "_PyArg_ParseTupleAndKeywords_SizeT", "_PyArg_VaParse_SizeT",
+    "_PyArg_VaParseTupleAndKeywords_SizeT", "_Py_BuildValue_SizeT", "_Py_VaBuildValue_SizeT",
+    "_PyObject_CallFunction_SizeT", "_PyObject_CallMethod_SizeT", "_PyObject_GC_New", "_PyObject_GC_NewVar",
+    "_PyObject_GC_Resize", "_PyObject_New", "_PyObject_NewVar", "_Py_Dealloc", "_Py_DecRef", "_Py_IncRef",
+    "_Py_NoneStruct", "_Py_NotImplementedStruct", "_Py_EllipsisObject", "_Py_FalseStruct", "_Py_TrueStruct",
+    "_Py_SwappedOp", "_PyWeakref_CallableProxyType", "_PyWeakref_ProxyType", "_PyWeakref_RefType",
+    "_Py_CheckRecursiveCall", "_PyErr_BadInternalCall"}
 
 
 def fail(msg):
@@ -270,8 +281,15 @@ def check(args):
         ext = [n for n in os.listdir(os.path.join(top, "python", "fusionflow")) if n.endswith(".so")]
         if ext != ["_fusionflow.abi3.so"]:
             problems.append("python/fusionflow holds %s, not the one abi3 extension" % ext)
-        elif any(n.startswith("libpython") for n in dynamic(os.path.join(top, "python", "fusionflow", ext[0]))[0]):
-            problems.append("the extension links libpython: it would not load in another Python")
+        else:
+            so = os.path.join(top, "python", "fusionflow", ext[0])
+            if any(n.startswith("libpython") for n in dynamic(so)[0]):
+                problems.append("the extension links libpython: it would not load in another Python")
+            undefined = subprocess.run(["nm", "-D", "--undefined-only", so], capture_output=True, text=True).stdout
+            private = sorted({n.split("@")[0] for n in re.findall(r"\bU (_Py\w+)", undefined)} - STABLE_PRIVATE)
+            if private:
+                problems.append("the extension needs CPython names outside its stable ABI (another Python may "
+                                "lack them): " + ", ".join(private))
         imported = []
         for py in args.python:
             code = ("import sys; sys.path.insert(0, %r); import fusionflow; "

@@ -167,7 +167,12 @@ if [ -z "$BIN" ] || [ ! -x "$(prog test_pool)" ]; then
   $REPORT print
   exit 1
 fi
-record binaries PASS $((SECONDS - START)) 0 0 "$CARRY_NOTE"
+if ! version=$("$(prog fusionflow)" --version 2>&1); then # a library or glibc the machine lacks
+  record binaries FAIL $((SECONDS - START)) 0 0 "the carried programs do not run here: $(echo "$version" | tail -n 1 | cut -c1-90)"
+  $REPORT print
+  exit 1
+fi
+record binaries PASS $((SECONDS - START)) 0 0 "$version; $CARRY_NOTE"
 
 # The image set: the same JPEGs on any machine (make_images, seed 1); 512 of
 # ImageNet's sizes on a GPU (two batches of 256), 48 in the dry run.
