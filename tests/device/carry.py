@@ -6,7 +6,8 @@ compiler and no -dev packages (METHOD.md, "Running it").
     carry.py pack BUILD ARCHIVE [--level N] [--ptxas JSON] [--nvjpeg LIB] [--python PY] [--check]
     carry.py check ARCHIVE [--limit-mib 48] [--python PY]...
 
-pack: from the build folder BUILD, into ARCHIVE (.tar.xz, level 0..9):
+pack: from the build folder BUILD, into ARCHIVE (.tar.xz, or .tar.gz where speed
+  matters more than size: ctest's; level 0..9):
     carry/bin/     the check programs, stripped
     carry/lib/     every shared library they load that is not a base library
                    of the device image (glibc's, libstdc++, libgcc_s), and
@@ -178,13 +179,15 @@ def pack(args):
     with open(tmp, "wb") as out:
         tar = subprocess.Popen(["tar", "-C", stage, "--sort=name", "--owner=0", "--group=0", "-cf", "-", "carry"],
                                stdout=subprocess.PIPE)
-        subprocess.run(["xz", "-T0", "-%d" % args.level, "-c"], stdin=tar.stdout, stdout=out, check=True)
+        compress = ["gzip", "-%d" % max(args.level, 1), "-c"] if args.archive.endswith(".gz") else [
+            "xz", "-T0", "-%d" % args.level, "-c"]
+        subprocess.run(compress, stdin=tar.stdout, stdout=out, check=True)
         if tar.wait():
             fail("tar failed")
     os.replace(tmp, args.archive)
     shutil.rmtree(stage)
     total = sum(sizes.values())
-    print("carry: %s: %.1f MiB compressed (xz -%d), %.1f MiB unpacked: %d programs, %d libraries (%.1f MiB), "
+    print("carry: %s: %.1f MiB compressed (level %d), %.1f MiB unpacked: %d programs, %d libraries (%.1f MiB), "
           "python %.1f MiB%s" % (args.archive, os.path.getsize(args.archive) / 2**20, args.level, total / 2**20,
                                  sum(f.startswith("carry/bin/") for f in files), len(libs) + len(STUBS),
                                  sum(v for k, v in sizes.items() if k.startswith("carry/lib/")) / 2**20,

@@ -126,10 +126,10 @@ step() {
 
 # ------------------------------------------------------------ the carry set
 
-unpack() {
+unpack() { # .tar.xz (make device-carry) or .tar.gz (ctest's)
   local archive=$1 dest=$SCRATCH
-  if command -v xz >/dev/null; then
-    tar -C "$dest" -xJf "$archive"
+  if [[ $archive == *.gz ]] || command -v xz >/dev/null; then
+    tar -C "$dest" -xf "$archive"
   else # no xz binary: Python's tarfile reads .tar.xz itself
     python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' "$archive" "$dest"
   fi
@@ -279,7 +279,8 @@ transport() {
   if ((DRY)); then "$(prog transport)" "$DEVICE" 8 2; else "$(prog transport)" "$DEVICE" "$BATCH" 4; fi
 }
 # The unit tests whose cuda:0 cases run on a GPU (test_offload's nvJPEG case on the image set;
-# it skips where nvJPEG does not load, which the nvjpeg step reports).
+# it skips where nvJPEG does not load, which the nvjpeg step reports). Not in the dry run:
+# its emu cases are ctest's test_offload.
 offload() {
   nvjpeg_env
   FF_DEMO_DATA=$DATA "$(prog test_offload)" || exit 1
@@ -313,7 +314,7 @@ step trainer_1 60 --cuda trainer_1
 step trainer_2 45 --cuda trainer_2
 step batch_mix 30 batch_mix
 step transport 30 transport
-step offload 60 offload
+step offload 60 --cuda offload
 step pool 20 pool
 step memcheck 90 --cuda --optional memcheck
 step node_bench 90 --optional node_bench
