@@ -33,6 +33,7 @@
 
 #define SOURCES 16
 #define REPS 5
+static int reps = REPS; /* 2 for a batch under 64 (a dry run: both compared, both timed) */
 
 static const char *const pipelines[][2] = {
     {"standard", "decode | random_resized_crop(size=224) | random_horizontal_flip | normalize(mean=imagenet, "
@@ -181,7 +182,7 @@ static float timed_copy(ff__device *d, ff__dstream *s, void *dst, const void *sr
   ff__error err = {0};
   CHECK(!ff__device_event_create(d, &e0, &err) && !ff__device_event_create(d, &e1, &err), "%s", err.msg);
   float best = 1e30f, ms;
-  for (int r = 0; r < REPS; r++) {
+  for (int r = 0; r < reps; r++) {
     CHECK(!ff__device_event_record(d, e0, s, &err) &&
               !(up ? ff__device_upload(d, s, dst, src, bytes, &err) : ff__device_download(d, s, dst, src, bytes, &err)) &&
               !ff__device_event_record(d, e1, s, &err) && !ff__device_event_wait(d, e1, &err) &&
@@ -225,7 +226,7 @@ static stage_figures stages(ff__device *d, ff__dstream *s, ff__dev_batch *b, job
   }
   f.upload = j->n / (timed_copy(d, s, d_in, h_in, in, 1) / 1000.0);
   float best = 1e30f, ms;
-  for (int r = 0; r < REPS; r++) {
+  for (int r = 0; r < reps; r++) {
     ff_status st = ff__dev_batch_begin(b, j->pipe, &err);
     for (int i = 0; i < j->n && !st; i++) {
       const ff__image *im = &j->decoded[i];
@@ -242,7 +243,7 @@ static stage_figures stages(ff__device *d, ff__dstream *s, ff__dev_batch *b, job
   cpu_run(j, want);
   f.identical = !memcmp(want, h_out, out);
   best = 1e30f;
-  for (int r = 0; r < REPS; r++) {
+  for (int r = 0; r < reps; r++) {
     CHECK(!dev_run(d, s, b, j, d_out, &ms, NULL, &err), "upload + kernels: %s", err.msg);
     if (ms < best) best = ms;
   }
@@ -280,6 +281,7 @@ int main(int argc, char **argv) {
     else CHECK(0, "usage: device_check [DEVICE] [BATCH] [--json FILE]");
   }
   CHECK(batch > 0, "batch must be > 0");
+  if (batch < 64) reps = 2;
   ff__device *d;
   ff__error err = {0};
   CHECK(!ff__device_open(name, NULL, &d, &err), "%s", err.msg);
@@ -316,7 +318,7 @@ int main(int argc, char **argv) {
     float ms_best = 1e30f, ms;
     double stage_s = 0, cpu_s = 0;
     size_t mismatches = 0, first = 0;
-    for (int r = 0; r < REPS; r++) {
+    for (int r = 0; r < reps; r++) {
       plan_job(&j, (uint64_t)r);
       CHECK(!dev_run(d, s, b, &j, d_out, &ms, &stage_s, &err), "%s: %s", pipelines[k][0], err.msg);
       if (ms < ms_best) ms_best = ms;

@@ -45,7 +45,11 @@ cuda:*) DRY=0 ;;
 esac
 export DRY ROOT
 export OUT=${OUT:-$ROOT/build-device/out}
-DEADLINE_S=${DEADLINE_S:-270}
+# Under a sanitizer (a CI dry run: FF_TEST_SANITIZER) every budget is 3 times
+# longer and the deadline 540 s (ctest allows 600).
+SLOW=1
+[ -n "${FF_TEST_SANITIZER:-}" ] && SLOW=3
+DEADLINE_S=${DEADLINE_S:-$( ((SLOW > 1)) && echo 540 || echo 270)}
 export BATCH=${BATCH:-256}
 export FF_PYTHON=${FF_PYTHON:-python3}
 export PYTHONUNBUFFERED=1 CMOCKA_MESSAGE_OUTPUT=stdout
@@ -94,6 +98,7 @@ step() {
   done
   local fn=$1
   ((always)) || selected "$name" || return 0
+  budget=$((budget * SLOW))
   if ((cuda && DRY)); then
     record "$name" SKIP 0 "$budget" $optional "needs CUDA (dry run on $DEVICE)"
     return
