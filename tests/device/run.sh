@@ -298,8 +298,8 @@ offload() {
 }
 pool() { "$(prog test_pool)"; }
 
-# The node benchmark as CPU-only processes (bench/node.py); the dry run only checks that it runs.
-# CPU-only: the dry run leaves it out (it would take half the dry run's time; test_node covers the coordinator).
+# The node benchmark as CPU-only processes (bench/node.py) on the machine's cores; not in the
+# dry run (it would take half its time here; ctest's test_node covers the coordinator).
 node_bench() {
   ((DRY)) && { echo "CPU-only benchmark: not in the dry run"; exit 77; }
   python3 "$ROOT/bench/node.py" --bin "$(dirname "$(prog node_member)")" --data "$DATA" --seconds 2 --json >"$FIG" &&
