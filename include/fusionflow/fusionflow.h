@@ -955,7 +955,8 @@ typedef struct ff_batch_info {
   uint64_t placement_cpu_ns[FF_PLACEMENTS];  /* CPU time on them by placement: read + decode + ops */
   uint64_t placement_read_ns[FF_PLACEMENTS]; /* of which reading the file and its header */
   size_t device_decode_fallbacks; /* samples placed for device decode that the CPU decoded (PNG, CMYK,
-                                     progressive on a hardware decoder, a refused decode) */
+                                     progressive, a region the decoder refused, a decode it failed, a
+                                     batch smaller than it takes) */
   uint64_t wait_ns;         /* time the consumer waited for this batch in ff_loader_next */
   uint64_t cpu_ns;          /* CPU time on its CPU samples (read + decode + ops, summed over threads) */
   uint64_t device_ns;       /* device time of its microbatch (events): ops, and decodes (placement device)
@@ -973,7 +974,7 @@ typedef struct ff_batch_info {
   uint64_t device_download_bytes; /* their bytes */
   size_t host_round_trips;  /* device-prepared samples that went down to host memory and up again to
                                output_device (only when output_device is not the offload device) */
-  uint64_t feeder_cpu_ns;   /* the device feeder thread's CPU time on its microbatch, waits included
+  uint64_t feeder_cpu_ns;   /* the device feeder's threads' CPU time on its microbatch, waits included
                                (they sleep: events are blocking-sync), against device_ns */
   uint64_t batch_stage_ns;  /* the batch stage (mixup_cutmix) on this batch: draws, soft labels and
                                images, on the consumer thread in ff_loader_next, ns; 0 without one.
@@ -1020,9 +1021,11 @@ typedef struct ff_stats {
                                 cores nothing else wants, are not counted) */
   const char *device;        /* the device in use: "cpu", "emu:0", "cuda:0 (NVIDIA H200)"; owned by the loader */
   uint64_t device_samples;   /* samples handed out that the device prepared */
-  uint64_t device_ns;        /* device time of their microbatches (events: upload to last kernel) */
+  uint64_t device_ns;        /* device time of their microbatches (events: their kernels, and their decodes
+                                where the decoder runs on the SMs) */
   uint64_t device_fallbacks; /* samples handed out that were meant for the device and were prepared by
-                                the CPU instead, after a refusal of memory or a device error */
+                                the CPU workers instead (a refusal of memory, a device error, a decode the
+                                device's decoder refused or failed) */
   size_t device_pool_limit_bytes; /* the device memory budget now (0 without a device) */
   size_t device_pool_peak_bytes;  /* the most device memory the loader held at once */
   double offload_share;      /* the scheduler's current share of samples for the device, 0..1 */
@@ -1032,19 +1035,23 @@ typedef struct ff_stats {
   uint64_t placement_cpu_ns[FF_PLACEMENTS];  /* their CPU time by placement (read + decode + ops) */
   uint64_t placement_read_ns[FF_PLACEMENTS]; /* of which reading */
   uint64_t device_decode_fallbacks; /* samples handed out that were placed for device decode and decoded
-                                       by the CPU (ff_batch_info.device_decode_fallbacks) */
+                                       by the CPU workers (ff_batch_info.device_decode_fallbacks; the
+                                       device_decode_* counts below say why) */
   const char *device_decoder; /* the decoder of device-placed samples: "libjpeg-turbo", "nvjpeg-like"
                                  (emu variants), "nvjpeg-hardware", "nvjpeg-hybrid", or "none" (device
                                  decode off or unavailable: see device_decoder_note); owned by the loader */
   const char *device_decoder_note; /* why device decode is off: "" when on, "no device",
                                       "device_decode=off", "deterministic=1", "device_decode=auto is on
-                                      for CUDA devices only", or the device's reason (e.g. "nvjpeg not
-                                      available: libnvjpeg.so.13: cannot open shared object file ...");
-                                      owned by the loader, valid until ff_loader_close */
+                                      for CUDA devices only", the device's reason (e.g. "nvjpeg not
+                                      available: libnvjpeg.so.13: cannot open shared object file ..."),
+                                      or, when its failures turned it off during the run (3 microbatches
+                                      in a row whose decode failed on most images; said once on stderr),
+                                      "nvjpeg-hybrid turned off after ..."; owned by the loader, valid
+                                      until ff_loader_close */
   uint64_t output_upload_bytes;   /* sums of ff_batch_info's over the batches handed out */
   uint64_t device_download_bytes;
   uint64_t host_round_trips;
-  uint64_t feeder_cpu_ns;         /* the device feeder thread's CPU time (ff_batch_info.feeder_cpu_ns) */
+  uint64_t feeder_cpu_ns;         /* the device feeder's threads' CPU time (ff_batch_info.feeder_cpu_ns) */
   uint64_t batch_stage_ns;   /* the batch stage (mixup_cutmix) on the batches handed out */
   uint64_t source_ignored_files; /* imagefolder: files in the class folders left out because their
                                     extension is not an image's (torchvision's IMG_EXTENSIONS), as
@@ -1054,6 +1061,27 @@ typedef struct ff_stats {
                                 group, it could not join, or it left a damaged group's shared memory
                                 later: it said why on stderr); owned by the loader, valid until
                                 ff_loader_close */
+  /* Which decoder ran, over the batches handed out. A sample is decoded
+   * once: by the CPU workers (libjpeg-turbo, the codecs of the other
+   * formats) or by the device's decoder (placement device). */
+  const char *decoders;      /* the decoders that decoded the samples handed out so far: "libjpeg-turbo"
+                                (the CPU workers alone), the device decoder's name (device_decoder's
+                                values) when it decoded every one, both joined by '+' when both did
+                                ("nvjpeg-hardware+libjpeg-turbo"), or "none" before any; a static string */
+  uint64_t cpu_decodes;      /* samples handed out whose image the CPU worker threads decoded (each sample
+                                the device handed back included: nothing is decoded on the device
+                                feeder's threads) */
+  uint64_t device_decodes;   /* samples handed out whose image the device's decoder decoded */
+  uint64_t device_decode_failures;       /* images a failed device decode handed back to the CPU workers, which
+                                            decode them with the CPU's message and on_error: a batched decode
+                                            that fails is split in halves until each failing image is alone, or
+                                            on a decoder that takes no small batch (nvJPEG hybrid: 51 or more)
+                                            with the batch mates of the smallest batch it takes */
+  uint64_t device_decode_failed_batches; /* batches whose batched device decode failed (and was split) */
+  uint64_t device_decode_small_batches;  /* batches whose device-decode samples the CPU workers decoded
+                                            because they were fewer than the decoder takes in one call (nvJPEG's
+                                            hybrid backend decodes Huffman on the calling thread for 50 or
+                                            fewer images) */
 } ff_stats;
 
 /* Fills *out. Any time, from the consumer thread. */
@@ -1091,8 +1119,8 @@ FF_API const char *ff_loader_warning(const ff_loader *loader, size_t i);
  * Starts recording a timeline of the loader's work (replacing a trace
  * already started): one span per sample and phase on each CPU worker's
  * track (read, decode, ops), one per microbatch on the device stream's
- * (submit to complete, downloads included), the device feeder's CPU
- * fallbacks, and the consumer's waits in ff_loader_next. Memory is bounded:
+ * (submit to complete, downloads included), the batches the device feeder
+ * handed back to the CPU workers, and the consumer's waits in ff_loader_next. Memory is bounded:
  * after max_events events (0 = 262144, about 10 MiB) later ones are dropped
  * and counted. Consumer thread. Returns FF_OK, FF_ENOMEM, or FF_EINVAL on a
  * loader that failed to open.
@@ -1151,7 +1179,9 @@ FF_API ff_status ff_image_augment_as(const char *path, const char *pipeline, ff_
  *     {"op": "gaussian_blur", "kernel_size": [width, height], "sigma": s},
  *     {"op": "erase", "box": [x, y, width, height], "fill": [r, g, b]} or with
  *      "noise_key": K (the Philox key of its normal noise) — on the float output,
- *     {"op": "horizontal_flip"}, {"op": "vertical_flip"} (only when drawn),
+ *     {"op": "horizontal_flip"}, {"op": "vertical_flip"} (a flip drawn), and where a
+ *      random_*_flip's draw said no, {"op": "horizontal_flip", "applied": false}
+ *      (not a step: a replay skips it; "applied" appears only there),
  *     an augmentation op, named as in the pipeline text ("rotate", "solarize", ...) with
  *       "arg": what the op is called with, as torchvision's _apply_op calls it (degrees,
  *       pixels, shear coefficient, factor 1 + m, bits, threshold); for the signed ops

@@ -750,7 +750,7 @@ class Loader:
         decoded, in full-image pixels, its DCT scale, the decoded size and the
         region's exact box in it) and "steps" (with views: "views", a dict per
         view with its "region" and "steps"), each {"op": name, ...}: crop
-        boxes, resizes, the flips drawn, every augmentation op with "arg" (as
+        boxes, resizes, the flips (one not drawn: ``"applied": False``, nothing to do), every augmentation op with "arg" (as
         torchvision's _apply_op calls it), "magnitude" and "sign", AugMix's
         weights. The keys are those of ff_loader_plan (fusionflow.h).
 
@@ -867,7 +867,17 @@ class Loader:
             offload_share (float): the scheduler's current device share, 0..1.
             device_decoder (str): what decodes device-placed samples ("libjpeg-turbo",
                 "nvjpeg-like", "nvjpeg-hardware", "nvjpeg-hybrid") or "none";
-                device_decoder_note (str): why it is "none".
+                device_decoder_note (str): why it is "none" (also when its failures
+                turned it off during the run).
+            decoders (str): which decoders decoded the samples handed out:
+                "libjpeg-turbo" (the CPU workers), the device decoder's name, both
+                joined by "+", or "none"; cpu_decodes, device_decodes (int): how
+                many each.
+            device_decode_failures, device_decode_failed_batches,
+                device_decode_small_batches (int): images a failed device decode
+                handed back to the CPU workers; batches whose device decode failed;
+                batches too small for the device decoder (nvJPEG hybrid: 50 or
+                fewer), decoded by the workers.
             output_upload_bytes (int): bytes that went up to output_device (the
                 host-prepared samples).
             device_download_bytes (int): bytes of device-prepared samples that came
@@ -875,7 +885,7 @@ class Loader:
                 are written in place).
             host_round_trips (int): device-prepared samples that went down and up again
                 (output_device another device than the offload device).
-            feeder_cpu_ns (int): CPU time of the device feeder thread (its waits sleep).
+            feeder_cpu_ns (int): CPU time of the device feeder's threads (their waits sleep).
             batch_stage_ns (int): the mixup_cutmix batch stage (consumer thread, in next();
                 with a device output_device its draws and soft labels: the images are
                 mixed on the device).

@@ -1046,7 +1046,8 @@ static PyObject *loader_stats_body(LoaderObject *self, PyObject *unused) {
     Py_XDECREF(skipped);
     return NULL;
   }
-  return Py_BuildValue("{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:i,s:N,s:N,s:s,s:K,s:K,s:K,s:n,s:n,s:d,s:K,s:K,s:N,s:s,s:s,s:K,s:K,s:K,s:K,s:K,s:K,s:s}",
+  return Py_BuildValue("{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:i,s:N,s:N,s:s,s:K,s:K,s:K,s:n,s:n,s:d,s:K,s:K,s:N,s:s,s:s,s:K,s:K,s:K,s:K,s:K,s:K,s:s,"
+                       "s:s,s:K,s:K,s:K,s:K,s:K}",
                        "batches", (unsigned long long)s.batches,
                        "samples", (unsigned long long)s.samples, "read_ns", (unsigned long long)s.read_ns,
                        "decode_ns", (unsigned long long)s.decode_ns, "ops_ns", (unsigned long long)s.ops_ns,
@@ -1066,7 +1067,13 @@ static PyObject *loader_stats_body(LoaderObject *self, PyObject *unused) {
                        "feeder_cpu_ns", (unsigned long long)s.feeder_cpu_ns,
                        "batch_stage_ns", (unsigned long long)s.batch_stage_ns,
                        "source_ignored_files", (unsigned long long)s.source_ignored_files,
-                       "node_group", s.node_group ? s.node_group : "");
+                       "node_group", s.node_group ? s.node_group : "",
+                       "decoders", s.decoders ? s.decoders : "none",
+                       "cpu_decodes", (unsigned long long)s.cpu_decodes,
+                       "device_decodes", (unsigned long long)s.device_decodes,
+                       "device_decode_failures", (unsigned long long)s.device_decode_failures,
+                       "device_decode_failed_batches", (unsigned long long)s.device_decode_failed_batches,
+                       "device_decode_small_batches", (unsigned long long)s.device_decode_small_batches);
 }
 
 
@@ -1186,31 +1193,46 @@ static PyType_Spec loader_spec = {"fusionflow._fusionflow.CLoader", sizeof(Loade
 
 /* ---------------------------------------------------------------- module */
 
+/* The arguments augment_image and image_plan share: (path, pipeline, seed=0, epoch=0, index=0,
+ * semantics=0); format names the function. 1, with a->path and a->pipeline bytes to release
+ * (image_args_release), or 0 with the exception set. */
+typedef struct image_args {
+  PyObject *path, *pipeline;
+  unsigned long long seed, epoch, index;
+  int semantics;
+} image_args;
+
+static int image_args_parse(PyObject *args, PyObject *kwargs, const char *format, image_args *a) {
+  static char *kwlist[] = {"path", "pipeline", "seed", "epoch", "index", "semantics", NULL};
+  PyObject *pipeline_obj;
+  *a = (image_args){.semantics = FF_SEMANTICS_V1};
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, format, kwlist, PyUnicode_FSConverter, &a->path, &pipeline_obj,
+                                   &a->seed, &a->epoch, &a->index, &a->semantics))
+    return 0;
+  a->pipeline = pipeline_text(pipeline_obj);
+  if (a->pipeline) return 1;
+  Py_DECREF(a->path);
+  return 0;
+}
+
+static void image_args_release(image_args *a) {
+  Py_DECREF(a->path);
+  Py_DECREF(a->pipeline);
+}
+
 static PyObject *mod_augment_image(PyObject *module, PyObject *args, PyObject *kwargs) {
   (void)module;
-  static char *kwlist[] = {"path", "pipeline", "seed", "epoch", "index", "semantics", NULL};
-  PyObject *path_obj, *pipeline_obj;
-  unsigned long long seed = 0, epoch = 0, index = 0;
-  int semantics = FF_SEMANTICS_V1;
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O&U|KKKi:augment_image", kwlist, PyUnicode_FSConverter, &path_obj,
-                                   &pipeline_obj, &seed, &epoch, &index, &semantics))
-    return NULL;
-  PyObject *pipeline = pipeline_text(pipeline_obj);
-  if (!pipeline) {
-    Py_DECREF(path_obj);
-    return NULL;
-  }
+  image_args a;
+  if (!image_args_parse(args, kwargs, "O&U|KKKi:augment_image", &a)) return NULL;
   uint8_t *pixels = NULL;
   int h = 0, w = 0;
   char err[MSG_MAX] = "";
   ff_status st;
   Py_BEGIN_ALLOW_THREADS
-  st = ff_image_augment_as(PyBytes_AsString(path_obj), PyBytes_AsString(pipeline), (ff_semantics)semantics, seed,
-                           epoch, index,
-                           &pixels, &h, &w, err, sizeof err);
+  st = ff_image_augment_as(PyBytes_AsString(a.path), PyBytes_AsString(a.pipeline), (ff_semantics)a.semantics, a.seed,
+                           a.epoch, a.index, &pixels, &h, &w, err, sizeof err);
   Py_END_ALLOW_THREADS
-  Py_DECREF(path_obj);
-  Py_DECREF(pipeline);
+  image_args_release(&a);
   if (st != FF_OK) return raise_status(st, err);
   owner *o = owner_new(NULL, pixels, NULL);
   if (!o) {
@@ -1220,6 +1242,24 @@ static PyObject *mod_augment_image(PyObject *module, PyObject *args, PyObject *k
   ff_tensor t = {pixels, FF_UINT8, FF_NHWC, 3, {h, w, 3, 0}, {(int64_t)w * 3, 3, 1, 0}};
   PyObject *r = tensor_new(o, &t);
   owner_decref(o);
+  return r;
+}
+
+/* ff_image_plan_as: what augment_image draws for that sample, as JSON text (fusionflow.check replays it). */
+static PyObject *mod_image_plan(PyObject *module, PyObject *args, PyObject *kwargs) {
+  (void)module;
+  image_args a;
+  if (!image_args_parse(args, kwargs, "O&U|KKKi:image_plan", &a)) return NULL;
+  char *json = NULL, err[MSG_MAX] = "";
+  ff_status st;
+  Py_BEGIN_ALLOW_THREADS
+  st = ff_image_plan_as(PyBytes_AsString(a.path), PyBytes_AsString(a.pipeline), (ff_semantics)a.semantics, a.seed,
+                        a.epoch, a.index, &json, err, sizeof err);
+  Py_END_ALLOW_THREADS
+  image_args_release(&a);
+  if (st != FF_OK) return raise_status(st, err);
+  PyObject *r = PyUnicode_FromString(json);
+  ff_free(json);
   return r;
 }
 
@@ -1313,6 +1353,8 @@ static PyMethodDef module_methods[] = {
      "            open_progress: callable(dict of ff_open_progress) while a streamed source opens)"},
     {"augment_image", (PyCFunction)(void (*)(void))mod_augment_image, METH_VARARGS | METH_KEYWORDS,
      "augment_image(path, pipeline, seed=0, epoch=0, index=0, semantics=0) -> Tensor (H, W, 3) uint8"},
+    {"image_plan", (PyCFunction)(void (*)(void))mod_image_plan, METH_VARARGS | METH_KEYWORDS,
+     "image_plan(path, pipeline, seed=0, epoch=0, index=0, semantics=0) -> JSON text of ff_image_plan_as"},
     {"_set_exception_factory", mod_set_exception_factory, METH_O, NULL},
     {"version", mod_version, METH_NOARGS, "version() -> the linked library's 'MAJOR.MINOR.PATCH'"},
     {"status_str", mod_status_str, METH_O, "status_str(status) -> the library's name of a status"},

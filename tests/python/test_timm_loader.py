@@ -114,7 +114,8 @@ def _compare_on_our_draws(loader, ref, paths, monkeypatch, blur=None, inject=Non
                 plan = loader.plan(i)
                 bx, by, bw, bh = plan["decode"]["region"]
                 monkeypatch.setattr(type(rrc), "get_params", staticmethod(lambda *a, **k: (by, bx, bh, bw)))
-                flip.p = 1.0 if any(s["op"] == "horizontal_flip" for s in plan["steps"]) else 0.0
+                flip.p = 1.0 if any(s["op"] == "horizontal_flip" and s.get("applied", True)
+                                    for s in plan["steps"]) else 0.0
                 if blur is not None:
                     sigma = [s["sigma"] for s in plan["steps"] if s["op"] == "gaussian_blur"][0]
                     monkeypatch.setattr(type(blur), "get_params", staticmethod(lambda *a, **k: float(sigma)))
