@@ -322,6 +322,9 @@ typedef struct ff_config {
    *    1  always, from the device's host allocator (device "cpu": the CUDA
    *       device "auto" picks; ff_loader_open fails with FF_EDEVICE when there
    *       is none)
+   *    2  as 1 when that device opens, else ordinary memory (DataLoader's
+   *       pin_memory=True on a machine without a GPU; ff_stats.
+   *       host_memory_pinned says which)
    *    0  ordinary memory
    * The memory is created on the device's context and stays valid while a
    * batch is held, also after ff_loader_close. */
@@ -561,18 +564,24 @@ typedef struct ff_batch ff_batch;
  * policies' magnitude tables follow torch 2.x's linspace, which differs from
  * torch 1.13's in the last bit of some bins, e.g. TrivialAugmentWide's
  * translate bin 15 of 31 is 15 px on torch 2.x, 16 on 1.13):
- *   decode(dct_scale=true)         JPEG (libjpeg-turbo, as Pillow decodes it; CMYK
+ *   decode(dct_scale=false)        JPEG (libjpeg-turbo, as Pillow decodes it; CMYK
  *                                  read as Adobe's inverted inks, with or without
  *                                  the Adobe marker, as Pillow and torchvision.io
  *                                  do) or PNG (libspng; 16-bit samples keep their
  *                                  high byte, as torchvision.io.decode_png +
- *                                  to_dtype(uint8, scale=True)) to RGB uint8.
- *                                  With dct_scale the JPEG decoder reduces the image
- *                                  by 1/2, 1/4 or 1/8 in the DCT domain when a later
- *                                  crop is still at least the target size; the
- *                                  crop's exact box is then resampled from the
- *                                  reduced image (so only the reduction's blur
- *                                  differs from torchvision, bench/RESULTS.md).
+ *                                  to_dtype(uint8, scale=True)) to RGB uint8; only
+ *                                  the region a leading crop needs is decoded (the
+ *                                  same pixels). By default the bits torchvision
+ *                                  gives. dct_scale=true (an opt-in): the JPEG
+ *                                  decoder reduces the image by 1/2, 1/4 or 1/8 in
+ *                                  the DCT domain when the following resize still
+ *                                  gets at least its target size, and the crop's
+ *                                  exact box is resampled from the reduced image:
+ *                                  faster, and no longer torchvision's pixels (the
+ *                                  reduction's blur: 46 dB PSNR on the reduced
+ *                                  draws of the demo data, about 5% less CPU time
+ *                                  for the standard training pipeline: bench/
+ *                                  RESULTS.md, "DCT-scaled vs exact decode").
  *   crop(top, left, height, width) functional.crop, zero padding outside the image;
  *                                  a box wholly or partly left of or above the
  *                                  image gives the zero-padded box of the asked
@@ -945,6 +954,49 @@ FF_API ff_status ff_batch_soft_labels(const ff_batch *batch, ff_tensor *out);
 /* Dataset indices of the batch's samples, N values (for debugging and tests). */
 FF_API const int64_t *ff_batch_sample_indices(const ff_batch *batch);
 
+/* Sample i of the data set (0 <= i < ff_loader_dataset_size; its place in
+ * the source's order, as ff_batch_sample_indices gives it): *path gets its
+ * file (imagefolder, list), "SHARD:MEMBER" (tar:) or its name in messages
+ * (callback sources: "NAME[i]"), owned by the loader and valid until
+ * ff_loader_close; *label its label, or -1 where the label comes with the
+ * bytes (callback sources). Either out pointer may be NULL. What
+ * torchvision's ImageFolder.samples[i] holds, for a folder source.
+ * Thread-safe. Returns FF_OK, or FF_EINVAL (i out of range, a loader that
+ * failed to open) with the message on the handle. */
+FF_API ff_status ff_loader_sample_info(const ff_loader *loader, size_t i, const char **path, int64_t *label);
+
+/*
+ * Runs sample i of the data set through the pipeline as epoch `epoch`
+ * draws it (its first copy under repeated_augmentations; no batch stage),
+ * outside the ring: the bytes its place in a batch of that epoch gets. One
+ * tensor per view (ff_loader_num_views) goes to views_out[0 ..
+ * num_views - 1], each the image of one sample without the batch dimension:
+ * (3, H, W) for NCHW planes and for channels_last (strides (1, 3W, 3)),
+ * (H, W, 3) for NHWC uint8, by output_dtype and memory_format as batches;
+ * the memory of all of them is one block at views_out[0].data, the caller's
+ * to free with ff_free. *label gets the sample's label. On the CPU whatever
+ * the device, on the calling thread; thread-safe, also while batches are
+ * being prepared (callback sources call their fetch from this thread).
+ * Returns FF_OK, FF_EINVAL (i out of range, num_views below the views,
+ * views_out or label NULL, a streamed tar: source: its samples are read
+ * only in stream order, a loader that failed to open), FF_EIO, FF_EDATA,
+ * FF_ETOOBIG or FF_ENOMEM naming the file, with the message on the handle;
+ * views_out and *label are untouched on failure.
+ */
+FF_API ff_status ff_loader_sample_images(ff_loader *loader, size_t i, uint64_t epoch, ff_tensor *views_out,
+                                         size_t num_views, int64_t *label);
+
+/* The dataset indices this rank's epoch `epoch` hands out, in order:
+ * ff_loader_num_samples of them into out[0 .. cap - 1] (DistributedSampler's
+ * or RepeatAugSampler's list, padding and repeats included; a streamed
+ * source's two-level shuffle). Batch b holds positions b * batch_size on,
+ * less the samples skipped under on_error=skip (on_error=replace puts a
+ * substitute in place). A pure function of (seed, epoch, rank, world_size).
+ * Thread-safe. Returns FF_OK, or FF_EINVAL (cap below the samples, out NULL,
+ * a loader that failed to open) or FF_ENOMEM with the message on the
+ * handle. */
+FF_API ff_status ff_loader_epoch_order(ff_loader *loader, uint64_t epoch, int64_t *out, size_t cap);
+
 /* Where one batch was prepared and what it cost. */
 typedef struct ff_batch_info {
   size_t cpu_samples;       /* samples the CPU prepared (device fallbacks included) */
@@ -1082,6 +1134,7 @@ typedef struct ff_stats {
                                             because they were fewer than the decoder takes in one call (nvJPEG's
                                             hybrid backend decodes Huffman on the calling thread for 50 or
                                             fewer images) */
+  int host_memory_pinned;    /* 1: the host batches are in pinned (page-locked) memory (pin_memory) */
 } ff_stats;
 
 /* Fills *out. Any time, from the consumer thread. */
@@ -1219,10 +1272,19 @@ FF_API ff_status ff_loader_plan(ff_loader *loader, uint64_t index, uint64_t epoc
  * box "center": [cy, cx] (the box centre drawn), "cut": [h, w] and
  * "corner": [y, x] (cutmix_minmax's draws), "box": [y0, y1, x0, x1]}, and
  * "partners" (the image each image mixes with). A pure function of
- * (seed, epoch, batch). Returns FF_OK, FF_EINVAL (no stage, batch out of
+ * (seed, epoch, batch) while mixing is on (ff_loader_set_mix_enabled). Returns FF_OK, FF_EINVAL (no stage, batch out of
  * range, json_out NULL) or FF_ENOMEM.
  */
 FF_API ff_status ff_loader_mix_plan(ff_loader *loader, uint64_t epoch, size_t batch, char **json_out);
+
+/* Turns the batch stage's mixing off (enabled 0) or back on (nonzero), from
+ * the next batch handed out (and in ff_loader_mix_plan): while off, no draw
+ * applies, so every image stays itself and its target is its label's
+ * smoothed one-hot row, as timm's Mixup gives with mixup_enabled = False
+ * (timm's train.py sets it at --mixup-off-epoch). The draws of later
+ * batches do not depend on it. From the consumer thread. Returns FF_OK, or
+ * FF_EINVAL (no mixup_cutmix stage, a loader that failed to open). */
+FF_API ff_status ff_loader_set_mix_enabled(ff_loader *loader, int enabled);
 
 /*
  * The same plan for one image file outside any loader, as ff_image_augment

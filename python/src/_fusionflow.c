@@ -987,6 +987,94 @@ static PyObject *loader_mix_plan(LoaderObject *self, PyObject *args) {
   return text;
 }
 
+/* ff_loader_sample_info(i) as (path, label): path as str (file-system
+ * encoding), label an int (-1: it comes with the bytes). */
+static PyObject *loader_sample_info(LoaderObject *self, PyObject *args) {
+  Py_ssize_t i;
+  if (!PyArg_ParseTuple(args, "n:sample_info", &i)) return NULL;
+  if (check_open(self)) return NULL;
+  if (i < 0) return raise_status(FF_EINVAL, "the sample index must be >= 0");
+  const char *path = NULL;
+  int64_t label = -1;
+  ff_status st = ff_loader_sample_info(self->core->loader, (size_t)i, &path, &label);
+  if (st != FF_OK) return raise_status(st, ff_loader_errmsg(self->core->loader));
+  return Py_BuildValue("(NL)", PyUnicode_DecodeFSDefault(path), (long long)label);
+}
+
+/* ff_loader_sample_images(i, epoch) as (images, label): images a Tensor, or
+ * a list of one per view; the tensors own the sample's memory. */
+static PyObject *loader_sample_images(LoaderObject *self, PyObject *args) {
+  Py_ssize_t i;
+  unsigned long long epoch;
+  if (!PyArg_ParseTuple(args, "nK:sample_images", &i, &epoch)) return NULL;
+  if (check_open(self)) return NULL;
+  if (i < 0) return raise_status(FF_EINVAL, "the sample index must be >= 0");
+  ff_loader *l = self->core->loader;
+  size_t views = ff_loader_num_views(l);
+  ff_tensor *t = calloc(views, sizeof *t);
+  if (!t) return PyErr_NoMemory();
+  int64_t label = -1;
+  ff_status st;
+  Py_BEGIN_ALLOW_THREADS
+  st = ff_loader_sample_images(l, (size_t)i, epoch, t, views, &label);
+  Py_END_ALLOW_THREADS
+  if (st != FF_OK) {
+    free(t);
+    return raise_status(st, ff_loader_errmsg(l));
+  }
+  owner *o = owner_new(NULL, t[0].data, NULL);
+  if (!o) {
+    ff_free(t[0].data);
+    free(t);
+    return PyErr_NoMemory();
+  }
+  PyObject *images = views > 1 ? PyList_New((Py_ssize_t)views) : tensor_new(o, &t[0]);
+  for (size_t v = 0; views > 1 && images && v < views; v++) {
+    PyObject *x = tensor_new(o, &t[v]);
+    if (!x) Py_CLEAR(images);
+    else PyList_SetItem(images, (Py_ssize_t)v, x); /* steals x */
+  }
+  owner_decref(o); /* the tensors hold it now */
+  free(t);
+  return images ? Py_BuildValue("(NL)", images, (long long)label) : NULL;
+}
+
+/* ff_loader_epoch_order(epoch) as a list of int. */
+static PyObject *loader_epoch_order(LoaderObject *self, PyObject *args) {
+  unsigned long long epoch;
+  if (!PyArg_ParseTuple(args, "K:epoch_order", &epoch)) return NULL;
+  if (check_open(self)) return NULL;
+  size_t n = self->num_samples;
+  int64_t *order = malloc((n ? n : 1) * sizeof *order);
+  if (!order) return PyErr_NoMemory();
+  ff_status st;
+  Py_BEGIN_ALLOW_THREADS
+  st = ff_loader_epoch_order(self->core->loader, epoch, order, n);
+  Py_END_ALLOW_THREADS
+  if (st != FF_OK) {
+    free(order);
+    return raise_status(st, ff_loader_errmsg(self->core->loader));
+  }
+  PyObject *list = PyList_New((Py_ssize_t)n);
+  for (size_t k = 0; list && k < n; k++) {
+    PyObject *x = PyLong_FromLongLong(order[k]);
+    if (!x) Py_CLEAR(list);
+    else PyList_SetItem(list, (Py_ssize_t)k, x); /* steals x */
+  }
+  free(order);
+  return list;
+}
+
+/* ff_loader_set_mix_enabled(enabled). */
+static PyObject *loader_set_mix_enabled(LoaderObject *self, PyObject *args) {
+  int enabled;
+  if (!PyArg_ParseTuple(args, "p:set_mix_enabled", &enabled)) return NULL;
+  if (check_open(self)) return NULL;
+  ff_status st = ff_loader_set_mix_enabled(self->core->loader, enabled);
+  if (st != FF_OK) return raise_status(st, ff_loader_errmsg(self->core->loader));
+  Py_RETURN_NONE;
+}
+
 /* (epoch, batch) of the batch the next next() hands out. */
 static PyObject *loader_position_body(LoaderObject *self, PyObject *unused) {
   (void)unused;
@@ -1047,7 +1135,7 @@ static PyObject *loader_stats_body(LoaderObject *self, PyObject *unused) {
     return NULL;
   }
   return Py_BuildValue("{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:i,s:N,s:N,s:s,s:K,s:K,s:K,s:n,s:n,s:d,s:K,s:K,s:N,s:s,s:s,s:K,s:K,s:K,s:K,s:K,s:K,s:s,"
-                       "s:s,s:K,s:K,s:K,s:K,s:K}",
+                       "s:s,s:K,s:K,s:K,s:K,s:K,s:N}",
                        "batches", (unsigned long long)s.batches,
                        "samples", (unsigned long long)s.samples, "read_ns", (unsigned long long)s.read_ns,
                        "decode_ns", (unsigned long long)s.decode_ns, "ops_ns", (unsigned long long)s.ops_ns,
@@ -1073,7 +1161,8 @@ static PyObject *loader_stats_body(LoaderObject *self, PyObject *unused) {
                        "device_decodes", (unsigned long long)s.device_decodes,
                        "device_decode_failures", (unsigned long long)s.device_decode_failures,
                        "device_decode_failed_batches", (unsigned long long)s.device_decode_failed_batches,
-                       "device_decode_small_batches", (unsigned long long)s.device_decode_small_batches);
+                       "device_decode_small_batches", (unsigned long long)s.device_decode_small_batches,
+                       "host_memory_pinned", PyBool_FromLong(s.host_memory_pinned));
 }
 
 
@@ -1164,6 +1253,13 @@ static PyMethodDef loader_methods[] = {
     {"mix_plan", (PyCFunction)loader_mix_plan, METH_VARARGS,
      "mix_plan(epoch, batch) -> JSON text of ff_loader_mix_plan (the batch stage's draws)"},
     {"stats", (PyCFunction)loader_stats, METH_NOARGS, "stats() -> dict"},
+    {"sample_info", (PyCFunction)loader_sample_info, METH_VARARGS,
+     "sample_info(i) -> (path, label) of ff_loader_sample_info"},
+    {"sample_images", (PyCFunction)loader_sample_images, METH_VARARGS,
+     "sample_images(i, epoch) -> (images, label) of ff_loader_sample_images"},
+    {"epoch_order", (PyCFunction)loader_epoch_order, METH_VARARGS,
+     "epoch_order(epoch) -> list of the dataset indices of ff_loader_epoch_order"},
+    {"set_mix_enabled", (PyCFunction)loader_set_mix_enabled, METH_VARARGS, "set_mix_enabled(enabled)"},
     {"held", (PyCFunction)loader_held, METH_NOARGS, "held() -> batches handed out and still referenced"},
     {"set_device_free_bytes", (PyCFunction)loader_set_device_free_bytes, METH_VARARGS,
      "set_device_free_bytes(n): the device memory the trainer can spare, in bytes (-1: the device's own "

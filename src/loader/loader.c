@@ -992,6 +992,26 @@ static void hand_out(ff_loader *l, ff_batch *e, int ring_ready, uint64_t t0, uin
   l->stats.offload_share = device_share(l);
 }
 
+/* The batch stage's settings now: with mixing turned off (timm's
+ * mixup_enabled = False) no draw applies, so every image stays itself and
+ * its target is its smoothed one-hot row, as timm's Mixup gives then. */
+static ff__mix_params mix_params(ff_loader *l) {
+  ff__mix_params p = l->pipe.mix;
+  pthread_mutex_lock(&l->mu);
+  if (l->mix_off) p.prob = 0;
+  pthread_mutex_unlock(&l->mu);
+  return p;
+}
+
+ff_status ff_loader_set_mix_enabled(ff_loader *l, int enabled) {
+  if (!l->started_threads) return failed_open(l);
+  if (!l->pipe.has_mix) return ff__error_set(&l->err, FF_EINVAL, "the pipeline has no mixup_cutmix stage");
+  pthread_mutex_lock(&l->mu);
+  l->mix_off = !enabled;
+  pthread_mutex_unlock(&l->mu);
+  return FF_OK;
+}
+
 /* Mixup/CutMix on the batch just taken: its draws and its soft labels
  * (host memory), and its images — here in host memory, or with an output
  * device on the device batch once it is assembled (dev_output.c queues
@@ -1000,7 +1020,8 @@ static void hand_out(ff_loader *l, ff_batch *e, int ring_ready, uint64_t t0, uin
 static ff_status batch_stage(ff_loader *l, ff_batch *e) {
   uint64_t t0 = ff__now_ns();
   int h = l->pipe.out_height, w = l->pipe.out_width, n = (int)e->size;
-  ff__mix_plan_make(&l->pipe.mix, l->cfg.seed, e->epoch, e->index, n, h, w, &l->mix_plan);
+  ff__mix_params mix = mix_params(l);
+  ff__mix_plan_make(&mix, l->cfg.seed, e->epoch, e->index, n, h, w, &l->mix_plan);
   int bad = ff__mix_targets(&l->mix_plan, l->pipe.mix.num_classes, e->labels, e->soft_labels);
   if (bad >= 0)
     return ff__error_set(&l->err, FF_EDATA, "%s: label %lld is not below mixup_cutmix's num_classes=%d",
@@ -1182,9 +1203,10 @@ ff_status ff_loader_mix_plan(ff_loader *l, uint64_t epoch, size_t batch, char **
   ff__mix_plan plan;
   ff_status st = ff__mix_plan_alloc(&plan, l->batch_cap, &l->err);
   if (st) return st;
-  ff__mix_plan_make(&l->pipe.mix, l->cfg.seed, epoch, batch, batch_count(l, batch), l->pipe.out_height,
+  ff__mix_params mix = mix_params(l);
+  ff__mix_plan_make(&mix, l->cfg.seed, epoch, batch, batch_count(l, batch), l->pipe.out_height,
                     l->pipe.out_width, &plan);
-  char *json = ff__mix_plan_json(&l->pipe.mix, &plan);
+  char *json = ff__mix_plan_json(&mix, &plan);
   ff__mix_plan_free(&plan);
   if (!json) return ff__error_set(&l->err, FF_ENOMEM, "out of memory");
   *json_out = json;

@@ -136,6 +136,7 @@ struct ff_loader {
   /* the batch stage (mixup_cutmix), run by the consumer thread as a batch is handed out */
   ff__mix_plan mix_plan;
   float *mix_scratch;    /* one image */
+  int mix_off;           /* ff_loader_set_mix_enabled(0): every draw not applied, targets still smoothed */
 
   ff__device *out_dev;   /* dev_output.c: where batches are handed out, or NULL (host) */
   char out_device_name[64]; /* its name as configured ("cuda:0") */
