@@ -119,8 +119,9 @@ def key_figures(meta, steps):
     runs = fig(steps, "dlpack_torch", "runs", default=[])
     k["dlpack"] = {"torch": fig(steps, "dlpack_torch", "torch"), "runs": runs}
     lines.append("DLPack into torch %s: %s" % (k["dlpack"]["torch"], "; ".join(
-        "%s %s batches %s (%s)" % (r.get("name"), r.get("batches"), "equal" if r.get("equal") else "DIFFER",
-                                   "/".join(r.get("kinds", []))) for r in runs) or "n/a"))
+        "%s %s batches %s (%s; decoders %s)" % (r.get("name"), r.get("batches"), "equal" if r.get("equal") else "DIFFER",
+                                                "/".join(r.get("kinds", [])), r.get("decoders", "n/a")) for r in runs)
+        or "n/a"))
 
     # nvJPEG
     backs = fig(steps, "nvjpeg", "backends", default=[])
