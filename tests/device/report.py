@@ -207,9 +207,18 @@ def key_figures(meta, steps):
             "" if stalls else " (no stall: goal not applicable)", "; ".join(parts)))
     kernels = fig(steps, "ptxas", "kernels", default=[])
     k["ptxas"] = kernels
-    lines.append("ptxas sm_90: " + ("; ".join("%s %d regs, %d B spilled, %.0f%% occupancy at %d threads (%s)" % (
-        x["name"], x["registers"], x["spill_store_bytes"] + x["spill_load_bytes"], 100 * x["occupancy"], x["block"],
-        x["limiter"]) for x in kernels) or "n/a"))
+    # One line for any number of kernels (each kernel's figures: results.json's key_figures.ptxas).
+    if kernels:
+        low = min(kernels, key=lambda x: x["occupancy"])
+        regs = [x["registers"] for x in kernels]
+        lines.append("ptxas sm_90: %d kernels, %d-%d registers, %d B spilled in all, occupancy %.0f-%.0f%% "
+                     "(lowest: %s, %d registers, %d threads, limited by %s)" % (
+                         len(kernels), min(regs), max(regs),
+                         sum(x["spill_store_bytes"] + x["spill_load_bytes"] for x in kernels),
+                         100 * low["occupancy"], 100 * max(x["occupancy"] for x in kernels), low["name"],
+                         low["registers"], low["block"], low["limiter"]))
+    else:
+        lines.append("ptxas sm_90: n/a")
     return k, lines
 
 
