@@ -701,9 +701,9 @@ static PyObject *loader_open(PyObject *module, PyObject *args, PyObject *kwargs)
     return NULL;
   }
   if (st != FF_OK) {
-    if (!loader) {
+    if (!loader) { /* out of memory: no handle */
       ffpy_dataset_free(dataset);
-      return PyErr_NoMemory();
+      return raise_status(st, ff_loader_errmsg(NULL));
     }
     char msg[MSG_MAX];
     snprintf(msg, sizeof msg, "%s", ff_loader_errmsg(loader));

@@ -564,7 +564,7 @@ static void offload_done(void *ctx, const ff__offload_result *r) {
 static void loader_free(ff_loader *l) {
   ff__fence_free(l); /* the consumer's copies read the images to the end */
   for (int i = 0; i < 2 * l->num_threads && l->workers; i++) ff__worker_free(&l->workers[i]);
-  for (int i = 0; i < l->ring_size; i++) {
+  for (int i = 0; l->ring && i < l->ring_size; i++) { /* ring_size is set before the ring is made */
     if (l->ring[i].images) ff__batch_mem_free(l, l->ring[i].images);
     free(l->ring[i].labels);
     free(l->ring[i].soft_labels);
@@ -863,7 +863,12 @@ ff_status ff_loader_open(const ff_config *cfg, ff_loader **out) {
   ff_config_init(&l->cfg);
   size_t n = cfg->struct_size < sizeof l->cfg ? cfg->struct_size : sizeof l->cfg;
   memcpy(&l->cfg, cfg, n);
-  return loader_start(l);
+  ff_status st = loader_start(l);
+  if (st == FF_ENOMEM) { /* out of memory gives no handle (the header's promise) */
+    ff_loader_close(l);
+    *out = NULL;
+  }
+  return st;
 }
 
 void ff_loader_close(ff_loader *l) {
