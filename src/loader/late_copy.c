@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "exec/device_impl.h"
+#include "exec/emu_probe.h"
 #include "loader/loader_internal.h"
 
 struct ff__late_copy {
