@@ -446,8 +446,10 @@ int ff__cli_bench(int argc, char **argv) {
     st = ff_loader_next(loader, &b);
     if (st == FF_END) {
       bad_counts_epoch_end(&bad, loader);
+      int empty = !in_epoch; /* every sample failed (or drop_last left no batch): so would the next epochs */
       in_epoch = 0;
-      if (!batches && (long)++epoch == epochs) break;
+      if (++epoch == (uint64_t)epochs && !batches) break;
+      if (empty) break;
       ff_loader_set_epoch(loader, epoch);
       continue;
     }
@@ -480,8 +482,16 @@ int ff__cli_bench(int argc, char **argv) {
   if (in_epoch || end.skipped + end.replaced > bad.counted) bad_counts_epoch_end(&bad, loader); /* the epoch the run ended in */
   size_t trace_kept = 0, trace_dropped = 0;
   if ((!st || st == FF_END) && trace) st = ff_loader_trace_write(loader, trace, &trace_kept, &trace_dropped);
+  char none[1536];
+  if ((!st || st == FF_END) && !end.samples && end.skipped + end.replaced) { /* under skip: the run read nothing */
+    snprintf(none, sizeof none, "no sample could be read: all %llu tried failed; the first: %s",
+             (unsigned long long)(end.skipped + end.replaced), ff_loader_skipped(loader, 0) ? ff_loader_skipped(loader, 0) : "?");
+    st = FF_EEMPTY;
+  } else if (st && st != FF_END) {
+    snprintf(none, sizeof none, "%s", ff_loader_errmsg(loader));
+  }
   if (st && st != FF_END) {
-    report_error(json, st, ff_loader_errmsg(loader));
+    report_error(json, st, none);
     ff_loader_close(loader);
     free(infos);
     free(bad.per_epoch);
