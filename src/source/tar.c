@@ -17,7 +17,9 @@
  * of its bytes: a shuffled epoch, DistributedSampler's shards, resume and
  * on_error work on shards exactly as on folders. The index of each shard is
  * cached (ff__tar_cache_dir) under the shard's real path, checked against
- * its size, modification time and inode, so a second open reads no tar.
+ * its size, modification and change times, inode and device, so a second
+ * open reads no tar; a cache whose checksum, samples or labels do not hold
+ * together (ff__tar_cache_parse) is ignored and the shard scanned again.
  *
  * Problems are per member: a sample without a .cls, with a .cls that is not
  * a non-negative integer (or one over INT64_MAX - 1), with the same suffix
@@ -418,60 +420,119 @@ void ff__tar_cache_dir(char *out, size_t cap) {
   else if (cap) out[0] = 0;
 }
 
-#define CACHE_MAGIC "fusionflow-tar-index 2"
+#define CACHE_MAGIC "fusionflow-tar-index 3"
+
+/* FNV-1a, 64 bits: the cache file's name (of the shard's path) and its checksum. */
+static uint64_t fnv1a(const void *data, size_t n, uint64_t h) {
+  for (const unsigned char *p = data; n--; p++) h = (h ^ *p) * 1099511628211ull;
+  return h;
+}
+#define FNV_START 1469598103934665603ull
 
 /* The cache file of the shard whose real path is `real`, in `dir`. */
 static void cache_path(const char *dir, const char *real, char *out, size_t cap) {
-  uint64_t h = 1469598103934665603ull; /* FNV-1a, 64 bits */
-  for (const unsigned char *p = (const unsigned char *)real; *p; p++) h = (h ^ *p) * 1099511628211ull;
-  snprintf(out, cap, "%s/%016" PRIx64 ".idx", dir, h);
+  snprintf(out, cap, "%s/%016" PRIx64 ".idx", dir, fnv1a(real, strlen(real), FNV_START));
 }
 
+/* What makes a cached scan stale: the shard's size, modification and
+ * change times (ctime moves whenever the file is written or its times are
+ * set, so a rewrite that restores mtime is noticed), inode and device. */
 static void stat_line(const struct stat *sb, char *out, size_t cap) {
-  snprintf(out, cap, "stat %lld %lld %ld %llu\n", (long long)sb->st_size, (long long)sb->st_mtim.tv_sec,
-           (long)sb->st_mtim.tv_nsec, (unsigned long long)sb->st_ino);
+  snprintf(out, cap, "stat %lld %lld %ld %lld %ld %llu %llu\n", (long long)sb->st_size, (long long)sb->st_mtim.tv_sec,
+           (long)sb->st_mtim.tv_nsec, (long long)sb->st_ctim.tv_sec, (long)sb->st_ctim.tv_nsec,
+           (unsigned long long)sb->st_ino, (unsigned long long)sb->st_dev);
 }
 
-/* Loads the cached scan of the shard; 0 when there is none or it is stale. */
-static int cache_load(const char *file, const char *real, const struct stat *sb, ff__tar_shard *sc) {
-  FILE *f = fopen(file, "r");
-  if (!f) return 0;
-  char *line = NULL, want[128];
-  size_t cap = 0;
-  stat_line(sb, want, sizeof want);
-  int ok = getline(&line, &cap, f) > 0 && !strcmp(line, CACHE_MAGIC "\n");
-  ok = ok && getline(&line, &cap, f) > 0 && !strncmp(line, "path ", 5) && !strncmp(line + 5, real, strlen(real)) &&
-       !strcmp(line + 5 + strlen(real), "\n");
-  ok = ok && getline(&line, &cap, f) > 0 && !strcmp(line, want);
-  unsigned long long ignored = 0;
-  ok = ok && getline(&line, &cap, f) > 0 && sscanf(line, "ignored %llu", &ignored) == 1;
-  sc->ignored = (size_t)ignored;
-  int ended = 0;
-  while (ok && !ended && getline(&line, &cap, f) > 0) {
-    line[strcspn(line, "\n")] = 0;
-    if (!strcmp(line, "end")) {
-      ended = 1;
-    } else if (!strncmp(line, "b\t", 2)) {
-      ok = !ff__strlist_push(&sc->bad, line + 2);
-    } else if (!strncmp(line, "s\t", 2)) {
-      unsigned long long off, size;
-      long long label;
-      int used = 0;
-      ok = sscanf(line + 2, "%llu\t%llu\t%lld\t%n", &off, &size, &label, &used) == 3 && used && label >= 0;
-      ff__tar_sample t = {line + 2 + used, key_length(line + 2 + used), off, size, label};
-      ok = ok && t.key_len && t.offset + t.size <= (uint64_t)sb->st_size && !add_sample(sc, real, &t, NULL);
-    } else {
-      ok = 0;
-    }
+/* A decimal number of at most max from *p, followed by term, which *p then
+ * moves past; 0 when there is none. */
+static int take_number(const char **p, uint64_t max, char term, uint64_t *out) {
+  uint64_t v = 0;
+  const char *q = *p;
+  for (; *q >= '0' && *q <= '9'; q++) {
+    if (v > (max - (uint64_t)(*q - '0')) / 10) return 0;
+    v = v * 10 + (uint64_t)(*q - '0');
   }
-  free(line);
-  fclose(f);
-  if (!ok || !ended) ff__tar_shard_free(sc);
-  return ok && ended;
+  if (q == *p || *q != term) return 0;
+  *p = q + 1, *out = v;
+  return 1;
 }
 
-/* Writes the scan (atomically: a temporary file renamed); quietly does
- * nothing when the folder is not writable or a name holds a newline. */
+/* One "s" line: a sample whose data lies in the shard, after the previous
+ * sample's (scans keep tar order: a header block at least between them),
+ * on a block boundary, with a label a class count can be made of. */
+static int cache_sample(const char *line, uint64_t file_bytes, uint64_t *next_free, ff__tar_shard *sc,
+                        const char *real) {
+  uint64_t off, size, label;
+  if (!take_number(&line, UINT64_MAX, '\t', &off) || !take_number(&line, UINT64_MAX, '\t', &size) ||
+      !take_number(&line, INT64_MAX - 1, '\t', &label))
+    return 0;
+  if (off % 512 || off < *next_free || size > file_bytes || off > file_bytes - size) return 0;
+  ff__tar_sample t = {(char *)line, key_length(line), off, size, (int64_t)label};
+  if (!t.key_len || add_sample(sc, real, &t, NULL)) return 0;
+  *next_free = off + (size + 511) / 512 * 512 + 512;
+  return 1;
+}
+
+int ff__tar_cache_parse(const char *text, size_t size, const char *real, const struct stat *sb, ff__tar_shard *sc) {
+  *sc = (ff__tar_shard){0};
+  /* the last line, "end CHECKSUM", holds the FNV-1a of everything before it */
+  char want[256];
+  size_t body = size;
+  while (body && text[body - 1] != '\n') body--;
+  if (body) body--;
+  while (body && text[body - 1] != '\n') body--;
+  snprintf(want, sizeof want, "end %016" PRIx64 "\n", fnv1a(text, body, FNV_START));
+  if (!body || size - body != strlen(want) || memcmp(text + body, want, size - body) || memchr(text, 0, body))
+    return 0;
+  char *copy = malloc(body + 1);
+  if (!copy) return 0;
+  memcpy(copy, text, body);
+  copy[body] = 0;
+  stat_line(sb, want, sizeof want);
+  want[strcspn(want, "\n")] = 0;
+  uint64_t file_bytes = (uint64_t)sb->st_size, next_free = 512, ignored = 0;
+  char *save = NULL, *line = strtok_r(copy, "\n", &save);
+  int ok = line && !strcmp(line, CACHE_MAGIC);
+  ok = ok && (line = strtok_r(NULL, "\n", &save)) && !strncmp(line, "path ", 5) && !strcmp(line + 5, real);
+  ok = ok && (line = strtok_r(NULL, "\n", &save)) && !strcmp(line, want);
+  const char *p = NULL;
+  ok = ok && (line = strtok_r(NULL, "\n", &save)) && !strncmp(line, "ignored ", 8) && (p = line + 8) &&
+       take_number(&p, file_bytes / 512, '\0', &ignored);
+  sc->ignored = (size_t)ignored;
+  while (ok && (line = strtok_r(NULL, "\n", &save))) {
+    if (!strncmp(line, "b\t", 2)) ok = sc->bad.n < file_bytes / 512 + 2 && !ff__strlist_push(&sc->bad, line + 2);
+    else if (!strncmp(line, "s\t", 2)) ok = cache_sample(line + 2, file_bytes, &next_free, sc, real);
+    else ok = 0;
+  }
+  free(copy);
+  if (!ok) ff__tar_shard_free(sc);
+  return ok;
+}
+
+/* Loads the cached scan of the shard; 0 when there is none, it is stale, or
+ * it does not hold together (then the shard is scanned again). */
+static int cache_load(const char *file, const char *real, const struct stat *sb, ff__tar_shard *sc) {
+  int fd = open(file, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  struct stat cb;
+  /* a scan takes at most a few KiB a sample, and a sample two 512-byte headers at least */
+  uint64_t most = 8 * (uint64_t)sb->st_size + (1u << 16);
+  char *text = fstat(fd, &cb) == 0 && S_ISREG(cb.st_mode) && (uint64_t)cb.st_size <= most
+                   ? malloc((size_t)cb.st_size + 1) : NULL;
+  size_t got = 0;
+  while (text && got < (size_t)cb.st_size) {
+    ssize_t r = read(fd, text + got, (size_t)cb.st_size - got);
+    if (r <= 0) break;
+    got += (size_t)r;
+  }
+  close(fd);
+  int ok = text && got == (size_t)cb.st_size && ff__tar_cache_parse(text, got, real, sb, sc);
+  free(text);
+  return ok;
+}
+
+/* Writes the scan (atomically: a temporary file renamed), its checksum last;
+ * quietly does nothing when the folder is not writable or a name holds a newline. */
 static void cache_store(const char *dir, const char *file, const char *real, const struct stat *sb,
                         const ff__tar_shard *sc) {
   for (size_t i = 0; i < sc->n; i++)
@@ -484,17 +545,23 @@ static void cache_store(const char *dir, const char *file, const char *real, con
   if (slash && slash != parent) *slash = 0, mkdir(parent, 0777);
   mkdir(dir, 0777);
   snprintf(tmp, sizeof tmp, "%s.%ld.tmp", file, (long)getpid());
-  FILE *f = fopen(tmp, "w");
+  char *text = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&text, &len);
   if (!f) return;
-  char line[128];
+  char line[256];
   stat_line(sb, line, sizeof line);
   fprintf(f, CACHE_MAGIC "\npath %s\n%signored %zu\n", real, line, sc->ignored);
   for (size_t i = 0; i < sc->n; i++)
     fprintf(f, "s\t%" PRIu64 "\t%" PRIu64 "\t%" PRId64 "\t%s\n", sc->s[i].offset, sc->s[i].size, sc->s[i].label,
             sc->s[i].member);
   for (size_t i = 0; i < sc->bad.n; i++) fprintf(f, "b\t%s\n", sc->bad.v[i]);
-  fputs("end\n", f);
-  if (fclose(f) == 0 && rename(tmp, file) == 0) return;
+  if (fclose(f)) return free(text);
+  FILE *out = fopen(tmp, "w");
+  int ok = out && fwrite(text, 1, len, out) == len &&
+           fprintf(out, "end %016" PRIx64 "\n", fnv1a(text, len, FNV_START)) > 0;
+  free(text);
+  if (out && fclose(out) == 0 && ok && rename(tmp, file) == 0) return;
   unlink(tmp);
 }
 

@@ -48,6 +48,16 @@ typedef struct ff__tar_shard {
 
 void ff__tar_shard_free(ff__tar_shard *sc);
 
+struct stat;
+
+/* The scan of the shard at real path `real` (stat *sb) from the text of its
+ * index cache file (size bytes, see tar.c): 1 with sc filled when the text is
+ * whole (its checksum line), was made for this shard as it is now (path,
+ * size, mtime, ctime, inode, device) and its samples hold together (labels
+ * 0..INT64_MAX - 1, data on block boundaries inside the file, in tar order);
+ * else 0 with sc empty, and the shard is to be scanned again. */
+int ff__tar_cache_parse(const char *text, size_t size, const char *real, const struct stat *sb, ff__tar_shard *sc);
+
 /* Called for each complete sample with its image's bytes (s->size of them). */
 typedef ff_status (*ff__tar_sample_fn)(void *ctx, const ff__tar_sample *s, const uint8_t *data, ff__error *err);
 
