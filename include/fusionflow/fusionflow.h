@@ -1054,6 +1054,9 @@ typedef struct ff_stats {
                                 group, it could not join, or it left a damaged group's shared memory
                                 later: it said why on stderr); owned by the loader, valid until
                                 ff_loader_close */
+  uint64_t source_ignored_members; /* tar: members that belong to no sample (no suffix, a .json or .txt, a
+                                      second image, "__meta__" files...), as webdataset ignores them;
+                                      counted once, at open */
 } ff_stats;
 
 /* Fills *out. Any time, from the consumer thread. */

@@ -883,6 +883,9 @@ class Loader:
             source_ignored_files (int): files in the class folders of a folder
                 source left out for their extension (not one of torchvision's
                 IMG_EXTENSIONS), as ImageFolder leaves them out.
+            source_ignored_members (int): members of a tar: source's shards that belong
+                to no sample (no suffix, a .json or .txt, a second image...), as
+                webdataset ignores them.
             node_group (str): the node group whose coordinator sets num_threads
                 (FF_NODE_GROUP, auto resolved), or "" when the loader runs alone.
             op_costs (dict): per kind of op (``"resize"``, ``"fused_lut"``, ...):

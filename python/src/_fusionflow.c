@@ -1046,7 +1046,7 @@ static PyObject *loader_stats_body(LoaderObject *self, PyObject *unused) {
     Py_XDECREF(skipped);
     return NULL;
   }
-  return Py_BuildValue("{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:i,s:N,s:N,s:s,s:K,s:K,s:K,s:n,s:n,s:d,s:K,s:K,s:N,s:s,s:s,s:K,s:K,s:K,s:K,s:K,s:K,s:s}",
+  return Py_BuildValue("{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:i,s:N,s:N,s:s,s:K,s:K,s:K,s:n,s:n,s:d,s:K,s:K,s:N,s:s,s:s,s:K,s:K,s:K,s:K,s:K,s:K,s:s,s:K}",
                        "batches", (unsigned long long)s.batches,
                        "samples", (unsigned long long)s.samples, "read_ns", (unsigned long long)s.read_ns,
                        "decode_ns", (unsigned long long)s.decode_ns, "ops_ns", (unsigned long long)s.ops_ns,
@@ -1066,7 +1066,8 @@ static PyObject *loader_stats_body(LoaderObject *self, PyObject *unused) {
                        "feeder_cpu_ns", (unsigned long long)s.feeder_cpu_ns,
                        "batch_stage_ns", (unsigned long long)s.batch_stage_ns,
                        "source_ignored_files", (unsigned long long)s.source_ignored_files,
-                       "node_group", s.node_group ? s.node_group : "");
+                       "node_group", s.node_group ? s.node_group : "",
+                       "source_ignored_members", (unsigned long long)s.source_ignored_members);
 }
 
 

@@ -520,8 +520,9 @@ int ff__cli_bench(int argc, char **argv) {
       if (i) printf(", ");
       json_string(stdout, ff_loader_skipped(loader, i));
     }
-    printf("], \"ignored_files\": %llu, \"warnings\": %llu, \"warning_samples\": [",
-           (unsigned long long)end.source_ignored_files, (unsigned long long)end.warnings);
+    printf("], \"ignored_files\": %llu, \"ignored_members\": %llu, \"warnings\": %llu, \"warning_samples\": [",
+           (unsigned long long)end.source_ignored_files, (unsigned long long)end.source_ignored_members,
+           (unsigned long long)end.warnings);
     for (size_t i = 0; ff_loader_warning(loader, i); i++) {
       if (i) printf(", ");
       json_string(stdout, ff_loader_warning(loader, i));
@@ -631,6 +632,10 @@ int ff__cli_bench(int argc, char **argv) {
     fprintf(stderr, "ignored %llu files in the class folders without an image extension (.jpg .jpeg .png .ppm "
             ".bmp .pgm .tif .tiff .webp), as torchvision's ImageFolder ignores them\n",
             (unsigned long long)end.source_ignored_files);
+  if (end.source_ignored_members && !json)
+    fprintf(stderr, "ignored %llu tar member%s that belong to no sample (no suffix, .json, .txt, a second image, ...), "
+            "as webdataset ignores them (fusionflow shards check lists the shards)\n",
+            (unsigned long long)end.source_ignored_members, end.source_ignored_members == 1 ? "" : "s");
   ff_loader_close(loader);
   free(infos);
   free(bad.per_epoch);

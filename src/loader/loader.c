@@ -691,6 +691,7 @@ static ff_status loader_start(ff_loader *l) {
                        "them)", l->index.bad[0], l->index.num_bad);
   if (st) return st;
   l->stats.source_ignored_files = l->index.ignored_files;
+  l->stats.source_ignored_members = l->index.ignored_members;
 
   const ff_config *c = &l->cfg;
   if (c->permutation == FF_PERMUTATION_TORCH && c->shuffle && l->index.count > FF__TORCH_RANDPERM_MAX_N)

@@ -8,7 +8,9 @@ naming shard and member under on_error="raise", and under "skip" the bad
 members left out, counted and listed while every good sample still comes.
 """
 import io
+import json
 import os
+import subprocess
 import tarfile
 
 import pytest
@@ -79,6 +81,26 @@ def test_tar_batches_equal_folder_batches(folder, tmp_path, fmt):
         assert got.dataset_size == ref.dataset_size == len(paths)
         for epoch in (0, 1):
             assert_same_batches(batches(got, epoch), batches(ref, epoch))
+
+
+def test_members_of_no_sample_are_counted_and_bench_reports_them(folder, tmp_path):
+    """A .json beside every sample and a member without a suffix: ignored as webdataset ignores
+    them, counted in stats() and by fusionflow bench (a line, and ignored_members in --json)."""
+    root, paths, labels = folder
+    (name,) = write_shards(str(tmp_path / "shards"), paths[:6], labels[:6], per_shard=6, extra=True)
+    with tarfile.open(name, "a") as tar:
+        add_member(tar, "README", b"no suffix")
+    with open_loader(f"tar:{name}") as got:
+        assert got.dataset_size == 6
+        assert got.stats()["source_ignored_members"] == 7
+    from conftest import cli
+    if not os.path.exists(cli()):
+        return
+    base = [cli(), "bench", "--source", f"tar:{name}", "--pipeline", "decode | resize(size=(8, 8))", "--batches", "1"]
+    res = subprocess.run(base, capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0 and "ignored 7 tar members that belong to no sample" in res.stderr, res.stderr
+    res = subprocess.run(base + ["--json"], capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0 and json.loads(res.stdout)["ignored_members"] == 7, res.stdout
 
 
 def test_tar_ranks_and_resume_equal_folder(folder, tmp_path):
