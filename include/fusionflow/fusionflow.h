@@ -1116,7 +1116,8 @@ FF_API ff_status ff_loader_trace_write(ff_loader *loader, const char *path, size
  * A final to_dtype or normalize is not applied, and the pipeline need not
  * give a fixed size. Thread-safe. Returns FF_OK, FF_EPIPELINE, FF_EIO,
  * FF_EDATA, FF_ETOOBIG, FF_ENOMEM or FF_EINVAL, with the message in errbuf
- * (if not NULL).
+ * (if not NULL); on FF_OK errbuf holds "" or, when the decoder repaired
+ * corrupt data (a loader counts it in ff_stats.warnings), what it repaired.
  */
 FF_API ff_status ff_image_augment(const char *path, const char *pipeline, uint64_t seed, uint64_t epoch,
                                   uint64_t index, uint8_t **out, int *height, int *width, char *errbuf,

@@ -40,7 +40,8 @@ ff_status ff_image_augment_as(const char *path, const char *pipeline, ff_semanti
     for (int y = 0; pixels && y < img.height; y++) memcpy(pixels + y * row, img.data + y * img.stride, row);
     if (pixels) *out = pixels, *height = img.height, *width = img.width;
   }
-  if (st && errbuf && errbuf_size) snprintf(errbuf, errbuf_size, "%s", err.msg);
+  if (errbuf && errbuf_size) /* the error, or on success the damage the decoder repaired ("" for none) */
+    snprintf(errbuf, errbuf_size, "%s", st ? err.msg : w.warning.status ? w.warning.msg : "");
   ff__worker_free(&w);
   free(pipe);
   return st;

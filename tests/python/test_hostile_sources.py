@@ -51,3 +51,22 @@ def test_bench_where_every_sample_fails_ends_saying_so(tmp_path, length):
     assert res.returncode == 1, res.stderr
     assert "no sample could be read: all 3 tried failed; the first: " in res.stderr, res.stderr
     assert "No such file or directory" in res.stderr
+
+
+def test_augment_on_a_jpeg_with_corrupt_entropy_data_warns(tmp_path):
+    """libjpeg repairs bad Huffman codes and the image decodes, as Pillow decodes it: bench lists
+    such a sample as a warning, and fusionflow augment, which used to exit 0 in silence, says it."""
+    need_cli()
+    from conftest import make_image
+    import random
+
+    path = str(tmp_path / "damaged.jpg")
+    make_image(path, 64, 64, random.Random(3))
+    data = bytearray(open(path, "rb").read())
+    for i in range(len(data) // 2, len(data) // 2 + 64, 2):
+        data[i:i + 2] = b"\xff\x00"
+    open(path, "wb").write(data)
+    res = run_cli(["augment", path, str(tmp_path / "out.png"), "--pipeline", "decode | resize(size=(16, 16))"])
+    assert res.returncode == 0, res.stderr
+    assert "fusionflow augment: warning: " in res.stderr and "damaged.jpg" in res.stderr, res.stderr
+    assert "Corrupt JPEG data" in res.stderr

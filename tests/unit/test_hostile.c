@@ -428,7 +428,8 @@ static void replace_keeps_every_batch_full_and_deterministic(void **state) {
 }
 
 /* A corrupt JPEG (a run of bad Huffman codes) decodes as Pillow decodes it,
- * with a counted warning naming the file; under strict_decode it fails. */
+ * with a counted warning naming the file; under strict_decode it fails;
+ * ff_image_augment (fusionflow augment) hands the warning back. */
 static void corrupt_jpeg_data_is_a_warning_or_a_strict_error(void **state) {
   (void)state;
   watchdog(30);
@@ -455,6 +456,18 @@ static void corrupt_jpeg_data_is_a_warning_or_a_strict_error(void **state) {
   ff_loader_close(l);
   c.strict_decode = 1;
   second_batch_fails(&c, FF_EDATA, "bad.jpg");
+  /* one image through a pipeline (fusionflow augment) says what was repaired, in errbuf */
+  uint8_t *px = NULL;
+  int h, w;
+  char msg[4608] = "x";
+  assert_int_equal(ff_image_augment(path, "decode | resize(size=(8, 8))", 0, 0, 0, &px, &h, &w, msg, sizeof msg), FF_OK);
+  assert_contains(msg, "bad.jpg");
+  assert_contains(msg, "Corrupt JPEG data");
+  ff_free(px);
+  snprintf(path, sizeof path, "%s/good.jpg", dir);
+  assert_int_equal(ff_image_augment(path, "decode | resize(size=(8, 8))", 0, 0, 0, &px, &h, &w, msg, sizeof msg), FF_OK);
+  assert_string_equal(msg, "");
+  ff_free(px);
   alarm(0);
 }
 
