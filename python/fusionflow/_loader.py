@@ -88,15 +88,30 @@ class _DatasetFetcher:
     list of indices at once: what the library's worker threads ask for, one batch
     per call (one hold of the GIL). Items are (encoded bytes, int label) pairs, or
     mappings with an image and a label entry (a Hugging Face row: the image
-    column cast to ``Image(decode=False)`` is ``{"bytes": ..., "path": ...}``)."""
+    column cast to ``Image(decode=False)`` is ``{"bytes": ..., "path": ...}``).
+
+    An exception that is not an Exception (KeyboardInterrupt, SystemExit) is no
+    sample's failure: it is kept in ``pending_exit``, the call's samples fail
+    without asking the dataset again, and the consumer raises it at its next
+    ``next`` (Loader._raise_pending_exit) whatever ``on_error`` says."""
 
     def __init__(self, dataset, image_key, label_key):
         self.dataset = dataset
         self.image_key = image_key
         self.label_key = label_key
         self.getitems = getattr(dataset, "__getitems__", None)  # torch's and Hugging Face's batch access
+        self.pending_exit = None
 
     def __call__(self, indices):
+        if self.pending_exit is None:
+            try:
+                return self._fetch(indices)
+            except BaseException as e:  # not an Exception: _fetch keeps those per item
+                self.pending_exit = e
+        text = f"{type(self.pending_exit).__name__} raised by the dataset (the loader raises it again)"
+        return [text] * len(indices)
+
+    def _fetch(self, indices):
         items = None
         if self.getitems is not None and len(indices) > 1:
             try:
@@ -126,8 +141,11 @@ class _DatasetFetcher:
         if isinstance(item, Mapping):
             data = self._key(item, self.image_key, _IMAGE_KEYS, "image")
             label = self._key(item, self.label_key, _LABEL_KEYS, "label")
-        elif isinstance(item, (tuple, list)) and len(item) >= 2:
-            data, label = item[0], item[1]
+        elif isinstance(item, (tuple, list)) and len(item) == 2:
+            data, label = item
+        elif isinstance(item, (tuple, list)):
+            raise TypeError(f"expected (encoded bytes, label), got a {type(item).__name__} of {len(item)} items "
+                            f"(map the dataset to pairs: a third element has no meaning to the loader)")
         else:
             raise TypeError(f"expected (encoded bytes, label) or a mapping with an image and a label, "
                             f"got {type(item).__name__}")
@@ -585,6 +603,7 @@ class Loader:
             dataset_size = len(source)
             fetcher = _DatasetFetcher(source, image_key, label_key)
             self.source = source
+        self._fetcher = fetcher
         self.pipeline = pipeline
         self.batch_size = batch_size
         self.shuffle = bool(shuffle)
@@ -674,7 +693,9 @@ class Loader:
         Raises (from ``next``): :class:`fusionflow.DecodeError` / OSError for a
         bad image under ``on_error="raise"`` (the next ``next`` goes on with the
         following batch), :class:`fusionflow.InvalidArgumentError` when
-        ``prefetch + 1`` batches are still referenced, KeyboardInterrupt.
+        ``prefetch + 1`` batches are still referenced, KeyboardInterrupt; and
+        what a Python dataset's ``__getitem__`` raised that is not an Exception
+        (KeyboardInterrupt, SystemExit), whatever ``on_error`` says.
         """
         self._open()
         self._resume_epoch = None
@@ -708,7 +729,14 @@ class Loader:
             raise RuntimeError("fusionflow: another iteration over this loader started; this iterator is done")
         core = self._open()
         self._tell_device_memory(core)
-        answer = core.next()
+        try:
+            answer = core.next()
+        except BaseException:
+            self._raise_pending_exit()
+            raise
+        if self._fetcher is not None and self._fetcher.pending_exit is not None:
+            del answer  # the batch goes back now, not with the traceback of what the dataset raised
+            self._raise_pending_exit()
         if answer is None:
             return None
         images, labels, indices, epoch, index = answer
@@ -718,6 +746,13 @@ class Loader:
         if isinstance(images, list):  # views: one tensor per view
             return [convert(v) for v in images], convert(labels)
         return convert(images), convert(labels)
+
+    def _raise_pending_exit(self):
+        """Raises, once, what a dataset raised that is not an Exception (see _DatasetFetcher)."""
+        fetcher = self._fetcher
+        if fetcher is not None and fetcher.pending_exit is not None:
+            e, fetcher.pending_exit = fetcher.pending_exit, None
+            raise e
 
     # -- epochs and resuming ---------------------------------------------------------------
 
@@ -762,7 +797,11 @@ class Loader:
                 raise ValueError(f"fusionflow: plan: {name} must be a non-negative int below 2**64 (got {v!r})")
         if epoch is None:
             epoch = self.epoch
-        return json.loads(self._open().plan(index, epoch))
+        try:
+            text = self._open().plan(index, epoch)
+        finally:
+            self._raise_pending_exit()
+        return json.loads(text)
 
     def mix_plan(self, batch, epoch=None):
         """What the batch stage (``mixup_cutmix`` at the end of the pipeline)
@@ -818,20 +857,27 @@ class Loader:
         """Continues at the position of ``state`` (from ``state_dict``): the batches
         that follow are bit-identical to those the saved run would have handed out.
 
-        Raises: ValueError when the state was saved with a different seed,
-        batch size, shuffle, drop_last, sampler_drop_last, permutation,
-        semantics, world size or data set size, or names an epoch outside
-        [0, 2**64) or a batch past the epoch's end.
+        Raises: ValueError when the state is not a version 1 state (an int
+        ``version``), was saved with a different seed, batch size, shuffle,
+        drop_last, sampler_drop_last, permutation, semantics, world size or
+        data set size, or names an epoch or batch that is not an int, an epoch
+        outside [0, 2**64) or a batch past the epoch's end.
         """
         c = self._open()
         mine = self.state_dict()
+        version = state.get("version") if isinstance(state, Mapping) else None
+        if isinstance(version, bool) or not isinstance(version, int) or version != mine["version"]:
+            raise ValueError(f"fusionflow: load_state_dict: expected a state from state_dict() with version "
+                             f"{mine['version']} (got version {version!r})")
         for key in ("seed", "batch_size", "shuffle", "drop_last", "sampler_drop_last", "permutation", "semantics",
                     "world_size", "dataset_size"):
             if key in state and state[key] != mine[key]:
                 raise ValueError(f"fusionflow: load_state_dict: the state was saved with {key}={state[key]!r}, "
                                  f"this loader has {key}={mine[key]!r}")
         try:
-            epoch, batch = int(state["epoch"]), int(state["batch"])
+            if any(isinstance(state[k], bool) for k in ("epoch", "batch")):
+                raise TypeError
+            epoch, batch = operator.index(state["epoch"]), operator.index(state["batch"])
         except (KeyError, TypeError, ValueError):
             raise ValueError("fusionflow: load_state_dict: expected a dict from state_dict() with 'epoch' and "
                              f"'batch' (got {state!r:.200})") from None
