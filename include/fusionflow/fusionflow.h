@@ -208,6 +208,8 @@ typedef struct ff_open_progress {
   int due;                /* nonzero: a line is due by the rule fusionflow's CLI and Python package say
                              them by: once the open has taken 2 s, then when a wait (a shard's attempt,
                              a backoff) has lasted 0.5 s, and at least every 10 s within one */
+  uint64_t shard_bytes;   /* bytes received of this shard in this attempt (a drip shows as few) */
+  size_t shard_samples;   /* samples counted in it so far */
 } ff_open_progress;
 
 /* Called while an open waits (ff_config.open_progress); nonzero gives the open up. */
@@ -420,7 +422,19 @@ typedef struct ff_config {
    * up". Other sources never call it. Default NULL. */
   ff_open_progress_fn open_progress;
   void *open_progress_ctx;
+  /* The encoded bytes one sample may have: a tar member (of a local or a
+   * streamed shard) or an image file (a callback source's items are the
+   * caller's). A larger one fails as FF_ETOOBIG, naming the file and
+   * max_member_bytes, before its bytes are read; a streamed member is passed
+   * over without being held. FF_MEMBER_BYTES_AUTO (default): 8 bytes a
+   * pixel of max_image_pixels (715827880 bytes for its default: a raw
+   * 16-bit RGBA image of that many pixels), no limit when max_image_pixels
+   * is 0; 0: no limit. */
+  uint64_t max_member_bytes;
 } ff_config;
+
+/* ff_config.max_member_bytes: derived from max_image_pixels. */
+#define FF_MEMBER_BYTES_AUTO UINT64_MAX
 
 /* ff_config.output_dtype. */
 typedef enum ff_output_dtype {

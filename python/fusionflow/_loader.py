@@ -236,11 +236,22 @@ def _log_open_progress(p):
     ``open_progress`` is the dict."""
     if p["due"]:
         failed = f" (the last failed: {p['last_error']})" if p["last_error"] else ""
+        so_far = "" if p["backing_off"] else f": {_human_bytes(p['shard_bytes'])}, {p['shard_samples']} samples so far"
         _log.log(logging.WARNING if p["attempt"] > 1 else logging.INFO,
-                 "fusionflow.Loader: opening, %.0f s: shard %d of %d, %s, %s attempt %d of %d%s", p["elapsed_s"],
+                 "fusionflow.Loader: opening, %.0f s: shard %d of %d, %s, %s attempt %d of %d%s%s", p["elapsed_s"],
                  p["shard_index"] + 1, p["num_shards"], p["shard"],
-                 "backing off before" if p["backing_off"] else "reading,", p["attempt"], p["max_attempts"], failed,
-                 extra={"open_progress": p})
+                 "backing off before" if p["backing_off"] else "reading,", p["attempt"], p["max_attempts"], so_far,
+                 failed, extra={"open_progress": p})
+
+
+def _human_bytes(n):
+    """812 bytes, 1.2 kB, 3.4 MB (powers of 1000), as the CLI's progress lines say them."""
+    if n < 1000:
+        return f"{n} bytes"
+    v, units = n / 1000, ["kB", "MB", "GB", "TB"]
+    while v >= 1000 and len(units) > 1:
+        v, units = v / 1000, units[1:]
+    return f"{v:.1f} {units[0]}"
 
 
 _open_loaders = weakref.WeakSet()
@@ -459,6 +470,12 @@ class Loader:
             the pipeline makes (refused before it is allocated), with
             DecodeError naming the file; None or 0 = no limit; below 2**64.
             Default 89478485, Pillow's.
+        max_member_bytes ("auto", int or None): the encoded bytes one sample may
+            have, a tar member (local or streamed) or an image file: a larger one
+            fails (DecodeError naming the file and the limit) before its bytes are
+            read. "auto" (default): 8 bytes a pixel of max_image_pixels
+            (715827880 for its default); None or 0: no limit. The other limits,
+            streaming's too, are in docs/limits.md.
 
     Each batch is ``(images, labels)``:
         images: ``(N, 3, H, W)`` float32 (pipelines ending in normalize/to_dtype)
@@ -516,7 +533,7 @@ class Loader:
                  output_device="cpu", device_decode="auto", deterministic=False, dtype=None,
                  memory_format=None, semantics="v1", repeated_augmentations=None, shuffle_buffer=1000, num_workers=None,
                  prefetch_factor=None, persistent_workers=None, recipe=None, num_classes=None,
-                 image_key=None, label_key=None, **dataloader_kwargs):
+                 image_key=None, label_key=None, max_member_bytes="auto", **dataloader_kwargs):
         self._c = None
         self._classes = None
         if batch_size is None:
@@ -584,6 +601,14 @@ class Loader:
         for name, value in (("rank", rank), ("world_size", world_size)):
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
                 raise ValueError(f"fusionflow.Loader: {name} must be a non-negative int or None (got {value!r})")
+        if max_member_bytes == "auto":
+            member_limit = (1 << 64) - 1  # FF_MEMBER_BYTES_AUTO
+        elif max_member_bytes is None or (isinstance(max_member_bytes, int) and not isinstance(max_member_bytes, bool)
+                                          and 0 <= max_member_bytes < (1 << 64) - 1):
+            member_limit = max_member_bytes or 0
+        else:
+            raise ValueError(f"fusionflow.Loader: max_member_bytes must be 'auto', None or an int in [0, 2**64 - 1) "
+                             f"(got {max_member_bytes!r})")
         limit = 0 if max_image_pixels is None else int(max_image_pixels)
         if not 0 <= limit < 1 << 64:
             raise ValueError(f"fusionflow.Loader: max_image_pixels must be in [0, 2**64) or None "
@@ -638,7 +663,8 @@ class Loader:
                 output_dtype=_DTYPES[dtype_name], memory_format=_MEMORY_FORMATS[format_name],
                 semantics=semantics_value, repeated_augmentations=repeated_augmentations,
                 shuffle_buffer=shuffle_buffer,
-                dataset=fetcher, dataset_size=dataset_size, open_progress=_log_open_progress)
+                dataset=fetcher, dataset_size=dataset_size, open_progress=_log_open_progress,
+                max_member_bytes=member_limit)
         except _errors.DeviceError as e:
             raise _errors.DeviceUnavailableError(f"fusionflow.Loader(device={device!r}): {e}", e.status) from None
         self._classes = self._c.classes

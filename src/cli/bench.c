@@ -71,6 +71,10 @@ static void bench_usage(FILE *f) {
           "  --max-jpeg-scans N    refuse progressive JPEGs with more scans (default 500; 0: no limit)\n"
           "  --max-metadata-bytes N\n"
           "                        refuse PNGs with more metadata (text, ICC, EXIF; default 16777216)\n"
+          "  --max-member-bytes SIZE\n"
+          "                        refuse a tar member or image file of more bytes before reading it\n"
+          "                        (e.g. 64M; default 8 bytes a pixel of --max-image-pixels; 0: no limit)\n"
+          "                        (every limit, streaming's too: docs/limits.md)\n"
           "  --strict-decode       corrupt JPEG data libjpeg repairs is an error (default: a listed warning)\n"
           "  --allow-empty         accept class folders without images (default: refused, as ImageFolder)\n"
           "  --device DEV          where the CPU pool's deficit goes: cpu (default: no offload),\n"
@@ -119,10 +123,10 @@ static int parse_long(const char *opt, const char *s, long min, long max, long *
 
 static void json_string(FILE *f, const char *s);
 
-/* "512M" → bytes (core/bytes.h); 0, with a message, when malformed. */
-static int parse_size(const char *s, size_t *out) {
+/* "512M" → bytes (core/bytes.h); 0, with a message naming the option, when malformed. */
+static int parse_size(const char *opt, const char *s, size_t *out) {
   if (ff__parse_bytes(s, out)) return 1;
-  fprintf(stderr, "fusionflow bench: --device-memory-limit expects bytes (e.g. 512M), got '%s'\n", s);
+  fprintf(stderr, "fusionflow bench: --%s expects bytes (e.g. 512M), got '%s'\n", opt, s);
   return 0;
 }
 
@@ -222,7 +226,7 @@ int ff__cli_bench(int argc, char **argv) {
          O_NOSHUFFLE, O_DROPLAST, O_RANK, O_WORLD, O_STEP, O_ONERROR, O_MAXPIX, O_JSON, O_DEVICE, O_DEVMEM,
          O_TRACE, O_TRACE_EVENTS, O_PER_BATCH, O_SCANS, O_METADATA, O_STRICT, O_ALLOW_EMPTY, O_SAMPLER_DROPLAST,
          O_PERMUTATION, O_DEVDECODE, O_DETERMINISTIC, O_OUTDEV, O_DTYPE, O_MEMFMT, O_SEMANTICS, O_SHUFFLE_BUFFER, O_RECIPE,
-         O_NUM_CLASSES, O_REPEATS };
+         O_NUM_CLASSES, O_REPEATS, O_MEMBER };
   static const struct option opts[] = {
       {"source", required_argument, 0, O_SOURCE},     {"pipeline", required_argument, 0, O_PIPELINE},
       {"batch-size", required_argument, 0, O_BATCH},  {"batches", required_argument, 0, O_BATCHES},
@@ -237,6 +241,7 @@ int ff__cli_bench(int argc, char **argv) {
       {"trace", required_argument, 0, O_TRACE},       {"trace-events", required_argument, 0, O_TRACE_EVENTS},
       {"per-batch", no_argument, 0, O_PER_BATCH},
       {"max-jpeg-scans", required_argument, 0, O_SCANS}, {"max-metadata-bytes", required_argument, 0, O_METADATA},
+      {"max-member-bytes", required_argument, 0, O_MEMBER},
       {"strict-decode", no_argument, 0, O_STRICT},       {"allow-empty", no_argument, 0, O_ALLOW_EMPTY},
       {"sampler-drop-last", no_argument, 0, O_SAMPLER_DROPLAST}, {"permutation", required_argument, 0, O_PERMUTATION},
       {"device-decode", required_argument, 0, O_DEVDECODE}, {"deterministic", no_argument, 0, O_DETERMINISTIC},
@@ -309,7 +314,13 @@ int ff__cli_bench(int argc, char **argv) {
       break;
     case O_JSON: json = 1; break;
     case O_DEVICE: cfg.device = optarg; break;
-    case O_DEVMEM: if (!parse_size(optarg, &cfg.device_memory_limit_bytes)) return 2; break;
+    case O_DEVMEM: if (!parse_size(name, optarg, &cfg.device_memory_limit_bytes)) return 2; break;
+    case O_MEMBER: {
+      size_t bytes;
+      if (!parse_size(name, optarg, &bytes)) return 2;
+      cfg.max_member_bytes = bytes;
+      break;
+    }
     case O_TRACE: trace = optarg; break;
     case O_TRACE_EVENTS: if (!parse_long(name, optarg, 1, 1L << 28, &trace_events)) return 2; break;
     case O_PER_BATCH: per_batch = 1; break;

@@ -1,10 +1,17 @@
-/* clock.c — the monotonic clock. */
+/* clock.c — the monotonic clock, and sleeping on it. */
 #include "core/clock.h"
 
+#include <errno.h>
 #include <time.h>
 
 uint64_t ff__now_ns(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+void ff__sleep_ms(int ms) {
+  struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+  while (nanosleep(&ts, &ts) && errno == EINTR) {
+  }
 }

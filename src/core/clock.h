@@ -7,4 +7,7 @@
 /* CLOCK_MONOTONIC in nanoseconds. */
 uint64_t ff__now_ns(void);
 
+/* Sleeps ms milliseconds (whole, signals notwithstanding). */
+void ff__sleep_ms(int ms);
+
 #endif

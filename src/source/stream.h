@@ -52,6 +52,8 @@ typedef struct ff__stream_cfg {
   size_t window;          /* samples the consumer side may ask for ahead of the oldest it waits for */
   int retries;            /* network retries per shard read (then the shard's samples fail) */
   int backoff_ms;         /* first retry's delay, doubled each time */
+  uint64_t max_member_bytes;                           /* an image member over it fails its sample (0: any) */
+  int (*is_image)(const uint8_t *head, size_t n);      /* first bytes of an image, or NULL (no check) */
 } ff__stream_cfg;
 
 /* Starts the reader thread of a streamed index for this rank, at epoch 0.

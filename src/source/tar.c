@@ -134,8 +134,9 @@ typedef struct group {
   ff__strlist suffixes;
   ff__tar_sample_fn fn; /* not NULL: samples go to fn with their image bytes, not into the shard's list */
   void *ctx;
-  uint8_t *data;        /* fn's mode: the image's bytes (image.size of them) */
-  size_t data_cap;
+  const ff__tar_read_opts *opts; /* fn's mode: what an image member may be (NULL: anything) */
+  uint8_t *data;        /* fn's mode: the image's bytes (image.size of them), fn's once handed over */
+  ff__error problem;    /* fn's mode: why the image's bytes were refused (status 0: they were not) */
 } group;
 
 /* Ends the group: a sample, a listed problem, or nothing (only ignored members). */
@@ -147,7 +148,10 @@ static ff_status group_end(group *g, ff__tar_shard *sc, const char *shard, ff__e
   } else if (has_image && g->has_label) {
     g->image.member = g->image_member;
     g->image.key_len = g->key_len;
-    st = g->fn ? g->fn(g->ctx, &g->image, g->data, err) : add_sample(sc, shard, &g->image, err);
+    uint8_t *data = g->data;
+    g->data = NULL;
+    st = g->fn ? g->fn(g->ctx, &g->image, data, g->problem.status ? &g->problem : NULL, err)
+               : add_sample(sc, shard, &g->image, err);
   } else if (has_image) {
     st = add_bad(sc, shard, err, "%s:%s: no %.*s.cls member (the sample's label)", shard, g->image_member,
                  (int)g->key_len, g->key);
@@ -163,6 +167,8 @@ static ff_status group_end(group *g, ff__tar_shard *sc, const char *shard, ff__e
 }
 
 static void group_start(group *g, const char *path, size_t key_len) {
+  free(g->data);
+  g->data = NULL, g->problem.status = FF_OK;
   memcpy(g->key, path, key_len);
   g->key[key_len] = 0;
   g->key_len = key_len;
@@ -196,23 +202,47 @@ static ff_status read_label(struct archive *a, group *g, const char *shard, cons
   return FF_OK;
 }
 
-/* fn's mode: reads the image member's bytes (a stream has no offsets to come back to). */
+/* Reads n bytes of the member into buf; how many came (fewer: the shard ended or failed). */
+static int64_t read_data(struct archive *a, uint8_t *buf, int64_t n, la_ssize_t *last) {
+  int64_t got = 0;
+  *last = 0;
+  while (got < n && (*last = archive_read_data(a, buf + got, (size_t)(n - got))) > 0) got += *last;
+  return got;
+}
+
+/* fn's mode: the image member's bytes, into a buffer of their own that fn
+ * takes (a stream has no offsets to come back to). A member over the read
+ * options' max_member_bytes, or whose first bytes are no image's signature,
+ * is refused before its bytes are held: the sample goes to fn with the
+ * reason instead, and libarchive passes over the rest of it. */
 static ff_status read_image(struct archive *a, group *g, const char *shard, const char *path, int64_t size,
                             ff__tar_shard *sc, ff__error *err) {
-  if ((uint64_t)size > g->data_cap) {
-    uint8_t *d = realloc(g->data, (size_t)size);
-    if (!d) return oom(err, shard);
-    g->data = d, g->data_cap = (size_t)size;
+  const ff__tar_read_opts *o = g->opts;
+  free(g->data);
+  g->data = NULL, g->problem.status = FF_OK;
+  if (o && o->max_member_bytes && (uint64_t)size > o->max_member_bytes) {
+    ff__error_set(&g->problem, FF_ETOOBIG, "a member of %" PRId64 " bytes, over max_member_bytes (%" PRIu64 "): "
+                  "refused before reading it", size, o->max_member_bytes);
+    return FF_OK;
   }
-  int64_t got = 0;
-  while (got < size) {
-    la_ssize_t r = archive_read_data(a, g->data + got, (size_t)(size - got));
-    if (r <= 0) {
-      g->broken = 1;
-      return add_bad(sc, shard, err, "%s:%s: truncated member: %s after %" PRId64 " of its %" PRId64 " bytes", shard,
-                     path, r < 0 ? archive_error_string(a) : "the shard ends", got, size);
-    }
-    got += r;
+  uint8_t head[16];
+  int64_t n_head = size < 16 ? size : 16;
+  la_ssize_t last;
+  int64_t got = read_data(a, head, n_head, &last);
+  if (got == n_head && o && o->is_image && !o->is_image(head, (size_t)n_head)) {
+    ff__error_set(&g->problem, FF_EDATA, "not an image (JPEG, PNG, WebP, TIFF, PBM/PGM/PPM or BMP) by its first "
+                  "bytes: refused before reading its %" PRId64 " bytes", size);
+    return FF_OK;
+  }
+  if (got == n_head) {
+    if (!(g->data = malloc(size ? (size_t)size : 1))) return oom(err, shard);
+    memcpy(g->data, head, (size_t)n_head);
+    got += read_data(a, g->data + n_head, size - n_head, &last);
+  }
+  if (got < size) {
+    g->broken = 1;
+    return add_bad(sc, shard, err, "%s:%s: truncated member: %s after %" PRId64 " of its %" PRId64 " bytes", shard,
+                   path, last < 0 ? archive_error_string(a) : "the shard ends", got, size);
   }
   return FF_OK;
 }
@@ -308,9 +338,16 @@ static ff_status drop_repeated_keys(ff__tar_shard *sc, const char *shard, ff__er
   return st;
 }
 
+/* Where the header being read starts: libarchive's figure, or after a fatal
+ * error (when it gives ARCHIVE_FATAL, -30, instead) the bytes read so far. */
+static int64_t header_position(struct archive *a) {
+  int64_t at = archive_read_header_position(a);
+  return at >= 0 ? at : archive_filter_bytes(a, -1);
+}
+
 ff_status ff__tar_scan_archive(struct archive *a, const char *shard, uint64_t file_bytes, ff__tar_sample_fn fn,
-                               void *ctx, ff__tar_shard *sc, ff__error *err) {
-  group g = {.fn = fn, .ctx = ctx};
+                               void *ctx, const ff__tar_read_opts *opts, ff__tar_shard *sc, ff__error *err) {
+  group g = {.fn = fn, .ctx = ctx, .opts = opts};
   char last[FF__PATH_MAX] = "";
   int damaged = 0;
   ff_status st = FF_OK;
@@ -321,7 +358,7 @@ ff_status ff__tar_scan_archive(struct archive *a, const char *shard, uint64_t fi
     if (r < ARCHIVE_WARN) {
       st = add_bad(sc, shard, err, "%s:%s: corrupt or truncated tar header %s%s%s (byte %" PRId64 "): %s; the rest of "
                    "the shard is lost", shard, last[0] ? last : "(start)", last[0] ? "after member '" : "at its start",
-                   last, last[0] ? "'" : "", archive_read_header_position(a), archive_error_string(a));
+                   last, last[0] ? "'" : "", header_position(a), archive_error_string(a));
       break;
     }
     if (r == ARCHIVE_RETRY || r == ARCHIVE_WARN) {
@@ -330,7 +367,7 @@ ff_status ff__tar_scan_archive(struct archive *a, const char *shard, uint64_t fi
       if (!damaged)
         st = add_bad(sc, shard, err, "%s:%s: damaged tar data %s%s%s (byte %" PRId64 "): %s", shard,
                      last[0] ? last : "(start)", last[0] ? "after member '" : "at its start", last,
-                     last[0] ? "'" : "", archive_read_header_position(a), archive_error_string(a));
+                     last[0] ? "'" : "", header_position(a), archive_error_string(a));
       damaged = 1;
       if (st) break;
       if (r == ARCHIVE_RETRY) continue;
@@ -406,7 +443,7 @@ static ff_status scan_shard(const char *shard, const struct stat *sb, ff__tar_sh
   if (archive_read_open_filename(a, shard, 1 << 16) != ARCHIVE_OK)
     st = add_bad(sc, shard, err, "%s: not a readable tar shard: %s", shard, archive_error_string(a));
   else
-    st = ff__tar_scan_archive(a, shard, sb->st_size ? (uint64_t)sb->st_size : 1, NULL, NULL, sc, err);
+    st = ff__tar_scan_archive(a, shard, sb->st_size ? (uint64_t)sb->st_size : 1, NULL, NULL, NULL, sc, err);
   archive_read_free(a);
   return st ? st : ff__tar_shard_finish(sc, shard, err);
 }
