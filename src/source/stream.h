@@ -92,9 +92,11 @@ uint64_t ff__stream_gen(const ff__stream *s);
 /* Waits for sample `sample` of `epoch` and moves its bytes into *buf
  * (*size_bytes of them); each sample is taken once. The reader reads ahead
  * into the epoch after the latest one asked for, not further. Returns
- * FF_OK, FF_EIO (its shard failed: the message names the URL or command and
- * the reason), FF_END (gen is not ff__stream_gen's any more: a restart, or
- * a close), FF_ENOMEM. Thread-safe. */
+ * FF_OK (buf adopts the bytes the reader held: no copy), FF_EIO (its shard
+ * failed: the message names the URL or command and the reason), FF_ETOOBIG
+ * or FF_EDATA (its member was refused before it was held: over
+ * max_member_bytes, or not an image by its first bytes), FF_END (gen is not
+ * ff__stream_gen's any more: a restart, or a close), FF_ENOMEM. Thread-safe. */
 ff_status ff__stream_take(ff__stream *s, uint64_t gen, uint64_t epoch, int64_t sample, ff__buf *buf,
                           size_t *size_bytes, ff__error *err);
 

@@ -471,6 +471,39 @@ static void corrupt_jpeg_data_is_a_warning_or_a_strict_error(void **state) {
   alarm(0);
 }
 
+/* max_member_bytes: a file over it fails its sample as FF_ETOOBIG naming the
+ * limit, before it is read; by default the limit is 8 bytes a pixel of
+ * max_image_pixels, and 0 turns it off. */
+static void files_over_max_member_bytes_fail_before_they_are_read(void **state) {
+  (void)state;
+  watchdog(30);
+  const char *dir = ff_test_dir("hostile-member-bytes");
+  put_jpeg(dir, "small.jpg", 16, 16, 3);
+  put_jpeg(dir, "large.jpg", 256, 256, 4);
+  char path[2048];
+  snprintf(path, sizeof path, "%s/large.jpg", dir);
+  size_t large;
+  free(ff_test_read(path, &large));
+  const char *names[] = {"small.jpg", "large.jpg"};
+  ff_config c = config(list_of(dir, names, 2), "decode | resize(size=(8, 8))");
+  c.max_member_bytes = large - 1;
+  second_batch_fails(&c, FF_ETOOBIG, "large.jpg: a file of");
+  ff_loader *l = open_ok(&c);
+  ff_batch *b;
+  assert_int_equal(ff_loader_next(l, &b), FF_OK);
+  ff_batch_release(b);
+  assert_int_equal(ff_loader_next(l, &b), FF_ETOOBIG);
+  assert_contains(ff_loader_errmsg(l), "over max_member_bytes");
+  ff_loader_close(l);
+  c.max_member_bytes = FF_MEMBER_BYTES_AUTO; /* 8 bytes a pixel of 32 x 32 pixels: under the large file */
+  c.max_image_pixels = 32 * 32;
+  assert_true(large > 8 * 32 * 32);
+  second_batch_fails(&c, FF_ETOOBIG, "over max_member_bytes (8192)");
+  c.max_member_bytes = 0; /* no limit: the pixel limit refuses it from its header instead */
+  second_batch_fails(&c, FF_ETOOBIG, "(max_image_pixels)");
+  alarm(0);
+}
+
 /* A message with a path of 1500 bytes keeps the path's end (the
  * file name) and the reason. */
 static void long_paths_keep_the_file_name_and_reason(void **state) {
@@ -502,6 +535,7 @@ int main(void) {
       cmocka_unit_test(replace_keeps_every_batch_full_and_deterministic),
       cmocka_unit_test(corrupt_jpeg_data_is_a_warning_or_a_strict_error),
       cmocka_unit_test(long_paths_keep_the_file_name_and_reason),
+      cmocka_unit_test(files_over_max_member_bytes_fail_before_they_are_read),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
