@@ -14,7 +14,9 @@
  * makes one report of each other member wait lock_timeout_ms, and their
  * later reports only try the lock, until they get it again (each of them
  * answers the previous allotment), so a stopped holder does not slow the
- * group batch after batch. Every member checks the table each time it holds
+ * group batch after batch; a lock that stays held past the heartbeat
+ * timeout (a holder stopped that long, a lock word written over) sends
+ * each of them alone, as a damaged segment does. Every member checks the table each time it holds
  * the lock: a damaged segment (another build's header, a field out of its
  * range) is never obeyed — a joiner is refused and a member leaves the group
  * to run alone on all its threads, each with one line on stderr.
@@ -115,6 +117,7 @@ typedef ff__coord_segment coord_shm;
 struct ff__coord {
   coord_shm *shm;
   int stuck; /* the last report timed out on the lock: only try it until it is had again */
+  uint64_t stuck_since_ns; /* when the reports began to find it held (stuck) */
   int alone; /* left a damaged segment: runs on all its threads from now on */
   ino_t ino; /* identifies the segment behind the name */
   pid_t pid;
@@ -766,18 +769,53 @@ static void sleep_ms(int ms) {
   }
 }
 
-/* Locks the table within timeout_ms (0: one try). A dead holder leaves
+/* Locks the table within timeout_ms (0: one try); ENOTRECOVERABLE when its
+ * kind was written over (lock_damaged), never calling glibc on it. A dead holder leaves
  * EOWNERDEAD: its update may be half done, so the table is made consistent
  * and recounted (every field of a slot is valid on its own; only the count
  * can be off). Polled with trylock rather than waited in timedlock: the
  * bound is on the monotonic clock, not the settable wall clock, and
  * ThreadSanitizer sees the lock taken on EOWNERDEAD only from trylock. The
  * lock is held for microseconds, so the pauses start short. */
+/* Makes m the table's lock: process-shared and robust. 0 or an errno. */
+static int lock_init(pthread_mutex_t *m) {
+  pthread_mutexattr_t a;
+  int rc = pthread_mutexattr_init(&a);
+  if (!rc) rc = pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
+  if (!rc) rc = pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST);
+  if (!rc) rc = pthread_mutex_init(m, &a);
+  pthread_mutexattr_destroy(&a);
+  return rc;
+}
+
+static int lock_kind = -1; /* glibc's kind of such a lock, from one made here */
+static pthread_once_t lock_kind_once = PTHREAD_ONCE_INIT;
+static void lock_kind_init(void) {
+#ifdef __GLIBC__
+  pthread_mutex_t m;
+  if (!lock_init(&m)) lock_kind = m.__data.__kind, pthread_mutex_destroy(&m);
+#endif
+}
+
+/* Whether the segment's mutex is no longer of the kind its creator made:
+ * glibc picks its locking path by the kind and asserts on what it finds
+ * there, so a kind written over (another process's garbage) would abort
+ * the member inside pthread_mutex_trylock. */
+static int lock_damaged(const coord_shm *s) {
+#ifdef __GLIBC__
+  pthread_once(&lock_kind_once, lock_kind_init);
+  return lock_kind >= 0 && s->lock.__data.__kind != lock_kind;
+#else
+  (void)s;
+  return 0;
+#endif
+}
+
 static int coord_lock(coord_shm *s, int timeout_ms) {
   uint64_t deadline = ff__now_ns() + (uint64_t)timeout_ms * 1000000u;
   long pause_ns = 20000;
   int rc;
-  while ((rc = pthread_mutex_trylock(&s->lock)) == EBUSY) {
+  while (!(rc = lock_damaged(s) ? ENOTRECOVERABLE : 0) && (rc = pthread_mutex_trylock(&s->lock)) == EBUSY) {
     if (ff__now_ns() >= deadline) return ETIMEDOUT;
     struct timespec ts = {0, pause_ns};
     nanosleep(&ts, NULL);
@@ -1331,12 +1369,7 @@ static ff_status attach(ff__coord *c, ff__error *err) {
       s->version = COORD_VERSION;
       s->size_bytes = sizeof *s;
       s->params = *p;
-      pthread_mutexattr_t a;
-      int rc = pthread_mutexattr_init(&a);
-      if (!rc) rc = pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
-      if (!rc) rc = pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST);
-      if (!rc) rc = pthread_mutex_init(&s->lock, &a);
-      pthread_mutexattr_destroy(&a);
+      int rc = lock_init(&s->lock);
       if (rc) {
         detach(c);
         shm_unlink(c->name);
@@ -1540,6 +1573,7 @@ void ff__coord_leave(ff__coord *c) {
  * every batch a wait). */
 static int report_lock(ff__coord *c) {
   int rc = coord_lock(c->shm, c->stuck ? 0 : c->params.lock_timeout_ms);
+  if (rc && !c->stuck) c->stuck_since_ns = ff__now_ns();
   c->stuck = rc != 0;
   return rc;
 }
@@ -1553,7 +1587,17 @@ static void report_held(ff__coord *c, const ff__coord_report_data *r, int *threa
     return;
   }
   coord_shm *s = c->shm;
-  if (report_lock(c) != 0) {
+  int rc = report_lock(c);
+  if (rc != 0) {
+    /* written over, or held past the heartbeat timeout: no one rebalances this group any more */
+    if (rc == ENOTRECOVERABLE ||
+        ff__now_ns() - c->stuck_since_ns > (uint64_t)c->params.heartbeat_timeout_ms * 1000000u) {
+      detach(c);
+      go_alone(c, rc == ENOTRECOVERABLE ? "is damaged (its lock written over)"
+                                        : "stayed locked past the heartbeat timeout (a member stopped inside an "
+                                          "update, or a damaged lock)",
+               REMOVE_IT, NULL);
+    }
     *threads_out = c->threads;
     return;
   }

@@ -515,7 +515,8 @@ void ff__coord_leave(ff__coord *c);
  * node's are read at one moment); if the table stays locked past lock_timeout_ms (a
  * member stopped while holding it), answers the previous allotment without
  * rebalancing, and later reports only try the lock (no wait) until they get
- * it. A member whose slot was reclaimed (it was silent too long) joins again
+ * it; when they have not got it for the heartbeat timeout, the member
+ * leaves the group as from a damaged segment (below). A member whose slot was reclaimed (it was silent too long) joins again
  * transparently. A member that finds the segment damaged leaves it with one
  * line on stderr and answers max_threads from then on. Returns FF_OK, or
  * FF_EINVAL (NULL argument, handle used from another process: then
