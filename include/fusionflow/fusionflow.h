@@ -120,7 +120,7 @@ typedef enum ff_permutation {
  *     native uint8 bilinear resize (resize, random_resized_crop), which
  *     rounds its weights to fixed point: v2's resize differs from ours (and
  *     v1's) by one level in 15-16% of the values (measured by the golden
- *     tests; README "v1 and v2"). Brightness, posterize, equalize, invert,
+ *     tests; docs/pipeline.md, "v1 and v2"). Brightness, posterize, equalize, invert,
  *     the nearest warps, the warps without a fill, crops, flips, normalize's
  *     mean and std and AugMix's mixing are the same in both. */
 typedef enum ff_semantics {

@@ -33,7 +33,7 @@ What maps to what (timm 1.0's transforms_imagenet_train / transforms_imagenet_ev
 How close the pixels come to timm's: the policies, colour jitter, grayscale and 3-Augment are
 Pillow's arithmetic (semantics=pil), bit-exact with what timm applies to its PIL image (its
 torchvision ColorJitter and RandomGrayscale on a PIL image call Pillow); the crop's resampling
-is torchvision's tensor op, where timm's is Pillow's (a level or two per pixel); the Gaussian
+is torchvision's tensor op, where timm's is Pillow's (up to 4 levels in a pixel); the Gaussian
 blur of gaussian_blur_prob is the tensor blur, because timm's torchvision GaussianBlur converts
 the PIL image to a tensor and blurs that (within a level); random erasing follows timm's
 RandomErasing with noise from the sample's own stream (tests/python/test_timm_loader.py).

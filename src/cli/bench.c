@@ -110,7 +110,7 @@ static void bench_usage(FILE *f) {
           "and Ctrl-C gives the open up.\n"
           "Several trainers on one node: FF_NODE_GROUP=NAME (and FF_NODE_THREADS, the node's\n"
           "cores) makes the loaders of NAME share the node's cores through its coordinator\n"
-          "(README, Offloading to the GPU: several trainers on one node); `fusionflow node status\n"
+          "(docs/node-coordinator.md); `fusionflow node status\n"
           "NAME` shows it live.\n"
           "Exit status: 0 success, 1 runtime error (the message names the file or cause), 2 usage,\n"
           "130 interrupted (Ctrl-C) while opening.\n");

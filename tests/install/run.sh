@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # run.sh BUILD SRC — installs BUILD into a temporary prefix and builds the
-# README's C example against it the three documented ways: pkg-config with
+# C example of docs/c-library.md against it the three documented ways: pkg-config with
 # the shared library (rpath), pkg-config with the static library, and CMake's
 # find_package; then runs each on a small generated image folder. Checks that
 # the static program needs no libfusionflow.so and the shared one finds it
@@ -15,8 +15,8 @@ prefix="$work/prefix"
 fail() { echo "install test: $*" >&2; exit 1; }
 
 cmake --install "$BUILD" --prefix "$prefix" >"$work/install.log" || { cat "$work/install.log"; fail "cmake --install"; }
-awk '/^```c$/ { inside = 1; next } /^```$/ { inside = 0 } inside' "$SRC/README.md" >"$work/example.c"
-grep -q "int main" "$work/example.c" || fail "no C example with main() in README.md"
+awk '/^```c$/ { inside = 1; next } /^```$/ { inside = 0 } inside' "$SRC/docs/c-library.md" >"$work/example.c"
+grep -q "int main" "$work/example.c" || fail "no C example with main() in docs/c-library.md"
 
 # 3 classes x 2 images of 32x24 RGB, as PNGs written with Python's zlib
 python3 - "$work/data" <<'PY'
