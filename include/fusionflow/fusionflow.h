@@ -427,9 +427,9 @@ typedef struct ff_config {
    * caller's). A larger one fails as FF_ETOOBIG, naming the file and
    * max_member_bytes, before its bytes are read; a streamed member is passed
    * over without being held. FF_MEMBER_BYTES_AUTO (default): 8 bytes a
-   * pixel of max_image_pixels (715827880 bytes for its default: a raw
-   * 16-bit RGBA image of that many pixels), no limit when max_image_pixels
-   * is 0; 0: no limit. */
+   * pixel of max_image_pixels (a raw 16-bit RGBA image of that many pixels)
+   * plus 16 MiB for headers and metadata, 732605096 bytes for its default;
+   * no limit when max_image_pixels is 0. 0: no limit. */
   uint64_t max_member_bytes;
 } ff_config;
 

@@ -473,8 +473,8 @@ class Loader:
         max_member_bytes ("auto", int or None): the encoded bytes one sample may
             have, a tar member (local or streamed) or an image file: a larger one
             fails (DecodeError naming the file and the limit) before its bytes are
-            read. "auto" (default): 8 bytes a pixel of max_image_pixels
-            (715827880 for its default); None or 0: no limit. The other limits,
+            read. "auto" (default): 8 bytes a pixel of max_image_pixels plus
+            16 MiB (732605096 for its default); None or 0: no limit. The other limits,
             streaming's too, are in docs/limits.md.
 
     Each batch is ``(images, labels)``:

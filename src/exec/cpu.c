@@ -17,7 +17,9 @@
 
 uint64_t ff__member_bytes_limit(const ff_config *c) {
   if (c->max_member_bytes != FF_MEMBER_BYTES_AUTO) return c->max_member_bytes;
-  return c->max_image_pixels <= UINT64_MAX / 8 ? 8 * c->max_image_pixels : 0;
+  uint64_t allowance = (uint64_t)16 << 20; /* headers and metadata: a tiny image may carry an ICC profile */
+  if (!c->max_image_pixels || c->max_image_pixels > (UINT64_MAX - allowance) / 8) return 0;
+  return 8 * c->max_image_pixels + allowance;
 }
 
 void ff__worker_free(ff__worker *w) {

@@ -231,9 +231,11 @@ static void test_bad_callback_sources_are_refused(void **state) {
 }
 
 /* The library's own allocations for a count that cannot be indexed fail:
- * under ASan they must return NULL as they do without it. */
+ * under ASan and TSan they must return NULL as they do without them. */
 const char *__asan_default_options(void);
 const char *__asan_default_options(void) { return "allocator_may_return_null=1"; }
+const char *__tsan_default_options(void);
+const char *__tsan_default_options(void) { return "allocator_may_return_null=1"; }
 
 static void test_a_count_too_large_to_index_is_out_of_memory(void **state) {
   (void)state;

@@ -473,7 +473,8 @@ static void corrupt_jpeg_data_is_a_warning_or_a_strict_error(void **state) {
 
 /* max_member_bytes: a file over it fails its sample as FF_ETOOBIG naming the
  * limit, before it is read; by default the limit is 8 bytes a pixel of
- * max_image_pixels, and 0 turns it off. */
+ * max_image_pixels plus 16 MiB (a sparse file of 17 MiB is over it for 1,000
+ * pixels), and 0 turns it off. */
 static void files_over_max_member_bytes_fail_before_they_are_read(void **state) {
   (void)state;
   watchdog(30);
@@ -489,12 +490,14 @@ static void files_over_max_member_bytes_fail_before_they_are_read(void **state) 
   c.max_member_bytes = large - 1;
   second_batch_fails(&c, FF_ETOOBIG, "large.jpg: a file of");
   second_batch_fails(&c, FF_ETOOBIG, "bytes, over max_member_bytes (");
-  c.max_member_bytes = FF_MEMBER_BYTES_AUTO; /* 8 bytes a pixel of 32 x 32 pixels: under the large file */
-  c.max_image_pixels = 32 * 32;
-  assert_true(large > 8 * 32 * 32);
-  second_batch_fails(&c, FF_ETOOBIG, "over max_member_bytes (8192)");
   c.max_member_bytes = 0; /* no limit: the pixel limit refuses it from its header instead */
+  c.max_image_pixels = 32 * 32;
   second_batch_fails(&c, FF_ETOOBIG, "(max_image_pixels)");
+  c.max_member_bytes = FF_MEMBER_BYTES_AUTO; /* 8 x 1000 + 16 MiB = 16785216 bytes */
+  c.max_image_pixels = 1000;
+  snprintf(path, sizeof path, "%s/large.jpg", dir);
+  assert_int_equal(truncate(path, 17 << 20), 0); /* sparse: no disk, and never read */
+  second_batch_fails(&c, FF_ETOOBIG, "a file of 17825792 bytes, over max_member_bytes (16785216)");
   alarm(0);
 }
 
