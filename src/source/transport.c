@@ -77,6 +77,7 @@ typedef struct transport {
   CURL *easy;
   char *rx; /* bytes received since libarchive last asked, handed to it */
   size_t rx_len, rx_cap;
+  size_t header_bytes; /* response headers received since the last count: a server sending them is no stall */
   int done, rx_failed;
   CURLcode result;
   char curl_error[CURL_ERROR_SIZE];
@@ -150,6 +151,12 @@ static size_t curl_write(char *data, size_t size, size_t n, void *p) {
   return len;
 }
 
+static size_t curl_header(char *data, size_t size, size_t n, void *p) {
+  (void)data;
+  ((transport *)p)->header_bytes += size * n;
+  return size * n;
+}
+
 static int http_retryable(CURLcode c, long code) {
   if (c == CURLE_HTTP_RETURNED_ERROR) return code >= 500 || code == 408 || code == 429;
   return c == CURLE_COULDNT_CONNECT || c == CURLE_PARTIAL_FILE || c == CURLE_RECV_ERROR || c == CURLE_SEND_ERROR ||
@@ -186,8 +193,8 @@ static la_ssize_t http_read(struct archive *a, void *p, const void **out) {
     while ((m = curl_multi_info_read(t->multi, &left)))
       if (m->msg == CURLMSG_DONE) t->done = 1, t->result = m->data.result;
     uint64_t now = ff__now_ns();
-    if (count(a, t, now - since, t->rx_len)) return -1;
-    since = now;
+    if (count(a, t, now - since, t->rx_len + t->header_bytes)) return -1;
+    since = now, t->header_bytes = 0;
     if (t->rx_len) return *out = t->rx, (la_ssize_t)t->rx_len;
     if (t->done) return t->result == CURLE_OK ? 0 : http_failed(a, t);
     curl_multi_poll(t->multi, NULL, 0, 100, NULL);
@@ -226,6 +233,8 @@ static int http_open(transport *t, struct archive *a) {
   curl_easy_setopt(e, CURLOPT_URL, t->p->name);
   curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, curl_write);
   curl_easy_setopt(e, CURLOPT_WRITEDATA, t);
+  curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, curl_header);
+  curl_easy_setopt(e, CURLOPT_HEADERDATA, t);
   curl_easy_setopt(e, CURLOPT_ERRORBUFFER, t->curl_error);
   curl_easy_setopt(e, CURLOPT_FAILONERROR, 1L);
   curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 1L);

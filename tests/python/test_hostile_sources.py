@@ -34,8 +34,9 @@ SANITIZED = bool(os.environ.get("FF_TEST_SANITIZER"))
 WATCHDOG_S = 120 if SANITIZED else 60
 
 
-# Every window of the limits shrunk (docs/limits.md), no retries unless a test asks.
-LIMITS = {"FF_STREAM_RETRIES": "0", "FF_STREAM_BACKOFF_MS": "10", "FF_STREAM_STALL_S": "1",
+# Every window of the limits shrunk (docs/limits.md; 2 s under a sanitizer, whose test server
+# is slower too), no retries unless a test asks.
+LIMITS = {"FF_STREAM_RETRIES": "0", "FF_STREAM_BACKOFF_MS": "10", "FF_STREAM_STALL_S": "2" if SANITIZED else "1",
           "FF_STREAM_MIN_BYTES_PER_S": "1000", "FF_PIPE_EXIT_GRACE_MS": "300"}
 PIPE = "decode | resize(size=(16, 16))"
 
@@ -279,7 +280,7 @@ def test_an_endless_stream_ends_the_counting_pass_at_its_limit(hostile):
 
 def test_a_drip_is_a_stall_and_a_slow_server_is_not(hostile, monkeypatch, caplog):
     """40 bytes a second passed the old 1 byte/s rule (hours for a shard); under 1000 bytes/s over a
-    window of 1 s of waiting it is a stall. A server at 5 kB/s is slow and is read to its end, and
+    window of a second or two of waiting it is a stall. A server at 5 kB/s is slow and is read to its end, and
     the progress line after 2 s shows the bytes and samples so far."""
     need_cli()
     res, took = bench(f"tar:{hostile}/drip.tar")
@@ -370,5 +371,5 @@ def test_a_command_that_writes_nothing_is_a_stall(monkeypatch):
     need_cli()
     monkeypatch.delenv("LD_PRELOAD", raising=False)
     res, took = bench("tar:pipe:sleep 1000")
-    assert res.returncode == 1 and "stalled: 0 bytes in 1 s of waiting" in res.stderr, res.stderr
+    assert res.returncode == 1 and "stalled: 0 bytes in " in res.stderr, res.stderr
     assert "sleep 1000" not in subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
