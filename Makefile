@@ -33,11 +33,11 @@ all: build
 deps:
 	@scripts/install-deps.sh
 
+# The long stages say what they do and how long they took (scripts/stage.sh).
 build: deps
-	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo $(CMAKE_CC) $(if $(FF_PYTHON),-DFF_PYTHON=$(FF_PYTHON)) $(CMAKE_FLAGS) >/dev/null
-	@mkdir -p $(BUILD)
-	@echo "building in $(BUILD) (log: $(BUILD)/build.log)"
-	@cmake --build $(BUILD) -j $(JOBS) >$(BUILD)/build.log 2>&1 || { tail -40 $(BUILD)/build.log; exit 1; }
+	@scripts/stage.sh "build: configure" $(BUILD)/configure.log \
+	  cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo $(CMAKE_CC) $(if $(FF_PYTHON),-DFF_PYTHON=$(FF_PYTHON)) $(CMAKE_FLAGS)
+	@scripts/stage.sh "build: compile in $(BUILD)" $(BUILD)/build.log cmake --build $(BUILD) -j $(JOBS)
 
 test: deps
 	@py=$$(scripts/test-venv.sh) && $(MAKE) --no-print-directory build FF_PYTHON="$$py"

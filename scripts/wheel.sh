@@ -19,10 +19,10 @@ here=$(cd "$(dirname "$0")/.." && pwd)
 out=$(mkdir -p "${1:-$here/build/wheel}" && cd "${1:-$here/build/wheel}" && pwd)
 py=$("$here/scripts/test-venv.sh")
 rm -rf "$out/dist" "$out/wheelhouse"
-echo "wheel: building (log: $out/build.log)" >&2
-"$py" -m pip wheel --no-build-isolation --no-deps --disable-pip-version-check -w "$out/dist" \
-  --config-settings=build-dir="$out/cmake" "$here/python" >"$out/build.log" 2>&1 ||
-  { tail -40 "$out/build.log" >&2; exit 1; }
-PATH="$(dirname "$py"):$PATH" "$py" -m auditwheel repair --wheel-dir "$out/wheelhouse" "$out"/dist/*.whl >"$out/repair.log" 2>&1 ||
-  { cat "$out/repair.log" >&2; exit 1; }
+# -v: the build's own progress lines go to the log, and stage.sh shows the latest every 30 s
+"$here/scripts/stage.sh" "wheel: build the extension" "$out/build.log" \
+  "$py" -m pip wheel -v --no-build-isolation --no-deps --disable-pip-version-check -w "$out/dist" \
+  --config-settings=build-dir="$out/cmake" "$here/python"
+PATH="$(dirname "$py"):$PATH" "$here/scripts/stage.sh" "wheel: auditwheel repair" "$out/repair.log" \
+  "$py" -m auditwheel repair --wheel-dir "$out/wheelhouse" "$out"/dist/*.whl
 ls "$out"/wheelhouse/*.whl

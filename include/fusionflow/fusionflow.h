@@ -324,6 +324,9 @@ typedef struct ff_config {
    *    1  always, from the device's host allocator (device "cpu": the CUDA
    *       device "auto" picks; ff_loader_open fails with FF_EDEVICE when there
    *       is none)
+   *    2  as 1 when that device opens, else ordinary memory (DataLoader's
+   *       pin_memory=True on a machine without a GPU; ff_stats.
+   *       host_memory_pinned says which)
    *    0  ordinary memory
    * The memory is created on the device's context and stays valid while a
    * batch is held, also after ff_loader_close. */
@@ -575,18 +578,24 @@ typedef struct ff_batch ff_batch;
  * policies' magnitude tables follow torch 2.x's linspace, which differs from
  * torch 1.13's in the last bit of some bins, e.g. TrivialAugmentWide's
  * translate bin 15 of 31 is 15 px on torch 2.x, 16 on 1.13):
- *   decode(dct_scale=true)         JPEG (libjpeg-turbo, as Pillow decodes it; CMYK
+ *   decode(dct_scale=false)        JPEG (libjpeg-turbo, as Pillow decodes it; CMYK
  *                                  read as Adobe's inverted inks, with or without
  *                                  the Adobe marker, as Pillow and torchvision.io
  *                                  do) or PNG (libspng; 16-bit samples keep their
  *                                  high byte, as torchvision.io.decode_png +
- *                                  to_dtype(uint8, scale=True)) to RGB uint8.
- *                                  With dct_scale the JPEG decoder reduces the image
- *                                  by 1/2, 1/4 or 1/8 in the DCT domain when a later
- *                                  crop is still at least the target size; the
- *                                  crop's exact box is then resampled from the
- *                                  reduced image (so only the reduction's blur
- *                                  differs from torchvision, bench/RESULTS.md).
+ *                                  to_dtype(uint8, scale=True)) to RGB uint8; only
+ *                                  the region a leading crop needs is decoded (the
+ *                                  same pixels). By default the bits torchvision
+ *                                  gives. dct_scale=true (an opt-in): the JPEG
+ *                                  decoder reduces the image by 1/2, 1/4 or 1/8 in
+ *                                  the DCT domain when the following resize still
+ *                                  gets at least its target size, and the crop's
+ *                                  exact box is resampled from the reduced image:
+ *                                  faster, and no longer torchvision's pixels (the
+ *                                  reduction's blur: 46 dB PSNR on the reduced
+ *                                  draws of the demo data, about 5% less CPU time
+ *                                  for the standard training pipeline: bench/
+ *                                  RESULTS.md, "DCT-scaled vs exact decode").
  *   crop(top, left, height, width) functional.crop, zero padding outside the image;
  *                                  a box wholly or partly left of or above the
  *                                  image gives the zero-padded box of the asked
@@ -959,6 +968,49 @@ FF_API ff_status ff_batch_soft_labels(const ff_batch *batch, ff_tensor *out);
 /* Dataset indices of the batch's samples, N values (for debugging and tests). */
 FF_API const int64_t *ff_batch_sample_indices(const ff_batch *batch);
 
+/* Sample i of the data set (0 <= i < ff_loader_dataset_size; its place in
+ * the source's order, as ff_batch_sample_indices gives it): *path gets its
+ * file (imagefolder, list), "SHARD:MEMBER" (tar:) or its name in messages
+ * (callback sources: "NAME[i]"), owned by the loader and valid until
+ * ff_loader_close; *label its label, or -1 where the label comes with the
+ * bytes (callback sources). Either out pointer may be NULL. What
+ * torchvision's ImageFolder.samples[i] holds, for a folder source.
+ * Thread-safe. Returns FF_OK, or FF_EINVAL (i out of range, a loader that
+ * failed to open) with the message on the handle. */
+FF_API ff_status ff_loader_sample_info(const ff_loader *loader, size_t i, const char **path, int64_t *label);
+
+/*
+ * Runs sample i of the data set through the pipeline as epoch `epoch`
+ * draws it (its first copy under repeated_augmentations; no batch stage),
+ * outside the ring: the bytes its place in a batch of that epoch gets. One
+ * tensor per view (ff_loader_num_views) goes to views_out[0 ..
+ * num_views - 1], each the image of one sample without the batch dimension:
+ * (3, H, W) for NCHW planes and for channels_last (strides (1, 3W, 3)),
+ * (H, W, 3) for NHWC uint8, by output_dtype and memory_format as batches;
+ * the memory of all of them is one block at views_out[0].data, the caller's
+ * to free with ff_free. *label gets the sample's label. On the CPU whatever
+ * the device, on the calling thread; thread-safe, also while batches are
+ * being prepared (callback sources call their fetch from this thread).
+ * Returns FF_OK, FF_EINVAL (i out of range, num_views below the views,
+ * views_out or label NULL, a streamed tar: source: its samples are read
+ * only in stream order, a loader that failed to open), FF_EIO, FF_EDATA,
+ * FF_ETOOBIG or FF_ENOMEM naming the file, with the message on the handle;
+ * views_out and *label are untouched on failure.
+ */
+FF_API ff_status ff_loader_sample_images(ff_loader *loader, size_t i, uint64_t epoch, ff_tensor *views_out,
+                                         size_t num_views, int64_t *label);
+
+/* The dataset indices this rank's epoch `epoch` hands out, in order:
+ * ff_loader_num_samples of them into out[0 .. cap - 1] (DistributedSampler's
+ * or RepeatAugSampler's list, padding and repeats included; a streamed
+ * source's two-level shuffle). Batch b holds positions b * batch_size on,
+ * less the samples skipped under on_error=skip (on_error=replace puts a
+ * substitute in place). A pure function of (seed, epoch, rank, world_size).
+ * Thread-safe. Returns FF_OK, or FF_EINVAL (cap below the samples, out NULL,
+ * a loader that failed to open) or FF_ENOMEM with the message on the
+ * handle. */
+FF_API ff_status ff_loader_epoch_order(ff_loader *loader, uint64_t epoch, int64_t *out, size_t cap);
+
 /* Where one batch was prepared and what it cost. */
 typedef struct ff_batch_info {
   size_t cpu_samples;       /* samples the CPU prepared (device fallbacks included) */
@@ -969,7 +1021,8 @@ typedef struct ff_batch_info {
   uint64_t placement_cpu_ns[FF_PLACEMENTS];  /* CPU time on them by placement: read + decode + ops */
   uint64_t placement_read_ns[FF_PLACEMENTS]; /* of which reading the file and its header */
   size_t device_decode_fallbacks; /* samples placed for device decode that the CPU decoded (PNG, CMYK,
-                                     progressive on a hardware decoder, a refused decode) */
+                                     progressive, a region the decoder refused, a decode it failed, a
+                                     batch smaller than it takes) */
   uint64_t wait_ns;         /* time the consumer waited for this batch in ff_loader_next */
   uint64_t cpu_ns;          /* CPU time on its CPU samples (read + decode + ops, summed over threads) */
   uint64_t device_ns;       /* device time of its microbatch (events): ops, and decodes (placement device)
@@ -987,7 +1040,7 @@ typedef struct ff_batch_info {
   uint64_t device_download_bytes; /* their bytes */
   size_t host_round_trips;  /* device-prepared samples that went down to host memory and up again to
                                output_device (only when output_device is not the offload device) */
-  uint64_t feeder_cpu_ns;   /* the device feeder thread's CPU time on its microbatch, waits included
+  uint64_t feeder_cpu_ns;   /* the device feeder's threads' CPU time on its microbatch, waits included
                                (they sleep: events are blocking-sync), against device_ns */
   uint64_t batch_stage_ns;  /* the batch stage (mixup_cutmix) on this batch: draws, soft labels and
                                images, on the consumer thread in ff_loader_next, ns; 0 without one.
@@ -1034,9 +1087,11 @@ typedef struct ff_stats {
                                 cores nothing else wants, are not counted) */
   const char *device;        /* the device in use: "cpu", "emu:0", "cuda:0 (NVIDIA H200)"; owned by the loader */
   uint64_t device_samples;   /* samples handed out that the device prepared */
-  uint64_t device_ns;        /* device time of their microbatches (events: upload to last kernel) */
+  uint64_t device_ns;        /* device time of their microbatches (events: their kernels, and their decodes
+                                where the decoder runs on the SMs) */
   uint64_t device_fallbacks; /* samples handed out that were meant for the device and were prepared by
-                                the CPU instead, after a refusal of memory or a device error */
+                                the CPU workers instead (a refusal of memory, a device error, a decode the
+                                device's decoder refused or failed) */
   size_t device_pool_limit_bytes; /* the device memory budget now (0 without a device) */
   size_t device_pool_peak_bytes;  /* the most device memory the loader held at once */
   double offload_share;      /* the scheduler's current share of samples for the device, 0..1 */
@@ -1046,19 +1101,23 @@ typedef struct ff_stats {
   uint64_t placement_cpu_ns[FF_PLACEMENTS];  /* their CPU time by placement (read + decode + ops) */
   uint64_t placement_read_ns[FF_PLACEMENTS]; /* of which reading */
   uint64_t device_decode_fallbacks; /* samples handed out that were placed for device decode and decoded
-                                       by the CPU (ff_batch_info.device_decode_fallbacks) */
+                                       by the CPU workers (ff_batch_info.device_decode_fallbacks; the
+                                       device_decode_* counts below say why) */
   const char *device_decoder; /* the decoder of device-placed samples: "libjpeg-turbo", "nvjpeg-like"
                                  (emu variants), "nvjpeg-hardware", "nvjpeg-hybrid", or "none" (device
                                  decode off or unavailable: see device_decoder_note); owned by the loader */
   const char *device_decoder_note; /* why device decode is off: "" when on, "no device",
                                       "device_decode=off", "deterministic=1", "device_decode=auto is on
-                                      for CUDA devices only", or the device's reason (e.g. "nvjpeg not
-                                      available: libnvjpeg.so.13: cannot open shared object file ...");
-                                      owned by the loader, valid until ff_loader_close */
+                                      for CUDA devices only", the device's reason (e.g. "nvjpeg not
+                                      available: libnvjpeg.so.13: cannot open shared object file ..."),
+                                      or, when its failures turned it off during the run (3 microbatches
+                                      in a row whose decode failed on most images; said once on stderr),
+                                      "nvjpeg-hybrid turned off after ..."; owned by the loader, valid
+                                      until ff_loader_close */
   uint64_t output_upload_bytes;   /* sums of ff_batch_info's over the batches handed out */
   uint64_t device_download_bytes;
   uint64_t host_round_trips;
-  uint64_t feeder_cpu_ns;         /* the device feeder thread's CPU time (ff_batch_info.feeder_cpu_ns) */
+  uint64_t feeder_cpu_ns;         /* the device feeder's threads' CPU time (ff_batch_info.feeder_cpu_ns) */
   uint64_t batch_stage_ns;   /* the batch stage (mixup_cutmix) on the batches handed out */
   uint64_t source_ignored_files; /* imagefolder: files in the class folders left out because their
                                     extension is not an image's (torchvision's IMG_EXTENSIONS), as
@@ -1068,6 +1127,28 @@ typedef struct ff_stats {
                                 group, it could not join, or it left a damaged group's shared memory
                                 later: it said why on stderr); owned by the loader, valid until
                                 ff_loader_close */
+  /* Which decoder ran, over the batches handed out. A sample is decoded
+   * once: by the CPU workers (libjpeg-turbo, the codecs of the other
+   * formats) or by the device's decoder (placement device). */
+  const char *decoders;      /* the decoders that decoded the samples handed out so far: "libjpeg-turbo"
+                                (the CPU workers alone), the device decoder's name (device_decoder's
+                                values) when it decoded every one, both joined by '+' when both did
+                                ("nvjpeg-hardware+libjpeg-turbo"), or "none" before any; a static string */
+  uint64_t cpu_decodes;      /* samples handed out whose image the CPU worker threads decoded (each sample
+                                the device handed back included: nothing is decoded on the device
+                                feeder's threads) */
+  uint64_t device_decodes;   /* samples handed out whose image the device's decoder decoded */
+  uint64_t device_decode_failures;       /* images a failed device decode handed back to the CPU workers, which
+                                            decode them with the CPU's message and on_error: a batched decode
+                                            that fails is split in halves until each failing image is alone, or
+                                            on a decoder that takes no small batch (nvJPEG hybrid: 51 or more)
+                                            with the batch mates of the smallest batch it takes */
+  uint64_t device_decode_failed_batches; /* batches whose batched device decode failed (and was split) */
+  uint64_t device_decode_small_batches;  /* batches whose device-decode samples the CPU workers decoded
+                                            because they were fewer than the decoder takes in one call (nvJPEG's
+                                            hybrid backend decodes Huffman on the calling thread for 50 or
+                                            fewer images) */
+  int host_memory_pinned;    /* 1: the host batches are in pinned (page-locked) memory (pin_memory) */
   uint64_t source_ignored_members; /* tar: members that belong to no sample (no suffix, a .json or .txt, a
                                       second image, "__meta__" files...), as webdataset ignores them;
                                       counted once, at open */
@@ -1108,8 +1189,8 @@ FF_API const char *ff_loader_warning(const ff_loader *loader, size_t i);
  * Starts recording a timeline of the loader's work (replacing a trace
  * already started): one span per sample and phase on each CPU worker's
  * track (read, decode, ops), one per microbatch on the device stream's
- * (submit to complete, downloads included), the device feeder's CPU
- * fallbacks, and the consumer's waits in ff_loader_next. Memory is bounded:
+ * (submit to complete, downloads included), the batches the device feeder
+ * handed back to the CPU workers, and the consumer's waits in ff_loader_next. Memory is bounded:
  * after max_events events (0 = 262144, about 10 MiB) later ones are dropped
  * and counted. Consumer thread. Returns FF_OK, FF_ENOMEM, or FF_EINVAL on a
  * loader that failed to open.
@@ -1169,7 +1250,9 @@ FF_API ff_status ff_image_augment_as(const char *path, const char *pipeline, ff_
  *     {"op": "gaussian_blur", "kernel_size": [width, height], "sigma": s},
  *     {"op": "erase", "box": [x, y, width, height], "fill": [r, g, b]} or with
  *      "noise_key": K (the Philox key of its normal noise) — on the float output,
- *     {"op": "horizontal_flip"}, {"op": "vertical_flip"} (only when drawn),
+ *     {"op": "horizontal_flip"}, {"op": "vertical_flip"} (a flip drawn), and where a
+ *      random_*_flip's draw said no, {"op": "horizontal_flip", "applied": false}
+ *      (not a step: a replay skips it; "applied" appears only there),
  *     an augmentation op, named as in the pipeline text ("rotate", "solarize", ...) with
  *       "arg": what the op is called with, as torchvision's _apply_op calls it (degrees,
  *       pixels, shear coefficient, factor 1 + m, bits, threshold); for the signed ops
@@ -1207,10 +1290,19 @@ FF_API ff_status ff_loader_plan(ff_loader *loader, uint64_t index, uint64_t epoc
  * box "center": [cy, cx] (the box centre drawn), "cut": [h, w] and
  * "corner": [y, x] (cutmix_minmax's draws), "box": [y0, y1, x0, x1]}, and
  * "partners" (the image each image mixes with). A pure function of
- * (seed, epoch, batch). Returns FF_OK, FF_EINVAL (no stage, batch out of
+ * (seed, epoch, batch) while mixing is on (ff_loader_set_mix_enabled). Returns FF_OK, FF_EINVAL (no stage, batch out of
  * range, json_out NULL) or FF_ENOMEM.
  */
 FF_API ff_status ff_loader_mix_plan(ff_loader *loader, uint64_t epoch, size_t batch, char **json_out);
+
+/* Turns the batch stage's mixing off (enabled 0) or back on (nonzero), from
+ * the next batch handed out (and in ff_loader_mix_plan): while off, no draw
+ * applies, so every image stays itself and its target is its label's
+ * smoothed one-hot row, as timm's Mixup gives with mixup_enabled = False
+ * (timm's train.py sets it at --mixup-off-epoch). The draws of later
+ * batches do not depend on it. From the consumer thread. Returns FF_OK, or
+ * FF_EINVAL (no mixup_cutmix stage, a loader that failed to open). */
+FF_API ff_status ff_loader_set_mix_enabled(ff_loader *loader, int enabled);
 
 /*
  * The same plan for one image file outside any loader, as ff_image_augment

@@ -8,15 +8,17 @@ import operator
 import os
 import sys
 import threading
+import warnings
 import weakref
-from collections.abc import Mapping
 
 from . import _errors
 from . import _fusionflow as _c
+from ._dataset_source import DatasetFetcher
+from ._dataloader import PIXEL_ARGS, BatchSampler, Sampler, SourceDataset, dataloader_names
+from ._output import OUTPUTS as _OUTPUTS
+from ._output import converter as _converter
 
 __all__ = ["Loader", "BatchInfo", "augment_image"]
-
-_OUTPUTS = ("auto", "torch", "numpy", "dlpack")
 
 BatchInfo = collections.namedtuple("BatchInfo", ["epoch", "index", "sample_indices"])
 BatchInfo.__doc__ = """Where the last batch handed out comes from.
@@ -27,48 +29,6 @@ batch order; the dataset index is the sample's position in the source's
 order, e.g. torchvision ImageFolder's ``samples`` list)."""
 
 
-def _to_numpy(t):
-    import numpy as np
-
-    if hasattr(np, "from_dlpack"):  # NumPy >= 1.23 (1.22 had it as _from_dlpack)
-        return np.from_dlpack(t)
-    if hasattr(np, "_from_dlpack"):
-        return np._from_dlpack(t)
-    return np.asarray(t)  # __array_interface__, still no copy
-
-
-def _to_torch(t):
-    import torch
-
-    if hasattr(torch, "from_dlpack"):  # torch >= 1.10
-        return torch.from_dlpack(t)
-    from torch.utils import dlpack
-
-    return dlpack.from_dlpack(t.__dlpack__())
-
-
-def _identity(t):
-    return t
-
-
-def _converter(output):
-    if output == "auto":
-        try:
-            import torch  # noqa: F401
-            output = "torch"
-        except ImportError:
-            output = "numpy"
-    if output == "torch":
-        import torch  # noqa: F401  (fail here, with the import's message, not mid-epoch)
-
-        return _to_torch
-    if output == "numpy":
-        import numpy  # noqa: F401
-
-        return _to_numpy
-    return _identity
-
-
 def _normalize_source(source):
     """The source as text; the library resolves its kind (a bare folder or .tsv/.txt file too)."""
     text = os.fspath(source)
@@ -77,96 +37,6 @@ def _normalize_source(source):
 
 def _is_path(source):
     return isinstance(source, (str, bytes, os.PathLike))
-
-
-_IMAGE_KEYS = ("image", "img", "jpg", "jpeg", "png", "webp")  # Hugging Face's, then WebDataset's names
-_LABEL_KEYS = ("label", "labels", "cls", "target")
-
-
-class _DatasetFetcher:
-    """Turns a dataset's items into (bytes, label), or a str saying why not, for a
-    list of indices at once: what the library's worker threads ask for, one batch
-    per call (one hold of the GIL). Items are (encoded bytes, int label) pairs, or
-    mappings with an image and a label entry (a Hugging Face row: the image
-    column cast to ``Image(decode=False)`` is ``{"bytes": ..., "path": ...}``).
-
-    An exception that is not an Exception (KeyboardInterrupt, SystemExit) is no
-    sample's failure: it is kept in ``pending_exit``, the call's samples fail
-    without asking the dataset again, and the consumer raises it at its next
-    ``next`` (Loader._raise_pending_exit) whatever ``on_error`` says."""
-
-    def __init__(self, dataset, image_key, label_key):
-        self.dataset = dataset
-        self.image_key = image_key
-        self.label_key = label_key
-        self.getitems = getattr(dataset, "__getitems__", None)  # torch's and Hugging Face's batch access
-        self.pending_exit = None
-
-    def __call__(self, indices):
-        if self.pending_exit is None:
-            try:
-                return self._fetch(indices)
-            except BaseException as e:  # not an Exception: _fetch keeps those per item
-                self.pending_exit = e
-        text = f"{type(self.pending_exit).__name__} raised by the dataset (the loader raises it again)"
-        return [text] * len(indices)
-
-    def _fetch(self, indices):
-        items = None
-        if self.getitems is not None and len(indices) > 1:
-            try:
-                items = list(self.getitems(indices))
-            except Exception:  # one of them fails: ask one by one to know which
-                items = None
-            if items is not None and len(items) != len(indices):
-                items = None
-        out = []
-        for k, index in enumerate(indices):
-            try:
-                out.append(self._parse(items[k] if items is not None else self.dataset[index]))
-            except Exception as e:
-                out.append(f"{type(e).__name__}: {e}")
-        return out
-
-    def _key(self, item, wanted, choices, what):
-        if wanted is not None:
-            return item[wanted]
-        for key in choices:
-            if key in item:
-                return item[key]
-        raise KeyError(f"the item has no {what} entry (looked for {', '.join(map(repr, choices))}; "
-                       f"it has {', '.join(map(repr, item))}): pass {what}_key=")
-
-    def _parse(self, item):
-        if isinstance(item, Mapping):
-            data = self._key(item, self.image_key, _IMAGE_KEYS, "image")
-            label = self._key(item, self.label_key, _LABEL_KEYS, "label")
-        elif isinstance(item, (tuple, list)) and len(item) == 2:
-            data, label = item
-        elif isinstance(item, (tuple, list)):
-            raise TypeError(f"expected (encoded bytes, label), got a {type(item).__name__} of {len(item)} items "
-                            f"(map the dataset to pairs: a third element has no meaning to the loader)")
-        else:
-            raise TypeError(f"expected (encoded bytes, label) or a mapping with an image and a label, "
-                            f"got {type(item).__name__}")
-        if isinstance(data, Mapping):  # Hugging Face Image(decode=False)
-            raw, path = data.get("bytes"), data.get("path")
-            if raw is None and path:
-                with open(path, "rb") as f:
-                    raw = f.read()
-            data = raw
-        if isinstance(data, (bytearray, memoryview)):
-            data = bytes(data)
-        if not isinstance(data, bytes):
-            hint = (" (a decoded image: cast the column with datasets.Image(decode=False))"
-                    if type(data).__module__.startswith("PIL") else "")
-            raise TypeError(f"expected the encoded image as bytes, got {type(data).__name__}{hint}")
-        if isinstance(label, bool):
-            raise TypeError("the label is a bool, expected an int")
-        label = operator.index(label.item() if hasattr(label, "item") else label)
-        if label < 0:
-            raise ValueError(f"the label is {label}, expected >= 0")
-        return data, label
 
 
 _DEVICE_DECODE = {"auto": 0, "off": 1, "on": 2}  # ff_device_decode
@@ -180,40 +50,16 @@ def _semantics(where, semantics):
         raise ValueError(f"fusionflow.{where}: semantics must be 'v1' or 'v2' (got {semantics!r})")
     return _SEMANTICS[semantics]
 
-# torch.utils.data.DataLoader arguments without a meaning here, and what to do instead.
-_DATALOADER_UNSUPPORTED = {
-    "sampler": "the order is shuffle/seed/permutation, sharded by rank and world_size",
-    "batch_sampler": "batches are batch_size consecutive samples of the epoch's order",
-    "collate_fn": "batches come assembled as (images, labels) tensors",
-    "worker_init_fn": "the workers are C threads that run no Python",
-    "generator": "use seed= (and permutation='torch' for the order torch.randperm would give)",
-    "timeout": "next() waits for its batch and can be interrupted with Ctrl-C",
-    "multiprocessing_context": "the workers are C threads, not processes",
-    "pin_memory_device": "batches are prepared where device= and the library place them",
-    "in_order": "batches always come in order",
-    "dataset": "pass the data as source (a folder, a list file, imagefolder: or list:)",
-}
-
-
-def _dataloader_names(num_threads, num_workers, prefetch, prefetch_factor, extra):
-    """DataLoader's names mapped to ours: num_workers -> num_threads, prefetch_factor
-    (batches per worker) -> prefetch (batches in all); the rest refused, saying why."""
-    for name in extra:
-        why = _DATALOADER_UNSUPPORTED.get(name)
-        if why is None:
-            raise TypeError(f"fusionflow.Loader() got an unexpected keyword argument {name!r}")
-        raise TypeError(f"fusionflow.Loader: DataLoader's {name}= is not supported: {why}")
-    if num_workers is not None:
-        if num_threads is not None:
-            raise TypeError("fusionflow.Loader: give num_threads or its DataLoader name num_workers, not both")
-        if isinstance(num_workers, bool) or not isinstance(num_workers, int) or num_workers < 0:
-            raise ValueError(f"fusionflow.Loader: num_workers must be an int >= 0 (got {num_workers!r})")
-        num_threads = num_workers or None  # 0 (load in the main process) has no meaning here: all cores
-    if prefetch_factor is not None:
-        if isinstance(prefetch_factor, bool) or not isinstance(prefetch_factor, int) or prefetch_factor < 1:
-            raise ValueError(f"fusionflow.Loader: prefetch_factor must be an int >= 1 (got {prefetch_factor!r})")
-        prefetch = prefetch_factor * (num_threads or len(os.sched_getaffinity(0)))
-    return num_threads, prefetch
+def _torch_distributed():
+    """(rank, world_size) of torch.distributed when the script imported it and
+    initialized a process group (as DistributedSampler reads them), else (None, None)."""
+    dist = sys.modules.get("torch.distributed")
+    try:
+        if dist is not None and dist.is_available() and dist.is_initialized():
+            return dist.get_rank(), dist.get_world_size()
+    except (RuntimeError, ValueError):
+        pass
+    return None, None
 
 
 def _env_int(name, fallback):
@@ -388,8 +234,9 @@ class Loader:
         pin_memory (bool or None): host batches in pinned (page-locked) memory,
             so that ``images.cuda(non_blocking=True)`` is truly asynchronous
             (DataLoader's pin_memory). None (default): when ``device`` is a CUDA
-            GPU; True: always (with ``device="cpu"``, pinned by the GPU
-            ``"auto"`` picks; fails without one); False: never.
+            GPU; True: pinned by the loader's GPU (with ``device="cpu"`` or
+            ``"auto"``, the GPU ``"auto"`` picks) and, as DataLoader does, host
+            memory with one warning on a machine without one; False: never.
         output_device (str): where the images are handed out: ``"cpu"`` (default),
             ``"cuda:N"`` (GPU memory: ``torch.from_dlpack`` gives a CUDA tensor whose
             current stream waits for the batch's upload, and the batch's memory is
@@ -441,9 +288,13 @@ class Loader:
             main process", means all cores here); ``prefetch_factor`` counts
             batches per worker, so ``prefetch = prefetch_factor * threads``;
             ``persistent_workers`` changes nothing (the threads always live as
-            long as the loader). DataLoader's other arguments (``sampler``,
-            ``collate_fn``, ``worker_init_fn``, ``generator``, ...) raise
-            TypeError saying what to use instead.
+            long as the loader). ``worker_init_fn``, ``generator``, ``timeout``
+            and ``multiprocessing_context`` leave the batches as they are here
+            (C threads run no Python; the order and draws come from ``seed``):
+            accepted, with one warning naming those given a value. DataLoader's
+            arguments that would change the batches (``sampler``,
+            ``batch_sampler``, ``collate_fn``, ...) raise TypeError saying what to
+            use instead.
         on_error (str): ``"raise"``: an unreadable or corrupt image raises
             :class:`fusionflow.DecodeError` (or OSError) for the batch that holds
             it, naming the file; iteration may go on with the next batch.
@@ -459,12 +310,16 @@ class Loader:
             ImageFolder ``allow_empty``); by default they raise EmptySourceError.
         rank (int or None), world_size (int or None): this process's shard,
             as torch.utils.data.DistributedSampler (padding the epoch by
-            repeating samples unless drop_last). None reads ``$RANK`` and
+            repeating samples unless drop_last). None: as DistributedSampler,
+            torch.distributed's rank and world size when it is initialized
+            (``torch.multiprocessing.spawn`` scripts), else ``$RANK`` and
             ``$WORLD_SIZE`` (set by torchrun), else 0 and 1.
         output (str): what batches become: ``"torch"`` (torch.Tensor via
             torch.from_dlpack), ``"numpy"`` (numpy.ndarray via numpy.from_dlpack),
             ``"dlpack"`` (:class:`fusionflow.Tensor`, any DLPack consumer), or
-            ``"auto"`` (torch if it is installed, else NumPy).
+            ``"auto"`` (torch if it is installed, else NumPy, else
+            :class:`fusionflow.Tensor`). ``"torch"`` or ``"numpy"`` without that
+            package installed raise ImportError naming it.
         max_image_pixels (int or None): bounds every image of a sample: the
             decoded image (refused from its header before decoding) and each image
             the pipeline makes (refused before it is allocated), with
@@ -550,8 +405,8 @@ class Loader:
             raise TypeError("fusionflow.Loader: num_classes= goes with recipe= (a pipeline says it in mixup_cutmix)")
         if repeated_augmentations is None:
             repeated_augmentations = 0
-        num_threads, prefetch = _dataloader_names(num_threads, num_workers, prefetch, prefetch_factor,
-                                                  dataloader_kwargs)
+        num_threads, prefetch = dataloader_names(num_threads, num_workers, prefetch, prefetch_factor,
+                                                 dataloader_kwargs)
         dtype_name = None if dtype is None else str(dtype).replace("torch.", "")
         format_name = None if memory_format is None else str(memory_format).replace("torch.", "")
         if dtype_name not in _DTYPES:
@@ -626,7 +481,7 @@ class Loader:
                 raise TypeError(f"fusionflow.Loader: source must be a path or an indexable dataset with a "
                                 f"length (got {type(source).__name__})")
             dataset_size = len(source)
-            fetcher = _DatasetFetcher(source, image_key, label_key)
+            fetcher = DatasetFetcher(source, image_key, label_key)
             self.source = source
         self._fetcher = fetcher
         self.pipeline = pipeline
@@ -643,33 +498,41 @@ class Loader:
         self.pin_memory = pin_memory
         self.output_device = output_device
         self.output = output
+        if rank is None and world_size is None:
+            rank, world_size = _torch_distributed()
         self.rank = rank if rank is not None else _env_int("RANK", 0)
         self.world_size = world_size if world_size is not None else _env_int("WORLD_SIZE", 1)
         self.last_batch = None
-        self._resume_epoch = None
+        self._held_epoch = None
         self._iterations = 0
-        self._convert = _converter(output)
+        self._views = None
+        self._user_dataset = None  # fusionflow.timm: the dataset create_loader was given
+        self._has_mix, self._mix_on = None, True
+        self._convert = _converter(output, "fusionflow.Loader")
+        args = dict(source="dataset" if fetcher else self.source, pipeline=pipeline, batch_size=batch_size,
+                    shuffle=int(self.shuffle), drop_last=int(self.drop_last), seed=seed, num_threads=num_threads or 0,
+                    prefetch=prefetch, rank=-1 if rank is None else rank,
+                    world_size=-1 if world_size is None else world_size, on_error=_ON_ERROR[on_error],
+                    max_image_pixels=limit, device=device, device_memory_limit_bytes=device_memory_limit_bytes,
+                    strict_decode=bool(strict_decode), allow_empty=bool(allow_empty),
+                    sampler_drop_last=self.sampler_drop_last, torch_permutation=permutation == "torch",
+                    pin_memory=-1 if pin_memory is None else 2 if pin_memory else 0, output_device=output_device,
+                    device_decode=_DEVICE_DECODE[device_decode], deterministic=bool(deterministic),
+                    output_dtype=_DTYPES[dtype_name], memory_format=_MEMORY_FORMATS[format_name],
+                    semantics=semantics_value, repeated_augmentations=repeated_augmentations,
+                    shuffle_buffer=shuffle_buffer, dataset=fetcher, dataset_size=dataset_size,
+                    max_member_bytes=member_limit)
         try:
-            self._c = _c.open_loader(
-                "dataset" if fetcher else self.source, pipeline, batch_size=batch_size, shuffle=int(self.shuffle),
-                drop_last=int(self.drop_last), seed=seed, num_threads=num_threads or 0, prefetch=prefetch,
-                rank=-1 if rank is None else rank, world_size=-1 if world_size is None else world_size,
-                on_error=_ON_ERROR[on_error], max_image_pixels=limit, device=device,
-                device_memory_limit_bytes=device_memory_limit_bytes, strict_decode=bool(strict_decode),
-                allow_empty=bool(allow_empty), sampler_drop_last=self.sampler_drop_last,
-                torch_permutation=permutation == "torch",
-                pin_memory=-1 if pin_memory is None else int(pin_memory), output_device=output_device,
-                device_decode=_DEVICE_DECODE[device_decode], deterministic=bool(deterministic),
-                output_dtype=_DTYPES[dtype_name], memory_format=_MEMORY_FORMATS[format_name],
-                semantics=semantics_value, repeated_augmentations=repeated_augmentations,
-                shuffle_buffer=shuffle_buffer,
-                dataset=fetcher, dataset_size=dataset_size, open_progress=_log_open_progress,
-                max_member_bytes=member_limit)
+            self._c = _c.open_loader(open_progress=_log_open_progress, **args)
         except _errors.DeviceError as e:
             raise _errors.DeviceUnavailableError(f"fusionflow.Loader(device={device!r}): {e}", e.status) from None
+        self._pixel_spec = None if fetcher else {name: args[name] for name in PIXEL_ARGS}
         self._classes = self._c.classes
         with _open_lock:
             _open_loaders.add(self)
+        if pin_memory and not self._c.stats()["host_memory_pinned"]:
+            warnings.warn("fusionflow.Loader: pin_memory=True, but no GPU could pin the batches: they are in "
+                          "ordinary host memory (as DataLoader without an accelerator)", stacklevel=2)
 
     # -- sizes ---------------------------------------------------------------------------
 
@@ -706,6 +569,66 @@ class Loader:
         """True once close() ran."""
         return self._c is None or self._c.closed
 
+    # -- where scripts touch a DataLoader (_dataloader.py) --------------------------------
+
+    @property
+    def dataset(self):
+        """The data set, as a DataLoader's ``dataset``: for a folder, list or tar source a
+        :class:`fusionflow.SourceDataset` (torchvision ImageFolder's ``samples``, ``targets``,
+        ``classes``, ``class_to_idx``; ``dataset[i]`` is ``(image, label)`` as the pipeline makes
+        sample i in the current epoch; picklable, for DataLoader worker processes); for a
+        Python dataset source, that dataset itself."""
+        if self._user_dataset is not None:
+            return self._user_dataset
+        if self._pixel_spec is None:
+            return self.source
+        return self._dataloader_views()[0]
+
+    @property
+    def sampler(self):
+        """The order as a torch sampler shows it (:class:`fusionflow.Sampler`): ``len`` is
+        DistributedSampler's ``num_samples`` for this rank, iterating gives the dataset
+        indices the current epoch hands out, ``set_epoch(e)`` is ``loader.set_epoch(e)``."""
+        return self._dataloader_views()[1]
+
+    @property
+    def batch_sampler(self):
+        """The order cut into batches (:class:`fusionflow.BatchSampler`): ``sampler`` (the
+        same object as ``loader.sampler``), ``batch_size``, ``drop_last``, ``len`` (batches per
+        epoch), and a list of dataset indices per batch when iterated."""
+        return self._dataloader_views()[2]
+
+    def _dataloader_views(self):
+        if self._views is None:
+            self._open()
+            dataset = None if self._pixel_spec is None else SourceDataset(weakref.ref(self), self._pixel_spec,
+                                                                          self.output)
+            sampler = Sampler(self)
+            self._views = (dataset, sampler, BatchSampler(self, sampler))
+        return self._views
+
+    @property
+    def mixup_enabled(self):
+        """Whether the batch stage (``mixup_cutmix``) mixes: False without one. Setting
+        False (timm's train.py does at ``--mixup-off-epoch``, on its loader) turns the mixing
+        off from the next batch: images unmixed, targets the labels' smoothed one-hot rows,
+        as timm's Mixup with ``mixup_enabled = False``; True turns it back on (ValueError
+        without a batch stage)."""
+        if self._has_mix is None:
+            try:
+                self._open().mix_plan(0, 0)
+                self._has_mix = True
+            except ValueError:
+                self._has_mix = False
+        return self._has_mix and self._mix_on
+
+    @mixup_enabled.setter
+    def mixup_enabled(self, enabled):
+        if not enabled and not self.mixup_enabled and not self._has_mix:
+            return  # nothing to turn off, as timm's loader without a Mixup collate
+        self._open().set_mix_enabled(bool(enabled))
+        self._mix_on = bool(enabled)
+
     # -- iteration -----------------------------------------------------------------------
 
     def __iter__(self):
@@ -724,7 +647,6 @@ class Loader:
         (KeyboardInterrupt, SystemExit), whatever ``on_error`` says.
         """
         self._open()
-        self._resume_epoch = None
         self._iterations += 1
         return _EpochIterator(self, self._iterations)
 
@@ -767,6 +689,7 @@ class Loader:
             return None
         images, labels, indices, epoch, index = answer
         del answer
+        self._held_epoch = None
         self.last_batch = BatchInfo(epoch, index, indices)
         convert = self._convert
         if isinstance(images, list):  # views: one tensor per view
@@ -774,7 +697,7 @@ class Loader:
         return convert(images), convert(labels)
 
     def _raise_pending_exit(self):
-        """Raises, once, what a dataset raised that is not an Exception (see _DatasetFetcher)."""
+        """Raises, once, what a dataset raised that is not an Exception (see DatasetFetcher)."""
         fetcher = self._fetcher
         if fetcher is not None and fetcher.pending_exit is not None:
             e, fetcher.pending_exit = fetcher.pending_exit, None
@@ -786,9 +709,12 @@ class Loader:
         """Selects the epoch the next iteration runs, from its first batch (as
         DistributedSampler.set_epoch: the order and every random draw depend on
         (seed, epoch)). Setting the epoch that comes next anyway keeps the
-        batches already prepared. Right after ``load_state_dict``, setting the
-        restored epoch keeps the restored position (so the usual
-        ``for epoch in range(start, n): loader.set_epoch(epoch)`` resumes mid-epoch).
+        batches already prepared. Until the next batch is handed out, setting
+        the epoch the last ``set_epoch`` or ``load_state_dict`` chose again
+        changes nothing: a restored mid-epoch position is kept (so the usual
+        ``for epoch in range(start, n): loader.set_epoch(epoch)`` resumes
+        mid-epoch), and ``loader.set_epoch(e)`` and ``loader.sampler.set_epoch(e)``
+        may both be called (PyTorch Lightning calls the sampler's).
 
         Args:
             epoch (int): in [0, 2**64) (the library's uint64_t).
@@ -797,11 +723,10 @@ class Loader:
         if isinstance(epoch, bool) or not isinstance(epoch, int) or not 0 <= epoch < 1 << 64:
             raise ValueError(f"fusionflow: set_epoch: epoch must be a non-negative int below 2**64 (got {epoch!r})")
         c = self._open()
-        if self._resume_epoch is not None and self._resume_epoch == epoch:
-            self._resume_epoch = None
+        if self._held_epoch == epoch:
             return
-        self._resume_epoch = None
         c.set_epoch(epoch)
+        self._held_epoch = epoch
 
     def plan(self, index, epoch=None):
         """What the loader draws for sample ``index`` (its place in the data
@@ -811,7 +736,7 @@ class Loader:
         decoded, in full-image pixels, its DCT scale, the decoded size and the
         region's exact box in it) and "steps" (with views: "views", a dict per
         view with its "region" and "steps"), each {"op": name, ...}: crop
-        boxes, resizes, the flips drawn, every augmentation op with "arg" (as
+        boxes, resizes, the flips (one not drawn: ``"applied": False``, nothing to do), every augmentation op with "arg" (as
         torchvision's _apply_op calls it), "magnitude" and "sign", AugMix's
         weights. The keys are those of ff_loader_plan (fusionflow.h).
 
@@ -911,7 +836,7 @@ class Loader:
             raise ValueError(f"fusionflow: load_state_dict: position (epoch {epoch}, batch {batch}) is outside "
                              f"epochs [0, 2**64) and the {c.num_batches} batches of an epoch")
         c.seek(epoch, batch)
-        self._resume_epoch = epoch
+        self._held_epoch = epoch
 
     # -- statistics ----------------------------------------------------------------------
 
@@ -939,7 +864,17 @@ class Loader:
             offload_share (float): the scheduler's current device share, 0..1.
             device_decoder (str): what decodes device-placed samples ("libjpeg-turbo",
                 "nvjpeg-like", "nvjpeg-hardware", "nvjpeg-hybrid") or "none";
-                device_decoder_note (str): why it is "none".
+                device_decoder_note (str): why it is "none" (also when its failures
+                turned it off during the run).
+            decoders (str): which decoders decoded the samples handed out:
+                "libjpeg-turbo" (the CPU workers), the device decoder's name, both
+                joined by "+", or "none"; cpu_decodes, device_decodes (int): how
+                many each.
+            device_decode_failures, device_decode_failed_batches,
+                device_decode_small_batches (int): images a failed device decode
+                handed back to the CPU workers; batches whose device decode failed;
+                batches too small for the device decoder (nvJPEG hybrid: 50 or
+                fewer), decoded by the workers.
             output_upload_bytes (int): bytes that went up to output_device (the
                 host-prepared samples).
             device_download_bytes (int): bytes of device-prepared samples that came
@@ -947,7 +882,7 @@ class Loader:
                 are written in place).
             host_round_trips (int): device-prepared samples that went down and up again
                 (output_device another device than the offload device).
-            feeder_cpu_ns (int): CPU time of the device feeder thread (its waits sleep).
+            feeder_cpu_ns (int): CPU time of the device feeder's threads (their waits sleep).
             batch_stage_ns (int): the mixup_cutmix batch stage (consumer thread, in next();
                 with a device output_device its draws and soft labels: the images are
                 mixed on the device).
@@ -960,6 +895,7 @@ class Loader:
                 webdataset ignores them.
             node_group (str): the node group whose coordinator sets num_threads
                 (FF_NODE_GROUP, auto resolved), or "" when the loader runs alone.
+            host_memory_pinned (bool): the host batches are in pinned memory (pin_memory).
             op_costs (dict): per kind of op (``"resize"``, ``"fused_lut"``, ...):
                 calls, ns, pixels (ints), ns_per_image, ns_per_pixel (floats).
         """
@@ -1065,5 +1001,5 @@ def augment_image(path, pipeline, seed=0, epoch=0, index=0, output="numpy", sema
         if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 1 << 64:
             raise ValueError(f"fusionflow.augment_image: {name} must be an int in [0, 2**64) (got {value!r})")
     semantics_value = _semantics("augment_image", semantics)
-    convert = _converter(output)
+    convert = _converter(output, "fusionflow.augment_image")
     return convert(_c.augment_image(os.fspath(path), pipeline, seed, epoch, index, semantics_value))

@@ -990,6 +990,94 @@ static PyObject *loader_mix_plan(LoaderObject *self, PyObject *args) {
   return text;
 }
 
+/* ff_loader_sample_info(i) as (path, label): path as str (file-system
+ * encoding), label an int (-1: it comes with the bytes). */
+static PyObject *loader_sample_info(LoaderObject *self, PyObject *args) {
+  Py_ssize_t i;
+  if (!PyArg_ParseTuple(args, "n:sample_info", &i)) return NULL;
+  if (check_open(self)) return NULL;
+  if (i < 0) return raise_status(FF_EINVAL, "the sample index must be >= 0");
+  const char *path = NULL;
+  int64_t label = -1;
+  ff_status st = ff_loader_sample_info(self->core->loader, (size_t)i, &path, &label);
+  if (st != FF_OK) return raise_status(st, ff_loader_errmsg(self->core->loader));
+  return Py_BuildValue("(NL)", PyUnicode_DecodeFSDefault(path), (long long)label);
+}
+
+/* ff_loader_sample_images(i, epoch) as (images, label): images a Tensor, or
+ * a list of one per view; the tensors own the sample's memory. */
+static PyObject *loader_sample_images(LoaderObject *self, PyObject *args) {
+  Py_ssize_t i;
+  unsigned long long epoch;
+  if (!PyArg_ParseTuple(args, "nK:sample_images", &i, &epoch)) return NULL;
+  if (check_open(self)) return NULL;
+  if (i < 0) return raise_status(FF_EINVAL, "the sample index must be >= 0");
+  ff_loader *l = self->core->loader;
+  size_t views = ff_loader_num_views(l);
+  ff_tensor *t = calloc(views, sizeof *t);
+  if (!t) return PyErr_NoMemory();
+  int64_t label = -1;
+  ff_status st;
+  Py_BEGIN_ALLOW_THREADS
+  st = ff_loader_sample_images(l, (size_t)i, epoch, t, views, &label);
+  Py_END_ALLOW_THREADS
+  if (st != FF_OK) {
+    free(t);
+    return raise_status(st, ff_loader_errmsg(l));
+  }
+  owner *o = owner_new(NULL, t[0].data, NULL);
+  if (!o) {
+    ff_free(t[0].data);
+    free(t);
+    return PyErr_NoMemory();
+  }
+  PyObject *images = views > 1 ? PyList_New((Py_ssize_t)views) : tensor_new(o, &t[0]);
+  for (size_t v = 0; views > 1 && images && v < views; v++) {
+    PyObject *x = tensor_new(o, &t[v]);
+    if (!x) Py_CLEAR(images);
+    else PyList_SetItem(images, (Py_ssize_t)v, x); /* steals x */
+  }
+  owner_decref(o); /* the tensors hold it now */
+  free(t);
+  return images ? Py_BuildValue("(NL)", images, (long long)label) : NULL;
+}
+
+/* ff_loader_epoch_order(epoch) as a list of int. */
+static PyObject *loader_epoch_order(LoaderObject *self, PyObject *args) {
+  unsigned long long epoch;
+  if (!PyArg_ParseTuple(args, "K:epoch_order", &epoch)) return NULL;
+  if (check_open(self)) return NULL;
+  size_t n = self->num_samples;
+  int64_t *order = malloc((n ? n : 1) * sizeof *order);
+  if (!order) return PyErr_NoMemory();
+  ff_status st;
+  Py_BEGIN_ALLOW_THREADS
+  st = ff_loader_epoch_order(self->core->loader, epoch, order, n);
+  Py_END_ALLOW_THREADS
+  if (st != FF_OK) {
+    free(order);
+    return raise_status(st, ff_loader_errmsg(self->core->loader));
+  }
+  PyObject *list = PyList_New((Py_ssize_t)n);
+  for (size_t k = 0; list && k < n; k++) {
+    PyObject *x = PyLong_FromLongLong(order[k]);
+    if (!x) Py_CLEAR(list);
+    else PyList_SetItem(list, (Py_ssize_t)k, x); /* steals x */
+  }
+  free(order);
+  return list;
+}
+
+/* ff_loader_set_mix_enabled(enabled). */
+static PyObject *loader_set_mix_enabled(LoaderObject *self, PyObject *args) {
+  int enabled;
+  if (!PyArg_ParseTuple(args, "p:set_mix_enabled", &enabled)) return NULL;
+  if (check_open(self)) return NULL;
+  ff_status st = ff_loader_set_mix_enabled(self->core->loader, enabled);
+  if (st != FF_OK) return raise_status(st, ff_loader_errmsg(self->core->loader));
+  Py_RETURN_NONE;
+}
+
 /* (epoch, batch) of the batch the next next() hands out. */
 static PyObject *loader_position_body(LoaderObject *self, PyObject *unused) {
   (void)unused;
@@ -1049,7 +1137,8 @@ static PyObject *loader_stats_body(LoaderObject *self, PyObject *unused) {
     Py_XDECREF(skipped);
     return NULL;
   }
-  return Py_BuildValue("{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:i,s:N,s:N,s:s,s:K,s:K,s:K,s:n,s:n,s:d,s:K,s:K,s:N,s:s,s:s,s:K,s:K,s:K,s:K,s:K,s:K,s:s,s:K}",
+  return Py_BuildValue("{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:i,s:N,s:N,s:s,s:K,s:K,s:K,s:n,s:n,s:d,s:K,s:K,s:N,s:s,s:s,s:K,s:K,s:K,s:K,s:K,s:K,s:s,"
+                       "s:s,s:K,s:K,s:K,s:K,s:K,s:N,s:K}",
                        "batches", (unsigned long long)s.batches,
                        "samples", (unsigned long long)s.samples, "read_ns", (unsigned long long)s.read_ns,
                        "decode_ns", (unsigned long long)s.decode_ns, "ops_ns", (unsigned long long)s.ops_ns,
@@ -1070,6 +1159,13 @@ static PyObject *loader_stats_body(LoaderObject *self, PyObject *unused) {
                        "batch_stage_ns", (unsigned long long)s.batch_stage_ns,
                        "source_ignored_files", (unsigned long long)s.source_ignored_files,
                        "node_group", s.node_group ? s.node_group : "",
+                       "decoders", s.decoders ? s.decoders : "none",
+                       "cpu_decodes", (unsigned long long)s.cpu_decodes,
+                       "device_decodes", (unsigned long long)s.device_decodes,
+                       "device_decode_failures", (unsigned long long)s.device_decode_failures,
+                       "device_decode_failed_batches", (unsigned long long)s.device_decode_failed_batches,
+                       "device_decode_small_batches", (unsigned long long)s.device_decode_small_batches,
+                       "host_memory_pinned", PyBool_FromLong(s.host_memory_pinned),
                        "source_ignored_members", (unsigned long long)s.source_ignored_members);
 }
 
@@ -1161,6 +1257,13 @@ static PyMethodDef loader_methods[] = {
     {"mix_plan", (PyCFunction)loader_mix_plan, METH_VARARGS,
      "mix_plan(epoch, batch) -> JSON text of ff_loader_mix_plan (the batch stage's draws)"},
     {"stats", (PyCFunction)loader_stats, METH_NOARGS, "stats() -> dict"},
+    {"sample_info", (PyCFunction)loader_sample_info, METH_VARARGS,
+     "sample_info(i) -> (path, label) of ff_loader_sample_info"},
+    {"sample_images", (PyCFunction)loader_sample_images, METH_VARARGS,
+     "sample_images(i, epoch) -> (images, label) of ff_loader_sample_images"},
+    {"epoch_order", (PyCFunction)loader_epoch_order, METH_VARARGS,
+     "epoch_order(epoch) -> list of the dataset indices of ff_loader_epoch_order"},
+    {"set_mix_enabled", (PyCFunction)loader_set_mix_enabled, METH_VARARGS, "set_mix_enabled(enabled)"},
     {"held", (PyCFunction)loader_held, METH_NOARGS, "held() -> batches handed out and still referenced"},
     {"set_device_free_bytes", (PyCFunction)loader_set_device_free_bytes, METH_VARARGS,
      "set_device_free_bytes(n): the device memory the trainer can spare, in bytes (-1: the device's own "
@@ -1190,31 +1293,46 @@ static PyType_Spec loader_spec = {"fusionflow._fusionflow.CLoader", sizeof(Loade
 
 /* ---------------------------------------------------------------- module */
 
+/* The arguments augment_image and image_plan share: (path, pipeline, seed=0, epoch=0, index=0,
+ * semantics=0); format names the function. 1, with a->path and a->pipeline bytes to release
+ * (image_args_release), or 0 with the exception set. */
+typedef struct image_args {
+  PyObject *path, *pipeline;
+  unsigned long long seed, epoch, index;
+  int semantics;
+} image_args;
+
+static int image_args_parse(PyObject *args, PyObject *kwargs, const char *format, image_args *a) {
+  static char *kwlist[] = {"path", "pipeline", "seed", "epoch", "index", "semantics", NULL};
+  PyObject *pipeline_obj;
+  *a = (image_args){.semantics = FF_SEMANTICS_V1};
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, format, kwlist, PyUnicode_FSConverter, &a->path, &pipeline_obj,
+                                   &a->seed, &a->epoch, &a->index, &a->semantics))
+    return 0;
+  a->pipeline = pipeline_text(pipeline_obj);
+  if (a->pipeline) return 1;
+  Py_DECREF(a->path);
+  return 0;
+}
+
+static void image_args_release(image_args *a) {
+  Py_DECREF(a->path);
+  Py_DECREF(a->pipeline);
+}
+
 static PyObject *mod_augment_image(PyObject *module, PyObject *args, PyObject *kwargs) {
   (void)module;
-  static char *kwlist[] = {"path", "pipeline", "seed", "epoch", "index", "semantics", NULL};
-  PyObject *path_obj, *pipeline_obj;
-  unsigned long long seed = 0, epoch = 0, index = 0;
-  int semantics = FF_SEMANTICS_V1;
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O&U|KKKi:augment_image", kwlist, PyUnicode_FSConverter, &path_obj,
-                                   &pipeline_obj, &seed, &epoch, &index, &semantics))
-    return NULL;
-  PyObject *pipeline = pipeline_text(pipeline_obj);
-  if (!pipeline) {
-    Py_DECREF(path_obj);
-    return NULL;
-  }
+  image_args a;
+  if (!image_args_parse(args, kwargs, "O&U|KKKi:augment_image", &a)) return NULL;
   uint8_t *pixels = NULL;
   int h = 0, w = 0;
   char err[MSG_MAX] = "";
   ff_status st;
   Py_BEGIN_ALLOW_THREADS
-  st = ff_image_augment_as(PyBytes_AsString(path_obj), PyBytes_AsString(pipeline), (ff_semantics)semantics, seed,
-                           epoch, index,
-                           &pixels, &h, &w, err, sizeof err);
+  st = ff_image_augment_as(PyBytes_AsString(a.path), PyBytes_AsString(a.pipeline), (ff_semantics)a.semantics, a.seed,
+                           a.epoch, a.index, &pixels, &h, &w, err, sizeof err);
   Py_END_ALLOW_THREADS
-  Py_DECREF(path_obj);
-  Py_DECREF(pipeline);
+  image_args_release(&a);
   if (st != FF_OK) return raise_status(st, err);
   owner *o = owner_new(NULL, pixels, NULL);
   if (!o) {
@@ -1224,6 +1342,24 @@ static PyObject *mod_augment_image(PyObject *module, PyObject *args, PyObject *k
   ff_tensor t = {pixels, FF_UINT8, FF_NHWC, 3, {h, w, 3, 0}, {(int64_t)w * 3, 3, 1, 0}};
   PyObject *r = tensor_new(o, &t);
   owner_decref(o);
+  return r;
+}
+
+/* ff_image_plan_as: what augment_image draws for that sample, as JSON text (fusionflow.check replays it). */
+static PyObject *mod_image_plan(PyObject *module, PyObject *args, PyObject *kwargs) {
+  (void)module;
+  image_args a;
+  if (!image_args_parse(args, kwargs, "O&U|KKKi:image_plan", &a)) return NULL;
+  char *json = NULL, err[MSG_MAX] = "";
+  ff_status st;
+  Py_BEGIN_ALLOW_THREADS
+  st = ff_image_plan_as(PyBytes_AsString(a.path), PyBytes_AsString(a.pipeline), (ff_semantics)a.semantics, a.seed,
+                        a.epoch, a.index, &json, err, sizeof err);
+  Py_END_ALLOW_THREADS
+  image_args_release(&a);
+  if (st != FF_OK) return raise_status(st, err);
+  PyObject *r = PyUnicode_FromString(json);
+  ff_free(json);
   return r;
 }
 
@@ -1317,6 +1453,8 @@ static PyMethodDef module_methods[] = {
      "            open_progress: callable(dict of ff_open_progress) while a streamed source opens)"},
     {"augment_image", (PyCFunction)(void (*)(void))mod_augment_image, METH_VARARGS | METH_KEYWORDS,
      "augment_image(path, pipeline, seed=0, epoch=0, index=0, semantics=0) -> Tensor (H, W, 3) uint8"},
+    {"image_plan", (PyCFunction)(void (*)(void))mod_image_plan, METH_VARARGS | METH_KEYWORDS,
+     "image_plan(path, pipeline, seed=0, epoch=0, index=0, semantics=0) -> JSON text of ff_image_plan_as"},
     {"_set_exception_factory", mod_set_exception_factory, METH_O, NULL},
     {"version", mod_version, METH_NOARGS, "version() -> the linked library's 'MAJOR.MINOR.PATCH'"},
     {"status_str", mod_status_str, METH_O, "status_str(status) -> the library's name of a status"},

@@ -5,11 +5,14 @@
 #include <errno.h>
 #include <getopt.h>
 #include <math.h>
+#include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli/cli.h"
+#include "core/nearest.h"
 #include "fusionflow/fusionflow.h"
 
 int ff__cli_parse_long(const char *cmd, const char *opt, const char *s, long min, long max, long *out) {
@@ -62,45 +65,16 @@ void ff__cli_print_plan(const char *json, int one_line) {
   if (one_line) putchar('\n');
 }
 
-/* Edits (insertions, deletions, substitutions) from a to b, at most 63 characters of each. */
-static int edit_distance(const char *a, size_t na, const char *b) {
-  size_t nb = strlen(b);
-  if (na > 63 || nb > 63) return 64;
-  int row[64];
-  for (size_t j = 0; j <= nb; j++) row[j] = (int)j;
-  for (size_t i = 1; i <= na; i++) {
-    int diag = row[0];
-    row[0] = (int)i;
-    for (size_t j = 1; j <= nb; j++) {
-      int up = row[j], best = diag + (a[i - 1] != b[j - 1]);
-      if (up + 1 < best) best = up + 1;
-      if (row[j - 1] + 1 < best) best = row[j - 1] + 1;
-      diag = up, row[j] = best;
-    }
-  }
-  return row[nb];
-}
-
-/* The long option nearest to name[0..n) when it is near enough to be a typo, else NULL. */
-static const char *nearest_option(const char *name, size_t n, const struct option *opts) {
-  const char *best = NULL;
-  int limit = n <= 2 ? 1 : n / 3 > 2 ? (int)(n / 3) : 2, best_d = limit + 1; /* "gird" -> "grid": 2 edits */
-  for (const struct option *o = opts; o->name; o++) {
-    int d = edit_distance(name, n, o->name);
-    if (d < best_d) best = o->name, best_d = d;
-  }
-  return best;
-}
-
-int ff__cli_getopt(int argc, char **argv, const struct option *opts, int *li) {
+int ff__cli_getopt(int argc, char **argv, const struct option *opts, int *li, const char *help) {
   opterr = 0; /* the messages are ours: one line, not getopt's and then the whole help */
   int c = getopt_long(argc, argv, "h", opts, li);
   if (c != '?') return c;
   const char *cmd = argv[0], *arg = optind > 0 && optind <= argc ? argv[optind - 1] : "";
+  if (!help) help = cmd;
   const char *name = arg + strspn(arg, "-");
   size_t n = strcspn(name, "="), shown = (size_t)(name - arg) + n;
   if (optopt && !strncmp(arg, "--", 2)) { /* a long option without its value */
-    fprintf(stderr, "%s: %.*s expects a value; see '%s --help'\n", cmd, (int)shown, arg, cmd);
+    fprintf(stderr, "%s: %.*s expects a value; see '%s --help'\n", cmd, (int)shown, arg, help);
     return '?';
   }
   char alternatives[256] = "";
@@ -110,14 +84,24 @@ int ff__cli_getopt(int argc, char **argv, const struct option *opts, int *li) {
       size_t used = strlen(alternatives);
       snprintf(alternatives + used, sizeof alternatives - used, "%s--%s", prefixed++ ? ", " : "", o->name);
     }
-  const char *near = nearest_option(name, n, opts);
+  const char *near = ff__nearest_name(name, n, opts, SIZE_MAX, sizeof *opts, NULL);
   if (prefixed > 1)
     fprintf(stderr, "%s: ambiguous option '%.*s' (%s); see '%s --help'\n", cmd, (int)shown, arg, alternatives,
-            cmd);
+            help);
   else if (near)
     fprintf(stderr, "%s: unknown option '%.*s' (did you mean '--%s'?); see '%s --help'\n", cmd, (int)shown, arg,
-            near, cmd);
+            near, help);
   else
-    fprintf(stderr, "%s: unknown option '%.*s'; see '%s --help'\n", cmd, (int)shown, arg, cmd);
+    fprintf(stderr, "%s: unknown option '%.*s'; see '%s --help'\n", cmd, (int)shown, arg, help);
   return '?';
+}
+
+int ff__cli_usage_error(const char *cmd, const char *help, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  fprintf(stderr, "%s: ", cmd);
+  vfprintf(stderr, fmt, ap);
+  fprintf(stderr, "; see '%s --help'\n", help ? help : cmd);
+  va_end(ap);
+  return 2;
 }

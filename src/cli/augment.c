@@ -103,7 +103,7 @@ int ff__cli_augment(int argc, char **argv) {
   uint64_t seed = 0, epoch = 0, index = 0, grid = 0;
   int c, li = 0, print_plans = 0, semantics = 0;
   optind = 1;
-  while ((c = ff__cli_getopt(argc, argv, opts, &li)) != -1) {
+  while ((c = ff__cli_getopt(argc, argv, opts, &li, NULL)) != -1) {
     switch (c) {
     case 'p': pipeline = optarg; break;
     case 's': if (!parse_u64("--seed", optarg, &seed)) return 2; break;
@@ -122,11 +122,11 @@ int ff__cli_augment(int argc, char **argv) {
     default: return 2; /* ff__cli_getopt said why */
     }
   }
-  if (argc - optind != 2 || !pipeline) {
-    fprintf(stderr, "fusionflow augment: %s\n\n", !pipeline ? "--pipeline is required" : "expected IN and OUT");
-    augment_usage(stderr);
-    return 2;
-  }
+  if (argc - optind != 2 || !pipeline)
+    return ff__cli_usage_error("fusionflow augment", NULL, "%s",
+                               !pipeline              ? "--pipeline is required"
+                               : argc - optind < 2    ? "expects IN and OUT (the image, and the PNG to write)"
+                                                      : "expects only IN and OUT");
   const char *in = argv[optind], *out = argv[optind + 1];
   const char *base = strrchr(out, '/'), *ext = strrchr(base ? base : out, '.');
   if (ext && ext != (base ? base + 1 : out) && strcasecmp(ext, ".png")) {

@@ -102,6 +102,8 @@ static void bench_usage(FILE *f) {
           "                        are dropped and counted\n"
           "  --per-batch           with --json: add each batch's placement and times\n"
           "  --json                print the summary as one JSON object on stdout\n"
+          "  --verbose             after a run on the CPU alone, a line on whether a GPU could\n"
+          "                        take the deficit here (the CUDA executor, the GPUs it sees)\n"
           "  -h, --help            show this help\n"
           "\n"
           "The report goes to stderr (with a progress bar on a terminal); --json prints one JSON\n"
@@ -176,16 +178,17 @@ static void json_string(FILE *f, const char *s) {
   fputc('"', f);
 }
 
-/* After a CPU-only run: whether offload could have helped here. */
-static void report_gpus(void) {
+/* After a run on the CPU alone, with --verbose (or --device auto that found
+ * none): whether offload could have helped here, in one line. */
+static void report_gpus(const char *device) {
   ff__error err = {0};
   int gpus = ff__device_cuda_gpus(&err);
   if (gpus < 0)
-    fprintf(stderr, "device: cpu; this build has no CUDA executor (nvcc was not found when it was built)\n");
+    fprintf(stderr, "device: %s; this build has no CUDA executor (nvcc was not found when it was built)\n", device);
   else if (!gpus)
-    fprintf(stderr, "device: cpu; the CUDA executor is built in, but %s\n", err.msg);
+    fprintf(stderr, "device: %s; the CUDA executor is built in, but %s\n", device, err.msg);
   else
-    fprintf(stderr, "device: cpu; %d GPU%s here: --device auto offloads the CPU's deficit\n", gpus,
+    fprintf(stderr, "device: %s; %d GPU%s here: --device auto offloads the CPU's deficit\n", device, gpus,
             gpus == 1 ? "" : "s");
 }
 
@@ -227,7 +230,7 @@ int ff__cli_bench(int argc, char **argv) {
          O_NOSHUFFLE, O_DROPLAST, O_RANK, O_WORLD, O_STEP, O_ONERROR, O_MAXPIX, O_JSON, O_DEVICE, O_DEVMEM,
          O_TRACE, O_TRACE_EVENTS, O_PER_BATCH, O_SCANS, O_METADATA, O_STRICT, O_ALLOW_EMPTY, O_SAMPLER_DROPLAST,
          O_PERMUTATION, O_DEVDECODE, O_DETERMINISTIC, O_OUTDEV, O_DTYPE, O_MEMFMT, O_SEMANTICS, O_SHUFFLE_BUFFER, O_RECIPE,
-         O_NUM_CLASSES, O_REPEATS, O_MEMBER };
+         O_NUM_CLASSES, O_REPEATS, O_MEMBER, O_VERBOSE };
   static const struct option opts[] = {
       {"source", required_argument, 0, O_SOURCE},     {"pipeline", required_argument, 0, O_PIPELINE},
       {"batch-size", required_argument, 0, O_BATCH},  {"batches", required_argument, 0, O_BATCHES},
@@ -252,18 +255,19 @@ int ff__cli_bench(int argc, char **argv) {
       {"shuffle-buffer", required_argument, 0, O_SHUFFLE_BUFFER},
       {"recipe", required_argument, 0, O_RECIPE},     {"num-classes", required_argument, 0, O_NUM_CLASSES},
       {"repeated-augmentations", required_argument, 0, O_REPEATS},
+      {"verbose", no_argument, 0, O_VERBOSE},
       {0, 0, 0, 0}};
   ff_config cfg;
   ff_config_init(&cfg);
   cfg.pipeline = DEFAULT_PIPELINE;
   long batches = 0, epochs = 1, warmup = 0, trace_events = 0, v;
   double step_ms = 0;
-  int json = 0, per_batch = 0, c, li = 0;
+  int json = 0, per_batch = 0, verbose = 0, c, li = 0;
   const char *trace = NULL, *recipe = NULL;
   long num_classes = 0, repeats = -1;
   int pipeline_given = 0;
   optind = 1;
-  while ((c = ff__cli_getopt(argc, argv, opts, &li)) != -1) {
+  while ((c = ff__cli_getopt(argc, argv, opts, &li, NULL)) != -1) {
     const char *name = opts[li].name;
     switch (c) {
     case O_SOURCE: cfg.source = optarg; break;
@@ -314,6 +318,7 @@ int ff__cli_bench(int argc, char **argv) {
       }
       break;
     case O_JSON: json = 1; break;
+    case O_VERBOSE: verbose = 1; break;
     case O_DEVICE: cfg.device = optarg; break;
     case O_DEVMEM: if (!parse_size(name, optarg, &cfg.device_memory_limit_bytes)) return 2; break;
     case O_MEMBER: {
@@ -368,10 +373,7 @@ int ff__cli_bench(int argc, char **argv) {
     default: return 2; /* ff__cli_getopt said why */
     }
   }
-  if (optind < argc) {
-    fprintf(stderr, "fusionflow bench: unexpected argument '%s'\n", argv[optind]);
-    return 2;
-  }
+  if (optind < argc) return ff__cli_usage_error("fusionflow bench", NULL, "unexpected argument '%s'", argv[optind]);
   char recipe_text[4096];
   if (recipe && !recipe_pipeline(recipe, pipeline_given, (int)num_classes, recipe_text, sizeof recipe_text, &cfg))
     return 2;
@@ -380,11 +382,9 @@ int ff__cli_bench(int argc, char **argv) {
     return 2;
   }
   if (repeats >= 0) cfg.repeated_augmentations = (int)repeats;
-  if (!cfg.source) {
-    fprintf(stderr, "fusionflow bench: --source is required (imagefolder:DIR, list:FILE, a folder or a .tsv/.txt file)\n\n");
-    bench_usage(stderr);
-    return 2;
-  }
+  if (!cfg.source)
+    return ff__cli_usage_error("fusionflow bench", NULL, "--source is required (imagefolder:DIR, list:FILE, "
+                               "tar:PATTERN, a folder or a .tsv/.txt file)");
   if (per_batch && !json) {
     fprintf(stderr, "fusionflow bench: --per-batch goes with --json\n");
     return 2;
@@ -560,8 +560,16 @@ int ff__cli_bench(int argc, char **argv) {
     json_string(stdout, end.device_decoder);
     printf(", \"device_decoder_note\": ");
     json_string(stdout, end.device_decoder_note);
-    printf(", \"device_decode_fallbacks\": %llu, \"placements\": {",
+    printf(", \"device_decode_fallbacks\": %llu, \"decoders\": ",
            (unsigned long long)(end.device_decode_fallbacks - base.device_decode_fallbacks));
+    json_string(stdout, end.decoders);
+    printf(", \"cpu_decodes\": %llu, \"device_decodes\": %llu, \"device_decode_failures\": %llu, "
+           "\"device_decode_failed_batches\": %llu, \"device_decode_small_batches\": %llu, \"placements\": {",
+           (unsigned long long)(end.cpu_decodes - base.cpu_decodes),
+           (unsigned long long)(end.device_decodes - base.device_decodes),
+           (unsigned long long)(end.device_decode_failures - base.device_decode_failures),
+           (unsigned long long)(end.device_decode_failed_batches - base.device_decode_failed_batches),
+           (unsigned long long)(end.device_decode_small_batches - base.device_decode_small_batches));
     static const char *const placement_names[FF_PLACEMENTS] = {"cpu", "split", "device"};
     for (int p = 0; p < FF_PLACEMENTS; p++) {
       uint64_t n = end.placement_samples[p] - base.placement_samples[p];
@@ -612,14 +620,25 @@ int ff__cli_bench(int argc, char **argv) {
             step_ms > 0 ? ": the training step's stall"
                         : ": expected, the consumer only waits (--step-ms N stands in for a training step)");
     if (strcmp(end.device, "cpu"))
+      fprintf(stderr, "decoders: %s (%llu images on the CPU workers, %llu on the device%s%s)\n", end.decoders,
+              (unsigned long long)(end.cpu_decodes - base.cpu_decodes),
+              (unsigned long long)(end.device_decodes - base.device_decodes),
+              strcmp(end.device_decoder, "none") ? "" : "; device decode off: ",
+              strcmp(end.device_decoder, "none") ? "" : end.device_decoder_note);
+    else  /* a CPU run names no device (the JSON keeps every field) */
+      fprintf(stderr, "decoders: %s (%llu images)\n", end.decoders,
+              (unsigned long long)(end.cpu_decodes - base.cpu_decodes));
+    if (strcmp(end.device, "cpu"))
       fprintf(stderr, "device %s: %.0f%% of the samples (%llu), %.2f s device time, %llu fell back to the CPU; "
               "pool peak %.1f of %.1f MiB\n", end.device, 100 * device_share, (unsigned long long)dev_samples,
               device_s, (unsigned long long)fallbacks, end.device_pool_peak_bytes / 1048576.0,
               end.device_pool_limit_bytes / 1048576.0);
+    else if (cfg.device && !strcmp(cfg.device, "auto") && verbose)
+      report_gpus("none (auto found no usable GPU), the CPU alone");
     else if (cfg.device && !strcmp(cfg.device, "auto"))
       fprintf(stderr, "device: none (auto found no usable GPU), the CPU alone\n");
-    else
-      report_gpus();
+    else if (verbose)
+      report_gpus("cpu");
   }
   if (trace)
     fprintf(stderr, "trace: %zu events in %s%s\n", trace_kept, trace,

@@ -16,6 +16,8 @@ int ff__cli_plan(int argc, char **argv);
 int ff__cli_node(int argc, char **argv);
 int ff__cli_recipe(int argc, char **argv);
 int ff__cli_shards(int argc, char **argv);
+int ff__cli_ops(int argc, char **argv);
+int ff__cli_check(int argc, char **argv);
 
 /* Parses the value s of option --opt of `fusionflow cmd` as a decimal
  * integer in [min, max]; on failure says so on stderr and returns 0. */
@@ -53,9 +55,17 @@ int ff__cli_parse_semantics(const char *cmd, const char *s, int *out);
 /* getopt_long over the long options opts (and -h) that reports a mistake
  * itself in one line on stderr, naming the command (argv[0]): an unknown
  * option with the nearest known one ("did you mean '--batch-size'?"), or a
- * missing value; then returns '?'. Otherwise what getopt_long returns. */
+ * missing value, then "see 'HELP --help'" (help: the command line that shows
+ * the options; NULL: argv[0]); then returns '?'. Otherwise what getopt_long
+ * returns. */
 struct option;
-int ff__cli_getopt(int argc, char **argv, const struct option *opts, int *li);
+int ff__cli_getopt(int argc, char **argv, const struct option *opts, int *li, const char *help);
+
+/* A usage mistake in one line on stderr: "CMD: MESSAGE; see 'HELP --help'"
+ * (help NULL: cmd), MESSAGE from the printf format fmt. Returns 2, the
+ * usage exit status. */
+int ff__cli_usage_error(const char *cmd, const char *help, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 
 /* An open that may read a streamed tar: source, from the command line
  * (opening.c): ff__cli_opening_start(&o, "fusionflow CMD") before it, the

@@ -150,7 +150,7 @@ static int node_status(int argc, char **argv) {
                                        {0, 0, 0, 0}};
   int watch = 0, json = 0, c, li;
   long interval_ms = 1000, count = 0;
-  while ((c = ff__cli_getopt(argc, argv, opts, &li)) != -1) {
+  while ((c = ff__cli_getopt(argc, argv, opts, &li, NULL)) != -1) {
     switch (c) {
     case O_WATCH: watch = 1; break;
     case O_INTERVAL:
@@ -165,11 +165,8 @@ static int node_status(int argc, char **argv) {
     default: return 2;
     }
   }
-  if (optind + 1 != argc) {
-    fprintf(stderr, "%s: expects one GROUP%s\n\n", argv[0], optind < argc ? " (and nothing after it)" : "");
-    node_usage(stderr);
-    return 2;
-  }
+  if (optind + 1 != argc)
+    return ff__cli_usage_error(argv[0], NULL, "expects one GROUP%s", optind < argc ? " (and nothing after it)" : "");
   const char *group = argv[optind];
   char resolved[FF__COORD_GROUP_MAX];
   if (ff__coord_group_auto(group)) {
@@ -220,15 +217,10 @@ static int node_status(int argc, char **argv) {
 }
 
 int ff__cli_node(int argc, char **argv) {
-  if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
-    node_usage(argc < 2 ? stderr : stdout);
-    return argc < 2 ? 2 : 0;
-  }
-  if (strcmp(argv[1], "status")) {
-    fprintf(stderr, "%s: unknown subcommand '%s' (known: status)\n\n", argv[0], argv[1]);
-    node_usage(stderr);
-    return 2;
-  }
+  if (argc < 2) return ff__cli_usage_error("fusionflow node", NULL, "expects a subcommand: status GROUP");
+  if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) return node_usage(stdout), 0;
+  if (strcmp(argv[1], "status"))
+    return ff__cli_usage_error("fusionflow node", NULL, "unknown subcommand '%s' (the one there is: status)", argv[1]);
   argv[1] = "fusionflow node status";
   return node_status(argc - 1, argv + 1);
 }

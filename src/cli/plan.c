@@ -59,7 +59,7 @@ int ff__cli_plan(int argc, char **argv) {
   int json = 0, c, li = 0, semantics = 0;
   const char *cmd = "fusionflow plan";
   optind = 1;
-  while ((c = ff__cli_getopt(argc, argv, opts, &li)) != -1) {
+  while ((c = ff__cli_getopt(argc, argv, opts, &li, NULL)) != -1) {
     const char *name = c > 0 && c <= O_DROP ? opts[c - 1].name : "";
     switch (c) {
     case O_SOURCE: cfg.source = optarg; break;
@@ -76,13 +76,11 @@ int ff__cli_plan(int argc, char **argv) {
     default: return 2; /* ff__cli_getopt said why */
     }
   }
-  if (optind != argc || !cfg.source || !cfg.pipeline || index < 0) {
-    fprintf(stderr, "%s: %s\n\n", cmd,
-            optind != argc ? "unexpected argument" : !cfg.source ? "--source is required"
-                                                  : !cfg.pipeline ? "--pipeline is required" : "--index is required");
-    plan_usage(stderr);
-    return 2;
-  }
+  if (optind != argc)
+    return ff__cli_usage_error(cmd, NULL, "unexpected argument '%s'", argv[optind]);
+  if (!cfg.source || !cfg.pipeline || index < 0)
+    return ff__cli_usage_error(cmd, NULL, "%s is required",
+                               !cfg.source ? "--source" : !cfg.pipeline ? "--pipeline" : "--index");
   cfg.seed = (uint64_t)seed;
   cfg.semantics = (ff_semantics)semantics;
   cfg.batch_size = (int)batch, cfg.num_threads = 1, cfg.prefetch = 1, cfg.shuffle = 0;

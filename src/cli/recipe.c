@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "core/nearest.h"
 #include "fusionflow/fusionflow.h"
 
 static void usage(FILE *f) {
@@ -33,10 +34,16 @@ int ff__cli_recipe_pipeline(const char *cmd, const char *name, int num_classes, 
   const ff_recipe *r = ff_recipe_find(name);
   size_t len = 0;
   if (!r) {
-    fprintf(stderr, "fusionflow %s: unknown recipe '%s' (recipes:", cmd, name);
-    for (size_t i = 0; ff_recipe_at(i); i++)
-      fprintf(stderr, " %s", ff_recipe_at(i)->name);
-    fprintf(stderr, ")\n");
+    const char *names[64];
+    char list[512] = "";
+    size_t n = 0;
+    for (; n < 64 && ff_recipe_at(n); n++) {
+      names[n] = ff_recipe_at(n)->name;
+      snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", n ? ", " : "", names[n]);
+    }
+    const char *near = ff__nearest_name(name, strlen(name), names, n, sizeof names[0], NULL);
+    fprintf(stderr, "fusionflow %s: unknown recipe '%s' (%s%s%s); see 'fusionflow recipe --list'\n", cmd, name,
+            near ? "did you mean '" : "recipes: ", near ? near : list, near ? "'?" : "");
     return 0;
   }
   if (ff_recipe_pipeline(r, num_classes, buf, size, &len)) /* FF_EPIPELINE: the arguments are valid */
@@ -71,7 +78,7 @@ int ff__cli_recipe(int argc, char **argv) {
                                        {0, 0, 0, 0}};
   int list = 0, c, li;
   long num_classes = 0;
-  while ((c = ff__cli_getopt(argc, argv, opts, &li)) != -1) {
+  while ((c = ff__cli_getopt(argc, argv, opts, &li, NULL)) != -1) {
     if (c == 'h') return usage(stdout), 0;
     if (c == 'l')
       list = 1;
@@ -91,10 +98,7 @@ int ff__cli_recipe(int argc, char **argv) {
     }
     return 0;
   }
-  if (optind != argc - 1) {
-    fprintf(stderr, "%s: give one recipe NAME or --list\n", argv[0]);
-    return 2;
-  }
+  if (optind != argc - 1) return ff__cli_usage_error(argv[0], NULL, "give one recipe NAME or --list");
   const ff_recipe *r;
   char pipeline[4096];
   if (!ff__cli_recipe_pipeline("recipe", argv[optind], (int)num_classes, pipeline, sizeof pipeline, &r)) return 2;

@@ -35,6 +35,7 @@
 
 #include "cli/cli.h"
 #include "core/bytes.h"
+#include "core/nearest.h"
 #include "exec/cpu.h"
 #include "source/source.h"
 #include "source/tar.h"
@@ -192,7 +193,7 @@ static int shards_make(int argc, char **argv) {
   const char *prefix = "shard", *cmd = "shards make";
   int c, li = 0;
   optind = 1;
-  while ((c = ff__cli_getopt(argc, argv, opts, &li)) != -1) {
+  while ((c = ff__cli_getopt(argc, argv, opts, &li, NULL)) != -1) {
     switch (c) {
     case O_SIZE: {
       char v[64];
@@ -220,8 +221,7 @@ static int shards_make(int argc, char **argv) {
     }
   }
   if (argc - optind != 2) {
-    fprintf(stderr, "fusionflow shards make: expects SRC and OUT; see 'fusionflow shards --help'\n");
-    return 2;
+    return ff__cli_usage_error("fusionflow shards make", NULL, "expects SRC and OUT");
   }
   const char *src = argv[optind], *out = argv[optind + 1];
   ff__index idx;
@@ -347,7 +347,7 @@ static int shards_check(int argc, char **argv) {
   long threads = 0;
   int json = 0, c, li = 0;
   optind = 1;
-  while ((c = ff__cli_getopt(argc, argv, opts, &li)) != -1) {
+  while ((c = ff__cli_getopt(argc, argv, opts, &li, NULL)) != -1) {
     switch (c) {
     case O_THREADS: if (!ff__cli_parse_long("shards check", "threads", optarg, 0, 4096, &threads)) return 2; break;
     case O_JSON: json = 1; break;
@@ -356,8 +356,7 @@ static int shards_check(int argc, char **argv) {
     }
   }
   if (argc - optind != 1) {
-    fprintf(stderr, "fusionflow shards check: expects one PATTERN; see 'fusionflow shards --help'\n");
-    return 2;
+    return ff__cli_usage_error("fusionflow shards check", NULL, "expects one PATTERN");
   }
   const char *pattern = argv[optind];
   char spec[FF__PATH_MAX + 8];
@@ -455,13 +454,12 @@ static int shards_check(int argc, char **argv) {
 }
 
 int ff__cli_shards(int argc, char **argv) {
-  if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
-    shards_usage(argc < 2 ? stderr : stdout);
-    return argc < 2 ? 2 : 0;
-  }
+  if (argc < 2) return ff__cli_usage_error("fusionflow shards", NULL, "expects a subcommand: make or check");
+  if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) return shards_usage(stdout), 0;
   if (!strcmp(argv[1], "make")) return argv[1] = "fusionflow shards make", shards_make(argc - 1, argv + 1);
   if (!strcmp(argv[1], "check")) return argv[1] = "fusionflow shards check", shards_check(argc - 1, argv + 1);
-  fprintf(stderr, "fusionflow shards: unknown subcommand '%s' (make or check); see 'fusionflow shards --help'\n",
-          argv[1]);
-  return 2;
+  static const char *const known[] = {"make", "check"};
+  const char *near = ff__nearest_name(argv[1], strlen(argv[1]), known, 2, sizeof known[0], NULL);
+  return ff__cli_usage_error("fusionflow shards", NULL, "unknown subcommand '%s' (%s%s%s)", argv[1],
+                             near ? "did you mean '" : "make or check", near ? near : "", near ? "'?" : "");
 }

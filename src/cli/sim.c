@@ -339,7 +339,7 @@ int ff__cli_sim(int argc, char **argv) {
   int engines = 1, engines_given = 0;
   const char *profile_path = NULL;
   optind = 1;
-  while ((c = ff__cli_getopt(argc, argv, opts, &li)) != -1) {
+  while ((c = ff__cli_getopt(argc, argv, opts, &li, NULL)) != -1) {
     const char *name = opts[li].name;
     switch (c) {
     case O_CORES: if (!parse_long(name, optarg, 1, 1 << 20, &v)) return 2; cfg.cores = (int)v, cores_given = 1; break;
@@ -389,19 +389,10 @@ int ff__cli_sim(int argc, char **argv) {
     default: return 2; /* ff__cli_getopt said why */
     }
   }
-  if (optind < argc) {
-    fprintf(stderr, "fusionflow sim: unexpected argument '%s'\n", argv[optind]);
-    return 2;
-  }
-  if (step_ms < 0) {
-    fprintf(stderr, "fusionflow sim: --step-ms is required\n\n");
-    sim_usage(stderr);
-    return 2;
-  }
-  if ((cpu_ms < 0) == !profile_path) {
-    fprintf(stderr, "fusionflow sim: give exactly one of --cpu-ms-per-sample and --profile\n");
-    return 2;
-  }
+  if (optind < argc) return ff__cli_usage_error("fusionflow sim", NULL, "unexpected argument '%s'", argv[optind]);
+  if (step_ms < 0) return ff__cli_usage_error("fusionflow sim", NULL, "--step-ms is required");
+  if ((cpu_ms < 0) == !profile_path)
+    return ff__cli_usage_error("fusionflow sim", NULL, "give exactly one of --cpu-ms-per-sample and --profile");
   if ((frac_from_profile || placement > 0) && !profile_path) {
     fprintf(stderr, "fusionflow sim: --device-cpu-frac decode and --placement need a --profile\n");
     return 2;

@@ -171,10 +171,15 @@ int ff__cli_sim_node(int argc, char **argv) {
   int json = 0, c, li = 0, cv_given = 0;
   long v;
   optind = 1;
-  while ((c = ff__cli_getopt(argc, argv, opts, &li)) != -1) {
+  const char *help = "fusionflow sim --ranks N"; /* its own help: `fusionflow sim --help` is the one-node simulator's */
+  while ((c = ff__cli_getopt(argc, argv, opts, &li, help)) != -1) {
     const char *name = opts[li].name;
     switch (c) {
-    case O_RANKS: if (!ff__cli_parse_long("sim", name, optarg, 1, FF__SIM_NODE_MAX_RANKS, &v)) return 2; cfg.ranks = (int)v; break;
+    case O_RANKS:
+      if (!strcmp(optarg, "--help") || !strcmp(optarg, "-h")) return usage(stdout), 0; /* `sim --ranks --help` */
+      if (!ff__cli_parse_long("sim", name, optarg, 1, FF__SIM_NODE_MAX_RANKS, &v)) return 2;
+      cfg.ranks = (int)v;
+      break;
     case O_CORES: if (!ff__cli_parse_long("sim", name, optarg, 1, 4096, &v)) return 2; cfg.cores = (int)v; break;
     case O_BUDGET: if (!ff__cli_parse_long("sim", name, optarg, 1, 4096, &v)) return 2; cfg.budget = (int)v; break;
     case O_TRAINER:
@@ -204,14 +209,9 @@ int ff__cli_sim_node(int argc, char **argv) {
     default: return 2;
     }
   }
-  if (optind < argc) {
-    fprintf(stderr, "fusionflow sim: unexpected argument '%s'\n", argv[optind]);
-    return 2;
-  }
-  if ((even_ms < 0) == !even_path) {
-    fprintf(stderr, "fusionflow sim: give exactly one of --cpu-ms-per-sample and --profile\n");
-    return 2;
-  }
+  if (optind < argc) return ff__cli_usage_error("fusionflow sim", help, "unexpected argument '%s'", argv[optind]);
+  if ((even_ms < 0) == !even_path)
+    return ff__cli_usage_error("fusionflow sim", help, "give exactly one of --cpu-ms-per-sample and --profile");
   if (odd_path && odd_ms >= 0) {
     fprintf(stderr, "fusionflow sim: give at most one of --odd-cpu-ms-per-sample and --odd-profile\n");
     return 2;

@@ -57,7 +57,7 @@ struct ff__dev_batch {
   ff__dstage *rows;           /* the records as lowered, [sample][stage index], before packing */
   size_t rows_cap;
   void *d_blob, *d_arena;
-  ff__devent *start, *end;
+  ff__devent *uploaded, *start, *end;
   int pending;
 };
 
@@ -384,6 +384,7 @@ ff_status ff__dev_batch_create(ff__device *dev, ff__dev_batch **out, ff__error *
   b->dev = dev;
   ff_status st = ff__device_event_create(dev, &b->start, err);
   if (!st) st = ff__device_event_create(dev, &b->end, err);
+  if (!st) st = ff__device_event_create(dev, &b->uploaded, err);
   if (st) {
     ff__dev_batch_destroy(b);
     return st;
@@ -406,6 +407,7 @@ void ff__dev_batch_destroy(ff__dev_batch *b) {
   ff__device_host_free(b->dev, b->meta);
   ff__device_event_destroy(b->dev, b->start);
   ff__device_event_destroy(b->dev, b->end);
+  ff__device_event_destroy(b->dev, b->uploaded);
   free(b->samples);
   free(b->max_count), free(b->packed), free(b->rows);
   free(b);
@@ -534,6 +536,11 @@ static const char *stage_name(int kind) {
 }
 
 ff_status ff__dev_batch_submit(ff__dev_batch *b, ff__dstream *s, void *d_out, ff__error *err) {
+  return ff__dev_batch_submit_on(b, s, s, NULL, 0, d_out, err);
+}
+
+ff_status ff__dev_batch_submit_on(ff__dev_batch *b, ff__dstream *up, ff__dstream *s, ff__devent *const *waits,
+                                  int num_waits, void *d_out, ff__error *err) {
   if (b->pending) return ff__error_set(err, FF_EINVAL, "device microbatch submitted twice");
   if (!b->n) return FF_OK;
   int stride;
@@ -595,10 +602,14 @@ ff_status ff__dev_batch_submit(ff__dev_batch *b, ff__dstream *s, void *d_out, ff
   }
 
   ff__device_range_push(b->dev, "fusionflow: microbatch (upload, stages)");
-  st = ff__device_event_record(b->dev, b->start, s, err);
-  if (!st) st = ff__device_upload(b->dev, s, b->d_blob, b->images, b->images_bytes, err);
+  st = ff__device_upload(b->dev, up, b->d_blob, b->images, b->images_bytes, err);
   if (!st)
-    st = ff__device_upload(b->dev, s, (uint8_t *)b->d_blob + b->images_bytes, b->meta, meta_bytes, err);
+    st = ff__device_upload(b->dev, up, (uint8_t *)b->d_blob + b->images_bytes, b->meta, meta_bytes, err);
+  if (!st && up != s) st = ff__device_event_record(b->dev, b->uploaded, up, err);
+  if (!st && up != s) st = ff__device_stream_wait(b->dev, s, b->uploaded, err);
+  for (int i = 0; i < num_waits && !st; i++)
+    if (waits[i]) st = ff__device_stream_wait(b->dev, s, waits[i], err);
+  if (!st) st = ff__device_event_record(b->dev, b->start, s, err); /* device time: the stages alone */
   for (int k = 0; k < stride && !st; k++) {
     ff__device_range_push(b->dev, stage_name(b->packed[k] ? ((ff__dstage *)b->meta)[(size_t)k * b->n].kind : 0));
     st = ff__device_launch_stages(b->dev, s, (uint8_t *)b->d_blob + b->images_bytes + (size_t)k * b->n * sizeof(ff__dstage),
@@ -633,3 +644,5 @@ ff_status ff__dev_batch_wait(ff__dev_batch *b, float *device_ms, ff__error *err)
   release_device_memory(b);
   return st;
 }
+
+ff__devent *ff__dev_batch_done_event(ff__dev_batch *b) { return b->end; }

@@ -61,11 +61,23 @@ void ff__dev_batch_sample(ff__dev_batch *b, int i, ff__image *img, const ff__pla
  * queued, the samples can go to the CPU), FF_EDEVICE, FF_ENOMEM. */
 ff_status ff__dev_batch_submit(ff__dev_batch *b, ff__dstream *s, void *d_out, ff__error *err);
 
+/* ff__dev_batch_submit with the upload queued on stream `up` and the
+ * kernels on s, which waits for the upload and for each event of waits
+ * (num_waits of them; NULL entries skipped) before its first stage, so that
+ * one microbatch's upload overlaps another's kernels and no host waits
+ * between the stages that feed it (the decode) and its stages. up may be s. */
+ff_status ff__dev_batch_submit_on(ff__dev_batch *b, ff__dstream *up, ff__dstream *s, ff__devent *const *waits,
+                                  int num_waits, void *d_out, ff__error *err);
+
+/* The event recorded after the microbatch's last stage (valid once
+ * submitted), for work on another stream to wait for. */
+ff__devent *ff__dev_batch_done_event(ff__dev_batch *b);
+
 /* *done = 1 when the submitted work has finished (then as ff__dev_batch_wait). */
 ff_status ff__dev_batch_query(ff__dev_batch *b, int *done, ff__error *err);
 
 /* Waits for the submitted work and returns its device memory to the pool;
- * *device_ms (may be NULL) gets its device time, upload to last kernel.
+ * *device_ms (may be NULL) gets its device time, first to last stage.
  * FF_EDEVICE when it failed (the slots' contents are then undefined). */
 ff_status ff__dev_batch_wait(ff__dev_batch *b, float *device_ms, ff__error *err);
 

@@ -384,10 +384,11 @@ static int nv_pinned_free(void *ctx, void *ptr, size_t size, void *stream) {
   return 0;
 }
 
-/* A backend with native streams (cuda) decodes with nvJPEG where it loads;
- * where not, d->nvjpeg_why says why. */
+/* A backend with native streams (cuda) decodes with nvJPEG where it loads
+ * (emu when asked, with the tests' stub); where not, d->nvjpeg_why says why. */
 static void open_nvjpeg(ff__device *d) {
-  if (!d->o.be->native_stream) return;
+  const ff__device_backend *be = d->o.be;
+  if (be->loads_nvjpeg ? !be->loads_nvjpeg(d->o.impl) : !be->native_stream) return;
   ff__nvjpeg_alloc a = {d, nv_dev_malloc, nv_dev_free, nv_pinned_malloc, nv_pinned_free};
   ff__error err;
   if (ff__nvjpeg_open(&a, &d->nvjpeg, &err)) snprintf(d->nvjpeg_why, sizeof d->nvjpeg_why, "%s", err.msg);
@@ -403,17 +404,56 @@ const char *ff__device_decoder(ff__device *d, const char **why) {
 
 int ff__device_decoder_beside_kernels(ff__device *d) { return d->nvjpeg && ff__nvjpeg_decodes_region(d->nvjpeg); }
 
+int ff__device_decode_min_batch(ff__device *d) { return d->nvjpeg ? ff__nvjpeg_min_batch(d->nvjpeg) : 1; }
+
+/* What the decoder decodes of req's region of an image with header info,
+ * as nvJPEG is asked for it (the bytes and destination left to the
+ * caller), and the decoded image's place in the destination: the region
+ * alone (hardware; reduced by the scale factor only when the plan chose a
+ * DCT scale, since the reduction changes the pixels), or the whole image
+ * with the region as a view (hybrid). */
+static void nvjpeg_geometry(const ff__device *d, const ff__image_info *info, const ff__decode_req *req,
+                            ff__nvjpeg_image *im, ff__device_decode_job *geo) {
+  int cw = req->crop_width, x = cw ? req->crop_x : 0, y = cw ? req->crop_y : 0;
+  int w = cw ? cw : info->width, h = cw ? req->crop_height : info->height;
+  *im = (ff__nvjpeg_image){.image_width = info->width, .image_height = info->height};
+  if (!ff__nvjpeg_decodes_region(d->nvjpeg)) { /* the whole image; the region is a view */
+    geo->width = w, geo->height = h, geo->pitch_bytes = (size_t)info->width * 3;
+    geo->offset_bytes = ((size_t)y * (size_t)info->width + (size_t)x) * 3;
+    return;
+  }
+  int r[4], n = ff__jpeg_dct_scale(req, info->width, info->height, r), shift = 0;
+  if (n < 8 && ff__nvjpeg_scales(d->nvjpeg)) { /* the plan's DCT scale: its grid's region at full scale */
+    shift = n == 4 ? 1 : n == 2 ? 2 : 3;
+    int f = 1 << shift;
+    x = r[0] * f, y = r[1] * f, w = r[2] * f, h = r[3] * f;
+    if (x + w > info->width) w = info->width - x;
+    if (y + h > info->height) h = info->height - y;
+    geo->width = r[2], geo->height = r[3];
+  } else {
+    geo->width = w, geo->height = h;
+  }
+  int whole = x == 0 && y == 0 && w == info->width && h == info->height;
+  im->x = whole ? 0 : x, im->y = whole ? 0 : y, im->width = whole ? 0 : w, im->height = whole ? 0 : h;
+  im->scale_shift = shift;
+  geo->pitch_bytes = (size_t)geo->width * 3, geo->offset_bytes = 0;
+}
+
 int ff__device_decode_takes(ff__device *d, const ff__image_info *info, const uint8_t *data, size_t size_bytes,
-                            const char **why) {
+                            const ff__decode_req *req, const char **why) {
   if (!ff__device_decoder(d, why)) return 0;
   if (!d->nvjpeg) return d->o.be->decode_takes(d->o.impl, info, why);
   if (info->format != FF__FORMAT_JPEG) return *why = "not a JPEG", 0;
   /* nvJPEG has no scan limit (max_jpeg_scans): progressive files go to the CPU decoder */
   if (info->progressive) return *why = "progressive (the scan limit is the CPU decoder's)", 0;
   if (!data) return 1;
+  ff__nvjpeg_image im;
+  ff__device_decode_job geo;
+  nvjpeg_geometry(d, info, req, &im, &geo);
+  im.data = data, im.size_bytes = size_bytes;
   ff__dguard g; /* nvJPEG calls run on the device's context */
   if (d->o.be->enter(d->o.impl, &g, NULL)) return *why = "the device's context cannot be made current", 0;
-  int takes = ff__nvjpeg_takes(d->nvjpeg, data, size_bytes, why);
+  int takes = ff__nvjpeg_takes(d->nvjpeg, &im, why);
   d->o.be->leave(d->o.impl, &g);
   return takes;
 }
@@ -424,47 +464,84 @@ size_t ff__device_decode_bytes(ff__device *d, const ff__image_info *info, const 
   return (w + 2) * (h + 2) * 3; /* a scaled region's edges round outward by up to a pixel each */
 }
 
-/* The jobs through nvJPEG's batched decode: the region alone (hardware) or
- * the whole image with the region as a view (hybrid), at full scale. A
- * failed batch fails every job: the CPU then decodes each. */
-static ff_status decode_nvjpeg(ff__device *d, ff__dstream *s, ff__device_decode_job *jobs, int n, ff__error *err) {
+/* Waits for the work queued on s (bracketed): a state is initialised again
+ * only when its last batch has completed. */
+static ff_status drain(ff__device *d, ff__dstream *s, ff__error *err) {
+  void *e;
+  ff_status st = d->o.be->event_create(d->o.impl, &e, err);
+  if (st) return st;
+  st = d->o.be->event_record(d->o.impl, e, s, err);
+  if (!st) st = d->o.be->event_wait(d->o.impl, e, err);
+  d->o.be->event_destroy(d->o.impl, e);
+  return st;
+}
+
+/* One batched call over im[0..n); when it fails, its halves apart, until
+ * each image that fails is alone — or, on a decoder that takes no batch
+ * below min (nvJPEG hybrid), in the smallest batch it takes: the batched
+ * call has one status for the batch. An allocator refusal is not bisected
+ * (it is the budget, not an image). Sets the jobs' statuses; *calls_failed
+ * counts the calls that failed; *queued says work was queued on s before (a
+ * state is initialised again only after it has completed). Bracketed. */
+static void bisect(ff__device *d, ff__dstream *s, int slot, const ff__nvjpeg_image *im, ff__device_decode_job *jobs,
+                   int n, int min, int *calls_failed, int *queued) {
+  ff__error e = {0};
+  ff_status st = *queued ? drain(d, s, &e) : FF_OK;
+  if (!st) st = ff__nvjpeg_decode(d->nvjpeg, slot, im, n, d->o.be->native_stream(d->o.impl, s), &e);
+  *queued = 1;
+  if (st) ++*calls_failed;
+  if (st && st != FF_EBUDGET && n >= 2 * min && n > 1) {
+    int half = n / 2;
+    bisect(d, s, slot, im, jobs, half, min, calls_failed, queued);
+    bisect(d, s, slot, im + half, jobs + half, n - half, min, calls_failed, queued);
+    return;
+  }
+  for (int i = 0; i < n; i++) {
+    jobs[i].status = jobs[i].result = st;
+    if (st) ff__error_set(&jobs[i].err, st, "%s: %s", jobs[i].name, e.msg);
+  }
+}
+
+/* The jobs through nvJPEG's batched decode (nvjpeg_geometry), bisected when
+ * the batch fails. */
+static ff_status decode_nvjpeg(ff__device *d, ff__dstream *s, int slot, ff__device_decode_job *jobs, int n,
+                               int *calls_failed, ff__error *err) {
+  if (n < ff__nvjpeg_min_batch(d->nvjpeg))
+    return ff__error_set(err, FF_EINVAL, "%s: %s takes batches of %d or more, not %d", d->o.name,
+                         ff__nvjpeg_backend(d->nvjpeg), ff__nvjpeg_min_batch(d->nvjpeg), n);
   ff__nvjpeg_image *im = calloc((size_t)n, sizeof *im);
   if (!im) return ff__error_set(err, FF_ENOMEM, "%s: out of memory", d->o.name);
-  int region = ff__nvjpeg_decodes_region(d->nvjpeg);
-  for (int i = 0; i < n; i++) {
-    const ff__device_decode_job *j = &jobs[i];
-    int cw = j->req.crop_width;
-    im[i] = (ff__nvjpeg_image){j->src, j->size_bytes, j->info.width, j->info.height, j->req.crop_x,
-                               j->req.crop_y, cw, j->req.crop_height, j->d_dst,
-                               (size_t)(region && cw ? cw : j->info.width) * 3};
-  }
-  ff__error batch_err;
-  ff_status st = ff__nvjpeg_decode(d->nvjpeg, im, n, d->o.be->native_stream(d->o.impl, s), &batch_err);
   for (int i = 0; i < n; i++) {
     ff__device_decode_job *j = &jobs[i];
-    j->status = st, j->err = batch_err;
-    if (st) continue;
-    int cw = j->req.crop_width;
-    j->width = cw ? cw : j->info.width, j->height = cw ? j->req.crop_height : j->info.height;
-    j->pitch_bytes = im[i].pitch_bytes;
-    j->offset_bytes = region || !cw ? 0 : ((size_t)j->req.crop_y * (size_t)j->info.width + (size_t)j->req.crop_x) * 3;
+    nvjpeg_geometry(d, &j->info, &j->req, &im[i], j);
+    im[i].data = j->src, im[i].size_bytes = j->size_bytes, im[i].d_dst = j->d_dst, im[i].pitch_bytes = j->pitch_bytes;
   }
+  int queued = 0;
+  bisect(d, s, slot, im, jobs, n, ff__nvjpeg_min_batch(d->nvjpeg), calls_failed, &queued);
   free(im);
   return FF_OK;
 }
 
-static ff_status decode_jobs(ff__device *d, ff__dstream *s, ff__device_decode_job *jobs, int n, ff__error *err) {
-  if (d->nvjpeg) return decode_nvjpeg(d, s, jobs, n, err);
+/* The backend's own decoder: the CPU's region and DCT scale (what
+ * ff__codec_decode returns), packed at the start of the destination. */
+static ff_status decode_own(ff__device *d, ff__dstream *s, ff__device_decode_job *jobs, int n, ff__error *err) {
   for (int i = 0; i < n; i++) {
-    ff_status st = d->o.be->decode(d->o.impl, s, &jobs[i], err);
-    if (st) return st;
+    ff__device_decode_job *j = &jobs[i];
+    int r[4];
+    ff__jpeg_dct_scale(&j->req, j->info.width, j->info.height, r);
+    j->width = r[2], j->height = r[3], j->offset_bytes = 0, j->pitch_bytes = (size_t)r[2] * 3;
+    j->status = j->result = FF_OK; /* the backend sets result when it has decoded it */
   }
-  return FF_OK;
+  return d->o.be->decode(d->o.impl, s, jobs, n, err);
 }
 
-ff_status ff__device_decode(ff__device *d, ff__dstream *s, ff__device_decode_job *jobs, int n, ff__error *err) {
+ff_status ff__device_decode(ff__device *d, ff__dstream *s, int slot, ff__device_decode_job *jobs, int n,
+                            int *calls_failed, ff__error *err) {
+  *calls_failed = 0;
   if (!ff__device_decoder(d, NULL)) return ff__error_set(err, FF_EDEVICE, "%s: no decoder", d->o.name);
-  GUARDED(d, err, decode_jobs(d, s, jobs, n, err));
+  if (n <= 0) return FF_OK;
+  if (d->nvjpeg) GUARDED(d, err, decode_nvjpeg(d, s, slot, jobs, n, calls_failed, err));
+  GUARDED(d, err, decode_own(d, s, jobs, n, err));
 }
 
 void ff__device_range_push(ff__device *d, const char *name) {

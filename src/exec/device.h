@@ -196,18 +196,25 @@ const char *ff__device_decoder(ff__device *d, const char **why);
 int ff__device_decoder_beside_kernels(ff__device *d);
 
 /* Whether the decoder takes an image with this header and, when data is
- * not NULL, these encoded bytes (nvJPEG parses them): 1, or 0 with *why
- * ("not a JPEG", "CMYK/YCCK", "progressive", ...) — the CPU then decodes it. */
+ * not NULL, these encoded bytes, decoded for req (nvJPEG parses them, and
+ * its hardware backend answers for req's region and scale): 1, or 0 with
+ * *why ("not a JPEG", "CMYK/YCCK", "progressive", ...) — the CPU then
+ * decodes it. Thread-safe. */
 int ff__device_decode_takes(ff__device *d, const ff__image_info *info, const uint8_t *data, size_t size_bytes,
-                            const char **why);
+                            const ff__decode_req *req, const char **why);
+
+/* The fewest images ff__device_decode takes in one call (nvJPEG's hybrid
+ * backend: 51, below which it decodes Huffman on the calling thread; else 1). */
+int ff__device_decode_min_batch(ff__device *d);
 
 /* Device memory the decode of req's region of an image with header info
  * writes: the region (an upper bound over the DCT scales), or the whole
  * image for a decoder that cannot decode a region alone (nvJPEG hybrid). */
 size_t ff__device_decode_bytes(ff__device *d, const ff__image_info *info, const ff__decode_req *req);
 
-/* One decode. The caller fills the inputs; the device writes the outputs
- * when the work queued before an event recorded after ff__device_decode
+/* One decode. The caller fills the inputs; ff__device_decode sets the
+ * geometry of the image it will write when it queues the job, and the
+ * pixels are there when the work queued before an event recorded after it
  * has completed (read them after that event's wait). */
 typedef struct ff__device_decode_job {
   const uint8_t *src;        /* encoded bytes (host memory, untouched until then) */
@@ -217,17 +224,29 @@ typedef struct ff__device_decode_job {
   ff__decode_req req;        /* region, DCT-scale minimum, pixel limit */
   void *d_dst;               /* device memory of ff__device_decode_bytes */
   size_t dst_bytes;
-  /* out */
-  ff_status status;          /* FF_OK, or the decoder could not decode it (FF_EDATA, FF_EDEVICE, ...):
-                                the CPU then decodes it, so that a corrupt file fails exactly as there */
+  /* out, set when queued */
   int width, height;         /* the decoded region (DCT-scaled where the decoder scales) */
   size_t offset_bytes, pitch_bytes; /* where it starts in d_dst, and its row pitch (RGB) */
-  ff__error err;
+  ff_status status;          /* FF_OK: queued; else the decoder failed it at once (nvJPEG: FF_EDATA,
+                                FF_EDEVICE, ...) — the CPU then decodes it, so that a corrupt file
+                                fails exactly as there */
+  /* out, valid once the event after it has completed (the device writes them meanwhile) */
+  ff_status result;          /* the decode's outcome (the backend's own decoder fails a file only here) */
+  ff__error err;             /* why it failed */
 } ff__device_decode_job;
 
-/* Queues n jobs on stream s (nvJPEG: one batched decode). Returns FF_OK
- * (the jobs' statuses say which decoded) or FF_EDEVICE (no decoder, or the
- * queueing failed: nothing was queued), FF_ENOMEM. */
-ff_status ff__device_decode(ff__device *d, ff__dstream *s, ff__device_decode_job *jobs, int n, ff__error *err);
+/* Queues n jobs (at least ff__device_decode_min_batch) on stream s with
+ * decoder state `slot` (one per microbatch in flight, 0 ..; its previous
+ * decode must have completed). nvJPEG decodes them in one batched call,
+ * which has one status for the whole batch: a failed batch is split in
+ * halves, and those again, until each image that fails is alone (or in the
+ * smallest batch the decoder takes: its batch mates fail with it); the
+ * jobs' statuses say which decoded. *calls_failed gets the batched calls
+ * that failed. The jobs stay untouched until the event after them has
+ * completed. Returns FF_OK (the jobs' statuses say which decoded) or
+ * FF_EDEVICE (no decoder, or the queueing failed: nothing was queued),
+ * FF_EINVAL (fewer jobs than the minimum), FF_ENOMEM. */
+ff_status ff__device_decode(ff__device *d, ff__dstream *s, int slot, ff__device_decode_job *jobs, int n,
+                            int *calls_failed, ff__error *err);
 
 #endif

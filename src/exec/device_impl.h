@@ -67,13 +67,19 @@ typedef struct ff__device_backend {
   ff_status (*launch)(void *impl, void *stream, const void *d_table, int n, int stride, int k,
                       uint32_t max_count, ff__error *err);
   /* The backend's own decoder (exec/device.h; emu); decoder NULL or
-   * returning NULL: none. */
+   * returning NULL: none. decode queues n jobs on stream as one batch; the
+   * device layer has set each job's width, height, offset and pitch (the
+   * region the CPU's decode gives, ff__jpeg_dct_scale), and the jobs stay
+   * untouched until work queued after them has completed. */
   const char *(*decoder)(void *impl, const char **why);
   int (*decode_takes)(void *impl, const ff__image_info *info, const char **why);
-  ff_status (*decode)(void *impl, void *stream, ff__device_decode_job *job, ff__error *err);
+  ff_status (*decode)(void *impl, void *stream, ff__device_decode_job *jobs, int n, ff__error *err);
   /* The backend's native stream of one of ours (cuda: the cudaStream_t), for
    * libraries that take it (nvJPEG); NULL: the backend has none. */
   void *(*native_stream)(void *impl, void *stream);
+  /* Whether the device layer loads libnvjpeg as the device's decoder; NULL:
+   * where the backend has native streams (cuda). emu: `?decode=libnvjpeg`. */
+  int (*loads_nvjpeg)(void *impl);
   /* A named range on the calling thread for profilers (cuda: NVTX), and its
    * end; may be NULL. */
   void (*range_push)(const char *name);
@@ -113,6 +119,7 @@ typedef struct ff__emu_counts {
   unsigned long copy_calls[3];
   unsigned long long copy_bytes[3];
   unsigned long trims; /* mem_trim calls (the pool gave memory back to a shrinking budget) */
+  unsigned long launches, decodes; /* launches queued; decode calls queued (a batch is one) */
 } ff__emu_counts;
 ff_status ff__emu_probe(ff__device *d, ff__emu_counts *out); /* FF_EINVAL when d is not emu */
 /* Whether ptr is a live allocation of d's host allocator (d emu). */

@@ -1,15 +1,23 @@
 /* emu.c — the host-emulated device `emu:N`: the device interface on host
  * memory, for machines without a GPU and for tests.
  *
- * One emulator thread plays the GPU. Each stream is its own FIFO of copies,
- * launches, event records and event waits; the thread takes the next
- * command of a stream picked at random among those that can run (a wait
- * runs once its event has completed), so work on different streams
- * completes in an order no caller may rely on — only each stream's order
- * and the waits between streams hold, as on a GPU. `?delay=` (or
+ * One thread per engine plays the GPU, as a GPU has engines of its own: the
+ * copy engine in (host to device, device to device), the copy engine out
+ * (device to host), the SMs (launches) and the JPEG decoder. Each stream is
+ * its own FIFO of commands; an engine takes the head command of its kind of
+ * a stream picked at random among those whose head it can run, so work on
+ * different streams completes in an order no caller may rely on — only each
+ * stream's order and the waits between streams hold, as on a GPU. Event
+ * records and waits take no engine: they settle as soon as they reach the
+ * head of their stream (a wait once its event has completed). The engines'
+ * delays overlap; their work itself runs one command at a time (one lock),
+ * so the emulator's memory accesses stay ordered. `?delay=` (or
  * opt.emu_delay_us) adds a random delay of up to that many microseconds
- * before each command, so completion comes late too. An event completes
- * when the thread passes its last record; which stream waited on which
+ * before each command, so completion comes late too; FF_EMU_DELAYS
+ * ("decode:80000,kernel:60000,h2d:40000,d2h:40000", µs per command of that
+ * engine) makes each command of an engine take that long, so a test can
+ * show which delays of a pipeline add up and which overlap. An event
+ * completes when its last record settles; which stream waited on which
  * event is recorded (ff__emu_waited). A launch runs ff__dstage_elem — the
  * function each CUDA thread runs — for every element of every sample's
  * stage, so the emulator computes what the kernels compute, bit for bit.
@@ -28,13 +36,16 @@
  * and the times the current device was switched (ff__emu_probe), so tests
  * can prove that the calling thread's current device is left as it was.
  *
- * Its decoder decodes JPEG on the emulator thread through the codec layer
- * (libjpeg-turbo, the same region and DCT-scale decode as the CPU), so a
- * device-decoded sample is bit-identical to a CPU-decoded one; with
- * `?decode=nvjpeg` it uses nvJPEG's arithmetic instead (no fancy
+ * Its decoder decodes a batch of JPEGs on the decoder engine through the
+ * codec layer (libjpeg-turbo, the same region and DCT-scale decode as the
+ * CPU), so a device-decoded sample is bit-identical to a CPU-decoded one;
+ * with `?decode=nvjpeg` it uses nvJPEG's arithmetic instead (no fancy
  * upsampling, the IFAST IDCT), so that what depends on bit identity can be
- * shown to. Like nvJPEG it leaves PNG to the CPU; CMYK/YCCK JPEG it
- * decodes as the CPU does (Pillow's conversion), unlike nvJPEG. */
+ * shown to. Like nvJPEG it leaves PNG to the CPU; CMYK/YCCK JPEG it decodes
+ * as the CPU does (Pillow's conversion), unlike nvJPEG. With
+ * `?decode=libnvjpeg` it has none of its own: the device layer loads
+ * libnvjpeg as on CUDA (FF_NVJPEG_LIBRARY: the tests' stub, which decodes
+ * on the host into the emulator's host memory). */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -47,26 +58,32 @@
 #include "exec/device_impl.h"
 #include "kernels/stage.h"
 
-enum { CMD_COPY, CMD_LAUNCH, CMD_RECORD, CMD_WAIT, CMD_DECODE };
+enum { CMD_COPY, CMD_COPY_BATCH, CMD_LAUNCH, CMD_RECORD, CMD_WAIT, CMD_DECODE };
+
+/* The engines, each played by its own thread. */
+enum { ENGINE_COPY_IN, ENGINE_COPY_OUT, ENGINE_KERNELS, ENGINE_DECODER, ENGINES, ENGINE_NONE = ENGINES };
 
 typedef struct emu_event {
   int id;
   uint64_t recorded; /* records queued so far */
-  uint64_t reached;  /* the last record the emulator passed: complete when == recorded */
-  uint64_t time_ns;  /* when it passed it */
+  uint64_t reached;  /* the last record settled: complete when == recorded */
+  uint64_t time_ns;  /* when it settled */
   int failed;        /* a launch before that record on its stream failed; reported once */
   char fault_msg[128];
 } emu_event;
 
 typedef struct emu_cmd {
-  int kind;
+  int kind, engine;
   void *dst;
   const void *src;
   size_t size_bytes;
   int n, stride, k;
   unsigned launch_no;
   emu_event *event;
-  ff__device_decode_job *job;
+  ff__device_decode_job *jobs; /* decode: n of them */
+  void **dsts;                 /* copy batch: n copies, one allocation for the three arrays */
+  const void **srcs;
+  size_t *sizes;
   uint64_t event_no; /* record: this record's number; wait: the record waited for */
 } emu_cmd;
 
@@ -74,7 +91,7 @@ typedef struct emu_stream {
   int id;
   emu_cmd *queue; /* ring of cap commands from head */
   size_t head, count, cap;
-  int running; /* the thread is executing its head */
+  int running; /* an engine is executing its head */
   int failed;  /* a launch failed since the last record */
   char fault_msg[128];
   struct emu_stream *next;
@@ -84,16 +101,27 @@ typedef struct emu_wait_rec {
   int stream_id, event_id;
 } emu_wait_rec;
 
-typedef struct emu {
-  int ordinal;
+typedef struct emu emu;
+
+typedef struct emu_engine {
+  emu *m;
+  int kind;
   pthread_t thread;
+  int started;
+} emu_engine;
+
+struct emu {
+  int ordinal;
+  emu_engine engines[ENGINES];
   pthread_mutex_t lock;
+  pthread_mutex_t exec; /* the engines' work, one command at a time */
   pthread_cond_t work, done;
   emu_stream *streams;
   uint64_t pending; /* commands queued and not yet completed, over all streams */
   int stop, next_id;
   uint32_t rng;
-  unsigned delay_us;
+  unsigned delay_us;             /* random, up to this, before each command */
+  unsigned engine_us[ENGINES];   /* fixed, per command of the engine (FF_EMU_DELAYS) */
   size_t mem_bytes, used_bytes;
   unsigned allocs, launches, fail_alloc_after, alloc_error_at, fail_kernel_at;
   emu_wait_rec *waits;
@@ -101,11 +129,12 @@ typedef struct emu {
   void **host; /* live host allocations (ff__emu_host_owns) */
   size_t num_host, cap_host;
   atomic_ulong misplaced_calls, device_switches;
-  atomic_ulong copy_calls[3], trims;
+  atomic_ulong copy_calls[3], trims, decodes;
   atomic_ullong copy_bytes[3];
   ff__jpeg_variant variant; /* the decoder's arithmetic */
-  ff__buf decoded;          /* the emulator thread's decode buffer */
-} emu;
+  int libnvjpeg;            /* ?decode=libnvjpeg: no decoder of its own, the device layer loads libnvjpeg */
+  ff__buf decoded;          /* the decoder engine's buffer */
+};
 
 #define HEADER 256 /* bytes before each block: its size, and 256-byte alignment */
 
@@ -136,28 +165,57 @@ static void emu_leave(void *impl, const ff__dguard *g) {
   current_device = g->prev_device;
 }
 
-/* ------------------------------------------------------------ the thread */
+/* ------------------------------------------------------------ the engines */
 
 static uint32_t next_rand(emu *m) {
   m->rng ^= m->rng << 13, m->rng ^= m->rng >> 17, m->rng ^= m->rng << 5;
   return m->rng;
 }
 
-static int can_run(const emu_stream *s) {
-  if (!s->count || s->running) return 0;
-  const emu_cmd *c = &s->queue[s->head];
-  return c->kind != CMD_WAIT || c->event->reached >= c->event_no;
+static void pop(emu *m, emu_stream *s) {
+  s->head = (s->head + 1) % s->cap, s->count--;
+  m->pending--;
 }
 
-/* A stream whose head can run, picked at random; NULL when none. Locked. */
-static emu_stream *pick(emu *m) {
+/* Settles the records and waits at the heads of the streams, until none
+ * can: a record completes its event (with the stream's pending fault), a
+ * wait goes once its event has passed the record it waits for. Locked. */
+static void settle(emu *m) {
+  uint64_t now = 0;
+  for (int changed = 1; changed;) {
+    changed = 0;
+    for (emu_stream *s = m->streams; s; s = s->next)
+      while (s->count && !s->running) {
+        emu_cmd *c = &s->queue[s->head];
+        if (c->kind == CMD_RECORD) {
+          if (!now) now = ff__now_ns();
+          if (c->event_no > c->event->reached) c->event->reached = c->event_no, c->event->time_ns = now;
+          if (s->failed) {
+            c->event->failed = 1, s->failed = 0;
+            memcpy(c->event->fault_msg, s->fault_msg, sizeof s->fault_msg);
+          }
+        } else if (c->kind != CMD_WAIT || c->event->reached < c->event_no) {
+          break;
+        }
+        pop(m, s);
+        changed = 1;
+      }
+  }
+}
+
+static int can_run(const emu_stream *s, int engine) {
+  return s->count && !s->running && s->queue[s->head].engine == engine;
+}
+
+/* A stream whose head the engine can run, picked at random; NULL when none. Locked. */
+static emu_stream *pick(emu *m, int engine) {
   unsigned runnable = 0;
   for (emu_stream *s = m->streams; s; s = s->next)
-    runnable += (unsigned)can_run(s);
+    runnable += (unsigned)can_run(s, engine);
   if (!runnable) return NULL;
   unsigned k = next_rand(m) % runnable;
   for (emu_stream *s = m->streams; s; s = s->next)
-    if (can_run(s) && !k--) return s;
+    if (can_run(s, engine) && !k--) return s;
   return NULL;
 }
 
@@ -170,22 +228,24 @@ FF_FMA_CLONES static void run_launch(const emu_cmd *c) {
   }
 }
 
-/* A decode on the emulator thread: the codec's decode, then the region
- * packed into the job's device memory. */
+/* A decode on the decoder engine: the codec's decode, then the region
+ * packed into the job's device memory at the size the device layer
+ * expects (it gave the job's width, height and pitch when it queued it). */
 static void run_decode(emu *m, ff__device_decode_job *job) {
   ff__image img;
-  job->status =
+  job->result =
       ff__codec_decode_as(job->src, job->size_bytes, job->name, &job->req, m->variant, &m->decoded, &img, &job->err);
-  if (job->status) return;
+  if (job->result) return;
   size_t row = (size_t)img.width * 3;
-  if (row * (size_t)img.height > job->dst_bytes) {
-    job->status = ff__error_set(&job->err, FF_EINTERNAL, "%s: emu:%d: decoded %dx%d does not fit %zu bytes",
-                                job->name, m->ordinal, img.width, img.height, job->dst_bytes);
+  if (img.width != job->width || img.height != job->height || job->offset_bytes ||
+      job->pitch_bytes < row || job->pitch_bytes * (size_t)img.height > job->dst_bytes) {
+    job->result = ff__error_set(&job->err, FF_EINTERNAL,
+                                "%s: emu:%d: decoded %dx%d, expected %dx%d in %zu bytes", job->name, m->ordinal,
+                                img.width, img.height, job->width, job->height, job->dst_bytes);
     return;
   }
   for (int y = 0; y < img.height; y++)
-    memcpy((uint8_t *)job->d_dst + (size_t)y * row, img.data + (size_t)y * img.stride, row);
-  job->width = img.width, job->height = img.height, job->offset_bytes = 0, job->pitch_bytes = row;
+    memcpy((uint8_t *)job->d_dst + (size_t)y * job->pitch_bytes, img.data + (size_t)y * img.stride, row);
 }
 
 static void sleep_us(unsigned us) {
@@ -193,12 +253,29 @@ static void sleep_us(unsigned us) {
   nanosleep(&t, NULL);
 }
 
-static void *emu_main(void *arg) {
-  emu *m = arg;
+/* The command's work; fault: the launch was to fail. */
+static void execute(emu *m, const emu_cmd *c, int fault) {
+  pthread_mutex_lock(&m->exec);
+  if (c->kind == CMD_COPY)
+    memcpy(c->dst, c->src, c->size_bytes);
+  else if (c->kind == CMD_COPY_BATCH)
+    for (int i = 0; i < c->n; i++)
+      memcpy(c->dsts[i], c->srcs[i], c->sizes[i]);
+  else if (c->kind == CMD_LAUNCH && !fault)
+    run_launch(c);
+  else if (c->kind == CMD_DECODE)
+    for (int i = 0; i < c->n; i++)
+      run_decode(m, &c->jobs[i]);
+  pthread_mutex_unlock(&m->exec);
+}
+
+static void *engine_main(void *arg) {
+  emu_engine *g = arg;
+  emu *m = g->m;
   pthread_mutex_lock(&m->lock);
   for (;;) {
     emu_stream *s;
-    while (!(s = pick(m)) && !(m->stop && !m->pending))
+    while (!(s = pick(m, g->kind)) && !(m->stop && !m->pending))
       pthread_cond_wait(&m->work, &m->lock);
     if (!s) break;
     if (m->delay_us) { /* late, and choosing among what was queued meanwhile */
@@ -206,40 +283,40 @@ static void *emu_main(void *arg) {
       pthread_mutex_unlock(&m->lock);
       sleep_us(delay);
       pthread_mutex_lock(&m->lock);
-      s = pick(m); /* only this thread takes work: something still runs */
+      s = pick(m, g->kind); /* only this engine takes work of its kind: something still runs */
     }
     emu_cmd c = s->queue[s->head];
     s->running = 1;
+    int fault = c.kind == CMD_LAUNCH && c.launch_no == m->fail_kernel_at;
+    unsigned busy_us = m->engine_us[g->kind];
     pthread_mutex_unlock(&m->lock);
-    int fault = 0;
-    if (c.kind == CMD_COPY)
-      memcpy(c.dst, c.src, c.size_bytes);
-    else if (c.kind == CMD_LAUNCH && c.launch_no == m->fail_kernel_at)
-      fault = 1;
-    else if (c.kind == CMD_LAUNCH)
-      run_launch(&c);
-    else if (c.kind == CMD_DECODE)
-      run_decode(m, c.job);
-    uint64_t now = ff__now_ns();
+    if (busy_us) sleep_us(busy_us);
+    execute(m, &c, fault);
+    if (c.kind == CMD_COPY_BATCH) free(c.dsts);
     pthread_mutex_lock(&m->lock);
     if (fault && !s->failed) {
       s->failed = 1;
       snprintf(s->fault_msg, sizeof s->fault_msg, "emu:%d: kernel launch %u failed (injected fault)",
                m->ordinal, c.launch_no);
     }
-    if (c.kind == CMD_RECORD) {
-      if (c.event_no > c.event->reached) c.event->reached = c.event_no, c.event->time_ns = now;
-      if (s->failed) {
-        c.event->failed = 1, s->failed = 0;
-        memcpy(c.event->fault_msg, s->fault_msg, sizeof s->fault_msg);
-      }
-    }
-    s->head = (s->head + 1) % s->cap, s->count--, s->running = 0;
-    m->pending--;
+    s->running = 0;
+    pop(m, s);
+    settle(m);
+    pthread_cond_broadcast(&m->work);
     pthread_cond_broadcast(&m->done);
   }
   pthread_mutex_unlock(&m->lock);
   return NULL;
+}
+
+static int engine_of(const emu_cmd *c, int copy_kind) {
+  switch (c->kind) {
+  case CMD_COPY: return copy_kind == FF__COPY_D2H ? ENGINE_COPY_OUT : ENGINE_COPY_IN;
+  case CMD_COPY_BATCH: return ENGINE_COPY_OUT;
+  case CMD_LAUNCH: return ENGINE_KERNELS;
+  case CMD_DECODE: return ENGINE_DECODER;
+  default: return ENGINE_NONE;
+  }
 }
 
 static ff_status submit(emu *m, emu_stream *s, emu_cmd c, ff__error *err) {
@@ -274,7 +351,9 @@ static ff_status submit(emu *m, emu_stream *s, emu_cmd c, ff__error *err) {
   }
   s->queue[(s->head + s->count++) % s->cap] = c;
   m->pending++;
-  pthread_cond_signal(&m->work);
+  settle(m);
+  pthread_cond_broadcast(&m->work);
+  pthread_cond_broadcast(&m->done);
   pthread_mutex_unlock(&m->lock);
   return FF_OK;
 }
@@ -290,13 +369,14 @@ static void emu_synchronize(void *impl) {
   pthread_mutex_unlock(&m->lock);
 }
 
-static void emu_close(void *impl) {
-  emu *m = impl;
+/* Stops and joins the engines that were started; frees what is left. */
+static void emu_free(emu *m) {
   pthread_mutex_lock(&m->lock);
   m->stop = 1;
-  pthread_cond_signal(&m->work);
+  pthread_cond_broadcast(&m->work);
   pthread_mutex_unlock(&m->lock);
-  pthread_join(m->thread, NULL);
+  for (int k = 0; k < ENGINES; k++)
+    if (m->engines[k].started) pthread_join(m->engines[k].thread, NULL);
   while (m->streams) { /* streams the caller did not destroy */
     emu_stream *s = m->streams;
     m->streams = s->next;
@@ -306,11 +386,14 @@ static void emu_close(void *impl) {
   pthread_cond_destroy(&m->work);
   pthread_cond_destroy(&m->done);
   pthread_mutex_destroy(&m->lock);
+  pthread_mutex_destroy(&m->exec);
   ff__buf_free(&m->decoded);
   free(m->waits);
   free(m->host);
   free(m);
 }
+
+static void emu_close(void *impl) { emu_free(impl); }
 
 static ff_status emu_mem_alloc(void *impl, size_t size_bytes, void **out, ff__error *err) {
   emu *m = impl;
@@ -426,20 +509,28 @@ static ff_status emu_copy(void *impl, void *stream, void *dst, const void *src, 
   emu *m = impl;
   atomic_fetch_add(&m->copy_calls[kind], 1);
   atomic_fetch_add(&m->copy_bytes[kind], size_bytes);
-  return submit(m, stream, (emu_cmd){.kind = CMD_COPY, .dst = dst, .src = src, .size_bytes = size_bytes}, err);
+  emu_cmd c = {.kind = CMD_COPY, .dst = dst, .src = src, .size_bytes = size_bytes};
+  c.engine = engine_of(&c, kind);
+  return submit(m, stream, c, err);
 }
 
-/* One call, as cudaMemcpyBatchAsync: counted once, its copies queued in order. */
+/* One call, as cudaMemcpyBatchAsync: counted once, one command of the copy engine out. */
 static ff_status emu_download_batch(void *impl, void *stream, int n, void *const *dsts, const void *const *srcs,
                                     const size_t *sizes, ff__error *err) {
   emu *m = impl;
   atomic_fetch_add(&m->copy_calls[FF__COPY_D2H], 1);
-  ff_status st = FF_OK;
-  for (int i = 0; i < n && !st; i++) {
+  char *mem = malloc((size_t)n * (2 * sizeof(void *) + sizeof(size_t)));
+  if (!mem) return ff__error_set(err, FF_ENOMEM, "emu:%d: out of memory queueing work", m->ordinal);
+  emu_cmd c = {.kind = CMD_COPY_BATCH, .n = n, .dsts = (void **)mem};
+  c.srcs = (const void **)(mem + (size_t)n * sizeof(void *));
+  c.sizes = (size_t *)(mem + 2 * (size_t)n * sizeof(void *));
+  for (int i = 0; i < n; i++) {
+    c.dsts[i] = dsts[i], c.srcs[i] = srcs[i], c.sizes[i] = sizes[i];
     atomic_fetch_add(&m->copy_bytes[FF__COPY_D2H], sizes[i]);
-    st = submit(m, stream, (emu_cmd){.kind = CMD_COPY, .dst = dsts[i], .src = srcs[i], .size_bytes = sizes[i]},
-                err);
   }
+  c.engine = engine_of(&c, FF__COPY_D2H);
+  ff_status st = submit(m, stream, c, err);
+  if (st) free(mem);
   return st;
 }
 
@@ -468,11 +559,11 @@ static void emu_event_destroy(void *impl, void *event) {
 }
 
 static ff_status emu_event_record(void *impl, void *event, void *stream, ff__error *err) {
-  return submit(impl, stream, (emu_cmd){.kind = CMD_RECORD, .event = event}, err);
+  return submit(impl, stream, (emu_cmd){.kind = CMD_RECORD, .engine = ENGINE_NONE, .event = event}, err);
 }
 
 static ff_status emu_stream_wait(void *impl, void *stream, void *event, ff__error *err) {
-  return submit(impl, stream, (emu_cmd){.kind = CMD_WAIT, .event = event}, err);
+  return submit(impl, stream, (emu_cmd){.kind = CMD_WAIT, .engine = ENGINE_NONE, .event = event}, err);
 }
 
 /* A consumer's stream on emu is one of the emulator's own streams. */
@@ -529,13 +620,17 @@ static ff_status emu_event_elapsed_ms(void *impl, void *start, void *end, float 
 static ff_status emu_launch(void *impl, void *stream, const void *d_table, int n, int stride, int k,
                             uint32_t max_count, ff__error *err) {
   (void)max_count;
-  return submit(impl, stream, (emu_cmd){.kind = CMD_LAUNCH, .src = d_table, .n = n, .stride = stride, .k = k},
+  return submit(impl, stream,
+                (emu_cmd){.kind = CMD_LAUNCH, .engine = ENGINE_KERNELS, .src = d_table, .n = n, .stride = stride,
+                          .k = k},
                 err);
 }
 
 static const char *emu_decoder(void *impl, const char **why) {
+  emu *m = impl;
+  if (m->libnvjpeg) return NULL; /* the device layer's libnvjpeg, or none (*why: the device layer's reason) */
   (void)why;
-  return ((emu *)impl)->variant == FF__JPEG_EXACT ? "libjpeg-turbo" : "nvjpeg-like";
+  return m->variant == FF__JPEG_EXACT ? "libjpeg-turbo" : "nvjpeg-like";
 }
 
 static int emu_decode_takes(void *impl, const ff__image_info *info, const char **why) {
@@ -544,8 +639,18 @@ static int emu_decode_takes(void *impl, const ff__image_info *info, const char *
   return 1;
 }
 
-static ff_status emu_decode(void *impl, void *stream, ff__device_decode_job *job, ff__error *err) {
-  return submit(impl, stream, (emu_cmd){.kind = CMD_DECODE, .job = job}, err);
+/* The n jobs as one command of the decoder engine, as a batched decode. */
+static ff_status emu_decode(void *impl, void *stream, ff__device_decode_job *jobs, int n, ff__error *err) {
+  atomic_fetch_add(&((emu *)impl)->decodes, 1);
+  return submit(impl, stream, (emu_cmd){.kind = CMD_DECODE, .engine = ENGINE_DECODER, .jobs = jobs, .n = n}, err);
+}
+
+static int emu_loads_nvjpeg(void *impl) { return ((emu *)impl)->libnvjpeg; }
+
+/* libnvjpeg's "CUDA stream" on emu is the emulator's stream (the stub ignores it). */
+static void *emu_native_stream(void *impl, void *stream) {
+  (void)impl;
+  return stream;
 }
 
 static const ff__device_backend emu_backend = {
@@ -577,6 +682,8 @@ static const ff__device_backend emu_backend = {
     .decoder = emu_decoder,
     .decode_takes = emu_decode_takes,
     .decode = emu_decode,
+    .loads_nvjpeg = emu_loads_nvjpeg,
+    .native_stream = emu_native_stream,
 };
 
 /* ------------------------------------------------------------ tests' view */
@@ -609,7 +716,10 @@ ff_status ff__emu_probe(ff__device *d, ff__emu_counts *out) {
   if (!m) return FF_EINVAL;
   *out = (ff__emu_counts){.misplaced_calls = atomic_load(&m->misplaced_calls),
                           .device_switches = atomic_load(&m->device_switches),
-                          .trims = atomic_load(&m->trims)};
+                          .trims = atomic_load(&m->trims), .decodes = atomic_load(&m->decodes)};
+  pthread_mutex_lock(&m->lock);
+  out->launches = m->launches;
+  pthread_mutex_unlock(&m->lock);
   for (int k = 0; k < 3; k++)
     out->copy_calls[k] = atomic_load(&m->copy_calls[k]), out->copy_bytes[k] = atomic_load(&m->copy_bytes[k]);
   return FF_OK;
@@ -635,8 +745,27 @@ static int parse_faults(const char *s, unsigned *alloc_after, unsigned *alloc_er
   return 1;
 }
 
-/* "mem=SIZE&delay=US&decode=exact|nvjpeg" in any order; 0 when malformed. */
-static int parse_query(const char *q, size_t *mem, unsigned *delay_us, ff__jpeg_variant *variant) {
+/* FF_EMU_DELAYS="decode:80000,kernel:60000,h2d:40000,d2h:40000": µs per
+ * command of each engine; 0 when malformed. */
+static int parse_delays(const char *s, unsigned us[ENGINES]) {
+  static const char *const names[ENGINES] = {"h2d:", "d2h:", "kernel:", "decode:"};
+  while (*s) {
+    int k = 0;
+    while (k < ENGINES && strncmp(s, names[k], strlen(names[k])))
+      k++;
+    if (k == ENGINES) return 0;
+    s += strlen(names[k]);
+    char *stop;
+    unsigned long v = strtoul(s, &stop, 10);
+    if (stop == s || (*stop && *stop != ',') || v > 10000000) return 0;
+    us[k] = (unsigned)v;
+    s = *stop ? stop + 1 : stop;
+  }
+  return 1;
+}
+
+/* "mem=SIZE&delay=US&decode=exact|nvjpeg|libnvjpeg" in any order; 0 when malformed. */
+static int parse_query(const char *q, size_t *mem, unsigned *delay_us, ff__jpeg_variant *variant, int *libnvjpeg) {
   while (*q) {
     const char *end = strchr(q, '&');
     size_t len = end ? (size_t)(end - q) : strlen(q);
@@ -654,6 +783,8 @@ static int parse_query(const char *q, size_t *mem, unsigned *delay_us, ff__jpeg_
       *variant = FF__JPEG_NVJPEG_LIKE;
     } else if (!strcmp(item, "decode=exact")) {
       *variant = FF__JPEG_EXACT;
+    } else if (!strcmp(item, "decode=libnvjpeg")) {
+      *libnvjpeg = 1;
     } else {
       return 0;
     }
@@ -665,11 +796,13 @@ static int parse_query(const char *q, size_t *mem, unsigned *delay_us, ff__jpeg_
 ff_status ff__emu_open(int ordinal, const char *query, const ff__device_options *opt, ff__device_opened *out,
                        ff__error *err) {
   size_t mem = 0;
-  unsigned delay_us = 0;
+  unsigned delay_us = 0, engine_us[ENGINES] = {0};
   ff__jpeg_variant variant = FF__JPEG_EXACT;
-  if (!parse_query(query, &mem, &delay_us, &variant))
+  int libnvjpeg = 0;
+  if (!parse_query(query, &mem, &delay_us, &variant, &libnvjpeg))
     return ff__error_set(err, FF_EINVAL,
-                         "emu:%d?%s: expected ?mem=SIZE (e.g. 256M), delay=US and/or decode=exact|nvjpeg, joined by &",
+                         "emu:%d?%s: expected ?mem=SIZE (e.g. 256M), delay=US and/or decode=exact|nvjpeg|libnvjpeg, "
+                         "joined by &",
                          ordinal, query);
   if (opt->emu_mem_bytes) mem = opt->emu_mem_bytes;
   if (!mem) mem = (size_t)2 << 30;
@@ -681,23 +814,32 @@ ff_status ff__emu_open(int ordinal, const char *query, const ff__device_options 
       !parse_faults(faults, &alloc_after, &alloc_error_at, &kernel_at))
     return ff__error_set(err, FF_EINVAL, "FF_EMU_FAULTS='%s': expected e.g. alloc:3,allocerr:2,kernel:5",
                          faults);
+  const char *delays = getenv("FF_EMU_DELAYS");
+  if (delays && !parse_delays(delays, engine_us))
+    return ff__error_set(err, FF_EINVAL,
+                         "FF_EMU_DELAYS='%s': expected e.g. decode:80000,kernel:60000,h2d:40000,d2h:40000 (µs)",
+                         delays);
 
   emu *m = calloc(1, sizeof *m);
   if (!m) return ff__error_set(err, FF_ENOMEM, "emu:%d: out of memory", ordinal);
   m->ordinal = ordinal, m->mem_bytes = mem, m->delay_us = delay_us, m->variant = variant;
+  m->libnvjpeg = libnvjpeg;
+  memcpy(m->engine_us, engine_us, sizeof engine_us);
   m->rng = 0x9e3779b9u ^ (uint32_t)ordinal;
   m->fail_alloc_after = alloc_after, m->alloc_error_at = alloc_error_at, m->fail_kernel_at = kernel_at;
   atomic_init(&m->misplaced_calls, 0);
   atomic_init(&m->device_switches, 0);
   pthread_mutex_init(&m->lock, NULL);
+  pthread_mutex_init(&m->exec, NULL);
   pthread_cond_init(&m->work, NULL);
   pthread_cond_init(&m->done, NULL);
-  if (pthread_create(&m->thread, NULL, emu_main, m)) {
-    pthread_cond_destroy(&m->work);
-    pthread_cond_destroy(&m->done);
-    pthread_mutex_destroy(&m->lock);
-    free(m);
-    return ff__error_set(err, FF_ENOMEM, "emu:%d: cannot start the emulator thread", ordinal);
+  for (int k = 0; k < ENGINES; k++) {
+    m->engines[k] = (emu_engine){.m = m, .kind = k};
+    if (pthread_create(&m->engines[k].thread, NULL, engine_main, &m->engines[k])) {
+      emu_free(m);
+      return ff__error_set(err, FF_ENOMEM, "emu:%d: cannot start the emulator's engine threads", ordinal);
+    }
+    m->engines[k].started = 1;
   }
   *out = (ff__device_opened){&emu_backend, m, 0, ""};
   snprintf(out->name, sizeof out->name, "emu:%d", ordinal);

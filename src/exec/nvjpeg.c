@@ -1,9 +1,11 @@
 /* nvjpeg.c — nvJPEG loaded at run time (see nvjpeg.h): dlopen, the entry
- * points looked up by name, a handle with our allocators, the per-image
- * support check and the batched decode. nvJPEG's statuses are mapped onto
- * ours: a bad or incomplete stream is input data (FF_EDATA), an allocator
- * failure is the budget (FF_EBUDGET), anything else the device
- * (FF_EDEVICE); the message keeps nvJPEG's name for it. */
+ * points looked up by name (the pre-allocation and scale-factor calls are
+ * optional: a library without them decodes without), a handle with our
+ * allocators, the per-image support check and the batched decode, one
+ * state per slot. nvJPEG's statuses are mapped onto ours: a bad or
+ * incomplete stream is input data (FF_EDATA), an allocator failure is the
+ * budget (FF_EBUDGET), anything else the device (FF_EDEVICE); the message
+ * keeps nvJPEG's name for it. */
 #include "exec/nvjpeg.h"
 
 #include <dlfcn.h>
@@ -22,7 +24,7 @@ enum {
 };
 enum { NV_BACKEND_GPU_HYBRID = 2, NV_BACKEND_HARDWARE = 3 };      /* nvjpegBackend_t */
 enum { NV_OUTPUT_RGBI = 5 };                                     /* nvjpegOutputFormat_t */
-enum { NV_CSS_UNKNOWN = -1 };                                    /* nvjpegChromaSubsampling_t */
+enum { NV_CSS_444 = 0, NV_CSS_UNKNOWN = -1 };                    /* nvjpegChromaSubsampling_t */
 enum { NV_ENCODING_PROGRESSIVE = 0xc2 };                         /* nvjpegJpegEncoding_t */
 #define NV_MAX_COMPONENT 4
 
@@ -67,6 +69,10 @@ typedef struct nv_api {
                              nv_image *dst, void *stream);
   nv_status (*DecodeBatchedEx)(nv_handle h, nv_state s, const unsigned char *const *data, const size_t *lengths,
                                nv_image *dst, nv_params *params, void *stream);
+  /* optional (NULL where the library lacks them) */
+  nv_status (*DecodeBatchedPreAllocate)(nv_handle h, nv_state s, int batch_size, int width, int height,
+                                        int chroma_subsampling, int format);
+  nv_status (*DecodeParamsSetScaleFactor)(nv_params p, int scale_factor);
 } nv_api;
 
 /* The entry points by name, in nv_api's order. */
@@ -80,7 +86,21 @@ static const char *const symbols[] = {
     "nvjpegDecodeParamsSetOutputFormat", "nvjpegDecodeParamsSetROI",
     "nvjpegDecodeBatchedSupportedEx", "nvjpegDecodeBatchedInitialize",
     "nvjpegDecodeBatched",      "nvjpegDecodeBatchedEx",
+    "nvjpegDecodeBatchedPreAllocate", "nvjpegDecodeParamsSetScaleFactor",
 };
+#define NUM_REQUIRED 18 /* the symbols before these are required */
+
+/* A microbatch's decoder state and what its batched call passes. */
+typedef struct slot {
+  nv_state state;
+  nv_params *params; /* per image (hardware: its ROI and scale) */
+  int num_params;
+  const unsigned char **data;
+  size_t *lengths;
+  nv_image *dst;
+  int cap;
+  int preallocated;
+} slot;
 
 struct ff__nvjpeg {
   void *lib;
@@ -88,16 +108,11 @@ struct ff__nvjpeg {
   nv_dev_allocator dev;
   nv_pinned_allocator pinned;
   nv_handle handle;
-  nv_state state;
   pthread_mutex_t parse_mu; /* the support check, called from the workers */
   nv_stream parse; /* the support check's parsed stream */
-  nv_params check; /* the support check's parameters (RGBI, whole image) */
-  nv_params *params; /* per image of a batch (hardware: its ROI) */
-  int num_params;
-  const unsigned char **data;
-  size_t *lengths;
-  nv_image *dst;
-  int cap;
+  nv_params check; /* the support check's parameters (RGBI, the region and scale asked about) */
+  slot *slots;
+  int num_slots;
   int hardware;
 };
 
@@ -135,20 +150,46 @@ static void *load(char *why, size_t cap) {
   return NULL;
 }
 
-static ff_status grow(ff__nvjpeg *n, int count, ff__error *err) {
-  if (count <= n->cap) return FF_OK;
-  int cap = count > 2 * n->cap ? count : 2 * n->cap;
-  const unsigned char **data = realloc(n->data, (size_t)cap * sizeof *data);
-  if (data) n->data = data;
-  size_t *lengths = realloc(n->lengths, (size_t)cap * sizeof *lengths);
-  if (lengths) n->lengths = lengths;
-  nv_image *dst = realloc(n->dst, (size_t)cap * sizeof *dst);
-  if (dst) n->dst = dst;
-  nv_params *params = realloc(n->params, (size_t)cap * sizeof *params);
-  if (params) n->params = params;
-  if (!data || !lengths || !dst || !params) return ff__error_set(err, FF_ENOMEM, "nvjpeg: out of memory");
-  n->cap = cap;
+/* Slot k, made at its first use: its state, arrays for count images and
+ * their parameters. */
+static ff_status slot_for(ff__nvjpeg *n, int k, int count, slot **out, ff__error *err) {
+  if (k < 0) return ff__error_set(err, FF_EINVAL, "nvjpeg: slot %d", k);
+  if (k >= n->num_slots) {
+    slot *s = realloc(n->slots, (size_t)(k + 1) * sizeof *s);
+    if (!s) return ff__error_set(err, FF_ENOMEM, "nvjpeg: out of memory");
+    memset(s + n->num_slots, 0, (size_t)(k + 1 - n->num_slots) * sizeof *s);
+    n->slots = s, n->num_slots = k + 1;
+  }
+  slot *s = &n->slots[k];
+  nv_status ns;
+  if (!s->state && (ns = n->api.JpegStateCreate(n->handle, &s->state)) != NV_SUCCESS)
+    return fail(err, "nvjpegJpegStateCreate", ns);
+  if (count > s->cap) {
+    int cap = count > 2 * s->cap ? count : 2 * s->cap;
+    const unsigned char **data = realloc(s->data, (size_t)cap * sizeof *data);
+    if (data) s->data = data;
+    size_t *lengths = realloc(s->lengths, (size_t)cap * sizeof *lengths);
+    if (lengths) s->lengths = lengths;
+    nv_image *dst = realloc(s->dst, (size_t)cap * sizeof *dst);
+    if (dst) s->dst = dst;
+    nv_params *params = realloc(s->params, (size_t)cap * sizeof *params);
+    if (params) s->params = params;
+    if (!data || !lengths || !dst || !params) return ff__error_set(err, FF_ENOMEM, "nvjpeg: out of memory");
+    s->cap = cap;
+  }
+  for (; s->num_params < count; s->num_params++) {
+    ns = n->api.DecodeParamsCreate(n->handle, &s->params[s->num_params]);
+    if (ns == NV_SUCCESS) ns = n->api.DecodeParamsSetOutputFormat(s->params[s->num_params], NV_OUTPUT_RGBI);
+    if (ns != NV_SUCCESS) return fail(err, "nvjpegDecodeParamsCreate", ns);
+  }
+  *out = s;
   return FF_OK;
+}
+
+static void slot_free(ff__nvjpeg *n, slot *s) {
+  for (int i = 0; i < s->num_params; i++) n->api.DecodeParamsDestroy(s->params[i]);
+  if (s->state) n->api.JpegStateDestroy(s->state);
+  free(s->params), free(s->data), free(s->lengths), free(s->dst);
 }
 
 ff_status ff__nvjpeg_open(const ff__nvjpeg_alloc *alloc, ff__nvjpeg **out, ff__error *err) {
@@ -166,7 +207,7 @@ ff_status ff__nvjpeg_open(const ff__nvjpeg_alloc *alloc, ff__nvjpeg **out, ff__e
   for (size_t i = 0; i < sizeof symbols / sizeof *symbols; i++) {
     void *sym = dlsym(lib, symbols[i]); /* POSIX: a function's address fits a void * */
     memcpy((char *)&n->api + i * sizeof(void (*)(void)), &sym, sizeof sym);
-    if (!sym) {
+    if (!sym && i < NUM_REQUIRED) {
       ff__error_set(err, FF_EDEVICE, "nvjpeg not available: the library has no %s (nvJPEG 12 or later needed)",
                     symbols[i]);
       ff__nvjpeg_close(n);
@@ -185,7 +226,6 @@ ff_status ff__nvjpeg_open(const ff__nvjpeg_alloc *alloc, ff__nvjpeg **out, ff__e
   if (s != NV_SUCCESS && !hardware_only)
     s = n->api.CreateExV2(NV_BACKEND_GPU_HYBRID, &n->dev, &n->pinned, 0, &n->handle);
   const char *call = "nvjpegCreateExV2";
-  if (s == NV_SUCCESS) s = n->api.JpegStateCreate(n->handle, &n->state), call = "nvjpegJpegStateCreate";
   if (s == NV_SUCCESS) s = n->api.JpegStreamCreate(n->handle, &n->parse), call = "nvjpegJpegStreamCreate";
   if (s == NV_SUCCESS) s = n->api.DecodeParamsCreate(n->handle, &n->check), call = "nvjpegDecodeParamsCreate";
   if (s == NV_SUCCESS) s = n->api.DecodeParamsSetOutputFormat(n->check, NV_OUTPUT_RGBI);
@@ -200,14 +240,13 @@ ff_status ff__nvjpeg_open(const ff__nvjpeg_alloc *alloc, ff__nvjpeg **out, ff__e
 
 void ff__nvjpeg_close(ff__nvjpeg *n) {
   if (!n) return;
-  for (int i = 0; i < n->num_params; i++) n->api.DecodeParamsDestroy(n->params[i]);
+  for (int i = 0; i < n->num_slots; i++) slot_free(n, &n->slots[i]);
   if (n->check) n->api.DecodeParamsDestroy(n->check);
   if (n->parse) n->api.JpegStreamDestroy(n->parse);
-  if (n->state) n->api.JpegStateDestroy(n->state);
   if (n->handle) n->api.Destroy(n->handle);
   dlclose(n->lib);
   pthread_mutex_destroy(&n->parse_mu);
-  free(n->params), free(n->data), free(n->lengths), free(n->dst);
+  free(n->slots);
   free(n);
 }
 
@@ -215,19 +254,35 @@ const char *ff__nvjpeg_backend(const ff__nvjpeg *n) { return n->hardware ? "nvjp
 
 int ff__nvjpeg_decodes_region(const ff__nvjpeg *n) { return n->hardware; }
 
-static int check_stream(ff__nvjpeg *n, const uint8_t *data, size_t size_bytes, const char **why);
+int ff__nvjpeg_scales(const ff__nvjpeg *n) { return n->hardware && n->api.DecodeParamsSetScaleFactor; }
 
-int ff__nvjpeg_takes(ff__nvjpeg *n, const uint8_t *data, size_t size_bytes, const char **why) {
+int ff__nvjpeg_min_batch(const ff__nvjpeg *n) { return n->hardware ? 1 : 51; }
+
+/* im's region and reduction on params p (hardware; the whole image
+ * otherwise). */
+static nv_status set_region(ff__nvjpeg *n, nv_params p, const ff__nvjpeg_image *im) {
+  if (!n->hardware) return NV_SUCCESS;
+  int whole = !im->width;
+  nv_status s = n->api.DecodeParamsSetROI(p, whole ? 0 : im->x, whole ? 0 : im->y, whole ? -1 : im->width,
+                                          whole ? -1 : im->height);
+  if (s == NV_SUCCESS && n->api.DecodeParamsSetScaleFactor)
+    s = n->api.DecodeParamsSetScaleFactor(p, im->scale_shift); /* nvjpegScaleFactor_t: NONE, 1/2, 1/4, 1/8 */
+  return s;
+}
+
+static int check_stream(ff__nvjpeg *n, const ff__nvjpeg_image *im, const char **why);
+
+int ff__nvjpeg_takes(ff__nvjpeg *n, const ff__nvjpeg_image *im, const char **why) {
   pthread_mutex_lock(&n->parse_mu); /* workers ask at once; the parse stream is one */
-  int takes = check_stream(n, data, size_bytes, why);
+  int takes = check_stream(n, im, why);
   pthread_mutex_unlock(&n->parse_mu);
   return takes;
 }
 
-static int check_stream(ff__nvjpeg *n, const uint8_t *data, size_t size_bytes, const char **why) {
+static int check_stream(ff__nvjpeg *n, const ff__nvjpeg_image *im, const char **why) {
   unsigned comps = 0;
   int encoding = 0, css = NV_CSS_UNKNOWN, unsupported = 1;
-  if (n->api.JpegStreamParseHeader(n->handle, data, size_bytes, n->parse) != NV_SUCCESS)
+  if (n->api.JpegStreamParseHeader(n->handle, im->data, im->size_bytes, n->parse) != NV_SUCCESS)
     return *why = "not a JPEG nvjpeg can parse", 0;
   if (n->api.JpegStreamGetComponentsNum(n->parse, &comps) != NV_SUCCESS || comps == 4)
     return *why = "CMYK/YCCK (nvjpeg's conversion is not Adobe's)", 0;
@@ -236,38 +291,46 @@ static int check_stream(ff__nvjpeg *n, const uint8_t *data, size_t size_bytes, c
     return *why = "progressive (the hardware decoder takes baseline only)", 0;
   if (n->api.JpegStreamGetChromaSubsampling(n->parse, &css) != NV_SUCCESS || css == NV_CSS_UNKNOWN)
     return *why = "unusual chroma subsampling", 0;
-  if (n->api.DecodeBatchedSupportedEx(n->handle, n->parse, n->check, &unsupported) != NV_SUCCESS || unsupported)
-    return *why = "not supported by the decoder (nvjpegDecodeBatchedSupportedEx)", 0;
+  if (!n->hardware) return 1; /* the support call is the hardware backend's */
+  if (set_region(n, n->check, im) != NV_SUCCESS ||
+      n->api.DecodeBatchedSupportedEx(n->handle, n->parse, n->check, &unsupported) != NV_SUCCESS || unsupported)
+    return *why = "not supported by the decoder for this region (nvjpegDecodeBatchedSupportedEx)", 0;
   return 1;
 }
 
-ff_status ff__nvjpeg_decode(ff__nvjpeg *n, const ff__nvjpeg_image *images, int count, void *stream,
+/* A hardware state's buffers, once, sized for this batch (a hint nvJPEG
+ * grows past when it must; 4:4:4 so that any subsampling reuses them). */
+static void preallocate(ff__nvjpeg *n, slot *s, const ff__nvjpeg_image *images, int count) {
+  if (s->preallocated || !n->hardware || !n->api.DecodeBatchedPreAllocate) return;
+  int w = 1, h = 1;
+  for (int i = 0; i < count; i++) {
+    if (images[i].image_width > w) w = images[i].image_width;
+    if (images[i].image_height > h) h = images[i].image_height;
+  }
+  s->preallocated = n->api.DecodeBatchedPreAllocate(n->handle, s->state, count, w, h, NV_CSS_444, NV_OUTPUT_RGBI) ==
+                    NV_SUCCESS;
+}
+
+ff_status ff__nvjpeg_decode(ff__nvjpeg *n, int k, const ff__nvjpeg_image *images, int count, void *stream,
                             ff__error *err) {
   if (count <= 0) return FF_OK;
-  ff_status st = grow(n, count, err);
+  slot *s = NULL;
+  ff_status st = slot_for(n, k, count, &s, err);
   if (st) return st;
-  for (; n->num_params < count; n->num_params++) {
-    nv_status s = n->api.DecodeParamsCreate(n->handle, &n->params[n->num_params]);
-    if (s == NV_SUCCESS) s = n->api.DecodeParamsSetOutputFormat(n->params[n->num_params], NV_OUTPUT_RGBI);
-    if (s != NV_SUCCESS) return fail(err, "nvjpegDecodeParamsCreate", s);
-  }
   for (int i = 0; i < count; i++) {
     const ff__nvjpeg_image *im = &images[i];
-    n->data[i] = im->data, n->lengths[i] = im->size_bytes;
-    memset(&n->dst[i], 0, sizeof n->dst[i]);
-    n->dst[i].channel[0] = im->d_dst, n->dst[i].pitch[0] = im->pitch_bytes;
-    if (n->hardware) {
-      int whole = !im->width;
-      nv_status s = n->api.DecodeParamsSetROI(n->params[i], whole ? 0 : im->x, whole ? 0 : im->y,
-                                              whole ? -1 : im->width, whole ? -1 : im->height);
-      if (s != NV_SUCCESS) return fail(err, "nvjpegDecodeParamsSetROI", s);
-    }
+    s->data[i] = im->data, s->lengths[i] = im->size_bytes;
+    memset(&s->dst[i], 0, sizeof s->dst[i]);
+    s->dst[i].channel[0] = im->d_dst, s->dst[i].pitch[0] = im->pitch_bytes;
+    nv_status ns = set_region(n, s->params[i], im);
+    if (ns != NV_SUCCESS) return fail(err, "nvjpegDecodeParamsSetROI", ns);
   }
-  nv_status s = n->api.DecodeBatchedInitialize(n->handle, n->state, count, 1, NV_OUTPUT_RGBI);
-  if (s != NV_SUCCESS) return fail(err, "nvjpegDecodeBatchedInitialize", s);
+  preallocate(n, s, images, count);
+  nv_status ns = n->api.DecodeBatchedInitialize(n->handle, s->state, count, 1, NV_OUTPUT_RGBI);
+  if (ns != NV_SUCCESS) return fail(err, "nvjpegDecodeBatchedInitialize", ns);
   if (n->hardware)
-    s = n->api.DecodeBatchedEx(n->handle, n->state, n->data, n->lengths, n->dst, n->params, stream);
+    ns = n->api.DecodeBatchedEx(n->handle, s->state, s->data, s->lengths, s->dst, s->params, stream);
   else
-    s = n->api.DecodeBatched(n->handle, n->state, n->data, n->lengths, n->dst, stream);
-  return s == NV_SUCCESS ? FF_OK : fail(err, n->hardware ? "nvjpegDecodeBatchedEx" : "nvjpegDecodeBatched", s);
+    ns = n->api.DecodeBatched(n->handle, s->state, s->data, s->lengths, s->dst, stream);
+  return ns == NV_SUCCESS ? FF_OK : fail(err, n->hardware ? "nvjpegDecodeBatchedEx" : "nvjpegDecodeBatched", ns);
 }

@@ -115,13 +115,19 @@ static void put_step(text *t, const ff__step *s) {
   }
 }
 
-/* The plan of job as a JSON object in *out (malloc'd); label < 0: none. */
-/* The steps of plan, as the "steps" array. */
+/* The steps of plan, as the "steps" array, with the flips not drawn among
+ * them as {"op": "horizontal_flip", "applied": false}. */
 static void put_steps(text *t, const ff__plan *plan, const char *indent) {
   put(t, "\"steps\": [");
-  for (int i = 0; i < plan->num_steps; i++) {
-    put(t, i ? ",\n%s" : "\n%s", indent);
+  int k = 0, first = 1;
+  for (int i = 0; i <= plan->num_steps; i++) {
+    for (; k < plan->num_unflipped && plan->unflipped[k].at == i; k++, first = 0)
+      put(t, "%s%s{\"op\": \"%s_flip\", \"applied\": false}", first ? "\n" : ",\n", indent,
+          plan->unflipped[k].vertical ? "vertical" : "horizontal");
+    if (i == plan->num_steps) break;
+    put(t, first ? "\n%s" : ",\n%s", indent);
     put_step(t, &plan->steps[i]);
+    first = 0;
   }
   put(t, "]");
 }

@@ -162,6 +162,7 @@ static void restart_epoch(ff_loader *l, uint64_t epoch, size_t batch) {
   l->gen++;
   if (l->stream) ff__stream_restart(l->stream, epoch, batch * (size_t)l->cfg.batch_size); /* waits end now */
   l->busy -= ff__offload_reset(l->offload); /* the feeder must not pick up a stale microbatch */
+  l->redo_head = l->redo_count = 0;          /* nor a worker a sample handed back for a stale batch */
   l->restarting = 1; /* no worker takes a sample of the old order meanwhile (a stream would not send it) */
   while (l->busy) pthread_cond_wait(&l->ready_cv, &l->mu);
   l->restarting = 0;
@@ -217,13 +218,15 @@ static void split(ff_loader *l, ff_batch *e) {
       if ((e->placement[slot] != FF_PLACEMENT_CPU) == pass) e->slot_order[next++] = slot;
   e->gen = l->gen;
   e->stats = (ff_batch_info){.offload_share = share};
+  memset(&e->decodes, 0, sizeof e->decodes);
 }
 
 /* Takes the next sample to run for worker `worker`, or returns 0 when
  * stopping. Workers at or above the active cap park here (the guaranteed
  * ones at active_threads, the spares at num_threads + active_spares).
  * Locked. */
-static int take_item(ff_loader *l, int worker, size_t *item, ff_batch **batch) {
+static int take_item(ff_loader *l, int worker, size_t *item, ff_batch **batch, struct ff__redo *redo) {
+  redo->slot = -1;
   for (;;) {
     if (l->stop) return 0;
     int spare = worker >= l->num_threads;
@@ -243,6 +246,15 @@ static int take_item(ff_loader *l, int worker, size_t *item, ff_batch **batch) {
       pthread_cond_wait(&l->work_cv, &l->mu);
       continue;
     }
+    while (l->redo_count) { /* a sample the feeder handed back: its batch waits for it */
+      *redo = l->redo[l->redo_head];
+      l->redo_head = (l->redo_head + 1) % l->redo_cap, l->redo_count--;
+      ff_batch *e = &l->ring[redo->entry];
+      if (redo->gen != l->gen || e->gen != l->gen || e->state != FF__BUF_FILLING) continue;
+      *item = e->index * (size_t)l->cfg.batch_size, *batch = e;
+      return 1;
+    }
+    redo->slot = -1;
     /* Every sample of item_epoch taken and the consumer on it, or already past
      * its end (it may take a whole epoch the ring held before a worker runs
      * again): prepare the next epoch. */
@@ -428,10 +440,12 @@ static void *worker_loop(void *p) {
   pthread_mutex_lock(&l->mu);
   size_t item;
   ff_batch *e;
-  while (take_item(l, index, &item, &e)) {
+  struct ff__redo redo;
+  while (take_item(l, index, &item, &e, &redo)) {
     uint64_t gen = l->gen;
     size_t pos = item % (size_t)l->cfg.batch_size;
-    int slot = e->slot_order[pos], placement = e->placement[slot];
+    int slot = redo.slot >= 0 ? redo.slot : e->slot_order[pos];
+    int placement = redo.slot >= 0 ? FF_PLACEMENT_CPU : e->placement[slot];
     size_t at = item - pos + (size_t)slot; /* the sample's place in the epoch's order */
     int64_t sample = l->order[e->epoch & 1][at];
     ff__sample_job job = sample_job(l, e->epoch, at);
@@ -445,6 +459,8 @@ static void *worker_loop(void *p) {
     ff_status st = placement != FF_PLACEMENT_CPU
                        ? ff__offload_sample(l->offload, w, (int)(e - l->ring), &job, slot, placement, &took, &err)
                        : run_sample(l, w, e, &job, slot, &err);
+    if (redo.slot >= 0) /* handed back by the feeder: meant for the device, prepared here */
+      took.fell_back = 1, took.decode_fallback = redo.why == FF__REDO_DECODE, took.placement = FF_PLACEMENT_CPU;
     char *replace_msg = NULL;
     int64_t used = sample; /* the sample whose pixels fill the slot */
     if (st && !took.added && l->cfg.on_error == FF_ON_ERROR_REPLACE) {
@@ -452,7 +468,7 @@ static void *worker_loop(void *p) {
       replace_msg = strdup(err.msg);
       st = replace_sample(l, w, e, at, slot, &used, &err);
       if (st) err = first; /* no substitute: the batch fails with the sample's own error */
-      took.fell_back = placement != FF_PLACEMENT_CPU, took.placement = FF_PLACEMENT_CPU; /* a substitute runs here */
+      took.fell_back |= placement != FF_PLACEMENT_CPU, took.placement = FF_PLACEMENT_CPU; /* a substitute runs here */
     }
     char *warn_msg = w->warning.status ? strdup(w->warning.msg) : NULL;
 
@@ -474,6 +490,7 @@ static void *worker_loop(void *p) {
     w->read_ns = w->decode_ns = w->ops_ns = w->read_bytes = 0;
     add_costs(l, &w->ops.costs);
     if (gen == l->gen) {
+      e->decodes.cpu += w->decoded_pixels > 0;
       e->labels[slot] = l->index.labels ? l->index.labels[used] : w->label;
       e->sample_indices[slot] = used;
       if (placement != FF_PLACEMENT_CPU && ff__offload_sample_done(l->offload, (int)(e - l->ring))) l->busy++;
@@ -481,6 +498,7 @@ static void *worker_loop(void *p) {
       if (!took.added) { /* finished here; a sample in the microbatch finishes with it, in the feeder */
         if (st) {
           sample_failed(l, e, slot, &err);
+          e->stats.device_decode_fallbacks += (size_t)(redo.slot >= 0 && took.decode_fallback); /* it went back */
         } else {
           if (replace_msg) e->replace_msg[slot] = replace_msg, replace_msg = NULL;
           int p = took.placement; /* FF_PLACEMENT_CPU: here, or fallen back */
@@ -511,17 +529,15 @@ static void offload_done(void *ctx, const ff__offload_result *r) {
   ff_batch *e = &l->ring[r->entry];
   pthread_mutex_lock(&l->mu);
   l->busy--;
-  add_costs(l, r->costs);
-  l->stats.decode_ns += r->decode_ns, l->stats.ops_ns += r->ops_ns;
   if (l->trace)
     ff__trace_span(l->trace, r->device_ran ? FF__TRACK_DEVICE : FF__TRACK_FEEDER,
-                   r->device_ran ? "microbatch" : "cpu fallback", r->start_ns, r->end_ns - r->start_ns, "batch",
+                   r->device_ran ? "microbatch" : "handed back to the workers", r->start_ns, r->end_ns - r->start_ns, "batch",
                    (int64_t)e->index);
   if (e->gen == l->gen && e->state == FF__BUF_FILLING) {
     ff_batch_info *b = &e->stats;
     size_t on_device = r->placed[FF_PLACEMENT_SPLIT] + r->placed[FF_PLACEMENT_DEVICE];
     b->device_samples += on_device, b->cpu_samples += r->placed[FF_PLACEMENT_CPU];
-    b->device_fallbacks += r->fallbacks, b->device_decode_fallbacks += r->decode_fallbacks;
+    b->device_decode_fallbacks += r->decode_fallbacks;
     for (int p = 0; p < FF_PLACEMENTS; p++) {
       b->placement_samples[p] += r->placed[p];
       b->placement_cpu_ns[p] += r->placed_cpu_ns[p], b->placement_read_ns[p] += r->placed_read_ns[p];
@@ -531,8 +547,15 @@ static void offload_done(void *ctx, const ff__offload_result *r) {
     b->device_bytes = r->device_bytes;
     b->device_downloads += r->downloads, b->device_download_bytes += r->download_bytes;
     b->feeder_cpu_ns += r->feeder_cpu_ns;
+    e->decodes.device += r->device_decoded, e->decodes.failures += r->decode_failures;
+    e->decodes.failed_batches += (uint64_t)r->decode_batch_failed;
+    e->decodes.small_batches += (uint64_t)r->decode_small_batch;
     ff__dev_output_took(l, e, r->on_device);
-    for (int i = 0; i < r->num_failed; i++) sample_failed(l, e, r->failed[i].slot, &r->failed[i].err);
+    for (int s = 0; s < l->batch_cap && r->num_redo; s++) { /* the workers take these first */
+      if (!r->redo[s] || l->redo_count == l->redo_cap) continue;
+      l->redo[(l->redo_head + l->redo_count++) % l->redo_cap] = (struct ff__redo){r->entry, s, r->redo[s], l->gen};
+    }
+    if (r->num_redo) pthread_cond_broadcast(&l->work_cv);
     sample_finished(l, e, r->samples);
   }
   pthread_cond_broadcast(&l->ready_cv);
@@ -561,6 +584,7 @@ static void loader_free(ff_loader *l) {
   for (size_t i = 0; i < l->warnings_kept; i++) free(l->warnings[i]);
   free(l->warnings);
   free(l->ring);
+  free(l->redo);
   free(l->workers);
   free(l->threads);
   free(l->order[0]);
@@ -762,13 +786,15 @@ static ff_status loader_start(ff_loader *l) {
     if (!(l->repeat[k] = malloc((l->num_samples ? l->num_samples : 1) * sizeof *l->repeat[k])))
       return ff__error_set(err, FF_ENOMEM, "out of memory");
   l->ring = calloc((size_t)l->ring_size, sizeof *l->ring);
+  l->redo_cap = l->ring_size * l->batch_cap; /* every sample of the ring at most once */
+  l->redo = malloc((size_t)l->redo_cap * sizeof *l->redo);
   /* num_threads workers, then room for as many spares (join_node_group) */
   l->workers = calloc(2 * (size_t)l->num_threads, sizeof *l->workers);
   l->threads = calloc(2 * (size_t)l->num_threads, sizeof *l->threads);
   l->skipped = calloc(MAX_SKIPPED_KEPT, sizeof *l->skipped);
   l->warnings = calloc(MAX_SKIPPED_KEPT, sizeof *l->warnings);
-  if (!l->order[0] || !l->order[1] || !l->perm || !l->ring || !l->workers || !l->threads || !l->skipped ||
-      !l->warnings)
+  if (!l->order[0] || !l->order[1] || !l->perm || !l->ring || !l->redo || !l->workers || !l->threads ||
+      !l->skipped || !l->warnings)
     return ff__error_set(err, FF_ENOMEM, "out of memory");
   for (size_t i = 0; i < l->index.num_bad; i++) /* counted and listed first, as skipped */
     l->stats.skipped++, keep_msg(l->skipped, &l->skipped_kept, &l->index.bad[i]);
@@ -804,6 +830,7 @@ static ff_status loader_start(ff_loader *l) {
   if ((st = ff__dev_output_open(l))) return st;
   l->stats.device = l->device_name;
   l->stats.device_decoder = ff__offload_decoder(l->offload, &l->stats.device_decoder_note);
+  l->device_decoder = l->offload && strcmp(l->stats.device_decoder, "none") ? l->stats.device_decoder : NULL;
   ff__offload_pool(l->offload, &l->stats.device_pool_limit_bytes, &l->stats.device_pool_peak_bytes);
 
   pthread_mutex_lock(&l->mu);
@@ -926,6 +953,10 @@ static void hand_out(ff_loader *l, ff_batch *e, int ring_ready, uint64_t t0, uin
   l->stats.device_ns += b->device_ns;
   l->stats.device_fallbacks += b->device_fallbacks;
   l->stats.device_decode_fallbacks += b->device_decode_fallbacks;
+  l->stats.cpu_decodes += e->decodes.cpu, l->stats.device_decodes += e->decodes.device;
+  l->stats.device_decode_failures += e->decodes.failures;
+  l->stats.device_decode_failed_batches += e->decodes.failed_batches;
+  l->stats.device_decode_small_batches += e->decodes.small_batches;
   l->stats.device_download_bytes += b->device_download_bytes, l->stats.feeder_cpu_ns += b->feeder_cpu_ns;
   for (int p = 0; p < FF_PLACEMENTS; p++) {
     l->stats.placement_samples[p] += b->placement_samples[p];
@@ -966,6 +997,26 @@ static void hand_out(ff_loader *l, ff_batch *e, int ring_ready, uint64_t t0, uin
   l->stats.offload_share = device_share(l);
 }
 
+/* The batch stage's settings now: with mixing turned off (timm's
+ * mixup_enabled = False) no draw applies, so every image stays itself and
+ * its target is its smoothed one-hot row, as timm's Mixup gives then. */
+static ff__mix_params mix_params(ff_loader *l) {
+  ff__mix_params p = l->pipe.mix;
+  pthread_mutex_lock(&l->mu);
+  if (l->mix_off) p.prob = 0;
+  pthread_mutex_unlock(&l->mu);
+  return p;
+}
+
+ff_status ff_loader_set_mix_enabled(ff_loader *l, int enabled) {
+  if (!l->started_threads) return failed_open(l);
+  if (!l->pipe.has_mix) return ff__error_set(&l->err, FF_EINVAL, "the pipeline has no mixup_cutmix stage");
+  pthread_mutex_lock(&l->mu);
+  l->mix_off = !enabled;
+  pthread_mutex_unlock(&l->mu);
+  return FF_OK;
+}
+
 /* Mixup/CutMix on the batch just taken: its draws and its soft labels
  * (host memory), and its images — here in host memory, or with an output
  * device on the device batch once it is assembled (dev_output.c queues
@@ -974,7 +1025,8 @@ static void hand_out(ff_loader *l, ff_batch *e, int ring_ready, uint64_t t0, uin
 static ff_status batch_stage(ff_loader *l, ff_batch *e) {
   uint64_t t0 = ff__now_ns();
   int h = l->pipe.out_height, w = l->pipe.out_width, n = (int)e->size;
-  ff__mix_plan_make(&l->pipe.mix, l->cfg.seed, e->epoch, e->index, n, h, w, &l->mix_plan);
+  ff__mix_params mix = mix_params(l);
+  ff__mix_plan_make(&mix, l->cfg.seed, e->epoch, e->index, n, h, w, &l->mix_plan);
   int bad = ff__mix_targets(&l->mix_plan, l->pipe.mix.num_classes, e->labels, e->soft_labels);
   if (bad >= 0)
     return ff__error_set(&l->err, FF_EDATA, "%s: label %lld is not below mixup_cutmix's num_classes=%d",
@@ -1156,9 +1208,10 @@ ff_status ff_loader_mix_plan(ff_loader *l, uint64_t epoch, size_t batch, char **
   ff__mix_plan plan;
   ff_status st = ff__mix_plan_alloc(&plan, l->batch_cap, &l->err);
   if (st) return st;
-  ff__mix_plan_make(&l->pipe.mix, l->cfg.seed, epoch, batch, batch_count(l, batch), l->pipe.out_height,
+  ff__mix_params mix = mix_params(l);
+  ff__mix_plan_make(&mix, l->cfg.seed, epoch, batch, batch_count(l, batch), l->pipe.out_height,
                     l->pipe.out_width, &plan);
-  char *json = ff__mix_plan_json(&l->pipe.mix, &plan);
+  char *json = ff__mix_plan_json(&mix, &plan);
   ff__mix_plan_free(&plan);
   if (!json) return ff__error_set(&l->err, FF_ENOMEM, "out of memory");
   *json_out = json;
@@ -1174,9 +1227,23 @@ void ff_batch_labels(const ff_batch *b, ff_tensor *out) {
   out->strides[0] = 1;
 }
 
+/* Which decoders decoded the samples handed out (ff_stats.decoders): a static string. */
+static const char *decoders_of(const char *device_decoder, uint64_t cpu, uint64_t device) {
+  static const char *const both[][2] = {{"nvjpeg-hardware", "nvjpeg-hardware+libjpeg-turbo"},
+                                        {"nvjpeg-hybrid", "nvjpeg-hybrid+libjpeg-turbo"},
+                                        {"nvjpeg-like", "nvjpeg-like+libjpeg-turbo"}};
+  if (!device || !device_decoder) return cpu ? "libjpeg-turbo" : "none";
+  for (size_t i = 0; cpu && i < sizeof both / sizeof *both; i++)
+    if (!strcmp(device_decoder, both[i][0])) return both[i][1];
+  return device_decoder; /* alone, or the emulator's libjpeg-turbo beside the CPU's */
+}
+
 void ff_loader_stats(const ff_loader *l, ff_stats *out) {
   pthread_mutex_lock((pthread_mutex_t *)&l->mu);
   *out = l->stats;
+  if (l->offload) /* the feeder turns device decode off when it keeps failing */
+    out->device_decoder = ff__offload_decoder(l->offload, &out->device_decoder_note);
+  out->decoders = decoders_of(l->device_decoder, out->samples > out->device_decodes, out->device_decodes);
   pthread_mutex_unlock((pthread_mutex_t *)&l->mu);
   /* the pool's figures now, not as of the last batch */
   ff__offload_pool(l->offload, &out->device_pool_limit_bytes, &out->device_pool_peak_bytes);

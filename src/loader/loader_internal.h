@@ -44,6 +44,9 @@ struct ff_batch {
   int *slot_order;       /* slots in hand-out order: the device's first, so its microbatch starts early */
   unsigned char *placement; /* per slot: its ff_placement, from the split */
   ff_batch_info stats;
+  struct { /* its decodes, for ff_stats as it is handed out */
+    uint64_t cpu, device, failures, failed_batches, small_batches;
+  } decodes;
   /* output on a device (dev_output.c) */
   void *d_images;        /* batch_cap images on out_dev, or NULL */
   ff__devent *ready;     /* recorded on out_stream after the upload */
@@ -117,6 +120,10 @@ struct ff_loader {
   /* the device: the offload runtime (offload.h); NULL: CPU only */
   char device_name[160];
   ff__offload *offload;
+  const char *device_decoder; /* its decoder's name at open (a static string), or NULL: none */
+  /* samples the feeder handed back (ff__offload_result.redo), for the workers to take first */
+  struct ff__redo { int entry, slot, why; uint64_t gen; } *redo;
+  int redo_head, redo_count, redo_cap;
 
   ff__trace *trace;      /* NULL unless tracing (trace.c) */
 
@@ -129,6 +136,7 @@ struct ff_loader {
   /* the batch stage (mixup_cutmix), run by the consumer thread as a batch is handed out */
   ff__mix_plan mix_plan;
   float *mix_scratch;    /* one image */
+  int mix_off;           /* ff_loader_set_mix_enabled(0): every draw not applied, targets still smoothed */
 
   ff__device *out_dev;   /* dev_output.c: where batches are handed out, or NULL (host) */
   char out_device_name[64]; /* its name as configured ("cuda:0") */

@@ -1,11 +1,12 @@
 /* offload.h — the offload runtime as the loader sees it: one opaque handle
  * that owns the device, the split of each batch into placements, the
- * microbatches and the device feeder thread, behind a few calls: open,
- * split a batch, hand it a sample, a sample's worker is back, reset,
- * refresh, close (and what the stats show). The loader's internals stay out of it: what the runtime needs of a
- * batch comes in as arguments (the ring entry's number, its host image
- * buffer, its samples), and what the feeder finishes goes back through one
- * callback (ff__offload_config.done) with the batch's outcome.
+ * microbatches and the device feeder (loader/feeder.c), behind a few calls:
+ * open, split a batch, hand it a sample, a sample's worker is back, reset,
+ * refresh, close (and what the stats show). The loader's internals stay out
+ * of it: what the runtime needs of a batch comes in as arguments (the ring
+ * entry's number, its host image buffer, its samples), and what the feeder
+ * finishes goes back through one callback (ff__offload_config.done) with the
+ * batch's outcome, including the samples it hands back to the CPU workers.
  *
  * Locking: the runtime has its own mutex; every call below takes it itself
  * and is safe from any thread. The loader may call in while holding its own
@@ -27,31 +28,40 @@
 
 typedef struct ff__offload ff__offload;
 
-/* A sample of a batch the feeder could not prepare (its error, for the
- * loader's on_error policy: the same message the CPU path gives). */
-typedef struct ff__offload_failure {
-  int slot;
-  ff__error err;
-} ff__offload_failure;
+/* A sample the feeder hands back to the CPU workers (ff__offload_result.redo). */
+enum {
+  FF__REDO_NONE = 0,
+  FF__REDO_SAMPLE = 1, /* the device could not run it (memory, a device error): a worker prepares it */
+  FF__REDO_DECODE = 2, /* placed for the device decoder, which did not decode it: a worker decodes and
+                          prepares it, so that it fails (if it does) exactly as on the CPU */
+};
 
 /* What became of a batch's device-bound samples, reported once by done(). */
 typedef struct ff__offload_result {
   int entry;                     /* the ring entry, as given to ff__offload_split */
-  int samples;                   /* samples the feeder finished (written, or failed) */
-  int device_ran;                /* the device prepared them (else the CPU did) */
+  int samples;                   /* samples the feeder finished (written by the device) */
+  int device_ran;                /* the device prepared them */
   size_t placed[FF_PLACEMENTS];  /* of those written, how many ended under each placement */
   uint64_t placed_cpu_ns[FF_PLACEMENTS];  /* their CPU time (worker and feeder), by placement */
   uint64_t placed_read_ns[FF_PLACEMENTS]; /* of which reading the file */
-  size_t fallbacks;              /* meant for the device, prepared by the CPU (ff_batch_info.device_fallbacks) */
-  size_t decode_fallbacks;       /* meant for the device decoder, decoded by the CPU */
-  uint64_t device_ns;            /* device time (events): its ops, and its decodes when they take the SMs */
+  size_t decode_fallbacks;       /* of those written, how many were placed for device decode and decoded by
+                                    a worker (the decoder did not take them) */
+  /* Per slot (batch_cap), valid during done(): FF__REDO_* — the samples it
+   * hands back to the CPU workers, which prepare them as CPU samples (the
+   * loader counts them as device fallbacks then). */
+  const unsigned char *redo;
+  int num_redo;
+  size_t device_decoded;         /* samples the device's decoder decoded (and the device wrote) */
+  size_t decode_failures;        /* images the decoder failed on (each alone, after bisection): handed back */
+  int decode_batch_failed;       /* the microbatch's batched decode failed (it was bisected) */
+  int decode_small_batch;        /* its device-decode samples were fewer than the decoder takes in one call:
+                                    the workers decoded them */
+  const char *decode_turned_off; /* not NULL once, when this batch's decode failures turned device decode
+                                    off for the run: why (one line) */
+  uint64_t device_ns;            /* device time (events): its kernels, and its decodes when they take the SMs */
   size_t device_bytes;           /* device memory the batch took, output tensor included */
-  uint64_t decode_ns, ops_ns;    /* the feeder's own CPU time: fallback decodes, fallback ops */
   uint64_t start_ns, end_ns;     /* when the feeder took the batch and finished it */
-  uint64_t feeder_cpu_ns;        /* the feeder thread's CPU time on it (its waits sleep: near its own work) */
-  int num_failed;
-  const ff__offload_failure *failed; /* num_failed samples, valid during done() */
-  ff__op_costs *costs;           /* the feeder's per-op costs since the last report: add and zero them */
+  uint64_t feeder_cpu_ns;        /* the feeder threads' CPU time on it (their waits sleep: their own work) */
   /* Per slot (batch_cap), valid during done(): 1 where the device wrote the
    * sample into the output ring's device images (ff__offload_direct) and
    * not into the host batch; NULL when it wrote none there. */
@@ -86,15 +96,15 @@ typedef struct ff__offload_config {
 } ff__offload_config;
 
 /* Opens c->device: "cpu" (and an "auto" that does not open) leave *out NULL
- * and return FF_OK; otherwise the device, its stream, one microbatch per
- * ring entry and the feeder thread. name (cap bytes) gets the device's name
- * ("cpu" without one). Returns FF_OK, FF_EDEVICE / FF_EINVAL (the named
- * device cannot be opened: the device's message), FF_ENOMEM. */
+ * and return FF_OK; otherwise the device, its streams, one microbatch per
+ * ring entry and the feeder's threads. name (cap bytes) gets the device's
+ * name ("cpu" without one). Returns FF_OK, FF_EDEVICE / FF_EINVAL (the
+ * named device cannot be opened: the device's message), FF_ENOMEM. */
 ff_status ff__offload_open(const ff__offload_config *c, ff__offload **out, char *name, size_t cap,
                            ff__error *err);
 
-/* Stops and joins the feeder (a batch it is running finishes first, and
- * done() is called for it) and frees every device resource. NULL: nothing. */
+/* Stops and joins the feeder (the batches on the device finish first, and
+ * done() is called for each) and frees every device resource. NULL: nothing. */
 void ff__offload_close(ff__offload *o);
 
 /* The device can take work: open, and offload not turned off by errors. */
@@ -165,9 +175,10 @@ void ff__offload_refresh(ff__offload *o, size_t *limit_bytes, size_t *peak_bytes
 /* The pool's limit and peak now, without re-reading (untouched without a device). */
 void ff__offload_pool(ff__offload *o, size_t *limit_bytes, size_t *peak_bytes);
 
-/* The decoder of device-placed samples ("none" when device decode is off
- * or unavailable) and *note why it is off ("" when on). Owned by o (static
- * strings when o is NULL). */
+/* The decoder of device-placed samples ("none" when device decode is off,
+ * unavailable or was turned off by its failures) and *note why it is off
+ * ("" when on). Owned by o (static strings when o is NULL), valid until
+ * ff__offload_close. */
 const char *ff__offload_decoder(const ff__offload *o, const char **note);
 
 /* The device o runs on (NULL for NULL): for tests that look at the device itself. */

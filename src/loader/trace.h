@@ -2,8 +2,9 @@
  * trace (the JSON array format that Perfetto and chrome://tracing open):
  * one track per CPU worker (read / decode / ops spans of each sample), one
  * for the device stream (microbatch submit → complete), one for the
- * feeder's CPU fallbacks and one for the consumer (its waits, and a "threads"
- * mark where the node coordinator changed the allotment).
+ * batches the feeder handed back to the workers and one for the consumer
+ * (its waits, and a "threads" mark where the node coordinator changed the
+ * allotment).
  *
  * Memory is bounded: events past max_events are counted and dropped. Not
  * thread-safe: the loader records and writes under its lock. */

@@ -2,10 +2,11 @@
  *
  * Grammar: `op ('|' op)*`, `op := name ['(' [name '=' value (',' ...)*] ')']`,
  * `value := number | name | '(' number (',' number)* ')'` ('[' ']' also work).
- * Op and argument names are torchvision's in snake_case. A table lists each
- * op's arguments: kind, where in ff__op the value goes, its allowed range;
- * defaults are torchvision's. Every error names the 1-based column and what
- * was expected. After parsing, the ops are checked as a whole: decode first,
+ * Op and argument names are torchvision's in snake_case. The op table
+ * (op_table.c) lists each op's arguments: kind, where in ff__op the value
+ * goes, its allowed range; defaults are torchvision's. Every error names the
+ * 1-based column and what was expected; a mistyped op or argument name gets
+ * the nearest known one. After parsing, the ops are checked as a whole: decode first,
  * to_dtype/normalize last, a fixed output size, and a bounded plan. */
 #include "pipeline/pipeline.h"
 
@@ -17,190 +18,10 @@
 #include <string.h>
 
 #include "fusionflow/fusionflow.h"
-#include "kernels/pil_blur.h"
+#include "core/nearest.h"
+#include "pipeline/op_table.h"
 
-typedef enum arg_kind {
-  ARG_SIZE,        /* int[2]: N or (H, W) */
-  ARG_INT,         /* int in [lo, hi] */
-  ARG_DOUBLE,      /* double in [lo, hi] */
-  ARG_WHOLE,       /* double holding an integer in [lo, hi] */
-  ARG_RANGE,       /* double[2]: (min, max), lo < min <= max <= hi (lo exclusive) */
-  ARG_BOOL,        /* int: true/false */
-  ARG_TRUE,        /* only true is accepted (to_dtype's scale) */
-  ARG_RGB,         /* float[3]: (r, g, b), one number, or `imagenet` (mean or std by name) */
-  ARG_DTYPE,       /* float32 only */
-  ARG_INTERP,      /* ff__aug.bilinear: nearest | bilinear */
-  ARG_FILL,        /* ff__aug.has_fill/fill: a number or (r, g, b) in [0, 255] */
-  ARG_POLICY,      /* int: imagenet | cifar10 | svhn */
-  ARG_TIMM_CONFIG, /* "text": timm's config string, parsed into op.timm */
-  ARG_PIL_INTERP,  /* op.timm.interpolation: random | nearest | bilinear | bicubic */
-  ARG_RINTERP,     /* resize filter (ff__op.interp): bilinear | bicubic | random */
-  ARG_JITTER,      /* double[2] of ff__op.jitter: v (the range around the centre) or (min, max) in [lo, hi] */
-  ARG_SIGMA,       /* double[2]: s or (min, max), 0 < min <= max <= hi */
-  ARG_SEMANTICS,   /* ff__op.semantics: v1 | pil */
-  ARG_WEIGHTS,     /* ff__op.choice_p: one weight >= 0 per op of the group */
-  ARG_ERASE_VALUE, /* random_erasing value: a number, (r, g, b) or random */
-  ARG_ERASE_MODE,  /* random_erasing mode (timm): const | rand | pixel */
-  ARG_PATH,        /* a quoted string: policy_file's path (read by parse_op) */
-  ARG_MIX_MODE,    /* int: batch | pair | elem (ff__mix_mode) */
-  ARG_CONVENTION,  /* int: timm | torchvision (ff__mix_convention) */
-} arg_kind;
-
-typedef struct arg_spec {
-  const char *name;
-  arg_kind kind;
-  int required;
-  size_t offset; /* into ff__op */
-  double lo, hi;
-} arg_spec;
-
-typedef struct op_spec {
-  const char *name;
-  ff__op_kind kind;
-  int aug;         /* FF__OP_AUG: the ff__aug_op; FF__OP_PIL: the ff__pil_op */
-  arg_spec args[12];
-} op_spec;
-
-#define AT(field) offsetof(ff__op, field)
-#define INTERP {"interpolation", ARG_INTERP, 0, 0, 0, 0}
-#define FILL {"fill", ARG_FILL, 0, 0, 0, 0}
-#define TIMM_HPARAMS                                                                  \
-  {"interpolation", ARG_PIL_INTERP, 0, 0, 0, 0}, {"img_mean", ARG_FILL, 0, 0, 0, 0},  \
-      {"translate_pct", ARG_DOUBLE, 0, AT(timm.translate_pct), 0, 1},                 \
-      {"translate_const", ARG_DOUBLE, 0, AT(timm.translate_const), 0, 65535}
 #define BIG 1e9
-#define SEMANTICS {"semantics", ARG_SEMANTICS, 0, 0, 0, 0}
-#define RINTERP {"interpolation", ARG_RINTERP, 0, 0, 0, 0}
-
-static const op_spec op_specs[] = {
-    {"decode", FF__OP_DECODE, 0, {{"dct_scale", ARG_BOOL, 0, AT(dct_scale), 0, 0}}},
-    {"crop", FF__OP_CROP, 0,
-     {{"top", ARG_INT, 1, AT(top), -BIG, BIG},
-      {"left", ARG_INT, 1, AT(left), -BIG, BIG},
-      {"height", ARG_INT, 1, AT(height), 1, 65535},
-      {"width", ARG_INT, 1, AT(width), 1, 65535}}},
-    {"center_crop", FF__OP_CENTER_CROP, 0, {{"size", ARG_SIZE, 1, AT(size), 1, 65535}}},
-    {"resize", FF__OP_RESIZE, 0,
-     {{"size", ARG_SIZE, 1, AT(size), 1, 65535}, {"antialias", ARG_BOOL, 0, AT(antialias), 0, 0}, RINTERP}},
-    {"random_resized_crop", FF__OP_RANDOM_RESIZED_CROP, 0,
-     {{"size", ARG_SIZE, 1, AT(size), 1, 65535},
-      /* a share of the image's area; aspect ratios past 1:100 make crops of a pixel's width on
-       * common images, rounding to nothing (torchvision then fails inside resize) */
-      {"scale", ARG_RANGE, 0, AT(scale), 0, 1},
-      {"ratio", ARG_RANGE, 0, AT(ratio), 0.01 - 1e-12, 100},
-      {"antialias", ARG_BOOL, 0, AT(antialias), 0, 0}, RINTERP}},
-    {"random_horizontal_flip", FF__OP_RANDOM_HORIZONTAL_FLIP, 0, {{"p", ARG_DOUBLE, 0, AT(p), 0, 1}}},
-    {"random_vertical_flip", FF__OP_RANDOM_VERTICAL_FLIP, 0, {{"p", ARG_DOUBLE, 0, AT(p), 0, 1}}},
-    {"identity", FF__OP_AUG, FF__AUG_IDENTITY, {{0}}},
-    {"shear_x", FF__OP_AUG, FF__AUG_SHEAR_X, {{"shear", ARG_DOUBLE, 1, AT(aug.arg), -100, 100}, INTERP, FILL}},
-    {"shear_y", FF__OP_AUG, FF__AUG_SHEAR_Y, {{"shear", ARG_DOUBLE, 1, AT(aug.arg), -100, 100}, INTERP, FILL}},
-    {"translate_x", FF__OP_AUG, FF__AUG_TRANSLATE_X,
-     {{"pixels", ARG_DOUBLE, 1, AT(aug.arg), -65535, 65535}, INTERP, FILL}},
-    {"translate_y", FF__OP_AUG, FF__AUG_TRANSLATE_Y,
-     {{"pixels", ARG_DOUBLE, 1, AT(aug.arg), -65535, 65535}, INTERP, FILL}},
-    {"rotate", FF__OP_AUG, FF__AUG_ROTATE, {{"angle", ARG_DOUBLE, 1, AT(aug.arg), -1e6, 1e6}, INTERP, FILL}},
-    {"brightness", FF__OP_AUG, FF__AUG_BRIGHTNESS, {{"factor", ARG_DOUBLE, 1, AT(aug.arg), 0, 1e6}}},
-    {"color", FF__OP_AUG, FF__AUG_COLOR, {{"factor", ARG_DOUBLE, 1, AT(aug.arg), 0, 1e6}}},
-    {"contrast", FF__OP_AUG, FF__AUG_CONTRAST, {{"factor", ARG_DOUBLE, 1, AT(aug.arg), 0, 1e6}}},
-    {"sharpness", FF__OP_AUG, FF__AUG_SHARPNESS, {{"factor", ARG_DOUBLE, 1, AT(aug.arg), 0, 1e6}}},
-    {"posterize", FF__OP_AUG, FF__AUG_POSTERIZE, {{"bits", ARG_WHOLE, 1, AT(aug.arg), 0, 8}}},
-    {"solarize", FF__OP_AUG, FF__AUG_SOLARIZE, {{"threshold", ARG_DOUBLE, 1, AT(aug.arg), 0, 255}}},
-    {"autocontrast", FF__OP_AUG, FF__AUG_AUTOCONTRAST, {{0}}},
-    {"equalize", FF__OP_AUG, FF__AUG_EQUALIZE, {{0}}},
-    {"invert", FF__OP_AUG, FF__AUG_INVERT, {{0}}},
-    {"rand_augment", FF__OP_RAND_AUGMENT, 0,
-     {{"num_ops", ARG_INT, 0, AT(num_ops), 0, 16},
-      {"magnitude", ARG_INT, 0, AT(magnitude), 0, 1000},
-      {"num_magnitude_bins", ARG_INT, 0, AT(num_magnitude_bins), 2, 1000},
-      INTERP, FILL}},
-    {"trivial_augment_wide", FF__OP_TRIVIAL_AUGMENT_WIDE, 0,
-     {{"num_magnitude_bins", ARG_INT, 0, AT(num_magnitude_bins), 2, 1000}, INTERP, FILL}},
-    {"auto_augment", FF__OP_AUTO_AUGMENT, 0, {{"policy", ARG_POLICY, 0, AT(policy), 0, 0}, INTERP, FILL}},
-    {"aug_mix", FF__OP_AUG_MIX, 0,
-     {{"severity", ARG_INT, 0, AT(severity), 1, 10},
-      {"mixture_width", ARG_INT, 0, AT(mixture_width), 1, FF__AUG_MIX_MAX_WIDTH},
-      {"chain_depth", ARG_INT, 0, AT(chain_depth), -1, 8},
-      {"alpha", ARG_DOUBLE, 0, AT(alpha), 1e-3, 1e3},
-      {"all_ops", ARG_BOOL, 0, AT(all_ops), 0, 0},
-      INTERP, FILL}},
-    {"timm_rand_augment", FF__OP_TIMM_RAND_AUGMENT, 0, {{"config", ARG_TIMM_CONFIG, 1, 0, 0, 0}, TIMM_HPARAMS}},
-    {"timm_auto_augment", FF__OP_TIMM_AUTO_AUGMENT, 0, {{"config", ARG_TIMM_CONFIG, 1, 0, 0, 0}, TIMM_HPARAMS}},
-    {"timm_aug_mix", FF__OP_TIMM_AUG_MIX, 0, {{"config", ARG_TIMM_CONFIG, 1, 0, 0, 0}, TIMM_HPARAMS}},
-    /* single Pillow-semantics ops (timm's op functions, torchvision's PIL path) */
-#define PIL_OP(name, op, ...) {name, FF__OP_PIL, op, {__VA_ARGS__}}
-#define PIL_ARG(name, lo, hi) {name, ARG_DOUBLE, 1, AT(pil.arg), lo, hi}
-#define PIL_GEOM(name, lo, hi) PIL_ARG(name, lo, hi), {"interpolation", ARG_PIL_INTERP, 0, 0, 0, 0}, FILL
-    PIL_OP("pil_autocontrast", FF__PIL_AUTOCONTRAST, {0}),
-    PIL_OP("pil_equalize", FF__PIL_EQUALIZE, {0}),
-    PIL_OP("pil_invert", FF__PIL_INVERT, {0}),
-    PIL_OP("pil_posterize", FF__PIL_POSTERIZE, {"bits", ARG_WHOLE, 1, AT(pil.arg), 0, 8}),
-    PIL_OP("pil_solarize", FF__PIL_SOLARIZE, PIL_ARG("threshold", 0, 256)),
-    PIL_OP("pil_solarize_add", FF__PIL_SOLARIZE_ADD, {"add", ARG_WHOLE, 1, AT(pil.arg), 0, 255}),
-    PIL_OP("pil_color", FF__PIL_COLOR, PIL_ARG("factor", 0, 1e6)),
-    PIL_OP("pil_contrast", FF__PIL_CONTRAST, PIL_ARG("factor", 0, 1e6)),
-    PIL_OP("pil_brightness", FF__PIL_BRIGHTNESS, PIL_ARG("factor", 0, 1e6)),
-    PIL_OP("pil_sharpness", FF__PIL_SHARPNESS, PIL_ARG("factor", 0, 1e6)),
-    PIL_OP("pil_shear_x", FF__PIL_SHEAR_X, PIL_GEOM("shear", -100, 100)),
-    PIL_OP("pil_shear_y", FF__PIL_SHEAR_Y, PIL_GEOM("shear", -100, 100)),
-    PIL_OP("pil_translate_x", FF__PIL_TRANSLATE_X, PIL_GEOM("pixels", -65535, 65535)),
-    PIL_OP("pil_translate_y", FF__PIL_TRANSLATE_Y, PIL_GEOM("pixels", -65535, 65535)),
-    PIL_OP("pil_rotate", FF__PIL_ROTATE, PIL_GEOM("angle", -1e6, 1e6)),
-    PIL_OP("pil_hue", FF__PIL_HUE, PIL_ARG("factor", -0.5, 0.5)),
-    PIL_OP("pil_gaussian_blur", FF__PIL_GAUSSIAN_BLUR, PIL_ARG("radius", 0, FF__PIL_BLUR_MAX_RADIUS)),
-#undef PIL_OP
-#undef PIL_ARG
-#undef PIL_GEOM
-    /* torchvision.transforms' per-sample transforms (v1 tensor semantics); defaults are theirs */
-    {"grayscale", FF__OP_AUG, FF__AUG_COLOR, {{"num_output_channels", ARG_INT, 0, AT(channels), 1, 3}}},
-    {"random_grayscale", FF__OP_RANDOM_AUG, FF__AUG_COLOR, {{"p", ARG_DOUBLE, 0, AT(p), 0, 1}, SEMANTICS}},
-    {"random_solarize", FF__OP_RANDOM_AUG, FF__AUG_SOLARIZE,
-     {{"threshold", ARG_DOUBLE, 1, AT(aug.arg), 0, 255}, {"p", ARG_DOUBLE, 0, AT(p), 0, 1}, SEMANTICS}},
-    {"random_posterize", FF__OP_RANDOM_AUG, FF__AUG_POSTERIZE,
-     {{"bits", ARG_WHOLE, 1, AT(aug.arg), 0, 8}, {"p", ARG_DOUBLE, 0, AT(p), 0, 1}}},
-    {"random_autocontrast", FF__OP_RANDOM_AUG, FF__AUG_AUTOCONTRAST, {{"p", ARG_DOUBLE, 0, AT(p), 0, 1}}},
-    {"random_equalize", FF__OP_RANDOM_AUG, FF__AUG_EQUALIZE, {{"p", ARG_DOUBLE, 0, AT(p), 0, 1}}},
-    {"random_invert", FF__OP_RANDOM_AUG, FF__AUG_INVERT, {{"p", ARG_DOUBLE, 0, AT(p), 0, 1}}},
-    {"random_adjust_sharpness", FF__OP_RANDOM_AUG, FF__AUG_SHARPNESS,
-     {{"sharpness_factor", ARG_DOUBLE, 1, AT(aug.arg), 0, 1e6}, {"p", ARG_DOUBLE, 0, AT(p), 0, 1}}},
-    {"hue", FF__OP_AUG, FF__AUG_HUE, {{"factor", ARG_DOUBLE, 1, AT(aug.arg), -0.5, 0.5}}},
-    {"color_jitter", FF__OP_COLOR_JITTER, 0,
-     {{"brightness", ARG_JITTER, 0, AT(jitter[0]), 0, BIG},
-      {"contrast", ARG_JITTER, 0, AT(jitter[1]), 0, BIG},
-      {"saturation", ARG_JITTER, 0, AT(jitter[2]), 0, BIG},
-      {"hue", ARG_JITTER, 0, AT(jitter[3]), -0.5, 0.5},
-      SEMANTICS}},
-    {"gaussian_blur", FF__OP_GAUSSIAN_BLUR, 0,
-     {{"kernel_size", ARG_SIZE, 0, AT(size), 1, FF__BLUR_MAX_KSIZE}, /* v1 only: checked below */
-      {"sigma", ARG_SIGMA, 0, AT(sigma), 0, 1e6},
-      SEMANTICS}},
-    {"three_augment", FF__OP_RANDOM_CHOICE, 0, {{"color_jitter", ARG_DOUBLE, 0, AT(alpha), 0, BIG}, SEMANTICS}},
-    {"random_apply", FF__OP_RANDOM_APPLY, 0, {{"p", ARG_DOUBLE, 0, AT(p), 0, 1}}},
-    {"random_choice", FF__OP_RANDOM_CHOICE, 0, {{"p", ARG_WEIGHTS, 0, AT(choice_p), 0, BIG}}},
-    {"random_erasing", FF__OP_RANDOM_ERASING, 0,
-     {{"p", ARG_DOUBLE, 0, AT(p), 0, 1},
-      {"scale", ARG_RANGE, 0, AT(scale), 0, 1},
-      {"ratio", ARG_RANGE, 0, AT(ratio), 1e-3, 1e3},
-      {"value", ARG_ERASE_VALUE, 0, 0, -BIG, BIG},
-      {"mode", ARG_ERASE_MODE, 0, 0, 0, 0},
-      {"min_count", ARG_INT, 0, AT(min_count), 1, FF__ERASE_MAX_COUNT},
-      {"max_count", ARG_INT, 0, AT(max_count), 1, FF__ERASE_MAX_COUNT}}},
-    {"policy_file", FF__OP_POLICY_FILE, 0, {{"path", ARG_PATH, 1, 0, 0, 0}, INTERP, FILL}},
-    {"to_dtype", FF__OP_TO_DTYPE, 0, {{"dtype", ARG_DTYPE, 0, 0, 0, 0}, {"scale", ARG_TRUE, 0, 0, 0, 0}}},
-    {"normalize", FF__OP_NORMALIZE, 0,
-     {{"mean", ARG_RGB, 1, AT(mean), -BIG, BIG}, {"std", ARG_RGB, 1, AT(std), 1e-12, BIG}}},
-    {"mixup_cutmix", FF__OP_MIXUP_CUTMIX, 0,
-     {{"mixup_alpha", ARG_DOUBLE, 0, AT(mix.mixup_alpha), 0, 1e3},
-      {"cutmix_alpha", ARG_DOUBLE, 0, AT(mix.cutmix_alpha), 0, 1e3},
-      {"cutmix_minmax", ARG_RANGE, 0, AT(mix.cutmix_minmax), 0, 1},
-      {"prob", ARG_DOUBLE, 0, AT(mix.prob), 0, 1},
-      {"switch_prob", ARG_DOUBLE, 0, AT(mix.switch_prob), 0, 1},
-      {"mode", ARG_MIX_MODE, 0, AT(mix.mode), 0, 0},
-      {"correct_lam", ARG_BOOL, 0, AT(mix.correct_lam), 0, 0},
-      {"label_smoothing", ARG_DOUBLE, 0, AT(mix.label_smoothing), 0, 1},
-      {"num_classes", ARG_INT, 0, AT(mix.num_classes), 1, FF_MAX_NUM_CLASSES},
-      {"convention", ARG_CONVENTION, 0, AT(mix.convention), 0, 0}}},
-};
-#define NUM_OP_SPECS (sizeof op_specs / sizeof op_specs[0])
 
 typedef struct lexer {
   const char *text;
@@ -313,10 +134,10 @@ static int name_index(const char *const *names, int n, const char *name) {
   return -1;
 }
 
-static ff_status set_arg(lexer *lx, ff__op *op, const arg_spec *a, const value *v) {
+static ff_status set_arg(lexer *lx, ff__op *op, const ff__arg_spec *a, const value *v) {
   char *field = (char *)op + a->offset;
   switch (a->kind) {
-  case ARG_SIZE: {
+  case FF__ARG_SIZE: {
     int *size = (int *)field;
     if (v->count < 1 || v->count > 2) return bad(lx, v, "a size N or (H, W)");
     for (int k = 0; k < v->count; k++)
@@ -326,7 +147,7 @@ static ff_status set_arg(lexer *lx, ff__op *op, const arg_spec *a, const value *
     size[1] = v->count == 2 ? (int)v->nums[1] : (op->kind == FF__OP_RESIZE ? 0 : size[0]);
     return FF_OK;
   }
-  case ARG_INT:
+  case FF__ARG_INT:
     if (!is_scalar(v) || v->nums[0] != floor(v->nums[0])) return bad(lx, v, "an integer");
     if (v->nums[0] < a->lo || v->nums[0] > a->hi) { /* the bounds as integers: 16777216, not 1.67772e+07 */
       char want[64];
@@ -335,14 +156,14 @@ static ff_status set_arg(lexer *lx, ff__op *op, const arg_spec *a, const value *
     }
     *(int *)field = (int)v->nums[0];
     return FF_OK;
-  case ARG_WHOLE:
-  case ARG_DOUBLE:
+  case FF__ARG_WHOLE:
+  case FF__ARG_DOUBLE:
     if (!is_scalar(v)) return bad(lx, v, "a number");
-    if (a->kind == ARG_WHOLE && !is_int(v->nums[0])) return bad(lx, v, "a whole number");
+    if (a->kind == FF__ARG_WHOLE && !is_int(v->nums[0])) return bad(lx, v, "a whole number");
     if (v->nums[0] < a->lo || v->nums[0] > a->hi) return out_of_range(lx, v, "a number", a->lo, a->hi);
     *(double *)field = v->nums[0];
     return FF_OK;
-  case ARG_RANGE: {
+  case FF__ARG_RANGE: {
     double *range = (double *)field;
     if (v->count != 2 || v->nums[0] <= 0 || v->nums[0] > v->nums[1])
       return bad(lx, v, "a pair (min, max) of positive numbers with min <= max");
@@ -355,16 +176,16 @@ static ff_status set_arg(lexer *lx, ff__op *op, const arg_spec *a, const value *
     range[0] = v->nums[0], range[1] = v->nums[1];
     return FF_OK;
   }
-  case ARG_BOOL:
-  case ARG_TRUE: {
+  case FF__ARG_BOOL:
+  case FF__ARG_TRUE: {
     int yes = !strcmp(v->name, "true") || (is_scalar(v) && v->nums[0] == 1);
     int no = !strcmp(v->name, "false") || (is_scalar(v) && v->nums[0] == 0);
     if (!yes && !no) return bad(lx, v, "true or false");
-    if (a->kind == ARG_TRUE) return yes ? FF_OK : bad(lx, v, "true (float32 output is always scaled to [0, 1])");
+    if (a->kind == FF__ARG_TRUE) return yes ? FF_OK : bad(lx, v, "true (float32 output is always scaled to [0, 1])");
     *(int *)field = yes;
     return FF_OK;
   }
-  case ARG_RGB: {
+  case FF__ARG_RGB: {
     static const float imagenet[2][3] = {{0.485f, 0.456f, 0.406f}, {0.229f, 0.224f, 0.225f}};
     float *rgb = (float *)field;
     int is_std = !strcmp(a->name, "std");
@@ -380,14 +201,14 @@ static ff_status set_arg(lexer *lx, ff__op *op, const arg_spec *a, const value *
     }
     return FF_OK;
   }
-  case ARG_DTYPE:
+  case FF__ARG_DTYPE:
     if (strcmp(v->name, "float32")) return bad(lx, v, "float32");
     return FF_OK;
-  case ARG_INTERP:
+  case FF__ARG_INTERP:
     if (strcmp(v->name, "nearest") && strcmp(v->name, "bilinear")) return bad(lx, v, "nearest or bilinear");
     op->aug.bilinear = !strcmp(v->name, "bilinear");
     return FF_OK;
-  case ARG_FILL:
+  case FF__ARG_FILL:
     if (v->count != 3 && !is_scalar(v)) return bad(lx, v, "a fill value or (r, g, b)");
     for (int c = 0; c < 3; c++) {
       double x = v->nums[v->count == 3 ? c : 0];
@@ -396,7 +217,7 @@ static ff_status set_arg(lexer *lx, ff__op *op, const arg_spec *a, const value *
     }
     op->aug.has_fill = 1;
     return FF_OK;
-  case ARG_TIMM_CONFIG: {
+  case FF__ARG_TIMM_CONFIG: {
     char why[160];
     size_t col = 0;
     if (!v->is_string) return bad(lx, v, "a quoted config string such as \"rand-m9-mstd0.5-inc1\"");
@@ -406,7 +227,7 @@ static ff_status set_arg(lexer *lx, ff__op *op, const arg_spec *a, const value *
     if (ff__timm_parse(v->str, kind, &op->timm, why, sizeof why, &col)) return fail(lx, v->column + 1 + col, "%s", why);
     return FF_OK;
   }
-  case ARG_PIL_INTERP: {
+  case FF__ARG_PIL_INTERP: {
     static const char *names[] = {"nearest", "bilinear", "bicubic", "random"};
     int n = op->kind == FF__OP_PIL ? 3 : 4; /* a single op has no random choice */
     for (int k = 0; k < n; k++)
@@ -417,15 +238,15 @@ static ff_status set_arg(lexer *lx, ff__op *op, const arg_spec *a, const value *
       }
     return bad(lx, v, n == 3 ? "nearest, bilinear or bicubic" : "random, nearest, bilinear or bicubic");
   }
-  case ARG_RINTERP: {
+  case FF__ARG_RINTERP: {
     static const char *const names[] = {"bilinear", "bicubic", "random"};
     return (op->interp = name_index(names, 3, v->name)) >= 0 ? FF_OK : bad(lx, v, "bilinear, bicubic or random");
   }
-  case ARG_JITTER: {
+  case FF__ARG_JITTER: {
     /* torchvision ColorJitter._check_input: v gives (centre - v, centre + v), the lower end
      * clipped at 0 for brightness, contrast and saturation (centre 1); hue's centre is 0 */
     double *range = (double *)field;
-    int is_hue = a->lo < 0, k = (int)((a->offset - AT(jitter)) / sizeof op->jitter[0]);
+    int is_hue = a->lo < 0, k = (int)((a->offset - offsetof(ff__op, jitter)) / sizeof op->jitter[0]);
     double centre = is_hue ? 0.0 : 1.0;
     if (is_scalar(v)) {
       if (v->nums[0] < 0 || (is_hue && v->nums[0] > 0.5))
@@ -441,7 +262,7 @@ static ff_status set_arg(lexer *lx, ff__op *op, const arg_spec *a, const value *
     op->jitter_on[k] = !(range[0] == centre && range[1] == centre);
     return FF_OK;
   }
-  case ARG_SIGMA: {
+  case FF__ARG_SIGMA: {
     double *range = (double *)field;
     if (is_scalar(v)) range[0] = range[1] = v->nums[0];
     else if (v->count == 2) range[0] = v->nums[0], range[1] = v->nums[1];
@@ -453,11 +274,11 @@ static ff_status set_arg(lexer *lx, ff__op *op, const arg_spec *a, const value *
     }
     return FF_OK;
   }
-  case ARG_SEMANTICS:
+  case FF__ARG_SEMANTICS:
     if (!strcmp(v->name, "v1")) return op->semantics = FF__OP_SEMANTICS_V1, FF_OK;
     if (!strcmp(v->name, "pil")) return op->semantics = FF__OP_SEMANTICS_PIL, FF_OK;
     return bad(lx, v, "v1 or pil");
-  case ARG_WEIGHTS: {
+  case FF__ARG_WEIGHTS: {
     double *w = (double *)field, total = 0;
     if (v->count < 1) return bad(lx, v, "a tuple of weights, one per op");
     for (int k = 0; k < v->count; k++) {
@@ -467,33 +288,33 @@ static ff_status set_arg(lexer *lx, ff__op *op, const arg_spec *a, const value *
     if (!(total > 0)) return bad(lx, v, "weights that are not all 0");
     return FF_OK;
   }
-  case ARG_ERASE_VALUE:
+  case FF__ARG_ERASE_VALUE:
     if (!strcmp(v->name, "random")) return op->erase_random = 1, FF_OK;
     if (v->count != 3 && !is_scalar(v)) return bad(lx, v, "a number, (r, g, b) or random");
     for (int c = 0; c < 3; c++) op->erase_value[c] = (float)v->nums[v->count == 3 ? c : 0];
     return FF_OK;
-  case ARG_ERASE_MODE: {
+  case FF__ARG_ERASE_MODE: {
     static const char *const names[] = {"const", "rand", "pixel"};
     return (op->erase_mode = name_index(names, 3, v->name)) >= 0 ? FF_OK : bad(lx, v, "const, rand or pixel");
   }
-  case ARG_PATH: return v->is_string ? FF_OK : bad(lx, v, "a quoted path such as \"policy.json\"");
-  case ARG_POLICY: {
+  case FF__ARG_PATH: return v->is_string ? FF_OK : bad(lx, v, "a quoted path such as \"policy.json\"");
+  case FF__ARG_POLICY: {
     static const char *const names[] = {"imagenet", "cifar10", "svhn"};
     return (*(int *)field = name_index(names, 3, v->name)) >= 0 ? FF_OK : bad(lx, v, "imagenet, cifar10 or svhn");
   }
-  case ARG_MIX_MODE:
-  case ARG_CONVENTION: {
+  case FF__ARG_MIX_MODE:
+  case FF__ARG_CONVENTION: {
     static const char *modes[] = {"batch", "pair", "elem", NULL}, *conventions[] = {"timm", "torchvision", NULL};
-    const char **names = a->kind == ARG_MIX_MODE ? modes : conventions;
+    const char **names = a->kind == FF__ARG_MIX_MODE ? modes : conventions;
     for (int k = 0; names[k]; k++)
       if (!strcmp(v->name, names[k])) return *(int *)field = k, FF_OK;
-    return bad(lx, v, a->kind == ARG_MIX_MODE ? "batch, pair or elem" : "timm or torchvision");
+    return bad(lx, v, a->kind == FF__ARG_MIX_MODE ? "batch, pair or elem" : "timm or torchvision");
   }
   }
   return FF_EINTERNAL;
 }
 
-static void set_defaults(ff__op *op, const op_spec *spec) {
+static void set_defaults(ff__op *op, const ff__op_spec *spec) {
   op->kind = spec->kind;
   op->scale[0] = 0.08, op->scale[1] = 1.0;
   op->ratio[0] = 3.0 / 4.0, op->ratio[1] = 4.0 / 3.0;
@@ -505,7 +326,7 @@ static void set_defaults(ff__op *op, const op_spec *spec) {
   op->min_count = 1;
   if (spec->kind == FF__OP_RANDOM_ERASING) /* RandomErasing's defaults (timm's: 1/3 and 1/0.3, below) */
     op->scale[0] = 0.02, op->scale[1] = 0.33, op->ratio[0] = 0.3, op->ratio[1] = 3.3;
-  op->dct_scale = 1;
+  op->dct_scale = 0; /* exact by default: torchvision's full decode; DCT scaling is an opt-in */
   for (int c = 0; c < 3; c++) op->mean[c] = 0.0f, op->std[c] = 1.0f;
   op->aug.op = spec->kind == FF__OP_PIL ? FF__AUG_IDENTITY : (ff__aug_op)spec->aug; /* PIL: spec->aug is its ff__pil_op */
   op->aug.bilinear = spec->kind == FF__OP_AUG_MIX; /* AugMix defaults to bilinear, the rest to nearest */
@@ -537,6 +358,18 @@ static int keeps_size(ff__op_kind kind) {
   case FF__OP_GAUSSIAN_BLUR: return 1;
   default: return 0;
   }
+}
+
+/* "resize has no argument 'sise' (did you mean 'size'?; its arguments: size, antialias, interpolation)". */
+static void unknown_argument(const ff__op_spec *spec, const char *arg, char *what, size_t size) {
+  const char *near = ff__nearest_name(arg, strlen(arg), spec->args, FF__OP_MAX_ARGS, sizeof spec->args[0], NULL);
+  size_t n = 0;
+  n += (size_t)snprintf(what, size, "%s has no argument '%s' (%s%s%s", spec->name, arg,
+                        near ? "did you mean '" : "", near ? near : "", near ? "'?; " : "");
+  if (n < size && !spec->args[0].name) n += (size_t)snprintf(what + n, size - n, "it takes none)");
+  for (int k = 0; k < FF__OP_MAX_ARGS && spec->args[k].name && n < size; k++) /* n >= size: cut short */
+    n += (size_t)snprintf(what + n, size - n, "%s%s%s", k ? ", " : "its arguments: ", spec->args[k].name,
+                          k + 1 < FF__OP_MAX_ARGS && spec->args[k + 1].name ? "" : ")");
 }
 
 static ff_status parse_op(lexer *lx, ff__pipeline *p, int in_group);
@@ -599,17 +432,12 @@ static ff_status parse_op(lexer *lx, ff__pipeline *p, int in_group) {
   size_t column = (peek(lx), lx->pos);
   if (p->num_ops == FF__PIPELINE_MAX_OPS) return fail(lx, column, "%s", "too many ops");
   if (!read_name(lx, name, sizeof name)) return fail(lx, column, "expected %s", "an op name");
-  const op_spec *spec = NULL;
-  for (size_t i = 0; i < NUM_OP_SPECS; i++)
-    if (!strcmp(op_specs[i].name, name)) spec = &op_specs[i];
+  const ff__op_spec *spec = ff__op_spec_find(name);
   if (!spec) {
-    char list[2048] = "";
-    for (size_t i = 0; i < NUM_OP_SPECS; i++) {
-      strcat(list, i ? ", " : "");
-      strcat(list, op_specs[i].name);
-    }
-    char what[FF__ERRMSG_MAX - 64];
-    snprintf(what, sizeof what, "unknown op '%s' (ops: %s)", name, list);
+    const char *near = ff__nearest_name(name, strlen(name), ff__op_specs, ff__num_op_specs, sizeof *spec, "pil_");
+    char what[160];
+    snprintf(what, sizeof what, "unknown op '%s'%s%s%s; see 'fusionflow ops' for the list", name,
+             near ? " (did you mean '" : "", near ? near : "", near ? "'?)" : "");
     return fail(lx, column, "%s", what);
   }
   int three = !strcmp(name, "three_augment");
@@ -657,8 +485,8 @@ static ff_status parse_op(lexer *lx, ff__pipeline *p, int in_group) {
       int k = 0;
       while (spec->args[k].name && strcmp(spec->args[k].name, arg)) k++;
       if (!spec->args[k].name) {
-        char what[160];
-        snprintf(what, sizeof what, "%s has no argument '%s'", spec->name, arg);
+        char what[512];
+        unknown_argument(spec, arg, what, sizeof what);
         return fail(lx, arg_column, "%s", what);
       }
       if (seen & (1u << k)) return fail(lx, arg_column, "argument '%s' given twice", arg);
@@ -667,8 +495,8 @@ static ff_status parse_op(lexer *lx, ff__pipeline *p, int in_group) {
       value v;
       ff_status st = read_value(lx, &v);
       if (st || (st = set_arg(lx, op, &spec->args[k], &v))) return st;
-      if (spec->args[k].kind == ARG_WEIGHTS) op->num_ops = v.count, op->num_magnitude_bins = (int)v.column;
-      if (spec->args[k].kind == ARG_PATH) memcpy(path, v.str, sizeof path);
+      if (spec->args[k].kind == FF__ARG_WEIGHTS) op->num_ops = v.count, op->num_magnitude_bins = (int)v.column;
+      if (spec->args[k].kind == FF__ARG_PATH) memcpy(path, v.str, sizeof path);
       seen |= 1u << k;
       if (peek(lx) == 0) return fail(lx, lx->pos, "expected %s", "')'");
     }

@@ -220,11 +220,20 @@ typedef struct ff__dct_box {
   double box[4];       /* the region in that image: x, y, width, height (fractional pixels) */
 } ff__dct_box;
 
+/* A flip whose draw said no: not a step (nothing runs), kept so that a plan's
+ * JSON (ff_loader_plan) shows it as not applied; at: the steps before it. */
+typedef struct ff__unflipped {
+  uint8_t vertical, at;
+} ff__unflipped;
+#define FF__PLAN_MAX_UNFLIPPED FF__PIPELINE_MAX_OPS
+
 typedef struct ff__plan {
   ff__decode_req decode; /* region of interest and DCT-scaling floor folded into decode */
   ff__dct_box dct;       /* set when the decode is DCT-scaled */
   ff__step steps[FF__PLAN_MAX_STEPS];
   int num_steps;
+  ff__unflipped unflipped[FF__PLAN_MAX_UNFLIPPED];
+  int num_unflipped;
   int64_t peak_width, peak_height; /* the largest image (in pixels) a step makes, in 64 bits: the
                                       steps hold int sizes, valid only when ff__plan_check passes */
 } ff__plan;

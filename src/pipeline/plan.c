@@ -8,7 +8,7 @@
  * crop/resize/flip steps on the size known from the header; a leading crop
  * that lies inside the image becomes the decoder's region of interest, and a
  * downscaling resize after it lets the JPEG decoder reduce in the DCT domain
- * (when decode(dct_scale=true), the default). The augmentation policies
+ * (with decode(dct_scale=true); the default, false, decodes at full scale). The augmentation policies
  * draw their choices in policy.c. */
 #include <limits.h>
 #include <math.h>
@@ -215,6 +215,9 @@ static int plan_op(const ff__pipeline *pipe, int i, ff__philox *rng, int64_t *hp
   case FF__OP_RANDOM_VERTICAL_FLIP:
     if (ff__philox_uniform(rng, 0.0f, 1.0f) < op->p)
       add_step(out, op->kind == FF__OP_RANDOM_HORIZONTAL_FLIP ? FF__STEP_HFLIP : FF__STEP_VFLIP, 0, 0, w, h, 0);
+    else if (out->num_unflipped < FF__PLAN_MAX_UNFLIPPED)
+      out->unflipped[out->num_unflipped++] =
+          (ff__unflipped){op->kind == FF__OP_RANDOM_VERTICAL_FLIP, (uint8_t)out->num_steps};
     break;
   case FF__OP_AUG:
     if (op->aug.op != FF__AUG_IDENTITY) add_aug(out, &op->aug, w, h);
@@ -298,6 +301,7 @@ void ff__plan_make(const ff__pipeline *pipe, uint64_t seed, uint64_t epoch, uint
     out->decode.crop_width = region_w = first->w;
     out->decode.crop_height = region_h = first->h;
     memmove(out->steps, out->steps + 1, (size_t)--out->num_steps * sizeof out->steps[0]);
+    for (int k = 0; k < out->num_unflipped; k++) out->unflipped[k].at -= out->unflipped[k].at > 0;
   }
   if (pipe->ops[0].dct_scale && out->num_steps && first->kind == FF__STEP_RESIZE &&
       first->w <= region_w && first->h <= region_h) {

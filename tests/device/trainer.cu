@@ -9,8 +9,10 @@
  * each batch's event and releasing after it), and reports for
  * each the images/s, the share of the run it stalled waiting for
  * batches, the device's share of the samples and the step's length against
- * the same step run alone: how much of cpu-only's stall cooperative mode
- * removes, and how much it slows the trainer.
+ * the same step run alone, and which decoders ran (ff_stats.decoders: the
+ * "device" row names nvJPEG's backend only where it decoded): how much of
+ * cpu-only's stall cooperative mode removes, and how much it slows the
+ * trainer.
  *
  * The step is a kernel that spins on every SM (enough blocks to fill them)
  * for a calibrated number of iterations, on its own stream, timed with
@@ -98,6 +100,7 @@ static double now_s(void) {
 
 typedef struct result {
   double images_per_s, stall, device_share, step_ms;
+  char decoders[48]; /* which decoders ran (ff_stats.decoders): a "device" row is never a silent CPU decode */
 } result;
 
 /* Consumes `batches` timed batches (after 10 untimed) from a loader on
@@ -148,8 +151,11 @@ static int consume(const char *source, const char *device, const char *output_de
     ff_batch_release_after(b, s->stream);
   }
   double wall = now_s() - t0;
+  ff_stats st;
+  ff_loader_stats(l, &st);
+  *out = (result){(double)samples / wall, wait / wall, (double)on_device / (double)samples, step_ms / batches, ""};
+  snprintf(out->decoders, sizeof out->decoders, "%s", st.decoders);
   ff_loader_close(l);
-  *out = (result){(double)samples / wall, wait / wall, (double)on_device / (double)samples, step_ms / batches};
   return 0;
 }
 
@@ -208,10 +214,11 @@ int main(int argc, char **argv) {
   printf("trainer stand-in: step %.2f ms alone (%d blocks on %d SMs), batch %d, %d CPU threads, RandAugment, "
          "%d timed batches\n",
          alone, s.blocks, sms, batch_size, threads, batches);
-  printf("%-9s %12s %8s %14s %10s %10s\n", "device", "images/s", "stall", "device share", "step ms", "slowdown");
+  printf("%-9s %12s %8s %14s %10s %10s  %s\n", "device", "images/s", "stall", "device share", "step ms", "slowdown",
+         "decoders");
   for (int i = 0; i < 4; i++)
-    printf("%-9s %12.1f %7.1f%% %13.1f%% %10.2f %9.1f%%\n", names[i], r[i].images_per_s, 100 * r[i].stall,
-           100 * r[i].device_share, r[i].step_ms, 100 * (r[i].step_ms / alone - 1));
+    printf("%-9s %12.1f %7.1f%% %13.1f%% %10.2f %9.1f%%  %s\n", names[i], r[i].images_per_s, 100 * r[i].stall,
+           100 * r[i].device_share, r[i].step_ms, 100 * (r[i].step_ms / alone - 1), r[i].decoders);
   printf("split+out against split (output on the device, no host round trip): step %+.1f%%, images/s %.2fx\n",
          100 * (r[3].step_ms / r[1].step_ms - 1), r[3].images_per_s / r[1].images_per_s);
   for (int i = 1; i < 4; i++) {

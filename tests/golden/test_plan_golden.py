@@ -57,6 +57,8 @@ def replay(plan):
     t = t[:, y:y + h, x:x + w]
     for s in plan["steps"]:
         op = s["op"]
+        if not s.get("applied", True):  # a flip whose draw said no
+            continue
         if op == "horizontal_flip":
             t = TF.hflip(t)
         elif op == "vertical_flip":
@@ -98,10 +100,22 @@ def test_plans_differ_by_epoch_and_index(folder):
     assert a == plans(folder, pipeline, 0, 6, epoch=0)  # the same draws every time
 
 
+def test_plan_shows_a_flip_not_drawn_as_not_applied(folder):
+    """A flip whose draw said no is in the steps, in its place, as not applied (it used to be left out)."""
+    plan = plans(folder, "decode | center_crop(size=8) | random_horizontal_flip(p=0) | random_vertical_flip(p=1)"
+                 " | resize(size=(4, 4))", 0, 1)[0]
+    assert plan["steps"] == [{"op": "horizontal_flip", "applied": False}, {"op": "vertical_flip"},
+                             {"op": "resize", "size": [4, 4], "antialias": True, "interpolation": "bilinear"}]
+    drawn = [s.get("applied", True) for p in plans(folder, "decode | center_crop(size=8) | random_horizontal_flip",
+                                                    0, 6) for s in p["steps"]]
+    assert len(drawn) == 6 and True in drawn and False in drawn
+
+
 def test_plan_shows_the_dct_scale_and_the_exact_box(tmp_path):
     (tmp_path / "a").mkdir()
     Image.fromarray(np.full((600, 800, 3), 120, np.uint8)).save(tmp_path / "a" / "big.jpg", quality=90)
-    plan = plans(tmp_path, "decode | crop(top=37, left=51, height=501, width=603) | resize(size=(224, 224))", 0, 1)[0]
+    pipeline = "decode(dct_scale=true) | crop(top=37, left=51, height=501, width=603) | resize(size=(224, 224))"
+    plan = plans(tmp_path, pipeline, 0, 1)[0]
     d = plan["decode"]
     assert d["region"] == [51, 37, 603, 501]
     assert d["dct_scale"] == 0.25 or d["dct_scale"] == 0.5

@@ -1,19 +1,31 @@
 /* nvjpeg_stub.c — a test double of libnvjpeg: the entry points fusionflow
  * loads (exec/nvjpeg.c), with nvJPEG's C ABI, decoding on the host with
  * libjpeg-turbo into the "device" buffers it is given (host memory in the
- * tests). It is loaded through the same dlopen path (FF_NVJPEG_LIBRARY) so
- * that the support checks, the fallbacks and the error mapping run without
- * a GPU:
+ * tests: malloc, or the emulated device's). It is loaded through the same
+ * dlopen path (FF_NVJPEG_LIBRARY) so that the support checks, the
+ * fallbacks and the error mapping run without a GPU:
  *   - the hardware backend is refused (NVJPEG_STATUS_ARCH_MISMATCH) unless
  *     FF_STUB_NVJPEG_HARDWARE=1, so both backends can be reached;
- *   - nvjpegDecodeBatchedSupportedEx refuses progressive and 4:1:1 files;
+ *   - nvjpegDecodeBatchedSupportedEx answers on the hardware backend only
+ *     (the hybrid one says NVJPEG_STATUS_IMPLEMENTATION_NOT_SUPPORTED, as
+ *     libnvjpeg 13 does) and refuses progressive and 4:1:1 files and a
+ *     region outside the image;
  *   - a header libjpeg cannot read is NVJPEG_STATUS_BAD_JPEG at parse time,
  *     a stream whose entropy data is corrupt fails the batch with it;
+ *   - the scale factor (nvjpegDecodeParamsSetScaleFactor) reduces the
+ *     decode as libjpeg's DCT scaling does, the region's size rounded up;
+ *   - failures are injected from FF_STUB_NVJPEG_FAIL: "batch" fails every
+ *     batched decode (NVJPEG_STATUS_EXECUTION_FAILED), "width:W" fails a
+ *     batch that holds an image W pixels wide (NVJPEG_STATUS_JPEG_NOT_SUPPORTED),
+ *     as a batched decode has one status for the batch;
  *   - scratch memory (4 KiB per handle, the batch's decode buffer) comes
  *     through the caller's device allocator, and a refusal there is
  *     NVJPEG_STATUS_ALLOCATOR_FAILURE;
- *   - nvjpegStubDeviceAllocs() tells the tests how many device allocations
- *     the stub asked for. */
+ *   - counters for the tests: nvjpegStubDeviceAllocs() (device allocations
+ *     asked for), nvjpegStubBatches() (batched decode calls),
+ *     nvjpegStubSmallHybridBatches() (hybrid calls of 50 images or fewer,
+ *     which libnvjpeg would decode on the calling thread),
+ *     nvjpegStubPreAllocations() (nvjpegDecodeBatchedPreAllocate calls). */
 #include <setjmp.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -36,7 +48,10 @@ typedef struct nvjpegImage_t {
   size_t pitch[4];
 } nvjpegImage_t;
 
-enum { OK = 0, INVALID = 2, BAD_JPEG = 3, ARCH_MISMATCH = 7, ALLOCATOR_FAILURE = 5 };
+enum {
+  OK = 0, INVALID = 2, BAD_JPEG = 3, NOT_SUPPORTED = 4, ALLOCATOR_FAILURE = 5, EXECUTION_FAILED = 6,
+  ARCH_MISMATCH = 7, IMPLEMENTATION_NOT_SUPPORTED = 9
+};
 enum { HARDWARE = 3, RGBI = 5 };
 
 typedef struct handle {
@@ -50,12 +65,15 @@ typedef struct stream {
 } stream;
 
 typedef struct params {
-  int format, x, y, w, h;
+  int format, x, y, w, h, scale; /* scale: log2 of the reduction */
 } params;
 
-static long device_allocs;
+static long device_allocs, batches, small_hybrid_batches, preallocations;
 
 long nvjpegStubDeviceAllocs(void) { return device_allocs; }
+long nvjpegStubBatches(void) { return batches; }
+long nvjpegStubSmallHybridBatches(void) { return small_hybrid_batches; }
+long nvjpegStubPreAllocations(void) { return preallocations; }
 
 static int dev_alloc(handle *h, void **p, size_t n) {
   device_allocs++;
@@ -178,13 +196,27 @@ int nvjpegDecodeParamsSetOutputFormat(params *p, int format) {
 }
 
 int nvjpegDecodeParamsSetROI(params *p, int x, int y, int w, int h) {
-  *p = (params){p->format, x, y, w, h};
+  p->x = x, p->y = y, p->w = w, p->h = h;
+  return OK;
+}
+
+int nvjpegDecodeParamsSetScaleFactor(params *p, int scale) {
+  if (scale < 0 || scale > 3) return INVALID;
+  p->scale = scale;
   return OK;
 }
 
 int nvjpegDecodeBatchedSupportedEx(handle *h, stream *s, params *p, int *unsupported) {
-  (void)h, (void)p;
-  *unsupported = !s->ok || s->progressive || (s->components == 3 && s->h_samp == 4 && s->v_samp == 1);
+  if (h->backend != HARDWARE) return IMPLEMENTATION_NOT_SUPPORTED; /* "not supported for the selected backend" */
+  int outside = p->w > 0 && (p->x < 0 || p->y < 0 || p->x + p->w > s->width || p->y + p->h > s->height);
+  *unsupported = !s->ok || s->progressive || (s->components == 3 && s->h_samp == 4 && s->v_samp == 1) || outside;
+  return OK;
+}
+
+int nvjpegDecodeBatchedPreAllocate(handle *h, state *st, int batch, int width, int height, int css, int format) {
+  (void)h, (void)st, (void)css;
+  if (batch <= 0 || width <= 0 || height <= 0 || format != RGBI) return INVALID;
+  preallocations++;
   return OK;
 }
 
@@ -194,8 +226,10 @@ int nvjpegDecodeBatchedInitialize(handle *h, state *st, int batch, int threads, 
   return batch > 0 && format == RGBI ? OK : INVALID;
 }
 
-/* One image, whole or its ROI, into dst (interleaved RGB). */
-static int decode_one(const unsigned char *data, size_t length, const params *p, nvjpegImage_t *dst, uint8_t *row_buf) {
+/* One image, whole or its ROI (reduced by its scale), into dst
+ * (interleaved RGB); the image's width goes to *width. */
+static int decode_one(const unsigned char *data, size_t length, const params *p, nvjpegImage_t *dst, uint8_t *row_buf,
+                      int *width) {
   struct jpeg_decompress_struct c;
   failure f;
   c.err = jpeg_std_error(&f.mgr);
@@ -208,10 +242,15 @@ static int decode_one(const unsigned char *data, size_t length, const params *p,
   jpeg_create_decompress(&c);
   jpeg_mem_src(&c, data, (unsigned long)length);
   jpeg_read_header(&c, TRUE);
+  *width = (int)c.image_width;
   c.out_color_space = JCS_RGB;
+  int scale = p ? p->scale : 0, f1 = 1 << scale;
+  c.scale_num = 8 >> scale, c.scale_denom = 8;
   jpeg_start_decompress(&c);
-  int x = p && p->w > 0 ? p->x : 0, y = p && p->w > 0 ? p->y : 0;
-  int w = p && p->w > 0 ? p->w : (int)c.output_width, h = p && p->w > 0 ? p->h : (int)c.output_height;
+  int x = p && p->w > 0 ? p->x / f1 : 0, y = p && p->w > 0 ? p->y / f1 : 0;
+  int w = p && p->w > 0 ? (p->w + f1 - 1) / f1 : (int)c.output_width;
+  int h = p && p->w > 0 ? (p->h + f1 - 1) / f1 : (int)c.output_height;
+  if (x + w > (int)c.output_width || y + h > (int)c.output_height) longjmp(f.jump, 1);
   for (int r = 0; r < (int)c.output_height; r++) {
     JSAMPROW row = row_buf;
     jpeg_read_scanlines(&c, &row, 1);
@@ -222,13 +261,24 @@ static int decode_one(const unsigned char *data, size_t length, const params *p,
   return OK;
 }
 
+/* FF_STUB_NVJPEG_FAIL: "batch", or "width:W" (the image width that fails its batch), or none. */
+static int injected(int *fail_width) {
+  const char *f = getenv("FF_STUB_NVJPEG_FAIL");
+  *fail_width = f && !strncmp(f, "width:", 6) ? atoi(f + 6) : -1;
+  return f && !strcmp(f, "batch");
+}
+
 static int decode_batch(handle *h, const unsigned char *const *data, const size_t *lengths, nvjpegImage_t *dst,
                         params **p, int n) {
-  int status = OK;
+  batches++;
+  if (h->backend != HARDWARE && n <= 50) small_hybrid_batches++;
+  int fail_width, status = injected(&fail_width) ? EXECUTION_FAILED : OK;
   for (int i = 0; i < n && status == OK; i++) {
     void *buf;
     if ((status = dev_alloc(h, &buf, 65536 * 3))) break; /* the row buffer stands in for device scratch */
-    status = decode_one(data[i], lengths[i], p ? p[i] : NULL, &dst[i], buf);
+    int width = 0;
+    status = decode_one(data[i], lengths[i], p ? p[i] : NULL, &dst[i], buf, &width);
+    if (status == OK && width == fail_width) status = NOT_SUPPORTED;
     h->dev.free_fn(h->dev.ctx, buf, 65536 * 3, NULL);
   }
   return status;

@@ -2,6 +2,7 @@
  * JPEG images and ImageFolder trees for the loader tests. */
 #include "fixtures.h"
 
+#include <dlfcn.h>
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h> /* jpeglib.h needs FILE */
@@ -214,4 +215,22 @@ static void on_alarm(int sig) {
 void ff_test_stop_on_alarm(const char *what) {
   alarm_what = what;
   signal(SIGALRM, on_alarm);
+}
+
+long ff_test_nvjpeg_stub_count(const char *name) {
+  void *lib = dlopen(getenv("FF_NVJPEG_STUB"), RTLD_NOW | RTLD_LOCAL);
+  if (!lib) {
+    fprintf(stderr, "cannot load the stub libnvjpeg (FF_NVJPEG_STUB): %s\n", dlerror());
+    abort();
+  }
+  void *sym = dlsym(lib, name);
+  long (*fn)(void) = NULL;
+  memcpy(&fn, &sym, sizeof fn); /* POSIX: a function's address fits a void * */
+  if (!fn) {
+    fprintf(stderr, "the stub libnvjpeg has no %s\n", name);
+    abort();
+  }
+  long v = fn();
+  dlclose(lib);
+  return v;
 }

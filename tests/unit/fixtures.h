@@ -67,4 +67,9 @@ void ff_test_make_imagefolder(const char *root, int classes, int per_class, int 
 /* The path ff_test_make_imagefolder gives to image i of class k, in buf. */
 const char *ff_test_imagefolder_path(const char *root, int k, int i, char *buf, size_t cap);
 
+/* The counter `name` of the stub libnvjpeg at $FF_NVJPEG_STUB
+ * (tests/stub/nvjpeg_stub.c): the stub is the library's while a loader or
+ * device has it loaded, so its counters are the library's calls. */
+long ff_test_nvjpeg_stub_count(const char *name);
+
 #endif

@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "exec/dev_batch.h"
 #include "exec/device.h"
@@ -381,6 +382,55 @@ static void emu_streams_complete_out_of_order_unless_one_waits_for_the_other(voi
   ff__device_close(d);
 }
 
+static double now_s(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+/* An upload and a download of 200 ms each (FF_EMU_DELAYS): on two streams
+ * the copy engines in and out run them side by side; on one stream they
+ * follow each other. Returns the seconds both took. */
+static double two_copies(ff__device *d, int one_stream) {
+  ff__error err = {0};
+  ff__dstream *a, *b;
+  uint8_t src[64] = {1}, dst[64];
+  void *d_buf, *d_other;
+  assert_int_equal(ff__device_stream_create(d, &a, &err), FF_OK);
+  assert_int_equal(ff__device_stream_create(d, &b, &err), FF_OK);
+  assert_int_equal(ff__device_alloc(d, 64, &d_buf, &err), FF_OK);
+  assert_int_equal(ff__device_alloc(d, 64, &d_other, &err), FF_OK);
+  double t0 = now_s();
+  assert_int_equal(ff__device_upload(d, a, d_buf, src, 64, &err), FF_OK);
+  assert_int_equal(ff__device_download(d, one_stream ? a : b, dst, one_stream ? d_buf : d_other, 64, &err), FF_OK);
+  ff__device_synchronize(d);
+  double dt = now_s() - t0;
+  if (one_stream) assert_memory_equal(dst, src, 64); /* in order: the download read what the upload wrote */
+  ff__device_free(d, d_buf);
+  ff__device_free(d, d_other);
+  ff__device_stream_destroy(d, a);
+  ff__device_stream_destroy(d, b);
+  return dt;
+}
+
+static void emu_engines_work_side_by_side_and_a_stream_keeps_its_order(void **state) {
+  (void)state;
+  setenv("FF_EMU_DELAYS", "h2d:200000,d2h:200000", 1);
+  ff__device *d = open_dev("emu:0", NULL);
+  unsetenv("FF_EMU_DELAYS");
+  double apart = two_copies(d, 0), one = two_copies(d, 1);
+  print_message("two 200 ms copies: %.0f ms on two streams, %.0f ms on one\n", apart * 1e3, one * 1e3);
+  assert_true(one >= 0.4);
+  assert_true(apart < 0.34);
+  ff__device_close(d);
+  setenv("FF_EMU_DELAYS", "h2d:1,kernels:2", 1); /* a misspelt engine is refused */
+  ff__device *bad = NULL;
+  ff__error err;
+  assert_int_equal(ff__device_open("emu:0", NULL, &bad, &err), FF_EINVAL);
+  assert_non_null(strstr(err.msg, "FF_EMU_DELAYS"));
+  unsetenv("FF_EMU_DELAYS");
+}
+
 static void every_call_runs_on_the_device_and_leaves_the_threads_current_device(void **state) {
   (void)state;
   ff__emu_set_current_device(5); /* as a trainer that made its own device current */
@@ -600,6 +650,7 @@ int main(void) {
       cmocka_unit_test(device_names_are_checked),
       cmocka_unit_test(emu_reports_its_size_and_the_pool_its_budget),
       cmocka_unit_test(emu_streams_complete_out_of_order_unless_one_waits_for_the_other),
+      cmocka_unit_test(emu_engines_work_side_by_side_and_a_stream_keeps_its_order),
       cmocka_unit_test(every_call_runs_on_the_device_and_leaves_the_threads_current_device),
       cmocka_unit_test(an_allocation_error_that_is_not_out_of_memory_is_a_device_error),
       cmocka_unit_test(auto_picks_the_current_device_else_the_local_rank),

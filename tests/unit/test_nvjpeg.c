@@ -3,9 +3,14 @@
  * wrong library is reported with the reason; the handle takes its scratch
  * memory through our allocators, and a refusal there is the budget; the
  * hardware backend is used when there is one, else the hybrid; the support
- * check refuses progressive, 4:1:1, CMYK and unparsable files; a batch
- * decodes region or whole image like libjpeg-turbo; a corrupt stream fails
- * the batch as bad data. */
+ * check refuses CMYK and unparsable files on both, asks the hardware
+ * backend alone (nvjpegDecodeBatchedSupportedEx) about progressive, 4:1:1
+ * and the region decoded, and takes on the hybrid backend what it parses;
+ * the hybrid backend takes batches of 51 or more; a batch decodes region or
+ * whole image like libjpeg-turbo, and the hardware backend's scale factor
+ * like libjpeg-turbo's DCT scaling; each slot has its state, pre-allocated
+ * once on the hardware backend; a corrupt stream fails the batch as bad
+ * data, an injected failure as the device. */
 #include <setjmp.h> /* cmocka.h needs these four first */
 #include <stdarg.h>
 #include <stddef.h>
@@ -126,35 +131,65 @@ static void the_handle_takes_its_memory_through_our_allocators(void **state) {
   assert_non_null(strstr(err.msg, "ALLOCATOR_FAILURE"));
 }
 
+static int takes(ff__nvjpeg *n, const uint8_t *data, size_t size, const ff__nvjpeg_image *region, const char **why) {
+  ff__nvjpeg_image im = region ? *region : (ff__nvjpeg_image){0};
+  im.data = data, im.size_bytes = size;
+  return ff__nvjpeg_takes(n, &im, why);
+}
+
 static void the_support_check_refuses_what_the_decoder_cannot_do(void **state) {
   (void)state;
-  counter c = {0};
-  ff__nvjpeg *n = open_stub(&c, 0);
   struct {
     const char *name;
     ff_test_jpeg_kind kind;
-    const char *why; /* NULL: taken */
+    const char *hardware_why, *hybrid_why; /* NULL: taken */
   } cases[] = {
-      {"baseline420.jpg", {0, 2, 2, 0}, NULL},
-      {"baseline444.jpg", {0, 1, 1, 0}, NULL},
-      {"gray.jpg", {1, 0, 0, 0}, NULL},
-      {"progressive.jpg", {0, 2, 2, 1}, "not supported"},
-      {"sub411.jpg", {0, 4, 1, 0}, "not supported"},
-      {"cmyk.jpg", {2, 0, 0, 0}, "CMYK"},
+      {"baseline420.jpg", {0, 2, 2, 0}, NULL, NULL},
+      {"baseline444.jpg", {0, 1, 1, 0}, NULL, NULL},
+      {"gray.jpg", {1, 0, 0, 0}, NULL, NULL},
+      {"progressive.jpg", {0, 2, 2, 1}, "progressive", NULL},
+      {"sub411.jpg", {0, 4, 1, 0}, "not supported", NULL},
+      {"cmyk.jpg", {2, 0, 0, 0}, "CMYK", "CMYK"},
   };
-  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
-    size_t size;
-    uint8_t *jpg = jpeg_of(cases[i].name, 48, 32, cases[i].kind, &size);
-    const char *why = "";
-    int takes = ff__nvjpeg_takes(n, jpg, size, &why);
-    if (takes != !cases[i].why) fail_msg("%s: takes %d (%s)", cases[i].name, takes, why);
-    if (cases[i].why && !strstr(why, cases[i].why)) fail_msg("%s: '%s'", cases[i].name, why);
-    free(jpg);
+  for (int hw = 0; hw < 2; hw++) {
+    counter c = {0};
+    ff__nvjpeg *n = open_stub(&c, hw);
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+      size_t size;
+      uint8_t *jpg = jpeg_of(cases[i].name, 48, 32, cases[i].kind, &size);
+      const char *why = "", *want = hw ? cases[i].hardware_why : cases[i].hybrid_why;
+      int took = takes(n, jpg, size, NULL, &why);
+      if (took != !want) fail_msg("%s on %s: takes %d (%s)", cases[i].name, ff__nvjpeg_backend(n), took, why);
+      if (want && !strstr(why, want)) fail_msg("%s on %s: '%s'", cases[i].name, ff__nvjpeg_backend(n), why);
+      free(jpg);
+    }
+    const char *why;
+    assert_false(takes(n, (const uint8_t *)"not a jpeg at all", 17, NULL, &why));
+    assert_non_null(strstr(why, "parse"));
+    ff__nvjpeg_close(n);
   }
-  const char *why;
-  assert_false(ff__nvjpeg_takes(n, (const uint8_t *)"not a jpeg at all", 17, &why));
-  assert_non_null(strstr(why, "parse"));
-  ff__nvjpeg_close(n);
+}
+
+/* The hardware backend answers for the region that will be decoded; the
+ * hybrid one decodes the whole image, whatever the region. */
+static void the_hardware_support_check_is_asked_about_the_region(void **state) {
+  (void)state;
+  size_t size;
+  uint8_t *jpg = jpeg_of("region.jpg", 64, 48, (ff_test_jpeg_kind){0, 2, 2, 0}, &size);
+  ff__nvjpeg_image inside = {.image_width = 64, .image_height = 48, .x = 8, .y = 8, .width = 32, .height = 24};
+  ff__nvjpeg_image outside = inside;
+  outside.x = 40; /* 40 + 32 > 64 */
+  const char *why = "";
+  for (int hw = 0; hw < 2; hw++) {
+    counter c = {0};
+    ff__nvjpeg *n = open_stub(&c, hw);
+    assert_true(takes(n, jpg, size, &inside, &why));
+    assert_int_equal(takes(n, jpg, size, &outside, &why), !hw);
+    if (hw) assert_non_null(strstr(why, "region"));
+    assert_int_equal(ff__nvjpeg_min_batch(n), hw ? 1 : 51);
+    ff__nvjpeg_close(n);
+  }
+  free(jpg);
 }
 
 /* Decodes a 4:2:0 image's region with each backend and compares it to the
@@ -173,23 +208,78 @@ static void a_batch_decodes_the_region_as_libjpeg_turbo_does(void **state) {
     int region = ff__nvjpeg_decodes_region(n);
     size_t pitch = (size_t)(region ? 40 : 96) * 3;
     uint8_t *dst = calloc(pitch * 64, 1);
-    ff__nvjpeg_image im = {jpg, size, 96, 64, 10, 6, 40, 30, dst, pitch};
+    ff__nvjpeg_image im = {jpg, size, 96, 64, 10, 6, 40, 30, 0, dst, pitch};
     long before = c.dev_allocs;
     ff__error err;
-    assert_int_equal(ff__nvjpeg_decode(n, &im, 1, NULL, &err), FF_OK);
+    assert_int_equal(ff__nvjpeg_decode(n, 0, &im, 1, NULL, &err), FF_OK);
     assert_true(c.dev_allocs > before); /* its scratch came through our allocator */
     const uint8_t *got = region ? dst : dst + (6 * 96 + 10) * 3;
     for (int y = 0; y < 30; y++)
       if (memcmp(got + (size_t)y * pitch, want.data + (size_t)y * want.stride, 40 * 3))
         fail_msg("%s: row %d differs", ff__nvjpeg_backend(n), y);
     c.refuse = 1;
-    assert_int_equal(ff__nvjpeg_decode(n, &im, 1, NULL, &err), FF_EBUDGET);
+    assert_int_equal(ff__nvjpeg_decode(n, 0, &im, 1, NULL, &err), FF_EBUDGET);
     c.refuse = 0;
     free(dst);
     ff__nvjpeg_close(n);
   }
   ff__buf_free(&px);
   free(jpg);
+}
+
+/* The hardware backend's scale factor on the region of the DCT scale's
+ * grid (what exec/device.c asks for when the plan chose a DCT scale) gives
+ * the CPU codec's DCT-scaled region decode. */
+static void the_scale_factor_decodes_as_the_dct_scaled_region(void **state) {
+  (void)state;
+  size_t size;
+  uint8_t *jpg = jpeg_of("scaled.jpg", 200, 152, (ff_test_jpeg_kind){0, 2, 2, 0}, &size);
+  ff__decode_req req = {.crop_x = 30, .crop_y = 21, .crop_width = 120, .crop_height = 100, .min_width = 50,
+                        .min_height = 40};
+  int r[4];
+  assert_int_equal(ff__jpeg_dct_scale(&req, 200, 152, r), 4); /* a half */
+  ff__buf px = {0};
+  ff__image want;
+  assert_int_equal(ff__codec_decode(jpg, size, "scaled.jpg", &req, &px, &want, NULL), FF_OK);
+  assert_int_equal(want.width, r[2]);
+  assert_int_equal(want.height, r[3]);
+  counter c = {0};
+  ff__nvjpeg *n = open_stub(&c, 1);
+  assert_true(ff__nvjpeg_scales(n));
+  size_t pitch = (size_t)r[2] * 3;
+  uint8_t *dst = calloc(pitch * (size_t)r[3], 1);
+  int w = r[2] * 2, h = r[3] * 2;
+  if (r[0] * 2 + w > 200) w = 200 - r[0] * 2;
+  if (r[1] * 2 + h > 152) h = 152 - r[1] * 2;
+  ff__nvjpeg_image im = {jpg, size, 200, 152, r[0] * 2, r[1] * 2, w, h, 1, dst, pitch};
+  ff__error err;
+  assert_int_equal(ff__nvjpeg_decode(n, 0, &im, 1, NULL, &err), FF_OK);
+  for (int y = 0; y < r[3]; y++)
+    if (memcmp(dst + (size_t)y * pitch, want.data + (size_t)y * want.stride, pitch)) fail_msg("row %d differs", y);
+  free(dst);
+  ff__nvjpeg_close(n);
+  ff__buf_free(&px);
+  free(jpg);
+}
+
+/* Two slots, two states: each pre-allocated once on the hardware backend. */
+static void each_slot_has_its_state_preallocated_once(void **state) {
+  (void)state;
+  size_t size;
+  uint8_t *jpg = jpeg_of("slots.jpg", 64, 48, (ff_test_jpeg_kind){0, 2, 2, 0}, &size);
+  uint8_t *dst = malloc(64 * 48 * 3);
+  ff__nvjpeg_image im = {jpg, size, 64, 48, 0, 0, 0, 0, 0, dst, 64 * 3};
+  for (int hw = 0; hw < 2; hw++) {
+    counter c = {0};
+    ff__nvjpeg *n = open_stub(&c, hw);
+    long before = ff_test_nvjpeg_stub_count("nvjpegStubPreAllocations");
+    ff__error err;
+    for (int round = 0; round < 3; round++)
+      for (int slot = 0; slot < 2; slot++) assert_int_equal(ff__nvjpeg_decode(n, slot, &im, 1, NULL, &err), FF_OK);
+    assert_int_equal(ff_test_nvjpeg_stub_count("nvjpegStubPreAllocations") - before, hw ? 2 : 0);
+    ff__nvjpeg_close(n);
+  }
+  free(dst), free(jpg);
 }
 
 static void a_corrupt_stream_fails_the_batch_as_bad_data(void **state) {
@@ -203,14 +293,21 @@ static void a_corrupt_stream_fails_the_batch_as_bad_data(void **state) {
   counter c = {0};
   ff__nvjpeg *n = open_stub(&c, 0);
   const char *why;
-  assert_true(ff__nvjpeg_takes(n, bad, bad_size, &why)); /* its header is sound */
+  assert_true(takes(n, bad, bad_size, NULL, &why)); /* its header is sound */
   uint8_t *dst = malloc(64 * 48 * 3 * 2);
-  ff__nvjpeg_image im[2] = {{good, size, 64, 48, 0, 0, 0, 0, dst, 64 * 3},
-                            {bad, bad_size, 64, 48, 0, 0, 0, 0, dst + 64 * 48 * 3, 64 * 3}};
+  ff__nvjpeg_image im[2] = {{good, size, 64, 48, 0, 0, 0, 0, 0, dst, 64 * 3},
+                            {bad, bad_size, 64, 48, 0, 0, 0, 0, 0, dst + 64 * 48 * 3, 64 * 3}};
   ff__error err;
-  assert_int_equal(ff__nvjpeg_decode(n, im, 2, NULL, &err), FF_EDATA);
+  assert_int_equal(ff__nvjpeg_decode(n, 0, im, 2, NULL, &err), FF_EDATA);
   assert_non_null(strstr(err.msg, "NVJPEG_STATUS_BAD_JPEG"));
-  assert_int_equal(ff__nvjpeg_decode(n, im, 1, NULL, &err), FF_OK); /* the handle goes on */
+  assert_int_equal(ff__nvjpeg_decode(n, 0, im, 1, NULL, &err), FF_OK); /* the handle goes on */
+  setenv("FF_STUB_NVJPEG_FAIL", "batch", 1); /* a decoder that fails: the device's status, not the data's */
+  assert_int_equal(ff__nvjpeg_decode(n, 0, im, 1, NULL, &err), FF_EDEVICE);
+  assert_non_null(strstr(err.msg, "EXECUTION_FAILED"));
+  setenv("FF_STUB_NVJPEG_FAIL", "width:64", 1); /* an image it refuses fails its whole batch */
+  assert_int_equal(ff__nvjpeg_decode(n, 0, im, 1, NULL, &err), FF_EDEVICE);
+  assert_non_null(strstr(err.msg, "JPEG_NOT_SUPPORTED"));
+  unsetenv("FF_STUB_NVJPEG_FAIL");
   ff__nvjpeg_close(n);
   assert_int_equal(c.dev_live, 0);
   free(dst), free(bad), free(good);
@@ -221,7 +318,10 @@ int main(void) {
       cmocka_unit_test(a_missing_libnvjpeg_is_reported_with_the_reason),
       cmocka_unit_test(the_handle_takes_its_memory_through_our_allocators),
       cmocka_unit_test(the_support_check_refuses_what_the_decoder_cannot_do),
+      cmocka_unit_test(the_hardware_support_check_is_asked_about_the_region),
       cmocka_unit_test(a_batch_decodes_the_region_as_libjpeg_turbo_does),
+      cmocka_unit_test(the_scale_factor_decodes_as_the_dct_scaled_region),
+      cmocka_unit_test(each_slot_has_its_state_preallocated_once),
       cmocka_unit_test(a_corrupt_stream_fails_the_batch_as_bad_data),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

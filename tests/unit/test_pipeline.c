@@ -86,7 +86,7 @@ static void reference_pipeline_parses_with_torchvision_defaults(void **state) {
                            "normalize(mean=imagenet, std=imagenet)");
   assert_int_equal(p.num_ops, 4);
   assert_int_equal(p.ops[0].kind, FF__OP_DECODE);
-  assert_int_equal(p.ops[0].dct_scale, 1);
+  assert_int_equal(p.ops[0].dct_scale, 0); /* exact by default: DCT scaling is an opt-in */
   const ff__op *rrc = &p.ops[1];
   assert_int_equal(rrc->kind, FF__OP_RANDOM_RESIZED_CROP);
   assert_int_equal(rrc->column, 10);
@@ -109,9 +109,9 @@ static void reference_pipeline_parses_with_torchvision_defaults(void **state) {
 
 static void explicit_arguments_override_the_defaults(void **state) {
   (void)state;
-  ff__pipeline p = pipe_ok("decode(dct_scale=false)|random_resized_crop(size=(32, 48), scale=(0.5, 0.75), "
+  ff__pipeline p = pipe_ok("decode(dct_scale=true)|random_resized_crop(size=(32, 48), scale=(0.5, 0.75), "
                            "ratio=[1, 2], antialias=false)|random_vertical_flip(p=0.25)");
-  assert_int_equal(p.ops[0].dct_scale, 0);
+  assert_int_equal(p.ops[0].dct_scale, 1);
   const ff__op *rrc = &p.ops[1];
   assert_int_equal(rrc->size[0], 32);
   assert_int_equal(rrc->size[1], 48);
@@ -164,20 +164,35 @@ static void resize_of_shorter_side_after_fixed_size_is_fixed(void **state) {
   assert_int_equal(p.out_width, 48);
 }
 
-static void unknown_op_names_its_column_and_lists_the_ops(void **state) {
+/* An unknown op: its column, the nearest op by edit distance (or the one op
+ * holding the name whole), and where the list is -- not the list itself. */
+static void unknown_op_names_its_column_and_the_nearest_op(void **state) {
   (void)state;
-  const char *msg = parse_fails_at("decode | blur", 10);
-  assert_contains(msg, "blur");
-  assert_contains(msg, "random_resized_crop");
-  assert_contains(msg, "center_crop");
-  assert_contains(msg, "normalize");
+  const char *msg = parse_fails_at("decode | normalise(mean=imagenet, std=imagenet)", 10);
+  assert_string_equal(msg, "pipeline column 10: unknown op 'normalise' (did you mean 'normalize'?); "
+                           "see 'fusionflow ops' for the list");
+  assert_contains(parse_fails_at("decode | Random_Resized_Crp(size=8)", 10), "did you mean 'random_resized_crop'?");
+  assert_contains(parse_fails_at("decode | resized_crop(size=8)", 10), "did you mean 'random_resized_crop'?");
+  /* held whole by gaussian_blur and pil_gaussian_blur: the public one */
+  assert_contains(parse_fails_at("decode | blur", 10), "did you mean 'gaussian_blur'?");
+  assert_contains(parse_fails_at("decode | pil_rotat(angle=3)", 10), "did you mean 'pil_rotate'?");
+  msg = parse_fails_at("decode | xyzzy", 10);
+  assert_string_equal(msg, "pipeline column 10: unknown op 'xyzzy'; see 'fusionflow ops' for the list");
+  assert_true(strlen(parse_fails_at("decode | flip", 10)) < 120); /* two flips hold it: no guess, no list */
   /* a views pipeline given where one image is made: said so, not "unknown op" */
   assert_contains(parse_fails_at("decode || 2 x center_crop(size=8)", 9), "views are made by a loader only");
 }
 
-static void unknown_argument_names_its_column(void **state) {
+static void unknown_argument_names_its_column_the_nearest_and_the_arguments(void **state) {
   (void)state;
-  assert_contains(parse_fails_at("decode | resize(size=8, mode=1)", 25), "mode");
+  assert_string_equal(parse_fails_at("decode | resize(size=8, mode=1)", 25),
+                      "pipeline column 25: resize has no argument 'mode' (its arguments: size, antialias, "
+                      "interpolation)");
+  assert_string_equal(parse_fails_at("decode | resize(sise=8)", 17),
+                      "pipeline column 17: resize has no argument 'sise' (did you mean 'size'?; its arguments: "
+                      "size, antialias, interpolation)");
+  assert_contains(parse_fails_at("decode | invert(p=1) | center_crop(size=8)", 17), "invert has no argument 'p' "
+                                                                                     "(it takes none)");
 }
 
 static void rand_augment_magnitude_error_gives_the_allowed_range(void **state) {
@@ -334,7 +349,8 @@ static void random_resized_crop_on_a_thin_image_falls_back_to_the_centre(void **
 
 static void leading_in_bounds_crop_is_folded_into_decode(void **state) {
   (void)state;
-  ff__pipeline p = pipe_ok("decode | crop(top=5, left=7, height=20, width=30) | resize(size=(10, 15))");
+  ff__pipeline p =
+      pipe_ok("decode(dct_scale=true) | crop(top=5, left=7, height=20, width=30) | resize(size=(10, 15))");
   ff__image_info info = info_of(100, 80);
   ff__plan plan;
   ff__plan_make(&p, 0, 0, 0, &info, 0, &plan);
@@ -346,7 +362,7 @@ static void leading_in_bounds_crop_is_folded_into_decode(void **state) {
   assert_int_equal(plan.steps[0].kind, FF__STEP_RESIZE);
   assert_int_equal(plan.steps[0].w, 15);
   assert_int_equal(plan.steps[0].h, 10);
-  /* a downscale follows: the decoder may reduce while keeping 15 x 10 */
+  /* a downscale follows and DCT scaling is asked for: the decoder may reduce while keeping 15 x 10 */
   assert_int_equal(plan.decode.min_width, 15);
   assert_int_equal(plan.decode.min_height, 10);
 }
@@ -380,19 +396,22 @@ static void center_crop_offset_rounds_half_to_even(void **state) {
 
 static void no_dct_floor_with_dct_scale_false(void **state) {
   (void)state;
-  ff__pipeline p =
-      pipe_ok("decode(dct_scale=false) | crop(top=5, left=7, height=20, width=30) | resize(size=(10, 15))");
-  ff__image_info info = info_of(100, 80);
-  ff__plan plan;
-  ff__plan_make(&p, 0, 0, 0, &info, 0, &plan);
-  assert_int_equal(plan.decode.crop_width, 30); /* still folded */
-  assert_int_equal(plan.decode.min_width, 0);
-  assert_int_equal(plan.decode.min_height, 0);
+  const char *texts[] = {"decode(dct_scale=false) | crop(top=5, left=7, height=20, width=30) | resize(size=(10, 15))",
+                         "decode | crop(top=5, left=7, height=20, width=30) | resize(size=(10, 15))"}; /* the default */
+  for (int k = 0; k < 2; k++) {
+    ff__pipeline p = pipe_ok(texts[k]);
+    ff__image_info info = info_of(100, 80);
+    ff__plan plan;
+    ff__plan_make(&p, 0, 0, 0, &info, 0, &plan);
+    assert_int_equal(plan.decode.crop_width, 30); /* still folded */
+    assert_int_equal(plan.decode.min_width, 0);
+    assert_int_equal(plan.decode.min_height, 0);
+  }
 }
 
 static void no_dct_floor_when_upscaling(void **state) {
   (void)state;
-  ff__pipeline p = pipe_ok("decode | center_crop(size=16) | resize(size=(32, 32))");
+  ff__pipeline p = pipe_ok("decode(dct_scale=true) | center_crop(size=16) | resize(size=(32, 32))");
   ff__image_info info = info_of(20, 20);
   ff__plan plan;
   ff__plan_make(&p, 0, 0, 0, &info, 0, &plan);
@@ -404,7 +423,7 @@ static void no_dct_floor_when_upscaling(void **state) {
 
 static void random_resized_crop_sets_the_dct_floor_to_its_size(void **state) {
   (void)state;
-  ff__pipeline p = pipe_ok("decode | random_resized_crop(size=(16, 24))");
+  ff__pipeline p = pipe_ok("decode(dct_scale=true) | random_resized_crop(size=(16, 24))");
   ff__image_info info = info_of(640, 480);
   ff__plan plan;
   ff__plan_make(&p, 3, 1, 9, &info, 0, &plan);
@@ -422,7 +441,29 @@ static void flip_probabilities_zero_and_one_are_exact(void **state) {
     ff__plan_make(&p, 5, 0, index, &info, 0, &plan);
     assert_int_equal(plan.num_steps, 1);
     assert_int_equal(plan.steps[0].kind, FF__STEP_HFLIP);
+    /* the vertical flip not drawn is no step, but kept for the plan's JSON, after the horizontal one */
+    assert_int_equal(plan.num_unflipped, 1);
+    assert_int_equal(plan.unflipped[0].vertical, 1);
+    assert_int_equal(plan.unflipped[0].at, 1);
   }
+}
+
+static void a_flip_not_drawn_keeps_its_place_when_a_leading_crop_folds(void **state) {
+  (void)state;
+  /* center_crop is step 0 until it folds into the decode: the flips move up with the steps after it */
+  ff__pipeline p = pipe_ok("decode | random_vertical_flip(p=0) | center_crop(size=8) | random_horizontal_flip(p=0)"
+                           " | resize(size=(4, 4))");
+  ff__image_info info = info_of(20, 20);
+  ff__plan plan;
+  ff__plan_make(&p, 1, 0, 0, &info, 0, &plan);
+  assert_int_equal(plan.decode.crop_width, 8);
+  assert_int_equal(plan.num_steps, 1);
+  assert_int_equal(plan.steps[0].kind, FF__STEP_RESIZE);
+  assert_int_equal(plan.num_unflipped, 2);
+  assert_int_equal(plan.unflipped[0].vertical, 1);
+  assert_int_equal(plan.unflipped[0].at, 0);
+  assert_int_equal(plan.unflipped[1].vertical, 0);
+  assert_int_equal(plan.unflipped[1].at, 0); /* before the resize */
 }
 
 static void a_flip_consumes_its_draw_whatever_its_outcome(void **state) {
@@ -454,8 +495,8 @@ int main(void) {
       cmocka_unit_test(crop_and_explicit_normalize_values_parse),
       cmocka_unit_test(to_dtype_gives_float32_scaled_to_one),
       cmocka_unit_test(resize_of_shorter_side_after_fixed_size_is_fixed),
-      cmocka_unit_test(unknown_op_names_its_column_and_lists_the_ops),
-      cmocka_unit_test(unknown_argument_names_its_column),
+      cmocka_unit_test(unknown_op_names_its_column_and_the_nearest_op),
+      cmocka_unit_test(unknown_argument_names_its_column_the_nearest_and_the_arguments),
       cmocka_unit_test(rand_augment_magnitude_error_gives_the_allowed_range),
       cmocka_unit_test(missing_equals_names_its_column),
       cmocka_unit_test(bad_number_names_its_column),
@@ -477,6 +518,7 @@ int main(void) {
       cmocka_unit_test(no_dct_floor_when_upscaling),
       cmocka_unit_test(random_resized_crop_sets_the_dct_floor_to_its_size),
       cmocka_unit_test(flip_probabilities_zero_and_one_are_exact),
+      cmocka_unit_test(a_flip_not_drawn_keeps_its_place_when_a_leading_crop_folds),
       cmocka_unit_test(a_flip_consumes_its_draw_whatever_its_outcome),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
