@@ -10,6 +10,7 @@ import sys
 import threading
 import warnings
 import weakref
+from collections.abc import Mapping
 
 from . import _errors
 from . import _fusionflow as _c
