@@ -809,15 +809,18 @@ class Loader:
         """Continues at the position of ``state`` (from ``state_dict``): the batches
         that follow are bit-identical to those the saved run would have handed out.
 
-        Raises: ValueError when the state is not a version 1 state (an int
-        ``version``), was saved with a different seed, batch size, shuffle,
-        drop_last, sampler_drop_last, permutation, semantics, world size or
-        data set size, or names an epoch or batch that is not an int, an epoch
-        outside [0, 2**64) or a batch past the epoch's end.
+        As for the other keys, a state without ``version`` is taken as this
+        version's: ``{"epoch": e, "batch": b}`` seeks to batch b of epoch e.
+
+        Raises: ValueError when the state has a ``version`` other than the int
+        1, was saved with a different seed, batch size, shuffle, drop_last,
+        sampler_drop_last, permutation, semantics, world size or data set
+        size, or names an epoch or batch that is not an int, an epoch outside
+        [0, 2**64) or a batch past the epoch's end.
         """
         c = self._open()
         mine = self.state_dict()
-        version = state.get("version") if isinstance(state, Mapping) else None
+        version = state.get("version", mine["version"]) if isinstance(state, Mapping) else None
         if isinstance(version, bool) or not isinstance(version, int) or version != mine["version"]:
             raise ValueError(f"fusionflow: load_state_dict: expected a state from state_dict() with version "
                              f"{mine['version']} (got version {version!r})")
