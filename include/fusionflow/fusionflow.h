@@ -57,6 +57,16 @@ extern "C" {
 /* "MAJOR.MINOR.PATCH" of the library that is linked (may differ from the header). */
 FF_API const char *ff_version(void);
 
+/* The widest instruction set the CPU ops' vector paths use in this process:
+ * "avx512" (AVX-512 F, BW and VL), "avx2" (AVX2 with FMA) or "scalar" (none
+ * of them; also on CPUs other than x86-64). It is the CPU's own, capped by
+ * the environment variable FF_CPU_ISA ("scalar", "avx2" or "avx512"), read
+ * once, at the first use of an op or of this function; an unknown value is
+ * named on stderr and ignored. Every path gives the same bytes: the cap
+ * changes the speed only (it lets a test run one process on another path
+ * than its peers). Static string. */
+FF_API const char *ff_cpu_isa(void);
+
 /* Status codes. Errors are grouped by kind; a caller that only needs the kind
  * compares ranges: -1..-9 invalid argument, -10..-19 input data, -20..-29 I/O,
  * -30..-39 memory, -40..-49 device, -90..-99 internal. */
@@ -329,7 +339,8 @@ typedef struct ff_config {
    *       host_memory_pinned says which)
    *    0  ordinary memory
    * The memory is created on the device's context and stays valid while a
-   * batch is held, also after ff_loader_close. */
+   * batch is held, also after ff_loader_close. A consumer that copies it
+   * asynchronously fences before each ff_loader_next (ff_loader_fence). */
   int pin_memory;
   /* Where batches are handed out (the images; labels, mixup_cutmix's soft
    * labels and indices stay on the host):
@@ -357,7 +368,9 @@ typedef struct ff_config {
    * (as an exhausted budget does; with output_device the open fails). stream
    * is NULL: the memory must be usable on any stream when it returns.
    * device_free gets what device_alloc gave with its size_bytes, once none of
-   * the loader's work uses it (stream NULL). Called on the loader's threads
+   * the loader's work uses it (stream NULL): checked at each batch, so it may
+   * come a batch after the loader gave the block up; the loader never waits
+   * for its own streams to hand a block back. Called on the loader's threads
    * (feeder, consumer) with ctx = device_alloc_ctx, one call at a time per
    * device; they must not wait for an interpreter lock another thread may
    * hold (Python's GIL). */
@@ -778,8 +791,10 @@ typedef struct ff_batch ff_batch;
  * would (view 0 as the sample without views; ff_image_augment with that
  * index and the group's pipeline gives the view's pixels). A batch holds
  * one tensor per view (ff_batch_view_images); views run on the CPU (device
- * and output_device cpu; "auto" stays on the CPU); at most 64 views in 8
- * groups; mixup_cutmix does not take views.
+ * cpu; "auto" stays on the CPU), and with an output_device ("cuda:N",
+ * "emu:N") each view's tensor goes up to it in one copy after the batch is
+ * assembled (the same bytes); at most 64 views in 8 groups; mixup_cutmix
+ * does not take views.
  *
  * The scheduler (ff_config.device other than "cpu"): the loader measures the
  * consumer's rate D (from the times between ff_loader_next calls) and the
@@ -916,6 +931,57 @@ FF_API ff_status ff_batch_sync(const ff_batch *batch);
  * batches, the same as ff_batch_release. */
 FF_API void ff_batch_release_after(ff_batch *batch, void *stream);
 
+/*
+ * Keeps released host batches from being refilled while the consumer's
+ * asynchronous copies still read them.
+ *
+ * A host batch in pinned memory (ff_config.pin_memory) is copied to a GPU
+ * asynchronously: torch's images.cuda(non_blocking=True) is a
+ * cudaMemcpyAsync that only queues the copy, and PyTorch records no event
+ * for pinned memory it did not allocate. Releasing the batch right after
+ * (its tensors die) would let the workers refill its memory before the copy
+ * has read it: the GPU would get pixels of a later batch. Call
+ * ff_loader_fence with the stream the copies are queued on right before
+ * each ff_loader_next and before ff_loader_close. It records an event on
+ * `stream`, after every copy queued there so far; each host batch released
+ * since the previous fence (or, when ff_loader_next came first, since the
+ * fence before that) is refilled only once that event has completed. From
+ * the first fence on, a released host batch is held back until the next
+ * fence (so a consumer that fences keeps fencing); a batch released between
+ * a fence and the ff_loader_next that follows takes that fence. A copy
+ * made on another stream must be ordered before the fence on `stream`
+ * (cudaStreamWaitEvent, torch's current_stream().wait_stream(side)) before
+ * the next ff_loader_next. The workers wait for the event only when they
+ * need the memory (sleeping, one of them at a time; ff_stats.fence_wait_ns),
+ * and the ring's memory is freed (ff_loader_close, or the last release
+ * after it) only once every fence's event has completed: a copy still
+ * queued on `stream` then delays the close.
+ *
+ *   stream  (in) where the copies were queued: a cudaStream_t of the device
+ *           that pinned the host batches (ff_loader_pinned_device), NULL
+ *           its legacy default stream (torch's default stream); on "emu:N"
+ *           NULL (the emulator's default stream) or a stream of that
+ *           emulator.
+ *
+ * Nothing to do, FF_OK at once: host batches in ordinary memory (a copy
+ * from pageable memory has read it when the copy call returns) and batches
+ * on an output_device (ff_batch_release_after orders those). Thread-safety:
+ * the consumer's thread, or any one thread while another waits inside
+ * ff_loader_next (a binding that fetches on a helper thread fences on the
+ * thread that queues the copies). Returns FF_OK, FF_EINVAL (NULL loader or
+ * one that failed to open), FF_EDEVICE (the event could not be recorded,
+ * e.g. a stream of another device: message; the batches released since the
+ * last fence stay held back until a fence succeeds or ff_loader_next),
+ * FF_ENOMEM. ff_stats.fences counts the fences recorded.
+ */
+FF_API ff_status ff_loader_fence(ff_loader *loader, void *stream);
+
+/* The device whose host allocator holds the ring's host batches: "cuda:0",
+ * "emu:0" (pinned memory; see ff_config.pin_memory), or "cpu" (ordinary
+ * memory). Owned by the loader, valid until ff_loader_close; NULL gives
+ * "cpu". Any thread. */
+FF_API const char *ff_loader_pinned_device(const ff_loader *loader);
+
 typedef enum ff_dtype { FF_UINT8 = 0, FF_FLOAT32 = 1, FF_INT64 = 2, FF_BFLOAT16 = 3, FF_FLOAT16 = 4 } ff_dtype;
 typedef enum ff_layout { FF_NHWC = 0, FF_NCHW = 1 } ff_layout;
 
@@ -951,9 +1017,10 @@ FF_API size_t ff_loader_num_views(const ff_loader *loader);
 
 /* The images of view `view` (0 <= view < ff_loader_num_views), as
  * ff_batch_images gives view 0 (which it is): shape (N, 3, H, W) float32 or
- * (N, H, W, 3) uint8 with the view group's size, contiguous. Valid until
- * the batch is released. FF_OK, or FF_EINVAL (out zeroed) for a view past
- * the last. */
+ * (N, H, W, 3) uint8 with the view group's size, contiguous, in the
+ * memory ff_batch_device names (after the batch's ready event on a
+ * device). Valid until the batch is released. FF_OK, or FF_EINVAL (out
+ * zeroed) for a view past the last. */
 FF_API ff_status ff_batch_view_images(const ff_batch *batch, size_t view, ff_tensor *out);
 
 /* The labels, shape (N,), int64. Valid until the batch is released. */
@@ -1052,20 +1119,23 @@ typedef struct ff_batch_info {
 /* Fills *out for a held batch. Any thread. */
 FF_API void ff_batch_stats(const ff_batch *batch, ff_batch_info *out);
 
-/* The device memory the trainer can spare, as its framework sees it, for
- * the offload device's budget: PyTorch's
- *   torch.cuda.mem_get_info()[0] + torch.cuda.memory_reserved()
- *     - torch.cuda.memory_allocated()
- * (free memory plus what its caching allocator holds unused), in bytes,
- * read on the consumer thread before ff_loader_next (the Python Loader does
- * this itself when torch has initialised CUDA). From then on the budget is
- * min(device_memory_limit_bytes, what the loader holds + free_bytes -
- * device_headroom_bytes) instead of being computed from cudaMemGetInfo,
- * which counts the framework's cached memory as used; when the figure
+/* Caps the device memory the offload device's budget may count as free,
+ * in bytes: what the trainer wants to leave the loader, read on the
+ * consumer thread before ff_loader_next. The budget is
+ * min(device_memory_limit_bytes, what the loader holds + free -
+ * device_headroom_bytes), free being the device's free memory
+ * (cudaMemGetInfo, torch.cuda.mem_get_info()[0]), re-read about once per
+ * batch, and at most free_bytes from this call on. Memory a framework
+ * caches unused (PyTorch's memory_reserved() - memory_allocated()) is not
+ * free: the framework holds it and the loader cannot get it; it becomes
+ * free only once the framework releases it (torch.cuda.empty_cache(); the
+ * Python Loader does that when release_torch_cache=True and the budget
+ * refused work, see ff_stats.device_budget_refusals). When the figure
  * shrinks, the loader hands its cached device memory back at once
- * (cudaMemPoolTrimTo) and sends work to the CPU until it fits. -1 goes
- * back to the device's own figure. Consumer thread. FF_OK (also without a
- * device: nothing to do), FF_EDEVICE. */
+ * (cudaMemPoolTrimTo, or the caller's device_free once the loader's work
+ * is done with it) and sends work to the CPU until it fits. -1 removes the
+ * cap. Consumer thread. FF_OK (also without a device: nothing to do),
+ * FF_EDEVICE. */
 FF_API ff_status ff_loader_set_device_free_bytes(ff_loader *loader, int64_t free_bytes);
 
 /* Loader statistics since open. Times are summed over worker threads.
@@ -1148,7 +1218,20 @@ typedef struct ff_stats {
                                             because they were fewer than the decoder takes in one call (nvJPEG's
                                             hybrid backend decodes Huffman on the calling thread for 50 or
                                             fewer images) */
+  uint64_t fences;           /* events recorded by ff_loader_fence */
+  uint64_t fence_wait_ns;    /* time a worker slept until a released batch's copies had read it (one
+                                worker at a time; the others wait for it) */
+  uint64_t device_budget_refusals; /* times the device memory budget said no: batches of which it admitted
+                                      no sample the scheduler wanted on the device, and microbatches the
+                                      pool or the device refused for memory (their samples ran on the CPU) */
   int host_memory_pinned;    /* 1: the host batches are in pinned (page-locked) memory (pin_memory) */
+  uint64_t thread_cpu_samples;   /* samples a CPU worker thread ran start to finish (placement cpu, no
+                                    substitute) and whose thread CPU time the next two fields sum */
+  uint64_t thread_cpu_ns;        /* the worker threads' own CPU time on those samples (the thread CPU
+                                    clock: time other processes held the core is not in it): read,
+                                    decode, ops and the output into the batch */
+  uint64_t thread_decode_cpu_ns; /* of which decoding; the rest, thread_cpu_ns - thread_decode_cpu_ns,
+                                    is the samples' non-decode CPU time */
   uint64_t source_ignored_members; /* tar: members that belong to no sample (no suffix, a .json or .txt, a
                                       second image, "__meta__" files...), as webdataset ignores them;
                                       counted once, at open */

@@ -8,6 +8,7 @@ import operator
 import os
 import sys
 import threading
+import time
 import warnings
 import weakref
 from collections.abc import Mapping
@@ -72,6 +73,44 @@ def _env_int(name, fallback):
 
 
 _log = logging.getLogger("fusionflow")
+
+
+_EMPTY_CACHE_EVERY_S = 10.0
+
+
+def _empty_cache_due(torch, refusals, state, now):
+    """Whether to release torch's cache now (Loader.release_torch_cache): the
+    budget refused work since the last look (``refusals``, the count, grew past
+    state["refusals"]), torch is imported and has initialised CUDA, and the last
+    release (state["at"]) is _EMPTY_CACHE_EVERY_S old. Updates state."""
+    grew = refusals > state["refusals"]
+    state["refusals"] = refusals
+    if not grew or torch is None or not torch.cuda.is_initialized():
+        return False
+    if state["at"] is not None and now - state["at"] < _EMPTY_CACHE_EVERY_S:
+        return False
+    state["at"] = now
+    return True
+
+
+def _copy_stream(torch, index, side_streams):
+    """The cudaStream_t (an int) on GPU ``index`` that every copy queued so far on
+    torch's current stream is ordered before: the current stream itself when it is
+    on that device, else a side stream of ``index`` (kept in ``side_streams``) made
+    to wait for it, since an event is recorded on a stream of its own device.
+    None when torch has not initialised CUDA (no copy can have been queued); CUDA
+    is never initialised here."""
+    cuda = torch.cuda
+    if not cuda.is_initialized():
+        return None
+    current = cuda.current_stream()
+    if current.device.index == index:
+        return current.cuda_stream
+    side = side_streams.get(index)
+    if side is None:
+        side = side_streams[index] = cuda.Stream(device=index)
+    side.wait_stream(current)
+    return side.cuda_stream
 
 
 def _log_open_progress(p):
@@ -231,7 +270,16 @@ class Loader:
             device that cannot be opened raises
             :class:`fusionflow.DeviceUnavailableError` (a ValueError).
         device_memory_limit_bytes (int): the most device memory the loader may
-            hold; 0 = the free memory less a headroom for training.
+            hold; 0 = the free memory less a headroom for training. Free means
+            free on the device (``torch.cuda.mem_get_info()[0]``): memory torch's
+            caching allocator holds unused is torch's, not the loader's.
+        release_torch_cache (bool): when the device memory budget refused work
+            (``stats()["device_budget_refusals"]`` grew) and torch has initialised
+            CUDA, call ``torch.cuda.empty_cache()`` before the next batch (at most
+            every 10 s), so that what torch caches unused becomes free for the
+            loader. Costs the trainer fresh ``cudaMalloc`` calls for memory it
+            needs again; default False (the loader then takes only free memory).
+            See docs/device-memory.md.
         pin_memory (bool or None): host batches in pinned (page-locked) memory,
             so that ``images.cuda(non_blocking=True)`` is truly asynchronous
             (DataLoader's pin_memory). None (default): when ``device`` is a CUDA
@@ -341,7 +389,9 @@ class Loader:
             ``(N, num_classes)`` float32, as timm's Mixup returns them (on the CPU,
             also with an ``output_device``).
     With views (``decode || 2 x OPS || 8 x OPS``, see fusionflow.h) images is a
-    list of per-view tensors, in view order (DINO's 2 global + 8 local crops).
+    list of per-view tensors, in view order (DINO's 2 global + 8 local crops),
+    prepared on the CPU (``device="cpu"``) and, with an ``output_device``, each
+    in the device's memory.
 
     Zero copy and lifetime: the tensors are views of the loader's ring of
     ``prefetch + 1`` batch buffers. A buffer goes back to the ring when both
@@ -352,6 +402,16 @@ class Loader:
     asking you to drop earlier batches or keep copies (``images.clone()``,
     ``numpy.array(images)``). A training loop that drops each batch before
     fetching the next (the usual ``for`` loop) holds one.
+
+    Copies to the GPU: host batches in pinned memory (``pin_memory``) can be
+    copied asynchronously, ``images.cuda(non_blocking=True)``, which only queues
+    the copy on torch's current stream. So that the loader does not refill a
+    batch's memory before such a copy has read it, every ``next`` (and
+    ``close()``) records an event on torch's current stream once torch has
+    initialised CUDA (ff_loader_fence), and a batch dropped before it is refilled
+    only after that event has completed. A copy made on another stream must be
+    joined to the current one (``torch.cuda.current_stream().wait_stream(side)``)
+    before the next iteration; see docs/gpu-copies.md.
 
     Raises (from the constructor): :class:`fusionflow.PipelineError` (bad pipeline
     text, with the column), ValueError / :class:`fusionflow.InvalidArgumentError`
@@ -389,7 +449,8 @@ class Loader:
                  output_device="cpu", device_decode="auto", deterministic=False, dtype=None,
                  memory_format=None, semantics="v1", repeated_augmentations=None, shuffle_buffer=1000, num_workers=None,
                  prefetch_factor=None, persistent_workers=None, recipe=None, num_classes=None,
-                 image_key=None, label_key=None, max_member_bytes="auto", **dataloader_kwargs):
+                 image_key=None, label_key=None, release_torch_cache=False, max_member_bytes="auto",
+                 **dataloader_kwargs):
         self._c = None
         self._classes = None
         if batch_size is None:
@@ -506,6 +567,9 @@ class Loader:
         self.last_batch = None
         self._held_epoch = None
         self._iterations = 0
+        self._side_streams = {}  # device index -> torch.cuda.Stream (_copy_stream)
+        self.release_torch_cache = bool(release_torch_cache)
+        self._cache_state = {"refusals": 0, "at": None}  # _empty_cache_due
         self._views = None
         self._user_dataset = None  # fusionflow.timm: the dataset create_loader was given
         self._has_mix, self._mix_on = None, True
@@ -651,35 +715,44 @@ class Loader:
         self._iterations += 1
         return _EpochIterator(self, self._iterations)
 
-    def _tell_device_memory(self, core):
-        """Hands the library PyTorch's view of spare device memory, on the
-        consumer thread (ff_loader_set_device_free_bytes): free memory plus what
-        torch's caching allocator holds unused, so that the loader's budget
-        counts that memory as available and shrinks (trimming its pool) when
-        the trainer takes it. Only when torch is imported and has initialised
-        CUDA on the loader's device; otherwise the library reads the device."""
-        torch = sys.modules.get("torch")
-        dev = self.device
-        if torch is None or not (dev.startswith("cuda") or dev == "auto"):
+    def _release_torch_cache(self, core):
+        """release_torch_cache=True: when the device memory budget said no since
+        the last batch (ff_stats.device_budget_refusals grew) and torch has
+        initialised CUDA, torch.cuda.empty_cache() hands what torch caches unused
+        to the device, where the loader's budget finds it at the next batch; at
+        most once every _EMPTY_CACHE_EVERY_S seconds. Never by default: the
+        budget counts only memory the device has free, and what torch caches
+        is torch's."""
+        if not self.release_torch_cache:
             return
-        try:
-            cuda = torch.cuda
-            if not cuda.is_initialized():
-                return
-            index = int(dev.split(":", 1)[1]) if ":" in dev else cuda.current_device()
-            free, _ = cuda.mem_get_info(index)
-            spare = free + cuda.memory_reserved(index) - cuda.memory_allocated(index)
-        except (RuntimeError, ValueError, AttributeError):
-            return
-        core.set_device_free_bytes(int(spare))
+        refusals = core.budget_refusals()
+        if _empty_cache_due(sys.modules.get("torch"), refusals, self._cache_state, time.monotonic()):
+            sys.modules["torch"].cuda.empty_cache()
+
+    def _fence_stream(self, core):
+        """The stream to fence (ff_loader_fence) before the next batch: where
+        the trainer's copies of host batches are queued. For batches pinned by
+        a CUDA device, torch's current stream (a side stream of that device
+        joined to it when the current device is another); while torch is not
+        imported or has not initialised CUDA, no copy of torch's can be queued
+        yet and the device's default stream (0) stands in, so that fencing is
+        on from the first batch (torch is never imported, nor its CUDA state
+        initialised, here). Pinned by the emulator: its default stream (0).
+        Ordinary memory: None (nothing to fence)."""
+        dev = core.pinned_device
+        if not dev.startswith(("cuda:", "emu:")):
+            return None
+        torch = sys.modules.get("torch") if dev.startswith("cuda:") else None
+        stream = None if torch is None else _copy_stream(torch, int(dev[5:]), self._side_streams)
+        return 0 if stream is None else stream
 
     def _next_batch(self, iteration):
         if iteration != self._iterations:
             raise RuntimeError("fusionflow: another iteration over this loader started; this iterator is done")
         core = self._open()
-        self._tell_device_memory(core)
+        self._release_torch_cache(core)
         try:
-            answer = core.next()
+            answer = core.next(self._fence_stream(core))
         except BaseException:
             self._raise_pending_exit()
             raise
@@ -863,6 +936,12 @@ class Loader:
             device_samples, device_fallbacks (int): samples the device prepared; samples
                 meant for it that the CPU prepared after a refusal or a device error.
             device_ns (int): device time of the microbatches.
+            device_budget_refusals (int): times the device memory budget said no
+                (a batch it admitted no device sample of, or a microbatch refused
+                for memory); see release_torch_cache.
+            fences (int), fence_wait_ns (int): events recorded after the trainer's
+                copies of host batches (one per next() when the batches are pinned),
+                and the time a worker waited for one (see "Copies to the GPU").
             device_pool_limit_bytes, device_pool_peak_bytes (int): the device memory
                 budget now, and the most the loader held.
             offload_share (float): the scheduler's current device share, 0..1.
@@ -887,6 +966,10 @@ class Loader:
             host_round_trips (int): device-prepared samples that went down and up again
                 (output_device another device than the offload device).
             feeder_cpu_ns (int): CPU time of the device feeder's threads (their waits sleep).
+            thread_cpu_samples, thread_cpu_ns, thread_decode_cpu_ns (int): the samples the
+                CPU worker threads ran start to finish, the threads' own CPU time on them
+                (the thread CPU clock, which other processes' use of the cores does not
+                inflate) and the part of it spent decoding.
             batch_stage_ns (int): the mixup_cutmix batch stage (consumer thread, in next();
                 with a device output_device its draws and soft labels: the images are
                 mixed on the device).
@@ -926,7 +1009,7 @@ class Loader:
         """
         c, self._c = self._c, None
         if c is not None:
-            c.close()
+            c.close(self._fence_stream(c))
         with _open_lock:
             _open_loaders.discard(self)
 

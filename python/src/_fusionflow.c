@@ -1,6 +1,7 @@
 /* _fusionflow.c — the C extension under the `fusionflow` Python package: a thin
  * layer over the public header (include/fusionflow/fusionflow.h) and nothing
- * else of the library.
+ * else of the library (but for the tests' stand-in for a trainer's late GPU
+ * copy on the emulator: ffpy_late_copy.c).
  *
  * Three objects:
  *   Loader  one ff_loader plus a "fetch thread". The consumer's wait for the
@@ -62,6 +63,7 @@
 #include <dlpack/dlpack.h>
 
 #include "ffpy_dataset.h"
+#include "ffpy_late_copy.h"
 #include "fusionflow/fusionflow.h"
 
 /* How long the Python thread waits before it looks at signals again. */
@@ -513,6 +515,7 @@ typedef struct {
   size_t num_batches, num_samples, dataset_size;
   int prefetch;
   PyObject *classes; /* tuple of the class folders' names (imagefolder), or None */
+  char pinned_device[32]; /* ff_loader_pinned_device */
 } LoaderObject;
 
 static PyTypeObject *LoaderType;
@@ -701,9 +704,9 @@ static PyObject *loader_open(PyObject *module, PyObject *args, PyObject *kwargs)
     return NULL;
   }
   if (st != FF_OK) {
-    if (!loader) {
+    if (!loader) { /* out of memory: no handle */
       ffpy_dataset_free(dataset);
-      return PyErr_NoMemory();
+      return raise_status(st, ff_loader_errmsg(NULL));
     }
     char msg[MSG_MAX];
     snprintf(msg, sizeof msg, "%s", ff_loader_errmsg(loader));
@@ -741,6 +744,7 @@ static PyObject *loader_open(PyObject *module, PyObject *args, PyObject *kwargs)
   self->num_samples = ff_loader_num_samples(loader);
   self->dataset_size = ff_loader_dataset_size(loader);
   self->prefetch = cfg.prefetch;
+  snprintf(self->pinned_device, sizeof self->pinned_device, "%s", ff_loader_pinned_device(loader));
   if (!self->classes) {
     close_opened(loader, dataset);
     c->refs = 1;
@@ -803,10 +807,30 @@ static void drop_answer(core *c) {
   give_back(c, b);
 }
 
-static PyObject *loader_next_body(LoaderObject *self, PyObject *unused) {
-  (void)unused;
+/* ff_loader_fence on the consumer's stream handle (a Python int: a
+ * cudaStream_t, 0 the legacy default stream), on this thread: the one that
+ * queued the copies. Safe while the fetch thread waits in ff_loader_next.
+ * 0, or -1 with the exception set. */
+static int fence(core *c, PyObject *stream) {
+  void *handle = PyLong_AsVoidPtr(stream);
+  if (!handle && PyErr_Occurred()) return -1;
+  ff_status st;
+  Py_BEGIN_ALLOW_THREADS
+  st = ff_loader_fence(c->loader, handle);
+  Py_END_ALLOW_THREADS
+  if (st != FF_OK) {
+    raise_status(st, ff_loader_errmsg(c->loader));
+    return -1;
+  }
+  return 0;
+}
+
+static PyObject *loader_next_body(LoaderObject *self, PyObject *args) {
+  PyObject *stream = Py_None;
+  if (!PyArg_ParseTuple(args, "|O:next", &stream)) return NULL;
   if (check_open(self)) return NULL;
   core *c = self->core;
+  if (stream != Py_None && fence(c, stream)) return NULL;
   pthread_mutex_lock(&c->mu);
   if (!c->requested && !c->done) {
     c->requested = 1;
@@ -856,7 +880,7 @@ static PyObject *loader_next_body(LoaderObject *self, PyObject *unused) {
     for (size_t v = 1; list && v < views; v++) {
       ff_tensor tv;
       ff_batch_view_images(b, v, &tv);
-      PyObject *t = tensor_new(o, &tv);
+      PyObject *t = images_new(o, b, &tv); /* on the batch's device, as view 0 */
       if (!t) Py_CLEAR(list);
       else PyList_SetItem(list, (Py_ssize_t)v, t);
     }
@@ -880,14 +904,20 @@ static PyObject *loader_next_body(LoaderObject *self, PyObject *unused) {
   return r;
 }
 
-static PyObject *loader_close(LoaderObject *self, PyObject *unused) {
-  (void)unused;
+static PyObject *loader_close(LoaderObject *self, PyObject *args) {
+  PyObject *stream = Py_None;
+  if (args && !PyArg_ParseTuple(args, "|O:close", &stream)) return NULL;
   core *c = self->core;
   if (!c) Py_RETURN_NONE;
   if (self->pid != getpid()) { /* forked child: the threads are not here; leave it */
     self->core = NULL;
     Py_RETURN_NONE;
   }
+  pthread_mutex_lock(&c->mu);
+  int consuming = c->consuming;
+  pthread_mutex_unlock(&c->mu);
+  /* the batches released so far are refilled only after the copies queued before now */
+  if (stream != Py_None && !consuming && fence(c, stream)) PyErr_Clear(); /* closing anyway */
   pthread_mutex_lock(&c->mu);
   if (c->consuming) { /* its wait would outlive the core */
     pthread_mutex_unlock(&c->mu);
@@ -1138,7 +1168,7 @@ static PyObject *loader_stats_body(LoaderObject *self, PyObject *unused) {
     return NULL;
   }
   return Py_BuildValue("{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:i,s:N,s:N,s:s,s:K,s:K,s:K,s:n,s:n,s:d,s:K,s:K,s:N,s:s,s:s,s:K,s:K,s:K,s:K,s:K,s:K,s:s,"
-                       "s:s,s:K,s:K,s:K,s:K,s:K,s:N,s:K}",
+                       "s:s,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:N,s:K,s:K,s:K,s:K}",
                        "batches", (unsigned long long)s.batches,
                        "samples", (unsigned long long)s.samples, "read_ns", (unsigned long long)s.read_ns,
                        "decode_ns", (unsigned long long)s.decode_ns, "ops_ns", (unsigned long long)s.ops_ns,
@@ -1165,7 +1195,12 @@ static PyObject *loader_stats_body(LoaderObject *self, PyObject *unused) {
                        "device_decode_failures", (unsigned long long)s.device_decode_failures,
                        "device_decode_failed_batches", (unsigned long long)s.device_decode_failed_batches,
                        "device_decode_small_batches", (unsigned long long)s.device_decode_small_batches,
+                       "fences", (unsigned long long)s.fences, "fence_wait_ns", (unsigned long long)s.fence_wait_ns,
+                       "device_budget_refusals", (unsigned long long)s.device_budget_refusals,
                        "host_memory_pinned", PyBool_FromLong(s.host_memory_pinned),
+                       "thread_cpu_samples", (unsigned long long)s.thread_cpu_samples,
+                       "thread_cpu_ns", (unsigned long long)s.thread_cpu_ns,
+                       "thread_decode_cpu_ns", (unsigned long long)s.thread_decode_cpu_ns,
                        "source_ignored_members", (unsigned long long)s.source_ignored_members);
 }
 
@@ -1215,6 +1250,20 @@ static PyObject *loader_held(LoaderObject *self, PyObject *unused) {
   return PyLong_FromLong(self->core ? atomic_load(&self->core->held) : 0);
 }
 
+/* ff_stats.device_budget_refusals alone: cheap enough for every batch. */
+static PyObject *loader_budget_refusals(LoaderObject *self, PyObject *unused) {
+  (void)unused;
+  if (check_open(self)) return NULL;
+  ff_stats s;
+  ff_loader_stats(self->core->loader, &s);
+  return PyLong_FromUnsignedLongLong(s.device_budget_refusals);
+}
+
+static PyObject *loader_late_copy(LoaderObject *self, PyObject *args) {
+  if (check_open(self)) return NULL;
+  return ffpy_late_copy_queue(self->core->loader, args);
+}
+
 static PyObject *loader_set_device_free_bytes(LoaderObject *self, PyObject *args) {
   long long free_bytes;
   if (!PyArg_ParseTuple(args, "L:set_device_free_bytes", &free_bytes)) return NULL;
@@ -1240,6 +1289,10 @@ static PyObject *loader_get_dataset_size(LoaderObject *self, void *unused) {
   (void)unused;
   return PyLong_FromSize_t(self->dataset_size);
 }
+static PyObject *loader_get_pinned_device(LoaderObject *self, void *unused) {
+  (void)unused;
+  return PyUnicode_FromString(self->pinned_device);
+}
 static PyObject *loader_get_classes(LoaderObject *self, void *unused) {
   (void)unused;
   Py_INCREF(self->classes);
@@ -1247,9 +1300,11 @@ static PyObject *loader_get_classes(LoaderObject *self, void *unused) {
 }
 
 static PyMethodDef loader_methods[] = {
-    {"next", (PyCFunction)loader_next, METH_NOARGS,
-     "next() -> (images, labels, sample_indices, epoch, batch) or None at the end of the epoch"},
-    {"close", (PyCFunction)loader_close, METH_NOARGS, "close(): stop and join the threads; idempotent"},
+    {"next", (PyCFunction)loader_next, METH_VARARGS,
+     "next(stream=None) -> (images, labels, sample_indices, epoch, batch) or None at the end of the epoch;\n"
+     "a stream (int: a cudaStream_t of pinned_device, 0 its default stream) is fenced first (ff_loader_fence)"},
+    {"close", (PyCFunction)loader_close, METH_VARARGS,
+     "close(stream=None): fence on stream (as next), stop and join the threads; idempotent"},
     {"set_epoch", (PyCFunction)loader_set_epoch, METH_VARARGS, "set_epoch(epoch)"},
     {"seek", (PyCFunction)loader_seek, METH_VARARGS, "seek(epoch, batch)"},
     {"position", (PyCFunction)loader_position, METH_NOARGS, "position() -> (epoch, batch)"},
@@ -1266,8 +1321,12 @@ static PyMethodDef loader_methods[] = {
     {"set_mix_enabled", (PyCFunction)loader_set_mix_enabled, METH_VARARGS, "set_mix_enabled(enabled)"},
     {"held", (PyCFunction)loader_held, METH_NOARGS, "held() -> batches handed out and still referenced"},
     {"set_device_free_bytes", (PyCFunction)loader_set_device_free_bytes, METH_VARARGS,
-     "set_device_free_bytes(n): the device memory the trainer can spare, in bytes (-1: the device's own "
-     "figure); ff_loader_set_device_free_bytes"},
+     "set_device_free_bytes(n): at most n bytes of the device's free memory count for the budget (-1: no "
+     "cap); ff_loader_set_device_free_bytes"},
+    {"_late_copy", (PyCFunction)loader_late_copy, METH_VARARGS,
+     "_late_copy(address, nbytes) -> a late copy on the emulator, for tests (ffpy_late_copy.h)"},
+    {"budget_refusals", (PyCFunction)loader_budget_refusals, METH_NOARGS,
+     "budget_refusals() -> ff_stats.device_budget_refusals"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -1277,6 +1336,8 @@ static PyGetSetDef loader_getset[] = {
     {"num_samples", (getter)loader_get_num_samples, NULL, NULL, NULL},
     {"dataset_size", (getter)loader_get_dataset_size, NULL, NULL, NULL},
     {"classes", (getter)loader_get_classes, NULL, "tuple of str (class folders) or None", NULL},
+    {"pinned_device", (getter)loader_get_pinned_device, NULL,
+     "the device that pinned the host batches (\"cuda:0\", \"emu:0\"), or \"cpu\" (ff_loader_pinned_device)", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 
@@ -1475,7 +1536,7 @@ PyMODINIT_FUNC PyInit__fusionflow(void) {
   Py_INCREF(TensorType);
   Py_INCREF(LoaderType);
   if (PyModule_AddObject(m, "Tensor", (PyObject *)TensorType) ||
-      PyModule_AddObject(m, "CLoader", (PyObject *)LoaderType))
+      PyModule_AddObject(m, "CLoader", (PyObject *)LoaderType) || PyModule_AddFunctions(m, ffpy_late_copy_methods))
     goto fail;
   static const struct {
     const char *name;

@@ -1,11 +1,10 @@
-/* device.c — opening a device by name and the calls every backend shares:
- * the budgeted pool wired to the backend's raw memory, and thin checked
- * wrappers over its streams, copies, events and launches.
+/* device.c — the device object around an opened backend and the calls
+ * every backend shares: the budgeted pool wired to the backend's raw
+ * memory, and thin checked wrappers over its streams, copies, events and
+ * launches. Names are resolved to backends in exec/backends.c, which hands
+ * the opened backend to ff__device_wrap; this file knows no backend.
  *
- * `cuda:N` goes to exec/cuda.cu when the library was built with CUDA
- * (FF_HAVE_CUDA), `emu:N` to the emulator (exec/emu.c), `auto` to the CUDA
- * device a trainer on this thread would use (ff__device_auto_pick). The
- * pool's limit is min(user limit, free memory at open - headroom), the
+ * The pool's limit is min(user limit, free memory at open - headroom), the
  * headroom defaulting to the backend's (CUDA keeps max(1 GiB, 10%) free for
  * the trainer). Every backend call is bracketed by the backend's enter and
  * leave, so the device is current only for the call and the calling
@@ -17,6 +16,7 @@
  * device has no decoder. */
 #include "exec/device.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,9 +24,19 @@
 #include "exec/device_impl.h"
 #include "exec/nvjpeg.h"
 
+/* A block the caller's allocator gets back once `after` has completed. */
+typedef struct retired {
+  void *ptr;
+  size_t size_bytes;
+  ff__devent *after;
+} retired;
+
 struct ff__device {
   ff__device_opened o;
   ff__pool pool;
+  pthread_mutex_t retire_mu; /* guards the blocks retired to the caller's allocator */
+  retired *retired;
+  size_t num_retired, cap_retired;
   ff__nvjpeg *nvjpeg;     /* cuda: the decoder, when libnvjpeg loads */
   char nvjpeg_why[FF__ERRMSG_MAX];  /* why it did not */
   int (*alloc_hook)(void *ctx, size_t size_bytes, void *stream, void **out);
@@ -66,9 +76,49 @@ static void open_nvjpeg(ff__device *d);
 /* With the caller's allocator, a refusal is a budget refusal (the work goes
  * to the CPU); its memory must be usable on any stream when it returns (the
  * stream argument is NULL), and goes back once none of our work uses it. */
+/* Hands the caller's allocator the retired blocks whose work has
+ * completed (all of them with wait: close). Inside a bracket. */
+static void free_retired(ff__device *d, int wait) {
+  if (!d->alloc_hook) return;
+  pthread_mutex_lock(&d->retire_mu);
+  size_t kept = 0;
+  for (size_t i = 0; i < d->num_retired; i++) {
+    retired r = d->retired[i];
+    int done = 1;
+    if (wait)
+      d->o.be->event_wait(d->o.impl, r.after, NULL);
+    else if (d->o.be->event_query(d->o.impl, r.after, &done, NULL) == FF_OK && !done) {
+      d->retired[kept++] = r;
+      continue;
+    }
+    d->free_hook(d->hook_ctx, r.ptr, r.size_bytes, NULL);
+    d->o.be->event_destroy(d->o.impl, r.after);
+  }
+  d->num_retired = kept;
+  pthread_mutex_unlock(&d->retire_mu);
+}
+
+/* Keeps ptr for the caller's allocator until the work queued on our streams
+ * so far is done (a retire event). 0 when there is no event for it. */
+static int retire(ff__device *d, void *ptr, size_t size_bytes) {
+  pthread_mutex_lock(&d->retire_mu);
+  if (d->num_retired == d->cap_retired) {
+    size_t cap = d->cap_retired ? 2 * d->cap_retired : 16;
+    retired *r = realloc(d->retired, cap * sizeof *r);
+    if (r) d->retired = r, d->cap_retired = cap;
+  }
+  ff__devent *after = NULL;
+  int ok = d->num_retired < d->cap_retired && !d->o.be->event_create(d->o.impl, (void **)&after, NULL);
+  if (ok && !(ok = !d->o.be->retire_record(d->o.impl, after, NULL))) d->o.be->event_destroy(d->o.impl, after);
+  if (ok) d->retired[d->num_retired++] = (retired){ptr, size_bytes, after};
+  pthread_mutex_unlock(&d->retire_mu);
+  return ok;
+}
+
 static ff_status pool_alloc(void *ctx, size_t size_bytes, void **out, ff__error *err) {
   ff__device *d = ctx;
   if (!d->alloc_hook) return d->o.be->mem_alloc(d->o.impl, size_bytes, out, err);
+  free_retired(d, 0);
   void *p = NULL;
   if (d->alloc_hook(d->hook_ctx, size_bytes, NULL, &p) || !p)
     return ff__error_set(err, FF__EBUDGET, "%s: the caller's allocator refused %zu bytes", d->o.name,
@@ -77,13 +127,19 @@ static ff_status pool_alloc(void *ctx, size_t size_bytes, void **out, ff__error 
   return FF_OK;
 }
 
+/* To the caller's allocator once the work queued on our streams so far is
+ * done (a retire event), never waiting for it here: our streams may wait
+ * for the trainer's stream (a released output batch), and this runs on
+ * whatever thread shrinks the budget — the trainer's own in next(). */
 static void pool_free(void *ctx, void *ptr, size_t size_bytes) {
   ff__device *d = ctx;
   if (!d->alloc_hook) {
     d->o.be->mem_free(d->o.impl, ptr);
     return;
   }
-  d->o.be->synchronize(d->o.impl); /* our streams only: raw frees are rare (trim, a shrinking budget) */
+  free_retired(d, 0);
+  if (retire(d, ptr, size_bytes)) return;
+  d->o.be->synchronize(d->o.impl); /* no event for it: wait for our streams, as a last resort */
   d->free_hook(d->hook_ctx, ptr, size_bytes, NULL);
 }
 
@@ -94,11 +150,11 @@ static ff_status pool_mem_info(void *ctx, size_t *free_bytes, size_t *total_byte
 
 static void pool_trim(void *ctx) {
   ff__device *d = ctx;
+  free_retired(d, 0);
   if (d->o.be->mem_trim && !d->alloc_hook) d->o.be->mem_trim(d->o.impl);
 }
 
-/* "kind:N[?query]" → kind length, ordinal, query. */
-static int parse_name(const char *name, size_t *kind_len, int *ordinal, const char **query) {
+int ff__device_parse_name(const char *name, size_t *kind_len, int *ordinal, const char **query) {
   const char *colon = strchr(name, ':'), *q = strchr(name, '?');
   *query = q ? q + 1 : "";
   size_t end = q ? (size_t)(q - name) : strlen(name);
@@ -114,66 +170,14 @@ static int parse_name(const char *name, size_t *kind_len, int *ordinal, const ch
   return 1;
 }
 
-int ff__device_auto_pick(int current, const char *local_rank, int count) {
-  if (count <= 0) return 0;
-  if (current >= 0 && current < count) return current;
-  char *stop;
-  long rank = local_rank ? strtol(local_rank, &stop, 10) : 0;
-  if (!local_rank || stop == local_rank || *stop || rank < 0) rank = 0;
-  return (int)(rank % count);
-}
-
 void *ff__device_impl(ff__device *d, const ff__device_backend *be) {
   return d && d->o.be == be ? d->o.impl : NULL;
 }
 
-int ff__device_cuda_gpus(ff__error *err) {
-#ifdef FF_HAVE_CUDA
-  int count = 0, current = -1;
-  return ff__cuda_probe(&count, &current, err) ? 0 : count;
-#else
-  ff__error_set(err, FF_EDEVICE, "built without CUDA");
-  return -1;
-#endif
-}
-
-static ff_status open_backend(const char *name, const ff__device_options *opt, ff__device_opened *o,
-                              ff__error *err) {
-  if (!strcmp(name, "auto")) {
-#ifdef FF_HAVE_CUDA
-    int count = 0, current = -1;
-    ff_status st = ff__cuda_probe(&count, &current, err);
-    return st ? st : ff__cuda_open(ff__device_auto_pick(current, getenv("LOCAL_RANK"), count), opt, o, err);
-#else
-    return ff__error_set(err, FF_EDEVICE, "auto: fusionflow was built without CUDA; use emu:0 or cpu");
-#endif
-  }
-  size_t kind_len;
-  int ordinal;
-  const char *query;
-  if (!parse_name(name, &kind_len, &ordinal, &query))
-    return ff__error_set(err, FF_EINVAL, "device '%s': expected cuda:N or emu:N", name);
-  if (kind_len == 3 && !strncmp(name, "emu", 3)) return ff__emu_open(ordinal, query, opt, o, err);
-  if (kind_len == 4 && !strncmp(name, "cuda", 4)) {
-#ifdef FF_HAVE_CUDA
-    return *query ? ff__error_set(err, FF_EINVAL, "device '%s': cuda takes no options", name)
-                  : ff__cuda_open(ordinal, opt, o, err);
-#else
-    return ff__error_set(err, FF_EDEVICE, "cuda:%d: fusionflow was built without CUDA; use emu:0 or cpu",
-                         ordinal);
-#endif
-  }
-  return ff__error_set(err, FF_EINVAL, "device '%s': unknown kind (cuda:N, emu:N, auto)", name);
-}
-
-ff_status ff__device_open(const char *name, const ff__device_options *opt, ff__device **out, ff__error *err) {
-  ff__device_options defaults;
-  ff__device_options_init(&defaults);
-  if (!opt) opt = &defaults;
-  if (!name || !out) return ff__error_set(err, FF_EINVAL, "device: no name");
-  ff__device_opened o = {0};
-  ff_status st = open_backend(name, opt, &o, err);
-  if (st) return st;
+ff_status ff__device_wrap(const ff__device_opened *opened, const ff__device_options *opt, ff__device **out,
+                          ff__error *err) {
+  ff__device_opened o = *opened;
+  ff_status st;
   ff__device *d = calloc(1, sizeof *d);
   if (!d) {
     o.be->close(o.impl);
@@ -181,6 +185,7 @@ ff_status ff__device_open(const char *name, const ff__device_options *opt, ff__d
   }
   d->o = o;
   d->refs = 1;
+  pthread_mutex_init(&d->retire_mu, NULL);
   if (opt->alloc_hook && opt->free_hook)
     d->alloc_hook = opt->alloc_hook, d->free_hook = opt->free_hook, d->hook_ctx = opt->hook_ctx;
   ff__pool_backend pb = {d, pool_alloc, pool_free, pool_mem_info, pool_trim};
@@ -195,6 +200,7 @@ ff_status ff__device_open(const char *name, const ff__device_options *opt, ff__d
   }
   if (st) {
     o.be->close(o.impl);
+    pthread_mutex_destroy(&d->retire_mu);
     free(d);
     return st;
   }
@@ -215,11 +221,11 @@ int ff__device_is(const ff__device *d, const char *name) {
   size_t kind_len, own_len;
   int ordinal, own;
   const char *query, *own_query;
-  if (!d || !name || !strcmp(name, "auto") || !parse_name(name, &kind_len, &ordinal, &query)) return 0;
-  if (!parse_name(d->o.name, &own_len, &own, &own_query)) { /* "cuda:0 (NVIDIA H200)": up to the space */
+  if (!d || !name || !strcmp(name, "auto") || !ff__device_parse_name(name, &kind_len, &ordinal, &query)) return 0;
+  if (!ff__device_parse_name(d->o.name, &own_len, &own, &own_query)) { /* "cuda:0 (NVIDIA H200)": up to the space */
     char head[32];
     snprintf(head, sizeof head, "%.*s", (int)strcspn(d->o.name, " "), d->o.name);
-    if (!parse_name(head, &own_len, &own, &own_query)) return 0;
+    if (!ff__device_parse_name(head, &own_len, &own, &own_query)) return 0;
   }
   return kind_len == own_len && !strncmp(name, d->o.name, kind_len) && ordinal == own;
 }
@@ -231,9 +237,12 @@ void ff__device_close(ff__device *d) {
     d->o.be->synchronize(d->o.impl); /* no queued work may still use pool memory */
     ff__nvjpeg_close(d->nvjpeg);    /* its scratch goes back to the pool */
     ff__pool_destroy(&d->pool);
+    free_retired(d, 1);
+    free(d->retired);
     d->o.be->leave(d->o.impl, &g);
   }
   d->o.be->close(d->o.impl);
+  pthread_mutex_destroy(&d->retire_mu);
   free(d);
 }
 
@@ -256,6 +265,7 @@ ff_status ff__device_refresh(ff__device *d, ff__pool_stats *pool_out, ff__error 
   ff_status st = d->o.be->enter(d->o.impl, &g, err);
   if (st) return st;
   st = ff__pool_refresh(&d->pool, err);
+  free_retired(d, 0); /* the caller's allocator gets back what our work is done with */
   d->o.be->leave(d->o.impl, &g);
   if (!st && pool_out) ff__pool_stats_get(&d->pool, pool_out);
   return st;
@@ -552,8 +562,8 @@ void ff__device_range_pop(ff__device *d) {
   if (d && d->o.be->range_pop) d->o.be->range_pop();
 }
 
-ff_status ff__device_launch_stages(ff__device *d, ff__dstream *s, const void *d_table, int n, int stride,
-                                   int k, uint32_t max_count, ff__error *err) {
+ff_status ff__device_launch_stages(ff__device *d, ff__dstream *s, const void *d_table, int n, int kind,
+                                   uint32_t max_count, ff__error *err) {
   if (n <= 0 || !max_count) return FF_OK;
-  GUARDED(d, err, d->o.be->launch(d->o.impl, s, d_table, n, stride, k, max_count, err));
+  GUARDED(d, err, d->o.be->launch(d->o.impl, s, d_table, n, kind, max_count, err));
 }

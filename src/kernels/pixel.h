@@ -55,11 +55,23 @@ FF_HD static inline float ff__fma_f32(float a, float b, float c) {
 #endif
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__CUDACC__)
-/* Whether this CPU runs the host kernels' AVX-512 paths: AVX-512 F, BW
- * and VL (each path that needs more, VBMI say, checks that too). */
-static inline int ff__cpu_avx512(void) {
+#include "core/cpu.h"
+
+/* Whether this CPU has AVX-512 F, BW and VL, whatever $FF_CPU_ISA says:
+ * for what this decides besides a path (which rounding torch's MKL takes). */
+static inline int ff__cpu_has_avx512(void) {
   return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
          __builtin_cpu_supports("avx512vl");
+}
+
+/* Whether the host kernels run their AVX-512 paths: AVX-512 F, BW and VL
+ * (each path that needs more, VBMI say, checks that too) within the cap of
+ * core/cpu.h. */
+static inline int ff__cpu_avx512(void) { return ff__isa_allows(FF__ISA_AVX512) && ff__cpu_has_avx512(); }
+
+/* Whether they run their AVX2 paths (AVX2 with FMA; the SSSE3 ones too), within the cap. */
+static inline int ff__cpu_avx2(void) {
+  return ff__isa_allows(FF__ISA_AVX2) && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
 }
 #endif
 

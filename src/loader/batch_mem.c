@@ -14,6 +14,7 @@
  * context, and batches outlive ff_loader_close while the consumer holds
  * them, so this module opens its own handle on the device (l->host_dev) and
  * closes it only after the last batch's memory is freed (loader_free). */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -31,6 +32,9 @@ ff_status ff__batch_mem_open(ff_loader *l) {
   if (!strcmp(name, "cpu")) name = "auto";
   ff__error err = {0};
   ff_status st = ff__device_open(name, NULL, &l->host_dev, &err);
+  ff__device_info info;
+  if (!st && !ff__device_query(l->host_dev, &info, &err)) /* "cuda:0 (NVIDIA H200)": up to the space */
+    snprintf(l->pinned_device, sizeof l->pinned_device, "%.*s", (int)strcspn(info.name, " "), info.name);
   l->stats.host_memory_pinned = !st;
   if (!st || pin != 1) return FF_OK; /* -1 and 2: pinned when it can be, ordinary memory otherwise */
   return ff__error_set(&l->err, st, "%s: %s", name == out ? "output_device" : "pin_memory", err.msg);

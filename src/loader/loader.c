@@ -33,6 +33,7 @@
 #include <unistd.h>
 
 #include "core/clock.h"
+#include "core/cpu.h"
 #include "loader/loader_internal.h"
 #include "source/stream.h"
 #include "loader/sampler.h"
@@ -62,13 +63,6 @@ void ff_config_init(ff_config *cfg) {
   cfg->max_metadata_bytes = (size_t)16 << 20;
   cfg->shuffle_buffer = 1000;
   cfg->max_member_bytes = FF_MEMBER_BYTES_AUTO;
-}
-
-
-static int default_threads(void) {
-  cpu_set_t set;
-  if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0) return CPU_COUNT(&set);
-  return 1;
 }
 
 static ff_status env_int(const char *name, int fallback, int *out, ff__error *err) {
@@ -127,7 +121,7 @@ static ff_status check_config(ff_config *c, ff__error *err) {
   if (c->rank >= c->world_size)
     return ff__error_set(err, FF_EINVAL, "rank must be in [0, world_size) (got rank %d, world_size %d)", c->rank,
                          c->world_size);
-  if (!c->num_threads) c->num_threads = default_threads();
+  if (!c->num_threads) c->num_threads = ff__cpu_cores();
   return FF_OK;
 }
 
@@ -191,9 +185,10 @@ static ff_batch *entry_of(ff_loader *l, uint64_t epoch, size_t b) {
   return NULL;
 }
 
+/* A free entry whose memory no copy of the consumer still reads (fence.c). Locked. */
 static ff_batch *free_entry(ff_loader *l) {
   for (int i = 0; i < l->ring_size; i++)
-    if (l->ring[i].state == FF__BUF_FREE) return &l->ring[i];
+    if (l->ring[i].state == FF__BUF_FREE && ff__fence_clear(l, &l->ring[i])) return &l->ring[i];
   return NULL;
 }
 
@@ -281,6 +276,7 @@ static int take_item(ff_loader *l, int worker, size_t *item, ff_batch **batch, s
         return 1;
       }
     }
+    if (ff__fence_sleep(l)) continue; /* a free entry waits for the consumer's copies */
     /* nothing to take and nothing in flight: the ring is full, and the node's other loaders may
      * have these cores at their next report */
     if (!l->busy && !l->parked) l->parked = 1, ff__coord_publish_cpu(l->coord, l->worker_cpu_ns, 1);
@@ -422,14 +418,6 @@ static ff_status replace_sample(ff_loader *l, ff__worker *w, ff_batch *e, size_t
   return st;
 }
 
-/* The calling thread's CPU time: what the node coordinator hears as busy
- * (wall time would count the time other processes held the core). */
-static uint64_t thread_cpu_ns(void) {
-  struct timespec ts;
-  if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts)) return 0;
-  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 static void *worker_loop(void *p) {
   worker_arg *a = p;
   ff_loader *l = a->loader;
@@ -454,7 +442,9 @@ static void *worker_loop(void *p) {
     l->busy++;
     pthread_mutex_unlock(&l->mu);
 
-    uint64_t t0 = ff__now_ns(), cpu0 = thread_cpu_ns();
+    /* the thread's CPU time is what the node coordinator hears as busy (wall time would count the
+     * time other processes held the core) */
+    uint64_t t0 = ff__now_ns(), cpu0 = ff__thread_cpu_ns();
     ff__offload_took took = {0};
     ff_status st = placement != FF_PLACEMENT_CPU
                        ? ff__offload_sample(l->offload, w, (int)(e - l->ring), &job, slot, placement, &took, &err)
@@ -472,7 +462,7 @@ static void *worker_loop(void *p) {
     }
     char *warn_msg = w->warning.status ? strdup(w->warning.msg) : NULL;
 
-    uint64_t worker_cpu_ns = thread_cpu_ns() - cpu0;
+    uint64_t worker_cpu_ns = ff__thread_cpu_ns() - cpu0;
     pthread_mutex_lock(&l->mu);
     l->busy--;
     l->worker_cpu_ns += worker_cpu_ns, l->worker_samples++;
@@ -486,8 +476,11 @@ static void *worker_loop(void *p) {
     }
     l->stats.read_ns += w->read_ns, l->stats.decode_ns += w->decode_ns, l->stats.ops_ns += w->ops_ns;
     l->stats.read_bytes += w->read_bytes;
+    if (!st && !took.added && took.placement == FF_PLACEMENT_CPU && !replace_msg) /* one sample, all here */
+      l->stats.thread_cpu_samples++, l->stats.thread_cpu_ns += worker_cpu_ns,
+          l->stats.thread_decode_cpu_ns += w->decode_cpu_ns;
     uint64_t read_ns = w->read_ns;
-    w->read_ns = w->decode_ns = w->ops_ns = w->read_bytes = 0;
+    w->read_ns = w->decode_ns = w->ops_ns = w->read_bytes = w->decode_cpu_ns = 0;
     add_costs(l, &w->ops.costs);
     if (gen == l->gen) {
       e->decodes.cpu += w->decoded_pixels > 0;
@@ -563,8 +556,9 @@ static void offload_done(void *ctx, const ff__offload_result *r) {
 }
 
 static void loader_free(ff_loader *l) {
+  ff__fence_free(l); /* the consumer's copies read the images to the end */
   for (int i = 0; i < 2 * l->num_threads && l->workers; i++) ff__worker_free(&l->workers[i]);
-  for (int i = 0; i < l->ring_size; i++) {
+  for (int i = 0; l->ring && i < l->ring_size; i++) { /* ring_size is set before the ring is made */
     if (l->ring[i].images) ff__batch_mem_free(l, l->ring[i].images);
     free(l->ring[i].labels);
     free(l->ring[i].soft_labels);
@@ -677,9 +671,9 @@ static ff_status loader_start(ff_loader *l) {
   if (!st && l->views.num_groups) {
     l->pipe = l->views.pipes[0];
     if (!strcmp(l->cfg.device, "auto")) l->cfg.device = "cpu"; /* auto may always stay on the CPU */
-    if (strcmp(l->cfg.device, "cpu") || strcmp(l->cfg.output_device, "cpu"))
-      st = ff__error_set(err, FF_EINVAL, "a pipeline with views runs on the CPU: device and output_device must "
-                         "be cpu (got %s, %s)", l->cfg.device, l->cfg.output_device);
+    if (strcmp(l->cfg.device, "cpu"))
+      st = ff__error_set(err, FF_EINVAL, "a pipeline with views runs on the CPU: device must be cpu (got %s; "
+                         "output_device may be a GPU)", l->cfg.device);
     else if (l->cfg.output_dtype != FF_OUTPUT_DTYPE_AUTO || l->cfg.memory_format != FF_MEMORY_FORMAT_AUTO)
       st = ff__error_set(err, FF_EINVAL, "a pipeline with views hands out each view in its default format: "
                          "output_dtype and memory_format must be auto");
@@ -865,7 +859,12 @@ ff_status ff_loader_open(const ff_config *cfg, ff_loader **out) {
   ff_config_init(&l->cfg);
   size_t n = cfg->struct_size < sizeof l->cfg ? cfg->struct_size : sizeof l->cfg;
   memcpy(&l->cfg, cfg, n);
-  return loader_start(l);
+  ff_status st = loader_start(l);
+  if (st == FF_ENOMEM) { /* out of memory gives no handle (the header's promise) */
+    ff_loader_close(l);
+    *out = NULL;
+  }
+  return st;
 }
 
 void ff_loader_close(ff_loader *l) {
@@ -1059,6 +1058,7 @@ ff_status ff_loader_next(ff_loader *l, ff_batch **out) {
   ff_status st = FF_OK;
   pthread_mutex_lock(&l->mu);
   if (l->offload) l->stats.device_pool_limit_bytes = limit, l->stats.device_pool_peak_bytes = peak;
+  ff__fence_next(l);
   int ring_ready = ready_batches(l);
   for (;;) {
     if (l->next_out == l->num_batches) { /* the workers are on the next epoch already */
@@ -1134,6 +1134,7 @@ void ff_batch_release_after(ff_batch *b, void *stream) {
   ff__dev_output_release(l, b, stream);
   pthread_mutex_lock(&l->mu);
   b->state = FF__BUF_FREE;
+  ff__fence_released(l, b);
   int last = --l->held == 0 && l->closed;
   pthread_cond_broadcast(&l->work_cv);
   pthread_mutex_unlock(&l->mu);
@@ -1167,7 +1168,7 @@ ff_status ff_batch_view_images(const ff_batch *b, size_t view, ff_tensor *out) {
   const ff__pipeline *p = l->views.num_groups ? &l->views.pipes[l->views.group_of[view]] : &l->pipe;
   int64_t n = (int64_t)b->size, h = p->out_height, w = p->out_width;
   memset(out, 0, sizeof *out);
-  out->data = b->d_images ? b->d_images : (char *)b->images + (l->views.num_groups ? l->view_offset[view] : 0);
+  out->data = (char *)(b->d_images ? b->d_images : b->images) + (l->views.num_groups ? l->view_offset[view] : 0);
   out->ndim = 4;
   out->dtype = (ff_dtype)p->out_dtype;
   if (p->out_planar) {
@@ -1247,6 +1248,7 @@ void ff_loader_stats(const ff_loader *l, ff_stats *out) {
   pthread_mutex_unlock((pthread_mutex_t *)&l->mu);
   /* the pool's figures now, not as of the last batch */
   ff__offload_pool(l->offload, &out->device_pool_limit_bytes, &out->device_pool_peak_bytes);
+  out->device_budget_refusals = ff__offload_budget_refusals(l->offload);
   out->node_group = ff__coord_group(l->coord);
 }
 

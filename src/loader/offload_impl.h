@@ -14,6 +14,7 @@
 #include <pthread.h>
 
 #include "exec/dev_batch.h"
+#include "exec/pool.h"
 #include "loader/offload.h"
 #include "sched/cost.h"
 
@@ -91,6 +92,7 @@ struct ff__offload {
   int device_off;          /* offload stopped for good (errors) */
   int backoff, backoff_len;/* splits left without offload after a refusal; the next refusal's length */
   int refused;             /* the device refused work since ff__offload_take_refused */
+  uint64_t budget_refusals;  /* splits the memory budget admitted nothing of, microbatches the pool refused */
   ff__cost_model cost;
   uint64_t *headers;       /* each sample's header once seen (ff__cost_header_pack), 0: not yet */
   uint64_t *split_sizes;   /* batch_cap: scratch of the split */
@@ -102,8 +104,11 @@ struct ff__offload {
   unsigned char *dl_slot;  /* batch_cap: the slots the device finished, for the runs */
 };
 
-/* The pool's block for a feeder output tensor (batch_cap samples in the host batch's format). */
-size_t ff__offload_out_class_bytes(const ff__offload *o);
+/* The pool's block for a feeder output tensor (batch_cap samples in the host batch's format);
+ * inline, so that feeder.c needs nothing of offload.c, which starts it. */
+static inline size_t ff__offload_out_class_bytes(const ff__offload *o) {
+  return ff__pool_class_bytes((size_t)o->cfg.batch_cap * o->cfg.host_sample_bytes);
+}
 
 /* feeder.c: the feeder's threads, started by ff__offload_open and stopped
  * (after the entries in flight have finished) by ff__offload_feeder_stop. */

@@ -693,7 +693,7 @@ VBMI_TARGET static uint32_t gray_row_sum_vbmi(const uint8_t *p, size_t pixels) {
 static inline __attribute__((always_inline)) void saturation_rows(rows r, ff__blend_w w, const int v2) {
   size_t pixels = r.bytes / 3;
 #ifdef HAVE_AVX2_RGB8
-  int vec = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  int vec = ff__cpu_avx2();
   int gray = w.a == 0.0f && w.b == 1.0f; /* grayscale: the blend below gives the gray too */
 #endif
   for (size_t y = 0; y < r.count; y++) {
@@ -735,7 +735,7 @@ FF_FMA_CLONES static uint64_t gray_sum(const ff__image *img, int v2) {
   rows r = rows_of(img, img);
   uint64_t sum = 0;
 #ifdef HAVE_AVX2_RGB8
-  int avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  int avx2 = ff__cpu_avx2();
 #endif
   for (size_t y = 0; y < r.count; y++) {
     const uint8_t *p = r.src + y * r.src_stride;
@@ -971,7 +971,7 @@ AVX2_FMA static void hue8_avx2(const uint8_t *in, float hue, uint8_t *out) {
  * in place reads each pixel before writing it. */
 static void hue(const ff__image *src, const ff__image *dst, float factor) {
 #ifdef HAVE_AVX2_HUE
-  int vec = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  int vec = ff__cpu_avx2();
 #endif
   for (int y = 0; y < src->height; y++) {
     const uint8_t *p = src->data + (size_t)y * src->stride;

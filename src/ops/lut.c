@@ -10,6 +10,8 @@
 
 #include <string.h>
 
+#include "kernels/pixel.h"
+
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 #define HAVE_AVX2_LUT 1
@@ -51,7 +53,7 @@ __attribute__((target("avx2"))) static void lut_rows_avx2(const uint8_t *src, si
 
 int ff__lut_vectorised(void) {
 #ifdef HAVE_AVX2_LUT
-  return __builtin_cpu_supports("avx2");
+  return ff__cpu_avx2();
 #else
   return 0;
 #endif

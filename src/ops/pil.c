@@ -18,6 +18,7 @@
 #include "ops/pil.h"
 #include "ops/pil_blur.h"
 #include "ops/lut.h"
+#include "kernels/pixel.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -448,7 +449,7 @@ ff_status ff__pil_run(const ff__pil *p, const ff__image *src, ff__image *dst) {
 #ifdef FF_HAVE_X86_SIMD
     /* 32-bit load offsets: the last row's start plus its pixels and a few bytes */
     if ((wp.mode == FF__PIL_WARP_BILINEAR || wp.mode == FF__PIL_WARP_BICUBIC) &&
-        __builtin_cpu_supports("avx2") &&
+        ff__cpu_avx2() &&
         (size_t)(h - 1) * src->stride + (size_t)w * 3 + 8 < (size_t)INT32_MAX) {
       warp_avx2(&wp, src, dst);
       return FF_OK;

@@ -115,7 +115,7 @@ __attribute__((target("avx2"))) static void box_line_avx2(const ff__pil_box *b, 
 static int box_simd(void) {
 #ifdef HAVE_BOX_SIMD
   if (ff__cpu_avx512()) return 2;
-  return __builtin_cpu_supports("avx2") ? 1 : 0;
+  return ff__cpu_avx2() ? 1 : 0;
 #else
   return 0;
 #endif

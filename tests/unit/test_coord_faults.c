@@ -32,6 +32,7 @@
 #include "fixtures.h"
 #include "fusionflow/fusionflow.h"
 #include "sched/coord.h"
+#include "sched/coord_segment.h"
 
 #define MEMBERS 3
 #define MAX_THREADS 4

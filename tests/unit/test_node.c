@@ -1,5 +1,5 @@
 /* test_node.c — loaders of one node in separate processes, sharing the
- * cores through the node coordinator (sched/coord.c) as torchrun's ranks do:
+ * cores through the node coordinator (sched/coord.h) as torchrun's ranks do:
  * joining the group must never cost a stalled trainer what the operating
  * system's own sharing gives it. The machine running the tests is shared
  * and its load changes from second to second, so nothing here compares an
@@ -30,7 +30,7 @@
 #include "core/clock.h"
 #include "fixtures.h"
 #include "fusionflow/fusionflow.h"
-#include "sched/coord.h"
+#include "sched/coord_segment.h"
 
 #define PIPELINE \
   "decode | random_resized_crop(size=64) | rand_augment(num_ops=2, magnitude=9) | " \
