@@ -218,6 +218,8 @@ typedef struct ff_open_progress {
   int due;                /* nonzero: a line is due by the rule fusionflow's CLI and Python package say
                              them by: once the open has taken 2 s, then when a wait (a shard's attempt,
                              a backoff) has lasted 0.5 s, and at least every 10 s within one */
+  uint64_t shard_bytes;   /* bytes received of this shard in this attempt (a drip shows as few) */
+  size_t shard_samples;   /* samples counted in it so far */
 } ff_open_progress;
 
 /* Called while an open waits (ff_config.open_progress); nonzero gives the open up. */
@@ -436,7 +438,19 @@ typedef struct ff_config {
    * up". Other sources never call it. Default NULL. */
   ff_open_progress_fn open_progress;
   void *open_progress_ctx;
+  /* The encoded bytes one sample may have: a tar member (of a local or a
+   * streamed shard) or an image file (a callback source's items are the
+   * caller's). A larger one fails as FF_ETOOBIG, naming the file and
+   * max_member_bytes, before its bytes are read; a streamed member is passed
+   * over without being held. FF_MEMBER_BYTES_AUTO (default): 8 bytes a
+   * pixel of max_image_pixels (a raw 16-bit RGBA image of that many pixels)
+   * plus 16 MiB for headers and metadata, 732605096 bytes for its default;
+   * no limit when max_image_pixels is 0. 0: no limit. */
+  uint64_t max_member_bytes;
 } ff_config;
+
+/* ff_config.max_member_bytes: derived from max_image_pixels. */
+#define FF_MEMBER_BYTES_AUTO UINT64_MAX
 
 /* ff_config.output_dtype. */
 typedef enum ff_output_dtype {
@@ -1218,6 +1232,9 @@ typedef struct ff_stats {
                                     decode, ops and the output into the batch */
   uint64_t thread_decode_cpu_ns; /* of which decoding; the rest, thread_cpu_ns - thread_decode_cpu_ns,
                                     is the samples' non-decode CPU time */
+  uint64_t source_ignored_members; /* tar: members that belong to no sample (no suffix, a .json or .txt, a
+                                      second image, "__meta__" files...), as webdataset ignores them;
+                                      counted once, at open */
 } ff_stats;
 
 /* Fills *out. Any time, from the consumer thread. */
@@ -1277,7 +1294,8 @@ FF_API ff_status ff_loader_trace_write(ff_loader *loader, const char *path, size
  * A final to_dtype or normalize is not applied, and the pipeline need not
  * give a fixed size. Thread-safe. Returns FF_OK, FF_EPIPELINE, FF_EIO,
  * FF_EDATA, FF_ETOOBIG, FF_ENOMEM or FF_EINVAL, with the message in errbuf
- * (if not NULL).
+ * (if not NULL); on FF_OK errbuf holds "" or, when the decoder repaired
+ * corrupt data (a loader counts it in ff_stats.warnings), what it repaired.
  */
 FF_API ff_status ff_image_augment(const char *path, const char *pipeline, uint64_t seed, uint64_t epoch,
                                   uint64_t index, uint8_t **out, int *height, int *width, char *errbuf,

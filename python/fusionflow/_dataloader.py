@@ -72,8 +72,8 @@ def dataloader_names(num_threads, num_workers, prefetch, prefetch_factor, extra)
 
 
 # The open_loader arguments that fix a sample's pixels and label, kept by a SourceDataset.
-PIXEL_ARGS = ("source", "pipeline", "seed", "max_image_pixels", "strict_decode", "allow_empty", "output_dtype",
-              "memory_format", "semantics")
+PIXEL_ARGS = ("source", "pipeline", "seed", "max_image_pixels", "max_member_bytes", "strict_decode", "allow_empty",
+              "output_dtype", "memory_format", "semantics")
 
 
 def _gone():

@@ -12,15 +12,30 @@ class DatasetFetcher:
     list of indices at once: what the library's worker threads ask for, one batch
     per call (one hold of the GIL). Items are (encoded bytes, int label) pairs, or
     mappings with an image and a label entry (a Hugging Face row: the image
-    column cast to ``Image(decode=False)`` is ``{"bytes": ..., "path": ...}``)."""
+    column cast to ``Image(decode=False)`` is ``{"bytes": ..., "path": ...}``).
+
+    An exception that is not an Exception (KeyboardInterrupt, SystemExit) is no
+    sample's failure: it is kept in ``pending_exit``, the call's samples fail
+    without asking the dataset again, and the consumer raises it at its next
+    ``next`` (Loader._raise_pending_exit) whatever ``on_error`` says."""
 
     def __init__(self, dataset, image_key, label_key):
         self.dataset = dataset
         self.image_key = image_key
         self.label_key = label_key
         self.getitems = getattr(dataset, "__getitems__", None)  # torch's and Hugging Face's batch access
+        self.pending_exit = None
 
     def __call__(self, indices):
+        if self.pending_exit is None:
+            try:
+                return self._fetch(indices)
+            except BaseException as e:  # not an Exception: _fetch keeps those per item
+                self.pending_exit = e
+        text = f"{type(self.pending_exit).__name__} raised by the dataset (the loader raises it again)"
+        return [text] * len(indices)
+
+    def _fetch(self, indices):
         items = None
         if self.getitems is not None and len(indices) > 1:
             try:
@@ -50,8 +65,11 @@ class DatasetFetcher:
         if isinstance(item, Mapping):
             data = self._key(item, self.image_key, _IMAGE_KEYS, "image")
             label = self._key(item, self.label_key, _LABEL_KEYS, "label")
-        elif isinstance(item, (tuple, list)) and len(item) >= 2:
-            data, label = item[0], item[1]
+        elif isinstance(item, (tuple, list)) and len(item) == 2:
+            data, label = item
+        elif isinstance(item, (tuple, list)):
+            raise TypeError(f"expected (encoded bytes, label), got a {type(item).__name__} of {len(item)} items "
+                            f"(map the dataset to pairs: a third element has no meaning to the loader)")
         else:
             raise TypeError(f"expected (encoded bytes, label) or a mapping with an image and a label, "
                             f"got {type(item).__name__}")

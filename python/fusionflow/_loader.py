@@ -11,6 +11,7 @@ import threading
 import time
 import warnings
 import weakref
+from collections.abc import Mapping
 
 from . import _errors
 from . import _fusionflow as _c
@@ -121,11 +122,22 @@ def _log_open_progress(p):
     ``open_progress`` is the dict."""
     if p["due"]:
         failed = f" (the last failed: {p['last_error']})" if p["last_error"] else ""
+        so_far = "" if p["backing_off"] else f": {_human_bytes(p['shard_bytes'])}, {p['shard_samples']} samples so far"
         _log.log(logging.WARNING if p["attempt"] > 1 else logging.INFO,
-                 "fusionflow.Loader: opening, %.0f s: shard %d of %d, %s, %s attempt %d of %d%s", p["elapsed_s"],
+                 "fusionflow.Loader: opening, %.0f s: shard %d of %d, %s, %s attempt %d of %d%s%s", p["elapsed_s"],
                  p["shard_index"] + 1, p["num_shards"], p["shard"],
-                 "backing off before" if p["backing_off"] else "reading,", p["attempt"], p["max_attempts"], failed,
-                 extra={"open_progress": p})
+                 "backing off before" if p["backing_off"] else "reading,", p["attempt"], p["max_attempts"], so_far,
+                 failed, extra={"open_progress": p})
+
+
+def _human_bytes(n):
+    """812 bytes, 1.2 kB, 3.4 MB (powers of 1000), as the CLI's progress lines say them."""
+    if n < 1000:
+        return f"{n} bytes"
+    v, units = n / 1000, ["kB", "MB", "GB", "TB"]
+    while v >= 1000 and len(units) > 1:
+        v, units = v / 1000, units[1:]
+    return f"{v:.1f} {units[0]}"
 
 
 _open_loaders = weakref.WeakSet()
@@ -362,6 +374,12 @@ class Loader:
             the pipeline makes (refused before it is allocated), with
             DecodeError naming the file; None or 0 = no limit; below 2**64.
             Default 89478485, Pillow's.
+        max_member_bytes ("auto", int or None): the encoded bytes one sample may
+            have, a tar member (local or streamed) or an image file: a larger one
+            fails (DecodeError naming the file and the limit) before its bytes are
+            read. "auto" (default): 8 bytes a pixel of max_image_pixels plus
+            16 MiB (732605096 for its default); None or 0: no limit. The other limits,
+            streaming's too, are in docs/limits.md.
 
     Each batch is ``(images, labels)``:
         images: ``(N, 3, H, W)`` float32 (pipelines ending in normalize/to_dtype)
@@ -431,7 +449,8 @@ class Loader:
                  output_device="cpu", device_decode="auto", deterministic=False, dtype=None,
                  memory_format=None, semantics="v1", repeated_augmentations=None, shuffle_buffer=1000, num_workers=None,
                  prefetch_factor=None, persistent_workers=None, recipe=None, num_classes=None,
-                 image_key=None, label_key=None, release_torch_cache=False, **dataloader_kwargs):
+                 image_key=None, label_key=None, release_torch_cache=False, max_member_bytes="auto",
+                 **dataloader_kwargs):
         self._c = None
         self._classes = None
         if batch_size is None:
@@ -499,6 +518,14 @@ class Loader:
         for name, value in (("rank", rank), ("world_size", world_size)):
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
                 raise ValueError(f"fusionflow.Loader: {name} must be a non-negative int or None (got {value!r})")
+        if max_member_bytes == "auto":
+            member_limit = (1 << 64) - 1  # FF_MEMBER_BYTES_AUTO
+        elif max_member_bytes is None or (isinstance(max_member_bytes, int) and not isinstance(max_member_bytes, bool)
+                                          and 0 <= max_member_bytes < (1 << 64) - 1):
+            member_limit = max_member_bytes or 0
+        else:
+            raise ValueError(f"fusionflow.Loader: max_member_bytes must be 'auto', None or an int in [0, 2**64 - 1) "
+                             f"(got {max_member_bytes!r})")
         limit = 0 if max_image_pixels is None else int(max_image_pixels)
         if not 0 <= limit < 1 << 64:
             raise ValueError(f"fusionflow.Loader: max_image_pixels must be in [0, 2**64) or None "
@@ -518,6 +545,7 @@ class Loader:
             dataset_size = len(source)
             fetcher = DatasetFetcher(source, image_key, label_key)
             self.source = source
+        self._fetcher = fetcher
         self.pipeline = pipeline
         self.batch_size = batch_size
         self.shuffle = bool(shuffle)
@@ -557,7 +585,8 @@ class Loader:
                     device_decode=_DEVICE_DECODE[device_decode], deterministic=bool(deterministic),
                     output_dtype=_DTYPES[dtype_name], memory_format=_MEMORY_FORMATS[format_name],
                     semantics=semantics_value, repeated_augmentations=repeated_augmentations,
-                    shuffle_buffer=shuffle_buffer, dataset=fetcher, dataset_size=dataset_size)
+                    shuffle_buffer=shuffle_buffer, dataset=fetcher, dataset_size=dataset_size,
+                    max_member_bytes=member_limit)
         try:
             self._c = _c.open_loader(open_progress=_log_open_progress, **args)
         except _errors.DeviceError as e:
@@ -678,7 +707,9 @@ class Loader:
         Raises (from ``next``): :class:`fusionflow.DecodeError` / OSError for a
         bad image under ``on_error="raise"`` (the next ``next`` goes on with the
         following batch), :class:`fusionflow.InvalidArgumentError` when
-        ``prefetch + 1`` batches are still referenced, KeyboardInterrupt.
+        ``prefetch + 1`` batches are still referenced, KeyboardInterrupt; and
+        what a Python dataset's ``__getitem__`` raised that is not an Exception
+        (KeyboardInterrupt, SystemExit), whatever ``on_error`` says.
         """
         self._open()
         self._iterations += 1
@@ -720,7 +751,14 @@ class Loader:
             raise RuntimeError("fusionflow: another iteration over this loader started; this iterator is done")
         core = self._open()
         self._release_torch_cache(core)
-        answer = core.next(self._fence_stream(core))
+        try:
+            answer = core.next(self._fence_stream(core))
+        except BaseException:
+            self._raise_pending_exit()
+            raise
+        if self._fetcher is not None and self._fetcher.pending_exit is not None:
+            del answer  # the batch goes back now, not with the traceback of what the dataset raised
+            self._raise_pending_exit()
         if answer is None:
             return None
         images, labels, indices, epoch, index = answer
@@ -731,6 +769,13 @@ class Loader:
         if isinstance(images, list):  # views: one tensor per view
             return [convert(v) for v in images], convert(labels)
         return convert(images), convert(labels)
+
+    def _raise_pending_exit(self):
+        """Raises, once, what a dataset raised that is not an Exception (see DatasetFetcher)."""
+        fetcher = self._fetcher
+        if fetcher is not None and fetcher.pending_exit is not None:
+            e, fetcher.pending_exit = fetcher.pending_exit, None
+            raise e
 
     # -- epochs and resuming ---------------------------------------------------------------
 
@@ -777,7 +822,11 @@ class Loader:
                 raise ValueError(f"fusionflow: plan: {name} must be a non-negative int below 2**64 (got {v!r})")
         if epoch is None:
             epoch = self.epoch
-        return json.loads(self._open().plan(index, epoch))
+        try:
+            text = self._open().plan(index, epoch)
+        finally:
+            self._raise_pending_exit()
+        return json.loads(text)
 
     def mix_plan(self, batch, epoch=None):
         """What the batch stage (``mixup_cutmix`` at the end of the pipeline)
@@ -833,20 +882,30 @@ class Loader:
         """Continues at the position of ``state`` (from ``state_dict``): the batches
         that follow are bit-identical to those the saved run would have handed out.
 
-        Raises: ValueError when the state was saved with a different seed,
-        batch size, shuffle, drop_last, sampler_drop_last, permutation,
-        semantics, world size or data set size, or names an epoch outside
+        As for the other keys, a state without ``version`` is taken as this
+        version's: ``{"epoch": e, "batch": b}`` seeks to batch b of epoch e.
+
+        Raises: ValueError when the state has a ``version`` other than the int
+        1, was saved with a different seed, batch size, shuffle, drop_last,
+        sampler_drop_last, permutation, semantics, world size or data set
+        size, or names an epoch or batch that is not an int, an epoch outside
         [0, 2**64) or a batch past the epoch's end.
         """
         c = self._open()
         mine = self.state_dict()
+        version = state.get("version", mine["version"]) if isinstance(state, Mapping) else None
+        if isinstance(version, bool) or not isinstance(version, int) or version != mine["version"]:
+            raise ValueError(f"fusionflow: load_state_dict: expected a state from state_dict() with version "
+                             f"{mine['version']} (got version {version!r})")
         for key in ("seed", "batch_size", "shuffle", "drop_last", "sampler_drop_last", "permutation", "semantics",
                     "world_size", "dataset_size"):
             if key in state and state[key] != mine[key]:
                 raise ValueError(f"fusionflow: load_state_dict: the state was saved with {key}={state[key]!r}, "
                                  f"this loader has {key}={mine[key]!r}")
         try:
-            epoch, batch = int(state["epoch"]), int(state["batch"])
+            if any(isinstance(state[k], bool) for k in ("epoch", "batch")):
+                raise TypeError
+            epoch, batch = operator.index(state["epoch"]), operator.index(state["batch"])
         except (KeyError, TypeError, ValueError):
             raise ValueError("fusionflow: load_state_dict: expected a dict from state_dict() with 'epoch' and "
                              f"'batch' (got {state!r:.200})") from None
@@ -918,6 +977,9 @@ class Loader:
             source_ignored_files (int): files in the class folders of a folder
                 source left out for their extension (not one of torchvision's
                 IMG_EXTENSIONS), as ImageFolder leaves them out.
+            source_ignored_members (int): members of a tar: source's shards that belong
+                to no sample (no suffix, a .json or .txt, a second image...), as
+                webdataset ignores them.
             node_group (str): the node group whose coordinator sets num_threads
                 (FF_NODE_GROUP, auto resolved), or "" when the loader runs alone.
             host_memory_pinned (bool): the host batches are in pinned memory (pin_memory).

@@ -613,11 +613,12 @@ static int on_open_progress(void *ctx, const ff_open_progress *p) {
     PyObject *shard = PyUnicode_DecodeFSDefault(p->shard), *why = PyUnicode_DecodeFSDefault(p->last_error);
     PyObject *d =
         shard && why
-            ? Py_BuildValue("{s:O,s:n,s:n,s:i,s:i,s:O,s:O,s:d,s:d,s:O}", "shard", shard, "shard_index",
+            ? Py_BuildValue("{s:O,s:n,s:n,s:i,s:i,s:O,s:O,s:d,s:d,s:O,s:K,s:n}", "shard", shard, "shard_index",
                             (Py_ssize_t)p->shard_index, "num_shards", (Py_ssize_t)p->num_shards, "attempt",
                             p->attempt, "max_attempts", p->max_attempts, "backing_off",
                             p->backing_off ? Py_True : Py_False, "last_error", why, "shard_s", p->shard_s,
-                            "elapsed_s", p->elapsed_s, "due", p->due ? Py_True : Py_False)
+                            "elapsed_s", p->elapsed_s, "due", p->due ? Py_True : Py_False, "shard_bytes",
+                            (unsigned long long)p->shard_bytes, "shard_samples", (Py_ssize_t)p->shard_samples)
             : NULL;
     PyObject *r = d ? PyObject_CallFunctionObjArgs(o->hook, d, NULL) : NULL;
     raised = !r;
@@ -639,24 +640,25 @@ static PyObject *loader_open(PyObject *module, PyObject *args, PyObject *kwargs)
                            "sampler_drop_last", "torch_permutation", "pin_memory", "output_device",
                            "device_decode", "deterministic", "output_dtype", "memory_format", "semantics",
                            "repeated_augmentations", "shuffle_buffer", "dataset", "dataset_size", "open_progress",
-                           NULL};
+                           "max_member_bytes", NULL};
   ff_config cfg;
   ff_config_init(&cfg);
   PyObject *source_obj, *pipeline_obj;
   int on_error = FF_ON_ERROR_RAISE, torch_permutation = 0;
   unsigned long long seed = 0, max_pixels = cfg.max_image_pixels, device_limit = 0;
   int device_decode = FF_DEVICE_DECODE_AUTO, semantics = FF_SEMANTICS_V1;
-  unsigned long long shuffle_buffer = cfg.shuffle_buffer;
+  unsigned long long shuffle_buffer = cfg.shuffle_buffer, member_bytes = cfg.max_member_bytes;
   PyObject *fetcher = Py_None, *progress = Py_None;
   Py_ssize_t dataset_size = 0;
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O&U|iiiKiiiiiO&sKppppisipiiiiO&OnO:open_loader", kwlist,
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O&U|iiiKiiiiiO&sKppppisipiiiiO&OnOO&:open_loader", kwlist,
                                    PyUnicode_FSConverter, &source_obj, &pipeline_obj, &cfg.batch_size, &cfg.shuffle,
                                    &cfg.drop_last, &seed, &cfg.num_threads, &cfg.prefetch, &cfg.rank,
                                    &cfg.world_size, &on_error, ffpy_to_u64, &max_pixels, &cfg.device, &device_limit,
                                    &cfg.strict_decode, &cfg.allow_empty, &cfg.sampler_drop_last, &torch_permutation,
                                    &cfg.pin_memory, &cfg.output_device, &device_decode, &cfg.deterministic,
                                    &cfg.output_dtype, &cfg.memory_format, &semantics, &cfg.repeated_augmentations,
-                                   ffpy_to_u64, &shuffle_buffer, &fetcher, &dataset_size, &progress))
+                                   ffpy_to_u64, &shuffle_buffer, &fetcher, &dataset_size, &progress, ffpy_to_u64,
+                                   &member_bytes))
     return NULL;
   if (progress != Py_None && !PyCallable_Check(progress)) {
     PyErr_SetString(PyExc_TypeError, "fusionflow: open_progress must be callable or None");
@@ -665,6 +667,7 @@ static PyObject *loader_open(PyObject *module, PyObject *args, PyObject *kwargs)
   }
   cfg.semantics = (ff_semantics)semantics;
   cfg.shuffle_buffer = (size_t)shuffle_buffer;
+  cfg.max_member_bytes = member_bytes;
   cfg.permutation = torch_permutation ? FF_PERMUTATION_TORCH : FF_PERMUTATION_PHILOX;
   cfg.device_decode = (ff_device_decode)device_decode;
   cfg.device_memory_limit_bytes = (size_t)device_limit;
@@ -1167,7 +1170,7 @@ static PyObject *loader_stats_body(LoaderObject *self, PyObject *unused) {
     return NULL;
   }
   return Py_BuildValue("{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:i,s:N,s:N,s:s,s:K,s:K,s:K,s:n,s:n,s:d,s:K,s:K,s:N,s:s,s:s,s:K,s:K,s:K,s:K,s:K,s:K,s:s,"
-                       "s:s,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:N,s:K,s:K,s:K}",
+                       "s:s,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:N,s:K,s:K,s:K,s:K}",
                        "batches", (unsigned long long)s.batches,
                        "samples", (unsigned long long)s.samples, "read_ns", (unsigned long long)s.read_ns,
                        "decode_ns", (unsigned long long)s.decode_ns, "ops_ns", (unsigned long long)s.ops_ns,
@@ -1199,7 +1202,8 @@ static PyObject *loader_stats_body(LoaderObject *self, PyObject *unused) {
                        "host_memory_pinned", PyBool_FromLong(s.host_memory_pinned),
                        "thread_cpu_samples", (unsigned long long)s.thread_cpu_samples,
                        "thread_cpu_ns", (unsigned long long)s.thread_cpu_ns,
-                       "thread_decode_cpu_ns", (unsigned long long)s.thread_decode_cpu_ns);
+                       "thread_decode_cpu_ns", (unsigned long long)s.thread_decode_cpu_ns,
+                       "source_ignored_members", (unsigned long long)s.source_ignored_members);
 }
 
 

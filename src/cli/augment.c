@@ -147,6 +147,7 @@ int ff__cli_augment(int argc, char **argv) {
       c = st == FF_EPIPELINE || st == FF_EINVAL ? 2 : 1;
       break;
     }
+    if (msg[0] && !k) fprintf(stderr, "fusionflow augment: warning: %s\n", msg); /* repaired damage, as bench lists it */
     if (print_plans) {
       char *plan = NULL;
       st = ff_image_plan_as(in, pipeline, (ff_semantics)semantics, seed, epoch, index + (uint64_t)k, &plan, msg,

@@ -71,6 +71,11 @@ static void bench_usage(FILE *f) {
           "  --max-jpeg-scans N    refuse progressive JPEGs with more scans (default 500; 0: no limit)\n"
           "  --max-metadata-bytes N\n"
           "                        refuse PNGs with more metadata (text, ICC, EXIF; default 16777216)\n"
+          "  --max-member-bytes SIZE\n"
+          "                        refuse a tar member or image file of more bytes before reading it\n"
+          "                        (e.g. 64M; default 8 bytes a pixel of --max-image-pixels + 16 MiB;\n"
+          "                        0: no limit)\n"
+          "                        (every limit, streaming's too: docs/limits.md)\n"
           "  --strict-decode       corrupt JPEG data libjpeg repairs is an error (default: a listed warning)\n"
           "  --allow-empty         accept class folders without images (default: refused, as ImageFolder)\n"
           "  --device DEV          where the CPU pool's deficit goes: cpu (default: no offload),\n"
@@ -121,10 +126,10 @@ static int parse_long(const char *opt, const char *s, long min, long max, long *
 
 static void json_string(FILE *f, const char *s);
 
-/* "512M" → bytes (core/bytes.h); 0, with a message, when malformed. */
-static int parse_size(const char *s, size_t *out) {
+/* "512M" → bytes (core/bytes.h); 0, with a message naming the option, when malformed. */
+static int parse_size(const char *opt, const char *s, size_t *out) {
   if (ff__parse_bytes(s, out)) return 1;
-  fprintf(stderr, "fusionflow bench: --device-memory-limit expects bytes (e.g. 512M), got '%s'\n", s);
+  fprintf(stderr, "fusionflow bench: --%s expects bytes (e.g. 512M), got '%s'\n", opt, s);
   return 0;
 }
 
@@ -225,7 +230,7 @@ int ff__cli_bench(int argc, char **argv) {
          O_NOSHUFFLE, O_DROPLAST, O_RANK, O_WORLD, O_STEP, O_ONERROR, O_MAXPIX, O_JSON, O_DEVICE, O_DEVMEM,
          O_TRACE, O_TRACE_EVENTS, O_PER_BATCH, O_SCANS, O_METADATA, O_STRICT, O_ALLOW_EMPTY, O_SAMPLER_DROPLAST,
          O_PERMUTATION, O_DEVDECODE, O_DETERMINISTIC, O_OUTDEV, O_DTYPE, O_MEMFMT, O_SEMANTICS, O_SHUFFLE_BUFFER, O_RECIPE,
-         O_NUM_CLASSES, O_REPEATS, O_VERBOSE };
+         O_NUM_CLASSES, O_REPEATS, O_MEMBER, O_VERBOSE };
   static const struct option opts[] = {
       {"source", required_argument, 0, O_SOURCE},     {"pipeline", required_argument, 0, O_PIPELINE},
       {"batch-size", required_argument, 0, O_BATCH},  {"batches", required_argument, 0, O_BATCHES},
@@ -240,6 +245,7 @@ int ff__cli_bench(int argc, char **argv) {
       {"trace", required_argument, 0, O_TRACE},       {"trace-events", required_argument, 0, O_TRACE_EVENTS},
       {"per-batch", no_argument, 0, O_PER_BATCH},
       {"max-jpeg-scans", required_argument, 0, O_SCANS}, {"max-metadata-bytes", required_argument, 0, O_METADATA},
+      {"max-member-bytes", required_argument, 0, O_MEMBER},
       {"strict-decode", no_argument, 0, O_STRICT},       {"allow-empty", no_argument, 0, O_ALLOW_EMPTY},
       {"sampler-drop-last", no_argument, 0, O_SAMPLER_DROPLAST}, {"permutation", required_argument, 0, O_PERMUTATION},
       {"device-decode", required_argument, 0, O_DEVDECODE}, {"deterministic", no_argument, 0, O_DETERMINISTIC},
@@ -314,7 +320,13 @@ int ff__cli_bench(int argc, char **argv) {
     case O_JSON: json = 1; break;
     case O_VERBOSE: verbose = 1; break;
     case O_DEVICE: cfg.device = optarg; break;
-    case O_DEVMEM: if (!parse_size(optarg, &cfg.device_memory_limit_bytes)) return 2; break;
+    case O_DEVMEM: if (!parse_size(name, optarg, &cfg.device_memory_limit_bytes)) return 2; break;
+    case O_MEMBER: {
+      size_t bytes;
+      if (!parse_size(name, optarg, &bytes)) return 2;
+      cfg.max_member_bytes = bytes;
+      break;
+    }
     case O_TRACE: trace = optarg; break;
     case O_TRACE_EVENTS: if (!parse_long(name, optarg, 1, 1L << 28, &trace_events)) return 2; break;
     case O_PER_BATCH: per_batch = 1; break;
@@ -446,8 +458,10 @@ int ff__cli_bench(int argc, char **argv) {
     st = ff_loader_next(loader, &b);
     if (st == FF_END) {
       bad_counts_epoch_end(&bad, loader);
+      int empty = !in_epoch; /* every sample failed (or drop_last left no batch): so would the next epochs */
       in_epoch = 0;
-      if (!batches && (long)++epoch == epochs) break;
+      if (++epoch == (uint64_t)epochs && !batches) break;
+      if (empty) break;
       ff_loader_set_epoch(loader, epoch);
       continue;
     }
@@ -480,8 +494,16 @@ int ff__cli_bench(int argc, char **argv) {
   if (in_epoch || end.skipped + end.replaced > bad.counted) bad_counts_epoch_end(&bad, loader); /* the epoch the run ended in */
   size_t trace_kept = 0, trace_dropped = 0;
   if ((!st || st == FF_END) && trace) st = ff_loader_trace_write(loader, trace, &trace_kept, &trace_dropped);
+  char none[1536];
+  if ((!st || st == FF_END) && !end.samples && end.skipped + end.replaced) { /* under skip: the run read nothing */
+    snprintf(none, sizeof none, "no sample could be read: all %llu tried failed; the first: %s",
+             (unsigned long long)(end.skipped + end.replaced), ff_loader_skipped(loader, 0) ? ff_loader_skipped(loader, 0) : "?");
+    st = FF_EEMPTY;
+  } else if (st && st != FF_END) {
+    snprintf(none, sizeof none, "%s", ff_loader_errmsg(loader));
+  }
   if (st && st != FF_END) {
-    report_error(json, st, ff_loader_errmsg(loader));
+    report_error(json, st, none);
     ff_loader_close(loader);
     free(infos);
     free(bad.per_epoch);
@@ -510,8 +532,9 @@ int ff__cli_bench(int argc, char **argv) {
       if (i) printf(", ");
       json_string(stdout, ff_loader_skipped(loader, i));
     }
-    printf("], \"ignored_files\": %llu, \"warnings\": %llu, \"warning_samples\": [",
-           (unsigned long long)end.source_ignored_files, (unsigned long long)end.warnings);
+    printf("], \"ignored_files\": %llu, \"ignored_members\": %llu, \"warnings\": %llu, \"warning_samples\": [",
+           (unsigned long long)end.source_ignored_files, (unsigned long long)end.source_ignored_members,
+           (unsigned long long)end.warnings);
     for (size_t i = 0; ff_loader_warning(loader, i); i++) {
       if (i) printf(", ");
       json_string(stdout, ff_loader_warning(loader, i));
@@ -649,6 +672,10 @@ int ff__cli_bench(int argc, char **argv) {
     fprintf(stderr, "ignored %llu files in the class folders without an image extension (.jpg .jpeg .png .ppm "
             ".bmp .pgm .tif .tiff .webp), as torchvision's ImageFolder ignores them\n",
             (unsigned long long)end.source_ignored_files);
+  if (end.source_ignored_members && !json)
+    fprintf(stderr, "ignored %llu tar member%s that belong to no sample (no suffix, .json, .txt, a second image, ...), "
+            "as webdataset ignores them (fusionflow shards check lists the shards)\n",
+            (unsigned long long)end.source_ignored_members, end.source_ignored_members == 1 ? "" : "s");
   ff_loader_close(loader);
   free(infos);
   free(bad.per_epoch);

@@ -10,6 +10,7 @@
  * has, it only marks the open given up, and the next progress call (about
  * every 100 ms) says so to the library. */
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 
 #include "cli/cli.h"
@@ -34,15 +35,34 @@ void ff__cli_opening_start(ff__cli_opening *o, const char *cmd) {
   sigaction(SIGINT, &interrupt, &o->before);
 }
 
-/* A line whenever the open says one is due (ff_open_progress.due). */
+/* Bytes for a person: "812 bytes", "1.2 kB", "3.4 MB", "5.6 GB" (powers of 1000). */
+static void human_bytes(uint64_t n, char *out, size_t cap) {
+  static const char *const units[] = {"kB", "MB", "GB", "TB"};
+  if (n < 1000) {
+    snprintf(out, cap, "%llu bytes", (unsigned long long)n);
+    return;
+  }
+  double v = (double)n / 1000;
+  int u = 0;
+  while (v >= 1000 && u < 3) v /= 1000, u++;
+  snprintf(out, cap, "%.1f %s", v, units[u]);
+}
+
+/* A line whenever the open says one is due (ff_open_progress.due): the shard,
+ * the attempt, and while it reads the bytes and samples so far (a drip shows
+ * as a count that hardly moves). */
 int ff__cli_opening_progress(void *ctx, const ff_open_progress *p) {
   ff__cli_opening *o = ctx;
   open_streaming = 1;
   if (open_interrupted) return 1;
   if (!p->due) return 0;
-  fprintf(stderr, "%s: opening, %.0f s: shard %zu of %zu, %s, %s attempt %d of %d%s%s%s\n", o->cmd, p->elapsed_s,
+  char bytes[32], so_far[96] = "";
+  human_bytes(p->shard_bytes, bytes, sizeof bytes);
+  if (!p->backing_off) snprintf(so_far, sizeof so_far, ": %s, %zu samples so far", bytes, p->shard_samples);
+  fprintf(stderr, "%s: opening, %.0f s: shard %zu of %zu, %s, %s attempt %d of %d%s%s%s%s\n", o->cmd, p->elapsed_s,
           p->shard_index + 1, p->num_shards, p->shard, p->backing_off ? "backing off before" : "reading,", p->attempt,
-          p->max_attempts, *p->last_error ? " (the last failed: " : "", p->last_error, *p->last_error ? ")" : "");
+          p->max_attempts, so_far, *p->last_error ? " (the last failed: " : "", p->last_error,
+          *p->last_error ? ")" : "");
   return 0;
 }
 

@@ -56,6 +56,11 @@ static ff_status sniff(const uint8_t *data, size_t size, const char *name, const
   return FF_OK;
 }
 
+int ff__codec_is_image(const uint8_t *head, size_t n) {
+  const format_entry *f = NULL;
+  return sniff(head, n, "", &f, NULL) == FF_OK;
+}
+
 const char *ff__format_name(ff__format format) {
   return format >= FF__FORMAT_JPEG && format <= FF__FORMAT_BMP ? formats[format - 1].name : "?";
 }

@@ -59,6 +59,10 @@ typedef struct ff__decode_req {
 
 /* Reads the header only. `name` (the file's path) goes into error messages.
  * Returns FF_OK, FF_EDATA (none of the formats above, corrupt header), FF_ETOOBIG. */
+/* Whether the first n bytes of a file (n >= 12 for WebP) carry an image's
+ * signature: what the decoder would take, without reading further. */
+int ff__codec_is_image(const uint8_t *head, size_t n);
+
 ff_status ff__codec_probe(const uint8_t *data, size_t size_bytes, const char *name,
                           uint64_t max_pixels, ff__image_info *out, ff__error *err);
 

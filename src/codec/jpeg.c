@@ -15,8 +15,10 @@
  * under strict decoding; a decode that reaches the last row also reads up
  * to the end-of-image marker (jpeg_finish_decompress) so that damage
  * libjpeg only notices there is reported too (damage below a region, which
- * is never read, goes unnoticed). A progress monitor stops files with more
- * scans than the request allows before they cost seconds. */
+ * is never read, goes unnoticed). Files with more scans than the request
+ * allows are refused before decoding: their scans are counted by walking
+ * the marker segments (count_scans), in one pass over the bytes; the
+ * progress monitor stays as a second guard. */
 #include "codec/codec_internal.h"
 
 #include <setjmp.h>
@@ -276,6 +278,47 @@ static ff_status decode_job(j_decompress_ptr cinfo, const char *name, void *arg,
   return finish(cinfo, &s);
 }
 
+/* The scans (SOS markers) of a JPEG, counted by walking its marker
+ * segments, up to stop + 1: a segment's length skips its payload (an APPn's
+ * EXIF thumbnail and the markers inside it), and a scan's entropy-coded data
+ * runs to the next 0xFF that is neither stuffing (0xFF00) nor a restart
+ * marker. Costs one pass over the bytes, no decoding. */
+static int count_scans(const uint8_t *d, size_t n, int stop) {
+  int scans = 0;
+  size_t i = 2;
+  if (n < 2 || d[0] != 0xFF || d[1] != 0xD8) return 0;
+  while (i + 1 < n && scans <= stop) {
+    const uint8_t *ff = memchr(d + i, 0xFF, n - i); /* bytes between segments: libjpeg skips them too */
+    if (!ff || (size_t)(ff - d) + 1 >= n) break;
+    i = (size_t)(ff - d);
+    uint8_t m = d[i + 1];
+    if (m == 0xFF) { /* a fill byte */
+      i++;
+      continue;
+    }
+    i += 2;
+    if (m == 0xD9) break; /* EOI */
+    if (m == 0x00 || m == 0x01 || m == 0xD8 || (m >= 0xD0 && m <= 0xD7)) continue; /* no payload */
+    if (i + 2 > n) break;
+    size_t len = (size_t)d[i] << 8 | d[i + 1];
+    if (len < 2) break;
+    i += len;
+    if (m != 0xDA) continue;
+    scans++;
+    while (i + 1 < n) {
+      const uint8_t *next = memchr(d + i, 0xFF, n - i - 1);
+      if (!next) {
+        i = n;
+        break;
+      }
+      i = (size_t)(next - d);
+      if (d[i + 1] != 0x00 && !(d[i + 1] >= 0xD0 && d[i + 1] <= 0xD7)) break;
+      i += 2;
+    }
+  }
+  return scans;
+}
+
 ff_status ff__jpeg_decode(const uint8_t *data, size_t size_bytes, const char *name,
                           const ff__decode_req *req, ff__buf *pixels, ff__image *out,
                           ff__error *err) {
@@ -285,6 +328,10 @@ ff_status ff__jpeg_decode(const uint8_t *data, size_t size_bytes, const char *na
 ff_status ff__jpeg_decode_as(const uint8_t *data, size_t size_bytes, const char *name, const ff__decode_req *req,
                              ff__jpeg_variant variant, ff__buf *pixels, ff__image *out, ff__error *err) {
   ff__image img; /* *out only on success: the damage check comes after the decode */
+  if (req && req->max_scans > 0) { /* a scan bomb is refused before any scan is decoded */
+    ff_status st = ff__codec_check_scans(req, count_scans(data, size_bytes, req->max_scans), name, err);
+    if (st) return st;
+  }
   decode_args a = {req, variant, pixels, &img};
   ff_status st = with_header(data, size_bytes, name, req, decode_job, &a, err);
   if (!st) *out = img;

@@ -38,7 +38,7 @@ ff__image ff__codec_rgb_region(uint8_t *rgb, int width, const ff__region *r) {
 ff_status ff__codec_check_scans(const ff__decode_req *req, int scans, const char *name, ff__error *err) {
   if (req->max_scans > 0 && scans > req->max_scans)
     return ff__error_set(err, FF_EDATA,
-                         "%s: progressive JPEG with more than %d scans (max_jpeg_scans): refused, "
+                         "%s: JPEG with more than %d scans (max_jpeg_scans): refused before decoding, "
                          "decoding it would take seconds",
                          name, req->max_scans);
   return FF_OK;

@@ -169,6 +169,21 @@ static ff_status decode_bits(const uint8_t *data, size_t size, const pnm_header 
   return FF_OK;
 }
 
+/* The fewest bytes of pixel data the file must hold after its header:
+ * checked before the pixels are allocated, so that a header of a few bytes
+ * declaring millions of pixels takes no memory. ASCII samples take a byte
+ * each at least (P1 may run its digits together), P2/P3 a separator too. */
+static size_t min_data_bytes(const pnm_header *h, int channels) {
+  size_t n = (size_t)h->width * (size_t)h->height * (size_t)channels;
+  switch (h->kind) {
+  case 1: return n;
+  case 2:
+  case 3: return 2 * n - 1;
+  case 4: return ((size_t)h->width + 7) / 8 * (size_t)h->height;
+  default: return n * (h->maxval < 256 ? 1 : 2);
+  }
+}
+
 ff_status ff__pnm_decode(const uint8_t *data, size_t size_bytes, const char *name, const ff__decode_req *req,
                          ff__buf *pixels, ff__image *out, ff__error *err) {
   pnm_header h;
@@ -178,6 +193,10 @@ ff_status ff__pnm_decode(const uint8_t *data, size_t size_bytes, const char *nam
   if (st) return st;
   int channels = h.kind == 3 || h.kind == 6 ? 3 : 1;
   size_t count = (size_t)h.width * (size_t)h.height;
+  size_t held = size_bytes > h.data_offset ? size_bytes - h.data_offset : 0;
+  if (held < min_data_bytes(&h, channels))
+    return ff__error_set(err, FF_EDATA, "%s: truncated Netpbm image (%zu bytes of pixel data for %dx%d pixels, at "
+                         "least %zu needed)", name, held, h.width, h.height, min_data_bytes(&h, channels));
   /* gray samples first go behind the RGB image's first third, then spread out in place */
   uint8_t *rgb = ff__buf_reserve(pixels, count * 3);
   if (!rgb)

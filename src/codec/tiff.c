@@ -3,7 +3,7 @@
  * convert('RGB') gives it. libtiff's messages go to a handler on this
  * handle (libtiff 4.5's per-handle handlers: no global state, so workers
  * decode at once) and the first error becomes the sample's message; one
- * allocation of libtiff is bounded by the pixel limit.
+ * allocation of libtiff, and our row buffer, is bounded by the pixel limit.
  *
  * Two paths. The layouts Pillow unpacks itself — strips of interleaved
  * samples, gray (MinIsBlack/MinIsWhite) of 1, 2, 4, 8 or 16 bits, palette
@@ -172,12 +172,25 @@ static void convert_row(const layout *L, const uint8_t *row, uint8_t *dst, int w
   }
 }
 
-static ff_status decode_rows(TIFF *tif, memfile *m, const layout *L, int w, int h, uint8_t *rgb,
-                             ff__buf *row_buf) {
+/* The row buffer is checked before it is taken: an uncompressed row must lie
+ * in the file, and any row within libtiff's own allocation bound (a header
+ * of a hundred bytes may declare thousands of samples a pixel). */
+static ff_status decode_rows(TIFF *tif, memfile *m, const layout *L, int w, int h, uint64_t max_pixels,
+                             uint8_t *rgb, ff__buf *row_buf) {
   tmsize_t n = TIFFScanlineSize(tif);
   size_t need = ((size_t)w * L->spp * L->bits + 7) / 8;
   if (n <= 0 || (size_t)n < need)
     return m->failed ? FF_EDATA : ff__error_set(m->err, FF_EDATA, "%s: corrupt TIFF (row size)", m->name);
+  uint16_t compression = COMPRESSION_NONE;
+  TIFFGetFieldDefaulted(tif, TIFFTAG_COMPRESSION, &compression);
+  if (compression == COMPRESSION_NONE && (uint64_t)n > m->size)
+    return ff__error_set(m->err, FF_EDATA, "%s: corrupt TIFF: uncompressed rows of %lld bytes (%d pixels of %u "
+                         "samples of %u bits) in a file of %zu bytes", m->name, (long long)n, w, L->spp, L->bits,
+                         m->size);
+  if (max_pixels && (uint64_t)n > max_pixels * 4 + (1u << 20))
+    return ff__error_set(m->err, FF_ETOOBIG, "%s: TIFF rows of %lld bytes (%d pixels of %u samples of %u bits): "
+                         "over the memory the pixel limit allows (max_image_pixels %llu)", m->name, (long long)n, w,
+                         L->spp, L->bits, (unsigned long long)max_pixels);
   uint8_t *row = ff__buf_reserve(row_buf, (size_t)n);
   if (!row) return ff__error_set(m->err, FF_ENOMEM, "%s: out of memory decoding TIFF", m->name);
   for (int y = 0; y < h; y++) {
@@ -223,7 +236,7 @@ ff_status ff__tiff_decode(const uint8_t *data, size_t size_bytes, const char *na
   if (!st && !rgb) st = ff__error_set(err, FF_ENOMEM, "%s: out of memory for %dx%d pixels", name, w, h);
   if (!st && plain) {
     ff__buf row = {0};
-    st = decode_rows(tif, &m, &L, w, h, rgb, &row);
+    st = decode_rows(tif, &m, &L, w, h, req->max_pixels, rgb, &row);
     ff__buf_free(&row);
   } else if (!st) {
     st = decode_rgba(tif, &m, w, h, rgb);

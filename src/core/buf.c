@@ -18,6 +18,12 @@ void *ff__buf_reserve(ff__buf *buf, size_t size_bytes) {
   return p;
 }
 
+void ff__buf_adopt(ff__buf *buf, void *data, size_t size_bytes) {
+  free(buf->data);
+  buf->data = data;
+  buf->cap_bytes = size_bytes;
+}
+
 void ff__buf_free(ff__buf *buf) {
   free(buf->data);
   buf->data = NULL;

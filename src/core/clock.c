@@ -1,6 +1,7 @@
-/* clock.c — the monotonic and thread CPU clocks. */
+/* clock.c — the monotonic and thread CPU clocks, and sleeping on the first. */
 #include "core/clock.h"
 
+#include <errno.h>
 #include <time.h>
 
 uint64_t ff__now_ns(void) {
@@ -13,4 +14,10 @@ uint64_t ff__thread_cpu_ns(void) {
   struct timespec ts;
   if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts)) return 0;
   return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+void ff__sleep_ms(int ms) {
+  struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+  while (nanosleep(&ts, &ts) && errno == EINTR) {
+  }
 }

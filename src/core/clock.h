@@ -13,4 +13,7 @@ uint64_t ff__now_ns(void);
  * cannot be read. */
 uint64_t ff__thread_cpu_ns(void);
 
+/* Sleeps ms milliseconds (whole, signals notwithstanding). */
+void ff__sleep_ms(int ms);
+
 #endif

@@ -20,6 +20,8 @@ typedef struct ff__buf {
 
 /* Makes buf hold at least size_bytes; returns its data or NULL when out of memory. */
 void *ff__buf_reserve(ff__buf *buf, size_t size_bytes);
+/* Makes buf own data (malloc'd, size_bytes of it; NULL when 0) instead of its memory. */
+void ff__buf_adopt(ff__buf *buf, void *data, size_t size_bytes);
 void ff__buf_free(ff__buf *buf);
 
 #endif

@@ -15,6 +15,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+uint64_t ff__member_bytes_limit(const ff_config *c) {
+  if (c->max_member_bytes != FF_MEMBER_BYTES_AUTO) return c->max_member_bytes;
+  uint64_t allowance = (uint64_t)16 << 20; /* headers and metadata: a tiny image may carry an ICC profile */
+  if (!c->max_image_pixels || c->max_image_pixels > (UINT64_MAX - allowance) / 8) return 0;
+  return 8 * c->max_image_pixels + allowance;
+}
+
 void ff__worker_free(ff__worker *w) {
   ff__buf_free(&w->file);
   ff__buf_free(&w->pixels);
@@ -49,8 +56,12 @@ ff_status ff__sample_bytes(ff__worker *w, const ff__sample_job *job, size_t *siz
                        (long long)sb.st_size);
   } else {
     size_t n = job->shard ? (size_t)job->length : (size_t)sb.st_size, got = 0;
-    uint8_t *buf = ff__buf_reserve(&w->file, n ? n : 1);
-    if (!buf) st = ff__error_set(err, FF_ENOMEM, "%s: out of memory reading %zu bytes", path, n);
+    uint8_t *buf = NULL;
+    if (job->max_member_bytes && n > job->max_member_bytes)
+      st = ff__error_set(err, FF_ETOOBIG, "%s: %s of %zu bytes, over max_member_bytes (%llu): not read", path,
+                         job->shard ? "a member" : "a file", n, (unsigned long long)job->max_member_bytes);
+    else if (!(buf = ff__buf_reserve(&w->file, n ? n : 1)))
+      st = ff__error_set(err, FF_ENOMEM, "%s: out of memory reading %zu bytes", path, n);
     while (!st && got < n) {
       ssize_t r = pread(fd, buf + got, n - got, (off_t)(job->offset + got));
       if (r < 0 && errno == EINTR) continue;

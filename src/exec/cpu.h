@@ -25,6 +25,9 @@ typedef struct ff__worker {
 
 void ff__worker_free(ff__worker *w);
 
+/* ff_config.max_member_bytes resolved (FF_MEMBER_BYTES_AUTO: from max_image_pixels); 0: no limit. */
+uint64_t ff__member_bytes_limit(const ff_config *c);
+
 /* What identifies a sample's work: where it is and how it is planned. */
 typedef struct ff__sample_job {
   const char *path;          /* the file, the name of a member of a shard ("SHARD:MEMBER") or the sample's
@@ -37,6 +40,8 @@ typedef struct ff__sample_job {
   uint64_t max_pixels;       /* the decoded image and every image the steps make */
   int max_scans;             /* see ff__decode_req */
   size_t max_metadata_bytes;
+  uint64_t max_member_bytes; /* the file's or member's encoded bytes at most (0: any); stream members are
+                                checked by the stream */
   int strict;
   uint32_t repeat;           /* which copy of the sample (repeated augmentation), 0 .. repeats - 1: keys
                                 its draws together with index */

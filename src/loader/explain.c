@@ -208,7 +208,8 @@ ff_status ff_loader_plan(ff_loader *l, uint64_t index, uint64_t epoch, char **js
   ff__sample_job job = {.path = l->index.paths[index], .reader = l->index.reader, .seed = c->seed, .epoch = epoch,
                         .index = index,
                         .max_pixels = c->max_image_pixels, .max_scans = c->max_jpeg_scans,
-                        .max_metadata_bytes = c->max_metadata_bytes, .strict = c->strict_decode};
+                        .max_metadata_bytes = c->max_metadata_bytes, .strict = c->strict_decode,
+                        .max_member_bytes = ff__member_bytes_limit(c)};
   ff__index_locate(&l->index, index, &job.shard, &job.offset, &job.length);
   ff__error err = {0}; /* the handle's message is written only on failure */
   ff_status st = plan_json(&l->pipe, &l->views, &job, l->index.labels ? l->index.labels[index] : -1, json_out, &err);
@@ -233,7 +234,7 @@ ff_status ff_image_plan_as(const char *path, const char *pipeline, ff_semantics 
     ff_config_init(&c);
     ff__sample_job job = {.path = path, .seed = seed, .epoch = epoch, .index = index,
                           .max_pixels = c.max_image_pixels, .max_scans = c.max_jpeg_scans,
-                          .max_metadata_bytes = c.max_metadata_bytes};
+                          .max_metadata_bytes = c.max_metadata_bytes, .max_member_bytes = ff__member_bytes_limit(&c)};
     st = plan_json(pipe, NULL, &job, -1, json_out, &err);
   }
   if (st && errbuf && errbuf_size) snprintf(errbuf, errbuf_size, "%s", err.msg);

@@ -30,7 +30,8 @@ ff_status ff_image_augment_as(const char *path, const char *pipeline, ff_semanti
     ff_config c; /* the loader's default limits: every image the pipeline makes is checked */
     ff_config_init(&c);
     ff__sample_job job = {.path = path, .seed = seed, .epoch = epoch, .index = index, .max_pixels = c.max_image_pixels,
-                          .max_scans = c.max_jpeg_scans, .max_metadata_bytes = c.max_metadata_bytes};
+                          .max_scans = c.max_jpeg_scans, .max_metadata_bytes = c.max_metadata_bytes,
+                          .max_member_bytes = ff__member_bytes_limit(&c)};
     st = ff__sample_image(&w, pipe, &job, &img, NULL, &err);
   }
   if (!st) {
@@ -40,7 +41,8 @@ ff_status ff_image_augment_as(const char *path, const char *pipeline, ff_semanti
     for (int y = 0; pixels && y < img.height; y++) memcpy(pixels + y * row, img.data + y * img.stride, row);
     if (pixels) *out = pixels, *height = img.height, *width = img.width;
   }
-  if (st && errbuf && errbuf_size) snprintf(errbuf, errbuf_size, "%s", err.msg);
+  if (errbuf && errbuf_size) /* the error, or on success the damage the decoder repaired ("" for none) */
+    snprintf(errbuf, errbuf_size, "%s", st ? err.msg : w.warning.status ? w.warning.msg : "");
   ff__worker_free(&w);
   free(pipe);
   return st;

@@ -62,6 +62,7 @@ void ff_config_init(ff_config *cfg) {
   cfg->max_jpeg_scans = 500;
   cfg->max_metadata_bytes = (size_t)16 << 20;
   cfg->shuffle_buffer = 1000;
+  cfg->max_member_bytes = FF_MEMBER_BYTES_AUTO;
 }
 
 static ff_status env_int(const char *name, int fallback, int *out, ff__error *err) {
@@ -375,6 +376,7 @@ static ff__sample_job sample_job(const ff_loader *l, uint64_t epoch, size_t at) 
   ff__sample_job job = {.path = l->index.paths[sample], .seed = c->seed, .epoch = epoch, .index = (uint64_t)sample,
                         .max_pixels = c->max_image_pixels, .max_scans = c->max_jpeg_scans,
                         .max_metadata_bytes = c->max_metadata_bytes, .strict = c->strict_decode,
+                        .max_member_bytes = ff__member_bytes_limit(c),
                         .repeat = l->repeat[epoch & 1] ? l->repeat[epoch & 1][at] : 0, .reader = l->index.reader};
   ff__index_locate(&l->index, (size_t)sample, &job.shard, &job.offset, &job.length);
   job.stream = l->stream;
@@ -704,6 +706,7 @@ static ff_status loader_start(ff_loader *l) {
                        "them)", l->index.bad[0], l->index.num_bad);
   if (st) return st;
   l->stats.source_ignored_files = l->index.ignored_files;
+  l->stats.source_ignored_members = l->index.ignored_members;
 
   const ff_config *c = &l->cfg;
   if (c->permutation == FF_PERMUTATION_TORCH && c->shuffle && l->index.count > FF__TORCH_RANDPERM_MAX_N)
@@ -717,7 +720,8 @@ static ff_status loader_start(ff_loader *l) {
       return ff__error_set(err, FF_EINVAL, "%s: repeated_augmentations needs random access; streamed shards "
                            "are read in their two-level shuffled order", c->source);
     ff__stream_cfg sc = {c->seed, c->shuffle, c->rank, c->world_size, c->shuffle_buffer,
-                         (size_t)(c->prefetch + 2) * (size_t)c->batch_size, -1, -1};
+                         (size_t)(c->prefetch + 2) * (size_t)c->batch_size, -1, -1, ff__member_bytes_limit(c),
+                         ff__codec_is_image};
     if ((st = ff__stream_open(&l->index, &sc, &l->stream, err))) return st;
     l->num_samples = ff__stream_num_samples(l->stream);
   } else {

@@ -209,6 +209,7 @@ void ff__coord_leave(ff__coord *c) {
  * every batch a wait). */
 static int report_lock(ff__coord *c) {
   int rc = ff__coord_lock(c->shm, c->stuck ? 0 : c->params.lock_timeout_ms);
+  if (rc && !c->stuck) c->stuck_since_ns = ff__now_ns();
   c->stuck = rc != 0;
   return rc;
 }
@@ -222,7 +223,17 @@ static void report_held(ff__coord *c, const ff__coord_report_data *r, int *threa
     return;
   }
   coord_shm *s = c->shm;
-  if (report_lock(c) != 0) {
+  int rc = report_lock(c);
+  if (rc != 0) {
+    /* written over, or held past the heartbeat timeout: no one rebalances this group any more */
+    if (rc == ENOTRECOVERABLE ||
+        ff__now_ns() - c->stuck_since_ns > (uint64_t)c->params.heartbeat_timeout_ms * 1000000u) {
+      ff__coord_detach(c);
+      ff__coord_go_alone(c, rc == ENOTRECOVERABLE ? "is damaged (its lock written over)"
+                                                  : "stayed locked past the heartbeat timeout (a member stopped "
+                                                    "inside an update, or a damaged lock)",
+                         COORD_REMOVE_IT, NULL);
+    }
     *threads_out = c->threads;
     return;
   }

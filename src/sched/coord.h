@@ -57,7 +57,9 @@ ff_status ff__coord_join(const char *group, int max_threads, ff__coord **out, ff
 /* Reports the last batch interval and writes the threads to run now at
  * normal priority (allotment + burst, 0..max_threads) to *threads_out.
  * Takes the table's lock for microseconds; a lock held too long by a
- * stopped member answers the previous figure. Returns FF_OK, or FF_EINVAL
+ * stopped member answers the previous figure, and one held past the
+ * heartbeat timeout or written over sends this member alone (one line on
+ * stderr, max_threads from then on). Returns FF_OK, or FF_EINVAL
  * (NULL argument, handle of another process: *threads_out untouched). */
 ff_status ff__coord_report(ff__coord *c, const ff__coord_report_data *r, int *threads_out);
 

@@ -28,6 +28,7 @@ typedef ff__coord_segment coord_shm;
 struct ff__coord {
   coord_shm *shm;
   int stuck; /* the last report timed out on the lock: only try it until it is had again */
+  uint64_t stuck_since_ns; /* when the reports began to find it held (stuck) */
   int alone; /* left a damaged segment: runs on all its threads from now on */
   ino_t ino; /* identifies the segment behind the name */
   pid_t pid;

@@ -8,6 +8,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
@@ -45,8 +46,43 @@ ff_status ff__coord_shm_name(const char *group, char *buf, size_t cap) {
   return h > 0 && (size_t)h < cap - end ? FF_OK : FF_EINVAL;
 }
 
-/* Locks the table within timeout_ms (0: one try). A dead holder leaves
- * EOWNERDEAD: its update may be half done, so the table is made consistent
+/* Makes m the table's lock: process-shared and robust. 0 or an errno. */
+static int lock_init(pthread_mutex_t *m) {
+  pthread_mutexattr_t a;
+  int rc = pthread_mutexattr_init(&a);
+  if (!rc) rc = pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
+  if (!rc) rc = pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST);
+  if (!rc) rc = pthread_mutex_init(m, &a);
+  pthread_mutexattr_destroy(&a);
+  return rc;
+}
+
+static int lock_kind = -1; /* glibc's kind of such a lock, from one made here */
+static pthread_once_t lock_kind_once = PTHREAD_ONCE_INIT;
+static void lock_kind_init(void) {
+#ifdef __GLIBC__
+  pthread_mutex_t m;
+  if (!lock_init(&m)) lock_kind = m.__data.__kind, pthread_mutex_destroy(&m);
+#endif
+}
+
+/* Whether the segment's mutex is no longer of the kind its creator made:
+ * glibc picks its locking path by the kind and asserts on what it finds
+ * there, so a kind written over (another process's garbage) would abort
+ * the member inside pthread_mutex_trylock. */
+static int lock_damaged(const coord_shm *s) {
+#ifdef __GLIBC__
+  pthread_once(&lock_kind_once, lock_kind_init);
+  return lock_kind >= 0 && s->lock.__data.__kind != lock_kind;
+#else
+  (void)s;
+  return 0;
+#endif
+}
+
+/* Locks the table within timeout_ms (0: one try); ENOTRECOVERABLE when its
+ * kind was written over (lock_damaged), never calling glibc on it. A dead
+ * holder leaves EOWNERDEAD: its update may be half done, so the table is made consistent
  * and recounted (every field of a slot is valid on its own; only the count
  * can be off). Polled with trylock rather than waited in timedlock: the
  * bound is on the monotonic clock, not the settable wall clock, and
@@ -56,7 +92,7 @@ int ff__coord_lock(coord_shm *s, int timeout_ms) {
   uint64_t deadline = ff__now_ns() + (uint64_t)timeout_ms * 1000000u;
   long pause_ns = 20000;
   int rc;
-  while ((rc = pthread_mutex_trylock(&s->lock)) == EBUSY) {
+  while (!(rc = lock_damaged(s) ? ENOTRECOVERABLE : 0) && (rc = pthread_mutex_trylock(&s->lock)) == EBUSY) {
     if (ff__now_ns() >= deadline) return ETIMEDOUT;
     struct timespec ts = {0, pause_ns};
     nanosleep(&ts, NULL);
@@ -188,12 +224,7 @@ int ff__coord_segment_init(coord_shm *s, const ff__coord_params *p) {
   s->version = COORD_VERSION;
   s->size_bytes = sizeof *s;
   s->params = *p;
-  pthread_mutexattr_t a;
-  int rc = pthread_mutexattr_init(&a);
-  if (!rc) rc = pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
-  if (!rc) rc = pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST);
-  if (!rc) rc = pthread_mutex_init(&s->lock, &a);
-  pthread_mutexattr_destroy(&a);
+  int rc = lock_init(&s->lock);
   if (!rc) atomic_store_explicit(&s->ready, 1u, memory_order_release);
   return rc;
 }

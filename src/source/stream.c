@@ -1,6 +1,8 @@
 /* stream.c — tar shards that can only be read from start to end: http:// and
  * https:// (libcurl), pipe:COMMAND (the command's standard output, as
- * WebDataset's pipe: URLs) and compressed files (libarchive's filters).
+ * WebDataset's pipe: URLs) and compressed files (libarchive's filters),
+ * each read in passes from its first byte (transport.c) under the limits
+ * of docs/limits.md.
  *
  * At open every shard is read once (ff__stream_index) to count its samples
  * and learn their labels and names, with the grouping of tar.c; so the
@@ -20,35 +22,30 @@
  * waited for and re-reads the epoch's shards, skipping whole shards whose
  * samples all come before the position: resume is exact.
  *
+ * A sample's bytes are held once on their way to the worker: the scanner
+ * reads them into a buffer of their own, which the store keeps and the
+ * worker's buffer adopts; a member over max_member_bytes or not an image by
+ * its first bytes is refused before it is held. A reading pass stops once
+ * it has every sample the shard had at open.
+ *
  * Network errors (refused or dropped connections, HTTP 5xx, 408, 429,
- * stalls of 30 s) are retried with exponential backoff; a shard read again
- * resumes at the sample after the last one kept. After the last retry the
- * shard's remaining samples fail with a message naming the URL (the
- * loader's on_error then raises or skips them). Other HTTP errors (404)
- * fail at once. */
+ * stalls) are retried with exponential backoff; a shard read again resumes
+ * at the sample after the last one kept. After the last retry the shard's
+ * remaining samples fail with a message naming the URL (the loader's
+ * on_error then raises or skips them). Other HTTP errors (404), too many
+ * redirects and the byte and sample limits fail at once. */
 #include "source/stream.h"
 
-#include <archive.h>
-#include <curl/curl.h>
-#include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
-#include <poll.h>
 #include <pthread.h>
-#include <signal.h>
-#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
-#include <time.h>
-#include <unistd.h>
 
 #include "core/clock.h"
 #include "core/philox.h"
 #include "source/tar.h"
-
-extern char **environ;
+#include "source/transport.h"
 
 enum { FF__RNG_SHARDS = 0x53484152u, FF__RNG_BUFFER = 0x42554646u };
 #define DEFAULT_RETRIES 3
@@ -64,242 +61,6 @@ int ff__stream_name(const char *name) {
   }
   return 0;
 }
-
-/* ------------------------------------------------------------ one read */
-
-/* One pass over one shard: the transport under libarchive's reader. */
-typedef struct transport {
-  const char *name;
-  int kind;               /* 0 file, 1 http, 2 pipe */
-  /* http */
-  CURLM *multi;
-  CURL *easy;
-  char *rx;               /* bytes received, handed to libarchive */
-  size_t rx_len, rx_cap;
-  int done;
-  CURLcode result;
-  long http_code;
-  /* pipe */
-  int fd;
-  pid_t pid;
-  char buf[1 << 16];
-  /* why the pass failed, and whether a retry may help */
-  char why[512];
-  int retryable;
-  int (*abort_fn)(void *); /* nonzero: give up now (a restart or close) */
-  void *abort_ctx;
-} transport;
-
-static size_t curl_write(char *data, size_t size, size_t n, void *p) {
-  transport *t = p;
-  size_t len = size * n;
-  if (t->rx_len + len > t->rx_cap) {
-    size_t cap = t->rx_cap ? t->rx_cap : 1 << 16;
-    while (cap < t->rx_len + len) cap *= 2;
-    char *rx = realloc(t->rx, cap);
-    if (!rx) return 0; /* curl fails the transfer */
-    t->rx = rx, t->rx_cap = cap;
-  }
-  memcpy(t->rx + t->rx_len, data, len);
-  t->rx_len += len;
-  return len;
-}
-
-static int http_retryable(CURLcode c, long code) {
-  if (c == CURLE_HTTP_RETURNED_ERROR) return code >= 500 || code == 408 || code == 429;
-  return c == CURLE_COULDNT_CONNECT || c == CURLE_PARTIAL_FILE || c == CURLE_RECV_ERROR || c == CURLE_SEND_ERROR ||
-         c == CURLE_OPERATION_TIMEDOUT || c == CURLE_GOT_NOTHING || c == CURLE_COULDNT_RESOLVE_HOST;
-}
-
-static la_ssize_t http_read(struct archive *a, void *p, const void **out) {
-  transport *t = p;
-  t->rx_len = 0;
-  for (;;) {
-    if (t->rx_len) {
-      *out = t->rx;
-      return (la_ssize_t)t->rx_len;
-    }
-    if (t->done) {
-      if (t->result == CURLE_OK) return 0;
-      curl_easy_getinfo(t->easy, CURLINFO_RESPONSE_CODE, &t->http_code);
-      if (t->result == CURLE_HTTP_RETURNED_ERROR)
-        snprintf(t->why, sizeof t->why, "HTTP %ld", t->http_code);
-      else
-        snprintf(t->why, sizeof t->why, "%s", curl_easy_strerror(t->result));
-      t->retryable = http_retryable(t->result, t->http_code);
-      archive_set_error(a, EIO, "%s", t->why);
-      return -1;
-    }
-    if (t->abort_fn(t->abort_ctx)) {
-      snprintf(t->why, sizeof t->why, "given up");
-      archive_set_error(a, ECANCELED, "given up");
-      return -1;
-    }
-    int running = 0;
-    curl_multi_perform(t->multi, &running);
-    CURLMsg *m;
-    int left;
-    while ((m = curl_multi_info_read(t->multi, &left)))
-      if (m->msg == CURLMSG_DONE) t->done = 1, t->result = m->data.result;
-    if (!t->done && !t->rx_len) curl_multi_poll(t->multi, NULL, 0, 100, NULL);
-  }
-}
-
-static la_ssize_t pipe_read(struct archive *a, void *p, const void **out) {
-  transport *t = p;
-  for (;;) {
-    if (t->abort_fn(t->abort_ctx)) {
-      snprintf(t->why, sizeof t->why, "given up");
-      archive_set_error(a, ECANCELED, "given up");
-      return -1;
-    }
-    struct pollfd pfd = {t->fd, POLLIN, 0};
-    if (poll(&pfd, 1, 100) == 0) continue;
-    ssize_t r = read(t->fd, t->buf, sizeof t->buf);
-    if (r < 0 && errno == EINTR) continue;
-    if (r < 0) {
-      snprintf(t->why, sizeof t->why, "read error: %s", strerror(errno));
-      archive_set_error(a, EIO, "%s", t->why);
-      return -1;
-    }
-    *out = t->buf;
-    return r;
-  }
-}
-
-/* Opens the transport of t->name and the archive reader over it. */
-static int transport_open(transport *t, struct archive *a) {
-  const char *name = t->name;
-  t->fd = -1, t->pid = 0;
-  if (!strncmp(name, "http://", 7) || !strncmp(name, "https://", 8)) {
-    t->kind = 1;
-    t->multi = curl_multi_init();
-    t->easy = curl_easy_init();
-    if (!t->multi || !t->easy) return snprintf(t->why, sizeof t->why, "out of memory"), -1;
-    curl_easy_setopt(t->easy, CURLOPT_URL, name);
-    curl_easy_setopt(t->easy, CURLOPT_WRITEFUNCTION, curl_write);
-    curl_easy_setopt(t->easy, CURLOPT_WRITEDATA, t);
-    curl_easy_setopt(t->easy, CURLOPT_FAILONERROR, 1L);
-    curl_easy_setopt(t->easy, CURLOPT_FOLLOWLOCATION, 1L);
-    curl_easy_setopt(t->easy, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(t->easy, CURLOPT_CONNECTTIMEOUT, 30L);
-    curl_easy_setopt(t->easy, CURLOPT_LOW_SPEED_LIMIT, 1L); /* a stalled server is an error, not a hang */
-    curl_easy_setopt(t->easy, CURLOPT_LOW_SPEED_TIME, 30L);
-    curl_multi_add_handle(t->multi, t->easy);
-    return archive_read_open(a, t, NULL, http_read, NULL) == ARCHIVE_OK ? 0 : -1;
-  }
-  if (!strncmp(name, "pipe:", 5)) {
-    t->kind = 2;
-    int fds[2];
-    if (pipe2(fds, O_CLOEXEC)) return snprintf(t->why, sizeof t->why, "pipe: %s", strerror(errno)), -1;
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_adddup2(&fa, fds[1], 1);
-    /* SIGPIPE at its default for the command, which the caller may ignore
-     * (Python does): a command cut off by a close then ends silently,
-     * not with "write error: Broken pipe". */
-    posix_spawnattr_t at;
-    sigset_t dfl;
-    posix_spawnattr_init(&at);
-    sigemptyset(&dfl);
-    sigaddset(&dfl, SIGPIPE);
-    posix_spawnattr_setsigdefault(&at, &dfl);
-    posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSIGDEF);
-    char *argv[] = {"sh", "-c", (char *)name + 5, NULL};
-    int e = posix_spawn(&t->pid, "/bin/sh", &fa, &at, argv, environ);
-    posix_spawnattr_destroy(&at);
-    posix_spawn_file_actions_destroy(&fa);
-    close(fds[1]);
-    if (e) {
-      close(fds[0]);
-      t->pid = 0;
-      return snprintf(t->why, sizeof t->why, "cannot start the command: %s", strerror(e)), -1;
-    }
-    t->fd = fds[0];
-    return archive_read_open(a, t, NULL, pipe_read, NULL) == ARCHIVE_OK ? 0 : -1;
-  }
-  t->kind = 0;
-  if (archive_read_open_filename(a, name, 1 << 16) != ARCHIVE_OK)
-    return snprintf(t->why, sizeof t->why, "%s", archive_error_string(a)), -1;
-  return 0;
-}
-
-/* Ends the pass; a command that failed makes the pass fail. 0 or -1. An
- * abandoned command (a close, a restart, a failed pass) is stopped before
- * the pipe is closed, so that it never writes into a closed pipe and says
- * so: what it says on its own while it runs is its own report. */
-static int transport_close(transport *t, int abandon) {
-  int bad = 0;
-  if (t->easy) curl_multi_remove_handle(t->multi, t->easy), curl_easy_cleanup(t->easy);
-  if (t->multi) curl_multi_cleanup(t->multi);
-  free(t->rx);
-  t->easy = NULL, t->multi = NULL, t->rx = NULL;
-  if (t->fd >= 0 && !(abandon && t->pid > 0)) close(t->fd), t->fd = -1;
-  if (t->pid > 0) {
-    int status = 0;
-    if (abandon) kill(t->pid, SIGKILL);
-    while (waitpid(t->pid, &status, 0) < 0 && errno == EINTR) {
-    }
-    if (t->fd >= 0) close(t->fd);
-    t->fd = -1;
-    if (!abandon && !(WIFEXITED(status) && WEXITSTATUS(status) == 0)) {
-      bad = -1;
-      if (!t->why[0])
-        snprintf(t->why, sizeof t->why, "the command %s %d", WIFEXITED(status) ? "exited with status" : "was killed by signal",
-                 WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
-    }
-    t->pid = 0;
-  }
-  return bad;
-}
-
-static int never(void *ctx) {
-  (void)ctx;
-  return 0;
-}
-
-/* One pass over shard `name` grouping its samples (into sc, or to fn with
- * their bytes). Returns FF_OK (sc->bad may list data problems), FF_ENOMEM,
- * what fn returns, or FF_EIO with t->why / t->retryable set when the
- * transport failed. */
-static ff_status read_pass(const char *name, ff__tar_sample_fn fn, void *ctx, int (*abort_fn)(void *), void *abort_ctx,
-                           ff__tar_shard *sc, char *why, size_t why_cap, int *retryable, ff__error *err) {
-  transport *t = calloc(1, sizeof *t);
-  struct archive *a = ff__tar_archive_new();
-  if (!t || !a) {
-    free(t);
-    if (a) archive_read_free(a);
-    return ff__error_set(err, FF_ENOMEM, "%s: out of memory", name);
-  }
-  t->name = name, t->abort_fn = abort_fn ? abort_fn : never, t->abort_ctx = abort_ctx;
-  ff_status st = FF_OK;
-  if (transport_open(t, a)) {
-    if (!t->why[0]) snprintf(t->why, sizeof t->why, "%s", archive_error_string(a));
-    st = FF_EIO;
-  } else {
-    size_t bad_before = sc->bad.n;
-    st = ff__tar_scan_archive(a, name, 0, fn, ctx, sc, err);
-    if (t->why[0] && !st) { /* the transport failed under libarchive: not a data problem */
-      while (sc->bad.n > bad_before) free(sc->bad.v[--sc->bad.n]);
-      st = FF_EIO;
-    }
-  }
-  archive_read_free(a);
-  if (transport_close(t, st != FF_OK) && !st) st = FF_EIO;
-  snprintf(why, why_cap, "%s", t->why);
-  *retryable = t->retryable;
-  free(t);
-  return st;
-}
-
-static void sleep_ms(int ms) {
-  struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-  while (nanosleep(&ts, &ts) && errno == EINTR) {
-  }
-}
-
-static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
-static void curl_start(void) { curl_global_init(CURL_GLOBAL_DEFAULT); }
 
 static int env_int(const char *name, int fallback) {
   const char *v = getenv(name);
@@ -319,6 +80,8 @@ typedef struct open_watch {
   ff__open_rule rule;
   uint64_t start_ns, shard_ns, told_ns;
   int given_up;
+  const ff__pass *pass;      /* the attempt in progress: its bytes so far */
+  const ff__tar_shard *scan; /* and the samples it counted */
 } open_watch;
 
 int ff__open_rule_due(ff__open_rule *r, const ff_open_progress *p) {
@@ -338,6 +101,8 @@ static int watch_tell(open_watch *w, int force) {
   w->told_ns = now;
   w->p.elapsed_s = (double)(now - w->start_ns) * 1e-9;
   w->p.shard_s = (double)(now - w->shard_ns) * 1e-9;
+  w->p.shard_bytes = w->pass ? w->pass->bytes : 0;
+  w->p.shard_samples = w->scan ? w->scan->n : 0;
   w->p.due = ff__open_rule_due(&w->rule, &w->p);
   w->given_up = w->fn(w->ctx, &w->p) != 0;
   return w->given_up;
@@ -347,41 +112,46 @@ static int watch_poll(void *w) { return watch_tell(w, 0); }
 
 ff_status ff__stream_index(const char *pattern, ff__strlist *shards, ff_open_progress_fn progress, void *ctx,
                            ff__index *out, ff__error *err) {
-  pthread_once(&curl_once, curl_start);
+  ff__stream_limits limits;
+  ff_status st = ff__stream_limits_read(&limits, err);
+  if (st) return st;
   int retries = env_int("FF_STREAM_RETRIES", DEFAULT_RETRIES), backoff = env_int("FF_STREAM_BACKOFF_MS", DEFAULT_BACKOFF_MS);
   size_t n = shards->n;
   ff__tar_shard *scans = calloc(n ? n : 1, sizeof *scans);
   if (!scans) return ff__error_set(err, FF_ENOMEM, "tar:%s: out of memory", pattern);
-  ff_status st = FF_OK;
   open_watch w = {.fn = progress,
                   .ctx = ctx,
                   .p = {.num_shards = n, .max_attempts = 1 + (retries > 0 ? retries : 0)},
                   .start_ns = ff__now_ns()};
   for (size_t i = 0; i < n && !st; i++) {
-    char why[512] = "";
-    int retryable = 0, tries = 0;
+    int tries = 0;
+    char last[512] = ""; /* the previous attempt's failure, while the next one runs */
+    ff__pass pass = {.name = shards->v[i], .abort_fn = progress ? watch_poll : NULL, .abort_ctx = &w,
+                     .limits = &limits, .say_exit = 1};
     w.shard_ns = ff__now_ns();
     w.p.shard = shards->v[i], w.p.shard_index = i;
+    w.pass = &pass, w.scan = &scans[i];
     for (;;) {
       ff__tar_shard_free(&scans[i]);
-      w.p.attempt = tries + 1, w.p.backing_off = 0, w.p.last_error = why;
+      w.p.attempt = tries + 1, w.p.backing_off = 0, w.p.last_error = last;
       if (watch_tell(&w, 1)) break;
-      st = read_pass(shards->v[i], NULL, NULL, progress ? watch_poll : NULL, &w, &scans[i], why, sizeof why,
-                     &retryable, err);
+      st = ff__transport_pass(&pass, &scans[i], err);
+      snprintf(last, sizeof last, "%s", pass.why);
       tries++;
-      if (w.given_up || st != FF_EIO || !retryable || tries > retries) break;
+      if (w.given_up || st != FF_EIO || !pass.retryable || tries > retries) break;
       w.p.attempt = tries + 1, w.p.backing_off = 1;
       watch_tell(&w, 1);
-      for (int waited = 0; waited < backoff << (tries - 1) && !watch_poll(&w); waited += 10) sleep_ms(10);
+      for (int waited = 0; waited < backoff << (tries - 1) && !watch_poll(&w); waited += 10) ff__sleep_ms(10);
     }
+    w.pass = NULL, w.scan = NULL;
     if (w.given_up) {
       st = ff__error_set(err, FF_EIO, "tar:%s: opening was given up while reading %s (attempt %d of %d)", pattern,
                          shards->v[i], w.p.attempt, w.p.max_attempts);
     } else if (st == FF_EIO) {
       ff__tar_shard_free(&scans[i]);
       char msg[FF__ERRMSG_MAX];
-      snprintf(msg, sizeof msg, "%s: cannot read the shard: %s%s", shards->v[i], why,
-               retryable ? " (after retries)" : "");
+      snprintf(msg, sizeof msg, "%s: cannot read the shard: %s%s", shards->v[i], pass.why,
+               pass.retryable && tries > 1 ? " (after retries)" : "");
       st = ff__strlist_push(&scans[i].bad, msg) ? FF_ENOMEM : FF_OK;
     } else if (!st) {
       st = ff__tar_shard_finish(&scans[i], shards->v[i], err);
@@ -397,18 +167,21 @@ ff_status ff__stream_index(const char *pattern, ff__strlist *shards, ff_open_pro
 
 /* --------------------------------------------------------------- order */
 
-/* A sample kept for a worker: its bytes, or why its shard failed. */
+/* A sample kept for a worker: its bytes, or why it or its shard failed. */
 typedef struct kept {
   uint64_t epoch;
   int64_t sample;
   uint8_t *data;
   size_t size;
   char *error;
+  ff_status status; /* with error: FF_EIO (the shard), FF_ETOOBIG or FF_EDATA (the member refused) */
 } kept;
 
 struct ff__stream {
   const ff__index *index;
   ff__stream_cfg cfg;
+  ff__stream_limits limits;
+  ff__tar_read_opts read; /* the cfg's member limit and image check */
   size_t *first;        /* first sample index of each shard (num_shards + 1) */
   size_t per_rank;      /* ff__stream_num_samples */
 
@@ -530,11 +303,10 @@ ff_status ff__stream_take(ff__stream *s, uint64_t gen, uint64_t epoch, int64_t s
     pthread_mutex_unlock(&s->mu);
     const char *path = s->index->paths[sample];
     if (k.error) {
-      st = ff__error_set(err, FF_EIO, "%s: %s", path, k.error);
-    } else {
-      uint8_t *dst = ff__buf_reserve(buf, k.size ? k.size : 1);
-      if (!dst) st = ff__error_set(err, FF_ENOMEM, "%s: out of memory for %zu bytes", path, k.size);
-      else memcpy(dst, k.data, k.size), *size_bytes = k.size, st = FF_OK;
+      st = ff__error_set(err, k.status, "%s: %s", path, k.error);
+    } else { /* the worker's buffer takes the bytes over: no copy */
+      ff__buf_adopt(buf, k.data, k.size);
+      k.data = NULL, *size_bytes = k.size, st = FF_OK;
     }
     kept_free(&k);
     return st;
@@ -552,6 +324,7 @@ typedef struct pass_ctx {
   size_t done;           /* samples of the shard already dealt with in an earlier pass */
   const int64_t *pos;    /* output position of each sample this epoch, -1: not in the rank's epoch */
   size_t from;           /* the restart position: outputs before it are not kept */
+  int complete;          /* the pass has had every sample the shard had at open: it stops */
 } pass_ctx;
 
 static int pass_over(void *p) {
@@ -563,52 +336,61 @@ static int wanted(const pass_ctx *c, size_t sample) {
   return c->pos[sample] >= 0 && (size_t)c->pos[sample] >= c->from;
 }
 
-/* A sample of the pass: kept when this epoch wants it. */
-static ff_status on_sample(void *p, const ff__tar_sample *t, const uint8_t *data, ff__error *err) {
+/* A sample of the pass (its bytes are ours: kept, or freed), or the reason
+ * its member was refused: kept when this epoch wants it. After the shard's
+ * last sample the pass stops (FF_END, complete set). */
+static ff_status on_sample(void *p, const ff__tar_sample *t, uint8_t *data, const ff__error *problem,
+                           ff__error *err) {
   pass_ctx *c = p;
   ff__stream *s = c->s;
   size_t end = s->first[c->shard + 1];
-  if (pass_over(c)) return ff__error_set(err, FF_END, "given up");
+  if (pass_over(c)) return free(data), ff__error_set(err, FF_END, "given up");
   size_t id = s->first[c->shard] + c->next;
-  if (id >= end) return FF_OK; /* more than at open: left out */
-  const char *member = strrchr(s->index->paths[id], ':');
+  const char *member = id < end ? strrchr(s->index->paths[id], ':') : NULL;
   /* a sample the index left out (a repeated key) is not the next one it has */
-  if (!member || strcmp(member + 1, t->member)) return FF_OK;
+  if (!member || strcmp(member + 1, t->member)) return free(data), FF_OK;
   c->next++;
-  if (c->next <= c->done || !wanted(c, id)) return FF_OK;
-  kept k = {c->epoch, (int64_t)id, malloc(t->size ? t->size : 1), t->size, NULL};
-  if (!k.data) return ff__error_set(err, FF_ENOMEM, "out of memory");
-  memcpy(k.data, data, t->size);
-  c->done = c->next;
-  return store_put(s, c->gen, k) ? ff__error_set(err, FF_END, "given up") : FF_OK;
+  c->complete = id + 1 == end;
+  ff_status st = FF_OK;
+  if (c->next > c->done && wanted(c, id)) {
+    kept k = {c->epoch, (int64_t)id, data, t->size, NULL, FF_OK};
+    if (problem && !(k.error = strdup(problem->msg))) return ff__error_set(err, FF_ENOMEM, "out of memory");
+    k.status = problem ? problem->status : FF_OK, data = NULL;
+    c->done = c->next;
+    if (store_put(s, c->gen, k)) c->complete = 0, st = ff__error_set(err, FF_END, "given up");
+  }
+  free(data);
+  return st || !c->complete ? st : ff__error_set(err, FF_END, "the shard's samples are all read");
 }
 
 /* Reads one shard of the epoch with retries; failing samples are kept as errors. */
 static int read_shard(ff__stream *s, pass_ctx *c) {
-  const char *name = s->index->shards[c->shard];
-  char why[512] = "";
-  int retryable = 0, tries = 0;
+  ff__pass pass = {.name = s->index->shards[c->shard], .fn = on_sample, .ctx = c, .read = &s->read,
+                   .abort_fn = pass_over, .abort_ctx = c, .limits = &s->limits};
+  int tries = 0;
   ff_status st;
   c->done = 0;
   for (;;) {
     ff__tar_shard sc = {0};
     ff__error err;
-    c->next = 0;
-    st = read_pass(name, on_sample, c, pass_over, c, &sc, why, sizeof why, &retryable, &err);
+    c->next = 0, c->complete = 0;
+    st = ff__transport_pass(&pass, &sc, &err);
     ff__tar_shard_free(&sc);
     tries++;
     if (pass_over(c)) return -1;
-    if (st == FF_ENOMEM) snprintf(why, sizeof why, "out of memory"), retryable = 0;
-    if (!st || st == FF_END || !retryable || tries > s->cfg.retries) break;
-    for (int waited = 0; waited < s->cfg.backoff_ms << (tries - 1) && !pass_over(c); waited += 10) sleep_ms(10);
+    if (c->complete) return 0;
+    if (st == FF_ENOMEM) snprintf(pass.why, sizeof pass.why, "out of memory"), pass.retryable = 0;
+    if (!st || st == FF_END || !pass.retryable || tries > s->cfg.retries) break;
+    for (int waited = 0; waited < s->cfg.backoff_ms << (tries - 1) && !pass_over(c); waited += 10) ff__sleep_ms(10);
   }
   if (!st && c->next >= s->first[c->shard + 1] - s->first[c->shard]) return 0;
-  if (!st) snprintf(why, sizeof why, "the shard holds fewer samples than when it was opened");
+  if (!st) snprintf(pass.why, sizeof pass.why, "the shard holds fewer samples than when it was opened");
   char msg[700];
-  snprintf(msg, sizeof msg, "%s%s", why[0] ? why : "cannot read the shard", retryable ? " (after retries)" : "");
+  snprintf(msg, sizeof msg, "%s%s", pass.why[0] ? pass.why : "cannot read the shard",
+           pass.retryable && tries > 1 ? " (after retries)" : "");
   for (size_t id = s->first[c->shard] + c->done; id < s->first[c->shard + 1]; id++) {
     if (!wanted(c, id)) continue;
-    kept k = {c->epoch, (int64_t)id, NULL, 0, strdup(msg)};
+    kept k = {c->epoch, (int64_t)id, NULL, 0, strdup(msg), FF_EIO};
     if (store_put(s, c->gen, k)) return -1;
   }
   return 0;
@@ -663,6 +445,9 @@ ff_status ff__stream_open(const ff__index *index, const ff__stream_cfg *cfg, ff_
   ff__stream *s = calloc(1, sizeof *s);
   if (!s) return ff__error_set(err, FF_ENOMEM, "out of memory");
   s->index = index, s->cfg = *cfg;
+  s->read = (ff__tar_read_opts){cfg->max_member_bytes, cfg->is_image};
+  ff_status st = ff__stream_limits_read(&s->limits, err);
+  if (st) return free(s), st;
   if (s->cfg.retries < 0) s->cfg.retries = env_int("FF_STREAM_RETRIES", DEFAULT_RETRIES);
   if (s->cfg.backoff_ms < 0) s->cfg.backoff_ms = env_int("FF_STREAM_BACKOFF_MS", DEFAULT_BACKOFF_MS);
   s->first = calloc(index->num_shards + 1, sizeof *s->first);

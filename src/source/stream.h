@@ -52,6 +52,8 @@ typedef struct ff__stream_cfg {
   size_t window;          /* samples the consumer side may ask for ahead of the oldest it waits for */
   int retries;            /* network retries per shard read (then the shard's samples fail) */
   int backoff_ms;         /* first retry's delay, doubled each time */
+  uint64_t max_member_bytes;                           /* an image member over it fails its sample (0: any) */
+  int (*is_image)(const uint8_t *head, size_t n);      /* first bytes of an image, or NULL (no check) */
 } ff__stream_cfg;
 
 /* Starts the reader thread of a streamed index for this rank, at epoch 0.
@@ -90,9 +92,11 @@ uint64_t ff__stream_gen(const ff__stream *s);
 /* Waits for sample `sample` of `epoch` and moves its bytes into *buf
  * (*size_bytes of them); each sample is taken once. The reader reads ahead
  * into the epoch after the latest one asked for, not further. Returns
- * FF_OK, FF_EIO (its shard failed: the message names the URL or command and
- * the reason), FF_END (gen is not ff__stream_gen's any more: a restart, or
- * a close), FF_ENOMEM. Thread-safe. */
+ * FF_OK (buf adopts the bytes the reader held: no copy), FF_EIO (its shard
+ * failed: the message names the URL or command and the reason), FF_ETOOBIG
+ * or FF_EDATA (its member was refused before it was held: over
+ * max_member_bytes, or not an image by its first bytes), FF_END (gen is not
+ * ff__stream_gen's any more: a restart, or a close), FF_ENOMEM. Thread-safe. */
 ff_status ff__stream_take(ff__stream *s, uint64_t gen, uint64_t epoch, int64_t sample, ff__buf *buf,
                           size_t *size_bytes, ff__error *err);
 

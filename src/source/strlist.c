@@ -25,7 +25,7 @@ void ff__strlist_sort(ff__strlist *l) {
 }
 
 void ff__strlist_free(ff__strlist *l) {
-  for (size_t i = 0; i < l->n; i++)
+  for (size_t i = 0; l->v && i < l->n; i++)
     free(l->v[i]);
   free(l->v);
   *l = (ff__strlist){0};

@@ -17,7 +17,8 @@ int ff__strlist_push(ff__strlist *l, const char *s);
 /* Sorts the strings by strcmp (byte order). */
 void ff__strlist_sort(ff__strlist *l);
 
-/* Frees the strings and the list, and empties it. */
+/* Frees the strings and the list, and empties it; a list whose array is
+ * NULL (an allocation failed) frees nothing, whatever n says. */
 void ff__strlist_free(ff__strlist *l);
 
 #endif

@@ -17,7 +17,9 @@
  * of its bytes: a shuffled epoch, DistributedSampler's shards, resume and
  * on_error work on shards exactly as on folders. The index of each shard is
  * cached (ff__tar_cache_dir) under the shard's real path, checked against
- * its size, modification time and inode, so a second open reads no tar.
+ * its size, modification and change times, inode and device, so a second
+ * open reads no tar; a cache whose checksum, samples or labels do not hold
+ * together (ff__tar_cache_parse) is ignored and the shard scanned again.
  *
  * Problems are per member: a sample without a .cls, with a .cls that is not
  * a non-negative integer (or one over INT64_MAX - 1), with the same suffix
@@ -132,8 +134,9 @@ typedef struct group {
   ff__strlist suffixes;
   ff__tar_sample_fn fn; /* not NULL: samples go to fn with their image bytes, not into the shard's list */
   void *ctx;
-  uint8_t *data;        /* fn's mode: the image's bytes (image.size of them) */
-  size_t data_cap;
+  const ff__tar_read_opts *opts; /* fn's mode: what an image member may be (NULL: anything) */
+  uint8_t *data;        /* fn's mode: the image's bytes (image.size of them), fn's once handed over */
+  ff__error problem;    /* fn's mode: why the image's bytes were refused (status 0: they were not) */
 } group;
 
 /* Ends the group: a sample, a listed problem, or nothing (only ignored members). */
@@ -145,7 +148,10 @@ static ff_status group_end(group *g, ff__tar_shard *sc, const char *shard, ff__e
   } else if (has_image && g->has_label) {
     g->image.member = g->image_member;
     g->image.key_len = g->key_len;
-    st = g->fn ? g->fn(g->ctx, &g->image, g->data, err) : add_sample(sc, shard, &g->image, err);
+    uint8_t *data = g->data;
+    g->data = NULL;
+    st = g->fn ? g->fn(g->ctx, &g->image, data, g->problem.status ? &g->problem : NULL, err)
+               : add_sample(sc, shard, &g->image, err);
   } else if (has_image) {
     st = add_bad(sc, shard, err, "%s:%s: no %.*s.cls member (the sample's label)", shard, g->image_member,
                  (int)g->key_len, g->key);
@@ -161,6 +167,8 @@ static ff_status group_end(group *g, ff__tar_shard *sc, const char *shard, ff__e
 }
 
 static void group_start(group *g, const char *path, size_t key_len) {
+  free(g->data);
+  g->data = NULL, g->problem.status = FF_OK;
   memcpy(g->key, path, key_len);
   g->key[key_len] = 0;
   g->key_len = key_len;
@@ -194,23 +202,47 @@ static ff_status read_label(struct archive *a, group *g, const char *shard, cons
   return FF_OK;
 }
 
-/* fn's mode: reads the image member's bytes (a stream has no offsets to come back to). */
+/* Reads n bytes of the member into buf; how many came (fewer: the shard ended or failed). */
+static int64_t read_data(struct archive *a, uint8_t *buf, int64_t n, la_ssize_t *last) {
+  int64_t got = 0;
+  *last = 0;
+  while (got < n && (*last = archive_read_data(a, buf + got, (size_t)(n - got))) > 0) got += *last;
+  return got;
+}
+
+/* fn's mode: the image member's bytes, into a buffer of their own that fn
+ * takes (a stream has no offsets to come back to). A member over the read
+ * options' max_member_bytes, or whose first bytes are no image's signature,
+ * is refused before its bytes are held: the sample goes to fn with the
+ * reason instead, and libarchive passes over the rest of it. */
 static ff_status read_image(struct archive *a, group *g, const char *shard, const char *path, int64_t size,
                             ff__tar_shard *sc, ff__error *err) {
-  if ((uint64_t)size > g->data_cap) {
-    uint8_t *d = realloc(g->data, (size_t)size);
-    if (!d) return oom(err, shard);
-    g->data = d, g->data_cap = (size_t)size;
+  const ff__tar_read_opts *o = g->opts;
+  free(g->data);
+  g->data = NULL, g->problem.status = FF_OK;
+  if (o && o->max_member_bytes && (uint64_t)size > o->max_member_bytes) {
+    ff__error_set(&g->problem, FF_ETOOBIG, "a member of %" PRId64 " bytes, over max_member_bytes (%" PRIu64 "): "
+                  "refused before reading it", size, o->max_member_bytes);
+    return FF_OK;
   }
-  int64_t got = 0;
-  while (got < size) {
-    la_ssize_t r = archive_read_data(a, g->data + got, (size_t)(size - got));
-    if (r <= 0) {
-      g->broken = 1;
-      return add_bad(sc, shard, err, "%s:%s: truncated member: %s after %" PRId64 " of its %" PRId64 " bytes", shard,
-                     path, r < 0 ? archive_error_string(a) : "the shard ends", got, size);
-    }
-    got += r;
+  uint8_t head[16];
+  int64_t n_head = size < 16 ? size : 16;
+  la_ssize_t last;
+  int64_t got = read_data(a, head, n_head, &last);
+  if (got == n_head && o && o->is_image && !o->is_image(head, (size_t)n_head)) {
+    ff__error_set(&g->problem, FF_EDATA, "not an image (JPEG, PNG, WebP, TIFF, PBM/PGM/PPM or BMP) by its first "
+                  "bytes: refused before reading its %" PRId64 " bytes", size);
+    return FF_OK;
+  }
+  if (got == n_head) {
+    if (!(g->data = malloc(size ? (size_t)size : 1))) return oom(err, shard);
+    memcpy(g->data, head, (size_t)n_head);
+    got += read_data(a, g->data + n_head, size - n_head, &last);
+  }
+  if (got < size) {
+    g->broken = 1;
+    return add_bad(sc, shard, err, "%s:%s: truncated member: %s after %" PRId64 " of its %" PRId64 " bytes", shard,
+                   path, last < 0 ? archive_error_string(a) : "the shard ends", got, size);
   }
   return FF_OK;
 }
@@ -306,9 +338,16 @@ static ff_status drop_repeated_keys(ff__tar_shard *sc, const char *shard, ff__er
   return st;
 }
 
+/* Where the header being read starts: libarchive's figure, or after a fatal
+ * error (when it gives ARCHIVE_FATAL, -30, instead) the bytes read so far. */
+static int64_t header_position(struct archive *a) {
+  int64_t at = archive_read_header_position(a);
+  return at >= 0 ? at : archive_filter_bytes(a, -1);
+}
+
 ff_status ff__tar_scan_archive(struct archive *a, const char *shard, uint64_t file_bytes, ff__tar_sample_fn fn,
-                               void *ctx, ff__tar_shard *sc, ff__error *err) {
-  group g = {.fn = fn, .ctx = ctx};
+                               void *ctx, const ff__tar_read_opts *opts, ff__tar_shard *sc, ff__error *err) {
+  group g = {.fn = fn, .ctx = ctx, .opts = opts};
   char last[FF__PATH_MAX] = "";
   int damaged = 0;
   ff_status st = FF_OK;
@@ -319,7 +358,7 @@ ff_status ff__tar_scan_archive(struct archive *a, const char *shard, uint64_t fi
     if (r < ARCHIVE_WARN) {
       st = add_bad(sc, shard, err, "%s:%s: corrupt or truncated tar header %s%s%s (byte %" PRId64 "): %s; the rest of "
                    "the shard is lost", shard, last[0] ? last : "(start)", last[0] ? "after member '" : "at its start",
-                   last, last[0] ? "'" : "", archive_read_header_position(a), archive_error_string(a));
+                   last, last[0] ? "'" : "", header_position(a), archive_error_string(a));
       break;
     }
     if (r == ARCHIVE_RETRY || r == ARCHIVE_WARN) {
@@ -328,7 +367,7 @@ ff_status ff__tar_scan_archive(struct archive *a, const char *shard, uint64_t fi
       if (!damaged)
         st = add_bad(sc, shard, err, "%s:%s: damaged tar data %s%s%s (byte %" PRId64 "): %s", shard,
                      last[0] ? last : "(start)", last[0] ? "after member '" : "at its start", last,
-                     last[0] ? "'" : "", archive_read_header_position(a), archive_error_string(a));
+                     last[0] ? "'" : "", header_position(a), archive_error_string(a));
       damaged = 1;
       if (st) break;
       if (r == ARCHIVE_RETRY) continue;
@@ -404,7 +443,7 @@ static ff_status scan_shard(const char *shard, const struct stat *sb, ff__tar_sh
   if (archive_read_open_filename(a, shard, 1 << 16) != ARCHIVE_OK)
     st = add_bad(sc, shard, err, "%s: not a readable tar shard: %s", shard, archive_error_string(a));
   else
-    st = ff__tar_scan_archive(a, shard, sb->st_size ? (uint64_t)sb->st_size : 1, NULL, NULL, sc, err);
+    st = ff__tar_scan_archive(a, shard, sb->st_size ? (uint64_t)sb->st_size : 1, NULL, NULL, NULL, sc, err);
   archive_read_free(a);
   return st ? st : ff__tar_shard_finish(sc, shard, err);
 }
@@ -418,60 +457,119 @@ void ff__tar_cache_dir(char *out, size_t cap) {
   else if (cap) out[0] = 0;
 }
 
-#define CACHE_MAGIC "fusionflow-tar-index 2"
+#define CACHE_MAGIC "fusionflow-tar-index 3"
+
+/* FNV-1a, 64 bits: the cache file's name (of the shard's path) and its checksum. */
+static uint64_t fnv1a(const void *data, size_t n, uint64_t h) {
+  for (const unsigned char *p = data; n--; p++) h = (h ^ *p) * 1099511628211ull;
+  return h;
+}
+#define FNV_START 1469598103934665603ull
 
 /* The cache file of the shard whose real path is `real`, in `dir`. */
 static void cache_path(const char *dir, const char *real, char *out, size_t cap) {
-  uint64_t h = 1469598103934665603ull; /* FNV-1a, 64 bits */
-  for (const unsigned char *p = (const unsigned char *)real; *p; p++) h = (h ^ *p) * 1099511628211ull;
-  snprintf(out, cap, "%s/%016" PRIx64 ".idx", dir, h);
+  snprintf(out, cap, "%s/%016" PRIx64 ".idx", dir, fnv1a(real, strlen(real), FNV_START));
 }
 
+/* What makes a cached scan stale: the shard's size, modification and
+ * change times (ctime moves whenever the file is written or its times are
+ * set, so a rewrite that restores mtime is noticed), inode and device. */
 static void stat_line(const struct stat *sb, char *out, size_t cap) {
-  snprintf(out, cap, "stat %lld %lld %ld %llu\n", (long long)sb->st_size, (long long)sb->st_mtim.tv_sec,
-           (long)sb->st_mtim.tv_nsec, (unsigned long long)sb->st_ino);
+  snprintf(out, cap, "stat %lld %lld %ld %lld %ld %llu %llu\n", (long long)sb->st_size, (long long)sb->st_mtim.tv_sec,
+           (long)sb->st_mtim.tv_nsec, (long long)sb->st_ctim.tv_sec, (long)sb->st_ctim.tv_nsec,
+           (unsigned long long)sb->st_ino, (unsigned long long)sb->st_dev);
 }
 
-/* Loads the cached scan of the shard; 0 when there is none or it is stale. */
-static int cache_load(const char *file, const char *real, const struct stat *sb, ff__tar_shard *sc) {
-  FILE *f = fopen(file, "r");
-  if (!f) return 0;
-  char *line = NULL, want[128];
-  size_t cap = 0;
-  stat_line(sb, want, sizeof want);
-  int ok = getline(&line, &cap, f) > 0 && !strcmp(line, CACHE_MAGIC "\n");
-  ok = ok && getline(&line, &cap, f) > 0 && !strncmp(line, "path ", 5) && !strncmp(line + 5, real, strlen(real)) &&
-       !strcmp(line + 5 + strlen(real), "\n");
-  ok = ok && getline(&line, &cap, f) > 0 && !strcmp(line, want);
-  unsigned long long ignored = 0;
-  ok = ok && getline(&line, &cap, f) > 0 && sscanf(line, "ignored %llu", &ignored) == 1;
-  sc->ignored = (size_t)ignored;
-  int ended = 0;
-  while (ok && !ended && getline(&line, &cap, f) > 0) {
-    line[strcspn(line, "\n")] = 0;
-    if (!strcmp(line, "end")) {
-      ended = 1;
-    } else if (!strncmp(line, "b\t", 2)) {
-      ok = !ff__strlist_push(&sc->bad, line + 2);
-    } else if (!strncmp(line, "s\t", 2)) {
-      unsigned long long off, size;
-      long long label;
-      int used = 0;
-      ok = sscanf(line + 2, "%llu\t%llu\t%lld\t%n", &off, &size, &label, &used) == 3 && used && label >= 0;
-      ff__tar_sample t = {line + 2 + used, key_length(line + 2 + used), off, size, label};
-      ok = ok && t.key_len && t.offset + t.size <= (uint64_t)sb->st_size && !add_sample(sc, real, &t, NULL);
-    } else {
-      ok = 0;
-    }
+/* A decimal number of at most max from *p, followed by term, which *p then
+ * moves past; 0 when there is none. */
+static int take_number(const char **p, uint64_t max, char term, uint64_t *out) {
+  uint64_t v = 0;
+  const char *q = *p;
+  for (; *q >= '0' && *q <= '9'; q++) {
+    if (v > (max - (uint64_t)(*q - '0')) / 10) return 0;
+    v = v * 10 + (uint64_t)(*q - '0');
   }
-  free(line);
-  fclose(f);
-  if (!ok || !ended) ff__tar_shard_free(sc);
-  return ok && ended;
+  if (q == *p || *q != term) return 0;
+  *p = q + 1, *out = v;
+  return 1;
 }
 
-/* Writes the scan (atomically: a temporary file renamed); quietly does
- * nothing when the folder is not writable or a name holds a newline. */
+/* One "s" line: a sample whose data lies in the shard, after the previous
+ * sample's (scans keep tar order: a header block at least between them),
+ * on a block boundary, with a label a class count can be made of. */
+static int cache_sample(const char *line, uint64_t file_bytes, uint64_t *next_free, ff__tar_shard *sc,
+                        const char *real) {
+  uint64_t off, size, label;
+  if (!take_number(&line, UINT64_MAX, '\t', &off) || !take_number(&line, UINT64_MAX, '\t', &size) ||
+      !take_number(&line, INT64_MAX - 1, '\t', &label))
+    return 0;
+  if (off % 512 || off < *next_free || size > file_bytes || off > file_bytes - size) return 0;
+  ff__tar_sample t = {(char *)line, key_length(line), off, size, (int64_t)label};
+  if (!t.key_len || add_sample(sc, real, &t, NULL)) return 0;
+  *next_free = off + (size + 511) / 512 * 512 + 512;
+  return 1;
+}
+
+int ff__tar_cache_parse(const char *text, size_t size, const char *real, const struct stat *sb, ff__tar_shard *sc) {
+  *sc = (ff__tar_shard){0};
+  /* the last line, "end CHECKSUM", holds the FNV-1a of everything before it */
+  char want[256];
+  size_t body = size;
+  while (body && text[body - 1] != '\n') body--;
+  if (body) body--;
+  while (body && text[body - 1] != '\n') body--;
+  snprintf(want, sizeof want, "end %016" PRIx64 "\n", fnv1a(text, body, FNV_START));
+  if (!body || size - body != strlen(want) || memcmp(text + body, want, size - body) || memchr(text, 0, body))
+    return 0;
+  char *copy = malloc(body + 1);
+  if (!copy) return 0;
+  memcpy(copy, text, body);
+  copy[body] = 0;
+  stat_line(sb, want, sizeof want);
+  want[strcspn(want, "\n")] = 0;
+  uint64_t file_bytes = (uint64_t)sb->st_size, next_free = 512, ignored = 0;
+  char *save = NULL, *line = strtok_r(copy, "\n", &save);
+  int ok = line && !strcmp(line, CACHE_MAGIC);
+  ok = ok && (line = strtok_r(NULL, "\n", &save)) && !strncmp(line, "path ", 5) && !strcmp(line + 5, real);
+  ok = ok && (line = strtok_r(NULL, "\n", &save)) && !strcmp(line, want);
+  const char *p = NULL;
+  ok = ok && (line = strtok_r(NULL, "\n", &save)) && !strncmp(line, "ignored ", 8) && (p = line + 8) &&
+       take_number(&p, file_bytes / 512, '\0', &ignored);
+  sc->ignored = (size_t)ignored;
+  while (ok && (line = strtok_r(NULL, "\n", &save))) {
+    if (!strncmp(line, "b\t", 2)) ok = sc->bad.n < file_bytes / 512 + 2 && !ff__strlist_push(&sc->bad, line + 2);
+    else if (!strncmp(line, "s\t", 2)) ok = cache_sample(line + 2, file_bytes, &next_free, sc, real);
+    else ok = 0;
+  }
+  free(copy);
+  if (!ok) ff__tar_shard_free(sc);
+  return ok;
+}
+
+/* Loads the cached scan of the shard; 0 when there is none, it is stale, or
+ * it does not hold together (then the shard is scanned again). */
+static int cache_load(const char *file, const char *real, const struct stat *sb, ff__tar_shard *sc) {
+  int fd = open(file, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  struct stat cb;
+  /* a scan takes at most a few KiB a sample, and a sample two 512-byte headers at least */
+  uint64_t most = 8 * (uint64_t)sb->st_size + (1u << 16);
+  char *text = fstat(fd, &cb) == 0 && S_ISREG(cb.st_mode) && (uint64_t)cb.st_size <= most
+                   ? malloc((size_t)cb.st_size + 1) : NULL;
+  size_t got = 0;
+  while (text && got < (size_t)cb.st_size) {
+    ssize_t r = read(fd, text + got, (size_t)cb.st_size - got);
+    if (r <= 0) break;
+    got += (size_t)r;
+  }
+  close(fd);
+  int ok = text && got == (size_t)cb.st_size && ff__tar_cache_parse(text, got, real, sb, sc);
+  free(text);
+  return ok;
+}
+
+/* Writes the scan (atomically: a temporary file renamed), its checksum last;
+ * quietly does nothing when the folder is not writable or a name holds a newline. */
 static void cache_store(const char *dir, const char *file, const char *real, const struct stat *sb,
                         const ff__tar_shard *sc) {
   for (size_t i = 0; i < sc->n; i++)
@@ -484,17 +582,23 @@ static void cache_store(const char *dir, const char *file, const char *real, con
   if (slash && slash != parent) *slash = 0, mkdir(parent, 0777);
   mkdir(dir, 0777);
   snprintf(tmp, sizeof tmp, "%s.%ld.tmp", file, (long)getpid());
-  FILE *f = fopen(tmp, "w");
+  char *text = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&text, &len);
   if (!f) return;
-  char line[128];
+  char line[256];
   stat_line(sb, line, sizeof line);
   fprintf(f, CACHE_MAGIC "\npath %s\n%signored %zu\n", real, line, sc->ignored);
   for (size_t i = 0; i < sc->n; i++)
     fprintf(f, "s\t%" PRIu64 "\t%" PRIu64 "\t%" PRId64 "\t%s\n", sc->s[i].offset, sc->s[i].size, sc->s[i].label,
             sc->s[i].member);
   for (size_t i = 0; i < sc->bad.n; i++) fprintf(f, "b\t%s\n", sc->bad.v[i]);
-  fputs("end\n", f);
-  if (fclose(f) == 0 && rename(tmp, file) == 0) return;
+  if (fclose(f)) return free(text);
+  FILE *out = fopen(tmp, "w");
+  int ok = out && fwrite(text, 1, len, out) == len &&
+           fprintf(out, "end %016" PRIx64 "\n", fnv1a(text, len, FNV_START)) > 0;
+  free(text);
+  if (out && fclose(out) == 0 && ok && rename(tmp, file) == 0) return;
   unlink(tmp);
 }
 

@@ -50,8 +50,29 @@ typedef struct ff__tar_shard {
 
 void ff__tar_shard_free(ff__tar_shard *sc);
 
-/* Called for each complete sample with its image's bytes (s->size of them). */
-typedef ff_status (*ff__tar_sample_fn)(void *ctx, const ff__tar_sample *s, const uint8_t *data, ff__error *err);
+struct stat;
+
+/* The scan of the shard at real path `real` (stat *sb) from the text of its
+ * index cache file (size bytes, see tar.c): 1 with sc filled when the text is
+ * whole (its checksum line), was made for this shard as it is now (path,
+ * size, mtime, ctime, inode, device) and its samples hold together (labels
+ * 0..INT64_MAX - 1, data on block boundaries inside the file, in tar order);
+ * else 0 with sc empty, and the shard is to be scanned again. */
+int ff__tar_cache_parse(const char *text, size_t size, const char *real, const struct stat *sb, ff__tar_shard *sc);
+
+/* Called for each complete sample with its image's bytes (s->size of them,
+ * malloc'd: fn owns them and frees them), or, when the read options refused
+ * them, data NULL and why in problem (its message without the member's name). */
+typedef ff_status (*ff__tar_sample_fn)(void *ctx, const ff__tar_sample *s, uint8_t *data, const ff__error *problem,
+                                       ff__error *err);
+
+/* What an image member read for fn may be: at most max_member_bytes (0: any
+ * size), and, when is_image is not NULL, first bytes it accepts (given up to
+ * 16 of them). */
+typedef struct ff__tar_read_opts {
+  uint64_t max_member_bytes;
+  int (*is_image)(const uint8_t *head, size_t n);
+} ff__tar_read_opts;
 
 /* A libarchive reader for shards: tar formats, any compression. NULL when out of memory. */
 struct archive *ff__tar_archive_new(void);
@@ -61,11 +82,11 @@ struct archive *ff__tar_archive_new(void);
  * uncompressed file of that size (a member past its end is truncated, a
  * compressed one refused); 0: a stream. fn NULL: samples are appended to
  * sc->s (offsets valid for files); else each goes to fn with its bytes, as
- * it is complete (stream order), and sc->s stays empty. Problems go to
- * sc->bad, ignored members to sc->ignored. Returns FF_OK, FF_ENOMEM, or
- * what fn returns. */
+ * it is complete (stream order), under opts (may be NULL), and sc->s stays
+ * empty. Problems go to sc->bad, ignored members to sc->ignored. Returns
+ * FF_OK, FF_ENOMEM, or what fn returns. */
 ff_status ff__tar_scan_archive(struct archive *a, const char *shard, uint64_t file_bytes, ff__tar_sample_fn fn,
-                               void *ctx, ff__tar_shard *sc, ff__error *err);
+                               void *ctx, const ff__tar_read_opts *opts, ff__tar_shard *sc, ff__error *err);
 
 /* After a collecting scan: leaves out the samples whose key came earlier in
  * the shard (listed in sc->bad), and lists an empty shard. FF_OK or FF_ENOMEM. */

@@ -2,11 +2,15 @@
 """Writes the fuzz targets' seed corpus: OUT/<target>/<name>, a few hundred
 bytes each, made afresh at build time (Pillow for the images, small writers
 of our own for what Pillow cannot write: Adam7 interlacing, 16-bit RGB PNG,
-16-bit BMP, plain and odd-maxval Netpbm). Usage: make-seeds.py OUT"""
+16-bit BMP, plain and odd-maxval Netpbm, hostile headers; tarfile for
+shards; the index cache, policy and recipe texts by hand). Usage:
+make-seeds.py OUT"""
+import gzip
 import io
 import os
 import struct
 import sys
+import tarfile
 import zlib
 
 from PIL import Image
@@ -98,10 +102,10 @@ def images():
 
 
 def bmp_16bit(w, h, masks=None):
-    """A 16-bit BMP (5-5-5 without masks, else BI_BITFIELDS), which Pillow cannot write."""
+    """A 16-bit BMP (5-5-5 without masks, else BI_BITFIELDS), which Pillow cannot write; h < 0: top-down."""
     row = (w * 2 + 3) // 4 * 4
     pixels = b"".join(b"".join(struct.pack("<H", (x * 1234 + y * 77) & 0xFFFF) for x in range(w)).ljust(row, b"\0")
-                      for y in range(h))
+                      for y in range(abs(h)))
     extra = struct.pack("<3I", *masks) if masks else b""
     info = struct.pack("<IiiHHIIiiII", 40, w, h, 1, 16, 3 if masks else 0, len(pixels), 0, 0, 0, 0)
     offset = 14 + len(info) + len(extra)
@@ -136,6 +140,92 @@ def other_formats():
     }
 
 
+HOSTILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data", "hostile")
+
+
+def hostile_images():
+    """Headers that declare more than their bytes hold (tests/data/hostile and by hand)."""
+    planar = Image.new("RGB", (5, 4), (10, 20, 30))
+    out = {
+        "rows-of-gigabytes.tif": open(os.path.join(HOSTILE, "tiff-128-bytes-rows-of-2.7gb.tif"), "rb").read(),
+        "planar.tif": encode(planar, "TIFF", planar_configuration=2),
+        "cmyk.tif": encode(planar.convert("CMYK"), "TIFF"),
+        "huge-plain.pgm": b"P2 9000 9000 255\n1 2 3\n",
+        "huge-plain.pbm": b"P1 9000 9000\n0101",
+        "huge-raw.ppm": b"P6 9000 9000 255\n\x01\x02\x03",
+        "top-down.bmp": bmp_16bit(3, -2),
+    }
+    return out
+
+
+def tar_of(members, fmt=tarfile.USTAR_FORMAT):
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=fmt) as t:
+        for name, data in members:
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            t.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
+
+
+def shards(imgs):
+    """Streamed shards as they come off the wire: good, odd and broken ones."""
+    jpg, png = imgs["baseline.jpg"], imgs["rgb.png"]
+    good = tar_of([("a/s0.jpg", jpg), ("a/s0.cls", b"3"), ("a/s1.png", png), ("a/s1.cls", b" 1_0\n")])
+    return {
+        "good.tar": good,
+        "good.tar.gz": gzip.compress(good),
+        "pax-long-names.tar": tar_of([("d" * 150 + "/s.jpg", jpg), ("d" * 150 + "/s.cls", b"0")], tarfile.PAX_FORMAT),
+        "gnu.tar": tar_of([("s.webp", imgs["lossy.webp"]), ("s.cls", b"2"), ("s.json", b"{}")], tarfile.GNU_FORMAT),
+        "problems.tar": tar_of([("x.jpg", jpg), ("y.jpg", jpg), ("y.cls", b"-1"), ("z.cls", b"4"), ("x.jpg", jpg),
+                                ("x.cls", b"1"), ("w.jpg", b"not an image at all"), ("w.cls", b"5"), ("README", b"")]),
+        "truncated.tar": good[: len(good) // 2],
+    }
+
+
+def cache_texts():
+    """Index cache files for the shard and stat fuzz_tar_cache parses against."""
+    head = ("fusionflow-tar-index 3\npath /data/train-000.tar\nstat 1048576 1700000000 5 1700000001 7 1234 2049\n"
+            "ignored 2\n")
+    body = head + "s\t512\t1000\t3\ta/x.jpg\ns\t3072\t20\t0\tb.png\nb\t/data/train-000.tar:c.jpg: no c.cls member\n"
+    h = 1469598103934665603
+    for byte in body.encode():
+        h = ((h ^ byte) * 1099511628211) % (1 << 64)
+    return {"body.idx": body.encode(), "signed.idx": (body + "end %016x\n" % h).encode(),
+            "stale-v2.idx": b"fusionflow-tar-index 2\npath /data/train-000.tar\nstat 1048576 1700000000 5 1234\n"
+                            b"ignored 0\ns\t512\t10\t9223372036854775807\tx.jpg\nend\n",
+            "empty-signed.idx": (head + "end %016x\n" % 0).encode()}
+
+
+POLICIES = [
+    b'{"fusionflow_policy": 1, "num_magnitude_bins": 10, "comment": "x", "sub_policies": ['
+    b'[{"op": "Posterize", "p": 0.4, "magnitude": 8}, {"op": "Rotate", "p": 0.6, "magnitude": 9}],'
+    b'[{"op": "Equalize", "p": 0.8}, {"op": "Equalize", "p": 0.6}]]}',
+    b'{"fusionflow_policy": 1, "num_magnitude_bins": 13, "layers": ['
+    b'[{"op": "Identity", "p": 0.30}, {"op": "Rotate", "p": 0.05, "magnitude": 12},'
+    b' {"op": "ShearX", "p": 0.02, "arg": 0.15, "random_sign": true}],'
+    b'[{"op": "TranslateY", "p": 0.5, "arg": 0.1, "of_size": true, "random_sign": true},'
+    b' {"op": "brightness", "p": 0.5, "arg": 1.3}, {"op": "Hue", "p": 0, "arg": 0.1}]]}',
+    b'{"fusionflow_policy": 2, "sub_policies": []}',
+    b'{"fusionflow_policy": 1, "sub_policies": [[{"op": "Warp", "p": 2, "magnitude": -1, "extra": null}]]}',
+    b'[1, 2, {"a": "\\u00e9"}',
+]
+
+RECIPES = [
+    "decode | random_resized_crop(size=224, interpolation=bicubic) | random_horizontal_flip"
+    " | timm_rand_augment(config=\"rand-m9-mstd0.5-inc1\", interpolation=bicubic) | normalize(mean=imagenet, std=imagenet)"
+    " | random_erasing(p=0.25, mode=pixel, max_count=1) | mixup_cutmix(mixup_alpha=0.8, cutmix_alpha=1.0, prob=1.0,"
+    " switch_prob=0.5, mode=batch, label_smoothing=0.1, num_classes=1000)",
+    "decode || random_resized_crop(size=224, scale=(0.4, 1)) | random_horizontal_flip | normalize(mean=imagenet, "
+    "std=imagenet) || 8 x random_resized_crop(size=96, scale=(0.05, 0.4)) | random_apply(p=0.5, "
+    "[gaussian_blur(sigma=(0.1, 2.0), semantics=pil)]) | to_dtype(dtype=float32)",
+    "decode || 2 x random_resized_crop(size=32) | random_grayscale(p=0.2) | random_apply(p=0.8, "
+    "[color_jitter(brightness=0.8, contrast=0.8, saturation=0.8, hue=0.2)]) | to_dtype(dtype=float32)",
+    "decode | resize(size=8) | mixup_cutmix(num_classes=1000, num_classes=1000)",
+    "num_classes=1000",
+]
+
+
 def write(folder, name, data):
     os.makedirs(folder, exist_ok=True)
     with open(os.path.join(folder, name), "wb") as f:
@@ -145,8 +235,17 @@ def write(folder, name, data):
 def main():
     root = sys.argv[1]
     imgs = images()
-    for name, data in imgs.items():
+    for name, data in list(imgs.items()) + list(hostile_images().items()):
         write(os.path.join(root, "fuzz_decode"), name, data)
+    for name, data in shards(imgs).items():
+        write(os.path.join(root, "fuzz_tar_stream"), name, data)
+    for name, data in cache_texts().items():
+        write(os.path.join(root, "fuzz_tar_cache"), name, data)
+    for i, data in enumerate(POLICIES):
+        write(os.path.join(root, "fuzz_policy"), f"policy-{i:02d}.json", data)
+    for i, text in enumerate(RECIPES):  # the first byte: num_classes and the buffer's size
+        for first in (3, 0x7B):
+            write(os.path.join(root, "fuzz_recipe"), f"recipe-{i:02d}-{first:02x}.txt", bytes([first]) + text.encode())
     for i, p in enumerate(PIPELINES):
         write(os.path.join(root, "fuzz_pipeline"), f"pipeline-{i:02d}.txt", p.encode())
     for i, text in enumerate(LISTS):

@@ -188,6 +188,70 @@ def test_sources_that_are_not_datasets_are_refused():
         fusionflow.Loader([], PIPE, batch_size=2)
 
 
+class Exits:
+    """Raises a BaseException that is not an Exception for index `at`, from __getitem__ or from
+    torch's batch access __getitems__."""
+
+    def __init__(self, items, at, exc, batch_access=False):
+        self.items, self.at, self.exc = items, at, exc
+        if batch_access:
+            self.__getitems__ = lambda indices: [self[i] for i in indices]
+
+    def __len__(self):
+        return len(self.items)
+
+    def __getitem__(self, i):
+        if i == self.at:
+            raise self.exc
+        return self.items[i]
+
+
+@pytest.mark.parametrize("on_error", ["raise", "skip", "replace"])
+@pytest.mark.parametrize("exc", [KeyboardInterrupt(), SystemExit(3)], ids=["KeyboardInterrupt", "SystemExit"])
+@pytest.mark.parametrize("batch_access", [False, True], ids=["getitem", "getitems"])
+def test_keyboard_interrupt_and_system_exit_from_the_dataset_propagate(folder, on_error, exc, batch_access):
+    """Not a failed sample: under on_error="skip" the loop once finished quietly without the
+    samples; the consumer now raises the dataset's own exception object."""
+    root, paths, labels = folder
+    ds = Exits(items_of(paths, labels), 9, exc, batch_access)
+    with fusionflow.Loader(ds, PIPE, batch_size=4, shuffle=False, on_error=on_error, num_threads=2,
+                           output="numpy") as loader:
+        with pytest.raises(type(exc)) as got:
+            for _ in loader:
+                pass
+        assert got.value is exc
+        ds.at = -1  # the loader goes on once it was raised
+        loader.set_epoch(1)
+        assert sum(len(y) for _, y in loader) == len(paths)
+
+
+def test_items_of_three_elements_are_refused_naming_the_shape(folder):
+    root, paths, labels = folder
+    items = [(data, label, {"caption": "x"}) for data, label in items_of(paths, labels)]
+    with pytest.raises(fusionflow.DecodeError, match=r"dataset\[0\]: TypeError: expected \(encoded bytes, label\), "
+                                                    r"got a tuple of 3 items"):
+        batches(items, epochs=1, shuffle=False)
+
+
+def test_a_dataset_too_large_to_index_is_out_of_memory_not_a_crash():
+    """__len__ of 2**32 + 1: the index's cleanup after the failed allocation segfaulted."""
+    child = ("import fusionflow\n"
+             "for n in (2**32 + 1, 2**62):\n"
+             "    D = type('D', (), {'__len__': lambda s: n, '__getitem__': lambda s, i: (b'', 0)})\n"
+             "    try:\n"
+             "        fusionflow.Loader(D(), 'decode | resize(size=(8, 8))', batch_size=2, output='dlpack')\n"
+             "    except MemoryError as e:\n"
+             "        print(type(e).__name__, e)\n")
+    from conftest import child_env
+    env = child_env()
+    for name in ("ASAN_OPTIONS", "TSAN_OPTIONS"):  # a sanitizer's allocator returns NULL as malloc does
+        env[name] = env.get(name, "") + " allocator_may_return_null=1"
+    r = subprocess.run([sys.executable, "-c", child], env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    lines = r.stdout.splitlines()  # an open out of memory leaves no handle, so no message but the status's
+    assert len(lines) == 2 and all(x.startswith("OutOfMemoryError out of memory") for x in lines), r.stdout
+
+
 class Slow:
     def __init__(self, items):
         self.items = items

@@ -355,7 +355,28 @@ def test_load_state_dict_refuses_other_settings(folder):
         with pytest.raises(ValueError, match="seed"):
             loader.load_state_dict(state)
         with pytest.raises(ValueError, match="outside"):
-            loader.load_state_dict({"epoch": 0, "batch": 99})
+            loader.load_state_dict({"version": 1, "epoch": 0, "batch": 99})
+
+
+def test_load_state_dict_checks_the_version_and_that_positions_are_ints(folder):
+    """A state of another version (or one that is not an int) and a position that is not an int are
+    refused: batch=1.5 once resumed at batch 1, and version -1, None, 'x' and 2**64 were taken. A
+    state without a version, as a seek written by hand, is this version's."""
+    with fusionflow.Loader(folder[0], UINT8_PIPE, batch_size=4, seed=1) as loader:
+        state = loader.state_dict()
+        assert state["version"] == 1
+        for version in (-1, None, "x", 2**64, 2, True, 1.0):
+            with pytest.raises(ValueError, match=r"with version 1 \(got version"):
+                loader.load_state_dict(dict(state, version=version))
+        with pytest.raises(ValueError, match=r"with version 1 \(got version"):
+            loader.load_state_dict(["not", "a", "dict"])
+        loader.load_state_dict({"epoch": 0, "batch": 3})
+        assert loader.state_dict()["batch"] == 3
+        for key, value in (("batch", 1.5), ("batch", "1"), ("epoch", 0.0), ("batch", True)):
+            with pytest.raises(ValueError, match="expected a dict from state_dict"):
+                loader.load_state_dict(dict(state, **{key: value}))
+        loader.load_state_dict(dict(state, batch=2))
+        assert loader.state_dict()["batch"] == 2
 
 
 def test_epochs_outside_uint64_are_refused_not_wrapped(folder):
@@ -365,7 +386,7 @@ def test_epochs_outside_uint64_are_refused_not_wrapped(folder):
             with pytest.raises(ValueError, match=r"set_epoch: epoch must be a non-negative int below 2\*\*64"):
                 loader.set_epoch(epoch)
             with pytest.raises(ValueError, match=r"outside epochs \[0, 2\*\*64\)"):
-                loader.load_state_dict({"epoch": epoch, "batch": 1})
+                loader.load_state_dict({"version": 1, "epoch": epoch, "batch": 1})
             with pytest.raises(ValueError, match=r"plan: epoch must be a non-negative int below 2\*\*64"):
                 loader.plan(0, epoch)
         assert loader.state_dict()["epoch"] == 0

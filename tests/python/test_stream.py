@@ -91,6 +91,15 @@ class Handler(http.server.SimpleHTTPRequestHandler):
         self.close_connection = True
 
 
+class QuietServer(http.server.ThreadingHTTPServer):
+    """A client that hangs up early (a reading pass stops after a shard's last sample; a close) is
+    no server error worth a traceback."""
+
+    def handle_error(self, request, client_address):
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
+
+
 @pytest.fixture(scope="module")
 def server(shards):
     root = shards[0]
@@ -98,7 +107,7 @@ def server(shards):
     def handler(*args, **kw):
         return Handler(*args, directory=root, **kw)
 
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    httpd = QuietServer(("127.0.0.1", 0), handler)
     httpd.daemon_threads = True
     thread = threading.Thread(target=httpd.serve_forever, daemon=True)
     thread.start()
@@ -369,29 +378,36 @@ def test_a_signal_handlers_exception_gives_the_open_up(open_loader, stalled_url,
     assert took < 0.5 + PROMPT_S, f"the constructor returned {took:.2f} s after it began"
 
 
-def progress(t, shard=0, attempt=1, backing_off=False, last_error="", due=True):
+def progress(t, shard=0, attempt=1, backing_off=False, last_error="", due=True, shard_bytes=0, shard_samples=0):
     return {"shard": f"http://host/s-{shard}.tar", "shard_index": shard, "num_shards": 3, "attempt": attempt,
             "max_attempts": 4, "backing_off": backing_off, "last_error": last_error, "shard_s": 0.0,
-            "elapsed_s": t, "due": due}
+            "elapsed_s": t, "due": due, "shard_bytes": shard_bytes, "shard_samples": shard_samples}
 
 
 def test_the_progress_log_of_an_open_says_the_lines_that_are_due(caplog):
     """A record for each call the open marks due (the rule is the library's: test_tar_index), none for
-    the others; INFO for first attempts, WARNING once a read has failed, the dict on the record."""
+    the others; INFO for first attempts, WARNING once a read has failed, the dict on the record; while
+    a shard is read, its bytes and samples so far."""
     from fusionflow._loader import _log_open_progress
 
     ticks = [progress(1.875, due=False), progress(2.0), progress(2.125, due=False),
-             progress(25.875, attempt=2, last_error="timed out"), progress(26.0, attempt=2, due=False),
-             progress(27.25, shard=2)]
+             progress(25.875, attempt=2, last_error="timed out", shard_bytes=1234567, shard_samples=12),
+             progress(26.0, attempt=2, due=False), progress(27.25, shard=2, shard_bytes=999),
+             progress(28.0, shard=2, backing_off=True, attempt=2, last_error="HTTP 503")]
     with caplog.at_level(logging.INFO, logger="fusionflow"):
         for p in ticks:
             _log_open_progress(p)
     said = [(r.levelname, r.open_progress["elapsed_s"], r.getMessage()) for r in caplog.records]
-    assert [(level, t) for level, t, _ in said] == [("INFO", 2.0), ("WARNING", 25.875), ("INFO", 27.25)]
-    assert said[0][2] == "fusionflow.Loader: opening, 2 s: shard 1 of 3, http://host/s-0.tar, reading, attempt 1 of 4"
+    assert [(level, t) for level, t, _ in said] == [("INFO", 2.0), ("WARNING", 25.875), ("INFO", 27.25),
+                                                    ("WARNING", 28.0)]
+    assert said[0][2] == ("fusionflow.Loader: opening, 2 s: shard 1 of 3, http://host/s-0.tar, reading, attempt 1 "
+                          "of 4: 0 bytes, 0 samples so far")
     assert said[1][2] == ("fusionflow.Loader: opening, 26 s: shard 1 of 3, http://host/s-0.tar, reading, attempt 2 "
-                          "of 4 (the last failed: timed out)")
-    assert said[2][2].endswith("shard 3 of 3, http://host/s-2.tar, reading, attempt 1 of 4")
+                          "of 4: 1.2 MB, 12 samples so far (the last failed: timed out)")
+    assert said[2][2].endswith("shard 3 of 3, http://host/s-2.tar, reading, attempt 1 of 4: 999 bytes, 0 samples "
+                               "so far")
+    assert said[3][2].endswith("shard 3 of 3, http://host/s-2.tar, backing off before attempt 2 of 4 (the last "
+                               "failed: HTTP 503)")
 
 
 def cutting(name, numbers):

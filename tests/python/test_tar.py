@@ -8,7 +8,9 @@ naming shard and member under on_error="raise", and under "skip" the bad
 members left out, counted and listed while every good sample still comes.
 """
 import io
+import json
 import os
+import subprocess
 import tarfile
 
 import pytest
@@ -81,6 +83,26 @@ def test_tar_batches_equal_folder_batches(folder, tmp_path, fmt):
             assert_same_batches(batches(got, epoch), batches(ref, epoch))
 
 
+def test_members_of_no_sample_are_counted_and_bench_reports_them(folder, tmp_path):
+    """A .json beside every sample and a member without a suffix: ignored as webdataset ignores
+    them, counted in stats() and by fusionflow bench (a line, and ignored_members in --json)."""
+    root, paths, labels = folder
+    (name,) = write_shards(str(tmp_path / "shards"), paths[:6], labels[:6], per_shard=6, extra=True)
+    with tarfile.open(name, "a") as tar:
+        add_member(tar, "README", b"no suffix")
+    with open_loader(f"tar:{name}") as got:
+        assert got.dataset_size == 6
+        assert got.stats()["source_ignored_members"] == 7
+    from conftest import cli
+    if not os.path.exists(cli()):
+        return
+    base = [cli(), "bench", "--source", f"tar:{name}", "--pipeline", "decode | resize(size=(8, 8))", "--batches", "1"]
+    res = subprocess.run(base, capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0 and "ignored 7 tar members that belong to no sample" in res.stderr, res.stderr
+    res = subprocess.run(base + ["--json"], capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0 and json.loads(res.stdout)["ignored_members"] == 7, res.stdout
+
+
 def test_tar_ranks_and_resume_equal_folder(folder, tmp_path):
     root, paths, labels = folder
     write_shards(str(tmp_path / "shards"), paths, labels, per_shard=5)
@@ -114,6 +136,21 @@ def test_shard_list_file_and_double_colon(folder, tmp_path):
         assert_same_batches(batches(got), want)
 
 
+def edit_index_cache(idx, edit):
+    """Rewrites a shard's index cache with edit(text) and, where it ends in a checksum line
+    ("end" and the FNV-1a of the lines before it, in hex), a checksum that fits the new text:
+    a deliberate edit, which only the checks of the contents can catch."""
+    body = edit(idx.read_text()).encode()
+    lines = body.splitlines(keepends=True)
+    if lines[-1].startswith(b"end ") and len(lines[-1]) == 21:
+        body = b"".join(lines[:-1])
+        h = 1469598103934665603
+        for byte in body:
+            h = ((h ^ byte) * 1099511628211) % (1 << 64)
+        body += b"end %016x\n" % h
+    idx.write_bytes(body)
+
+
 def test_index_cache_is_used_and_invalidated(folder, tmp_path, cache_dir):
     root, paths, labels = folder
     (name,) = write_shards(str(tmp_path / "shards"), paths, labels, per_shard=len(paths))
@@ -123,14 +160,76 @@ def test_index_cache_is_used_and_invalidated(folder, tmp_path, cache_dir):
     text = idx.read_text()
     assert os.path.realpath(name) in text
     # a cache whose labels were edited is what a second open reads (it does not read the tar again)
-    idx.write_text(text.replace("\t0\tsample00000", "\t2\tsample00000"))
+    edit_index_cache(idx, lambda t: t.replace("\t0\tsample00000", "\t2\tsample00000"))
     with open_loader(f"tar:{name}", shuffle=False) as l:
         assert batches(l)[0][1][0] == 2
+    # the same edit without a checksum to match: the cache is refused and the tar read again
+    idx.write_text(text.replace("\t0\tsample00000", "\t2\tsample00000"))
+    with open_loader(f"tar:{name}", shuffle=False) as l:
+        assert_same_batches(batches(l), want)
     # the shard changes (a new modification time): the cache is stale and the tar is read again
+    edit_index_cache(idx, lambda t: t.replace("\t0\tsample00000", "\t2\tsample00000"))
     st = os.stat(name)
     os.utime(name, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))
     with open_loader(f"tar:{name}", shuffle=False) as l:
         assert_same_batches(batches(l), want)
+
+
+def test_a_shard_rewritten_in_place_with_its_mtime_restored_is_read_again(folder, tmp_path, cache_dir):
+    """Same size, same inode, modification time put back: only the change time tells, and the
+    cached index (keyed on size, mtime and inode alone) served the old labels."""
+    root, paths, labels = folder
+    (name,) = write_shards(str(tmp_path / "shards"), paths, labels, per_shard=len(paths))
+    with open_loader(f"tar:{name}", shuffle=False) as l:
+        batches(l)
+    st = os.stat(name)
+    data = bytearray(open(name, "rb").read())
+    with tarfile.open(name) as t:
+        for m in t.getmembers():
+            if m.name.endswith(".cls"):
+                data[m.offset_data:m.offset_data + m.size] = b"7".ljust(m.size)
+    with open(name, "r+b") as f:
+        f.write(data)
+    os.utime(name, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert os.stat(name).st_size == st.st_size and os.stat(name).st_mtime_ns == st.st_mtime_ns
+    with open_loader(f"tar:{name}", shuffle=False) as l:
+        got = batches(l)
+    assert {int(v) for _, y in got for v in y} == {7}
+
+
+@pytest.mark.parametrize("field,value", [(2, "9223372036854775807"), (0, "18446744073709551104"),
+                                         (1, "9223372036854775808"), (0, "513"), (1, "12x")],
+                         ids=["label-int64-max", "offset-near-2^64", "size-2^63", "offset-off-a-block", "garbage"])
+def test_a_tampered_index_cache_is_checked_and_rebuilt(folder, tmp_path, cache_dir, field, value):
+    """A cache whose sample line cannot be (a label whose class count overflows, data past the end of
+    the file or wrapping around 2^64, off a 512-byte block) is not trusted, even with a checksum that
+    fits: the shard is scanned again and the batches are the shard's."""
+    root, paths, labels = folder
+    (name,) = write_shards(str(tmp_path / "shards"), paths, labels, per_shard=len(paths))
+    with open_loader(f"tar:{name}", shuffle=False) as l:
+        want = batches(l)
+    (idx,) = list(cache_dir.glob("tar/*.idx"))
+
+    def sample_line(text):
+        return [line for line in text.splitlines() if line.startswith("s\t") and "sample00003" in line]
+
+    original = sample_line(idx.read_text())
+    assert len(original) == 1
+
+    def tamper(text):
+        out = []
+        for line in text.splitlines(keepends=True):
+            if line.startswith("s\t") and "sample00003" in line:
+                parts = line.split("\t")
+                parts[1 + field] = value
+                line = "\t".join(parts)
+            out.append(line)
+        return "".join(out)
+
+    edit_index_cache(idx, tamper)
+    with open_loader(f"tar:{name}", shuffle=False) as l:
+        assert_same_batches(batches(l), want)
+    assert sample_line(idx.read_text()) == original  # rebuilt and stored again
 
 
 # ------------------------------------------------------------------ bad input

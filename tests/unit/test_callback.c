@@ -3,7 +3,8 @@
  * folder source for the same seed, whatever the thread count; a batch's
  * samples are asked for in one call; every fetch is released exactly once
  * by the time ff_loader_close returns; an item with an error fails its
- * sample naming it, under raise and skip. */
+ * sample naming it, under raise and skip; a count too large to index is
+ * FF_ENOMEM, not a crash. */
 #include <setjmp.h> /* cmocka.h needs these four first */
 #include <stdarg.h>
 #include <stddef.h>
@@ -229,12 +230,33 @@ static void test_bad_callback_sources_are_refused(void **state) {
   ff_loader_close(l);
 }
 
+/* The library's own allocations for a count that cannot be indexed fail:
+ * under ASan and TSan they must return NULL as they do without them. */
+const char *__asan_default_options(void);
+const char *__asan_default_options(void) { return "allocator_may_return_null=1"; }
+const char *__tsan_default_options(void);
+const char *__tsan_default_options(void) { return "allocator_may_return_null=1"; }
+
+static void test_a_count_too_large_to_index_is_out_of_memory(void **state) {
+  (void)state;
+  /* 2^62 samples: the size array's calloc fails; the index's cleanup once
+   * walked `count` names of the NULL name array */
+  ff_source_callbacks cb = {(size_t)1 << 62, mem_fetch, NULL, NULL, "huge"};
+  ff_config c = config(1);
+  c.source_callbacks = &cb;
+  ff_loader *l = NULL;
+  assert_int_equal(ff_loader_open(&c, &l), FF_ENOMEM);
+  assert_non_null(strstr(ff_loader_errmsg(l), "out of memory"));
+  ff_loader_close(l);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_batches_equal_the_folder_source),
       cmocka_unit_test(test_an_item_error_names_the_sample),
       cmocka_unit_test(test_close_mid_epoch_releases_every_fetch),
       cmocka_unit_test(test_bad_callback_sources_are_refused),
+      cmocka_unit_test(test_a_count_too_large_to_index_is_out_of_memory),
   };
   return cmocka_run_group_tests(tests, setup, NULL);
 }

@@ -621,6 +621,49 @@ static void test_progressive_scan_limit(void **state) {
   free(jpg);
 }
 
+/* The byte after the n-th SOS marker (FF DA) of a JPEG, found by search:
+ * entropy-coded data never holds FF DA (byte stuffing). */
+static size_t nth_sos(const uint8_t *jpg, size_t size, int nth) {
+  for (size_t i = 0; i + 1 < size; i++)
+    if (jpg[i] == 0xFF && jpg[i + 1] == 0xDA && --nth == 0) return i + 2;
+  fail_msg("fewer SOS markers than asked for");
+  return 0;
+}
+
+/* A scan bomb is refused before its first scan is decoded: its second scan
+ * is made invalid (Ss > Se), which the decoder would fail on at once, yet
+ * the message is the scan limit's. The count skips an APP1 (an EXIF
+ * thumbnail's place) full of SOS markers. */
+static void test_scan_bombs_are_counted_before_decoding(void **state) {
+  (void)state;
+  size_t n;
+  uint8_t *jpg = make_many_scan_jpeg(48, 32, &n);
+  size_t sos = nth_sos(jpg, n, 2); /* length (2), Ns = 1, Cs and Td/Ta, then Ss, Se */
+  jpg[sos + 5] = 63, jpg[sos + 6] = 1;
+  ff__decode_req req = {.max_scans = 500};
+  assert_decode_fails_req(jpg, n, req, FF_EDATA, "more than 500 scans (max_jpeg_scans): refused before decoding");
+  req.max_scans = 0; /* without the limit the decoder meets the bad scan */
+  assert_decode_fails_req(jpg, n, req, FF_EDATA, "corrupt JPEG");
+  free(jpg);
+
+  size_t m;
+  uint8_t *plain = make_jpeg(&(jpeg_spec){.w = 32, .h = 24, .in_cs = JCS_RGB}, &m);
+  enum { SOS_IN_APP1 = 600, APP1 = 2 + 6 + 4 * SOS_IN_APP1 };
+  uint8_t *exif = malloc(m + 2 + APP1);
+  memcpy(exif, plain, 2); /* SOI, then an APP1 of 600 SOS markers, then the rest */
+  uint8_t *app = exif + 2;
+  app[0] = 0xFF, app[1] = 0xE1, app[2] = (uint8_t)(APP1 >> 8), app[3] = (uint8_t)APP1;
+  memcpy(app + 4, "Exif\0\0", 6);
+  for (int k = 0; k < SOS_IN_APP1; k++) memcpy(app + 10 + 4 * k, "\xFF\xDA\x00\x02", 4);
+  memcpy(exif + 2 + 2 + APP1, plain + 2, m - 2);
+  ff__buf buf = {0};
+  req.max_scans = 500;
+  decode_ok(exif, m + 2 + APP1, req, &buf);
+  ff__buf_free(&buf);
+  free(exif);
+  free(plain);
+}
+
 static void test_empty_and_foreign_files_fail(void **state) {
   (void)state;
   uint8_t garbage[256];
@@ -889,6 +932,7 @@ int main(void) {
       cmocka_unit_test(test_corrupt_jpeg_entropy_data_is_a_warning_or_strict_error),
       cmocka_unit_test(test_jpeg_trailing_data_and_missing_eoi_decode),
       cmocka_unit_test(test_progressive_scan_limit),
+      cmocka_unit_test(test_scan_bombs_are_counted_before_decoding),
       cmocka_unit_test(test_empty_and_foreign_files_fail),
       cmocka_unit_test(test_reproducers_png_text_2gib_and_jpeg_trailer),
       cmocka_unit_test(test_truncated_png_fails),

@@ -2,7 +2,9 @@
  * files, encoded here (libwebp, libtiff, or byte by byte): every truncation
  * of a valid file ends in FF_OK or an error naming the file, headers over
  * the pixel limit are refused before any pixel memory is taken, and each
- * malformed header gets its own message. The pixels themselves are checked
+ * malformed header gets its own message; a header of a few bytes that
+ * declares rows or pixels of gigabytes is refused before the memory is
+ * asked for (checked under an address-space limit). The pixels themselves are checked
  * against Pillow in tests/golden/test_formats_golden.py. */
 #include <setjmp.h> /* cmocka.h needs these four first */
 #include <stdarg.h>
@@ -14,6 +16,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <tiffio.h>
 #include <webp/encode.h>
@@ -261,6 +266,84 @@ static void test_foreign_bytes_name_every_format(void **state) {
   EXPECT("GIF89a....", 0, FF_EDATA, "JPEG, PNG, WebP, TIFF, PBM/PGM/PPM or BMP");
 }
 
+/* The address space this process has mapped now, in bytes (/proc/self/statm). */
+static size_t mapped_bytes(void) {
+  FILE *f = fopen("/proc/self/statm", "r");
+  unsigned long pages = 0;
+  if (f) {
+    if (fscanf(f, "%lu", &pages) != 1) pages = 0;
+    fclose(f);
+  }
+  return (size_t)pages * (size_t)sysconf(_SC_PAGESIZE);
+}
+
+/* Decodes data in a child allowed 128 MiB more address space than it has
+ * mapped, and returns the decode's status there (FF_ENOMEM when the decoder
+ * asked for more): a decoder that reserves memory for what the file cannot
+ * hold fails it. Not under a sanitizer, whose runtime maps terabytes. */
+static ff_status decode_in_128_mib(const uint8_t *data, size_t size, uint64_t max_pixels, char *msg, size_t cap) {
+  int fds[2];
+  assert_int_equal(pipe(fds), 0);
+  pid_t pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    close(fds[0]);
+    struct rlimit lim = {mapped_bytes() + ((size_t)128 << 20), RLIM_INFINITY};
+    lim.rlim_max = lim.rlim_cur;
+    if (setrlimit(RLIMIT_AS, &lim)) _exit(100);
+    ff__image img;
+    ff__error err = {0};
+    ff_status st = decode(data, size, max_pixels, &img, &err);
+    if (write(fds[1], err.msg, strlen(err.msg) + 1) < 0) _exit(101);
+    _exit(-st);
+  }
+  close(fds[1]);
+  ssize_t got = read(fds[0], msg, cap - 1);
+  msg[got > 0 ? got : 0] = 0;
+  close(fds[0]);
+  int status;
+  assert_int_equal(waitpid(pid, &status, 0), pid);
+  assert_true(WIFEXITED(status) && WEXITSTATUS(status) < 100);
+  return (ff_status)-WEXITSTATUS(status);
+}
+
+static int sanitized(void) {
+  const char *s = getenv("FF_TEST_SANITIZER");
+  return s && *s;
+}
+
+/* 128 bytes whose first width tag says 589827 pixels and whose samples per
+ * pixel say 2322 of 16 bits: rows of 2.7 GB, for 1.8 Mpixels (under the
+ * pixel limit). The row buffer was taken before a row was read. */
+static void test_a_tiff_declaring_rows_of_gigabytes_is_refused_before_allocating(void **state) {
+  (void)state;
+  if (sanitized()) skip();
+  char path[1024], msg[1024];
+  snprintf(path, sizeof path, "%s/hostile/tiff-128-bytes-rows-of-2.7gb.tif", FF_TEST_DATA);
+  size_t n;
+  uint8_t *tif = ff_test_read(path, &n);
+  assert_int_equal(n, 128);
+  ff_status st = decode_in_128_mib(tif, n, 89478485, msg, sizeof msg);
+  if (st != FF_EDATA || !strstr(msg, "uncompressed rows of") || !strstr(msg, "a file of 128 bytes"))
+    fail_msg("got %d '%s'", st, msg);
+  free(tif);
+}
+
+/* Plain (ASCII) Netpbm headers declaring 9000 x 9000 pixels (81 Mpixels,
+ * under the limit) with a handful of samples: the 243 MB of RGB pixels were
+ * reserved before the samples were counted. */
+static void test_plain_netpbm_pixels_are_reserved_only_for_samples_the_file_holds(void **state) {
+  (void)state;
+  if (sanitized()) skip();
+  static const char *const files[] = {"P1 9000 9000\n0101", "P2 9000 9000 255\n1 2 3", "P3 9000 9000 255\n1 2 3\n"};
+  char msg[1024];
+  for (size_t i = 0; i < 3; i++) {
+    ff_status st = decode_in_128_mib((const uint8_t *)files[i], strlen(files[i]), 89478485, msg, sizeof msg);
+    if (st != FF_EDATA || !strstr(msg, "truncated Netpbm image") || !strstr(msg, "9000x9000"))
+      fail_msg("%.2s: got %d '%s'", files[i], st, msg);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_truncated_webp_fails_cleanly),
@@ -271,6 +354,8 @@ int main(void) {
       cmocka_unit_test(test_bmp_bad_headers_are_named),
       cmocka_unit_test(test_webp_and_tiff_over_the_pixel_limit_are_refused),
       cmocka_unit_test(test_foreign_bytes_name_every_format),
+      cmocka_unit_test(test_a_tiff_declaring_rows_of_gigabytes_is_refused_before_allocating),
+      cmocka_unit_test(test_plain_netpbm_pixels_are_reserved_only_for_samples_the_file_holds),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -428,7 +428,8 @@ static void replace_keeps_every_batch_full_and_deterministic(void **state) {
 }
 
 /* A corrupt JPEG (a run of bad Huffman codes) decodes as Pillow decodes it,
- * with a counted warning naming the file; under strict_decode it fails. */
+ * with a counted warning naming the file; under strict_decode it fails;
+ * ff_image_augment (fusionflow augment) hands the warning back. */
 static void corrupt_jpeg_data_is_a_warning_or_a_strict_error(void **state) {
   (void)state;
   watchdog(30);
@@ -455,6 +456,48 @@ static void corrupt_jpeg_data_is_a_warning_or_a_strict_error(void **state) {
   ff_loader_close(l);
   c.strict_decode = 1;
   second_batch_fails(&c, FF_EDATA, "bad.jpg");
+  /* one image through a pipeline (fusionflow augment) says what was repaired, in errbuf */
+  uint8_t *px = NULL;
+  int h, w;
+  char msg[4608] = "x";
+  assert_int_equal(ff_image_augment(path, "decode | resize(size=(8, 8))", 0, 0, 0, &px, &h, &w, msg, sizeof msg), FF_OK);
+  assert_contains(msg, "bad.jpg");
+  assert_contains(msg, "Corrupt JPEG data");
+  ff_free(px);
+  snprintf(path, sizeof path, "%s/good.jpg", dir);
+  assert_int_equal(ff_image_augment(path, "decode | resize(size=(8, 8))", 0, 0, 0, &px, &h, &w, msg, sizeof msg), FF_OK);
+  assert_string_equal(msg, "");
+  ff_free(px);
+  alarm(0);
+}
+
+/* max_member_bytes: a file over it fails its sample as FF_ETOOBIG naming the
+ * limit, before it is read; by default the limit is 8 bytes a pixel of
+ * max_image_pixels plus 16 MiB (a sparse file of 17 MiB is over it for 1,000
+ * pixels), and 0 turns it off. */
+static void files_over_max_member_bytes_fail_before_they_are_read(void **state) {
+  (void)state;
+  watchdog(30);
+  const char *dir = ff_test_dir("hostile-member-bytes");
+  put_jpeg(dir, "small.jpg", 16, 16, 3);
+  put_jpeg(dir, "large.jpg", 256, 256, 4);
+  char path[2048];
+  snprintf(path, sizeof path, "%s/large.jpg", dir);
+  size_t large;
+  free(ff_test_read(path, &large));
+  const char *names[] = {"small.jpg", "large.jpg"};
+  ff_config c = config(list_of(dir, names, 2), "decode | resize(size=(8, 8))");
+  c.max_member_bytes = large - 1;
+  second_batch_fails(&c, FF_ETOOBIG, "large.jpg: a file of");
+  second_batch_fails(&c, FF_ETOOBIG, "bytes, over max_member_bytes (");
+  c.max_member_bytes = 0; /* no limit: the pixel limit refuses it from its header instead */
+  c.max_image_pixels = 32 * 32;
+  second_batch_fails(&c, FF_ETOOBIG, "(max_image_pixels)");
+  c.max_member_bytes = FF_MEMBER_BYTES_AUTO; /* 8 x 1000 + 16 MiB = 16785216 bytes */
+  c.max_image_pixels = 1000;
+  snprintf(path, sizeof path, "%s/large.jpg", dir);
+  assert_int_equal(truncate(path, 17 << 20), 0); /* sparse: no disk, and never read */
+  second_batch_fails(&c, FF_ETOOBIG, "a file of 17825792 bytes, over max_member_bytes (16785216)");
   alarm(0);
 }
 
@@ -489,6 +532,7 @@ int main(void) {
       cmocka_unit_test(replace_keeps_every_batch_full_and_deterministic),
       cmocka_unit_test(corrupt_jpeg_data_is_a_warning_or_a_strict_error),
       cmocka_unit_test(long_paths_keep_the_file_name_and_reason),
+      cmocka_unit_test(files_over_max_member_bytes_fail_before_they_are_read),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

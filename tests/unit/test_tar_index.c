@@ -2,8 +2,10 @@
  * (tar.c, read by offset) and the streamed ones (stream.c) both make from
  * their scans: the samples' paths, sizes, labels, shards and offsets in
  * scan order, the scans' problems gathered in order, the shard names taken
- * over, and an index without samples refused with the first problem; and
- * when a streamed open's progress line is due (ff__open_rule_due).
+ * over, and an index without samples refused with the first problem; the
+ * index cache's text taken only whole, for the shard as it is, and holding
+ * together (ff__tar_cache_parse); and when a streamed open's progress line
+ * is due (ff__open_rule_due).
  * tests/python/test_tar.py and test_stream.py run both kinds end to end. */
 #include <setjmp.h> /* cmocka.h needs these four first */
 #include <stdarg.h>
@@ -12,7 +14,10 @@
 
 #include <cmocka.h>
 
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "source/stream.h"
 #include "source/tar.h"
@@ -132,10 +137,78 @@ static void a_progress_line_is_due_at_2_s_each_long_wait_and_every_10_s(void **s
     assert_true(due[i] == want[i]);
 }
 
+/* A cache text for the shard /d/s.tar of stat *sb with the given sample lines, signed as the writer signs it. */
+static char *cache_text(const struct stat *sb, const char *samples, int sign) {
+  char body[4096];
+  snprintf(body, sizeof body, "fusionflow-tar-index 3\npath /d/s.tar\nstat %lld %lld %ld %lld %ld %llu %llu\n"
+           "ignored 1\n%s", (long long)sb->st_size, (long long)sb->st_mtim.tv_sec, (long)sb->st_mtim.tv_nsec,
+           (long long)sb->st_ctim.tv_sec, (long)sb->st_ctim.tv_nsec, (unsigned long long)sb->st_ino,
+           (unsigned long long)sb->st_dev, samples);
+  uint64_t h = 1469598103934665603ull;
+  for (const char *c = body; *c; c++) h = (h ^ (unsigned char)*c) * 1099511628211ull;
+  char *text = malloc(strlen(body) + 32);
+  sprintf(text, "%s", body);
+  if (sign) sprintf(text + strlen(body), "end %016llx\n", (unsigned long long)h);
+  return text;
+}
+
+static int parses(const struct stat *sb, const char *samples, int sign) {
+  char *text = cache_text(sb, samples, sign);
+  ff__tar_shard sc;
+  int ok = ff__tar_cache_parse(text, strlen(text), "/d/s.tar", sb, &sc);
+  if (ok) {
+    assert_int_equal(sc.n, 2);
+    assert_int_equal(sc.s[1].offset, 3072);
+    assert_int_equal(sc.s[1].label, 9223372036854775806);
+    assert_int_equal(sc.ignored, 1);
+    ff__tar_shard_free(&sc);
+  } else {
+    assert_int_equal(sc.n, 0);
+  }
+  free(text);
+  return ok;
+}
+
+static void a_cache_is_taken_only_whole_for_the_shard_as_it_is_and_holding_together(void **state) {
+  (void)state;
+  struct stat sb;
+  memset(&sb, 0, sizeof sb);
+  sb.st_size = 8192, sb.st_ino = 77, sb.st_dev = 9;
+  sb.st_mtim.tv_sec = 100, sb.st_ctim.tv_sec = 200, sb.st_ctim.tv_nsec = 3;
+  const char *good = "s\t512\t1000\t3\ta/x.jpg\ns\t3072\t20\t9223372036854775806\tb.png\nb\tone problem\n";
+  assert_true(parses(&sb, good, 1));
+  assert_false(parses(&sb, good, 0)); /* no checksum line: cut short, or another writer's */
+  struct stat moved = sb;
+  moved.st_ctim.tv_nsec = 4; /* rewritten, modification time put back */
+  char *text = cache_text(&sb, good, 1);
+  ff__tar_shard sc;
+  assert_false(ff__tar_cache_parse(text, strlen(text), "/d/s.tar", &moved, &sc));
+  assert_false(ff__tar_cache_parse(text, strlen(text), "/d/t.tar", &sb, &sc));
+  text[strlen(text) - 3] ^= 1; /* a changed checksum */
+  assert_false(ff__tar_cache_parse(text, strlen(text), "/d/s.tar", &sb, &sc));
+  free(text);
+  static const char *const bad[] = {
+      "s\t512\t1000\t3\ta/x.jpg\ns\t3072\t20\t9223372036854775807\tb.png\n", /* label: no class count fits */
+      "s\t512\t1000\t3\ta/x.jpg\ns\t18446744073709551104\t1024\t1\tb.png\n", /* wraps around 2^64 */
+      "s\t512\t1000\t3\ta/x.jpg\ns\t3072\t9223372036854775808\t1\tb.png\n", /* past the file */
+      "s\t512\t1000\t3\ta/x.jpg\ns\t8192\t1\t1\tb.png\n",                  /* past the file */
+      "s\t512\t1000\t3\ta/x.jpg\ns\t1536\t20\t1\tb.png\n",   /* inside the previous sample's blocks */
+      "s\t512\t1000\t3\ta/x.jpg\ns\t3073\t20\t1\tb.png\n",   /* off a block */
+      "s\t0\t10\t3\ta/x.jpg\ns\t3072\t20\t1\tb.png\n",       /* no header before it */
+      "s\t512\t1000\t3\ta/x\ns\t3072\t20\t1\tb.png\n",       /* a member without a key */
+      "s\t512\t1000\t-3\ta/x.jpg\ns\t3072\t20\t1\tb.png\n",  /* a negative label */
+      "s\t512\t1000\t3\ta/x.jpg\nq\tsomething else\n",        /* a line of no kind */
+      "s\t512\t1000\t3 \ta/x.jpg\n",                           /* not a number */
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
+    if (parses(&sb, bad[i], 1)) fail_msg("cache line set %zu was taken", i);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(the_index_lists_the_samples_of_every_scan_in_order),
       cmocka_unit_test(no_sample_is_refused_with_the_first_problem),
+      cmocka_unit_test(a_cache_is_taken_only_whole_for_the_shard_as_it_is_and_holding_together),
       cmocka_unit_test(a_progress_line_is_due_at_2_s_each_long_wait_and_every_10_s),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
