@@ -6,6 +6,8 @@ for a batch's items in one call; an item that cannot be had fails its sample
 naming its index and the reason, under on_error; closing mid-epoch over a
 slow dataset returns promptly."""
 import os
+import subprocess
+import sys
 import threading
 import time
 
