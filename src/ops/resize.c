@@ -7,13 +7,12 @@
  * The scalar path is the reference: the horizontal pass over every input
  * row an output row reads, then the vertical pass, value by value. The
  * vector paths (resize_simd.h) run the float32 arithmetic of RGB images:
- * each input row becomes three float planes (with AVX-512 VBMI each
- * block's window comes from the byte row, in registers), its horizontal
- * pass runs a block of output pixels per vector (each lane its own taps,
- * read out of the block's window by permutes) into a ring of planar rows,
- * and each output row's vertical pass runs as soon as the rows it reads
- * are in the ring, while they are in the first-level cache. They give the
- * scalar path's bytes (tests/unit/test_resize_paths.c, at every $FF_CPU_ISA). */
+ * each input row becomes three float planes, its horizontal pass runs a
+ * block of output pixels per vector (each lane its own taps, read out of
+ * the block's window by permutes) into a ring of planar rows, and each
+ * output row's vertical pass runs as soon as the rows it reads are in the
+ * ring, while they are in the first-level cache. They give the scalar
+ * path's bytes (tests/unit/test_resize_paths.c, at every $FF_CPU_ISA). */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -231,27 +230,23 @@ static ff_status resize_vector(const ff__image *src, const ff__resize_axis *ax, 
     cin[c] = planes[c] = in + (size_t)c * in_plane;
     memset(planes[c] + in_w, 0, (in_plane - (size_t)in_w) * sizeof(float));
   }
-  /* the next input row the horizontal pass does; whether two at a time; whether from the byte rows */
-  int next = 0, pairs = level == 2, bytes = level == 2 && __builtin_cpu_supports("avx512vbmi");
-  for (int b = 0; b < h.blocks; b++) pairs &= h.block[b].wide == 2, bytes &= h.block[b].wide != 0;
+  int next = 0, pairs = level == 2; /* the next input row the horizontal pass does; whether two at a time */
+  for (int b = 0; b < h.blocks; b++) pairs &= h.block[b].wide == 2;
   for (int r = 0; r < out_h; r++) {
     int lo, hi, n = ay->count[r];
     taps_span(ay, r, &lo, &hi);
     if (next < lo) next = lo; /* rows no output reads */
     while (next <= hi) { /* with AVX-512 and narrow windows two rows at a time, one ahead if a later output reads it */
-      int two = (pairs || bytes) && next + 1 <= last;
+      int two = pairs && next + 1 <= last;
       float *out[6];
-      const uint8_t *row8[2] = {NULL, NULL};
       for (int j = 0; j <= two; j++) {
         float *slot = ring + (size_t)slot_of[next + j] * ring_row;
         for (int c = 0; c < 3; c++) out[3 * j + c] = slot + (size_t)c * h.out_pad;
-        row8[j] = src->data + (size_t)(next + j) * src->stride;
-        if (bytes) continue;
-        if (level == 2) ff__resize_planes_avx512(row8[j], in_w, planes + 3 * j);
-        else ff__resize_planes_avx2(row8[j], in_w, planes);
+        const uint8_t *row = src->data + (size_t)(next + j) * src->stride;
+        if (level == 2) ff__resize_planes_avx512(row, in_w, planes + 3 * j);
+        else ff__resize_planes_avx2(row, in_w, planes);
       }
-      if (bytes) ff__resize_hrow8_avx512(&h, row8, in_w, out);
-      else if (two) ff__resize_hrow2_avx512(&h, cin, out);
+      if (two) ff__resize_hrow2_avx512(&h, cin, out);
       else if (level == 2) ff__resize_hrow_avx512(&h, cin, out);
       else ff__resize_hrow_avx2(&h, cin, out);
       next += 1 + two;

@@ -75,32 +75,18 @@ AVX512 void ff__resize_planes_avx512(const uint8_t *row, int w, float *const pla
                                       _mm512_permutex2var_ps(w##c[2], iv, w##c[3]))                        \
                  : _mm512_i32gather_ps(iv, in[c], 4))
 
-#define VBMI __attribute__((target("avx512f,avx512bw,avx512vl,avx512vbmi,avx2,fma")))
-
-/* With VBMI, windows straight from an interleaved RGB byte row of in_w
- * pixels: pixels px .. px + 15 (one masked 48-byte load; 0 past the row,
- * as the planes' pad), then channel c of them as floats (a byte permute
- * that zero-extends into 32-bit lanes). */
-VBMI __attribute__((always_inline)) static inline __m512i px16_u8(const uint8_t *row, int in_w, int px) {
-  long at = 3L * px, left = 3L * in_w - at;
-  __mmask64 m = left >= 48 ? 0xFFFFFFFFFFFFull : left > 0 ? ((__mmask64)1 << left) - 1 : 0;
-  return _mm512_maskz_loadu_epi8(m, left > 0 ? row + at : row);
-}
-
-VBMI __attribute__((always_inline)) static inline __m512 chan_ps(__m512i v, int c) {
-  const __m512i lane3 = _mm512_set_epi32(45, 42, 39, 36, 33, 30, 27, 24, 21, 18, 15, 12, 9, 6, 3, 0);
-  const __mmask64 low = 0x1111111111111111ull; /* byte 0 of each 32-bit lane */
-  return _mm512_cvtepi32_ps(_mm512_maskz_permutexvar_epi8(low, _mm512_add_epi32(lane3, _mm512_set1_epi32(c)), v));
-}
-
 /* One block of 16 output pixels, its three channels side by side, the
- * window (w0, w1, w2; WIDE 0: the planes in[c] to gather from) and the
- * sums in registers: tap 0's product, then taps 1 .. plain added, the rest
- * fused (MIXED: each lane as its record's fuse mask says). */
-AVX512 __attribute__((always_inline)) static inline void hsums(const ff__hpass *h, const ff__hblock *k,
-                                                               const __m512 *w0, const __m512 *w1, const __m512 *w2,
-                                                               const float *const in[3], float *const out[3],
-                                                               size_t at, const int WIDE, const int MIXED) {
+ * window and the sums in registers: tap 0's product, then taps 1 .. plain
+ * added, the rest fused (MIXED: each lane as its record's fuse mask says). */
+AVX512 __attribute__((always_inline)) static inline void hblock(const ff__hpass *h, const ff__hblock *k,
+                                                                const float *const in[3], float *const out[3],
+                                                                size_t at, const int WIDE, const int MIXED) {
+  __m512 w0[4], w1[4], w2[4];
+  for (int j = 0; j < WIDE; j++) {
+    w0[j] = _mm512_loadu_ps(in[0] + k->base + 16 * j);
+    w1[j] = _mm512_loadu_ps(in[1] + k->base + 16 * j);
+    w2[j] = _mm512_loadu_ps(in[2] + k->base + 16 * j);
+  }
   const int32_t *ip = h->idx + (size_t)k->rec * 16;
   const float *wp = h->w + (size_t)k->rec * 16;
   __m512i iv = _mm512_load_si512(ip);
@@ -134,26 +120,13 @@ AVX512 __attribute__((always_inline)) static inline void hsums(const ff__hpass *
   _mm512_store_ps(out[0] + at, a0), _mm512_store_ps(out[1] + at, a1), _mm512_store_ps(out[2] + at, a2);
 }
 
-/* hsums with the window loaded from the planes in[c]. */
-AVX512 __attribute__((always_inline)) static inline void hblock(const ff__hpass *h, const ff__hblock *k,
-                                                                const float *const in[3], float *const out[3],
-                                                                size_t at, const int WIDE, const int MIXED) {
-  __m512 w0[4], w1[4], w2[4];
-  for (int j = 0; j < WIDE; j++) {
-    w0[j] = _mm512_loadu_ps(in[0] + k->base + 16 * j);
-    w1[j] = _mm512_loadu_ps(in[1] + k->base + 16 * j);
-    w2[j] = _mm512_loadu_ps(in[2] + k->base + 16 * j);
-  }
-  hsums(h, k, w0, w1, w2, in, out, at, WIDE, MIXED);
-}
-
-/* A block of 16 output pixels of two rows at once out of 2-vector windows
- * (lo[3 * r + c], hi[3 * r + c] for row r): each tap's index and weight
- * serve both. */
-AVX512 __attribute__((always_inline)) static inline void hsums2(const ff__hpass *h, const ff__hblock *k,
-                                                                const __m512 *lo, const __m512 *hi,
-                                                                float *const out[6], size_t at, const int MIXED) {
-  __m512 a[6];
+/* A block of 16 output pixels of two rows at once (a 2-vector window):
+ * each tap's index and weight serve both. */
+AVX512 __attribute__((always_inline)) static inline void hblock2(const ff__hpass *h, const ff__hblock *k,
+                                                                 const float *const in[6], float *const out[6],
+                                                                 size_t at, const int MIXED) {
+  __m512 lo[6], hi[6], a[6];
+  for (int c = 0; c < 6; c++) lo[c] = _mm512_loadu_ps(in[c] + k->base), hi[c] = _mm512_loadu_ps(in[c] + k->base + 16);
   const int32_t *ip = h->idx + (size_t)k->rec * 16;
   const float *wp = h->w + (size_t)k->rec * 16;
   __m512i iv = _mm512_load_si512(ip);
@@ -180,15 +153,6 @@ AVX512 __attribute__((always_inline)) static inline void hsums2(const ff__hpass 
     }
   }
   for (int c = 0; c < 6; c++) _mm512_store_ps(out[c] + at, a[c]);
-}
-
-/* hsums2 with the windows loaded from the planes in[3 * r + c]. */
-AVX512 __attribute__((always_inline)) static inline void hblock2(const ff__hpass *h, const ff__hblock *k,
-                                                                 const float *const in[6], float *const out[6],
-                                                                 size_t at, const int MIXED) {
-  __m512 lo[6], hi[6];
-  for (int c = 0; c < 6; c++) lo[c] = _mm512_loadu_ps(in[c] + k->base), hi[c] = _mm512_loadu_ps(in[c] + k->base + 16);
-  hsums2(h, k, lo, hi, out, at, MIXED);
 }
 
 AVX512 void ff__resize_hrow2_avx512(const ff__hpass *h, const float *const in[6], float *const out[6]) {
@@ -224,50 +188,6 @@ AVX512 void ff__resize_hrow_avx512(const ff__hpass *h, const float *const in[3],
     else if (k->wide == 4) hblock(h, k, in, out, at, 4, 1);
     else if (!mixed) hblock(h, k, in, out, at, 0, 0);
     else hblock(h, k, in, out, at, 0, 1);
-  }
-}
-
-/* One row's block from its bytes (WIDE 2 or 4). */
-VBMI __attribute__((always_inline)) static inline void hblock8(const ff__hpass *h, const ff__hblock *k,
-                                                               const uint8_t *row, int in_w, float *const out[3],
-                                                               size_t at, const int WIDE, const int MIXED) {
-  __m512 w0[4], w1[4], w2[4];
-  for (int j = 0; j < WIDE; j++) {
-    __m512i v = px16_u8(row, in_w, k->base + 16 * j);
-    w0[j] = chan_ps(v, 0), w1[j] = chan_ps(v, 1), w2[j] = chan_ps(v, 2);
-  }
-  hsums(h, k, w0, w1, w2, NULL, out, at, WIDE, MIXED);
-}
-
-/* Two rows' block from their bytes (WIDE 2). */
-VBMI __attribute__((always_inline)) static inline void hblock8x2(const ff__hpass *h, const ff__hblock *k,
-                                                                 const uint8_t *const row[2], int in_w,
-                                                                 float *const out[6], size_t at, const int MIXED) {
-  __m512 lo[6], hi[6];
-  for (int r = 0; r < 2; r++) {
-    __m512i v0 = px16_u8(row[r], in_w, k->base), v1 = px16_u8(row[r], in_w, k->base + 16);
-    for (int c = 0; c < 3; c++) lo[3 * r + c] = chan_ps(v0, c), hi[3 * r + c] = chan_ps(v1, c);
-  }
-  hsums2(h, k, lo, hi, out, at, MIXED);
-}
-
-VBMI void ff__resize_hrow8_avx512(const ff__hpass *h, const uint8_t *const row[2], int in_w, float *const out[6]) {
-  for (int b = 0; b < h->blocks; b++) {
-    const ff__hblock *k = &h->block[b];
-    size_t at = (size_t)b * 16;
-    int mixed = k->plain < 0;
-    if (k->wide == 2 && row[1]) {
-      if (!mixed) hblock8x2(h, k, row, in_w, out, at, 0);
-      else hblock8x2(h, k, row, in_w, out, at, 1);
-      continue;
-    }
-    for (int r = 0; r < 2 && row[r]; r++) {
-      float *const *o = out + 3 * r;
-      if (k->wide == 2 && !mixed) hblock8(h, k, row[r], in_w, o, at, 2, 0);
-      else if (k->wide == 2) hblock8(h, k, row[r], in_w, o, at, 2, 1);
-      else if (!mixed) hblock8(h, k, row[r], in_w, o, at, 4, 0);
-      else hblock8(h, k, row[r], in_w, o, at, 4, 1);
-    }
   }
 }
 

@@ -6,10 +6,9 @@
  * and whether the lane adds that tap's rounded product or fuses it.
  *
  * Images travel as float32 planes: an input row becomes three planes (R,
- * G, B) of its width plus FF__RESIZE_PLANE_PAD zeros (with AVX-512 VBMI the
- * horizontal pass reads the byte rows itself); a row of the horizontal pass
- * is three planes of out_pad floats (the output width rounded up to a
- * whole vector). */
+ * G, B) of its width plus FF__RESIZE_PLANE_PAD zeros; a row of the
+ * horizontal pass is three planes of out_pad floats (the output width
+ * rounded up to a whole vector). */
 #ifndef FF_OPS_RESIZE_SIMD_H
 #define FF_OPS_RESIZE_SIMD_H
 
@@ -56,11 +55,6 @@ void ff__resize_hrow_avx512(const ff__hpass *h, const float *const in[3], float 
 /* The same for two rows: in[3 * r + c], out[3 * r + c] for row r. */
 void ff__resize_hrow2_avx512(const ff__hpass *h, const float *const in[6], float *const out[6]);
 void ff__resize_hrow_avx2(const ff__hpass *h, const float *const in[3], float *const out[3]);
-/* With AVX-512 VBMI and every block's window 2 or 4 vectors wide: the
- * horizontal pass straight from the interleaved RGB byte rows row[0] and,
- * unless NULL, row[1], each of in_w pixels (read no further), into out[3 * r
- * + c]; the same values as the planes' route. */
-void ff__resize_hrow8_avx512(const ff__hpass *h, const uint8_t *const row[2], int in_w, float *const out[6]);
 
 /* The vertical pass of one output row over n rows of the horizontal pass
  * (rows[t]: plane 0 of the row tap t reads; plane c at + c * out_pad) with
