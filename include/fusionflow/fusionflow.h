@@ -1385,6 +1385,121 @@ FF_API ff_status ff_image_plan_as(const char *path, const char *pipeline, ff_sem
                                   uint64_t epoch, uint64_t index, char **json_out, char *errbuf,
                                   size_t errbuf_size);
 /*
+ * Augmenters: a loader's per-sample work for callers that order and batch
+ * the samples themselves — an ingest framework's workers (Ray Data's
+ * map_batches, remote workers that take a share of a loader's batches).
+ * An augmenter runs a list of samples, each given by its encoded bytes (or,
+ * with a source, by its index alone) and its index in the data set, through
+ * the pipeline with the random draws a loader with the same seed makes for
+ * that (epoch, index), on its own threads, into the caller's buffer; each
+ * sample succeeds or fails on its own.
+ *
+ * Bits: a sample is bit-identical to that index's sample in a loader's batch
+ * of that epoch (same pipeline, seed, semantics, limits and output format;
+ * FF_OUTPUT_UINT8 as described at ff_augmenter_open), whatever the threads,
+ * the other samples of the run and the vector paths (ff_cpu_isa) of either
+ * process.
+ */
+typedef struct ff_augmenter ff_augmenter;
+
+/* One sample of a run (ff_augmenter_run), filled by the caller. */
+typedef struct ff_augment_item {
+  const void *data;  /* its encoded image (JPEG, PNG, WebP, TIFF, PBM/PGM/PPM or BMP, told apart by content),
+                        size_bytes bytes, only read, during the run; NULL: sample `index` of the augmenter's
+                        source, read from there (its file, or its member of a shard) */
+  size_t size_bytes;
+  uint64_t index;    /* its index in the data set (0-based, the loader's order of the source): its draws are
+                        keyed by (seed, epoch, index) */
+  const char *name;  /* names it in messages (a path, a URL, a key); NULL: the source's path of the sample
+                        when read from there, else "sample[INDEX]" */
+} ff_augment_item;
+
+/*
+ * Opens an augmenter from the fields of *cfg (ff_config_init first) that
+ * describe one sample's work: pipeline (required), seed, semantics,
+ * num_threads (threads of a run, the caller's among them; 0 = the cores
+ * this process may use), max_image_pixels, max_jpeg_scans,
+ * max_metadata_bytes, strict_decode, output_dtype and memory_format; and,
+ * when not NULL, source (with allow_empty): "imagefolder:DIR",
+ * "list:FILE", "tar:PATTERN" of local uncompressed shards, or a bare folder
+ * or list file, indexed exactly as ff_loader_open indexes it (the same
+ * samples in the same order, so an index names the same sample; shard
+ * members that make no sample are left out, as under on_error=skip), for
+ * ff_augmenter_sample and for items without data. No other field is read:
+ * the caller orders and batches (no sampler, device or batch stage).
+ *
+ * Each sample comes out as one image of the pipeline's fixed output size
+ * in the format output_dtype and memory_format give a loader's batch (see
+ * ff_config), except that FF_OUTPUT_UINT8 also takes a pipeline that ends
+ * in to_dtype or normalize: the image is then the uint8 pixels that step
+ * would convert (ff_image_augment's), for a consumer that converts them
+ * itself, with a quarter of float32's bytes; FF_MEMORY_FORMAT_CONTIGUOUS
+ * stores those as (3, H, W) planes, otherwise (H, W, 3). Damage the JPEG
+ * decoder repairs is not reported (strict_decode makes it an error).
+ *
+ * On success *out is the augmenter and FF_OK is returned. On failure *out
+ * is still set (unless memory ran out: NULL) to a failed augmenter: read
+ * the reason with ff_augmenter_errmsg, free it with ff_augmenter_close.
+ * Returns FF_EINVAL (a bad field, named; a pipeline with views, with
+ * mixup_cutmix, or with random_erasing and uint8 output, which the float
+ * output carries; a streamed tar: source, which has no random access;
+ * NULL cfg or out: for NULL out nothing is made), FF_EPIPELINE (the text,
+ * naming the column), FF_EIO, FF_EDATA, FF_EEMPTY (the source, as
+ * ff_loader_open), FF_ENOMEM. Starts num_threads - 1 threads.
+ */
+FF_API ff_status ff_augmenter_open(const ff_config *cfg, ff_augmenter **out);
+
+/* Stops and joins the threads and frees the augmenter (no run may be in
+ * progress). NULL does nothing. */
+FF_API void ff_augmenter_close(ff_augmenter *aug);
+
+/* The message of the last failure of ff_augmenter_open or ff_augmenter_run
+ * ("" when none), owned by the augmenter, valid until its next call. */
+FF_API const char *ff_augmenter_errmsg(const ff_augmenter *aug);
+
+/* One output sample: *out gets data NULL, the dtype, the layout (FF_NHWC,
+ * or FF_NCHW for planes and for channels_last), ndim 3, the shape (H, W, 3)
+ * or (3, H, W) and the strides in elements ((1, 3W, 3) for channels_last:
+ * NHWC memory); sample k of a run is at byte k * ff_augmenter_sample_bytes
+ * of the output. A failed augmenter gives ndim 0 and 0 bytes. */
+FF_API void ff_augmenter_sample_shape(const ff_augmenter *aug, ff_tensor *out);
+FF_API size_t ff_augmenter_sample_bytes(const ff_augmenter *aug);
+
+/* Samples in the source's index (0 without a source). */
+FF_API size_t ff_augmenter_dataset_size(const ff_augmenter *aug);
+
+/* Sample i of the source's index: *path its file (tar: the shard's name as
+ * the pattern expands it), *member its image member in the shard (NULL for
+ * a file), *label the label the source gives it (the class folder's place
+ * among the sorted class folders, the list's label, the shard's KEY.cls).
+ * Each out pointer may be NULL; the strings stay valid until
+ * ff_augmenter_close. FF_OK, or FF_EINVAL (no source, i past the index). */
+FF_API ff_status ff_augmenter_sample(const ff_augmenter *aug, size_t i, const char **path, const char **member,
+                                     int64_t *label);
+
+/*
+ * Runs items[0 .. n) of `epoch`: sample k goes to out + k *
+ * ff_augmenter_sample_bytes (out holds out_size_bytes, at least n of them)
+ * and its status to statuses[k]: FF_OK, or as a loader's sample fails
+ * (FF_EIO, FF_EDATA, FF_ETOOBIG, FF_ENOMEM; the message names the item
+ * and the reason, from ff_augmenter_item_errmsg until the next run), or
+ * FF_EINVAL for an item without data whose index the source does not hold;
+ * a failed sample's bytes in out are unspecified. The samples run on the
+ * augmenter's threads and the calling one, in no set order; the call
+ * returns when all are done. Returns FF_OK (the run took place; look at
+ * statuses), FF_EINVAL (NULL items, out or statuses with n > 0,
+ * out_size_bytes too small, n over INT_MAX, a failed augmenter; message on
+ * the handle, nothing run), FF_ENOMEM. One run at a time per augmenter:
+ * calls must not overlap; different augmenters are independent.
+ */
+FF_API ff_status ff_augmenter_run(ff_augmenter *aug, uint64_t epoch, const ff_augment_item *items, size_t n,
+                                  void *out, size_t out_size_bytes, ff_status *statuses);
+
+/* Why item k of the last run failed (NULL when it did not, or k is past the
+ * run), valid until the next run. */
+FF_API const char *ff_augmenter_item_errmsg(const ff_augmenter *aug, size_t k);
+
+/*
  * Training-recipe presets: a published recipe's training data pipeline as
  * pipeline text (views and the batch stage included) with its sampler
  * setting. Recipes: "deit", "torchvision-v2", "dino", "simclr",

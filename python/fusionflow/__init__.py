@@ -28,10 +28,14 @@ from ._loader import BatchInfo, Loader, augment_image, recipe_pipeline, recipes
 __version__ = "0.1.0"
 library_version = _fusionflow.version()
 """The linked C library's version, "MAJOR.MINOR.PATCH"."""
+cpu_isa = _fusionflow.cpu_isa
+"""cpu_isa() -> "avx512", "avx2" or "scalar": the widest vector path the CPU ops take in this
+process (the CPU's, capped by the environment variable FF_CPU_ISA); every path gives the
+same bytes."""
 
 __all__ = [
     "Loader", "BatchInfo", "SourceDataset", "Sampler", "BatchSampler", "Tensor", "augment_image", "recipes",
     "recipe_pipeline", "Error", "InvalidArgumentError", "PipelineError",
     "DecodeError", "EmptySourceError", "LoaderOSError", "LoaderFileNotFoundError", "OutOfMemoryError",
-    "DeviceError", "DeviceUnavailableError", "InternalError", "library_version",
+    "DeviceError", "DeviceUnavailableError", "InternalError", "library_version", "cpu_isa",
 ]

@@ -14,7 +14,10 @@ import weakref
 from . import _fusionflow as _c
 from ._output import converter
 
-# DataLoader arguments that would change the batches, refused, and what to do instead.
+# DataLoader arguments that would change the batches, refused (unless given DataLoader's
+# default, _REFUSED_DEFAULTS), and what to do instead.
+_REFUSED_DEFAULTS = {"sampler": None, "batch_sampler": None, "collate_fn": None, "pin_memory_device": "",
+                     "in_order": True}
 _REFUSED = {
     "sampler": "the order is shuffle/seed/permutation, sharded by rank and world_size",
     "batch_sampler": "batches are batch_size consecutive samples of the epoch's order",
@@ -45,6 +48,9 @@ def dataloader_names(num_threads, num_workers, prefetch, prefetch_factor, extra)
             if value is not default and value != default:
                 ignored.append(f"{name}= ({why})")
             continue
+        if name in _REFUSED_DEFAULTS and value is _REFUSED_DEFAULTS[name] or (
+                isinstance(value, str) and value == _REFUSED_DEFAULTS.get(name)):
+            continue  # DataLoader's default: what fusionflow does anyway
         why = _REFUSED.get(name)
         if why is None:
             raise TypeError(f"fusionflow.Loader() got an unexpected keyword argument {name!r}")

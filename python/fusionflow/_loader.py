@@ -331,7 +331,7 @@ class Loader:
             accepted, with one warning naming those given a value. DataLoader's
             arguments that would change the batches (``sampler``,
             ``batch_sampler``, ``collate_fn``, ...) raise TypeError saying what to
-            use instead.
+            use instead, unless given DataLoader's default (``sampler=None``).
         on_error (str): ``"raise"``: an unreadable or corrupt image raises
             :class:`fusionflow.DecodeError` (or OSError) for the batch that holds
             it, naming the file; iteration may go on with the next batch.

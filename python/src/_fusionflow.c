@@ -62,18 +62,20 @@
 
 #include <dlpack/dlpack.h>
 
+#include "ffpy_augmenter.h"
+#include "ffpy_common.h"
 #include "ffpy_dataset.h"
 #include "ffpy_late_copy.h"
 #include "fusionflow/fusionflow.h"
 
 /* How long the Python thread waits before it looks at signals again. */
 #define WAIT_SLICE_NS 50000000L
-#define MSG_MAX (4096 + 512) /* a path of PATH_MAX bytes and the reason, as the library's messages */
+#define MSG_MAX FFPY_MSG_MAX
 
 static PyObject *exception_factory; /* callable (status, message) -> exception instance */
 
 /* Raises the library's error as a Python exception; returns NULL. */
-static PyObject *raise_status(ff_status st, const char *msg) {
+PyObject *ffpy_raise_status(ff_status st, const char *msg) {
   if (!exception_factory) {
     PyErr_Format(PyExc_RuntimeError, "fusionflow: %s (%s)", msg, ff_status_str(st));
     return NULL;
@@ -536,7 +538,7 @@ static int check_open(LoaderObject *self) {
 
 /* The UTF-8 of a pipeline text as a new bytes object; NULL with ValueError
  * when it holds a NUL (C would read the text only up to it and ignore the rest). */
-static PyObject *pipeline_text(PyObject *text) {
+PyObject *ffpy_pipeline_text(PyObject *text) {
   PyObject *utf8 = PyUnicode_AsUTF8String(text);
   if (utf8 && strlen(PyBytes_AsString(utf8)) != (size_t)PyBytes_Size(utf8)) {
     Py_DECREF(utf8);
@@ -548,7 +550,7 @@ static PyObject *pipeline_text(PyObject *text) {
 
 /* "O&" converter: a Python int in [0, 2**64) into unsigned long long
  * (the "K" format would wrap 2**64 to 0, which means no limit). */
-static int to_u64(PyObject *obj, void *out) {
+int ffpy_to_u64(PyObject *obj, void *out) {
   if (!PyLong_Check(obj)) {
     PyObject *name = PyObject_GetAttrString((PyObject *)Py_TYPE(obj), "__name__");
     if (name) PyErr_Format(PyExc_TypeError, "fusionflow: expected an int (got %S)", name);
@@ -650,11 +652,11 @@ static PyObject *loader_open(PyObject *module, PyObject *args, PyObject *kwargs)
   if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O&U|iiiKiiiiiO&sKppppisipiiiiO&OnO:open_loader", kwlist,
                                    PyUnicode_FSConverter, &source_obj, &pipeline_obj, &cfg.batch_size, &cfg.shuffle,
                                    &cfg.drop_last, &seed, &cfg.num_threads, &cfg.prefetch, &cfg.rank,
-                                   &cfg.world_size, &on_error, to_u64, &max_pixels, &cfg.device, &device_limit,
+                                   &cfg.world_size, &on_error, ffpy_to_u64, &max_pixels, &cfg.device, &device_limit,
                                    &cfg.strict_decode, &cfg.allow_empty, &cfg.sampler_drop_last, &torch_permutation,
                                    &cfg.pin_memory, &cfg.output_device, &device_decode, &cfg.deterministic,
                                    &cfg.output_dtype, &cfg.memory_format, &semantics, &cfg.repeated_augmentations,
-                                   to_u64, &shuffle_buffer, &fetcher, &dataset_size, &progress))
+                                   ffpy_to_u64, &shuffle_buffer, &fetcher, &dataset_size, &progress))
     return NULL;
   if (progress != Py_None && !PyCallable_Check(progress)) {
     PyErr_SetString(PyExc_TypeError, "fusionflow: open_progress must be callable or None");
@@ -666,7 +668,7 @@ static PyObject *loader_open(PyObject *module, PyObject *args, PyObject *kwargs)
   cfg.permutation = torch_permutation ? FF_PERMUTATION_TORCH : FF_PERMUTATION_PHILOX;
   cfg.device_decode = (ff_device_decode)device_decode;
   cfg.device_memory_limit_bytes = (size_t)device_limit;
-  PyObject *pipeline = pipeline_text(pipeline_obj);
+  PyObject *pipeline = ffpy_pipeline_text(pipeline_obj);
   if (!pipeline) {
     Py_DECREF(source_obj);
     return NULL;
@@ -703,12 +705,12 @@ static PyObject *loader_open(PyObject *module, PyObject *args, PyObject *kwargs)
   if (st != FF_OK) {
     if (!loader) { /* out of memory: no handle */
       ffpy_dataset_free(dataset);
-      return raise_status(st, ff_loader_errmsg(NULL));
+      return ffpy_raise_status(st, ff_loader_errmsg(NULL));
     }
     char msg[MSG_MAX];
     snprintf(msg, sizeof msg, "%s", ff_loader_errmsg(loader));
     close_opened(loader, dataset);
-    return raise_status(st, msg);
+    return ffpy_raise_status(st, msg);
   }
 
   core *c = calloc(1, sizeof *c);
@@ -816,7 +818,7 @@ static int fence(core *c, PyObject *stream) {
   st = ff_loader_fence(c->loader, handle);
   Py_END_ALLOW_THREADS
   if (st != FF_OK) {
-    raise_status(st, ff_loader_errmsg(c->loader));
+    ffpy_raise_status(st, ff_loader_errmsg(c->loader));
     return -1;
   }
   return 0;
@@ -853,7 +855,7 @@ static PyObject *loader_next_body(LoaderObject *self, PyObject *args) {
                "(prefetch + 1): drop the images and labels of earlier batches (del them, or keep copies: "
                "tensor.clone() / numpy.array(a)) before asking for the next, or raise prefetch",
                c->ring_size, self->prefetch);
-    return raise_status(st, msg);
+    return ffpy_raise_status(st, msg);
   }
 
   owner *o = owner_new(b, NULL, c);
@@ -964,7 +966,7 @@ static PyObject *loader_set_epoch_body(LoaderObject *self, PyObject *args) {
   Py_BEGIN_ALLOW_THREADS /* waits for the samples in flight */
   st = ff_loader_set_epoch(self->core->loader, epoch);
   Py_END_ALLOW_THREADS
-  if (st != FF_OK) return raise_status(st, ff_loader_errmsg(self->core->loader));
+  if (st != FF_OK) return ffpy_raise_status(st, ff_loader_errmsg(self->core->loader));
   Py_RETURN_NONE;
 }
 
@@ -982,7 +984,7 @@ static PyObject *loader_seek_body(LoaderObject *self, PyObject *args) {
   Py_BEGIN_ALLOW_THREADS
   st = ff_loader_seek(self->core->loader, epoch, (size_t)batch);
   Py_END_ALLOW_THREADS
-  if (st != FF_OK) return raise_status(st, ff_loader_errmsg(self->core->loader));
+  if (st != FF_OK) return ffpy_raise_status(st, ff_loader_errmsg(self->core->loader));
   Py_RETURN_NONE;
 }
 
@@ -996,7 +998,7 @@ static PyObject *loader_plan(LoaderObject *self, PyObject *args) {
   Py_BEGIN_ALLOW_THREADS
   st = ff_loader_plan(self->core->loader, index, epoch, &json);
   Py_END_ALLOW_THREADS
-  if (st != FF_OK) return raise_status(st, ff_loader_errmsg(self->core->loader));
+  if (st != FF_OK) return ffpy_raise_status(st, ff_loader_errmsg(self->core->loader));
   PyObject *text = PyUnicode_DecodeFSDefault(json); /* paths may not be UTF-8 */
   ff_free(json);
   return text;
@@ -1008,10 +1010,10 @@ static PyObject *loader_mix_plan(LoaderObject *self, PyObject *args) {
   Py_ssize_t batch;
   if (!PyArg_ParseTuple(args, "Kn:mix_plan", &epoch, &batch)) return NULL;
   if (check_open(self)) return NULL;
-  if (batch < 0) return raise_status(FF_EINVAL, "batch must be >= 0");
+  if (batch < 0) return ffpy_raise_status(FF_EINVAL, "batch must be >= 0");
   char *json = NULL;
   ff_status st = ff_loader_mix_plan(self->core->loader, epoch, (size_t)batch, &json);
-  if (st != FF_OK) return raise_status(st, ff_loader_errmsg(self->core->loader));
+  if (st != FF_OK) return ffpy_raise_status(st, ff_loader_errmsg(self->core->loader));
   PyObject *text = PyUnicode_FromString(json);
   ff_free(json);
   return text;
@@ -1023,11 +1025,11 @@ static PyObject *loader_sample_info(LoaderObject *self, PyObject *args) {
   Py_ssize_t i;
   if (!PyArg_ParseTuple(args, "n:sample_info", &i)) return NULL;
   if (check_open(self)) return NULL;
-  if (i < 0) return raise_status(FF_EINVAL, "the sample index must be >= 0");
+  if (i < 0) return ffpy_raise_status(FF_EINVAL, "the sample index must be >= 0");
   const char *path = NULL;
   int64_t label = -1;
   ff_status st = ff_loader_sample_info(self->core->loader, (size_t)i, &path, &label);
-  if (st != FF_OK) return raise_status(st, ff_loader_errmsg(self->core->loader));
+  if (st != FF_OK) return ffpy_raise_status(st, ff_loader_errmsg(self->core->loader));
   return Py_BuildValue("(NL)", PyUnicode_DecodeFSDefault(path), (long long)label);
 }
 
@@ -1038,7 +1040,7 @@ static PyObject *loader_sample_images(LoaderObject *self, PyObject *args) {
   unsigned long long epoch;
   if (!PyArg_ParseTuple(args, "nK:sample_images", &i, &epoch)) return NULL;
   if (check_open(self)) return NULL;
-  if (i < 0) return raise_status(FF_EINVAL, "the sample index must be >= 0");
+  if (i < 0) return ffpy_raise_status(FF_EINVAL, "the sample index must be >= 0");
   ff_loader *l = self->core->loader;
   size_t views = ff_loader_num_views(l);
   ff_tensor *t = calloc(views, sizeof *t);
@@ -1050,7 +1052,7 @@ static PyObject *loader_sample_images(LoaderObject *self, PyObject *args) {
   Py_END_ALLOW_THREADS
   if (st != FF_OK) {
     free(t);
-    return raise_status(st, ff_loader_errmsg(l));
+    return ffpy_raise_status(st, ff_loader_errmsg(l));
   }
   owner *o = owner_new(NULL, t[0].data, NULL);
   if (!o) {
@@ -1083,7 +1085,7 @@ static PyObject *loader_epoch_order(LoaderObject *self, PyObject *args) {
   Py_END_ALLOW_THREADS
   if (st != FF_OK) {
     free(order);
-    return raise_status(st, ff_loader_errmsg(self->core->loader));
+    return ffpy_raise_status(st, ff_loader_errmsg(self->core->loader));
   }
   PyObject *list = PyList_New((Py_ssize_t)n);
   for (size_t k = 0; list && k < n; k++) {
@@ -1101,7 +1103,7 @@ static PyObject *loader_set_mix_enabled(LoaderObject *self, PyObject *args) {
   if (!PyArg_ParseTuple(args, "p:set_mix_enabled", &enabled)) return NULL;
   if (check_open(self)) return NULL;
   ff_status st = ff_loader_set_mix_enabled(self->core->loader, enabled);
-  if (st != FF_OK) return raise_status(st, ff_loader_errmsg(self->core->loader));
+  if (st != FF_OK) return ffpy_raise_status(st, ff_loader_errmsg(self->core->loader));
   Py_RETURN_NONE;
 }
 
@@ -1265,7 +1267,7 @@ static PyObject *loader_set_device_free_bytes(LoaderObject *self, PyObject *args
   if (!PyArg_ParseTuple(args, "L:set_device_free_bytes", &free_bytes)) return NULL;
   if (check_open(self)) return NULL;
   ff_status st = ff_loader_set_device_free_bytes(self->core->loader, (int64_t)free_bytes);
-  if (st != FF_OK) return raise_status(st, ff_loader_errmsg(self->core->loader));
+  if (st != FF_OK) return ffpy_raise_status(st, ff_loader_errmsg(self->core->loader));
   Py_RETURN_NONE;
 }
 
@@ -1366,7 +1368,7 @@ static int image_args_parse(PyObject *args, PyObject *kwargs, const char *format
   if (!PyArg_ParseTupleAndKeywords(args, kwargs, format, kwlist, PyUnicode_FSConverter, &a->path, &pipeline_obj,
                                    &a->seed, &a->epoch, &a->index, &a->semantics))
     return 0;
-  a->pipeline = pipeline_text(pipeline_obj);
+  a->pipeline = ffpy_pipeline_text(pipeline_obj);
   if (a->pipeline) return 1;
   Py_DECREF(a->path);
   return 0;
@@ -1390,7 +1392,7 @@ static PyObject *mod_augment_image(PyObject *module, PyObject *args, PyObject *k
                            a.epoch, a.index, &pixels, &h, &w, err, sizeof err);
   Py_END_ALLOW_THREADS
   image_args_release(&a);
-  if (st != FF_OK) return raise_status(st, err);
+  if (st != FF_OK) return ffpy_raise_status(st, err);
   owner *o = owner_new(NULL, pixels, NULL);
   if (!o) {
     ff_free(pixels);
@@ -1414,7 +1416,7 @@ static PyObject *mod_image_plan(PyObject *module, PyObject *args, PyObject *kwar
                         a.epoch, a.index, &json, err, sizeof err);
   Py_END_ALLOW_THREADS
   image_args_release(&a);
-  if (st != FF_OK) return raise_status(st, err);
+  if (st != FF_OK) return ffpy_raise_status(st, err);
   PyObject *r = PyUnicode_FromString(json);
   ff_free(json);
   return r;
@@ -1432,6 +1434,11 @@ static PyObject *mod_set_exception_factory(PyObject *module, PyObject *f) {
 static PyObject *mod_version(PyObject *module, PyObject *unused) {
   (void)module, (void)unused;
   return PyUnicode_FromString(ff_version());
+}
+
+static PyObject *mod_cpu_isa(PyObject *module, PyObject *unused) {
+  (void)module, (void)unused;
+  return PyUnicode_FromString(ff_cpu_isa());
 }
 
 static PyObject *mod_status_str(PyObject *module, PyObject *arg) {
@@ -1514,6 +1521,7 @@ static PyMethodDef module_methods[] = {
      "image_plan(path, pipeline, seed=0, epoch=0, index=0, semantics=0) -> JSON text of ff_image_plan_as"},
     {"_set_exception_factory", mod_set_exception_factory, METH_O, NULL},
     {"version", mod_version, METH_NOARGS, "version() -> the linked library's 'MAJOR.MINOR.PATCH'"},
+    {"cpu_isa", mod_cpu_isa, METH_NOARGS, "cpu_isa() -> 'avx512', 'avx2' or 'scalar': the CPU ops' vector paths"},
     {"status_str", mod_status_str, METH_O, "status_str(status) -> the library's name of a status"},
     {NULL, NULL, 0, NULL},
 };
@@ -1532,7 +1540,8 @@ PyMODINIT_FUNC PyInit__fusionflow(void) {
   Py_INCREF(TensorType);
   Py_INCREF(LoaderType);
   if (PyModule_AddObject(m, "Tensor", (PyObject *)TensorType) ||
-      PyModule_AddObject(m, "CLoader", (PyObject *)LoaderType) || PyModule_AddFunctions(m, ffpy_late_copy_methods))
+      PyModule_AddObject(m, "CLoader", (PyObject *)LoaderType) || ffpy_augmenter_add(m) ||
+      PyModule_AddFunctions(m, ffpy_late_copy_methods))
     goto fail;
   static const struct {
     const char *name;

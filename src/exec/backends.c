@@ -35,6 +35,19 @@ static const struct {
   open_fn open;
 } backends[] = {{"emu", open_emu}, {"cuda", open_cuda}};
 
+ff__device_kind ff__device_name_kind(const char *name) {
+  if (!name || !*name) return FF__DEVICE_KIND_NONE;
+  if (!strcmp(name, "cpu")) return FF__DEVICE_KIND_CPU;
+  if (!strcmp(name, "auto")) return FF__DEVICE_KIND_AUTO;
+  size_t kind_len;
+  int ordinal;
+  const char *query;
+  if (!ff__device_parse_name(name, &kind_len, &ordinal, &query)) return FF__DEVICE_KIND_NONE;
+  if (kind_len == 4 && !strncmp(name, "cuda", 4)) return FF__DEVICE_KIND_CUDA;
+  if (kind_len == 3 && !strncmp(name, "emu", 3)) return FF__DEVICE_KIND_EMU;
+  return FF__DEVICE_KIND_NONE;
+}
+
 int ff__device_auto_pick(int current, const char *local_rank, int count) {
   if (count <= 0) return 0;
   if (current >= 0 && current < count) return current;

@@ -26,6 +26,13 @@ void ff__worker_free(ff__worker *w) {
  * A shard member is read with pread at its indexed offset. */
 ff_status ff__sample_bytes(ff__worker *w, const ff__sample_job *job, size_t *size_bytes, ff__error *err) {
   w->label = -1;
+  if (job->data) {
+    uint8_t *buf = ff__buf_reserve(&w->file, job->data_bytes ? job->data_bytes : 1);
+    if (!buf) return ff__error_set(err, FF_ENOMEM, "%s: out of memory for %zu bytes", job->path, job->data_bytes);
+    memcpy(buf, job->data, job->data_bytes);
+    *size_bytes = job->data_bytes;
+    return FF_OK;
+  }
   if (job->reader)
     return ff__reader_read(job->reader, job->index, &job->hint, job->path, &w->file, size_bytes, &w->label, err);
   if (job->stream)

@@ -41,14 +41,17 @@ typedef struct ff__sample_job {
   uint32_t repeat;           /* which copy of the sample (repeated augmentation), 0 .. repeats - 1: keys
                                 its draws together with index */
   ff__reader *reader;        /* not NULL: the reader gives the bytes (and the label) */
+  const void *data;          /* not NULL: the sample's encoded bytes, data_bytes of them, in the caller's
+                                memory (an augmenter's item) */
+  size_t data_bytes;
   ff__read_hint hint;        /* for the reader: the batch the sample is read for */
 } ff__sample_job;
 
 /* Reads the sample's encoded bytes into w->file (*size_bytes of them): the
  * whole file job->path (a regular file only, opened without blocking),
  * job->length bytes at job->offset of job->shard, sample job->index of
- * epoch job->epoch from job->stream (waiting for it), or the reader's bytes
- * (w->label gets the label that came with them; else -1). Returns FF_OK,
+ * epoch job->epoch from job->stream (waiting for it), the reader's bytes
+ * (w->label gets the label that came with them; else -1), or job->data. Returns FF_OK,
  * FF_EIO or FF_ENOMEM naming job->path (FF_END: a stream gave the sample up). */
 ff_status ff__sample_bytes(ff__worker *w, const ff__sample_job *job, size_t *size_bytes, ff__error *err);
 

@@ -64,6 +64,17 @@ void ff__device_options_init(ff__device_options *opt);
  * thread's current CUDA device as it was (as does every call here). */
 ff_status ff__device_open(const char *name, const ff__device_options *opt, ff__device **out, ff__error *err);
 
+/* What a device name names, without opening anything: the one place that
+ * reads a name's kind (the loader asks here, never tests prefixes itself). */
+typedef enum ff__device_kind {
+  FF__DEVICE_KIND_NONE, /* NULL, "", or not a device name (the open says why) */
+  FF__DEVICE_KIND_CPU,  /* "cpu" */
+  FF__DEVICE_KIND_AUTO, /* "auto": the CUDA device a trainer here would use */
+  FF__DEVICE_KIND_CUDA, /* "cuda", "cuda:N" */
+  FF__DEVICE_KIND_EMU   /* "emu", "emu:N", with options after '?' */
+} ff__device_kind;
+ff__device_kind ff__device_name_kind(const char *name);
+
 /* The CUDA GPUs offload could use here: -1 when the library was built
  * without CUDA, else the number of usable devices (0: none, with the reason
  * in *err). Opens no device. */

@@ -61,6 +61,7 @@
 #include "core/bytes.h"
 #include "core/clock.h"
 #include "exec/device_impl.h"
+#include "exec/emu_probe.h"
 #include "kernels/stage_block.h"
 
 enum { CMD_COPY, CMD_COPY_BATCH, CMD_LAUNCH, CMD_RECORD, CMD_WAIT, CMD_DECODE, CMD_WAIT_STREAM };

@@ -25,11 +25,13 @@ ff_status ff__batch_mem_open(ff_loader *l) {
   int pin = l->cfg.pin_memory;
   if (pin < -1 || pin > 2)
     return ff__error_set(&l->err, FF_EINVAL, "pin_memory must be -1, 0, 1 or 2 (got %d)", pin);
-  if (out && (!strncmp(out, "cuda", 4) || !strncmp(out, "emu", 3)) && pin)
+  ff__device_kind out_kind = ff__device_name_kind(out);
+  if ((out_kind == FF__DEVICE_KIND_CUDA || out_kind == FF__DEVICE_KIND_EMU) && pin)
     name = out, pin = 1; /* the uploads to the output device (other names: dev_output.c refuses them) */
-  int cuda = !strncmp(name, "cuda", 4) || !strcmp(name, "auto");
+  ff__device_kind kind = ff__device_name_kind(name);
+  int cuda = kind == FF__DEVICE_KIND_CUDA || kind == FF__DEVICE_KIND_AUTO;
   if (pin == 0 || (pin == -1 && !cuda)) return FF_OK;
-  if (!strcmp(name, "cpu")) name = "auto";
+  if (kind == FF__DEVICE_KIND_CPU) name = "auto";
   ff__error err = {0};
   ff_status st = ff__device_open(name, NULL, &l->host_dev, &err);
   ff__device_info info;

@@ -61,7 +61,8 @@ static size_t batch_bytes(const ff_loader *l) {
 
 void ff__dev_output_host_pipe(ff_loader *l) {
   const char *out = l->cfg.output_device;
-  int on_device = out && (!strncmp(out, "cuda", 4) || !strncmp(out, "emu", 3));
+  ff__device_kind kind = ff__device_name_kind(out);
+  int on_device = kind == FF__DEVICE_KIND_CUDA || kind == FF__DEVICE_KIND_EMU;
   if (!on_device || l->views.num_groups || (l->pipe.output != FF__OUTPUT_NCHW_F32 && !l->pipe.out_custom) ||
       !ff__pipeline_uint8_transport(&l->pipe, &l->host_pipe))
     l->host_pipe = l->pipe;
@@ -69,8 +70,9 @@ void ff__dev_output_host_pipe(ff_loader *l) {
 
 ff_status ff__dev_output_open(ff_loader *l) {
   const char *name = l->cfg.output_device;
-  if (!name || !strcmp(name, "cpu")) return FF_OK;
-  if (!strncmp(name, "auto", 4))
+  ff__device_kind kind = ff__device_name_kind(name);
+  if (!name || kind == FF__DEVICE_KIND_CPU) return FF_OK;
+  if (kind == FF__DEVICE_KIND_AUTO)
     return ff__error_set(&l->err, FF_EINVAL, "output_device '%s': expected cpu, cuda:N or emu:N", name);
   ff__error err = {0};
   ff__device_options opt;

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "exec/device_impl.h"
+#include "exec/emu_probe.h"
 #include "loader/loader_internal.h"
 
 struct ff__late_copy {
@@ -26,7 +27,7 @@ struct ff__late_copy {
 ff_status ff__late_copy_queue(ff_loader *l, const void *src, size_t bytes, ff__late_copy **out, char *msg,
                               size_t msg_size) {
   *out = NULL;
-  if (!l || !l->host_dev || strncmp(l->pinned_device, "emu:", 4)) {
+  if (!l || !l->host_dev || ff__device_name_kind(l->pinned_device) != FF__DEVICE_KIND_EMU) {
     snprintf(msg, msg_size, "a late copy needs host batches pinned by an emulated device (emu:N), not %s",
              l ? l->pinned_device : "no loader");
     return FF_EINVAL;

@@ -689,15 +689,9 @@ static ff_status loader_start(ff_loader *l) {
     st = ff__error_set(err, FF_EINVAL, "mixup_cutmix (pipeline column %d) mixes the float32 NCHW batch: "
                        "output_dtype and memory_format must be auto (or float32, contiguous)",
                        l->pipe.ops[l->pipe.num_ops - 1].column);
-  for (int i = 0; !st && l->pipe.out_custom && i < l->pipe.num_ops; i++)
-    if (l->pipe.ops[i].kind == FF__OP_RANDOM_ERASING)
-      st = ff__error_set(err, FF_EINVAL, "random_erasing (pipeline column %d) writes the float32 NCHW output: "
-                         "output_dtype and memory_format must be auto (or float32, contiguous)", l->pipe.ops[i].column);
+  if (!st) st = ff__pipeline_check_erasing(&l->pipe, err);
   if (!st) ff__dev_output_host_pipe(l);
-  if (!st && l->cfg.max_image_pixels && l->pipe.peak_pixels > l->cfg.max_image_pixels)
-    st = ff__error_set(err, FF_EPIPELINE, "pipeline column %d: this op makes images of %llu pixels, over "
-                       "max_image_pixels (%llu)", l->pipe.peak_column, (unsigned long long)l->pipe.peak_pixels,
-                       (unsigned long long)l->cfg.max_image_pixels);
+  if (!st) st = ff__pipeline_check_peak(&l->pipe, l->cfg.max_image_pixels, err);
   if (!st) st = env_share(&l->forced_share, err);
   if (!st && l->cfg.source_callbacks) /* a batch fetch per ring slot, and one to spare per worker */
     st = ff__callback_source_open(l->cfg.source_callbacks, (size_t)l->cfg.prefetch + 2 + (size_t)l->cfg.num_threads,

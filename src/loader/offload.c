@@ -40,8 +40,9 @@ static void resolve_decoder(ff__offload *o) {
   else if (c->strict_decode && name && !strncmp(name, "nvjpeg", 6))
     why = "strict_decode=1 (nvJPEG does not report the damage it repairs)", name = NULL;
   else if (c->device_decode == FF_DEVICE_DECODE_OFF) why = "device_decode=off", name = NULL;
-  else if (c->device_decode == FF_DEVICE_DECODE_AUTO && name && strncmp(c->device, "cuda", 4) &&
-           strcmp(c->device, "auto"))
+  else if (c->device_decode == FF_DEVICE_DECODE_AUTO && name &&
+           ff__device_name_kind(c->device) != FF__DEVICE_KIND_CUDA &&
+           ff__device_name_kind(c->device) != FF__DEVICE_KIND_AUTO)
     why = "device_decode=auto is on for CUDA devices only", name = NULL;
   o->decoder = name;
   o->note = name ? "" : why; /* static strings, or the device's message (owned by the device) */

@@ -66,6 +66,14 @@ ff_status ff__pipeline_set_output(ff__pipeline *p, int output_dtype, int memory_
   return FF_OK;
 }
 
+ff_status ff__pipeline_check_erasing(const ff__pipeline *p, ff__error *err) {
+  for (int i = 0; p->out_custom && i < p->num_ops; i++)
+    if (p->ops[i].kind == FF__OP_RANDOM_ERASING)
+      return ff__error_set(err, FF_EINVAL, "random_erasing (pipeline column %d) writes the float32 NCHW output: "
+                           "output_dtype and memory_format must be auto (or float32, contiguous)", p->ops[i].column);
+  return FF_OK;
+}
+
 int ff__pipeline_uint8_transport(const ff__pipeline *p, ff__pipeline *out) {
   for (int i = 0; i < p->num_ops; i++)
     if (p->ops[i].kind == FF__OP_RANDOM_ERASING) return 0;

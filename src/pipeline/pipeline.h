@@ -147,10 +147,18 @@ typedef struct ff__pipeline {
  * normalize / to_dtype, uint8 with one, an unknown value). */
 ff_status ff__pipeline_set_output(ff__pipeline *p, int output_dtype, int memory_format, ff__error *err);
 
+/* FF_EINVAL naming its column when p has random_erasing, which writes the
+ * float32 NCHW output, and another output format; else FF_OK. */
+ff_status ff__pipeline_check_erasing(const ff__pipeline *p, ff__error *err);
+
 /* Whether p's samples can travel as NHWC uint8 for a device to convert
  * (not when an op writes the float32 output: random_erasing), and then, in
  * *out, the same pipeline writing NHWC uint8 (the output stage's input). */
 int ff__pipeline_uint8_transport(const ff__pipeline *p, ff__pipeline *out);
+
+/* FF_EPIPELINE naming the op's column when an op of p makes images of a
+ * fixed size over max_pixels (0: no limit); else FF_OK. */
+ff_status ff__pipeline_check_peak(const ff__pipeline *p, uint64_t max_pixels, ff__error *err);
 
 /* Bytes of one output sample in p's format. */
 size_t ff__pipeline_sample_bytes(const ff__pipeline *p);

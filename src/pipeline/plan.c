@@ -323,3 +323,10 @@ void ff__plan_make(const ff__pipeline *pipe, uint64_t seed, uint64_t epoch, uint
     }
   }
 }
+
+ff_status ff__pipeline_check_peak(const ff__pipeline *p, uint64_t max_pixels, ff__error *err) {
+  if (!max_pixels || p->peak_pixels <= max_pixels) return FF_OK;
+  return ff__error_set(err, FF_EPIPELINE, "pipeline column %d: this op makes images of %llu pixels, over "
+                       "max_image_pixels (%llu)", p->peak_column, (unsigned long long)p->peak_pixels,
+                       (unsigned long long)max_pixels);
+}

@@ -85,6 +85,18 @@ def big_folder(tmp_path_factory):
     return make_folder(str(tmp_path_factory.mktemp("big")), classes=2, per_class=4, min_size=1200, max_size=1600)
 
 
+def demo_folder(out, count=12, classes=3):
+    """`count` images of the demo data set (scripts/demo-data.py) in `out`, an ImageFolder of
+    `classes` classes; skips the test on a machine without the demo's photographs."""
+    import subprocess
+
+    r = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "demo-data.py"), out, "--count", str(count),
+                        "--classes", str(classes), "--jobs", "2"], capture_output=True, text=True, timeout=600)
+    if r.returncode != 0:
+        pytest.skip(f"no demo data on this machine: {r.stderr.strip()[-200:]}")
+    return out
+
+
 def child_env():
     """The environment of a child Python that imports the same fusionflow as this process."""
     env = dict(os.environ)

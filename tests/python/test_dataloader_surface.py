@@ -313,8 +313,15 @@ def test_reproducibility_recipe_keywords_warn_once_and_change_nothing(folder):
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # their defaults say nothing
         loader_on(folder, worker_init_fn=None, generator=None, timeout=0, multiprocessing_context=None).close()
+        # DataLoader's defaults of the arguments refused otherwise, as a script spells them out
+        loader_on(folder, sampler=None, batch_sampler=None, collate_fn=None, pin_memory_device="",
+                  in_order=True).close()
     with pytest.raises(TypeError, match="sampler= is not supported"):
         loader_on(folder, sampler=range(21))
+    with pytest.raises(TypeError, match="collate_fn= is not supported"):
+        loader_on(folder, collate_fn=lambda batch: batch)
+    with pytest.raises(TypeError, match="in_order= is not supported"):
+        loader_on(folder, in_order=False)
 
 
 def test_pin_memory_without_a_gpu_warns_once_and_gives_host_batches(folder):

@@ -6,14 +6,12 @@ for a batch's items in one call; an item that cannot be had fails its sample
 naming its index and the reason, under on_error; closing mid-epoch over a
 slow dataset returns promptly."""
 import os
-import subprocess
-import sys
 import threading
 import time
 
 import pytest
 
-from conftest import ROOT, np
+from conftest import demo_folder, np
 
 import fusionflow
 
@@ -108,11 +106,7 @@ def test_torch_dataset_of_bytes_and_tensor_labels(folder):
 @pytest.fixture(scope="module")
 def demo(tmp_path_factory):
     """A few images of the demo data set (scripts/demo-data.py), as an ImageFolder."""
-    out = str(tmp_path_factory.mktemp("demo"))
-    r = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "demo-data.py"), out, "--count", "12",
-                        "--classes", "3", "--jobs", "2"], capture_output=True, text=True, timeout=600)
-    if r.returncode != 0:
-        pytest.skip(f"no demo data on this machine: {r.stderr.strip()[-200:]}")
+    out = demo_folder(str(tmp_path_factory.mktemp("demo")))
     classes = sorted(d for d in os.listdir(out) if os.path.isdir(os.path.join(out, d)))
     paths, labels = [], []
     for c, name in enumerate(classes):

@@ -29,6 +29,7 @@
 #include "exec/dev_batch.h"
 #include "exec/device.h"
 #include "exec/device_impl.h"
+#include "exec/emu_probe.h"
 #include "fixtures.h"
 #include "kernels/stage_block.h"
 #include "ops/ops.h"

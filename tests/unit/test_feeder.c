@@ -19,6 +19,7 @@
 #include <time.h>
 
 #include "exec/device_impl.h"
+#include "exec/emu_probe.h"
 #include "fixtures.h"
 #include "fusionflow/fusionflow.h"
 #include "loader/loader_internal.h"

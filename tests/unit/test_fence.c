@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "exec/device_impl.h"
+#include "exec/emu_probe.h"
 #include "fixtures.h"
 #include "fusionflow/fusionflow.h"
 #include "loader/loader_internal.h"

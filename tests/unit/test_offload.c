@@ -33,6 +33,7 @@
 #include <spng.h>
 
 #include "exec/device_impl.h"
+#include "exec/emu_probe.h"
 #include "fixtures.h"
 #include "fusionflow/fusionflow.h"
 #include "codec/codec.h"
