@@ -482,9 +482,10 @@ typedef struct ff_remote_executor {
    * loader's worker threads, several at once, with no lock of the loader
    * held; must not block (queue the work) nor call the loader. */
   int (*submit)(void *ctx, const ff_remote_task *task);
-  /* Called once by ff_loader_close before it frees anything; returns when
-   * the engine will call ff_loader_remote_complete no more. May be NULL
-   * when the engine stops before the close. */
+  /* Called once by ff_loader_close (also of a loader that failed to open)
+   * before it frees anything; returns when the engine will call
+   * ff_loader_remote_complete no more. May be NULL when the engine stops
+   * before the close. */
   void (*stop)(void *ctx);
   void *ctx;
   int workers;            /* remote workers, >= 1 */

@@ -377,9 +377,12 @@ void ff__remote_observe(ff_loader *l, const ff__sched_obs *o) {
 
 void ff__remote_close(ff_loader *l) {
   ff__remote *r = l->remote;
-  if (!r) return;
-  pthread_mutex_lock(&l->mu);
-  r->stopped = 1;
-  pthread_mutex_unlock(&l->mu);
-  if (r->ex.stop) r->ex.stop(r->ex.ctx);
+  /* a loader that failed to open stops its executor too (it may hold resources for it) */
+  const ff_remote_executor *ex = r ? &r->ex : l->cfg.struct_size > offsetof(ff_config, remote) ? l->cfg.remote : NULL;
+  if (r) {
+    pthread_mutex_lock(&l->mu);
+    r->stopped = 1;
+    pthread_mutex_unlock(&l->mu);
+  }
+  if (ex && ex->stop) ex->stop(ex->ctx);
 }
