@@ -99,7 +99,8 @@ class Workers:
             (``NodeAffinitySchedulingStrategy`` onto each CPU-only node in turn); True lets
             Ray place them anywhere, the trainer's GPU node included.
         address (str): the cluster to connect to when Ray is not initialised yet
-            (``ray.init(address=...)``; default: Ray's own lookup, ``RAY_ADDRESS``).
+            (``ray.init(address=...)``; default: Ray's own lookup, ``RAY_ADDRESS``); an
+            address that does not answer within 5 s fails the open.
         start_timeout_s (float): how long the actors may take to start (60).
     Raises (at Loader open): ValueError for bad arguments; ConnectionError for an address
     that does not answer; RuntimeError for actors that cannot be placed or started, or
@@ -135,6 +136,9 @@ class Workers:
             raise ValueError("fusionflow.ray.Workers: reads_source=True needs a path source (a Python dataset's "
                              "samples are sent as bytes)")
         spec = dict(spec, source=spec["source"] if reads else None, num_threads=self.num_cpus_per_worker)
+        # what the workers will run, checked here first: a pipeline they cannot take fails at once, as locally
+        SampleAugmenter(spec["pipeline"], seed=spec["seed"], dtype="uint8", layout="hwc", num_threads=1,
+                        semantics=spec["semantics"]).close()
         queue = _c.RemoteQueue(self.num_workers, max_in_flight=self.num_workers * self.max_in_flight_per_worker,
                                microbatch_size=self.microbatch_size, reads_source=reads,
                                timeout_ms=int(1000 * self.timeout_s * (self.max_attempts + 1)))
@@ -145,7 +149,7 @@ class Workers:
 
 def _connect(address):
     """ray.init when needed; an address that does not answer fails in seconds, not minutes."""
-    if ray.is_initialized():
+    if ray.is_initialized() and not address:
         return
     target = address or os.environ.get("RAY_ADDRESS")
     if target and target not in ("auto", "local"):
@@ -156,7 +160,8 @@ def _connect(address):
         except (OSError, ValueError) as e:
             raise ConnectionError(f"fusionflow.ray.Workers: the Ray cluster at {target!r} does not answer ({e})") \
                 from None
-    ray.init(address=address, log_to_driver=False)
+    if not ray.is_initialized():
+        ray.init(address=address, log_to_driver=False)
 
 
 def _cpu_nodes():
