@@ -3,6 +3,9 @@
 
 Runs, in one invocation and on the same ImageFolder:
   fusionflow    `fusionflow bench ... --json` (the CLI), parsed from its JSON summary;
+  fusionflow-dct  the same pipeline with decode(dct_scale=true): the opt-in DCT-domain
+                downscale of JPEGs (faster; not torchvision's pixels), beside the
+                exact default;
   fusionflow-plain  the same with the standard pipeline (crop, flip, normalize): run
                 beside an augmented --pipeline, it gives the policy's cost as a ratio
                 of two runs taken side by side (not in the default --only);
@@ -86,10 +89,13 @@ def warm_page_cache(files):
 
 # ---------------------------------------------------------------- fusionflow
 
-def run_fusionflow(args, pipeline=None):
+def run_fusionflow(args, pipeline=None, dct_scale=False):
+    text = PIPELINES[pipeline or args.pipeline]
+    if dct_scale:
+        text = text.replace("decode |", "decode(dct_scale=true) |", 1)
     cmd = [args.cli, "bench",
            "--source", "imagefolder:" + args.data,
-           "--pipeline", PIPELINES[pipeline or args.pipeline],
+           "--pipeline", text,
            "--batch-size", str(args.batch_size),
            "--batches", str(args.batches),
            "--warmup", str(args.warmup),
@@ -212,7 +218,7 @@ def run_decode_only(args):
     p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                        text=True, timeout=args.timeout)
     if p.returncode != 0:
-        raise RuntimeError("decode_only failed (rc %d): %s" % (p.returncode, p.stderr.strip()))
+        raise RuntimeError("fusionflow bench failed (rc %d): %s" % (p.returncode, p.stderr.strip()))
     return json.loads(p.stdout.strip().splitlines()[-1])
 
 
@@ -222,7 +228,12 @@ def run_fusionflow_plain(args):
     return run_fusionflow(args, "standard")
 
 
-PEERS = [("fusionflow", run_fusionflow), ("fusionflow-plain", run_fusionflow_plain),
+def run_fusionflow_dct(args):
+    return run_fusionflow(args, dct_scale=True)
+
+
+PEERS = [("fusionflow", run_fusionflow), ("fusionflow-dct", run_fusionflow_dct),
+         ("fusionflow-plain", run_fusionflow_plain),
          ("torchvision", run_torchvision), ("decode-only", run_decode_only)]
 
 
@@ -243,7 +254,7 @@ def main():
     ap.add_argument("--cli", default="build/fusionflow")
     ap.add_argument("--decode-only", default="build/decode_only")
     ap.add_argument("--pipeline", choices=sorted(PIPELINES), default="standard")
-    ap.add_argument("--only", default="fusionflow,torchvision,decode-only",
+    ap.add_argument("--only", default="fusionflow,fusionflow-dct,torchvision,decode-only",
                     help="comma-separated subset of peers to run")
     ap.add_argument("--timeout", type=float, default=600, help="seconds per run")
     ap.add_argument("--json", action="store_true",
@@ -269,7 +280,7 @@ def main():
     for name, fn in PEERS:
         if name not in wanted:
             continue
-        if name in ("fusionflow", "fusionflow-plain"):
+        if name in ("fusionflow", "fusionflow-dct", "fusionflow-plain"):
             exe = find_exe(args.cli)
             if not exe:
                 skipped[name] = "not built (%s)" % args.cli

@@ -334,9 +334,13 @@ typedef struct ff_config {
    *    1  always, from the device's host allocator (device "cpu": the CUDA
    *       device "auto" picks; ff_loader_open fails with FF_EDEVICE when there
    *       is none)
+   *    2  as 1 when that device opens, else ordinary memory (DataLoader's
+   *       pin_memory=True on a machine without a GPU; ff_stats.
+   *       host_memory_pinned says which)
    *    0  ordinary memory
    * The memory is created on the device's context and stays valid while a
-   * batch is held, also after ff_loader_close. */
+   * batch is held, also after ff_loader_close. A consumer that copies it
+   * asynchronously fences before each ff_loader_next (ff_loader_fence). */
   int pin_memory;
   /* Where batches are handed out (the images; labels, mixup_cutmix's soft
    * labels and indices stay on the host):
@@ -364,7 +368,9 @@ typedef struct ff_config {
    * (as an exhausted budget does; with output_device the open fails). stream
    * is NULL: the memory must be usable on any stream when it returns.
    * device_free gets what device_alloc gave with its size_bytes, once none of
-   * the loader's work uses it (stream NULL). Called on the loader's threads
+   * the loader's work uses it (stream NULL): checked at each batch, so it may
+   * come a batch after the loader gave the block up; the loader never waits
+   * for its own streams to hand a block back. Called on the loader's threads
    * (feeder, consumer) with ctx = device_alloc_ctx, one call at a time per
    * device; they must not wait for an interpreter lock another thread may
    * hold (Python's GIL). */
@@ -656,18 +662,24 @@ FF_API ff_status ff_loader_remote_complete(ff_loader *loader, uint64_t id, const
  * policies' magnitude tables follow torch 2.x's linspace, which differs from
  * torch 1.13's in the last bit of some bins, e.g. TrivialAugmentWide's
  * translate bin 15 of 31 is 15 px on torch 2.x, 16 on 1.13):
- *   decode(dct_scale=true)         JPEG (libjpeg-turbo, as Pillow decodes it; CMYK
+ *   decode(dct_scale=false)        JPEG (libjpeg-turbo, as Pillow decodes it; CMYK
  *                                  read as Adobe's inverted inks, with or without
  *                                  the Adobe marker, as Pillow and torchvision.io
  *                                  do) or PNG (libspng; 16-bit samples keep their
  *                                  high byte, as torchvision.io.decode_png +
- *                                  to_dtype(uint8, scale=True)) to RGB uint8.
- *                                  With dct_scale the JPEG decoder reduces the image
- *                                  by 1/2, 1/4 or 1/8 in the DCT domain when a later
- *                                  crop is still at least the target size; the
- *                                  crop's exact box is then resampled from the
- *                                  reduced image (so only the reduction's blur
- *                                  differs from torchvision, bench/RESULTS.md).
+ *                                  to_dtype(uint8, scale=True)) to RGB uint8; only
+ *                                  the region a leading crop needs is decoded (the
+ *                                  same pixels). By default the bits torchvision
+ *                                  gives. dct_scale=true (an opt-in): the JPEG
+ *                                  decoder reduces the image by 1/2, 1/4 or 1/8 in
+ *                                  the DCT domain when the following resize still
+ *                                  gets at least its target size, and the crop's
+ *                                  exact box is resampled from the reduced image:
+ *                                  faster, and no longer torchvision's pixels (the
+ *                                  reduction's blur: 46 dB PSNR on the reduced
+ *                                  draws of the demo data, about 5% less CPU time
+ *                                  for the standard training pipeline: bench/
+ *                                  RESULTS.md, "DCT-scaled vs exact decode").
  *   crop(top, left, height, width) functional.crop, zero padding outside the image;
  *                                  a box wholly or partly left of or above the
  *                                  image gives the zero-padded box of the asked
@@ -850,8 +862,10 @@ FF_API ff_status ff_loader_remote_complete(ff_loader *loader, uint64_t id, const
  * would (view 0 as the sample without views; ff_image_augment with that
  * index and the group's pipeline gives the view's pixels). A batch holds
  * one tensor per view (ff_batch_view_images); views run on the CPU (device
- * and output_device cpu; "auto" stays on the CPU); at most 64 views in 8
- * groups; mixup_cutmix does not take views.
+ * cpu; "auto" stays on the CPU), and with an output_device ("cuda:N",
+ * "emu:N") each view's tensor goes up to it in one copy after the batch is
+ * assembled (the same bytes); at most 64 views in 8 groups; mixup_cutmix
+ * does not take views.
  *
  * The scheduler (ff_config.device other than "cpu"): the loader measures the
  * consumer's rate D (from the times between ff_loader_next calls) and the
@@ -988,6 +1002,57 @@ FF_API ff_status ff_batch_sync(const ff_batch *batch);
  * batches, the same as ff_batch_release. */
 FF_API void ff_batch_release_after(ff_batch *batch, void *stream);
 
+/*
+ * Keeps released host batches from being refilled while the consumer's
+ * asynchronous copies still read them.
+ *
+ * A host batch in pinned memory (ff_config.pin_memory) is copied to a GPU
+ * asynchronously: torch's images.cuda(non_blocking=True) is a
+ * cudaMemcpyAsync that only queues the copy, and PyTorch records no event
+ * for pinned memory it did not allocate. Releasing the batch right after
+ * (its tensors die) would let the workers refill its memory before the copy
+ * has read it: the GPU would get pixels of a later batch. Call
+ * ff_loader_fence with the stream the copies are queued on right before
+ * each ff_loader_next and before ff_loader_close. It records an event on
+ * `stream`, after every copy queued there so far; each host batch released
+ * since the previous fence (or, when ff_loader_next came first, since the
+ * fence before that) is refilled only once that event has completed. From
+ * the first fence on, a released host batch is held back until the next
+ * fence (so a consumer that fences keeps fencing); a batch released between
+ * a fence and the ff_loader_next that follows takes that fence. A copy
+ * made on another stream must be ordered before the fence on `stream`
+ * (cudaStreamWaitEvent, torch's current_stream().wait_stream(side)) before
+ * the next ff_loader_next. The workers wait for the event only when they
+ * need the memory (sleeping, one of them at a time; ff_stats.fence_wait_ns),
+ * and the ring's memory is freed (ff_loader_close, or the last release
+ * after it) only once every fence's event has completed: a copy still
+ * queued on `stream` then delays the close.
+ *
+ *   stream  (in) where the copies were queued: a cudaStream_t of the device
+ *           that pinned the host batches (ff_loader_pinned_device), NULL
+ *           its legacy default stream (torch's default stream); on "emu:N"
+ *           NULL (the emulator's default stream) or a stream of that
+ *           emulator.
+ *
+ * Nothing to do, FF_OK at once: host batches in ordinary memory (a copy
+ * from pageable memory has read it when the copy call returns) and batches
+ * on an output_device (ff_batch_release_after orders those). Thread-safety:
+ * the consumer's thread, or any one thread while another waits inside
+ * ff_loader_next (a binding that fetches on a helper thread fences on the
+ * thread that queues the copies). Returns FF_OK, FF_EINVAL (NULL loader or
+ * one that failed to open), FF_EDEVICE (the event could not be recorded,
+ * e.g. a stream of another device: message; the batches released since the
+ * last fence stay held back until a fence succeeds or ff_loader_next),
+ * FF_ENOMEM. ff_stats.fences counts the fences recorded.
+ */
+FF_API ff_status ff_loader_fence(ff_loader *loader, void *stream);
+
+/* The device whose host allocator holds the ring's host batches: "cuda:0",
+ * "emu:0" (pinned memory; see ff_config.pin_memory), or "cpu" (ordinary
+ * memory). Owned by the loader, valid until ff_loader_close; NULL gives
+ * "cpu". Any thread. */
+FF_API const char *ff_loader_pinned_device(const ff_loader *loader);
+
 typedef enum ff_dtype { FF_UINT8 = 0, FF_FLOAT32 = 1, FF_INT64 = 2, FF_BFLOAT16 = 3, FF_FLOAT16 = 4 } ff_dtype;
 typedef enum ff_layout { FF_NHWC = 0, FF_NCHW = 1 } ff_layout;
 
@@ -1023,9 +1088,10 @@ FF_API size_t ff_loader_num_views(const ff_loader *loader);
 
 /* The images of view `view` (0 <= view < ff_loader_num_views), as
  * ff_batch_images gives view 0 (which it is): shape (N, 3, H, W) float32 or
- * (N, H, W, 3) uint8 with the view group's size, contiguous. Valid until
- * the batch is released. FF_OK, or FF_EINVAL (out zeroed) for a view past
- * the last. */
+ * (N, H, W, 3) uint8 with the view group's size, contiguous, in the
+ * memory ff_batch_device names (after the batch's ready event on a
+ * device). Valid until the batch is released. FF_OK, or FF_EINVAL (out
+ * zeroed) for a view past the last. */
 FF_API ff_status ff_batch_view_images(const ff_batch *batch, size_t view, ff_tensor *out);
 
 /* The labels, shape (N,), int64. Valid until the batch is released. */
@@ -1039,6 +1105,49 @@ FF_API ff_status ff_batch_soft_labels(const ff_batch *batch, ff_tensor *out);
 
 /* Dataset indices of the batch's samples, N values (for debugging and tests). */
 FF_API const int64_t *ff_batch_sample_indices(const ff_batch *batch);
+
+/* Sample i of the data set (0 <= i < ff_loader_dataset_size; its place in
+ * the source's order, as ff_batch_sample_indices gives it): *path gets its
+ * file (imagefolder, list), "SHARD:MEMBER" (tar:) or its name in messages
+ * (callback sources: "NAME[i]"), owned by the loader and valid until
+ * ff_loader_close; *label its label, or -1 where the label comes with the
+ * bytes (callback sources). Either out pointer may be NULL. What
+ * torchvision's ImageFolder.samples[i] holds, for a folder source.
+ * Thread-safe. Returns FF_OK, or FF_EINVAL (i out of range, a loader that
+ * failed to open) with the message on the handle. */
+FF_API ff_status ff_loader_sample_info(const ff_loader *loader, size_t i, const char **path, int64_t *label);
+
+/*
+ * Runs sample i of the data set through the pipeline as epoch `epoch`
+ * draws it (its first copy under repeated_augmentations; no batch stage),
+ * outside the ring: the bytes its place in a batch of that epoch gets. One
+ * tensor per view (ff_loader_num_views) goes to views_out[0 ..
+ * num_views - 1], each the image of one sample without the batch dimension:
+ * (3, H, W) for NCHW planes and for channels_last (strides (1, 3W, 3)),
+ * (H, W, 3) for NHWC uint8, by output_dtype and memory_format as batches;
+ * the memory of all of them is one block at views_out[0].data, the caller's
+ * to free with ff_free. *label gets the sample's label. On the CPU whatever
+ * the device, on the calling thread; thread-safe, also while batches are
+ * being prepared (callback sources call their fetch from this thread).
+ * Returns FF_OK, FF_EINVAL (i out of range, num_views below the views,
+ * views_out or label NULL, a streamed tar: source: its samples are read
+ * only in stream order, a loader that failed to open), FF_EIO, FF_EDATA,
+ * FF_ETOOBIG or FF_ENOMEM naming the file, with the message on the handle;
+ * views_out and *label are untouched on failure.
+ */
+FF_API ff_status ff_loader_sample_images(ff_loader *loader, size_t i, uint64_t epoch, ff_tensor *views_out,
+                                         size_t num_views, int64_t *label);
+
+/* The dataset indices this rank's epoch `epoch` hands out, in order:
+ * ff_loader_num_samples of them into out[0 .. cap - 1] (DistributedSampler's
+ * or RepeatAugSampler's list, padding and repeats included; a streamed
+ * source's two-level shuffle). Batch b holds positions b * batch_size on,
+ * less the samples skipped under on_error=skip (on_error=replace puts a
+ * substitute in place). A pure function of (seed, epoch, rank, world_size).
+ * Thread-safe. Returns FF_OK, or FF_EINVAL (cap below the samples, out NULL,
+ * a loader that failed to open) or FF_ENOMEM with the message on the
+ * handle. */
+FF_API ff_status ff_loader_epoch_order(ff_loader *loader, uint64_t epoch, int64_t *out, size_t cap);
 
 /* Where one batch was prepared and what it cost. */
 typedef struct ff_batch_info {
@@ -1081,20 +1190,23 @@ typedef struct ff_batch_info {
 /* Fills *out for a held batch. Any thread. */
 FF_API void ff_batch_stats(const ff_batch *batch, ff_batch_info *out);
 
-/* The device memory the trainer can spare, as its framework sees it, for
- * the offload device's budget: PyTorch's
- *   torch.cuda.mem_get_info()[0] + torch.cuda.memory_reserved()
- *     - torch.cuda.memory_allocated()
- * (free memory plus what its caching allocator holds unused), in bytes,
- * read on the consumer thread before ff_loader_next (the Python Loader does
- * this itself when torch has initialised CUDA). From then on the budget is
- * min(device_memory_limit_bytes, what the loader holds + free_bytes -
- * device_headroom_bytes) instead of being computed from cudaMemGetInfo,
- * which counts the framework's cached memory as used; when the figure
+/* Caps the device memory the offload device's budget may count as free,
+ * in bytes: what the trainer wants to leave the loader, read on the
+ * consumer thread before ff_loader_next. The budget is
+ * min(device_memory_limit_bytes, what the loader holds + free -
+ * device_headroom_bytes), free being the device's free memory
+ * (cudaMemGetInfo, torch.cuda.mem_get_info()[0]), re-read about once per
+ * batch, and at most free_bytes from this call on. Memory a framework
+ * caches unused (PyTorch's memory_reserved() - memory_allocated()) is not
+ * free: the framework holds it and the loader cannot get it; it becomes
+ * free only once the framework releases it (torch.cuda.empty_cache(); the
+ * Python Loader does that when release_torch_cache=True and the budget
+ * refused work, see ff_stats.device_budget_refusals). When the figure
  * shrinks, the loader hands its cached device memory back at once
- * (cudaMemPoolTrimTo) and sends work to the CPU until it fits. -1 goes
- * back to the device's own figure. Consumer thread. FF_OK (also without a
- * device: nothing to do), FF_EDEVICE. */
+ * (cudaMemPoolTrimTo, or the caller's device_free once the loader's work
+ * is done with it) and sends work to the CPU until it fits. -1 removes the
+ * cap. Consumer thread. FF_OK (also without a device: nothing to do),
+ * FF_EDEVICE. */
 FF_API ff_status ff_loader_set_device_free_bytes(ff_loader *loader, int64_t free_bytes);
 
 /* Loader statistics since open. Times are summed over worker threads.
@@ -1177,6 +1289,13 @@ typedef struct ff_stats {
                                             because they were fewer than the decoder takes in one call (nvJPEG's
                                             hybrid backend decodes Huffman on the calling thread for 50 or
                                             fewer images) */
+  uint64_t fences;           /* events recorded by ff_loader_fence */
+  uint64_t fence_wait_ns;    /* time a worker slept until a released batch's copies had read it (one
+                                worker at a time; the others wait for it) */
+  uint64_t device_budget_refusals; /* times the device memory budget said no: batches of which it admitted
+                                      no sample the scheduler wanted on the device, and microbatches the
+                                      pool or the device refused for memory (their samples ran on the CPU) */
+  int host_memory_pinned;    /* 1: the host batches are in pinned (page-locked) memory (pin_memory) */
   /* Remote workers (ff_config.remote), since open; the samples they prepared are
    * placement_samples[FF_PLACEMENT_REMOTE]. */
   int remote_workers;              /* ff_remote_executor.workers, or 0 without remote workers */
@@ -1330,10 +1449,19 @@ FF_API ff_status ff_loader_plan(ff_loader *loader, uint64_t index, uint64_t epoc
  * box "center": [cy, cx] (the box centre drawn), "cut": [h, w] and
  * "corner": [y, x] (cutmix_minmax's draws), "box": [y0, y1, x0, x1]}, and
  * "partners" (the image each image mixes with). A pure function of
- * (seed, epoch, batch). Returns FF_OK, FF_EINVAL (no stage, batch out of
+ * (seed, epoch, batch) while mixing is on (ff_loader_set_mix_enabled). Returns FF_OK, FF_EINVAL (no stage, batch out of
  * range, json_out NULL) or FF_ENOMEM.
  */
 FF_API ff_status ff_loader_mix_plan(ff_loader *loader, uint64_t epoch, size_t batch, char **json_out);
+
+/* Turns the batch stage's mixing off (enabled 0) or back on (nonzero), from
+ * the next batch handed out (and in ff_loader_mix_plan): while off, no draw
+ * applies, so every image stays itself and its target is its label's
+ * smoothed one-hot row, as timm's Mixup gives with mixup_enabled = False
+ * (timm's train.py sets it at --mixup-off-epoch). The draws of later
+ * batches do not depend on it. From the consumer thread. Returns FF_OK, or
+ * FF_EINVAL (no mixup_cutmix stage, a loader that failed to open). */
+FF_API ff_status ff_loader_set_mix_enabled(ff_loader *loader, int enabled);
 
 /*
  * The same plan for one image file outside any loader, as ff_image_augment

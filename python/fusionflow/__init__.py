@@ -21,6 +21,7 @@ See Loader, augment_image, and the exceptions (Error and its subclasses).
 from . import _fusionflow
 from ._errors import (DecodeError, DeviceError, DeviceUnavailableError, EmptySourceError, Error, InternalError,
                       InvalidArgumentError, LoaderFileNotFoundError, LoaderOSError, OutOfMemoryError, PipelineError)
+from ._dataloader import BatchSampler, Sampler, SourceDataset
 from ._fusionflow import Tensor
 from ._loader import BatchInfo, Loader, augment_image, recipe_pipeline, recipes
 
@@ -33,7 +34,8 @@ process (the CPU's, capped by the environment variable FF_CPU_ISA); every path g
 same bytes."""
 
 __all__ = [
-    "Loader", "BatchInfo", "Tensor", "augment_image", "recipes", "recipe_pipeline", "Error", "InvalidArgumentError", "PipelineError",
+    "Loader", "BatchInfo", "SourceDataset", "Sampler", "BatchSampler", "Tensor", "augment_image", "recipes",
+    "recipe_pipeline", "Error", "InvalidArgumentError", "PipelineError",
     "DecodeError", "EmptySourceError", "LoaderOSError", "LoaderFileNotFoundError", "OutOfMemoryError",
     "DeviceError", "DeviceUnavailableError", "InternalError", "library_version", "cpu_isa",
 ]

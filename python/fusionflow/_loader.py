@@ -8,15 +8,18 @@ import operator
 import os
 import sys
 import threading
+import time
+import warnings
 import weakref
-from collections.abc import Mapping
 
 from . import _errors
 from . import _fusionflow as _c
+from ._dataset_source import DatasetFetcher
+from ._dataloader import PIXEL_ARGS, BatchSampler, Sampler, SourceDataset, dataloader_names
+from ._output import OUTPUTS as _OUTPUTS
+from ._output import converter as _converter
 
 __all__ = ["Loader", "BatchInfo", "augment_image"]
-
-_OUTPUTS = ("auto", "torch", "numpy", "dlpack")
 
 BatchInfo = collections.namedtuple("BatchInfo", ["epoch", "index", "sample_indices"])
 BatchInfo.__doc__ = """Where the last batch handed out comes from.
@@ -27,48 +30,6 @@ batch order; the dataset index is the sample's position in the source's
 order, e.g. torchvision ImageFolder's ``samples`` list)."""
 
 
-def _to_numpy(t):
-    import numpy as np
-
-    if hasattr(np, "from_dlpack"):  # NumPy >= 1.23 (1.22 had it as _from_dlpack)
-        return np.from_dlpack(t)
-    if hasattr(np, "_from_dlpack"):
-        return np._from_dlpack(t)
-    return np.asarray(t)  # __array_interface__, still no copy
-
-
-def _to_torch(t):
-    import torch
-
-    if hasattr(torch, "from_dlpack"):  # torch >= 1.10
-        return torch.from_dlpack(t)
-    from torch.utils import dlpack
-
-    return dlpack.from_dlpack(t.__dlpack__())
-
-
-def _identity(t):
-    return t
-
-
-def _converter(output):
-    if output == "auto":
-        try:
-            import torch  # noqa: F401
-            output = "torch"
-        except ImportError:
-            output = "numpy"
-    if output == "torch":
-        import torch  # noqa: F401  (fail here, with the import's message, not mid-epoch)
-
-        return _to_torch
-    if output == "numpy":
-        import numpy  # noqa: F401
-
-        return _to_numpy
-    return _identity
-
-
 def _normalize_source(source):
     """The source as text; the library resolves its kind (a bare folder or .tsv/.txt file too)."""
     text = os.fspath(source)
@@ -77,78 +38,6 @@ def _normalize_source(source):
 
 def _is_path(source):
     return isinstance(source, (str, bytes, os.PathLike))
-
-
-_IMAGE_KEYS = ("image", "img", "jpg", "jpeg", "png", "webp")  # Hugging Face's, then WebDataset's names
-_LABEL_KEYS = ("label", "labels", "cls", "target")
-
-
-class _DatasetFetcher:
-    """Turns a dataset's items into (bytes, label), or a str saying why not, for a
-    list of indices at once: what the library's worker threads ask for, one batch
-    per call (one hold of the GIL). Items are (encoded bytes, int label) pairs, or
-    mappings with an image and a label entry (a Hugging Face row: the image
-    column cast to ``Image(decode=False)`` is ``{"bytes": ..., "path": ...}``)."""
-
-    def __init__(self, dataset, image_key, label_key):
-        self.dataset = dataset
-        self.image_key = image_key
-        self.label_key = label_key
-        self.getitems = getattr(dataset, "__getitems__", None)  # torch's and Hugging Face's batch access
-
-    def __call__(self, indices):
-        items = None
-        if self.getitems is not None and len(indices) > 1:
-            try:
-                items = list(self.getitems(indices))
-            except Exception:  # one of them fails: ask one by one to know which
-                items = None
-            if items is not None and len(items) != len(indices):
-                items = None
-        out = []
-        for k, index in enumerate(indices):
-            try:
-                out.append(self._parse(items[k] if items is not None else self.dataset[index]))
-            except Exception as e:
-                out.append(f"{type(e).__name__}: {e}")
-        return out
-
-    def _key(self, item, wanted, choices, what):
-        if wanted is not None:
-            return item[wanted]
-        for key in choices:
-            if key in item:
-                return item[key]
-        raise KeyError(f"the item has no {what} entry (looked for {', '.join(map(repr, choices))}; "
-                       f"it has {', '.join(map(repr, item))}): pass {what}_key=")
-
-    def _parse(self, item):
-        if isinstance(item, Mapping):
-            data = self._key(item, self.image_key, _IMAGE_KEYS, "image")
-            label = self._key(item, self.label_key, _LABEL_KEYS, "label")
-        elif isinstance(item, (tuple, list)) and len(item) >= 2:
-            data, label = item[0], item[1]
-        else:
-            raise TypeError(f"expected (encoded bytes, label) or a mapping with an image and a label, "
-                            f"got {type(item).__name__}")
-        if isinstance(data, Mapping):  # Hugging Face Image(decode=False)
-            raw, path = data.get("bytes"), data.get("path")
-            if raw is None and path:
-                with open(path, "rb") as f:
-                    raw = f.read()
-            data = raw
-        if isinstance(data, (bytearray, memoryview)):
-            data = bytes(data)
-        if not isinstance(data, bytes):
-            hint = (" (a decoded image: cast the column with datasets.Image(decode=False))"
-                    if type(data).__module__.startswith("PIL") else "")
-            raise TypeError(f"expected the encoded image as bytes, got {type(data).__name__}{hint}")
-        if isinstance(label, bool):
-            raise TypeError("the label is a bool, expected an int")
-        label = operator.index(label.item() if hasattr(label, "item") else label)
-        if label < 0:
-            raise ValueError(f"the label is {label}, expected >= 0")
-        return data, label
 
 
 _DEVICE_DECODE = {"auto": 0, "off": 1, "on": 2}  # ff_device_decode
@@ -162,40 +51,16 @@ def _semantics(where, semantics):
         raise ValueError(f"fusionflow.{where}: semantics must be 'v1' or 'v2' (got {semantics!r})")
     return _SEMANTICS[semantics]
 
-# torch.utils.data.DataLoader arguments without a meaning here, and what to do instead.
-_DATALOADER_UNSUPPORTED = {
-    "sampler": "the order is shuffle/seed/permutation, sharded by rank and world_size",
-    "batch_sampler": "batches are batch_size consecutive samples of the epoch's order",
-    "collate_fn": "batches come assembled as (images, labels) tensors",
-    "worker_init_fn": "the workers are C threads that run no Python",
-    "generator": "use seed= (and permutation='torch' for the order torch.randperm would give)",
-    "timeout": "next() waits for its batch and can be interrupted with Ctrl-C",
-    "multiprocessing_context": "the workers are C threads, not processes",
-    "pin_memory_device": "batches are prepared where device= and the library place them",
-    "in_order": "batches always come in order",
-    "dataset": "pass the data as source (a folder, a list file, imagefolder: or list:)",
-}
-
-
-def _dataloader_names(num_threads, num_workers, prefetch, prefetch_factor, extra):
-    """DataLoader's names mapped to ours: num_workers -> num_threads, prefetch_factor
-    (batches per worker) -> prefetch (batches in all); the rest refused, saying why."""
-    for name in extra:
-        why = _DATALOADER_UNSUPPORTED.get(name)
-        if why is None:
-            raise TypeError(f"fusionflow.Loader() got an unexpected keyword argument {name!r}")
-        raise TypeError(f"fusionflow.Loader: DataLoader's {name}= is not supported: {why}")
-    if num_workers is not None:
-        if num_threads is not None:
-            raise TypeError("fusionflow.Loader: give num_threads or its DataLoader name num_workers, not both")
-        if isinstance(num_workers, bool) or not isinstance(num_workers, int) or num_workers < 0:
-            raise ValueError(f"fusionflow.Loader: num_workers must be an int >= 0 (got {num_workers!r})")
-        num_threads = num_workers or None  # 0 (load in the main process) has no meaning here: all cores
-    if prefetch_factor is not None:
-        if isinstance(prefetch_factor, bool) or not isinstance(prefetch_factor, int) or prefetch_factor < 1:
-            raise ValueError(f"fusionflow.Loader: prefetch_factor must be an int >= 1 (got {prefetch_factor!r})")
-        prefetch = prefetch_factor * (num_threads or len(os.sched_getaffinity(0)))
-    return num_threads, prefetch
+def _torch_distributed():
+    """(rank, world_size) of torch.distributed when the script imported it and
+    initialized a process group (as DistributedSampler reads them), else (None, None)."""
+    dist = sys.modules.get("torch.distributed")
+    try:
+        if dist is not None and dist.is_available() and dist.is_initialized():
+            return dist.get_rank(), dist.get_world_size()
+    except (RuntimeError, ValueError):
+        pass
+    return None, None
 
 
 def _env_int(name, fallback):
@@ -207,6 +72,44 @@ def _env_int(name, fallback):
 
 
 _log = logging.getLogger("fusionflow")
+
+
+_EMPTY_CACHE_EVERY_S = 10.0
+
+
+def _empty_cache_due(torch, refusals, state, now):
+    """Whether to release torch's cache now (Loader.release_torch_cache): the
+    budget refused work since the last look (``refusals``, the count, grew past
+    state["refusals"]), torch is imported and has initialised CUDA, and the last
+    release (state["at"]) is _EMPTY_CACHE_EVERY_S old. Updates state."""
+    grew = refusals > state["refusals"]
+    state["refusals"] = refusals
+    if not grew or torch is None or not torch.cuda.is_initialized():
+        return False
+    if state["at"] is not None and now - state["at"] < _EMPTY_CACHE_EVERY_S:
+        return False
+    state["at"] = now
+    return True
+
+
+def _copy_stream(torch, index, side_streams):
+    """The cudaStream_t (an int) on GPU ``index`` that every copy queued so far on
+    torch's current stream is ordered before: the current stream itself when it is
+    on that device, else a side stream of ``index`` (kept in ``side_streams``) made
+    to wait for it, since an event is recorded on a stream of its own device.
+    None when torch has not initialised CUDA (no copy can have been queued); CUDA
+    is never initialised here."""
+    cuda = torch.cuda
+    if not cuda.is_initialized():
+        return None
+    current = cuda.current_stream()
+    if current.device.index == index:
+        return current.cuda_stream
+    side = side_streams.get(index)
+    if side is None:
+        side = side_streams[index] = cuda.Stream(device=index)
+    side.wait_stream(current)
+    return side.cuda_stream
 
 
 def _log_open_progress(p):
@@ -361,12 +264,22 @@ class Loader:
             device that cannot be opened raises
             :class:`fusionflow.DeviceUnavailableError` (a ValueError).
         device_memory_limit_bytes (int): the most device memory the loader may
-            hold; 0 = the free memory less a headroom for training.
+            hold; 0 = the free memory less a headroom for training. Free means
+            free on the device (``torch.cuda.mem_get_info()[0]``): memory torch's
+            caching allocator holds unused is torch's, not the loader's.
+        release_torch_cache (bool): when the device memory budget refused work
+            (``stats()["device_budget_refusals"]`` grew) and torch has initialised
+            CUDA, call ``torch.cuda.empty_cache()`` before the next batch (at most
+            every 10 s), so that what torch caches unused becomes free for the
+            loader. Costs the trainer fresh ``cudaMalloc`` calls for memory it
+            needs again; default False (the loader then takes only free memory).
+            See docs/device-memory.md.
         pin_memory (bool or None): host batches in pinned (page-locked) memory,
             so that ``images.cuda(non_blocking=True)`` is truly asynchronous
             (DataLoader's pin_memory). None (default): when ``device`` is a CUDA
-            GPU; True: always (with ``device="cpu"``, pinned by the GPU
-            ``"auto"`` picks; fails without one); False: never.
+            GPU; True: pinned by the loader's GPU (with ``device="cpu"`` or
+            ``"auto"``, the GPU ``"auto"`` picks) and, as DataLoader does, host
+            memory with one warning on a machine without one; False: never.
         output_device (str): where the images are handed out: ``"cpu"`` (default),
             ``"cuda:N"`` (GPU memory: ``torch.from_dlpack`` gives a CUDA tensor whose
             current stream waits for the batch's upload, and the batch's memory is
@@ -418,9 +331,13 @@ class Loader:
             main process", means all cores here); ``prefetch_factor`` counts
             batches per worker, so ``prefetch = prefetch_factor * threads``;
             ``persistent_workers`` changes nothing (the threads always live as
-            long as the loader). DataLoader's other arguments (``sampler``,
-            ``collate_fn``, ``worker_init_fn``, ``generator``, ...) raise
-            TypeError saying what to use instead.
+            long as the loader). ``worker_init_fn``, ``generator``, ``timeout``
+            and ``multiprocessing_context`` leave the batches as they are here
+            (C threads run no Python; the order and draws come from ``seed``):
+            accepted, with one warning naming those given a value. DataLoader's
+            arguments that would change the batches (``sampler``,
+            ``batch_sampler``, ``collate_fn``, ...) raise TypeError saying what to
+            use instead.
         on_error (str): ``"raise"``: an unreadable or corrupt image raises
             :class:`fusionflow.DecodeError` (or OSError) for the batch that holds
             it, naming the file; iteration may go on with the next batch.
@@ -436,12 +353,16 @@ class Loader:
             ImageFolder ``allow_empty``); by default they raise EmptySourceError.
         rank (int or None), world_size (int or None): this process's shard,
             as torch.utils.data.DistributedSampler (padding the epoch by
-            repeating samples unless drop_last). None reads ``$RANK`` and
+            repeating samples unless drop_last). None: as DistributedSampler,
+            torch.distributed's rank and world size when it is initialized
+            (``torch.multiprocessing.spawn`` scripts), else ``$RANK`` and
             ``$WORLD_SIZE`` (set by torchrun), else 0 and 1.
         output (str): what batches become: ``"torch"`` (torch.Tensor via
             torch.from_dlpack), ``"numpy"`` (numpy.ndarray via numpy.from_dlpack),
             ``"dlpack"`` (:class:`fusionflow.Tensor`, any DLPack consumer), or
-            ``"auto"`` (torch if it is installed, else NumPy).
+            ``"auto"`` (torch if it is installed, else NumPy, else
+            :class:`fusionflow.Tensor`). ``"torch"`` or ``"numpy"`` without that
+            package installed raise ImportError naming it.
         max_image_pixels (int or None): bounds every image of a sample: the
             decoded image (refused from its header before decoding) and each image
             the pipeline makes (refused before it is allocated), with
@@ -456,7 +377,9 @@ class Loader:
             ``(N, num_classes)`` float32, as timm's Mixup returns them (on the CPU,
             also with an ``output_device``).
     With views (``decode || 2 x OPS || 8 x OPS``, see fusionflow.h) images is a
-    list of per-view tensors, in view order (DINO's 2 global + 8 local crops).
+    list of per-view tensors, in view order (DINO's 2 global + 8 local crops),
+    prepared on the CPU (``device="cpu"``) and, with an ``output_device``, each
+    in the device's memory.
 
     Zero copy and lifetime: the tensors are views of the loader's ring of
     ``prefetch + 1`` batch buffers. A buffer goes back to the ring when both
@@ -467,6 +390,16 @@ class Loader:
     asking you to drop earlier batches or keep copies (``images.clone()``,
     ``numpy.array(images)``). A training loop that drops each batch before
     fetching the next (the usual ``for`` loop) holds one.
+
+    Copies to the GPU: host batches in pinned memory (``pin_memory``) can be
+    copied asynchronously, ``images.cuda(non_blocking=True)``, which only queues
+    the copy on torch's current stream. So that the loader does not refill a
+    batch's memory before such a copy has read it, every ``next`` (and
+    ``close()``) records an event on torch's current stream once torch has
+    initialised CUDA (ff_loader_fence), and a batch dropped before it is refilled
+    only after that event has completed. A copy made on another stream must be
+    joined to the current one (``torch.cuda.current_stream().wait_stream(side)``)
+    before the next iteration; see docs/gpu-copies.md.
 
     Raises (from the constructor): :class:`fusionflow.PipelineError` (bad pipeline
     text, with the column), ValueError / :class:`fusionflow.InvalidArgumentError`
@@ -504,7 +437,8 @@ class Loader:
                  output_device="cpu", device_decode="auto", deterministic=False, dtype=None,
                  memory_format=None, semantics="v1", repeated_augmentations=None, shuffle_buffer=1000, num_workers=None,
                  prefetch_factor=None, persistent_workers=None, recipe=None, num_classes=None,
-                 image_key=None, label_key=None, remote=None, **dataloader_kwargs):
+                 image_key=None, label_key=None, release_torch_cache=False, remote=None,
+                 **dataloader_kwargs):
         self._c = None
         self._classes = None
         if batch_size is None:
@@ -521,8 +455,8 @@ class Loader:
             raise TypeError("fusionflow.Loader: num_classes= goes with recipe= (a pipeline says it in mixup_cutmix)")
         if repeated_augmentations is None:
             repeated_augmentations = 0
-        num_threads, prefetch = _dataloader_names(num_threads, num_workers, prefetch, prefetch_factor,
-                                                  dataloader_kwargs)
+        num_threads, prefetch = dataloader_names(num_threads, num_workers, prefetch, prefetch_factor,
+                                                 dataloader_kwargs)
         dtype_name = None if dtype is None else str(dtype).replace("torch.", "")
         format_name = None if memory_format is None else str(memory_format).replace("torch.", "")
         if dtype_name not in _DTYPES:
@@ -589,7 +523,7 @@ class Loader:
                 raise TypeError(f"fusionflow.Loader: source must be a path or an indexable dataset with a "
                                 f"length (got {type(source).__name__})")
             dataset_size = len(source)
-            fetcher = _DatasetFetcher(source, image_key, label_key)
+            fetcher = DatasetFetcher(source, image_key, label_key)
             self.source = source
         self.pipeline = pipeline
         self.batch_size = batch_size
@@ -605,12 +539,32 @@ class Loader:
         self.pin_memory = pin_memory
         self.output_device = output_device
         self.output = output
+        if rank is None and world_size is None:
+            rank, world_size = _torch_distributed()
         self.rank = rank if rank is not None else _env_int("RANK", 0)
         self.world_size = world_size if world_size is not None else _env_int("WORLD_SIZE", 1)
         self.last_batch = None
-        self._resume_epoch = None
+        self._held_epoch = None
         self._iterations = 0
-        self._convert = _converter(output)
+        self._side_streams = {}  # device index -> torch.cuda.Stream (_copy_stream)
+        self.release_torch_cache = bool(release_torch_cache)
+        self._cache_state = {"refusals": 0, "at": None}  # _empty_cache_due
+        self._views = None
+        self._user_dataset = None  # fusionflow.timm: the dataset create_loader was given
+        self._has_mix, self._mix_on = None, True
+        self._convert = _converter(output, "fusionflow.Loader")
+        args = dict(source="dataset" if fetcher else self.source, pipeline=pipeline, batch_size=batch_size,
+                    shuffle=int(self.shuffle), drop_last=int(self.drop_last), seed=seed, num_threads=num_threads or 0,
+                    prefetch=prefetch, rank=-1 if rank is None else rank,
+                    world_size=-1 if world_size is None else world_size, on_error=_ON_ERROR[on_error],
+                    max_image_pixels=limit, device=device, device_memory_limit_bytes=device_memory_limit_bytes,
+                    strict_decode=bool(strict_decode), allow_empty=bool(allow_empty),
+                    sampler_drop_last=self.sampler_drop_last, torch_permutation=permutation == "torch",
+                    pin_memory=-1 if pin_memory is None else 2 if pin_memory else 0, output_device=output_device,
+                    device_decode=_DEVICE_DECODE[device_decode], deterministic=bool(deterministic),
+                    output_dtype=_DTYPES[dtype_name], memory_format=_MEMORY_FORMATS[format_name],
+                    semantics=semantics_value, repeated_augmentations=repeated_augmentations,
+                    shuffle_buffer=shuffle_buffer, dataset=fetcher, dataset_size=dataset_size)
         self._remote = queue = None
         if remote is not None:
             if not hasattr(remote, "_open"):
@@ -623,20 +577,7 @@ class Loader:
             if self._remote.error is not None:
                 raise self._remote.error
         try:
-            self._c = _c.open_loader(
-                "dataset" if fetcher else self.source, pipeline, batch_size=batch_size, shuffle=int(self.shuffle),
-                drop_last=int(self.drop_last), seed=seed, num_threads=num_threads or 0, prefetch=prefetch,
-                rank=-1 if rank is None else rank, world_size=-1 if world_size is None else world_size,
-                on_error=_ON_ERROR[on_error], max_image_pixels=limit, device=device,
-                device_memory_limit_bytes=device_memory_limit_bytes, strict_decode=bool(strict_decode),
-                allow_empty=bool(allow_empty), sampler_drop_last=self.sampler_drop_last,
-                torch_permutation=permutation == "torch",
-                pin_memory=-1 if pin_memory is None else int(pin_memory), output_device=output_device,
-                device_decode=_DEVICE_DECODE[device_decode], deterministic=bool(deterministic),
-                output_dtype=_DTYPES[dtype_name], memory_format=_MEMORY_FORMATS[format_name],
-                semantics=semantics_value, repeated_augmentations=repeated_augmentations,
-                shuffle_buffer=shuffle_buffer,
-                dataset=fetcher, dataset_size=dataset_size, open_progress=_log_open_progress, remote=queue)
+            self._c = _c.open_loader(open_progress=_log_open_progress, remote=queue, **args)
         except BaseException as e:
             if self._remote is not None:
                 self._remote.stop()
@@ -645,9 +586,13 @@ class Loader:
             raise
         if self._remote is not None:
             self._remote.attached_ev.set()
+        self._pixel_spec = None if fetcher else {name: args[name] for name in PIXEL_ARGS}
         self._classes = self._c.classes
         with _open_lock:
             _open_loaders.add(self)
+        if pin_memory and not self._c.stats()["host_memory_pinned"]:
+            warnings.warn("fusionflow.Loader: pin_memory=True, but no GPU could pin the batches: they are in "
+                          "ordinary host memory (as DataLoader without an accelerator)", stacklevel=2)
 
     # -- sizes ---------------------------------------------------------------------------
 
@@ -684,6 +629,66 @@ class Loader:
         """True once close() ran."""
         return self._c is None or self._c.closed
 
+    # -- where scripts touch a DataLoader (_dataloader.py) --------------------------------
+
+    @property
+    def dataset(self):
+        """The data set, as a DataLoader's ``dataset``: for a folder, list or tar source a
+        :class:`fusionflow.SourceDataset` (torchvision ImageFolder's ``samples``, ``targets``,
+        ``classes``, ``class_to_idx``; ``dataset[i]`` is ``(image, label)`` as the pipeline makes
+        sample i in the current epoch; picklable, for DataLoader worker processes); for a
+        Python dataset source, that dataset itself."""
+        if self._user_dataset is not None:
+            return self._user_dataset
+        if self._pixel_spec is None:
+            return self.source
+        return self._dataloader_views()[0]
+
+    @property
+    def sampler(self):
+        """The order as a torch sampler shows it (:class:`fusionflow.Sampler`): ``len`` is
+        DistributedSampler's ``num_samples`` for this rank, iterating gives the dataset
+        indices the current epoch hands out, ``set_epoch(e)`` is ``loader.set_epoch(e)``."""
+        return self._dataloader_views()[1]
+
+    @property
+    def batch_sampler(self):
+        """The order cut into batches (:class:`fusionflow.BatchSampler`): ``sampler`` (the
+        same object as ``loader.sampler``), ``batch_size``, ``drop_last``, ``len`` (batches per
+        epoch), and a list of dataset indices per batch when iterated."""
+        return self._dataloader_views()[2]
+
+    def _dataloader_views(self):
+        if self._views is None:
+            self._open()
+            dataset = None if self._pixel_spec is None else SourceDataset(weakref.ref(self), self._pixel_spec,
+                                                                          self.output)
+            sampler = Sampler(self)
+            self._views = (dataset, sampler, BatchSampler(self, sampler))
+        return self._views
+
+    @property
+    def mixup_enabled(self):
+        """Whether the batch stage (``mixup_cutmix``) mixes: False without one. Setting
+        False (timm's train.py does at ``--mixup-off-epoch``, on its loader) turns the mixing
+        off from the next batch: images unmixed, targets the labels' smoothed one-hot rows,
+        as timm's Mixup with ``mixup_enabled = False``; True turns it back on (ValueError
+        without a batch stage)."""
+        if self._has_mix is None:
+            try:
+                self._open().mix_plan(0, 0)
+                self._has_mix = True
+            except ValueError:
+                self._has_mix = False
+        return self._has_mix and self._mix_on
+
+    @mixup_enabled.setter
+    def mixup_enabled(self, enabled):
+        if not enabled and not self.mixup_enabled and not self._has_mix:
+            return  # nothing to turn off, as timm's loader without a Mixup collate
+        self._open().set_mix_enabled(bool(enabled))
+        self._mix_on = bool(enabled)
+
     # -- iteration -----------------------------------------------------------------------
 
     def __iter__(self):
@@ -700,42 +705,51 @@ class Loader:
         ``prefetch + 1`` batches are still referenced, KeyboardInterrupt.
         """
         self._open()
-        self._resume_epoch = None
         self._iterations += 1
         return _EpochIterator(self, self._iterations)
 
-    def _tell_device_memory(self, core):
-        """Hands the library PyTorch's view of spare device memory, on the
-        consumer thread (ff_loader_set_device_free_bytes): free memory plus what
-        torch's caching allocator holds unused, so that the loader's budget
-        counts that memory as available and shrinks (trimming its pool) when
-        the trainer takes it. Only when torch is imported and has initialised
-        CUDA on the loader's device; otherwise the library reads the device."""
-        torch = sys.modules.get("torch")
-        dev = self.device
-        if torch is None or not (dev.startswith("cuda") or dev == "auto"):
+    def _release_torch_cache(self, core):
+        """release_torch_cache=True: when the device memory budget said no since
+        the last batch (ff_stats.device_budget_refusals grew) and torch has
+        initialised CUDA, torch.cuda.empty_cache() hands what torch caches unused
+        to the device, where the loader's budget finds it at the next batch; at
+        most once every _EMPTY_CACHE_EVERY_S seconds. Never by default: the
+        budget counts only memory the device has free, and what torch caches
+        is torch's."""
+        if not self.release_torch_cache:
             return
-        try:
-            cuda = torch.cuda
-            if not cuda.is_initialized():
-                return
-            index = int(dev.split(":", 1)[1]) if ":" in dev else cuda.current_device()
-            free, _ = cuda.mem_get_info(index)
-            spare = free + cuda.memory_reserved(index) - cuda.memory_allocated(index)
-        except (RuntimeError, ValueError, AttributeError):
-            return
-        core.set_device_free_bytes(int(spare))
+        refusals = core.budget_refusals()
+        if _empty_cache_due(sys.modules.get("torch"), refusals, self._cache_state, time.monotonic()):
+            sys.modules["torch"].cuda.empty_cache()
+
+    def _fence_stream(self, core):
+        """The stream to fence (ff_loader_fence) before the next batch: where
+        the trainer's copies of host batches are queued. For batches pinned by
+        a CUDA device, torch's current stream (a side stream of that device
+        joined to it when the current device is another); while torch is not
+        imported or has not initialised CUDA, no copy of torch's can be queued
+        yet and the device's default stream (0) stands in, so that fencing is
+        on from the first batch (torch is never imported, nor its CUDA state
+        initialised, here). Pinned by the emulator: its default stream (0).
+        Ordinary memory: None (nothing to fence)."""
+        dev = core.pinned_device
+        if not dev.startswith(("cuda:", "emu:")):
+            return None
+        torch = sys.modules.get("torch") if dev.startswith("cuda:") else None
+        stream = None if torch is None else _copy_stream(torch, int(dev[5:]), self._side_streams)
+        return 0 if stream is None else stream
 
     def _next_batch(self, iteration):
         if iteration != self._iterations:
             raise RuntimeError("fusionflow: another iteration over this loader started; this iterator is done")
         core = self._open()
-        self._tell_device_memory(core)
-        answer = core.next()
+        self._release_torch_cache(core)
+        answer = core.next(self._fence_stream(core))
         if answer is None:
             return None
         images, labels, indices, epoch, index = answer
         del answer
+        self._held_epoch = None
         self.last_batch = BatchInfo(epoch, index, indices)
         convert = self._convert
         if isinstance(images, list):  # views: one tensor per view
@@ -748,9 +762,12 @@ class Loader:
         """Selects the epoch the next iteration runs, from its first batch (as
         DistributedSampler.set_epoch: the order and every random draw depend on
         (seed, epoch)). Setting the epoch that comes next anyway keeps the
-        batches already prepared. Right after ``load_state_dict``, setting the
-        restored epoch keeps the restored position (so the usual
-        ``for epoch in range(start, n): loader.set_epoch(epoch)`` resumes mid-epoch).
+        batches already prepared. Until the next batch is handed out, setting
+        the epoch the last ``set_epoch`` or ``load_state_dict`` chose again
+        changes nothing: a restored mid-epoch position is kept (so the usual
+        ``for epoch in range(start, n): loader.set_epoch(epoch)`` resumes
+        mid-epoch), and ``loader.set_epoch(e)`` and ``loader.sampler.set_epoch(e)``
+        may both be called (PyTorch Lightning calls the sampler's).
 
         Args:
             epoch (int): in [0, 2**64) (the library's uint64_t).
@@ -759,11 +776,10 @@ class Loader:
         if isinstance(epoch, bool) or not isinstance(epoch, int) or not 0 <= epoch < 1 << 64:
             raise ValueError(f"fusionflow: set_epoch: epoch must be a non-negative int below 2**64 (got {epoch!r})")
         c = self._open()
-        if self._resume_epoch is not None and self._resume_epoch == epoch:
-            self._resume_epoch = None
+        if self._held_epoch == epoch:
             return
-        self._resume_epoch = None
         c.set_epoch(epoch)
+        self._held_epoch = epoch
 
     def plan(self, index, epoch=None):
         """What the loader draws for sample ``index`` (its place in the data
@@ -862,7 +878,7 @@ class Loader:
             raise ValueError(f"fusionflow: load_state_dict: position (epoch {epoch}, batch {batch}) is outside "
                              f"epochs [0, 2**64) and the {c.num_batches} batches of an epoch")
         c.seek(epoch, batch)
-        self._resume_epoch = epoch
+        self._held_epoch = epoch
 
     # -- statistics ----------------------------------------------------------------------
 
@@ -885,6 +901,12 @@ class Loader:
             device_samples, device_fallbacks (int): samples the device prepared; samples
                 meant for it that the CPU prepared after a refusal or a device error.
             device_ns (int): device time of the microbatches.
+            device_budget_refusals (int): times the device memory budget said no
+                (a batch it admitted no device sample of, or a microbatch refused
+                for memory); see release_torch_cache.
+            fences (int), fence_wait_ns (int): events recorded after the trainer's
+                copies of host batches (one per next() when the batches are pinned),
+                and the time a worker waited for one (see "Copies to the GPU").
             device_pool_limit_bytes, device_pool_peak_bytes (int): the device memory
                 budget now, and the most the loader held.
             offload_share (float): the scheduler's current device share, 0..1.
@@ -918,6 +940,7 @@ class Loader:
                 IMG_EXTENSIONS), as ImageFolder leaves them out.
             node_group (str): the node group whose coordinator sets num_threads
                 (FF_NODE_GROUP, auto resolved), or "" when the loader runs alone.
+            host_memory_pinned (bool): the host batches are in pinned memory (pin_memory).
             op_costs (dict): per kind of op (``"resize"``, ``"fused_lut"``, ...):
                 calls, ns, pixels (ints), ns_per_image, ns_per_pixel (floats).
             remote (dict): remote workers (``remote=``; docs/remote.md): placement_samples
@@ -960,7 +983,7 @@ class Loader:
         if remote is not None:  # its dispatcher first: no microbatch goes out or comes back after this
             remote.stop()
         if c is not None:
-            c.close()
+            c.close(self._fence_stream(c))
         with _open_lock:
             _open_loaders.discard(self)
 
@@ -1039,5 +1062,5 @@ def augment_image(path, pipeline, seed=0, epoch=0, index=0, output="numpy", sema
         if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 1 << 64:
             raise ValueError(f"fusionflow.augment_image: {name} must be an int in [0, 2**64) (got {value!r})")
     semantics_value = _semantics("augment_image", semantics)
-    convert = _converter(output)
+    convert = _converter(output, "fusionflow.augment_image")
     return convert(_c.augment_image(os.fspath(path), pipeline, seed, epoch, index, semantics_value))

@@ -90,14 +90,73 @@ def _rgb(name, v):
     return "(" + ", ".join(repr(x) for x in v) + ")"
 
 
+class _ReaderSamples:
+    """A timm reader's samples as (encoded bytes, label), read through the reader (the
+    members of an image tar), in the order and with the labels timm gives them."""
+
+    def __init__(self, reader):
+        self.reader = reader
+
+    def __len__(self):
+        return len(self.reader)
+
+    def __getitem__(self, i):
+        f, label = self.reader[i][:2]
+        with f:
+            return f.read(), label
+
+
+class _SampleFiles:
+    """A dataset's ``samples`` list, (path, label) in its order, as (encoded bytes, label)."""
+
+    def __init__(self, samples):
+        self.samples = samples
+
+    def __len__(self):
+        return len(self.samples)
+
+    def __getitem__(self, i):
+        path, label = self.samples[i][:2]
+        with open(path, "rb") as f:
+            return f.read(), int(label)
+
+
+def _wds_source(reader):
+    """timm's WebDataset reader (create_dataset("wds/...")) as a tar: source of its split's shards."""
+    if getattr(reader, "remap_class", False) or getattr(reader, "target_key", None) not in (None, "cls"):
+        raise ValueError("fusionflow.timm: a wds dataset with a class_map or a target_key other than 'cls' is "
+                         "not supported (labels are read from KEY.cls)")
+    shards = [os.path.join(reader.root, f) for f in reader.split_info.filenames]
+    return "tar:" + "::".join(shards)
+
+
 def _source(dataset):
+    """(source for the Loader, samples to check it against or None) of what timm's
+    create_dataset (or torchvision's ImageFolder) returned, or of a path."""
     if isinstance(dataset, (str, bytes, os.PathLike)):
-        return dataset
-    root = getattr(dataset, "root", None)  # torchvision's ImageFolder, timm's ImageDataset keep their folder
-    if isinstance(root, (str, os.PathLike)) and os.path.isdir(root):
-        return root
-    raise TypeError("fusionflow.timm: dataset_or_source must be a folder or list file (or a dataset with .root, "
-                    f"an ImageFolder); got {type(dataset).__name__}")
+        return os.fspath(dataset), None
+    reader = getattr(dataset, "reader", None)
+    if reader is not None and hasattr(reader, "split_info"):  # ReaderWds: shards with KEY.cls
+        return _wds_source(reader), None
+    if reader is not None and hasattr(reader, "__getitem__") and hasattr(reader, "__len__"):
+        root, samples = getattr(reader, "root", None), getattr(reader, "samples", None)
+        if isinstance(root, (str, os.PathLike)) and os.path.isdir(root) and samples is not None:
+            return os.fspath(root), samples  # a folder: served by the library when timm's order is ours
+        return _ReaderSamples(reader), None  # an image tar, or another map-style reader
+    root, samples = getattr(dataset, "root", None), getattr(dataset, "samples", None)
+    if isinstance(root, (str, os.PathLike)) and os.path.isdir(root) and samples is not None:
+        return os.fspath(root), samples  # torchvision's ImageFolder
+    raise TypeError("fusionflow.timm: dataset_or_source must be a folder or list file, a dataset of "
+                    "timm.data.create_dataset (a folder, an image tar or wds/ shards) or torchvision's "
+                    f"ImageFolder; got {type(dataset).__name__}")
+
+
+def _same_samples(view, samples):
+    """Whether the library's folder index lists timm's samples, in timm's order."""
+    ours = view.samples
+    return len(ours) == len(samples) and all(
+        label == int(theirs[1]) and os.path.normpath(path) == os.path.normpath(theirs[0])
+        for (path, label), theirs in zip(ours, samples))
 
 
 def mixup_stage(mixup):
@@ -210,19 +269,36 @@ def _policy(config, size_min, mean, interpolation):
     return f"{op}(" + ", ".join(args) + ")"
 
 
+_DTYPES = {"torch.float32": "float32", "float32": "float32", "torch.bfloat16": "bfloat16", "bfloat16": "bfloat16",
+           "torch.float16": "float16", "float16": "float16"}
+
+
 def create_loader(dataset_or_source, input_size, batch_size, is_training=False, re_prob=0., re_mode="const",
                   re_count=1, scale=None, ratio=None, hflip=0.5, vflip=0., color_jitter=0.4,
                   color_jitter_prob=None, grayscale_prob=0., gaussian_blur_prob=0., auto_augment=None,
                   num_aug_repeats=0, interpolation="bilinear", mean=IMAGENET_DEFAULT_MEAN,
                   std=IMAGENET_DEFAULT_STD, num_workers=1, distributed=False, crop_pct=None, crop_mode=None,
                   collate_fn=None, pin_memory=False, img_dtype=None, device=None, use_prefetcher=True, seed=0,
-                  dct_scale=False, **timm_kwargs):
+                  dct_scale=False, permutation="torch", **timm_kwargs):
     """timm.data.create_loader's arguments (timm 1.0) in, a :class:`fusionflow.Loader` out.
 
-    ``dataset_or_source`` is a folder or list file (or a dataset with ``.root``, such as
-    ImageFolder). ``seed`` (not timm's) seeds the order and every draw; ``dct_scale`` (not
-    timm's) allows DCT-scaled JPEG decodes (see transform_pipeline). Raises ValueError
-    naming any argument that cannot be honoured, TypeError for an unknown one.
+    ``dataset_or_source``: what ``timm.data.create_dataset`` returns for a folder (its
+    ImageDataset; timm's sample order and labels are kept: the library reads the folder
+    when its index lists timm's samples in timm's order, else the bytes come through
+    timm's reader), for an image tar (through the reader) or for ``wds/`` shards (a
+    ``tar:`` source of the split's shards, labels from ``KEY.cls``, the order ours, not
+    timm's stream shuffle); torchvision's ImageFolder; or a folder or list file.
+    ``loader.dataset`` is the dataset passed in (timm's train loop calls its
+    ``set_epoch`` when it has one), ``loader.sampler.set_epoch`` sets the epoch.
+
+    The order follows timm's samplers by default (``permutation="torch"``):
+    DistributedSampler's with ``distributed``, RepeatAugSampler's with
+    ``num_aug_repeats`` (index lists equal for seed 0), OrderedDistributedSampler's for
+    distributed evaluation; ``permutation="philox"`` draws our own order. ``seed`` and
+    ``permutation`` (not timm's) seed and pick the order; ``dct_scale`` (not timm's)
+    allows DCT-scaled JPEG decodes (see transform_pipeline). ``img_dtype`` float32,
+    bfloat16 or float16 sets the batches' type. Raises ValueError naming any argument
+    that cannot be honoured, TypeError for an unknown one.
     """
     for name, value in timm_kwargs.items():
         if name in _NO_EFFECT:
@@ -232,8 +308,8 @@ def create_loader(dataset_or_source, input_size, batch_size, is_training=False, 
         default, why = _NOT_SUPPORTED[name]
         if value != default and not (default is None and value in ((), [])):
             raise ValueError(f"fusionflow.timm: {name}={value!r}: {why}")
-    if img_dtype is not None and str(img_dtype) not in ("torch.float32", "float32"):
-        raise ValueError(f"fusionflow.timm: img_dtype={img_dtype!r}: batches are float32")
+    if img_dtype is not None and str(img_dtype) not in _DTYPES:
+        raise ValueError(f"fusionflow.timm: img_dtype={img_dtype!r}: batches are float32, bfloat16 or float16")
     pipeline = transform_pipeline(input_size, is_training, scale, ratio, hflip, vflip, color_jitter,
                                   color_jitter_prob, grayscale_prob, gaussian_blur_prob, auto_augment,
                                   interpolation, mean, std, re_prob, re_mode, re_count, crop_pct, crop_mode,
@@ -250,8 +326,17 @@ def create_loader(dataset_or_source, input_size, batch_size, is_training=False, 
     if use_prefetcher and device is not None and getattr(device, "type", str(device).split(":")[0]) == "cuda":
         index = getattr(device, "index", None)
         output_device = f"cuda:{index or 0}"
-    return Loader(os.fspath(_source(dataset_or_source)), pipeline, batch_size=batch_size, shuffle=bool(is_training),
-                  drop_last=bool(is_training), seed=seed, num_threads=max(int(num_workers), 1),
-                  rank=None if distributed else 0, world_size=None if distributed else 1,
-                  repeated_augmentations=int(num_aug_repeats) if is_training else 0,
-                  pin_memory=bool(pin_memory), output_device=output_device, device="cpu")
+    source, samples = _source(dataset_or_source)
+    settings = dict(batch_size=batch_size, shuffle=bool(is_training), drop_last=bool(is_training), seed=seed,
+                    permutation=permutation, num_threads=max(int(num_workers), 1),
+                    rank=None if distributed else 0, world_size=None if distributed else 1,
+                    repeated_augmentations=int(num_aug_repeats) if is_training else 0,
+                    pin_memory=bool(pin_memory), output_device=output_device, device="cpu",
+                    dtype=None if img_dtype is None else _DTYPES[str(img_dtype)])
+    loader = Loader(source, pipeline, **settings)
+    if samples is not None and not _same_samples(loader.dataset, samples):
+        loader.close()  # timm sorts otherwise (natural order) or maps classes otherwise: keep timm's samples
+        loader = Loader(_SampleFiles(samples), pipeline, **settings)
+    if not isinstance(dataset_or_source, (str, bytes, os.PathLike)):
+        loader._user_dataset = dataset_or_source
+    return loader

@@ -1,6 +1,7 @@
 /* _fusionflow.c — the C extension under the `fusionflow` Python package: a thin
  * layer over the public header (include/fusionflow/fusionflow.h) and nothing
- * else of the library.
+ * else of the library (but for the tests' stand-in for a trainer's late GPU
+ * copy on the emulator: ffpy_late_copy.c).
  *
  * Three objects:
  *   Loader  one ff_loader plus a "fetch thread". The consumer's wait for the
@@ -65,6 +66,7 @@
 #include "ffpy_common.h"
 #include "ffpy_dataset.h"
 #include "ffpy_remote.h"
+#include "ffpy_late_copy.h"
 #include "fusionflow/fusionflow.h"
 
 /* How long the Python thread waits before it looks at signals again. */
@@ -516,6 +518,7 @@ typedef struct {
   size_t num_batches, num_samples, dataset_size;
   int prefetch;
   PyObject *classes; /* tuple of the class folders' names (imagefolder), or None */
+  char pinned_device[32]; /* ff_loader_pinned_device */
 } LoaderObject;
 
 static PyTypeObject *LoaderType;
@@ -750,6 +753,7 @@ static PyObject *loader_open(PyObject *module, PyObject *args, PyObject *kwargs)
   self->num_samples = ff_loader_num_samples(loader);
   self->dataset_size = ff_loader_dataset_size(loader);
   self->prefetch = cfg.prefetch;
+  snprintf(self->pinned_device, sizeof self->pinned_device, "%s", ff_loader_pinned_device(loader));
   if (!self->classes) {
     close_opened(loader, dataset);
     c->refs = 1;
@@ -812,10 +816,30 @@ static void drop_answer(core *c) {
   give_back(c, b);
 }
 
-static PyObject *loader_next_body(LoaderObject *self, PyObject *unused) {
-  (void)unused;
+/* ff_loader_fence on the consumer's stream handle (a Python int: a
+ * cudaStream_t, 0 the legacy default stream), on this thread: the one that
+ * queued the copies. Safe while the fetch thread waits in ff_loader_next.
+ * 0, or -1 with the exception set. */
+static int fence(core *c, PyObject *stream) {
+  void *handle = PyLong_AsVoidPtr(stream);
+  if (!handle && PyErr_Occurred()) return -1;
+  ff_status st;
+  Py_BEGIN_ALLOW_THREADS
+  st = ff_loader_fence(c->loader, handle);
+  Py_END_ALLOW_THREADS
+  if (st != FF_OK) {
+    ffpy_raise_status(st, ff_loader_errmsg(c->loader));
+    return -1;
+  }
+  return 0;
+}
+
+static PyObject *loader_next_body(LoaderObject *self, PyObject *args) {
+  PyObject *stream = Py_None;
+  if (!PyArg_ParseTuple(args, "|O:next", &stream)) return NULL;
   if (check_open(self)) return NULL;
   core *c = self->core;
+  if (stream != Py_None && fence(c, stream)) return NULL;
   pthread_mutex_lock(&c->mu);
   if (!c->requested && !c->done) {
     c->requested = 1;
@@ -865,7 +889,7 @@ static PyObject *loader_next_body(LoaderObject *self, PyObject *unused) {
     for (size_t v = 1; list && v < views; v++) {
       ff_tensor tv;
       ff_batch_view_images(b, v, &tv);
-      PyObject *t = tensor_new(o, &tv);
+      PyObject *t = images_new(o, b, &tv); /* on the batch's device, as view 0 */
       if (!t) Py_CLEAR(list);
       else PyList_SetItem(list, (Py_ssize_t)v, t);
     }
@@ -889,14 +913,20 @@ static PyObject *loader_next_body(LoaderObject *self, PyObject *unused) {
   return r;
 }
 
-static PyObject *loader_close(LoaderObject *self, PyObject *unused) {
-  (void)unused;
+static PyObject *loader_close(LoaderObject *self, PyObject *args) {
+  PyObject *stream = Py_None;
+  if (args && !PyArg_ParseTuple(args, "|O:close", &stream)) return NULL;
   core *c = self->core;
   if (!c) Py_RETURN_NONE;
   if (self->pid != getpid()) { /* forked child: the threads are not here; leave it */
     self->core = NULL;
     Py_RETURN_NONE;
   }
+  pthread_mutex_lock(&c->mu);
+  int consuming = c->consuming;
+  pthread_mutex_unlock(&c->mu);
+  /* the batches released so far are refilled only after the copies queued before now */
+  if (stream != Py_None && !consuming && fence(c, stream)) PyErr_Clear(); /* closing anyway */
   pthread_mutex_lock(&c->mu);
   if (c->consuming) { /* its wait would outlive the core */
     pthread_mutex_unlock(&c->mu);
@@ -999,6 +1029,94 @@ static PyObject *loader_mix_plan(LoaderObject *self, PyObject *args) {
   return text;
 }
 
+/* ff_loader_sample_info(i) as (path, label): path as str (file-system
+ * encoding), label an int (-1: it comes with the bytes). */
+static PyObject *loader_sample_info(LoaderObject *self, PyObject *args) {
+  Py_ssize_t i;
+  if (!PyArg_ParseTuple(args, "n:sample_info", &i)) return NULL;
+  if (check_open(self)) return NULL;
+  if (i < 0) return ffpy_raise_status(FF_EINVAL, "the sample index must be >= 0");
+  const char *path = NULL;
+  int64_t label = -1;
+  ff_status st = ff_loader_sample_info(self->core->loader, (size_t)i, &path, &label);
+  if (st != FF_OK) return ffpy_raise_status(st, ff_loader_errmsg(self->core->loader));
+  return Py_BuildValue("(NL)", PyUnicode_DecodeFSDefault(path), (long long)label);
+}
+
+/* ff_loader_sample_images(i, epoch) as (images, label): images a Tensor, or
+ * a list of one per view; the tensors own the sample's memory. */
+static PyObject *loader_sample_images(LoaderObject *self, PyObject *args) {
+  Py_ssize_t i;
+  unsigned long long epoch;
+  if (!PyArg_ParseTuple(args, "nK:sample_images", &i, &epoch)) return NULL;
+  if (check_open(self)) return NULL;
+  if (i < 0) return ffpy_raise_status(FF_EINVAL, "the sample index must be >= 0");
+  ff_loader *l = self->core->loader;
+  size_t views = ff_loader_num_views(l);
+  ff_tensor *t = calloc(views, sizeof *t);
+  if (!t) return PyErr_NoMemory();
+  int64_t label = -1;
+  ff_status st;
+  Py_BEGIN_ALLOW_THREADS
+  st = ff_loader_sample_images(l, (size_t)i, epoch, t, views, &label);
+  Py_END_ALLOW_THREADS
+  if (st != FF_OK) {
+    free(t);
+    return ffpy_raise_status(st, ff_loader_errmsg(l));
+  }
+  owner *o = owner_new(NULL, t[0].data, NULL);
+  if (!o) {
+    ff_free(t[0].data);
+    free(t);
+    return PyErr_NoMemory();
+  }
+  PyObject *images = views > 1 ? PyList_New((Py_ssize_t)views) : tensor_new(o, &t[0]);
+  for (size_t v = 0; views > 1 && images && v < views; v++) {
+    PyObject *x = tensor_new(o, &t[v]);
+    if (!x) Py_CLEAR(images);
+    else PyList_SetItem(images, (Py_ssize_t)v, x); /* steals x */
+  }
+  owner_decref(o); /* the tensors hold it now */
+  free(t);
+  return images ? Py_BuildValue("(NL)", images, (long long)label) : NULL;
+}
+
+/* ff_loader_epoch_order(epoch) as a list of int. */
+static PyObject *loader_epoch_order(LoaderObject *self, PyObject *args) {
+  unsigned long long epoch;
+  if (!PyArg_ParseTuple(args, "K:epoch_order", &epoch)) return NULL;
+  if (check_open(self)) return NULL;
+  size_t n = self->num_samples;
+  int64_t *order = malloc((n ? n : 1) * sizeof *order);
+  if (!order) return PyErr_NoMemory();
+  ff_status st;
+  Py_BEGIN_ALLOW_THREADS
+  st = ff_loader_epoch_order(self->core->loader, epoch, order, n);
+  Py_END_ALLOW_THREADS
+  if (st != FF_OK) {
+    free(order);
+    return ffpy_raise_status(st, ff_loader_errmsg(self->core->loader));
+  }
+  PyObject *list = PyList_New((Py_ssize_t)n);
+  for (size_t k = 0; list && k < n; k++) {
+    PyObject *x = PyLong_FromLongLong(order[k]);
+    if (!x) Py_CLEAR(list);
+    else PyList_SetItem(list, (Py_ssize_t)k, x); /* steals x */
+  }
+  free(order);
+  return list;
+}
+
+/* ff_loader_set_mix_enabled(enabled). */
+static PyObject *loader_set_mix_enabled(LoaderObject *self, PyObject *args) {
+  int enabled;
+  if (!PyArg_ParseTuple(args, "p:set_mix_enabled", &enabled)) return NULL;
+  if (check_open(self)) return NULL;
+  ff_status st = ff_loader_set_mix_enabled(self->core->loader, enabled);
+  if (st != FF_OK) return ffpy_raise_status(st, ff_loader_errmsg(self->core->loader));
+  Py_RETURN_NONE;
+}
+
 /* (epoch, batch) of the batch the next next() hands out. */
 static PyObject *loader_position_body(LoaderObject *self, PyObject *unused) {
   (void)unused;
@@ -1066,7 +1184,7 @@ static PyObject *loader_stats_body(LoaderObject *self, PyObject *unused) {
     return NULL;
   }
   return Py_BuildValue("{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:i,s:N,s:N,s:s,s:K,s:K,s:K,s:n,s:n,s:d,s:K,s:K,s:N,s:s,s:s,s:K,s:K,s:K,s:K,s:K,s:K,s:s,"
-                       "s:s,s:K,s:K,s:K,s:K,s:K,s:N}",
+                       "s:s,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:N,s:N}",
                        "batches", (unsigned long long)s.batches,
                        "samples", (unsigned long long)s.samples, "read_ns", (unsigned long long)s.read_ns,
                        "decode_ns", (unsigned long long)s.decode_ns, "ops_ns", (unsigned long long)s.ops_ns,
@@ -1093,6 +1211,9 @@ static PyObject *loader_stats_body(LoaderObject *self, PyObject *unused) {
                        "device_decode_failures", (unsigned long long)s.device_decode_failures,
                        "device_decode_failed_batches", (unsigned long long)s.device_decode_failed_batches,
                        "device_decode_small_batches", (unsigned long long)s.device_decode_small_batches,
+                       "fences", (unsigned long long)s.fences, "fence_wait_ns", (unsigned long long)s.fence_wait_ns,
+                       "device_budget_refusals", (unsigned long long)s.device_budget_refusals,
+                       "host_memory_pinned", PyBool_FromLong(s.host_memory_pinned),
                        "remote", remote);
 }
 
@@ -1142,6 +1263,20 @@ static PyObject *loader_held(LoaderObject *self, PyObject *unused) {
   return PyLong_FromLong(self->core ? atomic_load(&self->core->held) : 0);
 }
 
+/* ff_stats.device_budget_refusals alone: cheap enough for every batch. */
+static PyObject *loader_budget_refusals(LoaderObject *self, PyObject *unused) {
+  (void)unused;
+  if (check_open(self)) return NULL;
+  ff_stats s;
+  ff_loader_stats(self->core->loader, &s);
+  return PyLong_FromUnsignedLongLong(s.device_budget_refusals);
+}
+
+static PyObject *loader_late_copy(LoaderObject *self, PyObject *args) {
+  if (check_open(self)) return NULL;
+  return ffpy_late_copy_queue(self->core->loader, args);
+}
+
 static PyObject *loader_set_device_free_bytes(LoaderObject *self, PyObject *args) {
   long long free_bytes;
   if (!PyArg_ParseTuple(args, "L:set_device_free_bytes", &free_bytes)) return NULL;
@@ -1167,6 +1302,10 @@ static PyObject *loader_get_dataset_size(LoaderObject *self, void *unused) {
   (void)unused;
   return PyLong_FromSize_t(self->dataset_size);
 }
+static PyObject *loader_get_pinned_device(LoaderObject *self, void *unused) {
+  (void)unused;
+  return PyUnicode_FromString(self->pinned_device);
+}
 static PyObject *loader_get_classes(LoaderObject *self, void *unused) {
   (void)unused;
   Py_INCREF(self->classes);
@@ -1174,9 +1313,11 @@ static PyObject *loader_get_classes(LoaderObject *self, void *unused) {
 }
 
 static PyMethodDef loader_methods[] = {
-    {"next", (PyCFunction)loader_next, METH_NOARGS,
-     "next() -> (images, labels, sample_indices, epoch, batch) or None at the end of the epoch"},
-    {"close", (PyCFunction)loader_close, METH_NOARGS, "close(): stop and join the threads; idempotent"},
+    {"next", (PyCFunction)loader_next, METH_VARARGS,
+     "next(stream=None) -> (images, labels, sample_indices, epoch, batch) or None at the end of the epoch;\n"
+     "a stream (int: a cudaStream_t of pinned_device, 0 its default stream) is fenced first (ff_loader_fence)"},
+    {"close", (PyCFunction)loader_close, METH_VARARGS,
+     "close(stream=None): fence on stream (as next), stop and join the threads; idempotent"},
     {"set_epoch", (PyCFunction)loader_set_epoch, METH_VARARGS, "set_epoch(epoch)"},
     {"seek", (PyCFunction)loader_seek, METH_VARARGS, "seek(epoch, batch)"},
     {"position", (PyCFunction)loader_position, METH_NOARGS, "position() -> (epoch, batch)"},
@@ -1184,10 +1325,21 @@ static PyMethodDef loader_methods[] = {
     {"mix_plan", (PyCFunction)loader_mix_plan, METH_VARARGS,
      "mix_plan(epoch, batch) -> JSON text of ff_loader_mix_plan (the batch stage's draws)"},
     {"stats", (PyCFunction)loader_stats, METH_NOARGS, "stats() -> dict"},
+    {"sample_info", (PyCFunction)loader_sample_info, METH_VARARGS,
+     "sample_info(i) -> (path, label) of ff_loader_sample_info"},
+    {"sample_images", (PyCFunction)loader_sample_images, METH_VARARGS,
+     "sample_images(i, epoch) -> (images, label) of ff_loader_sample_images"},
+    {"epoch_order", (PyCFunction)loader_epoch_order, METH_VARARGS,
+     "epoch_order(epoch) -> list of the dataset indices of ff_loader_epoch_order"},
+    {"set_mix_enabled", (PyCFunction)loader_set_mix_enabled, METH_VARARGS, "set_mix_enabled(enabled)"},
     {"held", (PyCFunction)loader_held, METH_NOARGS, "held() -> batches handed out and still referenced"},
     {"set_device_free_bytes", (PyCFunction)loader_set_device_free_bytes, METH_VARARGS,
-     "set_device_free_bytes(n): the device memory the trainer can spare, in bytes (-1: the device's own "
-     "figure); ff_loader_set_device_free_bytes"},
+     "set_device_free_bytes(n): at most n bytes of the device's free memory count for the budget (-1: no "
+     "cap); ff_loader_set_device_free_bytes"},
+    {"_late_copy", (PyCFunction)loader_late_copy, METH_VARARGS,
+     "_late_copy(address, nbytes) -> a late copy on the emulator, for tests (ffpy_late_copy.h)"},
+    {"budget_refusals", (PyCFunction)loader_budget_refusals, METH_NOARGS,
+     "budget_refusals() -> ff_stats.device_budget_refusals"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -1197,6 +1349,8 @@ static PyGetSetDef loader_getset[] = {
     {"num_samples", (getter)loader_get_num_samples, NULL, NULL, NULL},
     {"dataset_size", (getter)loader_get_dataset_size, NULL, NULL, NULL},
     {"classes", (getter)loader_get_classes, NULL, "tuple of str (class folders) or None", NULL},
+    {"pinned_device", (getter)loader_get_pinned_device, NULL,
+     "the device that pinned the host batches (\"cuda:0\", \"emu:0\"), or \"cpu\" (ff_loader_pinned_device)", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 
@@ -1401,7 +1555,8 @@ PyMODINIT_FUNC PyInit__fusionflow(void) {
   Py_INCREF(TensorType);
   Py_INCREF(LoaderType);
   if (PyModule_AddObject(m, "Tensor", (PyObject *)TensorType) ||
-      PyModule_AddObject(m, "CLoader", (PyObject *)LoaderType) || ffpy_augmenter_add(m) || ffpy_remote_add(m))
+      PyModule_AddObject(m, "CLoader", (PyObject *)LoaderType) || ffpy_augmenter_add(m) ||
+      PyModule_AddFunctions(m, ffpy_late_copy_methods) || ffpy_remote_add(m))
     goto fail;
   static const struct {
     const char *name;

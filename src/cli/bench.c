@@ -610,11 +610,15 @@ int ff__cli_bench(int argc, char **argv) {
             work > 0 ? 100 * ops_s / work : 0, wait_s, elapsed > 0 ? 100 * wait_s / elapsed : 0,
             step_ms > 0 ? ": the training step's stall"
                         : ": expected, the consumer only waits (--step-ms N stands in for a training step)");
-    fprintf(stderr, "decoders: %s (%llu images on the CPU workers, %llu on the device%s%s)\n", end.decoders,
-            (unsigned long long)(end.cpu_decodes - base.cpu_decodes),
-            (unsigned long long)(end.device_decodes - base.device_decodes),
-            strcmp(end.device_decoder, "none") ? "" : "; device decode off: ",
-            strcmp(end.device_decoder, "none") ? "" : end.device_decoder_note);
+    if (strcmp(end.device, "cpu"))
+      fprintf(stderr, "decoders: %s (%llu images on the CPU workers, %llu on the device%s%s)\n", end.decoders,
+              (unsigned long long)(end.cpu_decodes - base.cpu_decodes),
+              (unsigned long long)(end.device_decodes - base.device_decodes),
+              strcmp(end.device_decoder, "none") ? "" : "; device decode off: ",
+              strcmp(end.device_decoder, "none") ? "" : end.device_decoder_note);
+    else  /* a CPU run names no device (the JSON keeps every field) */
+      fprintf(stderr, "decoders: %s (%llu images)\n", end.decoders,
+              (unsigned long long)(end.cpu_decodes - base.cpu_decodes));
     if (strcmp(end.device, "cpu"))
       fprintf(stderr, "device %s: %.0f%% of the samples (%llu), %.2f s device time, %llu fell back to the CPU; "
               "pool peak %.1f of %.1f MiB\n", end.device, 100 * device_share, (unsigned long long)dev_samples,

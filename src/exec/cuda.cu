@@ -1,20 +1,23 @@
 /* cuda.cu — the CUDA backend of the device interface (`cuda:N`).
  *
- * One kernel runs every stage kind: a launch covers one stage index of a
- * microbatch's stage table, blockIdx.y picking the sample and each thread
- * one element, computed by ff__dstage_elem (kernels/stage.h) — the function
- * the emulator loops over and whose arithmetic is the CPU ops' own. Built
- * with --fmad=false, so nothing is contracted beyond the explicit
- * ff__fma_f32 (__fmaf_rn). Histograms and gray sums (equalize,
- * autocontrast's and contrast's tables) accumulate per block in shared
- * memory and add to the sample's totals once per bin (or once per block),
- * instead of one global atomic per pixel: integer sums, so the same totals;
- * a run's tables are built by one block with a thread per entry in shared
- * memory instead of three threads looping over 256 entries in global
- * scratch. FF_DEVICE_KERNELS=plain (read at open) turns both off, for
- * measuring the difference with one build. NVTX ranges (nvtx3, header only: nothing to
- * link) name the loader's stages (ff__device_range_push) so a trainer's
- * profile shows them.
+ * A kernel per stage kind: a launch covers the records of one kind at one
+ * stage index of a microbatch's stage table, blockIdx.y picking the record
+ * and each thread one element, computed by ff__dstage_elem_as
+ * (kernels/stage.h) with the kind a template constant, so each kernel
+ * holds only its kind's arithmetic (and registers: 4 blocks of 256 per SM
+ * at least, __launch_bounds__) — the functions the emulator calls, whose
+ * arithmetic is the CPU ops' own. Built with --fmad=false, so nothing is
+ * contracted beyond the explicit ff__fma_f32 (__fmaf_rn). Histograms and
+ * gray and luma sums (equalize, autocontrast's and contrast's tables)
+ * accumulate per block in shared memory and add to the sample's totals
+ * once per bin (or once per block), instead of one global atomic per
+ * pixel: integer sums, so the same totals; a run's tables are built by one
+ * block with a thread per entry in shared memory instead of three threads
+ * looping over 256 entries in global scratch (kernels/stage_block.h: the
+ * emulator runs these shapes too). FF_DEVICE_KERNELS=plain (read at open)
+ * turns them off, for measuring the difference with one build. NVTX
+ * ranges (nvtx3, header only: nothing to link) name the loader's stages
+ * (ff__device_range_push) so a trainer's profile shows them.
  *
  * A good neighbour to the trainer in the same process:
  * - The device's primary context (the one torch uses) is retained at open
@@ -26,9 +29,14 @@
  *   (cudaThreadExchangeStreamCaptureMode), so our calls on the feeder thread
  *   cannot invalidate a CUDA graph the trainer captures on its own.
  * - Events are blocking-sync: waiting sleeps instead of spinning a core.
- * - Memory is stream-ordered, from a memory pool of our own
- *   (cudaMallocFromPoolAsync / cudaFreeAsync on an internal stream that
- *   first waits for our streams), never cudaFree, which stalls the GPU.
+ * - Memory is stream-ordered, from a memory pool of our own, never
+ *   cudaFree, which stalls the GPU: frees (cudaFreeAsync) on an internal
+ *   stream that first waits for our streams, allocations
+ *   (cudaMallocFromPoolAsync) on another that waits for nothing, reusing
+ *   only memory whose free has completed, and nothing waits for the frees:
+ *   our streams may wait for the trainer's (a released batch), and a wait
+ *   behind them would block whichever thread allocates or trims — the
+ *   trainer's own in next().
  * - Only cudaErrorMemoryAllocation is "out of memory" (FF__EBUDGET); any
  *   other failure is a device error.
  * - Streams are non-blocking (never serialised with the default stream);
@@ -46,25 +54,72 @@
 extern "C" {
 #include "exec/device_impl.h"
 }
-#include "kernels/stage.h"
+#include "kernels/stage_block.h"
 
-#define BLOCK 256 /* block_lut_build takes one thread per table entry */
+#define BLOCK FF__DBLOCK
+/* At least 4 blocks of 256 per SM (1024 threads, half of an sm_90 SM's
+ * 2048): at most 64 registers a thread. scripts/kernel-occupancy.sh prints
+ * what ptxas gave each kernel. */
+#define MIN_BLOCKS 4
 
-/* Element e's pixel of the stage's source (the histogram and sum stages count source pixels). */
-__device__ static const uint8_t *src_px(const ff__dstage *st, uint32_t e) {
-  uint32_t w = st->src.width > 0 ? (uint32_t)st->src.width : 1;
-  return ff__dimg_px(&st->src, (int)(e / w), (int)(e % w));
+/* One element per thread, of a stage of kind K: ff__dstage_elem_as with a
+ * constant kind keeps only that case, so each kind gets only the registers
+ * its own arithmetic needs. blockIdx.y picks the record; records of another
+ * kind (FF__DS_NONE placeholders) do nothing. */
+template <int K>
+__global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) ff_elem_kernel(const ff__dstage *__restrict__ table) {
+  const ff__dstage *st = table + blockIdx.y;
+  uint32_t e = blockIdx.x * BLOCK + threadIdx.x;
+  if (st->kind == K && e < st->count) ff__dstage_elem_as(st, K, e);
 }
 
-/* FF__DS_LUT_BUILD by one block: the three channels in turn, one thread
- * per table entry (kernels/color.h's entry functions), the histogram
- * pushed through the composition with shared-memory atomics, the lowest,
- * highest and total by atomic min/max/add and equalize's counts below each
- * value by a scan — integers, so the tables are ff__lut_run_channel's. */
-__device__ static void block_lut_build(const ff__dstage *st) {
+/* A sum stage: the block's terms added in shared memory, then its total
+ * to the sample's once (integers: the per-element path's total). */
+template <int K>
+__global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) ff_sum_kernel(const ff__dstage *__restrict__ table) {
+  __shared__ unsigned long long sum[BLOCK];
+  const ff__dstage *st = table + blockIdx.y;
+  uint32_t e = blockIdx.x * BLOCK + threadIdx.x;
+  if (st->kind != K) return; /* block-uniform: one record per blockIdx.y */
+  sum[threadIdx.x] = e < st->count ? ff__dstage_sum_term(st, K, e) : 0;
+  __syncthreads();
+  for (int half = BLOCK / 2; half > 0; half /= 2) {
+    if (threadIdx.x < half) sum[threadIdx.x] += sum[threadIdx.x + half];
+    __syncthreads();
+  }
+  if (!threadIdx.x && sum[0]) atomicAdd(FF__DPTR(unsigned long long, st->a), sum[0]);
+}
+
+/* FF__DS_HISTOGRAM: the block's counts in shared memory, then each
+ * non-zero bin added to the sample's once. */
+__global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) ff_histogram_kernel(const ff__dstage *__restrict__ table) {
+  __shared__ uint32_t hist[3 * 256];
+  const ff__dstage *st = table + blockIdx.y;
+  uint32_t e = blockIdx.x * BLOCK + threadIdx.x;
+  if (st->kind != FF__DS_HISTOGRAM) return;
+  for (int i = threadIdx.x; i < 3 * 256; i += BLOCK) hist[i] = 0;
+  __syncthreads();
+  if (e < st->count) {
+    const uint8_t *p = ff__dstage_src_px(st, e);
+    for (int c = 0; c < 3; c++) atomicAdd(&hist[c * 256 + p[c]], 1u);
+  }
+  __syncthreads();
+  uint32_t *out = FF__DPTR(uint32_t, st->a);
+  for (int i = threadIdx.x; i < 3 * 256; i += BLOCK)
+    if (hist[i]) atomicAdd(out + i, hist[i]);
+}
+
+/* FF__DS_LUT_BUILD by one block per sample: the three channels in turn,
+ * one thread per table entry (ff__lut_block_entry), the histogram pushed
+ * through the composition with shared-memory atomics, the lowest, highest
+ * and total by atomic min/max/add and equalize's counts below each value
+ * by a scan — integers, so the tables are ff__lut_run_channel's. */
+__global__ void __launch_bounds__(BLOCK, MIN_BLOCKS) ff_lut_build_kernel(const ff__dstage *__restrict__ table) {
   __shared__ uint8_t lut[256], t[256];
   __shared__ unsigned long long now[256], scan[256], total;
   __shared__ int lo, hi;
+  const ff__dstage *st = table + blockIdx.y;
+  if (st->kind != FF__DS_LUT_BUILD || blockIdx.x) return;
   const ff__aug *ops = FF__DPTR(const ff__aug, st->b);
   const uint32_t *hist = FF__DPTR(const uint32_t, st->a);
   int v = threadIdx.x; /* BLOCK == 256: one thread per entry */
@@ -72,9 +127,7 @@ __device__ static void block_lut_build(const ff__dstage *st) {
     lut[v] = (uint8_t)v;
     __syncthreads();
     for (int i = 0; i < st->p.lut.n; i++) {
-      if (!ff__lut_needs_histogram(ops[i].op)) {
-        t[v] = ff__lut_value_at(&ops[i], v);
-      } else {
+      if (ff__lut_needs_histogram(ops[i].op)) {
         now[v] = 0;
         if (!v) lo = 256, hi = -1, total = 0;
         __syncthreads();
@@ -90,13 +143,8 @@ __device__ static void block_lut_build(const ff__dstage *st) {
           scan[v] += add;
           __syncthreads();
         }
-        if (ops[i].op == FF__AUG_AUTOCONTRAST) {
-          t[v] = ff__autocontrast_at(v, lo, hi, ops[i].v2);
-        } else { /* equalize: step = (pixels not at the maximum) / 255; 0 leaves the channel */
-          unsigned long long step = hi < 0 ? 0 : (total - now[hi]) / 255;
-          t[v] = !step ? (uint8_t)v : !v ? 0 : ff__equalize_at(scan[v - 1], step);
-        }
       }
+      t[v] = ff__lut_block_entry(&ops[i], v, now, scan, lo, hi, total);
       __syncthreads();
       uint8_t next = t[lut[v]];
       __syncthreads();
@@ -108,40 +156,35 @@ __device__ static void block_lut_build(const ff__dstage *st) {
   }
 }
 
-__global__ void ff_stage_kernel(const ff__dstage *__restrict__ table, int stride, int k, int tuned) {
-  __shared__ uint32_t hist[3 * 256];
-  __shared__ unsigned long long sum[BLOCK];
-  const ff__dstage *st = table + (size_t)blockIdx.y * stride + k;
-  uint32_t e = blockIdx.x * BLOCK + threadIdx.x;
-  if (tuned && st->kind == FF__DS_HISTOGRAM) { /* block-uniform: one record per blockIdx.y */
-    for (int i = threadIdx.x; i < 3 * 256; i += BLOCK) hist[i] = 0;
-    __syncthreads();
-    if (e < st->count) {
-      const uint8_t *p = src_px(st, e);
-      for (int c = 0; c < 3; c++) atomicAdd(&hist[c * 256 + p[c]], 1u);
-    }
-    __syncthreads();
-    uint32_t *out = FF__DPTR(uint32_t, st->a);
-    for (int i = threadIdx.x; i < 3 * 256; i += BLOCK)
-      if (hist[i]) atomicAdd(out + i, hist[i]);
-    return;
+typedef void (*stage_kernel)(const ff__dstage *);
+
+/* The per-element kernel of each kind, in ff__dstage_kind's order. */
+static const stage_kernel elem_kernels[] = {
+    ff_elem_kernel<FF__DS_NONE>,         ff_elem_kernel<FF__DS_CROP>,          ff_elem_kernel<FF__DS_FLIP>,
+    ff_elem_kernel<FF__DS_RESIZE_H>,     ff_elem_kernel<FF__DS_RESIZE_V>,      ff_elem_kernel<FF__DS_AFFINE>,
+    ff_elem_kernel<FF__DS_TRANSLATE>,    ff_elem_kernel<FF__DS_COLOR>,         ff_elem_kernel<FF__DS_SHARPNESS>,
+    ff_elem_kernel<FF__DS_GRAY_SUM>,     ff_elem_kernel<FF__DS_CONTRAST>,      ff_elem_kernel<FF__DS_HISTOGRAM>,
+    ff_elem_kernel<FF__DS_LUT_BUILD>,    ff_elem_kernel<FF__DS_LUT_APPLY>,     ff_elem_kernel<FF__DS_MIX_SCALE>,
+    ff_elem_kernel<FF__DS_MIX_ADD>,      ff_elem_kernel<FF__DS_MIX_TRUNC>,     ff_elem_kernel<FF__DS_BATCH_MIX>,
+    ff_elem_kernel<FF__DS_OUT_U8>,       ff_elem_kernel<FF__DS_OUT_F32>,       ff_elem_kernel<FF__DS_OUT_FMT>,
+    ff_elem_kernel<FF__DS_PIL_WARP>,     ff_elem_kernel<FF__DS_PIL_COLOR>,     ff_elem_kernel<FF__DS_PIL_SHARPNESS>,
+    ff_elem_kernel<FF__DS_PIL_LUMA_SUM>, ff_elem_kernel<FF__DS_PIL_LUT_BUILD>, ff_elem_kernel<FF__DS_PIL_BLEND>,
+    ff_elem_kernel<FF__DS_PIL_HUE>,      ff_elem_kernel<FF__DS_PIL_BOX_H>,     ff_elem_kernel<FF__DS_PIL_BOX_V>,
+    ff_elem_kernel<FF__DS_HUE>,          ff_elem_kernel<FF__DS_ERASE>,
+};
+static_assert(sizeof elem_kernels / sizeof *elem_kernels == FF__DS_KINDS, "a kernel per stage kind");
+static_assert(FF__DS_GRAY_SUM == 9 && FF__DS_ERASE == 31, "elem_kernels follows ff__dstage_kind");
+
+/* The kernel of a launch of kind, and its blocks along x for records of
+ * up to max_count elements. */
+static stage_kernel kernel_of(int kind, int tuned, uint32_t max_count, unsigned *blocks) {
+  *blocks = (max_count + BLOCK - 1) / BLOCK;
+  switch (ff__dstage_shape(kind, tuned)) {
+  case FF__SHAPE_SUM: return kind == FF__DS_GRAY_SUM ? ff_sum_kernel<FF__DS_GRAY_SUM> : ff_sum_kernel<FF__DS_PIL_LUMA_SUM>;
+  case FF__SHAPE_HISTOGRAM: return ff_histogram_kernel;
+  case FF__SHAPE_LUT_BUILD: *blocks = 1; return ff_lut_build_kernel;
+  default: return elem_kernels[kind];
   }
-  if (tuned && st->kind == FF__DS_LUT_BUILD) {
-    if (!blockIdx.x) block_lut_build(st);
-    return;
-  }
-  if (tuned && st->kind == FF__DS_GRAY_SUM) {
-    const uint8_t *p = e < st->count ? src_px(st, e) : NULL;
-    sum[threadIdx.x] = p ? ff__gray_u8(p[0], p[1], p[2]) : 0;
-    __syncthreads();
-    for (int half = BLOCK / 2; half > 0; half /= 2) {
-      if (threadIdx.x < half) sum[threadIdx.x] += sum[threadIdx.x + half];
-      __syncthreads();
-    }
-    if (!threadIdx.x && sum[0]) atomicAdd(FF__DPTR(unsigned long long, st->a), sum[0]);
-    return;
-  }
-  if (e < st->count) ff__dstage_elem(st, e);
 }
 
 /* ------------------------------------------------------------ driver entry points */
@@ -194,8 +237,9 @@ typedef struct cuda_dev {
   pthread_mutex_t lock;
   stream_node *streams;
   cudaMemPool_t mem_pool;
-  cudaStream_t mem_stream; /* allocations and frees are ordered on it */
-  cudaEvent_t mem_done;    /* blocking-sync: an allocation is usable once it completes */
+  cudaStream_t mem_stream;   /* frees are ordered on it, after our streams' work */
+  cudaStream_t alloc_stream; /* allocations, after nothing: waiting for one never waits for a free */
+  cudaEvent_t mem_done, alloc_done; /* blocking-sync */
   int tuned;               /* shared-memory histograms and sums (FF_DEVICE_KERNELS != plain) */
 } cuda_dev;
 
@@ -235,10 +279,13 @@ static void cu_synchronize(void *impl) {
   for (stream_node *n = d->streams; n; n = n->next)
     sync_stream(n->s, n->done);
   sync_stream(d->mem_stream, d->mem_done);
+  sync_stream(d->alloc_stream, d->alloc_done);
   pthread_mutex_unlock(&d->lock);
 }
 
 static void release(cuda_dev *d) {
+  if (d->alloc_done) cudaEventDestroy(d->alloc_done);
+  if (d->alloc_stream) cudaStreamDestroy(d->alloc_stream);
   if (d->mem_done) cudaEventDestroy(d->mem_done);
   if (d->mem_stream) cudaStreamDestroy(d->mem_stream);
   if (d->mem_pool) cudaMemPoolDestroy(d->mem_pool);
@@ -256,11 +303,16 @@ static void cu_close(void *impl) {
   free(d);
 }
 
+/* On the allocation stream, which waits for nothing: the pool reuses only
+ * memory whose free has completed (internal dependencies are off), so the
+ * wait for the allocation never waits for a free queued behind our streams'
+ * work, which may wait for a consumer's stream — the trainer's, whose
+ * thread may be the one allocating or waiting for the pool's lock. */
 static ff_status cu_mem_alloc(void *impl, size_t size_bytes, void **out, ff__error *err) {
   cuda_dev *d = (cuda_dev *)impl;
   pthread_mutex_lock(&d->lock);
-  cudaError_t e = cudaMallocFromPoolAsync(out, size_bytes, d->mem_pool, d->mem_stream);
-  if (e == cudaSuccess) e = sync_stream(d->mem_stream, d->mem_done); /* usable on every stream */
+  cudaError_t e = cudaMallocFromPoolAsync(out, size_bytes, d->mem_pool, d->alloc_stream);
+  if (e == cudaSuccess) e = sync_stream(d->alloc_stream, d->alloc_done); /* usable on every stream */
   pthread_mutex_unlock(&d->lock);
   if (e == cudaSuccess) return FF_OK;
   if (e == cudaErrorMemoryAllocation) {
@@ -270,16 +322,31 @@ static ff_status cu_mem_alloc(void *impl, size_t size_bytes, void **out, ff__err
   return fail(err, d, "cudaMallocFromPoolAsync", e);
 }
 
+/* Makes the memory stream wait for the work queued on each of our streams
+ * so far. Under d->lock. */
+static void mem_stream_after_ours(cuda_dev *d) {
+  for (stream_node *n = d->streams; n; n = n->next)
+    if (cudaEventRecord(n->done, n->s) == cudaSuccess) cudaStreamWaitEvent(d->mem_stream, n->done, 0);
+}
+
 /* Freed on the memory stream once every one of our streams' work queued so
  * far is done (the pool hands back only blocks nobody uses, but kernels
- * that used them may still be in flight). */
+ * that used them may still be in flight). Waits for nothing. */
 static void cu_mem_free(void *impl, void *ptr) {
   cuda_dev *d = (cuda_dev *)impl;
   pthread_mutex_lock(&d->lock);
-  for (stream_node *n = d->streams; n; n = n->next)
-    if (cudaEventRecord(n->done, n->s) == cudaSuccess) cudaStreamWaitEvent(d->mem_stream, n->done, 0);
+  mem_stream_after_ours(d);
   cudaFreeAsync(ptr, d->mem_stream);
   pthread_mutex_unlock(&d->lock);
+}
+
+static ff_status cu_retire_record(void *impl, void *event, ff__error *err) {
+  cuda_dev *d = (cuda_dev *)impl;
+  pthread_mutex_lock(&d->lock);
+  mem_stream_after_ours(d);
+  cudaError_t e = cudaEventRecord((cudaEvent_t)event, d->mem_stream);
+  pthread_mutex_unlock(&d->lock);
+  return e == cudaSuccess ? FF_OK : fail(err, d, "cudaEventRecord (retire)", e);
 }
 
 static ff_status cu_mem_info(void *impl, size_t *free_bytes, size_t *total_bytes) {
@@ -288,14 +355,11 @@ static ff_status cu_mem_info(void *impl, size_t *free_bytes, size_t *total_bytes
   return cudaMemGetInfo(free_bytes, total_bytes) == cudaSuccess ? FF_OK : FF_EDEVICE;
 }
 
-/* The frees queued on the memory stream done, what they released goes back
- * to the device (a trainer on the same GPU can take it). */
-static void cu_mem_trim(void *impl) {
-  cuda_dev *d = (cuda_dev *)impl;
-  pthread_mutex_lock(&d->lock);
-  if (sync_stream(d->mem_stream, d->mem_done) == cudaSuccess) cudaMemPoolTrimTo(d->mem_pool, 0);
-  pthread_mutex_unlock(&d->lock);
-}
+/* What the completed frees released goes back to the device (a trainer on
+ * the same GPU can take it); frees still behind our streams' work go at a
+ * later trim or memory query. No wait: the caller may be the trainer's
+ * thread, and our streams may wait for its stream. */
+static void cu_mem_trim(void *impl) { cudaMemPoolTrimTo(((cuda_dev *)impl)->mem_pool, 0); }
 
 static ff_status cu_host_alloc(void *impl, size_t size_bytes, void **out, ff__error *err) {
   cuda_dev *d = (cuda_dev *)impl;
@@ -435,13 +499,17 @@ static ff_status cu_event_elapsed_ms(void *impl, void *start, void *end, float *
   return e == cudaSuccess ? FF_OK : fail(err, (cuda_dev *)impl, "cudaEventElapsedTime", e);
 }
 
-static ff_status cu_launch(void *impl, void *stream, const void *d_table, int n, int stride, int k,
-                           uint32_t max_count, ff__error *err) {
+static ff_status cu_launch(void *impl, void *stream, const void *d_table, int n, int kind, uint32_t max_count,
+                           ff__error *err) {
   cuda_dev *d = (cuda_dev *)impl;
   if (n > 65535)
     return ff__error_set(err, FF_EINVAL, "cuda:%d: microbatch of %d samples (at most 65535)", d->ordinal, n);
-  dim3 grid((max_count + BLOCK - 1) / BLOCK, (unsigned)n);
-  ff_stage_kernel<<<grid, BLOCK, 0, ((stream_node *)stream)->s>>>((const ff__dstage *)d_table, stride, k, d->tuned);
+  if (kind <= FF__DS_NONE || kind >= FF__DS_KINDS)
+    return ff__error_set(err, FF_EINTERNAL, "cuda:%d: no kernel for stage kind %d", d->ordinal, kind);
+  unsigned blocks;
+  stage_kernel kernel = kernel_of(kind, d->tuned, max_count, &blocks);
+  dim3 grid(blocks, (unsigned)n);
+  kernel<<<grid, BLOCK, 0, ((stream_node *)stream)->s>>>((const ff__dstage *)d_table);
   cudaError_t e = cudaGetLastError();
   return e == cudaSuccess ? FF_OK : fail(err, d, "stage kernel launch", e);
 }
@@ -463,6 +531,7 @@ static ff__device_backend make_backend(void) {
   b.host_alloc = cu_host_alloc, b.host_free = cu_host_free;
   b.stream_create = cu_stream_create, b.stream_destroy = cu_stream_destroy, b.stream_wait = cu_stream_wait;
   b.stream_handle = cu_stream_handle, b.foreign_wait = cu_foreign_wait, b.foreign_record = cu_foreign_record;
+  b.retire_record = cu_retire_record;
   b.copy = cu_copy, b.download_batch = cu_download_batch, b.event_create = cu_event_create, b.event_destroy = cu_event_destroy;
   b.event_record = cu_event_record, b.event_query = cu_event_query, b.event_wait = cu_event_wait;
   b.event_elapsed_ms = cu_event_elapsed_ms, b.launch = cu_launch;
@@ -549,12 +618,20 @@ extern "C" ff_status ff__cuda_open(int ordinal, const ff__device_options *opt, f
   pp.allocType = cudaMemAllocationTypePinned;
   pp.location.type = cudaMemLocationTypeDevice;
   pp.location.id = ordinal;
+  int no_deps = 0; /* an allocation reuses only memory whose free has completed (cu_mem_alloc) */
   cudaError_t e;
   if ((e = cudaGetDeviceProperties(&prop, ordinal)) != cudaSuccess ||
       (e = cudaMemGetInfo(&free_bytes, &total_bytes)) != cudaSuccess ||
       (e = cudaMemPoolCreate(&d->mem_pool, &pp)) != cudaSuccess ||
+      (e = cudaMemPoolSetAttribute(d->mem_pool, cudaMemPoolReuseAllowInternalDependencies, &no_deps)) !=
+          cudaSuccess ||
+      (e = cudaMemPoolSetAttribute(d->mem_pool, cudaMemPoolReuseFollowEventDependencies, &no_deps)) !=
+          cudaSuccess ||
       (e = cudaStreamCreateWithFlags(&d->mem_stream, cudaStreamNonBlocking)) != cudaSuccess ||
+      (e = cudaStreamCreateWithFlags(&d->alloc_stream, cudaStreamNonBlocking)) != cudaSuccess ||
       (e = cudaEventCreateWithFlags(&d->mem_done, cudaEventBlockingSync | cudaEventDisableTiming)) !=
+          cudaSuccess ||
+      (e = cudaEventCreateWithFlags(&d->alloc_done, cudaEventBlockingSync | cudaEventDisableTiming)) !=
           cudaSuccess) {
     st = ff__error_set(err, FF_EDEVICE, "cuda:%d: cannot open: %s; use emu:0 or cpu", ordinal,
                        cudaGetErrorString(e));

@@ -1,8 +1,9 @@
 /* dev_batch.c — a microbatch on a device (see dev_batch.h): each sample's
  * plan lowered to device stages (kernels/stage.h), one upload, one launch
- * per stage index over only the samples that have work there: the records
- * of each stage index are packed together, empty ones left out, so no
- * block of a launch starts on a sample without that stage.
+ * per stage index and kind over only the samples that have that work there:
+ * the records of each stage index are packed together by kind, empty ones
+ * left out, so no block of a launch starts on a sample without that stage
+ * and each launch runs the kernel of its kind (exec/cuda.cu).
  *
  * Lowering walks the plan as the CPU step runner does (ops/run.c), tracking
  * the current image as a device view: an in-bounds crop only moves the view;
@@ -52,8 +53,7 @@ struct ff__dev_batch {
   int n, cap;
   uint8_t *images, *meta; /* pinned staging: decoded images; stage table + aux */
   size_t images_bytes, images_cap, meta_cap;
-  uint32_t *max_count; /* per stage index */
-  int *packed, max_count_cap; /* per stage index: its non-empty records, packed from index k's offset */
+  int *packed, packed_cap; /* per stage index: its non-empty records, packed from index k's offset by kind */
   ff__dstage *rows;           /* the records as lowered, [sample][stage index], before packing */
   size_t rows_cap;
   void *d_blob, *d_arena;
@@ -409,7 +409,7 @@ void ff__dev_batch_destroy(ff__dev_batch *b) {
   ff__device_event_destroy(b->dev, b->end);
   ff__device_event_destroy(b->dev, b->uploaded);
   free(b->samples);
-  free(b->max_count), free(b->packed), free(b->rows);
+  free(b->packed), free(b->rows);
   free(b);
 }
 
@@ -519,7 +519,7 @@ size_t ff__dev_batch_device_bytes(const ff__dev_batch *b) {
   return b->images_bytes + meta + arena;
 }
 
-/* The profiler's name of a launch: its first record's kind (ff__dstage_kind). */
+/* The profiler's name of a launch: the kind of its records (ff__dstage_kind). */
 static const char *stage_name(int kind) {
   static const char *const names[] = {
       "fusionflow: -",         "fusionflow: crop",      "fusionflow: flip",      "fusionflow: resize_h",
@@ -547,15 +547,12 @@ ff_status ff__dev_batch_submit_on(ff__dev_batch *b, ff__dstream *up, ff__dstream
   size_t meta_bytes, arena_bytes;
   layout(b, &stride, &meta_bytes, &arena_bytes);
   ff_status st = grow_pinned(b->dev, &b->meta, &b->meta_cap, meta_bytes, 0, err);
-  if (!st && stride > b->max_count_cap) {
-    uint32_t *mc = realloc(b->max_count, (size_t)stride * sizeof *mc);
-    int *pk = mc ? realloc(b->packed, (size_t)stride * sizeof *pk) : NULL;
-    if (mc) b->max_count = mc;
-    if (pk) b->packed = pk;
-    if (!mc || !pk)
+  if (!st && stride > b->packed_cap) {
+    int *pk = realloc(b->packed, (size_t)stride * sizeof *pk);
+    if (!pk)
       st = ff__error_set(err, FF_ENOMEM, "out of memory for a device microbatch");
     else
-      b->max_count_cap = stride;
+      b->packed = pk, b->packed_cap = stride;
   }
   if (!st && (size_t)b->n * stride > b->rows_cap) {
     ff__dstage *r = realloc(b->rows, (size_t)b->n * stride * sizeof *r);
@@ -577,7 +574,6 @@ ff_status ff__dev_batch_submit_on(ff__dev_batch *b, ff__dstream *up, ff__dstream
   _Static_assert(sizeof b->pipe->lut == sizeof b->pipe->out_table, "one output table region");
   memcpy(b->meta + (lut_addr - meta), b->pipe->out_custom ? (const void *)b->pipe->out_table : b->pipe->lut,
          sizeof b->pipe->lut);
-  memset(b->max_count, 0, (size_t)stride * sizeof *b->max_count);
   memset(b->rows, 0, (size_t)b->n * stride * sizeof *b->rows);
   for (int i = 0; i < b->n; i++) {
     sample *sm = &b->samples[i];
@@ -588,16 +584,16 @@ ff_status ff__dev_batch_submit_on(ff__dev_batch *b, ff__dstream *up, ff__dstream
               .aux_addr = meta + sm->aux_off,
               .arena_addr = (uint64_t)(uintptr_t)b->d_arena + sm->arena_off};
     lower(&w, b->pipe, sm->d_image ? sm->d_image : blob + sm->image_off, (uint64_t)(uintptr_t)d_out, lut_addr);
-    for (int k = 0; k < w.num_stages; k++)
-      if (w.row[k].count > b->max_count[k]) b->max_count[k] = w.row[k].count;
   }
-  ff__dstage *table = (ff__dstage *)b->meta; /* stage index k's records from k * n on, the empty ones left out */
+  /* stage index k's records from k * n on, grouped by kind (a launch per kind), the empty ones left out */
+  ff__dstage *table = (ff__dstage *)b->meta;
   for (int k = 0; k < stride; k++) {
     int m = 0;
-    for (int i = 0; i < b->n; i++) {
-      const ff__dstage *r = &b->rows[(size_t)i * stride + k];
-      if (r->kind != FF__DS_NONE && r->count) table[(size_t)k * b->n + m++] = *r;
-    }
+    for (int kind = FF__DS_NONE + 1; kind < FF__DS_KINDS; kind++)
+      for (int i = 0; i < b->n; i++) {
+        const ff__dstage *r = &b->rows[(size_t)i * stride + k];
+        if (r->kind == kind && r->count) table[(size_t)k * b->n + m++] = *r;
+      }
     b->packed[k] = m;
   }
 
@@ -611,10 +607,18 @@ ff_status ff__dev_batch_submit_on(ff__dev_batch *b, ff__dstream *up, ff__dstream
     if (waits[i]) st = ff__device_stream_wait(b->dev, s, waits[i], err);
   if (!st) st = ff__device_event_record(b->dev, b->start, s, err); /* device time: the stages alone */
   for (int k = 0; k < stride && !st; k++) {
-    ff__device_range_push(b->dev, stage_name(b->packed[k] ? ((ff__dstage *)b->meta)[(size_t)k * b->n].kind : 0));
-    st = ff__device_launch_stages(b->dev, s, (uint8_t *)b->d_blob + b->images_bytes + (size_t)k * b->n * sizeof(ff__dstage),
-                                  b->packed[k], 1, 0, b->max_count[k], err);
-    ff__device_range_pop(b->dev);
+    const ff__dstage *rec = table + (size_t)k * b->n;
+    for (int r = 0; r < b->packed[k] && !st;) { /* a launch per run of one kind */
+      int first = r, kind = rec[r].kind;
+      uint32_t max_count = 0;
+      for (; r < b->packed[k] && rec[r].kind == kind; r++)
+        if (rec[r].count > max_count) max_count = rec[r].count;
+      ff__device_range_push(b->dev, stage_name(kind));
+      st = ff__device_launch_stages(b->dev, s,
+                                    (uint8_t *)b->d_blob + b->images_bytes + ((size_t)k * b->n + first) * sizeof(ff__dstage),
+                                    r - first, kind, max_count, err);
+      ff__device_range_pop(b->dev);
+    }
   }
   if (!st) st = ff__device_event_record(b->dev, b->end, s, err);
   ff__device_range_pop(b->dev);

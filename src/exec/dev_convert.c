@@ -32,6 +32,6 @@ ff_status ff__dev_convert(ff__device *dev, ff__dstream *s, const ff__pipeline *p
   _Static_assert(sizeof pipe->lut == sizeof pipe->out_table, "one output table region");
   memcpy((char *)h_table + TABLE_OFF(n), custom ? (const void *)pipe->out_table : pipe->lut, sizeof pipe->lut);
   ff_status r = ff__device_upload(dev, s, d_table, h_table, ff__dev_convert_bytes(n), err);
-  if (!r) r = ff__device_launch_stages(dev, s, d_table, n, 1, 0, (uint32_t)(w * h), err);
+  if (!r) r = ff__device_launch_stages(dev, s, d_table, n, custom ? FF__DS_OUT_FMT : FF__DS_OUT_F32, (uint32_t)(w * h), err);
   return r;
 }

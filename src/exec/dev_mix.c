@@ -35,7 +35,7 @@ ff_status ff__dev_mix(ff__device *dev, ff__dstream *s, const ff__mix_plan *plan,
   if (!any) return FF_OK; /* no empty launch */
   ff__device_range_push(dev, "fusionflow: mixup_cutmix");
   ff_status r = ff__device_upload(dev, s, d_table, h_table, ff__dev_mix_bytes(n), err);
-  if (!r) r = ff__device_launch_stages(dev, s, d_table, records, 1, 0, (uint32_t)(3 * h * w), err);
+  if (!r) r = ff__device_launch_stages(dev, s, d_table, records, FF__DS_BATCH_MIX, (uint32_t)(3 * h * w), err);
   ff__device_range_pop(dev);
   return r;
 }

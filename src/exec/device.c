@@ -17,6 +17,7 @@
  * device has no decoder. */
 #include "exec/device.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,9 +25,19 @@
 #include "exec/device_impl.h"
 #include "exec/nvjpeg.h"
 
+/* A block the caller's allocator gets back once `after` has completed. */
+typedef struct retired {
+  void *ptr;
+  size_t size_bytes;
+  ff__devent *after;
+} retired;
+
 struct ff__device {
   ff__device_opened o;
   ff__pool pool;
+  pthread_mutex_t retire_mu; /* guards the blocks retired to the caller's allocator */
+  retired *retired;
+  size_t num_retired, cap_retired;
   ff__nvjpeg *nvjpeg;     /* cuda: the decoder, when libnvjpeg loads */
   char nvjpeg_why[FF__ERRMSG_MAX];  /* why it did not */
   int (*alloc_hook)(void *ctx, size_t size_bytes, void *stream, void **out);
@@ -66,9 +77,49 @@ static void open_nvjpeg(ff__device *d);
 /* With the caller's allocator, a refusal is a budget refusal (the work goes
  * to the CPU); its memory must be usable on any stream when it returns (the
  * stream argument is NULL), and goes back once none of our work uses it. */
+/* Hands the caller's allocator the retired blocks whose work has
+ * completed (all of them with wait: close). Inside a bracket. */
+static void free_retired(ff__device *d, int wait) {
+  if (!d->alloc_hook) return;
+  pthread_mutex_lock(&d->retire_mu);
+  size_t kept = 0;
+  for (size_t i = 0; i < d->num_retired; i++) {
+    retired r = d->retired[i];
+    int done = 1;
+    if (wait)
+      d->o.be->event_wait(d->o.impl, r.after, NULL);
+    else if (d->o.be->event_query(d->o.impl, r.after, &done, NULL) == FF_OK && !done) {
+      d->retired[kept++] = r;
+      continue;
+    }
+    d->free_hook(d->hook_ctx, r.ptr, r.size_bytes, NULL);
+    d->o.be->event_destroy(d->o.impl, r.after);
+  }
+  d->num_retired = kept;
+  pthread_mutex_unlock(&d->retire_mu);
+}
+
+/* Keeps ptr for the caller's allocator until the work queued on our streams
+ * so far is done (a retire event). 0 when there is no event for it. */
+static int retire(ff__device *d, void *ptr, size_t size_bytes) {
+  pthread_mutex_lock(&d->retire_mu);
+  if (d->num_retired == d->cap_retired) {
+    size_t cap = d->cap_retired ? 2 * d->cap_retired : 16;
+    retired *r = realloc(d->retired, cap * sizeof *r);
+    if (r) d->retired = r, d->cap_retired = cap;
+  }
+  ff__devent *after = NULL;
+  int ok = d->num_retired < d->cap_retired && !d->o.be->event_create(d->o.impl, (void **)&after, NULL);
+  if (ok && !(ok = !d->o.be->retire_record(d->o.impl, after, NULL))) d->o.be->event_destroy(d->o.impl, after);
+  if (ok) d->retired[d->num_retired++] = (retired){ptr, size_bytes, after};
+  pthread_mutex_unlock(&d->retire_mu);
+  return ok;
+}
+
 static ff_status pool_alloc(void *ctx, size_t size_bytes, void **out, ff__error *err) {
   ff__device *d = ctx;
   if (!d->alloc_hook) return d->o.be->mem_alloc(d->o.impl, size_bytes, out, err);
+  free_retired(d, 0);
   void *p = NULL;
   if (d->alloc_hook(d->hook_ctx, size_bytes, NULL, &p) || !p)
     return ff__error_set(err, FF__EBUDGET, "%s: the caller's allocator refused %zu bytes", d->o.name,
@@ -77,13 +128,19 @@ static ff_status pool_alloc(void *ctx, size_t size_bytes, void **out, ff__error 
   return FF_OK;
 }
 
+/* To the caller's allocator once the work queued on our streams so far is
+ * done (a retire event), never waiting for it here: our streams may wait
+ * for the trainer's stream (a released output batch), and this runs on
+ * whatever thread shrinks the budget — the trainer's own in next(). */
 static void pool_free(void *ctx, void *ptr, size_t size_bytes) {
   ff__device *d = ctx;
   if (!d->alloc_hook) {
     d->o.be->mem_free(d->o.impl, ptr);
     return;
   }
-  d->o.be->synchronize(d->o.impl); /* our streams only: raw frees are rare (trim, a shrinking budget) */
+  free_retired(d, 0);
+  if (retire(d, ptr, size_bytes)) return;
+  d->o.be->synchronize(d->o.impl); /* no event for it: wait for our streams, as a last resort */
   d->free_hook(d->hook_ctx, ptr, size_bytes, NULL);
 }
 
@@ -94,6 +151,7 @@ static ff_status pool_mem_info(void *ctx, size_t *free_bytes, size_t *total_byte
 
 static void pool_trim(void *ctx) {
   ff__device *d = ctx;
+  free_retired(d, 0);
   if (d->o.be->mem_trim && !d->alloc_hook) d->o.be->mem_trim(d->o.impl);
 }
 
@@ -181,6 +239,7 @@ ff_status ff__device_open(const char *name, const ff__device_options *opt, ff__d
   }
   d->o = o;
   d->refs = 1;
+  pthread_mutex_init(&d->retire_mu, NULL);
   if (opt->alloc_hook && opt->free_hook)
     d->alloc_hook = opt->alloc_hook, d->free_hook = opt->free_hook, d->hook_ctx = opt->hook_ctx;
   ff__pool_backend pb = {d, pool_alloc, pool_free, pool_mem_info, pool_trim};
@@ -195,6 +254,7 @@ ff_status ff__device_open(const char *name, const ff__device_options *opt, ff__d
   }
   if (st) {
     o.be->close(o.impl);
+    pthread_mutex_destroy(&d->retire_mu);
     free(d);
     return st;
   }
@@ -231,9 +291,12 @@ void ff__device_close(ff__device *d) {
     d->o.be->synchronize(d->o.impl); /* no queued work may still use pool memory */
     ff__nvjpeg_close(d->nvjpeg);    /* its scratch goes back to the pool */
     ff__pool_destroy(&d->pool);
+    free_retired(d, 1);
+    free(d->retired);
     d->o.be->leave(d->o.impl, &g);
   }
   d->o.be->close(d->o.impl);
+  pthread_mutex_destroy(&d->retire_mu);
   free(d);
 }
 
@@ -256,6 +319,7 @@ ff_status ff__device_refresh(ff__device *d, ff__pool_stats *pool_out, ff__error 
   ff_status st = d->o.be->enter(d->o.impl, &g, err);
   if (st) return st;
   st = ff__pool_refresh(&d->pool, err);
+  free_retired(d, 0); /* the caller's allocator gets back what our work is done with */
   d->o.be->leave(d->o.impl, &g);
   if (!st && pool_out) ff__pool_stats_get(&d->pool, pool_out);
   return st;
@@ -552,8 +616,8 @@ void ff__device_range_pop(ff__device *d) {
   if (d && d->o.be->range_pop) d->o.be->range_pop();
 }
 
-ff_status ff__device_launch_stages(ff__device *d, ff__dstream *s, const void *d_table, int n, int stride,
-                                   int k, uint32_t max_count, ff__error *err) {
+ff_status ff__device_launch_stages(ff__device *d, ff__dstream *s, const void *d_table, int n, int kind,
+                                   uint32_t max_count, ff__error *err) {
   if (n <= 0 || !max_count) return FF_OK;
-  GUARDED(d, err, d->o.be->launch(d->o.impl, s, d_table, n, stride, k, max_count, err));
+  GUARDED(d, err, d->o.be->launch(d->o.impl, s, d_table, n, kind, max_count, err));
 }

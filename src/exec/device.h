@@ -102,11 +102,11 @@ ff_status ff__device_query(ff__device *d, ff__device_info *out, ff__error *err);
  * The pool's figures after that go to *pool_out (may be NULL). */
 ff_status ff__device_refresh(ff__device *d, ff__pool_stats *pool_out, ff__error *err);
 
-/* Takes free_bytes as the device's free memory from now on — the trainer's
- * view of what it can spare (torch: mem_get_info free + memory_reserved -
- * memory_allocated) — instead of the backend's own query; -1 goes back to
- * that. The limit follows at once; when it shrinks the pool hands cached
- * blocks back and trims (cudaMemPoolTrimTo). FF_OK or FF_EDEVICE. */
+/* Takes at most free_bytes as the device's free memory from now on — the
+ * trainer's view of what it can spare — and never more than the backend's
+ * own query says is free; -1 goes back to that alone. The limit follows at
+ * once; when it shrinks the pool hands cached blocks back and trims
+ * (cudaMemPoolTrimTo). FF_OK or FF_EDEVICE. */
 ff_status ff__device_set_free(ff__device *d, int64_t free_bytes, ff__error *err);
 
 /* Device memory from the pool: FF_OK, FF__EBUDGET (not now: over budget or
@@ -146,8 +146,8 @@ ff_status ff__device_stream_wait(ff__device *d, ff__dstream *s, ff__devent *e, f
 /* A consumer's streams: the handle of one of ours as a consumer sees it
  * (cuda: its cudaStream_t; emu: the ff__dstream), and making a consumer's
  * stream (given by such a handle; cuda: any cudaStream_t of the device, 0
- * the legacy default stream) wait for e, or recording e on it. FF_OK or
- * FF_EDEVICE. */
+ * the legacy default stream; emu: NULL the emulator's default stream) wait
+ * for e, or recording e on it. FF_OK or FF_EDEVICE. */
 void *ff__device_stream_handle(ff__device *d, ff__dstream *s);
 ff_status ff__device_foreign_wait(ff__device *d, void *handle, ff__devent *e, ff__error *err);
 ff_status ff__device_foreign_record(ff__device *d, ff__devent *e, void *handle, ff__error *err);
@@ -174,11 +174,13 @@ void ff__device_range_pop(ff__device *d);
 /* Waits for all work queued on the device (error paths and shutdown). */
 void ff__device_synchronize(ff__device *d);
 
-/* Launches stage index k of the stage table d_table (device memory,
- * n samples x stride ff__dstage records): every element of every sample's
- * stage k (max_count: the largest count among them). FF_OK or FF_EDEVICE. */
-ff_status ff__device_launch_stages(ff__device *d, ff__dstream *s, const void *d_table, int n, int stride,
-                                   int k, uint32_t max_count, ff__error *err);
+/* Launches n stage records of one kind, packed at d_table (device memory:
+ * n ff__dstage records of kind `kind`; a record of another kind, e.g. an
+ * FF__DS_NONE placeholder, does nothing): every element of each (max_count:
+ * the largest count among them), in the kind's shape
+ * (kernels/stage_block.h; cuda: a kernel per kind). FF_OK or FF_EDEVICE. */
+ff_status ff__device_launch_stages(ff__device *d, ff__dstream *s, const void *d_table, int n, int kind,
+                                   uint32_t max_count, ff__error *err);
 
 /* ---- the decoder ---- */
 

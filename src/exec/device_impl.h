@@ -52,6 +52,10 @@ typedef struct ff__device_backend {
   void *(*stream_handle)(void *impl, void *stream);
   ff_status (*foreign_wait)(void *impl, void *handle, void *event, ff__error *err);
   ff_status (*foreign_record)(void *impl, void *event, void *handle, ff__error *err);
+  /* Records event so that it completes once the work queued on every one of
+   * our streams so far has (a consumer's streams not included). Waits for
+   * nothing itself. */
+  ff_status (*retire_record)(void *impl, void *event, ff__error *err);
   /* An asynchronous copy; kind is an ff__copy_kind. */
   ff_status (*copy)(void *impl, void *stream, void *dst, const void *src, size_t size_bytes, int kind,
                     ff__error *err);
@@ -64,8 +68,8 @@ typedef struct ff__device_backend {
   ff_status (*event_query)(void *impl, void *event, int *done, ff__error *err);
   ff_status (*event_wait)(void *impl, void *event, ff__error *err);
   ff_status (*event_elapsed_ms)(void *impl, void *start, void *end, float *ms, ff__error *err);
-  ff_status (*launch)(void *impl, void *stream, const void *d_table, int n, int stride, int k,
-                      uint32_t max_count, ff__error *err);
+  ff_status (*launch)(void *impl, void *stream, const void *d_table, int n, int kind, uint32_t max_count,
+                      ff__error *err);
   /* The backend's own decoder (exec/device.h; emu); decoder NULL or
    * returning NULL: none. decode queues n jobs on stream as one batch; the
    * device layer has set each job's width, height, offset and pitch (the
@@ -119,6 +123,7 @@ typedef struct ff__emu_counts {
   unsigned long copy_calls[3];
   unsigned long long copy_bytes[3];
   unsigned long trims; /* mem_trim calls (the pool gave memory back to a shrinking budget) */
+  unsigned long shape_launches[4]; /* launches by shape (kernels/stage_block.h's ff__dshape) */
   unsigned long launches, decodes; /* launches queued; decode calls queued (a batch is one) */
 } ff__emu_counts;
 ff_status ff__emu_probe(ff__device *d, ff__emu_counts *out); /* FF_EINVAL when d is not emu */
@@ -126,6 +131,12 @@ ff_status ff__emu_probe(ff__device *d, ff__emu_counts *out); /* FF_EINVAL when d
 int ff__emu_host_owns(ff__device *d, const void *ptr);
 /* How many waits of stream s on event e were queued. */
 int ff__emu_waited(ff__device *d, const ff__dstream *s, const ff__devent *e);
+/* A gate a test opens by hand: after hold, work queued behind a wait on e
+ * (ff__device_stream_wait, ff__device_foreign_wait) does not run, and e
+ * does not complete, until signal — as if e were recorded on a stream that
+ * has not got there yet (a trainer's, busy). */
+void ff__emu_event_hold(ff__device *d, ff__devent *e);
+void ff__emu_event_signal(ff__device *d, ff__devent *e);
 /* The calling thread's current emulated device (-1: none), and setting it
  * (as a program that made a device current would). */
 int ff__emu_current_device(void);

@@ -18,9 +18,14 @@
  * engine) makes each command of an engine take that long, so a test can
  * show which delays of a pipeline add up and which overlap. An event
  * completes when its last record settles; which stream waited on which
- * event is recorded (ff__emu_waited). A launch runs ff__dstage_elem — the
- * function each CUDA thread runs — for every element of every sample's
- * stage, so the emulator computes what the kernels compute, bit for bit.
+ * event is recorded (ff__emu_waited). A launch runs the CUDA kernel of its
+ * kind block after block with the functions each CUDA thread runs
+ * (ff__dstage_elem_as, and for the block-wide sums, histograms and table
+ * builds kernels/stage_block.h's), so the emulator computes what the
+ * kernels compute, bit for bit, fast paths included. A consumer's NULL
+ * stream handle names the emulator's default stream (as 0 names CUDA's
+ * legacy one); a retire record waits, on a stream of its own, for every
+ * one of our streams' work queued before it.
  * "Device" memory is host memory counted against a fixed size (2 GiB, or
  * `?mem=`), so the pool's budget behaves as on a GPU: over it the device
  * says out of memory (FF__EBUDGET). Faults can be injected — raw
@@ -56,9 +61,9 @@
 #include "core/bytes.h"
 #include "core/clock.h"
 #include "exec/device_impl.h"
-#include "kernels/stage.h"
+#include "kernels/stage_block.h"
 
-enum { CMD_COPY, CMD_COPY_BATCH, CMD_LAUNCH, CMD_RECORD, CMD_WAIT, CMD_DECODE };
+enum { CMD_COPY, CMD_COPY_BATCH, CMD_LAUNCH, CMD_RECORD, CMD_WAIT, CMD_DECODE, CMD_WAIT_STREAM };
 
 /* The engines, each played by its own thread. */
 enum { ENGINE_COPY_IN, ENGINE_COPY_OUT, ENGINE_KERNELS, ENGINE_DECODER, ENGINES, ENGINE_NONE = ENGINES };
@@ -77,14 +82,15 @@ typedef struct emu_cmd {
   void *dst;
   const void *src;
   size_t size_bytes;
-  int n, stride, k;
+  int n, stage_kind; /* launch: records, and their kind; wait_stream: n is the stream's id */
   unsigned launch_no;
   emu_event *event;
   ff__device_decode_job *jobs; /* decode: n of them */
   void **dsts;                 /* copy batch: n copies, one allocation for the three arrays */
   const void **srcs;
   size_t *sizes;
-  uint64_t event_no; /* record: this record's number; wait: the record waited for */
+  uint64_t event_no; /* record: this record's number; wait: the record waited for; wait_stream: the
+                        stream's commands that must have completed */
 } emu_cmd;
 
 typedef struct emu_stream {
@@ -92,6 +98,7 @@ typedef struct emu_stream {
   emu_cmd *queue; /* ring of cap commands from head */
   size_t head, count, cap;
   int running; /* an engine is executing its head */
+  uint64_t queued, completed; /* commands queued on it, and completed, since it was made */
   int failed;  /* a launch failed since the last record */
   char fault_msg[128];
   struct emu_stream *next;
@@ -117,6 +124,8 @@ struct emu {
   pthread_mutex_t exec; /* the engines' work, one command at a time */
   pthread_cond_t work, done;
   emu_stream *streams;
+  emu_stream *null_stream; /* what a consumer's NULL stream handle names (cuda: the legacy default stream) */
+  emu_stream *retire;      /* retire records wait here for every stream's work (emu_retire_record) */
   uint64_t pending; /* commands queued and not yet completed, over all streams */
   int stop, next_id;
   uint32_t rng;
@@ -130,6 +139,7 @@ struct emu {
   size_t num_host, cap_host;
   atomic_ulong misplaced_calls, device_switches;
   atomic_ulong copy_calls[3], trims, decodes;
+  atomic_ulong shape_launches[FF__DSHAPES];
   atomic_ullong copy_bytes[3];
   ff__jpeg_variant variant; /* the decoder's arithmetic */
   int libnvjpeg;            /* ?decode=libnvjpeg: no decoder of its own, the device layer loads libnvjpeg */
@@ -173,8 +183,15 @@ static uint32_t next_rand(emu *m) {
 }
 
 static void pop(emu *m, emu_stream *s) {
-  s->head = (s->head + 1) % s->cap, s->count--;
+  s->head = (s->head + 1) % s->cap, s->count--, s->completed++;
   m->pending--;
+}
+
+/* Whether stream `id` (a destroyed one has finished) completed event_no commands. Locked. */
+static int stream_reached(const emu *m, int id, uint64_t event_no) {
+  for (const emu_stream *t = m->streams; t; t = t->next)
+    if (t->id == id) return t->completed >= event_no;
+  return 1;
 }
 
 /* Settles the records and waits at the heads of the streams, until none
@@ -194,7 +211,8 @@ static void settle(emu *m) {
             c->event->failed = 1, s->failed = 0;
             memcpy(c->event->fault_msg, s->fault_msg, sizeof s->fault_msg);
           }
-        } else if (c->kind != CMD_WAIT || c->event->reached < c->event_no) {
+        } else if (c->kind == CMD_WAIT_STREAM ? !stream_reached(m, c->n, c->event_no)
+                                              : c->kind != CMD_WAIT || c->event->reached < c->event_no) {
           break;
         }
         pop(m, s);
@@ -219,12 +237,76 @@ static emu_stream *pick(emu *m, int engine) {
   return NULL;
 }
 
-FF_FMA_CLONES static void run_launch(const emu_cmd *c) {
+/* A sum stage block by block: each block's terms, then its total once. */
+static inline void run_sum(const ff__dstage *st, int kind) {
+  for (uint32_t b0 = 0; b0 < st->count; b0 += FF__DBLOCK) {
+    unsigned long long part = 0;
+    for (uint32_t e = b0; e < st->count && e - b0 < FF__DBLOCK; e++)
+      part += ff__dstage_sum_term(st, kind, e);
+    if (part) *FF__DPTR(uint64_t, st->a) += part;
+  }
+}
+
+/* A histogram block by block: each block's own counts, then the non-zero ones added. */
+static inline void run_histogram(const ff__dstage *st) {
+  uint32_t local[3 * 256], *out = FF__DPTR(uint32_t, st->a);
+  for (uint32_t b0 = 0; b0 < st->count; b0 += FF__DBLOCK) {
+    memset(local, 0, sizeof local);
+    for (uint32_t e = b0; e < st->count && e - b0 < FF__DBLOCK; e++) {
+      const uint8_t *p = ff__dstage_src_px(st, e);
+      for (int c = 0; c < 3; c++) local[c * 256 + p[c]]++;
+    }
+    for (int i = 0; i < 3 * 256; i++)
+      if (local[i]) out[i] += local[i];
+  }
+}
+
+/* The table builder's block, its 256 threads one step at a time: for each
+ * channel and op, the histogram pushed through the tables so far, its
+ * lowest, highest, total and running counts, then every entry. */
+static inline void run_lut_build(const ff__dstage *st) {
+  const ff__aug *ops = FF__DPTR(const ff__aug, st->b);
+  const uint32_t *hist = FF__DPTR(const uint32_t, st->a);
+  uint8_t lut[256], t[256];
+  unsigned long long now[256], scan[256];
+  for (int c = 0; c < 3; c++) {
+    for (int v = 0; v < 256; v++) lut[v] = (uint8_t)v;
+    for (int i = 0; i < st->p.lut.n; i++) {
+      int lo = 256, hi = -1;
+      unsigned long long total = 0;
+      if (ff__lut_needs_histogram(ops[i].op)) {
+        memset(now, 0, sizeof now);
+        for (int v = 0; v < 256; v++) now[lut[v]] += hist[c * 256 + v];
+        for (int v = 0; v < 256; v++) {
+          if (now[v]) lo = v < lo ? v : lo, hi = v > hi ? v : hi;
+          total += now[v];
+          scan[v] = now[v] + (v ? scan[v - 1] : 0);
+        }
+      }
+      for (int v = 0; v < 256; v++) t[v] = ff__lut_block_entry(&ops[i], v, now, scan, lo, hi, total);
+      for (int v = 0; v < 256; v++) lut[v] = t[lut[v]];
+    }
+    memcpy(FF__DPTR(uint8_t, st->p.lut.luts) + c * 256, lut, 256);
+  }
+}
+
+/* A launch as the CUDA backend runs it (kernels/stage_block.h): its
+ * blocks one after another, with the functions its kernels call. */
+FF_FMA_CLONES static void run_launch(emu *m, const emu_cmd *c) {
   const ff__dstage *table = c->src;
+  ff__dshape shape = ff__dstage_shape(c->stage_kind, 1);
+  atomic_fetch_add(&m->shape_launches[shape], 1);
   for (int s = 0; s < c->n; s++) {
-    const ff__dstage *st = &table[(size_t)s * c->stride + c->k];
-    for (uint32_t e = 0; e < st->count; e++)
-      ff__dstage_elem(st, e);
+    const ff__dstage *st = &table[s];
+    if (st->kind != c->stage_kind) continue; /* a placeholder (FF__DS_NONE) */
+    if (shape == FF__SHAPE_SUM)
+      run_sum(st, st->kind);
+    else if (shape == FF__SHAPE_HISTOGRAM)
+      run_histogram(st);
+    else if (shape == FF__SHAPE_LUT_BUILD)
+      run_lut_build(st);
+    else
+      for (uint32_t e = 0; e < st->count; e++) ff__dstage_elem_as(st, c->stage_kind, e);
   }
 }
 
@@ -262,7 +344,7 @@ static void execute(emu *m, const emu_cmd *c, int fault) {
     for (int i = 0; i < c->n; i++)
       memcpy(c->dsts[i], c->srcs[i], c->sizes[i]);
   else if (c->kind == CMD_LAUNCH && !fault)
-    run_launch(c);
+    run_launch(m, c);
   else if (c->kind == CMD_DECODE)
     for (int i = 0; i < c->n; i++)
       run_decode(m, &c->jobs[i]);
@@ -319,16 +401,12 @@ static int engine_of(const emu_cmd *c, int copy_kind) {
   }
 }
 
-static ff_status submit(emu *m, emu_stream *s, emu_cmd c, ff__error *err) {
-  check_current(m);
-  pthread_mutex_lock(&m->lock);
+/* Queues c on s (the caller settles and wakes the engines). Locked. */
+static ff_status enqueue(emu *m, emu_stream *s, emu_cmd c, ff__error *err) {
   if (s->count == s->cap) {
     size_t cap = s->cap ? 2 * s->cap : 64;
     emu_cmd *q = malloc(cap * sizeof *q);
-    if (!q) {
-      pthread_mutex_unlock(&m->lock);
-      return ff__error_set(err, FF_ENOMEM, "emu:%d: out of memory queueing work", m->ordinal);
-    }
+    if (!q) return ff__error_set(err, FF_ENOMEM, "emu:%d: out of memory queueing work", m->ordinal);
     for (size_t i = 0; i < s->count; i++)
       q[i] = s->queue[(s->head + i) % s->cap];
     free(s->queue);
@@ -341,21 +419,31 @@ static ff_status submit(emu *m, emu_stream *s, emu_cmd c, ff__error *err) {
     if (m->num_waits == m->cap_waits) {
       size_t cap = m->cap_waits ? 2 * m->cap_waits : 64;
       emu_wait_rec *w = realloc(m->waits, cap * sizeof *w);
-      if (!w) {
-        pthread_mutex_unlock(&m->lock);
-        return ff__error_set(err, FF_ENOMEM, "emu:%d: out of memory queueing work", m->ordinal);
-      }
+      if (!w) return ff__error_set(err, FF_ENOMEM, "emu:%d: out of memory queueing work", m->ordinal);
       m->waits = w, m->cap_waits = cap;
     }
     m->waits[m->num_waits++] = (emu_wait_rec){s->id, c.event->id};
   }
   s->queue[(s->head + s->count++) % s->cap] = c;
+  s->queued++;
   m->pending++;
+  return FF_OK;
+}
+
+/* What was queued may settle now; the engines and the waiters look again. Locked. */
+static void kick(emu *m) {
   settle(m);
   pthread_cond_broadcast(&m->work);
   pthread_cond_broadcast(&m->done);
+}
+
+static ff_status submit(emu *m, emu_stream *s, emu_cmd c, ff__error *err) {
+  check_current(m);
+  pthread_mutex_lock(&m->lock);
+  ff_status st = enqueue(m, s, c, err);
+  if (!st) kick(m);
   pthread_mutex_unlock(&m->lock);
-  return FF_OK;
+  return st;
 }
 
 /* ------------------------------------------------------------ backend */
@@ -566,10 +654,38 @@ static ff_status emu_stream_wait(void *impl, void *stream, void *event, ff__erro
   return submit(impl, stream, (emu_cmd){.kind = CMD_WAIT, .engine = ENGINE_NONE, .event = event}, err);
 }
 
-/* A consumer's stream on emu is one of the emulator's own streams. */
+/* event completes once every one of our streams' work queued so far has:
+ * a wait for each stream's count of commands on the retire stream, then
+ * the record. Waits for nothing itself. */
+static ff_status emu_retire_record(void *impl, void *event, ff__error *err) {
+  emu *m = impl;
+  check_current(m);
+  pthread_mutex_lock(&m->lock);
+  ff_status st = FF_OK;
+  for (emu_stream *s = m->streams; s && !st; s = s->next)
+    if (s != m->retire && s != m->null_stream && s->queued > s->completed) /* ours, not a consumer's */
+      st = enqueue(m, m->retire,
+                   (emu_cmd){.kind = CMD_WAIT_STREAM, .engine = ENGINE_NONE, .n = s->id, .event_no = s->queued},
+                   err);
+  if (!st) st = enqueue(m, m->retire, (emu_cmd){.kind = CMD_RECORD, .engine = ENGINE_NONE, .event = event}, err);
+  kick(m);
+  pthread_mutex_unlock(&m->lock);
+  return st;
+}
+
+/* A consumer's stream on emu is one of the emulator's own streams; NULL
+ * names the emulator's default stream, as 0 names CUDA's legacy one. */
 static void *emu_stream_handle(void *impl, void *stream) {
   (void)impl;
   return stream;
+}
+
+static ff_status emu_foreign_wait(void *impl, void *handle, void *event, ff__error *err) {
+  return emu_stream_wait(impl, handle ? handle : ((emu *)impl)->null_stream, event, err);
+}
+
+static ff_status emu_foreign_record(void *impl, void *event, void *handle, ff__error *err) {
+  return emu_event_record(impl, event, handle ? handle : ((emu *)impl)->null_stream, err);
 }
 
 /* FF_EDEVICE (once) when a launch before the event's record failed. Locked. */
@@ -617,12 +733,11 @@ static ff_status emu_event_elapsed_ms(void *impl, void *start, void *end, float 
   return FF_OK;
 }
 
-static ff_status emu_launch(void *impl, void *stream, const void *d_table, int n, int stride, int k,
-                            uint32_t max_count, ff__error *err) {
+static ff_status emu_launch(void *impl, void *stream, const void *d_table, int n, int kind, uint32_t max_count,
+                            ff__error *err) {
   (void)max_count;
   return submit(impl, stream,
-                (emu_cmd){.kind = CMD_LAUNCH, .engine = ENGINE_KERNELS, .src = d_table, .n = n, .stride = stride,
-                          .k = k},
+                (emu_cmd){.kind = CMD_LAUNCH, .engine = ENGINE_KERNELS, .src = d_table, .n = n, .stage_kind = kind},
                 err);
 }
 
@@ -668,8 +783,9 @@ static const ff__device_backend emu_backend = {
     .stream_destroy = emu_stream_destroy,
     .stream_wait = emu_stream_wait,
     .stream_handle = emu_stream_handle,
-    .foreign_wait = emu_stream_wait,
-    .foreign_record = emu_event_record,
+    .foreign_wait = emu_foreign_wait,
+    .foreign_record = emu_foreign_record,
+    .retire_record = emu_retire_record,
     .copy = emu_copy,
     .download_batch = emu_download_batch,
     .event_create = emu_event_create,
@@ -700,6 +816,24 @@ int ff__emu_waited(ff__device *d, const ff__dstream *s, const ff__devent *e) {
   return n;
 }
 
+void ff__emu_event_hold(ff__device *d, ff__devent *e) {
+  emu *m = ff__device_impl(d, &emu_backend);
+  if (!m) return;
+  pthread_mutex_lock(&m->lock);
+  ((emu_event *)e)->recorded++; /* a record no stream has reached: waits queued from now on block */
+  pthread_mutex_unlock(&m->lock);
+}
+
+void ff__emu_event_signal(ff__device *d, ff__devent *e) {
+  emu *m = ff__device_impl(d, &emu_backend);
+  if (!m) return;
+  pthread_mutex_lock(&m->lock);
+  emu_event *ev = (emu_event *)e;
+  ev->reached = ev->recorded, ev->time_ns = ff__now_ns();
+  kick(m); /* the waits on it settle, the host's waits return */
+  pthread_mutex_unlock(&m->lock);
+}
+
 int ff__emu_host_owns(ff__device *d, const void *ptr) {
   emu *m = ff__device_impl(d, &emu_backend);
   int owns = 0;
@@ -722,6 +856,7 @@ ff_status ff__emu_probe(ff__device *d, ff__emu_counts *out) {
   pthread_mutex_unlock(&m->lock);
   for (int k = 0; k < 3; k++)
     out->copy_calls[k] = atomic_load(&m->copy_calls[k]), out->copy_bytes[k] = atomic_load(&m->copy_bytes[k]);
+  for (int k = 0; k < FF__DSHAPES; k++) out->shape_launches[k] = atomic_load(&m->shape_launches[k]);
   return FF_OK;
 }
 
@@ -829,6 +964,14 @@ ff_status ff__emu_open(int ordinal, const char *query, const ff__device_options 
   m->fail_alloc_after = alloc_after, m->alloc_error_at = alloc_error_at, m->fail_kernel_at = kernel_at;
   atomic_init(&m->misplaced_calls, 0);
   atomic_init(&m->device_switches, 0);
+  m->null_stream = calloc(1, sizeof *m->null_stream);
+  m->retire = calloc(1, sizeof *m->retire);
+  if (!m->null_stream || !m->retire) {
+    free(m->null_stream), free(m->retire), free(m);
+    return ff__error_set(err, FF_ENOMEM, "emu:%d: out of memory", ordinal);
+  }
+  m->null_stream->id = ++m->next_id, m->retire->id = ++m->next_id;
+  m->streams = m->null_stream, m->null_stream->next = m->retire; /* freed with the others at close */
   pthread_mutex_init(&m->lock, NULL);
   pthread_mutex_init(&m->exec, NULL);
   pthread_cond_init(&m->work, NULL);

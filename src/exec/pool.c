@@ -51,10 +51,10 @@ static void release_cached(ff__pool *p, size_t need, int all) {
 
 static ff_status refresh_locked(ff__pool *p, ff__error *err) {
   size_t free_bytes = 0, total_bytes = 0;
-  if (p->given_free >= 0)
-    free_bytes = (size_t)p->given_free;
-  else if (p->be.mem_info(p->be.ctx, &free_bytes, &total_bytes))
+  if (p->be.mem_info(p->be.ctx, &free_bytes, &total_bytes))
     return ff__error_set(err, FF_EDEVICE, "device memory query failed");
+  if (p->given_free >= 0 && (size_t)p->given_free < free_bytes) /* never more than is free */
+    free_bytes = (size_t)p->given_free;
   p->limit_bytes = limit_from(p, free_bytes);
   size_t reserved = p->reserved_bytes;
   release_cached(p, 0, 0);

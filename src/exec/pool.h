@@ -58,7 +58,7 @@ typedef struct ff__pool {
   pthread_mutex_t lock;
   size_t limit_bytes, reserved_bytes, used_bytes, peak_bytes;
   uint64_t raw_allocs, allocs;
-  int64_t given_free;     /* the free memory as the caller sees it (ff__pool_set_free), -1: ask mem_info */
+  int64_t given_free;     /* at most this is free, as the caller sees it (ff__pool_set_free); -1: none */
   ff__pool_block *blocks; /* every raw block, in use or cached */
   size_t num_blocks, cap_blocks;
 } ff__pool;
@@ -86,10 +86,11 @@ void ff__pool_free(ff__pool *p, void *ptr);
  * Returns FF_OK or FF_EDEVICE. */
 ff_status ff__pool_refresh(ff__pool *p, ff__error *err);
 
-/* Takes free_bytes as the device's free memory from now on (a framework's
- * view: free plus what it caches unused), instead of mem_info's; -1 goes
- * back to mem_info. Refreshes the limit at once: when it shrinks below
- * what is reserved, cached blocks go back and the device is trimmed.
+/* Takes at most free_bytes as the device's free memory from now on (a
+ * framework's view of what it can spare), never more than mem_info's free
+ * memory: what another user caches unused is not ours to take; -1 goes
+ * back to mem_info alone. Refreshes the limit at once: when it shrinks
+ * below what is reserved, cached blocks go back and the device is trimmed.
  * FF_OK or FF_EDEVICE. */
 ff_status ff__pool_set_free(ff__pool *p, int64_t free_bytes, ff__error *err);
 

@@ -10,4 +10,13 @@
 #define FF_HD
 #endif
 
+/* Before a loop: on the device, run it as a loop rather than unrolled, so
+ * that its iterations do not hold registers at once (a kernel's register
+ * count sets how many of its threads an SM runs); nothing on the host. */
+#ifdef __CUDA_ARCH__
+#define FF_DEVICE_NO_UNROLL _Pragma("unroll 1")
+#else
+#define FF_DEVICE_NO_UNROLL
+#endif
+
 #endif

@@ -270,9 +270,13 @@ FF_HD static inline int ff__pil_warp_at(const ff__pil_warp *wp, int w, int h, in
 
 /* Output pixel (x, y) of the warp of src (w x h RGB, stride bytes per row)
  * into out[0..2]; mode is wp->mode (a parameter, so that a loop over one
- * mode compiles to that mode's code alone). */
-FF_HD static inline void ff__pil_warp_px(const ff__pil_warp *wp, int mode, const uint8_t *src, int w, int h,
-                                         long stride, int x, int y, uint8_t *out) {
+ * mode compiles to that mode's code alone). side_by_side: a bicubic pixel
+ * away from the edges sums its three channels together (the CPU's loops
+ * vectorise it); else every bicubic pixel goes a channel, and in it a row,
+ * at a time (a GPU thread then holds a row's sums, not sixteen: registers,
+ * kernels/hd.h). The same sums in the same order either way. */
+FF_HD static inline void ff__pil_warp_px_as(const ff__pil_warp *wp, int mode, int side_by_side, const uint8_t *src,
+                                            int w, int h, long stride, int x, int y, uint8_t *out) {
   int sx = -1, sy = -1;
   switch (mode) {
   case FF__PIL_WARP_COPY: sx = x, sy = y; break;
@@ -299,6 +303,28 @@ FF_HD static inline void ff__pil_warp_px(const ff__pil_warp *wp, int mode, const
     int ix, iy;
     double dx, dy;
     if (!ff__pil_warp_at(wp, w, h, x, y, &ix, &iy, &dx, &dy)) break;
+    if (mode == FF__PIL_WARP_BICUBIC && !side_by_side) { /* a channel, and in it a row, at a time */
+      FF_DEVICE_NO_UNROLL
+      for (int c = 0; c < 3; c++) {
+        double rv0 = 0, rv1 = 0, rv2 = 0, rv3 = 0, row = 0;
+        FF_DEVICE_NO_UNROLL
+        for (int k = 0; k < 4; k++) {
+          int ry = iy - 1 + k;
+          if (k == 0 || (ry >= 0 && ry < h)) { /* a row past the edge repeats the one before */
+            const uint8_t *r = src + (long)ff__pil_clampi(ry, h) * stride + c;
+            row = ff__pil_cubic(r[ff__pil_clampi(ix - 1, w) * 3], r[ff__pil_clampi(ix, w) * 3],
+                                r[ff__pil_clampi(ix + 1, w) * 3], r[ff__pil_clampi(ix + 2, w) * 3], dx);
+          }
+          if (k == 0) rv0 = row;
+          else if (k == 1) rv1 = row;
+          else if (k == 2) rv2 = row;
+          else rv3 = row;
+        }
+        double v = ff__pil_cubic(rv0, rv1, rv2, rv3, dy);
+        out[c] = v <= 0.0 ? 0 : v >= 255.0 ? 255 : (uint8_t)(int)v;
+      }
+      return;
+    }
     if (mode == FF__PIL_WARP_BICUBIC && ix >= 1 && ix + 2 < w && iy >= 1 && iy + 2 < h) {
       /* inside: no clamping (the same sums), the three channels side by side */
       const uint8_t *r = src + (long)(iy - 1) * stride + (long)(ix - 1) * 3;
@@ -349,6 +375,12 @@ FF_HD static inline void ff__pil_warp_px(const ff__pil_warp *wp, int mode, const
   } else {
     out[0] = wp->fill[0], out[1] = wp->fill[1], out[2] = wp->fill[2];
   }
+}
+
+/* ff__pil_warp_px_as as the CPU's loops run it. */
+FF_HD static inline void ff__pil_warp_px(const ff__pil_warp *wp, int mode, const uint8_t *src, int w, int h,
+                                         long stride, int x, int y, uint8_t *out) {
+  ff__pil_warp_px_as(wp, mode, 1, src, w, h, stride, x, y, out);
 }
 
 #endif

@@ -175,14 +175,26 @@ FF_HD static inline void ff__dsharp_px(const ff__dimg *m, int y, int x, ff__blen
   }
 }
 
-/* Element e of stage st. */
-FF_HD static inline void ff__dstage_elem(const ff__dstage *st, uint32_t e) {
+/* The value element e of a sum stage adds to its total: FF__DS_GRAY_SUM's
+ * gray (v1 or v2, as p.blend.v2 says), FF__DS_PIL_LUMA_SUM's luma. The one
+ * definition the per-element path, the CUDA block sums and the emulator's
+ * imitation of them share (kernels/stage_block.h). */
+FF_HD static inline uint64_t ff__dstage_sum_term(const ff__dstage *st, int kind, uint32_t e) {
+  uint32_t w = st->src.width > 0 ? (uint32_t)st->src.width : 1;
+  const uint8_t *i = ff__dimg_px(&st->src, (int)(e / w), (int)(e % w));
+  return kind == FF__DS_PIL_LUMA_SUM ? ff__pil_luma(i) : ff__gray_sem_u8(st->p.blend.v2, i[0], i[1], i[2]);
+}
+
+/* Element e of stage st, whose kind is `kind` (st->kind: a caller that
+ * knows it at compile time, as the CUDA kernel per kind does, lets the
+ * compiler keep only that case). */
+FF_HD static inline void ff__dstage_elem_as(const ff__dstage *st, int kind, uint32_t e) {
   const ff__dimg *src = &st->src, *dst = &st->dst;
   int dw = dst->width > 0 ? dst->width : 1;
   int y = (int)(e / (uint32_t)dw), x = (int)(e % (uint32_t)dw);    /* e as a pixel of dst */
   int sx = (int)(e % (uint32_t)(src->width > 0 ? src->width : 1)); /* e as a pixel of src */
   int sy = (int)(e / (uint32_t)(src->width > 0 ? src->width : 1));
-  switch ((ff__dstage_kind)st->kind) {
+  switch ((ff__dstage_kind)kind) {
   case FF__DS_NONE: break;
   case FF__DS_CROP: {
     int cx = x + st->p.crop.x, cy = y + st->p.crop.y;
@@ -257,11 +269,8 @@ FF_HD static inline void ff__dstage_elem(const ff__dstage *st, uint32_t e) {
   }
   case FF__DS_SHARPNESS: ff__dsharp_px(src, y, x, st->p.blend, ff__dimg_px(dst, y, x)); break;
   case FF__DS_HUE: ff__hue_u8(ff__dimg_px(src, y, x), st->p.mix.weight, ff__dimg_px(dst, y, x)); break;
-  case FF__DS_GRAY_SUM: {
-    const uint8_t *i = ff__dimg_px(src, sy, sx);
-    ff__datomic_add_u64(FF__DPTR(uint64_t, st->a), ff__gray_sem_u8(st->p.blend.v2, i[0], i[1], i[2]));
-    break;
-  }
+  case FF__DS_GRAY_SUM:
+  case FF__DS_PIL_LUMA_SUM: ff__datomic_add_u64(FF__DPTR(uint64_t, st->a), ff__dstage_sum_term(st, kind, e)); break;
   case FF__DS_CONTRAST: {
     float mean =
         ff__contrast_mean(*FF__DPTR(const uint64_t, st->a), (uint64_t)src->width * (uint64_t)src->height);
@@ -297,7 +306,7 @@ FF_HD static inline void ff__dstage_elem(const ff__dstage *st, uint32_t e) {
     const uint8_t *i = ff__dimg_px(src, sy, sx);
     float *m = FF__DPTR(float, st->a) + (size_t)e * 3;
     for (int c = 0; c < 3; c++)
-      m[c] = st->kind == FF__DS_MIX_SCALE ? ff__mix_scale(st->p.mix.weight, i[c])
+      m[c] = kind == FF__DS_MIX_SCALE ? ff__mix_scale(st->p.mix.weight, i[c])
                                           : ff__mix_add(m[c], st->p.mix.weight, i[c]);
     break;
   }
@@ -337,8 +346,8 @@ FF_HD static inline void ff__dstage_elem(const ff__dstage *st, uint32_t e) {
                   (size_t)dst->width * dst->height, e, ff__dimg_px(src, y, x), FF__DPTR(void, dst->addr));
     break;
   case FF__DS_PIL_WARP:
-    ff__pil_warp_px(&st->p.pil_warp, st->p.pil_warp.mode, FF__DPTR(const uint8_t, src->addr), src->width,
-                    src->height, (long)src->stride, x, y, ff__dimg_px(dst, y, x));
+    ff__pil_warp_px_as(&st->p.pil_warp, st->p.pil_warp.mode, 0, FF__DPTR(const uint8_t, src->addr), src->width,
+                       src->height, (long)src->stride, x, y, ff__dimg_px(dst, y, x));
     break;
   case FF__DS_PIL_COLOR: {
     const uint8_t *i = ff__dimg_px(src, y, x);
@@ -359,7 +368,7 @@ FF_HD static inline void ff__dstage_elem(const ff__dstage *st, uint32_t e) {
   case FF__DS_PIL_BOX_H:
   case FF__DS_PIL_BOX_V: { /* one line of one channel per element: a thread walks its line */
     uint32_t acc, line = e / 3, c = e % 3;
-    if (st->kind == FF__DS_PIL_BOX_H)
+    if (kind == FF__DS_PIL_BOX_H)
       ff__pil_box_pass(&st->p.pil_box, ff__dimg_px(src, (int)line, 0) + c, 3, ff__dimg_px(dst, (int)line, 0) + c, 3,
                        src->width, 1, &acc);
     else
@@ -367,9 +376,6 @@ FF_HD static inline void ff__dstage_elem(const ff__dstage *st, uint32_t e) {
                        ff__dimg_px(dst, 0, (int)line) + c, (long)dst->stride, src->height, 1, &acc);
     break;
   }
-  case FF__DS_PIL_LUMA_SUM:
-    ff__datomic_add_u64(FF__DPTR(uint64_t, st->a), ff__pil_luma(ff__dimg_px(src, sy, sx)));
-    break;
   case FF__DS_PIL_LUT_BUILD: {
     const ff__pil *op = FF__DPTR(const ff__pil, st->b);
     int mean = ff__pil_mean_of(*FF__DPTR(const uint64_t, st->p.pil_lut.sum), (uint64_t)src->width * src->height);
@@ -401,5 +407,8 @@ FF_HD static inline void ff__dstage_elem(const ff__dstage *st, uint32_t e) {
   }
   }
 }
+
+/* Element e of stage st (of its own kind). */
+FF_HD static inline void ff__dstage_elem(const ff__dstage *st, uint32_t e) { ff__dstage_elem_as(st, st->kind, e); }
 
 #endif

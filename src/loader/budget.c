@@ -1,9 +1,9 @@
-/* budget.c — the trainer's view of device memory fed into the offload
- * device's budget (ff_loader_set_device_free_bytes): a framework that
- * caches memory (PyTorch's caching allocator) reports what it can spare,
- * the pool's limit follows it at once (exec/pool.h: cached blocks go back
- * and the device is trimmed when it shrinks), and the offload runtime's
- * admission sees the new figure at the next split. */
+/* budget.c — the trainer's cap on the device memory the offload device's
+ * budget may count as free (ff_loader_set_device_free_bytes): never more
+ * than the device has free (what a framework caches unused is the
+ * framework's), the pool's limit follows it at once (exec/pool.h: cached
+ * blocks go back and the device is trimmed when it shrinks), and the
+ * offload runtime's admission sees the new figure at the next split. */
 #include "loader/loader_internal.h"
 
 ff_status ff_loader_set_device_free_bytes(ff_loader *l, int64_t free_bytes) {

@@ -35,7 +35,10 @@
  * plan the consumer thread drew (loader.c) goes up and one launch mixes
  * the images in place (exec/dev_mix.h), all on the output stream before
  * the ready event, so the consumer sees the mixed batch; the soft labels
- * stay in host memory, as the labels do. */
+ * stay in host memory, as the labels do.
+ *
+ * A pipeline with views runs on the CPU; on a device output each view's
+ * tensor goes up in one copy, at the offset it has in the host batch. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -49,10 +52,17 @@ static int uint8_transport(const ff_loader *l) {
   return l->host_pipe.output != l->pipe.output || l->host_pipe.out_custom != l->pipe.out_custom;
 }
 
+/* The bytes of one batch's images: batch_cap samples, of every view. */
+static size_t batch_bytes(const ff_loader *l) {
+  int last = l->views.num_views - 1;
+  if (!l->views.num_groups) return (size_t)l->batch_cap * l->sample_bytes;
+  return l->view_offset[last] + (size_t)l->batch_cap * l->view_bytes[last];
+}
+
 void ff__dev_output_host_pipe(ff_loader *l) {
   const char *out = l->cfg.output_device;
   int on_device = out && (!strncmp(out, "cuda", 4) || !strncmp(out, "emu", 3));
-  if (!on_device || (l->pipe.output != FF__OUTPUT_NCHW_F32 && !l->pipe.out_custom) ||
+  if (!on_device || l->views.num_groups || (l->pipe.output != FF__OUTPUT_NCHW_F32 && !l->pipe.out_custom) ||
       !ff__pipeline_uint8_transport(&l->pipe, &l->host_pipe))
     l->host_pipe = l->pipe;
 }
@@ -74,7 +84,7 @@ ff_status ff__dev_output_open(ff_loader *l) {
   else
     st = ff__device_open(name, &opt, &l->out_dev, &err);
   if (!st) st = ff__device_stream_create(l->out_dev, &l->out_stream, &err);
-  size_t bytes = (size_t)l->batch_cap * l->sample_bytes;
+  size_t bytes = batch_bytes(l);
   for (int i = 0; i < l->ring_size && !st; i++) {
     ff_batch *e = &l->ring[i];
     e->dev_slot = malloc((size_t)l->batch_cap * sizeof *e->dev_slot);
@@ -127,6 +137,14 @@ void ff__dev_output_took(ff_loader *l, ff_batch *e, const unsigned char *on_devi
  * one launch), the in-place samples moved down where skips left gaps. */
 static ff_status put_images(ff_loader *l, ff_batch *e, ff__error *err) {
   size_t sb = l->sample_bytes, hb = l->host_sample_bytes, n = e->size;
+  for (int v = 0; v < l->views.num_views; v++) { /* views: each view's tensor in one copy (all from the host) */
+    size_t at = l->view_offset[v], bytes = n * l->view_bytes[v];
+    ff_status st = ff__device_upload(l->out_dev, l->out_stream, (char *)e->d_images + at, (char *)e->images + at,
+                                     bytes, err);
+    if (st) return st;
+    e->stats.output_uploads++, e->stats.output_upload_bytes += bytes;
+  }
+  if (l->views.num_groups) return FF_OK;
   int convert = uint8_transport(l), converted = 0;
   char *d = e->d_images, *up = convert ? e->d_stage : e->d_images;
   const char *h = e->images;

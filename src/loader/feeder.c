@@ -225,7 +225,7 @@ static void account_device(ff__offload *o, ff_status device_status) {
   if (!device_status) {
     o->device_errors = 0, o->backoff_len = 0;
   } else if (device_status == FF__EBUDGET) {
-    o->refused = 1;
+    o->refused = 1, o->budget_refusals++;
     o->backoff_len = o->backoff_len ? 2 * o->backoff_len : 2;
     if (o->backoff_len > MAX_BACKOFF_BATCHES) o->backoff_len = MAX_BACKOFF_BATCHES;
     o->backoff = o->backoff_len;

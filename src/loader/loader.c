@@ -185,9 +185,10 @@ static ff_batch *entry_of(ff_loader *l, uint64_t epoch, size_t b) {
   return NULL;
 }
 
+/* A free entry whose memory no copy of the consumer still reads (fence.c). Locked. */
 static ff_batch *free_entry(ff_loader *l) {
   for (int i = 0; i < l->ring_size; i++)
-    if (l->ring[i].state == FF__BUF_FREE) return &l->ring[i];
+    if (l->ring[i].state == FF__BUF_FREE && ff__fence_clear(l, &l->ring[i])) return &l->ring[i];
   return NULL;
 }
 
@@ -289,6 +290,7 @@ static int take_item(ff_loader *l, int worker, size_t *item, ff_batch **batch, s
         return 1;
       }
     }
+    if (ff__fence_sleep(l)) continue; /* a free entry waits for the consumer's copies */
     /* nothing to take and nothing in flight: the ring is full, and the node's other loaders may
      * have these cores at their next report */
     if (!l->busy && !l->parked) l->parked = 1, ff__coord_publish_cpu(l->coord, l->worker_cpu_ns, 1);
@@ -574,6 +576,7 @@ static void offload_done(void *ctx, const ff__offload_result *r) {
 
 static void loader_free(ff_loader *l) {
   ff__remote_free(l);
+  ff__fence_free(l); /* the consumer's copies read the images to the end */
   for (int i = 0; i < 2 * l->num_threads && l->workers; i++) ff__worker_free(&l->workers[i]);
   for (int i = 0; i < l->ring_size; i++) {
     if (l->ring[i].images) ff__batch_mem_free(l, l->ring[i].images);
@@ -688,9 +691,9 @@ static ff_status loader_start(ff_loader *l) {
   if (!st && l->views.num_groups) {
     l->pipe = l->views.pipes[0];
     if (!strcmp(l->cfg.device, "auto")) l->cfg.device = "cpu"; /* auto may always stay on the CPU */
-    if (strcmp(l->cfg.device, "cpu") || strcmp(l->cfg.output_device, "cpu"))
-      st = ff__error_set(err, FF_EINVAL, "a pipeline with views runs on the CPU: device and output_device must "
-                         "be cpu (got %s, %s)", l->cfg.device, l->cfg.output_device);
+    if (strcmp(l->cfg.device, "cpu"))
+      st = ff__error_set(err, FF_EINVAL, "a pipeline with views runs on the CPU: device must be cpu (got %s; "
+                         "output_device may be a GPU)", l->cfg.device);
     else if (l->cfg.output_dtype != FF_OUTPUT_DTYPE_AUTO || l->cfg.memory_format != FF_MEMORY_FORMAT_AUTO)
       st = ff__error_set(err, FF_EINVAL, "a pipeline with views hands out each view in its default format: "
                          "output_dtype and memory_format must be auto");
@@ -1003,6 +1006,26 @@ static void hand_out(ff_loader *l, ff_batch *e, int ring_ready, uint64_t t0, uin
   l->stats.offload_share = device_share(l);
 }
 
+/* The batch stage's settings now: with mixing turned off (timm's
+ * mixup_enabled = False) no draw applies, so every image stays itself and
+ * its target is its smoothed one-hot row, as timm's Mixup gives then. */
+static ff__mix_params mix_params(ff_loader *l) {
+  ff__mix_params p = l->pipe.mix;
+  pthread_mutex_lock(&l->mu);
+  if (l->mix_off) p.prob = 0;
+  pthread_mutex_unlock(&l->mu);
+  return p;
+}
+
+ff_status ff_loader_set_mix_enabled(ff_loader *l, int enabled) {
+  if (!l->started_threads) return failed_open(l);
+  if (!l->pipe.has_mix) return ff__error_set(&l->err, FF_EINVAL, "the pipeline has no mixup_cutmix stage");
+  pthread_mutex_lock(&l->mu);
+  l->mix_off = !enabled;
+  pthread_mutex_unlock(&l->mu);
+  return FF_OK;
+}
+
 /* Mixup/CutMix on the batch just taken: its draws and its soft labels
  * (host memory), and its images — here in host memory, or with an output
  * device on the device batch once it is assembled (dev_output.c queues
@@ -1011,7 +1034,8 @@ static void hand_out(ff_loader *l, ff_batch *e, int ring_ready, uint64_t t0, uin
 static ff_status batch_stage(ff_loader *l, ff_batch *e) {
   uint64_t t0 = ff__now_ns();
   int h = l->pipe.out_height, w = l->pipe.out_width, n = (int)e->size;
-  ff__mix_plan_make(&l->pipe.mix, l->cfg.seed, e->epoch, e->index, n, h, w, &l->mix_plan);
+  ff__mix_params mix = mix_params(l);
+  ff__mix_plan_make(&mix, l->cfg.seed, e->epoch, e->index, n, h, w, &l->mix_plan);
   int bad = ff__mix_targets(&l->mix_plan, l->pipe.mix.num_classes, e->labels, e->soft_labels);
   if (bad >= 0)
     return ff__error_set(&l->err, FF_EDATA, "%s: label %lld is not below mixup_cutmix's num_classes=%d",
@@ -1044,6 +1068,7 @@ ff_status ff_loader_next(ff_loader *l, ff_batch **out) {
   ff_status st = FF_OK;
   pthread_mutex_lock(&l->mu);
   if (l->offload) l->stats.device_pool_limit_bytes = limit, l->stats.device_pool_peak_bytes = peak;
+  ff__fence_next(l);
   int ring_ready = ready_batches(l);
   for (;;) {
     if (l->next_out == l->num_batches) { /* the workers are on the next epoch already */
@@ -1119,6 +1144,7 @@ void ff_batch_release_after(ff_batch *b, void *stream) {
   ff__dev_output_release(l, b, stream);
   pthread_mutex_lock(&l->mu);
   b->state = FF__BUF_FREE;
+  ff__fence_released(l, b);
   int last = --l->held == 0 && l->closed;
   pthread_cond_broadcast(&l->work_cv);
   pthread_mutex_unlock(&l->mu);
@@ -1152,7 +1178,7 @@ ff_status ff_batch_view_images(const ff_batch *b, size_t view, ff_tensor *out) {
   const ff__pipeline *p = l->views.num_groups ? &l->views.pipes[l->views.group_of[view]] : &l->pipe;
   int64_t n = (int64_t)b->size, h = p->out_height, w = p->out_width;
   memset(out, 0, sizeof *out);
-  out->data = b->d_images ? b->d_images : (char *)b->images + (l->views.num_groups ? l->view_offset[view] : 0);
+  out->data = (char *)(b->d_images ? b->d_images : b->images) + (l->views.num_groups ? l->view_offset[view] : 0);
   out->ndim = 4;
   out->dtype = (ff_dtype)p->out_dtype;
   if (p->out_planar) {
@@ -1193,9 +1219,10 @@ ff_status ff_loader_mix_plan(ff_loader *l, uint64_t epoch, size_t batch, char **
   ff__mix_plan plan;
   ff_status st = ff__mix_plan_alloc(&plan, l->batch_cap, &l->err);
   if (st) return st;
-  ff__mix_plan_make(&l->pipe.mix, l->cfg.seed, epoch, batch, batch_count(l, batch), l->pipe.out_height,
+  ff__mix_params mix = mix_params(l);
+  ff__mix_plan_make(&mix, l->cfg.seed, epoch, batch, batch_count(l, batch), l->pipe.out_height,
                     l->pipe.out_width, &plan);
-  char *json = ff__mix_plan_json(&l->pipe.mix, &plan);
+  char *json = ff__mix_plan_json(&mix, &plan);
   ff__mix_plan_free(&plan);
   if (!json) return ff__error_set(&l->err, FF_ENOMEM, "out of memory");
   *json_out = json;
@@ -1231,6 +1258,7 @@ void ff_loader_stats(const ff_loader *l, ff_stats *out) {
   pthread_mutex_unlock((pthread_mutex_t *)&l->mu);
   /* the pool's figures now, not as of the last batch */
   ff__offload_pool(l->offload, &out->device_pool_limit_bytes, &out->device_pool_peak_bytes);
+  out->device_budget_refusals = ff__offload_budget_refusals(l->offload);
   out->node_group = ff__coord_group(l->coord);
 }
 

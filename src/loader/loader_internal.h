@@ -59,7 +59,11 @@ struct ff_batch {
   void *d_stage, *d_table, *h_table;
   int *host_positions;   /* batch_cap: the positions converted */
   void *d_mix, *h_mix;   /* mixup_cutmix on out_dev: the plan's table (exec/dev_mix.h), device and pinned */
+  int fence;             /* fence.c: 0, FF__FENCE_AWAITED (released, no fence since), or 1 + the fence
+                            event whose completion its host images wait for before they are refilled */
 };
+
+#define FF__FENCE_AWAITED (-1)
 
 struct ff_loader {
   ff_config cfg;
@@ -137,6 +141,7 @@ struct ff_loader {
   /* the batch stage (mixup_cutmix), run by the consumer thread as a batch is handed out */
   ff__mix_plan mix_plan;
   float *mix_scratch;    /* one image */
+  int mix_off;           /* ff_loader_set_mix_enabled(0): every draw not applied, targets still smoothed */
 
   ff__device *out_dev;   /* dev_output.c: where batches are handed out, or NULL (host) */
   char out_device_name[64]; /* its name as configured ("cuda:0") */
@@ -144,6 +149,15 @@ struct ff_loader {
   int out_direct;        /* out_dev is the offload device: its samples are written in place */
   ff__device *host_dev;  /* batch_mem.c: the device whose host allocator gives the ring's pinned
                             images; NULL: ordinary memory */
+  char pinned_device[32]; /* its name, "cuda:0", "emu:0"; "cpu" without */
+
+  /* fence.c: the consumer's copies of released host batches (ff_loader_fence) */
+  int fencing;           /* a fence was recorded: a host batch released from now on waits for the next */
+  ff__devent **fence_ev; /* fence events on host_dev, made at the first fence (fence_slots of them) */
+  int *fence_refs;       /* per event: the ring entries, the last fence and a sleeping worker that use it */
+  int fence_slots;
+  int last_fence;        /* 1 + the event of the last fence, or 0 */
+  int fence_sleeper;     /* a worker sleeps on a fence event; the others wait on work_cv for it */
 };
 
 /* ---- views.c, called by loader.c ---- */
@@ -184,6 +198,25 @@ ff_status ff__batch_mem_alloc(ff_loader *l, size_t size_bytes, void **out);
 void ff__batch_mem_free(ff_loader *l, void *ptr); /* NULL does nothing */
 /* After every ring entry's images are freed. */
 void ff__batch_mem_close(ff_loader *l);
+
+/* ---- fence.c, called by loader.c (locked unless said) ---- */
+
+/* Batch e is released: with fencing on, a host batch waits for the next fence. */
+void ff__fence_released(ff_loader *l, ff_batch *e);
+/* ff_loader_next: batches released since the last fence wait for that one
+ * (the consumer fences right before ff_loader_next, so their copies were
+ * queued before it). */
+void ff__fence_next(ff_loader *l);
+/* Whether free entry e may be refilled now: no fence awaited, and its fence
+ * event (if any) completed. */
+int ff__fence_clear(ff_loader *l, ff_batch *e);
+/* A worker with nothing to take: sleeps (unlocked) on the event of a free
+ * entry's fence and returns 1, or returns 0 when there is none to sleep on
+ * or another worker sleeps on one (wait on work_cv: it broadcasts). */
+int ff__fence_sleep(ff_loader *l);
+/* loader_free, before the ring's images go: waits for every fence event in
+ * use and destroys them. Unlocked. */
+void ff__fence_free(ff_loader *l);
 
 /* ---- dev_output.c, called by loader.c ---- */
 

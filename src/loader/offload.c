@@ -256,7 +256,7 @@ int ff__offload_split(ff__offload *o, int entry_no, void *images, uint64_t epoch
     size_t out_bytes = o->d_out[0] || e->d_direct ? 0 : ff__offload_out_class_bytes(o);
     size_t avail = o->device_free_bytes > out_bytes ? o->device_free_bytes - out_bytes : 0;
     k = ff__cost_split(&o->cost, o->split_saving, o->split_sizes, n, k, avail, placement);
-    if (!k) o->refused = 1;
+    if (!k) o->refused = 1, o->budget_refusals++;
     if (k && ff__dev_batch_begin(e->mb, e->d_direct ? o->cfg.pipe : o->cfg.host_pipe, NULL)) {
       memset(placement, FF_PLACEMENT_CPU, (size_t)n);
       k = 0;
@@ -411,6 +411,14 @@ void ff__offload_refresh(ff__offload *o, size_t *limit_bytes, size_t *peak_bytes
   o->device_free_bytes = ok && pool.limit_bytes > pool.used_bytes ? pool.limit_bytes - pool.used_bytes : 0;
   pthread_mutex_unlock(&o->mu);
   if (ok) *limit_bytes = pool.limit_bytes, *peak_bytes = pool.peak_bytes;
+}
+
+uint64_t ff__offload_budget_refusals(ff__offload *o) {
+  if (!o) return 0;
+  pthread_mutex_lock(&o->mu);
+  uint64_t n = o->budget_refusals;
+  pthread_mutex_unlock(&o->mu);
+  return n;
 }
 
 void ff__offload_pool(ff__offload *o, size_t *limit_bytes, size_t *peak_bytes) {

@@ -172,6 +172,10 @@ int ff__offload_reset(ff__offload *o);
  * gives the pool's limit and peak now (left untouched without a device). */
 void ff__offload_refresh(ff__offload *o, size_t *limit_bytes, size_t *peak_bytes);
 
+/* Times the device memory budget said no since open: splits it admitted no
+ * sample of, and microbatches the pool refused (0 without a device). */
+uint64_t ff__offload_budget_refusals(ff__offload *o);
+
 /* The pool's limit and peak now, without re-reading (untouched without a device). */
 void ff__offload_pool(ff__offload *o, size_t *limit_bytes, size_t *peak_bytes);
 

@@ -91,6 +91,7 @@ struct ff__offload {
   int device_off;          /* offload stopped for good (errors) */
   int backoff, backoff_len;/* splits left without offload after a refusal; the next refusal's length */
   int refused;             /* the device refused work since ff__offload_take_refused */
+  uint64_t budget_refusals;  /* splits the memory budget admitted nothing of, microbatches the pool refused */
   ff__cost_model cost;
   uint64_t *headers;       /* each sample's header once seen (ff__cost_header_pack), 0: not yet */
   uint64_t *split_sizes;   /* batch_cap: scratch of the split */

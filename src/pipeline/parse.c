@@ -326,7 +326,7 @@ static void set_defaults(ff__op *op, const ff__op_spec *spec) {
   op->min_count = 1;
   if (spec->kind == FF__OP_RANDOM_ERASING) /* RandomErasing's defaults (timm's: 1/3 and 1/0.3, below) */
     op->scale[0] = 0.02, op->scale[1] = 0.33, op->ratio[0] = 0.3, op->ratio[1] = 3.3;
-  op->dct_scale = 1;
+  op->dct_scale = 0; /* exact by default: torchvision's full decode; DCT scaling is an opt-in */
   for (int c = 0; c < 3; c++) op->mean[c] = 0.0f, op->std[c] = 1.0f;
   op->aug.op = spec->kind == FF__OP_PIL ? FF__AUG_IDENTITY : (ff__aug_op)spec->aug; /* PIL: spec->aug is its ff__pil_op */
   op->aug.bilinear = spec->kind == FF__OP_AUG_MIX; /* AugMix defaults to bilinear, the rest to nearest */

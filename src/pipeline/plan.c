@@ -8,7 +8,7 @@
  * crop/resize/flip steps on the size known from the header; a leading crop
  * that lies inside the image becomes the decoder's region of interest, and a
  * downscaling resize after it lets the JPEG decoder reduce in the DCT domain
- * (when decode(dct_scale=true), the default). The augmentation policies
+ * (with decode(dct_scale=true); the default, false, decodes at full scale). The augmentation policies
  * draw their choices in policy.c. */
 #include <limits.h>
 #include <math.h>

@@ -3,7 +3,9 @@
  * batch stage included) plus the sampler setting. A recipe whose pipeline
  * needs ops this build lacks says so, naming them (ff_recipe_check): the
  * table keeps the recipe as published rather than a stand-in with other
- * ops, and it runs as soon as the build has them. The mixing recipes'
+ * ops, and it runs as soon as the build has them. Each decodes exactly
+ * (dct_scale=false, written out: the published recipes decode in full; the
+ * views' decode always is). The mixing recipes'
  * num_classes=1000 is ImageNet's; ff_recipe_pipeline sets it for another
  * data set, for the CLI (--num-classes) and the Python package alike. */
 #include <stdio.h>
@@ -33,7 +35,7 @@ static const ff_recipe recipes[] = {
      "translate_const=100, img_mean=(124, 116, 104)), Mixup 0.8 / CutMix 1.0, prob 1, switch 0.5, batch mode, "
      "label smoothing 0.1, RASampler with 3 repeats. The crop's bicubic is torchvision's tensor bicubic, "
      "where timm resizes with Pillow's (RandAugment is Pillow's arithmetic, as timm's)",
-     "decode | random_resized_crop(size=224, interpolation=bicubic) | random_horizontal_flip"
+     "decode(dct_scale=false) | random_resized_crop(size=224, interpolation=bicubic) | random_horizontal_flip"
      " | timm_rand_augment(config=\"rand-m9-mstd0.5-inc1\", interpolation=bicubic, " TIMM_AA_224 ") | " NORM
      " | random_erasing(p=0.25, mode=pixel, max_count=1)"
      " | mixup_cutmix(mixup_alpha=0.8, cutmix_alpha=1.0, prob=1.0, switch_prob=0.5, mode=batch, "
@@ -44,7 +46,7 @@ static const ff_recipe recipes[] = {
      "state-of-the-art models using TorchVision's latest primitives\", ResNet-50): train crop 176 bilinear, "
      "TrivialAugmentWide, random erasing 0.1, MixUp 0.2 / CutMix 1.0 (RandomChoice; label smoothing 0.1 in "
      "the loss), RASampler with 4 repeats (--ra-reps 4)",
-     "decode | random_resized_crop(size=176) | random_horizontal_flip | "
+     "decode(dct_scale=false) | random_resized_crop(size=176) | random_horizontal_flip | "
      "trivial_augment_wide(interpolation=bilinear)"
      " | " NORM " | random_erasing(p=0.1)"
      " | mixup_cutmix(mixup_alpha=0.2, cutmix_alpha=1.0, switch_prob=0.5, convention=torchvision, "
@@ -85,7 +87,7 @@ static const ff_recipe recipes[] = {
      "1.0, switch 0.5, without label smoothing (BCE loss; its target threshold 0.2 belongs to the loss), 3 "
      "repeated augmentations. The crop's bicubic is torchvision's tensor bicubic, where timm resizes with "
      "Pillow's",
-     "decode | random_resized_crop(size=224, interpolation=random) | random_horizontal_flip"
+     "decode(dct_scale=false) | random_resized_crop(size=224, interpolation=random) | random_horizontal_flip"
      " | timm_rand_augment(config=\"rand-m7-mstd0.5-inc1\", " TIMM_AA_224 ") | " NORM
      " | mixup_cutmix(mixup_alpha=0.2, cutmix_alpha=1.0, prob=1.0, switch_prob=0.5, mode=batch, "
      "label_smoothing=0.0, num_classes=1000)",

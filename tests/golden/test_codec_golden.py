@@ -305,3 +305,28 @@ def test_dct_scaled_crop_keeps_torchvisions_box(tmp_path, box):
         got[dct] = np.asarray(Image.open(out).convert("RGB"))
     assert np.abs(got["false"].astype(int) - ref).max() <= 1
     assert psnr(got["true"], ref) > 51.0, f"{psnr(got['true'], ref):.2f} dB"
+
+
+@pytest.mark.skipif(not os.environ.get("FF_CLI"), reason="FF_CLI (path of the fusionflow CLI) is not set")
+def test_default_decode_gives_torchvisions_eval_pixels(tmp_path):
+    """The standard evaluation pipeline on a large JPEG, with the default decode: the bits
+    of Pillow's full decode + TF.resize(256, antialias) + center_crop(224), within the one
+    level the tensor resize allows (test_ops_golden). With dct_scale=true, the opt-in, the
+    1/2 reduction's blur shows (several levels) -- so the default is what makes it exact."""
+    import subprocess
+    import torch
+    import torchvision.transforms.functional as TF
+    rng = np.random.default_rng(4)
+    img = np.clip(smooth_photo(900, 1100).astype(int) + rng.integers(-40, 41, (900, 1100, 3)), 0, 255)
+    p = save(tmp_path, "photo.jpg", Image.fromarray(img.astype(np.uint8)), quality=90)
+    ref = TF.center_crop(TF.resize(torch.from_numpy(pil_rgb(p).copy()).permute(2, 0, 1), 256, antialias=True),
+                         224).permute(1, 2, 0).numpy().astype(int)
+    got = {}
+    for decode in ("decode", "decode(dct_scale=true)"):
+        out = tmp_path / "out.png"
+        subprocess.run([os.environ["FF_CLI"], "augment", str(p), str(out), "--pipeline",
+                        f"{decode} | resize(size=256) | center_crop(size=224)"], check=True, capture_output=True,
+                       timeout=60)
+        got[decode] = np.abs(np.asarray(Image.open(out).convert("RGB")).astype(int) - ref)
+    assert got["decode"].max() <= 1 and (got["decode"] > 0).mean() < 0.01
+    assert got["decode(dct_scale=true)"].max() > 2

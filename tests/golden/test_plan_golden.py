@@ -114,7 +114,8 @@ def test_plan_shows_a_flip_not_drawn_as_not_applied(folder):
 def test_plan_shows_the_dct_scale_and_the_exact_box(tmp_path):
     (tmp_path / "a").mkdir()
     Image.fromarray(np.full((600, 800, 3), 120, np.uint8)).save(tmp_path / "a" / "big.jpg", quality=90)
-    plan = plans(tmp_path, "decode | crop(top=37, left=51, height=501, width=603) | resize(size=(224, 224))", 0, 1)[0]
+    pipeline = "decode(dct_scale=true) | crop(top=37, left=51, height=501, width=603) | resize(size=(224, 224))"
+    plan = plans(tmp_path, pipeline, 0, 1)[0]
     d = plan["decode"]
     assert d["region"] == [51, 37, 603, 501]
     assert d["dct_scale"] == 0.25 or d["dct_scale"] == 0.5

@@ -258,8 +258,8 @@ def test_dataloader_argument_names(folder):
         assert len(collect(loader)) == 6
     with pytest.raises(TypeError, match="collate_fn= is not supported: batches come assembled"):
         fusionflow.Loader(root, UINT8_PIPE, batch_size=4, collate_fn=list)
-    with pytest.raises(TypeError, match="generator= is not supported.*permutation='torch'"):
-        fusionflow.Loader(root, UINT8_PIPE, batch_size=4, generator=None)
+    with pytest.raises(TypeError, match="batch_sampler= is not supported: batches are batch_size consecutive"):
+        fusionflow.Loader(root, UINT8_PIPE, batch_size=4, batch_sampler=[[0, 1]])
     with pytest.raises(TypeError, match="unexpected keyword argument 'batchsize'"):
         fusionflow.Loader(root, UINT8_PIPE, batch_size=4, batchsize=4)
     with pytest.raises(TypeError, match="not both"):

@@ -1,12 +1,13 @@
 """fusionflow.ray on a local Ray cluster (one for the module): Augment's rows from
 read_binary_files and read_webdataset equal the Loader's samples for the same indices and
-epoch, also when its actors run another vector path than this process; a corrupt image
-follows on_error; the Ray Train example trains two CPU workers a few steps.
+epoch, whichever of two actors runs a row, and when the actors run another vector path
+than this process; a corrupt image follows on_error; the Ray Train example trains two CPU
+workers a few steps.
 
-Skipped without Ray, and under the sanitizer builds: Ray's own programs (the GCS server,
-the raylet, its Python workers) would start with the sanitizer runtime that LD_PRELOAD
-puts before the uninstrumented Python for the instrumented extension. test_augment.py
-runs the same C code (ff_augmenter, its threads) there without Ray."""
+Skipped without Ray, and under the sanitizer builds: the only C code an actor runs is
+ff_augmenter, which test_augment.py runs there (its threads included) without Ray, while a
+Ray cluster, a dozen uninstrumented processes, would add a minute of CPU to each of those
+builds for no further C code."""
 import io
 import json
 import os
@@ -14,6 +15,7 @@ import shutil
 import sys
 import tarfile
 import tempfile
+import time
 
 import numpy as np
 import pytest
@@ -21,9 +23,9 @@ import pytest
 import fusionflow
 from conftest import EXAMPLES, demo_folder, have_torch
 
-if os.environ.get("FF_TEST_SANITIZER"):  # before Ray's own libraries load under the preloaded runtime
-    pytest.skip("Ray's processes would inherit the sanitizer runtime preloaded for the instrumented extension; "
-                "test_augment.py covers ff_augmenter there", allow_module_level=True)
+if os.environ.get("FF_TEST_SANITIZER"):
+    pytest.skip("a sanitizer build: test_augment.py runs ff_augmenter, the C code of Augment's actors, without "
+                "a Ray cluster's minute of CPU", allow_module_level=True)
 ray = pytest.importorskip("ray")
 import fusionflow.ray  # noqa: E402  (after the skip: needs Ray)
 
@@ -34,8 +36,13 @@ PIPELINE = "decode | random_resized_crop(size=32) | random_horizontal_flip | nor
 def cluster(tmp_path_factory):
     """A local cluster with 4 logical CPUs on this machine's cores (the Train example's two
     workers, an Augment actor and the read tasks at once); its workers inherit this
-    process's environment (PYTHONPATH: the fusionflow under test; FF_CACHE_DIR)."""
+    process's environment (PYTHONPATH: the fusionflow under test; FF_CACHE_DIR), and with it
+    FF_CPU_ISA=scalar, which this process read before (fusionflow.cpu_isa(): its own path
+    stays the CPU's widest), so that its actors run another vector path than this process
+    wherever the CPU has AVX2."""
+    fusionflow.cpu_isa()
     os.environ["FF_CACHE_DIR"] = str(tmp_path_factory.mktemp("cache"))
+    os.environ["FF_CPU_ISA"] = "scalar"
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")  # a test cluster on this machine only
     temp = tempfile.mkdtemp(prefix="ffray", dir="/tmp")  # Ray's socket paths must stay short
     ray.init(num_cpus=4, include_dashboard=False, log_to_driver=False, _temp_dir=temp)
@@ -44,6 +51,7 @@ def cluster(tmp_path_factory):
     ctx.print_on_execution_start = False
     yield
     ray.shutdown()
+    del os.environ["FF_CPU_ISA"]
     shutil.rmtree(temp, ignore_errors=True)
 
 
@@ -78,23 +86,31 @@ def assert_rows_are_the_loaders(rows, want):
         assert int(row["label"]) == label
 
 
-def test_read_binary_files_rows_equal_the_loaders_on_another_isa_path(cluster, demo):
-    """Actors whose CPU ops take the scalar path (FF_CPU_ISA=scalar) give this process's samples."""
+def test_read_binary_files_rows_equal_the_loaders_on_two_actors_and_another_isa_path(cluster, demo):
+    """Two actors whose CPU ops take the scalar path give this process's samples, whichever
+    actor runs a row."""
 
     class Probe(fusionflow.ray.Augment):  # defined here: Ray ships it by value
         def __call__(self, batch):
+            time.sleep(0.5)  # busy long enough that the next batch goes to the other actor
             out = super().__call__(batch)
             out["isa"] = np.array([fusionflow.cpu_isa()] * len(out["index"]))
+            out["pid"] = np.full(len(out["index"]), os.getpid())
             return out
 
     ds = ray.data.read_binary_files(demo, include_paths=True).map_batches(
         Probe, fn_constructor_kwargs=dict(pipeline=PIPELINE, seed=7, epoch=3, source=f"imagefolder:{demo}",
                                           dtype="float32"),
-        compute=ray.data.ActorPoolStrategy(size=1), num_cpus=1, batch_size=5,
-        runtime_env={"env_vars": {"FF_CPU_ISA": "scalar"}})
-    rows = ds.take_all()
+        compute=ray.data.ActorPoolStrategy(size=2, max_tasks_in_flight_per_actor=1), num_cpus=1, batch_size=2)
+    ctx = ray.data.DataContext.get_current()
+    wait, ctx.wait_for_min_actors_s = ctx.wait_for_min_actors_s, 600  # both actors up before the first batch
+    try:
+        rows = ds.take_all()
+    finally:
+        ctx.wait_for_min_actors_s = wait
     assert sorted(int(r["index"]) for r in rows) == list(range(12))
-    assert {r["isa"] for r in rows} == {"scalar"}
+    assert {r["isa"] for r in rows} == {"scalar"} and fusionflow.cpu_isa() in ("avx512", "avx2", "scalar")
+    assert len({int(r["pid"]) for r in rows}) == 2, "one actor ran every batch"
     assert_rows_are_the_loaders(rows, loader_samples(demo, epoch=3))
 
 

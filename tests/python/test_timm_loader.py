@@ -3,9 +3,14 @@ same images and, for training, the same draws (our crop box and flips
 injected into timm's RandomResizedCropAndInterpolation and flip). timm
 resamples with Pillow, fusionflow with torchvision's tensor ops: the pixels
 agree within a few levels (measured bounds below), the rest exactly."""
+import io
+import os
+import random
+import tarfile
+
 import pytest
 
-from conftest import have_torch, make_folder
+from conftest import have_torch, make_folder, make_image
 
 np = pytest.importorskip("numpy")
 if not have_torch():
@@ -213,3 +218,150 @@ def test_unknown_argument_is_a_type_error(data):
 def test_pipeline_text_for_eval_defaults():
     assert transform_pipeline(224) == ("decode(dct_scale=false) | resize(size=256) | center_crop(size=(224, 224)) | "
                                        "normalize(mean=(0.485, 0.456, 0.406), std=(0.229, 0.224, 0.225))")
+
+
+# ---------------------------------------------------------------- what timm.data.create_dataset gives
+
+def _timm_reference(samples, pipeline, tmp_path, **kw):
+    """The batches of a list-file loader over timm's own (path, label) list: the same
+    samples at the same indices, so the same draws and bytes."""
+    listing = tmp_path / "timm-order.tsv"
+    listing.write_text("".join(f"{p}\t{y}\n" for p, y in samples))
+    with fusionflow.Loader(str(listing), pipeline, output="numpy", **kw) as loader:
+        return [(np.asarray(x).copy(), np.asarray(y).copy(), loader.last_batch.sample_indices) for x, y in loader]
+
+
+def _batches(loader):
+    return [(np.asarray(x).copy(), np.asarray(y).copy(), loader.last_batch.sample_indices) for x, y in loader]
+
+
+def _assert_same(a, b):
+    assert len(a) == len(b) > 0
+    for (xa, ya, ia), (xb, yb, ib) in zip(a, b):
+        assert ia == ib
+        np.testing.assert_array_equal(ya, yb)
+        np.testing.assert_array_equal(xa, xb)
+
+
+@pytest.mark.parametrize("is_training", [True, False])
+def test_create_dataset_folder_is_served_in_timms_order(data, tmp_path, is_training):
+    """timm's ImageDataset of a folder (the root at .reader.root): the loader's sample i is
+    timm's sample i, for training and evaluation; loader.dataset is timm's dataset."""
+    ds = timm_data.create_dataset("", root=data[0], split="train", is_training=is_training)
+    loader = create_loader(ds, 24, 2, is_training=is_training, color_jitter=0, device=torch.device("cpu"))
+    assert loader.dataset is ds and isinstance(loader.source, str)  # the library reads the folder
+    for i, (path, label) in enumerate(ds.reader.samples):
+        plan = loader.plan(i)
+        assert os.path.normpath(plan["path"]) == os.path.normpath(path) and plan["label"] == label
+    want = _timm_reference(ds.reader.samples, loader.pipeline, tmp_path, batch_size=2, shuffle=is_training,
+                           drop_last=is_training, permutation="torch")
+    _assert_same(_batches(loader), want)
+
+
+def test_create_dataset_folder_in_natural_order_keeps_timms_indices(tmp_path):
+    """timm sorts file names naturally (img2 before img10), torchvision and the library by
+    code point: the loader then reads timm's samples through their paths, index for index."""
+    rng = random.Random(3)
+    for c in ("a", "b"):
+        os.makedirs(tmp_path / "nat" / c)
+        for k in (1, 2, 10, 11):
+            make_image(str(tmp_path / "nat" / c / f"img{k}.jpg"), 40, 36, rng)
+    ds = timm_data.create_dataset("", root=str(tmp_path / "nat"), split="validation")
+    assert [os.path.basename(p) for p, _ in ds.reader.samples[:4]] == ["img1.jpg", "img2.jpg", "img10.jpg",
+                                                                          "img11.jpg"]
+    loader = create_loader(ds, 24, 2, device=torch.device("cpu"))
+    assert not isinstance(loader.source, str) and loader.dataset is ds
+    want = _timm_reference(ds.reader.samples, loader.pipeline, tmp_path, batch_size=2, shuffle=False)
+    _assert_same(_batches(loader), want)
+
+
+def test_create_dataset_image_tar_is_read_through_timms_reader(data, tmp_path):
+    root, paths, labels = data
+    tar_path = str(tmp_path / "images.tar")
+    with tarfile.open(tar_path, "w") as tar:
+        for p in paths:
+            tar.add(p, arcname=os.path.relpath(p, root))
+    ds = timm_data.create_dataset("", root=tar_path, split="validation")
+    loader = create_loader(ds, 24, 2, device=torch.device("cpu"))
+    got = _batches(loader)
+    assert sorted(i for _, _, idx in got for i in idx) == list(range(len(paths)))
+    for _, ys, idx in got:  # timm's labels for timm's indices
+        assert list(ys) == [ds.reader.targets[i] for i in idx]
+    by_name = {os.path.relpath(p, root): p for p in paths}
+    samples = [(by_name[s[0].name], y) for s, y in zip(ds.reader.samples, ds.reader.targets)]
+    _assert_same(got, _timm_reference(samples, loader.pipeline, tmp_path, batch_size=2, shuffle=False))
+
+
+def test_create_dataset_wds_shards_become_a_tar_source(data, tmp_path, monkeypatch):
+    root, paths, labels = data
+    monkeypatch.setenv("FF_CACHE_DIR", str(tmp_path / "cache"))
+    shards = tmp_path / "wds"
+    shards.mkdir()
+    for s in range(2):
+        with tarfile.open(shards / f"part-{s:03d}.tar", "w") as tar:
+            for k in range(s * 4, s * 4 + 4):
+                ext = os.path.splitext(paths[k])[1]
+                tar.add(paths[k], arcname=f"{k:05d}{ext}")
+                info = tarfile.TarInfo(f"{k:05d}.cls")
+                info.size = len(str(labels[k]))
+                tar.addfile(info, io.BytesIO(str(labels[k]).encode()))
+    ds = timm_data.create_dataset("wds/demo", root=str(shards), split="part-{000..001}.tar|8")
+    loader = create_loader(ds, 24, 2, device=torch.device("cpu"))
+    assert loader.source == "tar:" + "::".join(str(shards / f"part-{s:03d}.tar") for s in range(2))
+    assert loader.dataset is ds
+    want = _timm_reference(list(zip(paths, labels)), loader.pipeline, tmp_path, batch_size=2, shuffle=False)
+    _assert_same(_batches(loader), want)
+
+
+@pytest.mark.parametrize("repeats", [0, 3])
+def test_distributed_training_order_is_timms_sampler(data, monkeypatch, repeats):
+    """create_loader(distributed=True) orders as timm's loader: DistributedSampler, or
+    RepeatAugSampler with num_aug_repeats, index list for index list, epoch by epoch."""
+    from timm.data.distributed_sampler import RepeatAugSampler
+    from torch.utils.data.distributed import DistributedSampler
+
+    ds = timm_data.create_dataset("", root=data[0], split="train", is_training=True)
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    for rank in range(2):
+        monkeypatch.setenv("RANK", str(rank))
+        ref = (RepeatAugSampler(ds, num_replicas=2, rank=rank, num_repeats=repeats) if repeats else
+               DistributedSampler(ds, num_replicas=2, rank=rank))
+        loader = create_loader(ds, 24, 1, is_training=True, color_jitter=0, distributed=True,
+                               num_aug_repeats=repeats, device=torch.device("cpu"))
+        for epoch in (0, 1, 5):
+            ref.set_epoch(epoch)
+            loader.sampler.set_epoch(epoch)  # what train.py's _set_loader_epoch reaches
+            want = list(ref)
+            assert list(loader.sampler) == want and len(loader.sampler) == len(ref)
+            assert [i for _, _, idx in _batches(loader) for i in idx] == want
+        loader.close()
+
+
+def test_distributed_eval_order_is_timms_ordered_sampler(data, monkeypatch):
+    from timm.data.distributed_sampler import OrderedDistributedSampler
+
+    ds = timm_data.create_dataset("", root=data[0], split="validation")
+    monkeypatch.setenv("WORLD_SIZE", "3")
+    for rank in range(3):
+        monkeypatch.setenv("RANK", str(rank))
+        loader = create_loader(ds, 24, 2, distributed=True, device=torch.device("cpu"))
+        want = list(OrderedDistributedSampler(ds, num_replicas=3, rank=rank))
+        assert list(loader.sampler) == want == [i for _, _, idx in _batches(loader) for i in idx]
+        loader.close()
+
+
+def test_permutation_is_accepted_and_philox_differs(data):
+    a = create_loader(data[0], 24, 1, is_training=True, color_jitter=0, device=torch.device("cpu"))
+    b = create_loader(data[0], 24, 1, is_training=True, color_jitter=0, permutation="philox",
+                      device=torch.device("cpu"))
+    assert a.permutation == "torch" and b.permutation == "philox"
+    assert list(a.sampler) == torch.randperm(8, generator=torch.Generator().manual_seed(0)).tolist()
+    assert list(a.sampler) != list(b.sampler)
+
+
+def test_img_dtype_sets_the_batch_type(data):
+    loader = create_loader(data[0], 24, 2, img_dtype=torch.bfloat16, device=torch.device("cpu"))
+    images, _ = next(iter(loader))
+    assert images.dtype == torch.bfloat16
+    with pytest.raises(ValueError, match="float32, bfloat16 or float16"):
+        create_loader(data[0], 24, 2, img_dtype=torch.float64)

@@ -74,6 +74,17 @@ def test_views_run_on_the_cpu(data):
         fusionflow.Loader(data[0], DINO, batch_size=4, device="emu:0")
 
 
+@pytest.mark.parametrize("pipeline", [DINO, DINO.replace(
+    "random_horizontal_flip", "random_horizontal_flip | normalize(mean=imagenet, std=imagenet)")])
+def test_views_on_an_output_device_are_the_host_views(data, pipeline):
+    host = run(data[0], pipeline, 2)
+    device = run(data[0], pipeline, 2, device="cpu", output_device="emu:0")
+    assert len(host) == len(device)
+    for (va, la, ia), (vb, lb, ib) in zip(host, device):
+        assert ia == ib and np.array_equal(la, lb) and len(va) == len(vb) == 5
+        assert all(a.shape == b.shape and np.array_equal(a, b) for a, b in zip(va, vb))
+
+
 # ---- the shared decode is the window that holds every view's crop ----------------------------------------
 # Each view must equal its group's pipeline run alone on the whole image: the image decoded whole by
 # Pillow (libjpeg-turbo with the same settings), stored losslessly as PNG, then augment_image on that PNG

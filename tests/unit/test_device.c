@@ -18,15 +18,19 @@
 
 #include <cmocka.h>
 
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "exec/dev_batch.h"
 #include "exec/device.h"
 #include "exec/device_impl.h"
 #include "fixtures.h"
+#include "kernels/stage_block.h"
 #include "ops/ops.h"
 #include "pipeline/pipeline.h"
 
@@ -256,6 +260,10 @@ static void every_op_and_policy_on_emu_is_bit_identical_to_the_cpu(void **state)
   (void)state;
   ff__device *d = open_dev("emu:0?mem=256M", NULL);
   compare_on(d, "emu:0");
+  ff__emu_counts c;
+  assert_int_equal(ff__emu_probe(d, &c), FF_OK); /* the CUDA kernels' block-wide paths ran too */
+  for (int shape = 0; shape < FF__DSHAPES; shape++)
+    if (!c.shape_launches[shape]) fail_msg("no launch of shape %d (kernels/stage_block.h)", shape);
   ff__device_info info;
   ff__error err = {0};
   assert_int_equal(ff__device_query(d, &info, &err), FF_OK);
@@ -334,6 +342,72 @@ static void query_reports_completion_without_blocking(void **state) {
   ff__device_close(d);
   free(want), free(got);
   free_inputs(&in);
+}
+
+/* The RGB triples whose v1 and v2 gray differ (21 of 2^24), as a 7 x 3
+ * image, N times: the gray sum over it differs by 21 between the two, so a
+ * contrast's mean does by one level. */
+static void gray_triples_inputs(const ff__pipeline *pipe, inputs *in) {
+  uint8_t *px = malloc(7 * 3 * 3);
+  assert_non_null(px);
+  int found = 0;
+  for (int rgb = 0; rgb < 1 << 24; rgb++) {
+    uint8_t r = (uint8_t)(rgb >> 16), g = (uint8_t)(rgb >> 8), b = (uint8_t)rgb;
+    if (ff__gray_u8(r, g, b) == ff__gray_v2_u8(r, g, b)) continue;
+    assert_true(found < 21);
+    px[3 * found] = r, px[3 * found + 1] = g, px[3 * found + 2] = b;
+    found++;
+  }
+  assert_int_equal(found, 21);
+  ff__image_info info = {FF__FORMAT_PNG, 7, 3, 0};
+  for (int i = 0; i < N; i++) {
+    in->pixels[i] = i ? NULL : px;
+    in->decoded[i] = (ff__image){px, 7, 3, 3, 7 * 3};
+    ff__plan_make(pipe, 1, 0, (uint64_t)i, &info, 0, &in->plans[i]);
+  }
+}
+
+/* The CUDA contrast kernel's sum ran v1's gray under v2 once: the block
+ * sums and their terms are the emulator's too now (kernels/stage_block.h),
+ * so such a slip shows here, on the triples where the two differ. */
+static void contrast_sums_v2_gray_under_v2_on_the_block_path(void **state) {
+  (void)state;
+  ff__device *d = open_dev("emu:0", NULL);
+  for (int v2 = 0; v2 < 2; v2++) {
+    const ff__pipeline *pipe = parse("decode | center_crop(size=(3, 7)) | contrast(factor=0.5)", v2 ? FF_SEMANTICS_V2 : FF_SEMANTICS_V1);
+    inputs in;
+    gray_triples_inputs(pipe, &in);
+    size_t bytes = N * sample_bytes(pipe);
+    uint8_t *want = calloc(1, bytes), *got = calloc(1, bytes);
+    cpu_batch(pipe, &in, want);
+    ff__emu_counts before, after;
+    assert_int_equal(ff__emu_probe(d, &before), FF_OK);
+    ff__error err = {0};
+    assert_int_equal(device_batch(d, pipe, &in, got, &err), FF_OK);
+    assert_int_equal(ff__emu_probe(d, &after), FF_OK);
+    assert_true(after.shape_launches[FF__SHAPE_SUM] > before.shape_launches[FF__SHAPE_SUM]);
+    assert_memory_equal(want, got, bytes);
+    free(want), free(got);
+    free_inputs(&in);
+  }
+  ff__device_close(d);
+}
+
+/* The sum term is the CPU's gray, each semantics, for every RGB triple. */
+static void the_sum_term_is_the_cpus_gray_for_every_triple(void **state) {
+  (void)state;
+  uint8_t px[3];
+  ff__dstage st = {.kind = FF__DS_GRAY_SUM, .count = 1, .src = {(uint64_t)(uintptr_t)px, 1, 1, 3}};
+  for (int v2 = 0; v2 < 2; v2++) {
+    st.p.blend.v2 = v2;
+    for (int rgb = 0; rgb < 1 << 24; rgb++) {
+      px[0] = (uint8_t)(rgb >> 16), px[1] = (uint8_t)(rgb >> 8), px[2] = (uint8_t)rgb;
+      uint8_t cpu = v2 ? ff__gray_v2_u8(px[0], px[1], px[2]) : ff__gray_u8(px[0], px[1], px[2]);
+      if (ff__dstage_sum_term(&st, FF__DS_GRAY_SUM, 0) != cpu)
+        fail_msg("v%d gray of (%u, %u, %u): term %llu, cpu %u", v2 + 1, px[0], px[1], px[2],
+                 (unsigned long long)ff__dstage_sum_term(&st, FF__DS_GRAY_SUM, 0), cpu);
+    }
+  }
 }
 
 /* ---- streams, events and the calling thread ---- */
@@ -458,6 +532,83 @@ static void every_call_runs_on_the_device_and_leaves_the_threads_current_device(
   ff__emu_set_current_device(-1);
   free(out);
   free_inputs(&in);
+}
+
+/* ---- the caller's allocator and a busy consumer ---- */
+
+static int hook_allocs, hook_frees;
+
+static int counting_alloc(void *ctx, size_t size_bytes, void *stream, void **out) {
+  (void)ctx, (void)stream;
+  hook_allocs++;
+  *out = aligned_alloc(256, (size_bytes + 255) / 256 * 256);
+  return *out == NULL;
+}
+
+static void counting_free(void *ctx, void *ptr, size_t size_bytes, void *stream) {
+  (void)ctx, (void)size_bytes, (void)stream;
+  hook_frees++;
+  free(ptr);
+}
+
+typedef struct gate {
+  ff__device *d;
+  ff__devent *e;
+  atomic_int opened;
+} gate;
+
+static void *open_gate_in_2s(void *arg) {
+  gate *g = arg;
+  struct timespec t = {2, 0};
+  nanosleep(&t, NULL);
+  atomic_store(&g->opened, 1);
+  ff__emu_event_signal(g->d, g->e);
+  return NULL;
+}
+
+/* One of our streams waits for a consumer's (as the output stream waits for
+ * a released batch's): shrinking the budget hands a cached block back to
+ * the caller's allocator only once that stream is done with it, and the
+ * call that shrinks it (the trainer's thread, in next()) does not wait for
+ * the consumer's stream; it used to synchronise our streams. */
+static void giving_memory_back_never_waits_for_a_busy_consumer(void **state) {
+  (void)state;
+  ff_test_stop_on_alarm("giving memory back waited for the consumer's stream");
+  alarm(60);
+  hook_allocs = hook_frees = 0;
+  ff__device_options opt;
+  ff__device_options_init(&opt);
+  opt.alloc_hook = counting_alloc, opt.free_hook = counting_free;
+  opt.headroom_bytes = 1 << 20; /* a budget of what is free less 1 MiB */
+  ff__device *d = open_dev("emu:0", &opt);
+  ff__error err = {0};
+  gate g = {d, NULL, 0};
+  ff__dstream *ours;
+  void *block;
+  assert_int_equal(ff__device_event_create(d, &g.e, &err), FF_OK);
+  assert_int_equal(ff__device_stream_create(d, &ours, &err), FF_OK);
+  ff__emu_event_hold(d, g.e); /* the consumer's stream is busy */
+  assert_int_equal(ff__device_stream_wait(d, ours, g.e, &err), FF_OK);
+  assert_int_equal(ff__device_alloc(d, 1 << 16, &block, &err), FF_OK);
+  ff__device_free(d, block); /* cached */
+  assert_int_equal(hook_allocs, 1);
+  pthread_t opener;
+  assert_int_equal(pthread_create(&opener, NULL, open_gate_in_2s, &g), 0);
+  assert_int_equal(ff__device_set_free(d, 0, &err), FF_OK); /* the budget shrinks to nothing */
+  ff__device_info info;
+  assert_int_equal(ff__device_query(d, &info, &err), FF_OK);
+  assert_int_equal(info.pool.reserved_bytes, 0);            /* the block was given up */
+  assert_int_equal(atomic_load(&g.opened), 0);              /* returned while the consumer was busy */
+  assert_int_equal(hook_frees, 0);                          /* ours may still use it */
+  pthread_join(opener, NULL);
+  ff__device_synchronize(d); /* our stream, and the retire event after it */
+  assert_int_equal(ff__device_refresh(d, NULL, &err), FF_OK);
+  assert_int_equal(hook_frees, 1); /* back once our stream was past it */
+  ff__device_stream_destroy(d, ours);
+  ff__device_event_destroy(d, g.e);
+  ff__device_close(d);
+  assert_int_equal(hook_frees, hook_allocs);
+  alarm(0);
 }
 
 static void an_allocation_error_that_is_not_out_of_memory_is_a_device_error(void **state) {
@@ -642,6 +793,8 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(every_op_and_policy_on_emu_is_bit_identical_to_the_cpu),
       cmocka_unit_test(every_op_and_policy_on_cuda_is_bit_identical_to_the_cpu),
+      cmocka_unit_test(contrast_sums_v2_gray_under_v2_on_the_block_path),
+      cmocka_unit_test(the_sum_term_is_the_cpus_gray_for_every_triple),
       cmocka_unit_test(steady_state_makes_no_raw_allocation),
       cmocka_unit_test(query_reports_completion_without_blocking),
       cmocka_unit_test(an_allocation_failure_is_a_budget_status_and_the_samples_can_go_to_the_cpu),
@@ -653,6 +806,7 @@ int main(void) {
       cmocka_unit_test(emu_engines_work_side_by_side_and_a_stream_keeps_its_order),
       cmocka_unit_test(every_call_runs_on_the_device_and_leaves_the_threads_current_device),
       cmocka_unit_test(an_allocation_error_that_is_not_out_of_memory_is_a_device_error),
+      cmocka_unit_test(giving_memory_back_never_waits_for_a_busy_consumer),
       cmocka_unit_test(auto_picks_the_current_device_else_the_local_rank),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

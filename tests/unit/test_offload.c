@@ -401,7 +401,7 @@ static void pinned_batches_come_from_the_devices_host_allocator(void **state) {
   l = open_with(&c, NULL, NULL);
   assert_null(l->host_dev);
   ff_loader_close(l);
-  c.pin_memory = 2;
+  c.pin_memory = 3; /* -1, 0, 1 and 2 are the values */
   assert_int_equal(ff_loader_open(&c, &l), FF_EINVAL);
   assert_non_null(strstr(ff_loader_errmsg(l), "pin_memory"));
   ff_loader_close(l);

@@ -86,7 +86,7 @@ static void reference_pipeline_parses_with_torchvision_defaults(void **state) {
                            "normalize(mean=imagenet, std=imagenet)");
   assert_int_equal(p.num_ops, 4);
   assert_int_equal(p.ops[0].kind, FF__OP_DECODE);
-  assert_int_equal(p.ops[0].dct_scale, 1);
+  assert_int_equal(p.ops[0].dct_scale, 0); /* exact by default: DCT scaling is an opt-in */
   const ff__op *rrc = &p.ops[1];
   assert_int_equal(rrc->kind, FF__OP_RANDOM_RESIZED_CROP);
   assert_int_equal(rrc->column, 10);
@@ -109,9 +109,9 @@ static void reference_pipeline_parses_with_torchvision_defaults(void **state) {
 
 static void explicit_arguments_override_the_defaults(void **state) {
   (void)state;
-  ff__pipeline p = pipe_ok("decode(dct_scale=false)|random_resized_crop(size=(32, 48), scale=(0.5, 0.75), "
+  ff__pipeline p = pipe_ok("decode(dct_scale=true)|random_resized_crop(size=(32, 48), scale=(0.5, 0.75), "
                            "ratio=[1, 2], antialias=false)|random_vertical_flip(p=0.25)");
-  assert_int_equal(p.ops[0].dct_scale, 0);
+  assert_int_equal(p.ops[0].dct_scale, 1);
   const ff__op *rrc = &p.ops[1];
   assert_int_equal(rrc->size[0], 32);
   assert_int_equal(rrc->size[1], 48);
@@ -349,7 +349,8 @@ static void random_resized_crop_on_a_thin_image_falls_back_to_the_centre(void **
 
 static void leading_in_bounds_crop_is_folded_into_decode(void **state) {
   (void)state;
-  ff__pipeline p = pipe_ok("decode | crop(top=5, left=7, height=20, width=30) | resize(size=(10, 15))");
+  ff__pipeline p =
+      pipe_ok("decode(dct_scale=true) | crop(top=5, left=7, height=20, width=30) | resize(size=(10, 15))");
   ff__image_info info = info_of(100, 80);
   ff__plan plan;
   ff__plan_make(&p, 0, 0, 0, &info, 0, &plan);
@@ -361,7 +362,7 @@ static void leading_in_bounds_crop_is_folded_into_decode(void **state) {
   assert_int_equal(plan.steps[0].kind, FF__STEP_RESIZE);
   assert_int_equal(plan.steps[0].w, 15);
   assert_int_equal(plan.steps[0].h, 10);
-  /* a downscale follows: the decoder may reduce while keeping 15 x 10 */
+  /* a downscale follows and DCT scaling is asked for: the decoder may reduce while keeping 15 x 10 */
   assert_int_equal(plan.decode.min_width, 15);
   assert_int_equal(plan.decode.min_height, 10);
 }
@@ -395,19 +396,22 @@ static void center_crop_offset_rounds_half_to_even(void **state) {
 
 static void no_dct_floor_with_dct_scale_false(void **state) {
   (void)state;
-  ff__pipeline p =
-      pipe_ok("decode(dct_scale=false) | crop(top=5, left=7, height=20, width=30) | resize(size=(10, 15))");
-  ff__image_info info = info_of(100, 80);
-  ff__plan plan;
-  ff__plan_make(&p, 0, 0, 0, &info, 0, &plan);
-  assert_int_equal(plan.decode.crop_width, 30); /* still folded */
-  assert_int_equal(plan.decode.min_width, 0);
-  assert_int_equal(plan.decode.min_height, 0);
+  const char *texts[] = {"decode(dct_scale=false) | crop(top=5, left=7, height=20, width=30) | resize(size=(10, 15))",
+                         "decode | crop(top=5, left=7, height=20, width=30) | resize(size=(10, 15))"}; /* the default */
+  for (int k = 0; k < 2; k++) {
+    ff__pipeline p = pipe_ok(texts[k]);
+    ff__image_info info = info_of(100, 80);
+    ff__plan plan;
+    ff__plan_make(&p, 0, 0, 0, &info, 0, &plan);
+    assert_int_equal(plan.decode.crop_width, 30); /* still folded */
+    assert_int_equal(plan.decode.min_width, 0);
+    assert_int_equal(plan.decode.min_height, 0);
+  }
 }
 
 static void no_dct_floor_when_upscaling(void **state) {
   (void)state;
-  ff__pipeline p = pipe_ok("decode | center_crop(size=16) | resize(size=(32, 32))");
+  ff__pipeline p = pipe_ok("decode(dct_scale=true) | center_crop(size=16) | resize(size=(32, 32))");
   ff__image_info info = info_of(20, 20);
   ff__plan plan;
   ff__plan_make(&p, 0, 0, 0, &info, 0, &plan);
@@ -419,7 +423,7 @@ static void no_dct_floor_when_upscaling(void **state) {
 
 static void random_resized_crop_sets_the_dct_floor_to_its_size(void **state) {
   (void)state;
-  ff__pipeline p = pipe_ok("decode | random_resized_crop(size=(16, 24))");
+  ff__pipeline p = pipe_ok("decode(dct_scale=true) | random_resized_crop(size=(16, 24))");
   ff__image_info info = info_of(640, 480);
   ff__plan plan;
   ff__plan_make(&p, 3, 1, 9, &info, 0, &plan);

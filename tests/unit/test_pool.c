@@ -234,9 +234,8 @@ static void a_steady_state_reuses_cached_blocks(void **state) {
   ff__pool_destroy(&p);
 }
 
-/* A framework's figure of free memory (torch: free + reserved - allocated)
- * replaces the device's; when it shrinks, cached blocks go back and the
- * device is trimmed, in-use blocks stay. */
+/* A framework's cap on the free memory sets the limit; when it shrinks,
+ * cached blocks go back and the device is trimmed, in-use blocks stay. */
 static void a_given_free_figure_sets_the_limit_and_a_shrinking_one_trims(void **state) {
   (void)state;
   fake f = {.total = 1 << 30};
@@ -267,6 +266,35 @@ static void a_given_free_figure_sets_the_limit_and_a_shrinking_one_trims(void **
   ff__pool_destroy(&p);
 }
 
+/* Another user's cache (torch's reserved but unallocated memory) is not
+ * free: a figure that counts it (free + reserved - allocated, as the Python
+ * loader once reported) does not raise the limit past the device's free
+ * memory, so the loader never plans on memory it cannot get. */
+static void the_limit_counts_only_memory_the_device_has_free(void **state) {
+  (void)state;
+  fake f = {.total = 1 << 30, .other = 900 << 20}; /* 900 MiB cached by the trainer's allocator */
+  ff__pool p;
+  ff__error err = {0};
+  open_pool(&p, &f, 0, 16 << 20, 0);
+  ff__pool_stats s;
+  ff__pool_stats_get(&p, &s);
+  size_t free_bytes = (1u << 30) - (900u << 20);
+  assert_int_equal(s.limit_bytes, free_bytes - (16 << 20));
+  assert_int_equal(ff__pool_set_free(&p, 1 << 30, &err), FF_OK); /* "free + cached": 1 GiB */
+  ff__pool_stats_get(&p, &s);
+  assert_int_equal(s.limit_bytes, free_bytes - (16 << 20)); /* still only what is free */
+  void *a;
+  assert_int_equal(ff__pool_alloc(&p, 200 << 20, &a, &err), FF__EBUDGET); /* over budget, not tried */
+  assert_int_equal(f.calls, 0);
+  f.other = 100 << 20; /* the trainer released its cache (torch.cuda.empty_cache()) */
+  assert_int_equal(ff__pool_refresh(&p, &err), FF_OK);
+  ff__pool_stats_get(&p, &s);
+  assert_int_equal(s.limit_bytes, (1u << 30) - (100u << 20) - (16u << 20));
+  assert_int_equal(ff__pool_alloc(&p, 200 << 20, &a, &err), FF_OK);
+  ff__pool_free(&p, a);
+  ff__pool_destroy(&p);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(the_limit_is_free_memory_minus_headroom_or_the_user_limit),
@@ -277,6 +305,7 @@ int main(void) {
       cmocka_unit_test(a_device_failure_is_a_device_error_not_a_budget_refusal),
       cmocka_unit_test(a_steady_state_reuses_cached_blocks),
       cmocka_unit_test(a_given_free_figure_sets_the_limit_and_a_shrinking_one_trims),
+      cmocka_unit_test(the_limit_counts_only_memory_the_device_has_free),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

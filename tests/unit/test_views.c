@@ -2,8 +2,9 @@
  * of their planned crops, or the whole image), and views decoded from that
  * window against each view's pipeline run alone (ff_image_augment with the
  * view's draws), for 4:2:0, 4:4:4 and gray JPEGs of odd sizes on 1 and 3
- * threads. tests/python/test_views.py compares them with Pillow's whole
- * decode as well. */
+ * threads, and handed out on an output device (emu:0).
+ * tests/python/test_views.py compares them with Pillow's whole decode as
+ * well. */
 #include <setjmp.h> /* cmocka.h needs these four first */
 #include <stdarg.h>
 #include <stddef.h>
@@ -90,16 +91,18 @@ static void a_view_without_a_leading_crop_needs_the_whole_image(void **state) {
   }
 }
 
-/* Each view of every sample, from a loader with `threads` threads, equals
- * ff_image_augment of its group's pipeline with the view's draws. */
+/* Each view of every sample, from a loader with `threads` threads handing
+ * batches out on output_device, equals ff_image_augment of its group's
+ * pipeline with the view's draws. */
 static void check_views_alone(const char *root, const char *const *paths, const char *text,
-                              const char *const *view_ops, int num_views, int threads) {
+                              const char *const *view_ops, int num_views, int threads, const char *output_device) {
   char source[1100];
   snprintf(source, sizeof source, "imagefolder:%s", root);
   ff_config c;
   ff_config_init(&c);
   c.source = source, c.pipeline = text, c.batch_size = 3, c.seed = 5, c.num_threads = threads;
   c.rank = 0, c.world_size = 1;
+  c.output_device = output_device;
   ff_loader *l = NULL;
   ff_status st = ff_loader_open(&c, &l);
   if (st) fail_msg("ff_loader_open: %s", ff_loader_errmsg(l));
@@ -108,6 +111,11 @@ static void check_views_alone(const char *root, const char *const *paths, const 
   int seen = 0;
   while ((st = ff_loader_next(l, &b)) == FF_OK) {
     const int64_t *indices = ff_batch_sample_indices(b);
+    assert_string_equal(ff_batch_device(b), output_device);
+    assert_int_equal(ff_batch_sync(b), FF_OK); /* emu:N memory is host memory: read once it is up */
+    ff_batch_info info;
+    ff_batch_stats(b, &info);
+    assert_int_equal(info.output_uploads, strcmp(output_device, "cpu") ? num_views : 0); /* a copy per view */
     for (size_t s = 0; s < ff_batch_size(b); s++, seen++)
       for (int k = 0; k < num_views; k++) {
         ff_tensor t;
@@ -153,12 +161,14 @@ static void views_from_the_window_equal_each_view_alone(void **state) {
   const char *fixed_ops[] = {FIXED, "crop(top=0, left=0, height=1, width=5)",
                              "crop(top=30, left=24, height=17, width=13)"};
   for (int threads = 1; threads <= 3; threads += 2) {
-    check_views_alone(root, paths, "decode || 2 x " GLOBAL " || 3 x " LOCAL, random_ops, 5, threads);
+    check_views_alone(root, paths, "decode || 2 x " GLOBAL " || 3 x " LOCAL, random_ops, 5, threads, "cpu");
     check_views_alone(root, paths,
                       "decode || " FIXED " || crop(top=0, left=0, height=1, width=5) || "
                       "crop(top=30, left=24, height=17, width=13)",
-                      fixed_ops, 3, threads);
+                      fixed_ops, 3, threads, "cpu");
   }
+  /* on an output device: each view's tensor goes up in one copy, the same bytes */
+  check_views_alone(root, paths, "decode || 2 x " GLOBAL " || 3 x " LOCAL, random_ops, 5, 2, "emu:0");
 }
 
 int main(void) {
