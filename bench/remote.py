@@ -13,7 +13,10 @@ Configurations (the RandAugment pipeline at --size, batch --batch-size):
   local-2    Loader(num_threads=2)
   remote     Loader(num_threads=--threads, remote=Workers(--workers, --cpus-per-worker))
              (default 1 thread + 1 actor of 1 CPU: on a 2-core machine, the same two cores
-             as local-2)
+             as local-2), the policy deciding the remote share
+  remote-half  the same with half of every batch sent remote (FF_FORCE_REMOTE_SHARE=0.5):
+             the overhead measured on many remote samples (with the policy's few percent,
+             the driver's CPU left over after its local samples is within the noise)
   (with --only local,remote on a cluster: local = Loader(num_threads=--threads))
 
 Each configuration opens its loader (the pool starts, not timed), takes --warmup batches,
@@ -56,7 +59,8 @@ def parse_args(argv=None):
     p.add_argument("--microbatch", type=int, default=16, help="samples per microbatch")
     p.add_argument("--cpus", type=int, default=2, help="a local cluster's CPUs (without --address)")
     p.add_argument("--address", default=None, help="an existing Ray cluster (else a local one)")
-    p.add_argument("--only", default="local-1,local-2,remote", help="configurations: local-1, local-2, local, remote")
+    p.add_argument("--only", default="local-1,local-2,remote,remote-half",
+                   help="configurations: local-1, local-2, local, remote, remote-half")
     p.add_argument("--json", action="store_true", help="one JSON object on stdout")
     return p.parse_args(argv)
 
@@ -72,7 +76,10 @@ def run(args, name):
 
     threads = {"local-1": 1, "local-2": 2}.get(name, args.threads)
     remote = None
-    if name == "remote":
+    os.environ.pop("FF_FORCE_REMOTE_SHARE", None)
+    if name == "remote-half":
+        os.environ["FF_FORCE_REMOTE_SHARE"] = "0.5"
+    if name.startswith("remote"):
         remote = fusionflow.ray.Workers(args.workers, num_cpus_per_worker=args.cpus_per_worker,
                                         microbatch_size=args.microbatch)
     with fusionflow.Loader(args.data, PIPELINE.format(size=args.size), batch_size=args.batch_size,
@@ -93,6 +100,7 @@ def run(args, name):
             "actor_cpu_s": (r1["worker_cpu_ns"] - r0["worker_cpu_ns"]) * 1e-9,
             "bytes_sent": r1["bytes_sent"] - r0["bytes_sent"], "bytes_received": r1["bytes_received"] - r0["bytes_received"],
             "latency_ms": (r1["latency_ns"] - r0["latency_ns"]) * 1e-6 / mbs if mbs else 0.0,
+            "convert_ms": (r1["convert_ns"] - r0["convert_ns"]) * 1e-6,
             "retries": r1["retries"] - r0["retries"], "fallbacks": r1["fallbacks"] - r0["fallbacks"]}
 
 
@@ -109,7 +117,7 @@ def main(argv=None):
 
     configs = [c for c in args.only.split(",") if c]
     temp = None
-    if "remote" in configs:
+    if any(c.startswith("remote") for c in configs):
         if args.address:
             ray.init(address=args.address, log_to_driver=False)
         else:
@@ -129,7 +137,7 @@ def main(argv=None):
                  "driver_cpu_ms_per_sample": statistics.median(1e3 * x["driver_cpu_s"] / x["samples"] for x in rows[c])}
         if base is not None:
             entry["vs_first"] = statistics.median(x["images_per_s"] / b["images_per_s"] for x, b in zip(rows[c], base))
-        if c == "remote":
+        if c.startswith("remote"):
             local_ms = statistics.median(1e3 * b["driver_cpu_s"] / b["samples"] for b in base) if base else 0
             per = []
             for x in rows[c]:
@@ -138,7 +146,8 @@ def main(argv=None):
                     continue
                 driver = (1e3 * x["driver_cpu_s"] - (x["samples"] - n) * local_ms) / n
                 actor = 1e3 * x["actor_cpu_s"] / n
-                per.append((driver, actor, (driver + actor) / local_ms - 1, x["bytes_sent"] / n, x["bytes_received"] / n))
+                per.append((driver, actor, (driver + actor) / local_ms - 1, x["bytes_sent"] / n, x["bytes_received"] / n,
+                            x["convert_ms"] / n))
             if per:
                 entry.update({"remote_share": med("remote_share"), "latency_ms": med("latency_ms"),
                               "local_cpu_ms_per_sample": local_ms,
@@ -148,10 +157,11 @@ def main(argv=None):
                               "overhead_range": (min(p[2] for p in per), max(p[2] for p in per)),
                               "bytes_sent_per_sample": statistics.median(p[3] for p in per),
                               "bytes_received_per_sample": statistics.median(p[4] for p in per),
+                              "convert_ms_per_remote_sample": statistics.median(p[5] for p in per),
                               "retries": sum(x["retries"] for x in rows[c]),
                               "fallbacks": sum(x["fallbacks"] for x in rows[c])})
         out["configs"][c] = entry
-    if "remote" in configs:
+    if any(c.startswith("remote") for c in configs):
         ray.shutdown()
     if temp:
         import shutil

@@ -33,19 +33,7 @@ void ff__remote_update(const ff__sched_params *p, ff__remote_state *s, const ff_
   double deficit = s->demand_sps > 0 && s->local_sps > 0 ? clamp(1 - s->local_sps / s->demand_sps, 0, 1) : 0;
   double cap = balance(s);
   int stalled = o->wait_s > p->stall_threshold * o->interval_s || o->ring_ready == 0;
-  if (stalled) {
-    double missing = clamp((double)(p->prefetch - o->ring_ready) / p->prefetch, 0, 1);
-    double target = clamp(deficit + p->ring_gain * missing, 0, cap);
-    if (target > s->share) s->share += p->raise_gain * (target - s->share);
-  } else {
-    double floor = clamp(deficit, 0, cap);
-    if (o->ring_ready >= p->prefetch) {
-      if (s->share > floor) s->share = s->share - p->decay > floor ? s->share - p->decay : floor;
-    } else if (floor > s->share) {
-      s->share += p->raise_gain * (floor - s->share);
-    }
-  }
-  s->share = clamp(s->share, 0, cap);
+  s->share = clamp(ff__sched_share_step(p, s->share, deficit, cap, stalled, o->ring_ready), 0, cap);
 }
 
 void ff__remote_learn(const ff__sched_params *p, ff__remote_state *s, int n, double rtt_s, uint64_t bytes,
