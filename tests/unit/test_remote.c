@@ -214,6 +214,7 @@ static void engine_free(engine *g) {
 typedef struct run_opts {
   const char *pipeline, *source;
   int reads_source, threads, on_error, epochs, prefetch, microbatch;
+  const char *trace; /* a Chrome trace of the run goes there */
   uint64_t timeout_ms;
 } run_opts;
 
@@ -302,7 +303,9 @@ static ff_loader *open_remote(const run_opts *o, engine *g, int threads) {
 static result run_remote(const run_opts *o, engine *g) {
   ff_loader *l = open_remote(o, g, 2);
   result r = {0};
+  if (o->trace) assert_int_equal(ff_loader_trace_start(l, 0), FF_OK);
   drain(l, o->epochs ? o->epochs : 2, &r);
+  if (o->trace) assert_int_equal(ff_loader_trace_write(l, o->trace, NULL, NULL), FF_OK);
   ff_loader_close(l);
   engine_free(g);
   return r;
@@ -326,7 +329,9 @@ static void remote_batches_equal_cpu_only_batches(void **state) {
   setenv("FF_FORCE_REMOTE_SHARE", "0.5", 1);
   for (int reads = 0; reads < 2; reads++)
     for (int norm = 0; norm < 2; norm++) {
-      run_opts o = {.pipeline = norm ? NORM : PIPE, .reads_source = reads};
+      char trace[700];
+      snprintf(trace, sizeof trace, "%s/trace.json", root);
+      run_opts o = {.pipeline = norm ? NORM : PIPE, .reads_source = reads, .trace = trace};
       result local = run_local(&o);
       engine g = {0};
       result remote = run_remote(&o, &g);
@@ -342,6 +347,12 @@ static void remote_batches_equal_cpu_only_batches(void **state) {
                        remote.stats.remote_microbatches ? remote.stats.remote_bytes_received : 0);
       assert_true(remote.stats.remote_bytes_received >=
                   remote.stats.placement_samples[FF_PLACEMENT_REMOTE] * 32 * 32 * 3);
+      size_t n;
+      char *text = (char *)ff_test_read(trace, &n); /* the trace shows the microbatches on their own track */
+      text = realloc(text, n + 1), text[n] = 0;
+      assert_non_null(strstr(text, "remote workers (microbatches"));
+      assert_non_null(strstr(text, "\"remote microbatch\""));
+      free(text);
       free(local.bytes), free(remote.bytes);
     }
   unsetenv("FF_FORCE_REMOTE_SHARE");
