@@ -10,7 +10,7 @@
 #               build-fuzz) and run each for FUZZ_SECONDS (default 60)
 #   make wheel  the self-contained wheel of the Python package (cp39-abi3,
 #               manylinux; scripts/wheel.sh), in $(BUILD)/wheel/wheelhouse
-#   make device-carry  the prebuilt set tests/device/run.sh runs on a GPU machine (build-carry/carry)
+#   make device-carry  the one archive tests/device/run.sh runs on a GPU machine (build-carry/carry.tar.xz)
 # CC=clang (on the command line) builds with that compiler, in build-clang
 # unless BUILD says where: `make test CC=clang`.
 ifeq ($(origin CC),command line)

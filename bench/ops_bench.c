@@ -18,10 +18,22 @@
  * "us_with_copy"), so it is comparable with out-of-place peers that do not
  * copy.
  *
+ * Resizes also report "value_taps" (the multiply-adds of both passes:
+ * input rows x output values x horizontal taps, plus output rows x output
+ * values x vertical taps) and "ns_per_value_tap". The output stage is
+ * timed into a cold batch slot (each call writes the next of 64 slots of a
+ * 224x224 batch, 38 MB of float32, more than the caches hold) beside a
+ * memcpy of the same bytes from a warm buffer into the same slots, run for
+ * run in turn ("memcpy_us", "over_memcpy"); "crop_resize_flip_output" is
+ * the standard pipeline's work after the decode (a random resized crop's
+ * resize, the flip, normalize into a cold slot) as a worker runs it.
+ *
  * bench/ops_compare.py runs this next to torchvision and OpenCV. Build:
  *   gcc -O3 -std=c17 -D_GNU_SOURCE -ffp-contract=off -fno-math-errno -Iinclude -Isrc \
  *       bench/ops_bench.c build/libfusionflow.a -ljpeg -lspng -lm -lpthread -o build/ops_bench
  * (or the CMake target ops_bench). Options: --target-ms MS, --runs R,
+ * --clock wall|thread (the monotonic clock, the default, or the thread's
+ * CPU time, which other processes on a busy machine do not inflate),
  * --only SUBSTRING[,SUBSTRING...], --dump-images DIR (writes the raw RGB test
  * images img224.rgb, img320x290.rgb, img150.rgb for the peers), --list. */
 #include <math.h>
@@ -74,9 +86,11 @@ static int dump(const char *dir, const char *name, const uint8_t *p, size_t n) {
 
 /* ------------------------------------------------------------ timing */
 
+static clockid_t clock_id = CLOCK_MONOTONIC;
+
 static double now_s(void) {
   struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
+  clock_gettime(clock_id, &ts);
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
@@ -124,6 +138,29 @@ static timing time_fn(void (*fn)(void *), void *ctx) {
   return out;
 }
 
+/* Median times of fa(ctx) and fb(ctx) over `runs` runs each, run for run
+ * in turn (a, b, a, b, ...) with the same n calls a run, n calibrated on
+ * fa: the machine's drift moves both alike. */
+static void time_pair(void (*fa)(void *), void (*fb)(void *), void *ctx, timing *ta, timing *tb) {
+  *ta = time_fn(fa, ctx);
+  long n = ta->n;
+  double *t = malloc(sizeof(double) * 2 * (size_t)runs);
+  if (!t) abort();
+  for (int r = 0; r < runs; r++)
+    for (int k = 0; k < 2; k++) {
+      double t0 = now_s();
+      for (long i = 0; i < n; i++) (k ? fb : fa)(ctx);
+      t[k * runs + r] = (now_s() - t0) / (double)n * 1e6;
+    }
+  for (int k = 0; k < 2; k++) {
+    double *u = t + k * runs;
+    qsort(u, (size_t)runs, sizeof(double), cmp_double);
+    timing x = {runs % 2 ? u[runs / 2] : 0.5 * (u[runs / 2 - 1] + u[runs / 2]), u[0], u[runs - 1], n};
+    *(k ? tb : ta) = x;
+  }
+  free(t);
+}
+
 /* ------------------------------------------------------------ the ops */
 
 typedef struct bench {
@@ -138,7 +175,13 @@ typedef struct bench {
   const ff__plan *plan;
   void *batch;
   ff__pil pil;
+  char *cold;        /* COLD_SLOTS samples of slot_bytes: the output stage's cold batch */
+  size_t slot_bytes;
+  int next_slot;
+  const uint8_t *warm; /* slot_bytes of source for the memcpy beside it */
 } bench;
+
+#define COLD_SLOTS 64
 
 static void restore(bench *b) {
   memcpy(b->work.data, b->src->data, (size_t)b->src->stride * b->src->height);
@@ -177,6 +220,40 @@ static void fn_resize(void *p) {
 static void fn_output(void *p) {
   bench *b = p;
   ff__op_write_output(b->pipe, b->src, b->batch, 0);
+}
+
+static int cold_slot(bench *b) {
+  int k = b->next_slot;
+  b->next_slot = (k + 1) % COLD_SLOTS;
+  return k;
+}
+
+static void fn_output_cold(void *p) {
+  bench *b = p;
+  ff__op_write_output(b->pipe, b->src, b->cold, cold_slot(b));
+}
+
+static void fn_memcpy_cold(void *p) {
+  bench *b = p;
+  memcpy(b->cold + (size_t)cold_slot(b) * b->slot_bytes, b->warm, b->slot_bytes);
+}
+
+/* The standard pipeline after its decode, as a worker runs it (exec/cpu.c
+ * ff__sample_run): the plan's steps on the decoded image, then the output
+ * into the slot, the last resize and flip left to the output stage. */
+static void fn_pipeline_cold(void *p) {
+  bench *b = p;
+  ff__image img = *b->src;
+  ff__error err;
+  int tail = ff__ops_output_tail(b->plan, b->pipe);
+  uint64_t output_ns;
+  if (ff__ops_run_until(b->plan, tail >= 0 ? tail : b->plan->num_steps, &b->scratch, &img, &err) != FF_OK) {
+    fprintf(stderr, "ops_bench: %s\n", err.msg);
+    abort();
+  }
+  if (tail < 0) ff__op_write_output(b->pipe, &img, b->cold, cold_slot(b));
+  else if (ff__ops_resize_to_output(b->pipe, b->plan, tail, &b->scratch, &img, b->cold, cold_slot(b), &output_ns))
+    abort();
 }
 
 #define HUE 0.1           /* color_jitter(hue=0.1)'s largest factor */
@@ -242,15 +319,42 @@ static int wanted(const char *name) {
 
 static int first = 1;
 
+/* Extra fields of an op's JSON (value_taps for a resize, memcpy_us for
+ * an output stage), 0: none. */
+static double emit_taps, emit_memcpy_us = -1;
+
 static void emit(const char *name, timing t, double copy_us, const char *note) {
   printf("%s\n  \"%s\": {\"us\": %.3f, \"min_us\": %.3f, \"max_us\": %.3f, \"n\": %ld, \"runs\": %d", first ? "{" : ",",
          name, t.us - copy_us, t.min_us - copy_us, t.max_us - copy_us, t.n, runs);
   if (copy_us > 0) printf(", \"copy_us\": %.3f, \"us_with_copy\": %.3f", copy_us, t.us);
+  if (emit_taps > 0)
+    printf(", \"value_taps\": %.0f, \"ns_per_value_tap\": %.4f", emit_taps, (t.us - copy_us) * 1e3 / emit_taps);
+  if (emit_memcpy_us >= 0)
+    printf(", \"memcpy_us\": %.3f, \"over_memcpy\": %.3f", emit_memcpy_us, t.us / emit_memcpy_us);
   if (note) printf(", \"note\": \"%s\"", note);
   printf("}");
+  emit_taps = 0, emit_memcpy_us = -1;
   fflush(stdout);
   first = 0;
   fprintf(stderr, "ops_bench: %-35s %10.2f us  (n=%ld)\n", name, t.us - copy_us, t.n);
+}
+
+/* The multiply-adds of a resize of an in_w x in_h RGB image to out_w x
+ * out_h: the horizontal pass over every input row, the vertical one over
+ * every output row (kernels/resize.h's taps). */
+static double resize_value_taps(int in_w, int in_h, int out_w, int out_h, int antialias) {
+  double sum[2] = {0, 0};
+  for (int axis = 0; axis < 2; axis++) {
+    int n_in = axis ? in_h : in_w, n_out = axis ? out_h : out_w;
+    ff__resize_axis a = {ff__resize_max_taps(n_in, n_out, antialias), 0, 0, 0, 0, 0};
+    void *mem = malloc(ff__resize_axis_bytes(n_out, a.max_taps));
+    if (!mem) abort();
+    ff__resize_axis_place(&a, mem, n_out);
+    ff__resize_axis_build(&a, n_in, n_out, antialias);
+    for (int o = 0; o < n_out; o++) sum[axis] += a.count[o];
+    free(mem);
+  }
+  return 3.0 * ((double)in_h * sum[0] + (double)out_w * sum[1]);
 }
 
 static ff__aug aug_of(ff__aug_op op, double arg, int bilinear) {
@@ -276,9 +380,12 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
     else if (!strcmp(argv[i], "--dump-images") && i + 1 < argc) dump_dir = argv[++i];
     else if (!strcmp(argv[i], "--list")) list = 1;
+    else if (!strcmp(argv[i], "--clock") && i + 1 < argc && (!strcmp(argv[i + 1], "wall") || !strcmp(argv[i + 1], "thread")))
+      clock_id = !strcmp(argv[++i], "thread") ? CLOCK_THREAD_CPUTIME_ID : CLOCK_MONOTONIC;
     else {
       fprintf(stderr,
-              "usage: ops_bench [--target-ms MS] [--runs R] [--only SUB[,SUB...]] [--dump-images DIR] [--list]\n");
+              "usage: ops_bench [--target-ms MS] [--runs R] [--clock wall|thread] [--only SUB[,SUB...]] "
+              "[--dump-images DIR] [--list]\n");
       return 2;
     }
   }
@@ -289,6 +396,8 @@ int main(int argc, char **argv) {
 
   const int W = 224, H = 224;
   uint8_t *p224 = xmalloc((size_t)W * H * 3), *p320 = xmalloc(320 * 290 * 3), *p150 = xmalloc(150 * 150 * 3);
+  uint8_t *p448 = xmalloc(448 * 336 * 3);
+  make_image(p448, 448, 336);
   make_image(p224, W, H);
   make_image(p320, 320, 290);
   make_image(p150, 150, 150);
@@ -299,6 +408,7 @@ int main(int argc, char **argv) {
   ff__image img224 = {p224, W, H, 3, (size_t)W * 3};
   ff__image img320 = {p320, 320, 290, 3, 320 * 3};
   ff__image img150 = {p150, 150, 150, 3, 150 * 3};
+  ff__image img448 = {p448, 448, 336, 3, 448 * 3};
 
   bench b;
   memset(&b, 0, sizeof b);
@@ -310,7 +420,8 @@ int main(int argc, char **argv) {
   typedef struct item {
     const char *name;
     int kind; /* 0 affine, 1 lut, 2 color, 3 hflip, 4 resize, 5 output, 6 ops_run plan, 7 mix, 8 blur, 9 erase,
-                 10 Pillow blur */
+                 10 Pillow blur, 11 output into a cold slot beside memcpy (antialias: the pipeline), 12 the
+                 standard pipeline after its decode into a cold slot */
     ff__aug aug[3];
     int naug;
     const ff__image *src;
@@ -359,6 +470,10 @@ int main(int argc, char **argv) {
   items[n_items++] = (item){"resize_150_to_224_upscale", 4, {{0}}, 0, &img150, 224, 224, 1, "antialias=true"};
   items[n_items++] = (item){"resize_320x290_to_224_bicubic", 4, {{0}}, 0, &img320, 224, 224,
                             FF__RESIZE_ANTIALIAS | FF__RESIZE_BICUBIC, "antialias=true"};
+  items[n_items++] = (item){"resize_448x336_to_224_antialias", 4, {{0}}, 0, &img448, 224, 224, 1,
+                            "a random resized crop's region: scales 2 and 1.5"};
+  items[n_items++] = (item){"resize_448x336_to_224_bicubic", 4, {{0}}, 0, &img448, 224, 224,
+                            FF__RESIZE_ANTIALIAS | FF__RESIZE_BICUBIC, "antialias=true"};
   items[n_items++] = (item){"hue", 2, {aug_of(FF__AUG_HUE, HUE, 0)}, 1, &img224, 0, 0, 0, "adjust_hue(0.1)"};
   items[n_items++] = (item){"grayscale", 2, {aug_of(FF__AUG_COLOR, 0, 0)}, 1, &img224, 0, 0, 0,
                             "3 channels (color factor 0)"};
@@ -372,6 +487,12 @@ int main(int argc, char **argv) {
                             "one 112x90 box of a constant on the float output"};
   items[n_items++] = (item){"hflip", 3, {{0}}, 0, &img224, 0, 0, 0, NULL};
   items[n_items++] = (item){"normalize_nchw_f32", 5, {{0}}, 0, &img224, 0, 0, 0, "ff__op_write_output, imagenet"};
+  items[n_items++] = (item){"output_nchw_f32_cold", 11, {{0}}, 0, &img224, 0, 0, 0,
+                            "ff__op_write_output, imagenet normalize, float32 NCHW, into a cold slot"};
+  items[n_items++] = (item){"output_nchw_bf16_cold", 11, {{0}}, 0, &img224, 0, 0, 1,
+                            "ff__op_write_output, imagenet normalize, bfloat16 NCHW, into a cold slot"};
+  items[n_items++] = (item){"crop_resize_flip_output", 12, {{0}}, 0, &img448, 0, 0, 0,
+                            "crop view 448x336 -> resize 224 (antialias) -> hflip -> normalize float32 NCHW, cold slot"};
   items[n_items++] = (item){"aug_mix_mixing", 7, {{0}}, 0, &img224, 0, 0, 0,
                             "ff__ops_run of MIX_BEGIN, 3x(CHAIN_BEGIN, CHAIN_END), MIX_END; no chain ops"};
   items[n_items++] = (item){"rotate_bilinear_via_ops_run", 6, {{0}}, 0, &img224, 0, 0, 0,
@@ -395,7 +516,7 @@ int main(int argc, char **argv) {
 
   /* ---- pipelines for the output conversion and the step runner */
   ff__error err;
-  static ff__pipeline pipe_norm, pipe_rot;
+  static ff__pipeline pipe_norm, pipe_rot, pipe_bf16, pipe_std;
   if (ff__pipeline_parse("decode | crop(top=0,left=0,height=224,width=224) | normalize(mean=imagenet, std=imagenet)",
                          &pipe_norm, &err) != FF_OK ||
       ff__pipeline_parse("decode | crop(top=0,left=0,height=224,width=224) | rotate(angle=20, interpolation=bilinear)",
@@ -403,11 +524,25 @@ int main(int argc, char **argv) {
     fprintf(stderr, "ops_bench: %s\n", err.msg);
     return 1;
   }
-  static ff__plan plan_rot, plan_mix;
+  /* the pipelines' own output setting, as the loader makes it */
+  if (ff__pipeline_parse("decode | crop(top=0,left=0,height=224,width=224) | normalize(mean=imagenet, std=imagenet)",
+                         &pipe_bf16, &err) != FF_OK ||
+      ff__pipeline_set_output(&pipe_bf16, FF_OUTPUT_BFLOAT16, FF_MEMORY_FORMAT_CONTIGUOUS, &err) != FF_OK ||
+      ff__pipeline_parse("decode | crop(top=0,left=0,height=336,width=448) | resize(size=(224, 224)) "
+                         "| random_horizontal_flip(p=1) | normalize(mean=imagenet, std=imagenet)",
+                         &pipe_std, &err) != FF_OK ||
+      ff__pipeline_set_output(&pipe_std, FF_OUTPUT_DTYPE_AUTO, 0, &err) != FF_OK) {
+    fprintf(stderr, "ops_bench: %s\n", err.msg);
+    return 1;
+  }
+  static ff__plan plan_rot, plan_mix, plan_std;
   ff__image_info info;
   memset(&info, 0, sizeof info);
   info.width = W, info.height = H;
   ff__plan_make(&pipe_rot, 0, 0, 0, &info, 0, &plan_rot);
+  ff__image_info info448 = info;
+  info448.width = 448, info448.height = 336;
+  ff__plan_make(&pipe_std, 0, 0, 0, &info448, 0, &plan_std);
   /* AugMix's mixing alone (fixed weights: m0 = 0.3, chain weights 0.7 *
    * (0.5, 0.3, 0.2)); each chain is empty, so this is the copies and the
    * float32 accumulation the runner adds around the chains' ops. */
@@ -426,6 +561,12 @@ int main(int argc, char **argv) {
   }
   float *batch = malloc(sizeof(float) * 3 * W * H);
   if (!batch) return 1;
+  b.slot_bytes = sizeof(float) * 3 * W * H;
+  b.cold = (char *)xmalloc(b.slot_bytes * COLD_SLOTS);
+  memset(b.cold, 0, b.slot_bytes * COLD_SLOTS); /* its pages mapped, as a reused batch's are */
+  uint8_t *warm = xmalloc(b.slot_bytes);
+  memset(warm, 1, b.slot_bytes);
+  b.warm = warm;
 
   /* the memcpy that restores the image before each in-place op: timed
    * before the first in-place op (not at all when none is selected) */
@@ -451,7 +592,25 @@ int main(int argc, char **argv) {
     case 1: t = time_fn(fn_lut, &b), sub = copy.us; break;
     case 2: t = time_fn(fn_color, &b), sub = copy.us; break;
     case 3: t = time_fn(fn_hflip, &b), sub = copy.us; break;
-    case 4: t = time_fn(fn_resize, &b); break;
+    case 4:
+      t = time_fn(fn_resize, &b);
+      emit_taps = resize_value_taps(it->src->width, it->src->height, it->out_w, it->out_h, it->antialias);
+      break;
+    case 11: {
+      timing m;
+      const ff__pipeline *pp = it->antialias ? &pipe_bf16 : &pipe_norm;
+      b.pipe = pp, b.slot_bytes = ff__pipeline_sample_bytes(pp);
+      time_pair(fn_output_cold, fn_memcpy_cold, &b, &t, &m);
+      emit_memcpy_us = m.us;
+      break;
+    }
+    case 12: {
+      timing m;
+      b.pipe = &pipe_std, b.plan = &plan_std, b.slot_bytes = ff__pipeline_sample_bytes(&pipe_std);
+      time_pair(fn_pipeline_cold, fn_memcpy_cold, &b, &t, &m);
+      emit_memcpy_us = m.us;
+      break;
+    }
     case 5:
       b.pipe = &pipe_norm, b.batch = batch;
       t = time_fn(fn_output, &b);
@@ -481,6 +640,7 @@ int main(int argc, char **argv) {
   }
   printf("%s\n", first ? "{}" : "\n}");
   ff__op_scratch_free(&b.scratch);
-  free(batch), free(b.work.data), free(b.dst.data), free(p224), free(p320), free(p150);
+  free(batch), free(b.work.data), free(b.dst.data), free(p224), free(p320), free(p150), free(p448);
+  free(b.cold), free(warm);
   return 0;
 }

@@ -13,8 +13,8 @@ set -euo pipefail
 # --nvjpeg: NVIDIA's nvJPEG for the device check on a GPU machine (the
 # library loads it at run time and builds without it): the `nvidia-nvjpeg`
 # wheel (about 4 MB) is downloaded once into a cache outside the tree, and its
-# libnvjpeg.so.13 copied to build/nvjpeg/, where tests/device/decode.sh
-# looks (carry that folder to a machine without network).
+# libnvjpeg.so.13 copied to build/nvjpeg/, where tests/device/prepare.sh
+# takes it into the device check's carry set (for a machine without network).
 if [[ "${1:-}" == "--nvjpeg" ]]; then
   cache=${XDG_CACHE_HOME:-$HOME/.cache}/fusionflow/nvjpeg
   mkdir -p "$cache" build/nvjpeg

@@ -1296,6 +1296,13 @@ typedef struct ff_stats {
                                       no sample the scheduler wanted on the device, and microbatches the
                                       pool or the device refused for memory (their samples ran on the CPU) */
   int host_memory_pinned;    /* 1: the host batches are in pinned (page-locked) memory (pin_memory) */
+  uint64_t thread_cpu_samples;   /* samples a CPU worker thread ran start to finish (placement cpu, no
+                                    substitute) and whose thread CPU time the next two fields sum */
+  uint64_t thread_cpu_ns;        /* the worker threads' own CPU time on those samples (the thread CPU
+                                    clock: time other processes held the core is not in it): read,
+                                    decode, ops and the output into the batch */
+  uint64_t thread_decode_cpu_ns; /* of which decoding; the rest, thread_cpu_ns - thread_decode_cpu_ns,
+                                    is the samples' non-decode CPU time */
   /* Remote workers (ff_config.remote), since open; the samples they prepared are
    * placement_samples[FF_PLACEMENT_REMOTE]. */
   int remote_workers;              /* ff_remote_executor.workers, or 0 without remote workers */

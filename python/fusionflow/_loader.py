@@ -931,6 +931,10 @@ class Loader:
             host_round_trips (int): device-prepared samples that went down and up again
                 (output_device another device than the offload device).
             feeder_cpu_ns (int): CPU time of the device feeder's threads (their waits sleep).
+            thread_cpu_samples, thread_cpu_ns, thread_decode_cpu_ns (int): the samples the
+                CPU worker threads ran start to finish, the threads' own CPU time on them
+                (the thread CPU clock, which other processes' use of the cores does not
+                inflate) and the part of it spent decoding.
             batch_stage_ns (int): the mixup_cutmix batch stage (consumer thread, in next();
                 with a device output_device its draws and soft labels: the images are
                 mixed on the device).

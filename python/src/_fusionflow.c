@@ -713,9 +713,9 @@ static PyObject *loader_open(PyObject *module, PyObject *args, PyObject *kwargs)
     return NULL;
   }
   if (st != FF_OK) {
-    if (!loader) {
+    if (!loader) { /* out of memory: no handle */
       ffpy_dataset_free(dataset);
-      return PyErr_NoMemory();
+      return ffpy_raise_status(st, ff_loader_errmsg(NULL));
     }
     char msg[MSG_MAX];
     snprintf(msg, sizeof msg, "%s", ff_loader_errmsg(loader));
@@ -1184,7 +1184,7 @@ static PyObject *loader_stats_body(LoaderObject *self, PyObject *unused) {
     return NULL;
   }
   return Py_BuildValue("{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:i,s:N,s:N,s:s,s:K,s:K,s:K,s:n,s:n,s:d,s:K,s:K,s:N,s:s,s:s,s:K,s:K,s:K,s:K,s:K,s:K,s:s,"
-                       "s:s,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:N,s:N}",
+                       "s:s,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:N,s:K,s:K,s:K,s:N}",
                        "batches", (unsigned long long)s.batches,
                        "samples", (unsigned long long)s.samples, "read_ns", (unsigned long long)s.read_ns,
                        "decode_ns", (unsigned long long)s.decode_ns, "ops_ns", (unsigned long long)s.ops_ns,
@@ -1214,6 +1214,9 @@ static PyObject *loader_stats_body(LoaderObject *self, PyObject *unused) {
                        "fences", (unsigned long long)s.fences, "fence_wait_ns", (unsigned long long)s.fence_wait_ns,
                        "device_budget_refusals", (unsigned long long)s.device_budget_refusals,
                        "host_memory_pinned", PyBool_FromLong(s.host_memory_pinned),
+                       "thread_cpu_samples", (unsigned long long)s.thread_cpu_samples,
+                       "thread_cpu_ns", (unsigned long long)s.thread_cpu_ns,
+                       "thread_decode_cpu_ns", (unsigned long long)s.thread_decode_cpu_ns,
                        "remote", remote);
 }
 

@@ -1,5 +1,5 @@
 /* node.c — `fusionflow node status GROUP`: what the node coordinator
- * (src/sched/coord.c) does right now for the loaders of one node: each
+ * (src/sched/coord.h) does right now for the loaders of one node: each
  * member's process, its allotment (guaranteed threads) and burst (threads
  * it runs on cores nobody else uses), its fair share and target, and the
  * signals they come from (stall share, ring fill, busy share, time since
@@ -16,7 +16,7 @@
 
 #include "cli/cli.h"
 #include "core/clock.h"
-#include "sched/coord.h"
+#include "sched/coord_segment.h"
 
 static void node_usage(FILE *f) {
   fprintf(f,

@@ -16,7 +16,7 @@
 #include <strings.h>
 
 #include "cli/cli.h"
-#include "sched/coord.h"
+#include "sched/coord_policy.h"
 #include "sim/node.h"
 #include "sim/sim.h"
 

@@ -1,6 +1,7 @@
 /* error.c — status names and the per-handle error record. */
 #include "core/error.h"
 
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 
@@ -14,6 +15,8 @@ ff_status ff__error_set(ff__error *err, ff_status status, const char *fmt, ...) 
   }
   return status;
 }
+
+ff_status ff__errno_status(int errnum) { return errnum == ENOMEM ? FF_ENOMEM : FF_EIO; }
 
 const char *ff_status_str(ff_status status) {
   switch (status) {

@@ -19,4 +19,8 @@ typedef struct ff__error {
 ff_status ff__error_set(ff__error *err, ff_status status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
+/* The status of a system call that failed with errnum: FF_ENOMEM for
+ * ENOMEM (opendir, fopen and the like allocate), else FF_EIO. */
+ff_status ff__errno_status(int errnum);
+
 #endif

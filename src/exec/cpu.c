@@ -94,22 +94,22 @@ ff_status ff__sample_decode(ff__worker *w, const ff__pipeline *pipe, const ff__s
   size_t size_bytes;
   ff_status st = ff__sample_read(w, pipe, job, &size_bytes, plan, err);
   if (st) return st;
-  uint64_t t0 = ff__now_ns();
+  uint64_t t0 = ff__now_ns(), cpu0 = ff__thread_cpu_ns();
   st = ff__codec_decode(w->file.data, size_bytes, job->path, &plan->decode, &w->pixels, out, err);
   w->decode_ns += ff__now_ns() - t0;
+  w->decode_cpu_ns += ff__thread_cpu_ns() - cpu0;
   if (!st) w->decoded_pixels = (uint64_t)out->width * (uint64_t)out->height;
   return st;
 }
 
-ff_status ff__sample_image(ff__worker *w, const ff__pipeline *pipe, const ff__sample_job *job, ff__image *out,
-                           ff__plan *plan_out, ff__error *err) {
-  ff__plan local, *plan = plan_out ? plan_out : &local;
-  ff_status st = ff__sample_decode(w, pipe, job, out, plan, err);
-  if (st) return st;
+/* The plan's steps before `end` on *img (wall time into w->ops_ns); an
+ * error names the file, which the ops do not know. */
+static ff_status run_ops(ff__worker *w, const ff__sample_job *job, const ff__plan *plan, int end, ff__image *img,
+                         ff__error *err) {
   uint64_t t0 = ff__now_ns();
-  st = ff__ops_run(plan, &w->ops, out, err);
+  ff_status st = ff__ops_run_until(plan, end, &w->ops, img, err);
   w->ops_ns += ff__now_ns() - t0;
-  if (st && err) { /* the ops do not know the file: name it */
+  if (st && err) {
     char reason[FF__ERRMSG_MAX];
     snprintf(reason, sizeof reason, "%s", err->msg);
     ff__error_set(err, st, "%s: %s", job->path, reason);
@@ -117,22 +117,41 @@ ff_status ff__sample_image(ff__worker *w, const ff__pipeline *pipe, const ff__sa
   return st;
 }
 
+ff_status ff__sample_image(ff__worker *w, const ff__pipeline *pipe, const ff__sample_job *job, ff__image *out,
+                           ff__plan *plan_out, ff__error *err) {
+  ff__plan local, *plan = plan_out ? plan_out : &local;
+  ff_status st = ff__sample_decode(w, pipe, job, out, plan, err);
+  return st ? st : run_ops(w, job, plan, plan->num_steps, out, err);
+}
+
+/* The sample into its slot: the plan's steps, then the output stage; a
+ * plan that ends with a resize (and a flip) into planar output leaves them
+ * to the output stage, which writes the resize's planes into the slot. */
 ff_status ff__sample_run(ff__worker *w, const ff__pipeline *pipe, const ff__sample_job *job,
                          void *batch_data, int slot, ff__error *err) {
   ff__image img;
   ff__plan plan;
-  ff_status st = ff__sample_image(w, pipe, job, &img, &plan, err);
-  if (!st && (img.width != pipe->out_width || img.height != pipe->out_height))
-    st = ff__error_set(err, FF_EINTERNAL, "%s: pipeline gave %dx%d instead of %dx%d", job->path,
-                       img.width, img.height, pipe->out_width, pipe->out_height);
+  ff_status st = ff__sample_decode(w, pipe, job, &img, &plan, err);
+  int tail = st ? -1 : ff__ops_output_tail(&plan, pipe);
+  if (!st) st = run_ops(w, job, &plan, tail >= 0 ? tail : plan.num_steps, &img, err);
   if (st) return st;
-  uint64_t t0 = ff__now_ns();
-  ff__op_write_output(pipe, &img, batch_data, slot);
-  uint64_t dt = ff__now_ns() - t0;
+  int width = tail >= 0 ? plan.steps[tail].w : img.width, height = tail >= 0 ? plan.steps[tail].h : img.height;
+  if (width != pipe->out_width || height != pipe->out_height)
+    return ff__error_set(err, FF_EINTERNAL, "%s: pipeline gave %dx%d instead of %dx%d", job->path, width, height,
+                         pipe->out_width, pipe->out_height);
+  uint64_t t0 = ff__now_ns(), dt;
+  if (tail >= 0) {
+    if ((st = ff__ops_resize_to_output(pipe, &plan, tail, &w->ops, &img, batch_data, slot, &dt)))
+      return ff__error_set(err, st, "%s: out of memory running the ops", job->path);
+    w->ops_ns += ff__now_ns() - t0 - dt; /* the resize's part; the output's follows */
+  } else {
+    ff__op_write_output(pipe, &img, batch_data, slot);
+    dt = ff__now_ns() - t0;
+  }
   if (pipe->output == FF__OUTPUT_NCHW_F32 && (st = ff__op_erase(pipe, &plan, batch_data, slot, &w->ops)))
     return ff__error_set(err, st, "%s: out of memory erasing", job->path);
   w->ops.costs.calls[FF__COST_OUTPUT]++;
-  w->ops.costs.pixels[FF__COST_OUTPUT] += (uint64_t)img.width * img.height;
+  w->ops.costs.pixels[FF__COST_OUTPUT] += (uint64_t)width * height;
   w->ops.costs.ns[FF__COST_OUTPUT] += dt;
   w->ops_ns += dt;
   return FF_OK;

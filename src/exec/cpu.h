@@ -16,6 +16,7 @@ typedef struct ff__worker {
   ff__buf pixels;    /* decoded pixels */
   ff__op_scratch ops;
   uint64_t read_ns, decode_ns, ops_ns, read_bytes; /* this worker's sums */
+  uint64_t decode_cpu_ns;  /* of its decodes, in its thread's CPU time (ff__thread_cpu_ns) */
   uint64_t decoded_pixels; /* of its last decode (0: none) */
   ff__image_info header; /* of its last sample, once read (width 0: not read) */
   ff__error warning;     /* of its last sample: damage the decoder repaired (status 0: none) */

@@ -115,11 +115,12 @@ static void lower_resize(walk *w, const double *box, int out_w, int out_h, int a
   int in_w = w->cur.width, in_h = w->cur.height;
   size_t tmp = (size_t)in_h * out_w * 3 * sizeof(float);
   if (!w->emit && tmp > w->s->tmp_bytes) w->s->tmp_bytes = tmp;
-  ff__resize_axis ax = {blur ? blur->x : ff__resize_max_taps(in_w, out_w, antialias), 0, 0, 0};
-  ff__resize_axis ay = {blur ? blur->y : ff__resize_max_taps(in_h, out_h, antialias), 0, 0, 0};
+  ff__resize_axis ax = {blur ? blur->x : ff__resize_max_taps(in_w, out_w, antialias), 0, 0, 0, 0, 0};
+  ff__resize_axis ay = {blur ? blur->y : ff__resize_max_taps(in_h, out_h, antialias), 0, 0, 0, 0, 0};
   void *hx, *hy;
   uint64_t dx = aux(w, ff__resize_axis_bytes(out_w, ax.max_taps), &hx);
   uint64_t dy = aux(w, ff__resize_axis_bytes(out_h, ay.max_taps), &hy);
+  if (blur) ax.rule = ay.rule = FF__RESIZE_RULE_BLUR;
   if (w->emit && blur) {
     float k[2 * FF__BLUR_MAX_KSIZE];
     ff__gauss_kernel1d(blur->x, blur->weight, k);
@@ -134,10 +135,12 @@ static void lower_resize(walk *w, const double *box, int out_w, int out_h, int a
   }
   ff__dstage *h = stage(w, FF__DS_RESIZE_H, (uint64_t)in_h * out_w);
   h->dst = (ff__dimg){0, out_w, out_h, 0};
-  h->a = tmp_addr(w), h->b = dx, h->p.resize.max_taps = ax.max_taps;
+  h->a = tmp_addr(w), h->b = dx;
+  h->p.resize.max_taps = ax.max_taps, h->p.resize.rule = ax.rule, h->p.resize.precision = ax.precision;
   ff__dstage *v = stage(w, FF__DS_RESIZE_V, (uint64_t)out_w * out_h);
   v->src = (ff__dimg){0, out_w, in_h, 0};
-  v->a = tmp_addr(w), v->b = dy, v->p.resize.max_taps = ay.max_taps;
+  v->a = tmp_addr(w), v->b = dy;
+  v->p.resize.max_taps = ay.max_taps, v->p.resize.rule = ay.rule, v->p.resize.precision = ay.precision;
   produce(w, v, out_w, out_h);
 }
 

@@ -1,11 +1,10 @@
-/* device.c — opening a device by name and the calls every backend shares:
- * the budgeted pool wired to the backend's raw memory, and thin checked
- * wrappers over its streams, copies, events and launches.
+/* device.c — the device object around an opened backend and the calls
+ * every backend shares: the budgeted pool wired to the backend's raw
+ * memory, and thin checked wrappers over its streams, copies, events and
+ * launches. Names are resolved to backends in exec/backends.c, which hands
+ * the opened backend to ff__device_wrap; this file knows no backend.
  *
- * `cuda:N` goes to exec/cuda.cu when the library was built with CUDA
- * (FF_HAVE_CUDA), `emu:N` to the emulator (exec/emu.c), `auto` to the CUDA
- * device a trainer on this thread would use (ff__device_auto_pick). The
- * pool's limit is min(user limit, free memory at open - headroom), the
+ * The pool's limit is min(user limit, free memory at open - headroom), the
  * headroom defaulting to the backend's (CUDA keeps max(1 GiB, 10%) free for
  * the trainer). Every backend call is bracketed by the backend's enter and
  * leave, so the device is current only for the call and the calling
@@ -155,8 +154,7 @@ static void pool_trim(void *ctx) {
   if (d->o.be->mem_trim && !d->alloc_hook) d->o.be->mem_trim(d->o.impl);
 }
 
-/* "kind:N[?query]" → kind length, ordinal, query. */
-static int parse_name(const char *name, size_t *kind_len, int *ordinal, const char **query) {
+int ff__device_parse_name(const char *name, size_t *kind_len, int *ordinal, const char **query) {
   const char *colon = strchr(name, ':'), *q = strchr(name, '?');
   *query = q ? q + 1 : "";
   size_t end = q ? (size_t)(q - name) : strlen(name);
@@ -172,66 +170,14 @@ static int parse_name(const char *name, size_t *kind_len, int *ordinal, const ch
   return 1;
 }
 
-int ff__device_auto_pick(int current, const char *local_rank, int count) {
-  if (count <= 0) return 0;
-  if (current >= 0 && current < count) return current;
-  char *stop;
-  long rank = local_rank ? strtol(local_rank, &stop, 10) : 0;
-  if (!local_rank || stop == local_rank || *stop || rank < 0) rank = 0;
-  return (int)(rank % count);
-}
-
 void *ff__device_impl(ff__device *d, const ff__device_backend *be) {
   return d && d->o.be == be ? d->o.impl : NULL;
 }
 
-int ff__device_cuda_gpus(ff__error *err) {
-#ifdef FF_HAVE_CUDA
-  int count = 0, current = -1;
-  return ff__cuda_probe(&count, &current, err) ? 0 : count;
-#else
-  ff__error_set(err, FF_EDEVICE, "built without CUDA");
-  return -1;
-#endif
-}
-
-static ff_status open_backend(const char *name, const ff__device_options *opt, ff__device_opened *o,
-                              ff__error *err) {
-  if (!strcmp(name, "auto")) {
-#ifdef FF_HAVE_CUDA
-    int count = 0, current = -1;
-    ff_status st = ff__cuda_probe(&count, &current, err);
-    return st ? st : ff__cuda_open(ff__device_auto_pick(current, getenv("LOCAL_RANK"), count), opt, o, err);
-#else
-    return ff__error_set(err, FF_EDEVICE, "auto: fusionflow was built without CUDA; use emu:0 or cpu");
-#endif
-  }
-  size_t kind_len;
-  int ordinal;
-  const char *query;
-  if (!parse_name(name, &kind_len, &ordinal, &query))
-    return ff__error_set(err, FF_EINVAL, "device '%s': expected cuda:N or emu:N", name);
-  if (kind_len == 3 && !strncmp(name, "emu", 3)) return ff__emu_open(ordinal, query, opt, o, err);
-  if (kind_len == 4 && !strncmp(name, "cuda", 4)) {
-#ifdef FF_HAVE_CUDA
-    return *query ? ff__error_set(err, FF_EINVAL, "device '%s': cuda takes no options", name)
-                  : ff__cuda_open(ordinal, opt, o, err);
-#else
-    return ff__error_set(err, FF_EDEVICE, "cuda:%d: fusionflow was built without CUDA; use emu:0 or cpu",
-                         ordinal);
-#endif
-  }
-  return ff__error_set(err, FF_EINVAL, "device '%s': unknown kind (cuda:N, emu:N, auto)", name);
-}
-
-ff_status ff__device_open(const char *name, const ff__device_options *opt, ff__device **out, ff__error *err) {
-  ff__device_options defaults;
-  ff__device_options_init(&defaults);
-  if (!opt) opt = &defaults;
-  if (!name || !out) return ff__error_set(err, FF_EINVAL, "device: no name");
-  ff__device_opened o = {0};
-  ff_status st = open_backend(name, opt, &o, err);
-  if (st) return st;
+ff_status ff__device_wrap(const ff__device_opened *opened, const ff__device_options *opt, ff__device **out,
+                          ff__error *err) {
+  ff__device_opened o = *opened;
+  ff_status st;
   ff__device *d = calloc(1, sizeof *d);
   if (!d) {
     o.be->close(o.impl);
@@ -275,11 +221,11 @@ int ff__device_is(const ff__device *d, const char *name) {
   size_t kind_len, own_len;
   int ordinal, own;
   const char *query, *own_query;
-  if (!d || !name || !strcmp(name, "auto") || !parse_name(name, &kind_len, &ordinal, &query)) return 0;
-  if (!parse_name(d->o.name, &own_len, &own, &own_query)) { /* "cuda:0 (NVIDIA H200)": up to the space */
+  if (!d || !name || !strcmp(name, "auto") || !ff__device_parse_name(name, &kind_len, &ordinal, &query)) return 0;
+  if (!ff__device_parse_name(d->o.name, &own_len, &own, &own_query)) { /* "cuda:0 (NVIDIA H200)": up to the space */
     char head[32];
     snprintf(head, sizeof head, "%.*s", (int)strcspn(d->o.name, " "), d->o.name);
-    if (!parse_name(head, &own_len, &own, &own_query)) return 0;
+    if (!ff__device_parse_name(head, &own_len, &own, &own_query)) return 0;
   }
   return kind_len == own_len && !strncmp(name, d->o.name, kind_len) && ordinal == own;
 }

@@ -1,6 +1,7 @@
 /* device.h — the device interface: one API over two implementations, a CUDA
  * GPU (`cuda:N`, exec/cuda.cu) and a host-emulated device (`emu:N`,
- * exec/emu.c) that runs the same kernel arithmetic on its own thread.
+ * exec/emu.c) that runs the same kernel arithmetic on its own thread;
+ * exec/backends.c opens one by name, exec/device.c is the object around it.
  *
  * It is what the scheduler needs to send work to a device without ever
  * taking memory the trainer needs: device memory only from the budgeted

@@ -1,6 +1,7 @@
 /* device_impl.h — what a device backend provides (CUDA in exec/cuda.cu, the
- * emulator in exec/emu.c) and the device object around it. Internal to
- * exec/: callers use exec/device.h. Streams and events are the backend's
+ * emulator in exec/emu.c) and the device object around it (exec/device.c);
+ * exec/backends.c opens a backend by name. Internal to exec/: callers use
+ * exec/device.h. Streams and events are the backend's
  * own pointers behind the opaque ff__dstream / ff__devent. */
 #ifndef FF_EXEC_DEVICE_IMPL_H
 #define FF_EXEC_DEVICE_IMPL_H
@@ -98,8 +99,19 @@ typedef struct ff__device_opened {
   char name[160];
 } ff__device_opened;
 
+/* The device object around an opened backend (device.c): the pool and, with
+ * opt->decoder, nvJPEG. Takes o's backend: closes it on failure. opt not
+ * NULL. FF_OK, FF_ENOMEM, or the pool's error. exec/backends.c calls it
+ * after opening a backend by name. */
+ff_status ff__device_wrap(const ff__device_opened *o, const ff__device_options *opt, ff__device **out,
+                          ff__error *err);
+
+/* "kind:N[?query]" or "kind[?query]" (ordinal 0) → kind's length, the
+ * ordinal (0..1024) and what follows '?' ("" if nothing); 0 when malformed. */
+int ff__device_parse_name(const char *name, size_t *kind_len, int *ordinal, const char **query);
+
 /* Opens device `ordinal` of a backend; `query` is what follows '?' in the
- * name (emu: "mem=256M"), or "". */
+ * name (emu: "mem=256M"), or "". exec/backends.c lists them by kind. */
 ff_status ff__emu_open(int ordinal, const char *query, const ff__device_options *opt, ff__device_opened *out,
                        ff__error *err);
 ff_status ff__cuda_open(int ordinal, const ff__device_options *opt, ff__device_opened *out, ff__error *err);

@@ -115,7 +115,7 @@ static inline int ff__affine_as_shift(const ff__aug *a, int w, int h, int *tx, i
  * SSE*, AVX, AVX2 without STRICT: MKL_CBWR=AVX2 pins torch's grid and ours
  * to the other form on every machine); elsewhere its other branches, which
  * do not fuse (AMD CPUs with AVX-512 have not been checked). Read once
- * (ops/affine.c). */
+ * (kernels/affine_setup.c). */
 int ff__affine_torch_fused(void);
 
 /* ff__affine_torch_fused for a w x h image: torch computes a product of

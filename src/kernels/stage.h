@@ -43,8 +43,9 @@ typedef enum ff__dstage_kind {
   FF__DS_NONE,      /* nothing for this sample at this index */
   FF__DS_CROP,      /* dst = box at (p.crop.x, p.crop.y) of src, zeros outside */
   FF__DS_FLIP,      /* p.flip.horizontal ? columns : rows reversed */
-  FF__DS_RESIZE_H,  /* a (float, src.height x dst.width x 3) = horizontal taps (b) over src rows */
-  FF__DS_RESIZE_V,  /* dst = round(vertical taps (b) over a's rows) */
+  FF__DS_RESIZE_H,  /* a (float, src.height x dst.width x 3; uint8 with p.resize.precision) = horizontal
+                       taps (b) over src rows */
+  FF__DS_RESIZE_V,  /* dst = round(vertical taps (b) over a's rows) (fixed point with p.resize.precision) */
   FF__DS_AFFINE,    /* dst = warp of src (p.affine) */
   FF__DS_TRANSLATE, /* dst = src shifted by (p.affine.tx, ty) whole pixels, fill outside */
   FF__DS_COLOR,     /* dst = blend(src, gray(src), p.blend) */
@@ -103,7 +104,7 @@ typedef struct ff__dstage {
       int32_t horizontal;
     } flip;
     struct {
-      int32_t max_taps;
+      int32_t max_taps, rule, precision; /* ff__resize_axis's */
     } resize;
     struct {
       ff__affine_grid grid;
@@ -219,9 +220,11 @@ FF_HD static inline void ff__dstage_elem_as(const ff__dstage *st, int kind, uint
     const int *idx = ax.idx + (size_t)x * ax.max_taps;
     const float *w = ax.w + (size_t)x * ax.max_taps;
     const uint8_t *row = ff__dimg_px(src, y, 0);
-    float *out = FF__DPTR(float, st->a) + ((size_t)y * dst->width + x) * 3;
+    int n = ax.count[x], p = st->p.resize.precision, plain = ff__resize_plain_taps(st->p.resize.rule, n);
+    size_t at = ((size_t)y * dst->width + x) * 3;
     for (int c = 0; c < 3; c++)
-      out[c] = ff__resize_taps_sum_u8(row + c, 3, idx, w, ax.count[x]);
+      if (p) FF__DPTR(uint8_t, st->a)[at + c] = ff__resize_taps_fixed(row + c, 3, idx, w, n, p);
+      else FF__DPTR(float, st->a)[at + c] = ff__resize_taps_sum_u8(row + c, 3, idx, w, n, plain);
     break;
   }
   case FF__DS_RESIZE_V: {
@@ -231,10 +234,12 @@ FF_HD static inline void ff__dstage_elem_as(const ff__dstage *st, int kind, uint
     const int *idx = ay.idx + (size_t)y * ay.max_taps;
     const float *w = ay.w + (size_t)y * ay.max_taps;
     size_t row_elems = (size_t)dst->width * 3;
-    const float *col = FF__DPTR(const float, st->a) + (size_t)x * 3;
+    int n = ay.count[y], p = st->p.resize.precision, plain = ff__resize_plain_taps(st->p.resize.rule, n);
     uint8_t *o = ff__dimg_px(dst, y, x);
     for (int c = 0; c < 3; c++)
-      o[c] = ff__round_u8(ff__resize_taps_sum(col + c, row_elems, idx, w, ay.count[y]));
+      o[c] = p ? ff__resize_taps_fixed(FF__DPTR(const uint8_t, st->a) + (size_t)x * 3 + c, row_elems, idx, w, n, p)
+               : ff__round_u8(ff__resize_taps_sum(FF__DPTR(const float, st->a) + (size_t)x * 3 + c, row_elems, idx, w,
+                                                  n, plain));
     break;
   }
   case FF__DS_AFFINE: {

@@ -93,7 +93,7 @@ static void put_step(text *t, const ff__step *s) {
   case FF__STEP_CROP: put(t, "{\"op\": \"crop\", \"box\": [%d, %d, %d, %d]}", s->x, s->y, s->w, s->h); break;
   case FF__STEP_RESIZE:
     put(t, "{\"op\": \"resize\", \"size\": [%d, %d], \"antialias\": %s, \"interpolation\": \"%s\"}", s->h, s->w,
-        s->antialias ? "true" : "false", s->antialias & FF__RESIZE_BICUBIC ? "bicubic" : "bilinear");
+        s->antialias & FF__RESIZE_ANTIALIAS ? "true" : "false", s->antialias & FF__RESIZE_BICUBIC ? "bicubic" : "bilinear");
     break;
   case FF__STEP_BLUR:
     put(t, "{\"op\": \"gaussian_blur\", \"kernel_size\": [%d, %d], \"sigma\": %.9g}", s->x, s->y, s->weight);

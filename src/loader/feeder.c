@@ -40,13 +40,6 @@
 #define DECODE_MAX_FAILURES 3
 #define FEED_DEPTH 3 /* microbatches on the device at once: one decoding, one in its stages, one downloading */
 
-/* The calling thread's CPU time. */
-static uint64_t thread_cpu_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 /* Slot goes back to the CPU workers (why: FF__REDO_*; a decode the device
  * did not do wins over a sample it could not run). */
 static void hand_back(entry *e, int slot, int why) {
@@ -94,10 +87,10 @@ static void queue_decodes(ff__offload *o, int entry_no, entry *e) {
   if (!n) return;
   ff__device_range_push(o->dev, "fusionflow: device decode");
   int calls_failed = 0;
-  uint64_t t0 = thread_cpu_ns(); /* nvJPEG's host phase runs inside the call */
+  uint64_t t0 = ff__thread_cpu_ns(); /* nvJPEG's host phase runs inside the call */
   ff_status st = ff__device_event_record(o->dev, e->decode_start, o->s_decode, &err);
   if (!st) st = ff__device_decode(o->dev, o->s_decode, entry_no, e->jobs, n, &calls_failed, &err);
-  e->host_decode_ns = thread_cpu_ns() - t0;
+  e->host_decode_ns = ff__thread_cpu_ns() - t0;
   if (!st && (st = ff__device_event_record(o->dev, e->decoded, o->s_decode, &err)))
     ff__device_synchronize(o->dev); /* queued, but no event to wait for: nothing may write the jobs after */
   ff__device_range_pop(o->dev);
@@ -194,7 +187,7 @@ static ff_status queue_microbatch(ff__offload *o, entry *e, ff__error *err) {
 /* Queues all of entry_no's device work. Feeder thread, unlocked. */
 static void start_entry(ff__offload *o, int entry_no) {
   entry *e = &o->entries[entry_no];
-  uint64_t cpu0 = thread_cpu_ns();
+  uint64_t cpu0 = ff__thread_cpu_ns();
   e->r = (ff__offload_result){.entry = entry_no, .start_ns = ff__now_ns(), .decode_fallbacks = e->decode_fallbacks,
                               .decode_small_batch = e->small_batch};
   e->num_jobs = e->ran = e->host_out = e->decode_refused = 0, e->host_decode_ns = 0;
@@ -215,7 +208,7 @@ static void start_entry(ff__offload *o, int entry_no) {
     ff__error err;
     if (ff__dev_batch_count(e->mb)) e->device_status = queue_microbatch(o, e, &err);
   }
-  e->r.feeder_cpu_ns = thread_cpu_ns() - cpu0;
+  e->r.feeder_cpu_ns = ff__thread_cpu_ns() - cpu0;
 }
 
 /* ------------------------------------------------------------ completing (the completer) */
@@ -259,7 +252,7 @@ static void account_decoder(ff__offload *o, int n, int failed, const char *why) 
 static void finish_entry(ff__offload *o, int entry_no) {
   entry *e = &o->entries[entry_no];
   ff__offload_result *r = &e->r;
-  uint64_t cpu0 = thread_cpu_ns();
+  uint64_t cpu0 = ff__thread_cpu_ns();
   ff__error err;
   ff_status st = e->device_status;
   float ms = 0;
@@ -334,7 +327,7 @@ static void finish_entry(ff__offload *o, int entry_no) {
   r->on_device = e->d_direct && r->device_ran ? e->on_device : NULL;
   r->redo = e->redo;
   r->end_ns = ff__now_ns();
-  r->feeder_cpu_ns += thread_cpu_ns() - cpu0;
+  r->feeder_cpu_ns += ff__thread_cpu_ns() - cpu0;
   o->cfg.done(o->cfg.ctx, r);
 }
 

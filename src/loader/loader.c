@@ -431,14 +431,6 @@ static ff_status replace_sample(ff_loader *l, ff__worker *w, ff_batch *e, size_t
   return st;
 }
 
-/* The calling thread's CPU time: what the node coordinator hears as busy
- * (wall time would count the time other processes held the core). */
-static uint64_t thread_cpu_ns(void) {
-  struct timespec ts;
-  if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts)) return 0;
-  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 static void *worker_loop(void *p) {
   worker_arg *a = p;
   ff_loader *l = a->loader;
@@ -463,7 +455,9 @@ static void *worker_loop(void *p) {
     l->busy++;
     pthread_mutex_unlock(&l->mu);
 
-    uint64_t t0 = ff__now_ns(), cpu0 = thread_cpu_ns();
+    /* the thread's CPU time is what the node coordinator hears as busy (wall time would count the
+     * time other processes held the core) */
+    uint64_t t0 = ff__now_ns(), cpu0 = ff__thread_cpu_ns();
     ff__offload_took took = {0};
     ff_status st = placement != FF_PLACEMENT_CPU
                        ? ff__offload_sample(l->offload, w, (int)(e - l->ring), &job, slot, placement, &took, &err)
@@ -481,7 +475,7 @@ static void *worker_loop(void *p) {
     }
     char *warn_msg = w->warning.status ? strdup(w->warning.msg) : NULL;
 
-    uint64_t worker_cpu_ns = thread_cpu_ns() - cpu0;
+    uint64_t worker_cpu_ns = ff__thread_cpu_ns() - cpu0;
     pthread_mutex_lock(&l->mu);
     l->busy--;
     l->worker_cpu_ns += worker_cpu_ns, l->worker_samples++;
@@ -495,8 +489,11 @@ static void *worker_loop(void *p) {
     }
     l->stats.read_ns += w->read_ns, l->stats.decode_ns += w->decode_ns, l->stats.ops_ns += w->ops_ns;
     l->stats.read_bytes += w->read_bytes;
+    if (!st && !took.added && took.placement == FF_PLACEMENT_CPU && !replace_msg) /* one sample, all here */
+      l->stats.thread_cpu_samples++, l->stats.thread_cpu_ns += worker_cpu_ns,
+          l->stats.thread_decode_cpu_ns += w->decode_cpu_ns;
     uint64_t read_ns = w->read_ns;
-    w->read_ns = w->decode_ns = w->ops_ns = w->read_bytes = 0;
+    w->read_ns = w->decode_ns = w->ops_ns = w->read_bytes = w->decode_cpu_ns = 0;
     add_costs(l, &w->ops.costs);
     if (gen == l->gen) {
       e->decodes.cpu += w->decoded_pixels > 0;
@@ -578,7 +575,7 @@ static void loader_free(ff_loader *l) {
   ff__remote_free(l);
   ff__fence_free(l); /* the consumer's copies read the images to the end */
   for (int i = 0; i < 2 * l->num_threads && l->workers; i++) ff__worker_free(&l->workers[i]);
-  for (int i = 0; i < l->ring_size; i++) {
+  for (int i = 0; l->ring && i < l->ring_size; i++) { /* ring_size is set before the ring is made */
     if (l->ring[i].images) ff__batch_mem_free(l, l->ring[i].images);
     free(l->ring[i].labels);
     free(l->ring[i].soft_labels);
@@ -872,7 +869,12 @@ ff_status ff_loader_open(const ff_config *cfg, ff_loader **out) {
   ff_config_init(&l->cfg);
   size_t n = cfg->struct_size < sizeof l->cfg ? cfg->struct_size : sizeof l->cfg;
   memcpy(&l->cfg, cfg, n);
-  return loader_start(l);
+  ff_status st = loader_start(l);
+  if (st == FF_ENOMEM) { /* out of memory gives no handle (the header's promise) */
+    ff_loader_close(l);
+    *out = NULL;
+  }
+  return st;
 }
 
 void ff_loader_close(ff_loader *l) {

@@ -202,10 +202,6 @@ const char *ff__offload_decoder(const ff__offload *o, const char **note) {
   return name;
 }
 
-size_t ff__offload_out_class_bytes(const ff__offload *o) {
-  return ff__pool_class_bytes((size_t)o->cfg.batch_cap * o->cfg.host_sample_bytes);
-}
-
 void ff__offload_direct(ff__offload *o, int entry_no, void *d_images, ff__devent *after) {
   if (!o) return;
   pthread_mutex_lock(&o->mu);

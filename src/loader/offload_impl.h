@@ -14,6 +14,7 @@
 #include <pthread.h>
 
 #include "exec/dev_batch.h"
+#include "exec/pool.h"
 #include "loader/offload.h"
 #include "sched/cost.h"
 
@@ -103,8 +104,11 @@ struct ff__offload {
   unsigned char *dl_slot;  /* batch_cap: the slots the device finished, for the runs */
 };
 
-/* The pool's block for a feeder output tensor (batch_cap samples in the host batch's format). */
-size_t ff__offload_out_class_bytes(const ff__offload *o);
+/* The pool's block for a feeder output tensor (batch_cap samples in the host batch's format);
+ * inline, so that feeder.c needs nothing of offload.c, which starts it. */
+static inline size_t ff__offload_out_class_bytes(const ff__offload *o) {
+  return ff__pool_class_bytes((size_t)o->cfg.batch_cap * o->cfg.host_sample_bytes);
+}
 
 /* feeder.c: the feeder's threads, started by ff__offload_open and stopped
  * (after the entries in flight have finished) by ff__offload_feeder_stop. */

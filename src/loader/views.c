@@ -47,10 +47,12 @@ ff_status ff__views_run(const ff__views *v, ff__worker *w, ff__view_scratch *scr
   if (st) return st;
 
   t0 = ff__now_ns();
+  uint64_t cpu0 = ff__thread_cpu_ns();
   req.min_width = req.min_height = 0;
   ff__image win;
   st = ff__codec_decode(w->file.data, size_bytes, job->path, &req, &w->pixels, &win, err);
   w->decode_ns += ff__now_ns() - t0;
+  w->decode_cpu_ns += ff__thread_cpu_ns() - cpu0;
   if (st) return st;
   w->decoded_pixels = (uint64_t)win.width * (uint64_t)win.height;
   int win_x = req.crop_width ? req.crop_x : 0, win_y = req.crop_width ? req.crop_y : 0;

@@ -1,32 +1,24 @@
-/* geometry.c — crop, resize, Gaussian blur and flips on HWC uint8 images,
- * and the conversion of the finished image into its batch slot.
+/* geometry.c — crop, Gaussian blur and flips on HWC uint8 images (the
+ * resize is ops/resize.c, the batch slot's output ops/output.c).
  *
- * Resize follows torchvision's float32 tensor path exactly (spec 5.3): a
- * separable filter, horizontal pass first into a float32 intermediate, then
- * the vertical pass, rounding half to even once at the end. The tap tables
- * and the accumulation order (torch's, fused steps included) are in
- * kernels/resize.h, shared with the device kernels; results match torch to
- * the last bit but for rare ties. Gaussian blur (torchvision gaussian_blur:
- * its 1-D kernels, reflect padding, rounding half to even) is the same two
- * passes with the blur's taps (ff__resize_axis_gauss's, in the same order)
- * on an image of unchanged size: separable, where torch convolves with the
- * 2-D outer product, so a value can differ by one level where the two
- * float sums round apart. Its taps are the same for every pixel, so its
- * horizontal pass runs over each row extended by the mirrored pixels as
- * plain contiguous loops into a ring of ksize_y rows, and each output
- * row's vertical pass follows as soon as its input rows are done, while
- * they are in the first-level cache. On x86-64 with AVX2/FMA the passes run
- * vectorised with exactly the scalar float operations per element
- * (hpass_block_avx2 for an RGB resize: eight rows at a time, transposed so
- * that each row is a lane; taps_avx2, eight independent vectors at a time,
- * for the blur's horizontal pass and every vertical pass; with AVX-512,
- * taps_avx512, 16 values per vector, for the same passes), and hflip
- * reverses 5-pixel blocks with pshufb. */
+ * Gaussian blur (torchvision gaussian_blur: its 1-D kernels, reflect
+ * padding, rounding half to even) runs as two passes with the blur's taps
+ * (ff__resize_axis_gauss's, summed by FF__RESIZE_RULE_BLUR: all fused up to
+ * four taps, none past) on an image of unchanged size: separable, where
+ * torch convolves with the 2-D outer product, so a value can differ by one
+ * level where the two float sums round apart. Its taps are the same for
+ * every pixel, so its horizontal pass runs over each row extended by the
+ * mirrored pixels as plain contiguous loops into a ring of ksize_y rows, and
+ * each output row's vertical pass follows as soon as its input rows are
+ * done, while they are in the first-level cache. On x86-64 with AVX2/FMA
+ * the passes run vectorised with exactly the scalar float operations per
+ * element (taps_avx2, eight independent vectors at a time; with AVX-512,
+ * taps_avx512, 16 values per vector), and hflip reverses 5-pixel blocks
+ * with pshufb. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "kernels/out.h"
 #include "kernels/pixel.h"
 #include "kernels/resize.h"
 #include "ops/ops.h"
@@ -57,191 +49,9 @@ ff_status ff__op_crop(const ff__image *src, int x, int y, int w, int h, ff__buf 
 #include <immintrin.h>
 #define FF_HAVE_X86_SIMD 1
 
-/* Horizontal pass of an RGB resize, two output pixels per 256-bit vector:
- * each tap of a pixel is one 4-float load (its three channels and one
- * spare lane) from the float row, times its weight broadcast. Tables (built
- * per call): per output pixel and tap the float offset into the row and
- * the weight, zero past the pixel's count; per pair of pixels the taps to
- * run and whether both fuse (count <= 4), both add plainly (count > 4) or
- * mix (both chains run and each lane keeps its own). Each lane does exactly
- * the scalar sum's float operations in its order; a padded tap adds x*0 =
- * +0 to a sum >= +0 (inputs and weights are >= 0), which changes no bit. */
-typedef struct hpass_tables {
-  int out_w, pairs, max_taps;
-  int all_two; /* every pair runs two fused taps */
-  int *off;   /* [pairs*2][max_taps] */
-  float *w;   /* [pairs][max_taps][8]: pixel a's weight x4, then pixel b's */
-  int *pn;    /* [pairs] taps to run */
-  int *pmode; /* [pairs] 0 fused, 1 plain, 2 mixed (then bit 2/3: pixel a/b fuses) */
-} hpass_tables;
-
-static size_t hpass_bytes(int out_w, int max_taps) {
-  size_t p = ((size_t)out_w + 1) / 2;
-  return 2 * p * (size_t)max_taps * sizeof(int) + 8 * p * (size_t)max_taps * sizeof(float) + 2 * p * sizeof(int) + 64;
-}
-
-static void hpass_build(hpass_tables *h, void *mem, const ff__resize_axis *ax, int out_w) {
-  int mt = ax->max_taps, np = (out_w + 1) / 2;
-  h->out_w = out_w, h->pairs = np, h->max_taps = mt;
-  h->w = (float *)mem; /* 32-byte aligned */
-  h->off = (int *)(h->w + (size_t)np * 8 * mt);
-  h->pn = h->off + (size_t)np * 2 * mt;
-  h->pmode = h->pn + np;
-  for (int o = 0; o < np * 2; o++) {
-    int real = o < out_w, n = real ? ax->count[o] : 1;
-    for (int t = 0; t < mt; t++) {
-      int live = real && (t == 0 || t < n);
-      h->off[(size_t)o * mt + t] = live ? ax->idx[(size_t)o * mt + t] * 3 : 0;
-      float wt = live ? ax->w[(size_t)o * mt + t] : 0.0f;
-      for (int l = 0; l < 4; l++) h->w[((size_t)(o / 2) * mt + t) * 8 + (o % 2) * 4 + l] = wt;
-    }
-  }
-  for (int p = 0; p < np; p++) {
-    int na = ax->count[2 * p], nb = 2 * p + 1 < out_w ? ax->count[2 * p + 1] : 1;
-    int fa = na <= 4, fb = nb <= 4;
-    h->pn[p] = na > nb ? na : nb;
-    /* a pixel with one tap runs no chain: it may join either */
-    if (na <= 1) fa = fb;
-    if (nb <= 1) fb = fa;
-    h->pmode[p] = fa && fb ? 0 : !fa && !fb ? 1 : 2 | (fa << 2) | (fb << 3);
-  }
-  h->all_two = mt >= 2;
-  for (int p = 0; p < np; p++) h->all_two &= h->pmode[p] == 0 && h->pn[p] == 2;
-}
-
-/* row: in_w*3 floats and one more readable float; out: out_w*3 floats and
- * two more writable (overwritten later). */
-__attribute__((target("avx2,fma"))) static void hpass_row_avx2(const hpass_tables *h, const float *restrict row,
-                                                                float *restrict out) {
-  const int mt = h->max_taps, pairs = h->pairs;
-  const int *restrict off = h->off, *restrict pn = h->pn, *restrict pmode = h->pmode;
-  const float *restrict wv = h->w;
-  const __m256i pack = _mm256_setr_epi32(0, 1, 2, 4, 5, 6, 3, 7);
-#define X(o, t) _mm256_loadu2_m128(row + off[(size_t)(o + 1) * mt + t], row + off[(size_t)(o)*mt + t])
-#define W(o, t) _mm256_load_ps(wv + ((size_t)(o / 2) * mt + t) * 8)
-  if (h->all_two) { /* every pair: two fused taps (no antialias) */
-    for (int p = 0; p < pairs; p++) {
-      int o = 2 * p;
-      __m256 acc = _mm256_fmadd_ps(X(o, 1), W(o, 1), _mm256_mul_ps(X(o, 0), W(o, 0)));
-      _mm256_storeu_ps(out + (size_t)o * 3, _mm256_permutevar8x32_ps(acc, pack));
-    }
-    return;
-  }
-  for (int p = 0; p < pairs; p++) {
-    int o = 2 * p, n = pn[p], mode = pmode[p];
-    __m256 acc = _mm256_mul_ps(X(o, 0), W(o, 0));
-    if (mode == 0) {
-      for (int t = 1; t < n; t++) acc = _mm256_fmadd_ps(X(o, t), W(o, t), acc);
-    } else if (mode == 1) {
-      for (int t = 1; t < n; t++) acc = _mm256_add_ps(acc, _mm256_mul_ps(X(o, t), W(o, t)));
-    } else {
-      __m256 accu = acc;
-      for (int t = 1; t < n; t++) {
-        __m256 x = X(o, t), w = W(o, t);
-        acc = _mm256_fmadd_ps(x, w, acc);
-        accu = _mm256_add_ps(accu, _mm256_mul_ps(x, w));
-      }
-      __m256 keep = _mm256_castsi256_ps(_mm256_set_m128i(_mm_set1_epi32(mode & 8 ? -1 : 0), _mm_set1_epi32(mode & 4 ? -1 : 0)));
-      acc = _mm256_blendv_ps(accu, acc, keep);
-    }
-    _mm256_storeu_ps(out + (size_t)o * 3, _mm256_permutevar8x32_ps(acc, pack));
-  }
-#undef X
-#undef W
-}
-
-/* Horizontal pass of an RGB resize for filters of more than four taps on
- * average (bicubic, downscaling), eight rows at a time, one row per lane:
- * the block's bytes are transposed (8x8 byte blocks by unpacks) into
- * col[e] = the eight rows' value e as floats, so that each tap of an output
- * value is one 8-float load times its weight broadcast, as in the vertical
- * pass; the sums, acc[e], are transposed back (8x8 float blocks) into the
- * rows of tmp. Each lane does exactly the scalar sum's float operations in
- * its order (ff__resize_taps_sum). A last block of fewer than eight rows
- * repeats its last row in the spare lanes and writes back only its own. */
-typedef struct hpass_block {
-  const ff__resize_axis *ax;
-  int in_w, out_w;
-  float *col; /* [in_w*3][8] */
-  float *acc; /* [out_w*3][8] */
-} hpass_block;
-
-/* Floats of scratch a block needs (col and acc). */
-static size_t hpass_block_floats(int in_w, int out_w) { return ((size_t)in_w + (size_t)out_w) * 3 * 8; }
-
-__attribute__((target("avx2,fma"))) static void hpass_block_avx2(const hpass_block *b, const uint8_t *src, size_t stride,
-                                                                  int rows, float *tmp) {
-  const size_t in_e = (size_t)b->in_w * 3, out_e = (size_t)b->out_w * 3;
-  const uint8_t *r[8];
-  for (int k = 0; k < 8; k++) r[k] = src + (size_t)(k < rows ? k : rows - 1) * stride;
-  size_t e = 0;
-  for (; e + 8 <= in_e; e += 8) {
-    __m128i a[8];
-    for (int k = 0; k < 8; k++) a[k] = _mm_loadl_epi64((const __m128i *)(r[k] + e));
-    __m128i t0 = _mm_unpacklo_epi8(a[0], a[1]), t1 = _mm_unpacklo_epi8(a[2], a[3]);
-    __m128i t2 = _mm_unpacklo_epi8(a[4], a[5]), t3 = _mm_unpacklo_epi8(a[6], a[7]);
-    __m128i u0 = _mm_unpacklo_epi16(t0, t1), u1 = _mm_unpackhi_epi16(t0, t1);
-    __m128i u2 = _mm_unpacklo_epi16(t2, t3), u3 = _mm_unpackhi_epi16(t2, t3);
-    __m128i v[4] = {_mm_unpacklo_epi32(u0, u2), _mm_unpackhi_epi32(u0, u2), _mm_unpacklo_epi32(u1, u3),
-                    _mm_unpackhi_epi32(u1, u3)}; /* v[j]: values e+2j and e+2j+1 of the eight rows */
-    for (int j = 0; j < 4; j++) {
-      _mm256_storeu_ps(b->col + (e + 2 * j) * 8, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(v[j])));
-      _mm256_storeu_ps(b->col + (e + 2 * j + 1) * 8, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(v[j], 8))));
-    }
-  }
-  for (; e < in_e; e++)
-    for (int k = 0; k < 8; k++) b->col[e * 8 + k] = (float)r[k][e];
-
-  const ff__resize_axis *ax = b->ax;
-  for (int o = 0; o < b->out_w; o++) {
-    const int *idx = ax->idx + (size_t)o * ax->max_taps;
-    const float *w = ax->w + (size_t)o * ax->max_taps;
-    int n = ax->count[o];
-    const float *x = b->col + (size_t)idx[0] * 24;
-    __m256 wt = _mm256_set1_ps(w[0]);
-    __m256 s0 = _mm256_mul_ps(_mm256_loadu_ps(x), wt), s1 = _mm256_mul_ps(_mm256_loadu_ps(x + 8), wt);
-    __m256 s2 = _mm256_mul_ps(_mm256_loadu_ps(x + 16), wt);
-    if (n <= 4)
-      for (int t = 1; t < n; t++) {
-        x = b->col + (size_t)idx[t] * 24, wt = _mm256_set1_ps(w[t]);
-        s0 = _mm256_fmadd_ps(_mm256_loadu_ps(x), wt, s0), s1 = _mm256_fmadd_ps(_mm256_loadu_ps(x + 8), wt, s1);
-        s2 = _mm256_fmadd_ps(_mm256_loadu_ps(x + 16), wt, s2);
-      }
-    else
-      for (int t = 1; t < n; t++) {
-        x = b->col + (size_t)idx[t] * 24, wt = _mm256_set1_ps(w[t]);
-        s0 = _mm256_add_ps(s0, _mm256_mul_ps(_mm256_loadu_ps(x), wt));
-        s1 = _mm256_add_ps(s1, _mm256_mul_ps(_mm256_loadu_ps(x + 8), wt));
-        s2 = _mm256_add_ps(s2, _mm256_mul_ps(_mm256_loadu_ps(x + 16), wt));
-      }
-    float *a = b->acc + (size_t)o * 24;
-    _mm256_storeu_ps(a, s0), _mm256_storeu_ps(a + 8, s1), _mm256_storeu_ps(a + 16, s2);
-  }
-
-  for (e = 0; e + 8 <= out_e; e += 8) {
-    const float *a = b->acc + e * 8;
-    __m256 c[8], d[8];
-    for (int k = 0; k < 8; k++) c[k] = _mm256_loadu_ps(a + 8 * k); /* value e+k of the rows */
-    for (int k = 0; k < 8; k += 2) d[k] = _mm256_unpacklo_ps(c[k], c[k + 1]), d[k + 1] = _mm256_unpackhi_ps(c[k], c[k + 1]);
-    for (int k = 0; k < 8; k += 4)
-      for (int j = 0; j < 2; j++) {
-        c[k + 2 * j] = _mm256_shuffle_ps(d[k + j], d[k + j + 2], 0x44);
-        c[k + 2 * j + 1] = _mm256_shuffle_ps(d[k + j], d[k + j + 2], 0xEE);
-      }
-    /* c[k], k < 4: values e..e+3 of row k (low half) and of row k+4 (high half); c[k+4]: values e+4..e+7 */
-    for (int k = 0; k < 4; k++) {
-      d[k] = _mm256_permute2f128_ps(c[k], c[k + 4], 0x20);
-      d[k + 4] = _mm256_permute2f128_ps(c[k], c[k + 4], 0x31);
-    }
-    for (int k = 0; k < rows; k++) _mm256_storeu_ps(tmp + (size_t)k * out_e + e, d[k]);
-  }
-  for (; e < out_e; e++)
-    for (int k = 0; k < rows; k++) tmp[(size_t)k * out_e + e] = b->acc[e * 8 + k];
-}
-
 /* The sums of n taps over nv (1 or 8) vectors of 8 values from i on:
  * a[j] = x[0][i+8j..] * w[0], then + x[t][i+8j..] * w[t] in t's order,
- * fused for n <= 4 (ff__resize_taps_sum's operations per element). nv = 8
+ * fused for n <= 4 (the blur's rule, FF__RESIZE_RULE_BLUR). nv = 8
  * gives eight independent sums that hide each one's latency. */
 __attribute__((target("avx2,fma"), always_inline)) static inline void taps_avx2(const float *const *x, const float *w,
                                                                                  int n, size_t i, int nv, __m256 *a) {
@@ -542,122 +352,6 @@ static int simd_level(void) {
 #endif
 }
 
-/* The horizontal pass of a resize, row by row (tmp: src's rows of out_w
- * pixels), with hpass_row_avx2 where ht (hpass_tables) is given;
- * FF_ENOMEM if a row wider than 4096 pixels finds no memory. */
-FF_FMA_CLONES_NOINLINE static ff_status hpass_rows(const ff__image *src, const ff__resize_axis *ax, int out_w,
-                                                   const void *ht, float *tmp) {
-  int c = src->channels, in_w = src->width, in_h = src->height;
-  float xrow[4096 * 3];
-  float *row = in_w <= 4096 ? xrow : NULL;
-  float *heap_row = NULL;
-  if (!row && !(row = heap_row = malloc((size_t)in_w * c * sizeof(float)))) return FF_ENOMEM;
-  for (int y = 0; y < in_h; y++) {
-    const uint8_t *in = src->data + (size_t)y * src->stride;
-    for (int i = 0; i < in_w * c; i++) row[i] = (float)in[i];
-    float *out = tmp + (size_t)y * out_w * c;
-#ifdef FF_HAVE_X86_SIMD
-    if (ht) {
-      hpass_row_avx2(ht, row, out);
-      continue;
-    }
-#else
-    (void)ht;
-#endif
-    for (int o = 0; o < out_w; o++) {
-      const int *idx = ax->idx + (size_t)o * ax->max_taps;
-      const float *w = ax->w + (size_t)o * ax->max_taps;
-      int n = ax->count[o];
-      if (c != 3) {
-        for (int ch = 0; ch < c; ch++) out[o * c + ch] = ff__resize_taps_sum(row + ch, (size_t)c, idx, w, n);
-        continue;
-      }
-      /* RGB: three independent sums side by side. */
-      const float *x = row + (size_t)idx[0] * 3;
-      float r = x[0] * w[0], g = x[1] * w[0], b = x[2] * w[0];
-      for (int t = 1; t < n; t++) {
-        x = row + (size_t)idx[t] * 3;
-        if (n <= 4)
-          r = ff__fma_f32(x[0], w[t], r), g = ff__fma_f32(x[1], w[t], g), b = ff__fma_f32(x[2], w[t], b);
-        else
-          r = r + x[0] * w[t], g = g + x[1] * w[t], b = b + x[2] * w[t];
-      }
-      out[o * 3] = r, out[o * 3 + 1] = g, out[o * 3 + 2] = b;
-    }
-  }
-  free(heap_row);
-  return FF_OK;
-}
-
-FF_FMA_CLONES static ff_status resize_box(const ff__image *src, const double *box, int out_w, int out_h,
-                                         int antialias, ff__op_scratch *s, ff__image *dst) {
-  int c = src->channels, in_w = src->width, in_h = src->height;
-  ff__resize_axis ax = {ff__resize_max_taps(in_w, out_w, antialias), 0, 0, 0};
-  ff__resize_axis ay = {ff__resize_max_taps(in_h, out_h, antialias), 0, 0, 0};
-  size_t bx = ff__resize_axis_bytes(out_w, ax.max_taps), by = ff__resize_axis_bytes(out_h, ay.max_taps);
-  int vec = c == 3 && in_w < 4096 ? simd_level() : 0;
-#ifdef FF_HAVE_X86_SIMD
-  size_t bh = vec ? hpass_bytes(out_w, ax.max_taps) : 0;
-#else
-  size_t bh = 0;
-#endif
-  char *wmem = ff__buf_reserve(&s->weights, bx + by + bh);
-  if (!wmem) return FF_ENOMEM;
-  ff__resize_axis_place(&ax, wmem, out_w);
-  ff__resize_axis_place(&ay, wmem + bx, out_h);
-  if (box) {
-    ff__resize_axis_build_box(&ax, in_w, box[0], box[2], out_w, antialias);
-    ff__resize_axis_build_box(&ay, in_h, box[1], box[3], out_h, antialias);
-  } else {
-    ff__resize_axis_build(&ax, in_w, out_w, antialias);
-    ff__resize_axis_build(&ay, in_h, out_h, antialias);
-  }
-  /* Horizontal pass: uint8 rows → float32 rows of out_w pixels, with
-   * AVX2 eight rows at a time where the taps are many (the transposes cost
-   * more than they save on short filters), else a row at a time. */
-  size_t row_elems = (size_t)out_w * c, taps = 0, block = 0;
-  for (int o = 0; o < out_w; o++) taps += (size_t)ax.count[o];
-  const void *row_tables = NULL;
-#ifdef FF_HAVE_X86_SIMD
-  hpass_tables ht;
-  if (vec && taps > (size_t)4 * out_w) {
-    block = hpass_block_floats(in_w, out_w);
-  } else if (vec) {
-    hpass_build(&ht, (void *)(((uintptr_t)(wmem + bx + by) + 31) & ~(uintptr_t)31), &ax, out_w);
-    row_tables = &ht;
-  }
-#endif
-  /* in_h rows of the horizontal pass, one for the scalar vertical pass, the
-   * row pass's overrun or the blocks' transposes */
-  float *tmp = ff__buf_reserve(&s->floats, ((size_t)(in_h + 1) * row_elems + 8 + block) * sizeof(float));
-  if (!tmp) return FF_ENOMEM;
-#ifdef FF_HAVE_X86_SIMD
-  if (block) {
-    float *col = tmp + (size_t)(in_h + 1) * row_elems + 8;
-    hpass_block hb = {&ax, in_w, out_w, col, col + (size_t)in_w * 24};
-    for (int y = 0; y < in_h; y += 8)
-      hpass_block_avx2(&hb, src->data + (size_t)y * src->stride, src->stride, in_h - y < 8 ? in_h - y : 8,
-                       tmp + (size_t)y * row_elems);
-  } else
-#endif
-  if (hpass_rows(src, &ax, out_w, row_tables, tmp)) return FF_ENOMEM;
-
-  /* Vertical pass: float32 rows → uint8, rounding half to even. The taps
-   * loop is outside so the inner loops run over whole contiguous rows. */
-  for (int o = 0; o < out_h; o++)
-    vpass_row(tmp, row_elems, ay.idx + (size_t)o * ay.max_taps, ay.w + (size_t)o * ay.max_taps, ay.count[o], vec,
-              tmp + (size_t)in_h * row_elems, dst->data + (size_t)o * dst->stride);
-  dst->width = out_w, dst->height = out_h, dst->channels = c;
-  return FF_OK;
-}
-
-/* The multiversioned body stays static: a clone called from another file
- * links under gcc and clang alike only through a plain function. */
-ff_status ff__op_resize_box(const ff__image *src, const double *box, int out_w, int out_h, int antialias,
-                            ff__op_scratch *s, ff__image *dst) {
-  return resize_box(src, box, out_w, out_h, antialias, s, dst);
-}
-
 void ff__gauss_kernel1d(int ksize, float sigma, float *k) {
   float half = (float)(ksize - 1) * 0.5f, sum = 0.0f;
   for (int t = 0; t < ksize; t++) {
@@ -673,7 +367,7 @@ void ff__gauss_kernel1d(int ksize, float sigma, float *k) {
  * pad[i + t*c] * k[t] for the n values of the row, pad being the row
  * extended by the mirrored pixels; the sum in resize's order (first
  * product rounded, then fused for ksize <= 4, else plainly), as
- * ff__resize_taps_sum over the blur's taps. Contiguous loops: they
+ * ff__resize_taps_sum over the blur's taps and rule. Contiguous loops: they
  * vectorise. */
 FF_FMA_CLONES_NOINLINE static void blur_hpass_row(const float *restrict pad, size_t n, int c, const float *k,
                                                   int ksize, int vec, float *restrict out) {
@@ -826,38 +520,4 @@ void ff__op_vflip(ff__image *img) {
       a[i] = b[i], b[i] = t;
     }
   }
-}
-
-void ff__op_write_output(const ff__pipeline *pipe, const ff__image *img, void *batch_data,
-                         int slot) {
-  int h = pipe->out_height, w = pipe->out_width;
-  size_t plane = (size_t)h * w;
-  if (pipe->out_custom) { /* bfloat16, float16, channels_last, planar uint8 (kernels/out.h) */
-    char *dst = (char *)batch_data + (size_t)slot * plane * 3 * (size_t)pipe->out_elem_bytes;
-    for (int y = 0; y < h; y++)
-      for (int x = 0; x < w; x++)
-        ff__out_store(&pipe->out_table[0][0], pipe->out_elem_bytes, pipe->out_planar, plane, (size_t)y * w + x,
-                      img->data + (size_t)y * img->stride + (size_t)x * 3, dst);
-    return;
-  }
-  if (pipe->output == FF__OUTPUT_NHWC_U8) {
-    uint8_t *dst = (uint8_t *)batch_data + (size_t)slot * plane * 3;
-    for (int y = 0; y < h; y++) memcpy(dst + (size_t)y * w * 3, img->data + (size_t)y * img->stride, (size_t)w * 3);
-    return;
-  }
-  float *dst = (float *)batch_data + (size_t)slot * plane * 3;
-  for (int y = 0; y < h; y++) {
-    const uint8_t *in = img->data + (size_t)y * img->stride;
-    float *r = dst + (size_t)y * w, *g = r + plane, *b = g + plane;
-    for (int x = 0; x < w; x++) {
-      r[x] = pipe->lut[0][in[3 * x]];
-      g[x] = pipe->lut[1][in[3 * x + 1]];
-      b[x] = pipe->lut[2][in[3 * x + 2]];
-    }
-  }
-}
-
-ff_status ff__op_resize(const ff__image *src, int out_w, int out_h, int antialias, ff__op_scratch *s,
-                        ff__image *dst) {
-  return ff__op_resize_box(src, NULL, out_w, out_h, antialias, s, dst);
 }

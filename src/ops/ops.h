@@ -41,6 +41,7 @@ typedef struct ff__op_scratch {
   ff__buf kept;      /* AugMix: the image the chains start from */
   ff__buf chain[FF__AUG_MIX_MAX_WIDTH]; /* AugMix: each chain's result */
   ff__buf copy;      /* sharpness: the unmodified neighbours */
+  ff__buf planes;    /* the output stage's resize: its three planes */
   ff__op_costs costs;
 } ff__op_scratch;
 
@@ -51,16 +52,24 @@ void ff__op_scratch_free(ff__op_scratch *s);
 ff_status ff__op_crop(const ff__image *src, int x, int y, int w, int h, ff__buf *mem,
                       ff__image *dst);
 
-/* Bilinear resize of src to out_w x out_h into dst (whose memory the caller
- * sets up), with or without antialias (torchvision resize, spec 5.3). */
-ff_status ff__op_resize(const ff__image *src, int out_w, int out_h, int antialias,
-                        ff__op_scratch *s, ff__image *dst);
+/* Resize of src to out_w x out_h into dst (whose memory the caller sets
+ * up) with `filter` (kernels/resize.h: FF__RESIZE_ANTIALIAS, _BICUBIC,
+ * _UINT8; 0 is bilinear without antialias): torchvision resize, spec 5.3
+ * (ops/resize.c). */
+ff_status ff__op_resize(const ff__image *src, int out_w, int out_h, int filter, ff__op_scratch *s, ff__image *dst);
 
 /* The same resize of the source box (x, y, width, height in fractional
  * pixels of src, inside it; NULL: the whole of src): the exact region after
- * a DCT-scaled decode (pipeline.h, ff__dct_box). */
-ff_status ff__op_resize_box(const ff__image *src, const double *box, int out_w, int out_h, int antialias,
+ * a DCT-scaled decode (pipeline.h, ff__dct_box); hflip: the result's
+ * columns reversed (a resize then a horizontal flip, in one pass). */
+ff_status ff__op_resize_box(const ff__image *src, const double *box, int out_w, int out_h, int filter, int hflip,
                             ff__op_scratch *s, ff__image *dst);
+
+/* ff__op_resize_box into three planes (R, G, B) of out_w x out_h bytes,
+ * one after the other at planes. */
+ff_status ff__op_resize_planar(const ff__image *src, const double *box, int out_w, int out_h, int filter, int hflip,
+                               ff__op_scratch *s, uint8_t *planes);
+
 
 /* torchvision's _get_gaussian_kernel1d in float32: k[t] = exp(-0.5 *
  * ((t - (ksize-1)/2) / sigma)^2), normalised to sum 1 (ksize floats). */
@@ -111,10 +120,32 @@ int ff__aug_is_noop(const ff__aug *a, int width, int height);
  * Returns FF_OK or FF_ENOMEM. */
 ff_status ff__ops_run(const ff__plan *plan, ff__op_scratch *s, ff__image *img, ff__error *err);
 
-/* Writes img (out_height x out_width RGB) as sample `slot` of a batch buffer:
- * NHWC uint8 rows, or NCHW float32 through the pipeline's per-channel table
- * (to_dtype / normalize). */
-void ff__op_write_output(const ff__pipeline *pipe, const ff__image *img, void *batch_data,
-                         int slot);
+/* ff__ops_run of the plan's steps before step `end` only. */
+ff_status ff__ops_run_until(const ff__plan *plan, int end, ff__op_scratch *s, ff__image *img, ff__error *err);
+
+/* The step at which the output stage can take over the plan: its last
+ * steps (before the erasing boxes) are a resize and at most a horizontal
+ * flip, and the output is planar (NCHW). Returns that resize's index, or -1. */
+int ff__ops_output_tail(const ff__plan *plan, const ff__pipeline *pipe);
+
+/* Runs plan step i (a resize, ff__ops_output_tail's) and the flip that
+ * follows it on *img straight into sample `slot` of the batch (the
+ * resize's planes into ff__op_write_output_planar): the bytes of
+ * ff__ops_run's image written by ff__op_write_output. The resize's time is
+ * added to s->costs, the output's to *output_ns; *img gets the output
+ * size. Returns FF_OK or FF_ENOMEM. */
+ff_status ff__ops_resize_to_output(const ff__pipeline *pipe, const ff__plan *plan, int i, ff__op_scratch *s,
+                                   ff__image *img, void *batch_data, int slot, uint64_t *output_ns);
+
+/* Writes img (out_height x out_width RGB) as sample `slot` of a batch buffer
+ * in the pipeline's output format: NHWC uint8 rows, or each value through
+ * the pipeline's per-channel table (to_dtype / normalize: float32,
+ * bfloat16, float16) in NCHW planes or NHWC (ops/output.c). */
+void ff__op_write_output(const ff__pipeline *pipe, const ff__image *img, void *batch_data, int slot);
+
+/* The same from three planes of out_width x out_height values (R, G, B one
+ * after the other, as ff__op_resize_planar writes them). */
+void ff__op_write_output_planar(const ff__pipeline *pipe, const uint8_t *planes, void *batch_data, int slot);
+
 
 #endif

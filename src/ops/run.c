@@ -9,8 +9,12 @@
  * pass), keeps each chain's result (taking over its buffer, no copy) and
  * mixes them all in one pass at the end:
  * trunc(m0*X + sum(w_i * chain_i(X))) in float32 (torchvision's AugMix,
- * spec 4.4). Each step's time is added to the per-op costs, which the
- * scheduler's cost model and `bench --json` read. */
+ * spec 4.4). A resize followed by a horizontal flip is one pass (the flip
+ * folded into the resize's taps); a plan that ends with them hands them to
+ * the output stage (ff__ops_output_tail), which writes the resize's planes
+ * straight into the batch. Each step's time is added to the per-op costs,
+ * which the scheduler's cost model and `bench --json` read (a folded flip
+ * counts as a call of no time of its own). */
 #include <string.h>
 
 #include "core/clock.h"
@@ -32,7 +36,7 @@ static const char *const cost_names[FF__COST_COUNT] = {
 const char *ff__cost_name(int kind) { return kind >= 0 && kind < FF__COST_COUNT ? cost_names[kind] : "?"; }
 
 void ff__op_scratch_free(ff__op_scratch *s) {
-  ff__buf *bufs[] = {&s->image[0], &s->image[1], &s->floats, &s->weights, &s->kept, &s->copy};
+  ff__buf *bufs[] = {&s->image[0], &s->image[1], &s->floats, &s->weights, &s->kept, &s->copy, &s->planes};
   for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) ff__buf_free(bufs[i]);
   for (int i = 0; i < FF__AUG_MIX_MAX_WIDTH; i++) ff__buf_free(&s->chain[i]);
 }
@@ -174,13 +178,65 @@ int ff__plan_lut_run(const ff__plan *plan, int i, ff__aug *run) {
   return n;
 }
 
+/* Whether step i is a resize that a horizontal flip follows (and folds into). */
+static int flip_follows(const ff__plan *plan, int i, int end) {
+  return i + 1 < end && plan->steps[i].kind == FF__STEP_RESIZE && plan->steps[i + 1].kind == FF__STEP_HFLIP;
+}
+
+static void count(ff__op_scratch *s, int kind, uint64_t pixels, uint64_t ns) {
+  s->costs.calls[kind]++;
+  s->costs.pixels[kind] += pixels;
+  s->costs.ns[kind] += ns;
+}
+
+int ff__ops_output_tail(const ff__plan *plan, const ff__pipeline *pipe) {
+  int end = plan->num_steps;
+  while (end > 0 && plan->steps[end - 1].kind == FF__STEP_ERASE) end--;
+  int i = end - 1;
+  if (i >= 1 && plan->steps[i].kind == FF__STEP_HFLIP) i--;
+  if (i < 0 || plan->steps[i].kind != FF__STEP_RESIZE) return -1;
+  int planar = pipe->out_custom ? pipe->out_planar : pipe->output == FF__OUTPUT_NCHW_F32;
+  return planar ? i : -1;
+}
+
+ff_status ff__ops_resize_to_output(const ff__pipeline *pipe, const ff__plan *plan, int i, ff__op_scratch *s,
+                                   ff__image *img, void *batch_data, int slot, uint64_t *output_ns) {
+  const ff__step *st = &plan->steps[i];
+  int hflip = i + 1 < plan->num_steps && plan->steps[i + 1].kind == FF__STEP_HFLIP;
+  const double *box = ff__plan_step_box(plan, i, img->width, img->height);
+  uint64_t t0 = ff__now_ns(), pixels = (uint64_t)img->width * img->height;
+  if (!box && st->w == img->width && st->h == img->height) { /* nothing to resize */
+    if (hflip) ff__op_hflip(img);
+    uint64_t t1 = ff__now_ns();
+    ff__op_write_output(pipe, img, batch_data, slot);
+    *output_ns = ff__now_ns() - t1;
+    if (hflip) count(s, FF__COST_FLIP, pixels, t1 - t0);
+    return FF_OK;
+  }
+  uint8_t *planes = ff__buf_reserve(&s->planes, (size_t)st->w * st->h * 3);
+  if (!planes) return FF_ENOMEM;
+  ff_status status = ff__op_resize_planar(img, box, st->w, st->h, st->antialias, hflip, s, planes);
+  if (status) return status;
+  uint64_t t1 = ff__now_ns();
+  count(s, FF__COST_RESIZE, pixels, t1 - t0);
+  if (hflip) count(s, FF__COST_FLIP, (uint64_t)st->w * st->h, 0);
+  ff__op_write_output_planar(pipe, planes, batch_data, slot);
+  *output_ns = ff__now_ns() - t1;
+  img->width = st->w, img->height = st->h;
+  return FF_OK;
+}
+
 ff_status ff__ops_run(const ff__plan *plan, ff__op_scratch *s, ff__image *img, ff__error *err) {
+  return ff__ops_run_until(plan, plan->num_steps, s, img, err);
+}
+
+ff_status ff__ops_run_until(const ff__plan *plan, int end, ff__op_scratch *s, ff__image *img, ff__error *err) {
   int next = 0;   /* which ping-pong buffer the next new image goes to */
   int shared = 0; /* *img is AugMix's kept image: copy it before changing it in place */
   const uint8_t *kept = NULL, *chain[FF__AUG_MIX_MAX_WIDTH]; /* AugMix's images */
   float m0 = 0.0f, chain_w[FF__AUG_MIX_MAX_WIDTH];
   int chains = 0;
-  for (int i = 0; i < plan->num_steps; i++) {
+  for (int i = 0; i < end; i++) {
     const ff__step *st = &plan->steps[i];
     if (st->kind == FF__STEP_ERASE) break; /* the last steps, on the float output (ff__op_erase) */
     if (st->kind == FF__STEP_AUG && ff__aug_is_noop(&st->aug, img->width, img->height))
@@ -212,7 +268,13 @@ ff_status ff__ops_run(const ff__plan *plan, ff__op_scratch *s, ff__image *img, f
       if (!box && st->w == img->width && st->h == img->height) break;
       out = (ff__image){ff__buf_reserve(&s->image[next], (size_t)st->w * st->h * img->channels), st->w, st->h,
                         img->channels, (size_t)st->w * img->channels};
-      status = out.data ? ff__op_resize_box(img, box, st->w, st->h, st->antialias, s, &out) : FF_ENOMEM;
+      if (flip_follows(plan, i, end)) { /* the flip's columns are the resize's, reversed */
+        count(s, FF__COST_FLIP, (uint64_t)st->w * st->h, 0);
+        i++;
+      }
+      status = out.data ? ff__op_resize_box(img, box, st->w, st->h, st->antialias, plan->steps[i].kind == FF__STEP_HFLIP,
+                                            s, &out)
+                        : FF_ENOMEM;
       next ^= 1;
       break;
     case FF__STEP_BLUR:
@@ -289,9 +351,7 @@ ff_status ff__ops_run(const ff__plan *plan, ff__op_scratch *s, ff__image *img, f
     }
     if (status) return ff__error_set(err, status, "out of memory running the ops");
     *img = out;
-    s->costs.calls[kind]++;
-    s->costs.pixels[kind] += pixels;
-    s->costs.ns[kind] += ff__now_ns() - t0;
+    count(s, kind, pixels, ff__now_ns() - t0);
   }
   return FF_OK;
 }

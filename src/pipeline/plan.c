@@ -88,11 +88,15 @@ ff_status ff__plan_check(const ff__plan *plan, const ff__image_info *info, uint6
 }
 
 /* A resize step's filter (kernels/resize.h): timm's `random` draws
- * bilinear or bicubic with probability 1/2 each (the draw is always made). */
+ * bilinear or bicubic with probability 1/2 each (the draw is always made).
+ * Under semantics v2 the uint8 arithmetic: transforms.v2 resizes a uint8
+ * tensor as uint8 (torch's fixed-point kernels) where v1 resizes a float
+ * copy. */
 static int resize_filter(const ff__op *op, ff__philox *rng) {
   int bicubic = op->interp == FF__INTERP_BICUBIC;
   if (op->interp == FF__INTERP_RANDOM) bicubic = ff__philox_uniform(rng, 0.0f, 1.0f) >= 0.5f;
-  return op->antialias ? FF__RESIZE_ANTIALIAS | (bicubic ? FF__RESIZE_BICUBIC : 0) : 0;
+  int filter = op->antialias ? FF__RESIZE_ANTIALIAS | (bicubic ? FF__RESIZE_BICUBIC : 0) : 0;
+  return filter | (op->aug.v2 ? FF__RESIZE_UINT8 : 0);
 }
 
 static void add_aug(ff__plan *plan, const ff__aug *a, int64_t w, int64_t h) {

@@ -1,62 +1,11 @@
-/* node.c — several trainers on one node in simulated time (see node.h):
- * how the node's cores are shared among their loaders with the node
- * coordinator, without it, and split statically.
- *
- * The model. The node has C cores, shared by two priority classes (the
- * operating system's scheduler, idealised): while R threads of normal
- * priority are runnable each runs at min(1, C / R) of a core, and the I
- * runnable spares (SCHED_IDLE) share what they leave, max(0, C - R) cores,
- * each at min(1, that / I) (the kernel weighs an idle-class thread at
- * about 0.3% of a normal one: idealised as nothing). Within a class a
- * sample of cost w (seconds on one core) takes w of the class's "virtual
- * time", which advances at its rate. A runnable normal-priority thread is
- * a worker in the middle of a sample or the CPU trainer stand-in, which
- * always is; a spare is runnable in the middle of a sample. Each rank's
- * loader works as src/loader/loader.c does: a ring of prefetch + 1
- * batches, the samples taken in order by its active workers and active
- * spares (a worker takes the next sample as soon as it is free, if the
- * ring has room for its batch), a batch ready when its last sample is; a
- * worker or spare beyond the active count finishes its sample (a spare's
- * at idle priority) and parks. The trainer asks for its next batch, waits
- * until it is ready, takes it (releasing it at once, as
- * bench/node_member.c does) and sleeps its step; with lockstep it then
- * waits at a barrier for every other trainer (DDP's all-reduce). At each
- * batch but the first the loader makes the report the runtime makes
- * (loader.c's hand_out): the trainer's wait / the interval since the
- * previous batch, the batches ready when it asked / prefetch, and the CPU
- * time of the samples its workers and spares finished since the last
- * report (or the first batch) / (max(1, active workers) x interval) — CPU
- * time, not wall time, so a loader sharing its cores reports less than
- * full busy — and its workers' CPU and samples so far. With the
- * coordinator that report goes to ff__coord_rebalance over a member table
- * of the ranks (the code ff__coord_report runs under its lock: the
- * smoothing, the quiet marking, targets, the one-thread step, the live
- * cores and the work-conserving bursts), at the simulated time, and the loader runs the
- * threads it answers at normal priority from then on, and beside them the
- * spares ff__coord_member_spares grants (the rule of ff__coord_spares: all
- * its threads while it runs none at normal priority). The members join at
- * time 0 with their first allotment from ff__coord_targets (the fair
- * share, as take_slot gives it), budget B (FF_NODE_THREADS, default C),
- * expected members N (LOCAL_WORLD_SIZE) and trainer_cores T
- * (FF_NODE_TRAINER_CORES, default auto), normalised as a join normalises
- * them (ff__coord_params_normalise), the other parameters at their
- * defaults: the allotments and bursts share B - T x N
- * (ff__coord_guaranteed_budget), and where that leaves less than a thread
- * per rank every loader thread is a spare. With auto the reserve is
- * measured as the coordinator measures it (ff__coord_measure, when a report
- * finds its window due), the node's busy CPU being the modelled one: the
- * workers', the spares' and the stand-in's CPU time, and each loader's
- * worker CPU the one its workers published at their last finished sample.
- * Without the coordinator each loader runs C threads (`off`) or
- * max(1, C / N) (`static`), as bench/node.py runs them. Costs are drawn
- * from a Philox stream per rank in sample order, so every mode sees the
- * same samples and a run is deterministic. Not modelled: the consumer's
- * own CPU time (its step is a sleep, as in bench/node_member.c: the cores
- * the reserve keeps for the trainers do no work unless spares take them;
- * the stand-in is the one trainer thread that runs), context switches and
- * cache effects of oversubscription, memory bandwidth, the coordinator's
- * lock, and reclaiming dead members (a stopped trainer is quiet, not
- * dead). */
+/* node.c — several trainers on one node in simulated time (node.h): how
+ * the node's cores are shared among their CPU-only loaders with the node
+ * coordinator (its own ff__coord_take_report over a member table of the
+ * ranks), without it, and split statically. The model — the OS as an ideal
+ * fair scheduler of two priority classes, each loader as loader.c works,
+ * what is assumed and what is not modelled — is in docs/node-coordinator.md
+ * ("Simulating it"). Costs come from a Philox stream per rank in sample
+ * order, so every mode sees the same samples and a run is deterministic. */
 #include "sim/node.h"
 
 #include <math.h>
@@ -64,7 +13,7 @@
 #include <string.h>
 
 #include "core/philox.h"
-#include "sched/coord.h"
+#include "sched/coord_policy.h"
 #include "sim/sim.h"
 
 #define NODE_DOMAIN 0x4e4f4445u /* "NODE": the node simulator's Philox streams */

@@ -2,12 +2,12 @@
  * whose N trainers (one per GPU, as torchrun starts them) each run a
  * CPU-only loader, and of how the node's cores are shared among those
  * loaders: by the node coordinator (the real rebalancing of
- * src/sched/coord.c, ff__coord_rebalance, fed the reports the loader
+ * src/sched/coord_policy.c, ff__coord_rebalance, fed the reports the loader
  * makes, with its trainer-core reserve and its SCHED_IDLE spares), by the
  * operating system alone (`off`: every loader runs all its threads and the
  * cores are processor-shared among the runnable ones) or by a static equal
  * split. It is bench/node.py in simulated time, for
- * nodes this machine is not: the model is described at the top of node.c. */
+ * nodes this machine is not: docs/node-coordinator.md describes the model. */
 #ifndef FF_SIM_NODE_H
 #define FF_SIM_NODE_H
 

@@ -200,9 +200,11 @@ ff_status ff__callback_source_open(const ff_source_callbacks *cb, size_t max_bat
   ff_status st = r && out->size_bytes
                      ? make_names(name, cb->count, out, err)
                      : ff__error_set(err, FF_ENOMEM, "out of memory indexing %zu samples", cb->count);
-  if (st) {
+  if (st) { /* make_names keeps no block when it fails */
     free(r);
-    ff__index_free(out);
+    free(out->paths);
+    free(out->size_bytes);
+    *out = (ff__index){0};
     return st;
   }
   r->cb = *cb;

@@ -4,7 +4,7 @@
 
 #include "fusionflow/fusionflow.h"
 #include "source/reader.h"
-#include "source/source.h"
+#include "source/index.h"
 
 /* Builds the index of a callback source: cb->count samples named
  * "NAME[i]", no sizes or labels (they come with the bytes), and its reader,

@@ -20,12 +20,14 @@
  * the first is skipped); a listed path is indexed whatever its state and
  * checked when read. A source given without its kind is a folder
  * (imagefolder:) or a .tsv/.txt file (list:). Each sample's encoded size
- * comes from stat(). */
+ * comes from stat().
+ * tar:PATTERN goes to tar.c (file shards, read by offset) or, when a shard
+ * is streamed, to stream.c; the index itself is source/index.h's. */
 #include "source/source.h"
+#include "source/shardlist.h"
+#include "source/stream.h"
 #include "source/strlist.h"
 #include "source/tar.h"
-
-#include "source/reader.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -63,7 +65,7 @@ static int may_be_image(const char *path) {
  * with ignored, the other names that are not folders are counted there. */
 static ff_status list_dir(const char *dir, int want_dirs, ff__strlist *out, size_t *ignored, ff__error *err) {
   DIR *d = opendir(dir);
-  if (!d) return ff__error_set(err, FF_EIO, "%s: cannot open folder: %s", dir, strerror(errno));
+  if (!d) return ff__error_set(err, ff__errno_status(errno), "%s: cannot open folder: %s", dir, strerror(errno));
   struct dirent *e;
   char path[FF__PATH_MAX];
   ff_status st = FF_OK;
@@ -202,7 +204,7 @@ static ff_status open_imagefolder(const char *root, int allow_empty, builder *b,
 
 static ff_status open_list(const char *file, builder *b, ff__error *err) {
   FILE *f = fopen(file, "r");
-  if (!f) return ff__error_set(err, FF_EIO, "list:%s: %s", file, strerror(errno));
+  if (!f) return ff__error_set(err, ff__errno_status(errno), "list:%s: %s", file, strerror(errno));
   char base[FF__PATH_MAX];
   snprintf(base, sizeof base, "%s", file);
   char *slash = strrchr(base, '/');
@@ -211,7 +213,8 @@ static ff_status open_list(const char *file, builder *b, ff__error *err) {
   char *line = NULL;
   size_t cap = 0;
   ff_status st = FF_OK;
-  for (size_t lineno = 1; !st && getline(&line, &cap, f) >= 0; lineno++) {
+  size_t lineno = 1;
+  for (; !st && getline(&line, &cap, f) >= 0; lineno++) {
     line[strcspn(line, "\r\n")] = 0;
     if (lineno == 1 && !strncmp(line, "\xEF\xBB\xBF", 3)) memmove(line, line + 3, strlen(line + 3) + 1); /* UTF-8 BOM */
     if (!line[0] || line[0] == '#') continue;
@@ -236,8 +239,10 @@ static ff_status open_list(const char *file, builder *b, ff__error *err) {
     snprintf(path, sizeof path, "%s%s", line[0] == '/' ? "" : base, line);
     st = add_sample(b, path, label, err);
   }
+  int failed = !st && !feof(f), why = errno; /* getline failed before the end: memory, or a read error */
   free(line);
   fclose(f);
+  if (failed) return ff__error_set(err, ff__errno_status(why), "list:%s:%zu: %s", file, lineno, strerror(why));
   if (!st && !b->paths.n) st = ff__error_set(err, FF_EEMPTY, "list:%s: no samples", file);
   return st;
 }
@@ -268,6 +273,22 @@ ff_status ff__source_open(const char *spec, int allow_empty, ff__index *out, ff_
   return ff__source_open_watched(spec, allow_empty, NULL, NULL, out, err);
 }
 
+/* "tar:PATTERN": the shards it expands to, indexed for random access
+ * (tar.c), or, when one of them is streamed, read as a stream (stream.c). */
+static ff_status open_tar(const char *pattern, ff_open_progress_fn progress, void *ctx, ff__index *out,
+                          ff__error *err) {
+  ff__strlist shards = {0};
+  ff_status st = ff__shards_expand(pattern, &shards, err);
+  if (st == FF_EEMPTY) st = ff__error_set(err, FF_EEMPTY, "tar:%s: the pattern names no shard", pattern);
+  int streamed = 0;
+  for (size_t i = 0; !st && i < shards.n; i++) streamed |= ff__stream_name(shards.v[i]);
+  if (!st) /* one stream makes the whole source a stream */
+    st = streamed ? ff__stream_index(pattern, &shards, progress, ctx, out, err)
+                  : ff__tar_index_files(pattern, &shards, out, err);
+  ff__strlist_free(&shards); /* empty when the index took the names */
+  return st;
+}
+
 ff_status ff__source_open_watched(const char *spec, int allow_empty, ff_open_progress_fn progress, void *ctx,
                                   ff__index *out, ff__error *err) {
   builder b = {0};
@@ -277,7 +298,7 @@ ff_status ff__source_open_watched(const char *spec, int allow_empty, ff_open_pro
   if (!spec || !*spec) st = ff__error_set(err, FF_EINVAL, "no source: expected %s", SOURCE_KINDS);
   else if (!strncmp(spec, "imagefolder:", 12)) st = open_imagefolder(spec + 12, allow_empty, &b, &classes, err);
   else if (!strncmp(spec, "list:", 5)) st = open_list(spec + 5, &b, err);
-  else if (!strncmp(spec, "tar:", 4)) return ff__tar_open(spec + 4, progress, ctx, out, err);
+  else if (!strncmp(spec, "tar:", 4)) return open_tar(spec + 4, progress, ctx, out, err);
   else st = open_bare(spec, allow_empty, &b, &classes, err);
   if (st) {
     ff__strlist_free(&b.paths);
@@ -292,28 +313,4 @@ ff_status ff__source_open_watched(const char *spec, int allow_empty, ff_open_pro
                      .num_classes = classes.n ? classes.n : (size_t)(max_label + 1), .class_names = classes.v,
                      .ignored_files = b.ignored};
   return FF_OK;
-}
-
-void ff__index_free(ff__index *index) {
-  if (!index) return;
-  ff__reader_destroy(index->reader);
-  if (index->names_block && index->paths) free(index->paths[0]), index->count = 0;
-  ff__strlist paths = {index->paths, index->count, index->count};
-  ff__strlist classes = {index->class_names, index->class_names ? index->num_classes : 0, 0};
-  ff__strlist_free(&paths);
-  ff__strlist_free(&classes);
-  free(index->size_bytes);
-  free(index->labels);
-  ff__strlist shards = {index->shards, index->num_shards, 0}, bad = {index->bad, index->num_bad, 0};
-  ff__strlist_free(&shards);
-  ff__strlist_free(&bad);
-  free(index->offsets);
-  free(index->shard_of);
-  *index = (ff__index){0};
-}
-
-void ff__index_locate(const ff__index *index, size_t i, const char **shard, uint64_t *offset, uint64_t *length) {
-  *shard = index->offsets ? index->shards[index->shard_of[i]] : NULL;
-  *offset = index->offsets ? index->offsets[i] : 0;
-  *length = index->offsets ? index->size_bytes[i] : 0;
 }

@@ -1,4 +1,5 @@
-/* source.h — datasets as an index of samples: path, encoded size, label. */
+/* source.h — opening a dataset by its source string: the index of its samples
+ * (source/index.h). */
 #ifndef FF_SOURCE_SOURCE_H
 #define FF_SOURCE_SOURCE_H
 
@@ -6,28 +7,7 @@
 #include <stdint.h>
 
 #include "core/error.h"
-
-typedef struct ff__index {
-  size_t count;
-  char **paths;          /* count paths */
-  uint64_t *size_bytes;  /* encoded size of each file */
-  int64_t *labels;       /* NULL when the labels come with the bytes (a reader's sources) */
-  size_t num_classes;
-  char **class_names;    /* imagefolder only (else NULL) */
-  /* tar: sources (else all 0/NULL): sample i is size_bytes[i] bytes at byte
-   * offsets[i] of file shards[shard_of[i]]; paths[i] is "SHARD:MEMBER". */
-  uint64_t *offsets;
-  uint32_t *shard_of;
-  char **shards;
-  size_t num_shards;
-  char **bad;            /* members and shards left out of the index, each message naming shard and member */
-  size_t num_bad;
-  size_t ignored_members; /* members that belong to no sample (WebDataset ignores them too) */
-  int streamed;          /* shards read only from start to end (source/stream.h): offsets is NULL */
-  size_t ignored_files;  /* imagefolder: files in the class folders without an image extension */
-  struct ff__reader *reader; /* NULL: samples are files at paths; else how to read them (reader.h) */
-  int names_block;       /* paths point into one block at paths[0] (callback sources) */
-} ff__index;
+#include "source/index.h"
 
 /* Builds the index of "imagefolder:DIR", "list:FILE" or "tar:PATTERN" (see fusionflow.h);
  * allow_empty: class folders without images keep their labels instead of
@@ -35,7 +15,8 @@ typedef struct ff__index {
  * when read). Returns FF_OK, FF_EINVAL (unknown kind), FF_EDATA (malformed
  * list line: message names the file and line), FF_EIO (the folder or list
  * missing or unreadable), FF_EEMPTY (no sample, or a class folder without
- * images), FF_ENOMEM. */
+ * images), FF_ENOMEM; for tar: also FF_EINVAL (a malformed pattern), FF_EIO
+ * (no shard of the pattern exists, or a streamed open given up). */
 ff_status ff__source_open(const char *spec, int allow_empty, ff__index *out, ff__error *err);
 
 /* ff__source_open telling progress (NULL: none) what a streamed tar: source's
@@ -43,10 +24,5 @@ ff_status ff__source_open(const char *spec, int allow_empty, ff__index *out, ff_
  * (ff_config.open_progress): FF_EIO. */
 ff_status ff__source_open_watched(const char *spec, int allow_empty, ff_open_progress_fn progress, void *ctx,
                                   ff__index *out, ff__error *err);
-/* Where sample i's bytes are: *length bytes at byte *offset of file *shard,
- * or (*shard NULL, *offset and *length 0) the whole file paths[i] -- or,
- * for a streamed index, the stream (ff__stream_take). */
-void ff__index_locate(const ff__index *index, size_t i, const char **shard, uint64_t *offset, uint64_t *length);
-void ff__index_free(ff__index *index);
 
 #endif

@@ -42,8 +42,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "source/shardlist.h"
-#include "source/stream.h"
+#include "source/index.h"
+#include "source/strlist.h"
 
 /* The suffixes that make a sample's image, in the order one is preferred. */
 static const char *const IMAGE_SUFFIXES[] = {"jpg", "jpeg", "png", "webp"};
@@ -571,35 +571,22 @@ ff_status ff__tar_index_build(const char *pattern, ff__strlist *shards, const ff
   return FF_OK;
 }
 
-ff_status ff__tar_open(const char *pattern, ff_open_progress_fn progress, void *ctx, ff__index *out, ff__error *err) {
-  ff__strlist shards = {0};
-  ff_status st = ff__shards_expand(pattern, &shards, err);
-  if (st) {
-    if (st == FF_EEMPTY) st = ff__error_set(err, FF_EEMPTY, "tar:%s: the pattern names no shard", pattern);
-    ff__strlist_free(&shards);
-    return st;
-  }
-  size_t found = 0, streamed = 0;
-  for (size_t i = 0; i < shards.n; i++) {
+ff_status ff__tar_index_files(const char *pattern, ff__strlist *shards, ff__index *out, ff__error *err) {
+  size_t found = 0;
+  for (size_t i = 0; i < shards->n; i++) {
     struct stat sb;
-    streamed += ff__stream_name(shards.v[i]);
-    found += ff__stream_name(shards.v[i]) || stat(shards.v[i], &sb) == 0;
+    found += stat(shards->v[i], &sb) == 0;
   }
-  if (streamed) { /* one stream makes the whole source a stream */
-    st = ff__stream_index(pattern, &shards, progress, ctx, out, err);
-    ff__strlist_free(&shards);
-    return st;
-  }
-  if (!st && !found)
-    st = ff__error_set(err, FF_EIO, "tar:%s: none of the %zu shard name(s) it expands to exists (the first: '%s')",
-                       pattern, shards.n, shards.v[0]);
-  ff__tar_shard *scans = st ? NULL : calloc(shards.n, sizeof *scans);
-  if (!st && !scans) st = ff__error_set(err, FF_ENOMEM, "tar:%s: out of memory", pattern);
-  size_t n = shards.n;
-  for (size_t i = 0; i < n && !st; i++) st = index_shard(shards.v[i], &scans[i], err);
-  if (!st) st = ff__tar_index_build(pattern, &shards, scans, 1, out, err);
-  for (size_t i = 0; scans && i < n; i++) ff__tar_shard_free(&scans[i]);
+  if (!found)
+    return ff__error_set(err, FF_EIO, "tar:%s: none of the %zu shard name(s) it expands to exists (the first: '%s')",
+                         pattern, shards->n, shards->v[0]);
+  ff__tar_shard *scans = calloc(shards->n, sizeof *scans);
+  if (!scans) return ff__error_set(err, FF_ENOMEM, "tar:%s: out of memory", pattern);
+  size_t n = shards->n;
+  ff_status st = FF_OK;
+  for (size_t i = 0; i < n && !st; i++) st = index_shard(shards->v[i], &scans[i], err);
+  if (!st) st = ff__tar_index_build(pattern, shards, scans, 1, out, err);
+  for (size_t i = 0; i < n; i++) ff__tar_shard_free(&scans[i]);
   free(scans);
-  ff__strlist_free(&shards); /* empty when the index took the names */
   return st;
 }

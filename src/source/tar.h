@@ -1,26 +1,28 @@
-/* tar.h — WebDataset tar shards as an index of samples read by offset. */
+/* tar.h — WebDataset tar shards: the member reader that groups members into
+ * samples (shared with the streamed shards of stream.c) and the index of file
+ * shards, each sample read by offset. */
 #ifndef FF_SOURCE_TAR_H
 #define FF_SOURCE_TAR_H
 
-#include "source/shardlist.h"
-#include "source/source.h"
+#include "core/error.h"
+#include "source/index.h"
+#include "source/strlist.h"
 
 struct archive;
 
-/* Builds the index of "tar:PATTERN" (PATTERN without "tar:"; see
- * fusionflow.h and ff__shards_expand): each shard is indexed once with
- * libarchive, the index cached (see ff__tar_cache_dir), and every sample
- * located by its image member's data offset and size. Members and shards
- * that cannot make a sample (a missing or non-integer .cls, an image
- * missing, a duplicate member or key, a truncated or corrupt shard, an
- * empty or missing shard) are left out and listed in out->bad, each message
- * naming shard and member; the caller decides whether they fail the open.
- * Returns FF_OK, FF_EINVAL (a malformed pattern, a streaming URL),
- * FF_EEMPTY (no sample at all: the message gives the first reason),
- * FF_EIO (no shard of the pattern exists, or progress gave a streamed
- * open up), FF_ENOMEM. progress (may be NULL) is told what the open of
- * streamed shards waits for (ff__stream_index). */
-ff_status ff__tar_open(const char *pattern, ff_open_progress_fn progress, void *ctx, ff__index *out, ff__error *err);
+/* The index of the file shards `shards` of "tar:PATTERN" (named by
+ * ff__shards_expand; source.c sends a pattern with a streamed shard to
+ * stream.c instead): each shard is indexed once with libarchive, the index
+ * cached (see ff__tar_cache_dir), and every sample located by its image
+ * member's data offset and size. Members and shards that cannot make a
+ * sample (a missing or non-integer .cls, an image missing, a duplicate
+ * member or key, a truncated or corrupt shard, an empty or missing shard)
+ * are left out and listed in out->bad, each message naming shard and
+ * member; the caller decides whether they fail the open. On success the
+ * index owns the shard names (*shards is emptied). Returns FF_OK, FF_EEMPTY
+ * (no sample at all: the message gives the first reason), FF_EIO (no shard
+ * exists), FF_EINVAL (over 2^32 shards), FF_ENOMEM. */
+ff_status ff__tar_index_files(const char *pattern, ff__strlist *shards, ff__index *out, ff__error *err);
 
 /* The folder of the shard indexes: $FF_CACHE_DIR, else
  * $XDG_CACHE_HOME/fusionflow, else $HOME/.cache/fusionflow (with "/tar"

@@ -1,18 +1,22 @@
 """DLPack into torch — the step of tests/device/run.sh (METHOD.md, section 4).
 
-Usage: dlpack_check.py DEVICE DATA
+Usage: dlpack_check.py DEVICE DATA [--json FILE]
 
-DATA is an ImageFolder (prepare.sh carries one; when it is missing and Pillow
-is here, 48 JPEGs are written there first). One epoch at batch 16 through
-``random_resized_crop(64) | flip | normalize`` is taken three ways: on the CPU
-alone (the reference), with the device DEVICE preparing every sample it can
-(FF_FORCE_DEVICE_SHARE=1), and — when the package has ``output_device`` —
-with the batches left on DEVICE. Each batch goes through torch.from_dlpack
+DATA is an ImageFolder (run.sh writes one with make_images). One epoch at
+batch 16 through ``random_resized_crop(64) | flip | normalize`` is taken
+three ways: on the CPU alone (the reference), with the device DEVICE
+preparing every sample it can (FF_FORCE_DEVICE_SHARE=1), and with the
+batches left on DEVICE (``output_device``). Device decode is off in every
+run: this is a bit-identity check of the kernels and the hand-over, and
+nvJPEG's pixels differ from libjpeg-turbo's by design (the nvJPEG step
+measures that difference). Each batch goes through torch.from_dlpack
 (NumPy's when torch is absent); on a GPU machine the host batches also go
 up with ``.cuda(non_blocking=True)``. Every batch must equal the reference
 byte for byte; the last line says what ran. Exit 0 when all matched, 1 on a
 mismatch or error, 77 when the check cannot run here (no data, no NumPy).
 """
+import argparse
+import json
 import os
 import sys
 
@@ -24,32 +28,13 @@ def skip(why):
     sys.exit(77)
 
 
-def ensure_data(data):
-    if os.path.isdir(data) and any(os.scandir(data)):
-        return
-    try:
-        import numpy as np
-        from PIL import Image
-    except ImportError:
-        skip(f"no image set at {data} and no Pillow to write one")
-    rng = np.random.default_rng(7)
-    for c in range(3):
-        os.makedirs(os.path.join(data, f"class{c}"), exist_ok=True)
-        for i in range(16):
-            h, w = int(rng.integers(80, 200)), int(rng.integers(80, 200))
-            y, x = np.mgrid[0:h, 0:w]
-            px = np.stack([x * 255 // w, y * 255 // h, (x + y) % 256], -1) + rng.integers(0, 30, (h, w, 3))
-            Image.fromarray(np.clip(px, 0, 255).astype(np.uint8)).save(
-                os.path.join(data, f"class{c}", f"{i}.jpg"), quality=90)
-
-
 def epoch(fusionflow, data, device, share, to_host, **kw):
     """The epoch's batches as host bytes, and what the batches were."""
     if share is not None:
         os.environ["FF_FORCE_DEVICE_SHARE"] = share
     try:
         loader = fusionflow.Loader(data, PIPELINE, 16, seed=5, num_threads=2, device=device, output="dlpack",
-                                   **kw)
+                                   device_decode="off", **kw)
     finally:
         os.environ.pop("FF_FORCE_DEVICE_SHARE", None)
     out, kinds = [], set()
@@ -62,11 +47,14 @@ def epoch(fusionflow, data, device, share, to_host, **kw):
 
 
 def main():
-    if len(sys.argv) != 3:
-        print(__doc__)
-        return 2
-    device, data = sys.argv[1], sys.argv[2]
-    ensure_data(data)
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("device")
+    ap.add_argument("data")
+    ap.add_argument("--json", help="write the figures to this file")
+    a = ap.parse_args()
+    device, data, json_path = a.device, a.data, a.json
+    if not os.path.isdir(data):
+        skip(f"no image set at {data}")
     try:
         import numpy as np
     except ImportError:
@@ -96,21 +84,32 @@ def main():
         return x.cpu().numpy()
 
     ref, _, _ = epoch(fusionflow, data, "cpu", None, to_host)
-    runs = [("device", dict())]
-    if "output_device" in fusionflow.Loader.__init__.__code__.co_varnames:
-        runs.append(("output_device", dict(output_device=device)))
+    figures = {"python": sys.version.split()[0], "torch": torch.__version__ if torch else None, "cuda": gpu,
+               "device_decode": "off", "runs": []}
     lines = []
-    for name, kw in runs:
+    for name, kw in [("device", dict()), ("output_device", dict(output_device=device))]:
         got, kinds, stats = epoch(fusionflow, data, device, "1.0", to_host, **kw)
-        if got != ref:
+        equal = got == ref
+        cpu_decodes = "nvjpeg" not in str(stats.get("decoders", ""))  # device_decode="off": the CPU decodes all
+        figures["runs"].append({"name": name, "batches": len(got), "equal": equal and cpu_decodes,
+                                "device_samples": stats.get("device_samples"), "kinds": sorted(kinds),
+                                "decoders": stats.get("decoders", "n/a")})
+        if not cpu_decodes:
+            print(f"{name}: decoders {stats['decoders']} with device_decode off: not a like-with-like comparison")
+            break
+        if not equal:
             bad = next(i for i, (a, b) in enumerate(zip(got, ref)) if a != b) if len(got) == len(ref) else -1
             print(f"{name}: batches differ from the CPU's (first: batch {bad}; {len(got)} vs {len(ref)} batches)")
-            return 1
+            break
         lines.append(f"{name}: {len(got)} batches equal the CPU's ({stats['device_samples']} samples on "
-                     f"{device}; {'/'.join(sorted(kinds))})")
-    if runs[-1][0] != "output_device":
-        lines.append("output_device: not in this build")
-    print(f"torch {torch.__version__ if torch else 'absent'}{' with CUDA' if gpu else ''}: " + "; ".join(lines))
+                     f"{device}; {'/'.join(sorted(kinds))}; decoders {stats.get('decoders', 'n/a')})")
+    if json_path:
+        with open(json_path, "w") as f:
+            json.dump(figures, f)
+    if not all(r["equal"] for r in figures["runs"]):
+        return 1
+    print(f"torch {torch.__version__ if torch else 'absent'}{' with CUDA' if gpu else ''}, device decode off: "
+          + "; ".join(lines))
     return 0
 
 

@@ -11,7 +11,7 @@
  *    CPU time per batch while it waits in ff_loader_next and the device
  *    feeder thread's CPU time per batch against the device's time (both
  *    sleep in their waits: events are blocking-sync).
- * One line per figure; exit 1 when direct aggregation brought any
+ * One line per figure (line-buffered); exit 1 when direct aggregation brought any
  * device-prepared sample down to the host. emu numbers are the
  * emulator's (host memcpy), not a GPU's. */
 #include <stdio.h>
@@ -78,6 +78,7 @@ static int run_loader(const char *source, const char *device, const char *output
   c.pipeline = "decode | resize(size=256) | center_crop(size=224) | normalize(mean=imagenet, std=imagenet)";
   c.batch_size = batch, c.seed = 1, c.num_threads = 2, c.device = device, c.output_device = output;
   c.pin_memory = pin;
+  c.device_decode = FF_DEVICE_DECODE_OFF; /* placement split: the CPU decodes, the transport is what varies */
   setenv("FF_FORCE_DEVICE_SHARE", "1.0", 1);
   ff_loader *l = NULL;
   ff_status st = ff_loader_open(&c, &l);
@@ -121,6 +122,7 @@ static int run_loader(const char *source, const char *device, const char *output
 }
 
 int main(int argc, char **argv) {
+  setvbuf(stdout, NULL, _IOLBF, 0); /* a timeout loses no line */
   const char *device = argc > 1 ? argv[1] : "emu:0";
   int batch = argc > 2 ? atoi(argv[2]) : 256, batches = argc > 3 ? atoi(argv[3]) : 4;
   if (batch < 1 || batches < 1) return fprintf(stderr, "usage: transport DEVICE [BATCH] [BATCHES]\n"), 2;

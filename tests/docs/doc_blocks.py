@@ -250,7 +250,7 @@ def main():
     ap.add_argument("--cli", required=True, help="the built fusionflow")
     ap.add_argument("--work", required=True, help="a scratch folder (emptied first)")
     ap.add_argument("--lib-dir", help="the folder of the built libfusionflow.so (C blocks are linked and run)")
-    ap.add_argument("--timeout", type=int, default=30, help="seconds a block may take (default 30)")
+    ap.add_argument("--timeout", type=int, default=150, help="seconds a block may take (default 150: `fusionflow check` imports torch)")
     ap.add_argument("pages", nargs="*", help="Markdown files relative to --root (default: all)")
     args = ap.parse_args()
     root = os.path.abspath(args.root)

@@ -208,3 +208,33 @@ def make_image(rng, h, w, kind):
     py, px = rng.integers(1, 6, 2)
     v = ((y // py + x // px) % 2) * 255
     return np.stack([v, 255 - v, (x * 7 + y * 3) % 256], -1).astype(np.uint8)
+
+
+def _value_key(value):
+    return value if isinstance(value, (int, float, str, bool, type(None))) else repr(value)
+
+
+def pytest_collection_modifyitems(config, items):
+    """FF_GOLDEN_SUBSET=cover (what a sanitizer build sets): of each test's
+    parametrized cases, only those that bring a parameter value not yet run,
+    so every function runs and every value of every parameter reaches the
+    instrumented library at least once, without all their combinations
+    (those run in the plain build, where a result can differ)."""
+    if os.environ.get("FF_GOLDEN_SUBSET", "all") != "cover":
+        return
+    seen, keep, drop = {}, [], []
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        if callspec is None:
+            keep.append(item)
+            continue
+        done = seen.setdefault((str(item.path), item.originalname), set())
+        values = {(name, _value_key(v)) for name, v in callspec.params.items()}
+        if values - done:
+            done |= values
+            keep.append(item)
+        else:
+            drop.append(item)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep

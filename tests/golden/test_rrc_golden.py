@@ -4,7 +4,9 @@ torch's RNG cannot be reproduced, so: the crop boxes we draw must follow the
 same distribution as get_params' (area fraction, log aspect ratio, position;
 two-sample Kolmogorov-Smirnov at a fixed, generous threshold), the
 centre-crop fallback must be exactly torchvision's, and the pixels of the op
-with our own box must be TF.resized_crop's within one level."""
+with our own box must be TF.resized_crop's: bit for bit with antialias,
+within one level without (torch's own kernel then depends on its thread
+count and the output size: see test_ops_golden.py)."""
 import math
 import warnings
 
@@ -134,8 +136,9 @@ def test_boxes_depend_on_seed_epoch_and_index_only(shim):
 
 
 def test_op_pixels_equal_resized_crop_of_its_box(shim, run, stats):
-    """The whole op with its own box: TF.resized_crop within one level."""
-    st = stats("random_resized_crop (own box)")
+    """The whole op with its own box: TF.resized_crop, exactly with
+    antialias, within one level without."""
+    st = {True: stats("random_resized_crop (own box)"), False: stats("random_resized_crop (own box) no antialias")}
     rng = np.random.default_rng(4)
     for index in range(60):
         h, w = int(rng.integers(1, 300)), int(rng.integers(1, 300))
@@ -150,7 +153,9 @@ def test_op_pixels_equal_resized_crop_of_its_box(shim, run, stats):
             want = TF.resized_crop(torch.from_numpy(img).permute(2, 0, 1), y, x, bh, bw,
                                    list(size), InterpolationMode.BILINEAR, antialias=aa)
             want = want.permute(1, 2, 0).numpy()
-            st.add(got, want)
+            if aa and size[1] == 1 and size[0] > 1:
+                continue  # torch's antialiased kernel is wrong for one column (test_ops_golden.tv_resize)
+            st[aa].add(got, want)
             d = np.abs(got.astype(int) - want).max()
-            assert d <= 1, f"{h}x{w} index {index} box {(x, y, bw, bh)} -> {size}: diff {d}"
-    assert st.share < 0.01
+            assert d <= (0 if aa else 1), f"{h}x{w} index {index} box {(x, y, bw, bh)} -> {size} aa={aa}: diff {d}"
+    assert st[True].differing == 0 and st[False].share < 0.01

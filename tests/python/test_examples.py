@@ -33,7 +33,7 @@ def tiny(tmp_path_factory):
 def test_train_example_runs_a_few_steps(tiny, feeder):
     out = subprocess.run([sys.executable, os.path.join(EXAMPLES, "train.py"), "--data", tiny, "--steps", "4",
                           "--batch-size", "4", "--image-size", "32", "--threads", "1", "--warmup", "1",
-                          "--log-every", "2"] + feeder, capture_output=True, text=True, timeout=120,
+                          "--log-every", "2"] + feeder, capture_output=True, text=True, timeout=400,
                          env=child_env())
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
@@ -61,7 +61,7 @@ def test_ddp_example_trains_on_two_ranks(tiny):
                                        "2", "--batch-size", "4", "--image-size", "32"], stdout=subprocess.PIPE,
                                       stderr=subprocess.PIPE, text=True, env=env))
     try:
-        outs = [p.communicate(timeout=120) for p in procs]
+        outs = [p.communicate(timeout=400) for p in procs]
     finally:
         for p in procs:
             p.kill()

@@ -21,7 +21,7 @@ from conftest import child_env
 # well under a batch, and a child gets five minutes before it counts as hung.
 SANITIZED = bool(os.environ.get("FF_TEST_SANITIZER"))
 TSAN = "thread" in os.environ.get("FF_TEST_SANITIZER", "")
-PROMPT_S = 6.0 if SANITIZED else 1.0
+PROMPT_S = 6.0 if SANITIZED else 2.0
 SLOW_PIPE = ("decode(dct_scale=false) | center_crop(size=32)" if TSAN
              else "decode(dct_scale=false) | aug_mix(mixture_width=8, chain_depth=3) | resize(size=(32, 32))")
 HUNG_S = 300 if SANITIZED else 60

@@ -12,7 +12,8 @@
  * the host with direct aggregation, and an output format the CPU stage
  * refuses is refused on the device with the same message; batches that
  * skipped samples shortened (odd ones too) mix as on the CPU. The CUDA kernel
- * likewise on cuda:0 where there is a GPU (skipped without one). */
+ * likewise on cuda:0 where there is a GPU (skipped without one). Device
+ * decode is off throughout: bit identity compares the CPU's decode. */
 #include <setjmp.h> /* cmocka.h needs these four first */
 #include <stdarg.h>
 #include <stddef.h>
@@ -76,6 +77,7 @@ static epoch run_epoch_or_skip(const char *pipeline, const char *device, const c
   c.rank = 0, c.world_size = 1;
   c.device = device;
   c.output_device = output_device;
+  c.device_decode = FF_DEVICE_DECODE_OFF; /* bit identity: the CPU's decode everywhere (nvJPEG's pixels differ) */
   if (share) setenv("FF_FORCE_DEVICE_SHARE", share, 1);
   ff_loader *l = NULL;
   ff_status st = ff_loader_open(&c, &l);

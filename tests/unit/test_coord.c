@@ -1,4 +1,4 @@
-/* test_coord.c — the node coordinator (sched/coord.c). The rebalancing is
+/* test_coord.c — the node coordinator (sched/coord.h and its rooms). The rebalancing is
  * checked as pure functions against traces worked out by hand (in the
  * comments); the shared-memory side with forked member processes that the
  * test drives one request at a time over pipes, so every run sees the same
@@ -30,7 +30,8 @@
 
 #include "core/clock.h"
 #include "fixtures.h"
-#include "sched/coord.h"
+#include "sched/coord_node.h"
+#include "sched/coord_segment.h"
 
 /* The three scripted demands: the trainer waits half of each interval; the
  * ring is full and the workers 80% idle; the ring half full and the workers

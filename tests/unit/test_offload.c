@@ -491,7 +491,7 @@ static void close_is_prompt_while_the_device_is_busy(void **state) {
   ff_loader_close(l);
   /* the three microbatches on the device finish, no more (ASan: emulated kernels twice as slow) */
   const char *san = getenv("FF_TEST_SANITIZER");
-  double dt = seconds_since(&t0), limit = under_tsan() ? 30.0 : san && *san ? 4.0 : 2.0;
+  double dt = seconds_since(&t0), limit = under_tsan() ? 30.0 : san && *san ? 12.0 : 6.0; /* generous: a loaded 2-core machine */
   if (dt >= limit) fail_msg("ff_loader_close took %.3f s", dt);
 }
 

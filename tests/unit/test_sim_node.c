@@ -36,7 +36,7 @@
 #include <string.h>
 #include <sys/wait.h>
 
-#include "sched/coord.h"
+#include "sched/coord_policy.h"
 #include "sim/node.h"
 
 static ff__sim_node_rank hungry(double cpu_ms) {
