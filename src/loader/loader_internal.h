@@ -274,7 +274,7 @@ void ff__remote_observe(ff_loader *l, const ff__sched_obs *o);
 void ff__remote_close(ff_loader *l);
 void ff__remote_free(ff_loader *l);
 
-/* ---- loader.c, called by remote.c (locked) ---- */
+/* ---- ring.c, called by loader.c and remote.c (the first two locked) ---- */
 
 /* Hands slot `slot` of ring entry `entry` (split in generation gen) to the
  * workers, which take it before new samples; why: FF__REDO_*. */
