@@ -1,4 +1,6 @@
-"""fusionflow inside Ray: the Loader's augmentations as a Ray Data ``map_batches`` callable.
+"""fusionflow inside Ray: the Loader's augmentations as a Ray Data ``map_batches`` callable,
+and remote CPU workers that take a Loader's deficit (``Loader(..., remote=Workers(N))``,
+docs/remote.md).
 
     import ray, fusionflow.ray
     root = "/data/train"
@@ -31,8 +33,9 @@ except ModuleNotFoundError as e:
 from . import _errors
 from . import _fusionflow as _c
 from ._augment import SampleAugmenter
+from ._remote import Workers
 
-__all__ = ["Augment", "Epoch", "SkippedSamples"]
+__all__ = ["Augment", "Epoch", "SkippedSamples", "Workers"]
 
 _log = logging.getLogger("fusionflow.ray")
 
