@@ -29,6 +29,9 @@ except ModuleNotFoundError as e:
     if e.name != "ray":
         raise
     raise ModuleNotFoundError("fusionflow.ray needs Ray: pip install 'fusionflow[ray]'", name="ray") from None
+if not hasattr(ray, "remote"):  # a folder named ray on sys.path (Ray's own /tmp/ray, say), not Ray
+    raise ModuleNotFoundError(f"fusionflow.ray needs Ray: pip install 'fusionflow[ray]' ('import ray' found "
+                              f"{list(getattr(ray, '__path__', [])) or ray!r}, not Ray)", name="ray")
 
 from . import _errors
 from . import _fusionflow as _c

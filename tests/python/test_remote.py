@@ -36,6 +36,8 @@ if os.environ.get("FF_TEST_SANITIZER"):
     pytest.skip("Ray's processes would inherit the sanitizer runtime preloaded for the instrumented extension; "
                 "tests/unit/test_remote.c covers the remote placement there", allow_module_level=True)
 ray = pytest.importorskip("ray")
+if not hasattr(ray, "remote"):
+    pytest.skip(f"'import ray' found a folder, not Ray: {ray.__path__}", allow_module_level=True)
 import fusionflow.ray  # noqa: E402  (after the skip: needs Ray)
 
 
