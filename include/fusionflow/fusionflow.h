@@ -144,7 +144,9 @@ typedef enum ff_placement {
   FF_PLACEMENT_CPU = 0,    /* read, decode and ops on a CPU worker thread */
   FF_PLACEMENT_SPLIT = 1,  /* a CPU worker reads and decodes; the device runs the ops */
   FF_PLACEMENT_DEVICE = 2, /* a CPU worker reads the encoded bytes; the device decodes and runs the ops */
-  FF_PLACEMENTS = 3        /* the number of placements (array sizes below) */
+  FF_PLACEMENT_REMOTE = 3, /* a remote worker (ff_config.remote) reads, decodes and runs the ops; the
+                              loader converts its uint8 pixels into the batch */
+  FF_PLACEMENTS = 4        /* the number of placements (array sizes below) */
 } ff_placement;
 
 /* Whether samples sent to the device may be decoded there (ff_config.device_decode). */
@@ -447,10 +449,75 @@ typedef struct ff_config {
    * plus 16 MiB for headers and metadata, 732605096 bytes for its default;
    * no limit when max_image_pixels is 0. 0: no limit. */
   uint64_t max_member_bytes;
+  /* Remote workers that take what the local CPU threads and the device
+   * leave (see ff_remote_executor): when not NULL (copied at open; its ctx
+   * and functions must stay valid until ff_loader_close returns), the
+   * loader sends microbatches of CPU-placed samples to it. Default NULL. */
+  const struct ff_remote_executor *remote;
 } ff_config;
 
 /* ff_config.max_member_bytes: derived from max_image_pixels. */
 #define FF_MEMBER_BYTES_AUTO UINT64_MAX
+
+/*
+ * Remote executors: an engine (Ray actors, a process pool, an RPC service)
+ * whose workers run samples with the library's ff_augmenter on other
+ * machines' CPUs. The loader places samples in the order of their cost to
+ * the job: its CPU threads first, then its device, and only the deficit
+ * both leave goes remote (the policy, docs/remote.md). A microbatch is a
+ * list of sample indices of one epoch (and their encoded bytes when the
+ * workers cannot read the source); each sample's plan is keyed by (seed,
+ * epoch, index), so a worker with an ff_augmenter opened on the loader's
+ * pipeline, seed, semantics, limits and source, output FF_OUTPUT_UINT8 and
+ * the default memory format, gives that sample's uint8 pixels bit for bit;
+ * the loader converts and normalises them locally into the batch (host or
+ * output_device). Batches are bit-identical whatever share ran remotely.
+ *
+ * Work goes out only for batches at least one measured round trip ahead of
+ * the consumer, never while the ring is full, and at most max_in_flight
+ * microbatches at a time. A sample the engine fails (a corrupt file, a
+ * worker lost, a result never sent) is run by a local worker, so its
+ * error, on_error and replacement are exactly the local ones; a microbatch
+ * not completed within timeout_ms is run locally and its late result
+ * dropped. Each sample is delivered once.
+ */
+
+/* One microbatch handed to ff_remote_executor.submit. Valid during the call only: the engine copies
+ * what it keeps. */
+typedef struct ff_remote_task {
+  uint64_t id;               /* its ticket for ff_loader_remote_complete; never reused by a loader */
+  uint64_t epoch;            /* the epoch whose draws its samples make */
+  size_t n;                  /* samples, 1 .. microbatch_size */
+  const uint64_t *indices;   /* n dataset indices (the source's order, as ff_batch_sample_indices gives them) */
+  const void *const *data;   /* NULL when the workers read the samples from the source themselves; else n
+                                encoded images (JPEG, PNG, ...), size_bytes[k] bytes each */
+  const size_t *size_bytes;  /* NULL with data NULL */
+  size_t sample_bytes;       /* bytes of one result sample: uint8 (H, W, 3), the pipeline's output size */
+} ff_remote_task;
+
+typedef struct ff_remote_executor {
+  /* Takes microbatch *task (a copy: see ff_remote_task) and returns 0, or
+   * nonzero when the engine can take no work (its pool is gone): the
+   * samples then run locally and nothing is sent again. Called from the
+   * loader's worker threads, several at once, with no lock of the loader
+   * held; must not block (queue the work) nor call the loader. */
+  int (*submit)(void *ctx, const ff_remote_task *task);
+  /* Called once by ff_loader_close (also of a loader that failed to open)
+   * before it frees anything; returns when the engine will call
+   * ff_loader_remote_complete no more. May be NULL when the engine stops
+   * before the close. */
+  void (*stop)(void *ctx);
+  void *ctx;
+  int workers;            /* remote workers, >= 1 */
+  int max_in_flight;      /* most microbatches submitted and not completed; 0 = 2 per worker */
+  int microbatch_size;    /* most samples per microbatch; 0 = 16 */
+  int reads_source;       /* nonzero: the workers read the samples from the loader's source (shared paths,
+                             URLs, shards) and only indices are sent; 0: the loader reads each sample and
+                             sends its bytes (always for source_callbacks) */
+  uint64_t timeout_ms;    /* a microbatch not completed this long after its submit is run locally and its
+                             late result dropped; 0 = 60000 */
+} ff_remote_executor;
+
 
 /* ff_config.output_dtype. */
 typedef enum ff_output_dtype {
@@ -474,6 +541,24 @@ FF_API void ff_config_init(ff_config *cfg);
 
 typedef struct ff_loader ff_loader;
 typedef struct ff_batch ff_batch;
+
+/*
+ * Completes remote microbatch `id` (an ff_remote_task's): samples holds its
+ * n results, task.sample_bytes each, in task order (size_bytes = n *
+ * sample_bytes); statuses[k] FF_OK where sample k is valid, any error where
+ * it is not (that sample runs locally: its error and on_error are the
+ * local ones); statuses NULL: all valid; samples NULL: none ran (the worker
+ * or pool was lost), all run locally. attempts: how many times the engine
+ * ran it (1 = first try), worker_cpu_ns: the workers' CPU time on it (0:
+ * unknown), both for ff_stats. Converts the samples into their batch on
+ * the calling thread. A ticket completed before, dropped (a restart, a
+ * timeout) or unknown is ignored (counted in ff_stats.remote_late). Any
+ * thread, until ff_remote_executor.stop returns. FF_OK, or FF_EINVAL
+ * (size_bytes not n * sample_bytes for a ticket in flight; its samples run
+ * locally).
+ */
+FF_API ff_status ff_loader_remote_complete(ff_loader *loader, uint64_t id, const void *samples, size_t size_bytes,
+                                           const ff_status *statuses, int attempts, uint64_t worker_cpu_ns);
 
 /*
  * Opens a loader: indexes the source, parses the pipeline and starts the
@@ -1235,6 +1320,22 @@ typedef struct ff_stats {
   uint64_t source_ignored_members; /* tar: members that belong to no sample (no suffix, a .json or .txt, a
                                       second image, "__meta__" files...), as webdataset ignores them;
                                       counted once, at open */
+  /* Remote workers (ff_config.remote), since open; the samples they prepared are
+   * placement_samples[FF_PLACEMENT_REMOTE]. */
+  int remote_workers;              /* ff_remote_executor.workers, or 0 without remote workers */
+  double remote_share;             /* the policy's share of a batch for remote workers now, 0..1 */
+  uint64_t remote_microbatches;    /* microbatches completed */
+  uint64_t remote_latency_ns;      /* their round trips, submit to complete, summed (mean: / microbatches) */
+  double remote_rtt_s;             /* the round trip the policy expects now (moving average), 0 before one */
+  uint64_t remote_bytes_sent;      /* encoded bytes sent with microbatches (0 when the workers read the source) */
+  uint64_t remote_bytes_received;  /* result bytes taken back (uint8 samples) */
+  uint64_t remote_retries;         /* tries past the first the engine reported (ff_loader_remote_complete) */
+  uint64_t remote_worker_cpu_ns;   /* the workers' CPU time the engine reported */
+  uint64_t remote_convert_ns;      /* this process's time converting remote samples into batches */
+  uint64_t remote_fallbacks;       /* samples sent remote that ran locally: failed there, timed out, refused */
+  uint64_t remote_timeouts;        /* microbatches not completed within timeout_ms (run locally) */
+  uint64_t remote_late;            /* completions ignored: a ticket completed before, dropped or unknown */
+  const char *remote_note;         /* why remote work stopped ("" while it goes on); owned by the loader */
 } ff_stats;
 
 /* Fills *out. Any time, from the consumer thread. */

@@ -261,6 +261,12 @@ class Loader:
             world_size); every rank gets the same number of samples. Other
             sources ignore it.
         num_threads (int or None): worker threads; None or 0 = the CPUs this process may use.
+        remote (fusionflow.ray.Workers or None): remote CPU workers on a Ray cluster that
+            take what this process's threads (and device) leave of the training loop's
+            demand, only for batches a measured round trip ahead; their samples are
+            bit-identical to local ones. The Loader starts its own pool at open and
+            stops it at close (docs/remote.md). Not with views or random_erasing
+            (InvalidArgumentError) nor streamed sources.
         device (str): where the CPU pool's deficit goes when it cannot keep up
             with the training loop (FusionFlow's cooperative scheduler): ``"cpu"``
             (no offload), ``"auto"`` (torch's current CUDA device when CUDA is
@@ -449,7 +455,7 @@ class Loader:
                  output_device="cpu", device_decode="auto", deterministic=False, dtype=None,
                  memory_format=None, semantics="v1", repeated_augmentations=None, shuffle_buffer=1000, num_workers=None,
                  prefetch_factor=None, persistent_workers=None, recipe=None, num_classes=None,
-                 image_key=None, label_key=None, release_torch_cache=False, max_member_bytes="auto",
+                 image_key=None, label_key=None, release_torch_cache=False, max_member_bytes="auto", remote=None,
                  **dataloader_kwargs):
         self._c = None
         self._classes = None
@@ -587,10 +593,27 @@ class Loader:
                     semantics=semantics_value, repeated_augmentations=repeated_augmentations,
                     shuffle_buffer=shuffle_buffer, dataset=fetcher, dataset_size=dataset_size,
                     max_member_bytes=member_limit)
+        self._remote = queue = None
+        if remote is not None:
+            if not hasattr(remote, "_open"):
+                raise TypeError(f"fusionflow.Loader: remote must be a fusionflow.ray.Workers (got "
+                                f"{type(remote).__name__})")
+            queue, self._remote = remote._open(
+                {"pipeline": pipeline, "seed": seed, "semantics": semantics, "strict_decode": bool(strict_decode),
+                 "max_image_pixels": limit, "source": None if fetcher else self.source}, path_source=not fetcher)
+            self._remote.started_ev.wait()
+            if self._remote.error is not None:
+                raise self._remote.error
         try:
-            self._c = _c.open_loader(open_progress=_log_open_progress, **args)
-        except _errors.DeviceError as e:
-            raise _errors.DeviceUnavailableError(f"fusionflow.Loader(device={device!r}): {e}", e.status) from None
+            self._c = _c.open_loader(open_progress=_log_open_progress, remote=queue, **args)
+        except BaseException as e:
+            if self._remote is not None:
+                self._remote.stop()
+            if isinstance(e, _errors.DeviceError):
+                raise _errors.DeviceUnavailableError(f"fusionflow.Loader(device={device!r}): {e}", e.status) from None
+            raise
+        if self._remote is not None:
+            self._remote.attached_ev.set()
         self._pixel_spec = None if fetcher else {name: args[name] for name in PIXEL_ARGS}
         self._classes = self._c.classes
         with _open_lock:
@@ -985,6 +1008,17 @@ class Loader:
             host_memory_pinned (bool): the host batches are in pinned memory (pin_memory).
             op_costs (dict): per kind of op (``"resize"``, ``"fused_lut"``, ...):
                 calls, ns, pixels (ints), ns_per_image, ns_per_pixel (floats).
+            remote (dict): remote workers (``remote=``; docs/remote.md): placement_samples
+                (samples handed out by placement: "cpu", "split", "device", "remote"),
+                workers, share (the policy's remote share now), microbatches (completed),
+                latency_ns (their round trips summed), rtt_s (the round trip expected now),
+                bytes_sent (encoded bytes sent: 0 when the workers read the source),
+                bytes_received (uint8 results), retries, worker_cpu_ns (the actors' CPU
+                time), convert_ns (this process converting remote samples), fallbacks
+                (samples sent remote that ran here), timeouts, late (results dropped),
+                note (why remote work stopped, or ""); with remote workers also
+                actors_started, actors_killed (past their deadline), actors_lost,
+                dropped_results, gave_up (microbatches out of attempts), pool_lost, actors.
         """
         c = self._open()
         s = c.stats()
@@ -996,6 +1030,8 @@ class Loader:
                                   "ns_per_image": ns / calls if calls else 0.0,
                                   "ns_per_pixel": ns / pixels if pixels else 0.0}
         s["op_costs"] = costs
+        if self._remote is not None:
+            s["remote"].update(self._remote.stats())
         return s
 
     # -- closing -------------------------------------------------------------------------
@@ -1008,6 +1044,9 @@ class Loader:
         as the batch being waited for is ready.
         """
         c, self._c = self._c, None
+        remote, self._remote = getattr(self, "_remote", None), None
+        if remote is not None:  # its dispatcher first: no microbatch goes out or comes back after this
+            remote.stop()
         if c is not None:
             c.close(self._fence_stream(c))
         with _open_lock:

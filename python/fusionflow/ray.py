@@ -1,4 +1,6 @@
-"""fusionflow inside Ray: the Loader's augmentations as a Ray Data ``map_batches`` callable.
+"""fusionflow inside Ray: the Loader's augmentations as a Ray Data ``map_batches`` callable,
+and remote CPU workers that take a Loader's deficit (``Loader(..., remote=Workers(N))``,
+docs/remote.md).
 
     import ray, fusionflow.ray
     root = "/data/train"
@@ -27,12 +29,16 @@ except ModuleNotFoundError as e:
     if e.name != "ray":
         raise
     raise ModuleNotFoundError("fusionflow.ray needs Ray: pip install 'fusionflow[ray]'", name="ray") from None
+if not hasattr(ray, "remote"):  # a folder named ray on sys.path (Ray's own /tmp/ray, say), not Ray
+    raise ModuleNotFoundError(f"fusionflow.ray needs Ray: pip install 'fusionflow[ray]' ('import ray' found "
+                              f"{list(getattr(ray, '__path__', [])) or ray!r}, not Ray)", name="ray")
 
 from . import _errors
 from . import _fusionflow as _c
 from ._augment import SampleAugmenter
+from ._remote import Workers
 
-__all__ = ["Augment", "Epoch", "SkippedSamples"]
+__all__ = ["Augment", "Epoch", "SkippedSamples", "Workers"]
 
 _log = logging.getLogger("fusionflow.ray")
 

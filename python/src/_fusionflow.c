@@ -65,6 +65,7 @@
 #include "ffpy_augmenter.h"
 #include "ffpy_common.h"
 #include "ffpy_dataset.h"
+#include "ffpy_remote.h"
 #include "ffpy_late_copy.h"
 #include "fusionflow/fusionflow.h"
 
@@ -640,7 +641,7 @@ static PyObject *loader_open(PyObject *module, PyObject *args, PyObject *kwargs)
                            "sampler_drop_last", "torch_permutation", "pin_memory", "output_device",
                            "device_decode", "deterministic", "output_dtype", "memory_format", "semantics",
                            "repeated_augmentations", "shuffle_buffer", "dataset", "dataset_size", "open_progress",
-                           "max_member_bytes", NULL};
+                           "max_member_bytes", "remote", NULL};
   ff_config cfg;
   ff_config_init(&cfg);
   PyObject *source_obj, *pipeline_obj;
@@ -648,9 +649,9 @@ static PyObject *loader_open(PyObject *module, PyObject *args, PyObject *kwargs)
   unsigned long long seed = 0, max_pixels = cfg.max_image_pixels, device_limit = 0;
   int device_decode = FF_DEVICE_DECODE_AUTO, semantics = FF_SEMANTICS_V1;
   unsigned long long shuffle_buffer = cfg.shuffle_buffer, member_bytes = cfg.max_member_bytes;
-  PyObject *fetcher = Py_None, *progress = Py_None;
+  PyObject *fetcher = Py_None, *progress = Py_None, *remote_obj = Py_None;
   Py_ssize_t dataset_size = 0;
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O&U|iiiKiiiiiO&sKppppisipiiiiO&OnOO&:open_loader", kwlist,
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O&U|iiiKiiiiiO&sKppppisipiiiiO&OnOO&O:open_loader", kwlist,
                                    PyUnicode_FSConverter, &source_obj, &pipeline_obj, &cfg.batch_size, &cfg.shuffle,
                                    &cfg.drop_last, &seed, &cfg.num_threads, &cfg.prefetch, &cfg.rank,
                                    &cfg.world_size, &on_error, ffpy_to_u64, &max_pixels, &cfg.device, &device_limit,
@@ -658,7 +659,7 @@ static PyObject *loader_open(PyObject *module, PyObject *args, PyObject *kwargs)
                                    &cfg.pin_memory, &cfg.output_device, &device_decode, &cfg.deterministic,
                                    &cfg.output_dtype, &cfg.memory_format, &semantics, &cfg.repeated_augmentations,
                                    ffpy_to_u64, &shuffle_buffer, &fetcher, &dataset_size, &progress, ffpy_to_u64,
-                                   &member_bytes))
+                                   &member_bytes, &remote_obj))
     return NULL;
   if (progress != Py_None && !PyCallable_Check(progress)) {
     PyErr_SetString(PyExc_TypeError, "fusionflow: open_progress must be callable or None");
@@ -678,11 +679,18 @@ static PyObject *loader_open(PyObject *module, PyObject *args, PyObject *kwargs)
   }
   cfg.source = PyBytes_AsString(source_obj);
   cfg.pipeline = PyBytes_AsString(pipeline);
+  ffpy_remote *remote = NULL; /* remote workers: the loader holds a reference until its close */
+  if (remote_obj != Py_None && !(cfg.remote = ffpy_remote_executor(remote_obj, &remote))) {
+    Py_DECREF(source_obj);
+    Py_DECREF(pipeline);
+    return NULL;
+  }
   ffpy_dataset *dataset = NULL; /* a Python dataset: `source` names its samples in messages */
   if (fetcher != Py_None) {
     ff_source_callbacks *cb;
     dataset = ffpy_dataset_new(fetcher, dataset_size > 0 ? (size_t)dataset_size : 0, cfg.source, &cb);
     if (!dataset) {
+      if (remote) ffpy_remote_detach(remote);
       Py_DECREF(source_obj);
       Py_DECREF(pipeline);
       return NULL;
@@ -699,6 +707,8 @@ static PyObject *loader_open(PyObject *module, PyObject *args, PyObject *kwargs)
   watch.saved = PyEval_SaveThread();
   ff_status st = ff_loader_open(&cfg, &loader);
   PyEval_RestoreThread(watch.saved);
+  if (remote && !loader) ffpy_remote_detach(remote); /* no loader to close it */
+  else if (remote && st == FF_OK) ffpy_remote_attach(remote, loader);
   Py_DECREF(source_obj);
   Py_DECREF(pipeline);
   if (watch.raised) { /* the open was given up for the exception it left: KeyboardInterrupt, ... */
@@ -1169,8 +1179,15 @@ static PyObject *loader_stats_body(LoaderObject *self, PyObject *unused) {
     Py_XDECREF(skipped);
     return NULL;
   }
+  PyObject *remote = ffpy_remote_stats(&s);
+  if (!remote) {
+    Py_XDECREF(ops);
+    Py_XDECREF(skipped);
+    Py_XDECREF(warned);
+    return NULL;
+  }
   return Py_BuildValue("{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:i,s:N,s:N,s:s,s:K,s:K,s:K,s:n,s:n,s:d,s:K,s:K,s:N,s:s,s:s,s:K,s:K,s:K,s:K,s:K,s:K,s:s,"
-                       "s:s,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:N,s:K,s:K,s:K,s:K}",
+                       "s:s,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:N,s:K,s:K,s:K,s:K,s:N}",
                        "batches", (unsigned long long)s.batches,
                        "samples", (unsigned long long)s.samples, "read_ns", (unsigned long long)s.read_ns,
                        "decode_ns", (unsigned long long)s.decode_ns, "ops_ns", (unsigned long long)s.ops_ns,
@@ -1203,7 +1220,8 @@ static PyObject *loader_stats_body(LoaderObject *self, PyObject *unused) {
                        "thread_cpu_samples", (unsigned long long)s.thread_cpu_samples,
                        "thread_cpu_ns", (unsigned long long)s.thread_cpu_ns,
                        "thread_decode_cpu_ns", (unsigned long long)s.thread_decode_cpu_ns,
-                       "source_ignored_members", (unsigned long long)s.source_ignored_members);
+                       "source_ignored_members", (unsigned long long)s.source_ignored_members,
+                       "remote", remote);
 }
 
 
@@ -1516,7 +1534,7 @@ static PyMethodDef module_methods[] = {
      "            torch_permutation=False, pin_memory=-1, output_device=\"cpu\", device_decode=0,\n"
      "            deterministic=False, output_dtype=0, memory_format=0, semantics=0,\n"
      "            repeated_augmentations=0, shuffle_buffer=1000, dataset=None, dataset_size=0,\n"
-     "            open_progress=None) -> CLoader\n"
+     "            open_progress=None, remote=None) -> CLoader\n"
      "            (output_dtype: ff_output_dtype, memory_format: ff_memory_format, semantics: ff_semantics;\n"
      "            open_progress: callable(dict of ff_open_progress) while a streamed source opens)"},
     {"augment_image", (PyCFunction)(void (*)(void))mod_augment_image, METH_VARARGS | METH_KEYWORDS,
@@ -1545,7 +1563,7 @@ PyMODINIT_FUNC PyInit__fusionflow(void) {
   Py_INCREF(LoaderType);
   if (PyModule_AddObject(m, "Tensor", (PyObject *)TensorType) ||
       PyModule_AddObject(m, "CLoader", (PyObject *)LoaderType) || ffpy_augmenter_add(m) ||
-      PyModule_AddFunctions(m, ffpy_late_copy_methods))
+      PyModule_AddFunctions(m, ffpy_late_copy_methods) || ffpy_remote_add(m))
     goto fail;
   static const struct {
     const char *name;

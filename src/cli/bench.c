@@ -570,7 +570,7 @@ int ff__cli_bench(int argc, char **argv) {
            (unsigned long long)(end.device_decode_failures - base.device_decode_failures),
            (unsigned long long)(end.device_decode_failed_batches - base.device_decode_failed_batches),
            (unsigned long long)(end.device_decode_small_batches - base.device_decode_small_batches));
-    static const char *const placement_names[FF_PLACEMENTS] = {"cpu", "split", "device"};
+    static const char *const placement_names[FF_PLACEMENTS] = {"cpu", "split", "device", "remote"};
     for (int p = 0; p < FF_PLACEMENTS; p++) {
       uint64_t n = end.placement_samples[p] - base.placement_samples[p];
       double cpu_us = (double)(end.placement_cpu_ns[p] - base.placement_cpu_ns[p]) * 1e-3;
@@ -579,6 +579,20 @@ int ff__cli_bench(int argc, char **argv) {
              p ? ", " : "", placement_names[p], (unsigned long long)n, n ? cpu_us / (double)n : 0.0,
              n ? read_us / (double)n : 0.0);
     }
+    printf("}");
+    uint64_t mbs = end.remote_microbatches - base.remote_microbatches;
+    printf(", \"remote\": {\"workers\": %d, \"share\": %.4f, \"microbatches\": %llu, \"latency_ms_mean\": %.3f, "
+           "\"rtt_ms\": %.3f, \"bytes_sent\": %llu, \"bytes_received\": %llu, \"retries\": %llu, "
+           "\"fallbacks\": %llu, \"timeouts\": %llu, \"late\": %llu, \"note\": ",
+           end.remote_workers, end.remote_share, (unsigned long long)mbs,
+           mbs ? (double)(end.remote_latency_ns - base.remote_latency_ns) * 1e-6 / (double)mbs : 0.0,
+           end.remote_rtt_s * 1e3, (unsigned long long)(end.remote_bytes_sent - base.remote_bytes_sent),
+           (unsigned long long)(end.remote_bytes_received - base.remote_bytes_received),
+           (unsigned long long)(end.remote_retries - base.remote_retries),
+           (unsigned long long)(end.remote_fallbacks - base.remote_fallbacks),
+           (unsigned long long)(end.remote_timeouts - base.remote_timeouts),
+           (unsigned long long)(end.remote_late - base.remote_late));
+    json_string(stdout, end.remote_note ? end.remote_note : "");
     printf("}");
     /* The same-region decode limit: what the pool would prepare if it only
      * decoded, at the regions and DCT scales the plans chose (the measured

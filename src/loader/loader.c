@@ -159,6 +159,7 @@ static void restart_epoch(ff_loader *l, uint64_t epoch, size_t batch) {
   l->redo_head = l->redo_count = 0;          /* nor a worker a sample handed back for a stale batch */
   l->restarting = 1; /* no worker takes a sample of the old order meanwhile (a stream would not send it) */
   while (l->busy) pthread_cond_wait(&l->ready_cv, &l->mu);
+  ff__remote_reset(l);
   l->restarting = 0;
   for (int i = 0; i < l->ring_size; i++)
     if (l->ring[i].state != FF__BUF_HELD) {
@@ -207,13 +208,23 @@ static void split(ff_loader *l, ff_batch *e) {
   const int64_t *samples = l->order[e->epoch & 1] + e->index * (size_t)l->cfg.batch_size;
   ff__dev_output_begin(l, e);
   ff__offload_split(l->offload, (int)(e - l->ring), e->images, e->epoch, samples, n, share, &l->costs, e->placement);
-  int next = 0;
-  for (int pass = 1; pass >= 0; pass--)
+  ff__remote_split(l, e);
+  int next = 0; /* the device's first, the remote ones last (take_item skips them) */
+  for (int rank = 0; rank < 3; rank++)
     for (int slot = 0; slot < n; slot++)
-      if ((e->placement[slot] != FF_PLACEMENT_CPU) == pass) e->slot_order[next++] = slot;
+      if ((e->placement[slot] == FF_PLACEMENT_REMOTE ? 2 : e->placement[slot] == FF_PLACEMENT_CPU) == rank)
+        e->slot_order[next++] = slot;
   e->gen = l->gen;
   e->stats = (ff_batch_info){.offload_share = share};
   memset(&e->decodes, 0, sizeof e->decodes);
+}
+
+/* The remote slots come last in a batch's hand-out order and no worker
+ * takes them: once next_item reaches the first, the batch is all taken (so
+ * a batch that completes meanwhile is not split again). Locked. */
+static void skip_remote(ff_loader *l, ff_batch *e) {
+  size_t first = e->index * (size_t)l->cfg.batch_size, pos = l->next_item - first;
+  if (pos < e->size && e->placement[e->slot_order[pos]] == FF_PLACEMENT_REMOTE) l->next_item = first + e->size;
 }
 
 /* Takes the next sample to run for worker `worker`, or returns 0 when
@@ -268,9 +279,13 @@ static int take_item(ff_loader *l, int worker, size_t *item, ff_batch **batch, s
         e->size = (size_t)e->pending;
         e->error.status = FF_OK;
         split(l, e);
+        skip_remote(l, e);
+        if (ff__remote_flush(l, &l->workers[worker])) continue; /* it unlocked: look again */
+        if (l->next_item != b * (size_t)l->cfg.batch_size) continue; /* all of it went remote */
       }
       if (e && e->state == FF__BUF_FILLING) {
         *item = l->next_item++;
+        skip_remote(l, e);
         *batch = e;
         if (l->parked) l->parked = 0, ff__coord_publish_cpu(l->coord, l->worker_cpu_ns, 0);
         return 1;
@@ -303,36 +318,6 @@ static void report_skips(ff_loader *l, ff_batch *e) {
     if (e->skip_msg[s]) l->stats.skipped++, keep_msg(l->skipped, &l->skipped_kept, &e->skip_msg[s]);
     if (e->replace_msg[s]) l->stats.replaced++, keep_msg(l->skipped, &l->skipped_kept, &e->replace_msg[s]);
     if (e->warn_msg[s]) l->stats.warnings++, keep_msg(l->warnings, &l->warnings_kept, &e->warn_msg[s]);
-  }
-}
-
-/* Moves the samples after skipped slots down so the batch is dense. Locked. */
-static void compact(ff_loader *l, ff_batch *e) {
-  size_t n = 0, full = e->size;
-  for (size_t s = 0; s < full; s++) {
-    if (e->skip_msg[s]) continue;
-    if (n != s) {
-      for (int v = 0; v < l->views.num_views; v++) {
-        char *base = (char *)e->images + l->view_offset[v];
-        memmove(base + n * l->view_bytes[v], base + s * l->view_bytes[v], l->view_bytes[v]);
-      }
-      if (!l->views.num_views)
-        memmove((char *)e->images + n * l->host_sample_bytes, (char *)e->images + s * l->host_sample_bytes,
-                l->host_sample_bytes);
-      e->labels[n] = e->labels[s];
-      e->sample_indices[n] = e->sample_indices[s];
-      if (e->dev_slot) e->dev_slot[n] = e->dev_slot[s];
-    }
-    n++;
-  }
-  e->size = n;
-}
-
-static void sample_finished(ff_loader *l, ff_batch *e, int count) {
-  e->pending -= count;
-  if (e->pending == 0) {
-    compact(l, e);
-    e->state = FF__BUF_READY;
   }
 }
 
@@ -369,21 +354,6 @@ typedef struct worker_arg {
   ff__worker *worker;
 } worker_arg;
 
-/* What a worker needs to run the sample at position `at` of `epoch`'s order. */
-static ff__sample_job sample_job(const ff_loader *l, uint64_t epoch, size_t at) {
-  const ff_config *c = &l->cfg;
-  int64_t sample = l->order[epoch & 1][at];
-  ff__sample_job job = {.path = l->index.paths[sample], .seed = c->seed, .epoch = epoch, .index = (uint64_t)sample,
-                        .max_pixels = c->max_image_pixels, .max_scans = c->max_jpeg_scans,
-                        .max_metadata_bytes = c->max_metadata_bytes, .strict = c->strict_decode,
-                        .max_member_bytes = ff__member_bytes_limit(c),
-                        .repeat = l->repeat[epoch & 1] ? l->repeat[epoch & 1][at] : 0, .reader = l->index.reader};
-  ff__index_locate(&l->index, (size_t)sample, &job.shard, &job.offset, &job.length);
-  job.stream = l->stream;
-  job.stream_gen = l->stream ? ff__stream_gen(l->stream) : 0; /* under the lock, as the restarts */
-  return job;
-}
-
 /* Runs one sample on the CPU into `slot` of e: its pipeline, or its views. Unlocked. */
 static ff_status run_sample(ff_loader *l, ff__worker *w, ff_batch *e, const ff__sample_job *job, int slot,
                             ff__error *err) {
@@ -411,7 +381,7 @@ static ff_status replace_sample(ff_loader *l, ff__worker *w, ff_batch *e, size_t
   ff_status st = err->status;
   for (size_t k = 1; k <= tries && st; k++) {
     int64_t sample = order[(at + k) % n];
-    ff__sample_job job = sample_job(l, e->epoch, (at + k) % n);
+    ff__sample_job job = ff__loader_sample_job(l, e->epoch, (at + k) % n);
     st = run_sample(l, w, e, &job, slot, err);
     if (!st) *used = sample;
   }
@@ -436,7 +406,7 @@ static void *worker_loop(void *p) {
     int placement = redo.slot >= 0 ? FF_PLACEMENT_CPU : e->placement[slot];
     size_t at = item - pos + (size_t)slot; /* the sample's place in the epoch's order */
     int64_t sample = l->order[e->epoch & 1][at];
-    ff__sample_job job = sample_job(l, e->epoch, at);
+    ff__sample_job job = ff__loader_sample_job(l, e->epoch, at);
     job.hint = (ff__read_hint){l->order[e->epoch & 1] + (item - pos), (int)e->size,
                                e->epoch * (l->num_batches + 1) + e->index};
     l->busy++;
@@ -449,7 +419,7 @@ static void *worker_loop(void *p) {
     ff_status st = placement != FF_PLACEMENT_CPU
                        ? ff__offload_sample(l->offload, w, (int)(e - l->ring), &job, slot, placement, &took, &err)
                        : run_sample(l, w, e, &job, slot, &err);
-    if (redo.slot >= 0) /* handed back by the feeder: meant for the device, prepared here */
+    if (redo.slot >= 0 && redo.why != FF__REDO_REMOTE) /* handed back by the feeder: meant for the device */
       took.fell_back = 1, took.decode_fallback = redo.why == FF__REDO_DECODE, took.placement = FF_PLACEMENT_CPU;
     char *replace_msg = NULL;
     int64_t used = sample; /* the sample whose pixels fill the slot */
@@ -501,7 +471,7 @@ static void *worker_loop(void *p) {
           e->stats.device_fallbacks += (size_t)took.fell_back;
           e->stats.device_decode_fallbacks += (size_t)took.decode_fallback;
         }
-        sample_finished(l, e, 1);
+        ff__loader_sample_finished(l, e, 1);
       }
     }
     free(replace_msg);
@@ -544,18 +514,17 @@ static void offload_done(void *ctx, const ff__offload_result *r) {
     e->decodes.failed_batches += (uint64_t)r->decode_batch_failed;
     e->decodes.small_batches += (uint64_t)r->decode_small_batch;
     ff__dev_output_took(l, e, r->on_device);
-    for (int s = 0; s < l->batch_cap && r->num_redo; s++) { /* the workers take these first */
-      if (!r->redo[s] || l->redo_count == l->redo_cap) continue;
-      l->redo[(l->redo_head + l->redo_count++) % l->redo_cap] = (struct ff__redo){r->entry, s, r->redo[s], l->gen};
-    }
+    for (int s = 0; s < l->batch_cap && r->num_redo; s++) /* the workers take these first */
+      if (r->redo[s]) ff__loader_redo(l, r->entry, s, r->redo[s], l->gen);
     if (r->num_redo) pthread_cond_broadcast(&l->work_cv);
-    sample_finished(l, e, r->samples);
+    ff__loader_sample_finished(l, e, r->samples);
   }
   pthread_cond_broadcast(&l->ready_cv);
   pthread_mutex_unlock(&l->mu);
 }
 
 static void loader_free(ff_loader *l) {
+  ff__remote_free(l);
   ff__fence_free(l); /* the consumer's copies read the images to the end */
   for (int i = 0; i < 2 * l->num_threads && l->workers; i++) ff__worker_free(&l->workers[i]);
   for (int i = 0; l->ring && i < l->ring_size; i++) { /* ring_size is set before the ring is made */
@@ -816,6 +785,7 @@ static ff_status loader_start(ff_loader *l) {
                            c->device_alloc, c->device_free, c->device_alloc_ctx};
   if ((st = ff__offload_open(&oc, &l->offload, l->device_name, sizeof l->device_name, err))) return st;
   if ((st = ff__dev_output_open(l))) return st;
+  if ((st = ff__remote_open(l))) return st;
   l->stats.device = l->device_name;
   l->stats.device_decoder = ff__offload_decoder(l->offload, &l->stats.device_decoder_note);
   l->device_decoder = l->offload && strcmp(l->stats.device_decoder, "none") ? l->stats.device_decoder : NULL;
@@ -876,6 +846,7 @@ void ff_loader_close(ff_loader *l) {
   pthread_mutex_unlock(&l->mu);
   ff__stream_stop(l->stream); /* a worker waiting for a streamed sample returns */
   for (int i = 0; i < l->started_threads; i++) pthread_join(l->threads[i], NULL);
+  ff__remote_close(l); /* no completion after this */
   ff__offload_close(l->offload); /* the device goes now, not when the last batch is released */
   ff__reader_destroy(l->index.reader); /* no callback after close returns (ff_source_callbacks) */
   l->index.reader = NULL;
@@ -978,6 +949,7 @@ static void hand_out(ff_loader *l, ff_batch *e, int ring_ready, uint64_t t0, uin
       .device_ok = ff__offload_usable(l->offload) && !ff__offload_take_refused(l->offload),
   };
   ff__sched_update(&l->sched_params, &l->sched, &o);
+  ff__remote_observe(l, &o);
   if (l->coord) {
     double busy_s = (double)(l->worker_cpu_ns - l->reported_cpu_ns) * 1e-9;
     l->reported_cpu_ns = l->worker_cpu_ns;
@@ -1068,7 +1040,7 @@ ff_status ff_loader_next(ff_loader *l, ff_batch **out) {
     }
     ff_batch *e;
     while (!(e = entry_of(l, l->out_epoch, l->next_out)) || e->state != FF__BUF_READY)
-      pthread_cond_wait(&l->ready_cv, &l->mu);
+      ff__remote_wait(l); /* ready_cv, and remote microbatches past their timeout */
     l->next_out++;
     if ((st = e->error.status)) {
       l->err = e->error;

@@ -130,6 +130,7 @@ struct ff_loader {
   int redo_head, redo_count, redo_cap;
 
   ff__trace *trace;      /* NULL unless tracing (trace.c) */
+  struct ff__remote *remote; /* remote workers (remote.c), or NULL */
 
   /* views (pipeline/views.h): num_groups 0 without; pipe is then group 0's pipeline */
   ff__views views;
@@ -244,6 +245,44 @@ ff_status ff__dev_output_hand_out(ff_loader *l, ff_batch *e);
 void ff__dev_output_release(ff_loader *l, ff_batch *e, void *handle);
 /* Frees it all (loader_free, before batch_mem_close). */
 void ff__dev_output_close(ff_loader *l);
+
+/* ---- remote.c, called by loader.c (locked unless said) ---- */
+
+typedef struct ff__remote ff__remote;
+
+/* A sample handed back by the remote placement (ff__loader_redo's why). */
+#define FF__REDO_REMOTE 3
+
+/* Opens the remote placement of cfg.remote (nothing without one), after
+ * the ring and before the workers start. FF_OK, FF_EINVAL (a bad executor,
+ * or a pipeline or source remote workers cannot take; message in l->err),
+ * FF_ENOMEM. Unlocked. */
+ff_status ff__remote_open(ff_loader *l);
+/* Batch e was just split: places the remote share of its CPU samples
+ * (FF_PLACEMENT_REMOTE) and queues their microbatches. */
+void ff__remote_split(ff_loader *l, ff_batch *e);
+/* Submits the queued microbatches (reading their bytes on w when they are
+ * sent); returns 1 when it dropped the lock meanwhile. */
+int ff__remote_flush(ff_loader *l, ff__worker *w);
+/* A restart (after the samples in flight are in): forgets every microbatch. */
+void ff__remote_reset(ff_loader *l);
+/* The consumer's wait on ready_cv, which takes back microbatches past their timeout. */
+void ff__remote_wait(ff_loader *l);
+/* A batch was handed out: the policy learns from its interval. */
+void ff__remote_observe(ff_loader *l, const ff__sched_obs *o);
+/* Stops the executor (ff_loader_close, after the workers are joined). Unlocked. */
+void ff__remote_close(ff_loader *l);
+void ff__remote_free(ff_loader *l);
+
+/* ---- ring.c, called by loader.c and remote.c (the first two locked) ---- */
+
+/* Hands slot `slot` of ring entry `entry` (split in generation gen) to the
+ * workers, which take it before new samples; why: FF__REDO_*. */
+void ff__loader_redo(ff_loader *l, int entry, int slot, int why, uint64_t gen);
+/* count samples of e are in place. */
+void ff__loader_sample_finished(ff_loader *l, ff_batch *e, int count);
+/* What a worker needs to run the sample at position `at` of epoch's order. */
+ff__sample_job ff__loader_sample_job(const ff_loader *l, uint64_t epoch, size_t at);
 
 /* ---- entry points for other layers ---- */
 

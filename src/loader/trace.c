@@ -67,6 +67,7 @@ ff_status ff__trace_write(const ff__trace *t, const char *path, int num_workers,
   track_name(f, FF__TRACK_CONSUMER, "consumer (waits)");
   track_name(f, FF__TRACK_DEVICE, "device stream (microbatches)");
   track_name(f, FF__TRACK_FEEDER, "device feeder (batches it handed back)");
+  track_name(f, FF__TRACK_REMOTE, "remote workers (microbatches, submit to complete)");
   for (int i = 0; i < num_workers; i++) {
     char name[32];
     snprintf(name, sizeof name, "CPU worker %d", i);

@@ -18,9 +18,9 @@
 
 typedef struct ff__trace ff__trace;
 
-/* Tracks: the consumer, the device stream, the feeder, then worker i at
+/* Tracks: the consumer, the device stream, the feeder, remote microbatches, then worker i at
  * FF__TRACK_WORKER + i. */
-enum { FF__TRACK_CONSUMER = 0, FF__TRACK_DEVICE = 1, FF__TRACK_FEEDER = 2, FF__TRACK_WORKER = 3 };
+enum { FF__TRACK_CONSUMER = 0, FF__TRACK_DEVICE = 1, FF__TRACK_FEEDER = 2, FF__TRACK_REMOTE = 3, FF__TRACK_WORKER = 4 };
 
 /* A trace of at most max_events events; NULL when out of memory. */
 ff__trace *ff__trace_create(size_t max_events);

@@ -64,31 +64,36 @@ void ff__sched_update(const ff__sched_params *p, ff__sched_state *s, const ff__s
     s->share = 0;
     return;
   }
-  double base = deficit(s), cap = balance(s, o->cpu_threads);
+  double cap = balance(s, o->cpu_threads);
   if (cap > p->max_device_share) cap = p->max_device_share;
-  if (s->stalled) {
-    /* Rise toward the deficit plus what the ring lacks. */
-    double missing = (double)(p->prefetch - o->ring_ready) / p->prefetch;
-    double target = clamp(base + p->ring_gain * clamp(missing, 0, 1), 0, cap);
-    if (target > s->share) s->share += p->raise_gain * (target - s->share);
-  } else {
-    double floor = clamp(base, 0, cap);
-    if (o->ring_ready >= p->prefetch) {
-      /* No stall and a full ring: give the GPU back slowly, but not below
-       * the deficit, which would only bring the stall back (hysteresis). */
-      if (s->share > floor) s->share = s->share - p->decay > floor ? s->share - p->decay : floor;
-    } else if (floor > s->share) {
-      /* No stall yet but the ring is not full: below the deficit the ring
-       * would only drain, so close half the gap to it per batch before the
-       * trainer waits. */
-      s->share += p->raise_gain * (floor - s->share);
-    }
-    /* Interference cap: the trainer is not waiting, so keep the device's
-     * preprocessing within its share of wall time. */
-    if (s->device_time_share > p->max_device_time)
-      s->share *= p->max_device_time / s->device_time_share;
-  }
+  s->share = ff__sched_share_step(p, s->share, deficit(s), cap, s->stalled, o->ring_ready);
+  /* Interference cap: the trainer is not waiting, so keep the device's
+   * preprocessing within its share of wall time. */
+  if (!s->stalled && s->device_time_share > p->max_device_time) s->share *= p->max_device_time / s->device_time_share;
   s->share = clamp(s->share, 0, cap);
+}
+
+double ff__sched_share_step(const ff__sched_params *p, double share, double deficit, double cap, int stalled,
+                            int ring_ready) {
+  if (stalled) {
+    /* Rise toward the deficit plus what the ring lacks. */
+    double missing = (double)(p->prefetch - ring_ready) / p->prefetch;
+    double target = clamp(deficit + p->ring_gain * clamp(missing, 0, 1), 0, cap);
+    if (target > share) share += p->raise_gain * (target - share);
+    return share;
+  }
+  double floor = clamp(deficit, 0, cap);
+  if (ring_ready >= p->prefetch) {
+    /* No stall and a full ring: give the work back slowly, but not below
+     * the deficit, which would only bring the stall back (hysteresis). */
+    if (share > floor) share = share - p->decay > floor ? share - p->decay : floor;
+  } else if (floor > share) {
+    /* No stall yet but the ring is not full: below the deficit the ring
+     * would only drain, so close half the gap to it per batch before the
+     * trainer waits. */
+    share += p->raise_gain * (floor - share);
+  }
+  return share;
 }
 
 int ff__sched_device_count(const ff__sched_state *s, int n) {

@@ -72,6 +72,14 @@ void ff__sched_state_init(ff__sched_state *s);
  * batch. */
 void ff__sched_update(const ff__sched_params *p, ff__sched_state *s, const ff__sched_obs *obs);
 
+/* One batch's move of a placement's share (the device's here, the remote
+ * workers' in sched/remote.c): toward deficit plus the ring's missing
+ * batches while stalled, down toward deficit while the ring is full, up
+ * toward it while the ring drains without a stall; within [0, cap] as far
+ * as those targets go (the caller clamps). */
+double ff__sched_share_step(const ff__sched_params *p, double share, double deficit, double cap, int stalled,
+                            int ring_ready);
+
 /* How many of a batch of n samples go to the device at the current share. */
 int ff__sched_device_count(const ff__sched_state *s, int n);
 

@@ -672,7 +672,7 @@ static void three_placements_mix_in_one_batch_and_change_mid_run(void **state) {
   assert_int_equal(ff_loader_next(l, &b), FF_END);
   ff_loader_close(l);
   assert_true(r.mixed_batches > 0);
-  for (int p = 0; p < FF_PLACEMENTS; p++) assert_true(r.stats.placement_samples[p] > 0);
+  for (int p = 0; p < FF_PLACEMENT_REMOTE; p++) assert_true(r.stats.placement_samples[p] > 0);
   /* the first epoch's PNGs are found out at the worker: the CPU decodes them */
   assert_true(r.stats.device_decode_fallbacks > 0);
   assert_same_batches(&ref, &r, "cpu vs emu:0 with the three placements, shares 0.5, 1, 0.25");
