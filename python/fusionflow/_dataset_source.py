@@ -17,7 +17,9 @@ class DatasetFetcher:
     An exception that is not an Exception (KeyboardInterrupt, SystemExit) is no
     sample's failure: it is kept in ``pending_exit``, the call's samples fail
     without asking the dataset again, and the consumer raises it at its next
-    ``next`` (Loader._raise_pending_exit) whatever ``on_error`` says."""
+    ``next`` (Loader._raise_pending_exit) whatever ``on_error`` says; the dataset
+    is asked nothing more (``halted``) until the consumer's next call, which makes
+    the batches prepared meanwhile again (Loader._resume_fetcher)."""
 
     def __init__(self, dataset, image_key, label_key):
         self.dataset = dataset
@@ -25,14 +27,16 @@ class DatasetFetcher:
         self.label_key = label_key
         self.getitems = getattr(dataset, "__getitems__", None)  # torch's and Hugging Face's batch access
         self.pending_exit = None
+        self.halted = False  # raised to the consumer, which has not called again (Loader._resume_fetcher)
 
     def __call__(self, indices):
-        if self.pending_exit is None:
+        if self.pending_exit is None and not self.halted:
             try:
                 return self._fetch(indices)
             except BaseException as e:  # not an Exception: _fetch keeps those per item
                 self.pending_exit = e
-        text = f"{type(self.pending_exit).__name__} raised by the dataset (the loader raises it again)"
+        what = "an exception" if self.pending_exit is None else type(self.pending_exit).__name__
+        text = f"{what} raised by the dataset (the loader raises it again)"
         return [text] * len(indices)
 
     def _fetch(self, indices):

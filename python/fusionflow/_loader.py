@@ -773,6 +773,7 @@ class Loader:
         if iteration != self._iterations:
             raise RuntimeError("fusionflow: another iteration over this loader started; this iterator is done")
         core = self._open()
+        self._resume_fetcher()
         self._release_torch_cache(core)
         try:
             answer = core.next(self._fence_stream(core))
@@ -798,7 +799,23 @@ class Loader:
         fetcher = self._fetcher
         if fetcher is not None and fetcher.pending_exit is not None:
             e, fetcher.pending_exit = fetcher.pending_exit, None
+            fetcher.halted = True  # nothing is asked of the dataset until the consumer calls again
             raise e
+
+    def _resume_fetcher(self):
+        """At the consumer's first call after the dataset's exception was raised: the samples
+        asked of the dataset since it raised failed without asking it (DatasetFetcher), so the
+        batches prepared meanwhile are made again (a seek away from the position and back) and
+        no sample is lost to on_error="skip"."""
+        fetcher, c = self._fetcher, self._c
+        if fetcher is None or not fetcher.halted:
+            return
+        fetcher.halted = False
+        if c is None or c.num_batches < 1:
+            return
+        epoch, batch = c.position()
+        c.seek(epoch, batch + 1 if batch < c.num_batches else batch - 1)
+        c.seek(epoch, batch)
 
     # -- epochs and resuming ---------------------------------------------------------------
 
@@ -820,6 +837,7 @@ class Loader:
         if isinstance(epoch, bool) or not isinstance(epoch, int) or not 0 <= epoch < 1 << 64:
             raise ValueError(f"fusionflow: set_epoch: epoch must be a non-negative int below 2**64 (got {epoch!r})")
         c = self._open()
+        self._resume_fetcher()
         if self._held_epoch == epoch:
             return
         c.set_epoch(epoch)
@@ -935,6 +953,7 @@ class Loader:
         if not 0 <= epoch < 1 << 64 or not 0 <= batch <= c.num_batches:
             raise ValueError(f"fusionflow: load_state_dict: position (epoch {epoch}, batch {batch}) is outside "
                              f"epochs [0, 2**64) and the {c.num_batches} batches of an epoch")
+        self._resume_fetcher()
         c.seek(epoch, batch)
         self._held_epoch = epoch
 
