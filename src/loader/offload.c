@@ -35,14 +35,14 @@ static void resolve_decoder(ff__offload *o) {
   const char *why = "";
   const char *name = ff__device_decoder(o->dev, &why);
   const ff__offload_config *c = &o->cfg;
+  ff__device_kind kind = ff__device_name_kind(c->device);
   if (c->deterministic) why = "deterministic=1", name = NULL;
   else if (c->replace_errors) why = "on_error=replace (substitutes are decoded on the CPU)", name = NULL;
   else if (c->strict_decode && name && !strncmp(name, "nvjpeg", 6))
     why = "strict_decode=1 (nvJPEG does not report the damage it repairs)", name = NULL;
   else if (c->device_decode == FF_DEVICE_DECODE_OFF) why = "device_decode=off", name = NULL;
-  else if (c->device_decode == FF_DEVICE_DECODE_AUTO && name &&
-           ff__device_name_kind(c->device) != FF__DEVICE_KIND_CUDA &&
-           ff__device_name_kind(c->device) != FF__DEVICE_KIND_AUTO)
+  else if (c->device_decode == FF_DEVICE_DECODE_AUTO && name && kind != FF__DEVICE_KIND_CUDA &&
+           kind != FF__DEVICE_KIND_AUTO)
     why = "device_decode=auto is on for CUDA devices only", name = NULL;
   o->decoder = name;
   o->note = name ? "" : why; /* static strings, or the device's message (owned by the device) */
