@@ -27,6 +27,11 @@ __all__ = ["Workers"]
 
 _log = logging.getLogger("fusionflow.ray")
 
+# Ray's get, wait and kill without the ray.init() Ray wraps them in: after the process's
+# ray.shutdown() the dispatcher's next call fails instead of starting a cluster (or joining
+# the one just shut down, which ends the process a minute later)
+_get, _wait, _kill = (getattr(f, "__wrapped__", f) for f in (ray.get, ray.wait, ray.kill))
+
 
 def _version():
     """What the driver and a worker must agree on: the package and the C library it runs."""
@@ -188,6 +193,10 @@ class _Dispatcher(threading.Thread):
 
     # -- the pool --------------------------------------------------------------------------
 
+    def _default_placement(self):
+        """Whether the actors go to the CPU-only nodes in turn (no label_selector, allow_gpu_nodes=False)."""
+        return self.w.label_selector is None and not self.w.allow_gpu_nodes
+
     def _new_actor(self):
         opts = {"num_cpus": self.w.num_cpus_per_worker, "max_restarts": 0}
         if self.w.label_selector is not None:
@@ -201,7 +210,7 @@ class _Dispatcher(threading.Thread):
 
     def _start_pool(self):
         _connect(self.w.address)
-        if self.w.label_selector is None and not self.w.allow_gpu_nodes:
+        if self._default_placement():
             self.nodes = _cpu_nodes()
             if not self.nodes:
                 raise RuntimeError("fusionflow.ray.Workers: no node without GPUs in the Ray cluster "
@@ -236,14 +245,18 @@ class _Dispatcher(threading.Thread):
         """Kills actor (if it lives) and starts another in its place; False once none starts."""
         self.counts["actors_killed" if killed else "actors_lost"] += 1
         try:
-            ray.kill(actor)
+            _kill(actor)
         except Exception:  # already gone
             pass
         self.actors.remove(actor)
         self.load.pop(actor, None)
         try:
-            if self.w.label_selector is None and not self.w.allow_gpu_nodes:
-                self.nodes = _cpu_nodes() or self.nodes
+            if not ray.is_initialized():
+                return False
+            if self._default_placement():
+                self.nodes = _cpu_nodes()
+                if not self.nodes:  # the CPU-only nodes are gone: the pool ends with its last actor
+                    return bool(self.actors)
             a = self._new_actor()
             self.actors.append(a)
             self.load[a] = 0
@@ -267,17 +280,19 @@ class _Dispatcher(threading.Thread):
             while not self.stopping and not self.q.closed:
                 self._step()
         except Exception as e:  # the pool is gone (the cluster went away): the Loader carries on alone
-            self._lose_pool(e)
+            self._lose_pool(e if ray.is_initialized() else RuntimeError("Ray was shut down in this process"))
         finally:
             self._shutdown()
 
     def _step(self):
+        if not ray.is_initialized():  # ray.shutdown(): a Ray call now would start (or join) a cluster
+            raise RuntimeError("Ray was shut down in this process")
         for t in self.q.take(0.01 if self.inflight or self.waiting else 0.1):
             self.waiting.append((t, 1))
         self._send()
         if not self.inflight:
             return
-        ready, _ = ray.wait(list(self.inflight), num_returns=len(self.inflight), timeout=0.01)
+        ready, _ = _wait(list(self.inflight), num_returns=len(self.inflight), timeout=0.01)
         for ref in ready:
             self._collect(ref)
         now = time.monotonic()
@@ -286,7 +301,7 @@ class _Dispatcher(threading.Thread):
                 self._abandon(actor, killed=True)
 
     def _send(self):
-        while self.waiting and self.actors:
+        while self.waiting and self.actors and ray.is_initialized():
             actor = min(self.actors, key=lambda a: self.load[a])
             if self.load[actor] >= self.w.max_in_flight_per_worker:
                 return
@@ -299,8 +314,9 @@ class _Dispatcher(threading.Thread):
         task, actor, attempt, _ = self.inflight.pop(ref)
         self.load[actor] = self.load.get(actor, 1) - 1
         try:
-            images, statuses, cpu_ns = ray.get(ref)
-        except (ray.exceptions.RayActorError, ray.exceptions.WorkerCrashedError, ray.exceptions.ObjectLostError):
+            images, statuses, cpu_ns = _get(ref)
+        except (ray.exceptions.RayActorError, ray.exceptions.WorkerCrashedError, ray.exceptions.ObjectLostError,
+                ray.exceptions.ActorUnschedulableError):  # the last: its node died before it started
             self._abandon(actor, killed=False, failed=(task, attempt))
             return
         except ray.exceptions.RayError:  # the call failed in a live actor: another try
@@ -327,7 +343,8 @@ class _Dispatcher(threading.Thread):
         for _, (task, _, attempt, _) in mine:
             self._retry(task, attempt)
         if not alive:
-            raise RuntimeError("no worker could be started again")
+            raise RuntimeError("no node without GPUs is left in the Ray cluster" if self._default_placement() and
+                               not self.nodes else "no worker could be started again")
 
     def _retry(self, task, attempt):
         if attempt < self.w.max_attempts:
@@ -355,9 +372,9 @@ class _Dispatcher(threading.Thread):
 
     def _shutdown(self):
         self.inflight.clear()
-        for a in self.actors:
+        for a in self.actors if ray.is_initialized() else ():
             try:
-                ray.kill(a)
+                _kill(a)
             except Exception:
                 pass
         self.actors = []
