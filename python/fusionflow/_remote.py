@@ -287,12 +287,15 @@ class _Dispatcher(threading.Thread):
     def _step(self):
         if not ray.is_initialized():  # ray.shutdown(): a Ray call now would start (or join) a cluster
             raise RuntimeError("Ray was shut down in this process")
-        for t in self.q.take(0.01 if self.inflight or self.waiting else 0.1):
+        # with results out, the wait for the first of them is the loop's only sleep (no poll of both)
+        for t in self.q.take(0 if self.inflight else 0.01 if self.waiting else 0.1):
             self.waiting.append((t, 1))
         self._send()
         if not self.inflight:
             return
-        ready, _ = _wait(list(self.inflight), num_returns=len(self.inflight), timeout=0.01)
+        ready, _ = _wait(list(self.inflight), num_returns=1, timeout=0.01)
+        if ready:
+            ready, _ = _wait(list(self.inflight), num_returns=len(self.inflight), timeout=0)
         for ref in ready:
             self._collect(ref)
         now = time.monotonic()
