@@ -27,10 +27,10 @@ __all__ = ["Workers"]
 
 _log = logging.getLogger("fusionflow.ray")
 
-# Ray's get, wait and kill without the ray.init() Ray wraps them in: after the process's
-# ray.shutdown() the dispatcher's next call fails instead of starting a cluster (or joining
-# the one just shut down, which ends the process a minute later)
-_get, _wait, _kill = (getattr(f, "__wrapped__", f) for f in (ray.get, ray.wait, ray.kill))
+# Ray's kill without the ray.init() Ray wraps it in: after the process's ray.shutdown() the
+# dispatcher's call fails instead of starting a cluster (or joining the one just shut down,
+# which ends the process a minute later); it reads results from futures, which never start Ray
+_kill = getattr(ray.kill, "__wrapped__", ray.kill)
 
 
 def _version():
@@ -287,19 +287,15 @@ class _Dispatcher(threading.Thread):
     def _step(self):
         if not ray.is_initialized():  # ray.shutdown(): a Ray call now would start (or join) a cluster
             raise RuntimeError("Ray was shut down in this process")
-        # with results out, the wait for the first of them is the loop's only sleep (no poll of both)
-        for t in self.q.take(0 if self.inflight else 0.01 if self.waiting else 0.1):
+        # the one sleep: until a microbatch comes, a result's future wakes it, or 0.1 s for the deadlines
+        for t in self.q.take(0.01 if self.waiting else 0.1):
             self.waiting.append((t, 1))
         self._send()
-        if not self.inflight:
-            return
-        ready, _ = _wait(list(self.inflight), num_returns=1, timeout=0.01)
-        if ready:
-            ready, _ = _wait(list(self.inflight), num_returns=len(self.inflight), timeout=0)
-        for ref in ready:
-            self._collect(ref)
+        for ref in [ref for ref, v in self.inflight.items() if v[4].done()]:
+            if ref in self.inflight:  # not abandoned with its actor meanwhile
+                self._collect(ref)
         now = time.monotonic()
-        for ref, (task, actor, attempt, sent) in list(self.inflight.items()):
+        for ref, (task, actor, attempt, sent, _) in list(self.inflight.items()):
             if now - sent > self.w.timeout_s and ref in self.inflight:
                 self._abandon(actor, killed=True)
 
@@ -310,14 +306,20 @@ class _Dispatcher(threading.Thread):
                 return
             task, attempt = self.waiting.pop(0)
             _, epoch, indices, datas, _ = task
-            self.inflight[actor.run.remote(epoch, indices, datas)] = [task, actor, attempt, time.monotonic()]
+            ref = actor.run.remote(epoch, indices, datas)
+            future = ref.future()
+            self.inflight[ref] = [task, actor, attempt, time.monotonic(), future]
             self.load[actor] += 1
+            future.add_done_callback(self._wake)  # on Ray's thread (or here, when done already)
+
+    def _wake(self, _future):
+        self.q.wake()
 
     def _collect(self, ref):
-        task, actor, attempt, _ = self.inflight.pop(ref)
+        task, actor, attempt, _, future = self.inflight.pop(ref)
         self.load[actor] = self.load.get(actor, 1) - 1
         try:
-            images, statuses, cpu_ns = _get(ref)
+            images, statuses, cpu_ns = future.result()
         except (ray.exceptions.RayActorError, ray.exceptions.WorkerCrashedError, ray.exceptions.ObjectLostError,
                 ray.exceptions.ActorUnschedulableError):  # the last: its node died before it started
             self._abandon(actor, killed=False, failed=(task, attempt))
@@ -325,7 +327,7 @@ class _Dispatcher(threading.Thread):
         except ray.exceptions.RayError:  # the call failed in a live actor: another try
             self._retry(task, attempt)
             return
-        del ref
+        del ref, future
         tid, _, indices, _, sample_bytes = task
         if images.dtype != "uint8" or images.nbytes != len(indices) * sample_bytes or \
                 not images.flags["C_CONTIGUOUS"]:
@@ -341,9 +343,9 @@ class _Dispatcher(threading.Thread):
             del self.inflight[ref]  # a late result of this attempt is never read
             self.counts["dropped_results"] += 1
         if failed is not None:
-            mine.append((None, [failed[0], actor, failed[1], 0]))
+            mine.append((None, [failed[0], actor, failed[1], 0, None]))
         alive = self._replace(actor, killed)
-        for _, (task, _, attempt, _) in mine:
+        for _, (task, _, attempt, _, _) in mine:
             self._retry(task, attempt)
         if not alive:
             raise RuntimeError("no node without GPUs is left in the Ray cluster" if self._default_placement() and

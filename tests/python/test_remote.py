@@ -35,6 +35,26 @@ def test_workers_without_ray_say_what_to_install():
     assert "ERR fusionflow.ray needs Ray: pip install 'fusionflow[ray]'" in r.stdout, r.stdout + r.stderr
 
 
+def test_remote_queue_wake_ends_one_take():
+    """The dispatcher sleeps in take until a microbatch comes or a result's future calls wake (from
+    Ray's thread): a wake ends the take waiting now, or the next one, and only that one."""
+    import threading
+
+    q = fusionflow._fusionflow.RemoteQueue(1)
+    got = []
+    t = threading.Thread(target=lambda: got.append((q.take(60), time.monotonic())))
+    t0 = time.monotonic()
+    t.start()
+    time.sleep(0.2)  # the take is waiting (or about to: the wake is kept for it)
+    q.wake()
+    t.join(30)
+    assert got and got[0][0] == [] and got[0][1] - t0 < 30
+    q.wake()
+    assert q.take(60) == []  # at once
+    t0 = time.monotonic()
+    assert q.take(0.2) == [] and time.monotonic() - t0 >= 0.15  # the wake was used up
+
+
 if os.environ.get("FF_TEST_SANITIZER"):
     pytest.skip("Ray's processes would inherit the sanitizer runtime preloaded for the instrumented extension; "
                 "tests/unit/test_remote.c covers the remote placement there", allow_module_level=True)
