@@ -4,8 +4,9 @@ The Loader's C core decides which samples go remote (only the deficit its CPU th
 device leave) and queues them as microbatches in C (fusionflow._fusionflow.RemoteQueue);
 one Python thread per Loader, the dispatcher, makes every Ray call: it starts the actors,
 sends each microbatch to an actor with fewer than ``max_in_flight_per_worker`` in flight,
-hands each result's uint8 pixels back to the C core (which converts them into the batch)
-and drops the ObjectRef at once. Faults: an actor past its deadline is killed and
+sleeps until a microbatch comes or a result's future wakes it (from Ray's thread), hands
+each result's uint8 pixels back to the C core (which converts them into the batch) and
+drops the ObjectRef at once. Faults: an actor past its deadline is killed and
 replaced and its microbatch redone on another (``max_attempts`` in all), a lost actor
 likewise; results of an attempt no longer wanted are dropped by (epoch, microbatch,
 attempt); a microbatch out of attempts, and everything once the pool is gone, runs on
