@@ -279,14 +279,14 @@ def test_an_unreachable_address_fails_at_open(cluster, folder):
 @pytest.fixture(scope="module")
 def two_nodes(cluster):
     """The module's cluster traded for two simulated nodes on this machine: the head, where
-    this process (the trainer) runs, with a logical GPU and 2 CPUs, and a CPU-only node of 2
-    CPUs. Yields (cluster, the GPU node's id, the CPU node's id)."""
+    this process (the trainer) runs, with a logical GPU, 2 CPUs and the label role=trainer,
+    and a CPU-only node of 2 CPUs. Yields (cluster, the GPU node's id, the CPU node's id)."""
     from ray.cluster_utils import Cluster
 
     ray.shutdown()
     temp = tempfile.mkdtemp(prefix="ffrem2", dir="/tmp")
     args = dict(include_dashboard=False, object_store_memory=100 << 20, temp_dir=temp)
-    c = Cluster(initialize_head=True, head_node_args=dict(args, num_cpus=2, num_gpus=1))
+    c = Cluster(initialize_head=True, head_node_args=dict(args, num_cpus=2, num_gpus=1, labels={"role": "trainer"}))
     cpu_node = c.add_node(num_cpus=2, object_store_memory=100 << 20)
     ray.init(address=c.address, log_to_driver=False)
     gpu_id = c.head_node.node_id
@@ -324,6 +324,10 @@ def test_two_nodes_actors_stay_off_the_gpu_node_unless_allowed(two_nodes, folder
     assert gpu_id in nodes and set(nodes) <= {gpu_id, cpu_id}, nodes
     assert_same(want, got)
     assert s["placement_samples"]["remote"] > 0, s
+    # a label_selector replaces the default placement: Ray's node labels decide
+    with fusionflow.Loader(folder, PIPELINE, batch_size=8, num_threads=1,
+                           remote=fusionflow.ray.Workers(1, label_selector={"role": "trainer"})) as l:
+        assert actor_nodes(l) == [gpu_id]
 
 
 @pytest.mark.parametrize("gone", ["ray.shutdown", "cpu node removed"])  # in this order: the second is for good
