@@ -144,12 +144,7 @@ static int cli(const char *args, char *out, size_t cap) {
   if (!exe) skip();
   char cmd[2048];
   snprintf(cmd, sizeof cmd, "%s sim %s 2>&1", exe, args);
-  FILE *p = popen(cmd, "r");
-  assert_non_null(p);
-  size_t n = fread(out, 1, cap - 1, p);
-  out[n] = 0;
-  int st = pclose(p);
-  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  return ff_test_run(cmd, out, cap);
 }
 
 #define SMALL "--gpus 2 --cores 2 --step-ms 40 --batch-size 32 --cpu-ms-per-sample 5 --batches 200 "
