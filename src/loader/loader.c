@@ -510,37 +510,29 @@ static void mark_reserve(ff_loader *l, int cores) {
   pthread_mutex_unlock(&l->mu);
 }
 
-ff_status ff_loader_next(ff_loader *l, ff_batch **out) {
-  if (!l->started_threads) return failed_open(l);
-  size_t limit = 0, peak = 0;
-  ff__offload_refresh(l->offload, &limit, &peak);
-  uint64_t t0 = ff__now_ns();
-  ff_status st = FF_OK;
-  pthread_mutex_lock(&l->mu);
-  if (l->offload) l->stats.device_pool_limit_bytes = limit, l->stats.device_pool_peak_bytes = peak;
-  ff__fence_next(l);
-  int ring_ready = ready_batches(l);
+/* The next batch of the consumer's epoch once it is ready (*out), FF_END
+ * at the epoch's end, or the batch's error. Batches whose every sample was
+ * skipped are freed and passed over. Locked. */
+static ff_status next_ready(ff_loader *l, int ring_ready, uint64_t t0, ff_batch **out) {
   for (;;) {
     if (l->next_out == l->num_batches) { /* the workers are on the next epoch already */
       l->out_epoch++;
       l->next_out = 0;
-      st = FF_END;
-      break;
+      return FF_END;
     }
-    if (l->held == l->ring_size) {
-      st = ff__error_set(&l->err, FF_EINVAL, "all %d batches of the ring are held: release one first (prefetch=%d)",
-                         l->ring_size, l->cfg.prefetch);
-      break;
-    }
+    if (l->held == l->ring_size)
+      return ff__error_set(&l->err, FF_EINVAL, "all %d batches of the ring are held: release one first (prefetch=%d)",
+                           l->ring_size, l->cfg.prefetch);
     ff_batch *e;
     while (!(e = ff__ring_entry_of(l, l->out_epoch, l->next_out)) || e->state != FF__BUF_READY)
       ff__remote_wait(l); /* ready_cv, and remote microbatches past their timeout */
     l->next_out++;
+    ff_status st;
     if ((st = e->error.status)) {
       l->err = e->error;
       ff__ring_clear_msgs(l, e);
       e->state = FF__BUF_FREE;
-      break;
+      return st;
     }
     ff__account_skips(l, e);
     if (!e->size) { /* every sample skipped: no empty batch goes out */
@@ -554,8 +546,29 @@ ff_status ff_loader_next(ff_loader *l, ff_batch **out) {
     l->stats.samples += e->size;
     ff__account_hand_out(l, e, ring_ready, t0, ff__now_ns());
     *out = e;
-    break;
+    return FF_OK;
   }
+}
+
+/* The last interval to the node coordinator, and its answer applied.
+ * Unlocked: the node's table may take a moment to get. */
+static void report_interval(ff_loader *l, ff__coord_report_data *interval) {
+  int threads;
+  if (ff__coord_report(l->coord, interval, &threads) == FF_OK) {
+    ff__loader_set_active_threads(l, threads, ff__coord_spares(l->coord));
+    mark_reserve(l, ff__coord_reserve_cores(l->coord));
+  }
+}
+
+ff_status ff_loader_next(ff_loader *l, ff_batch **out) {
+  if (!l->started_threads) return failed_open(l);
+  size_t limit = 0, peak = 0;
+  ff__offload_refresh(l->offload, &limit, &peak);
+  uint64_t t0 = ff__now_ns();
+  pthread_mutex_lock(&l->mu);
+  if (l->offload) l->stats.device_pool_limit_bytes = limit, l->stats.device_pool_peak_bytes = peak;
+  ff__fence_next(l);
+  ff_status st = next_ready(l, ready_batches(l), t0, out);
   uint64_t now = ff__now_ns();
   l->stats.wait_ns += now - t0;
   if (l->trace) ff__trace_span(l->trace, FF__TRACK_CONSUMER, "wait", t0, now - t0, "batch", (int64_t)l->next_out - 1);
@@ -564,12 +577,7 @@ ff_status ff_loader_next(ff_loader *l, ff_batch **out) {
   int pending = l->report_pending;
   l->report_pending = 0;
   pthread_mutex_unlock(&l->mu);
-  /* Outside the lock: the node's table may take a moment to get. */
-  int threads;
-  if (pending && ff__coord_report(l->coord, &interval, &threads) == FF_OK) {
-    ff__loader_set_active_threads(l, threads, ff__coord_spares(l->coord));
-    mark_reserve(l, ff__coord_reserve_cores(l->coord));
-  }
+  if (pending) report_interval(l, &interval);
   if (!st && l->pipe.has_mix && (st = batch_stage(l, *out))) {
     ff_batch_release(*out);
     *out = NULL;
