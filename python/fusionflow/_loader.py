@@ -138,13 +138,13 @@ class Loader(DataLoaderFace, LoaderStats):
             every rank its batch count (DDP, torch.compile, timm).
         shuffle_buffer (int): streamed ``tar:`` sources (``http://``, ``https://``,
             ``pipe:`` or compressed shards): the shuffle buffer of each rank's
-            stream in samples (default 1000; 0: only the shard order is
+            stream in samples, below 2**40 (default 1000; 0: only the shard order is
             shuffled). The order is a pure function of (seed, epoch, rank,
             world_size); every rank gets the same number of samples. Other
             sources ignore it.
 
     Sampling (the order of an epoch, and this process's share):
-        batch_size (int): samples per batch, >= 1. The last batch of an epoch
+        batch_size (int, required): samples per batch, 1 to 2**30. The last batch of an epoch
             is shorter unless ``drop_last`` (and batches are shorter by the
             samples skipped under ``on_error="skip"``).
         shuffle (bool): a seeded permutation per epoch (DistributedSampler's default, True).
@@ -194,8 +194,8 @@ class Loader(DataLoaderFace, LoaderStats):
             give the same batches; the random draws do not depend on it.
 
     Threads and device (who prepares the samples):
-        num_threads (int or None): worker threads; None or 0 = the CPUs this process may use.
-        prefetch (int): batches prepared ahead, >= 1. At most ``prefetch + 1``
+        num_threads (int or None): worker threads, at most 2**20; None or 0 = the CPUs this process may use.
+        prefetch (int): batches prepared ahead, 1 to 2**20. At most ``prefetch + 1``
             batches can be alive at once (see below).
         device (str): where the CPU pool's deficit goes when it cannot keep up
             with the training loop (FusionFlow's cooperative scheduler): ``"cpu"``
