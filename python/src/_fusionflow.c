@@ -81,6 +81,21 @@ int ffpy_to_u64(PyObject *obj, void *out) {
   return 1;
 }
 
+int ffpy_add_type(PyObject *module, PyType_Spec *spec, PyTypeObject **out) {
+  PyObject *type = PyType_FromSpec(spec);
+  if (!type) return -1;
+  const char *dot = strrchr(spec->name, '.');
+  if (PyModule_AddObject(module, dot ? dot + 1 : spec->name, type)) { /* takes the reference on success */
+    Py_DECREF(type);
+    return -1;
+  }
+  if (out) {
+    Py_INCREF(type); /* *out's own, for as long as the process runs */
+    *out = (PyTypeObject *)type;
+  }
+  return 0;
+}
+
 /* ---------------------------------------------------------------- module */
 
 /* The arguments augment_image and image_plan share: (path, pipeline, seed=0, epoch=0, index=0,

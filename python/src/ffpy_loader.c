@@ -741,13 +741,4 @@ static PyType_Slot loader_slots[] = {
 static PyType_Spec loader_spec = {"fusionflow._fusionflow.CLoader", sizeof(LoaderObject), 0, Py_TPFLAGS_DEFAULT,
                                   loader_slots};
 
-int ffpy_loader_add(PyObject *module) {
-  LoaderType = (PyTypeObject *)PyType_FromSpec(&loader_spec);
-  if (!LoaderType) return -1;
-  Py_INCREF(LoaderType);
-  if (PyModule_AddObject(module, "CLoader", (PyObject *)LoaderType)) {
-    Py_DECREF(LoaderType);
-    return -1;
-  }
-  return 0;
-}
+int ffpy_loader_add(PyObject *module) { return ffpy_add_type(module, &loader_spec, &LoaderType); }

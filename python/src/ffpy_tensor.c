@@ -378,13 +378,4 @@ static PyType_Slot tensor_slots[] = {
 
 static PyType_Spec tensor_spec = {"fusionflow.Tensor", sizeof(TensorObject), 0, Py_TPFLAGS_DEFAULT, tensor_slots};
 
-int ffpy_tensor_add(PyObject *module) {
-  TensorType = (PyTypeObject *)PyType_FromSpec(&tensor_spec);
-  if (!TensorType) return -1;
-  Py_INCREF(TensorType);
-  if (PyModule_AddObject(module, "Tensor", (PyObject *)TensorType)) {
-    Py_DECREF(TensorType);
-    return -1;
-  }
-  return 0;
-}
+int ffpy_tensor_add(PyObject *module) { return ffpy_add_type(module, &tensor_spec, &TensorType); }
