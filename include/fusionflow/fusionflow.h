@@ -235,13 +235,13 @@ typedef struct ff_config {
   const char *source;        /* "imagefolder:DIR", "list:FILE", "tar:PATTERN", a folder or a .tsv/.txt file (see
                                 ff_loader_open); required unless source_callbacks is set */
   const char *pipeline;      /* pipeline text (see below); required */
-  int batch_size;            /* samples per batch, >= 1; default 64 */
+  int batch_size;            /* samples per batch, 1 to 2**30; default 64 */
   int shuffle;               /* nonzero: seeded permutation per epoch; default 1 */
   int drop_last;             /* nonzero: drop the last batch of an epoch when it is short (DataLoader's
                                 drop_last); default 0. See also sampler_drop_last */
   uint64_t seed;             /* base seed of shuffle and augmentation; default 0 */
-  int num_threads;           /* CPU worker threads; 0 = the cores this process may use (default) */
-  int prefetch;              /* batches prepared ahead of the consumer, >= 1; default 2 */
+  int num_threads;           /* CPU worker threads, at most 2**20; 0 = the cores this process may use (default) */
+  int prefetch;              /* batches prepared ahead of the consumer, 1 to 2**20; default 2 */
   int rank;                  /* shard of this process, 0 <= rank < world_size; -1 = $RANK or 0 (default) */
   int world_size;            /* number of shards; -1 = $WORLD_SIZE or 1 (default) */
   ff_on_error on_error;      /* default FF_ON_ERROR_RAISE */
@@ -419,7 +419,7 @@ typedef struct ff_config {
   /* Streamed tar: sources (http://, https://, pipe:, compressed shards; see ff_loader_open): the
    * shuffle buffer of each rank's stream, in samples (the encoded bytes of up to this many samples,
    * plus the batches in flight, are kept in memory); 0 = none (only the shard order is shuffled);
-   * without shuffle neither is. Default 1000. Other sources ignore it. */
+   * without shuffle neither is. Below 2**40; default 1000. Other sources ignore it. */
   size_t shuffle_buffer;
   /* Samples from the caller's callbacks instead of files (see
    * ff_source_callbacks): when not NULL, the source (copied at open; ctx and
@@ -1162,6 +1162,11 @@ FF_API ff_status ff_loader_sample_images(ff_loader *loader, size_t i, uint64_t e
  * a loader that failed to open) or FF_ENOMEM with the message on the
  * handle. */
 FF_API ff_status ff_loader_epoch_order(ff_loader *loader, uint64_t epoch, int64_t *out, size_t cap);
+
+/* This process's shard, as the open resolved it: *rank and *world_size are
+ * ff_config's, with -1 replaced by $RANK / $WORLD_SIZE (or 0 / 1) -- what the
+ * order above is a function of. Either pointer may be NULL. Thread-safe. */
+FF_API void ff_loader_shard(const ff_loader *loader, int *rank, int *world_size);
 
 /* Where one batch was prepared and what it cost. */
 typedef struct ff_batch_info {

@@ -23,7 +23,9 @@ from ._errors import (DecodeError, DeviceError, DeviceUnavailableError, EmptySou
                       InvalidArgumentError, LoaderFileNotFoundError, LoaderOSError, OutOfMemoryError, PipelineError)
 from ._dataloader import BatchSampler, Sampler, SourceDataset
 from ._fusionflow import Tensor
-from ._loader import BatchInfo, Loader, augment_image, recipe_pipeline, recipes
+from ._image import augment_image
+from ._loader import BatchInfo, Loader
+from ._recipes import recipe_pipeline, recipes
 
 __version__ = "0.1.0"
 library_version = _fusionflow.version()

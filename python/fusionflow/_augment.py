@@ -11,7 +11,7 @@ import os
 
 from . import _errors
 from . import _fusionflow as _c
-from ._loader import _semantics
+from ._args import semantics_value
 
 __all__ = ["SampleAugmenter"]
 
@@ -69,7 +69,7 @@ class SampleAugmenter:
         self.pipeline, self.seed, self.dtype, self.layout = pipeline, seed, dtype, layout
         self._c = _c.CAugmenter(
             pipeline, seed=seed, num_threads=num_threads or 0, output_dtype=output_dtype,
-            memory_format=memory_format, semantics=_semantics("SampleAugmenter", semantics),
+            memory_format=memory_format, semantics=semantics_value("fusionflow.SampleAugmenter", semantics),
             max_image_pixels=0 if max_image_pixels is None else int(max_image_pixels),
             strict_decode=bool(strict_decode), source=None if source is None else os.fspath(source),
             allow_empty=bool(allow_empty))

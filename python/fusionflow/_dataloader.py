@@ -57,7 +57,7 @@ def dataloader_names(num_threads, num_workers, prefetch, prefetch_factor, extra)
         raise TypeError(f"fusionflow.Loader: DataLoader's {name}= is not supported: {why}")
     if ignored:
         warnings.warn("fusionflow.Loader: these DataLoader arguments change nothing here: " + "; ".join(ignored),
-                      stacklevel=3)
+                      stacklevel=4)
     if num_workers is not None:
         if num_threads is not None:
             raise TypeError("fusionflow.Loader: give num_threads or its DataLoader name num_workers, not both")
@@ -282,3 +282,45 @@ class BatchSampler:
         order, size = list(self.sampler), self.batch_size
         for b in range(len(self)):
             yield order[b * size:(b + 1) * size]
+
+
+class DataLoaderFace:
+    """What fusionflow.Loader answers where a script reads a DataLoader's ``dataset``,
+    ``sampler`` and ``batch_sampler`` (Loader derives from it); the views read the
+    loader's C handle (``_open()``) and its settings."""
+
+    @property
+    def dataset(self):
+        """The data set, as a DataLoader's ``dataset``: for a folder, list or tar source a
+        :class:`fusionflow.SourceDataset` (torchvision ImageFolder's ``samples``, ``targets``,
+        ``classes``, ``class_to_idx``; ``dataset[i]`` is ``(image, label)`` as the pipeline makes
+        sample i in the current epoch; picklable, for DataLoader worker processes); for a
+        Python dataset source, that dataset itself."""
+        if self._user_dataset is not None:
+            return self._user_dataset
+        if self._pixel_spec is None:
+            return self.source
+        return self._dataloader_views()[0]
+
+    @property
+    def sampler(self):
+        """The order as a torch sampler shows it (:class:`fusionflow.Sampler`): ``len`` is
+        DistributedSampler's ``num_samples`` for this rank, iterating gives the dataset
+        indices the current epoch hands out, ``set_epoch(e)`` is ``loader.set_epoch(e)``."""
+        return self._dataloader_views()[1]
+
+    @property
+    def batch_sampler(self):
+        """The order cut into batches (:class:`fusionflow.BatchSampler`): ``sampler`` (the
+        same object as ``loader.sampler``), ``batch_size``, ``drop_last``, ``len`` (batches per
+        epoch), and a list of dataset indices per batch when iterated."""
+        return self._dataloader_views()[2]
+
+    def _dataloader_views(self):
+        if self._views is None:
+            self._open()
+            dataset = None if self._pixel_spec is None else SourceDataset(weakref.ref(self), self._pixel_spec,
+                                                                          self.output)
+            sampler = Sampler(self)
+            self._views = (dataset, sampler, BatchSampler(self, sampler))
+        return self._views

@@ -171,7 +171,7 @@ class _Comparison:
         import numpy as np
         from PIL import Image
 
-        from ._loader import augment_image
+        from ._image import augment_image
         plan = loader.plan(i, self.epoch)
         sample = _Sample(plan["path"], scratch, self.shards)
         with Image.open(io.BytesIO(sample.data)) as im:
@@ -219,7 +219,7 @@ def _open(source, text, seed, semantics):
 
 
 def _pipeline_text(pipeline, recipe):
-    from ._loader import recipe_pipeline
+    from ._recipes import recipe_pipeline
     try:
         return recipe_pipeline(recipe)[0] if recipe else pipeline
     except PipelineError as e:  # a recipe whose ops this build lacks

@@ -272,11 +272,5 @@ static PyType_Spec augmenter_spec = {"fusionflow._fusionflow.CAugmenter", sizeof
                                      Py_TPFLAGS_DEFAULT, augmenter_slots};
 
 int ffpy_augmenter_add(PyObject *module) {
-  PyObject *type = PyType_FromSpec(&augmenter_spec);
-  if (!type) return -1;
-  if (PyModule_AddObject(module, "CAugmenter", type)) {
-    Py_DECREF(type);
-    return -1;
-  }
-  return 0;
+  return ffpy_add_type(module, &augmenter_spec, NULL);
 }

@@ -26,4 +26,9 @@ PyObject *ffpy_pipeline_text(PyObject *text);
 /* "O&" converter: a Python int in [0, 2**64) into an unsigned long long. */
 int ffpy_to_u64(PyObject *obj, void *out);
 
+/* Makes the heap type of spec (the stable ABI has no static types) and adds it
+ * to module under the last dotted part of its name; *out (may be NULL) gets a
+ * reference of its own. 0, or -1 with an exception set. */
+int ffpy_add_type(PyObject *module, PyType_Spec *spec, PyTypeObject **out);
+
 #endif

@@ -1,7 +1,7 @@
 /* ffpy_dataset.c — a Python dataset as a callback source. The library's
  * worker threads call fetch with a batch's indices; it takes the GIL once
  * (PyGILState_Ensure: these threads are not Python's), calls the Python
- * fetcher (fusionflow._loader._DatasetFetcher) with the whole list, and
+ * fetcher (fusionflow._dataset_source.DatasetFetcher) with the whole list, and
  * keeps a reference to each bytes object it hands out, so the library
  * copies straight out of Python's memory. release runs without the GIL (the
  * library may call it on any thread, even one that waits for nothing

@@ -331,16 +331,7 @@ static PyType_Slot queue_slots[] = {
 static PyType_Spec queue_spec = {"fusionflow._fusionflow.RemoteQueue", sizeof(RemoteQueueObject), 0,
                                  Py_TPFLAGS_DEFAULT, queue_slots};
 
-int ffpy_remote_add(PyObject *module) {
-  RemoteQueueType = (PyTypeObject *)PyType_FromSpec(&queue_spec);
-  if (!RemoteQueueType) return -1;
-  Py_INCREF(RemoteQueueType);
-  if (PyModule_AddObject(module, "RemoteQueue", (PyObject *)RemoteQueueType)) {
-    Py_DECREF(RemoteQueueType);
-    return -1;
-  }
-  return 0;
-}
+int ffpy_remote_add(PyObject *module) { return ffpy_add_type(module, &queue_spec, &RemoteQueueType); }
 
 PyObject *ffpy_remote_stats(const ff_stats *s) {
   static const char *const names[FF_PLACEMENTS] = {"cpu", "split", "device", "remote"};

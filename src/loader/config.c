@@ -50,9 +50,12 @@ ff_status ff__loader_check_config(ff_config *c, ff__error *err) {
   if (!c->source && !c->source_callbacks)
     return ff__error_set(err, FF_EINVAL, "config.source (or config.source_callbacks) is required");
   if (!c->pipeline) return ff__error_set(err, FF_EINVAL, "config.pipeline is required");
-  if (c->batch_size < 1) return ff__error_set(err, FF_EINVAL, "batch_size must be >= 1 (got %d)", c->batch_size);
-  if (c->prefetch < 1) return ff__error_set(err, FF_EINVAL, "prefetch must be >= 1 (got %d)", c->prefetch);
-  if (c->num_threads < 0) return ff__error_set(err, FF_EINVAL, "num_threads must be >= 0 (got %d)", c->num_threads);
+  if (c->batch_size < 1 || c->batch_size > 1 << 30)
+    return ff__error_set(err, FF_EINVAL, "batch_size must be in [1, 2**30] (got %d)", c->batch_size);
+  if (c->prefetch < 1 || c->prefetch > 1 << 20)
+    return ff__error_set(err, FF_EINVAL, "prefetch must be in [1, 2**20] (got %d)", c->prefetch);
+  if (c->num_threads < 0 || c->num_threads > 1 << 20)
+    return ff__error_set(err, FF_EINVAL, "num_threads must be in [0, 2**20] (got %d)", c->num_threads);
   if (c->on_error != FF_ON_ERROR_RAISE && c->on_error != FF_ON_ERROR_SKIP && c->on_error != FF_ON_ERROR_REPLACE)
     return ff__error_set(err, FF_EINVAL, "on_error must be raise, skip or replace (got %d)", (int)c->on_error);
   if (c->max_jpeg_scans < 0)
@@ -69,6 +72,8 @@ ff_status ff__loader_check_config(ff_config *c, ff__error *err) {
   if (c->repeated_augmentations && c->sampler_drop_last)
     return ff__error_set(err, FF_EINVAL, "repeated_augmentations takes num_selected_samples per rank "
                          "(RepeatAugSampler): sampler_drop_last does not apply");
+  if (c->shuffle_buffer >= (size_t)1 << 40)
+    return ff__error_set(err, FF_EINVAL, "shuffle_buffer must be in [0, 2**40) (got %zu)", c->shuffle_buffer);
   if (c->permutation != FF_PERMUTATION_PHILOX && c->permutation != FF_PERMUTATION_TORCH)
     return ff__error_set(err, FF_EINVAL, "permutation must be philox or torch (got %d)", (int)c->permutation);
   if (c->semantics != FF_SEMANTICS_V1 && c->semantics != FF_SEMANTICS_V2)

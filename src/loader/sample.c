@@ -91,6 +91,11 @@ ff_status ff_loader_sample_images(ff_loader *l, size_t i, uint64_t epoch, ff_ten
   return FF_OK;
 }
 
+void ff_loader_shard(const ff_loader *l, int *rank, int *world_size) {
+  if (rank) *rank = l->cfg.rank;
+  if (world_size) *world_size = l->cfg.world_size;
+}
+
 ff_status ff_loader_epoch_order(ff_loader *l, uint64_t epoch, int64_t *out, size_t cap) {
   ff_status st = check_open(l);
   if (st) return st;

@@ -33,7 +33,7 @@ def epoch(fusionflow, data, device, share, to_host, **kw):
     if share is not None:
         os.environ["FF_FORCE_DEVICE_SHARE"] = share
     try:
-        loader = fusionflow.Loader(data, PIPELINE, 16, seed=5, num_threads=2, device=device, output="dlpack",
+        loader = fusionflow.Loader(data, PIPELINE, batch_size=16, seed=5, num_threads=2, device=device, output="dlpack",
                                    device_decode="off", **kw)
     finally:
         os.environ.pop("FF_FORCE_DEVICE_SHARE", None)

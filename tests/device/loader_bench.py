@@ -94,7 +94,7 @@ def pixels(device, data, backend, count=128):
     def epoch(dev, decode):
         os.environ["FF_FORCE_DEVICE_SHARE"] = "1.0"
         try:
-            loader = fusionflow.Loader(data, DECODE_ONLY, 64, shuffle=False, seed=1, num_threads=2, device=dev,
+            loader = fusionflow.Loader(data, DECODE_ONLY, batch_size=64, shuffle=False, seed=1, num_threads=2, device=dev,
                                        device_decode=decode, output="numpy")
         finally:
             os.environ.pop("FF_FORCE_DEVICE_SHARE", None)

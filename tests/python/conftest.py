@@ -39,6 +39,19 @@ def have_torch():
     return True
 
 
+def import_ray(sanitizer_reason):
+    """Ray for a test module, imported with fusionflow.ray: skips the module under a
+    sanitizer build (``sanitizer_reason`` says why), without Ray, or when ``import ray``
+    finds a folder named ray instead of the package. Returns the ray module."""
+    if os.environ.get("FF_TEST_SANITIZER"):
+        pytest.skip(sanitizer_reason, allow_module_level=True)
+    ray = pytest.importorskip("ray")
+    if not hasattr(ray, "remote"):
+        pytest.skip(f"'import ray' found a folder, not Ray: {ray.__path__}", allow_module_level=True)
+    import fusionflow.ray  # noqa: F401  (after the skips: needs Ray)
+    return ray
+
+
 def make_image(path, width, height, rng, mode="RGB"):
     """A noisy picture with structure (gradients and blocks), saved as JPEG or PNG by extension."""
     y, x = np.mgrid[0:height, 0:width]

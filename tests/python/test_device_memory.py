@@ -11,7 +11,7 @@ import types
 import pytest
 
 import fusionflow
-from fusionflow import _loader
+from fusionflow import _batches
 
 from conftest import make_folder
 
@@ -39,14 +39,14 @@ def test_empty_cache_only_after_a_refusal_and_at_most_every_10_s():
     cuda = FakeCuda()
     torch = types.SimpleNamespace(cuda=cuda)
     state = {"refusals": 0, "at": None}
-    assert not _loader._empty_cache_due(torch, 0, state, 100.0)  # no refusal
-    assert _loader._empty_cache_due(torch, 2, state, 100.0)
-    assert not _loader._empty_cache_due(torch, 2, state, 101.0)  # none since
-    assert not _loader._empty_cache_due(torch, 3, state, 105.0)  # too soon after the last
-    assert _loader._empty_cache_due(torch, 4, state, 111.0)
-    assert not _loader._empty_cache_due(None, 9, state, 200.0)  # torch not imported
+    assert not _batches.empty_cache_due(torch, 0, state, 100.0)  # no refusal
+    assert _batches.empty_cache_due(torch, 2, state, 100.0)
+    assert not _batches.empty_cache_due(torch, 2, state, 101.0)  # none since
+    assert not _batches.empty_cache_due(torch, 3, state, 105.0)  # too soon after the last
+    assert _batches.empty_cache_due(torch, 4, state, 111.0)
+    assert not _batches.empty_cache_due(None, 9, state, 200.0)  # torch not imported
     cuda.is_initialized = lambda: False
-    assert not _loader._empty_cache_due(torch, 10, state, 300.0)  # torch has not initialised CUDA
+    assert not _batches.empty_cache_due(torch, 10, state, 300.0)  # torch has not initialised CUDA
 
 
 def run_epoch(folder, monkeypatch, release):

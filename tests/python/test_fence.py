@@ -19,7 +19,7 @@ import pytest
 
 import fusionflow
 from fusionflow import _fusionflow as _c
-from fusionflow import _loader
+from fusionflow import _batches
 
 from conftest import make_folder
 
@@ -175,21 +175,21 @@ def fake_torch(cuda):
 
 def test_no_stream_before_torch_has_initialised_cuda():
     cuda = FakeCuda(initialized=False)
-    assert _loader._copy_stream(fake_torch(cuda), 0, {}) is None
+    assert _batches.copy_stream(fake_torch(cuda), 0, {}) is None
     assert cuda.made == []
 
 
 def test_the_current_stream_when_it_is_on_the_pinning_device():
     cuda = FakeCuda(initialized=True, device=1)
-    assert _loader._copy_stream(fake_torch(cuda), 1, {}) == 0x1001
+    assert _batches.copy_stream(fake_torch(cuda), 1, {}) == 0x1001
     assert cuda.made == []
 
 
 def test_a_side_stream_of_the_pinning_device_joined_to_the_current_one():
     cuda = FakeCuda(initialized=True, device=1)
     sides = {}
-    assert _loader._copy_stream(fake_torch(cuda), 0, sides) == 0x2000
-    assert _loader._copy_stream(fake_torch(cuda), 0, sides) == 0x2000  # made once, joined each time
+    assert _batches.copy_stream(fake_torch(cuda), 0, sides) == 0x2000
+    assert _batches.copy_stream(fake_torch(cuda), 0, sides) == 0x2000  # made once, joined each time
     assert len(cuda.made) == 1 and cuda.made[0].device.index == 0
     assert cuda.made[0].waited_for == [cuda.current, cuda.current]
 
@@ -200,9 +200,7 @@ class FakeCore:
 
 
 def fence_stream(pinned_device):
-    loader = object.__new__(fusionflow.Loader)  # the method alone: no loader opened
-    loader._side_streams = {}
-    return loader._fence_stream(FakeCore(pinned_device))
+    return _batches.fence_stream(FakeCore(pinned_device), {})  # no loader opened
 
 
 def test_which_stream_is_fenced(monkeypatch):

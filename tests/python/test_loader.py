@@ -2,6 +2,7 @@
 import itertools
 import math
 import os
+import re
 
 import numpy as np
 import pytest
@@ -637,3 +638,51 @@ def test_channels_last_batches_are_torch_channels_last(folder):
         fusionflow.Loader(root, FLOAT_PIPE, batch_size=4, dtype="int8")
     with pytest.raises(fusionflow.InvalidArgumentError, match="output_dtype"):
         fusionflow.Loader(root, FLOAT_PIPE, batch_size=4, dtype="uint8")
+
+
+@pytest.mark.parametrize("name, value, message", [
+    ("repeated_augmentations", 4097, "repeated_augmentations must be in [0, 4096] (got 4097)"),
+    ("batch_size", 0, "batch_size must be in [1, 2**30] (got 0)"),
+    ("prefetch", 1 << 21, "prefetch must be in [1, 2**20] (got 2097152)"),
+    ("shuffle_buffer", 1 << 40, "shuffle_buffer must be in [0, 2**40) (got 1099511627776)"),
+    ("world_size", 0, "world_size must be >= 1 (got 0)"),
+])
+def test_the_librarys_range_check_is_the_message(folder, name, value, message):
+    """The library alone checks ranges (ff_loader_open's config check): its message, naming
+    the parameter, is the one line of the ValueError the constructor raises."""
+    args = dict(batch_size=2, device="cpu", num_threads=1)
+    args[name] = value
+    with pytest.raises(fusionflow.InvalidArgumentError) as e:
+        fusionflow.Loader(folder[0], UINT8_PIPE, **args)
+    assert isinstance(e.value, ValueError) and str(e.value) == message
+
+
+@pytest.mark.parametrize("name, value, exc, message", [
+    ("on_error", "ignore", ValueError, "on_error must be 'raise', 'skip' or 'replace' (got 'ignore')"),
+    ("batch_size", "8", TypeError, "batch_size must be an int (got str)"),
+    ("repeated_augmentations", 1 << 31, ValueError, "repeated_augmentations must be an int in [-2**31, 2**31)"),
+    ("seed", -1, ValueError, "seed must be an int in [0, 2**64) (got -1)"),
+])
+def test_what_cannot_be_converted_names_the_parameter(folder, name, value, exc, message):
+    args = dict(batch_size=2, device="cpu", num_threads=1)
+    args[name] = value
+    with pytest.raises(exc, match=re.escape("fusionflow.Loader: " + message)):
+        fusionflow.Loader(folder[0], UINT8_PIPE, **args)
+
+
+def test_rank_and_world_size_come_from_the_environment_as_the_library_reads_it(folder, monkeypatch):
+    """$RANK and $WORLD_SIZE are read by the library alone: the loader's attributes are its
+    reading, and a value that is not a number is refused naming the variable."""
+    monkeypatch.setenv("WORLD_SIZE", "3")
+    monkeypatch.setenv("RANK", "2")
+    with fusionflow.Loader(folder[0], UINT8_PIPE, batch_size=2, device="cpu", num_threads=1) as loader:
+        assert (loader.rank, loader.world_size) == (2, 3)
+        assert loader.sampler.rank == 2 and loader.state_dict()["world_size"] == 3
+    monkeypatch.setenv("WORLD_SIZE", "two")
+    with pytest.raises(ValueError, match="environment variable WORLD_SIZE='two' is not a valid integer"):
+        fusionflow.Loader(folder[0], UINT8_PIPE, batch_size=2, device="cpu", num_threads=1)
+
+
+def test_arguments_after_the_pipeline_are_keywords(folder):
+    with pytest.raises(TypeError, match="positional"):
+        fusionflow.Loader(folder[0], UINT8_PIPE, 4)

@@ -21,15 +21,10 @@ import numpy as np
 import pytest
 
 import fusionflow
-from conftest import EXAMPLES, demo_folder, have_torch
+from conftest import EXAMPLES, demo_folder, have_torch, import_ray
 
-if os.environ.get("FF_TEST_SANITIZER"):
-    pytest.skip("a sanitizer build: test_augment.py runs ff_augmenter, the C code of Augment's actors, without "
-                "a Ray cluster's minute of CPU", allow_module_level=True)
-ray = pytest.importorskip("ray")
-if not hasattr(ray, "remote"):
-    pytest.skip(f"'import ray' found a folder, not Ray: {ray.__path__}", allow_module_level=True)
-import fusionflow.ray  # noqa: E402  (after the skip: needs Ray)
+ray = import_ray("a sanitizer build: test_augment.py runs ff_augmenter, the C code of Augment's actors, without "
+                 "a Ray cluster's minute of CPU")
 
 PIPELINE = "decode | random_resized_crop(size=32) | random_horizontal_flip | normalize(mean=imagenet, std=imagenet)"
 

@@ -20,18 +20,14 @@ import numpy as np
 import pytest
 
 import fusionflow
+from conftest import import_ray
 
 PIPELINE = ("decode | random_resized_crop(size=48) | random_horizontal_flip | rand_augment(num_ops=2, magnitude=9)"
             " | normalize(mean=imagenet, std=imagenet)")
 
 
-if os.environ.get("FF_TEST_SANITIZER"):
-    pytest.skip("Ray's processes would inherit the sanitizer runtime preloaded for the instrumented extension; "
-                "tests/unit/test_remote.c covers the remote placement there", allow_module_level=True)
-ray = pytest.importorskip("ray")
-if not hasattr(ray, "remote"):
-    pytest.skip(f"'import ray' found a folder, not Ray: {ray.__path__}", allow_module_level=True)
-import fusionflow.ray  # noqa: E402  (after the skip: needs Ray)
+ray = import_ray("Ray's processes would inherit the sanitizer runtime preloaded for the instrumented extension; "
+                 "tests/unit/test_remote.c covers the remote placement there")
 
 
 @pytest.fixture(scope="module")

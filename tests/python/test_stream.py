@@ -388,7 +388,7 @@ def test_the_progress_log_of_an_open_says_the_lines_that_are_due(caplog):
     """A record for each call the open marks due (the rule is the library's: test_tar_index), none for
     the others; INFO for first attempts, WARNING once a read has failed, the dict on the record; while
     a shard is read, its bytes and samples so far."""
-    from fusionflow._loader import _log_open_progress
+    from fusionflow._progress import log_open_progress
 
     ticks = [progress(1.875, due=False), progress(2.0), progress(2.125, due=False),
              progress(25.875, attempt=2, last_error="timed out", shard_bytes=1234567, shard_samples=12),
@@ -396,7 +396,7 @@ def test_the_progress_log_of_an_open_says_the_lines_that_are_due(caplog):
              progress(28.0, shard=2, backing_off=True, attempt=2, last_error="HTTP 503")]
     with caplog.at_level(logging.INFO, logger="fusionflow"):
         for p in ticks:
-            _log_open_progress(p)
+            log_open_progress(p)
     said = [(r.levelname, r.open_progress["elapsed_s"], r.getMessage()) for r in caplog.records]
     assert [(level, t) for level, t, _ in said] == [("INFO", 2.0), ("WARNING", 25.875), ("INFO", 27.25),
                                                     ("WARNING", 28.0)]
