@@ -27,6 +27,10 @@
 #include "ops/augment.h"
 #include "ops/color_rows.h"
 
+#ifdef HAVE_VBMI_PATH
+#include <immintrin.h>
+#endif
+
 /* ------------------------------------------------------------ color, contrast */
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__CUDACC__)

@@ -41,12 +41,13 @@ static inline void copy_rows(const ff__image *src, const ff__image *dst) {
  * registers and vpermb moves bytes across a vector (chosen at run time;
  * the results are the same). */
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__CUDACC__)
-#include <immintrin.h>
 #define HAVE_VBMI_PATH 1
 #define VBMI_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512vbmi")))
 static inline int have_vbmi(void) { return ff__cpu_avx512() && __builtin_cpu_supports("avx512vbmi"); }
 
-static inline __mmask64 tail_mask(size_t n) { return n >= 64 ? ~(__mmask64)0 : (((__mmask64)1 << n) - 1); }
+/* The first n of 64 lanes (a __mmask64; <immintrin.h> is the including file's, so that this
+ * header compiles alone without the intrinsics' target features). */
+static inline uint64_t tail_mask(size_t n) { return n >= 64 ? ~(uint64_t)0 : (((uint64_t)1 << n) - 1); }
 #endif
 
 /* One table t for every byte of src, into dst (in place when they are the same memory). */

@@ -20,6 +20,10 @@
 #include "ops/color_rows.h"
 #include "ops/lut.h"
 
+#ifdef HAVE_VBMI_PATH
+#include <immintrin.h>
+#endif
+
 #define MAX_CHANNELS 4
 
 int ff__aug_is_lut(ff__aug_op op) {
