@@ -27,7 +27,11 @@ what they report (stats()["remote"]["worker_cpu_ns"], process CPU inside each ca
 The remote path's overhead = (driver CPU per remote sample + actor CPU per remote sample)
 / (local CPU per sample) - 1, where the driver's CPU per remote sample is this process's
 CPU in the remote run less its local samples at local-1's CPU per sample, over the remote
-samples; Ray's own daemons (raylet, GCS) are not in it. Bytes per sample on the wire: the
+samples; Ray's own daemons (raylet, GCS) are not in it. That difference of two large
+numbers swings with the machine's load; on Linux the driver's part is also measured
+directly per thread (/proc/self/task/*/schedstat): the dispatcher thread (which converts
+the results too) plus the threads Ray names in this process, over the remote samples
+("overhead, per thread"). Bytes per sample on the wire: the
 encoded bytes sent and the uint8 results received, per remote sample (indices and Ray's
 framing not counted). Medians over rounds (range).
 """
@@ -70,6 +74,33 @@ def cpu_s():
     return r.ru_utime + r.ru_stime
 
 
+def thread_cpu():
+    """{thread id: (name, CPU seconds)} of this process's threads ({} off Linux)."""
+    out = {}
+    try:
+        tids = os.listdir("/proc/self/task")
+    except OSError:
+        return out
+    for tid in tids:
+        try:
+            with open(f"/proc/self/task/{tid}/comm") as f, open(f"/proc/self/task/{tid}/schedstat") as g:
+                out[int(tid)] = (f.read().strip(), int(g.read().split()[0]) * 1e-9)
+        except (OSError, ValueError, IndexError):
+            pass
+    return out
+
+
+def remote_threads_cpu(t0, t1):
+    """CPU seconds from t0 to t1 of the dispatcher thread and of the threads Ray names (the
+    others, named like the process, are the loader's threads and the consumer)."""
+    import threading
+
+    dispatcher = {t.native_id for t in threading.enumerate() if t.name == "fusionflow-remote"}
+    own = t1.get(os.getpid(), ("",))[0]
+    return sum(cpu - t0.get(tid, (name, 0.0))[1] for tid, (name, cpu) in t1.items()
+               if tid in dispatcher or name != own)
+
+
 def run(args, name):
     import fusionflow
     import fusionflow.ray
@@ -87,10 +118,11 @@ def run(args, name):
         it = iter(_forever(loader))
         for _ in range(args.warmup):
             next(it)
-        s0, c0, t0 = loader.stats(), cpu_s(), time.perf_counter()
+        s0, c0, th0, t0 = loader.stats(), cpu_s(), thread_cpu(), time.perf_counter()
         for _ in range(args.batches):
             next(it)
-        t1, c1, s1 = time.perf_counter(), cpu_s(), loader.stats()
+        t1, th1, c1, s1 = time.perf_counter(), thread_cpu(), cpu_s(), loader.stats()
+        remote_cpu = remote_threads_cpu(th0, th1) if th1 else None
     r0, r1 = s0["remote"], s1["remote"]
     samples = s1["samples"] - s0["samples"]
     remote_n = r1["placement_samples"]["remote"] - r0["placement_samples"]["remote"]
@@ -101,7 +133,8 @@ def run(args, name):
             "bytes_sent": r1["bytes_sent"] - r0["bytes_sent"], "bytes_received": r1["bytes_received"] - r0["bytes_received"],
             "latency_ms": (r1["latency_ns"] - r0["latency_ns"]) * 1e-6 / mbs if mbs else 0.0,
             "convert_ms": (r1["convert_ns"] - r0["convert_ns"]) * 1e-6,
-            "retries": r1["retries"] - r0["retries"], "fallbacks": r1["fallbacks"] - r0["fallbacks"]}
+            "retries": r1["retries"] - r0["retries"], "fallbacks": r1["fallbacks"] - r0["fallbacks"],
+            "remote_threads_cpu_s": remote_cpu}
 
 
 def _forever(loader):
@@ -146,8 +179,9 @@ def main(argv=None):
                     continue
                 driver = (1e3 * x["driver_cpu_s"] - (x["samples"] - n) * local_ms) / n
                 actor = 1e3 * x["actor_cpu_s"] / n
+                direct = 1e3 * x["remote_threads_cpu_s"] / n if x["remote_threads_cpu_s"] is not None else float("nan")
                 per.append((driver, actor, (driver + actor) / local_ms - 1, x["bytes_sent"] / n, x["bytes_received"] / n,
-                            x["convert_ms"] / n))
+                            x["convert_ms"] / n, direct, (direct + actor) / local_ms - 1))
             if per:
                 entry.update({"remote_share": med("remote_share"), "latency_ms": med("latency_ms"),
                               "local_cpu_ms_per_sample": local_ms,
@@ -158,6 +192,9 @@ def main(argv=None):
                               "bytes_sent_per_sample": statistics.median(p[3] for p in per),
                               "bytes_received_per_sample": statistics.median(p[4] for p in per),
                               "convert_ms_per_remote_sample": statistics.median(p[5] for p in per),
+                              "driver_threads_cpu_ms_per_remote_sample": statistics.median(p[6] for p in per),
+                              "overhead_per_thread": statistics.median(p[7] for p in per),
+                              "overhead_per_thread_range": (min(p[7] for p in per), max(p[7] for p in per)),
                               "retries": sum(x["retries"] for x in rows[c]),
                               "fallbacks": sum(x["fallbacks"] for x in rows[c])})
         out["configs"][c] = entry

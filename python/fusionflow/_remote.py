@@ -4,8 +4,9 @@ The Loader's C core decides which samples go remote (only the deficit its CPU th
 device leave) and queues them as microbatches in C (fusionflow._fusionflow.RemoteQueue);
 one Python thread per Loader, the dispatcher, makes every Ray call: it starts the actors,
 sends each microbatch to an actor with fewer than ``max_in_flight_per_worker`` in flight,
-hands each result's uint8 pixels back to the C core (which converts them into the batch)
-and drops the ObjectRef at once. Faults: an actor past its deadline is killed and
+sleeps until a microbatch comes or a result's future wakes it (from Ray's thread), hands
+each result's uint8 pixels back to the C core (which converts them into the batch) and
+drops the ObjectRef at once. Faults: an actor past its deadline is killed and
 replaced and its microbatch redone on another (``max_attempts`` in all), a lost actor
 likewise; results of an attempt no longer wanted are dropped by (epoch, microbatch,
 attempt); a microbatch out of attempts, and everything once the pool is gone, runs on
@@ -26,6 +27,11 @@ from ._augment import SampleAugmenter
 __all__ = ["Workers"]
 
 _log = logging.getLogger("fusionflow.ray")
+
+# Ray's kill without the ray.init() Ray wraps it in: after the process's ray.shutdown() the
+# dispatcher's call fails instead of starting a cluster (or joining the one just shut down,
+# which ends the process a minute later); it reads results from futures, which never start Ray
+_kill = getattr(ray.kill, "__wrapped__", ray.kill)
 
 
 def _version():
@@ -188,6 +194,10 @@ class _Dispatcher(threading.Thread):
 
     # -- the pool --------------------------------------------------------------------------
 
+    def _default_placement(self):
+        """Whether the actors go to the CPU-only nodes in turn (no label_selector, allow_gpu_nodes=False)."""
+        return self.w.label_selector is None and not self.w.allow_gpu_nodes
+
     def _new_actor(self):
         opts = {"num_cpus": self.w.num_cpus_per_worker, "max_restarts": 0}
         if self.w.label_selector is not None:
@@ -201,7 +211,7 @@ class _Dispatcher(threading.Thread):
 
     def _start_pool(self):
         _connect(self.w.address)
-        if self.w.label_selector is None and not self.w.allow_gpu_nodes:
+        if self._default_placement():
             self.nodes = _cpu_nodes()
             if not self.nodes:
                 raise RuntimeError("fusionflow.ray.Workers: no node without GPUs in the Ray cluster "
@@ -236,14 +246,18 @@ class _Dispatcher(threading.Thread):
         """Kills actor (if it lives) and starts another in its place; False once none starts."""
         self.counts["actors_killed" if killed else "actors_lost"] += 1
         try:
-            ray.kill(actor)
+            _kill(actor)
         except Exception:  # already gone
             pass
         self.actors.remove(actor)
         self.load.pop(actor, None)
         try:
-            if self.w.label_selector is None and not self.w.allow_gpu_nodes:
-                self.nodes = _cpu_nodes() or self.nodes
+            if not ray.is_initialized():
+                return False
+            if self._default_placement():
+                self.nodes = _cpu_nodes()
+                if not self.nodes:  # the CPU-only nodes are gone: the pool ends with its last actor
+                    return bool(self.actors)
             a = self._new_actor()
             self.actors.append(a)
             self.load[a] = 0
@@ -267,46 +281,54 @@ class _Dispatcher(threading.Thread):
             while not self.stopping and not self.q.closed:
                 self._step()
         except Exception as e:  # the pool is gone (the cluster went away): the Loader carries on alone
-            self._lose_pool(e)
+            self._lose_pool(e if ray.is_initialized() else RuntimeError("Ray was shut down in this process"))
         finally:
             self._shutdown()
 
     def _step(self):
-        for t in self.q.take(0.01 if self.inflight or self.waiting else 0.1):
+        if not ray.is_initialized():  # ray.shutdown(): a Ray call now would start (or join) a cluster
+            raise RuntimeError("Ray was shut down in this process")
+        # the one sleep: until a microbatch comes, a result's future wakes it, or 0.1 s for the deadlines
+        for t in self.q.take(0.01 if self.waiting else 0.1):
             self.waiting.append((t, 1))
         self._send()
-        if not self.inflight:
-            return
-        ready, _ = ray.wait(list(self.inflight), num_returns=len(self.inflight), timeout=0.01)
-        for ref in ready:
-            self._collect(ref)
+        for ref in [ref for ref, v in self.inflight.items() if v[4].done()]:
+            if ref in self.inflight:  # not abandoned with its actor meanwhile
+                self._collect(ref)
         now = time.monotonic()
-        for ref, (task, actor, attempt, sent) in list(self.inflight.items()):
+        for ref, (task, actor, attempt, sent, _) in list(self.inflight.items()):
             if now - sent > self.w.timeout_s and ref in self.inflight:
                 self._abandon(actor, killed=True)
 
     def _send(self):
-        while self.waiting and self.actors:
+        while self.waiting and self.actors and ray.is_initialized():
             actor = min(self.actors, key=lambda a: self.load[a])
             if self.load[actor] >= self.w.max_in_flight_per_worker:
                 return
             task, attempt = self.waiting.pop(0)
             _, epoch, indices, datas, _ = task
-            self.inflight[actor.run.remote(epoch, indices, datas)] = [task, actor, attempt, time.monotonic()]
+            ref = actor.run.remote(epoch, indices, datas)
+            future = ref.future()
+            self.inflight[ref] = [task, actor, attempt, time.monotonic(), future]
             self.load[actor] += 1
+            future.add_done_callback(self._wake)  # on Ray's thread (or here, when done already)
+
+    def _wake(self, _future):
+        self.q.wake()
 
     def _collect(self, ref):
-        task, actor, attempt, _ = self.inflight.pop(ref)
+        task, actor, attempt, _, future = self.inflight.pop(ref)
         self.load[actor] = self.load.get(actor, 1) - 1
         try:
-            images, statuses, cpu_ns = ray.get(ref)
-        except (ray.exceptions.RayActorError, ray.exceptions.WorkerCrashedError, ray.exceptions.ObjectLostError):
+            images, statuses, cpu_ns = future.result()
+        except (ray.exceptions.RayActorError, ray.exceptions.WorkerCrashedError, ray.exceptions.ObjectLostError,
+                ray.exceptions.ActorUnschedulableError):  # the last: its node died before it started
             self._abandon(actor, killed=False, failed=(task, attempt))
             return
         except ray.exceptions.RayError:  # the call failed in a live actor: another try
             self._retry(task, attempt)
             return
-        del ref
+        del ref, future
         tid, _, indices, _, sample_bytes = task
         if images.dtype != "uint8" or images.nbytes != len(indices) * sample_bytes or \
                 not images.flags["C_CONTIGUOUS"]:
@@ -322,12 +344,13 @@ class _Dispatcher(threading.Thread):
             del self.inflight[ref]  # a late result of this attempt is never read
             self.counts["dropped_results"] += 1
         if failed is not None:
-            mine.append((None, [failed[0], actor, failed[1], 0]))
+            mine.append((None, [failed[0], actor, failed[1], 0, None]))
         alive = self._replace(actor, killed)
-        for _, (task, _, attempt, _) in mine:
+        for _, (task, _, attempt, _, _) in mine:
             self._retry(task, attempt)
         if not alive:
-            raise RuntimeError("no worker could be started again")
+            raise RuntimeError("no node without GPUs is left in the Ray cluster" if self._default_placement() and
+                               not self.nodes else "no worker could be started again")
 
     def _retry(self, task, attempt):
         if attempt < self.w.max_attempts:
@@ -355,9 +378,9 @@ class _Dispatcher(threading.Thread):
 
     def _shutdown(self):
         self.inflight.clear()
-        for a in self.actors:
+        for a in self.actors if ray.is_initialized() else ():
             try:
-                ray.kill(a)
+                _kill(a)
             except Exception:
                 pass
         self.actors = []

@@ -2,6 +2,7 @@
  *
  *   RemoteQueue(workers, max_in_flight=0, microbatch_size=0, reads_source=True, timeout_ms=0)
  *   .take(timeout_s) -> [(id, epoch, [index], [bytes] or None, sample_bytes)]  (waits up to timeout_s)
+ *   .wake()     the take waiting now, or the next one, returns at once (a result came back)
  *   .complete(id, address, size_bytes, statuses or None, attempts=1, worker_cpu_ns=0) -> bool
  *   .refuse()   from now on the loader's submits are refused (the pool is gone: the rest runs locally)
  *   .closed     the loader stopped it (ff_loader_close): take returns [] and complete does nothing
@@ -39,7 +40,7 @@ struct ffpy_remote {
   /* under mu */
   rtask *head, *tail;
   ff_loader *loader; /* NULL before attach and after the stop */
-  int stopped, refused, completing;
+  int stopped, refused, completing, woken;
 };
 
 typedef struct RemoteQueueObject {
@@ -208,8 +209,9 @@ static PyObject *queue_take(PyObject *obj, PyObject *args) {
   long long ns = (long long)ts.tv_nsec + (long long)(timeout_s > 0 ? timeout_s * 1e9 : 0);
   ts.tv_sec += (time_t)(ns / 1000000000), ts.tv_nsec = (long)(ns % 1000000000);
   pthread_mutex_lock(&r->mu);
-  while (!r->head && !r->stopped && timeout_s > 0 && pthread_cond_timedwait(&r->cv, &r->mu, &ts) == 0) {
+  while (!r->head && !r->stopped && !r->woken && timeout_s > 0 && pthread_cond_timedwait(&r->cv, &r->mu, &ts) == 0) {
   }
+  r->woken = 0;
   got = r->head;
   r->head = r->tail = NULL;
   pthread_mutex_unlock(&r->mu);
@@ -278,6 +280,17 @@ static PyObject *queue_complete(PyObject *obj, PyObject *args, PyObject *kwargs)
   return PyBool_FromLong(taken);
 }
 
+/* Any thread (Ray's, completing a result's future). */
+static PyObject *queue_wake(PyObject *obj, PyObject *unused) {
+  (void)unused;
+  ffpy_remote *r = ((RemoteQueueObject *)obj)->r;
+  pthread_mutex_lock(&r->mu);
+  r->woken = 1;
+  pthread_cond_broadcast(&r->cv);
+  pthread_mutex_unlock(&r->mu);
+  Py_RETURN_NONE;
+}
+
 static PyObject *queue_refuse(PyObject *obj, PyObject *unused) {
   (void)unused;
   ffpy_remote *r = ((RemoteQueueObject *)obj)->r;
@@ -300,6 +313,7 @@ static PyMethodDef queue_methods[] = {
     {"take", queue_take, METH_VARARGS, "take(timeout_s) -> [(id, epoch, [index], [bytes] or None, sample_bytes)]"},
     {"complete", (PyCFunction)(void (*)(void))queue_complete, METH_VARARGS | METH_KEYWORDS,
      "complete(id, address, size_bytes=0, statuses=None, attempts=1, worker_cpu_ns=0) -> bool (taken)"},
+    {"wake", queue_wake, METH_NOARGS, "wake(): the take waiting now, or the next one, returns at once"},
     {"refuse", queue_refuse, METH_NOARGS, "refuse(): the loader's submits are refused from now on"},
     {NULL, NULL, 0, NULL},
 };

@@ -3,7 +3,9 @@
  * policy, and prints throughput, stall, device share, the GPU time spent on
  * preprocessing and the trainer's slowdown; with --plan, the smallest
  * number of CPU cores per GPU for which cpu-only and the policy keep the
- * trainers within --max-loss of full speed. Costs come from flags or from a
+ * trainers within --max-loss of full speed; with --capacity, the smallest
+ * number of remote CPUs per GPU beside the node's cores for which local
+ * CPU + remote and local CPU + device + remote do. Costs come from flags or from a
  * profile (`fusionflow bench --json`, or a list of per-sample costs).
  * With --ranks it hands over to sim_node.c (several trainers sharing the
  * node's cores).
@@ -69,6 +71,26 @@ static void sim_usage(FILE *f) {
           "  --max-loss F              --plan's bound on 1 - throughput/full speed (default 0.05)\n"
           "  --plan-max-cores N        --plan tries 1..N cores per GPU (default 64)\n"
           "  --seed N                  seed of the sample costs (default 0)\n"
+          "remote workers (docs/remote.md; the placement after the local CPU and the device):\n"
+          "  --remote-cpus N           remote CPUs of the node, one-CPU workers shared out among the\n"
+          "                            trainers (default 0)\n"
+          "  --remote-overhead F       extra CPU of a remote sample over a local one, both ends\n"
+          "                            (default 0.16: measured by bench/remote.py)\n"
+          "  --remote-host-share F     of a remote sample's CPU, the share the loader spends taking it\n"
+          "                            back (default 0.18: measured by bench/remote.py)\n"
+          "  --remote-cpu-ms-per-sample MS  a remote sample's CPU time on its worker (default: the\n"
+          "                            local cost x (1 + overhead) x (1 - host share))\n"
+          "  --remote-bandwidth B      bytes/s of the node's link, shared by its trainers (default\n"
+          "                            1.25e10, an assumed 100 Gb/s; 0: unlimited)\n"
+          "  --remote-latency-ms MS    one-way latency (default 0.5, assumed)\n"
+          "  --remote-bytes-per-sample B  bytes on the wire per remote sample (default 150528: uint8\n"
+          "                            224 x 224 x 3 back, none out)\n"
+          "  --remote-micro-batch N    samples per microbatch (default 16)\n"
+          "  --remote-in-flight N      microbatches in flight per worker (default 2)\n"
+          "  --capacity                the smallest remote CPUs per GPU, beside --cores local cores,\n"
+          "                            for cpu-only + remote and ours + remote within --max-loss\n"
+          "  --capacity-max N          --capacity tries 0..N remote CPUs per GPU (default 64)\n"
+          "  --input-source NAME=TEXT  print TEXT as the source of input NAME (repeatable)\n"
           "  --json                    print the results as one JSON object on stdout\n"
           "  -h, --help                show this help\n"
           "\n"
@@ -92,6 +114,7 @@ static void json_result(const char *name, const ff__sim_result *r, double speedu
          name, r->samples_per_s, r->node_samples_per_s, r->stall_share, r->wait_share, r->device_share,
          r->gpu_prep_share, r->slowdown, r->loss);
   if (r->static_share >= 0) printf(", \"static_share\": %.2f", r->static_share);
+  if (r->remote_share >= 0) printf(", \"remote_share\": %.4f", r->remote_share);
   if (speedup > 0) printf(", \"speedup_vs_cpu_only\": %.3f", speedup);
   printf("}");
 }
@@ -202,16 +225,20 @@ static int run_compare(const ff__sim_config *c, double static_share, int json, c
   }
   print_inputs(inputs, 0);
   print_header(c, prof, 0);
-  fprintf(stderr, "\n%-10s %7s %12s %12s %7s %8s %8s %9s %8s\n", "strategy", "share", "samples/s", "node/s", "stall",
-          "device", "GPU prep", "slowdown", "speed-up");
-  fprintf(stderr, "%-10s %7s %12s %12s %7s %8s %8s %9s %8s\n", "", "", "per GPU", "", "", "samples", "time", "", "");
+  int rem = c->remote_cpus > 0;
+  fprintf(stderr, "\n%-10s %7s %12s %12s %7s %8s %8s %9s %8s%s\n", "strategy", "share", "samples/s", "node/s", "stall",
+          "device", "GPU prep", "slowdown", "speed-up", rem ? "   remote" : "");
+  fprintf(stderr, "%-10s %7s %12s %12s %7s %8s %8s %9s %8s%s\n", "", "", "per GPU", "", "", "samples", "time", "", "",
+          rem ? "  samples" : "");
   for (int s = 0; s < FF__SIM_NSTRATEGIES; s++) {
     char share[16] = "-";
     if (r[s].static_share >= 0) snprintf(share, sizeof share, "%.2f", r[s].static_share);
-    fprintf(stderr, "%-10s %7s %12.1f %12.1f %6.1f%% %7.1f%% %7.1f%% %8.1f%% %7.2fx\n",
+    fprintf(stderr, "%-10s %7s %12.1f %12.1f %6.1f%% %7.1f%% %7.1f%% %8.1f%% %7.2fx",
             ff__sim_strategy_name((ff__sim_strategy)s), share, r[s].samples_per_s, r[s].node_samples_per_s,
             100 * r[s].stall_share, 100 * r[s].device_share, 100 * r[s].gpu_prep_share, 100 * r[s].slowdown,
             base > 0 ? r[s].samples_per_s / base : 0);
+    if (rem) fprintf(stderr, " %8.1f%%", 100 * r[s].remote_share);
+    fputc('\n', stderr);
   }
   const ff__sim_result *cpu = &r[FF__SIM_CPU_ONLY], *ours = &r[FF__SIM_OURS];
   if (cpu->stall_share > 0.005)
@@ -291,10 +318,91 @@ static int run_plan(const ff__sim_config *c, int max_per_gpu, double max_loss, i
   return 0;
 }
 
+/* --capacity: remote CPUs per GPU 0, 1, .. beside the node's cores, for
+ * cpu-only + remote (a) and ours + remote (b), until each is within
+ * max_loss of full speed. */
+static int run_capacity(const ff__sim_config *c, int max_per_gpu, double max_loss, int json, const char *profile_path,
+                        const sim_inputs *inputs) {
+  static const ff__sim_strategy strat[2] = {FF__SIM_CPU_ONLY, FF__SIM_OURS};
+  ff__sim_result *rows[2] = {calloc((size_t)max_per_gpu + 1, sizeof(ff__sim_result)),
+                             calloc((size_t)max_per_gpu + 1, sizeof(ff__sim_result))};
+  int need[2], tried[2];
+  ff__error err = {0};
+  if (!rows[0] || !rows[1]) {
+    free(rows[0]), free(rows[1]);
+    fprintf(stderr, "fusionflow sim: out of memory\n");
+    return 1;
+  }
+  for (int a = 0; a < 2; a++) {
+    ff_status st = ff__sim_remote_needed(c, strat[a], max_per_gpu, max_loss, &need[a], rows[a], &tried[a], &err);
+    if (st) {
+      fprintf(stderr, "fusionflow sim: %s\n", err.msg);
+      free(rows[0]), free(rows[1]);
+      return st == FF_EINVAL ? 2 : 1;
+    }
+  }
+  double local = (double)c->cores / c->gpus;
+  int last = tried[0] > tried[1] ? tried[0] : tried[1];
+  if (json) {
+    printf("{");
+    print_inputs(inputs, 1);
+    json_config(c, profile_path);
+    printf(", \"max_loss\": %g, \"local_cores_per_gpu\": %.6g, \"rows\": [", max_loss, local);
+    for (int per = 0; per < last; per++) {
+      printf("%s{\"remote_cpus_per_gpu\": %d", per ? ", " : "", per);
+      for (int a = 0; a < 2; a++)
+        if (per < tried[a]) {
+          printf(", \"%s\": ", a ? "ours+remote" : "cpu-only+remote");
+          json_result(a ? "ours+remote" : "cpu-only+remote", &rows[a][per], 0);
+        }
+      printf("}");
+    }
+    printf("], \"cpu_only_remote_cpus_per_gpu\": %d, \"ours_remote_cpus_per_gpu\": %d}\n", need[0], need[1]);
+  } else {
+    print_inputs(inputs, 0);
+    fprintf(stderr, "fusionflow sim: %d GPU%s, %d local core%s (%.3g per GPU), step %g ms, batch %d, prefetch %d, "
+            "%ld batches\n", c->gpus, c->gpus == 1 ? "" : "s", c->cores, c->cores == 1 ? "" : "s", local,
+            c->step_s * 1e3, c->batch_size, c->prefetch, c->batches);
+    fprintf(stderr, "  full speed %.1f samples/s per GPU; a local core alone gives %.1f\n", c->batch_size / c->step_s,
+            1 / c->cpu_s);
+    fprintf(stderr, "\n%10s | %-30s | %-39s\n", "remote", "(a) local CPU + remote", "(b) local CPU + device + remote");
+    fprintf(stderr, "%10s | %12s %7s %7s %7s | %12s %7s %7s %7s %7s\n", "CPUs/GPU", "samples/s", "stall", "remote",
+            "loss", "samples/s", "stall", "device", "remote", "loss");
+    for (int per = 0; per < last; per++) {
+      fprintf(stderr, "%10d |", per);
+      for (int a = 0; a < 2; a++) {
+        const ff__sim_result *r = &rows[a][per];
+        if (per >= tried[a])
+          fprintf(stderr, a ? " %12s %7s %7s %7s %7s" : " %12s %7s %7s %7s |", "", "", "", "", "");
+        else if (a)
+          fprintf(stderr, " %12.1f %6.1f%% %6.1f%% %6.1f%% %6.1f%%", r->samples_per_s, 100 * r->stall_share,
+                  100 * r->device_share, 100 * r->remote_share, 100 * r->loss);
+        else
+          fprintf(stderr, " %12.1f %6.1f%% %6.1f%% %6.1f%% |", r->samples_per_s, 100 * r->stall_share,
+                  100 * r->remote_share, 100 * r->loss);
+      }
+      fprintf(stderr, "%s\n", per == need[0] && per == need[1] ? "  <- both" : per == need[0] ? "  <- (a)"
+                               : per == need[1] ? "  <- (b)" : "");
+    }
+    fprintf(stderr, "\nwithin %.0f%% of full speed (stall and slowdown together), CPUs per GPU:\n", 100 * max_loss);
+    for (int a = 0; a < 2; a++) {
+      const char *name = a ? "(b) local CPU + device + remote" : "(a) local CPU + remote         ";
+      if (need[a] >= 0)
+        fprintf(stderr, "  %s: %.3g local + %d remote = %.3g (%.3g for the node)\n", name, local, need[a],
+                local + need[a], (local + need[a]) * c->gpus);
+      else
+        fprintf(stderr, "  %s: more than %.3g local + %d remote\n", name, local, max_per_gpu);
+    }
+  }
+  free(rows[0]), free(rows[1]);
+  return 0;
+}
+
 int ff__cli_sim(int argc, char **argv) {
   enum { O_CORES = 256, O_GPUS, O_STEP, O_BATCH, O_BATCHES, O_WARMUP, O_PREFETCH, O_NOSYNC, O_CPU, O_CV,
          O_PROFILE, O_GPU, O_LAUNCH, O_MICRO, O_DEVFRAC, O_NOISE, O_STATIC, O_PLAN, O_MAXLOSS, O_PLANMAX, O_SEED,
-         O_JSON, O_PLACEMENT, O_GPUDEC, O_HOSTDEC, O_DECODEON };
+         O_JSON, O_PLACEMENT, O_GPUDEC, O_HOSTDEC, O_DECODEON, O_RCPUS, O_ROVER, O_RHOST, O_RCPU, O_RBW, O_RLAT,
+         O_RBYTES, O_RMICRO, O_RFLIGHT, O_CAPACITY, O_CAPMAX, O_SOURCE };
   static const struct option opts[] = {
       {"cores", required_argument, 0, O_CORES},
       {"gpus", required_argument, 0, O_GPUS},
@@ -322,6 +430,18 @@ int ff__cli_sim(int argc, char **argv) {
       {"gpu-decode-ms-per-sample", required_argument, 0, O_GPUDEC},
       {"host-decode-share", required_argument, 0, O_HOSTDEC},
       {"decode-on", required_argument, 0, O_DECODEON},
+      {"remote-cpus", required_argument, 0, O_RCPUS},
+      {"remote-overhead", required_argument, 0, O_ROVER},
+      {"remote-host-share", required_argument, 0, O_RHOST},
+      {"remote-cpu-ms-per-sample", required_argument, 0, O_RCPU},
+      {"remote-bandwidth", required_argument, 0, O_RBW},
+      {"remote-latency-ms", required_argument, 0, O_RLAT},
+      {"remote-bytes-per-sample", required_argument, 0, O_RBYTES},
+      {"remote-micro-batch", required_argument, 0, O_RMICRO},
+      {"remote-in-flight", required_argument, 0, O_RFLIGHT},
+      {"capacity", no_argument, 0, O_CAPACITY},
+      {"capacity-max", required_argument, 0, O_CAPMAX},
+      {"input-source", required_argument, 0, O_SOURCE},
       {"help", no_argument, 0, 'h'},
       {0, 0, 0, 0}};
   for (int i = 1; i < argc && strcmp(argv[i], "--"); i++)
@@ -338,6 +458,14 @@ int ff__cli_sim(int argc, char **argv) {
   int gpu_given = 0, launch_given = 0, gpu_decode_given = 0, host_given = 0, cv_given = 0, frac_given = 0;
   int engines = 1, engines_given = 0;
   const char *profile_path = NULL;
+  /* remote workers: given[] marks the flags given, for the sources */
+  enum { R_CPUS, R_OVER, R_HOST, R_CPU, R_BW, R_LAT, R_BYTES, R_MICRO, R_FLIGHT, R_N };
+  int rgiven[R_N] = {0}, capacity = 0, prefetch_given = 0, maxloss_given = 0;
+  long capacity_max = 64;
+  double r_over = 0.16, r_host = 0.18, r_cpu_ms = -1, r_lat_ms = 0.5;
+  cfg.remote_bandwidth = 1.25e10, cfg.remote_bytes = 150528;
+  const char *source_name[32], *source_text[32];
+  int nsources = 0;
   optind = 1;
   while ((c = ff__cli_getopt(argc, argv, opts, &li, NULL)) != -1) {
     const char *name = opts[li].name;
@@ -348,7 +476,7 @@ int ff__cli_sim(int argc, char **argv) {
     case O_BATCH: if (!parse_long(name, optarg, 1, 1 << 20, &v)) return 2; cfg.batch_size = (int)v; break;
     case O_BATCHES: if (!parse_long(name, optarg, 1, 100000000, &cfg.batches)) return 2; break;
     case O_WARMUP: if (!parse_long(name, optarg, 0, LONG_MAX, &cfg.warmup)) return 2; break;
-    case O_PREFETCH: if (!parse_long(name, optarg, 1, 64, &v)) return 2; cfg.prefetch = (int)v; break;
+    case O_PREFETCH: if (!parse_long(name, optarg, 1, 64, &v)) return 2; cfg.prefetch = (int)v, prefetch_given = 1; break;
     case O_NOSYNC: cfg.sync = 0; break;
     case O_CPU: if (!parse_double(name, optarg, 1e-9, 1e9, &cpu_ms)) return 2; break;
     case O_CV: if (!parse_double(name, optarg, 0, 100, &cfg.cpu_cv)) return 2; cv_given = 1; break;
@@ -381,10 +509,30 @@ int ff__cli_sim(int argc, char **argv) {
     case O_NOISE: if (!parse_double(name, optarg, 0, 100, &cfg.size_noise)) return 2; break;
     case O_STATIC: if (!parse_double(name, optarg, 0, 1, &static_share)) return 2; break;
     case O_PLAN: plan = 1; break;
-    case O_MAXLOSS: if (!parse_double(name, optarg, 1e-6, 1, &x)) return 2; max_loss = x; break;
+    case O_MAXLOSS: if (!parse_double(name, optarg, 1e-6, 1, &x)) return 2; max_loss = x, maxloss_given = 1; break;
     case O_PLANMAX: if (!parse_long(name, optarg, 1, 4096, &plan_max)) return 2; break;
     case O_SEED: if (!parse_long(name, optarg, 0, LONG_MAX, &v)) return 2; cfg.seed = (uint64_t)v; break;
     case O_JSON: json = 1; break;
+    case O_RCPUS: if (!parse_long(name, optarg, 0, 1 << 24, &v)) return 2; cfg.remote_cpus = (int)v, rgiven[R_CPUS] = 1; break;
+    case O_ROVER: if (!parse_double(name, optarg, 0, 100, &r_over)) return 2; rgiven[R_OVER] = 1; break;
+    case O_RHOST: if (!parse_double(name, optarg, 0, 1, &r_host)) return 2; rgiven[R_HOST] = 1; break;
+    case O_RCPU: if (!parse_double(name, optarg, 1e-9, 1e9, &r_cpu_ms)) return 2; rgiven[R_CPU] = 1; break;
+    case O_RBW: if (!parse_double(name, optarg, 0, 1e15, &cfg.remote_bandwidth)) return 2; rgiven[R_BW] = 1; break;
+    case O_RLAT: if (!parse_double(name, optarg, 0, 1e6, &r_lat_ms)) return 2; rgiven[R_LAT] = 1; break;
+    case O_RBYTES: if (!parse_double(name, optarg, 0, 1e12, &cfg.remote_bytes)) return 2; rgiven[R_BYTES] = 1; break;
+    case O_RMICRO: if (!parse_long(name, optarg, 1, 1 << 16, &v)) return 2; cfg.remote_micro_batch = (int)v, rgiven[R_MICRO] = 1; break;
+    case O_RFLIGHT: if (!parse_long(name, optarg, 1, 1024, &v)) return 2; cfg.remote_in_flight = (int)v, rgiven[R_FLIGHT] = 1; break;
+    case O_CAPACITY: capacity = 1; break;
+    case O_CAPMAX: if (!parse_long(name, optarg, 0, 4096, &capacity_max)) return 2; break;
+    case O_SOURCE: {
+      const char *eq = strchr(optarg, '=');
+      if (!eq || eq == optarg || !eq[1] || nsources == 32) {
+        fprintf(stderr, "fusionflow sim: --input-source expects NAME=TEXT (at most 32), got '%s'\n", optarg);
+        return 2;
+      }
+      source_name[nsources] = optarg, source_text[nsources++] = eq + 1;
+      break;
+    }
     case 'h': sim_usage(stdout); return 0;
     default: return 2; /* ff__cli_getopt said why */
     }
@@ -393,6 +541,17 @@ int ff__cli_sim(int argc, char **argv) {
   if (step_ms < 0) return ff__cli_usage_error("fusionflow sim", NULL, "--step-ms is required");
   if ((cpu_ms < 0) == !profile_path)
     return ff__cli_usage_error("fusionflow sim", NULL, "give exactly one of --cpu-ms-per-sample and --profile");
+  int remote = cfg.remote_cpus > 0 || capacity;
+  for (int i = 1; i < R_N; i++)
+    if (rgiven[i] && !remote)
+      return ff__cli_usage_error("fusionflow sim", NULL, "the --remote-* options need --remote-cpus N (N >= 1) or "
+                                 "--capacity");
+  if (capacity && (plan || rgiven[R_CPUS]))
+    return ff__cli_usage_error("fusionflow sim", NULL, "--capacity searches the remote CPUs itself: leave out %s",
+                               plan ? "--plan" : "--remote-cpus");
+  if (rgiven[R_CPU] && rgiven[R_OVER])
+    return ff__cli_usage_error("fusionflow sim", NULL, "give at most one of --remote-cpu-ms-per-sample and "
+                               "--remote-overhead");
   if ((frac_from_profile || placement > 0) && !profile_path) {
     fprintf(stderr, "fusionflow sim: --device-cpu-frac decode and --placement need a --profile\n");
     return 2;
@@ -434,6 +593,10 @@ int ff__cli_sim(int argc, char **argv) {
   } else {
     cfg.cpu_s = cpu_ms * 1e-3;
   }
+  /* a remote sample: the local cost x (1 + overhead), of which the host share stays on the loader's workers */
+  cfg.remote_host_factor = (1 + r_over) * r_host;
+  cfg.remote_cpu_factor = r_cpu_ms > 0 ? r_cpu_ms * 1e-3 / cfg.cpu_s : (1 + r_over) * (1 - r_host);
+  cfg.remote_latency_s = r_lat_ms * 1e-3;
   ff__error err = {0};
   if (ff__sim_config_check(&cfg, &err)) {
     fprintf(stderr, "fusionflow sim: %s\n", err.msg);
@@ -455,10 +618,44 @@ int ff__cli_sim(int argc, char **argv) {
       {"host_decode_share", placement == 2 ? host_share : 0, placement == 2 ? (host_given ? g : a) : "unused"},
       {"decode_on_engines", placement == 2 ? engines : 0, placement == 2 ? (engines_given ? g : a) : "unused"},
       {"size_noise", cfg.size_noise, cfg.size_list ? "measured (profile sizes)" : a},
+      /* with remote workers only (the output without them stays as it was) */
+      {"gpus", cfg.gpus, g},
+      {"local_cores", cfg.cores, cores_given ? g : a},
+      {"step_ms", cfg.step_s * 1e3, g},
+      {"batch_size", cfg.batch_size, g},
+      {"prefetch", cfg.prefetch, prefetch_given ? g : a},
+      {"max_loss", max_loss, maxloss_given ? g : a},
+      {"remote_cpus", capacity ? -1 : cfg.remote_cpus, capacity ? "searched (--capacity)" : g},
+      {"remote_overhead", r_cpu_ms > 0 ? cfg.remote_cpu_factor + cfg.remote_host_factor - 1 : r_over,
+       r_cpu_ms > 0 ? "from --remote-cpu-ms-per-sample" : rgiven[R_OVER] ? g : "measured by bench/remote.py (default)"},
+      {"remote_host_share", r_host, rgiven[R_HOST] ? g : "measured by bench/remote.py (default)"},
+      {"remote_cpu_ms_per_sample", cfg.remote_cpu_factor * cfg.cpu_s * 1e3,
+       rgiven[R_CPU] ? g : "local cost x (1 + overhead) x (1 - host share)"},
+      {"remote_host_ms_per_sample", cfg.remote_host_factor * cfg.cpu_s * 1e3, "local cost x (1 + overhead) x host share"},
+      {"remote_bandwidth", cfg.remote_bandwidth, rgiven[R_BW] ? g : "assumed (default: 100 Gb/s)"},
+      {"remote_latency_ms", r_lat_ms, rgiven[R_LAT] ? g : a},
+      {"remote_bytes_per_sample", cfg.remote_bytes, rgiven[R_BYTES] ? g : "uint8 224 x 224 x 3 back (default)"},
+      {"remote_micro_batch", cfg.remote_micro_batch, rgiven[R_MICRO] ? g : a},
+      {"remote_in_flight", cfg.remote_in_flight, rgiven[R_FLIGHT] ? g : a},
   };
-  sim_inputs listed = {input_list, sizeof input_list / sizeof *input_list, placement};
-  int rc = plan ? run_plan(&cfg, (int)plan_max, max_loss, json, profile_path, profile_path ? &prof : NULL, &listed)
-                : run_compare(&cfg, static_share, json, profile_path, profile_path ? &prof : NULL, &listed);
+  size_t ninputs = sizeof input_list / sizeof *input_list;
+  if (!remote) /* up to "gpus", the first of the remote runs' inputs */
+    for (ninputs = 0; strcmp(input_list[ninputs].name, "gpus"); ninputs++) {}
+  for (int i = 0; i < nsources; i++) {
+    size_t len = (size_t)(strchr(source_name[i], '=') - source_name[i]), k = 0;
+    while (k < ninputs && (strlen(input_list[k].name) != len || strncmp(input_list[k].name, source_name[i], len))) k++;
+    if (k == ninputs) {
+      fprintf(stderr, "fusionflow sim: --input-source: no input '%.*s' in this run (see the list the report prints)\n",
+              (int)len, source_name[i]);
+      ff__sim_profile_free(&prof);
+      return 2;
+    }
+    input_list[k].source = source_text[i];
+  }
+  sim_inputs listed = {input_list, ninputs, placement};
+  int rc = capacity ? run_capacity(&cfg, (int)capacity_max, max_loss, json, profile_path, &listed)
+           : plan   ? run_plan(&cfg, (int)plan_max, max_loss, json, profile_path, profile_path ? &prof : NULL, &listed)
+                    : run_compare(&cfg, static_share, json, profile_path, profile_path ? &prof : NULL, &listed);
   ff__sim_profile_free(&prof);
   return rc;
 }

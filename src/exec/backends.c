@@ -48,6 +48,15 @@ ff__device_kind ff__device_name_kind(const char *name) {
   return FF__DEVICE_KIND_NONE;
 }
 
+int ff__device_name_ordinal(const char *name) {
+  ff__device_kind kind = ff__device_name_kind(name);
+  if (kind != FF__DEVICE_KIND_CUDA && kind != FF__DEVICE_KIND_EMU) return -1;
+  size_t kind_len;
+  int ordinal;
+  const char *query;
+  return ff__device_parse_name(name, &kind_len, &ordinal, &query) ? ordinal : -1;
+}
+
 int ff__device_auto_pick(int current, const char *local_rank, int count) {
   if (count <= 0) return 0;
   if (current >= 0 && current < count) return current;

@@ -74,6 +74,10 @@ typedef enum ff__device_kind {
   FF__DEVICE_KIND_EMU   /* "emu", "emu:N", with options after '?' */
 } ff__device_kind;
 ff__device_kind ff__device_name_kind(const char *name);
+/* The ordinal N a cuda or emu device name names ("cuda:N", "emu:N?..."; 0
+ * for "cuda" and "emu"), or -1 for any other name (cpu, auto, NULL, not a
+ * device name). Opens nothing. */
+int ff__device_name_ordinal(const char *name);
 
 /* The CUDA GPUs offload could use here: -1 when the library was built
  * without CUDA, else the number of usable devices (0: none, with the reason

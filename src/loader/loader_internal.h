@@ -1,5 +1,5 @@
-/* loader_internal.h — the loader's state (loader.c: the public API, the
- * CPU worker pool and the ordered ring; trace.c: the timeline trace) and
+/* loader_internal.h — the loader's state (loader.c: the public API and the
+ * ordered ring; worker.c: the CPU worker pool; trace.c: the timeline trace) and
  * the internal entry points that other layers call (the node coordinator,
  * the tests). The offload runtime is behind its own face (offload.h) and
  * sees none of this. Not part of the public API.
@@ -82,8 +82,8 @@ struct ff_loader {
 
   pthread_mutex_t mu;
   pthread_cond_t work_cv, ready_cv;
-  pthread_cond_t spare_cv; /* where parked spares wait (take_item) */
-  pthread_cond_t park_cv;  /* where guaranteed workers above active_threads wait (take_item) */
+  pthread_cond_t spare_cv; /* where parked spares wait (worker.c) */
+  pthread_cond_t park_cv;  /* where guaranteed workers above active_threads wait (worker.c) */
   pthread_t *threads;
   ff__worker *workers;
   int num_threads, started_threads; /* started: the guaranteed workers, then the spares */
@@ -160,7 +160,16 @@ struct ff_loader {
   int fence_sleeper;     /* a worker sleeps on a fence event; the others wait on work_cv for it */
 };
 
-/* ---- views.c, called by loader.c ---- */
+/* ---- config.c, called by loader.c ---- */
+
+/* Checks the caller's config c at open and fills in what the environment
+ * and the defaults decide (world_size, rank, num_threads, device names).
+ * FF_OK or FF_EINVAL naming the field (message in *err). */
+ff_status ff__loader_check_config(ff_config *c, ff__error *err);
+/* FF_FORCE_DEVICE_SHARE: *out is its share (0..1), or -1 when unset. FF_OK or FF_EINVAL. */
+ff_status ff__loader_env_share(double *out, ff__error *err);
+
+/* ---- views.c, called by worker.c ---- */
 
 /* A worker's memory for the views of its samples. */
 typedef struct ff__view_scratch {
@@ -199,7 +208,7 @@ void ff__batch_mem_free(ff_loader *l, void *ptr); /* NULL does nothing */
 /* After every ring entry's images are freed. */
 void ff__batch_mem_close(ff_loader *l);
 
-/* ---- fence.c, called by loader.c (locked unless said) ---- */
+/* ---- fence.c, called by loader.c, worker.c and ring.c (locked unless said) ---- */
 
 /* Batch e is released: with fencing on, a host batch waits for the next fence. */
 void ff__fence_released(ff_loader *l, ff_batch *e);
@@ -218,7 +227,7 @@ int ff__fence_sleep(ff_loader *l);
  * use and destroys them. Unlocked. */
 void ff__fence_free(ff_loader *l);
 
-/* ---- dev_output.c, called by loader.c ---- */
+/* ---- dev_output.c, called by loader.c and worker.c ---- */
 
 /* Opens cfg.output_device (nothing for "cpu"): its stream and, per ring
  * entry, device images and events; when it is the offload device, the
@@ -246,7 +255,7 @@ void ff__dev_output_release(ff_loader *l, ff_batch *e, void *handle);
 /* Frees it all (loader_free, before batch_mem_close). */
 void ff__dev_output_close(ff_loader *l);
 
-/* ---- remote.c, called by loader.c (locked unless said) ---- */
+/* ---- remote.c, called by loader.c, worker.c and accounting.c (locked unless said) ---- */
 
 typedef struct ff__remote ff__remote;
 
@@ -274,7 +283,18 @@ void ff__remote_observe(ff_loader *l, const ff__sched_obs *o);
 void ff__remote_close(ff_loader *l);
 void ff__remote_free(ff_loader *l);
 
-/* ---- ring.c, called by loader.c and remote.c (the first two locked) ---- */
+/* ---- ring.c, called by loader.c, worker.c and remote.c (locked) ---- */
+
+/* Samples of batch b in an epoch (the last may be short). */
+int ff__loader_batch_count(const ff_loader *l, size_t b);
+/* Computes epoch's sample order into order[epoch & 1] (and repeat[epoch & 1]). */
+void ff__loader_order(ff_loader *l, uint64_t epoch);
+/* The ring entry being filled or ready with batch b of epoch, or NULL. */
+ff_batch *ff__ring_entry_of(ff_loader *l, uint64_t epoch, size_t b);
+/* A free entry whose memory no copy of the consumer still reads (fence.c), or NULL. */
+ff_batch *ff__ring_free_entry(ff_loader *l);
+/* Frees e's per-slot skip, replace and warning messages. */
+void ff__ring_clear_msgs(ff_loader *l, ff_batch *e);
 
 /* Hands slot `slot` of ring entry `entry` (split in generation gen) to the
  * workers, which take it before new samples; why: FF__REDO_*. */

@@ -3,6 +3,8 @@
  * the tree's root is a parameter so that tests can build one. */
 #include "sched/numa.h"
 
+#include "exec/device.h"
+
 #include <dirent.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -92,7 +94,7 @@ int ff__numa_gpu_cpus(const char *root, int ordinal, cpu_set_t *set, int *node_o
 }
 
 int ff__numa_rank_gpu(const char *device) {
-  if (device && !strncmp(device, "cuda:", 5)) return atoi(device + 5);
+  if (ff__device_name_kind(device) == FF__DEVICE_KIND_CUDA) return ff__device_name_ordinal(device);
   const char *r = getenv("LOCAL_RANK");
   return r && *r ? atoi(r) : 0;
 }

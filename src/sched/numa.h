@@ -38,8 +38,9 @@ int ff__numa_wanted(void);
  * other value it names on stderr once per process). */
 int ff__numa_pin_workers(const pthread_t *threads, int n, int ordinal);
 
-/* The CUDA ordinal of this rank's GPU: N of device "cuda:N", else
- * LOCAL_RANK (torchrun: one GPU per local rank), else 0. */
+/* The CUDA ordinal of this rank's GPU: N of device "cuda:N" (0 for "cuda",
+ * as the device layer reads the name), else LOCAL_RANK (torchrun: one GPU
+ * per local rank), else 0. */
 int ff__numa_rank_gpu(const char *device);
 
 #endif

@@ -165,7 +165,7 @@ static int batch_ready(const sim *S, const loader *L, long b) {
 /* Active workers, then active spares, take samples while the ring has
  * room for their batch; with the coordinator the loader publishes whether
  * its workers are parked (none has a sample, the ring has no room), as
- * loader.c's do. */
+ * worker.c's do. */
 static void refill(sim *S, int r) {
   loader *L = &S->l[r];
   long B = S->c->batch_size;

@@ -46,7 +46,24 @@
  * (seed, trainer), so every strategy sees the same samples and a run is
  * deterministic. Not modelled: reading from storage, host-to-device copies
  * beyond launch_s, the device memory budget (device_ok is always 1), and a
- * node coordinator moving threads between loaders. */
+ * node coordinator moving threads between loaders.
+ *
+ * Remote workers (remote_cpus > 0): each loader gets remote_cpus / G
+ * one-CPU workers (ceil of it, time-sharing as the local ones) and decides
+ * with src/sched/remote.c (ff__remote_update at each hand-out with the same
+ * observations, ff__remote_learn for each microbatch back by then,
+ * ff__remote_count when a batch starts, with the batches it is ahead times
+ * the measured interval, the ready batches and the free microbatch slots);
+ * the remote samples are the batch's last CPU samples, in microbatches of
+ * remote_micro_batch, at most remote_in_flight per worker at once. A
+ * microbatch reaches a worker after the latency, waits for the first free
+ * one, costs remote_cpu_factor times its samples' local CPU cost there,
+ * then crosses the loader's share of the node's link (bandwidth / G, one
+ * transfer at a time) and the latency back. Taking it back costs
+ * remote_host_factor times the cost on a local worker, charged when the
+ * microbatch is sent (the capacity is right, its timing approximate) and
+ * left out of the CPU time the policies see, as the runtime keeps it
+ * apart. The batch is ready when its last microbatch is back and taken. */
 #include "sim/sim.h"
 
 #include <errno.h>
@@ -58,6 +75,7 @@
 
 #include "core/philox.h"
 #include "sched/policy.h"
+#include "sched/remote.h"
 
 #define SIM_DOMAIN 0x53494d31u /* "SIM1": the simulator's own Philox streams */
 
@@ -77,6 +95,9 @@ void ff__sim_config_init(ff__sim_config *c) {
   c->prefetch = 2;
   c->size_noise = 0.1;
   c->sync = 1;
+  c->remote_cpu_factor = 1;
+  c->remote_micro_batch = 16;
+  c->remote_in_flight = 2;
 }
 
 ff_status ff__sim_config_check(const ff__sim_config *c, ff__error *err) {
@@ -104,6 +125,17 @@ ff_status ff__sim_config_check(const ff__sim_config *c, ff__error *err) {
   if (c->micro_batch < 0) return ff__error_set(err, FF_EINVAL, "micro batch must be >= 0 (got %d)", c->micro_batch);
   if (!(c->device_cpu_frac >= 0 && c->device_cpu_frac <= 1))
     return ff__error_set(err, FF_EINVAL, "device CPU fraction must be in [0, 1] (got %g)", c->device_cpu_frac);
+  if (c->remote_cpus < 0) return ff__error_set(err, FF_EINVAL, "remote CPUs must be >= 0 (got %d)", c->remote_cpus);
+  if (!(c->remote_cpu_factor > 0 && c->remote_cpu_factor <= 1e6) || !(c->remote_host_factor >= 0 && c->remote_host_factor <= 1e6))
+    return ff__error_set(err, FF_EINVAL, "the remote CPU factors must be in (0, 1e6] and [0, 1e6] (got %g, %g)",
+                         c->remote_cpu_factor, c->remote_host_factor);
+  if (!(c->remote_latency_s >= 0 && c->remote_latency_s <= 1e6) || !(c->remote_bandwidth >= 0) ||
+      !(c->remote_bytes >= 0 && c->remote_bytes <= 1e15))
+    return ff__error_set(err, FF_EINVAL, "the remote latency, bandwidth and bytes must be finite and >= 0 (got %g s, "
+                         "%g bytes/s, %g bytes)", c->remote_latency_s, c->remote_bandwidth, c->remote_bytes);
+  if (c->remote_micro_batch < 1 || c->remote_in_flight < 1)
+    return ff__error_set(err, FF_EINVAL, "the remote microbatch and microbatches in flight must be >= 1 (got %d, %d)",
+                         c->remote_micro_batch, c->remote_in_flight);
   return FF_OK;
 }
 
@@ -125,9 +157,21 @@ typedef struct interval {
   double a, b; /* the GPU runs preprocessing in [a, b) */
 } interval;
 
+/* A remote microbatch in flight (or back and not yet folded in). */
+typedef struct remote_mb {
+  double submit, arrive, bytes;
+  int n, busy, learned;
+} remote_mb;
+
 typedef struct trainer {
   ff__philox rng;
   ff__sched_state st;
+  ff__remote_state rst;
+  double *rworker_free; /* min-heap of the times the remote workers become free */
+  remote_mb *mbs;       /* the microbatch slots */
+  double link_free;     /* when this loader's share of the link is free */
+  int *rem_n;           /* per batch: samples sent remote */
+  long rem_samples;     /* after the warm-up */
   double *worker_free; /* min-heap of the times the workers become free */
   /* per batch */
   double *ready, *cpu_busy, *dev_busy;
@@ -152,10 +196,13 @@ typedef struct node {
   int workers;        /* per loader */
   double speed;       /* of a worker, in cores */
   double mean_cost;   /* of a sample's CPU cost, for the GPU cost's scale */
+  int rworkers;       /* remote workers per loader (0: none) */
+  double rspeed;      /* of a remote worker, in CPUs */
+  int slots;          /* remote microbatches in flight per loader */
   trainer *t;
   /* scratch for one batch */
   double *cost, *size;
-  unsigned char *to_dev;
+  unsigned char *to_dev, *to_rem;
   double *done;
 } node;
 
@@ -203,9 +250,79 @@ static void draw_batch(node *nd, trainer *t) {
   }
 }
 
-/* Starts batch k at time `at` (when its ring entry became free): decides
- * its split, runs its CPU work on the workers and queues its device work. */
-static int start_batch(node *nd, trainer *t, long k, double at) {
+/* Folds in the remote microbatches back by `now` (ff__remote_learn). */
+static void remote_learn(node *nd, trainer *t, double now) {
+  for (int i = 0; i < nd->slots; i++) {
+    remote_mb *mb = &t->mbs[i];
+    if (!mb->busy || mb->learned || mb->arrive > now) continue;
+    ff__remote_learn(&nd->params, &t->rst, mb->n, mb->arrive - mb->submit, (uint64_t)mb->bytes, nd->slots);
+    mb->learned = 1;
+  }
+}
+
+/* Batch k starts at `at` while the consumer asks for batch j: marks the
+ * samples ff__remote_count sends remote (the last CPU samples) in
+ * nd->to_rem and returns their number. */
+static int remote_pick(node *nd, trainer *t, long k, long j, double at, int n, int ndev) {
+  memset(nd->to_rem, 0, (size_t)n);
+  if (!nd->rworkers) return 0;
+  remote_learn(nd, t, at);
+  int free_slots = 0;
+  for (int i = 0; i < nd->slots; i++) {
+    if (t->mbs[i].busy && t->mbs[i].arrive <= at) t->mbs[i].busy = 0;
+    free_slots += !t->mbs[i].busy;
+  }
+  int ring_ready = 0;
+  for (long b = j; b < k; b++) ring_ready += t->ready[b] <= at;
+  int m = nd->c->remote_micro_batch;
+  int nrem = ff__remote_count(&t->rst, n, n - ndev, free_slots * m, (double)(k - j) * t->rst.interval_s, ring_ready,
+                              nd->c->prefetch);
+  for (int i = n - 1, left = nrem; i >= 0 && left > 0; i--)
+    if (!nd->to_dev[i]) nd->to_rem[i] = 1, left--;
+  return nrem;
+}
+
+/* Sends the marked samples from the last, in microbatches; returns when
+ * the last is back and taken (`at` when none) or -1 out of slots (never:
+ * remote_pick counted them). */
+static double remote_send(node *nd, trainer *t, double at, int n) {
+  const ff__sim_config *c = nd->c;
+  double ready = at;
+  for (int i = n - 1; i >= 0;) {
+    int cnt = 0;
+    double cost = 0;
+    for (; i >= 0 && cnt < c->remote_micro_batch; i--)
+      if (nd->to_rem[i]) cost += nd->cost[i], cnt++;
+    if (!cnt) break;
+    remote_mb *mb = NULL;
+    for (int s = 0; s < nd->slots && !mb; s++)
+      if (!t->mbs[s].busy) mb = &t->mbs[s];
+    if (!mb) return -1;
+    double start = t->rworker_free[0] > at + c->remote_latency_s ? t->rworker_free[0] : at + c->remote_latency_s;
+    t->rworker_free[0] = start + cost * c->remote_cpu_factor / nd->rspeed;
+    double done = t->rworker_free[0];
+    heap_sift(t->rworker_free, nd->rworkers, 0);
+    double bytes = cnt * c->remote_bytes;
+    double tx = c->remote_bandwidth > 0 ? bytes / (c->remote_bandwidth / c->gpus) : 0;
+    double ts = done > t->link_free ? done : t->link_free;
+    t->link_free = ts + tx;
+    *mb = (remote_mb){.submit = at, .arrive = ts + tx + c->remote_latency_s, .bytes = bytes, .n = cnt, .busy = 1};
+    double host = cost * c->remote_host_factor / nd->speed, back = mb->arrive;
+    if (host > 0) { /* taken back on a local worker */
+      double s0 = t->worker_free[0] > at ? t->worker_free[0] : at;
+      t->worker_free[0] = s0 + host;
+      heap_sift(t->worker_free, nd->workers, 0);
+      back = (s0 > back ? s0 : back) + host;
+    }
+    if (back > ready) ready = back;
+  }
+  return ready;
+}
+
+/* Starts batch k at time `at` (when its ring entry became free, the
+ * consumer asking for batch j): decides its split, runs its CPU work on the
+ * workers, sends its remote work and queues its device work. */
+static int start_batch(node *nd, trainer *t, long k, long j, double at) {
   const ff__sim_config *c = nd->c;
   int n = c->batch_size, ndev;
   draw_batch(nd, t);
@@ -216,12 +333,13 @@ static int start_batch(node *nd, trainer *t, long k, double at) {
   default: ndev = ff__sched_device_count(&t->st, n); break;
   }
   ff__sched_pick_costliest(nd->size, n, ndev, nd->to_dev);
+  int nrem = remote_pick(nd, t, k, j, at, n, ndev);
 
   /* CPU: the workers take the samples in order (device samples only for
-   * their CPU part, if any). */
+   * their CPU part, if any; remote samples not at all). */
   double cpu_ready = at, busy = 0;
   for (int i = 0; i < n; i++) {
-    double w = (nd->to_dev[i] ? c->device_cpu_frac : 1.0) * nd->cost[i] / nd->speed;
+    double w = nd->to_rem[i] ? 0 : (nd->to_dev[i] ? c->device_cpu_frac : 1.0) * nd->cost[i] / nd->speed;
     nd->done[i] = at;
     if (w <= 0) continue;
     double start = t->worker_free[0] > at ? t->worker_free[0] : at;
@@ -261,8 +379,14 @@ static int start_batch(node *nd, trainer *t, long k, double at) {
       in_mb = 0;
     }
   }
+  if (nrem) {
+    double back = remote_send(nd, t, at, n);
+    if (back < 0) return 0;
+    if (back > ready) ready = back;
+    t->rem_n[k] = nrem;
+  }
   t->ready[k] = ready, t->cpu_busy[k] = busy, t->dev_busy[k] = dev;
-  t->cpu_n[k] = n - ndev, t->dev_n[k] = ndev;
+  t->cpu_n[k] = n - ndev - nrem, t->dev_n[k] = ndev;
   return 1;
 }
 
@@ -288,6 +412,7 @@ static void trainer_free(trainer *t) {
   free(t->ready), free(t->cpu_busy), free(t->dev_busy);
   free(t->cpu_n), free(t->dev_n);
   free(t->prep);
+  free(t->rworker_free), free(t->mbs), free(t->rem_n);
 }
 
 static ff_status simulate(node *nd, ff__sim_result *out, ff__error *err) {
@@ -306,6 +431,14 @@ static ff_status simulate(node *nd, ff__sim_result *out, ff__error *err) {
     t->dev_n = malloc((size_t)N * sizeof(int));
     if (!t->worker_free || !t->ready || !t->cpu_busy || !t->dev_busy || !t->cpu_n || !t->dev_n)
       return ff__error_set(err, FF_ENOMEM, "out of memory for %ld simulated batches", N);
+    if (nd->rworkers) {
+      ff__remote_state_init(&t->rst);
+      t->rworker_free = calloc((size_t)nd->rworkers, sizeof(double));
+      t->mbs = calloc((size_t)nd->slots, sizeof *t->mbs);
+      t->rem_n = calloc((size_t)N, sizeof(int));
+      if (!t->rworker_free || !t->mbs || !t->rem_n)
+        return ff__error_set(err, FF_ENOMEM, "out of memory for %d remote workers", nd->rworkers);
+    }
   }
   for (long j = 0; j < N; j++) {
     double barrier = 0;
@@ -315,7 +448,7 @@ static ff_status simulate(node *nd, ff__sim_result *out, ff__error *err) {
       /* Asking for batch j frees the entry of batch j - 1: the loader may
        * now run up to batch j + P. */
       while (t->started <= j + P && t->started < N) {
-        if (!start_batch(nd, t, t->started, t->ask))
+        if (!start_batch(nd, t, t->started, j, t->ask))
           return ff__error_set(err, FF_ENOMEM, "out of memory for the simulated GPU queue");
         t->started++;
       }
@@ -327,12 +460,19 @@ static ff_status simulate(node *nd, ff__sim_result *out, ff__error *err) {
                            t->cpu_busy[j], nd->workers, t->dev_n[j], t->dev_busy[j], 1};
         ff__sched_update(&nd->params, &t->st, &o);
       }
+      if (nd->rworkers) {
+        remote_learn(nd, t, h);
+        ff__remote_obs o = {h - t->last_handout, h - t->ask, ring_ready, c->batch_size, t->cpu_n[j],
+                            t->cpu_busy[j], nd->workers, t->dev_n[j], 1};
+        ff__remote_update(&nd->params, &t->rst, &o);
+      }
       double e = step_end(t, h, c->step_s);
       if (j >= warm) {
         t->busy_s += e - h;
         t->wait_s += h - t->ask;
         t->dev_s += t->dev_busy[j];
         t->dev_samples += t->dev_n[j];
+        if (nd->rworkers) t->rem_samples += t->rem_n[j];
       }
       t->last_handout = h;
       t->ask = e;
@@ -342,7 +482,7 @@ static ff_status simulate(node *nd, ff__sim_result *out, ff__error *err) {
       for (int g = 0; g < G; g++) nd->t[g].ask = barrier;
   }
 
-  double n = (double)(N - warm), sps = 0, stall = 0, wait = 0, devs = 0, gpu = 0, slow = 0;
+  double n = (double)(N - warm), sps = 0, stall = 0, wait = 0, devs = 0, gpu = 0, slow = 0, rem = 0;
   for (int g = 0; g < G; g++) {
     trainer *t = &nd->t[g];
     double wall = t->ask - t->ask_at_warmup;
@@ -350,6 +490,7 @@ static ff_status simulate(node *nd, ff__sim_result *out, ff__error *err) {
     stall += 1 - t->busy_s / wall;
     wait += t->wait_s / wall;
     devs += t->dev_samples / (n * c->batch_size);
+    rem += t->rem_samples / (n * c->batch_size);
     gpu += t->dev_s / wall;
     slow += t->busy_s / (n * c->step_s) - 1;
   }
@@ -362,6 +503,7 @@ static ff_status simulate(node *nd, ff__sim_result *out, ff__error *err) {
       .gpu_prep_share = gpu / G,
       .slowdown = slow / G,
       .loss = 1 - (sps / G) / (c->batch_size / c->step_s),
+      .remote_share = nd->rworkers ? rem / G : -1,
       .static_share = nd->strategy == FF__SIM_STATIC ? nd->static_share : -1,
   };
   /* Sums of equal times leave rounding residue: show it as 0, not -0.0%. */
@@ -383,6 +525,12 @@ ff_status ff__sim_run(const ff__sim_config *c, ff__sim_strategy s, double static
   double per_loader = (double)c->cores / c->gpus;
   nd.workers = (int)ceil(per_loader);
   nd.speed = per_loader / nd.workers;
+  if (c->remote_cpus > 0) {
+    double per_remote = (double)c->remote_cpus / c->gpus;
+    nd.rworkers = (int)ceil(per_remote);
+    nd.rspeed = per_remote / nd.rworkers;
+    nd.slots = nd.rworkers * c->remote_in_flight;
+  }
   if (c->cpu_list) {
     double sum = 0;
     for (size_t i = 0; i < c->list_len; i++) sum += c->cpu_list[i];
@@ -396,7 +544,8 @@ ff_status ff__sim_run(const ff__sim_config *c, ff__sim_strategy s, double static
   nd.size = malloc(n * sizeof(double));
   nd.done = malloc(n * sizeof(double));
   nd.to_dev = malloc(n);
-  if (!nd.t || !nd.cost || !nd.size || !nd.done || !nd.to_dev) {
+  nd.to_rem = calloc(n, 1);
+  if (!nd.t || !nd.cost || !nd.size || !nd.done || !nd.to_dev || !nd.to_rem) {
     st = ff__error_set(err, FF_ENOMEM, "out of memory for a batch of %d", c->batch_size);
   } else {
     ff__sim_result r;
@@ -404,7 +553,7 @@ ff_status ff__sim_run(const ff__sim_config *c, ff__sim_strategy s, double static
     if (!st) *out = r;
   }
   for (int g = 0; nd.t && g < c->gpus; g++) trainer_free(&nd.t[g]);
-  free(nd.t), free(nd.cost), free(nd.size), free(nd.done), free(nd.to_dev);
+  free(nd.t), free(nd.cost), free(nd.size), free(nd.done), free(nd.to_dev), free(nd.to_rem);
   return st;
 }
 
@@ -422,7 +571,7 @@ ff_status ff__sim_best_static(const ff__sim_config *c, ff__sim_result *out, ff__
 ff_status ff__sim_cores_needed(const ff__sim_config *c, ff__sim_strategy s, int max_per_gpu, double max_loss,
                                int *cores_per_gpu, ff__sim_result *at, ff__error *err) {
   ff__sim_config k = *c;
-  ff__sim_result r;
+  ff__sim_result r = {0};
   for (int per = 1; per <= max_per_gpu; per++) {
     k.cores = per * c->gpus;
     ff_status st = s == FF__SIM_STATIC ? ff__sim_best_static(&k, &r, err) : ff__sim_run(&k, s, 0, &r, err);
@@ -434,6 +583,27 @@ ff_status ff__sim_cores_needed(const ff__sim_config *c, ff__sim_strategy s, int 
     }
   }
   *cores_per_gpu = 0;
+  return FF_OK;
+}
+
+ff_status ff__sim_remote_needed(const ff__sim_config *c, ff__sim_strategy s, int max_per_gpu, double max_loss,
+                                int *remote_per_gpu, ff__sim_result *rows, int *tried, ff__error *err) {
+  ff__sim_config k = *c;
+  ff__sim_result r = {0};
+  *remote_per_gpu = -1;
+  if (tried) *tried = 0;
+  for (int per = 0; per <= max_per_gpu; per++) {
+    k.remote_cpus = per * c->gpus;
+    ff_status st = ff__sim_run(&k, s, 0, &r, err);
+    if (st) return st;
+    if (r.remote_share < 0) r.remote_share = 0; /* none at 0 */
+    if (rows) rows[per] = r;
+    if (tried) *tried = per + 1;
+    if (r.loss < max_loss) {
+      *remote_per_gpu = per;
+      return FF_OK;
+    }
+  }
   return FF_OK;
 }
 

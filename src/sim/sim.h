@@ -51,12 +51,24 @@ typedef struct ff__sim_config {
                            * in this project's device executor; 0 = the paper's all-GPU pipeline) */
   int sync;               /* 1: trainers step in lockstep (data parallel: all-reduce each step); 0: independent */
   uint64_t seed;
+  /* Remote workers (src/sched/remote.h; 0 CPUs = none): one-CPU workers on
+   * other machines, shared out evenly among the trainers' loaders like the
+   * cores, that take what the local CPU threads and the device leave. */
+  int remote_cpus;           /* remote CPUs of the node (one worker each) */
+  double remote_cpu_factor;  /* a remote sample's CPU time on its worker / its local CPU cost */
+  double remote_host_factor; /* the loader's CPU time to take a remote sample back / its local CPU cost */
+  double remote_latency_s;   /* one-way network latency, seconds */
+  double remote_bandwidth;   /* bytes/s of the node's link, shared evenly by the trainers; 0 = unlimited */
+  double remote_bytes;       /* bytes on the wire per remote sample, both ways */
+  int remote_micro_batch;    /* samples per microbatch (the Loader's microbatch_size) */
+  int remote_in_flight;      /* microbatches in flight per worker (max_in_flight_per_worker) */
 } ff__sim_config;
 
 /* Defaults: 1 core, 1 GPU, step 100 ms, batch 64, 200 batches, warm-up
  * batches/5, prefetch 2, no costs (set cpu_s or cpu_list and gpu_s),
  * size_noise 0.1, one microbatch per batch, device_cpu_frac 0, sync 1,
- * seed 0. */
+ * seed 0; no remote CPUs (factors 1 and 0, no latency, unlimited
+ * bandwidth, 0 bytes, microbatches of 16, 2 in flight per worker). */
 void ff__sim_config_init(ff__sim_config *c);
 
 /* Checks c; on failure sets err's message naming the field and returns
@@ -74,6 +86,7 @@ typedef struct ff__sim_result {
   double gpu_prep_share;     /* of wall time the GPU spends on preprocessing */
   double slowdown;           /* mean step time / step_s - 1: the interference of preprocessing */
   double loss;               /* 1 - samples_per_s / (batch_size / step_s): stall and slowdown together */
+  double remote_share;       /* of samples prepared by remote workers (-1: no remote workers) */
   double static_share;       /* FF__SIM_STATIC: the share used (others: -1) */
 } ff__sim_result;
 
@@ -95,6 +108,16 @@ ff_status ff__sim_best_static(const ff__sim_config *c, ff__sim_result *out, ff__
  * *at (if not NULL) the result at the answer. */
 ff_status ff__sim_cores_needed(const ff__sim_config *c, ff__sim_strategy s, int max_per_gpu, double max_loss,
                                int *cores_per_gpu, ff__sim_result *at, ff__error *err);
+
+/* The smallest number of remote CPUs per GPU in [0, max_per_gpu] beside
+ * c->cores local cores for which strategy s (FF__SIM_CPU_ONLY: local CPU
+ * then remote; FF__SIM_OURS: local CPU, the device, then remote) loses less
+ * than max_loss of full speed. c->remote_cpus is replaced by remote-per-GPU
+ * * c->gpus. *remote_per_gpu gets -1 when none suffices; rows (if not NULL,
+ * max_per_gpu + 1 entries) get the result at each count tried, *tried how
+ * many (the answer's row last). */
+ff_status ff__sim_remote_needed(const ff__sim_config *c, ff__sim_strategy s, int max_per_gpu, double max_loss,
+                                int *remote_per_gpu, ff__sim_result *rows, int *tried, ff__error *err);
 
 /* One sample's CPU cost (seconds on one core) from r: drawn uniformly from
  * list[0..n) when list is not NULL (*picked, if not NULL, gets the index),

@@ -4,14 +4,15 @@ or a fixed share sent the work, whether the actors read the folder or get bytes 
 Python dataset; an actor killed mid-epoch and one stuck past its deadline lose nothing
 and duplicate nothing; resume mid-epoch with work in flight gives the same batches; a
 remote decode error follows on_error; close is prompt with work outstanding; nothing is
-spilled from the object store; open-time failures are one-line errors, never a hang.
+spilled from the object store; open-time failures are one-line errors, never a hang. On two
+simulated nodes (the trainer's with a GPU, a CPU-only one): the actors stay off the GPU node
+unless allowed; the pool gone mid-epoch (Ray shut down, the CPU node removed) leaves the work
+local with one warning.
 
-Skipped without Ray and under the sanitizer builds (see test_ray.py); the check that
-``import fusionflow.ray`` without Ray says what to install runs everywhere."""
+Skipped without Ray and under the sanitizer builds (see test_ray.py); test_remote_queue.py
+runs the checks that need no Ray everywhere."""
 import os
 import shutil
-import subprocess
-import sys
 import tempfile
 import time
 
@@ -19,17 +20,9 @@ import numpy as np
 import pytest
 
 import fusionflow
-from conftest import child_env
 
 PIPELINE = ("decode | random_resized_crop(size=48) | random_horizontal_flip | rand_augment(num_ops=2, magnitude=9)"
             " | normalize(mean=imagenet, std=imagenet)")
-
-
-def test_workers_without_ray_say_what_to_install():
-    code = ("import sys; sys.modules['ray'] = None\n"
-            "try:\n import fusionflow.ray\nexcept ModuleNotFoundError as e:\n print('ERR', e)\n")
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=child_env(), timeout=120)
-    assert "ERR fusionflow.ray needs Ray: pip install 'fusionflow[ray]'" in r.stdout, r.stdout + r.stderr
 
 
 if os.environ.get("FF_TEST_SANITIZER"):
@@ -248,3 +241,89 @@ def test_an_unreachable_address_fails_at_open(cluster, folder):
                                               r"not answer"):
         fusionflow.Loader(folder, PIPELINE, batch_size=8, remote=fusionflow.ray.Workers(1, address="127.0.0.1:1"))
     assert time.monotonic() - t0 < 30
+
+
+# -- two nodes: the trainer's GPU node and a CPU-only node (ray.cluster_utils.Cluster) --------------
+
+
+@pytest.fixture(scope="module")
+def two_nodes(cluster):
+    """The module's cluster traded for two simulated nodes on this machine: the head, where
+    this process (the trainer) runs, with a logical GPU, 2 CPUs and the label role=trainer,
+    and a CPU-only node of 2 CPUs. Yields (cluster, the GPU node's id, the CPU node's id)."""
+    from ray.cluster_utils import Cluster
+
+    ray.shutdown()
+    temp = tempfile.mkdtemp(prefix="ffrem2", dir="/tmp")
+    args = dict(include_dashboard=False, object_store_memory=100 << 20, temp_dir=temp)
+    c = Cluster(initialize_head=True, head_node_args=dict(args, num_cpus=2, num_gpus=1, labels={"role": "trainer"}))
+    cpu_node = c.add_node(num_cpus=2, object_store_memory=100 << 20)
+    ray.init(address=c.address, log_to_driver=False)
+    gpu_id = c.head_node.node_id
+    yield c, gpu_id, cpu_node.node_id
+    ray.shutdown()
+    c.shutdown()
+    shutil.rmtree(temp, ignore_errors=True)
+
+
+def actor_nodes(loader):
+    """The node id of each actor of the loader's pool (Ray's actor table)."""
+    return [ray._private.state.actors(actor_id=a._actor_id.hex())["Address"]["NodeID"]
+            for a in loader._remote.actors]
+
+
+def test_two_nodes_actors_stay_off_the_gpu_node_unless_allowed(two_nodes, folder, forced):
+    c, gpu_id, cpu_id = two_nodes
+    assert {n["NodeID"]: bool(n["Resources"].get("GPU")) for n in ray.nodes() if n["Alive"]} == \
+        {gpu_id: True, cpu_id: False}
+    want = local(folder)
+    forced(0.5)
+    with fusionflow.Loader(folder, PIPELINE, batch_size=8, num_threads=1, seed=5, output="numpy",
+                           remote=fusionflow.ray.Workers(2, microbatch_size=4)) as l:
+        assert actor_nodes(l) == [cpu_id, cpu_id]
+        got = batches(l)
+        s = l.stats()["remote"]
+    assert_same(want, got)
+    assert s["placement_samples"]["remote"] > 0, s
+    # 3 actors of 1 CPU do not fit on the CPU-only node's 2: allowed, one goes to the GPU node
+    with fusionflow.Loader(folder, PIPELINE, batch_size=8, num_threads=1, seed=5, output="numpy",
+                           remote=fusionflow.ray.Workers(3, microbatch_size=4, allow_gpu_nodes=True)) as l:
+        nodes = actor_nodes(l)
+        got = batches(l)
+        s = l.stats()["remote"]
+    assert gpu_id in nodes and set(nodes) <= {gpu_id, cpu_id}, nodes
+    assert_same(want, got)
+    assert s["placement_samples"]["remote"] > 0, s
+    # a label_selector replaces the default placement: Ray's node labels decide
+    with fusionflow.Loader(folder, PIPELINE, batch_size=8, num_threads=1,
+                           remote=fusionflow.ray.Workers(1, label_selector={"role": "trainer"})) as l:
+        assert actor_nodes(l) == [gpu_id]
+
+
+@pytest.mark.parametrize("gone", ["ray.shutdown", "cpu node removed"])  # in this order: the second is for good
+def test_two_nodes_the_pool_gone_mid_epoch_leaves_the_work_local(two_nodes, folder, forced, caplog, gone):
+    """Mid-epoch, this process shuts Ray down, or the CPU-only node goes (every actor with it, and no
+    node left to start others on): one warning, the rest local, each sample once and in order."""
+    c, gpu_id, cpu_id = two_nodes
+    want = local(folder, epochs=2)
+    forced(0.6)
+    with fusionflow.Loader(folder, PIPELINE, batch_size=8, num_threads=1, seed=5, output="numpy",
+                           remote=fusionflow.ray.Workers(2, microbatch_size=4)) as l:
+        got = batches(l, n=2)
+        before = l.stats()["remote"]["placement_samples"]["remote"]
+        with caplog.at_level("WARNING", logger="fusionflow.ray"):
+            if gone == "ray.shutdown":
+                ray.shutdown()
+            else:
+                c.remove_node(next(n for n in c.worker_nodes if n.node_id == cpu_id))
+            got += batches(l, epochs=2)[: len(want) - 2]
+        s = l.stats()["remote"]
+    if gone == "ray.shutdown":
+        assert not ray.is_initialized()  # the pool's calls did not start Ray again
+        ray.init(address=c.address, log_to_driver=False)
+    assert_same(want, got)
+    assert before > 0, s  # remote work before the pool went
+    why = "Ray was shut down in this process" if gone == "ray.shutdown" else "no node without GPUs is left"
+    warned = [r.getMessage() for r in caplog.records if r.name == "fusionflow.ray"]
+    assert len(warned) == 1 and "the worker pool is gone" in warned[0] and why in warned[0], warned
+    assert s["pool_lost"] == 1 and s["actors"] == 0 and s["note"], s

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <jpeglib.h>
@@ -75,6 +76,15 @@ uint8_t *ff_test_read(const char *path, size_t *size_bytes) {
   fclose(f);
   if (p) *size_bytes = (size_t)n;
   return p;
+}
+
+int ff_test_run(const char *cmd, char *out, size_t cap) {
+  FILE *p = popen(cmd, "r");
+  if (!p) return -2;
+  size_t n = fread(out, 1, cap - 1, p);
+  out[n] = 0;
+  int st = pclose(p);
+  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
 const char *ff_test_stderr_of(void (*f)(void *), void *arg) {

@@ -25,6 +25,11 @@ void ff_test_stop_on_alarm(const char *what);
  * 1023 bytes, in a static buffer); aborts if no file can be made. */
 const char *ff_test_stderr_of(void (*f)(void *), void *arg);
 
+/* Runs the shell command cmd (popen) and reads what it prints on stdout
+ * into out (up to cap - 1 bytes, NUL-terminated); returns its exit status,
+ * -1 when it did not exit, or -2 when it could not be started. */
+int ff_test_run(const char *cmd, char *out, size_t cap);
+
 /* A small deterministic generator (xorshift32) for sizes and pixels; *state
  * must not be 0 (0 is replaced by a constant). */
 uint32_t ff_test_rand(uint32_t *state);

@@ -2123,12 +2123,7 @@ static int status_auto(const char *env, char *out, size_t cap) {
   char cmd[1024];
   snprintf(cmd, sizeof cmd, "env -u TORCHELASTIC_RUN_ID -u MASTER_PORT %s %s node status auto --json 2>&1",
            env, getenv("FF_CLI"));
-  FILE *f = popen(cmd, "r");
-  assert_non_null(f);
-  size_t n = fread(out, 1, cap - 1, f);
-  out[n] = 0;
-  int st = pclose(f);
-  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  return ff_test_run(cmd, out, cap);
 }
 
 /* `fusionflow node status GROUP --watch` ends with the group: once its last

@@ -88,6 +88,9 @@ static void the_rank_s_gpu_is_the_device_s_or_the_local_rank_s(void **state) {
   setenv("LOCAL_RANK", "3", 1);
   assert_int_equal(ff__numa_rank_gpu("cuda:1"), 1);
   assert_int_equal(ff__numa_rank_gpu("cpu"), 3);
+  assert_int_equal(ff__numa_rank_gpu("cuda"), 0); /* device 0, as the device layer reads the name */
+  assert_int_equal(ff__numa_rank_gpu("auto"), 3);
+  assert_int_equal(ff__numa_rank_gpu("cuda:x"), 3); /* not a device name */
   unsetenv("LOCAL_RANK");
   assert_int_equal(ff__numa_rank_gpu("emu:0"), 0);
 }
