@@ -7,10 +7,14 @@
 #   make bench  the side-by-side benchmark against torchvision's DataLoader
 #   make test CC=clang   the same tests built with clang (in build-clang)
 #   make fuzz   build the fuzz targets with clang's libFuzzer (ASan+UBSan, in
-#               build-fuzz) and run each for FUZZ_SECONDS (default 60)
+#               build-fuzz) and run each for FUZZ_SECONDS (default 60),
+#               FUZZ_JOBS at a time (default: the number of cores)
 #   make wheel  the self-contained wheel of the Python package (cp39-abi3,
 #               manylinux; scripts/wheel.sh), in $(BUILD)/wheel/wheelhouse
 #   make device-carry  the one archive tests/device/run.sh runs on a GPU machine (build-carry/carry.tar.xz)
+# With ccache installed, every build compiles through it (CMake's compiler
+# launcher; the wheel's build too): a fresh clone then recompiles nothing that
+# an earlier build of the same sources compiled. CCACHE=none turns it off.
 # CC=clang (on the command line) builds with that compiler, in build-clang
 # unless BUILD says where: `make test CC=clang`.
 ifeq ($(origin CC),command line)
@@ -24,6 +28,17 @@ DEMO_DIR ?= $(BUILD)/demo-data
 PYTHON ?= /usr/bin/python3
 FUZZ_BUILD ?= build-fuzz
 FUZZ_SECONDS ?= 60
+FUZZ_JOBS ?= $(JOBS)
+CCACHE ?= $(shell command -v ccache 2>/dev/null)
+LAUNCHER := $(filter-out none,$(CCACHE))
+LAUNCHERS := -DCMAKE_C_COMPILER_LAUNCHER=$(LAUNCHER) -DCMAKE_CUDA_COMPILER_LAUNCHER=$(LAUNCHER)
+ifneq ($(LAUNCHER),)
+# the wheel's CMake tree (scikit-build-core) takes them from the environment
+export CMAKE_C_COMPILER_LAUNCHER ?= $(LAUNCHER)
+export CMAKE_CUDA_COMPILER_LAUNCHER ?= $(LAUNCHER)
+# paths under the clone hash as relative ones, so that another clone's build hits the cache
+export CCACHE_BASEDIR ?= $(CURDIR)
+endif
 DEMO_PIPELINE = decode | random_resized_crop(size=224) | random_horizontal_flip | normalize(mean=imagenet, std=imagenet)
 
 .PHONY: all deps build test fuzz demo demo-data bench wheel device-carry clean
@@ -36,7 +51,7 @@ deps:
 # The long stages say what they do and how long they took (scripts/stage.sh).
 build: deps
 	@scripts/stage.sh "build: configure" $(BUILD)/configure.log \
-	  cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo $(CMAKE_CC) $(if $(FF_PYTHON),-DFF_PYTHON=$(FF_PYTHON)) $(CMAKE_FLAGS)
+	  cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo $(CMAKE_CC) $(LAUNCHERS) $(if $(FF_PYTHON),-DFF_PYTHON=$(FF_PYTHON)) $(CMAKE_FLAGS)
 	@scripts/stage.sh "build: compile in $(BUILD)" $(BUILD)/build.log cmake --build $(BUILD) -j $(JOBS)
 
 test: deps
@@ -45,9 +60,9 @@ test: deps
 
 fuzz: deps
 	@cmake -S . -B $(FUZZ_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=clang -DFF_FUZZ=ON \
-	  -DFF_SANITIZE=address,undefined -DFF_CUDA=OFF -DFF_BUILD_PYTHON=OFF $(CMAKE_FLAGS) >/dev/null
+	  -DFF_SANITIZE=address,undefined -DFF_CUDA=OFF -DFF_BUILD_PYTHON=OFF $(LAUNCHERS) $(CMAKE_FLAGS) >/dev/null
 	@cmake --build $(FUZZ_BUILD) -j $(JOBS) --target fuzz_targets
-	tests/fuzz/run.sh $(FUZZ_BUILD) $(FUZZ_SECONDS)
+	tests/fuzz/run.sh $(FUZZ_BUILD) $(FUZZ_SECONDS) $(FUZZ_JOBS)
 
 $(DEMO_DIR)/.complete:
 	$(PYTHON) scripts/demo-data.py $(DEMO_DIR)

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs fusionflow's build, test and demo dependencies on Debian 12 (clang
-# and its libFuzzer runtime for the clang build and the fuzz targets), and
+# and its libFuzzer runtime for the clang build and the fuzz targets; ccache,
+# which the Makefile compiles through when it is there, optional), and
 # with --bench also the peers the benchmarks compare against (OpenCV, and
 # Debian's torchvision for bench/compare.py's DataLoader); with --nvjpeg only
 # NVIDIA's nvJPEG for the GPU device check (below). The test reference itself
@@ -33,7 +34,7 @@ EOF
 fi
 
 PACKAGES=(
-  build-essential cmake pkg-config clang libclang-rt-14-dev
+  build-essential cmake pkg-config ccache clang libclang-rt-14-dev
   libjpeg62-turbo-dev libspng-dev libcmocka-dev
   libarchive-dev libcurl4-openssl-dev libwebp-dev libtiff-dev
   libjansson-dev libdlpack-dev

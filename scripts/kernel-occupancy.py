@@ -6,9 +6,10 @@ Compiles src/exec/cuda.cu for one architecture the way the build does
 one line per kernel: its stage kinds (kernels/stage.h's ff__dstage_kind for the
 per-kind kernels), registers per thread, spill stores and loads in bytes,
 static shared memory, and the occupancy of its 256-thread blocks computed from
-the architecture's limits (the CUDA occupancy calculator's rules: registers
-allocated per warp in units of 256, 1 KiB of shared memory reserved per block).
-No GPU is needed.
+the architecture's limits (the CUDA occupancy calculator's rules, as
+tests/device/ptxas.py computes them for the device check: registers allocated
+per warp in units of 256 in 4 sub-partitions, 1 KiB of shared memory reserved
+per block). No GPU is needed.
 
     scripts/kernel-occupancy.py [--arch sm_90] [--nvcc PATH] [--check] [--min-occupancy 0.5]
 
@@ -24,15 +25,10 @@ import sys
 import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-BLOCK = 256  # exec/cuda.cu's BLOCK (kernels/stage_block.h's FF__DBLOCK)
+sys.path.insert(0, os.path.join(ROOT, "tests", "device"))
+import ptxas  # noqa: E402  (the occupancy calculator and ptxas -v parser)
 
-# Per SM: registers, threads, blocks, shared memory (bytes) of the architectures we build for.
-LIMITS = {
-    "sm_80": dict(regs=65536, threads=2048, blocks=32, smem=167936),
-    "sm_86": dict(regs=65536, threads=1536, blocks=16, smem=102400),
-    "sm_89": dict(regs=65536, threads=1536, blocks=24, smem=102400),
-    "sm_90": dict(regs=65536, threads=2048, blocks=32, smem=233472),
-}
+BLOCK = 256  # exec/cuda.cu's BLOCK (kernels/stage_block.h's FF__DBLOCK)
 
 
 def find_nvcc(given):
@@ -63,18 +59,9 @@ def kernel_name(mangled, kinds):
     return name
 
 
-def occupancy(regs, smem, lim):
-    warps = BLOCK // 32
-    warp_regs = -(-regs * 32 // 256) * 256 if regs else 0
-    by_regs = (lim["regs"] // warp_regs) // warps if warp_regs else lim["blocks"]
-    by_smem = lim["smem"] // (-(-(smem + 1024) // 128) * 128)
-    blocks = min(by_regs, by_smem, lim["threads"] // BLOCK, lim["blocks"])
-    return blocks, blocks * BLOCK / lim["threads"]
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--arch", default="sm_90", choices=sorted(LIMITS))
+    ap.add_argument("--arch", default="sm_90", choices=sorted(ptxas.SM))
     ap.add_argument("--nvcc")
     ap.add_argument("--check", action="store_true")
     ap.add_argument("--min-occupancy", type=float, default=0.5)
@@ -92,30 +79,17 @@ def main():
         sys.exit("kernel-occupancy: nvcc failed")
     if a.verbose:
         sys.stderr.write(r.stderr)
-    kinds, lim, rows, cur = stage_kinds(), LIMITS[a.arch], [], None
-    for line in r.stderr.splitlines():
-        m = re.search(r"Compiling entry function '(\w+)'", line)
-        if m:
-            cur = dict(name=kernel_name(m.group(1), kinds), stores=0, loads=0, regs=0, smem=0)
-            rows.append(cur)
-            continue
-        if cur is None:
-            continue
-        m = re.search(r"(\d+) bytes spill stores, (\d+) bytes spill loads", line)
-        if m:
-            cur["stores"], cur["loads"] = int(m.group(1)), int(m.group(2))
-        m = re.search(r"Used (\d+) registers", line)
-        if m:
-            cur["regs"] = int(m.group(1))
-            s = re.search(r"(\d+) bytes smem", line)
-            cur["smem"] = int(s.group(1)) if s else 0
+    kinds = stage_kinds()
+    rows = [dict(name=kernel_name(mangled, kinds), stores=k.get("spill_store_bytes", 0),
+                 loads=k.get("spill_load_bytes", 0), regs=k["registers"], smem=k["smem_bytes"])
+            for mangled, k in ptxas.parse_lines(r.stderr.splitlines()).items() if "registers" in k]
     if not rows:
         sys.exit("kernel-occupancy: ptxas reported no kernel (is the toolkit's ptxas verbose output changed?)")
     bad = 0
     print("%-36s %5s %7s %7s %6s %7s %9s" % ("kernel (" + a.arch + ", 256-thread blocks)", "regs", "spill_st",
                                              "spill_ld", "smem", "blk/SM", "occupancy"))
     for row in sorted(rows, key=lambda r: r["name"]):
-        blocks, occ = occupancy(row["regs"], row["smem"], lim)
+        blocks, occ, _, _ = ptxas.occupancy(row["regs"], row["smem"], BLOCK, a.arch)
         short = row["stores"] or row["loads"] or occ < a.min_occupancy
         bad += bool(short)
         print("%-36s %5d %7d %7d %6d %7d %8.1f%%%s" % (row["name"], row["regs"], row["stores"], row["loads"],

@@ -11,7 +11,8 @@
 #    linked statically (FF_STATIC_LIBARCHIVE: no libxml2/ICU) and the
 #    compiler's per-kernel report (-Xptxas=-v, the library's kernels built
 #    alone first so that the report is not interleaved) turned into
-#    build-carry/build/ptxas.json (tests/device/ptxas.py).
+#    build-carry/build/ptxas.json (tests/device/ptxas.py). Its CUDA compiles
+#    bypass ccache: a cache hit would write no PTX for the launch bounds.
 # 2. nvJPEG's libnvjpeg.so.13 from NVIDIA's wheel (scripts/install-deps.sh
 #    --nvjpeg, cached outside the tree), for the nvJPEG step.
 # 3. tests/device/carry.py pack (stripped programs, the libraries they need
@@ -32,7 +33,7 @@ mkdir -p "$BUILD/ptx"
 echo "prepare: configuring $BUILD (log: $BUILD/configure.log)"
 cmake -S "$ROOT" -B "$BUILD" -DFF_CUDA=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_CUDA_ARCHITECTURES="${FF_CUDA_ARCH:-90}" -DFF_STATIC_LIBARCHIVE=ON -DFF_PYTHON="$FF_PYTHON" \
-  -DCMAKE_CUDA_FLAGS="-Xptxas=-v --keep --keep-dir=$BUILD/ptx" >"$BUILD/configure.log" 2>&1 ||
+  -DCMAKE_CUDA_FLAGS="-Xptxas=-v --keep --keep-dir=$BUILD/ptx" -DCMAKE_CUDA_COMPILER_LAUNCHER= >"$BUILD/configure.log" 2>&1 ||
   { tail -30 "$BUILD/configure.log"; exit 1; }
 # The CUDA objects are always compiled again, so that their report is in this run's logs.
 find "$BUILD" -name '*.cu.o' -delete

@@ -13,7 +13,9 @@ multiprocessor with 1 KiB reserved per block, dynamic shared memory 0. The
 block size is the kernel's `__launch_bounds__` (`.maxntid` in the PTX under
 --ptx DIR) or --block (the tree's launches use 256), and the line says
 which. `register_limited` is the occupancy the registers alone allow, for
-any block size.
+any block size. scripts/kernel-occupancy.py uses the same calculator and
+parser (for the other architectures of SM too); this file needs nothing but
+Python, as the GPU machine has it.
 """
 import json
 import os
@@ -21,55 +23,73 @@ import re
 import subprocess
 import sys
 
-WARPS_SM, BLOCKS_SM, REGS_SM, REG_UNIT, SUBPARTITIONS = 64, 32, 65536, 256, 4
-SMEM_SM, SMEM_RESERVED, SMEM_UNIT = 228 * 1024, 1024, 128
+# Per multiprocessor: warps, blocks, shared memory (bytes); every one of these
+# has 65,536 registers in 4 sub-partitions, allocated per warp in units of 256.
+SM = {
+    "sm_80": dict(warps=64, blocks=32, smem=164 * 1024),
+    "sm_86": dict(warps=48, blocks=16, smem=100 * 1024),
+    "sm_89": dict(warps=48, blocks=24, smem=100 * 1024),
+    "sm_90": dict(warps=64, blocks=32, smem=228 * 1024),
+}
+REGS_SM, REG_UNIT, SUBPARTITIONS = 65536, 256, 4
+SMEM_RESERVED, SMEM_UNIT = 1024, 128
 
 
 def ceil_to(x, unit):
     return -(-x // unit) * unit
 
 
-def occupancy(regs, smem, block):
+def occupancy(regs, smem, block, arch="sm_90"):
+    """(blocks per SM, occupancy, the limiting resource, occupancy the registers alone allow)."""
+    sm = SM[arch]
     warps = -(-block // 32)
     regs_per_warp = ceil_to(max(regs, 1) * 32, REG_UNIT)
     warps_by_regs = SUBPARTITIONS * ((REGS_SM // SUBPARTITIONS) // regs_per_warp)
     limits = {
-        "warps": WARPS_SM // warps,
-        "blocks": BLOCKS_SM,
+        "warps": sm["warps"] // warps,
+        "blocks": sm["blocks"],
         "registers": warps_by_regs // warps,
-        "shared memory": SMEM_SM // ceil_to(smem + SMEM_RESERVED, SMEM_UNIT),
+        "shared memory": sm["smem"] // ceil_to(smem + SMEM_RESERVED, SMEM_UNIT),
     }
     blocks = min(limits.values())
     limiter = min(limits, key=lambda k: limits[k])
-    return blocks, blocks * warps / WARPS_SM, limiter, min(warps_by_regs, WARPS_SM) / WARPS_SM
+    return blocks, blocks * warps / sm["warps"], limiter, min(warps_by_regs, sm["warps"]) / sm["warps"]
+
+
+def parse_lines(lines, kernels=None):
+    """{mangled name: figures} from ptxas -v output lines, added to `kernels`."""
+    kernels = {} if kernels is None else kernels
+    cur = None
+    for line in lines:
+        m = re.search(r"Compiling entry function '([^']+)' for '(sm_\w+)'", line)
+        if m:
+            cur = m.group(1)
+            kernels[cur] = {"arch": m.group(2)}
+            continue
+        if cur is None:
+            continue
+        m = re.search(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads", line)
+        if m:
+            kernels[cur].update(stack_bytes=int(m.group(1)), spill_store_bytes=int(m.group(2)),
+                                spill_load_bytes=int(m.group(3)))
+        m = re.search(r"Used (\d+) registers", line)
+        if m:
+            k = kernels[cur]
+            k["registers"] = int(m.group(1))
+            b = re.search(r"used (\d+) barriers", line)
+            s = re.search(r"(\d+) bytes smem", line)
+            k["barriers"] = int(b.group(1)) if b else 0
+            k["smem_bytes"] = int(s.group(1)) if s else 0
+            cur = None
+    return kernels
 
 
 def parse_logs(paths):
-    """{mangled name: figures} from ptxas -v output (several logs, any order)."""
-    kernels, cur, arch = {}, None, None
+    """{mangled name: figures} from ptxas -v logs (several, any order)."""
+    kernels = {}
     for path in paths:
         with open(path, errors="replace") as f:
-            for line in f:
-                m = re.search(r"Compiling entry function '([^']+)' for '(sm_\w+)'", line)
-                if m:
-                    cur, arch = m.group(1), m.group(2)
-                    kernels[cur] = {"arch": arch}
-                    continue
-                if cur is None:
-                    continue
-                m = re.search(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads", line)
-                if m:
-                    kernels[cur].update(stack_bytes=int(m.group(1)), spill_store_bytes=int(m.group(2)),
-                                        spill_load_bytes=int(m.group(3)))
-                m = re.search(r"Used (\d+) registers", line)
-                if m:
-                    k = kernels[cur]
-                    k["registers"] = int(m.group(1))
-                    b = re.search(r"used (\d+) barriers", line)
-                    s = re.search(r"(\d+) bytes smem", line)
-                    k["barriers"] = int(b.group(1)) if b else 0
-                    k["smem_bytes"] = int(s.group(1)) if s else 0
-                    cur = None
+            parse_lines(f, kernels)
     return kernels
 
 

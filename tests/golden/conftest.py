@@ -214,16 +214,28 @@ def _value_key(value):
     return value if isinstance(value, (int, float, str, bool, type(None))) else repr(value)
 
 
+def pytest_configure(config):
+    config.addinivalue_line("markers", "threads: the library runs on several threads here (the CLI's "
+                            "loader): what FF_GOLDEN_SUBSET=threads keeps")
+
+
 def pytest_collection_modifyitems(config, items):
-    """FF_GOLDEN_SUBSET=cover (what a sanitizer build sets): of each test's
-    parametrized cases, only those that bring a parameter value not yet run,
-    so every function runs and every value of every parameter reaches the
+    """FF_GOLDEN_SUBSET=cover (what an AddressSanitizer build sets): of each
+    test's parametrized cases, only those that bring a parameter value not yet
+    run, so every function runs and every value of every parameter reaches the
     instrumented library at least once, without all their combinations
-    (those run in the plain build, where a result can differ)."""
-    if os.environ.get("FF_GOLDEN_SUBSET", "all") != "cover":
+    (those run in the plain build, where a result can differ).
+    FF_GOLDEN_SUBSET=threads (ThreadSanitizer): the same, of the tests marked
+    `threads` only. The others call the library through the shim on the one
+    thread of the test, where a data race cannot happen."""
+    subset = os.environ.get("FF_GOLDEN_SUBSET", "all")
+    if subset not in ("cover", "threads"):
         return
     seen, keep, drop = {}, [], []
     for item in items:
+        if subset == "threads" and item.get_closest_marker("threads") is None:
+            drop.append(item)
+            continue
         callspec = getattr(item, "callspec", None)
         if callspec is None:
             keep.append(item)

@@ -11,6 +11,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
+# the CLI runs the loader on its threads (FF_GOLDEN_SUBSET=threads keeps these under ThreadSanitizer)
+pytestmark = pytest.mark.threads
 CLI = os.environ.get("FF_CLI")
 if not CLI:
     pytest.skip("FF_CLI (path of the fusionflow executable) is not set", allow_module_level=True)

@@ -17,6 +17,8 @@ from PIL import Image
 wds = pytest.importorskip("webdataset")
 braceexpand = pytest.importorskip("braceexpand")
 
+# the CLI runs the loader on its threads (FF_GOLDEN_SUBSET=threads keeps these under ThreadSanitizer)
+pytestmark = pytest.mark.threads
 CLI = os.environ.get("FF_CLI")
 
 

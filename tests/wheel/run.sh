@@ -9,10 +9,16 @@
 #     zlib, and libstdc++, which the manylinux policies allow too: libtiff's
 #     LERC codec is C++, libcurl resolves names through libresolv):
 #     nothing from the -dev packages or the build tree;
-#   - the Python tests (tests/python) pass against it, run from a directory
-#     outside the tree with LD_LIBRARY_PATH and PYTHONPATH unset. NumPy,
-#     Pillow, pytest and torch come from the test environment through a .pth
-#     file: they are the reference, not part of what is tested.
+#   - run from a directory outside the tree with LD_LIBRARY_PATH and
+#     PYTHONPATH unset, the installed package (not the tree's) yields one
+#     batch of a folder holding JPEG, PNG, WebP and TIFF files (each decoder
+#     from a bundled library), pixel for pixel Pillow's, as a NumPy array
+#     and as a torch tensor through DLPack. NumPy, Pillow and torch come from
+#     the test environment through a .pth file: they are the reference, not
+#     part of what is tested. The package's own tests (tests/python) run
+#     against the build tree (ctest `python`): the wheel holds the same
+#     objects, so what only the wheel can get wrong is how it was built,
+#     repaired and installed, which this checks.
 # Exit 77 (ctest: skipped) when the test environment has no auditwheel;
 # non-zero on a failure.
 set -euo pipefail
@@ -47,11 +53,31 @@ foreign=$(env -u LD_LIBRARY_PATH ldd "$ext" | awk '
 echo "wheel: the extension loads $(env -u LD_LIBRARY_PATH ldd "$ext" | grep -c fusionflow.libs) libraries from fusionflow.libs/ and glibc"
 
 cd "$work"
-env -u LD_LIBRARY_PATH -u PYTHONPATH "$py" - "$site" <<'PY'
+env -u LD_LIBRARY_PATH -u PYTHONPATH "$py" - "$site" "$work/images" <<'PY'
 import os, sys
+import numpy as np
+from PIL import Image
 import fusionflow
 where = os.path.realpath(fusionflow.__file__)
 assert where.startswith(os.path.realpath(sys.argv[1])), f"imported from {where}, not the installed wheel"
 print(f"wheel: fusionflow {fusionflow.__version__} (library {fusionflow.library_version}) imported from {os.path.dirname(where)}")
+
+root = sys.argv[2]
+rng = np.random.default_rng(0)
+want = []
+for c, (name, fmt, kw) in enumerate([("a.jpg", "JPEG", {"quality": 90}), ("b.png", "PNG", {}),
+                                     ("c.webp", "WEBP", {"lossless": True}), ("d.tif", "TIFF", {})]):
+    os.makedirs(os.path.join(root, f"class{c}"))
+    path = os.path.join(root, f"class{c}", name)
+    Image.fromarray(rng.integers(0, 256, (24, 24, 3), dtype=np.uint8)).save(path, fmt, **kw)
+    want.append(np.asarray(Image.open(path).convert("RGB")))
+for output in ("numpy", "torch"):
+    with fusionflow.Loader(root, "decode | center_crop(size=24)", batch_size=4, shuffle=False, output=output) as loader:
+        (images, labels), = list(loader)
+    images = np.asarray(images.numpy() if output == "torch" else images)
+    assert images.shape == (4, 24, 24, 3) and images.dtype == np.uint8, (output, images.shape, images.dtype)
+    assert list(np.asarray(labels)) == [0, 1, 2, 3], labels
+    for k in range(4):
+        np.testing.assert_array_equal(images[k], want[k], err_msg=f"{output}: image {k}")
+    print(f"wheel: one {output} batch of JPEG, PNG, WebP and TIFF: {images.shape}, Pillow's pixels")
 PY
-env -u LD_LIBRARY_PATH -u PYTHONPATH "$py" -m pytest -q -p no:cacheprovider "$SRC/tests/python"
