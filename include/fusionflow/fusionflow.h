@@ -991,6 +991,15 @@ FF_API void ff_batch_release(ff_batch *batch);
  * "emu:0"). Valid while the batch is held. */
 FF_API const char *ff_batch_device(const ff_batch *batch);
 
+/* Where the batch's images are, in DLPack's terms (DLDevice): *device_type
+ * kDLCPU (1) with *device_id 0 for host memory (no output_device, "cpu",
+ * and an "emu:N" output_device, whose images are host memory: read them
+ * after ff_batch_sync), or kDLCUDA (2) with the CUDA ordinal N for images
+ * on "cuda:N" ("cuda": 0). The library resolves the name; callers need not
+ * parse ff_batch_device. batch must be held (not NULL); device_type and
+ * device_id must not be NULL. Any thread. */
+FF_API void ff_batch_dlpack_device(const ff_batch *batch, int *device_type, int *device_id);
+
 /* The loader's output stream the batch's upload ran on (cuda: a
  * cudaStream_t; emu: internal) and its ready event, recorded after the
  * upload (cuda: a cudaEvent_t, blocking-sync); NULL for host batches. Valid
@@ -1066,6 +1075,12 @@ FF_API ff_status ff_loader_fence(ff_loader *loader, void *stream);
  * memory). Owned by the loader, valid until ff_loader_close; NULL gives
  * "cpu". Any thread. */
 FF_API const char *ff_loader_pinned_device(const ff_loader *loader);
+
+/* The CUDA ordinal N of the device that pinned the host batches
+ * (ff_loader_pinned_device "cuda:N"), or -1 when no CUDA device did ("emu:N"
+ * or ordinary memory; NULL loader). The CUDA device whose streams
+ * ff_loader_fence takes. Any thread. */
+FF_API int ff_loader_pinned_cuda_device(const ff_loader *loader);
 
 typedef enum ff_dtype { FF_UINT8 = 0, FF_FLOAT32 = 1, FF_INT64 = 2, FF_BFLOAT16 = 3, FF_FLOAT16 = 4 } ff_dtype;
 typedef enum ff_layout { FF_NHWC = 0, FF_NCHW = 1 } ff_layout;

@@ -55,11 +55,11 @@ def fence_stream(core, side_streams):
     yet and the device's default stream (0) stands in, so that fencing is
     on from the first batch. Pinned by the emulator: its default stream (0).
     Ordinary memory: None (nothing to fence)."""
-    dev = core.pinned_device
-    if not dev.startswith(("cuda:", "emu:")):
+    if core.pinned_device == "cpu":
         return None
-    torch = sys.modules.get("torch") if dev.startswith("cuda:") else None
-    stream = None if torch is None else copy_stream(torch, int(dev[5:]), side_streams)
+    ordinal = core.pinned_cuda_device
+    torch = sys.modules.get("torch") if ordinal >= 0 else None
+    stream = None if torch is None else copy_stream(torch, ordinal, side_streams)
     return 0 if stream is None else stream
 
 

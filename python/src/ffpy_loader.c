@@ -123,6 +123,7 @@ typedef struct {
   int prefetch;
   PyObject *classes; /* tuple of the class folders' names (imagefolder), or None */
   char pinned_device[32]; /* ff_loader_pinned_device */
+  int pinned_cuda_device;  /* ff_loader_pinned_cuda_device */
   int rank, world_size;   /* ff_loader_shard: as the open resolved them */
 } LoaderObject;
 
@@ -195,6 +196,7 @@ PyObject *ffpy_loader_new(ff_loader *loader, ffpy_dataset *dataset, int prefetch
   self->prefetch = prefetch;
   ff_loader_shard(loader, &self->rank, &self->world_size);
   snprintf(self->pinned_device, sizeof self->pinned_device, "%s", ff_loader_pinned_device(loader));
+  self->pinned_cuda_device = ff_loader_pinned_cuda_device(loader);
   if (!self->classes) {
     ffpy_close_opened(loader, dataset);
     c->refs = 1;
@@ -680,6 +682,10 @@ static PyObject *loader_get_pinned_device(LoaderObject *self, void *unused) {
   (void)unused;
   return PyUnicode_FromString(self->pinned_device);
 }
+static PyObject *loader_get_pinned_cuda_device(LoaderObject *self, void *unused) {
+  (void)unused;
+  return PyLong_FromLong(self->pinned_cuda_device);
+}
 static PyObject *loader_get_classes(LoaderObject *self, void *unused) {
   (void)unused;
   Py_INCREF(self->classes);
@@ -727,6 +733,8 @@ static PyGetSetDef loader_getset[] = {
     {"classes", (getter)loader_get_classes, NULL, "tuple of str (class folders) or None", NULL},
     {"pinned_device", (getter)loader_get_pinned_device, NULL,
      "the device that pinned the host batches (\"cuda:0\", \"emu:0\"), or \"cpu\" (ff_loader_pinned_device)", NULL},
+    {"pinned_cuda_device", (getter)loader_get_pinned_cuda_device, NULL,
+     "the CUDA ordinal of pinned_device, or -1 when no CUDA device pinned them (ff_loader_pinned_cuda_device)", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 

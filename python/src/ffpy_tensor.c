@@ -118,8 +118,9 @@ PyObject *ffpy_tensor_new(ffpy_owner *o, const ff_tensor *t) {
 /* The images of batch b: kDLCUDA when they are on a CUDA output_device. */
 PyObject *ffpy_images_new(ffpy_owner *o, ff_batch *b, const ff_tensor *t) {
   TensorObject *self = (TensorObject *)ffpy_tensor_new(o, t);
-  const char *dev = ff_batch_device(b);
-  if (self && !strncmp(dev, "cuda:", 5)) self->dev_type = kDLCUDA, self->dev_id = atoi(dev + 5);
+  int dev_type, dev_id;
+  ff_batch_dlpack_device(b, &dev_type, &dev_id);
+  if (self && dev_type == kDLCUDA) self->dev_type = kDLCUDA, self->dev_id = dev_id;
   else if (self && ff_batch_sync(b) != FF_OK) { /* emu: host memory, read from the host */
     PyErr_SetString(PyExc_RuntimeError, "the batch's upload to its output device failed");
     Py_DECREF(self);

@@ -13,6 +13,12 @@ uint64_t ff_batch_epoch(const ff_batch *b) { return b->epoch; }
 const int64_t *ff_batch_sample_indices(const ff_batch *b) { return b->sample_indices; }
 void ff_batch_stats(const ff_batch *b, ff_batch_info *out) { *out = b->stats; }
 const char *ff_batch_device(const ff_batch *b) { return b->d_images ? b->loader->out_device_name : "cpu"; }
+void ff_batch_dlpack_device(const ff_batch *b, int *device_type, int *device_id) {
+  const char *name = ff_batch_device(b); /* emu: host memory, as DLPack sees it */
+  int cuda = ff__device_name_kind(name) == FF__DEVICE_KIND_CUDA;
+  *device_type = cuda ? 2 : 1; /* DLPack's kDLCUDA, kDLCPU */
+  *device_id = cuda ? ff__device_name_ordinal(name) : 0;
+}
 void *ff_batch_stream(const ff_batch *b) {
   return b->d_images ? ff__device_stream_handle(b->loader->out_dev, b->loader->out_stream) : NULL;
 }

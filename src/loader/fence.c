@@ -120,6 +120,11 @@ const char *ff_loader_pinned_device(const ff_loader *l) {
   return l && l->host_dev ? l->pinned_device : "cpu";
 }
 
+int ff_loader_pinned_cuda_device(const ff_loader *l) {
+  const char *name = ff_loader_pinned_device(l);
+  return ff__device_name_kind(name) == FF__DEVICE_KIND_CUDA ? ff__device_name_ordinal(name) : -1;
+}
+
 void ff__fence_free(ff_loader *l) {
   for (int i = 0; i < l->fence_slots; i++) {
     if (l->fence_refs[i]) ff__device_event_wait(l->host_dev, l->fence_ev[i], NULL); /* copies still reading */

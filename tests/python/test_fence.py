@@ -42,6 +42,7 @@ def test_pinned_batches_are_fenced_at_every_next_and_the_same(folder):
             fusionflow.Loader(folder, device="cpu", pin_memory=False, **kw) as plain:
         assert pinned._c.pinned_device == "emu:0"
         assert plain._c.pinned_device == "cpu"
+        assert pinned._c.pinned_cuda_device == plain._c.pinned_cuda_device == -1  # no CUDA device pinned them
         for _ in range(2):  # two epochs: the ring's memory is refilled after the fences
             got, want = batches(pinned), batches(plain)
             assert len(got) == len(want) == len(pinned)
@@ -195,23 +196,24 @@ def test_a_side_stream_of_the_pinning_device_joined_to_the_current_one():
 
 
 class FakeCore:
-    def __init__(self, pinned_device):
+    def __init__(self, pinned_device, pinned_cuda_device):
         self.pinned_device = pinned_device
+        self.pinned_cuda_device = pinned_cuda_device
 
 
-def fence_stream(pinned_device):
-    return _batches.fence_stream(FakeCore(pinned_device), {})  # no loader opened
+def fence_stream(pinned_device, pinned_cuda_device=-1):
+    return _batches.fence_stream(FakeCore(pinned_device, pinned_cuda_device), {})  # no loader opened
 
 
 def test_which_stream_is_fenced(monkeypatch):
     monkeypatch.delitem(sys.modules, "torch", raising=False)
     assert fence_stream("cpu") is None  # ordinary memory: nothing to fence
     assert fence_stream("emu:0") == 0  # the emulator's default stream
-    assert fence_stream("cuda:0") == 0  # torch not imported: the default stream, fencing on from the start
+    assert fence_stream("cuda:0", 0) == 0  # torch not imported: the default stream, fencing on from the start
     assert "torch" not in sys.modules  # and torch was not imported for it
     cuda = FakeCuda(initialized=False)
     monkeypatch.setitem(sys.modules, "torch", fake_torch(cuda))
-    assert fence_stream("cuda:0") == 0  # CUDA not initialised by torch: still the default stream
+    assert fence_stream("cuda:0", 0) == 0  # CUDA not initialised by torch: still the default stream
     cuda.initialized = True
-    assert fence_stream("cuda:0") == 0x1000  # torch's current stream
+    assert fence_stream("cuda:0", 0) == 0x1000  # torch's current stream
     assert fence_stream("emu:0") == 0  # torch plays no part for the emulator

@@ -96,6 +96,10 @@ static epoch run_epoch_or_skip(const char *pipeline, const char *device, const c
     if (st) fail_msg("ff_loader_next: %s", ff_loader_errmsg(l));
     assert_int_equal(ff_batch_sync(b), FF_OK);
     assert_string_equal(ff_batch_device(b), output_device);
+    int dev_type = -1, dev_id = -1;
+    ff_batch_dlpack_device(b, &dev_type, &dev_id);
+    assert_int_equal(dev_type, strncmp(output_device, "cuda", 4) ? 1 : 2); /* kDLCPU (emu, cpu), kDLCUDA */
+    assert_int_equal(dev_id, 0);                                            /* cuda:0 alone here */
     ff_tensor t, soft;
     ff_batch_images(b, &t);
     assert_int_equal(t.dtype, FF_FLOAT32);

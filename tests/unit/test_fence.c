@@ -135,6 +135,7 @@ static void late_copy_reads_its_own_batch(double share) {
   alarm(120);
   ff_loader *l = open_loader(1, share);
   assert_string_equal(ff_loader_pinned_device(l), "emu:0");
+  assert_int_equal(ff_loader_pinned_cuda_device(l), -1); /* the emulator is no CUDA device */
   assert_int_equal(ff_loader_fence(l, NULL), FF_OK); /* fencing from the first batch on */
   ff_batch *b0 = next_or_fail(l);
   size_t bytes = image_bytes(b0);
@@ -236,6 +237,7 @@ static void fenced_batches_equal_unpinned_ones(void **state) {
   (void)state;
   ff_loader *a = open_loader(1, 0.5), *b = open_loader(0, 0.5);
   assert_string_equal(ff_loader_pinned_device(b), "cpu");
+  assert_int_equal(ff_loader_pinned_cuda_device(b), -1);
   for (size_t i = 0; i < ff_loader_num_batches(a); i++) {
     assert_int_equal(ff_loader_fence(a, NULL), FF_OK);
     assert_int_equal(ff_loader_fence(b, NULL), FF_OK); /* ordinary memory: nothing to do */
@@ -256,6 +258,7 @@ static void a_fence_on_no_loader_or_a_failed_one_is_refused(void **state) {
   (void)state;
   assert_int_equal(ff_loader_fence(NULL, NULL), FF_EINVAL);
   assert_string_equal(ff_loader_pinned_device(NULL), "cpu");
+  assert_int_equal(ff_loader_pinned_cuda_device(NULL), -1);
   ff_config c;
   ff_config_init(&c);
   c.source = "imagefolder:/nonexistent-fence-test";

@@ -84,6 +84,10 @@ static uint8_t *epoch_images(ff_loader *l, size_t *len) {
     if (st) fail_msg("ff_loader_next: %s", ff_loader_errmsg(l));
     ff_tensor t;
     ff_batch_images(b, &t);
+    int dev_type = -1, dev_id = -1;
+    ff_batch_dlpack_device(b, &dev_type, &dev_id);
+    assert_int_equal(dev_type, 1); /* kDLCPU: emu's device memory is host memory, as is a host batch */
+    assert_int_equal(dev_id, 0);
     if (l->out_dev) {
       assert_string_equal(ff_batch_device(b), l->out_device_name);
       assert_non_null(ff_batch_stream(b));
