@@ -113,7 +113,11 @@ int ff__coord_lock(coord_shm *s, int timeout_ms) {
   return rc;
 }
 
-void ff__coord_unlock(coord_shm *s) { pthread_mutex_unlock(&s->lock); }
+/* A kind written over while the table was held is left alone too: glibc
+ * would refuse it (EINVAL), and the next lock finds it and runs alone. */
+void ff__coord_unlock(coord_shm *s) {
+  if (!lock_damaged(s)) pthread_mutex_unlock(&s->lock);
+}
 
 /* shm_open that never blocks: /dev/shm is writable by every user, and a
  * FIFO left under a segment's name would hang an open for reading. */

@@ -144,15 +144,17 @@ static seen finish_member(member *m) {
   seen s = {0};
   int status = 0;
   assert_int_equal(waitpid(m->pid, &status, 0), m->pid);
-  if (!WIFEXITED(status) || WEXITSTATUS(status))
-    fail_msg("member %d ended with status %d", (int)m->pid, status);
-  assert_int_equal(read(m->result, &s, sizeof s), (ssize_t)sizeof s);
+  int failed = !WIFEXITED(status) || WEXITSTATUS(status);
+  if (!failed) assert_int_equal(read(m->result, &s, sizeof s), (ssize_t)sizeof s);
   close(m->result);
   FILE *f = fopen(m->err_path, "r");
   char line[512];
-  while (f && fgets(line, sizeof line, f))
+  while (f && fgets(line, sizeof line, f)) {
     if (!s.lines++) snprintf(s.first_line, sizeof s.first_line, "%s", line);
+    if (failed) fputs(line, stderr); /* what it said before it ended: a sanitizer's report, say */
+  }
   if (f) fclose(f);
+  if (failed) fail_msg("member %d ended with status %d", (int)m->pid, status);
   return s;
 }
 
