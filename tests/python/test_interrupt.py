@@ -12,7 +12,9 @@ import pytest
 import fusionflow
 from conftest import child_env
 
-# About 0.1 s per sample on one thread: a batch of 32 takes seconds, a sample does not.
+# About 0.1 s per sample on one thread: a batch of 32 takes seconds, a sample does not;
+# the Ctrl-C tests wait for a batch of 256 (some 25 s), so that the signal lands in the wait
+# even when a loaded machine delays the parent by seconds.
 # "Promptly" is PROMPT_S (more under sanitizers, where every sample is slower too).
 # ThreadSanitizer makes the pixel loops some 50x slower: there a pipeline without
 # them (a region decode, 0.1 s per sample measured) keeps that true. Under any
@@ -29,10 +31,10 @@ HUNG_S = 300 if SANITIZED else 60
 
 @pytest.fixture(scope="module")
 def slow_list(big_folder, tmp_path_factory):
-    """64 samples of large images (the 8 files of big_folder, each 8 times)."""
+    """256 samples of large images (the 8 files of big_folder, each 32 times)."""
     root, paths, labels = big_folder
     listing = tmp_path_factory.mktemp("slow") / "slow.txt"
-    listing.write_text("".join(f"{p}\t{l}\n" for _ in range(8) for p, l in zip(paths, labels)))
+    listing.write_text("".join(f"{p}\t{l}\n" for _ in range(32) for p, l in zip(paths, labels)))
     return "list:" + str(listing)
 
 
@@ -56,7 +58,7 @@ def test_garbage_collecting_a_busy_loader_returns_promptly(slow_list):
 CHILD = textwrap.dedent("""
     import sys, time
     import fusionflow
-    loader = fusionflow.Loader(sys.argv[1], sys.argv[2], batch_size=32, num_threads=1, output="numpy")
+    loader = fusionflow.Loader(sys.argv[1], sys.argv[2], batch_size=256, num_threads=1, output="numpy")
     print("ready", flush=True)
     try:
         for images, labels in loader:
@@ -71,6 +73,12 @@ CHILD = textwrap.dedent("""
 """)
 
 
+def sigint_default():
+    """The child's SIGINT as in a terminal: a shell runs background jobs with it ignored, and
+    a Python started so never raises KeyboardInterrupt (ctest resets it; a script may not)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def read_line(proc, deadline):
     line = proc.stdout.readline()
     assert time.monotonic() < deadline, "the child took too long"
@@ -79,7 +87,7 @@ def read_line(proc, deadline):
 
 def test_ctrl_c_interrupts_the_wait_for_a_slow_batch(slow_list):
     proc = subprocess.Popen([sys.executable, "-c", CHILD, slow_list, SLOW_PIPE], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=child_env())
+                            stderr=subprocess.PIPE, text=True, env=child_env(), preexec_fn=sigint_default)
     try:
         assert read_line(proc, time.monotonic() + 60) == "ready"
         time.sleep(0.5)  # now inside next(), waiting for a batch that takes seconds
@@ -100,11 +108,11 @@ def test_ctrl_c_interrupts_the_wait_for_a_slow_batch(slow_list):
 
 def test_ctrl_c_without_a_handler_ends_the_process_promptly(slow_list):
     code = "import sys, fusionflow\n" \
-           "loader = fusionflow.Loader(sys.argv[1], sys.argv[2], batch_size=32, num_threads=1, output='numpy')\n" \
+           "loader = fusionflow.Loader(sys.argv[1], sys.argv[2], batch_size=256, num_threads=1, output='numpy')\n" \
            "print('ready', flush=True)\n" \
            "for batch in loader: pass\n"
     proc = subprocess.Popen([sys.executable, "-c", code, slow_list, SLOW_PIPE], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=child_env())
+                            stderr=subprocess.PIPE, text=True, env=child_env(), preexec_fn=sigint_default)
     try:
         assert read_line(proc, time.monotonic() + 60) == "ready"
         time.sleep(0.5)
@@ -152,6 +160,6 @@ def test_iteration_goes_on_after_an_interrupted_wait(slow_list):
         print(seen)
     """)
     out = subprocess.run([sys.executable, "-c", code, slow_list, SLOW_PIPE], capture_output=True, text=True,
-                         timeout=HUNG_S, env=child_env())
+                         timeout=HUNG_S, env=child_env(), preexec_fn=sigint_default)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[0, 1, 'interrupt', 2, 3]"
