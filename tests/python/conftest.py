@@ -110,6 +110,15 @@ def demo_folder(out, count=12, classes=3):
     return out
 
 
+def sigint_default():
+    """preexec_fn for a child that a test sends SIGINT: its SIGINT as in a terminal. A shell
+    starts background jobs with SIGINT ignored, and a Python started so never raises
+    KeyboardInterrupt (ctest resets it; a script may not)."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def child_env():
     """The environment of a child Python that imports the same fusionflow as this process."""
     env = dict(os.environ)

@@ -10,7 +10,7 @@ import time
 import pytest
 
 import fusionflow
-from conftest import child_env
+from conftest import child_env, sigint_default
 
 # About 0.1 s per sample on one thread: a batch of 32 takes seconds, a sample does not;
 # the Ctrl-C tests wait for a batch of 256 (some 25 s), so that the signal lands in the wait
@@ -71,12 +71,6 @@ CHILD = textwrap.dedent("""
         sys.exit(3)
     print("finished", flush=True)
 """)
-
-
-def sigint_default():
-    """The child's SIGINT as in a terminal: a shell runs background jobs with it ignored, and
-    a Python started so never raises KeyboardInterrupt (ctest resets it; a script may not)."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def read_line(proc, deadline):

@@ -25,7 +25,7 @@ import time
 
 import pytest
 
-from conftest import child_env, cli
+from conftest import child_env, cli, sigint_default
 
 np = pytest.importorskip("numpy")
 fusionflow = pytest.importorskip("fusionflow")
@@ -322,7 +322,7 @@ def test_ctrl_c_gives_up_a_loader_waiting_for_a_stalled_server(stalled_url):
     ends the wait at once with KeyboardInterrupt from the constructor -- not after the retries'
     two minutes, and not as a fusionflow error."""
     proc = subprocess.Popen([sys.executable, "-c", OPENING_CHILD, stalled_url], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=child_env())
+                            stderr=subprocess.PIPE, text=True, env=child_env(), preexec_fn=sigint_default)
     out, err = lines_of(proc.stdout), lines_of(proc.stderr)
     try:
         try:
