@@ -105,7 +105,7 @@ _BY_STATUS = {
 }
 
 for _cls in (Error, InvalidArgumentError, PipelineError, DecodeError, EmptySourceError, LoaderOSError,
-             LoaderFileNotFoundError, OutOfMemoryError, DeviceError, InternalError):
+             LoaderFileNotFoundError, OutOfMemoryError, DeviceError, DeviceUnavailableError, InternalError):
     _cls.__module__ = "fusionflow"
 
 _NOT_FOUND = ("No such file or directory",)

@@ -9,6 +9,7 @@ hand-out's torch streams are in _batches.py.
 
 import atexit
 import collections
+import inspect
 import json
 import operator
 import os
@@ -340,7 +341,7 @@ class Loader(DataLoaderFace, LoaderStats):
         self,
         source: Union[str, "os.PathLike[str]", Any],
         pipeline: Optional[str] = None,
-        *,
+        *positional: Any,  # none is taken: it only lets the error name the keyword (signature: *, below)
         # source
         image_key: Optional[str] = None,
         label_key: Optional[str] = None,
@@ -351,7 +352,7 @@ class Loader(DataLoaderFace, LoaderStats):
         on_error: str = "raise",
         shuffle_buffer: int = 1000,
         # sampling
-        batch_size: int,
+        batch_size: int = None,  # required (the signature below says so): None names a missing one here
         shuffle: bool = True,
         drop_last: bool = False,
         sampler_drop_last: bool = False,
@@ -387,8 +388,14 @@ class Loader(DataLoaderFace, LoaderStats):
     ) -> None:
         self._c = None
         self._classes = None
+        if positional:
+            raise TypeError(f"fusionflow.Loader takes source and pipeline by position and every other argument by "
+                            f"keyword: got {len(positional)} more positional argument(s); for DataLoader's third, "
+                            f"write batch_size={positional[0]!r}")
+        if batch_size is None:
+            raise TypeError("fusionflow.Loader() missing 1 required keyword-only argument: 'batch_size'")
         settings = dict(locals())
-        del settings["self"], settings["source"], settings["pipeline"]
+        del settings["self"], settings["source"], settings["pipeline"], settings["positional"]
         if recipe is not None:
             if pipeline is not None:
                 raise TypeError("fusionflow.Loader: give a pipeline or a recipe, not both")
@@ -793,3 +800,14 @@ class Loader(DataLoaderFace, LoaderStats):
         return (f"fusionflow.Loader(source={source}, batch_size={self.batch_size}, shuffle={self.shuffle}, "
                 f"drop_last={self.drop_last}, seed={self.seed}, rank={self.rank}, world_size={self.world_size}, "
                 f"{state})")
+
+
+def _shown_signature(init):
+    """What help(Loader) and inspect show: "*," where __init__ has *positional (it takes none), and
+    batch_size required (its None default is there only to name it when it is missing)."""
+    params = [p.replace(default=inspect.Parameter.empty) if p.name == "batch_size" else p
+              for p in inspect.signature(init).parameters.values() if p.kind is not inspect.Parameter.VAR_POSITIONAL]
+    return inspect.signature(init).replace(parameters=params)
+
+
+Loader.__init__.__signature__ = _shown_signature(Loader.__init__)

@@ -96,7 +96,7 @@ static ff_status open_backend(const char *name, const ff__device_options *opt, f
   for (size_t i = 0; i < sizeof backends / sizeof *backends; i++)
     if (strlen(backends[i].kind) == kind_len && !strncmp(name, backends[i].kind, kind_len))
       return backends[i].open(name, ordinal, query, opt, o, err);
-  return ff__error_set(err, FF_EINVAL, "device '%s': unknown kind (cuda:N, emu:N, auto)", name);
+  return ff__error_set(err, FF_EINVAL, "device '%s': unknown kind (cpu, auto, cuda:N, emu:N)", name);
 }
 
 ff_status ff__device_open(const char *name, const ff__device_options *opt, ff__device **out, ff__error *err) {

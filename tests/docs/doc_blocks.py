@@ -118,7 +118,8 @@ def check_links(path, rel):
 
 
 def make_demo_data(folder):
-    """3 classes x 8 JPEGs of 48..160 px: gradients, stripes and noise (Pillow)."""
+    """3 classes x 8 JPEGs of 48..160 px: gradients, stripes and noise (Pillow), and the
+    .complete marker that `make demo`'s data set has beside its class folders."""
     import random
     from PIL import Image
     rng = random.Random(0)
@@ -133,6 +134,8 @@ def make_demo_data(folder):
             if k == 7:
                 im = im.convert("L")
             im.save(os.path.join(folder, f"class_{c:02d}", f"{k:05d}.jpg"), quality=85 + k)
+    with open(os.path.join(folder, ".complete"), "w") as f:
+        f.write("3 classes\n")
 
 
 def page_folder(work, page, cli, data):

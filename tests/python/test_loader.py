@@ -1,4 +1,5 @@
 """fusionflow.Loader: batches, shapes, sharding, epochs, resume, errors."""
+import inspect
 import itertools
 import math
 import os
@@ -451,6 +452,13 @@ def test_pipeline_error_is_a_value_error_naming_the_column(folder):
     assert info.value.status == -2
 
 
+def test_error_classes_print_as_fusionflow_names():
+    """A traceback names fusionflow.DeviceUnavailableError, not the private module that defines it."""
+    classes = [c for c in vars(fusionflow).values() if isinstance(c, type) and issubclass(c, fusionflow.Error)]
+    assert fusionflow.DeviceUnavailableError in classes and len(classes) >= 10
+    assert [c.__name__ for c in classes if c.__module__ != "fusionflow"] == []
+
+
 def test_missing_source_is_file_not_found(tmp_path):
     with pytest.raises(FileNotFoundError):
         fusionflow.Loader(str(tmp_path / "missing"), "decode | resize(size=(8, 8))", batch_size=2)
@@ -471,6 +479,8 @@ def test_bad_arguments_raise_value_error(folder):
         fusionflow.Loader(root, "decode | resize(size=(8, 8))", batch_size=2, device="cuda").close()
     except fusionflow.DeviceUnavailableError as e:
         assert isinstance(e, ValueError) and "use emu:0 or cpu" in str(e)
+    with pytest.raises(ValueError, match=r"device 'gpu': unknown kind \(cpu, auto, cuda:N, emu:N\)"):
+        fusionflow.Loader(root, "decode | resize(size=(8, 8))", batch_size=2, device="gpu")
 
 
 def test_empty_folder_is_an_empty_source_error(tmp_path):
@@ -684,5 +694,11 @@ def test_rank_and_world_size_come_from_the_environment_as_the_library_reads_it(f
 
 
 def test_arguments_after_the_pipeline_are_keywords(folder):
-    with pytest.raises(TypeError, match="positional"):
+    with pytest.raises(TypeError, match="every other argument by keyword: got 1 more positional argument.*"
+                                        "write batch_size=4$"):
         fusionflow.Loader(folder[0], UINT8_PIPE, 4)
+    with pytest.raises(TypeError, match="missing 1 required keyword-only argument: 'batch_size'"):
+        fusionflow.Loader(folder[0], UINT8_PIPE)
+    shown = inspect.signature(fusionflow.Loader).parameters
+    assert shown["batch_size"].default is inspect.Parameter.empty and shown["image_key"].kind is shown["image_key"].KEYWORD_ONLY
+    assert not [p for p in shown.values() if p.kind is p.VAR_POSITIONAL]
