@@ -15,10 +15,12 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <structmember.h> /* PyMemberDef, after Python.h (ffpy_loader.h) */
 #include <unistd.h>
 
 #include "ffpy_late_copy.h"
@@ -658,39 +660,6 @@ static PyObject *loader_get_closed(LoaderObject *self, void *unused) {
   (void)unused;
   return PyBool_FromLong(self->core == NULL);
 }
-static PyObject *loader_get_num_batches(LoaderObject *self, void *unused) {
-  (void)unused;
-  return PyLong_FromSize_t(self->num_batches);
-}
-static PyObject *loader_get_num_samples(LoaderObject *self, void *unused) {
-  (void)unused;
-  return PyLong_FromSize_t(self->num_samples);
-}
-static PyObject *loader_get_dataset_size(LoaderObject *self, void *unused) {
-  (void)unused;
-  return PyLong_FromSize_t(self->dataset_size);
-}
-static PyObject *loader_get_rank(LoaderObject *self, void *unused) {
-  (void)unused;
-  return PyLong_FromLong(self->rank);
-}
-static PyObject *loader_get_world_size(LoaderObject *self, void *unused) {
-  (void)unused;
-  return PyLong_FromLong(self->world_size);
-}
-static PyObject *loader_get_pinned_device(LoaderObject *self, void *unused) {
-  (void)unused;
-  return PyUnicode_FromString(self->pinned_device);
-}
-static PyObject *loader_get_pinned_cuda_device(LoaderObject *self, void *unused) {
-  (void)unused;
-  return PyLong_FromLong(self->pinned_cuda_device);
-}
-static PyObject *loader_get_classes(LoaderObject *self, void *unused) {
-  (void)unused;
-  Py_INCREF(self->classes);
-  return self->classes;
-}
 
 static PyMethodDef loader_methods[] = {
     {"next", (PyCFunction)loader_next, METH_VARARGS,
@@ -725,24 +694,32 @@ static PyMethodDef loader_methods[] = {
 
 static PyGetSetDef loader_getset[] = {
     {"closed", (getter)loader_get_closed, NULL, NULL, NULL},
-    {"num_batches", (getter)loader_get_num_batches, NULL, NULL, NULL},
-    {"num_samples", (getter)loader_get_num_samples, NULL, NULL, NULL},
-    {"dataset_size", (getter)loader_get_dataset_size, NULL, NULL, NULL},
-    {"rank", (getter)loader_get_rank, NULL, "this process's shard, $RANK resolved (ff_loader_shard)", NULL},
-    {"world_size", (getter)loader_get_world_size, NULL, "the number of shards, $WORLD_SIZE resolved", NULL},
-    {"classes", (getter)loader_get_classes, NULL, "tuple of str (class folders) or None", NULL},
-    {"pinned_device", (getter)loader_get_pinned_device, NULL,
-     "the device that pinned the host batches (\"cuda:0\", \"emu:0\"), or \"cpu\" (ff_loader_pinned_device)", NULL},
-    {"pinned_cuda_device", (getter)loader_get_pinned_cuda_device, NULL,
-     "the CUDA ordinal of pinned_device, or -1 when no CUDA device pinned them (ff_loader_pinned_cuda_device)", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
+
+/* Read-only fields set at open (size_t read as Py_ssize_t: the counts stay far below 2**63). */
+#define LOADER_FIELD(name, type, field, doc) {name, type, offsetof(LoaderObject, field), READONLY, doc}
+static PyMemberDef loader_members[] = {
+    LOADER_FIELD("num_batches", T_PYSSIZET, num_batches, NULL),
+    LOADER_FIELD("num_samples", T_PYSSIZET, num_samples, NULL),
+    LOADER_FIELD("dataset_size", T_PYSSIZET, dataset_size, NULL),
+    LOADER_FIELD("rank", T_INT, rank, "this process's shard, $RANK resolved (ff_loader_shard)"),
+    LOADER_FIELD("world_size", T_INT, world_size, "the number of shards, $WORLD_SIZE resolved"),
+    LOADER_FIELD("classes", T_OBJECT, classes, "tuple of str (class folders) or None"),
+    LOADER_FIELD("pinned_device", T_STRING_INPLACE, pinned_device,
+                 "the device that pinned the host batches (\"cuda:0\", \"emu:0\"), or \"cpu\" (ff_loader_pinned_device)"),
+    LOADER_FIELD("pinned_cuda_device", T_INT, pinned_cuda_device,
+                 "the CUDA ordinal of pinned_device, or -1 when no CUDA device pinned them (ff_loader_pinned_cuda_device)"),
+    {NULL, 0, 0, 0, NULL},
+};
+#undef LOADER_FIELD
 
 static PyType_Slot loader_slots[] = {
     {Py_tp_dealloc, (void *)loader_dealloc},
     {Py_tp_doc, (void *)"The C loader under fusionflow.Loader (made by open_loader)."},
     {Py_tp_methods, loader_methods},
     {Py_tp_getset, loader_getset},
+    {Py_tp_members, loader_members},
     {0, NULL},
 };
 
